@@ -1,0 +1,2 @@
+//! The RingMQ broker: composes `codec`, `router`, `session-store` and `ring-runtime`.
+#![forbid(unsafe_code)]
