@@ -2,3 +2,9 @@
 //!
 //! No I/O, no clock, no logging: the codec is a pure function of its input.
 #![forbid(unsafe_code)]
+
+mod types;
+
+pub use types::{
+    PacketId, ProtocolVersion, QoS, RetainHandling, SubscriptionId, SubscriptionOptions,
+};
