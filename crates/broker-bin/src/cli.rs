@@ -1,0 +1,77 @@
+//! The `ringmq` command line.
+
+use std::path::PathBuf;
+
+use clap::Parser;
+
+use crate::config::{self, Config, ConfigError, RawConfig};
+
+/// RingMQ: an MQTT 3.1.1 and 5.0 broker on thread-per-core io_uring reactors.
+#[derive(Debug, Parser)]
+#[command(name = "ringmq", version, about)]
+pub struct Cli {
+    /// TOML config file; its keys override the embedded defaults (see --print-default-config).
+    #[arg(long, short = 'c', value_name = "FILE")]
+    pub config: Option<PathBuf>,
+
+    /// Address to accept MQTT connections on; repeatable; replaces `listeners.tcp`.
+    #[arg(long, short = 'l', value_name = "ADDR:PORT")]
+    pub listen: Vec<String>,
+
+    /// Log level (error, warn, info, debug, trace); overrides `log.level`.
+    #[arg(long, value_name = "LEVEL")]
+    pub log_level: Option<String>,
+
+    /// Print the embedded default configuration (every setting, documented) and exit.
+    #[arg(long)]
+    pub print_default_config: bool,
+
+    /// Validate the configuration, print the effective values and exit.
+    #[arg(long)]
+    pub check_config: bool,
+}
+
+impl Cli {
+    /// The raw layers in order: embedded defaults, the config file, then command-line overrides.
+    pub fn raw_config(&self) -> Result<RawConfig, ConfigError> {
+        let mut raw = config::load_raw(self.config.as_deref())?;
+        if !self.listen.is_empty() {
+            raw.listeners.tcp = Some(self.listen.clone());
+        }
+        if let Some(level) = &self.log_level {
+            raw.log.level = Some(level.clone());
+        }
+        Ok(raw)
+    }
+
+    /// The validated configuration.
+    pub fn config(&self) -> Result<Config, ConfigError> {
+        self.raw_config()?.validate()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn listen_flags_replace_the_listener_list() {
+        let cli = Cli::parse_from(["ringmq", "-l", "127.0.0.1:0", "--listen", "[::1]:1884"]);
+        let config = cli.config().unwrap();
+        assert_eq!(config.listeners.len(), 2);
+        assert_eq!(config.listeners[1].port(), 1884);
+    }
+
+    #[test]
+    fn bad_log_level_flag_names_the_key() {
+        let cli = Cli::parse_from(["ringmq", "--log-level", "chatty"]);
+        assert!(cli.config().unwrap_err().to_string().contains("log.level"));
+    }
+
+    #[test]
+    fn missing_config_file_is_a_read_error() {
+        let cli = Cli::parse_from(["ringmq", "--config", "/nonexistent/ringmq.toml"]);
+        let err = cli.config().unwrap_err().to_string();
+        assert!(err.contains("cannot read config file"), "{err}");
+    }
+}

@@ -1,0 +1,99 @@
+//! Broker configuration: the embedded defaults, an optional file over them, then CLI overrides,
+//! validated into typed values (two phases: [`raw`] then [`typed`]).
+
+mod error;
+mod raw;
+mod typed;
+mod validate;
+
+use std::path::Path;
+
+pub use error::ConfigError;
+pub use raw::RawConfig;
+pub use typed::{
+    BackendChoice, Config, ConnectionSettings, LimitSettings, QueueSettings, RetainedSettings,
+    RuntimeSettings, SessionSettings, SlowConsumerPolicy,
+};
+
+/// The default configuration, embedded in the binary; every default lives here.
+pub const DEFAULT_CONFIG_TOML: &str = include_str!("../../../../configs/default.toml");
+
+/// Parses TOML text into the raw layer; `origin` names the text in errors.
+pub fn parse_raw(origin: &str, text: &str) -> Result<RawConfig, ConfigError> {
+    toml::from_str(text).map_err(|e| ConfigError::Parse {
+        origin: origin.to_owned(),
+        message: e.to_string(),
+    })
+}
+
+/// The embedded defaults as a raw layer.
+pub fn default_raw() -> Result<RawConfig, ConfigError> {
+    parse_raw("<embedded default>", DEFAULT_CONFIG_TOML)
+}
+
+/// The embedded defaults overlaid with `path`'s keys, when a path is given.
+pub fn load_raw(path: Option<&Path>) -> Result<RawConfig, ConfigError> {
+    let mut raw = default_raw()?;
+    if let Some(path) = path {
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+            path: path.to_owned(),
+            source,
+        })?;
+        raw.overlay(parse_raw(&path.display().to_string(), &text)?);
+    }
+    Ok(raw)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn embedded_default_validates() {
+        let config = default_raw().unwrap().validate().unwrap();
+        assert_eq!(config.listeners, vec!["127.0.0.1:1883".parse().unwrap()]);
+        assert_eq!(config.runtime.backend, BackendChoice::Auto);
+        assert_eq!(config.limits.max_packet_size, 1_048_576);
+    }
+
+    #[test]
+    fn file_overrides_only_its_keys() {
+        let mut raw = default_raw().unwrap();
+        raw.overlay(parse_raw("t", "[limits]\nreceive_maximum = 10\n").unwrap());
+        let config = raw.validate().unwrap();
+        assert_eq!(config.limits.receive_maximum, 10);
+        assert_eq!(config.limits.max_packet_size, 1_048_576);
+    }
+
+    fn error_for(text: &str) -> String {
+        let mut raw = default_raw().unwrap();
+        match parse_raw("t", text) {
+            Err(e) => e.to_string(),
+            Ok(over) => {
+                raw.overlay(over);
+                raw.validate().unwrap_err().to_string()
+            }
+        }
+    }
+
+    #[test]
+    fn errors_name_the_key() {
+        assert!(error_for("[limits]\nreceive_maximum = 0\n").contains("limits.receive_maximum"));
+        assert!(error_for("[limits]\nreceive_maximum = 70000\n").contains("out of range"));
+        assert!(error_for("[runtime]\nbackend = \"kqueue\"\n").contains("runtime.backend"));
+        assert!(error_for("[listeners]\ntcp = []\n").contains("listeners.tcp"));
+        assert!(error_for("[listeners]\ntcp = [\"nonsense\"]\n").contains("listeners.tcp"));
+        assert!(error_for("[log]\nlevel = \"loud\"\n").contains("log.level"));
+        assert!(
+            error_for("[queues]\nslow_consumer_policy = \"x\"\n")
+                .contains("queues.slow_consumer_policy")
+        );
+    }
+
+    #[test]
+    fn unknown_keys_and_wrong_types_are_refused() {
+        assert!(error_for("[limits]\nmax_pakcet_size = 10\n").contains("max_pakcet_size"));
+        assert!(error_for("[limits]\nreceive_maximum = \"ten\"\n").contains("receive_maximum"));
+        assert!(error_for("[nosuch]\n").contains("nosuch"));
+    }
+}

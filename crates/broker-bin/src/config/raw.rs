@@ -1,0 +1,118 @@
+//! The raw configuration layer: TOML as written, every field optional so files can be overlaid.
+
+use serde::Deserialize;
+
+/// Declares a raw section struct whose fields are all optional, plus `overlay` (later wins).
+macro_rules! raw_section {
+    ($(#[$meta:meta])* $name:ident { $($field:ident : $ty:ty),* $(,)? }) => {
+        $(#[$meta])*
+        #[derive(Debug, Clone, Default, Deserialize)]
+        #[serde(deny_unknown_fields)]
+        pub struct $name {
+            $(pub $field: Option<$ty>,)*
+        }
+
+        impl $name {
+            /// Takes every field that `over` sets.
+            pub fn overlay(&mut self, over: Self) {
+                $(if over.$field.is_some() { self.$field = over.$field; })*
+            }
+        }
+    };
+}
+
+raw_section!(
+    /// `[listeners]`
+    RawListeners { tcp: Vec<String> }
+);
+raw_section!(
+    /// `[runtime]`
+    RawRuntime { shards: usize, backend: String }
+);
+raw_section!(
+    /// `[log]`
+    RawLog { level: String }
+);
+raw_section!(
+    /// `[connection]`
+    RawConnection {
+        max_connections: u64,
+        connect_timeout: u64,
+        max_keep_alive: u64,
+        default_keep_alive: u64,
+        max_client_id_len: u64,
+    }
+);
+raw_section!(
+    /// `[limits]`
+    RawLimits {
+        max_packet_size: u64,
+        receive_maximum: u64,
+        max_inflight_outbound: u64,
+        topic_alias_maximum: u64,
+        outbound_topic_alias_maximum: u64,
+        max_topic_length: u64,
+        max_topic_levels: u64,
+        max_subscriptions_per_client: u64,
+    }
+);
+raw_section!(
+    /// `[queues]`
+    RawQueues {
+        outbound_messages: u64,
+        outbound_bytes: u64,
+        max_queued_messages: u64,
+        slow_consumer_policy: String,
+    }
+);
+raw_section!(
+    /// `[sessions]`
+    RawSessions { max_session_expiry: u64, max_sessions: u64 }
+);
+raw_section!(
+    /// `[retained]`
+    RawRetained { max_messages: u64, max_bytes: u64 }
+);
+raw_section!(
+    /// `[sys]`
+    RawSys { interval: u64 }
+);
+
+/// The whole raw configuration file.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawConfig {
+    #[serde(default)]
+    pub listeners: RawListeners,
+    #[serde(default)]
+    pub runtime: RawRuntime,
+    #[serde(default)]
+    pub log: RawLog,
+    #[serde(default)]
+    pub connection: RawConnection,
+    #[serde(default)]
+    pub limits: RawLimits,
+    #[serde(default)]
+    pub queues: RawQueues,
+    #[serde(default)]
+    pub sessions: RawSessions,
+    #[serde(default)]
+    pub retained: RawRetained,
+    #[serde(default)]
+    pub sys: RawSys,
+}
+
+impl RawConfig {
+    /// Takes every field that `over` sets, section by section.
+    pub fn overlay(&mut self, over: RawConfig) {
+        self.listeners.overlay(over.listeners);
+        self.runtime.overlay(over.runtime);
+        self.log.overlay(over.log);
+        self.connection.overlay(over.connection);
+        self.limits.overlay(over.limits);
+        self.queues.overlay(over.queues);
+        self.sessions.overlay(over.sessions);
+        self.retained.overlay(over.retained);
+        self.sys.overlay(over.sys);
+    }
+}

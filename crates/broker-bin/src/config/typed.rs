@@ -1,0 +1,95 @@
+//! The validated configuration: typed values only, every limit in force.
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+/// Which I/O backend the runtime uses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BackendChoice {
+    /// io_uring when the kernel offers it, else epoll.
+    Auto,
+    /// io_uring, failing if it is unavailable.
+    Uring,
+    /// epoll.
+    Epoll,
+}
+
+/// What happens to a QoS 1/2 message when a session's queue is full.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SlowConsumerPolicy {
+    /// Drop the oldest queued message and count it.
+    DropOldest,
+    /// Disconnect the slow client with 0x97 Quota Exceeded.
+    Disconnect,
+}
+
+/// The validated broker configuration.
+#[derive(Debug, Clone)]
+pub struct Config {
+    pub listeners: Vec<SocketAddr>,
+    pub runtime: RuntimeSettings,
+    pub log_level: tracing::Level,
+    pub connection: ConnectionSettings,
+    pub limits: LimitSettings,
+    pub queues: QueueSettings,
+    pub sessions: SessionSettings,
+    pub retained: RetainedSettings,
+    /// Interval between `$SYS` updates; `None` disables `$SYS`.
+    pub sys_interval: Option<Duration>,
+}
+
+/// `[runtime]`
+#[derive(Debug, Clone)]
+pub struct RuntimeSettings {
+    /// Shard count; `None` means one per available core.
+    pub shards: Option<usize>,
+    pub backend: BackendChoice,
+}
+
+/// `[connection]`
+#[derive(Debug, Clone)]
+pub struct ConnectionSettings {
+    pub max_connections: u32,
+    pub connect_timeout: Duration,
+    /// `None` means no maximum.
+    pub max_keep_alive: Option<u16>,
+    /// `None` means clients may ask for no keep-alive.
+    pub default_keep_alive: Option<u16>,
+    pub max_client_id_len: u16,
+}
+
+/// `[limits]`
+#[derive(Debug, Clone)]
+pub struct LimitSettings {
+    pub max_packet_size: u32,
+    pub receive_maximum: u16,
+    pub max_inflight_outbound: u16,
+    pub topic_alias_maximum: u16,
+    pub outbound_topic_alias_maximum: u16,
+    pub max_topic_length: u16,
+    pub max_topic_levels: u16,
+    pub max_subscriptions_per_client: u32,
+}
+
+/// `[queues]`
+#[derive(Debug, Clone)]
+pub struct QueueSettings {
+    pub outbound_messages: u32,
+    pub outbound_bytes: u64,
+    pub max_queued_messages: u32,
+    pub slow_consumer_policy: SlowConsumerPolicy,
+}
+
+/// `[sessions]`
+#[derive(Debug, Clone)]
+pub struct SessionSettings {
+    pub max_session_expiry: Duration,
+    pub max_sessions: u32,
+}
+
+/// `[retained]`
+#[derive(Debug, Clone)]
+pub struct RetainedSettings {
+    pub max_messages: u32,
+    pub max_bytes: u64,
+}

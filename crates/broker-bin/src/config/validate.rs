@@ -1,0 +1,269 @@
+//! Turns a raw configuration into a typed [`Config`], naming the key of the first bad value.
+
+use std::net::{SocketAddr, ToSocketAddrs};
+use std::time::Duration;
+
+use super::error::ConfigError;
+use super::raw::RawConfig;
+use super::typed::{
+    BackendChoice, Config, ConnectionSettings, LimitSettings, QueueSettings, RetainedSettings,
+    RuntimeSettings, SessionSettings, SlowConsumerPolicy,
+};
+
+/// Smallest maximum packet size that still fits a CONNECT with a short client id.
+const MIN_PACKET_SIZE: u64 = 64;
+/// The MQTT wire limit of a packet: 1 type byte, 4 length bytes and 268,435,455 remaining bytes.
+const MAX_PACKET_SIZE: u64 = 268_435_460;
+/// The MQTT limit of a UTF-8 string (topic, client id).
+const MAX_STRING: u64 = 65_535;
+
+/// A required key's value, or an error naming it.
+fn need<T: Clone>(key: &'static str, value: &Option<T>) -> Result<T, ConfigError> {
+    value
+        .clone()
+        .ok_or_else(|| ConfigError::invalid(key, "missing (and no default)"))
+}
+
+/// A required integer in `min..=max`.
+fn in_range(
+    key: &'static str,
+    value: &Option<u64>,
+    min: u64,
+    max: u64,
+) -> Result<u64, ConfigError> {
+    let v = need(key, value)?;
+    if v < min || v > max {
+        return Err(ConfigError::invalid(
+            key,
+            format!("{v} is out of range {min}..={max}"),
+        ));
+    }
+    Ok(v)
+}
+
+/// A bounded integer narrowed to its typed width; the range check makes the conversion exact.
+fn narrow<T: TryFrom<u64>>(
+    key: &'static str,
+    v: &Option<u64>,
+    min: u64,
+    max: u64,
+) -> Result<T, ConfigError> {
+    let wide = in_range(key, v, min, max)?;
+    T::try_from(wide).map_err(|_| ConfigError::invalid(key, format!("{wide} does not fit")))
+}
+
+/// A keep-alive style value where 0 means "none".
+fn optional_u16(key: &'static str, v: &Option<u64>) -> Result<Option<u16>, ConfigError> {
+    let value: u16 = narrow(key, v, 0, u64::from(u16::MAX))?;
+    Ok((value != 0).then_some(value))
+}
+
+impl RawConfig {
+    /// Validates every key and builds the typed configuration.
+    pub fn validate(&self) -> Result<Config, ConfigError> {
+        Ok(Config {
+            listeners: self.listeners()?,
+            runtime: self.runtime()?,
+            log_level: self.log_level()?,
+            connection: self.connection()?,
+            limits: self.limits()?,
+            queues: self.queues()?,
+            sessions: self.sessions()?,
+            retained: self.retained()?,
+            sys_interval: {
+                let secs = in_range("sys.interval", &self.sys.interval, 0, 86_400)?;
+                (secs != 0).then(|| Duration::from_secs(secs))
+            },
+        })
+    }
+
+    fn listeners(&self) -> Result<Vec<SocketAddr>, ConfigError> {
+        const KEY: &str = "listeners.tcp";
+        let list = need(KEY, &self.listeners.tcp)?;
+        if list.is_empty() {
+            return Err(ConfigError::invalid(
+                KEY,
+                "at least one listen address is required",
+            ));
+        }
+        list.iter()
+            .map(|text| parse_listen_addr(KEY, text))
+            .collect()
+    }
+
+    fn runtime(&self) -> Result<RuntimeSettings, ConfigError> {
+        let shards = in_range(
+            "runtime.shards",
+            &self.runtime.shards.map(|s| s as u64),
+            0,
+            1024,
+        )?;
+        let backend = match need("runtime.backend", &self.runtime.backend)?.as_str() {
+            "auto" => BackendChoice::Auto,
+            "uring" | "io_uring" => BackendChoice::Uring,
+            "epoll" => BackendChoice::Epoll,
+            other => {
+                return Err(ConfigError::invalid(
+                    "runtime.backend",
+                    format!(
+                        "unknown backend {other:?} (expected \"auto\", \"uring\" or \"epoll\")"
+                    ),
+                ));
+            }
+        };
+        Ok(RuntimeSettings {
+            shards: (shards != 0).then_some(shards as usize),
+            backend,
+        })
+    }
+
+    fn log_level(&self) -> Result<tracing::Level, ConfigError> {
+        let text = need("log.level", &self.log.level)?;
+        text.parse().map_err(|_| {
+            ConfigError::invalid(
+                "log.level",
+                format!("unknown level {text:?} (expected error, warn, info, debug or trace)"),
+            )
+        })
+    }
+
+    fn connection(&self) -> Result<ConnectionSettings, ConfigError> {
+        let c = &self.connection;
+        Ok(ConnectionSettings {
+            max_connections: narrow(
+                "connection.max_connections",
+                &c.max_connections,
+                1,
+                10_000_000,
+            )?,
+            connect_timeout: Duration::from_secs(in_range(
+                "connection.connect_timeout",
+                &c.connect_timeout,
+                1,
+                3600,
+            )?),
+            max_keep_alive: optional_u16("connection.max_keep_alive", &c.max_keep_alive)?,
+            default_keep_alive: optional_u16(
+                "connection.default_keep_alive",
+                &c.default_keep_alive,
+            )?,
+            max_client_id_len: narrow(
+                "connection.max_client_id_len",
+                &c.max_client_id_len,
+                23,
+                MAX_STRING,
+            )?,
+        })
+    }
+
+    fn limits(&self) -> Result<LimitSettings, ConfigError> {
+        let l = &self.limits;
+        let u16_max = u64::from(u16::MAX);
+        Ok(LimitSettings {
+            max_packet_size: narrow(
+                "limits.max_packet_size",
+                &l.max_packet_size,
+                MIN_PACKET_SIZE,
+                MAX_PACKET_SIZE.min(u64::from(u32::MAX)),
+            )?,
+            receive_maximum: narrow("limits.receive_maximum", &l.receive_maximum, 1, u16_max)?,
+            max_inflight_outbound: narrow(
+                "limits.max_inflight_outbound",
+                &l.max_inflight_outbound,
+                1,
+                u16_max,
+            )?,
+            topic_alias_maximum: narrow(
+                "limits.topic_alias_maximum",
+                &l.topic_alias_maximum,
+                0,
+                u16_max,
+            )?,
+            outbound_topic_alias_maximum: narrow(
+                "limits.outbound_topic_alias_maximum",
+                &l.outbound_topic_alias_maximum,
+                0,
+                u16_max,
+            )?,
+            max_topic_length: narrow(
+                "limits.max_topic_length",
+                &l.max_topic_length,
+                1,
+                MAX_STRING,
+            )?,
+            max_topic_levels: narrow("limits.max_topic_levels", &l.max_topic_levels, 1, u16_max)?,
+            max_subscriptions_per_client: narrow(
+                "limits.max_subscriptions_per_client",
+                &l.max_subscriptions_per_client,
+                1,
+                1_000_000,
+            )?,
+        })
+    }
+
+    fn queues(&self) -> Result<QueueSettings, ConfigError> {
+        let q = &self.queues;
+        let policy = match need("queues.slow_consumer_policy", &q.slow_consumer_policy)?.as_str() {
+            "drop-oldest" => SlowConsumerPolicy::DropOldest,
+            "disconnect" => SlowConsumerPolicy::Disconnect,
+            other => {
+                return Err(ConfigError::invalid(
+                    "queues.slow_consumer_policy",
+                    format!(
+                        "unknown policy {other:?} (expected \"drop-oldest\" or \"disconnect\")"
+                    ),
+                ));
+            }
+        };
+        Ok(QueueSettings {
+            outbound_messages: narrow(
+                "queues.outbound_messages",
+                &q.outbound_messages,
+                1,
+                10_000_000,
+            )?,
+            outbound_bytes: in_range("queues.outbound_bytes", &q.outbound_bytes, 1024, 1 << 40)?,
+            max_queued_messages: narrow(
+                "queues.max_queued_messages",
+                &q.max_queued_messages,
+                1,
+                100_000_000,
+            )?,
+            slow_consumer_policy: policy,
+        })
+    }
+
+    fn sessions(&self) -> Result<SessionSettings, ConfigError> {
+        let s = &self.sessions;
+        Ok(SessionSettings {
+            max_session_expiry: Duration::from_secs(in_range(
+                "sessions.max_session_expiry",
+                &s.max_session_expiry,
+                0,
+                u64::from(u32::MAX),
+            )?),
+            max_sessions: narrow("sessions.max_sessions", &s.max_sessions, 1, 100_000_000)?,
+        })
+    }
+
+    fn retained(&self) -> Result<RetainedSettings, ConfigError> {
+        let r = &self.retained;
+        Ok(RetainedSettings {
+            max_messages: narrow("retained.max_messages", &r.max_messages, 0, 100_000_000)?,
+            max_bytes: in_range("retained.max_bytes", &r.max_bytes, 0, 1 << 40)?,
+        })
+    }
+}
+
+/// Parses `HOST:PORT` (an IP literal or `localhost`) into one socket address.
+pub(crate) fn parse_listen_addr(key: &'static str, text: &str) -> Result<SocketAddr, ConfigError> {
+    if let Ok(addr) = text.parse::<SocketAddr>() {
+        return Ok(addr);
+    }
+    let mut resolved = text
+        .to_socket_addrs()
+        .map_err(|e| ConfigError::invalid(key, format!("{text:?} is not HOST:PORT ({e})")))?;
+    resolved
+        .next()
+        .ok_or_else(|| ConfigError::invalid(key, format!("{text:?} resolves to no address")))
+}
