@@ -1,2 +1,10 @@
 //! Sessions, inflight QoS 1/2 state, offline queues and retained durability behind a storage trait.
 #![forbid(unsafe_code)]
+
+mod inbound;
+mod inflight;
+mod queue;
+
+pub use inbound::{AwaitingRelease, InboundQos2};
+pub use inflight::{AckError, InflightState, InflightWindow, Resend};
+pub use queue::{MessageQueue, OverflowPolicy, Pushed};

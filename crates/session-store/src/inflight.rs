@@ -1,0 +1,291 @@
+//! The outbound inflight window of one session: QoS 1/2 messages sent and not yet acknowledged.
+//!
+//! Packet identifiers are allocated here, never reused while in flight, and entries keep their
+//! send order so a resumed session resends them in the order they were first sent.
+
+use std::collections::{BTreeMap, HashMap};
+
+use codec::{PacketId, QoS};
+
+/// Where an outbound QoS 1/2 message stands in its acknowledgement flow.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum InflightState<M> {
+    /// QoS 1 sent, waiting for PUBACK.
+    AwaitingPubAck(M),
+    /// QoS 2 sent, waiting for PUBREC.
+    AwaitingPubRec(M),
+    /// QoS 2 PUBREC received and PUBREL sent, waiting for PUBCOMP; the message itself is released.
+    AwaitingPubComp,
+}
+
+/// What a resumed session must send again for one inflight entry.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Resend<'a, M> {
+    /// The PUBLISH again, with DUP set.
+    Publish(PacketId, QoS, &'a M),
+    /// The PUBREL again.
+    PubRel(PacketId),
+}
+
+/// Why an acknowledgement was not accepted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum AckError {
+    /// No message is in flight with this packet id.
+    #[error("no message in flight with packet id {0}")]
+    UnknownPacketId(PacketId),
+    /// The acknowledgement does not fit the message's flow (e.g. PUBACK for a QoS 2 message).
+    #[error("acknowledgement out of order for packet id {0}")]
+    WrongState(PacketId),
+}
+
+/// The outbound inflight window, bounded by `capacity` (the client's Receive Maximum, or ours).
+#[derive(Debug)]
+pub struct InflightWindow<M> {
+    capacity: usize,
+    next_id: PacketId,
+    next_seq: u64,
+    by_id: HashMap<PacketId, (u64, InflightState<M>)>,
+    order: BTreeMap<u64, PacketId>,
+}
+
+impl<M> InflightWindow<M> {
+    /// An empty window holding at most `capacity` (at least 1) messages.
+    pub fn new(capacity: u16) -> Self {
+        Self {
+            capacity: usize::from(capacity.max(1)),
+            next_id: PacketId::new(1).expect("invariant: 1 is non-zero"),
+            next_seq: 0,
+            by_id: HashMap::new(),
+            order: BTreeMap::new(),
+        }
+    }
+
+    /// Most messages in flight at once.
+    pub fn capacity(&self) -> usize {
+        self.capacity
+    }
+
+    /// Changes the bound (e.g. to a reconnecting client's new Receive Maximum). Entries already in
+    /// flight stay; no new ones are admitted until the window is below the new bound.
+    pub fn set_capacity(&mut self, capacity: u16) {
+        self.capacity = usize::from(capacity.max(1));
+    }
+
+    /// Messages in flight.
+    pub fn len(&self) -> usize {
+        self.by_id.len()
+    }
+
+    /// Whether nothing is in flight.
+    pub fn is_empty(&self) -> bool {
+        self.by_id.is_empty()
+    }
+
+    /// Whether a new message can be admitted.
+    pub fn has_room(&self) -> bool {
+        self.by_id.len() < self.capacity
+    }
+
+    /// Admits a QoS 1 or 2 message and returns the packet id it must be sent with, or gives the
+    /// message back when the window is full. QoS 0 messages never enter the window.
+    pub fn admit(&mut self, qos: QoS, message: M) -> Result<PacketId, M> {
+        if !self.has_room() {
+            return Err(message);
+        }
+        let state = match qos {
+            QoS::AtMostOnce => return Err(message),
+            QoS::AtLeastOnce => InflightState::AwaitingPubAck(message),
+            QoS::ExactlyOnce => InflightState::AwaitingPubRec(message),
+        };
+        let id = self.free_id();
+        let seq = self.next_seq;
+        self.next_seq += 1;
+        self.by_id.insert(id, (seq, state));
+        self.order.insert(seq, id);
+        Ok(id)
+    }
+
+    /// The next packet id not in flight. The window never holds 65,535 entries (its capacity is a
+    /// u16 Receive Maximum and ids are freed on completion), so the scan ends.
+    fn free_id(&mut self) -> PacketId {
+        let mut id = self.next_id;
+        while self.by_id.contains_key(&id) {
+            id = id.next();
+        }
+        self.next_id = id.next();
+        id
+    }
+
+    /// PUBACK for a QoS 1 message: completes it and returns it.
+    pub fn on_puback(&mut self, id: PacketId) -> Result<M, AckError> {
+        match self.by_id.get(&id) {
+            None => Err(AckError::UnknownPacketId(id)),
+            Some((_, InflightState::AwaitingPubAck(_))) => match self.remove(id) {
+                Some(InflightState::AwaitingPubAck(m)) => Ok(m),
+                _ => Err(AckError::WrongState(id)),
+            },
+            Some(_) => Err(AckError::WrongState(id)),
+        }
+    }
+
+    /// PUBREC for a QoS 2 message: the message is released (returned) and PUBREL is now owed.
+    /// A repeated PUBREC for a message already awaiting PUBCOMP is accepted (PUBREL is resent).
+    pub fn on_pubrec(&mut self, id: PacketId) -> Result<Option<M>, AckError> {
+        let (_, state) = self
+            .by_id
+            .get_mut(&id)
+            .ok_or(AckError::UnknownPacketId(id))?;
+        match std::mem::replace(state, InflightState::AwaitingPubComp) {
+            InflightState::AwaitingPubRec(m) => Ok(Some(m)),
+            InflightState::AwaitingPubComp => Ok(None),
+            other @ InflightState::AwaitingPubAck(_) => {
+                *state = other;
+                Err(AckError::WrongState(id))
+            }
+        }
+    }
+
+    /// PUBCOMP for a QoS 2 message: completes its flow.
+    pub fn on_pubcomp(&mut self, id: PacketId) -> Result<(), AckError> {
+        match self.by_id.get(&id) {
+            None => Err(AckError::UnknownPacketId(id)),
+            Some((_, InflightState::AwaitingPubComp)) => {
+                self.remove(id);
+                Ok(())
+            }
+            Some(_) => Err(AckError::WrongState(id)),
+        }
+    }
+
+    /// A PUBREC with an error reason code ends a QoS 2 flow early: the message is dropped.
+    pub fn abandon(&mut self, id: PacketId) -> Option<InflightState<M>> {
+        self.remove(id)
+    }
+
+    fn remove(&mut self, id: PacketId) -> Option<InflightState<M>> {
+        let (seq, state) = self.by_id.remove(&id)?;
+        self.order.remove(&seq);
+        Some(state)
+    }
+
+    /// Everything to send again when the session resumes, in original send order.
+    pub fn resend(&self) -> impl Iterator<Item = Resend<'_, M>> + '_ {
+        self.order.values().filter_map(|id| {
+            let (_, state) = self.by_id.get(id)?;
+            Some(match state {
+                InflightState::AwaitingPubAck(m) => Resend::Publish(*id, QoS::AtLeastOnce, m),
+                InflightState::AwaitingPubRec(m) => Resend::Publish(*id, QoS::ExactlyOnce, m),
+                InflightState::AwaitingPubComp => Resend::PubRel(*id),
+            })
+        })
+    }
+
+    /// Removes and returns every message still unacknowledged (PUBREL-owed entries carry none),
+    /// e.g. to hand a departed shared-subscription member's messages to another member.
+    pub fn drain_messages(&mut self) -> Vec<(QoS, M)> {
+        self.order.clear();
+        let mut entries: Vec<_> = self.by_id.drain().map(|(_, e)| e).collect();
+        entries.sort_by_key(|(seq, _)| *seq);
+        entries
+            .into_iter()
+            .filter_map(|(_, state)| match state {
+                InflightState::AwaitingPubAck(m) => Some((QoS::AtLeastOnce, m)),
+                InflightState::AwaitingPubRec(m) => Some((QoS::ExactlyOnce, m)),
+                InflightState::AwaitingPubComp => None,
+            })
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pid(v: u16) -> PacketId {
+        PacketId::new(v).unwrap()
+    }
+
+    #[test]
+    fn qos1_flow_completes_on_puback() {
+        let mut w = InflightWindow::new(2);
+        let id = w.admit(QoS::AtLeastOnce, "a").unwrap();
+        assert_eq!(w.on_puback(id), Ok("a"));
+        assert!(w.is_empty());
+        assert_eq!(w.on_puback(id), Err(AckError::UnknownPacketId(id)));
+    }
+
+    #[test]
+    fn qos2_flow_releases_message_on_pubrec_and_completes_on_pubcomp() {
+        let mut w = InflightWindow::new(2);
+        let id = w.admit(QoS::ExactlyOnce, "b").unwrap();
+        assert_eq!(w.on_pubcomp(id), Err(AckError::WrongState(id)));
+        assert_eq!(w.on_puback(id), Err(AckError::WrongState(id)));
+        assert_eq!(w.on_pubrec(id), Ok(Some("b")));
+        assert_eq!(w.on_pubrec(id), Ok(None), "a repeated PUBREC is accepted");
+        assert_eq!(w.resend().collect::<Vec<_>>(), vec![Resend::PubRel(id)]);
+        assert_eq!(w.on_pubcomp(id), Ok(()));
+        assert!(w.is_empty());
+    }
+
+    #[test]
+    fn window_is_bounded_and_gives_the_message_back() {
+        let mut w = InflightWindow::new(1);
+        w.admit(QoS::AtLeastOnce, 1).unwrap();
+        assert_eq!(w.admit(QoS::AtLeastOnce, 2), Err(2));
+        assert_eq!(w.admit(QoS::AtMostOnce, 3), Err(3), "QoS 0 never enters");
+    }
+
+    #[test]
+    fn packet_ids_skip_those_in_flight_and_wrap() {
+        let mut w = InflightWindow::new(u16::MAX);
+        let first = w.admit(QoS::AtLeastOnce, 0u32).unwrap();
+        assert_eq!(first, pid(1));
+        for i in 1..u32::from(u16::MAX) - 1 {
+            let id = w.admit(QoS::AtLeastOnce, i).unwrap();
+            w.on_puback(id).unwrap();
+        }
+        // The id counter has wrapped; id 1 is still in flight and must be skipped.
+        let mut seen = Vec::new();
+        for i in 0..3 {
+            let id = w.admit(QoS::AtLeastOnce, 100_000 + i).unwrap();
+            seen.push(id);
+        }
+        assert!(!seen.contains(&first));
+        assert!(seen.iter().all(|id| id.get() != 0));
+    }
+
+    #[test]
+    fn resend_keeps_send_order_and_drain_returns_unacked() {
+        let mut w = InflightWindow::new(10);
+        let a = w.admit(QoS::AtLeastOnce, "a").unwrap();
+        let b = w.admit(QoS::ExactlyOnce, "b").unwrap();
+        let c = w.admit(QoS::ExactlyOnce, "c").unwrap();
+        w.on_pubrec(c).unwrap();
+        let resend: Vec<_> = w.resend().collect();
+        assert_eq!(
+            resend,
+            vec![
+                Resend::Publish(a, QoS::AtLeastOnce, &"a"),
+                Resend::Publish(b, QoS::ExactlyOnce, &"b"),
+                Resend::PubRel(c),
+            ]
+        );
+        let drained = w.drain_messages();
+        assert_eq!(
+            drained,
+            vec![(QoS::AtLeastOnce, "a"), (QoS::ExactlyOnce, "b")]
+        );
+        assert!(w.is_empty());
+    }
+
+    #[test]
+    fn shrinking_capacity_keeps_entries_and_blocks_new_ones() {
+        let mut w = InflightWindow::new(3);
+        for m in 0..3 {
+            w.admit(QoS::AtLeastOnce, m).unwrap();
+        }
+        w.set_capacity(1);
+        assert_eq!(w.len(), 3);
+        assert!(!w.has_room());
+    }
+}
