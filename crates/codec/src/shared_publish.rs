@@ -193,16 +193,19 @@ impl SharedPublish {
             self.write_routing(options, alias, &mut routing);
             properties_len = routing.len + self.shared_properties.len();
         }
-        let mut remaining = 2 + topic.len() + 2 * usize::from(id.is_some());
+        // The header holds everything before the shared properties and the payload.
+        let mut header_body = 2 + topic.len() + 2 * usize::from(id.is_some());
         if v5 {
-            remaining += len_prefix(properties_len) + properties_len;
+            header_body += len_prefix(properties_len) + routing.len;
         }
-        write::frame_len(remaining + self.payload.len())?;
+        let shared_len = if v5 { self.shared_properties.len() } else { 0 };
+        let remaining = header_body + shared_len + self.payload.len();
+        write::frame_len(remaining)?;
 
         scratch.clear();
-        scratch.reserve(1 + 4 + remaining - self.shared_properties.len());
+        scratch.reserve(1 + 4 + header_body);
         let first = first_byte(options.dup, qos, options.retain);
-        write::put_fixed_header(scratch, first, remaining + self.payload.len());
+        write::put_fixed_header(scratch, first, remaining);
         put_str(scratch, topic);
         if let Some(id) = id {
             scratch.put_u16(id.get());
