@@ -1,0 +1,182 @@
+//! Properties of the message-level packets: PUBLISH, the acknowledgements, SUBSCRIBE and
+//! UNSUBSCRIBE.
+
+use std::num::NonZeroU16;
+
+use bytes::Bytes;
+
+use super::{PayloadFormat, Property, PropertyId as I, PropertySet, PropertySink, UserProperty};
+use crate::SubscriptionId;
+use crate::string::MqttStr;
+
+/// Properties of PUBLISH (MQTT 5.0 section 3.3.2.3). Empty properties allocate nothing.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct PublishProperties {
+    /// Payload Format Indicator.
+    pub payload_format: Option<PayloadFormat>,
+    /// Message Expiry Interval in seconds.
+    pub message_expiry_interval: Option<u32>,
+    /// Topic Alias.
+    pub topic_alias: Option<NonZeroU16>,
+    /// Response Topic (a topic name: no wildcards).
+    pub response_topic: Option<MqttStr>,
+    /// Correlation Data.
+    pub correlation_data: Option<Bytes>,
+    /// User Properties, in order.
+    pub user_properties: Vec<UserProperty>,
+    /// Subscription Identifiers (server to client only), in order.
+    pub subscription_identifiers: Vec<SubscriptionId>,
+    /// Content Type.
+    pub content_type: Option<MqttStr>,
+}
+
+impl PublishProperties {
+    /// Whether no property is set.
+    pub fn is_empty(&self) -> bool {
+        *self == Self::default()
+    }
+}
+
+impl PropertySet for PublishProperties {
+    const REPEATED_SUBSCRIPTION_IDS: bool = true;
+
+    fn apply(&mut self, property: Property) -> Result<(), Property> {
+        match property {
+            Property::PayloadFormatIndicator(v) => self.payload_format = Some(v),
+            Property::MessageExpiryInterval(v) => self.message_expiry_interval = Some(v),
+            Property::TopicAlias(v) => self.topic_alias = Some(v),
+            Property::ResponseTopic(v) => self.response_topic = Some(v),
+            Property::CorrelationData(v) => self.correlation_data = Some(v),
+            Property::User(k, v) => self.user_properties.push((k, v)),
+            Property::SubscriptionIdentifier(v) => self.subscription_identifiers.push(v),
+            Property::ContentType(v) => self.content_type = Some(v),
+            other => return Err(other),
+        }
+        Ok(())
+    }
+
+    fn write_to<S: PropertySink>(&self, s: &mut S) {
+        self.write_shared(s);
+        self.write_per_subscriber(s);
+    }
+}
+
+impl PublishProperties {
+    /// The properties that are the same for every subscriber of a message.
+    pub(crate) fn write_shared<S: PropertySink>(&self, s: &mut S) {
+        s.opt_byte(
+            I::PayloadFormatIndicator,
+            self.payload_format.map(|f| f as u8),
+        );
+        s.opt_string(I::ResponseTopic, self.response_topic.as_ref());
+        let data = self.correlation_data.as_ref();
+        s.opt_binary(I::CorrelationData, "correlation data", data);
+        s.user_properties(&self.user_properties);
+        s.opt_string(I::ContentType, self.content_type.as_ref());
+    }
+
+    /// The properties a broker sets per subscriber: expiry, alias, subscription identifiers.
+    pub(crate) fn write_per_subscriber<S: PropertySink>(&self, s: &mut S) {
+        write_routing(
+            s,
+            self.message_expiry_interval,
+            self.topic_alias,
+            &self.subscription_identifiers,
+        );
+    }
+}
+
+/// Writes the per-subscriber PUBLISH properties.
+pub(crate) fn write_routing<S: PropertySink>(
+    s: &mut S,
+    message_expiry_interval: Option<u32>,
+    topic_alias: Option<NonZeroU16>,
+    subscription_identifiers: &[SubscriptionId],
+) {
+    s.opt_four(I::MessageExpiryInterval, message_expiry_interval);
+    s.opt_two(I::TopicAlias, topic_alias.map(NonZeroU16::get));
+    for id in subscription_identifiers {
+        s.varint(I::SubscriptionIdentifier, id.get());
+    }
+}
+
+/// Properties of PUBACK, PUBREC, PUBREL, PUBCOMP, SUBACK and UNSUBACK: a reason string and
+/// user properties.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct AckProperties {
+    /// Reason String.
+    pub reason_string: Option<MqttStr>,
+    /// User Properties, in order.
+    pub user_properties: Vec<UserProperty>,
+}
+
+impl AckProperties {
+    /// Whether no property is set.
+    pub fn is_empty(&self) -> bool {
+        self.reason_string.is_none() && self.user_properties.is_empty()
+    }
+}
+
+impl PropertySet for AckProperties {
+    fn apply(&mut self, property: Property) -> Result<(), Property> {
+        match property {
+            Property::ReasonString(v) => self.reason_string = Some(v),
+            Property::User(k, v) => self.user_properties.push((k, v)),
+            other => return Err(other),
+        }
+        Ok(())
+    }
+
+    fn write_to<S: PropertySink>(&self, s: &mut S) {
+        s.opt_string(I::ReasonString, self.reason_string.as_ref());
+        s.user_properties(&self.user_properties);
+    }
+}
+
+/// Properties of SUBSCRIBE (MQTT 5.0 section 3.8.2.1).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct SubscribeProperties {
+    /// Subscription Identifier for every filter of this SUBSCRIBE.
+    pub subscription_identifier: Option<SubscriptionId>,
+    /// User Properties, in order.
+    pub user_properties: Vec<UserProperty>,
+}
+
+impl PropertySet for SubscribeProperties {
+    fn apply(&mut self, property: Property) -> Result<(), Property> {
+        match property {
+            Property::SubscriptionIdentifier(v) => self.subscription_identifier = Some(v),
+            Property::User(k, v) => self.user_properties.push((k, v)),
+            other => return Err(other),
+        }
+        Ok(())
+    }
+
+    fn write_to<S: PropertySink>(&self, s: &mut S) {
+        if let Some(id) = self.subscription_identifier {
+            s.varint(I::SubscriptionIdentifier, id.get());
+        }
+        s.user_properties(&self.user_properties);
+    }
+}
+
+/// Properties of UNSUBSCRIBE (MQTT 5.0 section 3.10.2.1): user properties only.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct UnsubscribeProperties {
+    /// User Properties, in order.
+    pub user_properties: Vec<UserProperty>,
+}
+
+impl PropertySet for UnsubscribeProperties {
+    fn apply(&mut self, property: Property) -> Result<(), Property> {
+        match property {
+            Property::User(k, v) => self.user_properties.push((k, v)),
+            other => return Err(other),
+        }
+        Ok(())
+    }
+
+    fn write_to<S: PropertySink>(&self, s: &mut S) {
+        s.user_properties(&self.user_properties);
+    }
+}

@@ -1,0 +1,288 @@
+//! MQTT 5.0 properties: identifiers with their wire types, the typed property read from the
+//! wire, the generic decode loop (duplicates and not-allowed properties), and the length/write
+//! sinks every per-packet property struct encodes through.
+
+mod connection;
+pub(crate) mod message;
+mod wire;
+
+use std::num::{NonZeroU16, NonZeroU32};
+
+use bytes::{BufMut, Bytes, BytesMut};
+
+pub use connection::{
+    AuthProperties, ConnAckProperties, ConnectProperties, DisconnectProperties, WillProperties,
+};
+pub use message::{AckProperties, PublishProperties, SubscribeProperties, UnsubscribeProperties};
+pub(crate) use wire::{decode_properties, encoded_block_len, write_block};
+
+use crate::string::MqttStr;
+use crate::{EncodeError, QoS, SubscriptionId, write};
+
+/// A user property: a name and a value.
+pub type UserProperty = (MqttStr, MqttStr);
+
+/// The Payload Format Indicator of a PUBLISH or a will.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+#[repr(u8)]
+pub enum PayloadFormat {
+    /// Unspecified bytes (the default when the property is absent).
+    #[default]
+    Unspecified = 0,
+    /// UTF-8 encoded character data.
+    Utf8 = 1,
+}
+
+macro_rules! property_ids {
+    ($($(#[$doc:meta])* $variant:ident = $value:literal,)*) => {
+        /// Every property identifier of MQTT 5.0 (section 2.2.2.2).
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+        #[repr(u8)]
+        pub enum PropertyId {
+            $($(#[$doc])* $variant = $value,)*
+        }
+
+        impl PropertyId {
+            /// Every property identifier, in ascending order.
+            pub const ALL: &'static [PropertyId] = &[$(PropertyId::$variant,)*];
+
+            /// The identifier for a wire value, `None` if MQTT 5.0 does not define it.
+            pub const fn from_u32(value: u32) -> Option<Self> {
+                match value {
+                    $($value => Some(Self::$variant),)*
+                    _ => None,
+                }
+            }
+        }
+    };
+}
+
+property_ids! {
+    /// Byte; PUBLISH, will.
+    PayloadFormatIndicator = 0x01,
+    /// Four byte integer; PUBLISH, will.
+    MessageExpiryInterval = 0x02,
+    /// UTF-8 string; PUBLISH, will.
+    ContentType = 0x03,
+    /// UTF-8 string; PUBLISH, will.
+    ResponseTopic = 0x08,
+    /// Binary data; PUBLISH, will.
+    CorrelationData = 0x09,
+    /// Variable byte integer; PUBLISH (repeatable), SUBSCRIBE.
+    SubscriptionIdentifier = 0x0B,
+    /// Four byte integer; CONNECT, CONNACK, DISCONNECT.
+    SessionExpiryInterval = 0x11,
+    /// UTF-8 string; CONNACK.
+    AssignedClientIdentifier = 0x12,
+    /// Two byte integer; CONNACK.
+    ServerKeepAlive = 0x13,
+    /// UTF-8 string; CONNECT, CONNACK, AUTH.
+    AuthenticationMethod = 0x15,
+    /// Binary data; CONNECT, CONNACK, AUTH.
+    AuthenticationData = 0x16,
+    /// Byte; CONNECT.
+    RequestProblemInformation = 0x17,
+    /// Four byte integer; will.
+    WillDelayInterval = 0x18,
+    /// Byte; CONNECT.
+    RequestResponseInformation = 0x19,
+    /// UTF-8 string; CONNACK.
+    ResponseInformation = 0x1A,
+    /// UTF-8 string; CONNACK, DISCONNECT.
+    ServerReference = 0x1C,
+    /// UTF-8 string; CONNACK, PUBACK, PUBREC, PUBREL, PUBCOMP, SUBACK, UNSUBACK, DISCONNECT, AUTH.
+    ReasonString = 0x1F,
+    /// Two byte integer; CONNECT, CONNACK.
+    ReceiveMaximum = 0x21,
+    /// Two byte integer; CONNECT, CONNACK.
+    TopicAliasMaximum = 0x22,
+    /// Two byte integer; PUBLISH.
+    TopicAlias = 0x23,
+    /// Byte; CONNACK.
+    MaximumQoS = 0x24,
+    /// Byte; CONNACK.
+    RetainAvailable = 0x25,
+    /// UTF-8 string pair; every packet with properties, repeatable.
+    UserProperty = 0x26,
+    /// Four byte integer; CONNECT, CONNACK.
+    MaximumPacketSize = 0x27,
+    /// Byte; CONNACK.
+    WildcardSubscriptionAvailable = 0x28,
+    /// Byte; CONNACK.
+    SubscriptionIdentifierAvailable = 0x29,
+    /// Byte; CONNACK.
+    SharedSubscriptionAvailable = 0x2A,
+}
+
+/// One property as read from the wire, its value already range-checked.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Property {
+    PayloadFormatIndicator(PayloadFormat),
+    MessageExpiryInterval(u32),
+    ContentType(MqttStr),
+    ResponseTopic(MqttStr),
+    CorrelationData(Bytes),
+    SubscriptionIdentifier(SubscriptionId),
+    SessionExpiryInterval(u32),
+    AssignedClientIdentifier(MqttStr),
+    ServerKeepAlive(u16),
+    AuthenticationMethod(MqttStr),
+    AuthenticationData(Bytes),
+    RequestProblemInformation(bool),
+    WillDelayInterval(u32),
+    RequestResponseInformation(bool),
+    ResponseInformation(MqttStr),
+    ServerReference(MqttStr),
+    ReasonString(MqttStr),
+    ReceiveMaximum(NonZeroU16),
+    TopicAliasMaximum(u16),
+    TopicAlias(NonZeroU16),
+    MaximumQoS(QoS),
+    RetainAvailable(bool),
+    User(MqttStr, MqttStr),
+    MaximumPacketSize(NonZeroU32),
+    WildcardSubscriptionAvailable(bool),
+    SubscriptionIdentifierAvailable(bool),
+    SharedSubscriptionAvailable(bool),
+}
+
+/// A per-packet property struct: how it takes a property from the wire and how it writes
+/// itself. `apply` hands back a property the packet does not allow.
+pub(crate) trait PropertySet: Default {
+    /// Whether Subscription Identifier may repeat (PUBLISH only).
+    const REPEATED_SUBSCRIPTION_IDS: bool = false;
+
+    fn apply(&mut self, property: Property) -> Result<(), Property>;
+
+    fn write_to<S: PropertySink>(&self, sink: &mut S);
+
+    /// Checks across properties after the whole block was read.
+    fn check(&self, _context: &'static str) -> Result<(), crate::DecodeError> {
+        Ok(())
+    }
+}
+
+/// Where a property struct writes: either a length counter or a buffer. Each method takes
+/// one property of the wire type it is named after.
+pub(crate) trait PropertySink {
+    fn byte(&mut self, id: PropertyId, value: u8);
+    fn two(&mut self, id: PropertyId, value: u16);
+    fn four(&mut self, id: PropertyId, value: u32);
+    fn varint(&mut self, id: PropertyId, value: u32);
+    fn string(&mut self, id: PropertyId, value: &MqttStr);
+    fn binary(&mut self, id: PropertyId, field: &'static str, value: &Bytes);
+
+    fn user_properties(&mut self, pairs: &[UserProperty]) {
+        for (name, value) in pairs {
+            self.string(PropertyId::UserProperty, name);
+            self.string_continued(value);
+        }
+    }
+
+    /// The second string of a pair (no identifier before it).
+    fn string_continued(&mut self, value: &MqttStr);
+
+    fn opt_byte(&mut self, id: PropertyId, value: Option<u8>) {
+        if let Some(v) = value {
+            self.byte(id, v);
+        }
+    }
+
+    fn opt_bool(&mut self, id: PropertyId, value: Option<bool>) {
+        self.opt_byte(id, value.map(u8::from));
+    }
+
+    fn opt_two(&mut self, id: PropertyId, value: Option<u16>) {
+        if let Some(v) = value {
+            self.two(id, v);
+        }
+    }
+
+    fn opt_four(&mut self, id: PropertyId, value: Option<u32>) {
+        if let Some(v) = value {
+            self.four(id, v);
+        }
+    }
+
+    fn opt_string(&mut self, id: PropertyId, value: Option<&MqttStr>) {
+        if let Some(v) = value {
+            self.string(id, v);
+        }
+    }
+
+    fn opt_binary(&mut self, id: PropertyId, field: &'static str, value: Option<&Bytes>) {
+        if let Some(v) = value {
+            self.binary(id, field, v);
+        }
+    }
+}
+
+/// Counts the encoded size of a properties block and remembers the first binary field that
+/// does not fit its length prefix.
+#[derive(Default)]
+pub(crate) struct LenSink {
+    pub(crate) len: usize,
+    pub(crate) error: Option<EncodeError>,
+}
+
+impl PropertySink for LenSink {
+    fn byte(&mut self, _: PropertyId, _: u8) {
+        self.len += 2;
+    }
+    fn two(&mut self, _: PropertyId, _: u16) {
+        self.len += 3;
+    }
+    fn four(&mut self, _: PropertyId, _: u32) {
+        self.len += 5;
+    }
+    fn varint(&mut self, _: PropertyId, value: u32) {
+        self.len += 1 + crate::varint::encoded_len(value);
+    }
+    fn string(&mut self, _: PropertyId, value: &MqttStr) {
+        self.len += 1 + write::str_len(value);
+    }
+    fn string_continued(&mut self, value: &MqttStr) {
+        self.len += write::str_len(value);
+    }
+    fn binary(&mut self, _: PropertyId, field: &'static str, value: &Bytes) {
+        match write::binary_len(field, value) {
+            Ok(len) => self.len += 1 + len,
+            Err(error) => {
+                self.error.get_or_insert(error);
+            }
+        }
+    }
+}
+
+/// Writes properties into a buffer (lengths were checked by a [`LenSink`] pass).
+pub(crate) struct BufSink<'a>(pub(crate) &'a mut BytesMut);
+
+impl PropertySink for BufSink<'_> {
+    fn byte(&mut self, id: PropertyId, value: u8) {
+        self.0.put_u8(id as u8);
+        self.0.put_u8(value);
+    }
+    fn two(&mut self, id: PropertyId, value: u16) {
+        self.0.put_u8(id as u8);
+        self.0.put_u16(value);
+    }
+    fn four(&mut self, id: PropertyId, value: u32) {
+        self.0.put_u8(id as u8);
+        self.0.put_u32(value);
+    }
+    fn varint(&mut self, id: PropertyId, value: u32) {
+        self.0.put_u8(id as u8);
+        crate::varint::put(self.0, value);
+    }
+    fn string(&mut self, id: PropertyId, value: &MqttStr) {
+        self.0.put_u8(id as u8);
+        write::put_str(self.0, value);
+    }
+    fn string_continued(&mut self, value: &MqttStr) {
+        write::put_str(self.0, value);
+    }
+    fn binary(&mut self, id: PropertyId, _: &'static str, value: &Bytes) {
+        self.0.put_u8(id as u8);
+        write::put_binary(self.0, value);
+    }
+}

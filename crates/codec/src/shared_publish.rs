@@ -1,0 +1,241 @@
+//! `SharedPublish`: a PUBLISH encoded once and sent to many subscribers. Each subscriber gets a
+//! small header of its own (fixed header, topic, packet identifier, per-subscriber properties)
+//! while the properties every subscriber shares and the payload stay one `Bytes` each, ready
+//! for a vectored write. The payload is never copied.
+
+use std::num::NonZeroU16;
+
+use bytes::{BufMut, Bytes, BytesMut};
+
+use crate::packet::publish::{check_encodable, first_byte};
+use crate::properties::{BufSink, LenSink, PublishProperties, message::write_routing};
+use crate::string::MqttStr;
+use crate::write::{self, len_prefix, put_str};
+use crate::{EncodeError, PacketId, ProtocolVersion, Publish, QoS, SubscriptionId};
+
+/// A message ready to be framed for any number of subscribers.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SharedPublish {
+    topic: MqttStr,
+    payload: Bytes,
+    /// The encoded 5.0 properties that do not vary per subscriber.
+    shared_properties: Bytes,
+}
+
+/// How a 5.0 frame uses a topic alias (ignored for 3.x, which always sends the topic).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TopicAliasUse {
+    /// Send the topic name with the alias so the receiver learns the mapping.
+    Establish(NonZeroU16),
+    /// Send an empty topic name with an alias the receiver already knows.
+    Reuse(NonZeroU16),
+}
+
+impl TopicAliasUse {
+    fn alias(self) -> NonZeroU16 {
+        match self {
+            Self::Establish(alias) | Self::Reuse(alias) => alias,
+        }
+    }
+}
+
+/// What differs between the frames of one message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FrameOptions<'a> {
+    /// Protocol version of the receiving connection.
+    pub protocol: ProtocolVersion,
+    /// QoS of this delivery.
+    pub qos: QoS,
+    /// Packet identifier: present exactly when `qos` is 1 or 2.
+    pub packet_id: Option<PacketId>,
+    /// DUP (re-delivery).
+    pub dup: bool,
+    /// RETAIN as sent to this subscriber.
+    pub retain: bool,
+    /// Message Expiry Interval left for this delivery (5.0).
+    pub message_expiry_interval: Option<u32>,
+    /// Topic alias for this connection (5.0).
+    pub topic_alias: Option<TopicAliasUse>,
+    /// Subscription identifiers of the matching subscriptions (5.0).
+    pub subscription_identifiers: &'a [SubscriptionId],
+}
+
+impl<'a> FrameOptions<'a> {
+    /// A QoS 0 frame without retain, alias, expiry or subscription identifiers.
+    pub const fn new(protocol: ProtocolVersion) -> Self {
+        Self {
+            protocol,
+            qos: QoS::AtMostOnce,
+            packet_id: None,
+            dup: false,
+            retain: false,
+            message_expiry_interval: None,
+            topic_alias: None,
+            subscription_identifiers: &[],
+        }
+    }
+}
+
+/// One subscriber's PUBLISH frame: `header`, then `properties`, then `payload` on the wire.
+/// Only `header` was written for this frame; the other two are shared.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PublishFrame {
+    /// Fixed header, topic, packet identifier, property length and per-subscriber properties.
+    pub header: Bytes,
+    /// The shared 5.0 properties (empty for 3.x).
+    pub properties: Bytes,
+    /// The shared payload.
+    pub payload: Bytes,
+}
+
+impl PublishFrame {
+    /// The three parts in wire order, for a vectored write (some may be empty).
+    pub fn parts(&self) -> [&Bytes; 3] {
+        [&self.header, &self.properties, &self.payload]
+    }
+
+    /// Total size on the wire.
+    pub fn len(&self) -> usize {
+        self.header.len() + self.properties.len() + self.payload.len()
+    }
+
+    /// Always false: a frame has at least a fixed header.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Appends the whole frame to `buf` (a copy; for transports without vectored writes).
+    pub fn write_to(&self, buf: &mut BytesMut) {
+        buf.reserve(self.len());
+        for part in self.parts() {
+            buf.put_slice(part);
+        }
+    }
+}
+
+impl SharedPublish {
+    /// Encodes the shared parts of a message once. `properties` supplies the properties all
+    /// subscribers share (payload format, response topic, correlation data, user properties,
+    /// content type); its expiry, alias and subscription identifiers are ignored because they
+    /// are set per frame through [`FrameOptions`].
+    pub fn new(
+        topic: MqttStr,
+        payload: Bytes,
+        properties: &PublishProperties,
+    ) -> Result<Self, EncodeError> {
+        if topic.is_empty() || topic.has_wildcard() {
+            return Err(EncodeError::InvalidTopicName {
+                field: "topic name",
+            });
+        }
+        let mut len = LenSink::default();
+        properties.write_shared(&mut len);
+        if let Some(error) = len.error {
+            return Err(error);
+        }
+        let mut shared = BytesMut::with_capacity(len.len);
+        properties.write_shared(&mut BufSink(&mut shared));
+        Ok(Self {
+            topic,
+            payload,
+            shared_properties: shared.freeze(),
+        })
+    }
+
+    /// The shared parts of a received PUBLISH (its topic must be resolved: not empty).
+    pub fn from_publish(publish: &Publish) -> Result<Self, EncodeError> {
+        Self::new(
+            publish.topic.clone(),
+            publish.payload.clone(),
+            &publish.properties,
+        )
+    }
+
+    /// The topic name.
+    pub fn topic(&self) -> &MqttStr {
+        &self.topic
+    }
+
+    /// The payload.
+    pub fn payload(&self) -> &Bytes {
+        &self.payload
+    }
+
+    /// Builds one subscriber's frame. `scratch` is cleared, the header is written into it and
+    /// split off; its spare capacity serves the next call (reserve a few KiB in it to write
+    /// many headers per allocation).
+    pub fn frame(
+        &self,
+        options: &FrameOptions<'_>,
+        scratch: &mut BytesMut,
+    ) -> Result<PublishFrame, EncodeError> {
+        let v5 = options.protocol.is_v5();
+        let alias = options.topic_alias.filter(|_| v5);
+        let send_topic = !matches!(alias, Some(TopicAliasUse::Reuse(_)));
+        let topic = if send_topic {
+            &self.topic
+        } else {
+            &MqttStr::default()
+        };
+        let (qos, id) = (options.qos, options.packet_id);
+        check_encodable(
+            options.dup,
+            qos,
+            id,
+            topic,
+            alias.is_some(),
+            options.protocol,
+        )?;
+
+        let mut routing = LenSink::default();
+        let mut properties_len = 0;
+        if v5 {
+            self.write_routing(options, alias, &mut routing);
+            properties_len = routing.len + self.shared_properties.len();
+        }
+        // The header holds everything before the shared properties and the payload.
+        let mut header_body = 2 + topic.len() + 2 * usize::from(id.is_some());
+        if v5 {
+            header_body += len_prefix(properties_len) + routing.len;
+        }
+        let shared_len = if v5 { self.shared_properties.len() } else { 0 };
+        let remaining = header_body + shared_len + self.payload.len();
+        write::frame_len(remaining)?;
+
+        scratch.clear();
+        scratch.reserve(1 + 4 + header_body);
+        let first = first_byte(options.dup, qos, options.retain);
+        write::put_fixed_header(scratch, first, remaining);
+        put_str(scratch, topic);
+        if let Some(id) = id {
+            scratch.put_u16(id.get());
+        }
+        if v5 {
+            write::put_len(scratch, properties_len);
+            self.write_routing(options, alias, &mut BufSink(scratch));
+        }
+        Ok(PublishFrame {
+            header: scratch.split().freeze(),
+            properties: if v5 {
+                self.shared_properties.clone()
+            } else {
+                Bytes::new()
+            },
+            payload: self.payload.clone(),
+        })
+    }
+
+    fn write_routing<S: crate::properties::PropertySink>(
+        &self,
+        options: &FrameOptions<'_>,
+        alias: Option<TopicAliasUse>,
+        sink: &mut S,
+    ) {
+        write_routing(
+            sink,
+            options.message_expiry_interval,
+            alias.map(TopicAliasUse::alias),
+            options.subscription_identifiers,
+        );
+    }
+}

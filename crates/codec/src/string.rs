@@ -1,0 +1,190 @@
+//! `MqttStr`: an MQTT UTF-8 Encoded String backed by `Bytes`, validated once, never copied.
+
+use std::fmt;
+
+use bytes::Bytes;
+
+use crate::DecodeError;
+
+/// A UTF-8 Encoded String of MQTT (section 1.5.4): well-formed UTF-8 without U+0000, at most
+/// 65,535 bytes. It shares the buffer it was decoded from (cloning it is a reference-count
+/// increment).
+///
+/// Control characters (U+0001..U+001F, U+007F..U+009F) and non-characters are accepted: the
+/// specification lets a receiver reject them but does not require it.
+#[derive(Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
+pub struct MqttStr(Bytes);
+
+impl MqttStr {
+    /// The longest string MQTT can carry: its length prefix is two bytes.
+    pub const MAX_LEN: usize = u16::MAX as usize;
+
+    /// Validates `bytes` and wraps them without copying.
+    pub fn from_bytes(bytes: Bytes) -> Result<Self, DecodeError> {
+        validate(&bytes, "string")?;
+        Ok(Self(bytes))
+    }
+
+    /// Wraps a static string without copying.
+    pub fn from_static(text: &'static str) -> Result<Self, DecodeError> {
+        Self::from_bytes(Bytes::from_static(text.as_bytes()))
+    }
+
+    /// Wraps `bytes` that `validate` accepted for `field`.
+    pub(crate) fn from_validated(bytes: Bytes) -> Self {
+        Self(bytes)
+    }
+
+    /// The text. This re-checks UTF-8 (a fast scan; the crate forbids `unsafe`, so the
+    /// unchecked conversion is not available). Use [`Self::as_bytes`] where bytes suffice.
+    pub fn as_str(&self) -> &str {
+        std::str::from_utf8(&self.0).expect("invariant: MqttStr holds validated UTF-8")
+    }
+
+    /// The UTF-8 bytes.
+    pub fn as_bytes(&self) -> &[u8] {
+        &self.0
+    }
+
+    /// The shared buffer behind this string.
+    pub fn as_shared_bytes(&self) -> &Bytes {
+        &self.0
+    }
+
+    /// The shared buffer behind this string.
+    pub fn into_bytes(self) -> Bytes {
+        self.0
+    }
+
+    /// Length in bytes.
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    /// Whether the string is empty.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// Whether the string holds a topic wildcard (`+` or `#`), which a topic name must not.
+    pub fn has_wildcard(&self) -> bool {
+        self.0.iter().any(|&b| b == b'+' || b == b'#')
+    }
+}
+
+/// Checks that `bytes` form an MQTT UTF-8 Encoded String; `field` names it in the error.
+pub(crate) fn validate(bytes: &[u8], field: &'static str) -> Result<(), DecodeError> {
+    if bytes.len() > MqttStr::MAX_LEN {
+        return Err(DecodeError::StringTooLong { len: bytes.len() });
+    }
+    if std::str::from_utf8(bytes).is_err() {
+        return Err(DecodeError::InvalidUtf8 { field });
+    }
+    if bytes.contains(&0) {
+        return Err(DecodeError::NullCharacter { field });
+    }
+    Ok(())
+}
+
+/// Checks a topic name (PUBLISH, Will, Response Topic): UTF-8 rules plus no wildcard. An empty
+/// name passes here; whether it is allowed depends on the packet.
+pub(crate) fn validate_topic_name(bytes: &[u8], field: &'static str) -> Result<(), DecodeError> {
+    if bytes.iter().any(|&b| b == b'+' || b == b'#') {
+        return Err(DecodeError::WildcardInTopicName { field });
+    }
+    validate(bytes, field)
+}
+
+impl TryFrom<&str> for MqttStr {
+    type Error = DecodeError;
+
+    /// Copies `text` into a new buffer.
+    fn try_from(text: &str) -> Result<Self, Self::Error> {
+        Self::from_bytes(Bytes::copy_from_slice(text.as_bytes()))
+    }
+}
+
+impl TryFrom<String> for MqttStr {
+    type Error = DecodeError;
+
+    /// Takes over the allocation of `text` without copying.
+    fn try_from(text: String) -> Result<Self, Self::Error> {
+        Self::from_bytes(Bytes::from(text))
+    }
+}
+
+impl TryFrom<Bytes> for MqttStr {
+    type Error = DecodeError;
+
+    fn try_from(bytes: Bytes) -> Result<Self, Self::Error> {
+        Self::from_bytes(bytes)
+    }
+}
+
+impl PartialEq<str> for MqttStr {
+    fn eq(&self, other: &str) -> bool {
+        self.as_bytes() == other.as_bytes()
+    }
+}
+
+impl PartialEq<&str> for MqttStr {
+    fn eq(&self, other: &&str) -> bool {
+        self.as_bytes() == other.as_bytes()
+    }
+}
+
+impl fmt::Debug for MqttStr {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(self.as_str(), f)
+    }
+}
+
+impl fmt::Display for MqttStr {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn accepts_the_specification_example() {
+        // Figure 1-1 of MQTT 5.0: "A" followed by U+2A6D4.
+        let s = MqttStr::from_bytes(Bytes::from_static(&[0x41, 0xF0, 0xAA, 0x9B, 0x94]))
+            .expect("valid");
+        assert_eq!(s.as_str(), "A\u{2A6D4}");
+        assert_eq!(s.len(), 5);
+    }
+
+    #[test]
+    fn rejects_null_surrogates_and_overlong_forms() {
+        let null = MqttStr::from_static("a\0b");
+        assert_eq!(null, Err(DecodeError::NullCharacter { field: "string" }));
+        for bad in [&[0xED, 0xA0, 0x80][..], &[0xC0, 0x80], &[0xFF]] {
+            let err = MqttStr::from_bytes(Bytes::copy_from_slice(bad));
+            assert_eq!(err, Err(DecodeError::InvalidUtf8 { field: "string" }));
+        }
+    }
+
+    #[test]
+    fn rejects_more_than_65535_bytes() {
+        let long = "x".repeat(MqttStr::MAX_LEN + 1);
+        assert_eq!(
+            MqttStr::try_from(long),
+            Err(DecodeError::StringTooLong { len: 65_536 })
+        );
+        assert!(MqttStr::try_from("x".repeat(MqttStr::MAX_LEN)).is_ok());
+    }
+
+    #[test]
+    fn topic_names_refuse_wildcards() {
+        assert!(validate_topic_name(b"a/b", "topic").is_ok());
+        assert_eq!(
+            validate_topic_name(b"a/+", "topic"),
+            Err(DecodeError::WildcardInTopicName { field: "topic" })
+        );
+        assert!(MqttStr::from_static("a/#").expect("valid").has_wildcard());
+    }
+}
