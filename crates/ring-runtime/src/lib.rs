@@ -5,7 +5,9 @@
 mod config;
 mod error;
 mod ids;
+mod mailbox;
 mod slab;
+mod sys;
 mod timer;
 
 pub use config::{BACKEND_ENV, BackendChoice, BackendKind, RuntimeConfig, available_cores};
