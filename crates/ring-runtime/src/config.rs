@@ -149,8 +149,7 @@ impl RuntimeConfig {
         if !self.ring_entries.is_power_of_two() {
             return bad("ring_entries", "must be a power of two");
         }
-        if self.completion_entries < self.ring_entries
-            || !self.completion_entries.is_power_of_two()
+        if self.completion_entries < self.ring_entries || !self.completion_entries.is_power_of_two()
         {
             return bad("completion_entries", "power of two >= ring_entries");
         }
@@ -170,7 +169,10 @@ impl RuntimeConfig {
             return bad("mailbox_batches", "mailbox bounds must be positive");
         }
         if self.accept_batch == 0 || self.epoll_read_budget == 0 || self.listen_backlog <= 0 {
-            return bad("accept_batch", "accept_batch, epoll_read_budget, backlog positive");
+            return bad(
+                "accept_batch",
+                "accept_batch, epoll_read_budget, backlog positive",
+            );
         }
         Ok(())
     }
@@ -211,7 +213,10 @@ mod tests {
     #[test]
     fn backend_names_parse() {
         assert_eq!(BackendChoice::parse("EPOLL").unwrap(), BackendChoice::Epoll);
-        assert_eq!(BackendChoice::parse("io_uring").unwrap(), BackendChoice::Uring);
+        assert_eq!(
+            BackendChoice::parse("io_uring").unwrap(),
+            BackendChoice::Uring
+        );
         assert_eq!(BackendChoice::parse("auto").unwrap(), BackendChoice::Auto);
         assert!(BackendChoice::parse("kqueue").is_err());
     }

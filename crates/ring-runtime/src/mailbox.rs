@@ -149,6 +149,11 @@ impl<M> Outboxes<M> {
         }
     }
 
+    /// Whether any message waits to leave.
+    pub(crate) fn has_pending(&self) -> bool {
+        self.batches.iter().any(|batch| !batch.is_empty())
+    }
+
     /// Whether the last flush kept a batch because a mailbox was full.
     pub(crate) fn is_blocked(&self) -> bool {
         self.blocked

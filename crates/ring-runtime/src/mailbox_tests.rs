@@ -72,7 +72,10 @@ fn stress_no_lost_wakeups_order_per_sender() {
     let mut received = 0;
     while received < total {
         let woke = mailbox.waker().eventfd().wait_readable(20_000).unwrap();
-        assert!(woke, "receiver never woken with {received}/{total} messages");
+        assert!(
+            woke,
+            "receiver never woken with {received}/{total} messages"
+        );
         mailbox.waker().eventfd().drain().unwrap();
         wakeups.fetch_add(1, Ordering::Relaxed);
         mailbox.waker().rearm();

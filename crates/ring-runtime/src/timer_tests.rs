@@ -34,7 +34,10 @@ fn fires_at_or_after_deadline_in_order_of_ticks() {
     fired.clear();
     assert_eq!(wheel.next_deadline(), Some(origin + ms(70)));
     wheel.advance(origin + ms(70), &mut fired);
-    assert_eq!(fired.iter().map(|f| f.1).collect::<Vec<_>>(), vec!["seventy"]);
+    assert_eq!(
+        fired.iter().map(|f| f.1).collect::<Vec<_>>(),
+        vec!["seventy"]
+    );
     assert_eq!(wheel.len(), 0);
     assert_eq!(wheel.next_deadline(), None);
 }
@@ -134,15 +137,14 @@ fn check_advance(
 ) {
     if let Some(next) = wheel.next_deadline() {
         let earliest = model.iter().map(|m| m.1).min().expect("model not empty");
-        assert!(next <= origin + ms(earliest.max(0)), "wakes no later than the earliest");
+        assert!(
+            next <= origin + ms(earliest.max(0)),
+            "wakes no later than the earliest"
+        );
     }
     fired.clear();
     wheel.advance(origin + ms(now), fired);
-    let mut expected: Vec<TimerId> = model
-        .iter()
-        .filter(|m| m.1 <= now)
-        .map(|m| m.0)
-        .collect();
+    let mut expected: Vec<TimerId> = model.iter().filter(|m| m.1 <= now).map(|m| m.0).collect();
     model.retain(|m| m.1 > now);
     let mut got: Vec<TimerId> = fired.iter().map(|f| f.0).collect();
     expected.sort_by_key(|id| (id.index, id.generation));

@@ -24,6 +24,13 @@ impl EventFd {
         })
     }
 
+    /// A second descriptor for the same eventfd.
+    pub(crate) fn try_clone(&self) -> io::Result<Self> {
+        Ok(Self {
+            file: self.file.try_clone()?,
+        })
+    }
+
     /// Adds 1 to the counter, waking whoever waits on the descriptor.
     pub(crate) fn notify(&self) -> io::Result<()> {
         match (&self.file).write(&1u64.to_ne_bytes()) {

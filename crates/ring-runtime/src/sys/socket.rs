@@ -2,6 +2,7 @@
 
 use std::io;
 use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::os::fd::RawFd;
 
 use socket2::{Domain, Protocol, SockAddr, Socket, Type};
 
@@ -20,8 +21,10 @@ pub(crate) fn bind_shard_listeners(
     for &addr in addrs {
         let mut bound = addr;
         for listeners in per_shard.iter_mut() {
-            let listener = bind_reuseport(bound, backlog)
-                .map_err(|source| RuntimeError::Bind { addr: bound, source })?;
+            let listener = bind_reuseport(bound, backlog).map_err(|source| RuntimeError::Bind {
+                addr: bound,
+                source,
+            })?;
             if bound.port() == 0 {
                 bound = listener
                     .local_addr()
@@ -61,8 +64,8 @@ pub(crate) fn outbound_socket(addr: SocketAddr, local: Option<SocketAddr>) -> io
 }
 
 /// Starts a nonblocking connect; `Ok(())` also when it is still in progress.
-pub(crate) fn start_connect(socket: &Socket, addr: SocketAddr) -> io::Result<()> {
-    match socket.connect(&SockAddr::from(addr)) {
+pub(crate) fn start_connect(stream: &TcpStream, addr: SocketAddr) -> io::Result<()> {
+    match socket2::SockRef::from(stream).connect(&SockAddr::from(addr)) {
         Ok(()) => Ok(()),
         Err(error) if error.raw_os_error() == Some(libc::EINPROGRESS) => Ok(()),
         Err(error) => Err(error),
@@ -87,4 +90,21 @@ pub(crate) fn prepare_accepted(stream: &TcpStream) -> io::Result<()> {
 /// aborted with unsent data.
 pub(crate) fn set_reset_on_close(stream: &TcpStream) -> io::Result<()> {
     socket2::SockRef::from(stream).set_linger(Some(std::time::Duration::ZERO))
+}
+
+/// One nonblocking `sendmsg(2)` of `iovecs` with `MSG_NOSIGNAL` (a closed peer gives `EPIPE`,
+/// never `SIGPIPE`). Returns the bytes sent.
+pub(crate) fn send_vectored(fd: RawFd, iovecs: &[libc::iovec]) -> io::Result<usize> {
+    // SAFETY: all-zero is a valid msghdr (no name, no control data).
+    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+    msg.msg_iov = iovecs.as_ptr().cast_mut();
+    msg.msg_iovlen = iovecs.len() as _;
+    // SAFETY: `msg` points at `iovecs`, which the caller keeps alive (and whose buffers it
+    // keeps alive) for the duration of this synchronous call.
+    let sent = unsafe { libc::sendmsg(fd, &msg, libc::MSG_NOSIGNAL | libc::MSG_DONTWAIT) };
+    if sent < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(sent as usize)
+    }
 }

@@ -7,7 +7,10 @@ use super::cvt;
 /// Pins the calling thread to `core` (`sched_setaffinity`).
 pub(crate) fn pin_current_thread(core: usize) -> io::Result<()> {
     if core >= libc::CPU_SETSIZE as usize {
-        return Err(io::Error::new(io::ErrorKind::InvalidInput, "core index too large"));
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "core index too large",
+        ));
     }
     // SAFETY: cpu_set_t is a plain bitmask; all-zero is a valid (empty) set.
     let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
@@ -23,7 +26,8 @@ pub(crate) fn allowed_cores() -> Vec<usize> {
     // SAFETY: all-zero is a valid empty cpu_set_t.
     let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
     // SAFETY: `set` is writable and of the size passed.
-    let ret = unsafe { libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) };
+    let ret =
+        unsafe { libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) };
     if ret != 0 {
         return Vec::new();
     }
