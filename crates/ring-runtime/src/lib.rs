@@ -1,3 +1,29 @@
 //! Thread-per-core reactors on io_uring with an epoll fallback.
 //!
-//! Knows nothing about MQTT: a protocol handler plugs into each shard.
+//! Knows nothing about MQTT: a protocol handler ([`Handler`]) plugs into each shard. Start
+//! with [`Runtime::start`]; each shard runs one pinned thread with its own listener
+//! (`SO_REUSEPORT`), its own connections, timer wheel and mailbox. Everything a handler does
+//! goes through its [`ShardCtx`].
+
+mod backend;
+mod config;
+mod conn;
+mod ctx;
+mod epoll;
+mod error;
+mod handler;
+mod ids;
+mod mailbox;
+mod runtime;
+mod shard;
+mod slab;
+mod sys;
+mod timer;
+
+pub use config::{BACKEND_ENV, BackendChoice, BackendKind, RuntimeConfig, available_cores};
+pub use ctx::{ShardCtx, ShardStats};
+pub use error::{PostRejected, RuntimeError};
+pub use handler::{CloseReason, Handler};
+pub use ids::{ConnId, ShardId, TimerId};
+pub use runtime::{Runtime, RuntimeHandle};
+pub use sys::thread::raise_fd_limit;

@@ -1,0 +1,95 @@
+//! The interface between the backend-independent shard logic and an I/O backend (io_uring or
+//! epoll), and the start-up choice between them.
+
+use std::io;
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::time::Duration;
+
+use bytes::Bytes;
+
+use crate::config::{BackendChoice, BackendKind, RuntimeConfig};
+use crate::conn::{Conn, ConnTable};
+use crate::error::RuntimeError;
+use crate::ids::ConnId;
+use crate::sys::eventfd::EventFd;
+
+/// Something that happened on the shard's sockets, for the shard to act on.
+pub(crate) enum Event {
+    /// A listener accepted a connection.
+    Accepted { stream: TcpStream, peer: SocketAddr },
+    /// Bytes arrived (already copied out of the receive buffer).
+    Data { conn: ConnId, data: Bytes },
+    /// The peer's FIN arrived.
+    Eof { conn: ConnId },
+    /// A read or write failed.
+    Failed { conn: ConnId, error: io::Error },
+    /// An outbound connect finished.
+    Connected {
+        conn: ConnId,
+        result: io::Result<()>,
+    },
+    /// The socket became writable again after a short write (epoll).
+    Writable { conn: ConnId },
+    /// The shard's eventfd fired (mailbox or shutdown).
+    Wake,
+}
+
+/// Everything a shard needs from its I/O backend. Write completions and per-connection
+/// operation accounting are applied by the backend to the [`ConnTable`] directly (marking the
+/// connection dirty); everything that needs the handler comes back as an [`Event`].
+pub(crate) trait Backend: Sized {
+    /// Sets the backend up on the shard's thread; `wake` is the shard's mailbox eventfd.
+    fn new(
+        config: &RuntimeConfig,
+        listeners: Vec<TcpListener>,
+        wake: EventFd,
+    ) -> Result<Self, RuntimeError>;
+
+    /// Submits pending work, waits up to `timeout` (`None`: until something happens) and
+    /// appends the results to `events`.
+    fn wait(
+        &mut self,
+        conns: &mut ConnTable,
+        timeout: Option<Duration>,
+        events: &mut Vec<Event>,
+    ) -> Result<(), RuntimeError>;
+
+    /// Starts receiving on an open connection.
+    fn start_read(&mut self, id: ConnId, conn: &mut Conn) -> io::Result<()>;
+
+    /// Stops receiving (the connection is closing).
+    fn stop_read(&mut self, id: ConnId, conn: &mut Conn);
+
+    /// Sends the queued frames (one writev/sendmsg); `conn.writing` is set while it is pending.
+    fn start_write(&mut self, id: ConnId, conn: &mut Conn) -> io::Result<()>;
+
+    /// Cancels a pending write or connect (abort).
+    fn cancel_output(&mut self, id: ConnId, conn: &mut Conn);
+
+    /// Starts the outbound connect of `conn` to `addr`.
+    fn start_connect(&mut self, id: ConnId, conn: &mut Conn, addr: SocketAddr) -> io::Result<()>;
+
+    /// The connection is being released; its descriptor is closed right after.
+    fn release(&mut self, id: ConnId, conn: &mut Conn);
+
+    /// Stops accepting and closes the listeners once no operation uses them.
+    fn stop_accepting(&mut self);
+
+    /// Whether no operation is in flight besides the wake-up read.
+    fn is_idle(&self) -> bool;
+
+    /// Cancels everything still in flight and waits for the completions, so no buffer is freed
+    /// while the kernel may write to it. Called once, before the shard exits.
+    fn quiesce(&mut self, conns: &mut ConnTable) -> Result<(), RuntimeError>;
+}
+
+/// Resolves the configured choice (and `RINGMQ_BACKEND`) to the backend the shards will use.
+/// The io_uring backend is not built yet: `Uring` is refused with a typed error.
+pub(crate) fn select_backend(config: &RuntimeConfig) -> Result<BackendKind, RuntimeError> {
+    match config.backend.with_env_override()? {
+        BackendChoice::Epoll | BackendChoice::Auto => Ok(BackendKind::Epoll),
+        BackendChoice::Uring => Err(RuntimeError::KernelTooOld {
+            missing: "io_uring backend",
+        }),
+    }
+}

@@ -1,0 +1,223 @@
+//! Runtime configuration: every limit the runtime applies, with documented defaults.
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use crate::error::RuntimeError;
+
+/// Name of the environment variable that forces a backend (`epoll`, `uring` or `auto`).
+pub const BACKEND_ENV: &str = "RINGMQ_BACKEND";
+
+/// Which I/O backend the shards use.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum BackendChoice {
+    /// Probe io_uring (opcodes, multishot receive, buffer rings) and fall back to epoll when it
+    /// is unusable. [`BACKEND_ENV`] overrides this choice when set.
+    #[default]
+    Auto,
+    /// io_uring only: start fails with a typed error when the kernel cannot do it.
+    Uring,
+    /// epoll only.
+    Epoll,
+}
+
+impl BackendChoice {
+    /// Parses `auto`, `uring`/`io_uring` or `epoll` (case-insensitive).
+    pub fn parse(text: &str) -> Result<Self, RuntimeError> {
+        match text.trim().to_ascii_lowercase().as_str() {
+            "auto" | "" => Ok(Self::Auto),
+            "uring" | "io_uring" | "io-uring" => Ok(Self::Uring),
+            "epoll" => Ok(Self::Epoll),
+            _ => Err(RuntimeError::InvalidConfig {
+                key: "backend",
+                reason: format!("unknown backend {text:?} (expected auto, uring or epoll)"),
+            }),
+        }
+    }
+
+    /// The choice after applying [`BACKEND_ENV`]: the environment wins over the config when set.
+    pub fn with_env_override(self) -> Result<Self, RuntimeError> {
+        match std::env::var(BACKEND_ENV) {
+            Ok(value) => Self::parse(&value),
+            Err(_) => Ok(self),
+        }
+    }
+}
+
+/// The backend a running runtime actually uses.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BackendKind {
+    /// io_uring with multishot accept/receive and a provided buffer ring per shard.
+    Uring,
+    /// epoll, edge-triggered, nonblocking sockets.
+    Epoll,
+}
+
+/// Everything the runtime needs to start. Build with [`RuntimeConfig::default`] and adjust.
+#[derive(Clone, Debug)]
+pub struct RuntimeConfig {
+    /// Number of shards (threads). `None`: one per available core. Default `None`.
+    pub shards: Option<usize>,
+    /// Pin shard `i` to core `i % cores`. Default `true`.
+    pub pin_threads: bool,
+    /// Addresses to listen on; port 0 resolves once and all shards share the port.
+    /// Default: none (outbound-only runtime, e.g. a load generator).
+    pub listen: Vec<SocketAddr>,
+    /// `listen(2)` backlog per shard listener. Default 1024.
+    pub listen_backlog: i32,
+    /// Backend selection. Default [`BackendChoice::Auto`]; [`BACKEND_ENV`] overrides it.
+    pub backend: BackendChoice,
+    /// Submission queue entries per ring (power of two). Default 4096.
+    pub ring_entries: u32,
+    /// Completion queue entries per ring (power of two, >= `ring_entries`). Default 16384.
+    pub completion_entries: u32,
+    /// Provided receive buffers per shard (power of two, at most 32768). Default 512.
+    pub recv_buffers: u16,
+    /// Size of one receive buffer in bytes (also the epoll read chunk). Default 16 KiB.
+    pub recv_buffer_size: u32,
+    /// Bytes the epoll backend reads from one connection per readiness event before it moves on
+    /// to the next connection (fairness). Default 256 KiB.
+    pub epoll_read_budget: usize,
+    /// Most iovecs in one writev/sendmsg (the kernel's `IOV_MAX` is 1024). Default 1024.
+    pub max_iovecs: usize,
+    /// Send with `SENDMSG_ZC` when one write's batch is at least this many bytes; `None` never
+    /// uses zero-copy. Default `None`: on the measured kernel zero-copy never won (see
+    /// docs/benchmarks.md, "ring-runtime"), so it is opt-in.
+    pub zerocopy_threshold: Option<usize>,
+    /// Timer wheel tick. Default 1 ms.
+    pub timer_tick: Duration,
+    /// Message batches a shard's mailbox holds (bounded). Default 4096.
+    pub mailbox_batches: usize,
+    /// Messages a shard keeps for one destination while that destination's mailbox is full;
+    /// beyond it [`crate::ShardCtx::post`] returns [`RuntimeError::MailboxFull`]. Default 65536.
+    pub max_pending_posts: usize,
+    /// How long a shard sleeps at most before retrying a batch that found a full mailbox.
+    /// Default 200 µs.
+    pub mailbox_retry: Duration,
+    /// How long a graceful close (or shutdown) waits for queued writes before it aborts the
+    /// connection. Default 5 s.
+    pub drain_timeout: Duration,
+    /// Connections accepted per listener per turn by the epoll backend. Default 256.
+    pub accept_batch: usize,
+}
+
+impl Default for RuntimeConfig {
+    fn default() -> Self {
+        Self {
+            shards: None,
+            pin_threads: true,
+            listen: Vec::new(),
+            listen_backlog: 1024,
+            backend: BackendChoice::Auto,
+            ring_entries: 4096,
+            completion_entries: 16384,
+            recv_buffers: 512,
+            recv_buffer_size: 16 * 1024,
+            epoll_read_budget: 256 * 1024,
+            max_iovecs: 1024,
+            zerocopy_threshold: None,
+            timer_tick: Duration::from_millis(1),
+            mailbox_batches: 4096,
+            max_pending_posts: 65536,
+            mailbox_retry: Duration::from_micros(200),
+            drain_timeout: Duration::from_secs(5),
+            accept_batch: 256,
+        }
+    }
+}
+
+impl RuntimeConfig {
+    /// The shard count this config resolves to on this machine.
+    pub fn shard_count(&self) -> usize {
+        self.shards.unwrap_or_else(available_cores).max(1)
+    }
+
+    /// Checks every field, naming the bad key.
+    pub fn validate(&self) -> Result<(), RuntimeError> {
+        let bad = |key: &'static str, reason: &str| {
+            Err(RuntimeError::InvalidConfig {
+                key,
+                reason: reason.to_owned(),
+            })
+        };
+        if self.shards == Some(0) {
+            return bad("shards", "must be at least 1");
+        }
+        if self.shard_count() > usize::from(u16::MAX) {
+            return bad("shards", "at most 65535");
+        }
+        if !self.ring_entries.is_power_of_two() {
+            return bad("ring_entries", "must be a power of two");
+        }
+        if self.completion_entries < self.ring_entries || !self.completion_entries.is_power_of_two()
+        {
+            return bad("completion_entries", "power of two >= ring_entries");
+        }
+        if !self.recv_buffers.is_power_of_two() || self.recv_buffers > 32768 {
+            return bad("recv_buffers", "power of two, at most 32768");
+        }
+        if self.recv_buffer_size == 0 {
+            return bad("recv_buffer_size", "must be positive");
+        }
+        if self.max_iovecs == 0 || self.max_iovecs > 1024 {
+            return bad("max_iovecs", "between 1 and 1024 (IOV_MAX)");
+        }
+        if self.timer_tick.is_zero() {
+            return bad("timer_tick", "must be positive");
+        }
+        if self.mailbox_batches == 0 || self.max_pending_posts == 0 {
+            return bad("mailbox_batches", "mailbox bounds must be positive");
+        }
+        if self.accept_batch == 0 || self.epoll_read_budget == 0 || self.listen_backlog <= 0 {
+            return bad(
+                "accept_batch",
+                "accept_batch, epoll_read_budget, backlog positive",
+            );
+        }
+        Ok(())
+    }
+}
+
+/// Cores this process may run on (`available_parallelism`), at least 1.
+pub fn available_cores() -> usize {
+    std::thread::available_parallelism().map_or(1, usize::from)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn default_config_is_valid() {
+        RuntimeConfig::default().validate().unwrap();
+        assert!(RuntimeConfig::default().shard_count() >= 1);
+    }
+
+    #[test]
+    fn validate_names_the_bad_key() {
+        let config = RuntimeConfig {
+            recv_buffers: 100,
+            ..RuntimeConfig::default()
+        };
+        match config.validate() {
+            Err(RuntimeError::InvalidConfig { key, .. }) => assert_eq!(key, "recv_buffers"),
+            other => panic!("unexpected {other:?}"),
+        }
+        let zero = RuntimeConfig {
+            shards: Some(0),
+            ..RuntimeConfig::default()
+        };
+        assert!(zero.validate().is_err());
+    }
+
+    #[test]
+    fn backend_names_parse() {
+        assert_eq!(BackendChoice::parse("EPOLL").unwrap(), BackendChoice::Epoll);
+        assert_eq!(
+            BackendChoice::parse("io_uring").unwrap(),
+            BackendChoice::Uring
+        );
+        assert_eq!(BackendChoice::parse("auto").unwrap(), BackendChoice::Auto);
+        assert!(BackendChoice::parse("kqueue").is_err());
+    }
+}

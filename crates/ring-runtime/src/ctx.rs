@@ -1,0 +1,229 @@
+//! [`ShardCtx`]: what a handler can do from inside a callback. Every call only records intent
+//! (queue a frame, flag a close, arm a timer, add to a batch); the shard turns the intents into
+//! system calls after [`crate::Handler::on_turn_end`].
+
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+
+use crate::conn::{CloseMode, Conn, ConnTable, Phase};
+use crate::error::RuntimeError;
+use crate::handler::CloseReason;
+use crate::ids::{ConnId, ShardId, TimerId};
+use crate::mailbox::Outboxes;
+use crate::sys::socket;
+use crate::timer::TimerWheel;
+
+/// What a wheel entry stands for.
+pub(crate) enum TimerTarget {
+    /// A handler timer with its key.
+    User(u64),
+    /// The drain deadline of a graceful close.
+    Drain(ConnId),
+}
+
+/// Counters of one shard, for tests, metrics and benchmarks.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ShardStats {
+    /// Connections accepted.
+    pub accepted: u64,
+    /// Connections released (closed and all their operations finished).
+    pub closed: u64,
+    /// writev/sendmsg operations issued.
+    pub writes: u64,
+    /// Of which zero-copy sends.
+    pub zerocopy_writes: u64,
+    /// Multishot receives re-armed after the buffer ring ran dry (`ENOBUFS`).
+    pub recv_rearms_enobufs: u64,
+    /// Flushes that found a destination mailbox full (batch kept for the next turn).
+    pub mailbox_full: u64,
+}
+
+/// The per-shard context handed to every [`crate::Handler`] callback.
+pub struct ShardCtx<M> {
+    pub(crate) shard: ShardId,
+    pub(crate) shard_count: usize,
+    pub(crate) now: Instant,
+    pub(crate) conns: ConnTable,
+    pub(crate) timers: TimerWheel<TimerTarget>,
+    pub(crate) outboxes: Outboxes<M>,
+    pub(crate) local_inbox: Vec<M>,
+    pub(crate) drain_timeout: Duration,
+    pub(crate) shutting_down: bool,
+    pub(crate) stats: ShardStats,
+}
+
+impl<M> ShardCtx<M> {
+    pub(crate) fn new(shard: ShardId, shard_count: usize, config: &crate::RuntimeConfig) -> Self {
+        let now = Instant::now();
+        Self {
+            shard,
+            shard_count,
+            now,
+            conns: ConnTable::new(),
+            timers: TimerWheel::new(now, config.timer_tick),
+            outboxes: Outboxes::new(shard_count, config.max_pending_posts),
+            local_inbox: Vec::new(),
+            drain_timeout: config.drain_timeout,
+            shutting_down: false,
+            stats: ShardStats::default(),
+        }
+    }
+
+    /// This shard.
+    pub fn shard_id(&self) -> ShardId {
+        self.shard
+    }
+
+    /// Number of shards in the runtime.
+    pub fn shard_count(&self) -> usize {
+        self.shard_count
+    }
+
+    /// Monotonic time, read once per turn (after the wait).
+    pub fn now(&self) -> Instant {
+        self.now
+    }
+
+    /// Live connections on this shard (including closing ones).
+    pub fn connection_count(&self) -> usize {
+        self.conns.len()
+    }
+
+    /// This shard's counters.
+    pub fn stats(&self) -> ShardStats {
+        self.stats
+    }
+
+    /// Whether `conn` is live and not closing.
+    pub fn is_open(&self, conn: ConnId) -> bool {
+        self.conns.get(conn).is_some_and(Conn::is_usable)
+    }
+
+    /// Queues a frame. All frames queued for a connection during one turn leave in one
+    /// writev/sendmsg after [`crate::Handler::on_turn_end`].
+    pub fn send(&mut self, conn: ConnId, frame: Bytes) -> Result<(), RuntimeError> {
+        match self.conns.get_mut(conn) {
+            Some(record) if record.is_usable() && !record.shutdown_write_requested => {
+                record.send.push(frame);
+                self.conns.mark_dirty(conn);
+                Ok(())
+            }
+            _ => Err(RuntimeError::ConnClosed { conn }),
+        }
+    }
+
+    /// Bytes queued for `conn` and not yet acknowledged by a completed write (0 when unknown):
+    /// the handler's backpressure signal.
+    pub fn queued_bytes(&self, conn: ConnId) -> usize {
+        self.conns
+            .get(conn)
+            .map_or(0, |record| record.send.queued_bytes())
+    }
+
+    /// Closes gracefully: no more callbacks for `conn` except `on_closed`; queued frames are
+    /// sent first (bounded by `drain_timeout`), then the socket is closed.
+    pub fn close(&mut self, conn: ConnId) {
+        self.request_close(conn, CloseMode::Graceful, None);
+    }
+
+    /// Closes now: queued frames are dropped, in-flight operations cancelled, the peer gets a
+    /// reset if data was pending.
+    pub fn abort(&mut self, conn: ConnId) {
+        self.request_close(conn, CloseMode::Abort, None);
+    }
+
+    /// Sends FIN after the queued frames; reading goes on. Later `send`s fail.
+    pub fn shutdown_write(&mut self, conn: ConnId) {
+        if let Some(record) = self.conns.get_mut(conn)
+            && record.is_usable()
+        {
+            record.shutdown_write_requested = true;
+            self.conns.mark_dirty(conn);
+        }
+    }
+
+    /// Starts an outbound TCP connection (`TCP_NODELAY`, optionally bound to `local_bind`).
+    /// The result arrives in [`crate::Handler::on_connected`].
+    pub fn connect(
+        &mut self,
+        addr: SocketAddr,
+        local_bind: Option<SocketAddr>,
+    ) -> Result<ConnId, RuntimeError> {
+        let socket = socket::outbound_socket(addr, local_bind)
+            .map_err(|source| RuntimeError::Connect { addr, source })?;
+        let conn = self
+            .conns
+            .insert(Conn::new(socket.into(), Phase::ConnectPending(addr)));
+        self.conns.mark_dirty(conn);
+        Ok(conn)
+    }
+
+    /// Arms a timer firing `after` from this turn's `now()`.
+    pub fn arm_timer(&mut self, after: Duration, key: u64) -> TimerId {
+        self.arm_timer_at(self.now + after, key)
+    }
+
+    /// Arms a timer firing at `deadline` (rounded up to the wheel's tick).
+    pub fn arm_timer_at(&mut self, deadline: Instant, key: u64) -> TimerId {
+        self.timers.insert(deadline, TimerTarget::User(key))
+    }
+
+    /// Moves a pending timer, O(1). `false` when it already fired or was cancelled.
+    pub fn reset_timer(&mut self, timer: TimerId, deadline: Instant) -> bool {
+        self.timers.reset(timer, deadline)
+    }
+
+    /// Cancels a pending timer, O(1). `false` when it already fired or was cancelled.
+    pub fn cancel_timer(&mut self, timer: TimerId) -> bool {
+        self.timers.cancel(timer).is_some()
+    }
+
+    /// Posts a message to `shard` (this one included). Messages for one shard travel as one
+    /// batch per turn with one coalesced wake-up. When the destination mailbox is full the
+    /// batch is kept and retried; beyond `max_pending_posts` this fails with
+    /// [`RuntimeError::MailboxFull`].
+    pub fn post(&mut self, shard: ShardId, message: M) -> Result<(), RuntimeError> {
+        self.outboxes.post(shard, message)
+    }
+
+    /// Messages posted to `shard` that have not yet left this shard.
+    pub fn pending_posts(&self, shard: ShardId) -> usize {
+        self.outboxes.pending(shard)
+    }
+
+    /// Records a close request; `reason` overrides the default (`Local`, or `PeerClosed` after
+    /// the peer's FIN).
+    pub(crate) fn request_close(
+        &mut self,
+        conn: ConnId,
+        mode: CloseMode,
+        reason: Option<CloseReason>,
+    ) {
+        let Some(record) = self.conns.get_mut(conn) else {
+            return;
+        };
+        match record.close {
+            Some(CloseMode::Abort) => return,
+            Some(CloseMode::Graceful) if mode == CloseMode::Graceful => return,
+            _ => {}
+        }
+        let first = record.close.is_none();
+        record.close = Some(mode);
+        if let Some(reason) = reason {
+            record.reason = reason;
+        } else if first {
+            record.reason = if record.read_done {
+                CloseReason::PeerClosed
+            } else {
+                CloseReason::Local
+            };
+        }
+        if mode == CloseMode::Graceful && record.drain_timer.is_none() {
+            let deadline = self.now + self.drain_timeout;
+            record.drain_timer = Some(self.timers.insert(deadline, TimerTarget::Drain(conn)));
+        }
+        self.conns.mark_dirty(conn);
+    }
+}

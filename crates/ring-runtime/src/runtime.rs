@@ -1,0 +1,238 @@
+//! Starting the shards and the handle other threads keep: addresses, posting, shutdown, join.
+
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, mpsc};
+use std::thread::JoinHandle;
+
+use crate::backend::{Backend, select_backend};
+use crate::config::{BackendKind, RuntimeConfig};
+use crate::ctx::{ShardCtx, ShardStats};
+use crate::epoll::EpollBackend;
+use crate::error::{PostRejected, RuntimeError};
+use crate::handler::Handler;
+use crate::ids::ShardId;
+use crate::mailbox::Mailbox;
+use crate::shard::Shard;
+use crate::sys::{socket, thread};
+
+/// State every shard and the handle share: the mailboxes and the shutdown flag.
+pub(crate) struct Shared<M> {
+    pub(crate) mailboxes: Vec<Mailbox<M>>,
+    pub(crate) shutdown: AtomicBool,
+}
+
+impl<M> Shared<M> {
+    fn request_shutdown(&self) {
+        self.shutdown.store(true, Ordering::Release);
+        for mailbox in &self.mailboxes {
+            mailbox.waker().wake();
+        }
+    }
+}
+
+type ShardThread = JoinHandle<Result<ShardStats, RuntimeError>>;
+
+/// Entry point: starts the shards.
+pub struct Runtime;
+
+impl Runtime {
+    /// Validates `config`, picks the backend, binds the listeners (one `SO_REUSEPORT` socket
+    /// per shard per address), then starts one pinned thread per shard and builds its handler
+    /// there with `factory`. Returns once every shard is ready, or with the first error.
+    pub fn start<H, F>(
+        config: RuntimeConfig,
+        factory: F,
+    ) -> Result<RuntimeHandle<H::Message>, RuntimeError>
+    where
+        H: Handler,
+        F: Fn(ShardId) -> H + Send + Sync + 'static,
+    {
+        config.validate()?;
+        let backend = select_backend(&config)?;
+        let shards = config.shard_count();
+        let (listeners, local_addrs) =
+            socket::bind_shard_listeners(&config.listen, shards, config.listen_backlog)?;
+        let mailboxes = (0..shards)
+            .map(|_| Mailbox::new(config.mailbox_batches))
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|source| RuntimeError::syscall("eventfd", source))?;
+        let shared = Arc::new(Shared {
+            mailboxes,
+            shutdown: AtomicBool::new(false),
+        });
+        let mut handle = RuntimeHandle {
+            shared: Arc::clone(&shared),
+            threads: Vec::with_capacity(shards),
+            local_addrs,
+            backend,
+        };
+        let factory = Arc::new(factory);
+        let cores = thread::allowed_cores();
+        let (ready_tx, ready_rx) = mpsc::channel();
+        for (index, listeners) in listeners.into_iter().enumerate() {
+            let shard = ShardId::new(u16::try_from(index).expect("invariant: validated count"));
+            let start = ShardStart {
+                shard,
+                shards,
+                core: (config.pin_threads && !cores.is_empty()).then(|| cores[index % cores.len()]),
+                config: config.clone(),
+                listeners,
+                shared: Arc::clone(&shared),
+                ready: ready_tx.clone(),
+            };
+            let factory = Arc::clone(&factory);
+            let spawned = std::thread::Builder::new()
+                .name(format!("ringmq-shard-{index}"))
+                .spawn(move || match backend {
+                    BackendKind::Uring | BackendKind::Epoll => {
+                        start.run::<H, EpollBackend, _>(&*factory)
+                    }
+                })
+                .map_err(|source| RuntimeError::Spawn { shard, source });
+            match spawned {
+                Ok(thread) => handle.threads.push(thread),
+                Err(error) => return Err(handle.fail(error)),
+            }
+        }
+        drop(ready_tx);
+        for _ in 0..shards {
+            match ready_rx.recv() {
+                Ok(Ok(())) => {}
+                Ok(Err(error)) => return Err(handle.fail(error)),
+                Err(_) => {
+                    return Err(handle.fail(RuntimeError::ShardPanicked {
+                        shard: ShardId::new(0),
+                    }));
+                }
+            }
+        }
+        Ok(handle)
+    }
+}
+
+/// What a shard thread needs to set itself up.
+struct ShardStart<M> {
+    shard: ShardId,
+    shards: usize,
+    core: Option<usize>,
+    config: RuntimeConfig,
+    listeners: Vec<std::net::TcpListener>,
+    shared: Arc<Shared<M>>,
+    ready: mpsc::Sender<Result<(), RuntimeError>>,
+}
+
+impl<M: Send + 'static> ShardStart<M> {
+    fn run<H, B, F>(self, factory: &F) -> Result<ShardStats, RuntimeError>
+    where
+        H: Handler<Message = M>,
+        B: Backend,
+        F: Fn(ShardId) -> H,
+    {
+        if let Some(core) = self.core {
+            // Pinning is best effort: a restricted cpuset must not stop the broker.
+            let _ = thread::pin_current_thread(core);
+        }
+        let waker = self.shared.mailboxes[self.shard.index()].waker();
+        let backend = waker
+            .eventfd()
+            .try_clone()
+            .map_err(|source| RuntimeError::syscall("dup", source))
+            .and_then(|wake| B::new(&self.config, self.listeners, wake));
+        let backend = match backend {
+            Ok(backend) => backend,
+            Err(error) => {
+                let _ = self.ready.send(Err(error));
+                return Ok(ShardStats::default());
+            }
+        };
+        let ctx = ShardCtx::new(self.shard, self.shards, &self.config);
+        let handler = factory(self.shard);
+        let _ = self.ready.send(Ok(()));
+        Shard::new(handler, ctx, backend, self.shared, &self.config).run()
+    }
+}
+
+/// Held by the thread that started the runtime (or shared by reference).
+pub struct RuntimeHandle<M> {
+    shared: Arc<Shared<M>>,
+    threads: Vec<ShardThread>,
+    local_addrs: Vec<SocketAddr>,
+    backend: BackendKind,
+}
+
+impl<M: Send + 'static> RuntimeHandle<M> {
+    /// The bound listen addresses, in config order, with port 0 resolved.
+    pub fn local_addrs(&self) -> &[SocketAddr] {
+        &self.local_addrs
+    }
+
+    /// The backend the shards run on.
+    pub fn backend(&self) -> BackendKind {
+        self.backend
+    }
+
+    /// Number of shards.
+    pub fn shard_count(&self) -> usize {
+        self.shared.mailboxes.len()
+    }
+
+    /// Posts a batch to `shard` from any thread (one wake-up). When the mailbox is full the
+    /// messages come back in the error.
+    pub fn post(&self, shard: ShardId, messages: Vec<M>) -> Result<(), PostRejected<M>> {
+        match self.shared.mailboxes.get(shard.index()) {
+            Some(mailbox) => mailbox
+                .push(messages)
+                .map_err(|messages| PostRejected { shard, messages }),
+            None => Err(PostRejected { shard, messages }),
+        }
+    }
+
+    /// Starts a graceful shutdown: shards stop accepting, call `on_shutdown`, drain queued
+    /// writes (bounded by `drain_timeout`) and close. Returns at once; see [`Self::join`].
+    pub fn shutdown(&self) {
+        self.shared.request_shutdown();
+    }
+
+    /// Waits for every shard to exit (after [`Self::shutdown`]); returns their counters.
+    pub fn join(mut self) -> Result<Vec<ShardStats>, RuntimeError> {
+        self.join_all()
+    }
+
+    fn join_all(&mut self) -> Result<Vec<ShardStats>, RuntimeError> {
+        let mut stats = Vec::with_capacity(self.threads.len());
+        let mut first_error = None;
+        for (index, thread) in self.threads.drain(..).enumerate() {
+            let shard = ShardId::new(u16::try_from(index).unwrap_or(u16::MAX));
+            match thread.join() {
+                Ok(Ok(shard_stats)) => stats.push(shard_stats),
+                Ok(Err(error)) => {
+                    first_error.get_or_insert(error);
+                }
+                Err(_) => {
+                    first_error.get_or_insert(RuntimeError::ShardPanicked { shard });
+                }
+            }
+        }
+        first_error.map_or(Ok(stats), Err)
+    }
+
+    fn fail(&mut self, error: RuntimeError) -> RuntimeError {
+        self.shutdown();
+        let _ = self.join_all();
+        error
+    }
+}
+
+impl<M> Drop for RuntimeHandle<M> {
+    /// Dropping the handle shuts the runtime down and waits for the shards.
+    fn drop(&mut self) {
+        if self.threads.is_empty() {
+            return;
+        }
+        self.shared.request_shutdown();
+        for thread in self.threads.drain(..) {
+            let _ = thread.join();
+        }
+    }
+}

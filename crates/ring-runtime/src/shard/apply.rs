@@ -1,0 +1,138 @@
+//! The apply step at the end of a turn: start connects, writes and closes recorded by the
+//! handler, release finished connections and report them.
+
+use std::net::Shutdown;
+
+use super::{Ended, Shard};
+use crate::backend::Backend;
+use crate::conn::{CloseMode, Phase};
+use crate::handler::{CloseReason, Handler};
+use crate::ids::ConnId;
+use crate::sys::socket;
+
+impl<H: Handler, B: Backend> Shard<H, B> {
+    pub(super) fn apply(&mut self) {
+        let spare = std::mem::take(&mut self.spare_dirty);
+        let mut dirty = self.ctx.conns.take_dirty(spare);
+        for conn in dirty.drain(..) {
+            self.apply_conn(conn);
+        }
+        self.spare_dirty = dirty;
+        self.report_ended();
+    }
+
+    fn apply_conn(&mut self, id: ConnId) {
+        if self.ctx.shutting_down && self.ctx.conns.get(id).is_some_and(|c| c.close.is_none()) {
+            let reason = Some(CloseReason::Shutdown);
+            self.ctx.request_close(id, CloseMode::Graceful, reason);
+        }
+        let Some(conn) = self.ctx.conns.get_mut(id) else {
+            return;
+        };
+        conn.in_dirty = false;
+        if conn.close.is_some() && !matches!(conn.phase, Phase::Open | Phase::Closing) {
+            // Closing before the connection exists: nothing to drain.
+            conn.close = Some(CloseMode::Abort);
+        }
+        if let Phase::ConnectPending(addr) = conn.phase {
+            conn.phase = Phase::Connecting;
+            if conn.close.is_none()
+                && let Err(error) = self.backend.start_connect(id, conn, addr)
+            {
+                conn.phase = Phase::Closing;
+                self.failed_connects.push((id, error));
+            }
+        }
+        if conn.close.is_some() && conn.phase != Phase::Closing {
+            conn.phase = Phase::Closing;
+        }
+        if conn.phase == Phase::Closing {
+            if conn.reading {
+                self.backend.stop_read(id, conn);
+            }
+            if conn.close == Some(CloseMode::Abort) {
+                conn.send.clear();
+                if conn.out_op != 0 || conn.writing {
+                    self.backend.cancel_output(id, conn);
+                }
+            }
+        }
+        if matches!(conn.phase, Phase::Open | Phase::Closing) {
+            self.flush_writes(id);
+        }
+        self.release_if_done(id);
+    }
+
+    /// Starts the connection's next write and, once the queue is empty, a requested
+    /// write shutdown.
+    fn flush_writes(&mut self, id: ConnId) {
+        let Some(conn) = self.ctx.conns.get_mut(id) else {
+            return;
+        };
+        if conn.write_shut || conn.writing {
+            return;
+        }
+        if conn.send.has_unsent() {
+            match self.backend.start_write(id, conn) {
+                Ok(()) => self.ctx.stats.writes += 1,
+                Err(error) => {
+                    let reason = Some(CloseReason::Error { kind: error.kind() });
+                    conn.send.clear();
+                    self.ctx.request_close(id, CloseMode::Abort, reason);
+                    return;
+                }
+            }
+        }
+        let Some(conn) = self.ctx.conns.get_mut(id) else {
+            return;
+        };
+        if conn.shutdown_write_requested && !conn.writing && !conn.send.has_unsent() {
+            conn.write_shut = true;
+            // ENOTCONN after a peer reset is harmless here: the read side reports it.
+            let _ = conn.stream.shutdown(Shutdown::Write);
+        }
+    }
+
+    fn release_if_done(&mut self, id: ConnId) {
+        let Some(conn) = self.ctx.conns.get(id) else {
+            return;
+        };
+        let done = conn.phase == Phase::Closing
+            && conn.inflight == 0
+            && !conn.writing
+            && !conn.reading
+            && !conn.send.has_unsent();
+        if !done {
+            return;
+        }
+        let mut conn = self.ctx.conns.remove(id).expect("invariant: checked above");
+        self.backend.release(id, &mut conn);
+        if let Some(timer) = conn.drain_timer.take() {
+            self.ctx.timers.cancel(timer);
+        }
+        if conn.close == Some(CloseMode::Abort) {
+            // An abort resets the peer instead of a clean FIN.
+            let _ = socket::set_reset_on_close(&conn.stream);
+        }
+        self.ctx.stats.closed += 1;
+        let failed = self.failed_connects.iter().position(|(c, _)| *c == id);
+        self.ended.push(match failed {
+            Some(index) => Ended::ConnectFailed(id, self.failed_connects.swap_remove(index).1),
+            None => Ended::Closed(id, conn.reason),
+        });
+        drop(conn);
+    }
+
+    fn report_ended(&mut self) {
+        let mut ended = std::mem::take(&mut self.ended);
+        for end in ended.drain(..) {
+            match end {
+                Ended::Closed(conn, reason) => self.handler.on_closed(&mut self.ctx, conn, reason),
+                Ended::ConnectFailed(conn, error) => {
+                    self.handler.on_connected(&mut self.ctx, conn, Err(error));
+                }
+            }
+        }
+        self.ended = ended;
+    }
+}

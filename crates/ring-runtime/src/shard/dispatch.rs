@@ -1,0 +1,159 @@
+//! Turning backend events, expired timers and mailbox batches into handler callbacks.
+
+use std::sync::atomic::Ordering;
+
+use super::Shard;
+use crate::backend::{Backend, Event};
+use crate::conn::{CloseMode, Conn, Phase};
+use crate::ctx::TimerTarget;
+use crate::handler::{CloseReason, Handler};
+use crate::sys::socket;
+
+impl<H: Handler, B: Backend> Shard<H, B> {
+    pub(super) fn dispatch_events(&mut self) {
+        let mut events = std::mem::take(&mut self.events);
+        for event in events.drain(..) {
+            self.dispatch(event);
+        }
+        self.events = events;
+    }
+
+    fn dispatch(&mut self, event: Event) {
+        let ctx = &mut self.ctx;
+        match event {
+            Event::Accepted { stream, peer } => {
+                if ctx.shutting_down || socket::prepare_accepted(&stream).is_err() {
+                    return;
+                }
+                let conn = ctx.conns.insert(Conn::new(stream, Phase::Open));
+                ctx.stats.accepted += 1;
+                let record = ctx.conns.get_mut(conn).expect("invariant: just inserted");
+                if let Err(error) = self.backend.start_read(conn, record) {
+                    let reason = CloseReason::Error { kind: error.kind() };
+                    ctx.request_close(conn, CloseMode::Abort, Some(reason));
+                }
+                self.handler.on_accept(ctx, conn, peer);
+            }
+            Event::Data { conn, data } => {
+                if ctx.conns.get(conn).is_some_and(Conn::is_usable) {
+                    self.handler.on_data(ctx, conn, data);
+                }
+            }
+            Event::Eof { conn } => {
+                let Some(record) = ctx.conns.get_mut(conn) else {
+                    return;
+                };
+                record.read_done = true;
+                if record.is_usable() {
+                    self.handler.on_read_closed(ctx, conn);
+                }
+            }
+            Event::Failed { conn, error } => {
+                let reason = CloseReason::Error { kind: error.kind() };
+                ctx.request_close(conn, CloseMode::Abort, Some(reason));
+            }
+            Event::Connected { conn, result } => self.connected(conn, result),
+            Event::Writable { conn } => {
+                if let Some(record) = ctx.conns.get_mut(conn) {
+                    record.writing = false;
+                    ctx.conns.mark_dirty(conn);
+                }
+            }
+            Event::Wake => self.shared.mailboxes[self.shard_id().index()]
+                .waker()
+                .rearm(),
+        }
+    }
+
+    fn connected(&mut self, conn: crate::ConnId, result: std::io::Result<()>) {
+        let ctx = &mut self.ctx;
+        let Some(record) = ctx.conns.get_mut(conn) else {
+            return;
+        };
+        if record.close.is_some() {
+            // Closed while connecting: no on_connected, on_closed follows.
+            record.phase = Phase::Closing;
+            ctx.conns.mark_dirty(conn);
+            return;
+        }
+        let result = result.and_then(|()| socket::take_socket_error(&record.stream));
+        match result {
+            Ok(()) => {
+                record.phase = Phase::Open;
+                if let Err(error) = self.backend.start_read(conn, record) {
+                    let reason = CloseReason::Error { kind: error.kind() };
+                    ctx.request_close(conn, CloseMode::Abort, Some(reason));
+                }
+                ctx.conns.mark_dirty(conn);
+                self.handler.on_connected(ctx, conn, Ok(()));
+            }
+            Err(error) => {
+                record.phase = Phase::Closing;
+                self.failed_connects.push((conn, error));
+                ctx.conns.mark_dirty(conn);
+            }
+        }
+    }
+
+    pub(super) fn fire_timers(&mut self) {
+        let mut fired = std::mem::take(&mut self.fired);
+        self.ctx.timers.advance(self.ctx.now, &mut fired);
+        for (timer, target) in fired.drain(..) {
+            match target {
+                TimerTarget::User(key) => self.handler.on_timer(&mut self.ctx, timer, key),
+                TimerTarget::Drain(conn) => {
+                    if let Some(record) = self.ctx.conns.get_mut(conn) {
+                        record.drain_timer = None;
+                    }
+                    let reason = Some(CloseReason::DrainTimeout);
+                    self.ctx.request_close(conn, CloseMode::Abort, reason);
+                }
+            }
+        }
+        self.fired = fired;
+    }
+
+    /// Hands this turn's batches to the handler: the shard's own posts first, then up to
+    /// `mailbox_batches` batches from the mailbox (the rest wait for the next turn).
+    pub(super) fn deliver_messages(&mut self) {
+        if !self.ctx.local_inbox.is_empty() {
+            let local = std::mem::take(&mut self.ctx.local_inbox);
+            self.handler.on_messages(&mut self.ctx, local);
+        }
+        let shared = std::sync::Arc::clone(&self.shared);
+        let mailbox = &shared.mailboxes[self.shard_id().index()];
+        for _ in 0..self.batches_per_turn {
+            let Some(batch) = mailbox.pop() else {
+                break;
+            };
+            self.handler.on_messages(&mut self.ctx, batch);
+        }
+    }
+
+    pub(super) fn flush_posts(&mut self) {
+        let ctx = &mut self.ctx;
+        if !ctx.outboxes.has_pending() {
+            return;
+        }
+        ctx.outboxes
+            .flush(&self.shared.mailboxes, ctx.shard, &mut ctx.local_inbox);
+        if ctx.outboxes.is_blocked() {
+            ctx.stats.mailbox_full += 1;
+        }
+    }
+
+    /// On the first turn after [`crate::RuntimeHandle::shutdown`]: stop accepting, let the
+    /// handler say goodbye, then close every connection gracefully.
+    pub(super) fn check_shutdown(&mut self) {
+        if self.ctx.shutting_down || !self.shared.shutdown.load(Ordering::Acquire) {
+            return;
+        }
+        self.ctx.shutting_down = true;
+        self.backend.stop_accepting();
+        self.handler.on_shutdown(&mut self.ctx);
+        for conn in self.ctx.conns.ids() {
+            let reason = Some(CloseReason::Shutdown);
+            self.ctx.request_close(conn, CloseMode::Graceful, reason);
+        }
+    }
+}

@@ -1,0 +1,106 @@
+//! The shard loop: one thread, one backend, one handler, everything about its connections.
+
+mod apply;
+mod dispatch;
+
+use std::io;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use crate::backend::{Backend, Event};
+use crate::ctx::{ShardCtx, ShardStats, TimerTarget};
+use crate::error::RuntimeError;
+use crate::handler::{CloseReason, Handler};
+use crate::ids::{ConnId, ShardId, TimerId};
+use crate::runtime::Shared;
+
+/// A released connection, to report to the handler after the apply step.
+enum Ended {
+    Closed(ConnId, CloseReason),
+    ConnectFailed(ConnId, io::Error),
+}
+
+/// One shard: its handler, its context (connections, timers, outboxes) and its backend.
+pub(crate) struct Shard<H: Handler, B: Backend> {
+    handler: H,
+    ctx: ShardCtx<H::Message>,
+    backend: B,
+    shared: Arc<Shared<H::Message>>,
+    events: Vec<Event>,
+    fired: Vec<(TimerId, TimerTarget)>,
+    spare_dirty: Vec<ConnId>,
+    ended: Vec<Ended>,
+    failed_connects: Vec<(ConnId, io::Error)>,
+    mailbox_retry: Duration,
+    batches_per_turn: usize,
+}
+
+impl<H: Handler, B: Backend> Shard<H, B> {
+    pub(crate) fn new(
+        handler: H,
+        ctx: ShardCtx<H::Message>,
+        backend: B,
+        shared: Arc<Shared<H::Message>>,
+        config: &crate::RuntimeConfig,
+    ) -> Self {
+        Self {
+            handler,
+            ctx,
+            backend,
+            shared,
+            events: Vec::new(),
+            fired: Vec::new(),
+            spare_dirty: Vec::new(),
+            ended: Vec::new(),
+            failed_connects: Vec::new(),
+            mailbox_retry: config.mailbox_retry,
+            batches_per_turn: config.mailbox_batches,
+        }
+    }
+
+    /// Runs turns until shutdown has closed every connection, then quiesces the backend.
+    pub(crate) fn run(mut self) -> Result<ShardStats, RuntimeError> {
+        loop {
+            let timeout = self.wait_timeout();
+            self.backend
+                .wait(&mut self.ctx.conns, timeout, &mut self.events)?;
+            self.ctx.now = Instant::now();
+            self.dispatch_events();
+            self.fire_timers();
+            self.deliver_messages();
+            self.handler.on_turn_end(&mut self.ctx);
+            self.flush_posts();
+            self.check_shutdown();
+            self.apply();
+            if self.ctx.shutting_down && self.ctx.conns.len() == 0 && self.backend.is_idle() {
+                break;
+            }
+        }
+        self.backend.quiesce(&mut self.ctx.conns)?;
+        Ok(self.ctx.stats)
+    }
+
+    fn shard_id(&self) -> ShardId {
+        self.ctx.shard
+    }
+
+    /// Zero when work is already waiting; otherwise until the next timer (or the mailbox
+    /// retry interval while a batch waits for room).
+    fn wait_timeout(&self) -> Option<Duration> {
+        let ctx = &self.ctx;
+        let blocked = ctx.outboxes.is_blocked();
+        let posts_waiting = ctx.outboxes.has_pending() && !blocked;
+        if ctx.conns.has_dirty() || !ctx.local_inbox.is_empty() || posts_waiting {
+            return Some(Duration::ZERO);
+        }
+        let now = Instant::now();
+        let timer = ctx
+            .timers
+            .next_deadline()
+            .map(|deadline| deadline.saturating_duration_since(now));
+        if blocked {
+            return Some(timer.map_or(self.mailbox_retry, |t| t.min(self.mailbox_retry)));
+        }
+        timer
+    }
+}

@@ -1,0 +1,18 @@
+//! Thin, audited wrappers over the system calls that std does not offer. Every `unsafe` block
+//! of the runtime outside the io_uring and epoll modules lives here.
+
+pub(crate) mod epoll;
+pub(crate) mod eventfd;
+pub(crate) mod socket;
+pub(crate) mod thread;
+
+use std::io;
+
+/// Turns a `-1`-on-error libc return value into an `io::Result`.
+pub(crate) fn cvt(ret: libc::c_int) -> io::Result<libc::c_int> {
+    if ret < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(ret)
+    }
+}

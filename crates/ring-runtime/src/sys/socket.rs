@@ -1,0 +1,110 @@
+//! Socket set-up: `SO_REUSEPORT` listeners (one per shard per address) and outbound sockets.
+
+use std::io;
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::os::fd::RawFd;
+
+use socket2::{Domain, Protocol, SockAddr, Socket, Type};
+
+use crate::error::RuntimeError;
+
+/// One listening socket per shard for every configured address, all sharing one port per
+/// address (port 0 resolves on the first shard's bind). Returns `listeners[shard][addr]` and
+/// the resolved addresses.
+pub(crate) fn bind_shard_listeners(
+    addrs: &[SocketAddr],
+    shards: usize,
+    backlog: i32,
+) -> Result<(Vec<Vec<TcpListener>>, Vec<SocketAddr>), RuntimeError> {
+    let mut per_shard: Vec<Vec<TcpListener>> = (0..shards).map(|_| Vec::new()).collect();
+    let mut resolved = Vec::with_capacity(addrs.len());
+    for &addr in addrs {
+        let mut bound = addr;
+        for listeners in per_shard.iter_mut() {
+            let listener = bind_reuseport(bound, backlog).map_err(|source| RuntimeError::Bind {
+                addr: bound,
+                source,
+            })?;
+            if bound.port() == 0 {
+                bound = listener
+                    .local_addr()
+                    .map_err(|source| RuntimeError::Bind { addr, source })?;
+            }
+            listeners.push(listener);
+        }
+        resolved.push(bound);
+    }
+    Ok((per_shard, resolved))
+}
+
+fn bind_reuseport(addr: SocketAddr, backlog: i32) -> io::Result<TcpListener> {
+    let socket = Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP))?;
+    socket.set_reuse_address(true)?;
+    socket.set_reuse_port(true)?;
+    if addr.is_ipv6() {
+        socket.set_only_v6(true)?;
+    }
+    socket.set_nonblocking(true)?;
+    socket.bind(&SockAddr::from(addr))?;
+    socket.listen(backlog)?;
+    Ok(socket.into())
+}
+
+/// A nonblocking TCP socket with `TCP_NODELAY`, bound to `local` when given, not yet
+/// connected.
+pub(crate) fn outbound_socket(addr: SocketAddr, local: Option<SocketAddr>) -> io::Result<Socket> {
+    let socket = Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP))?;
+    socket.set_nonblocking(true)?;
+    socket.set_nodelay(true)?;
+    if let Some(local) = local {
+        socket.set_reuse_address(true)?;
+        socket.bind(&SockAddr::from(local))?;
+    }
+    Ok(socket)
+}
+
+/// Starts a nonblocking connect; `Ok(())` also when it is still in progress.
+pub(crate) fn start_connect(stream: &TcpStream, addr: SocketAddr) -> io::Result<()> {
+    match socket2::SockRef::from(stream).connect(&SockAddr::from(addr)) {
+        Ok(()) => Ok(()),
+        Err(error) if error.raw_os_error() == Some(libc::EINPROGRESS) => Ok(()),
+        Err(error) => Err(error),
+    }
+}
+
+/// The pending error of a socket (`SO_ERROR`): how a nonblocking connect ended.
+pub(crate) fn take_socket_error(stream: &TcpStream) -> io::Result<()> {
+    match stream.take_error()? {
+        Some(error) => Err(error),
+        None => Ok(()),
+    }
+}
+
+/// Prepares an accepted socket: `TCP_NODELAY`, nonblocking.
+pub(crate) fn prepare_accepted(stream: &TcpStream) -> io::Result<()> {
+    stream.set_nodelay(true)?;
+    stream.set_nonblocking(true)
+}
+
+/// Makes the next close send a RST instead of a FIN (`SO_LINGER` 0): used when a connection is
+/// aborted with unsent data.
+pub(crate) fn set_reset_on_close(stream: &TcpStream) -> io::Result<()> {
+    socket2::SockRef::from(stream).set_linger(Some(std::time::Duration::ZERO))
+}
+
+/// One nonblocking `sendmsg(2)` of `iovecs` with `MSG_NOSIGNAL` (a closed peer gives `EPIPE`,
+/// never `SIGPIPE`). Returns the bytes sent.
+pub(crate) fn send_vectored(fd: RawFd, iovecs: &[libc::iovec]) -> io::Result<usize> {
+    // SAFETY: all-zero is a valid msghdr (no name, no control data).
+    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+    msg.msg_iov = iovecs.as_ptr().cast_mut();
+    msg.msg_iovlen = iovecs.len() as _;
+    // SAFETY: `msg` points at `iovecs`, which the caller keeps alive (and whose buffers it
+    // keeps alive) for the duration of this synchronous call.
+    let sent = unsafe { libc::sendmsg(fd, &msg, libc::MSG_NOSIGNAL | libc::MSG_DONTWAIT) };
+    if sent < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(sent as usize)
+    }
+}

@@ -1,0 +1,13 @@
+//! Public-API tests of ring-runtime over real loopback sockets. The backend comes from
+//! `RINGMQ_BACKEND` (auto when unset), so scripts/test.d/30-runtime.sh runs this binary once
+//! per backend. A test that needs something the kernel lacks prints why and skips.
+
+mod common;
+
+mod close;
+mod connect;
+mod echo;
+mod large;
+mod mailbox;
+mod shutdown;
+mod timers;
