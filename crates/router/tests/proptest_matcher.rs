@@ -2,8 +2,11 @@
 //! sequences over a small alphabet (so that filters overlap), with `$` topics, empty levels,
 //! no-local, shared groups, availability and every shared strategy.
 
+mod common;
+
 use std::collections::{BTreeMap, BTreeSet};
 
+use common::naive_matches;
 use proptest::prelude::*;
 use router::{
     Matches, Publisher, QoS, RetainHandling, SharedStrategy, SubscribeOutcome, SubscriberId,
@@ -87,25 +90,6 @@ fn strategy() -> impl Strategy<Value = SharedStrategy> {
         SharedStrategy::HashByTopic,
         SharedStrategy::Sticky,
     ])
-}
-
-/// The reference matcher: levels compared one by one, written independently of the router.
-fn naive_matches(filter: &str, topic: &str) -> bool {
-    if topic.starts_with('$') && (filter.starts_with('+') || filter.starts_with('#')) {
-        return false;
-    }
-    let f: Vec<&str> = filter.split('/').collect();
-    let t: Vec<&str> = topic.split('/').collect();
-    for (i, fl) in f.iter().enumerate() {
-        if *fl == "#" {
-            return true;
-        }
-        match t.get(i) {
-            Some(tl) if *fl == "+" || fl == tl => {}
-            _ => return false,
-        }
-    }
-    f.len() == t.len()
 }
 
 /// (share name, topic filter) of a shared filter text, `None` for a plain one.
@@ -274,6 +258,14 @@ proptest! {
         strategy in strategy(),
     ) {
         run(ops, strategy);
+    }
+
+    #[test]
+    fn single_filter_matches_agrees_with_the_naive_matcher(filter in filter(), topic in topic()) {
+        if let Ok(SubscriptionFilter::Plain(parsed)) = filter.parse::<SubscriptionFilter>() {
+            let name: TopicName = topic.parse().expect("generated topics are valid");
+            prop_assert_eq!(parsed.matches(&name), naive_matches(&filter, &topic));
+        }
     }
 }
 
