@@ -2,3 +2,25 @@
 //!
 //! Pure and deterministic: no I/O, no clock, no locks on the match path.
 #![forbid(unsafe_code)]
+
+mod error;
+mod filter;
+mod index;
+mod matches;
+mod retained;
+mod shared;
+mod subscription;
+mod table;
+mod topic;
+mod trie;
+
+pub use error::{ReplicationError, TopicError};
+pub use filter::{SHARE_PREFIX, SharedFilter, SubscriptionFilter, TopicFilter};
+pub use matches::{Delivery, Matches};
+pub use retained::{RetainedMatches, RetainedStore};
+pub use shared::SharedStrategy;
+pub use subscription::{SubscribeOutcome, SubscriberId, Subscription};
+pub use table::{Publisher, SubscriptionTable, TableConfig, TableStats};
+pub use topic::{Levels, PROTOCOL_MAX_TOPIC_LENGTH, TopicLimits, TopicName};
+
+pub use codec::{QoS, RetainHandling, SubscriptionId, SubscriptionOptions};
