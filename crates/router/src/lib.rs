@@ -7,6 +7,7 @@ mod error;
 mod filter;
 mod index;
 mod matches;
+mod replication;
 mod retained;
 mod shared;
 mod subscription;
@@ -17,6 +18,10 @@ mod trie;
 pub use error::{ReplicationError, TopicError};
 pub use filter::{SHARE_PREFIX, SharedFilter, SubscriptionFilter, TopicFilter};
 pub use matches::{Delivery, Matches};
+pub use replication::{
+    ChangeOutcome, ChangeSeq, Received, ReorderBuffer, Replica, ReplicaConfig, Sequenced,
+    Sequencer, SubscriptionChange,
+};
 pub use retained::{RetainedMatches, RetainedStore};
 pub use shared::SharedStrategy;
 pub use subscription::{SubscribeOutcome, SubscriberId, Subscription};
