@@ -5,6 +5,8 @@
 
 mod error;
 mod filter;
+#[doc(hidden)]
+pub mod fuzz_support;
 mod index;
 mod matches;
 mod replication;
