@@ -5,8 +5,11 @@
 
 mod error;
 mod filter;
+#[doc(hidden)]
+pub mod fuzz_support;
 mod index;
 mod matches;
+mod replication;
 mod retained;
 mod shared;
 mod subscription;
@@ -17,6 +20,10 @@ mod trie;
 pub use error::{ReplicationError, TopicError};
 pub use filter::{SHARE_PREFIX, SharedFilter, SubscriptionFilter, TopicFilter};
 pub use matches::{Delivery, Matches};
+pub use replication::{
+    ChangeOutcome, ChangeSeq, Received, ReorderBuffer, Replica, ReplicaConfig, Sequenced,
+    Sequencer, SubscriptionChange,
+};
 pub use retained::{RetainedMatches, RetainedStore};
 pub use shared::SharedStrategy;
 pub use subscription::{SubscribeOutcome, SubscriberId, Subscription};
