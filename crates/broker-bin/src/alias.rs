@@ -1,8 +1,10 @@
 //! MQTT 5.0 topic aliases, both directions, each bounded by the Topic Alias Maximum in force.
 
 use std::collections::HashMap;
+use std::num::NonZeroU16;
 
 use bytes::Bytes;
+use codec::TopicAliasUse;
 
 /// Why an inbound alias was refused (both are Protocol Errors, 0x82 / Topic Alias Invalid 0x94).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
@@ -69,6 +71,17 @@ pub enum OutboundTopic {
     SetAlias(u16),
     /// Send an empty topic with this alias.
     UseAlias(u16),
+}
+
+impl OutboundTopic {
+    /// The codec's framing instruction for this decision (`None`: no alias).
+    pub fn alias_use(self) -> Option<TopicAliasUse> {
+        match self {
+            Self::Plain => None,
+            Self::SetAlias(alias) => NonZeroU16::new(alias).map(TopicAliasUse::Establish),
+            Self::UseAlias(alias) => NonZeroU16::new(alias).map(TopicAliasUse::Reuse),
+        }
+    }
 }
 
 /// The aliases we use towards one client, at most `max` (the lower of the client's Topic Alias

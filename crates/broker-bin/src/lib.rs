@@ -1,7 +1,19 @@
 //! The RingMQ broker: composes `codec`, `router`, `session-store` and `ring-runtime`.
+//!
+//! [`Broker::start`] runs one [`shard::BrokerShard`] per core on `ring-runtime`; ARCHITECTURE.md
+//! follows one PUBLISH through these modules.
 #![forbid(unsafe_code)]
 
 pub mod alias;
+pub mod auth;
+mod broker;
 pub mod cli;
 pub mod config;
+pub mod conn;
+pub mod message;
 pub mod metrics;
+pub mod session;
+pub mod shard;
+pub mod shared;
+
+pub use broker::Broker;

@@ -180,6 +180,26 @@ impl<M> InflightWindow<M> {
         })
     }
 
+    /// Removes and returns, in send order, the QoS 1 messages awaiting PUBACK for which `take`
+    /// is true. QoS 2 flows stay: a QoS 2 message in flight must complete with this session.
+    pub fn take_qos1_where(&mut self, mut take: impl FnMut(&M) -> bool) -> Vec<M> {
+        let chosen: Vec<(u64, PacketId)> = self
+            .order
+            .iter()
+            .filter(|(_, id)| {
+                matches!(self.by_id.get(id), Some((_, InflightState::AwaitingPubAck(m))) if take(m))
+            })
+            .map(|(seq, id)| (*seq, *id))
+            .collect();
+        chosen
+            .into_iter()
+            .filter_map(|(_, id)| match self.remove(id) {
+                Some(InflightState::AwaitingPubAck(m)) => Some(m),
+                _ => None,
+            })
+            .collect()
+    }
+
     /// Removes and returns every message still unacknowledged (PUBREL-owed entries carry none),
     /// e.g. to hand a departed shared-subscription member's messages to another member.
     pub fn drain_messages(&mut self) -> Vec<(QoS, M)> {
@@ -276,6 +296,18 @@ mod tests {
             vec![(QoS::AtLeastOnce, "a"), (QoS::ExactlyOnce, "b")]
         );
         assert!(w.is_empty());
+    }
+
+    #[test]
+    fn take_qos1_where_leaves_qos2_flows() {
+        let mut w = InflightWindow::new(10);
+        w.admit(QoS::AtLeastOnce, 1).unwrap();
+        let two = w.admit(QoS::ExactlyOnce, 2).unwrap();
+        w.admit(QoS::AtLeastOnce, 3).unwrap();
+        w.admit(QoS::AtLeastOnce, 4).unwrap();
+        assert_eq!(w.take_qos1_where(|m| *m != 3), vec![1, 4]);
+        assert_eq!(w.len(), 2);
+        assert_eq!(w.on_pubrec(two), Ok(Some(2)));
     }
 
     #[test]

@@ -88,6 +88,21 @@ impl<M> MessageQueue<M> {
         before - self.items.len()
     }
 
+    /// Removes and returns, oldest first, the messages for which `take` is true.
+    pub fn take_where(&mut self, mut take: impl FnMut(&M) -> bool) -> Vec<M> {
+        let mut taken = Vec::new();
+        let mut kept = VecDeque::with_capacity(self.items.len());
+        for item in self.items.drain(..) {
+            if take(&item) {
+                taken.push(item);
+            } else {
+                kept.push_back(item);
+            }
+        }
+        self.items = kept;
+        taken
+    }
+
     /// Iterates over the queued messages, oldest first.
     pub fn iter(&self) -> impl Iterator<Item = &M> {
         self.items.iter()
@@ -114,6 +129,16 @@ mod tests {
         assert_eq!(q.push("b"), Pushed::Refused("b"));
         assert_eq!(q.pop(), Some("a"));
         assert!(q.is_empty());
+    }
+
+    #[test]
+    fn take_where_keeps_order_of_both_parts() {
+        let mut q = MessageQueue::new(10, OverflowPolicy::Refuse);
+        for i in 0..6 {
+            q.push(i);
+        }
+        assert_eq!(q.take_where(|m| m % 3 == 0), vec![0, 3]);
+        assert_eq!(q.iter().copied().collect::<Vec<_>>(), vec![1, 2, 4, 5]);
     }
 
     #[test]

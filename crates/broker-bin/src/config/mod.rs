@@ -12,7 +12,7 @@ pub use error::ConfigError;
 pub use raw::RawConfig;
 pub use typed::{
     BackendChoice, Config, ConnectionSettings, LimitSettings, QueueSettings, RetainedSettings,
-    RuntimeSettings, SessionSettings, SlowConsumerPolicy,
+    RoutingSettings, RuntimeSettings, SessionSettings, SlowConsumerPolicy,
 };
 
 /// The default configuration, embedded in the binary; every default lives here.

@@ -27,7 +27,7 @@ raw_section!(
 );
 raw_section!(
     /// `[runtime]`
-    RawRuntime { shards: usize, backend: String }
+    RawRuntime { shards: usize, backend: String, max_pending_changes: u64 }
 );
 raw_section!(
     /// `[log]`
@@ -57,10 +57,14 @@ raw_section!(
     }
 );
 raw_section!(
+    /// `[routing]`
+    RawRouting { shared_strategy: String }
+);
+raw_section!(
     /// `[queues]`
     RawQueues {
-        outbound_messages: u64,
         outbound_bytes: u64,
+        backlog_retry_ms: u64,
         max_queued_messages: u64,
         slow_consumer_policy: String,
     }
@@ -93,6 +97,8 @@ pub struct RawConfig {
     #[serde(default)]
     pub limits: RawLimits,
     #[serde(default)]
+    pub routing: RawRouting,
+    #[serde(default)]
     pub queues: RawQueues,
     #[serde(default)]
     pub sessions: RawSessions,
@@ -110,6 +116,7 @@ impl RawConfig {
         self.log.overlay(over.log);
         self.connection.overlay(over.connection);
         self.limits.overlay(over.limits);
+        self.routing.overlay(over.routing);
         self.queues.overlay(over.queues);
         self.sessions.overlay(over.sessions);
         self.retained.overlay(over.retained);

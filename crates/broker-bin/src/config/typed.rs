@@ -31,6 +31,7 @@ pub struct Config {
     pub log_level: tracing::Level,
     pub connection: ConnectionSettings,
     pub limits: LimitSettings,
+    pub routing: RoutingSettings,
     pub queues: QueueSettings,
     pub sessions: SessionSettings,
     pub retained: RetainedSettings,
@@ -44,6 +45,14 @@ pub struct RuntimeSettings {
     /// Shard count; `None` means one per available core.
     pub shards: Option<usize>,
     pub backend: BackendChoice,
+    /// Reorder window for replicated changes.
+    pub max_pending_changes: usize,
+}
+
+/// `[routing]`
+#[derive(Debug, Clone)]
+pub struct RoutingSettings {
+    pub shared_strategy: router::SharedStrategy,
 }
 
 /// `[connection]`
@@ -74,8 +83,8 @@ pub struct LimitSettings {
 /// `[queues]`
 #[derive(Debug, Clone)]
 pub struct QueueSettings {
-    pub outbound_messages: u32,
     pub outbound_bytes: u64,
+    pub backlog_retry: Duration,
     pub max_queued_messages: u32,
     pub slow_consumer_policy: SlowConsumerPolicy,
 }

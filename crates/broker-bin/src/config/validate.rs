@@ -7,8 +7,9 @@ use super::error::ConfigError;
 use super::raw::RawConfig;
 use super::typed::{
     BackendChoice, Config, ConnectionSettings, LimitSettings, QueueSettings, RetainedSettings,
-    RuntimeSettings, SessionSettings, SlowConsumerPolicy,
+    RoutingSettings, RuntimeSettings, SessionSettings, SlowConsumerPolicy,
 };
+use router::SharedStrategy;
 
 /// Smallest maximum packet size that still fits a CONNECT with a short client id.
 const MIN_PACKET_SIZE: u64 = 64;
@@ -67,6 +68,7 @@ impl RawConfig {
             log_level: self.log_level()?,
             connection: self.connection()?,
             limits: self.limits()?,
+            routing: self.routing()?,
             queues: self.queues()?,
             sessions: self.sessions()?,
             retained: self.retained()?,
@@ -114,7 +116,33 @@ impl RawConfig {
         Ok(RuntimeSettings {
             shards: (shards != 0).then_some(shards as usize),
             backend,
+            max_pending_changes: narrow(
+                "runtime.max_pending_changes",
+                &self.runtime.max_pending_changes,
+                16,
+                1 << 24,
+            )?,
         })
+    }
+
+    fn routing(&self) -> Result<RoutingSettings, ConfigError> {
+        const KEY: &str = "routing.shared_strategy";
+        let shared_strategy = match need(KEY, &self.routing.shared_strategy)?.as_str() {
+            "round-robin" => SharedStrategy::RoundRobin,
+            "random" => SharedStrategy::Random,
+            "hash-publisher" => SharedStrategy::HashByPublisher,
+            "hash-topic" => SharedStrategy::HashByTopic,
+            "sticky" => SharedStrategy::Sticky,
+            other => {
+                return Err(ConfigError::invalid(
+                    KEY,
+                    format!(
+                        "unknown strategy {other:?} (expected round-robin, random, hash-publisher, hash-topic or sticky)"
+                    ),
+                ));
+            }
+        };
+        Ok(RoutingSettings { shared_strategy })
     }
 
     fn log_level(&self) -> Result<tracing::Level, ConfigError> {
@@ -216,13 +244,13 @@ impl RawConfig {
             }
         };
         Ok(QueueSettings {
-            outbound_messages: narrow(
-                "queues.outbound_messages",
-                &q.outbound_messages,
-                1,
-                10_000_000,
-            )?,
             outbound_bytes: in_range("queues.outbound_bytes", &q.outbound_bytes, 1024, 1 << 40)?,
+            backlog_retry: Duration::from_millis(in_range(
+                "queues.backlog_retry_ms",
+                &q.backlog_retry_ms,
+                1,
+                10_000,
+            )?),
             max_queued_messages: narrow(
                 "queues.max_queued_messages",
                 &q.max_queued_messages,

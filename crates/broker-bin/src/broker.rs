@@ -1,0 +1,83 @@
+//! Starting and stopping a broker: the runtime with one [`BrokerShard`] per shard.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use ring_runtime::{BackendKind, Runtime, RuntimeConfig, RuntimeError, RuntimeHandle};
+
+use crate::config::{BackendChoice, Config};
+use crate::message::ShardMsg;
+use crate::shard::BrokerShard;
+use crate::shared::Shared;
+
+/// A running broker.
+pub struct Broker {
+    runtime: RuntimeHandle<ShardMsg>,
+    shared: Arc<Shared>,
+}
+
+impl Broker {
+    /// Binds the listeners and starts the shards.
+    pub fn start(config: Config) -> Result<Self, RuntimeError> {
+        let runtime_config = runtime_config(&config);
+        let shards = runtime_config.shard_count();
+        let shared = Arc::new(Shared::new(config, shards));
+        let for_shards = Arc::clone(&shared);
+        let runtime = Runtime::start(runtime_config, move |id| {
+            BrokerShard::new(Arc::clone(&for_shards), id, shards)
+        })?;
+        for index in 0..shards {
+            let shard = ring_runtime::ShardId::new(index as u16);
+            if runtime.post(shard, vec![ShardMsg::Start]).is_err() {
+                tracing::error!(%shard, "could not start the shard's periodic work");
+            }
+        }
+        Ok(Self { runtime, shared })
+    }
+
+    /// The addresses the broker accepts connections on (port 0 resolved).
+    pub fn local_addrs(&self) -> &[SocketAddr] {
+        self.runtime.local_addrs()
+    }
+
+    /// The I/O backend in use.
+    pub fn backend(&self) -> BackendKind {
+        self.runtime.backend()
+    }
+
+    /// The number of shards.
+    pub fn shard_count(&self) -> usize {
+        self.runtime.shard_count()
+    }
+
+    /// The broker's counters.
+    pub fn metrics(&self) -> &crate::metrics::Metrics {
+        &self.shared.metrics
+    }
+
+    /// Starts a graceful shutdown: clients get DISCONNECT 0x8B, wills go out, writes drain.
+    pub fn shutdown(&self) {
+        self.runtime.shutdown();
+    }
+
+    /// Waits for every shard to stop.
+    pub fn join(self) -> Result<(), RuntimeError> {
+        self.runtime.join().map(|_| ())
+    }
+}
+
+/// The runtime settings for a broker config.
+fn runtime_config(config: &Config) -> RuntimeConfig {
+    let mut runtime = RuntimeConfig {
+        shards: config.runtime.shards,
+        listen: config.listeners.clone(),
+        backend: match config.runtime.backend {
+            BackendChoice::Auto => ring_runtime::BackendChoice::Auto,
+            BackendChoice::Uring => ring_runtime::BackendChoice::Uring,
+            BackendChoice::Epoll => ring_runtime::BackendChoice::Epoll,
+        },
+        ..RuntimeConfig::default()
+    };
+    runtime.drain_timeout = config.connection.connect_timeout.min(runtime.drain_timeout);
+    runtime
+}

@@ -1,0 +1,138 @@
+//! What travels between shards: shared messages, their recipients, replicated changes and
+//! session hand-overs.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use codec::{MqttStr, ProtocolVersion, QoS, SharedPublish, SubscriptionId};
+use ring_runtime::{ConnId, ShardId};
+use router::{Sequenced, SharedFilter, SubscriberId, SubscriptionChange, TopicName};
+use smallvec::SmallVec;
+
+use crate::session::Session;
+
+/// One published message, encoded once and shared (by `Arc`) by every recipient on every shard.
+#[derive(Debug)]
+pub struct Message {
+    /// Topic, payload and the properties forwarded unchanged, encoded once.
+    pub publish: SharedPublish,
+    /// The QoS it was published with.
+    pub qos: QoS,
+    /// The RETAIN flag it was published with.
+    pub retain: bool,
+    /// When its Message Expiry Interval runs out, if it has one.
+    pub expires_at: Option<Instant>,
+}
+
+/// How long a message still lives, for forwarding.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Expiry {
+    /// It has no expiry interval.
+    Never,
+    /// Whole seconds left (forwarded as the new Message Expiry Interval).
+    Remaining(u32),
+    /// It has expired: never deliver it.
+    Expired,
+}
+
+impl Message {
+    /// The expiry state at `now`.
+    pub fn expiry(&self, now: Instant) -> Expiry {
+        match self.expires_at {
+            None => Expiry::Never,
+            Some(at) if at <= now => Expiry::Expired,
+            Some(at) => {
+                let secs = at.duration_since(now).as_secs_f64().ceil();
+                Expiry::Remaining(u32::try_from(secs as u64).unwrap_or(u32::MAX).max(1))
+            }
+        }
+    }
+}
+
+/// Subscription identifiers of one delivery (most deliveries carry none or one).
+pub type SubIds = SmallVec<[SubscriptionId; 2]>;
+
+/// One copy of a message for one session.
+#[derive(Debug, Clone)]
+pub struct Outgoing {
+    /// The message.
+    pub message: Arc<Message>,
+    /// The QoS to deliver with (the lower of publish and subscription QoS).
+    pub qos: QoS,
+    /// The RETAIN flag to send.
+    pub retain: bool,
+    /// Subscription identifiers of the matching subscriptions.
+    pub sub_ids: SubIds,
+    /// The shared group it was picked from, if any (to redistribute it if the member leaves).
+    pub shared: Option<SharedFilter>,
+}
+
+/// A message for some sessions owned by one shard.
+#[derive(Debug)]
+pub struct Recipient {
+    /// The receiving session.
+    pub subscriber: SubscriberId,
+    /// Its copy of the message.
+    pub outgoing: Outgoing,
+}
+
+/// A change every shard applies in the same total order.
+#[derive(Debug, Clone)]
+pub enum Change {
+    /// A subscription was added or removed.
+    Subscription(SubscriptionChange),
+    /// A session (by its subscriber id) lives on `shard` from now on.
+    Owner {
+        subscriber: SubscriberId,
+        shard: ShardId,
+    },
+    /// A session ended: forget its owner.
+    Gone { subscriber: SubscriberId },
+    /// A retained message was set (`Some`) or cleared (`None`).
+    Retain {
+        topic: TopicName,
+        message: Option<Arc<Message>>,
+    },
+}
+
+/// A shard asks the shard holding a session to hand it over.
+#[derive(Debug)]
+pub struct TakeoverRequest {
+    /// The session's client identifier.
+    pub client_id: MqttStr,
+    /// The shard where the new connection waits.
+    pub to_shard: ShardId,
+    /// The new connection (on `to_shard`).
+    pub to_conn: ConnId,
+    /// Whether the new connection discards the session (Clean Start).
+    pub clean_start: bool,
+}
+
+/// The answer to a [`TakeoverRequest`].
+#[derive(Debug)]
+pub struct SessionTransfer {
+    /// The session's client identifier.
+    pub client_id: MqttStr,
+    /// The waiting connection.
+    pub to_conn: ConnId,
+    /// The session, unless it was discarded (Clean Start) or had ended.
+    pub session: Option<Box<Session>>,
+}
+
+/// Everything a shard receives in its mailbox.
+#[derive(Debug)]
+pub enum ShardMsg {
+    /// A change in the total order.
+    Change(Sequenced<Change>),
+    /// Messages for sessions this shard owns (or owned: it forwards them).
+    Deliver(Vec<Recipient>),
+    /// Hand a session over to another shard.
+    Takeover(TakeoverRequest),
+    /// A session handed over.
+    Transfer(SessionTransfer),
+    /// Sent once by [`crate::Broker::start`]: start the shard's periodic work.
+    Start,
+}
+
+/// The protocol version of a connection before its CONNECT is known.
+pub const PRE_CONNECT_PROTOCOL: ProtocolVersion = ProtocolVersion::V3_1_1;

@@ -1,0 +1,86 @@
+//! Replicated state: subscription, ownership and retained changes are stamped by the shared
+//! sequencer, sent to every shard (this one included), and applied by each in the same order.
+
+use std::sync::atomic::Ordering;
+
+use ring_runtime::ShardId;
+use router::Sequenced;
+use tracing::error;
+
+use super::{BrokerShard, Ctx};
+use crate::message::{Change, ShardMsg};
+
+impl BrokerShard {
+    /// Stamps `change` and sends it to every shard. Nothing else is stamped by this shard until
+    /// every copy is posted, so a gap in the order is only ever a change in flight.
+    pub(super) fn broadcast(&mut self, ctx: &mut Ctx, change: Change) {
+        let seq = self.shared.sequencer.next();
+        let shards = ctx.shard_count();
+        for index in 0..shards {
+            let change = change.clone();
+            self.post(
+                ctx,
+                ShardId::new(index as u16),
+                ShardMsg::Change(Sequenced { seq, change }),
+            );
+        }
+    }
+
+    /// A change arrived: put it in order and apply every change whose turn it is.
+    pub(super) fn receive_change(&mut self, change: Sequenced<Change>) {
+        if let Err(problem) = self.changes.receive(change) {
+            error!(%problem, "replicated change refused: raise runtime.max_pending_changes");
+            return;
+        }
+        while let Some(ready) = self.changes.pop_ready() {
+            self.apply(ready);
+        }
+    }
+
+    fn apply(&mut self, change: Sequenced<Change>) {
+        match change.change {
+            Change::Subscription(subscription) => {
+                subscription.apply_to(&mut self.table);
+            }
+            Change::Owner { subscriber, shard } => {
+                self.owners.insert(subscriber, shard);
+                if let Some((to, seen)) = self.moved.get_mut(&subscriber)
+                    && *to == shard
+                {
+                    *seen = Some(change.seq.0);
+                }
+            }
+            Change::Gone { subscriber } => {
+                self.owners.remove(&subscriber);
+            }
+            Change::Retain { topic, message } => match message {
+                Some(message) => {
+                    let size = message.publish.payload().len() + topic.as_str().len();
+                    self.retained.store(&topic, message, size);
+                }
+                None => {
+                    self.retained.remove(&topic);
+                }
+            },
+        }
+    }
+
+    /// Tells the other shards how far this one has applied, and forgets forwarding entries that
+    /// every shard has moved past.
+    pub(super) fn publish_applied_watermark(&mut self) {
+        let applied = self.changes.next_expected().0;
+        self.shared.applied[self.id.index()].store(applied, Ordering::Relaxed);
+        if self.moved.is_empty() {
+            return;
+        }
+        let everyone = self
+            .shared
+            .applied
+            .iter()
+            .map(|a| a.load(Ordering::Relaxed))
+            .min()
+            .unwrap_or(0);
+        self.moved
+            .retain(|_, (_, seen)| seen.is_none_or(|seq| seq >= everyone));
+    }
+}

@@ -1,0 +1,251 @@
+//! The end of connections and sessions: DISCONNECT, keep-alive and CONNECT timeouts, wills,
+//! session expiry and broker shutdown.
+
+use std::sync::atomic::Ordering;
+
+use codec::{Disconnect, MqttStr, ProtocolVersion, ReasonCode};
+use ring_runtime::{CloseReason, ConnId};
+use tracing::debug;
+
+use super::timers::TimerPurpose;
+use super::{BrokerShard, Ctx, Fault};
+use crate::conn::Phase;
+use crate::message::Change;
+use crate::metrics::ShardCounters;
+use crate::session::{Session, SessionExpiry};
+
+impl BrokerShard {
+    /// DISCONNECT from the client: a normal one deletes the will; 0x04 keeps it. A 5.0 client may
+    /// change its session expiry, but not from 0 to non-zero.
+    pub(super) fn handle_disconnect(
+        &mut self,
+        ctx: &mut Ctx,
+        conn: ConnId,
+        disconnect: Disconnect,
+    ) -> Result<(), Fault> {
+        let new_expiry = disconnect.properties.session_expiry_interval;
+        let session_expiry_zero = self
+            .conns
+            .get(&conn)
+            .and_then(|c| c.client_id.as_ref())
+            .and_then(|id| self.sessions.get(id))
+            .is_some_and(|s| s.expiry == SessionExpiry::OnClose);
+        if session_expiry_zero && new_expiry.is_some_and(|e| e != 0) {
+            return Err(Fault::protocol(
+                "DISCONNECT sets a session expiry after CONNECT set 0",
+            ));
+        }
+        if let Some(connection) = self.conns.get_mut(&conn) {
+            connection.publish_will =
+                disconnect.reason_code == ReasonCode::DisconnectWithWillMessage;
+            connection.expiry_on_close = new_expiry;
+        }
+        self.close_connection(ctx, conn);
+        Ok(())
+    }
+
+    /// The runtime finished closing `conn`.
+    pub(super) fn connection_closed(&mut self, ctx: &mut Ctx, conn: ConnId, reason: CloseReason) {
+        let Some(connection) = self.conns.remove(&conn) else {
+            return;
+        };
+        self.shared.connections.fetch_sub(1, Ordering::Relaxed);
+        self.backlog.remove(&conn);
+        self.disarm(ctx, connection.timer);
+        debug!(peer = %connection.peer, ?reason, "connection closed");
+        let Some(client_id) = connection.client_id else {
+            return;
+        };
+        let owns_session = self
+            .sessions
+            .get(&client_id)
+            .is_some_and(|s| s.conn == Some(conn));
+        if owns_session {
+            self.session_disconnected(
+                ctx,
+                &client_id,
+                connection.publish_will,
+                connection.expiry_on_close,
+            );
+        }
+    }
+
+    /// A session lost its connection: publish or schedule its will, redistribute its shared
+    /// messages, then end it now or arm its expiry.
+    pub(super) fn session_disconnected(
+        &mut self,
+        ctx: &mut Ctx,
+        client_id: &MqttStr,
+        publish_will: bool,
+        expiry_override: Option<u32>,
+    ) {
+        let max_expiry = self.shared.config.sessions.max_session_expiry;
+        let Some(mut session) = self.sessions.remove(client_id) else {
+            return;
+        };
+        session.conn = None;
+        if let Some(seconds) = expiry_override {
+            session.expiry = SessionExpiry::from_interval(seconds, max_expiry);
+        }
+        self.redistribute_shared(ctx, &mut session);
+        let will = session.will.take().filter(|_| publish_will);
+        let now = ctx.now();
+        match (will, session.expiry) {
+            (Some(pending), SessionExpiry::After(expiry)) if !pending.delay.is_zero() => {
+                let at = now + pending.delay.min(expiry);
+                session.will = Some(pending);
+                session.will_timer =
+                    Some(self.arm(ctx, at, TimerPurpose::WillDelay(client_id.clone())));
+            }
+            (Some(pending), SessionExpiry::Never) if !pending.delay.is_zero() => {
+                let at = now + pending.delay;
+                session.will = Some(pending);
+                session.will_timer =
+                    Some(self.arm(ctx, at, TimerPurpose::WillDelay(client_id.clone())));
+            }
+            (Some(pending), _) => self.publish_will(ctx, client_id, pending.will),
+            (None, _) => {}
+        }
+        match session.expiry {
+            SessionExpiry::OnClose => {
+                self.by_subscriber.remove(&session.subscriber);
+                self.end_session(ctx, session);
+            }
+            SessionExpiry::After(expiry) => {
+                let at = now + expiry;
+                session.expiry_timer =
+                    Some(self.arm(ctx, at, TimerPurpose::SessionExpiry(client_id.clone())));
+                self.sessions.insert(client_id.clone(), session);
+            }
+            SessionExpiry::Never => {
+                self.sessions.insert(client_id.clone(), session);
+            }
+        }
+    }
+
+    /// Keeps a session that has no connection (its client left during a hand-over).
+    pub(super) fn keep_detached(
+        &mut self,
+        ctx: &mut Ctx,
+        session: Session,
+        _protocol: ProtocolVersion,
+    ) {
+        let client_id = session.client_id.clone();
+        self.by_subscriber
+            .insert(session.subscriber, client_id.clone());
+        self.sessions.insert(client_id.clone(), session);
+        self.session_disconnected(ctx, &client_id, false, None);
+    }
+
+    /// A disconnected session's expiry ran out: its pending will goes out, then it ends.
+    pub(super) fn session_expired(&mut self, ctx: &mut Ctx, client_id: &MqttStr) {
+        let Some(mut session) = self.sessions.remove(client_id) else {
+            return;
+        };
+        if session.conn.is_some() {
+            self.sessions.insert(client_id.clone(), session);
+            return;
+        }
+        session.expiry_timer = None;
+        if let Some(pending) = session.will.take() {
+            self.publish_will(ctx, client_id, pending.will);
+        }
+        self.by_subscriber.remove(&session.subscriber);
+        self.end_session(ctx, session);
+    }
+
+    /// A delayed will's delay ran out while its session stayed disconnected.
+    pub(super) fn will_delay_elapsed(&mut self, ctx: &mut Ctx, client_id: &MqttStr) {
+        let Some(session) = self.sessions.get_mut(client_id) else {
+            return;
+        };
+        session.will_timer = None;
+        if session.conn.is_some() {
+            return;
+        }
+        if let Some(pending) = session.will.take() {
+            self.publish_will(ctx, client_id, pending.will);
+        }
+    }
+
+    /// Ends a session held by this shard: its state goes, and its directory entry if it still
+    /// names this session.
+    pub(super) fn end_session(&mut self, ctx: &mut Ctx, session: Session) {
+        let client_id = session.client_id.clone();
+        let subscriber = session.subscriber;
+        self.end_session_state(ctx, session);
+        self.forget_directory_entry(&client_id, Some(subscriber));
+    }
+
+    /// Removes a session's subscriptions from every replica and counts its undelivered messages
+    /// as dropped. The directory is not touched (the caller knows whether it still names it).
+    pub(super) fn end_session_state(&mut self, ctx: &mut Ctx, mut session: Session) {
+        self.disarm(ctx, session.expiry_timer.take());
+        self.disarm(ctx, session.will_timer.take());
+        self.by_subscriber.remove(&session.subscriber);
+        let subscriber = session.subscriber;
+        for (_, subscription) in session.subscriptions.drain() {
+            self.subscriptions = self.subscriptions.saturating_sub(1);
+            let change = router::SubscriptionChange::Unsubscribe {
+                subscriber,
+                filter: subscription.filter,
+            };
+            self.broadcast(ctx, Change::Subscription(change));
+        }
+        self.broadcast(ctx, Change::Gone { subscriber });
+        let undelivered = session.inflight.len() + session.queue.len();
+        ShardCounters::add(&self.counters().messages_dropped, undelivered as u64);
+    }
+
+    /// A connection timer fired: CONNECT timeout before CONNACK, keep-alive check after.
+    pub(super) fn connection_timer(&mut self, ctx: &mut Ctx, conn: ConnId) {
+        let now = ctx.now();
+        let Some(connection) = self.conns.get_mut(&conn) else {
+            return;
+        };
+        connection.timer = None;
+        match (&connection.phase, connection.keep_alive_grace) {
+            (Phase::AwaitingConnect | Phase::AwaitingSession(_), _) => {
+                debug!(peer = %connection.peer, "no CONNECT in time: closing");
+                ctx.abort(conn);
+            }
+            (Phase::Connected, Some(grace)) => {
+                let deadline = connection.last_activity + grace;
+                if now >= deadline {
+                    debug!(peer = %connection.peer, "keep-alive expired");
+                    self.send_disconnect(ctx, conn, ReasonCode::KeepAliveTimeout);
+                    self.close_connection(ctx, conn);
+                } else {
+                    let timer = self.arm(ctx, deadline, TimerPurpose::Connection(conn));
+                    if let Some(connection) = self.conns.get_mut(&conn) {
+                        connection.timer = Some(timer);
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// The broker is stopping: clients get DISCONNECT 0x8B and, as their connections end
+    /// without a normal DISCONNECT, their wills are published.
+    pub(super) fn shutdown(&mut self, ctx: &mut Ctx) {
+        let connected: Vec<ConnId> = self
+            .conns
+            .iter()
+            .filter(|(_, c)| c.is_connected())
+            .map(|(id, _)| *id)
+            .collect();
+        for conn in connected {
+            self.send_disconnect(ctx, conn, ReasonCode::ServerShuttingDown);
+            let Some(client_id) = self.conns.get(&conn).and_then(|c| c.client_id.clone()) else {
+                continue;
+            };
+            if let Some(session) = self.sessions.get_mut(&client_id) {
+                if let Some(pending) = session.will.take() {
+                    self.publish_will(ctx, &client_id, pending.will);
+                }
+            }
+        }
+        self.flush_routes(ctx);
+    }
+}

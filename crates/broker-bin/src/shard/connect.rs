@@ -1,0 +1,383 @@
+//! CONNECT: checks, the session claim in the shared directory, and CONNACK.
+
+use std::num::{NonZeroU16, NonZeroU32};
+use std::time::Duration;
+
+use codec::{ConnAck, ConnAckProperties, Connect, MqttStr, Packet, ProtocolVersion, ReasonCode};
+use dashmap::mapref::entry::Entry;
+use ring_runtime::ConnId;
+use router::TopicName;
+use tracing::debug;
+
+use super::timers::TimerPurpose;
+use super::{BrokerShard, Ctx, Fault};
+use crate::alias::{InboundAliases, OutboundAliases};
+use crate::conn::Phase;
+use crate::message::Change;
+use crate::session::{PendingWill, Session, SessionExpiry};
+use crate::shared::SessionLocation;
+
+/// Where the session for a CONNECT comes from.
+enum Claim {
+    /// No session existed: a fresh one with this key.
+    Fresh(router::SubscriberId),
+    /// The session (if any) is on this shard.
+    Local,
+    /// Another shard holds it and must hand it over.
+    Remote(ring_runtime::ShardId),
+}
+
+impl BrokerShard {
+    /// CONNECT: validate, then claim the client's session.
+    pub(super) fn handle_connect(
+        &mut self,
+        ctx: &mut Ctx,
+        conn: ConnId,
+        mut connect: Connect,
+    ) -> Result<(), Fault> {
+        let Some(connection) = self.conns.get_mut(&conn) else {
+            return Ok(());
+        };
+        if !matches!(connection.phase, Phase::AwaitingConnect) {
+            return Err(Fault::protocol("a second CONNECT"));
+        }
+        connection.protocol = connect.protocol;
+        if let Err(reason) = self.check_connect(&connect) {
+            self.refuse_connect(ctx, conn, reason);
+            return Ok(());
+        }
+        let assigned = connect
+            .client_id
+            .is_empty()
+            .then(|| self.assign_client_id());
+        if let Some(id) = &assigned {
+            connect.client_id = id.clone();
+        }
+        match self.claim(&connect.client_id) {
+            Err(reason) => self.refuse_connect(ctx, conn, reason),
+            Ok(Claim::Fresh(subscriber)) => {
+                let session =
+                    Session::new(connect.client_id.clone(), subscriber, &self.shared.config);
+                self.broadcast(
+                    ctx,
+                    Change::Owner {
+                        subscriber,
+                        shard: self.id,
+                    },
+                );
+                self.complete_connect(ctx, conn, connect, session, false, assigned.is_some());
+            }
+            Ok(Claim::Local) => self.connect_local(ctx, conn, connect),
+            Ok(Claim::Remote(shard)) => self.request_takeover(ctx, conn, connect, shard),
+        }
+        Ok(())
+    }
+
+    /// The CONNACK reason for a CONNECT this broker will not accept, if any.
+    fn check_connect(&self, connect: &Connect) -> Result<(), ReasonCode> {
+        let limits = &self.shared.config.connection;
+        if connect.client_id.is_empty() && !connect.protocol.is_v5() && !connect.clean_start {
+            return Err(ReasonCode::ClientIdentifierNotValid);
+        }
+        if connect.client_id.len() > usize::from(limits.max_client_id_len) {
+            return Err(ReasonCode::ClientIdentifierNotValid);
+        }
+        if connect.properties.authentication_method.is_some() {
+            return Err(ReasonCode::BadAuthenticationMethod);
+        }
+        self.shared.auth.authenticate(connect)?;
+        if let Some(will) = &connect.will {
+            TopicName::from_bytes(
+                will.topic.as_shared_bytes().clone(),
+                &self.shared.topic_limits,
+            )
+            .map_err(|_| ReasonCode::TopicNameInvalid)?;
+            let format = will.properties.payload_format;
+            if format == Some(codec::PayloadFormat::Utf8)
+                && std::str::from_utf8(&will.payload).is_err()
+            {
+                return Err(ReasonCode::PayloadFormatInvalid);
+            }
+        }
+        Ok(())
+    }
+
+    /// A unique identifier for a client that sent an empty one (5.0 Assigned Client Identifier).
+    fn assign_client_id(&self) -> MqttStr {
+        let key = self.shared.new_subscriber().0;
+        let nanos = self.shared.started.elapsed().as_nanos() as u64;
+        let text = format!("ringmq-{:x}-{key:x}-{nanos:x}", self.id.index());
+        MqttStr::from_bytes(text.into()).expect("invariant: ASCII without U+0000")
+    }
+
+    /// Claims the client's entry in the shared session directory for this shard.
+    fn claim(&self, client_id: &MqttStr) -> Result<Claim, ReasonCode> {
+        let max = self.shared.config.sessions.max_sessions as usize;
+        // Measured before taking the entry lock: `len` locks every map shard.
+        let full = self.shared.sessions.len() >= max;
+        Ok(match self.shared.sessions.entry(client_id.clone()) {
+            Entry::Vacant(_) if full => return Err(ReasonCode::QuotaExceeded),
+            Entry::Vacant(vacant) => {
+                let subscriber = self.shared.new_subscriber();
+                vacant.insert(SessionLocation {
+                    shard: self.id,
+                    subscriber,
+                });
+                Claim::Fresh(subscriber)
+            }
+            Entry::Occupied(occupied) if occupied.get().shard == self.id => Claim::Local,
+            Entry::Occupied(mut occupied) => {
+                let previous = occupied.get().shard;
+                occupied.get_mut().shard = self.id;
+                Claim::Remote(previous)
+            }
+        })
+    }
+
+    /// The session is (or is about to be) on this shard.
+    fn connect_local(&mut self, ctx: &mut Ctx, conn: ConnId, connect: Connect) {
+        let client_id = connect.client_id.clone();
+        if let Some(waiting) = self.awaiting_conn(&client_id) {
+            // An earlier connection still waits for this session's hand-over: the newer wins.
+            self.close_connection(ctx, waiting);
+            self.wait_for_session(conn, connect);
+            return;
+        }
+        match self.sessions.remove(&client_id) {
+            Some(mut session) => {
+                self.detach_connection(ctx, &mut session, true);
+                let present = !connect.clean_start;
+                if connect.clean_start {
+                    self.end_session_state(ctx, session);
+                    let fresh = self.fresh_session(ctx, &client_id);
+                    self.complete_connect(ctx, conn, connect, fresh, false, false);
+                } else {
+                    self.complete_connect(ctx, conn, connect, session, present, false);
+                }
+            }
+            None => {
+                let fresh = self.fresh_session(ctx, &client_id);
+                self.complete_connect(ctx, conn, connect, fresh, false, false);
+            }
+        }
+    }
+
+    /// A new session with a new subscriber key, recorded in the directory for this shard.
+    pub(super) fn fresh_session(&mut self, ctx: &mut Ctx, client_id: &MqttStr) -> Session {
+        let subscriber = self.shared.new_subscriber();
+        self.shared.sessions.insert(
+            client_id.clone(),
+            SessionLocation {
+                shard: self.id,
+                subscriber,
+            },
+        );
+        self.broadcast(
+            ctx,
+            Change::Owner {
+                subscriber,
+                shard: self.id,
+            },
+        );
+        Session::new(client_id.clone(), subscriber, &self.shared.config)
+    }
+
+    /// Refuses a CONNECT with `reason` (mapped to a 3.x return code where needed), then closes.
+    pub(super) fn refuse_connect(&mut self, ctx: &mut Ctx, conn: ConnId, reason: ReasonCode) {
+        self.refuse_connect_for_fault(ctx, conn, reason);
+        self.close_connection(ctx, conn);
+    }
+
+    /// Sends the CONNACK that refuses a connection.
+    pub(super) fn refuse_connect_for_fault(
+        &mut self,
+        ctx: &mut Ctx,
+        conn: ConnId,
+        reason: ReasonCode,
+    ) {
+        let Some(protocol) = self.conns.get(&conn).map(|c| c.protocol) else {
+            return;
+        };
+        let reason_code = if protocol.is_v5() {
+            connack_v5_code(reason)
+        } else {
+            connack_v3_code(reason)
+        };
+        debug!(?conn, reason = reason_code.name(), "CONNECT refused");
+        let connack = ConnAck {
+            session_present: false,
+            reason_code,
+            properties: ConnAckProperties::default(),
+        };
+        self.send_packet(ctx, conn, &Packet::ConnAck(connack));
+    }
+
+    /// Attaches `session` to `conn`, answers CONNACK, then resends what the session owes.
+    pub(super) fn complete_connect(
+        &mut self,
+        ctx: &mut Ctx,
+        conn: ConnId,
+        connect: Connect,
+        mut session: Session,
+        session_present: bool,
+        assigned_id: bool,
+    ) {
+        if !self.conns.contains_key(&conn) {
+            // The client went away while its session was being handed over: keep the session.
+            self.keep_detached(ctx, session, connect.protocol);
+            return;
+        }
+        let config = &self.shared.config;
+        let props = &connect.properties;
+        let requested_expiry = if connect.protocol.is_v5() {
+            props.session_expiry_interval.unwrap_or(0)
+        } else if connect.clean_start {
+            0
+        } else {
+            u32::MAX
+        };
+        session.expiry =
+            SessionExpiry::from_interval(requested_expiry, config.sessions.max_session_expiry);
+        session.protocol = connect.protocol;
+        session.will = connect.will.clone().map(|will| PendingWill {
+            delay: Duration::from_secs(u64::from(will.properties.will_delay_interval.unwrap_or(0))),
+            will,
+        });
+        let client_receive_max = props.receive_maximum.map_or(u16::MAX, NonZeroU16::get);
+        session
+            .inflight
+            .set_capacity(client_receive_max.min(config.limits.max_inflight_outbound));
+        self.disarm(ctx, session.expiry_timer.take());
+        self.disarm(ctx, session.will_timer.take());
+        session.conn = Some(conn);
+        let keep_alive = self.effective_keep_alive(&connect);
+        self.setup_connection(ctx, conn, &connect, keep_alive);
+        let connack = self.connack(
+            &connect,
+            session_present,
+            assigned_id.then(|| connect.client_id.clone()),
+            keep_alive,
+            requested_expiry,
+        );
+        self.send_packet(ctx, conn, &Packet::ConnAck(connack));
+        let client_id = session.client_id.clone();
+        self.by_subscriber
+            .insert(session.subscriber, client_id.clone());
+        self.sessions.insert(client_id.clone(), session);
+        self.resume_session(ctx, &client_id);
+    }
+
+    /// The keep-alive in force: the client's, raised from 0 to the default and lowered to the
+    /// maximum (5.0 only: a 3.x client cannot be told).
+    fn effective_keep_alive(&self, connect: &Connect) -> u16 {
+        let limits = &self.shared.config.connection;
+        let mut keep_alive = connect.keep_alive;
+        if connect.protocol.is_v5() {
+            if keep_alive == 0 {
+                keep_alive = limits.default_keep_alive.unwrap_or(0);
+            }
+            if let Some(max) = limits.max_keep_alive {
+                keep_alive = keep_alive.min(max);
+            }
+        }
+        keep_alive
+    }
+
+    /// Connection state from the CONNECT, and the keep-alive timer.
+    fn setup_connection(
+        &mut self,
+        ctx: &mut Ctx,
+        conn: ConnId,
+        connect: &Connect,
+        keep_alive: u16,
+    ) {
+        let limits = &self.shared.config.limits;
+        let props = &connect.properties;
+        let outbound_aliases = props
+            .topic_alias_maximum
+            .unwrap_or(0)
+            .min(limits.outbound_topic_alias_maximum);
+        let inbound_aliases = if connect.protocol.is_v5() {
+            limits.topic_alias_maximum
+        } else {
+            0
+        };
+        let grace = (keep_alive > 0).then(|| Duration::from_millis(u64::from(keep_alive) * 1500));
+        let old_timer = {
+            let Some(connection) = self.conns.get_mut(&conn) else {
+                return;
+            };
+            connection.phase = Phase::Connected;
+            connection.protocol = connect.protocol;
+            connection.client_id = Some(connect.client_id.clone());
+            connection.keep_alive_grace = grace;
+            connection.inbound_aliases = InboundAliases::new(inbound_aliases);
+            connection.outbound_aliases = OutboundAliases::new(outbound_aliases);
+            connection.client_max_packet =
+                props.maximum_packet_size.map_or(u32::MAX, NonZeroU32::get);
+            connection.publish_will = true;
+            connection.timer.take()
+        };
+        self.disarm(ctx, old_timer);
+        if let Some(grace) = grace {
+            let timer = self.arm(ctx, ctx.now() + grace, TimerPurpose::Connection(conn));
+            if let Some(connection) = self.conns.get_mut(&conn) {
+                connection.timer = Some(timer);
+            }
+        }
+    }
+
+    /// The CONNACK for an accepted connection, with the 5.0 properties that tell the client our
+    /// limits.
+    fn connack(
+        &self,
+        connect: &Connect,
+        session_present: bool,
+        assigned: Option<MqttStr>,
+        keep_alive: u16,
+        requested_expiry: u32,
+    ) -> ConnAck {
+        let mut properties = ConnAckProperties::default();
+        if connect.protocol.is_v5() {
+            let config = &self.shared.config;
+            properties.receive_maximum = NonZeroU16::new(config.limits.receive_maximum);
+            properties.maximum_packet_size = NonZeroU32::new(config.limits.max_packet_size);
+            properties.topic_alias_maximum = Some(config.limits.topic_alias_maximum);
+            properties.assigned_client_identifier = assigned;
+            if keep_alive != connect.keep_alive {
+                properties.server_keep_alive = Some(keep_alive);
+            }
+            let max_expiry = config.sessions.max_session_expiry.as_secs();
+            if u64::from(requested_expiry) > max_expiry && requested_expiry != 0 {
+                properties.session_expiry_interval =
+                    Some(u32::try_from(max_expiry).unwrap_or(u32::MAX));
+            }
+        }
+        ConnAck {
+            session_present: session_present && connect.protocol != ProtocolVersion::V3_1,
+            reason_code: ReasonCode::Success,
+            properties,
+        }
+    }
+}
+
+/// CONNACK reason codes a 5.0 client may receive; anything else becomes Unspecified error.
+fn connack_v5_code(reason: ReasonCode) -> ReasonCode {
+    if reason.is_allowed_in(codec::PacketType::ConnAck) {
+        reason
+    } else {
+        ReasonCode::UnspecifiedError
+    }
+}
+
+/// The nearest 3.x CONNACK return code (3.x has only six).
+fn connack_v3_code(reason: ReasonCode) -> ReasonCode {
+    match reason {
+        ReasonCode::UnsupportedProtocolVersion
+        | ReasonCode::ClientIdentifierNotValid
+        | ReasonCode::BadUserNameOrPassword
+        | ReasonCode::NotAuthorized => reason,
+        ReasonCode::Banned | ReasonCode::BadAuthenticationMethod => ReasonCode::NotAuthorized,
+        _ => ReasonCode::ServerUnavailable,
+    }
+}

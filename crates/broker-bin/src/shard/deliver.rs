@@ -1,0 +1,242 @@
+//! Outbound delivery to the sessions this shard owns: QoS 0 straight to the socket (dropped
+//! beyond the connection's byte bound), QoS 1/2 through the inflight window and the session's
+//! bounded queue (the slow-consumer policy applies at its bound).
+
+use codec::{MqttStr, Packet, PubRel, QoS, ReasonCode};
+use ring_runtime::ConnId;
+use router::SubscriberId;
+use session_store::{Pushed, Resend};
+use tracing::debug;
+
+use super::send::NotSent;
+use super::{BrokerShard, Ctx};
+use crate::message::{Expiry, Outgoing, Recipient, ShardMsg};
+use crate::metrics::ShardCounters;
+use crate::session::Session;
+
+impl BrokerShard {
+    /// A batch from another shard.
+    pub(super) fn deliver_batch(&mut self, ctx: &mut Ctx, recipients: Vec<Recipient>) {
+        for recipient in recipients {
+            self.deliver(ctx, recipient);
+        }
+    }
+
+    /// One copy for one session of this shard (forwarded if the session has moved).
+    pub(super) fn deliver(&mut self, ctx: &mut Ctx, recipient: Recipient) {
+        let Some(client_id) = self.by_subscriber.get(&recipient.subscriber).cloned() else {
+            self.forward(recipient);
+            return;
+        };
+        if recipient.outgoing.message.expiry(ctx.now()) == Expiry::Expired {
+            self.count_dropped(1);
+            return;
+        }
+        let conn = self.sessions.get(&client_id).and_then(|s| s.conn);
+        match (conn, recipient.outgoing.qos) {
+            (Some(conn), QoS::AtMostOnce) => self.send_qos0(ctx, conn, &recipient.outgoing),
+            (None, QoS::AtMostOnce) => self.count_dropped(1),
+            (_, _) => self.enqueue(ctx, &client_id, recipient.outgoing),
+        }
+    }
+
+    /// A copy for a session this shard does not hold: forward it where the session went.
+    fn forward(&mut self, recipient: Recipient) {
+        let target = self
+            .moved
+            .get(&recipient.subscriber)
+            .map(|(shard, _)| *shard)
+            .or_else(|| self.owners.get(&recipient.subscriber).copied())
+            .filter(|shard| *shard != self.id);
+        match target {
+            Some(shard) => self.route_buf[shard.index()].push(recipient),
+            None => self.count_dropped(1),
+        }
+    }
+
+    fn send_qos0(&mut self, ctx: &mut Ctx, conn: ConnId, outgoing: &Outgoing) {
+        if ctx.queued_bytes(conn) as u64 > self.shared.config.queues.outbound_bytes {
+            self.count_dropped(1);
+            return;
+        }
+        if self.send_publish(ctx, conn, outgoing, None, false).is_err() {
+            self.count_dropped(1);
+        }
+    }
+
+    /// Queues a QoS 1/2 copy behind the session's earlier ones, then sends what fits.
+    fn enqueue(&mut self, ctx: &mut Ctx, client_id: &MqttStr, outgoing: Outgoing) {
+        let Some(session) = self.sessions.get_mut(client_id) else {
+            return;
+        };
+        match session.queue.push(outgoing) {
+            Pushed::Queued => {}
+            Pushed::DroppedOldest(_) => {
+                self.count_dropped(1);
+            }
+            Pushed::Refused(_) => {
+                let conn = session.conn;
+                self.count_dropped(1);
+                if let Some(conn) = conn {
+                    debug!(
+                        client = client_id.as_str(),
+                        "slow consumer: queue full, disconnecting"
+                    );
+                    self.send_disconnect(ctx, conn, ReasonCode::QuotaExceeded);
+                    self.close_connection(ctx, conn);
+                }
+                return;
+            }
+        }
+        self.drain_session(ctx, client_id);
+    }
+
+    /// Moves queued messages into the inflight window and onto the wire while the window has
+    /// room and the connection's send queue is under its bound.
+    pub(super) fn drain_session(&mut self, ctx: &mut Ctx, client_id: &MqttStr) {
+        let bound = self.shared.config.queues.outbound_bytes;
+        let Some(conn) = self.sessions.get(client_id).and_then(|s| s.conn) else {
+            return;
+        };
+        loop {
+            if ctx.queued_bytes(conn) as u64 > bound {
+                self.backlog.insert(conn);
+                self.arm_backlog_retry(ctx);
+                return;
+            }
+            let Some(session) = self.sessions.get_mut(client_id) else {
+                return;
+            };
+            if !session.inflight.has_room() {
+                return;
+            }
+            let Some(outgoing) = session.queue.pop() else {
+                return;
+            };
+            self.send_next(ctx, client_id, conn, outgoing);
+        }
+    }
+
+    /// Sends one queued copy: QoS 0 directly, QoS 1/2 under a new packet id.
+    fn send_next(&mut self, ctx: &mut Ctx, client_id: &MqttStr, conn: ConnId, outgoing: Outgoing) {
+        if outgoing.qos == QoS::AtMostOnce {
+            self.send_qos0(ctx, conn, &outgoing);
+            return;
+        }
+        let Some(session) = self.sessions.get_mut(client_id) else {
+            return;
+        };
+        let copy = outgoing.clone();
+        let Ok(packet_id) = session.inflight.admit(outgoing.qos, outgoing) else {
+            return;
+        };
+        match self.send_publish(ctx, conn, &copy, Some(packet_id), false) {
+            Ok(()) => {}
+            Err(NotSent::Closed) => {}
+            Err(NotSent::Expired | NotSent::TooLarge) => {
+                if let Some(session) = self.sessions.get_mut(client_id) {
+                    session.inflight.abandon(packet_id);
+                }
+                self.count_dropped(1);
+            }
+        }
+    }
+
+    /// A session got a connection: resend what is in flight (DUP PUBLISH or PUBREL), in order,
+    /// then send what was queued.
+    pub(super) fn resume_session(&mut self, ctx: &mut Ctx, client_id: &MqttStr) {
+        let Some(session) = self.sessions.get(client_id) else {
+            return;
+        };
+        let Some(conn) = session.conn else {
+            return;
+        };
+        let resend: Vec<(codec::PacketId, Option<Outgoing>)> = session
+            .inflight
+            .resend()
+            .map(|entry| match entry {
+                Resend::Publish(id, _, outgoing) => (id, Some(outgoing.clone())),
+                Resend::PubRel(id) => (id, None),
+            })
+            .collect();
+        for (packet_id, outgoing) in resend {
+            match outgoing {
+                Some(outgoing) => {
+                    if self
+                        .send_publish(ctx, conn, &outgoing, Some(packet_id), true)
+                        .is_err()
+                        && let Some(session) = self.sessions.get_mut(client_id)
+                    {
+                        session.inflight.abandon(packet_id);
+                        self.count_dropped(1);
+                    }
+                }
+                None => self.send_packet(ctx, conn, &Packet::PubRel(PubRel::new(packet_id))),
+            }
+        }
+        self.drain_session(ctx, client_id);
+    }
+
+    /// Retries connections whose send queue was over its bound.
+    pub(super) fn drain_backlog(&mut self, ctx: &mut Ctx) {
+        if self.backlog.is_empty() {
+            return;
+        }
+        let waiting: Vec<ConnId> = self.backlog.drain().collect();
+        for conn in waiting {
+            let client_id = self.conns.get(&conn).and_then(|c| c.client_id.clone());
+            if let Some(client_id) = client_id {
+                self.drain_session(ctx, &client_id);
+            }
+        }
+    }
+
+    /// A shared-subscription member lost its connection: its unacknowledged QoS 1 copies and
+    /// its queued (never sent) copies that came through a shared group go to another member.
+    /// QoS 2 copies already sent stay: MQTT 5.0 4.8.2 requires them to complete with this
+    /// session.
+    pub(super) fn redistribute_shared(&mut self, ctx: &mut Ctx, session: &mut Session) {
+        let mut copies = session.inflight.take_qos1_where(|o| o.shared.is_some());
+        copies.extend(session.queue.take_where(|o| o.shared.is_some()));
+        for outgoing in copies {
+            self.give_to_other_member(ctx, session.subscriber, outgoing);
+        }
+    }
+
+    /// Sends a copy to a member of its shared group other than `departed`.
+    fn give_to_other_member(&mut self, ctx: &mut Ctx, departed: SubscriberId, outgoing: Outgoing) {
+        let Some(group) = outgoing.shared.as_ref() else {
+            return;
+        };
+        let member = self
+            .table
+            .group_members(group)
+            .map(|s| s.subscriber)
+            .find(|s| *s != departed);
+        match member {
+            Some(subscriber) => {
+                let recipient = Recipient {
+                    subscriber,
+                    outgoing,
+                };
+                match self.owners.get(&subscriber) {
+                    Some(owner) if *owner == self.id => self.deliver(ctx, recipient),
+                    Some(owner) => self.route_buf[owner.index()].push(recipient),
+                    None => self.count_dropped(1),
+                }
+            }
+            None => self.count_dropped(1),
+        }
+    }
+
+    pub(super) fn count_dropped(&self, n: u64) {
+        ShardCounters::add(&self.counters().messages_dropped, n);
+    }
+
+    /// Posts to a shard; a full mailbox beyond the runtime's bound is logged, never silent.
+    pub(super) fn post(&mut self, ctx: &mut Ctx, shard: ring_runtime::ShardId, message: ShardMsg) {
+        if let Err(error) = ctx.post(shard, message) {
+            tracing::error!(%error, %shard, "cross-shard message lost: mailbox bound exceeded");
+        }
+    }
+}

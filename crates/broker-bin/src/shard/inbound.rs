@@ -1,0 +1,148 @@
+//! Bytes in: accepting sockets, framing with the per-connection carry buffer, dispatching each
+//! packet to its handler, and closing connections that break the protocol.
+
+use std::net::SocketAddr;
+use std::sync::atomic::Ordering;
+
+use bytes::{Bytes, BytesMut};
+use codec::{Limits, Packet, PingResp};
+use ring_runtime::ConnId;
+use tracing::{debug, warn};
+
+use super::timers::TimerPurpose;
+use super::{BrokerShard, Ctx, Fault};
+use crate::conn::{Connection, Phase};
+use crate::metrics::ShardCounters;
+
+impl BrokerShard {
+    /// A new socket: refuse it beyond `max_connections`, else wait for its CONNECT.
+    pub(super) fn accept(&mut self, ctx: &mut Ctx, conn: ConnId, peer: SocketAddr) {
+        let max = self.shared.config.connection.max_connections as usize;
+        if self.shared.connections.fetch_add(1, Ordering::Relaxed) >= max {
+            self.shared.connections.fetch_sub(1, Ordering::Relaxed);
+            warn!(%peer, max, "connection refused: max_connections reached");
+            ctx.abort(conn);
+            return;
+        }
+        let now = ctx.now();
+        let mut connection = Connection::new(peer, now);
+        let deadline = now + self.shared.config.connection.connect_timeout;
+        connection.timer = Some(self.arm(ctx, deadline, TimerPurpose::Connection(conn)));
+        self.conns.insert(conn, connection);
+    }
+
+    /// Bytes arrived: decode every complete frame, keep a partial one.
+    pub(super) fn receive(&mut self, ctx: &mut Ctx, conn: ConnId, data: Bytes) {
+        ShardCounters::add(&self.counters().bytes_received, data.len() as u64);
+        let Some(connection) = self.conns.get_mut(&conn) else {
+            return;
+        };
+        if matches!(connection.phase, Phase::Closing) {
+            return;
+        }
+        connection.last_activity = ctx.now();
+        let mut buf = take_buffer(&mut connection.carry, data);
+        let limits = Limits::new(connection.protocol)
+            .with_max_packet_size(self.shared.config.limits.max_packet_size);
+        if let Err(fault) = self.decode_all(ctx, conn, &mut buf, limits) {
+            self.fail(ctx, conn, fault);
+            return;
+        }
+        if let Some(connection) = self.conns.get_mut(&conn) {
+            // An idle connection holds no buffer: an empty remainder is dropped, not kept.
+            connection.carry = if buf.is_empty() { BytesMut::new() } else { buf };
+        }
+    }
+
+    /// Decodes and handles frames until the buffer holds no complete frame.
+    fn decode_all(
+        &mut self,
+        ctx: &mut Ctx,
+        conn: ConnId,
+        buf: &mut BytesMut,
+        mut limits: Limits,
+    ) -> Result<(), Fault> {
+        while let Some(packet) = codec::decode(buf, &limits)? {
+            self.handle_packet(ctx, conn, packet)?;
+            match self.conns.get(&conn) {
+                Some(c) if !matches!(c.phase, Phase::Closing) => limits.protocol = c.protocol,
+                _ => break,
+            }
+        }
+        Ok(())
+    }
+
+    /// One packet: a `match` whose arms each call one handler.
+    fn handle_packet(&mut self, ctx: &mut Ctx, conn: ConnId, packet: Packet) -> Result<(), Fault> {
+        let connected = self.conns.get(&conn).is_some_and(Connection::is_connected);
+        match packet {
+            Packet::Connect(connect) => return self.handle_connect(ctx, conn, connect),
+            _ if !connected => {
+                return Err(Fault::protocol(format!(
+                    "{} before CONNECT completed",
+                    packet.packet_type()
+                )));
+            }
+            Packet::Publish(publish) => self.handle_publish(ctx, conn, publish)?,
+            Packet::PubAck(ack) => self.handle_puback(ctx, conn, ack.packet_id),
+            Packet::PubRec(rec) => self.handle_pubrec(ctx, conn, rec),
+            Packet::PubRel(rel) => self.handle_pubrel(ctx, conn, rel.packet_id),
+            Packet::PubComp(comp) => self.handle_pubcomp(ctx, conn, comp.packet_id),
+            Packet::Subscribe(subscribe) => self.handle_subscribe(ctx, conn, subscribe)?,
+            Packet::Unsubscribe(unsubscribe) => self.handle_unsubscribe(ctx, conn, unsubscribe),
+            Packet::PingReq(_) => self.send_packet(ctx, conn, &Packet::PingResp(PingResp)),
+            Packet::Disconnect(disconnect) => self.handle_disconnect(ctx, conn, disconnect)?,
+            Packet::Auth(_) => {
+                return Err(Fault::protocol("AUTH without an authentication method"));
+            }
+            other => {
+                return Err(Fault::protocol(format!(
+                    "{} is sent by servers only",
+                    other.packet_type()
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    /// Ends a connection for a protocol fault: DISCONNECT with the reason (5.0), then close.
+    pub(super) fn fail(&mut self, ctx: &mut Ctx, conn: ConnId, fault: Fault) {
+        let Some(connection) = self.conns.get(&conn) else {
+            return;
+        };
+        debug!(
+            peer = %connection.peer,
+            reason = fault.reason.name(),
+            detail = %fault.detail,
+            "closing connection for a protocol fault"
+        );
+        if connection.is_connected() {
+            self.send_disconnect(ctx, conn, fault.reason);
+        } else if matches!(connection.phase, Phase::AwaitingConnect) {
+            self.refuse_connect_for_fault(ctx, conn, fault.reason);
+        }
+        self.close_connection(ctx, conn);
+    }
+
+    /// Stops reading from `conn` and closes it after its queued frames.
+    pub(super) fn close_connection(&mut self, ctx: &mut Ctx, conn: ConnId) {
+        if let Some(connection) = self.conns.get_mut(&conn) {
+            connection.phase = Phase::Closing;
+            connection.carry = BytesMut::new();
+        }
+        ctx.close(conn);
+    }
+}
+
+/// The buffer to decode from: the received bytes themselves when nothing was carried over
+/// (no copy when they are uniquely owned), else the carry with the new bytes appended.
+fn take_buffer(carry: &mut BytesMut, data: Bytes) -> BytesMut {
+    if carry.is_empty() {
+        return data
+            .try_into_mut()
+            .unwrap_or_else(|shared| BytesMut::from(&shared[..]));
+    }
+    let mut buf = std::mem::take(carry);
+    buf.extend_from_slice(&data);
+    buf
+}

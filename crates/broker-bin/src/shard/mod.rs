@@ -1,0 +1,143 @@
+//! One broker shard: the MQTT protocol handler that `ring-runtime` drives on one core.
+//!
+//! It owns the connections its listener accepted, the sessions of those clients, and a replica
+//! of the subscription table and the retained index. Each submodule handles one concern; the
+//! [`Handler`] impl below only dispatches.
+
+mod acks;
+mod changes;
+mod close;
+mod connect;
+mod deliver;
+mod fault;
+mod inbound;
+mod publish;
+mod send;
+mod subscribe;
+mod sys;
+mod takeover;
+mod timers;
+
+use std::collections::{HashMap, HashSet};
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use bytes::{Bytes, BytesMut};
+use codec::MqttStr;
+use ring_runtime::{CloseReason, ConnId, Handler, ShardCtx, ShardId};
+use router::{Matches, ReorderBuffer, RetainedStore, SubscriberId, SubscriptionTable, TableConfig};
+
+use crate::conn::Connection;
+use crate::message::{Change, Message, Recipient, ShardMsg, TakeoverRequest};
+use crate::session::Session;
+use crate::shared::Shared;
+
+pub use fault::Fault;
+pub(crate) use timers::ArmedTimer;
+use timers::TimerBook;
+
+/// The context type every handler method receives.
+pub(crate) type Ctx = ShardCtx<ShardMsg>;
+
+/// One shard's broker state.
+pub struct BrokerShard {
+    shared: Arc<Shared>,
+    id: ShardId,
+    conns: HashMap<ConnId, Connection>,
+    sessions: HashMap<MqttStr, Session>,
+    by_subscriber: HashMap<SubscriberId, MqttStr>,
+    table: SubscriptionTable,
+    retained: RetainedStore<Arc<Message>>,
+    owners: HashMap<SubscriberId, ShardId>,
+    moved: HashMap<SubscriberId, (ShardId, Option<u64>)>,
+    changes: ReorderBuffer<Change>,
+    pending_handoffs: HashMap<MqttStr, TakeoverRequest>,
+    awaiting: HashMap<MqttStr, ConnId>,
+    timers: TimerBook,
+    matches: Matches,
+    scratch: BytesMut,
+    route_buf: Vec<Vec<Recipient>>,
+    backlog: HashSet<ConnId>,
+    subscriptions: usize,
+}
+
+impl BrokerShard {
+    /// The shard `id` of a broker with `shard_count` shards.
+    pub fn new(shared: Arc<Shared>, id: ShardId, shard_count: usize) -> Self {
+        let table = SubscriptionTable::new(TableConfig {
+            shared_strategy: shared.config.routing.shared_strategy,
+            random_seed: 0x853C_49E6_748F_EA9B ^ (id.index() as u64),
+        });
+        let window = shared.config.runtime.max_pending_changes;
+        Self {
+            shared,
+            id,
+            conns: HashMap::new(),
+            sessions: HashMap::new(),
+            by_subscriber: HashMap::new(),
+            table,
+            retained: RetainedStore::new(),
+            owners: HashMap::new(),
+            moved: HashMap::new(),
+            changes: ReorderBuffer::new(window),
+            pending_handoffs: HashMap::new(),
+            awaiting: HashMap::new(),
+            timers: TimerBook::default(),
+            matches: Matches::new(),
+            scratch: BytesMut::new(),
+            route_buf: (0..shard_count).map(|_| Vec::new()).collect(),
+            backlog: HashSet::new(),
+            subscriptions: 0,
+        }
+    }
+
+    fn counters(&self) -> &crate::metrics::ShardCounters {
+        self.shared.metrics.shard(self.id.index())
+    }
+}
+
+impl Handler for BrokerShard {
+    type Message = ShardMsg;
+
+    fn on_accept(&mut self, ctx: &mut Ctx, conn: ConnId, peer: SocketAddr) {
+        self.accept(ctx, conn, peer);
+    }
+
+    fn on_data(&mut self, ctx: &mut Ctx, conn: ConnId, data: Bytes) {
+        self.receive(ctx, conn, data);
+    }
+
+    fn on_read_closed(&mut self, ctx: &mut Ctx, conn: ConnId) {
+        ctx.close(conn);
+    }
+
+    fn on_closed(&mut self, ctx: &mut Ctx, conn: ConnId, reason: CloseReason) {
+        self.connection_closed(ctx, conn, reason);
+    }
+
+    fn on_timer(&mut self, ctx: &mut Ctx, _timer: ring_runtime::TimerId, key: u64) {
+        self.timer_fired(ctx, key);
+    }
+
+    fn on_messages(&mut self, ctx: &mut Ctx, messages: Vec<ShardMsg>) {
+        for message in messages {
+            match message {
+                ShardMsg::Change(change) => self.receive_change(change),
+                ShardMsg::Deliver(recipients) => self.deliver_batch(ctx, recipients),
+                ShardMsg::Takeover(request) => self.hand_over(ctx, request),
+                ShardMsg::Transfer(transfer) => self.take_over(ctx, transfer),
+                ShardMsg::Start => self.start_sys(ctx),
+            }
+        }
+        self.publish_applied_watermark();
+    }
+
+    fn on_turn_end(&mut self, ctx: &mut Ctx) {
+        self.drain_backlog(ctx);
+        self.flush_routes(ctx);
+    }
+
+    fn on_shutdown(&mut self, ctx: &mut Ctx) {
+        self.shutdown(ctx);
+    }
+}

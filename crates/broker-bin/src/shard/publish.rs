@@ -1,0 +1,297 @@
+//! Inbound PUBLISH: QoS flows, retained messages, and routing to every matching session,
+//! grouped by the shard that owns it (one batch per destination shard per turn).
+
+use std::mem;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use codec::{
+    MqttStr, Packet, PubAck, PubRec, Publish, PublishProperties, QoS, ReasonCode, SharedPublish,
+    Will,
+};
+use ring_runtime::ConnId;
+use router::{Publisher, SubscriberId, TopicName};
+use session_store::InboundQos2;
+use tracing::debug;
+
+use super::{BrokerShard, Ctx, Fault};
+use crate::message::{Change, Message, Outgoing, Recipient, ShardMsg};
+use crate::metrics::ShardCounters;
+
+impl BrokerShard {
+    /// PUBLISH from a client.
+    pub(super) fn handle_publish(
+        &mut self,
+        ctx: &mut Ctx,
+        conn: ConnId,
+        mut publish: Publish,
+    ) -> Result<(), Fault> {
+        ShardCounters::add(&self.counters().messages_received, 1);
+        let Some(connection) = self.conns.get_mut(&conn) else {
+            return Ok(());
+        };
+        if let Some(alias) = publish.properties.topic_alias.take() {
+            let topic = connection
+                .inbound_aliases
+                .resolve(publish.topic.as_shared_bytes(), alias.get())
+                .map_err(|e| Fault::new(ReasonCode::TopicAliasInvalid, e.to_string()))?;
+            publish.topic = MqttStr::from_bytes(topic).map_err(Fault::from)?;
+        }
+        let client_id = connection.client_id.clone().unwrap_or_default();
+        let topic = TopicName::from_bytes(
+            publish.topic.as_shared_bytes().clone(),
+            &self.shared.topic_limits,
+        )
+        .map_err(|e| Fault::new(ReasonCode::TopicNameInvalid, e.to_string()))?;
+        let verdict = self.admit_publish(&publish, &client_id, &topic);
+        match (publish.qos, publish.packet_id) {
+            (QoS::AtMostOnce, _) => {
+                if verdict == ReasonCode::Success {
+                    self.accept_publish(ctx, &client_id, topic, publish);
+                }
+            }
+            (QoS::AtLeastOnce, Some(id)) => {
+                let reason = match verdict {
+                    ReasonCode::Success => self.accept_publish(ctx, &client_id, topic, publish),
+                    refused => refused,
+                };
+                let mut ack = PubAck::new(id);
+                ack.reason_code = reason;
+                self.send_packet(ctx, conn, &Packet::PubAck(ack));
+            }
+            (QoS::ExactlyOnce, Some(id)) => {
+                let limit = usize::from(self.shared.config.limits.receive_maximum);
+                let session = self
+                    .sessions
+                    .get_mut(&client_id)
+                    .ok_or_else(|| Fault::protocol("no session"))?;
+                let reason = match session.awaiting_release.record(id, limit) {
+                    InboundQos2::OverLimit => {
+                        return Err(Fault::new(
+                            ReasonCode::ReceiveMaximumExceeded,
+                            "too many QoS 2 messages awaiting PUBREL",
+                        ));
+                    }
+                    InboundQos2::Duplicate => ReasonCode::Success,
+                    InboundQos2::New if verdict != ReasonCode::Success => {
+                        session.awaiting_release.release(id);
+                        verdict
+                    }
+                    InboundQos2::New => self.accept_publish(ctx, &client_id, topic, publish),
+                };
+                let mut rec = PubRec::new(id);
+                rec.reason_code = reason;
+                self.send_packet(ctx, conn, &Packet::PubRec(rec));
+            }
+            (_, None) => return Err(Fault::protocol("QoS 1/2 PUBLISH without packet id")),
+        }
+        Ok(())
+    }
+
+    /// Success, or why a PUBLISH is acknowledged but not forwarded.
+    fn admit_publish(
+        &self,
+        publish: &Publish,
+        client_id: &MqttStr,
+        topic: &TopicName,
+    ) -> ReasonCode {
+        if publish.check_payload_format().is_err() {
+            return ReasonCode::PayloadFormatInvalid;
+        }
+        if !self
+            .shared
+            .auth
+            .authorize_publish(client_id.as_str(), topic.as_str())
+        {
+            return ReasonCode::NotAuthorized;
+        }
+        ReasonCode::Success
+    }
+
+    /// Forwards an accepted PUBLISH; the reason code to acknowledge it with.
+    fn accept_publish(
+        &mut self,
+        ctx: &mut Ctx,
+        client_id: &MqttStr,
+        topic: TopicName,
+        publish: Publish,
+    ) -> ReasonCode {
+        let publisher = self.sessions.get(client_id).map(|s| s.subscriber);
+        let expiry = publish.properties.message_expiry_interval;
+        self.publish_internal(
+            ctx,
+            PublishInput {
+                topic,
+                topic_text: publish.topic,
+                payload: publish.payload,
+                qos: publish.qos,
+                retain: publish.retain,
+                properties: publish.properties,
+                expiry,
+                publisher,
+                client_id,
+            },
+        )
+    }
+
+    /// Publishes a client's will.
+    pub(super) fn publish_will(&mut self, ctx: &mut Ctx, client_id: &MqttStr, will: Will) {
+        let Ok(topic) = TopicName::from_bytes(
+            will.topic.as_shared_bytes().clone(),
+            &self.shared.topic_limits,
+        ) else {
+            return;
+        };
+        let p = will.properties;
+        let properties = PublishProperties {
+            payload_format: p.payload_format,
+            message_expiry_interval: p.message_expiry_interval,
+            response_topic: p.response_topic,
+            correlation_data: p.correlation_data,
+            user_properties: p.user_properties,
+            content_type: p.content_type,
+            ..PublishProperties::default()
+        };
+        debug!(
+            client = client_id.as_str(),
+            topic = topic.as_str(),
+            "publishing will"
+        );
+        self.publish_internal(
+            ctx,
+            PublishInput {
+                topic,
+                topic_text: will.topic,
+                payload: will.payload,
+                qos: will.qos,
+                retain: will.retain,
+                expiry: properties.message_expiry_interval,
+                properties,
+                // The will's own connection is gone: no-local has no connection to exclude.
+                publisher: None,
+                client_id,
+            },
+        );
+    }
+
+    /// Encodes a message once, updates the retained index, and routes it.
+    pub(super) fn publish_internal(
+        &mut self,
+        ctx: &mut Ctx,
+        input: PublishInput<'_>,
+    ) -> ReasonCode {
+        let Ok(shared) = SharedPublish::new(input.topic_text, input.payload, &input.properties)
+        else {
+            return ReasonCode::ImplementationSpecificError;
+        };
+        let expires_at = input
+            .expiry
+            .map(|secs| ctx.now() + Duration::from_secs(u64::from(secs)));
+        let message = Arc::new(Message {
+            publish: shared,
+            qos: input.qos,
+            retain: input.retain,
+            expires_at,
+        });
+        if input.retain {
+            self.retain(ctx, &input.topic, &message);
+        }
+        let publisher = Publisher {
+            subscriber: input.publisher,
+            client_id: input.client_id.as_str(),
+        };
+        if self.route(ctx, &input.topic, &message, &publisher) == 0 {
+            ReasonCode::NoMatchingSubscribers
+        } else {
+            ReasonCode::Success
+        }
+    }
+
+    /// Replicates a retained message (an empty payload clears the topic's retained message).
+    fn retain(&mut self, ctx: &mut Ctx, topic: &TopicName, message: &Arc<Message>) {
+        let limits = &self.shared.config.retained;
+        let clear = message.publish.payload().is_empty();
+        let replacing = self.retained.get(topic).is_some();
+        let full = self.retained.len() >= limits.max_messages as usize
+            || (self.retained.total_bytes() + message.publish.payload().len()) as u64
+                > limits.max_bytes;
+        if !clear && full && !replacing {
+            debug!(
+                topic = topic.as_str(),
+                "retained limit reached: message delivered, not retained"
+            );
+            ShardCounters::add(&self.counters().messages_dropped, 1);
+            return;
+        }
+        let message = (!clear).then(|| Arc::clone(message));
+        self.broadcast(
+            ctx,
+            Change::Retain {
+                topic: topic.clone(),
+                message,
+            },
+        );
+    }
+
+    /// Matches `topic` and sends each matching session its copy; the number of copies.
+    fn route(
+        &mut self,
+        ctx: &mut Ctx,
+        topic: &TopicName,
+        message: &Arc<Message>,
+        publisher: &Publisher<'_>,
+    ) -> usize {
+        let mut matches = mem::take(&mut self.matches);
+        self.table.match_topic(topic, publisher, &mut matches);
+        let count = matches.len();
+        for delivery in matches.iter() {
+            let Some(&owner) = self.owners.get(&delivery.subscriber) else {
+                continue;
+            };
+            let outgoing = Outgoing {
+                message: Arc::clone(message),
+                qos: message.qos.min(delivery.qos),
+                retain: message.retain && delivery.retain_as_published,
+                sub_ids: delivery.subscription_ids.iter().copied().collect(),
+                shared: delivery.shared.cloned(),
+            };
+            let recipient = Recipient {
+                subscriber: delivery.subscriber,
+                outgoing,
+            };
+            if owner == self.id {
+                self.deliver(ctx, recipient);
+            } else {
+                self.route_buf[owner.index()].push(recipient);
+            }
+        }
+        self.matches = matches;
+        count
+    }
+
+    /// Sends this turn's batches to the other shards: one mailbox message per destination.
+    pub(super) fn flush_routes(&mut self, ctx: &mut Ctx) {
+        for index in 0..self.route_buf.len() {
+            if self.route_buf[index].is_empty() {
+                continue;
+            }
+            let batch = mem::take(&mut self.route_buf[index]);
+            let shard = ring_runtime::ShardId::new(index as u16);
+            self.post(ctx, shard, ShardMsg::Deliver(batch));
+        }
+    }
+}
+
+/// Everything [`BrokerShard::publish_internal`] needs to publish a message.
+pub(super) struct PublishInput<'a> {
+    pub topic: TopicName,
+    pub topic_text: MqttStr,
+    pub payload: Bytes,
+    pub qos: QoS,
+    pub retain: bool,
+    pub properties: PublishProperties,
+    pub expiry: Option<u32>,
+    pub publisher: Option<SubscriberId>,
+    pub client_id: &'a MqttStr,
+}

@@ -1,0 +1,107 @@
+//! Putting frames on a connection: control packets encoded into the shard's scratch buffer,
+//! PUBLISH frames as a per-subscriber header plus the shared properties and payload.
+
+use codec::{Disconnect, DisconnectProperties, FrameOptions, Packet, PacketId, ReasonCode};
+use ring_runtime::ConnId;
+use tracing::debug;
+
+use super::{BrokerShard, Ctx};
+use crate::message::{Expiry, Outgoing};
+use crate::metrics::ShardCounters;
+
+/// Why a PUBLISH was not put on the wire.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum NotSent {
+    /// Its message expired.
+    Expired,
+    /// It is larger than the client's Maximum Packet Size (discarded, as the spec says).
+    TooLarge,
+    /// The connection is gone.
+    Closed,
+}
+
+impl BrokerShard {
+    /// Encodes a control packet and queues it for `conn`.
+    pub(super) fn send_packet(&mut self, ctx: &mut Ctx, conn: ConnId, packet: &Packet) {
+        let Some(protocol) = self.conns.get(&conn).map(|c| c.protocol) else {
+            return;
+        };
+        if let Err(error) = codec::encode(packet, protocol, &mut self.scratch) {
+            debug!(%error, ?conn, "cannot encode {} for this client", packet.packet_type());
+            return;
+        }
+        let frame = self.scratch.split().freeze();
+        let len = frame.len() as u64;
+        if ctx.send(conn, frame).is_ok() {
+            ShardCounters::add(&self.counters().bytes_sent, len);
+        }
+    }
+
+    /// Sends a 5.0 DISCONNECT with `reason` (nothing on 3.x, which has no server DISCONNECT).
+    pub(super) fn send_disconnect(&mut self, ctx: &mut Ctx, conn: ConnId, reason: ReasonCode) {
+        let v5 = self.conns.get(&conn).is_some_and(|c| c.protocol.is_v5());
+        if v5 {
+            let packet = Packet::Disconnect(Disconnect {
+                reason_code: reason,
+                properties: DisconnectProperties::default(),
+            });
+            self.send_packet(ctx, conn, &packet);
+        }
+    }
+
+    /// Frames one PUBLISH for `conn` and queues it: header, shared properties, shared payload.
+    pub(super) fn send_publish(
+        &mut self,
+        ctx: &mut Ctx,
+        conn: ConnId,
+        outgoing: &Outgoing,
+        packet_id: Option<PacketId>,
+        dup: bool,
+    ) -> Result<(), NotSent> {
+        let message_expiry_interval = match outgoing.message.expiry(ctx.now()) {
+            Expiry::Expired => return Err(NotSent::Expired),
+            Expiry::Never => None,
+            Expiry::Remaining(secs) => Some(secs),
+        };
+        let connection = self.conns.get_mut(&conn).ok_or(NotSent::Closed)?;
+        let mut options = FrameOptions::new(connection.protocol);
+        options.qos = outgoing.qos;
+        options.packet_id = packet_id;
+        options.dup = dup;
+        options.retain = outgoing.retain;
+        options.message_expiry_interval = message_expiry_interval;
+        if connection.protocol.is_v5() {
+            options.subscription_identifiers = &outgoing.sub_ids;
+        }
+        let publish = &outgoing.message.publish;
+        let plain = publish
+            .frame(&options, &mut self.scratch)
+            .map_err(|_| NotSent::TooLarge)?;
+        if plain.len() > connection.client_max_packet as usize {
+            return Err(NotSent::TooLarge);
+        }
+        let alias = connection
+            .outbound_aliases
+            .assign(publish.topic().as_shared_bytes())
+            .alias_use();
+        let frame = match alias {
+            None => plain,
+            Some(alias) => {
+                options.topic_alias = Some(alias);
+                publish
+                    .frame(&options, &mut self.scratch)
+                    .map_err(|_| NotSent::TooLarge)?
+            }
+        };
+        let len = frame.len() as u64;
+        for part in [frame.header, frame.properties, frame.payload] {
+            if !part.is_empty() && ctx.send(conn, part).is_err() {
+                return Err(NotSent::Closed);
+            }
+        }
+        let counters = self.counters();
+        ShardCounters::add(&counters.messages_sent, 1);
+        ShardCounters::add(&counters.bytes_sent, len);
+        Ok(())
+    }
+}

@@ -1,0 +1,126 @@
+//! `$SYS/broker/...`: shard 0 publishes the summed counters as retained messages on an interval.
+//! Filters starting with a wildcard never match `$` topics, so `#` subscribers do not see them.
+
+use std::sync::atomic::Ordering;
+
+use bytes::Bytes;
+use codec::{MqttStr, PublishProperties, QoS};
+use router::TopicName;
+
+use super::publish::PublishInput;
+use super::timers::TimerPurpose;
+use super::{BrokerShard, Ctx};
+use crate::metrics::ShardCounters;
+
+impl BrokerShard {
+    /// Starts the `$SYS` timer. Every shard refreshes its gauges on it; shard 0 also publishes
+    /// the sums.
+    pub(super) fn start_sys(&mut self, ctx: &mut Ctx) {
+        if let Some(interval) = self.shared.config.sys_interval {
+            self.arm(ctx, ctx.now() + interval, TimerPurpose::Sys);
+        }
+    }
+
+    /// Publishes every `$SYS` topic once and re-arms the timer.
+    pub(super) fn publish_sys(&mut self, ctx: &mut Ctx) {
+        let Some(interval) = self.shared.config.sys_interval else {
+            return;
+        };
+        self.update_gauges();
+        self.arm(ctx, ctx.now() + interval, TimerPurpose::Sys);
+        if self.id.index() != 0 {
+            return;
+        }
+        let snapshot = self.shared.metrics.snapshot();
+        let uptime = self.shared.started.elapsed().as_secs();
+        let values: [(&str, String); 12] = [
+            (
+                "$SYS/broker/version",
+                format!("ringmq {}", env!("CARGO_PKG_VERSION")),
+            ),
+            ("$SYS/broker/uptime", format!("{uptime} seconds")),
+            (
+                "$SYS/broker/clients/connected",
+                snapshot.clients_connected.to_string(),
+            ),
+            (
+                "$SYS/broker/clients/total",
+                snapshot.clients_total.to_string(),
+            ),
+            (
+                "$SYS/broker/messages/received",
+                snapshot.messages_received.to_string(),
+            ),
+            (
+                "$SYS/broker/messages/sent",
+                snapshot.messages_sent.to_string(),
+            ),
+            (
+                "$SYS/broker/messages/dropped",
+                snapshot.messages_dropped.to_string(),
+            ),
+            (
+                "$SYS/broker/bytes/received",
+                snapshot.bytes_received.to_string(),
+            ),
+            ("$SYS/broker/bytes/sent", snapshot.bytes_sent.to_string()),
+            (
+                "$SYS/broker/subscriptions/count",
+                snapshot.subscriptions.to_string(),
+            ),
+            (
+                "$SYS/broker/retained messages/count",
+                snapshot.retained_messages.to_string(),
+            ),
+            (
+                "$SYS/broker/connections/open",
+                self.shared.connections.load(Ordering::Relaxed).to_string(),
+            ),
+        ];
+        let broker = MqttStr::default();
+        for (name, value) in values {
+            self.publish_sys_value(ctx, name, value, &broker);
+        }
+    }
+
+    fn publish_sys_value(
+        &mut self,
+        ctx: &mut Ctx,
+        name: &'static str,
+        value: String,
+        broker: &MqttStr,
+    ) {
+        let limits = router::TopicLimits::default();
+        let (Ok(topic), Ok(topic_text)) =
+            (TopicName::new(name, &limits), MqttStr::from_static(name))
+        else {
+            return;
+        };
+        self.publish_internal(
+            ctx,
+            PublishInput {
+                topic,
+                topic_text,
+                payload: Bytes::from(value),
+                qos: QoS::AtMostOnce,
+                retain: true,
+                properties: PublishProperties::default(),
+                expiry: None,
+                publisher: None,
+                client_id: broker,
+            },
+        );
+    }
+
+    /// This shard's gauges for `$SYS`.
+    fn update_gauges(&self) {
+        let counters = self.counters();
+        let connected = self.sessions.values().filter(|s| s.conn.is_some()).count();
+        ShardCounters::set(&counters.clients_connected, connected as u64);
+        ShardCounters::set(&counters.clients_total, self.sessions.len() as u64);
+        ShardCounters::set(&counters.subscriptions, self.subscriptions as u64);
+        if self.id.index() == 0 {
+            ShardCounters::set(&counters.retained_messages, self.retained.len() as u64);
+        }
+    }
+}

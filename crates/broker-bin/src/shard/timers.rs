@@ -1,0 +1,92 @@
+//! The shard's timer purposes: the runtime's timer wheel carries a `u64` key; this book maps it
+//! to what the timer is for.
+
+use std::collections::HashMap;
+use std::time::Instant;
+
+use codec::MqttStr;
+use ring_runtime::{ConnId, TimerId};
+
+use super::{BrokerShard, Ctx};
+
+/// What a timer is for.
+#[derive(Debug, Clone)]
+pub enum TimerPurpose {
+    /// CONNECT timeout or keep-alive check of a connection.
+    Connection(ConnId),
+    /// A disconnected session's expiry.
+    SessionExpiry(MqttStr),
+    /// A disconnected session's delayed will.
+    WillDelay(MqttStr),
+    /// The next `$SYS` update.
+    Sys,
+    /// Retry sending to backlogged connections.
+    Backlog,
+}
+
+/// A timer armed through the book: its runtime id and its key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ArmedTimer {
+    id: TimerId,
+    key: u64,
+}
+
+/// Live timer keys and their purposes.
+#[derive(Debug, Default)]
+pub struct TimerBook {
+    next_key: u64,
+    purposes: HashMap<u64, TimerPurpose>,
+    backlog_armed: bool,
+}
+
+impl BrokerShard {
+    /// Arms a timer for `purpose` at `deadline`.
+    pub(super) fn arm(
+        &mut self,
+        ctx: &mut Ctx,
+        deadline: Instant,
+        purpose: TimerPurpose,
+    ) -> ArmedTimer {
+        let key = self.timers.next_key;
+        self.timers.next_key += 1;
+        self.timers.purposes.insert(key, purpose);
+        ArmedTimer {
+            id: ctx.arm_timer_at(deadline, key),
+            key,
+        }
+    }
+
+    /// Arms the backlog retry timer unless it is armed already.
+    pub(super) fn arm_backlog_retry(&mut self, ctx: &mut Ctx) {
+        if !self.timers.backlog_armed {
+            self.timers.backlog_armed = true;
+            let at = ctx.now() + self.shared.config.queues.backlog_retry;
+            self.arm(ctx, at, TimerPurpose::Backlog);
+        }
+    }
+
+    /// Cancels a timer armed with [`Self::arm`] and forgets its purpose.
+    pub(super) fn disarm(&mut self, ctx: &mut Ctx, timer: Option<ArmedTimer>) {
+        if let Some(timer) = timer {
+            ctx.cancel_timer(timer.id);
+            self.timers.purposes.remove(&timer.key);
+        }
+    }
+
+    /// A timer fired: run its purpose.
+    pub(super) fn timer_fired(&mut self, ctx: &mut Ctx, key: u64) {
+        let Some(purpose) = self.timers.purposes.remove(&key) else {
+            return;
+        };
+        match purpose {
+            TimerPurpose::Connection(conn) => self.connection_timer(ctx, conn),
+            TimerPurpose::SessionExpiry(client_id) => self.session_expired(ctx, &client_id),
+            TimerPurpose::WillDelay(client_id) => self.will_delay_elapsed(ctx, &client_id),
+            TimerPurpose::Sys => self.publish_sys(ctx),
+            TimerPurpose::Backlog => {
+                self.timers.backlog_armed = false;
+                self.drain_backlog(ctx);
+            }
+        }
+    }
+}

@@ -1,0 +1,77 @@
+//! State shared by all shards: configuration, counters, the session directory and the change
+//! sequencer. Nothing here is touched per message except through relaxed per-shard counters.
+
+use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
+use std::time::Instant;
+
+use codec::MqttStr;
+use crossbeam_utils::CachePadded;
+use dashmap::DashMap;
+use ring_runtime::ShardId;
+use router::{Sequencer, SubscriberId, TopicLimits};
+
+use crate::auth::{AllowAll, Authenticator};
+use crate::config::Config;
+use crate::metrics::Metrics;
+
+/// Where a session lives now.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SessionLocation {
+    /// The shard holding (or about to hold) the session.
+    pub shard: ShardId,
+    /// The session's subscriber key.
+    pub subscriber: SubscriberId,
+}
+
+/// Shared broker state, one per broker, behind an `Arc` in every shard.
+pub struct Shared {
+    /// The validated configuration.
+    pub config: Config,
+    /// Per-shard counters.
+    pub metrics: Metrics,
+    /// Client identifier -> the shard that holds its session (the takeover directory).
+    pub sessions: DashMap<MqttStr, SessionLocation>,
+    /// Orders every replicated change.
+    pub sequencer: Sequencer,
+    /// Hands out subscriber keys.
+    next_subscriber: AtomicU32,
+    /// Connections open now, over all shards (for `max_connections`).
+    pub connections: AtomicUsize,
+    /// Topic validation limits from the config.
+    pub topic_limits: TopicLimits,
+    /// The authentication and authorization hook.
+    pub auth: Box<dyn Authenticator>,
+    /// When the broker started (for `$SYS/broker/uptime`).
+    pub started: Instant,
+    /// Per shard: how far it has applied the change order (for forwarding clean-up).
+    pub applied: Box<[CachePadded<AtomicU64>]>,
+}
+
+impl Shared {
+    /// Shared state for `shards` shards.
+    pub fn new(config: Config, shards: usize) -> Self {
+        let topic_limits = TopicLimits {
+            max_length: usize::from(config.limits.max_topic_length),
+            max_levels: usize::from(config.limits.max_topic_levels),
+        };
+        Self {
+            config,
+            metrics: Metrics::new(shards),
+            sessions: DashMap::new(),
+            sequencer: Sequencer::new(),
+            next_subscriber: AtomicU32::new(1),
+            connections: AtomicUsize::new(0),
+            topic_limits,
+            auth: Box::new(AllowAll),
+            started: Instant::now(),
+            applied: (0..shards.max(1))
+                .map(|_| CachePadded::new(AtomicU64::new(0)))
+                .collect(),
+        }
+    }
+
+    /// A new subscriber key. Keys are never reused within one broker run (2^32 sessions).
+    pub fn new_subscriber(&self) -> SubscriberId {
+        SubscriberId(self.next_subscriber.fetch_add(1, Ordering::Relaxed))
+    }
+}
