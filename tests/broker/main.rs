@@ -5,4 +5,5 @@
 mod client;
 mod connect;
 mod harness;
+mod subscribe;
 mod takeover;
