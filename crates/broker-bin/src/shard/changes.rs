@@ -4,16 +4,17 @@
 use std::sync::atomic::Ordering;
 
 use ring_runtime::ShardId;
-use router::Sequenced;
+use router::{ChangeSeq, Sequenced};
 use tracing::error;
 
 use super::{BrokerShard, Ctx};
 use crate::message::{Change, ShardMsg};
 
 impl BrokerShard {
-    /// Stamps `change` and sends it to every shard. Nothing else is stamped by this shard until
-    /// every copy is posted, so a gap in the order is only ever a change in flight.
-    pub(super) fn broadcast(&mut self, ctx: &mut Ctx, change: Change) {
+    /// Stamps `change` and sends it to every shard; returns its place in the order. Nothing else
+    /// is stamped by this shard until every copy is posted, so a gap in the order is only ever a
+    /// change in flight.
+    pub(super) fn broadcast(&mut self, ctx: &mut Ctx, change: Change) -> ChangeSeq {
         let seq = self.shared.sequencer.next();
         let shards = ctx.shard_count();
         for index in 0..shards {
@@ -24,6 +25,7 @@ impl BrokerShard {
                 ShardMsg::Change(Sequenced { seq, change }),
             );
         }
+        seq
     }
 
     /// A change arrived: put it in order and apply every change whose turn it is.

@@ -59,6 +59,7 @@ pub struct BrokerShard {
     route_buf: Vec<Vec<Recipient>>,
     backlog: HashSet<ConnId>,
     subscriptions: usize,
+    pending_subacks: Vec<subscribe::PendingSubAck>,
 }
 
 impl BrokerShard {
@@ -88,6 +89,7 @@ impl BrokerShard {
             route_buf: (0..shard_count).map(|_| Vec::new()).collect(),
             backlog: HashSet::new(),
             subscriptions: 0,
+            pending_subacks: Vec::new(),
         }
     }
 
@@ -130,6 +132,7 @@ impl Handler for BrokerShard {
             }
         }
         self.publish_applied_watermark();
+        self.release_subacks(ctx);
     }
 
     fn on_turn_end(&mut self, ctx: &mut Ctx) {

@@ -8,7 +8,7 @@ use codec::{
     SubscriptionOptions, UnsubAck, Unsubscribe,
 };
 use ring_runtime::ConnId;
-use router::{SubscriptionChange, SubscriptionFilter};
+use router::{ChangeSeq, SubscriptionChange, SubscriptionFilter};
 
 use super::{BrokerShard, Ctx, Fault};
 use crate::message::{Change, Expiry, Message, Outgoing};
@@ -28,9 +28,11 @@ impl BrokerShard {
         let id = subscribe.properties.subscription_identifier;
         let mut reason_codes = Vec::with_capacity(subscribe.filters.len());
         let mut retained_for = Vec::new();
+        let mut last_change = None;
         for (text, options) in subscribe.filters {
             match self.subscribe_one(ctx, &client_id, &text, options, id)? {
-                Ok((granted, filter, is_new)) => {
+                Ok((granted, filter, is_new, seq)) => {
+                    last_change = Some(seq);
                     reason_codes.push(granted_code(granted));
                     if wants_retained(&filter, options.retain_handling, is_new) {
                         retained_for.push((filter, granted, id));
@@ -51,11 +53,55 @@ impl BrokerShard {
             reason_codes,
             properties: Default::default(),
         };
+        // The SUBACK waits until this shard has applied the change (it comes back through the
+        // replicated order), so a PUBLISH the client sends after the SUBACK matches it.
+        let after = last_change.or_else(|| {
+            let earlier = self.pending_subacks.iter().rev().find(|p| p.conn == conn);
+            earlier.map(|p| p.after)
+        });
+        let pending = PendingSubAck {
+            conn,
+            client_id,
+            after: after.unwrap_or(ChangeSeq(0)),
+            suback,
+            retained_for,
+        };
+        if after.is_some() {
+            self.pending_subacks.push(pending);
+        } else {
+            self.finish_subscribe(ctx, pending);
+        }
+        Ok(())
+    }
+
+    /// Sends the SUBACKs whose subscription changes this shard has applied.
+    pub(super) fn release_subacks(&mut self, ctx: &mut Ctx) {
+        if self.pending_subacks.is_empty() {
+            return;
+        }
+        let applied = self.changes.next_expected();
+        let (ready, waiting): (Vec<_>, Vec<_>) = std::mem::take(&mut self.pending_subacks)
+            .into_iter()
+            .partition(|p| p.after < applied);
+        self.pending_subacks = waiting;
+        for pending in ready {
+            self.finish_subscribe(ctx, pending);
+        }
+    }
+
+    /// SUBACK, then the retained messages for the new subscriptions.
+    fn finish_subscribe(&mut self, ctx: &mut Ctx, pending: PendingSubAck) {
+        let PendingSubAck {
+            conn,
+            client_id,
+            suback,
+            retained_for,
+            ..
+        } = pending;
         self.send_packet(ctx, conn, &Packet::SubAck(suback));
         for (filter, granted, id) in retained_for {
             self.send_retained(ctx, &client_id, &filter, granted, id);
         }
-        Ok(())
     }
 
     /// One filter of a SUBSCRIBE: the granted QoS, the filter and whether it is new; or the
@@ -68,7 +114,7 @@ impl BrokerShard {
         text: &MqttStr,
         options: SubscriptionOptions,
         id: Option<SubscriptionId>,
-    ) -> Result<Result<(QoS, SubscriptionFilter, bool), ReasonCode>, Fault> {
+    ) -> Result<Result<(QoS, SubscriptionFilter, bool, ChangeSeq), ReasonCode>, Fault> {
         let Ok(filter) = SubscriptionFilter::from_bytes(
             text.as_shared_bytes().clone(),
             &self.shared.topic_limits,
@@ -114,8 +160,8 @@ impl BrokerShard {
             options,
             id,
         };
-        self.broadcast(ctx, Change::Subscription(change));
-        Ok(Ok((granted, filter, is_new)))
+        let seq = self.broadcast(ctx, Change::Subscription(change));
+        Ok(Ok((granted, filter, is_new, seq)))
     }
 
     /// Sends the retained messages matching a new subscription (RETAIN set, as the spec says).
@@ -207,6 +253,17 @@ impl BrokerShard {
         self.broadcast(ctx, Change::Subscription(change));
         ReasonCode::Success
     }
+}
+
+/// A SUBACK waiting for its subscription changes to be applied on this shard.
+#[derive(Debug)]
+pub(super) struct PendingSubAck {
+    conn: ConnId,
+    client_id: MqttStr,
+    /// The last change of this SUBSCRIBE.
+    after: ChangeSeq,
+    suback: SubAck,
+    retained_for: Vec<(SubscriptionFilter, QoS, Option<SubscriptionId>)>,
 }
 
 /// The SUBACK code for a granted QoS.
