@@ -14,6 +14,9 @@ use super::{BrokerShard, Ctx, Fault};
 use crate::conn::{Connection, Phase};
 use crate::metrics::ShardCounters;
 
+/// The packet type nibble of CONNECT.
+const CONNECT_TYPE: u8 = codec::PacketType::Connect as u8;
+
 impl BrokerShard {
     /// A new socket: refuse it beyond `max_connections`, else wait for its CONNECT.
     pub(super) fn accept(&mut self, ctx: &mut Ctx, conn: ConnId, peer: SocketAddr) {
@@ -42,6 +45,14 @@ impl BrokerShard {
         }
         connection.last_activity = ctx.now();
         let mut buf = take_buffer(&mut connection.carry, data);
+        if matches!(connection.phase, Phase::AwaitingConnect)
+            && buf.first().is_some_and(|byte| byte >> 4 != CONNECT_TYPE)
+        {
+            // The first packet must be CONNECT: anything else closes the socket, with no CONNACK.
+            debug!(peer = %connection.peer, "first packet is not CONNECT: closing");
+            self.close_connection(ctx, conn);
+            return;
+        }
         let limits = Limits::new(connection.protocol)
             .with_max_packet_size(self.shared.config.limits.max_packet_size);
         if let Err(fault) = self.decode_all(ctx, conn, &mut buf, limits) {
