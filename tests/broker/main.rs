@@ -5,5 +5,6 @@
 mod client;
 mod connect;
 mod harness;
+mod qos;
 mod subscribe;
 mod takeover;
