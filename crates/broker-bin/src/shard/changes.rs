@@ -42,6 +42,12 @@ impl BrokerShard {
     fn apply(&mut self, change: Sequenced<Change>) {
         match change.change {
             Change::Subscription(subscription) => {
+                if let router::SubscriptionChange::Subscribe { subscriber, .. } = &subscription
+                    && let Some(&owner) = self.owners.get(subscriber)
+                    && owner != self.id
+                {
+                    self.subacks_to_nudge.insert(owner);
+                }
                 subscription.apply_to(&mut self.table);
             }
             Change::Owner { subscriber, shard } => {
@@ -65,6 +71,21 @@ impl BrokerShard {
                 }
             },
         }
+    }
+
+    /// Wakes the shards whose sessions subscribed in the changes just applied: their SUBACKs wait
+    /// for every shard (see [`Self::release_subacks`]).
+    pub(super) fn nudge_subscribing_shards(&mut self, ctx: &mut Ctx) {
+        let shards: Vec<ShardId> = self.subacks_to_nudge.drain().collect();
+        for shard in shards {
+            self.post(ctx, shard, ShardMsg::Applied);
+        }
+    }
+
+    /// How far every shard has applied the change order.
+    pub(super) fn applied_everywhere(&self) -> ChangeSeq {
+        let least = self.shared.applied.iter().map(|a| a.load(Ordering::Relaxed)).min();
+        ChangeSeq(least.unwrap_or(0))
     }
 
     /// Tells the other shards how far this one has applied, and forgets forwarding entries that

@@ -60,6 +60,7 @@ pub struct BrokerShard {
     backlog: HashSet<ConnId>,
     subscriptions: usize,
     pending_subacks: Vec<subscribe::PendingSubAck>,
+    subacks_to_nudge: HashSet<ShardId>,
 }
 
 impl BrokerShard {
@@ -90,6 +91,7 @@ impl BrokerShard {
             backlog: HashSet::new(),
             subscriptions: 0,
             pending_subacks: Vec::new(),
+            subacks_to_nudge: HashSet::new(),
         }
     }
 
@@ -129,9 +131,11 @@ impl Handler for BrokerShard {
                 ShardMsg::Takeover(request) => self.hand_over(ctx, request),
                 ShardMsg::Transfer(transfer) => self.take_over(ctx, transfer),
                 ShardMsg::Start => self.start_sys(ctx),
+                ShardMsg::Applied => {}
             }
         }
         self.publish_applied_watermark();
+        self.nudge_subscribing_shards(ctx);
         self.release_subacks(ctx);
     }
 

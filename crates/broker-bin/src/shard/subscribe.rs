@@ -53,8 +53,8 @@ impl BrokerShard {
             reason_codes,
             properties: Default::default(),
         };
-        // The SUBACK waits until this shard has applied the change (it comes back through the
-        // replicated order), so a PUBLISH the client sends after the SUBACK matches it.
+        // The SUBACK waits until every shard has applied the change (each one that applies it
+        // wakes this shard), so any PUBLISH sent after the SUBACK, by any client, matches it.
         let after = last_change.or_else(|| {
             let earlier = self.pending_subacks.iter().rev().find(|p| p.conn == conn);
             earlier.map(|p| p.after)
@@ -74,12 +74,12 @@ impl BrokerShard {
         Ok(())
     }
 
-    /// Sends the SUBACKs whose subscription changes this shard has applied.
+    /// Sends the SUBACKs whose subscription changes every shard has applied.
     pub(super) fn release_subacks(&mut self, ctx: &mut Ctx) {
         if self.pending_subacks.is_empty() {
             return;
         }
-        let applied = self.changes.next_expected();
+        let applied = self.applied_everywhere();
         let (ready, waiting): (Vec<_>, Vec<_>) = std::mem::take(&mut self.pending_subacks)
             .into_iter()
             .partition(|p| p.after < applied);
@@ -255,7 +255,7 @@ impl BrokerShard {
     }
 }
 
-/// A SUBACK waiting for its subscription changes to be applied on this shard.
+/// A SUBACK waiting for its subscription changes to be applied on every shard.
 #[derive(Debug)]
 pub(super) struct PendingSubAck {
     conn: ConnId,
