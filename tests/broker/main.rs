@@ -6,5 +6,6 @@ mod client;
 mod connect;
 mod harness;
 mod qos;
+mod retained;
 mod subscribe;
 mod takeover;
