@@ -9,3 +9,4 @@ mod qos;
 mod retained;
 mod subscribe;
 mod takeover;
+mod will;
