@@ -5,6 +5,7 @@
 mod client;
 mod connect;
 mod harness;
+mod limits;
 mod qos;
 mod retained;
 mod subscribe;
