@@ -4,6 +4,7 @@
 
 mod client;
 mod connect;
+mod expiry;
 mod harness;
 mod limits;
 mod qos;
