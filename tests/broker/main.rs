@@ -9,6 +9,7 @@ mod harness;
 mod limits;
 mod qos;
 mod retained;
+mod shared;
 mod subscribe;
 mod takeover;
 mod will;
