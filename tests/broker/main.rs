@@ -11,5 +11,6 @@ mod qos;
 mod retained;
 mod shared;
 mod subscribe;
+mod sys;
 mod takeover;
 mod will;
