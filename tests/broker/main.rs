@@ -10,6 +10,7 @@ mod limits;
 mod qos;
 mod retained;
 mod shared;
+mod slow;
 mod subscribe;
 mod sys;
 mod takeover;
