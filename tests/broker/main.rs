@@ -7,6 +7,7 @@ mod connect;
 mod expiry;
 mod harness;
 mod limits;
+mod malformed;
 mod qos;
 mod retained;
 mod shared;
