@@ -132,7 +132,7 @@ fn v5_malformed_connect_gets_a_v5_connack_or_a_close() {
     let cases: [(&str, Vec<u8>, ReasonCode); 3] = [
         ("reserved flag", connect_frame(5, 0x03, &[0x00, 0x00, 0x00, 0x00, 0x01, b'c']), MALFORMED),
         ("will QoS without will flag", connect_frame(5, 0x0A, &[0x00, 0x00, 0x00, 0x00, 0x01, b'c']), MALFORMED),
-        ("property twice", connect_frame(5, 0x02, &[0x00, 0x00, 0x04, 0x21, 0x00, 0x05, 0x21, 0x00, 0x05, 0x00, 0x01, b'c'][..]), PROTOCOL),
+        ("property twice", connect_frame(5, 0x02, &[0x00, 0x00, 0x06, 0x21, 0x00, 0x05, 0x21, 0x00, 0x05, 0x00, 0x01, b'c']), PROTOCOL),
     ];
     for (name, frame, reason) in cases {
         let mut client = RawClient::open(broker.addr(), V5);
