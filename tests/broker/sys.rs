@@ -55,10 +55,12 @@ fn sys_topics_are_published_and_hidden_from_wildcards() {
     let mut values = BTreeMap::new();
     collect_until(&mut sys, &mut values, |v| SYS_TOPICS.iter().all(|t| v.contains_key(*t)));
     assert!(values["$SYS/broker/version"].starts_with("ringmq"));
-    let connected: u64 = values["$SYS/broker/clients/connected"].parse().expect("a number");
-    assert!(connected >= 1, "connected clients counted: {connected}");
-    let subscriptions: u64 = values["$SYS/broker/subscriptions/count"].parse().expect("a number");
-    assert!(subscriptions >= 3, "subscriptions counted: {subscriptions}");
+    // Each shard refreshes its gauges on its own tick: the sums catch up within an interval.
+    let at_least = |topic: &'static str, n: u64| {
+        move |v: &BTreeMap<String, String>| v[topic].parse::<u64>().is_ok_and(|x| x >= n)
+    };
+    collect_until(&mut sys, &mut values, at_least("$SYS/broker/clients/connected", 2));
+    collect_until(&mut sys, &mut values, at_least("$SYS/broker/subscriptions/count", 3));
 
     // The counters move: publish something and see messages/received grow.
     let before: u64 = values["$SYS/broker/messages/received"].parse().expect("a number");
