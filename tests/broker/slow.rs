@@ -57,12 +57,14 @@ fn qos1_queue_bound_drops_the_oldest_for_an_online_slow_consumer() {
     let mut sub = slow_subscriber(&broker, "slow-online");
     let dropped_before = broker.metrics().messages_dropped;
     let mut publisher = publish_numbered(&broker, 20);
-    // 0 is in flight; the queue keeps the newest five (15..=19); 1..=14 were dropped.
-    let mut got = Vec::new();
-    for _ in 0..6 {
-        got.push(sub.expect_publish_acked().payload[0]);
-    }
-    assert_eq!(got, [0, 15, 16, 17, 18, 19]);
+    // 0 is in flight; the queue keeps the newest five (15..=19); 1..=14 are dropped. Nothing is
+    // acknowledged until every copy reached the subscriber's session (they may cross shards).
+    let first = sub.expect_publish();
+    assert_eq!(first.payload[..], [0]);
+    broker.wait_for_metrics("14 drops", |m| m.messages_dropped - dropped_before >= 14);
+    sub.acknowledge(&first);
+    let rest: Vec<u8> = (0..5).map(|_| sub.expect_publish_acked().payload[0]).collect();
+    assert_eq!(rest, [15, 16, 17, 18, 19]);
     sub.ping();
     sub.expect_silence(QUIET);
     assert_eq!(broker.metrics().messages_dropped - dropped_before, 14);
@@ -76,7 +78,9 @@ fn qos1_queue_bound_drops_the_oldest_for_an_offline_session() {
     let mut sub = RawClient::connected(broker.addr(), connect.clone());
     sub.subscribe("slow", QoS::AtLeastOnce);
     sub.disconnect();
+    let dropped_before = broker.metrics().messages_dropped;
     publish_numbered(&broker, 20);
+    broker.wait_for_metrics("15 drops", |m| m.messages_dropped - dropped_before >= 15);
     let (mut sub, connack) = RawClient::connect(broker.addr(), connect);
     assert!(connack.session_present);
     let got: Vec<u8> = (0..5).map(|_| sub.expect_publish_acked().payload[0]).collect();
