@@ -265,6 +265,7 @@ impl BrokerShard {
             .insert(session.subscriber, client_id.clone());
         self.sessions.insert(client_id.clone(), session);
         self.resume_session(ctx, &client_id);
+        self.resume_reading(ctx, conn);
     }
 
     /// The keep-alive in force: the client's, raised from 0 to the default and lowered to the

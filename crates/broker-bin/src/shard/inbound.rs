@@ -44,7 +44,7 @@ impl BrokerShard {
             return;
         }
         connection.last_activity = ctx.now();
-        let mut buf = take_buffer(&mut connection.carry, data);
+        let buf = take_buffer(&mut connection.carry, data);
         if matches!(connection.phase, Phase::AwaitingConnect)
             && buf.first().is_some_and(|byte| byte >> 4 != CONNECT_TYPE)
         {
@@ -57,6 +57,20 @@ impl BrokerShard {
             // A CONNECT refused before it decodes is still answered in the client's version.
             connection.protocol = ProtocolVersion::V5;
         }
+        if matches!(connection.phase, Phase::AwaitingSession(_)) {
+            // Packets behind the CONNECT wait for the session (see `resume_reading`).
+            connection.carry = buf;
+            return;
+        }
+        self.decode_buffer(ctx, conn, buf);
+    }
+
+    /// Decodes and handles the complete frames of `buf`; keeps a partial one (or what waits for
+    /// a session hand-over) as the connection's carry.
+    fn decode_buffer(&mut self, ctx: &mut Ctx, conn: ConnId, mut buf: BytesMut) {
+        let Some(connection) = self.conns.get(&conn) else {
+            return;
+        };
         let limits = Limits::new(connection.protocol)
             .with_max_packet_size(self.shared.config.limits.max_packet_size);
         if let Err(fault) = self.decode_all(ctx, conn, &mut buf, limits) {
@@ -67,6 +81,19 @@ impl BrokerShard {
             // An idle connection holds no buffer: an empty remainder is dropped, not kept.
             connection.carry = if buf.is_empty() { BytesMut::new() } else { buf };
         }
+    }
+
+    /// Handles the packets a client sent behind its CONNECT while the session was handed over
+    /// from another shard (clients need not wait for CONNACK).
+    pub(super) fn resume_reading(&mut self, ctx: &mut Ctx, conn: ConnId) {
+        let Some(connection) = self.conns.get_mut(&conn) else {
+            return;
+        };
+        if connection.carry.is_empty() || !connection.is_connected() {
+            return;
+        }
+        let buf = std::mem::take(&mut connection.carry);
+        self.decode_buffer(ctx, conn, buf);
     }
 
     /// Decodes and handles frames until the buffer holds no complete frame.
@@ -80,7 +107,9 @@ impl BrokerShard {
         while let Some(packet) = codec::decode(buf, &limits)? {
             self.handle_packet(ctx, conn, packet)?;
             match self.conns.get(&conn) {
-                Some(c) if !matches!(c.phase, Phase::Closing) => limits.protocol = c.protocol,
+                Some(c) if !matches!(c.phase, Phase::Closing | Phase::AwaitingSession(_)) => {
+                    limits.protocol = c.protocol;
+                }
                 _ => break,
             }
         }
