@@ -10,6 +10,7 @@ use crate::harness::TestBroker;
 use ReasonCode::{MalformedPacket as MALFORMED, ProtocolError as PROTOCOL};
 
 /// 5.0 frames sent after a successful CONNECT, with the DISCONNECT reason they must cause.
+#[rustfmt::skip]
 const V5_CORPUS: &[(&str, &[u8], ReasonCode)] = &[
     ("reserved packet type 0", &[0x00, 0x00], MALFORMED),
     ("PUBLISH QoS 3", &[0x36, 0x05, 0x00, 0x01, b't', 0x00, b'x'], MALFORMED),
@@ -39,6 +40,7 @@ const V5_CORPUS: &[(&str, &[u8], ReasonCode)] = &[
 ];
 
 /// 3.1.1 frames sent after a successful CONNECT: each must close the connection.
+#[rustfmt::skip]
 const V311_CORPUS: &[(&str, &[u8])] = &[
     ("reserved packet type 0", &[0x00, 0x00]),
     ("PUBLISH QoS 3", &[0x36, 0x04, 0x00, 0x01, b't', b'x']),
@@ -81,7 +83,10 @@ fn v5_malformed_packets_get_disconnect_with_the_reason_code() {
                 reason.name(),
                 d.reason_code.name()
             ),
-            other => panic!("{name}: expected DISCONNECT {}, got {other:?}", reason.name()),
+            other => panic!(
+                "{name}: expected DISCONNECT {}, got {other:?}",
+                reason.name()
+            ),
         }
     }
     assert_still_serving(&broker);
@@ -94,7 +99,10 @@ fn v311_malformed_packets_close_the_connection() {
         let mut client = RawClient::connected_clean(broker.addr(), V311, "malformed");
         client.send_raw(bytes);
         let before = client.expect_closed();
-        assert!(before.is_empty(), "{name}: closed without a reply, got {before:?}");
+        assert!(
+            before.is_empty(),
+            "{name}: closed without a reply, got {before:?}"
+        );
     }
     assert_still_serving(&broker);
 }
@@ -113,15 +121,27 @@ fn connect_frame(level: u8, flags: u8, rest: &[u8]) -> Vec<u8> {
 fn v311_malformed_connect_is_closed_without_connack() {
     let broker = TestBroker::start();
     let cases: [(&str, Vec<u8>); 3] = [
-        ("reserved flag", connect_frame(4, 0x03, &[0x00, 0x00, 0x00, 0x01, b'c'])),
-        ("will QoS without will flag", connect_frame(4, 0x0A, &[0x00, 0x00, 0x00, 0x01, b'c'])),
-        ("password without user name", connect_frame(4, 0x42, &[0x00, 0x00, 0x00, 0x01, b'c', 0x00, 0x01, b'p'])),
+        (
+            "reserved flag",
+            connect_frame(4, 0x03, &[0x00, 0x00, 0x00, 0x01, b'c']),
+        ),
+        (
+            "will QoS without will flag",
+            connect_frame(4, 0x0A, &[0x00, 0x00, 0x00, 0x01, b'c']),
+        ),
+        (
+            "password without user name",
+            connect_frame(4, 0x42, &[0x00, 0x00, 0x00, 0x01, b'c', 0x00, 0x01, b'p']),
+        ),
     ];
     for (name, frame) in cases {
         let mut client = RawClient::open(broker.addr(), V311);
         client.send_raw(&frame);
         let before = client.expect_closed();
-        assert!(before.is_empty(), "{name}: no CONNACK for a malformed CONNECT, got {before:?}");
+        assert!(
+            before.is_empty(),
+            "{name}: no CONNACK for a malformed CONNECT, got {before:?}"
+        );
     }
     assert_still_serving(&broker);
 }
@@ -130,9 +150,27 @@ fn v311_malformed_connect_is_closed_without_connack() {
 fn v5_malformed_connect_gets_a_v5_connack_or_a_close() {
     let broker = TestBroker::start();
     let cases: [(&str, Vec<u8>, ReasonCode); 3] = [
-        ("reserved flag", connect_frame(5, 0x03, &[0x00, 0x00, 0x00, 0x00, 0x01, b'c']), MALFORMED),
-        ("will QoS without will flag", connect_frame(5, 0x0A, &[0x00, 0x00, 0x00, 0x00, 0x01, b'c']), MALFORMED),
-        ("property twice", connect_frame(5, 0x02, &[0x00, 0x00, 0x06, 0x21, 0x00, 0x05, 0x21, 0x00, 0x05, 0x00, 0x01, b'c']), PROTOCOL),
+        (
+            "reserved flag",
+            connect_frame(5, 0x03, &[0x00, 0x00, 0x00, 0x00, 0x01, b'c']),
+            MALFORMED,
+        ),
+        (
+            "will QoS without will flag",
+            connect_frame(5, 0x0A, &[0x00, 0x00, 0x00, 0x00, 0x01, b'c']),
+            MALFORMED,
+        ),
+        (
+            "property twice",
+            connect_frame(
+                5,
+                0x02,
+                &[
+                    0x00, 0x00, 0x06, 0x21, 0x00, 0x05, 0x21, 0x00, 0x05, 0x00, 0x01, b'c',
+                ],
+            ),
+            PROTOCOL,
+        ),
     ];
     for (name, frame, reason) in cases {
         let mut client = RawClient::open(broker.addr(), V5);
@@ -140,7 +178,10 @@ fn v5_malformed_connect_gets_a_v5_connack_or_a_close() {
         match client.expect_closed().as_slice() {
             [] => {}
             [Packet::ConnAck(ack)] => assert_eq!(ack.reason_code, reason, "{name}"),
-            other => panic!("{name}: expected a 5.0 CONNACK {} or a close, got {other:?}", reason.name()),
+            other => panic!(
+                "{name}: expected a 5.0 CONNACK {} or a close, got {other:?}",
+                reason.name()
+            ),
         }
     }
     assert_still_serving(&broker);
@@ -155,7 +196,12 @@ fn frames_split_byte_by_byte_and_coalesced_are_both_decoded() {
     let mut bytes = bytes::BytesMut::new();
     let packets = [
         Packet::Connect(connect_packet(V5, "framing-pub", true)),
-        Packet::Publish(crate::client::publish_packet("frames/1", &[7u8; 300], QoS::AtMostOnce, None)),
+        Packet::Publish(crate::client::publish_packet(
+            "frames/1",
+            &[7u8; 300],
+            QoS::AtMostOnce,
+            None,
+        )),
     ];
     for packet in &packets {
         codec::encode(packet, V5, &mut bytes).expect("encodes");
@@ -169,7 +215,8 @@ fn frames_split_byte_by_byte_and_coalesced_are_both_decoded() {
     // Several packets in one write.
     let mut burst = bytes::BytesMut::new();
     for i in 2..6 {
-        let publish = crate::client::publish_packet(&format!("frames/{i}"), b"b", QoS::AtMostOnce, None);
+        let publish =
+            crate::client::publish_packet(&format!("frames/{i}"), b"b", QoS::AtMostOnce, None);
         codec::encode(&Packet::Publish(publish), V5, &mut burst).expect("encodes");
     }
     publisher.send_raw(&burst);

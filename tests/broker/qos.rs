@@ -3,9 +3,7 @@
 
 use codec::{Packet, PubRel, QoS, ReasonCode};
 
-use crate::client::{
-    QUIET, RawClient, V5, V311, connect_packet, pid, publish_packet,
-};
+use crate::client::{QUIET, RawClient, V5, V311, connect_packet, pid, publish_packet};
 use crate::harness::TestBroker;
 
 const LEVELS: [QoS; 3] = [QoS::AtMostOnce, QoS::AtLeastOnce, QoS::ExactlyOnce];
@@ -70,9 +68,14 @@ fn messages_for_an_offline_session_are_queued_in_order() {
         sub.disconnect();
         let mut publisher = RawClient::connected_clean(broker.addr(), protocol, "off-pub");
         let dropped = broker.metrics().messages_dropped;
-        for (i, qos) in [QoS::AtLeastOnce, QoS::ExactlyOnce, QoS::AtLeastOnce, QoS::AtMostOnce]
-            .into_iter()
-            .enumerate()
+        for (i, qos) in [
+            QoS::AtLeastOnce,
+            QoS::ExactlyOnce,
+            QoS::AtLeastOnce,
+            QoS::AtMostOnce,
+        ]
+        .into_iter()
+        .enumerate()
         {
             publisher.publish_simple(&format!("off/{i}"), format!("m{i}").as_bytes(), qos);
         }
@@ -81,7 +84,11 @@ fn messages_for_an_offline_session_are_queued_in_order() {
         broker.wait_for_metrics("the QoS 0 drop", |m| m.messages_dropped > dropped);
         let (mut sub, connack) = RawClient::connect(broker.addr(), persistent(protocol, &id));
         assert!(connack.session_present);
-        for (i, qos) in [(0, QoS::AtLeastOnce), (1, QoS::ExactlyOnce), (2, QoS::AtLeastOnce)] {
+        for (i, qos) in [
+            (0, QoS::AtLeastOnce),
+            (1, QoS::ExactlyOnce),
+            (2, QoS::AtLeastOnce),
+        ] {
             let got = sub.expect_publish_acked();
             assert_eq!(got.payload, format!("m{i}").as_bytes());
             assert_eq!(got.qos, qos);
@@ -200,8 +207,7 @@ fn inbound_qos2_state_survives_reconnect_of_the_publisher() {
         publisher.drop_abruptly();
         assert_eq!(&sub.expect_publish_acked().payload[..], b"once");
 
-        let (mut publisher, connack) =
-            RawClient::connect(broker.addr(), persistent(protocol, &id));
+        let (mut publisher, connack) = RawClient::connect(broker.addr(), persistent(protocol, &id));
         assert!(connack.session_present);
         publish.dup = true;
         publisher.send(&Packet::Publish(publish));

@@ -63,7 +63,9 @@ fn qos1_queue_bound_drops_the_oldest_for_an_online_slow_consumer() {
     assert_eq!(first.payload[..], [0]);
     broker.wait_for_metrics("14 drops", |m| m.messages_dropped - dropped_before >= 14);
     sub.acknowledge(&first);
-    let rest: Vec<u8> = (0..5).map(|_| sub.expect_publish_acked().payload[0]).collect();
+    let rest: Vec<u8> = (0..5)
+        .map(|_| sub.expect_publish_acked().payload[0])
+        .collect();
     assert_eq!(rest, [15, 16, 17, 18, 19]);
     sub.ping();
     sub.expect_silence(QUIET);
@@ -83,7 +85,9 @@ fn qos1_queue_bound_drops_the_oldest_for_an_offline_session() {
     broker.wait_for_metrics("15 drops", |m| m.messages_dropped - dropped_before >= 15);
     let (mut sub, connack) = RawClient::connect(broker.addr(), connect);
     assert!(connack.session_present);
-    let got: Vec<u8> = (0..5).map(|_| sub.expect_publish_acked().payload[0]).collect();
+    let got: Vec<u8> = (0..5)
+        .map(|_| sub.expect_publish_acked().payload[0])
+        .collect();
     assert_eq!(got, [15, 16, 17, 18, 19]);
     sub.ping();
     sub.expect_silence(QUIET);
