@@ -56,6 +56,26 @@ pub fn connect_packet(protocol: ProtocolVersion, client_id: &str, clean_start: b
     }
 }
 
+/// A CONNECT that keeps the session after the connection ends: Clean Start 0, and in 5.0 a
+/// Session Expiry Interval of `expiry` seconds.
+pub fn persistent_connect(protocol: ProtocolVersion, client_id: &str, expiry: u32) -> Connect {
+    let mut connect = connect_packet(protocol, client_id, false);
+    if protocol.is_v5() {
+        connect.properties.session_expiry_interval = Some(expiry);
+    }
+    connect
+}
+
+/// A CONNECT frame: protocol `level`, connect `flags`, keep-alive 0, `rest` after the flags
+/// (keep-alive, properties and payload as given).
+pub fn connect_frame(level: u8, flags: u8, rest: &[u8]) -> Vec<u8> {
+    let mut body = vec![0x00, 0x04, b'M', b'Q', b'T', b'T', level, flags];
+    body.extend_from_slice(rest);
+    let mut frame = vec![0x10, body.len() as u8];
+    frame.extend_from_slice(&body);
+    frame
+}
+
 /// A PUBLISH without properties.
 pub fn publish_packet(topic: &str, payload: &[u8], qos: QoS, id: Option<u16>) -> Publish {
     Publish {
@@ -389,6 +409,25 @@ impl RawClient {
     pub fn publish_simple(&mut self, topic: &str, payload: &[u8], qos: QoS) -> ReasonCode {
         let id = (qos != QoS::AtMostOnce).then(|| self.next_packet_id());
         self.publish(publish_packet(topic, payload, qos, id))
+    }
+
+    /// The PUBLISH packets the broker sent before answering a PINGREQ now (acknowledged when
+    /// `ack`); any other packet fails the test.
+    pub fn drain_publishes(&mut self, ack: bool) -> Vec<Publish> {
+        self.ping();
+        let mut got = Vec::new();
+        while let Event::Packet(packet) = self.next_event(Duration::ZERO) {
+            match *packet {
+                Packet::Publish(publish) => {
+                    if ack {
+                        self.acknowledge(&publish);
+                    }
+                    got.push(publish);
+                }
+                other => panic!("expected only PUBLISH, got {other:?}"),
+            }
+        }
+        got
     }
 
     /// A round trip (PINGREQ/PINGRESP): everything sent before it has been processed.

@@ -1,29 +1,16 @@
 //! CONNECT rules: client identifiers, protocol levels, the first packet, a second CONNECT and
 //! the CONNECT timeout.
 
-use codec::{Packet, QoS, ReasonCode};
+use codec::{Packet, ReasonCode};
 
-use crate::client::{RawClient, V5, V311, connect_packet};
+use crate::client::{RawClient, V5, V311, connect_frame, connect_packet};
 use crate::harness::TestBroker;
 
 /// A CONNECT for "MQTT" with any protocol level, clean session, keep-alive 0, client id "c".
 fn raw_connect(level: u8) -> Vec<u8> {
-    let mut body = vec![0x00, 0x04, b'M', b'Q', b'T', b'T', level, 0x02, 0x00, 0x00];
-    if level == 5 {
-        body.push(0x00); // empty property block
-    }
-    body.extend_from_slice(&[0x00, 0x01, b'c']);
-    let mut frame = vec![0x10, body.len() as u8];
-    frame.extend_from_slice(&body);
-    frame
-}
-
-/// The broker still accepts and serves a new client (after a bad one was thrown out).
-fn assert_still_serving(broker: &TestBroker) {
-    let mut client = RawClient::connected_clean(broker.addr(), V5, "still-serving");
-    client.subscribe("alive", QoS::AtMostOnce);
-    client.publish_simple("alive", b"yes", QoS::AtMostOnce);
-    assert_eq!(&client.expect_publish().payload[..], b"yes");
+    let properties: &[u8] = if level == 5 { &[0x00] } else { &[] };
+    let rest = [&[0x00, 0x00][..], properties, &[0x00, 0x01, b'c']].concat();
+    connect_frame(level, 0x02, &rest)
 }
 
 #[test]
@@ -58,7 +45,7 @@ fn v311_empty_client_id_needs_clean_session() {
     assert_eq!(connack.reason_code, ReasonCode::ClientIdentifierNotValid);
     assert!(!connack.session_present);
     assert!(refused.expect_closed().is_empty());
-    assert_still_serving(&broker);
+    broker.assert_serving();
 }
 
 #[test]
@@ -89,7 +76,7 @@ fn unsupported_protocol_level_gets_return_code_1_then_close() {
             other => panic!("level {level}: expected one CONNACK, got {other:?}"),
         }
     }
-    assert_still_serving(&broker);
+    broker.assert_serving();
 }
 
 #[test]
@@ -111,7 +98,7 @@ fn second_connect_is_a_protocol_error() {
         client.send(&Packet::Connect(connect_packet(protocol, "twice", true)));
         client.expect_disconnect(ReasonCode::ProtocolError);
     }
-    assert_still_serving(&broker);
+    broker.assert_serving();
 }
 
 #[test]
@@ -132,7 +119,7 @@ fn packet_before_connect_closes_the_connection_without_a_reply() {
             "first packet {bytes:02x?} is not CONNECT: the connection is closed, got {before:?}"
         );
     }
-    assert_still_serving(&broker);
+    broker.assert_serving();
 }
 
 #[test]
@@ -143,7 +130,7 @@ fn silent_socket_is_closed_after_the_connect_timeout() {
     partial.send_raw(&raw_connect(4)[..6]);
     assert!(silent.expect_closed().is_empty());
     assert!(partial.expect_closed().is_empty());
-    assert_still_serving(&broker);
+    broker.assert_serving();
 }
 
 #[test]

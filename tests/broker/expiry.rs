@@ -5,19 +5,13 @@ use std::time::Duration;
 
 use codec::{Disconnect, DisconnectProperties, Packet, QoS, ReasonCode};
 
-use crate::client::{RawClient, V5, V311, connect_packet, publish_packet};
+use crate::client::{RawClient, V5, V311, connect_packet, persistent_connect, publish_packet};
 use crate::harness::{TestBroker, wait_until};
-
-fn persistent_v5(id: &str, expiry: u32) -> codec::Connect {
-    let mut connect = connect_packet(V5, id, false);
-    connect.properties.session_expiry_interval = Some(expiry);
-    connect
-}
 
 #[test]
 fn expired_queued_messages_are_not_delivered_and_the_rest_carry_the_remaining_interval() {
     let broker = TestBroker::start();
-    let mut sub = RawClient::connected(broker.addr(), persistent_v5("exp-sub", 300));
+    let mut sub = RawClient::connected(broker.addr(), persistent_connect(V5, "exp-sub", 300));
     sub.subscribe("exp", QoS::AtLeastOnce);
     sub.disconnect();
     let mut publisher = RawClient::connected_clean(broker.addr(), V5, "exp-pub");
@@ -32,7 +26,8 @@ fn expired_queued_messages_are_not_delivered_and_the_rest_carry_the_remaining_in
     std::thread::sleep(Duration::from_millis(2100));
     let before = broker.metrics().messages_dropped;
 
-    let (mut sub, connack) = RawClient::connect(broker.addr(), persistent_v5("exp-sub", 300));
+    let (mut sub, connack) =
+        RawClient::connect(broker.addr(), persistent_connect(V5, "exp-sub", 300));
     assert!(connack.session_present);
     let got = sub.expect_publish_acked();
     assert_eq!(&got.payload[..], b"long", "the expired message is skipped");
@@ -71,7 +66,7 @@ fn expired_retained_message_is_not_sent_to_new_subscribers() {
 #[test]
 fn session_is_gone_after_its_expiry_interval() {
     let broker = TestBroker::start();
-    let mut sub = RawClient::connected(broker.addr(), persistent_v5("short-lived", 1));
+    let mut sub = RawClient::connected(broker.addr(), persistent_connect(V5, "short-lived", 1));
     sub.subscribe("sess/t", QoS::AtLeastOnce);
     sub.disconnect();
     let mut publisher = RawClient::connected_clean(broker.addr(), V5, "sess-pub");
@@ -84,7 +79,8 @@ fn session_is_gone_after_its_expiry_interval() {
         let reason = publisher.publish_simple("sess/t", b"probe", QoS::AtLeastOnce);
         (reason == ReasonCode::NoMatchingSubscribers).then_some(())
     });
-    let (mut sub, connack) = RawClient::connect(broker.addr(), persistent_v5("short-lived", 1));
+    let (mut sub, connack) =
+        RawClient::connect(broker.addr(), persistent_connect(V5, "short-lived", 1));
     assert!(!connack.session_present, "the session expired");
     sub.ping();
     sub.expect_silence(crate::client::QUIET);
@@ -112,7 +108,7 @@ fn session_expiry_zero_ends_the_session_at_disconnect() {
 #[test]
 fn disconnect_can_shorten_the_session_expiry() {
     let broker = TestBroker::start();
-    let mut sub = RawClient::connected(broker.addr(), persistent_v5("shorten", 600));
+    let mut sub = RawClient::connected(broker.addr(), persistent_connect(V5, "shorten", 600));
     sub.subscribe("shorten/t", QoS::AtLeastOnce);
     sub.send(&Packet::Disconnect(Disconnect {
         reason_code: ReasonCode::Success,
@@ -146,6 +142,7 @@ fn disconnect_setting_an_expiry_after_zero_is_a_protocol_error() {
 #[test]
 fn session_expiry_above_the_maximum_is_announced_in_connack() {
     let broker = TestBroker::with_config("[sessions]\nmax_session_expiry = 100\n");
-    let (_client, connack) = RawClient::connect(broker.addr(), persistent_v5("capped", 1000));
+    let (_client, connack) =
+        RawClient::connect(broker.addr(), persistent_connect(V5, "capped", 1000));
     assert_eq!(connack.properties.session_expiry_interval, Some(100));
 }

@@ -4,9 +4,12 @@
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
+use codec::QoS;
 use ringmq::Broker;
 use ringmq::config::{default_raw, parse_raw};
 use ringmq::metrics::Snapshot;
+
+use crate::client::{RawClient, V5};
 
 /// Every test broker listens on an ephemeral port with two shards, so cross-shard paths run.
 const BASE: &str = r#"
@@ -72,6 +75,14 @@ impl TestBroker {
                     .load(std::sync::atomic::Ordering::Relaxed)
             })
             .collect()
+    }
+
+    /// Fails unless the broker still serves a new client end to end (after a bad one left).
+    pub fn assert_serving(&self) {
+        let mut client = RawClient::connected_clean(self.addr, V5, "still-serving");
+        client.subscribe("alive", QoS::AtLeastOnce);
+        client.publish_simple("alive", b"yes", QoS::AtLeastOnce);
+        assert_eq!(&client.expect_publish_acked().payload[..], b"yes");
     }
 
     /// Polls the counters until `done` holds; fails the test after [`POLL_DEADLINE`].

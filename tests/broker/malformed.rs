@@ -4,7 +4,7 @@
 
 use codec::{Packet, QoS, ReasonCode};
 
-use crate::client::{RawClient, V5, V311, connect_packet};
+use crate::client::{RawClient, V5, V311, connect_frame, connect_packet};
 use crate::harness::TestBroker;
 
 use ReasonCode::{MalformedPacket as MALFORMED, ProtocolError as PROTOCOL};
@@ -61,13 +61,6 @@ const V311_CORPUS: &[(&str, &[u8])] = &[
     ("DISCONNECT with a body", &[0xE0, 0x01, 0x00]),
 ];
 
-fn assert_still_serving(broker: &TestBroker) {
-    let mut client = RawClient::connected_clean(broker.addr(), V5, "survivor");
-    client.subscribe("ok", QoS::AtLeastOnce);
-    client.publish_simple("ok", b"fine", QoS::AtLeastOnce);
-    assert_eq!(&client.expect_publish_acked().payload[..], b"fine");
-}
-
 #[test]
 fn v5_malformed_packets_get_disconnect_with_the_reason_code() {
     let broker = TestBroker::start();
@@ -89,7 +82,7 @@ fn v5_malformed_packets_get_disconnect_with_the_reason_code() {
             ),
         }
     }
-    assert_still_serving(&broker);
+    broker.assert_serving();
 }
 
 #[test]
@@ -104,17 +97,7 @@ fn v311_malformed_packets_close_the_connection() {
             "{name}: closed without a reply, got {before:?}"
         );
     }
-    assert_still_serving(&broker);
-}
-
-/// A CONNECT frame: protocol `level`, connect `flags`, keep-alive 0, `rest` after the flags
-/// (keep-alive, properties and payload as given).
-fn connect_frame(level: u8, flags: u8, rest: &[u8]) -> Vec<u8> {
-    let mut body = vec![0x00, 0x04, b'M', b'Q', b'T', b'T', level, flags];
-    body.extend_from_slice(rest);
-    let mut frame = vec![0x10, body.len() as u8];
-    frame.extend_from_slice(&body);
-    frame
+    broker.assert_serving();
 }
 
 #[test]
@@ -143,7 +126,7 @@ fn v311_malformed_connect_is_closed_without_connack() {
             "{name}: no CONNACK for a malformed CONNECT, got {before:?}"
         );
     }
-    assert_still_serving(&broker);
+    broker.assert_serving();
 }
 
 #[test]
@@ -184,7 +167,7 @@ fn v5_malformed_connect_gets_a_v5_connack_or_a_close() {
             ),
         }
     }
-    assert_still_serving(&broker);
+    broker.assert_serving();
 }
 
 #[test]

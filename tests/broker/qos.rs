@@ -3,19 +3,10 @@
 
 use codec::{Packet, PubRel, QoS, ReasonCode};
 
-use crate::client::{QUIET, RawClient, V5, V311, connect_packet, pid, publish_packet};
+use crate::client::{QUIET, RawClient, V5, V311, persistent_connect, pid, publish_packet};
 use crate::harness::TestBroker;
 
 const LEVELS: [QoS; 3] = [QoS::AtMostOnce, QoS::AtLeastOnce, QoS::ExactlyOnce];
-
-/// A CONNECT that keeps the session after the connection ends.
-fn persistent(protocol: codec::ProtocolVersion, id: &str) -> codec::Connect {
-    let mut connect = connect_packet(protocol, id, false);
-    if protocol.is_v5() {
-        connect.properties.session_expiry_interval = Some(300);
-    }
-    connect
-}
 
 #[test]
 fn every_publish_and_subscription_qos_pair_delivers_the_lower_qos() {
@@ -63,7 +54,7 @@ fn messages_for_an_offline_session_are_queued_in_order() {
     let broker = TestBroker::start();
     for protocol in [V311, V5] {
         let id = format!("offline-{protocol:?}");
-        let mut sub = RawClient::connected(broker.addr(), persistent(protocol, &id));
+        let mut sub = RawClient::connected(broker.addr(), persistent_connect(protocol, &id, 300));
         sub.subscribe("off/#", QoS::ExactlyOnce);
         sub.disconnect();
         let mut publisher = RawClient::connected_clean(broker.addr(), protocol, "off-pub");
@@ -82,7 +73,8 @@ fn messages_for_an_offline_session_are_queued_in_order() {
         // QoS 0 messages are not kept for an offline session: the last one is dropped (and the
         // earlier ones, on the same path, have reached the session by then).
         broker.wait_for_metrics("the QoS 0 drop", |m| m.messages_dropped > dropped);
-        let (mut sub, connack) = RawClient::connect(broker.addr(), persistent(protocol, &id));
+        let (mut sub, connack) =
+            RawClient::connect(broker.addr(), persistent_connect(protocol, &id, 300));
         assert!(connack.session_present);
         for (i, qos) in [
             (0, QoS::AtLeastOnce),
@@ -105,7 +97,7 @@ fn unacknowledged_qos1_and_qos2_are_resent_with_dup_after_reconnect() {
     let broker = TestBroker::start();
     for protocol in [V311, V5] {
         let id = format!("dup-{protocol:?}");
-        let mut sub = RawClient::connected(broker.addr(), persistent(protocol, &id));
+        let mut sub = RawClient::connected(broker.addr(), persistent_connect(protocol, &id, 300));
         sub.subscribe("dup/+", QoS::ExactlyOnce);
         let mut publisher = RawClient::connected_clean(broker.addr(), protocol, "dup-pub");
         publisher.publish_simple("dup/1", b"one", QoS::AtLeastOnce);
@@ -113,7 +105,8 @@ fn unacknowledged_qos1_and_qos2_are_resent_with_dup_after_reconnect() {
         let first: Vec<_> = (0..2).map(|_| sub.expect_publish()).collect();
         sub.drop_abruptly();
 
-        let (mut sub, connack) = RawClient::connect(broker.addr(), persistent(protocol, &id));
+        let (mut sub, connack) =
+            RawClient::connect(broker.addr(), persistent_connect(protocol, &id, 300));
         assert!(connack.session_present);
         for original in &first {
             let again = sub.expect_publish();
@@ -134,7 +127,7 @@ fn pubrel_is_resent_after_reconnect_when_pubcomp_is_missing() {
     let broker = TestBroker::start();
     for protocol in [V311, V5] {
         let id = format!("rel-{protocol:?}");
-        let mut sub = RawClient::connected(broker.addr(), persistent(protocol, &id));
+        let mut sub = RawClient::connected(broker.addr(), persistent_connect(protocol, &id, 300));
         sub.subscribe("rel", QoS::ExactlyOnce);
         let mut publisher = RawClient::connected_clean(broker.addr(), protocol, "rel-pub");
         publisher.publish_simple("rel", b"two", QoS::ExactlyOnce);
@@ -147,7 +140,8 @@ fn pubrel_is_resent_after_reconnect_when_pubcomp_is_missing() {
         }
         sub.drop_abruptly();
 
-        let (mut sub, connack) = RawClient::connect(broker.addr(), persistent(protocol, &id));
+        let (mut sub, connack) =
+            RawClient::connect(broker.addr(), persistent_connect(protocol, &id, 300));
         assert!(connack.session_present);
         match sub.recv() {
             Packet::PubRel(rel) => assert_eq!(rel.packet_id, packet_id, "PUBREL owed is resent"),
@@ -200,14 +194,16 @@ fn inbound_qos2_state_survives_reconnect_of_the_publisher() {
         let mut sub = RawClient::connected_clean(broker.addr(), protocol, "q2r-sub");
         sub.subscribe("q2r", QoS::AtLeastOnce);
         let id = format!("q2r-pub-{protocol:?}");
-        let mut publisher = RawClient::connected(broker.addr(), persistent(protocol, &id));
+        let mut publisher =
+            RawClient::connected(broker.addr(), persistent_connect(protocol, &id, 300));
         let mut publish = publish_packet("q2r", b"once", QoS::ExactlyOnce, Some(9));
         publisher.send(&Packet::Publish(publish.clone()));
         assert!(matches!(publisher.recv(), Packet::PubRec(r) if r.packet_id == pid(9)));
         publisher.drop_abruptly();
         assert_eq!(&sub.expect_publish_acked().payload[..], b"once");
 
-        let (mut publisher, connack) = RawClient::connect(broker.addr(), persistent(protocol, &id));
+        let (mut publisher, connack) =
+            RawClient::connect(broker.addr(), persistent_connect(protocol, &id, 300));
         assert!(connack.session_present);
         publish.dup = true;
         publisher.send(&Packet::Publish(publish));

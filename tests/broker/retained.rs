@@ -21,17 +21,7 @@ fn retained_for(
 ) -> Vec<Publish> {
     let mut client = RawClient::connected_clean(broker.addr(), protocol, "retained-reader");
     client.subscribe(filter, QoS::ExactlyOnce);
-    client.ping();
-    let mut got = Vec::new();
-    while let crate::client::Event::Packet(packet) = client.next_event(std::time::Duration::ZERO) {
-        match *packet {
-            codec::Packet::Publish(p) => {
-                client.acknowledge(&p);
-                got.push(p);
-            }
-            other => panic!("unexpected {other:?}"),
-        }
-    }
+    let got = client.drain_publishes(true);
     client.disconnect();
     got
 }
@@ -115,19 +105,12 @@ fn subscribe_with_handling(client: &mut RawClient, id: u16, handling: RetainHand
 /// Subscribes (again) with `handling` and counts the retained messages that precede PINGRESP.
 fn retained_count(client: &mut RawClient, id: u16, handling: RetainHandling) -> usize {
     subscribe_with_handling(client, id, handling);
-    client.ping();
-    let mut count = 0;
-    while let crate::client::Event::Packet(packet) = client.next_event(std::time::Duration::ZERO) {
-        match *packet {
-            codec::Packet::Publish(p) => {
-                assert!(p.retain);
-                client.acknowledge(&p);
-                count += 1;
-            }
-            other => panic!("unexpected {other:?}"),
-        }
-    }
-    count
+    let got = client.drain_publishes(true);
+    assert!(
+        got.iter().all(|p| p.retain),
+        "retained messages have RETAIN set"
+    );
+    got.len()
 }
 
 #[test]

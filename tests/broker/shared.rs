@@ -3,30 +3,12 @@
 
 use std::collections::BTreeSet;
 
-use codec::{Packet, QoS, ReasonCode};
+use codec::{QoS, ReasonCode};
 
-use crate::client::{Event, QUIET, RawClient, V5};
+use crate::client::{QUIET, RawClient, V5};
 use crate::harness::TestBroker;
 
 const GROUP: &str = "$share/workers/jobs/+";
-
-/// Everything `client` has received so far (the PINGRESP fences it), acknowledged when `ack`.
-fn drain(client: &mut RawClient, ack: bool) -> Vec<codec::Publish> {
-    client.ping();
-    let mut got = Vec::new();
-    while let Event::Packet(packet) = client.next_event(std::time::Duration::ZERO) {
-        match *packet {
-            Packet::Publish(p) => {
-                if ack {
-                    client.acknowledge(&p);
-                }
-                got.push(p);
-            }
-            other => panic!("unexpected {other:?}"),
-        }
-    }
-    got
-}
 
 fn payloads(publishes: &[codec::Publish]) -> Vec<String> {
     publishes
@@ -60,7 +42,7 @@ fn shared_group_spreads_messages_over_members_once_each() {
     let mut total = 0;
     crate::harness::wait_until("30 shared deliveries", || {
         for member in &mut members {
-            for p in payloads(&drain(member, true)) {
+            for p in payloads(&member.drain_publishes(true)) {
                 assert!(all.insert(p.clone()), "{p} delivered to two members");
                 total += 1;
             }
@@ -90,8 +72,8 @@ fn every_member_gets_a_share() {
     }
     let (mut from_a, mut from_b) = (Vec::new(), Vec::new());
     crate::harness::wait_until("20 shared deliveries", || {
-        from_a.extend(payloads(&drain(&mut a, true)));
-        from_b.extend(payloads(&drain(&mut b, true)));
+        from_a.extend(payloads(&a.drain_publishes(true)));
+        from_b.extend(payloads(&b.drain_publishes(true)));
         (from_a.len() + from_b.len() >= 20).then_some(())
     });
     assert!(
@@ -115,14 +97,14 @@ fn departing_member_unacknowledged_qos1_messages_go_to_another_member() {
     let mut got_by_stayer = BTreeSet::new();
     let mut held = Vec::new();
     crate::harness::wait_until("all 20 delivered once", || {
-        held.extend(payloads(&drain(&mut leaver, false)));
-        got_by_stayer.extend(payloads(&drain(&mut stayer, true)));
+        held.extend(payloads(&leaver.drain_publishes(false)));
+        got_by_stayer.extend(payloads(&stayer.drain_publishes(true)));
         (held.len() + got_by_stayer.len() >= 20).then_some(())
     });
     assert!(!held.is_empty(), "the leaver got a share");
     leaver.drop_abruptly();
     crate::harness::wait_until("the leaver's messages at the stayer", || {
-        got_by_stayer.extend(payloads(&drain(&mut stayer, true)));
+        got_by_stayer.extend(payloads(&stayer.drain_publishes(true)));
         held.iter().all(|p| got_by_stayer.contains(p)).then_some(())
     });
     assert_eq!(got_by_stayer.len(), 20, "every message reached the stayer");

@@ -3,7 +3,7 @@
 
 use codec::{QoS, ReasonCode};
 
-use crate::client::{RawClient, V5, V311, connect_packet};
+use crate::client::{RawClient, V5, V311, connect_packet, persistent_connect};
 use crate::harness::TestBroker;
 
 /// Which shard `client`'s connection lives on: the one whose received-bytes counter moves when
@@ -34,9 +34,7 @@ fn takeover_disconnects_the_old_connection() {
 #[test]
 fn takeover_with_clean_start_discards_the_session() {
     let broker = TestBroker::start();
-    let mut persistent = connect_packet(V5, "wipe", false);
-    persistent.properties.session_expiry_interval = Some(300);
-    let mut old = RawClient::connected(broker.addr(), persistent);
+    let mut old = RawClient::connected(broker.addr(), persistent_connect(V5, "wipe", 300));
     old.subscribe("wipe/t", QoS::AtLeastOnce);
     let (mut new, connack) = RawClient::connect(broker.addr(), connect_packet(V5, "wipe", true));
     assert_eq!(connack.reason_code, ReasonCode::Success);
@@ -57,10 +55,7 @@ fn roam(protocol: codec::ProtocolVersion) {
     let broker = TestBroker::start();
     let addr = broker.addr();
     let mut publisher = RawClient::connected_clean(addr, V5, "roam-pub");
-    let mut connect = connect_packet(protocol, "roamer", false);
-    if protocol.is_v5() {
-        connect.properties.session_expiry_interval = Some(300);
-    }
+    let connect = persistent_connect(protocol, "roamer", 300);
     let mut current = RawClient::connected(addr, connect.clone());
     current.subscribe("roam/t", QoS::AtLeastOnce);
     let mut shard = shard_of(&broker, &mut current);
@@ -137,8 +132,7 @@ fn no_message_lost_while_the_session_moves() {
     const COUNT: u32 = 300;
     let broker = TestBroker::start();
     let addr = broker.addr();
-    let mut connect = connect_packet(V5, "mover", false);
-    connect.properties.session_expiry_interval = Some(300);
+    let connect = persistent_connect(V5, "mover", 300);
     let mut current = RawClient::connected(addr, connect.clone());
     current.subscribe("stream", QoS::AtLeastOnce);
     let producer = std::thread::spawn(move || {
@@ -172,8 +166,7 @@ fn no_message_lost_while_the_session_moves() {
 #[test]
 fn packets_pipelined_behind_connect_are_served_after_a_takeover() {
     let broker = TestBroker::start();
-    let mut connect = connect_packet(V5, "pipeliner", false);
-    connect.properties.session_expiry_interval = Some(300);
+    let connect = persistent_connect(V5, "pipeliner", 300);
     let mut current = RawClient::connected(broker.addr(), connect.clone());
     for round in 0..12u16 {
         let mut next = RawClient::open(broker.addr(), V5);
