@@ -77,6 +77,11 @@ impl TestBroker {
             .collect()
     }
 
+    /// Starts a graceful shutdown (clients get DISCONNECT 0x8B); drop joins the shards.
+    pub fn stop(&self) {
+        self.broker().shutdown();
+    }
+
     /// Fails unless the broker still serves a new client end to end (after a bad one left).
     pub fn assert_serving(&self) {
         let mut client = RawClient::connected_clean(self.addr, V5, "still-serving");

@@ -9,6 +9,7 @@ mod harness;
 mod limits;
 mod malformed;
 mod qos;
+mod quotas;
 mod real_clients;
 mod retained;
 mod shared;
