@@ -241,3 +241,33 @@ fn unknown_puback_is_ignored() {
     client.send(&Packet::PubComp(codec::PubComp::new(pid(4))));
     client.ping();
 }
+
+#[test]
+fn mqtt_3_1_clients_connect_and_exchange_messages() {
+    let broker = TestBroker::start();
+    let v31 = codec::ProtocolVersion::V3_1;
+    let (mut sub, connack) =
+        RawClient::connect(broker.addr(), persistent_connect(v31, "old-timer", 0));
+    assert_eq!(connack.reason_code, ReasonCode::Success);
+    assert!(!connack.session_present, "3.1 has no session present flag");
+    sub.subscribe("v31/+", QoS::AtLeastOnce);
+    let mut publisher = RawClient::connected_clean(broker.addr(), V5, "v31-pub");
+    publisher.publish_simple("v31/x", b"hi", QoS::ExactlyOnce);
+    let got = sub.expect_publish_acked();
+    assert_eq!((got.qos, &got.payload[..]), (QoS::AtLeastOnce, &b"hi"[..]));
+    sub.disconnect();
+}
+
+#[test]
+fn large_payloads_arrive_intact() {
+    let broker = TestBroker::start();
+    let mut sub = RawClient::connected_clean(broker.addr(), V311, "big-sub");
+    sub.subscribe("big", QoS::AtLeastOnce);
+    let mut publisher = RawClient::connected_clean(broker.addr(), V5, "big-pub");
+    let payload: Vec<u8> = (0..600_000u32).map(|i| (i % 251) as u8).collect();
+    for qos in [QoS::AtMostOnce, QoS::AtLeastOnce] {
+        publisher.publish_simple("big", &payload, qos);
+        let got = sub.expect_publish_acked();
+        assert!(got.payload[..] == payload[..], "payload intact at {qos:?}");
+    }
+}

@@ -159,3 +159,22 @@ fn invalid_filters_get_0x8f_and_shared_no_local_is_a_protocol_error() {
     )));
     client.expect_disconnect(ReasonCode::ProtocolError);
 }
+
+#[test]
+fn retained_messages_carry_the_subscription_identifier() {
+    let broker = TestBroker::start();
+    let mut publisher = RawClient::connected_clean(broker.addr(), V5, "sid-pub");
+    let mut retained = crate::client::publish_packet("sid/t", b"r", QoS::AtLeastOnce, Some(1));
+    retained.retain = true;
+    publisher.publish(retained);
+    let mut client = RawClient::connected_clean(broker.addr(), V5, "sid-sub");
+    let mut subscribe = subscribe_packet(1, "sid/#", qos_options(QoS::AtLeastOnce));
+    subscribe.properties.subscription_identifier = SubscriptionId::new(77);
+    client.subscribe_with(subscribe);
+    let got = client.expect_publish_acked();
+    assert!(got.retain);
+    assert_eq!(
+        got.properties.subscription_identifiers,
+        vec![SubscriptionId::new(77).unwrap()]
+    );
+}
