@@ -13,7 +13,7 @@ use crate::message::{Change, ShardMsg};
 impl BrokerShard {
     /// Stamps `change` and sends it to every shard. Nothing else is stamped by this shard until
     /// every copy is posted, so a gap in the order is only ever a change in flight.
-    pub(super) fn broadcast(&mut self, ctx: &mut Ctx, change: Change) {
+    pub(super) fn broadcast(&mut self, ctx: &mut Ctx, change: Change) -> u64 {
         let seq = self.shared.sequencer.next();
         let shards = ctx.shard_count();
         for index in 0..shards {
@@ -24,6 +24,8 @@ impl BrokerShard {
                 ShardMsg::Change(Sequenced { seq, change }),
             );
         }
+        self.last_seq = Some(seq.0);
+        seq.0
     }
 
     /// A change arrived: put it in order and apply every change whose turn it is.
@@ -69,7 +71,7 @@ impl BrokerShard {
     /// every shard has moved past.
     pub(super) fn publish_applied_watermark(&mut self) {
         let applied = self.changes.next_expected().0;
-        self.shared.applied[self.id.index()].store(applied, Ordering::Relaxed);
+        self.shared.applied[self.id.index()].store(applied, Ordering::Release);
         if self.moved.is_empty() {
             return;
         }
@@ -77,7 +79,7 @@ impl BrokerShard {
             .shared
             .applied
             .iter()
-            .map(|a| a.load(Ordering::Relaxed))
+            .map(|a| a.load(Ordering::Acquire))
             .min()
             .unwrap_or(0);
         self.moved

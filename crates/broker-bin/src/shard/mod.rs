@@ -10,6 +10,7 @@ mod close;
 mod connect;
 mod deliver;
 mod fault;
+mod gate;
 mod inbound;
 mod publish;
 mod send;
@@ -59,6 +60,9 @@ pub struct BrokerShard {
     route_buf: Vec<Vec<Recipient>>,
     backlog: HashSet<ConnId>,
     subscriptions: usize,
+    gate: gate::GateQueue,
+    /// The last change this shard stamped (acknowledgements wait for it).
+    last_seq: Option<u64>,
 }
 
 impl BrokerShard {
@@ -88,6 +92,8 @@ impl BrokerShard {
             route_buf: (0..shard_count).map(|_| Vec::new()).collect(),
             backlog: HashSet::new(),
             subscriptions: 0,
+            gate: gate::GateQueue::default(),
+            last_seq: None,
         }
     }
 
@@ -130,6 +136,7 @@ impl Handler for BrokerShard {
             }
         }
         self.publish_applied_watermark();
+        self.release_gated(ctx);
     }
 
     fn on_turn_end(&mut self, ctx: &mut Ctx) {

@@ -10,6 +10,7 @@ use codec::{
 use ring_runtime::ConnId;
 use router::{SubscriptionChange, SubscriptionFilter};
 
+use super::gate::{Gated, RetainedDue};
 use super::{BrokerShard, Ctx, Fault};
 use crate::message::{Change, Expiry, Message, Outgoing};
 use crate::session::SessionSubscription;
@@ -27,13 +28,17 @@ impl BrokerShard {
         };
         let id = subscribe.properties.subscription_identifier;
         let mut reason_codes = Vec::with_capacity(subscribe.filters.len());
-        let mut retained_for = Vec::new();
+        let mut retained = Vec::new();
         for (text, options) in subscribe.filters {
             match self.subscribe_one(ctx, &client_id, &text, options, id)? {
                 Ok((granted, filter, is_new)) => {
                     reason_codes.push(granted_code(granted));
                     if wants_retained(&filter, options.retain_handling, is_new) {
-                        retained_for.push((filter, granted, id));
+                        retained.push(RetainedDue {
+                            filter,
+                            granted,
+                            id,
+                        });
                     }
                 }
                 Err(reason) => reason_codes.push(reason),
@@ -51,10 +56,18 @@ impl BrokerShard {
             reason_codes,
             properties: Default::default(),
         };
-        self.send_packet(ctx, conn, &Packet::SubAck(suback));
-        for (filter, granted, id) in retained_for {
-            self.send_retained(ctx, &client_id, &filter, granted, id);
-        }
+        let packet = Packet::SubAck(suback);
+        let seq = self.last_seq;
+        self.send_when_applied(
+            ctx,
+            Gated {
+                seq,
+                conn,
+                client_id,
+                packet,
+                retained,
+            },
+        );
         Ok(())
     }
 
@@ -119,7 +132,7 @@ impl BrokerShard {
     }
 
     /// Sends the retained messages matching a new subscription (RETAIN set, as the spec says).
-    fn send_retained(
+    pub(super) fn send_retained(
         &mut self,
         ctx: &mut Ctx,
         client_id: &MqttStr,
@@ -178,7 +191,19 @@ impl BrokerShard {
             reason_codes,
             properties: Default::default(),
         };
-        self.send_packet(ctx, conn, &Packet::UnsubAck(unsuback));
+        let packet = Packet::UnsubAck(unsuback);
+        let seq = self.last_seq;
+        let retained = Vec::new();
+        self.send_when_applied(
+            ctx,
+            Gated {
+                seq,
+                conn,
+                client_id,
+                packet,
+                retained,
+            },
+        );
     }
 
     fn unsubscribe_one(
