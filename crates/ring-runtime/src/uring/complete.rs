@@ -55,6 +55,7 @@ impl UringBackend {
                 self.ops.remove(user_data);
                 if let Some(record) = finish_op(conns, conn) {
                     record.out_op = 0;
+                    conns.mark_dirty(conn);
                     let result = if result < 0 {
                         Err(os_error(result))
                     } else {
@@ -118,6 +119,7 @@ impl UringBackend {
         result: i32,
         events: &mut Vec<Event>,
     ) {
+        conns.mark_dirty(conn);
         let Some(record) = finish_op(conns, conn) else {
             return;
         };
@@ -170,7 +172,15 @@ impl UringBackend {
                 record.send.complete(&mut write.batch, written);
                 record.writing = false;
                 record.out_op = 0;
-                conns.mark_dirty(conn);
+                // Only wake the apply step when there is something to do: more frames, a
+                // pending close or write shutdown, or an error.
+                let follow_up = record.send.has_unsent()
+                    || record.close.is_some()
+                    || record.shutdown_write_requested
+                    || result < 0;
+                if follow_up {
+                    conns.mark_dirty(conn);
+                }
                 if result < 0 && result != -libc::ECANCELED {
                     events.push(Event::Failed {
                         conn,
@@ -188,13 +198,16 @@ impl UringBackend {
             write.batch.iovecs.clear();
             self.write_pool.push(write);
         }
-        finish_op(conns, conn);
+        if let Some(record) = finish_op(conns, conn)
+            && record.close.is_some()
+        {
+            conns.mark_dirty(conn);
+        }
     }
 }
 
-/// Accounts the end of one of `conn`'s operations and schedules it for the apply step.
+/// Accounts the end of one of `conn`'s operations.
 fn finish_op(conns: &mut ConnTable, conn: ConnId) -> Option<&mut Conn> {
-    conns.mark_dirty(conn);
     let record = conns.get_mut(conn)?;
     record.inflight = record.inflight.saturating_sub(1);
     Some(record)

@@ -139,10 +139,15 @@ impl Backend for UringBackend {
             .is_some_and(|threshold| write.batch.len() >= threshold);
         let fd = types::Fd(conn.stream.as_raw_fd());
         let flags = libc::MSG_NOSIGNAL as u32;
-        let entry = if zerocopy {
-            opcode::SendMsgZc::new(fd, &write.msg).flags(flags).build()
-        } else {
-            opcode::SendMsg::new(fd, &write.msg).flags(flags).build()
+        let entry = match (zerocopy, write.batch.iovecs.as_slice()) {
+            (true, _) => opcode::SendMsgZc::new(fd, &write.msg).flags(flags).build(),
+            // One frame: plain SEND, cheaper for the kernel than importing a msghdr.
+            (false, [single]) => {
+                opcode::Send::new(fd, single.iov_base.cast(), single.iov_len as u32)
+                    .flags(libc::MSG_NOSIGNAL)
+                    .build()
+            }
+            (false, _) => opcode::SendMsg::new(fd, &write.msg).flags(flags).build(),
         };
         let user_data = self.ops.insert(Op::Write {
             conn: id,
