@@ -7,6 +7,9 @@
 
 #![allow(clippy::unwrap_used, reason = "benchmark program: fail loudly")]
 
+#[path = "echo_bench/cpu.rs"]
+mod cpu;
+
 use std::io::Read;
 use std::net::{SocketAddr, TcpStream};
 use std::sync::mpsc;
@@ -59,23 +62,6 @@ impl Handler for Streamer {
     }
 }
 
-/// On-CPU time of this whole process (schedstat of every thread).
-fn process_cpu() -> Duration {
-    let mut total = 0u64;
-    for task in std::fs::read_dir("/proc/self/task").unwrap() {
-        let path = task.unwrap().path().join("schedstat");
-        if let Ok(text) = std::fs::read_to_string(path) {
-            total += text
-                .split_whitespace()
-                .next()
-                .unwrap_or("0")
-                .parse::<u64>()
-                .unwrap_or(0);
-        }
-    }
-    Duration::from_nanos(total)
-}
-
 fn measure(size: usize, zerocopy: bool) -> (f64, f64, u64) {
     let config = RuntimeConfig {
         shards: Some(1),
@@ -95,7 +81,7 @@ fn measure(size: usize, zerocopy: bool) -> (f64, f64, u64) {
     .unwrap();
     let addr = handle.local_addrs()[0];
     let (done_tx, done_rx) = mpsc::channel();
-    let (cpu_start, start) = (process_cpu(), Instant::now());
+    let (cpu_start, start) = (cpu::process_cpu("self"), Instant::now());
     std::thread::spawn(move || {
         let mut stream = TcpStream::connect(addr).unwrap();
         let mut buf = vec![0u8; 1 << 20];
@@ -109,7 +95,7 @@ fn measure(size: usize, zerocopy: bool) -> (f64, f64, u64) {
         done_tx.send(total).unwrap();
     });
     let received = done_rx.recv().unwrap();
-    let (wall, cpu) = (start.elapsed(), process_cpu() - cpu_start);
+    let (wall, cpu) = (start.elapsed(), cpu::process_cpu("self") - cpu_start);
     assert_eq!(received, TOTAL, "every byte arrives");
     handle.shutdown();
     let stats = handle.join().unwrap();

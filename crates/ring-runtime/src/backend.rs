@@ -89,6 +89,15 @@ pub(crate) trait Backend: Sized {
     fn quiesce(&mut self, conns: &mut ConnTable) -> Result<(), RuntimeError>;
 }
 
+/// The wait timeout a backend uses: zero while it holds work of its own from an earlier wait.
+pub(crate) fn timeout_unless_pending(timeout: Option<Duration>, pending: bool) -> Option<Duration> {
+    if pending {
+        Some(Duration::ZERO)
+    } else {
+        timeout
+    }
+}
+
 /// Resolves the configured choice (and `RINGMQ_BACKEND`) to the backend the shards will use.
 /// `Auto` probes io_uring and falls back to epoll; `Uring` reports why io_uring cannot be used.
 pub(crate) fn select_backend(config: &RuntimeConfig) -> Result<BackendKind, RuntimeError> {

@@ -9,7 +9,8 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use ring_runtime::{ConnId, Handler, Runtime, RuntimeConfig, ShardCtx, ShardId};
 
-use crate::{Options, Outcome, process_cpu};
+use crate::cpu::process_cpu;
+use crate::{Options, Outcome};
 
 struct Load {
     target: SocketAddr,
@@ -82,11 +83,14 @@ pub fn run(target: SocketAddr, conns: usize, options: &Options, server_pid: u32)
         std::thread::sleep(Duration::from_millis(20));
     }
     std::thread::sleep(Duration::from_millis(500));
-    let (start, cpu_start) = (Instant::now(), process_cpu(server_pid));
+    let (start, cpu_start) = (Instant::now(), process_cpu(&server_pid.to_string()));
     let messages_start = echoed.load(Ordering::Relaxed);
     std::thread::sleep(Duration::from_secs_f64(options.seconds));
     let messages = echoed.load(Ordering::Relaxed) - messages_start;
-    let (wall, server_cpu) = (start.elapsed(), process_cpu(server_pid) - cpu_start);
+    let (wall, server_cpu) = (
+        start.elapsed(),
+        process_cpu(&server_pid.to_string()) - cpu_start,
+    );
     handle.shutdown();
     let _ = handle.join();
     Outcome {

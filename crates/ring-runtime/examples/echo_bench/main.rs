@@ -12,6 +12,7 @@
 #![allow(clippy::unwrap_used, reason = "benchmark program: fail loudly")]
 
 mod client;
+mod cpu;
 mod server;
 
 use std::io::{BufRead, BufReader};
@@ -103,23 +104,6 @@ fn spawn_server(kind: &str) -> (Child, SocketAddr) {
         .parse()
         .unwrap_or_else(|_| panic!("bad server line {line:?}"));
     (child, addr)
-}
-
-/// Total on-CPU time of every thread of process `pid` (`schedstat`, nanoseconds).
-pub fn process_cpu(pid: u32) -> Duration {
-    let mut total = 0u64;
-    for task in std::fs::read_dir(format!("/proc/{pid}/task")).unwrap() {
-        let path = task.unwrap().path().join("schedstat");
-        if let Ok(text) = std::fs::read_to_string(path) {
-            total += text
-                .split_whitespace()
-                .next()
-                .unwrap_or("0")
-                .parse::<u64>()
-                .unwrap_or(0);
-        }
-    }
-    Duration::from_nanos(total)
 }
 
 /// What one measurement window produced.

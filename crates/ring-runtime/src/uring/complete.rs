@@ -6,8 +6,8 @@ use std::os::fd::FromRawFd;
 
 use io_uring::cqueue;
 
-use super::UringBackend;
 use super::ops::Op;
+use super::{Completion, UringBackend};
 use crate::backend::{Backend, Event};
 use crate::conn::{Conn, ConnTable};
 use crate::error::RuntimeError;
@@ -18,11 +18,14 @@ impl UringBackend {
     pub(super) fn complete(
         &mut self,
         conns: &mut ConnTable,
-        user_data: u64,
-        result: i32,
-        flags: u32,
+        completion: Completion,
         events: &mut Vec<Event>,
     ) -> Result<(), RuntimeError> {
+        let Completion {
+            user_data,
+            result,
+            flags,
+        } = completion;
         let more = cqueue::more(flags);
         let Some(op) = self.ops.get_mut(user_data) else {
             return Ok(());
@@ -49,7 +52,7 @@ impl UringBackend {
                     self.recv_ended(conns, conn, result, events);
                 }
             }
-            Op::Write { .. } => self.wrote(conns, user_data, result, flags, events),
+            Op::Write { .. } => self.wrote(conns, completion, events),
             Op::Connect { conn, .. } => {
                 let conn = *conn;
                 self.ops.remove(user_data);
@@ -146,14 +149,12 @@ impl UringBackend {
 
     /// A write completion: the result (frames accounted, partial writes re-queued) or, for
     /// zero-copy, the later notification that releases the frames.
-    fn wrote(
-        &mut self,
-        conns: &mut ConnTable,
-        user_data: u64,
-        result: i32,
-        flags: u32,
-        events: &mut Vec<Event>,
-    ) {
+    fn wrote(&mut self, conns: &mut ConnTable, completion: Completion, events: &mut Vec<Event>) {
+        let Completion {
+            user_data,
+            result,
+            flags,
+        } = completion;
         let Some(Op::Write {
             conn,
             write,

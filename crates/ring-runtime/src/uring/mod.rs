@@ -19,7 +19,7 @@ use std::time::Duration;
 
 use io_uring::{IoUring, cqueue, opcode, squeue, types};
 
-use crate::backend::{Backend, Event};
+use crate::backend::{Backend, Event, timeout_unless_pending};
 use crate::config::RuntimeConfig;
 use crate::conn::{Conn, ConnTable};
 use crate::ctx::ShardStats;
@@ -31,6 +31,14 @@ use buf_ring::BufRing;
 use ops::{Op, OpTable, UringWrite};
 
 pub(crate) use ring::probe;
+
+/// One reaped completion queue entry.
+#[derive(Clone, Copy)]
+pub(crate) struct Completion {
+    user_data: u64,
+    result: i32,
+    flags: u32,
+}
 
 /// See the module documentation. Field order matters: `ring` is dropped before `buf_ring`
 /// (ending the buffer registration before the memory goes) and before `ops`.
@@ -50,8 +58,8 @@ pub(crate) struct UringBackend {
         reason = "op table entries need the boxed, address-stable form"
     )]
     write_pool: Vec<Box<UringWrite>>,
-    /// Completions reaped early (when a full completion queue blocked a submit).
-    backlog: Vec<(u64, i32, u32)>,
+    /// Completions reaped but not yet handled.
+    backlog: Vec<Completion>,
     stats: ShardStats,
 }
 
@@ -97,15 +105,11 @@ impl Backend for UringBackend {
         timeout: Option<Duration>,
         events: &mut Vec<Event>,
     ) -> Result<(), RuntimeError> {
-        let timeout = if self.backlog.is_empty() {
-            timeout
-        } else {
-            Some(Duration::ZERO)
-        };
+        let timeout = timeout_unless_pending(timeout, !self.backlog.is_empty());
         self.submit_and_wait(timeout)?;
         self.reap();
-        for (user_data, result, flags) in std::mem::take(&mut self.backlog) {
-            self.complete(conns, user_data, result, flags, events)?;
+        for completion in std::mem::take(&mut self.backlog) {
+            self.complete(conns, completion, events)?;
         }
         Ok(())
     }
@@ -308,8 +312,11 @@ impl UringBackend {
     fn reap(&mut self) {
         let mut completion = self.ring.completion();
         completion.sync();
-        self.backlog.extend(
-            completion.map(|cqe: cqueue::Entry| (cqe.user_data(), cqe.result(), cqe.flags())),
-        );
+        self.backlog
+            .extend(completion.map(|cqe: cqueue::Entry| Completion {
+                user_data: cqe.user_data(),
+                result: cqe.result(),
+                flags: cqe.flags(),
+            }));
     }
 }
