@@ -131,12 +131,14 @@ impl UringBackend {
         record.read_op = 0;
         match result {
             0 => events.push(Event::Eof { conn }),
-            result if result > 0 || result == -libc::ENOBUFS => {
+            result if result == -libc::ENOBUFS => {
                 if still_wanted {
-                    self.stats.recv_rearms_enobufs += u64::from(result == -libc::ENOBUFS);
-                    if let Err(error) = self.start_read(conn, record) {
-                        events.push(Event::Failed { conn, error });
-                    }
+                    self.starved.push_back(conn);
+                }
+            }
+            result if result > 0 => {
+                if still_wanted && let Err(error) = self.start_read(conn, record) {
+                    events.push(Event::Failed { conn, error });
                 }
             }
             result if result == -libc::ECANCELED => {}

@@ -60,6 +60,10 @@ pub(crate) struct UringBackend {
     write_pool: Vec<Box<UringWrite>>,
     /// Completions reaped but not yet handled.
     backlog: Vec<Completion>,
+    /// Connections whose receive ended with `ENOBUFS`; re-armed at most `recv_buffers` per
+    /// wait (throttle: each can then get a buffer), not in a tight loop.
+    starved: std::collections::VecDeque<ConnId>,
+    recv_buffers: usize,
     stats: ShardStats,
 }
 
@@ -90,6 +94,8 @@ impl Backend for UringBackend {
             max_iovecs: config.max_iovecs,
             write_pool: Vec::new(),
             backlog: Vec::new(),
+            starved: std::collections::VecDeque::new(),
+            recv_buffers: usize::from(config.recv_buffers),
             stats: ShardStats::default(),
         };
         for index in 0..backend.listeners.len() {
@@ -105,7 +111,9 @@ impl Backend for UringBackend {
         timeout: Option<Duration>,
         events: &mut Vec<Event>,
     ) -> Result<(), RuntimeError> {
-        let timeout = timeout_unless_pending(timeout, !self.backlog.is_empty());
+        self.rearm_starved(conns, events);
+        let pending = !self.backlog.is_empty() || !self.starved.is_empty();
+        let timeout = timeout_unless_pending(timeout, pending);
         self.submit_and_wait(timeout)?;
         self.reap();
         for completion in std::mem::take(&mut self.backlog) {
@@ -232,6 +240,23 @@ impl Backend for UringBackend {
 }
 
 impl UringBackend {
+    /// Re-arms receives that ran out of buffers, as many as the ring has buffers.
+    fn rearm_starved(&mut self, conns: &mut ConnTable, events: &mut Vec<Event>) {
+        let count = self.starved.len().min(self.recv_buffers);
+        for conn in self.starved.drain(..count).collect::<Vec<_>>() {
+            let Some(record) = conns.get_mut(conn) else {
+                continue;
+            };
+            if record.reading || record.close.is_some() || self.quiescing {
+                continue;
+            }
+            self.stats.recv_rearms_enobufs += 1;
+            if let Err(error) = self.start_read(conn, record) {
+                events.push(Event::Failed { conn, error });
+            }
+        }
+    }
+
     fn arm_accept(&mut self, listener: usize) -> Result<(), RuntimeError> {
         let Some(socket) = self.listeners.get(listener).and_then(Option::as_ref) else {
             return Ok(());
