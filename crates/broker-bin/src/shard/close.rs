@@ -240,10 +240,12 @@ impl BrokerShard {
             let Some(client_id) = self.conns.get(&conn).and_then(|c| c.client_id.clone()) else {
                 continue;
             };
-            if let Some(session) = self.sessions.get_mut(&client_id) {
-                if let Some(pending) = session.will.take() {
-                    self.publish_will(ctx, &client_id, pending.will);
-                }
+            if let Some(pending) = self
+                .sessions
+                .get_mut(&client_id)
+                .and_then(|s| s.will.take())
+            {
+                self.publish_will(ctx, &client_id, pending.will);
             }
         }
         self.flush_routes(ctx);
