@@ -54,6 +54,10 @@ pub fn run(plan: RunPlan) -> anyhow::Result<Summary> {
         watch.progress(started, interval.as_ref(), plan.common.quiet);
     }
     let elapsed = started.elapsed();
+    for index in 0..threads {
+        let _ = handle.post(ShardId::new(index as u16), vec![Control::StopPublishing]);
+    }
+    watch.drain();
     handle.shutdown();
     handle.join().context("stopping the load generator")?;
     drain_reports(&reports, &mut total);
@@ -116,6 +120,27 @@ impl<'a> Watch<'a> {
         }
         let done_at = *self.publishers_done_at.get_or_insert_with(Instant::now);
         t.received >= self.plan.expected(t.sent) || done_at.elapsed() >= DRAIN
+    }
+
+    /// Waits (at most [`DRAIN`]) for the messages still on their way after publishing stopped.
+    fn drain(&self) {
+        let until = Instant::now() + DRAIN;
+        let mut last = self.stats.totals();
+        let mut quiet_for = 0;
+        while Instant::now() < until {
+            std::thread::sleep(Duration::from_millis(100));
+            let t = self.stats.totals();
+            if t.received >= self.plan.expected(t.sent) {
+                return;
+            }
+            let moved = t.sent != last.sent || t.received != last.received || t.acked != last.acked;
+            quiet_for = if moved { 0 } else { quiet_for + 1 };
+            // Nothing arrived for half a second: what is missing is lost.
+            if quiet_for >= 5 {
+                return;
+            }
+            last = t;
+        }
     }
 
     fn progress(&mut self, started: Instant, interval: Option<&Histogram<u64>>, quiet: bool) {

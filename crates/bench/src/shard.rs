@@ -31,6 +31,8 @@ const BURST: u64 = 64;
 pub enum Control {
     /// Begin connecting.
     Start,
+    /// Publish no more (the run is draining).
+    StopPublishing,
 }
 
 /// A latency histogram from one thread for one interval.
@@ -53,6 +55,7 @@ pub struct BenchShard {
     histogram: Histogram<u64>,
     scratch: BytesMut,
     connects_per_sec: f64,
+    stopped: bool,
 }
 
 impl BenchShard {
@@ -86,6 +89,7 @@ impl BenchShard {
             histogram: latency_histogram(),
             scratch: BytesMut::new(),
             connects_per_sec,
+            stopped: false,
         }
     }
 
@@ -206,7 +210,7 @@ impl BenchShard {
             return;
         };
         let now = ctx.now();
-        if now < from || client.done {
+        if now < from || client.done || self.stopped {
             return;
         }
         let mut budget = if plan.rate == 0 {
@@ -420,10 +424,14 @@ impl Handler for BenchShard {
     }
 
     fn on_messages(&mut self, ctx: &mut ShardCtx<Control>, messages: Vec<Control>) {
-        for Control::Start in messages {
-            if self.started.is_none() {
-                self.started = Some(ctx.now());
-                self.tick(ctx);
+        for message in messages {
+            match message {
+                Control::Start if self.started.is_none() => {
+                    self.started = Some(ctx.now());
+                    self.tick(ctx);
+                }
+                Control::Start => {}
+                Control::StopPublishing => self.stopped = true,
             }
         }
     }
