@@ -132,6 +132,8 @@ pub enum ShardMsg {
     Transfer(SessionTransfer),
     /// Sent once by [`crate::Broker::start`]: start the shard's periodic work.
     Start,
+    /// Another shard applied a subscription of a session this shard holds (a SUBACK may be due).
+    Applied,
 }
 
 /// The protocol version of a connection before its CONNECT is known.

@@ -4,16 +4,17 @@
 use std::sync::atomic::Ordering;
 
 use ring_runtime::ShardId;
-use router::Sequenced;
+use router::{ChangeSeq, Sequenced};
 use tracing::error;
 
 use super::{BrokerShard, Ctx};
 use crate::message::{Change, ShardMsg};
 
 impl BrokerShard {
-    /// Stamps `change` and sends it to every shard. Nothing else is stamped by this shard until
-    /// every copy is posted, so a gap in the order is only ever a change in flight.
-    pub(super) fn broadcast(&mut self, ctx: &mut Ctx, change: Change) -> u64 {
+    /// Stamps `change` and sends it to every shard; returns its place in the order. Nothing else
+    /// is stamped by this shard until every copy is posted, so a gap in the order is only ever a
+    /// change in flight.
+    pub(super) fn broadcast(&mut self, ctx: &mut Ctx, change: Change) -> ChangeSeq {
         let seq = self.shared.sequencer.next();
         let shards = ctx.shard_count();
         for index in 0..shards {
@@ -24,8 +25,7 @@ impl BrokerShard {
                 ShardMsg::Change(Sequenced { seq, change }),
             );
         }
-        self.last_seq = Some(seq.0);
-        seq.0
+        seq
     }
 
     /// A change arrived: put it in order and apply every change whose turn it is.
@@ -42,6 +42,12 @@ impl BrokerShard {
     fn apply(&mut self, change: Sequenced<Change>) {
         match change.change {
             Change::Subscription(subscription) => {
+                if let router::SubscriptionChange::Subscribe { subscriber, .. } = &subscription
+                    && let Some(&owner) = self.owners.get(subscriber)
+                    && owner != self.id
+                {
+                    self.subacks_to_nudge.insert(owner);
+                }
                 subscription.apply_to(&mut self.table);
             }
             Change::Owner { subscriber, shard } => {
@@ -67,11 +73,26 @@ impl BrokerShard {
         }
     }
 
+    /// Wakes the shards whose sessions subscribed in the changes just applied: their SUBACKs wait
+    /// for every shard (see [`Self::release_subacks`]).
+    pub(super) fn nudge_subscribing_shards(&mut self, ctx: &mut Ctx) {
+        let shards: Vec<ShardId> = self.subacks_to_nudge.drain().collect();
+        for shard in shards {
+            self.post(ctx, shard, ShardMsg::Applied);
+        }
+    }
+
+    /// How far every shard has applied the change order.
+    pub(super) fn applied_everywhere(&self) -> ChangeSeq {
+        let least = self.shared.applied.iter().map(|a| a.load(Ordering::Relaxed)).min();
+        ChangeSeq(least.unwrap_or(0))
+    }
+
     /// Tells the other shards how far this one has applied, and forgets forwarding entries that
     /// every shard has moved past.
     pub(super) fn publish_applied_watermark(&mut self) {
         let applied = self.changes.next_expected().0;
-        self.shared.applied[self.id.index()].store(applied, Ordering::Release);
+        self.shared.applied[self.id.index()].store(applied, Ordering::Relaxed);
         if self.moved.is_empty() {
             return;
         }
@@ -79,7 +100,7 @@ impl BrokerShard {
             .shared
             .applied
             .iter()
-            .map(|a| a.load(Ordering::Acquire))
+            .map(|a| a.load(Ordering::Relaxed))
             .min()
             .unwrap_or(0);
         self.moved

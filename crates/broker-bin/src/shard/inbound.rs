@@ -5,7 +5,7 @@ use std::net::SocketAddr;
 use std::sync::atomic::Ordering;
 
 use bytes::{Bytes, BytesMut};
-use codec::{Limits, Packet, PingResp};
+use codec::{Limits, Packet, PingResp, ProtocolVersion, ReasonCode};
 use ring_runtime::ConnId;
 use tracing::{debug, warn};
 
@@ -13,6 +13,9 @@ use super::timers::TimerPurpose;
 use super::{BrokerShard, Ctx, Fault};
 use crate::conn::{Connection, Phase};
 use crate::metrics::ShardCounters;
+
+/// The packet type nibble of CONNECT.
+const CONNECT_TYPE: u8 = codec::PacketType::Connect as u8;
 
 impl BrokerShard {
     /// A new socket: refuse it beyond `max_connections`, else wait for its CONNECT.
@@ -42,6 +45,18 @@ impl BrokerShard {
         }
         connection.last_activity = ctx.now();
         let mut buf = take_buffer(&mut connection.carry, data);
+        if matches!(connection.phase, Phase::AwaitingConnect)
+            && buf.first().is_some_and(|byte| byte >> 4 != CONNECT_TYPE)
+        {
+            // The first packet must be CONNECT: anything else closes the socket, with no CONNACK.
+            debug!(peer = %connection.peer, "first packet is not CONNECT: closing");
+            self.close_connection(ctx, conn);
+            return;
+        }
+        if matches!(connection.phase, Phase::AwaitingConnect) && announces_v5(&buf) {
+            // A CONNECT refused before it decodes is still answered in the client's version.
+            connection.protocol = ProtocolVersion::V5;
+        }
         let limits = Limits::new(connection.protocol)
             .with_max_packet_size(self.shared.config.limits.max_packet_size);
         if let Err(fault) = self.decode_all(ctx, conn, &mut buf, limits) {
@@ -118,7 +133,9 @@ impl BrokerShard {
         );
         if connection.is_connected() {
             self.send_disconnect(ctx, conn, fault.reason);
-        } else if matches!(connection.phase, Phase::AwaitingConnect) {
+        } else if matches!(connection.phase, Phase::AwaitingConnect)
+            && connack_allowed_for_fault(connection.protocol, fault.reason)
+        {
             self.refuse_connect_for_fault(ctx, conn, fault.reason);
         }
         self.close_connection(ctx, conn);
@@ -132,6 +149,26 @@ impl BrokerShard {
         }
         ctx.close(conn);
     }
+}
+
+/// Whether a bad CONNECT may be answered with a CONNACK: always in 5.0; in 3.x only for an
+/// unacceptable protocol version or client identifier, as a malformed CONNECT must be closed
+/// without one (MQTT-3.1.4-1).
+fn connack_allowed_for_fault(protocol: ProtocolVersion, reason: ReasonCode) -> bool {
+    protocol.is_v5()
+        || matches!(
+            reason,
+            ReasonCode::UnsupportedProtocolVersion | ReasonCode::ClientIdentifierNotValid
+        )
+}
+
+/// Whether `buf` starts with a CONNECT for protocol "MQTT" level 5 (read before it decodes).
+fn announces_v5(buf: &[u8]) -> bool {
+    let Some(length_bytes) = buf.iter().skip(1).take(4).position(|b| b & 0x80 == 0) else {
+        return false;
+    };
+    buf.get(2 + length_bytes..).and_then(|rest| rest.get(..7))
+        == Some(&[0x00, 0x04, b'M', b'Q', b'T', b'T', 5][..])
 }
 
 /// The buffer to decode from: the received bytes themselves when nothing was carried over

@@ -10,7 +10,6 @@ mod close;
 mod connect;
 mod deliver;
 mod fault;
-mod gate;
 mod inbound;
 mod publish;
 mod send;
@@ -60,9 +59,8 @@ pub struct BrokerShard {
     route_buf: Vec<Vec<Recipient>>,
     backlog: HashSet<ConnId>,
     subscriptions: usize,
-    gate: gate::GateQueue,
-    /// The last change this shard stamped (acknowledgements wait for it).
-    last_seq: Option<u64>,
+    pending_subacks: Vec<subscribe::PendingSubAck>,
+    subacks_to_nudge: HashSet<ShardId>,
 }
 
 impl BrokerShard {
@@ -92,8 +90,8 @@ impl BrokerShard {
             route_buf: (0..shard_count).map(|_| Vec::new()).collect(),
             backlog: HashSet::new(),
             subscriptions: 0,
-            gate: gate::GateQueue::default(),
-            last_seq: None,
+            pending_subacks: Vec::new(),
+            subacks_to_nudge: HashSet::new(),
         }
     }
 
@@ -133,10 +131,12 @@ impl Handler for BrokerShard {
                 ShardMsg::Takeover(request) => self.hand_over(ctx, request),
                 ShardMsg::Transfer(transfer) => self.take_over(ctx, transfer),
                 ShardMsg::Start => self.start_sys(ctx),
+                ShardMsg::Applied => {}
             }
         }
         self.publish_applied_watermark();
-        self.release_gated(ctx);
+        self.nudge_subscribing_shards(ctx);
+        self.release_subacks(ctx);
     }
 
     fn on_turn_end(&mut self, ctx: &mut Ctx) {

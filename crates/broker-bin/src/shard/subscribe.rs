@@ -8,9 +8,8 @@ use codec::{
     SubscriptionOptions, UnsubAck, Unsubscribe,
 };
 use ring_runtime::ConnId;
-use router::{SubscriptionChange, SubscriptionFilter};
+use router::{ChangeSeq, SubscriptionChange, SubscriptionFilter};
 
-use super::gate::{Gated, RetainedDue};
 use super::{BrokerShard, Ctx, Fault};
 use crate::message::{Change, Expiry, Message, Outgoing};
 use crate::session::SessionSubscription;
@@ -28,17 +27,15 @@ impl BrokerShard {
         };
         let id = subscribe.properties.subscription_identifier;
         let mut reason_codes = Vec::with_capacity(subscribe.filters.len());
-        let mut retained = Vec::new();
+        let mut retained_for = Vec::new();
+        let mut last_change = None;
         for (text, options) in subscribe.filters {
             match self.subscribe_one(ctx, &client_id, &text, options, id)? {
-                Ok((granted, filter, is_new)) => {
+                Ok((granted, filter, is_new, seq)) => {
+                    last_change = Some(seq);
                     reason_codes.push(granted_code(granted));
                     if wants_retained(&filter, options.retain_handling, is_new) {
-                        retained.push(RetainedDue {
-                            filter,
-                            granted,
-                            id,
-                        });
+                        retained_for.push((filter, granted, id));
                     }
                 }
                 Err(reason) => reason_codes.push(reason),
@@ -56,19 +53,55 @@ impl BrokerShard {
             reason_codes,
             properties: Default::default(),
         };
-        let packet = Packet::SubAck(suback);
-        let seq = self.last_seq;
-        self.send_when_applied(
-            ctx,
-            Gated {
-                seq,
-                conn,
-                client_id,
-                packet,
-                retained,
-            },
-        );
+        // The SUBACK waits until every shard has applied the change (each one that applies it
+        // wakes this shard), so any PUBLISH sent after the SUBACK, by any client, matches it.
+        let after = last_change.or_else(|| {
+            let earlier = self.pending_subacks.iter().rev().find(|p| p.conn == conn);
+            earlier.map(|p| p.after)
+        });
+        let pending = PendingSubAck {
+            conn,
+            client_id,
+            after: after.unwrap_or(ChangeSeq(0)),
+            suback,
+            retained_for,
+        };
+        if after.is_some() {
+            self.pending_subacks.push(pending);
+        } else {
+            self.finish_subscribe(ctx, pending);
+        }
         Ok(())
+    }
+
+    /// Sends the SUBACKs whose subscription changes every shard has applied.
+    pub(super) fn release_subacks(&mut self, ctx: &mut Ctx) {
+        if self.pending_subacks.is_empty() {
+            return;
+        }
+        let applied = self.applied_everywhere();
+        let (ready, waiting): (Vec<_>, Vec<_>) = std::mem::take(&mut self.pending_subacks)
+            .into_iter()
+            .partition(|p| p.after < applied);
+        self.pending_subacks = waiting;
+        for pending in ready {
+            self.finish_subscribe(ctx, pending);
+        }
+    }
+
+    /// SUBACK, then the retained messages for the new subscriptions.
+    fn finish_subscribe(&mut self, ctx: &mut Ctx, pending: PendingSubAck) {
+        let PendingSubAck {
+            conn,
+            client_id,
+            suback,
+            retained_for,
+            ..
+        } = pending;
+        self.send_packet(ctx, conn, &Packet::SubAck(suback));
+        for (filter, granted, id) in retained_for {
+            self.send_retained(ctx, &client_id, &filter, granted, id);
+        }
     }
 
     /// One filter of a SUBSCRIBE: the granted QoS, the filter and whether it is new; or the
@@ -81,7 +114,7 @@ impl BrokerShard {
         text: &MqttStr,
         options: SubscriptionOptions,
         id: Option<SubscriptionId>,
-    ) -> Result<Result<(QoS, SubscriptionFilter, bool), ReasonCode>, Fault> {
+    ) -> Result<Result<(QoS, SubscriptionFilter, bool, ChangeSeq), ReasonCode>, Fault> {
         let Ok(filter) = SubscriptionFilter::from_bytes(
             text.as_shared_bytes().clone(),
             &self.shared.topic_limits,
@@ -127,12 +160,12 @@ impl BrokerShard {
             options,
             id,
         };
-        self.broadcast(ctx, Change::Subscription(change));
-        Ok(Ok((granted, filter, is_new)))
+        let seq = self.broadcast(ctx, Change::Subscription(change));
+        Ok(Ok((granted, filter, is_new, seq)))
     }
 
     /// Sends the retained messages matching a new subscription (RETAIN set, as the spec says).
-    pub(super) fn send_retained(
+    fn send_retained(
         &mut self,
         ctx: &mut Ctx,
         client_id: &MqttStr,
@@ -191,19 +224,7 @@ impl BrokerShard {
             reason_codes,
             properties: Default::default(),
         };
-        let packet = Packet::UnsubAck(unsuback);
-        let seq = self.last_seq;
-        let retained = Vec::new();
-        self.send_when_applied(
-            ctx,
-            Gated {
-                seq,
-                conn,
-                client_id,
-                packet,
-                retained,
-            },
-        );
+        self.send_packet(ctx, conn, &Packet::UnsubAck(unsuback));
     }
 
     fn unsubscribe_one(
@@ -232,6 +253,17 @@ impl BrokerShard {
         self.broadcast(ctx, Change::Subscription(change));
         ReasonCode::Success
     }
+}
+
+/// A SUBACK waiting for its subscription changes to be applied on every shard.
+#[derive(Debug)]
+pub(super) struct PendingSubAck {
+    conn: ConnId,
+    client_id: MqttStr,
+    /// The last change of this SUBSCRIBE.
+    after: ChangeSeq,
+    suback: SubAck,
+    retained_for: Vec<(SubscriptionFilter, QoS, Option<SubscriptionId>)>,
 }
 
 /// The SUBACK code for a granted QoS.

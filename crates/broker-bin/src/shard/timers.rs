@@ -22,8 +22,6 @@ pub enum TimerPurpose {
     Sys,
     /// Retry sending to backlogged connections.
     Backlog,
-    /// Check whether gated acknowledgements can go.
-    Gate,
 }
 
 /// A timer armed through the book: its runtime id and its key.
@@ -85,7 +83,6 @@ impl BrokerShard {
             TimerPurpose::SessionExpiry(client_id) => self.session_expired(ctx, &client_id),
             TimerPurpose::WillDelay(client_id) => self.will_delay_elapsed(ctx, &client_id),
             TimerPurpose::Sys => self.publish_sys(ctx),
-            TimerPurpose::Gate => self.gate_poll(ctx),
             TimerPurpose::Backlog => {
                 self.timers.backlog_armed = false;
                 self.drain_backlog(ctx);

@@ -1,0 +1,108 @@
+//! A broker per test: the embedded defaults, two shards on `127.0.0.1:0`, `$SYS` off, plus the
+//! test's own TOML overrides. Stopped (shutdown + join) when dropped.
+
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
+
+use ringmq::Broker;
+use ringmq::config::{default_raw, parse_raw};
+use ringmq::metrics::Snapshot;
+
+/// Every test broker listens on an ephemeral port with two shards, so cross-shard paths run.
+const BASE: &str = r#"
+[listeners]
+tcp = ["127.0.0.1:0"]
+[runtime]
+shards = 2
+[sys]
+interval = 0
+"#;
+
+/// Longest a bounded poll waits before the test fails.
+pub const POLL_DEADLINE: Duration = Duration::from_secs(10);
+
+/// A running broker, stopped at drop.
+pub struct TestBroker {
+    broker: Option<Broker>,
+    addr: SocketAddr,
+}
+
+impl TestBroker {
+    /// A broker with the test defaults.
+    pub fn start() -> Self {
+        Self::with_config("")
+    }
+
+    /// A broker with `overrides` (TOML) over the test defaults.
+    pub fn with_config(overrides: &str) -> Self {
+        let mut raw = default_raw().expect("embedded defaults parse");
+        raw.overlay(parse_raw("test base", BASE).expect("test base parses"));
+        raw.overlay(parse_raw("test overrides", overrides).expect("test overrides parse"));
+        let config = raw.validate().expect("test config validates");
+        let broker = Broker::start(config).expect("broker starts");
+        let addr = broker.local_addrs()[0];
+        Self {
+            broker: Some(broker),
+            addr,
+        }
+    }
+
+    /// The address clients connect to.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    fn broker(&self) -> &Broker {
+        self.broker.as_ref().expect("broker runs until drop")
+    }
+
+    /// The summed counters now.
+    pub fn metrics(&self) -> Snapshot {
+        self.broker().metrics().snapshot()
+    }
+
+    /// Bytes received so far by each shard (tells which shard a connection landed on).
+    pub fn bytes_received_per_shard(&self) -> Vec<u64> {
+        let metrics = self.broker().metrics();
+        (0..self.broker().shard_count())
+            .map(|i| {
+                metrics
+                    .shard(i)
+                    .bytes_received
+                    .load(std::sync::atomic::Ordering::Relaxed)
+            })
+            .collect()
+    }
+
+    /// Polls the counters until `done` holds; fails the test after [`POLL_DEADLINE`].
+    pub fn wait_for_metrics(&self, what: &str, done: impl Fn(&Snapshot) -> bool) -> Snapshot {
+        wait_until(what, || {
+            let snapshot = self.metrics();
+            done(&snapshot).then_some(snapshot)
+        })
+    }
+}
+
+impl Drop for TestBroker {
+    fn drop(&mut self) {
+        if let Some(broker) = self.broker.take() {
+            broker.shutdown();
+            let joined = broker.join();
+            if !std::thread::panicking() {
+                joined.expect("broker stops cleanly");
+            }
+        }
+    }
+}
+
+/// Polls `probe` until it returns a value; fails the test after [`POLL_DEADLINE`].
+pub fn wait_until<T>(what: &str, mut probe: impl FnMut() -> Option<T>) -> T {
+    let deadline = Instant::now() + POLL_DEADLINE;
+    loop {
+        if let Some(value) = probe() {
+            return value;
+        }
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}

@@ -1,0 +1,18 @@
+//! Black-box tests of the RingMQ broker: each test starts its own broker (two shards on
+//! `127.0.0.1:0`) and talks to it over real sockets, with the raw codec client or rumqttc.
+//! Run on both backends: `RINGMQ_BACKEND=epoll cargo test -p ringmq --test broker`.
+
+mod client;
+mod connect;
+mod expiry;
+mod harness;
+mod limits;
+mod malformed;
+mod qos;
+mod retained;
+mod shared;
+mod slow;
+mod subscribe;
+mod sys;
+mod takeover;
+mod will;
