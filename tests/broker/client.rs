@@ -394,7 +394,9 @@ impl RawClient {
     /// A round trip (PINGREQ/PINGRESP): everything sent before it has been processed.
     pub fn ping(&mut self) {
         self.send(&Packet::PingReq(codec::PingReq));
-        self.recv_where("PINGRESP", |p| matches!(p, Packet::PingResp(_)).then_some(()));
+        self.recv_where("PINGRESP", |p| {
+            matches!(p, Packet::PingResp(_)).then_some(())
+        });
     }
 
     /// A normal DISCONNECT (reason 0x00).

@@ -31,7 +31,8 @@ fn v5_empty_client_id_gets_an_assigned_identifier() {
     let broker = TestBroker::start();
     let mut ids = Vec::new();
     for clean in [true, false] {
-        let (mut client, connack) = RawClient::connect(broker.addr(), connect_packet(V5, "", clean));
+        let (mut client, connack) =
+            RawClient::connect(broker.addr(), connect_packet(V5, "", clean));
         assert_eq!(connack.reason_code, ReasonCode::Success);
         let assigned = connack
             .properties
@@ -117,10 +118,10 @@ fn second_connect_is_a_protocol_error() {
 fn packet_before_connect_closes_the_connection_without_a_reply() {
     let broker = TestBroker::start();
     let first_packets: [&[u8]; 4] = [
-        &[0xC0, 0x00],                                // PINGREQ
-        &[0x30, 0x05, 0x00, 0x01, b't', b'h', b'i'],  // PUBLISH QoS 0
+        &[0xC0, 0x00],                                     // PINGREQ
+        &[0x30, 0x05, 0x00, 0x01, b't', b'h', b'i'],       // PUBLISH QoS 0
         &[0x82, 0x06, 0x00, 0x01, 0x00, 0x01, b'#', 0x00], // SUBSCRIBE
-        &[0xE0, 0x00],                                // DISCONNECT
+        &[0xE0, 0x00],                                     // DISCONNECT
     ];
     for bytes in first_packets {
         let mut client = RawClient::open(broker.addr(), V311);
@@ -185,8 +186,12 @@ fn session_present_reflects_a_kept_session() {
         let (client, connack) = RawClient::connect(broker.addr(), first);
         assert!(connack.session_present, "{protocol:?}: session kept");
         client.disconnect();
-        let (client, connack) = RawClient::connect(broker.addr(), connect_packet(protocol, &id, true));
-        assert!(!connack.session_present, "{protocol:?}: clean start discards it");
+        let (client, connack) =
+            RawClient::connect(broker.addr(), connect_packet(protocol, &id, true));
+        assert!(
+            !connack.session_present,
+            "{protocol:?}: clean start discards it"
+        );
         client.disconnect();
     }
 }

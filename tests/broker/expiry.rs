@@ -36,7 +36,10 @@ fn expired_queued_messages_are_not_delivered_and_the_rest_carry_the_remaining_in
     assert!(connack.session_present);
     let got = sub.expect_publish_acked();
     assert_eq!(&got.payload[..], b"long", "the expired message is skipped");
-    let remaining = got.properties.message_expiry_interval.expect("expiry forwarded");
+    let remaining = got
+        .properties
+        .message_expiry_interval
+        .expect("expiry forwarded");
     assert!(
         (90..=98).contains(&remaining),
         "remaining interval decremented by the time queued: {remaining}"
@@ -44,7 +47,10 @@ fn expired_queued_messages_are_not_delivered_and_the_rest_carry_the_remaining_in
     let got = sub.expect_publish_acked();
     assert_eq!(&got.payload[..], b"forever");
     assert_eq!(got.properties.message_expiry_interval, None);
-    assert!(broker.metrics().messages_dropped > before, "the expired message is counted");
+    assert!(
+        broker.metrics().messages_dropped > before,
+        "the expired message is counted"
+    );
 }
 
 #[test]

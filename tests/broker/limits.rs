@@ -50,7 +50,10 @@ fn inbound_topic_alias_is_set_then_used() {
         let got = sub.expect_publish();
         assert_eq!(got.topic, "alias/long/topic");
         assert_eq!(&got.payload[..], payload);
-        assert_eq!(got.properties.topic_alias, None, "aliases are not forwarded");
+        assert_eq!(
+            got.properties.topic_alias, None,
+            "aliases are not forwarded"
+        );
     }
 }
 
@@ -98,7 +101,9 @@ fn outbound_topic_aliases_follow_the_client_maximum() {
     let mut sub = alias_subscriber(&broker, "out-alias", Some(2));
     let mut plain = alias_subscriber(&broker, "out-plain", None);
     let mut publisher = RawClient::connected_clean(broker.addr(), V5, "out-pub");
-    let topics = ["out/a", "out/a", "out/b", "out/a", "out/c", "out/c", "out/b"];
+    let topics = [
+        "out/a", "out/a", "out/b", "out/a", "out/c", "out/c", "out/b",
+    ];
     for topic in topics {
         publisher.publish_simple(topic, topic.as_bytes(), QoS::AtMostOnce);
     }
@@ -113,7 +118,10 @@ fn outbound_topic_aliases_follow_the_client_maximum() {
                 if !got.topic.is_empty() {
                     known.insert(alias, got.topic.to_string());
                 }
-                known.get(&alias).cloned().expect("alias was set before use")
+                known
+                    .get(&alias)
+                    .cloned()
+                    .expect("alias was set before use")
             }
             None => got.topic.to_string(),
         };
@@ -155,15 +163,30 @@ fn client_exceeding_our_receive_maximum_with_qos2_gets_0x93() {
     let broker = TestBroker::with_config("[limits]\nreceive_maximum = 2\n");
     let mut client = RawClient::connected_clean(broker.addr(), V5, "greedy");
     for id in 1..=2 {
-        client.send(&Packet::Publish(publish_packet("rm/in", b"x", QoS::ExactlyOnce, Some(id))));
+        client.send(&Packet::Publish(publish_packet(
+            "rm/in",
+            b"x",
+            QoS::ExactlyOnce,
+            Some(id),
+        )));
         assert!(matches!(client.recv(), Packet::PubRec(_)));
     }
     // Releasing one makes room again.
     client.send(&Packet::PubRel(PubRel::new(pid(1))));
     assert!(matches!(client.recv(), Packet::PubComp(_)));
-    client.send(&Packet::Publish(publish_packet("rm/in", b"x", QoS::ExactlyOnce, Some(3))));
+    client.send(&Packet::Publish(publish_packet(
+        "rm/in",
+        b"x",
+        QoS::ExactlyOnce,
+        Some(3),
+    )));
     assert!(matches!(client.recv(), Packet::PubRec(_)));
-    client.send(&Packet::Publish(publish_packet("rm/in", b"x", QoS::ExactlyOnce, Some(4))));
+    client.send(&Packet::Publish(publish_packet(
+        "rm/in",
+        b"x",
+        QoS::ExactlyOnce,
+        Some(4),
+    )));
     client.expect_disconnect(ReasonCode::ReceiveMaximumExceeded);
 }
 
@@ -174,7 +197,12 @@ fn too_large_inbound_packet_is_0x95_in_v5_and_a_close_in_v311() {
         let mut client = RawClient::connected_clean(broker.addr(), protocol, "big");
         client.publish_simple("size", &[b'x'; 200], QoS::AtMostOnce);
         client.ping();
-        client.send(&Packet::Publish(publish_packet("size", &[b'x'; 300], QoS::AtMostOnce, None)));
+        client.send(&Packet::Publish(publish_packet(
+            "size",
+            &[b'x'; 300],
+            QoS::AtMostOnce,
+            None,
+        )));
         client.expect_disconnect(ReasonCode::PacketTooLarge);
     }
 }

@@ -3,9 +3,7 @@
 
 use codec::{Packet, PubRel, QoS, ReasonCode};
 
-use crate::client::{
-    QUIET, RawClient, V5, V311, connect_packet, pid, publish_packet,
-};
+use crate::client::{QUIET, RawClient, V5, V311, connect_packet, pid, publish_packet};
 use crate::harness::TestBroker;
 
 const LEVELS: [QoS; 3] = [QoS::AtMostOnce, QoS::AtLeastOnce, QoS::ExactlyOnce];
@@ -69,16 +67,25 @@ fn messages_for_an_offline_session_are_queued_in_order() {
         sub.subscribe("off/#", QoS::ExactlyOnce);
         sub.disconnect();
         let mut publisher = RawClient::connected_clean(broker.addr(), protocol, "off-pub");
-        for (i, qos) in [QoS::AtLeastOnce, QoS::AtMostOnce, QoS::ExactlyOnce, QoS::AtLeastOnce]
-            .into_iter()
-            .enumerate()
+        for (i, qos) in [
+            QoS::AtLeastOnce,
+            QoS::AtMostOnce,
+            QoS::ExactlyOnce,
+            QoS::AtLeastOnce,
+        ]
+        .into_iter()
+        .enumerate()
         {
             publisher.publish_simple(&format!("off/{i}"), format!("m{i}").as_bytes(), qos);
         }
         let (mut sub, connack) = RawClient::connect(broker.addr(), persistent(protocol, &id));
         assert!(connack.session_present);
         // QoS 0 messages are not kept for an offline session.
-        for (i, qos) in [(0, QoS::AtLeastOnce), (2, QoS::ExactlyOnce), (3, QoS::AtLeastOnce)] {
+        for (i, qos) in [
+            (0, QoS::AtLeastOnce),
+            (2, QoS::ExactlyOnce),
+            (3, QoS::AtLeastOnce),
+        ] {
             let got = sub.expect_publish_acked();
             assert_eq!(got.payload, format!("m{i}").as_bytes());
             assert_eq!(got.qos, qos);
@@ -197,8 +204,7 @@ fn inbound_qos2_state_survives_reconnect_of_the_publisher() {
         publisher.drop_abruptly();
         assert_eq!(&sub.expect_publish_acked().payload[..], b"once");
 
-        let (mut publisher, connack) =
-            RawClient::connect(broker.addr(), persistent(protocol, &id));
+        let (mut publisher, connack) = RawClient::connect(broker.addr(), persistent(protocol, &id));
         assert!(connack.session_present);
         publish.dup = true;
         publisher.send(&Packet::Publish(publish));

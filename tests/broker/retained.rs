@@ -14,7 +14,11 @@ fn retained(topic: &str, payload: &[u8], qos: QoS, id: Option<u16>) -> Publish {
 
 /// Subscribes a fresh client to `filter` and returns the retained messages it gets (the PINGRESP
 /// after the SUBACK fences them: they are sent before it).
-fn retained_for(broker: &TestBroker, protocol: codec::ProtocolVersion, filter: &str) -> Vec<Publish> {
+fn retained_for(
+    broker: &TestBroker,
+    protocol: codec::ProtocolVersion,
+    filter: &str,
+) -> Vec<Publish> {
     let mut client = RawClient::connected_clean(broker.addr(), protocol, "retained-reader");
     client.subscribe(filter, QoS::ExactlyOnce);
     client.ping();
@@ -53,7 +57,10 @@ fn retained_message_is_set_replaced_and_cleared() {
 
         publisher.publish(retained(&topic, b"", QoS::AtMostOnce, None));
         publisher.ping();
-        assert!(retained_for(&broker, protocol, "ret/#").is_empty(), "cleared");
+        assert!(
+            retained_for(&broker, protocol, "ret/#").is_empty(),
+            "cleared"
+        );
         publisher.disconnect();
     }
 }
@@ -89,7 +96,10 @@ fn live_delivery_of_a_retained_publish_clears_retain_unless_retain_as_published(
     publisher.publish(retained("rap", b"live", QoS::AtLeastOnce, Some(1)));
     assert!(!plain.expect_publish_acked().retain);
     assert!(rap.expect_publish_acked().retain);
-    assert!(!old.expect_publish_acked().retain, "3.1.1 live delivery has RETAIN 0");
+    assert!(
+        !old.expect_publish_acked().retain,
+        "3.1.1 live delivery has RETAIN 0"
+    );
 }
 
 fn subscribe_with_handling(client: &mut RawClient, id: u16, handling: RetainHandling) {
@@ -128,7 +138,10 @@ fn retain_handling_0_1_2() {
     publisher.publish(retained("rh/b", b"b", QoS::AtLeastOnce, Some(2)));
 
     let mut always = RawClient::connected_clean(broker.addr(), V5, "rh0");
-    assert_eq!(retained_count(&mut always, 1, RetainHandling::SendAtSubscribe), 2);
+    assert_eq!(
+        retained_count(&mut always, 1, RetainHandling::SendAtSubscribe),
+        2
+    );
     assert_eq!(
         retained_count(&mut always, 2, RetainHandling::SendAtSubscribe),
         2,

@@ -49,7 +49,11 @@ fn shared_group_spreads_messages_over_members_once_each() {
     plain.subscribe("jobs/+", QoS::AtMostOnce);
     let mut publisher = RawClient::connected_clean(broker.addr(), V5, "producer");
     for i in 0..30 {
-        let reason = publisher.publish_simple(&format!("jobs/{i}"), format!("{i}").as_bytes(), QoS::AtLeastOnce);
+        let reason = publisher.publish_simple(
+            &format!("jobs/{i}"),
+            format!("{i}").as_bytes(),
+            QoS::AtLeastOnce,
+        );
         assert_eq!(reason, ReasonCode::Success);
     }
     let mut all = BTreeSet::new();
@@ -90,7 +94,10 @@ fn every_member_gets_a_share() {
         from_b.extend(payloads(&drain(&mut b, true)));
         (from_a.len() + from_b.len() >= 20).then_some(())
     });
-    assert!(!from_a.is_empty() && !from_b.is_empty(), "a: {from_a:?}, b: {from_b:?}");
+    assert!(
+        !from_a.is_empty() && !from_b.is_empty(),
+        "a: {from_a:?}, b: {from_b:?}"
+    );
     assert_eq!(from_a.len() + from_b.len(), 20);
 }
 

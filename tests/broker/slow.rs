@@ -79,7 +79,9 @@ fn qos1_queue_bound_drops_the_oldest_for_an_offline_session() {
     publish_numbered(&broker, 20);
     let (mut sub, connack) = RawClient::connect(broker.addr(), connect);
     assert!(connack.session_present);
-    let got: Vec<u8> = (0..5).map(|_| sub.expect_publish_acked().payload[0]).collect();
+    let got: Vec<u8> = (0..5)
+        .map(|_| sub.expect_publish_acked().payload[0])
+        .collect();
     assert_eq!(got, [15, 16, 17, 18, 19]);
     sub.ping();
     sub.expect_silence(QUIET);

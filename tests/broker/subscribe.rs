@@ -27,7 +27,15 @@ fn publish_right_after_suback_is_delivered() {
                 .map(|_| subscriber.expect_publish_on(&topic).payload)
                 .collect();
             got.sort();
-            assert_eq!(got, [&b"other"[..]; 4].iter().chain([&&b"own"[..]]).copied().collect::<Vec<_>>(), "round {round}");
+            assert_eq!(
+                got,
+                [&b"other"[..]; 4]
+                    .iter()
+                    .chain([&&b"own"[..]])
+                    .copied()
+                    .collect::<Vec<_>>(),
+                "round {round}"
+            );
         }
     }
 }
@@ -51,11 +59,18 @@ fn unsubscribe_stops_delivery_and_reports_missing_filters() {
 fn overlapping_subscriptions_deliver_once_with_max_qos_and_every_identifier() {
     let broker = TestBroker::start();
     let mut client = RawClient::connected_clean(broker.addr(), V5, "overlap");
-    let subscriptions = [("ov/+", QoS::AtLeastOnce, Some(1)), ("ov/#", QoS::ExactlyOnce, Some(2)), ("ov/t", QoS::AtMostOnce, None)];
+    let subscriptions = [
+        ("ov/+", QoS::AtLeastOnce, Some(1)),
+        ("ov/#", QoS::ExactlyOnce, Some(2)),
+        ("ov/t", QoS::AtMostOnce, None),
+    ];
     for (i, (filter, qos, id)) in subscriptions.into_iter().enumerate() {
         let mut subscribe = subscribe_packet(i as u16 + 1, filter, qos_options(qos));
         subscribe.properties.subscription_identifier = id.and_then(SubscriptionId::new);
-        assert_eq!(client.subscribe_with(subscribe).reason_codes, vec![ReasonCode::granted(qos)]);
+        assert_eq!(
+            client.subscribe_with(subscribe).reason_codes,
+            vec![ReasonCode::granted(qos)]
+        );
     }
     let mut publisher = RawClient::connected_clean(broker.addr(), V5, "overlap-pub");
     publisher.publish_simple("ov/t", b"x", QoS::ExactlyOnce);
@@ -98,7 +113,10 @@ fn no_local_skips_the_subscriber_own_publishes() {
         ReasonCode::NoMatchingSubscribers
     );
     client.ping();
-    assert!(matches!(client.next_event(std::time::Duration::ZERO), Event::Timeout));
+    assert!(matches!(
+        client.next_event(std::time::Duration::ZERO),
+        Event::Timeout
+    ));
     let mut other = RawClient::connected_clean(broker.addr(), V5, "no-local-other");
     other.publish_simple("nl/t", b"theirs", QoS::AtLeastOnce);
     assert_eq!(&client.expect_publish_acked().payload[..], b"theirs");
@@ -108,17 +126,36 @@ fn no_local_skips_the_subscriber_own_publishes() {
 fn invalid_filters_get_0x8f_and_shared_no_local_is_a_protocol_error() {
     let broker = TestBroker::start();
     let mut client = RawClient::connected_clean(broker.addr(), V5, "bad-filters");
-    for (i, filter) in ["a/#/b", "a+/b", "$share/g", "$share//t"].into_iter().enumerate() {
-        let ack = client.subscribe_with(subscribe_packet(i as u16 + 1, filter, qos_options(QoS::AtMostOnce)));
-        assert_eq!(ack.reason_codes, vec![ReasonCode::TopicFilterInvalid], "{filter}");
+    for (i, filter) in ["a/#/b", "a+/b", "$share/g", "$share//t"]
+        .into_iter()
+        .enumerate()
+    {
+        let ack = client.subscribe_with(subscribe_packet(
+            i as u16 + 1,
+            filter,
+            qos_options(QoS::AtMostOnce),
+        ));
+        assert_eq!(
+            ack.reason_codes,
+            vec![ReasonCode::TopicFilterInvalid],
+            "{filter}"
+        );
     }
     let mut old = RawClient::connected_clean(broker.addr(), V311, "bad-filter-311");
     let ack = old.subscribe_with(subscribe_packet(1, "a/#/b", qos_options(QoS::AtMostOnce)));
-    assert_eq!(ack.reason_codes, vec![ReasonCode::UnspecifiedError], "3.1.1 failure 0x80");
+    assert_eq!(
+        ack.reason_codes,
+        vec![ReasonCode::UnspecifiedError],
+        "3.1.1 failure 0x80"
+    );
     let options = SubscriptionOptions {
         no_local: true,
         ..SubscriptionOptions::default()
     };
-    client.send(&codec::Packet::Subscribe(subscribe_packet(9, "$share/g/t", options)));
+    client.send(&codec::Packet::Subscribe(subscribe_packet(
+        9,
+        "$share/g/t",
+        options,
+    )));
     client.expect_disconnect(ReasonCode::ProtocolError);
 }

@@ -53,19 +53,29 @@ fn sys_topics_are_published_and_hidden_from_wildcards() {
     sys.subscribe("$SYS/#", QoS::AtMostOnce);
 
     let mut values = BTreeMap::new();
-    collect_until(&mut sys, &mut values, |v| SYS_TOPICS.iter().all(|t| v.contains_key(*t)));
+    collect_until(&mut sys, &mut values, |v| {
+        SYS_TOPICS.iter().all(|t| v.contains_key(*t))
+    });
     assert!(values["$SYS/broker/version"].starts_with("ringmq"));
-    let connected: u64 = values["$SYS/broker/clients/connected"].parse().expect("a number");
+    let connected: u64 = values["$SYS/broker/clients/connected"]
+        .parse()
+        .expect("a number");
     assert!(connected >= 1, "connected clients counted: {connected}");
-    let subscriptions: u64 = values["$SYS/broker/subscriptions/count"].parse().expect("a number");
+    let subscriptions: u64 = values["$SYS/broker/subscriptions/count"]
+        .parse()
+        .expect("a number");
     assert!(subscriptions >= 3, "subscriptions counted: {subscriptions}");
 
     // The counters move: publish something and see messages/received grow.
-    let before: u64 = values["$SYS/broker/messages/received"].parse().expect("a number");
+    let before: u64 = values["$SYS/broker/messages/received"]
+        .parse()
+        .expect("a number");
     everything.publish_simple("plain/topic", b"x", QoS::AtMostOnce);
     assert_eq!(everything.expect_publish().topic, "plain/topic");
     collect_until(&mut sys, &mut values, |v| {
-        v["$SYS/broker/messages/received"].parse::<u64>().is_ok_and(|n| n > before)
+        v["$SYS/broker/messages/received"]
+            .parse::<u64>()
+            .is_ok_and(|n| n > before)
     });
 
     // Two rounds of $SYS went out meanwhile; the "#" and "+/broker/#" subscriber saw none.

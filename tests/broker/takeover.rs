@@ -78,15 +78,26 @@ fn roam(protocol: codec::ProtocolVersion) {
         current.expect_disconnect(ReasonCode::SessionTakenOver);
 
         let again = next.expect_publish();
-        assert_eq!(again.payload, pending.as_bytes(), "round {round}: redelivered");
+        assert_eq!(
+            again.payload,
+            pending.as_bytes(),
+            "round {round}: redelivered"
+        );
         assert!(again.dup, "round {round}: redelivery has DUP set");
-        assert_eq!(again.packet_id, first.packet_id, "round {round}: same packet id");
+        assert_eq!(
+            again.packet_id, first.packet_id,
+            "round {round}: same packet id"
+        );
         next.acknowledge(&again);
 
         let live = format!("live-{round}");
         publisher.publish_simple("roam/t", live.as_bytes(), QoS::AtLeastOnce);
         let delivered = next.expect_publish_acked();
-        assert_eq!(delivered.payload, live.as_bytes(), "round {round}: subscription kept");
+        assert_eq!(
+            delivered.payload,
+            live.as_bytes(),
+            "round {round}: subscription kept"
+        );
         assert!(!delivered.dup);
 
         let next_shard = shard_of(&broker, &mut next);

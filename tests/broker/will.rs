@@ -32,7 +32,12 @@ fn watcher(broker: &TestBroker, protocol: codec::ProtocolVersion, topic: &str) -
 /// Makes sure the broker handled the end of `id`'s previous connection (a new connection with
 /// the same id and clean start is accepted only after the old session is dealt with), then checks
 /// that no will reached the watcher.
-fn assert_no_will(broker: &TestBroker, watcher: &mut RawClient, protocol: codec::ProtocolVersion, id: &str) {
+fn assert_no_will(
+    broker: &TestBroker,
+    watcher: &mut RawClient,
+    protocol: codec::ProtocolVersion,
+    id: &str,
+) {
     RawClient::connected_clean(broker.addr(), protocol, id).disconnect();
     watcher.ping();
     watcher.expect_silence(QUIET);
@@ -43,7 +48,8 @@ fn will_is_published_when_the_socket_closes_without_disconnect() {
     let broker = TestBroker::start();
     for protocol in [V311, V5] {
         let mut watch = watcher(&broker, protocol, "will/abrupt");
-        let client = RawClient::connected(broker.addr(), with_will(protocol, "dying", "will/abrupt"));
+        let client =
+            RawClient::connected(broker.addr(), with_will(protocol, "dying", "will/abrupt"));
         client.drop_abruptly();
         let will = watch.expect_publish_acked();
         assert_eq!(will.topic, "will/abrupt");
@@ -58,7 +64,8 @@ fn will_is_not_published_after_a_normal_disconnect() {
     let broker = TestBroker::start();
     for protocol in [V311, V5] {
         let mut watch = watcher(&broker, protocol, "will/normal");
-        let client = RawClient::connected(broker.addr(), with_will(protocol, "polite", "will/normal"));
+        let client =
+            RawClient::connected(broker.addr(), with_will(protocol, "polite", "will/normal"));
         client.disconnect();
         assert_no_will(&broker, &mut watch, protocol, "polite");
         watch.disconnect();
@@ -79,7 +86,8 @@ fn will_is_published_when_the_session_is_taken_over() {
     let broker = TestBroker::start();
     for protocol in [V311, V5] {
         let mut watch = watcher(&broker, protocol, "will/takeover");
-        let mut old = RawClient::connected(broker.addr(), with_will(protocol, "twin", "will/takeover"));
+        let mut old =
+            RawClient::connected(broker.addr(), with_will(protocol, "twin", "will/takeover"));
         let mut new = RawClient::connected_clean(broker.addr(), protocol, "twin");
         old.expect_disconnect(ReasonCode::SessionTakenOver);
         assert_eq!(&watch.expect_publish_acked().payload[..], b"gone");
@@ -165,6 +173,9 @@ fn will_properties_are_forwarded() {
     let got = watch.expect_publish_acked();
     assert_eq!(got.properties.content_type, Some(s("text/plain")));
     assert_eq!(got.properties.response_topic, Some(s("reply/here")));
-    assert_eq!(got.properties.correlation_data.as_deref(), Some(&b"corr"[..]));
+    assert_eq!(
+        got.properties.correlation_data.as_deref(),
+        Some(&b"corr"[..])
+    );
     assert_eq!(got.properties.user_properties, vec![(s("k"), s("v"))]);
 }

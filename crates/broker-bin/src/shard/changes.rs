@@ -84,7 +84,12 @@ impl BrokerShard {
 
     /// How far every shard has applied the change order.
     pub(super) fn applied_everywhere(&self) -> ChangeSeq {
-        let least = self.shared.applied.iter().map(|a| a.load(Ordering::Relaxed)).min();
+        let least = self
+            .shared
+            .applied
+            .iter()
+            .map(|a| a.load(Ordering::Relaxed))
+            .min();
         ChangeSeq(least.unwrap_or(0))
     }
 

@@ -50,6 +50,9 @@ impl BrokerShard {
             return;
         };
         self.shared.connections.fetch_sub(1, Ordering::Relaxed);
+        if connection.counted {
+            self.connected_clients -= 1;
+        }
         self.backlog.remove(&conn);
         self.disarm(ctx, connection.timer);
         debug!(peer = %connection.peer, ?reason, "connection closed");

@@ -308,6 +308,10 @@ impl BrokerShard {
                 return;
             };
             connection.phase = Phase::Connected;
+            if !connection.counted {
+                connection.counted = true;
+                self.connected_clients += 1;
+            }
             connection.protocol = connect.protocol;
             connection.client_id = Some(connect.client_id.clone());
             connection.keep_alive_grace = grace;
