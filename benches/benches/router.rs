@@ -189,27 +189,17 @@ fn churn_benches(c: &mut Criterion, table: &mut SubscriptionTable) {
     group.throughput(Throughput::Elements(1));
     let mut first = 0_u64;
     let table = std::cell::RefCell::new(table);
+    let subscribe = |f: &SubscriptionFilter| {
+        table.borrow_mut().subscribe(who, f, options, None);
+    };
+    let unsubscribe = |f: &SubscriptionFilter| {
+        table.borrow_mut().unsubscribe(who, f);
+    };
     group.bench_function("subscribe_exact", |b| {
-        b.iter_custom(|iters| {
-            let subscribe = |f: &SubscriptionFilter| {
-                table.borrow_mut().subscribe(who, f, options, None);
-            };
-            let unsubscribe = |f: &SubscriptionFilter| {
-                table.borrow_mut().unsubscribe(who, f);
-            };
-            timed_filters(iters, &mut first, |_| {}, subscribe, unsubscribe)
-        });
+        b.iter_custom(|iters| timed_filters(iters, &mut first, |_| {}, subscribe, unsubscribe));
     });
     group.bench_function("unsubscribe_exact", |b| {
-        b.iter_custom(|iters| {
-            let subscribe = |f: &SubscriptionFilter| {
-                table.borrow_mut().subscribe(who, f, options, None);
-            };
-            let unsubscribe = |f: &SubscriptionFilter| {
-                table.borrow_mut().unsubscribe(who, f);
-            };
-            timed_filters(iters, &mut first, subscribe, unsubscribe, |_| {})
-        });
+        b.iter_custom(|iters| timed_filters(iters, &mut first, subscribe, unsubscribe, |_| {}));
     });
     group.finish();
 }

@@ -5,6 +5,7 @@
 use std::collections::HashMap;
 
 use ahash::RandomState;
+use smallvec::SmallVec;
 
 /// Index of a node in the arena. The root is 0, which is never anyone's child, so 0 also means
 /// "no child" in the wildcard slots.
@@ -24,15 +25,19 @@ pub(crate) trait NodeValue: Default {
     fn is_empty(&self) -> bool;
 }
 
+/// A level as a child key: up to 16 bytes inline, so that scanning a child list does not chase a
+/// pointer per entry.
+type LevelKey = SmallVec<[u8; 16]>;
+
 /// A node's literal children. The map is boxed so that the common small case costs 24 bytes.
 #[derive(Debug, Clone)]
 enum Children {
-    Small(Vec<(Box<[u8]>, NodeId)>),
+    Small(Vec<(LevelKey, NodeId)>),
     #[expect(
         clippy::box_collection,
         reason = "boxed, the map costs 8 bytes in the enum; unboxed, 48 in every node"
     )]
-    Large(Box<HashMap<Box<[u8]>, NodeId, RandomState>>),
+    Large(Box<HashMap<LevelKey, NodeId, RandomState>>),
 }
 
 impl Children {
@@ -48,15 +53,15 @@ impl Children {
             Self::Small(list) if list.len() < SMALL_CHILDREN_MAX => {
                 // Grow one slot at a time: most nodes have one or two children.
                 list.reserve_exact(1);
-                list.push((level.into(), id));
+                list.push((LevelKey::from_slice(level), id));
             }
             Self::Small(list) => {
                 let mut map: HashMap<_, _, _> = list.drain(..).collect();
-                map.insert(level.into(), id);
+                map.insert(LevelKey::from_slice(level), id);
                 *self = Self::Large(Box::new(map));
             }
             Self::Large(map) => {
-                map.insert(level.into(), id);
+                map.insert(LevelKey::from_slice(level), id);
             }
         }
     }
