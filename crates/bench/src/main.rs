@@ -1,9 +1,36 @@
 //! `ringmq-bench`: the RingMQ MQTT load generator.
 #![forbid(unsafe_code)]
 
+mod cli;
+mod client;
+mod payload;
+mod plan;
+mod run;
+mod shard;
+mod stats;
+mod summary;
+
+use anyhow::Context;
+use clap::Parser;
+
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() -> anyhow::Result<()> {
-    anyhow::bail!("ringmq-bench is not built yet (issue 6)")
+    let cli = cli::Cli::parse();
+    if let Err(error) = ring_runtime::raise_fd_limit(u64::MAX) {
+        eprintln!("warning: could not raise the open-file limit: {error}");
+    }
+    let plan = plan::build(cli.command)?;
+    let json_path = plan.common.json.clone();
+    let summary = run::run(plan)?;
+    println!("{}", summary.text());
+    let json = serde_json::to_string_pretty(&summary).context("encoding the summary")?;
+    match json_path {
+        Some(path) => {
+            std::fs::write(&path, json).with_context(|| format!("writing {}", path.display()))?
+        }
+        None => println!("{json}"),
+    }
+    Ok(())
 }

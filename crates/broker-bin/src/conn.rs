@@ -53,6 +53,9 @@ pub struct Connection {
     pub publish_will: bool,
     /// Session expiry set by a 5.0 DISCONNECT, applied when the connection ends.
     pub expiry_on_close: Option<u32>,
+    /// Whether it completed CONNECT (and so counts in `$SYS/broker/clients/connected` until it
+    /// closes).
+    pub counted: bool,
 }
 
 impl Connection {
@@ -72,6 +75,7 @@ impl Connection {
             client_max_packet: u32::MAX,
             publish_will: true,
             expiry_on_close: None,
+            counted: false,
         }
     }
 

@@ -10,6 +10,7 @@ mod broker;
 pub mod cli;
 pub mod config;
 pub mod conn;
+pub mod detach;
 pub mod message;
 pub mod metrics;
 pub mod session;

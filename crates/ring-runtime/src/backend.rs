@@ -9,6 +9,7 @@ use bytes::Bytes;
 
 use crate::config::{BackendChoice, BackendKind, RuntimeConfig};
 use crate::conn::{Conn, ConnTable};
+use crate::ctx::ShardStats;
 use crate::error::RuntimeError;
 use crate::ids::ConnId;
 use crate::sys::eventfd::EventFd;
@@ -78,18 +79,37 @@ pub(crate) trait Backend: Sized {
     /// Whether no operation is in flight besides the wake-up read.
     fn is_idle(&self) -> bool;
 
+    /// Adds the counters only the backend sees to `stats`.
+    fn add_stats(&mut self, stats: &mut ShardStats) {
+        let _ = stats;
+    }
+
     /// Cancels everything still in flight and waits for the completions, so no buffer is freed
     /// while the kernel may write to it. Called once, before the shard exits.
     fn quiesce(&mut self, conns: &mut ConnTable) -> Result<(), RuntimeError>;
 }
 
+/// The wait timeout a backend uses: zero while it holds work of its own from an earlier wait.
+pub(crate) fn timeout_unless_pending(timeout: Option<Duration>, pending: bool) -> Option<Duration> {
+    if pending {
+        Some(Duration::ZERO)
+    } else {
+        timeout
+    }
+}
+
 /// Resolves the configured choice (and `RINGMQ_BACKEND`) to the backend the shards will use.
-/// The io_uring backend is not built yet: `Uring` is refused with a typed error.
+/// `Auto` probes io_uring and falls back to epoll; `Uring` reports why io_uring cannot be used.
 pub(crate) fn select_backend(config: &RuntimeConfig) -> Result<BackendKind, RuntimeError> {
     match config.backend.with_env_override()? {
-        BackendChoice::Epoll | BackendChoice::Auto => Ok(BackendKind::Epoll),
-        BackendChoice::Uring => Err(RuntimeError::KernelTooOld {
-            missing: "io_uring backend",
-        }),
+        BackendChoice::Epoll => Ok(BackendKind::Epoll),
+        BackendChoice::Uring => {
+            crate::uring::probe(config)?;
+            Ok(BackendKind::Uring)
+        }
+        BackendChoice::Auto => match crate::uring::probe(config) {
+            Ok(()) => Ok(BackendKind::Uring),
+            Err(_) => Ok(BackendKind::Epoll),
+        },
     }
 }

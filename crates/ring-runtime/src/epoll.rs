@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 
-use crate::backend::{Backend, Event};
+use crate::backend::{Backend, Event, timeout_unless_pending};
 use crate::config::RuntimeConfig;
 use crate::conn::{Conn, ConnTable, Phase, WriteBatch};
 use crate::error::RuntimeError;
@@ -81,11 +81,7 @@ impl Backend for EpollBackend {
         timeout: Option<Duration>,
         events: &mut Vec<Event>,
     ) -> Result<(), RuntimeError> {
-        let timeout = if self.read_ready.is_empty() {
-            timeout
-        } else {
-            Some(Duration::ZERO)
-        };
+        let timeout = timeout_unless_pending(timeout, !self.read_ready.is_empty());
         self.ready.clear();
         let mut raw = std::mem::take(&mut self.raw_events);
         let waited = self

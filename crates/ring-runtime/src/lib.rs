@@ -19,6 +19,7 @@ mod shard;
 mod slab;
 mod sys;
 mod timer;
+mod uring;
 
 pub use config::{BACKEND_ENV, BackendChoice, BackendKind, RuntimeConfig, available_cores};
 pub use ctx::{ShardCtx, ShardStats};

@@ -15,6 +15,7 @@ use crate::ids::ShardId;
 use crate::mailbox::Mailbox;
 use crate::shard::Shard;
 use crate::sys::{socket, thread};
+use crate::uring::UringBackend;
 
 /// State every shard and the handle share: the mailboxes and the shutdown flag.
 pub(crate) struct Shared<M> {
@@ -85,9 +86,8 @@ impl Runtime {
             let spawned = std::thread::Builder::new()
                 .name(format!("ringmq-shard-{index}"))
                 .spawn(move || match backend {
-                    BackendKind::Uring | BackendKind::Epoll => {
-                        start.run::<H, EpollBackend, _>(&*factory)
-                    }
+                    BackendKind::Uring => start.run::<H, UringBackend, _>(&*factory),
+                    BackendKind::Epoll => start.run::<H, EpollBackend, _>(&*factory),
                 })
                 .map_err(|source| RuntimeError::Spawn { shard, source });
             match spawned {

@@ -52,6 +52,7 @@ impl<T> TimerWheel<T> {
     }
 
     /// Armed timers.
+    #[cfg(test)]
     pub(crate) fn len(&self) -> usize {
         self.entries.len()
     }

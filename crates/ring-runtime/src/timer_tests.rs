@@ -108,12 +108,12 @@ fn matches_naive_model_on_random_schedule() {
         };
         let id = wheel.insert(origin + ms(now + delay), step);
         model.push((id, now + delay));
-        if rng.next() % 5 == 0 {
+        if rng.next().is_multiple_of(5) {
             let victim = (rng.next() % model.len() as u64) as usize;
             let (id, _) = model.swap_remove(victim);
             assert!(wheel.cancel(id).is_some());
         }
-        if rng.next() % 7 == 0 {
+        if rng.next().is_multiple_of(7) {
             let target = (rng.next() % model.len() as u64) as usize;
             let when = now + rng.next() % 100_000;
             assert!(wheel.reset(model[target].0, origin + ms(when)));
@@ -138,7 +138,7 @@ fn check_advance(
     if let Some(next) = wheel.next_deadline() {
         let earliest = model.iter().map(|m| m.1).min().expect("model not empty");
         assert!(
-            next <= origin + ms(earliest.max(0)),
+            next <= origin + ms(earliest),
             "wakes no later than the earliest"
         );
     }

@@ -4,6 +4,7 @@
 use std::collections::HashMap;
 
 use ahash::RandomState;
+use smallvec::SmallVec;
 
 use crate::filter::TopicFilter;
 use crate::topic::{TopicName, split_level};
@@ -24,10 +25,14 @@ pub(crate) fn byte_levels(bytes: &[u8]) -> impl Iterator<Item = &[u8]> {
     bytes.split(|&b| b == b'/')
 }
 
+/// An exact filter as a hash-map key: up to 24 bytes are stored inline in the bucket, so that
+/// comparing the key on a hit costs no extra cache miss.
+type ExactKey = SmallVec<[u8; 24]>;
+
 /// Filters to values, exact ones hashed, wildcard ones in a trie.
 #[derive(Debug, Clone)]
 pub(crate) struct FilterIndex<T> {
-    exact: HashMap<Box<[u8]>, T, RandomState>,
+    exact: HashMap<ExactKey, T, RandomState>,
     wildcard: LevelTrie<T>,
 }
 
@@ -49,7 +54,7 @@ impl<T: NodeValue> FilterIndex<T> {
             return self.wildcard.value_mut(id);
         }
         if !self.exact.contains_key(key) {
-            self.exact.insert(key.into(), T::default());
+            self.exact.insert(ExactKey::from_slice(key), T::default());
         }
         self.exact
             .get_mut(key)

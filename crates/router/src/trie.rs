@@ -5,6 +5,7 @@
 use std::collections::HashMap;
 
 use ahash::RandomState;
+use smallvec::SmallVec;
 
 /// Index of a node in the arena. The root is 0, which is never anyone's child, so 0 also means
 /// "no child" in the wildcard slots.
@@ -24,10 +25,19 @@ pub(crate) trait NodeValue: Default {
     fn is_empty(&self) -> bool;
 }
 
+/// A level as a child key: up to 16 bytes inline, so that scanning a child list does not chase a
+/// pointer per entry.
+type LevelKey = SmallVec<[u8; 16]>;
+
+/// A node's literal children. The map is boxed so that the common small case costs 24 bytes.
 #[derive(Debug, Clone)]
 enum Children {
-    Small(Vec<(Box<[u8]>, NodeId)>),
-    Large(HashMap<Box<[u8]>, NodeId, RandomState>),
+    Small(Vec<(LevelKey, NodeId)>),
+    #[expect(
+        clippy::box_collection,
+        reason = "boxed, the map costs 8 bytes in the enum; unboxed, 48 in every node"
+    )]
+    Large(Box<HashMap<LevelKey, NodeId, RandomState>>),
 }
 
 impl Children {
@@ -40,14 +50,18 @@ impl Children {
 
     fn insert(&mut self, level: &[u8], id: NodeId) {
         match self {
-            Self::Small(list) if list.len() < SMALL_CHILDREN_MAX => list.push((level.into(), id)),
+            Self::Small(list) if list.len() < SMALL_CHILDREN_MAX => {
+                // Grow one slot at a time: most nodes have one or two children.
+                list.reserve_exact(1);
+                list.push((LevelKey::from_slice(level), id));
+            }
             Self::Small(list) => {
                 let mut map: HashMap<_, _, _> = list.drain(..).collect();
-                map.insert(level.into(), id);
-                *self = Self::Large(map);
+                map.insert(LevelKey::from_slice(level), id);
+                *self = Self::Large(Box::new(map));
             }
             Self::Large(map) => {
-                map.insert(level.into(), id);
+                map.insert(LevelKey::from_slice(level), id);
             }
         }
     }
@@ -104,17 +118,68 @@ impl<T> Node<T> {
     }
 }
 
+/// Nodes per arena chunk (a power of two). A tuning constant, not a limit.
+const CHUNK_BITS: u32 = 10;
+const CHUNK_LEN: usize = 1 << CHUNK_BITS;
+
+/// Nodes in fixed-size chunks: growing never copies nodes and wastes at most one partly filled
+/// chunk, where one doubling `Vec` would leave up to half its capacity unused.
+#[derive(Debug, Clone)]
+struct NodeArena<T> {
+    chunks: Vec<Vec<Node<T>>>,
+    len: usize,
+}
+
+impl<T: NodeValue> NodeArena<T> {
+    fn push(&mut self, node: Node<T>) -> NodeId {
+        if self.len.is_multiple_of(CHUNK_LEN) {
+            self.chunks.push(Vec::with_capacity(CHUNK_LEN));
+        }
+        self.chunks
+            .last_mut()
+            .expect("invariant: a chunk with room was pushed above")
+            .push(node);
+        self.len += 1;
+        NodeId::try_from(self.len - 1).expect("invariant: fewer than 2^32 trie nodes")
+    }
+
+    fn len(&self) -> usize {
+        self.len
+    }
+}
+
+impl<T> std::ops::Index<NodeId> for NodeArena<T> {
+    type Output = Node<T>;
+
+    #[inline]
+    fn index(&self, id: NodeId) -> &Node<T> {
+        &self.chunks[(id >> CHUNK_BITS) as usize][id as usize & (CHUNK_LEN - 1)]
+    }
+}
+
+impl<T> std::ops::IndexMut<NodeId> for NodeArena<T> {
+    #[inline]
+    fn index_mut(&mut self, id: NodeId) -> &mut Node<T> {
+        &mut self.chunks[(id >> CHUNK_BITS) as usize][id as usize & (CHUNK_LEN - 1)]
+    }
+}
+
 /// The arena trie.
 #[derive(Debug, Clone)]
 pub(crate) struct LevelTrie<T> {
-    nodes: Vec<Node<T>>,
+    nodes: NodeArena<T>,
     free: Vec<NodeId>,
 }
 
 impl<T: NodeValue> Default for LevelTrie<T> {
     fn default() -> Self {
+        let mut nodes = NodeArena {
+            chunks: Vec::new(),
+            len: 0,
+        };
+        nodes.push(Node::default());
         Self {
-            nodes: vec![Node::default()],
+            nodes,
             free: Vec::new(),
         }
     }
@@ -128,7 +193,7 @@ impl<T: NodeValue> LevelTrie<T> {
     /// The child of `id` for `level` (`+` and `#` address the wildcard slots).
     #[inline]
     pub(crate) fn child(&self, id: NodeId, level: &[u8]) -> Option<NodeId> {
-        let node = &self.nodes[id as usize];
+        let node = &self.nodes[id];
         match level {
             b"+" => some_child(node.plus),
             b"#" => some_child(node.hash),
@@ -139,18 +204,18 @@ impl<T: NodeValue> LevelTrie<T> {
     /// The value stored at `id`.
     #[inline]
     pub(crate) fn value(&self, id: NodeId) -> &T {
-        &self.nodes[id as usize].value
+        &self.nodes[id].value
     }
 
     /// The value stored at `id`, mutably.
     #[inline]
     pub(crate) fn value_mut(&mut self, id: NodeId) -> &mut T {
-        &mut self.nodes[id as usize].value
+        &mut self.nodes[id].value
     }
 
     /// Calls `f` for every child of `id` with its level (wildcard children as `+` and `#`).
     pub(crate) fn for_each_child<'s>(&'s self, id: NodeId, mut f: impl FnMut(&'s [u8], NodeId)) {
-        let node = &self.nodes[id as usize];
+        let node = &self.nodes[id];
         node.children.for_each(&mut f);
         if let Some(plus) = some_child(node.plus) {
             f(b"+", plus);
@@ -180,13 +245,9 @@ impl<T: NodeValue> LevelTrie<T> {
     fn add_child(&mut self, parent: NodeId, level: &[u8]) -> NodeId {
         let child = match self.free.pop() {
             Some(reused) => reused,
-            None => {
-                self.nodes.push(Node::default());
-                NodeId::try_from(self.nodes.len() - 1)
-                    .expect("invariant: fewer than 2^32 trie nodes")
-            }
+            None => self.nodes.push(Node::default()),
         };
-        let node = &mut self.nodes[parent as usize];
+        let node = &mut self.nodes[parent];
         match level {
             b"+" => node.plus = child,
             b"#" => node.hash = child,
@@ -209,13 +270,13 @@ impl<T: NodeValue> LevelTrie<T> {
             }
         }
         while let Some((parent, level)) = path.pop() {
-            let node = &self.nodes[id as usize];
+            let node = &self.nodes[id];
             if !(node.is_leaf() && node.value.is_empty()) {
                 return;
             }
-            self.nodes[id as usize] = Node::default();
+            self.nodes[id] = Node::default();
             self.free.push(id);
-            let parent_node = &mut self.nodes[parent as usize];
+            let parent_node = &mut self.nodes[parent];
             match level {
                 b"+" => parent_node.plus = 0,
                 b"#" => parent_node.hash = 0,

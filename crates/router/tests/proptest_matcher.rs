@@ -6,7 +6,7 @@ mod common;
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use common::naive_matches;
+use common::{naive_matches, plain_filter_text, topic_text};
 use proptest::prelude::*;
 use router::{
     Matches, Publisher, QoS, RetainHandling, SharedStrategy, SubscribeOutcome, SubscriberId,
@@ -35,31 +35,11 @@ enum Op {
     },
 }
 
-fn level() -> impl Strategy<Value = &'static str> {
-    prop::sample::select(vec!["a", "b", "", "$s", "c"])
-}
-
-fn topic() -> impl Strategy<Value = String> {
-    prop::collection::vec(level(), 1..5)
-        .prop_map(|levels| levels.join("/"))
-        .prop_filter("topics are non-empty", |t| !t.is_empty())
-}
-
 fn filter() -> impl Strategy<Value = String> {
-    let levels = prop::collection::vec(prop::sample::select(vec!["a", "b", "", "$s", "+"]), 0..4);
     let share = prop::option::weighted(0.3, prop::sample::select(vec!["g1", "g2"]));
-    (share, levels, any::<bool>()).prop_filter_map("non-empty", |(share, mut levels, hash)| {
-        if hash {
-            levels.push("#");
-        }
-        let plain = levels.join("/");
-        if plain.is_empty() {
-            return None;
-        }
-        Some(match share {
-            Some(group) => format!("$share/{group}/{plain}"),
-            None => plain,
-        })
+    (share, plain_filter_text()).prop_map(|(share, plain)| match share {
+        Some(group) => format!("$share/{group}/{plain}"),
+        None => plain,
     })
 }
 
@@ -77,7 +57,7 @@ fn op() -> impl Strategy<Value = Op> {
         3 => (0..SUBSCRIBERS, filter(), options(), prop::option::of(1..4_u32))
             .prop_map(|(who, filter, options, id)| Op::Subscribe { who, filter, options, id }),
         1 => (0..SUBSCRIBERS, filter()).prop_map(|(who, filter)| Op::Unsubscribe { who, filter }),
-        3 => (topic(), prop::option::of(0..SUBSCRIBERS), any::<u8>())
+        3 => (topic_text(), prop::option::of(0..SUBSCRIBERS), any::<u8>())
             .prop_map(|(topic, publisher, offline)| Op::Match { topic, publisher, offline }),
     ]
 }
@@ -261,7 +241,7 @@ proptest! {
     }
 
     #[test]
-    fn single_filter_matches_agrees_with_the_naive_matcher(filter in filter(), topic in topic()) {
+    fn single_filter_matches_agrees_with_the_naive_matcher(filter in filter(), topic in topic_text()) {
         if let Ok(SubscriptionFilter::Plain(parsed)) = filter.parse::<SubscriptionFilter>() {
             let name: TopicName = topic.parse().expect("generated topics are valid");
             prop_assert_eq!(parsed.matches(&name), naive_matches(&filter, &topic));

@@ -4,7 +4,7 @@ mod common;
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use common::naive_matches;
+use common::{naive_matches, plain_filter_text, topic_text};
 use proptest::prelude::*;
 use router::{RetainedStore, TopicFilter, TopicName};
 
@@ -88,34 +88,13 @@ fn replace_clear_count_and_bytes() {
     assert!(found(&store, "#").is_empty());
 }
 
-fn level() -> impl Strategy<Value = &'static str> {
-    prop::sample::select(vec!["a", "b", "", "$s"])
-}
-
-fn topic_text() -> impl Strategy<Value = String> {
-    prop::collection::vec(level(), 1..5)
-        .prop_map(|levels| levels.join("/"))
-        .prop_filter("non-empty", |t| !t.is_empty())
-}
-
-fn filter_text() -> impl Strategy<Value = String> {
-    let levels = prop::collection::vec(prop::sample::select(vec!["a", "b", "", "$s", "+"]), 0..5);
-    (levels, any::<bool>()).prop_filter_map("non-empty", |(mut levels, hash)| {
-        if hash {
-            levels.push("#");
-        }
-        let text = levels.join("/");
-        (!text.is_empty()).then_some(text)
-    })
-}
-
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(256))]
 
     #[test]
     fn matching_agrees_with_a_full_scan(
         ops in prop::collection::vec((topic_text(), 0..4_u32, 0..20_usize), 1..60),
-        queries in prop::collection::vec(filter_text(), 1..20),
+        queries in prop::collection::vec(plain_filter_text(), 1..20),
     ) {
         let mut store = RetainedStore::new();
         let mut model: BTreeMap<String, (u32, usize)> = BTreeMap::new();

@@ -50,6 +50,9 @@ impl BrokerShard {
             return;
         };
         self.shared.connections.fetch_sub(1, Ordering::Relaxed);
+        if connection.counted {
+            self.connected_clients -= 1;
+        }
         self.backlog.remove(&conn);
         self.disarm(ctx, connection.timer);
         debug!(peer = %connection.peer, ?reason, "connection closed");
@@ -240,10 +243,12 @@ impl BrokerShard {
             let Some(client_id) = self.conns.get(&conn).and_then(|c| c.client_id.clone()) else {
                 continue;
             };
-            if let Some(session) = self.sessions.get_mut(&client_id) {
-                if let Some(pending) = session.will.take() {
-                    self.publish_will(ctx, &client_id, pending.will);
-                }
+            if let Some(pending) = self
+                .sessions
+                .get_mut(&client_id)
+                .and_then(|s| s.will.take())
+            {
+                self.publish_will(ctx, &client_id, pending.will);
             }
         }
         self.flush_routes(ctx);

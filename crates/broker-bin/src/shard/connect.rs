@@ -13,6 +13,7 @@ use super::timers::TimerPurpose;
 use super::{BrokerShard, Ctx, Fault};
 use crate::alias::{InboundAliases, OutboundAliases};
 use crate::conn::Phase;
+use crate::detach;
 use crate::message::Change;
 use crate::session::{PendingWill, Session, SessionExpiry};
 use crate::shared::SessionLocation;
@@ -50,8 +51,12 @@ impl BrokerShard {
             .client_id
             .is_empty()
             .then(|| self.assign_client_id());
-        if let Some(id) = &assigned {
-            connect.client_id = id.clone();
+        connect.client_id = match &assigned {
+            Some(id) => id.clone(),
+            None => detach::string(&connect.client_id),
+        };
+        if let Some(will) = connect.will.as_mut() {
+            detach::will(will);
         }
         match self.claim(&connect.client_id) {
             Err(reason) => self.refuse_connect(ctx, conn, reason),
@@ -309,6 +314,10 @@ impl BrokerShard {
                 return;
             };
             connection.phase = Phase::Connected;
+            if !connection.counted {
+                connection.counted = true;
+                self.connected_clients += 1;
+            }
             connection.protocol = connect.protocol;
             connection.client_id = Some(connect.client_id.clone());
             connection.keep_alive_grace = grace;

@@ -59,6 +59,7 @@ pub struct BrokerShard {
     route_buf: Vec<Vec<Recipient>>,
     backlog: HashSet<ConnId>,
     subscriptions: usize,
+    connected_clients: usize,
     pending_subacks: Vec<subscribe::PendingSubAck>,
     subacks_to_nudge: HashSet<ShardId>,
 }
@@ -90,6 +91,7 @@ impl BrokerShard {
             route_buf: (0..shard_count).map(|_| Vec::new()).collect(),
             backlog: HashSet::new(),
             subscriptions: 0,
+            connected_clients: 0,
             pending_subacks: Vec::new(),
             subacks_to_nudge: HashSet::new(),
         }
@@ -142,6 +144,7 @@ impl Handler for BrokerShard {
     fn on_turn_end(&mut self, ctx: &mut Ctx) {
         self.drain_backlog(ctx);
         self.flush_routes(ctx);
+        self.update_gauges();
     }
 
     fn on_shutdown(&mut self, ctx: &mut Ctx) {

@@ -16,6 +16,7 @@ use session_store::InboundQos2;
 use tracing::debug;
 
 use super::{BrokerShard, Ctx, Fault};
+use crate::detach;
 use crate::message::{Change, Message, Outgoing, Recipient, ShardMsg};
 use crate::metrics::ShardCounters;
 
@@ -181,8 +182,17 @@ impl BrokerShard {
         ctx: &mut Ctx,
         input: PublishInput<'_>,
     ) -> ReasonCode {
-        let Ok(shared) = SharedPublish::new(input.topic_text, input.payload, &input.properties)
-        else {
+        // A message that may be kept (queued for QoS 1/2 sessions, or retained) gets its own
+        // allocation; a QoS 0 message only passes through and keeps borrowing the receive buffer.
+        let (topic_text, payload) = if input.qos != QoS::AtMostOnce || input.retain {
+            (
+                detach::string(&input.topic_text),
+                detach::bytes(&input.payload),
+            )
+        } else {
+            (input.topic_text, input.payload)
+        };
+        let Ok(shared) = SharedPublish::new(topic_text, payload, &input.properties) else {
             return ReasonCode::ImplementationSpecificError;
         };
         let expires_at = input

@@ -11,6 +11,7 @@ use ring_runtime::ConnId;
 use router::{ChangeSeq, SubscriptionChange, SubscriptionFilter};
 
 use super::{BrokerShard, Ctx, Fault};
+use crate::detach;
 use crate::message::{Change, Expiry, Message, Outgoing};
 use crate::session::SessionSubscription;
 
@@ -115,6 +116,8 @@ impl BrokerShard {
         options: SubscriptionOptions,
         id: Option<SubscriptionId>,
     ) -> Result<Result<(QoS, SubscriptionFilter, bool, ChangeSeq), ReasonCode>, Fault> {
+        // Kept by the session for its life: detached from the receive buffer.
+        let text = &detach::string(text);
         let Ok(filter) = SubscriptionFilter::from_bytes(
             text.as_shared_bytes().clone(),
             &self.shared.topic_limits,

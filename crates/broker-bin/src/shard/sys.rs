@@ -26,7 +26,6 @@ impl BrokerShard {
         let Some(interval) = self.shared.config.sys_interval else {
             return;
         };
-        self.update_gauges();
         self.arm(ctx, ctx.now() + interval, TimerPurpose::Sys);
         if self.id.index() != 0 {
             return;
@@ -112,11 +111,10 @@ impl BrokerShard {
         );
     }
 
-    /// This shard's gauges for `$SYS`.
-    fn update_gauges(&self) {
+    /// This shard's gauges for `$SYS`: O(1), refreshed every turn.
+    pub(super) fn update_gauges(&self) {
         let counters = self.counters();
-        let connected = self.sessions.values().filter(|s| s.conn.is_some()).count();
-        ShardCounters::set(&counters.clients_connected, connected as u64);
+        ShardCounters::set(&counters.clients_connected, self.connected_clients as u64);
         ShardCounters::set(&counters.clients_total, self.sessions.len() as u64);
         ShardCounters::set(&counters.subscriptions, self.subscriptions as u64);
         if self.id.index() == 0 {

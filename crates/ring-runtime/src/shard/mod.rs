@@ -64,6 +64,7 @@ impl<H: Handler, B: Backend> Shard<H, B> {
             let timeout = self.wait_timeout();
             self.backend
                 .wait(&mut self.ctx.conns, timeout, &mut self.events)?;
+            self.backend.add_stats(&mut self.ctx.stats);
             self.ctx.now = Instant::now();
             self.dispatch_events();
             self.fire_timers();

@@ -31,9 +31,8 @@ impl Epoll {
         // SAFETY: no pointers; the result is checked.
         let fd = cvt(unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) })?;
         // SAFETY: `fd` was just created and is owned by nobody else.
-        Ok(Self {
-            fd: unsafe { OwnedFd::from_raw_fd(fd) },
-        })
+        let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+        Ok(Self { fd })
     }
 
     /// Registers `fd` with `flags`, reporting `token`.

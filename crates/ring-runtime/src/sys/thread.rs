@@ -55,7 +55,7 @@ fn get_rlimit(resource: Resource) -> io::Result<libc::rlimit> {
 
 /// The soft `RLIMIT_MEMLOCK` in bytes.
 pub(crate) fn memlock_limit() -> u64 {
-    get_rlimit(libc::RLIMIT_MEMLOCK).map_or(0, |limit| limit.rlim_cur as u64)
+    get_rlimit(libc::RLIMIT_MEMLOCK).map_or(0, |limit| limit.rlim_cur)
 }
 
 /// Raises the soft `RLIMIT_NOFILE` to `want` (capped at the hard limit); returns the new soft

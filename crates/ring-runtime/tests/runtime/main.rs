@@ -2,6 +2,11 @@
 //! `RINGMQ_BACKEND` (auto when unset), so scripts/test.d/30-runtime.sh runs this binary once
 //! per backend. A test that needs something the kernel lacks prints why and skips.
 
+#![allow(
+    clippy::unwrap_used,
+    reason = "test code: a failed unwrap is a failed test"
+)]
+
 mod common;
 
 mod close;

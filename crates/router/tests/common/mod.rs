@@ -1,4 +1,7 @@
-//! Helpers shared by the integration tests.
+//! Helpers shared by the property tests: generators over a small alphabet (so that filters
+//! overlap and `$` topics and empty levels are frequent) and the reference matcher.
+
+use proptest::prelude::*;
 
 /// The reference matcher: levels compared one by one, written independently of the router.
 pub fn naive_matches(filter: &str, topic: &str) -> bool {
@@ -17,4 +20,24 @@ pub fn naive_matches(filter: &str, topic: &str) -> bool {
         }
     }
     f.len() == t.len()
+}
+
+/// Topic names of 1 to 4 levels.
+pub fn topic_text() -> impl Strategy<Value = String> {
+    let level = prop::sample::select(vec!["a", "b", "", "$s", "c"]);
+    prop::collection::vec(level, 1..5)
+        .prop_map(|levels| levels.join("/"))
+        .prop_filter("topics are non-empty", |t| !t.is_empty())
+}
+
+/// Plain topic filters of up to 4 levels, `+` anywhere and maybe a final `#`.
+pub fn plain_filter_text() -> impl Strategy<Value = String> {
+    let levels = prop::collection::vec(prop::sample::select(vec!["a", "b", "", "$s", "+"]), 0..4);
+    (levels, any::<bool>()).prop_filter_map("filters are non-empty", |(mut levels, hash)| {
+        if hash {
+            levels.push("#");
+        }
+        let text = levels.join("/");
+        (!text.is_empty()).then_some(text)
+    })
 }

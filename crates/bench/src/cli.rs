@@ -1,0 +1,171 @@
+//! Command line of `ringmq-bench`.
+
+use std::net::{IpAddr, SocketAddr};
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand};
+
+/// ringmq-bench: an MQTT load generator on RingMQ's thread-per-core runtime.
+#[derive(Debug, Parser)]
+#[command(name = "ringmq-bench", version, about)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// What to run.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Connect idle clients and hold them.
+    Conn {
+        #[command(flatten)]
+        common: Common,
+        /// Number of clients.
+        #[arg(long, short = 'c', default_value_t = 1000)]
+        count: usize,
+    },
+    /// Publishers only.
+    Pub {
+        #[command(flatten)]
+        common: Common,
+        #[command(flatten)]
+        publish: PublishArgs,
+        /// Number of publishers.
+        #[arg(long, short = 'c', default_value_t = 1)]
+        count: usize,
+        /// Topic pattern; `%i` is the client index, `%c` the client id.
+        #[arg(long, short = 't', default_value = "bench/%i")]
+        topic: String,
+    },
+    /// Subscribers only.
+    Sub {
+        #[command(flatten)]
+        common: Common,
+        /// Number of subscribers.
+        #[arg(long, short = 'c', default_value_t = 1)]
+        count: usize,
+        /// Topic filter pattern; `%i` is the client index, `%c` the client id.
+        #[arg(long, short = 't', default_value = "bench/#")]
+        topic: String,
+        /// Subscription QoS.
+        #[arg(long, short = 'q', default_value_t = 0)]
+        qos: u8,
+        /// Messages expected in total (for the loss figure); 0 = unknown.
+        #[arg(long, default_value_t = 0)]
+        expect: u64,
+    },
+    /// Broadcast: every publisher publishes to one topic that every subscriber subscribes to.
+    Fanout {
+        #[command(flatten)]
+        common: Common,
+        #[command(flatten)]
+        publish: PublishArgs,
+        /// Publishers.
+        #[arg(long, default_value_t = 10)]
+        pubs: usize,
+        /// Subscribers.
+        #[arg(long, default_value_t = 500)]
+        subs: usize,
+        /// The topic.
+        #[arg(long, short = 't', default_value = "bench/fanout")]
+        topic: String,
+    },
+    /// One-to-one: each publisher has its own topic and its own subscriber.
+    P2p {
+        #[command(flatten)]
+        common: Common,
+        #[command(flatten)]
+        publish: PublishArgs,
+        /// Publisher/subscriber pairs.
+        #[arg(long, default_value_t = 1000)]
+        pairs: usize,
+        /// Topic prefix; pair `i` uses `PREFIX/i`.
+        #[arg(long, default_value = "bench/p2p")]
+        prefix: String,
+    },
+    /// Shared subscription: publishers to one topic, members of `$share/GROUP/TOPIC`.
+    Shared {
+        #[command(flatten)]
+        common: Common,
+        #[command(flatten)]
+        publish: PublishArgs,
+        /// Publishers.
+        #[arg(long, default_value_t = 20)]
+        pubs: usize,
+        /// Group members.
+        #[arg(long, default_value_t = 50)]
+        members: usize,
+        /// The topic.
+        #[arg(long, short = 't', default_value = "bench/shared")]
+        topic: String,
+        /// The share group name.
+        #[arg(long, default_value = "g")]
+        group: String,
+    },
+}
+
+/// Options every command takes.
+#[derive(Debug, Clone, Args)]
+pub struct Common {
+    /// Broker address; repeatable (clients are spread over them).
+    #[arg(long, short = 'H', default_value = "127.0.0.1:1883")]
+    pub host: Vec<SocketAddr>,
+    /// Local source address; repeatable (to go beyond one address's ephemeral ports).
+    #[arg(long)]
+    pub bind: Vec<IpAddr>,
+    /// Load generator threads (0 = one per core).
+    #[arg(long, default_value_t = 0)]
+    pub threads: usize,
+    /// MQTT protocol version: 3 (3.1), 4 (3.1.1) or 5 (5.0).
+    #[arg(long = "mqtt", short = 'V', default_value_t = 4)]
+    pub mqtt_version: u8,
+    /// Keep-alive in seconds.
+    #[arg(long, default_value_t = 300)]
+    pub keep_alive: u16,
+    /// Connect with Clean Start = 0 (persistent sessions; session expiry 0xFFFFFFFF in 5.0).
+    #[arg(long)]
+    pub persistent: bool,
+    /// New connections per second over all clients (0 = as fast as possible).
+    #[arg(long, default_value_t = 0)]
+    pub connect_rate: u64,
+    /// Run time in seconds (the run also ends when every publisher reached --limit and every
+    /// expected message arrived).
+    #[arg(long, short = 'd', default_value_t = 10)]
+    pub duration: u64,
+    /// Client id prefix.
+    #[arg(long, default_value = "rb")]
+    pub client_prefix: String,
+    /// Write the summary as JSON to this file.
+    #[arg(long)]
+    pub json: Option<PathBuf>,
+    /// Scenario label written into the summary.
+    #[arg(long, default_value = "")]
+    pub label: String,
+    /// Print no progress lines.
+    #[arg(long)]
+    pub quiet: bool,
+}
+
+/// Publishing options.
+#[derive(Debug, Clone, Args)]
+pub struct PublishArgs {
+    /// QoS of publishes and subscriptions.
+    #[arg(long, short = 'q', default_value_t = 0)]
+    pub qos: u8,
+    /// Payload size in bytes (at least 16: timestamp, publisher and sequence).
+    #[arg(long, short = 's', default_value_t = 256)]
+    pub size: usize,
+    /// Messages per second per publisher (0 = flood, bounded by the inflight window and the
+    /// socket queue).
+    #[arg(long, short = 'r', default_value_t = 0)]
+    pub rate: u64,
+    /// Messages per publisher (0 = until the duration ends).
+    #[arg(long, short = 'L', default_value_t = 0)]
+    pub limit: u64,
+    /// Unacknowledged QoS 1/2 messages per publisher.
+    #[arg(long, default_value_t = 64)]
+    pub inflight: u16,
+    /// Seconds to wait after connecting before publishing (lets subscriptions settle).
+    #[arg(long, default_value_t = 1)]
+    pub warmup: u64,
+}

@@ -1,0 +1,181 @@
+//! Running a plan: start the load threads, print progress each second, stop at the end, and
+//! summarise.
+
+use std::sync::Arc;
+use std::sync::mpsc::{self, Receiver};
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+use hdrhistogram::Histogram;
+use ring_runtime::{Runtime, RuntimeConfig, ShardId};
+
+use crate::plan::RunPlan;
+use crate::shard::{BenchShard, Control, Report};
+use crate::stats::{Stats, Totals, latency_histogram};
+use crate::summary::Summary;
+
+/// How long the run waits, after publishers finished, for the last messages to arrive.
+const DRAIN: Duration = Duration::from_secs(3);
+
+/// Runs `plan` to the end and returns its summary.
+pub fn run(plan: RunPlan) -> anyhow::Result<Summary> {
+    let plan = Arc::new(plan);
+    let threads = match plan.common.threads {
+        0 => ring_runtime::available_cores(),
+        n => n,
+    };
+    let stats = Arc::new(Stats::new(threads));
+    let (reports_tx, reports) = mpsc::channel::<Report>();
+    let config = RuntimeConfig {
+        shards: Some(threads),
+        ..RuntimeConfig::default()
+    };
+    let (plan_for, stats_for) = (Arc::clone(&plan), Arc::clone(&stats));
+    let handle = Runtime::start(config, move |id: ShardId| {
+        BenchShard::new(
+            id,
+            threads,
+            Arc::clone(&plan_for),
+            Arc::clone(&stats_for),
+            reports_tx.clone(),
+        )
+    })
+    .context("starting the load generator runtime")?;
+    let started = Instant::now();
+    let cpu_before = crate::summary::own_cpu_seconds();
+    for index in 0..threads {
+        let _ = handle.post(ShardId::new(index as u16), vec![Control::Start]);
+    }
+    let mut total = latency_histogram();
+    let mut watch = Watch::new(&plan, &stats);
+    while !watch.finished(started) {
+        std::thread::sleep(Duration::from_millis(100));
+        let interval = drain_reports(&reports, &mut total);
+        watch.progress(started, interval.as_ref(), plan.common.quiet);
+    }
+    let elapsed = started.elapsed();
+    for index in 0..threads {
+        let _ = handle.post(ShardId::new(index as u16), vec![Control::StopPublishing]);
+    }
+    watch.drain();
+    handle.shutdown();
+    handle.join().context("stopping the load generator")?;
+    drain_reports(&reports, &mut total);
+    let cpu = crate::summary::own_cpu_seconds() - cpu_before;
+    Ok(Summary::new(&plan, stats.totals(), &total, elapsed, cpu))
+}
+
+/// Merges every waiting report into `total`; the merge of this batch for progress lines.
+fn drain_reports(reports: &Receiver<Report>, total: &mut Histogram<u64>) -> Option<Histogram<u64>> {
+    let mut interval: Option<Histogram<u64>> = None;
+    while let Ok(report) = reports.try_recv() {
+        let _ = total.add(&report.histogram);
+        match &mut interval {
+            Some(h) => {
+                let _ = h.add(&report.histogram);
+            }
+            None => interval = Some(report.histogram),
+        }
+    }
+    interval
+}
+
+/// Decides when a run ends and prints progress.
+struct Watch<'a> {
+    plan: &'a RunPlan,
+    stats: &'a Stats,
+    publishers: u64,
+    last: Totals,
+    last_print: Instant,
+    publishers_done_at: Option<Instant>,
+    interval: Option<Histogram<u64>>,
+}
+
+impl<'a> Watch<'a> {
+    fn new(plan: &'a RunPlan, stats: &'a Stats) -> Self {
+        Self {
+            plan,
+            stats,
+            publishers: plan.publisher_count() as u64,
+            last: Totals::default(),
+            last_print: Instant::now(),
+            publishers_done_at: None,
+            interval: None,
+        }
+    }
+
+    /// The duration passed, or every publisher finished and every expected message arrived (or
+    /// the drain time after the publishers finished passed).
+    fn finished(&mut self, started: Instant) -> bool {
+        if started.elapsed() >= Duration::from_secs(self.plan.common.duration) {
+            return true;
+        }
+        let limited = self.plan.publish.is_some_and(|p| p.limit > 0) && self.publishers > 0;
+        if !limited {
+            return false;
+        }
+        let t = self.stats.totals();
+        if t.publishers_done < self.publishers {
+            return false;
+        }
+        let done_at = *self.publishers_done_at.get_or_insert_with(Instant::now);
+        t.received >= self.plan.expected(t.sent) || done_at.elapsed() >= DRAIN
+    }
+
+    /// Waits (at most [`DRAIN`]) for the messages still on their way after publishing stopped.
+    fn drain(&self) {
+        let until = Instant::now() + DRAIN;
+        let mut last = self.stats.totals();
+        let mut quiet_for = 0;
+        while Instant::now() < until {
+            std::thread::sleep(Duration::from_millis(100));
+            let t = self.stats.totals();
+            if t.received >= self.plan.expected(t.sent) {
+                return;
+            }
+            let moved = t.sent != last.sent || t.received != last.received || t.acked != last.acked;
+            quiet_for = if moved { 0 } else { quiet_for + 1 };
+            // Nothing arrived for half a second: what is missing is lost.
+            if quiet_for >= 5 {
+                return;
+            }
+            last = t;
+        }
+    }
+
+    fn progress(&mut self, started: Instant, interval: Option<&Histogram<u64>>, quiet: bool) {
+        if let Some(h) = interval {
+            match &mut self.interval {
+                Some(acc) => {
+                    let _ = acc.add(h);
+                }
+                None => self.interval = Some(h.clone()),
+            }
+        }
+        let since = self.last_print.elapsed();
+        if since < Duration::from_secs(1) {
+            return;
+        }
+        let t = self.stats.totals();
+        let secs = since.as_secs_f64();
+        let expected = self.plan.expected(t.sent);
+        let (p50, p99) = self.interval.take().map_or((0, 0), |h| {
+            (h.value_at_quantile(0.5), h.value_at_quantile(0.99))
+        });
+        if !quiet {
+            eprintln!(
+                "t={:>4.0}s conns={} ready={} sent/s={:.0} recv/s={:.0} loss={} p50={}us p99={}us",
+                started.elapsed().as_secs_f64(),
+                t.connected,
+                t.ready,
+                (t.sent - self.last.sent) as f64 / secs,
+                (t.received - self.last.received) as f64 / secs,
+                expected.saturating_sub(t.received),
+                p50,
+                p99,
+            );
+        }
+        self.last = t;
+        self.last_print = Instant::now();
+    }
+}

@@ -1,0 +1,455 @@
+//! The load generator's protocol handler: one per runtime thread, owning its share of the
+//! clients. Connect pacing, publishing and progress reports run on a periodic tick.
+
+use std::collections::HashMap;
+use std::io;
+use std::sync::Arc;
+use std::sync::mpsc::Sender;
+use std::time::{Duration, Instant};
+
+use bytes::{Bytes, BytesMut};
+use codec::{Connect, Limits, Packet, PingReq, Publish, QoS, Subscribe, SubscriptionOptions};
+use hdrhistogram::Histogram;
+use ring_runtime::{CloseReason, ConnId, Handler, ShardCtx, ShardId};
+
+use crate::client::{Client, Phase};
+use crate::payload::{self, Stamp};
+use crate::plan::{ClientPlan, Role, RunPlan};
+use crate::stats::{Counters, Seen, Stats, latency_histogram};
+
+/// How often a thread paces connects and publishes.
+const TICK: Duration = Duration::from_millis(2);
+/// How often a thread reports its latency histogram.
+const REPORT_EVERY: Duration = Duration::from_secs(1);
+/// Most bytes a flood publisher keeps queued on its socket.
+const FLOOD_QUEUE_BYTES: usize = 64 * 1024;
+/// Most messages one publisher sends per turn (fairness between publishers).
+const BURST: u64 = 64;
+
+/// What the main thread sends to a load thread.
+#[derive(Debug)]
+pub enum Control {
+    /// Begin connecting.
+    Start,
+    /// Publish no more (the run is draining).
+    StopPublishing,
+}
+
+/// A latency histogram from one thread for one interval.
+#[derive(Debug)]
+pub struct Report {
+    pub histogram: Histogram<u64>,
+}
+
+/// One load thread.
+pub struct BenchShard {
+    index: usize,
+    plan: Arc<RunPlan>,
+    stats: Arc<Stats>,
+    reports: Sender<Report>,
+    clients: Vec<Client>,
+    by_conn: HashMap<ConnId, usize>,
+    next_to_connect: usize,
+    started: Option<Instant>,
+    last_report: Option<Instant>,
+    histogram: Histogram<u64>,
+    scratch: BytesMut,
+    connects_per_sec: f64,
+    stopped: bool,
+}
+
+impl BenchShard {
+    /// Thread `id` of `threads`, taking every `threads`-th client of the plan.
+    pub fn new(
+        id: ShardId,
+        threads: usize,
+        plan: Arc<RunPlan>,
+        stats: Arc<Stats>,
+        reports: Sender<Report>,
+    ) -> Self {
+        let now = Instant::now();
+        let clients: Vec<Client> = plan
+            .clients
+            .iter()
+            .skip(id.index())
+            .step_by(threads.max(1))
+            .map(|c: &ClientPlan| Client::new(c.clone(), now))
+            .collect();
+        let connects_per_sec = plan.common.connect_rate as f64 / threads.max(1) as f64;
+        Self {
+            index: id.index(),
+            plan,
+            stats,
+            reports,
+            clients,
+            by_conn: HashMap::new(),
+            next_to_connect: 0,
+            started: None,
+            last_report: None,
+            histogram: latency_histogram(),
+            scratch: BytesMut::new(),
+            connects_per_sec,
+            stopped: false,
+        }
+    }
+
+    fn counters(&self) -> &Counters {
+        self.stats.thread(self.index)
+    }
+
+    /// Opens the connections that are due under the connect rate.
+    fn connect_due(&mut self, ctx: &mut ShardCtx<Control>) {
+        let Some(started) = self.started else {
+            return;
+        };
+        let due = if self.connects_per_sec <= 0.0 {
+            self.clients.len()
+        } else {
+            let elapsed = ctx.now().duration_since(started).as_secs_f64();
+            ((elapsed * self.connects_per_sec) as usize + 1).min(self.clients.len())
+        };
+        while self.next_to_connect < due {
+            let i = self.next_to_connect;
+            self.next_to_connect += 1;
+            let (host, bind) = (self.clients[i].plan.host, self.clients[i].plan.bind);
+            match ctx.connect(host, bind) {
+                Ok(conn) => {
+                    self.clients[i].conn = Some(conn);
+                    self.clients[i].phase = Phase::Connecting;
+                    self.by_conn.insert(conn, i);
+                }
+                Err(_) => {
+                    self.clients[i].phase = Phase::Closed;
+                    Counters::bump(&self.counters().connect_failures, 1);
+                }
+            }
+        }
+    }
+
+    fn send(&mut self, ctx: &mut ShardCtx<Control>, i: usize, packet: &Packet) {
+        let Some(conn) = self.clients[i].conn else {
+            return;
+        };
+        if codec::encode(packet, self.plan.protocol, &mut self.scratch).is_ok() {
+            let frame = self.scratch.split().freeze();
+            if ctx.send(conn, frame).is_ok() {
+                self.clients[i].last_send = ctx.now();
+            }
+        }
+    }
+
+    fn send_connect(&mut self, ctx: &mut ShardCtx<Control>, i: usize) {
+        let common = &self.plan.common;
+        let mut connect = Connect {
+            protocol: self.plan.protocol,
+            clean_start: !common.persistent,
+            keep_alive: common.keep_alive,
+            client_id: self.clients[i].plan.client_id.clone(),
+            will: None,
+            username: None,
+            password: None,
+            properties: Default::default(),
+        };
+        if common.persistent && self.plan.protocol.is_v5() {
+            connect.properties.session_expiry_interval = Some(u32::MAX);
+        }
+        self.clients[i].phase = Phase::AwaitConnAck;
+        self.send(ctx, i, &Packet::Connect(connect));
+    }
+
+    fn on_connack(&mut self, ctx: &mut ShardCtx<Control>, i: usize, accepted: bool) {
+        if !accepted {
+            Counters::bump(&self.counters().connect_failures, 1);
+            self.clients[i].phase = Phase::Closed;
+            if let Some(conn) = self.clients[i].conn {
+                ctx.close(conn);
+            }
+            return;
+        }
+        Counters::bump(&self.counters().connected, 1);
+        match self.clients[i].plan.role.clone() {
+            Role::Subscriber { filter } => {
+                let options = SubscriptionOptions {
+                    qos: self.plan.sub_qos,
+                    ..Default::default()
+                };
+                let subscribe = Subscribe {
+                    packet_id: self.clients[i].packet_id(),
+                    filters: vec![(filter, options)],
+                    properties: Default::default(),
+                };
+                self.clients[i].phase = Phase::AwaitSubAck;
+                self.send(ctx, i, &Packet::Subscribe(subscribe));
+            }
+            Role::Publisher { .. } => {
+                let warmup = self.plan.publish.map_or(0, |p| p.warmup_secs);
+                self.clients[i].publish_from = Some(ctx.now() + Duration::from_secs(warmup));
+                self.mark_ready(i);
+            }
+            Role::Idle => self.mark_ready(i),
+        }
+    }
+
+    fn mark_ready(&mut self, i: usize) {
+        self.clients[i].phase = Phase::Ready;
+        Counters::bump(&self.counters().ready, 1);
+    }
+
+    /// Publishes what is due for client `i` (rate mode) or what fits (flood mode).
+    fn publish_due(&mut self, ctx: &mut ShardCtx<Control>, i: usize) {
+        let Some(plan) = self.plan.publish else {
+            return;
+        };
+        let client = &self.clients[i];
+        let (Role::Publisher { .. }, Phase::Ready, Some(from), Some(conn)) = (
+            &client.plan.role,
+            client.phase,
+            client.publish_from,
+            client.conn,
+        ) else {
+            return;
+        };
+        let now = ctx.now();
+        if now < from || client.done || self.stopped {
+            return;
+        }
+        let mut budget = if plan.rate == 0 {
+            BURST
+        } else {
+            let due = (now.duration_since(from).as_secs_f64() * plan.rate as f64) as u64 + 1;
+            due.saturating_sub(client.sent).min(BURST)
+        };
+        while budget > 0 {
+            let client = &self.clients[i];
+            let window_full = plan.qos != QoS::AtMostOnce && client.inflight >= plan.inflight;
+            let limit_reached = plan.limit > 0 && client.sent >= plan.limit;
+            if window_full || limit_reached || ctx.queued_bytes(conn) > FLOOD_QUEUE_BYTES {
+                break;
+            }
+            self.publish_one(ctx, i, plan.qos, plan.size);
+            budget -= 1;
+        }
+        let client = &self.clients[i];
+        let finished = plan.limit > 0 && client.sent >= plan.limit && client.inflight == 0;
+        if finished && !client.done {
+            self.clients[i].done = true;
+            Counters::bump(&self.counters().publishers_done, 1);
+        }
+    }
+
+    fn publish_one(&mut self, ctx: &mut ShardCtx<Control>, i: usize, qos: QoS, size: usize) {
+        let Role::Publisher { topic, index } = &self.clients[i].plan.role else {
+            return;
+        };
+        let (topic, index) = (topic.clone(), *index);
+        let seq = self.clients[i].sent as u32;
+        let stamp = Stamp {
+            sent_ns: payload::now_ns(),
+            publisher: index,
+            seq,
+        };
+        let payload = payload::build(stamp, size, &mut self.scratch);
+        let packet_id = (qos != QoS::AtMostOnce).then(|| self.clients[i].packet_id());
+        let publish = Publish {
+            dup: false,
+            qos,
+            retain: false,
+            topic,
+            packet_id,
+            payload,
+            properties: Default::default(),
+        };
+        self.send(ctx, i, &Packet::Publish(publish));
+        self.clients[i].sent += 1;
+        if qos != QoS::AtMostOnce {
+            self.clients[i].inflight += 1;
+        }
+        Counters::bump(&self.counters().sent, 1);
+    }
+
+    /// A message arrived at subscriber `i`.
+    fn on_publish(&mut self, ctx: &mut ShardCtx<Control>, i: usize, publish: Publish) {
+        match (publish.qos, publish.packet_id) {
+            (QoS::AtLeastOnce, Some(id)) => {
+                self.send(ctx, i, &Packet::PubAck(codec::PubAck::new(id)))
+            }
+            (QoS::ExactlyOnce, Some(id)) => {
+                let fresh = self.clients[i].awaiting_rel.insert(id.get());
+                self.send(ctx, i, &Packet::PubRec(codec::PubRec::new(id)));
+                if !fresh {
+                    return;
+                }
+            }
+            _ => {}
+        }
+        Counters::bump(&self.counters().received, 1);
+        let Some(stamp) = payload::parse(&publish.payload) else {
+            return;
+        };
+        let latency_us = payload::now_ns().saturating_sub(stamp.sent_ns) / 1000;
+        let _ = self.histogram.record(latency_us.max(1));
+        let seen = self.clients[i]
+            .order
+            .entry(stamp.publisher)
+            .or_default()
+            .observe(stamp.seq);
+        match seen {
+            Seen::InOrder => {}
+            Seen::Late => Counters::bump(&self.counters().out_of_order, 1),
+            Seen::Duplicate => Counters::bump(&self.counters().duplicates, 1),
+        }
+    }
+
+    fn on_completed(&mut self, i: usize) {
+        let client = &mut self.clients[i];
+        client.inflight = client.inflight.saturating_sub(1);
+        Counters::bump(&self.counters().acked, 1);
+    }
+
+    fn handle(&mut self, ctx: &mut ShardCtx<Control>, i: usize, packet: Packet) {
+        match packet {
+            Packet::ConnAck(ack) => self.on_connack(ctx, i, !ack.reason_code.is_error()),
+            Packet::SubAck(_) => self.mark_ready(i),
+            Packet::Publish(publish) => self.on_publish(ctx, i, publish),
+            Packet::PubAck(_) | Packet::PubComp(_) => self.on_completed(i),
+            Packet::PubRec(rec) => {
+                self.send(ctx, i, &Packet::PubRel(codec::PubRel::new(rec.packet_id)))
+            }
+            Packet::PubRel(rel) => {
+                self.clients[i].awaiting_rel.remove(&rel.packet_id.get());
+                self.send(ctx, i, &Packet::PubComp(codec::PubComp::new(rel.packet_id)));
+            }
+            _ => {}
+        }
+    }
+
+    /// Sends PINGREQ for clients idle for half their keep-alive.
+    fn keep_alive(&mut self, ctx: &mut ShardCtx<Control>) {
+        let half = Duration::from_secs(u64::from(self.plan.common.keep_alive)) / 2;
+        if half.is_zero() {
+            return;
+        }
+        let now = ctx.now();
+        for i in 0..self.clients.len() {
+            if self.clients[i].phase == Phase::Ready
+                && now.duration_since(self.clients[i].last_send) >= half
+            {
+                self.send(ctx, i, &Packet::PingReq(PingReq));
+            }
+        }
+    }
+
+    fn report(&mut self) {
+        let histogram = std::mem::replace(&mut self.histogram, latency_histogram());
+        let _ = self.reports.send(Report { histogram });
+    }
+
+    fn tick(&mut self, ctx: &mut ShardCtx<Control>) {
+        self.connect_due(ctx);
+        for i in 0..self.clients.len() {
+            self.publish_due(ctx, i);
+        }
+        let now = ctx.now();
+        if self
+            .last_report
+            .is_none_or(|t| now.duration_since(t) >= REPORT_EVERY)
+        {
+            self.last_report = Some(now);
+            self.keep_alive(ctx);
+            self.report();
+        }
+        ctx.arm_timer(TICK, 0);
+    }
+}
+
+impl Handler for BenchShard {
+    type Message = Control;
+
+    fn on_accept(
+        &mut self,
+        ctx: &mut ShardCtx<Control>,
+        conn: ConnId,
+        _peer: std::net::SocketAddr,
+    ) {
+        ctx.abort(conn);
+    }
+
+    fn on_connected(&mut self, ctx: &mut ShardCtx<Control>, conn: ConnId, result: io::Result<()>) {
+        let Some(&i) = self.by_conn.get(&conn) else {
+            return;
+        };
+        match result {
+            Ok(()) => self.send_connect(ctx, i),
+            Err(_) => {
+                self.by_conn.remove(&conn);
+                self.clients[i].phase = Phase::Closed;
+                Counters::bump(&self.counters().connect_failures, 1);
+            }
+        }
+    }
+
+    fn on_data(&mut self, ctx: &mut ShardCtx<Control>, conn: ConnId, data: Bytes) {
+        let Some(&i) = self.by_conn.get(&conn) else {
+            return;
+        };
+        let mut buf = std::mem::take(&mut self.clients[i].carry);
+        buf.extend_from_slice(&data);
+        let limits = Limits::new(self.plan.protocol);
+        loop {
+            match codec::decode(&mut buf, &limits) {
+                Ok(Some(packet)) => self.handle(ctx, i, packet),
+                Ok(None) => break,
+                Err(_) => {
+                    ctx.close(conn);
+                    break;
+                }
+            }
+        }
+        self.clients[i].carry = buf;
+        self.publish_due(ctx, i);
+    }
+
+    fn on_closed(&mut self, _ctx: &mut ShardCtx<Control>, conn: ConnId, _reason: CloseReason) {
+        if let Some(i) = self.by_conn.remove(&conn) {
+            if self.clients[i].phase != Phase::Closed {
+                Counters::bump(&self.counters().disconnects, 1);
+            }
+            self.clients[i].phase = Phase::Closed;
+            self.clients[i].conn = None;
+        }
+    }
+
+    fn on_timer(&mut self, ctx: &mut ShardCtx<Control>, _timer: ring_runtime::TimerId, _key: u64) {
+        self.tick(ctx);
+    }
+
+    fn on_messages(&mut self, ctx: &mut ShardCtx<Control>, messages: Vec<Control>) {
+        for message in messages {
+            match message {
+                Control::Start if self.started.is_none() => {
+                    self.started = Some(ctx.now());
+                    self.tick(ctx);
+                }
+                Control::Start => {}
+                Control::StopPublishing => self.stopped = true,
+            }
+        }
+    }
+
+    fn on_shutdown(&mut self, ctx: &mut ShardCtx<Control>) {
+        for i in 0..self.clients.len() {
+            if self.clients[i].phase == Phase::Ready {
+                self.clients[i].phase = Phase::Closed;
+                self.send(
+                    ctx,
+                    i,
+                    &Packet::Disconnect(codec::Disconnect {
+                        reason_code: codec::ReasonCode::Success,
+                        properties: Default::default(),
+                    }),
+                );
+            }
+        }
+        self.report();
+    }
+}

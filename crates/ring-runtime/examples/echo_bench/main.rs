@@ -1,0 +1,120 @@
+//! Echo benchmark: messages per server CPU-second for the io_uring backend, the epoll backend
+//! and a tokio baseline, at several connection counts, in one run.
+//!
+//! Each server runs in a child process (this binary with `serve <kind>`) on one thread (one
+//! shard / a current-thread tokio runtime), so its CPU time is exactly the sum of its threads'
+//! `/proc/<pid>/task/*/schedstat` run time. The load comes from one ring-runtime client shard
+//! in this process: every connection keeps `--window` messages of `--size` bytes in flight.
+//!
+//!   cargo run --release -p ring-runtime --example echo_bench -- \
+//!       --conns 1,100,5000 --seconds 3 --servers uring,epoll,tokio
+
+#![allow(clippy::unwrap_used, reason = "benchmark program: fail loudly")]
+
+mod client;
+mod cpu;
+mod server;
+
+use std::io::{BufRead, BufReader};
+use std::net::SocketAddr;
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+/// Command-line options (`--key value`).
+struct Options {
+    conns: Vec<usize>,
+    servers: Vec<String>,
+    seconds: f64,
+    size: usize,
+    window: usize,
+}
+
+fn parse_options(args: &[String]) -> Options {
+    let mut options = Options {
+        conns: vec![1, 100, 5000],
+        servers: vec!["uring".into(), "epoll".into(), "tokio".into()],
+        seconds: 3.0,
+        size: 64,
+        window: 1,
+    };
+    for pair in args.chunks(2) {
+        let value = pair.get(1).cloned().unwrap_or_default();
+        match pair[0].as_str() {
+            "--conns" => options.conns = value.split(',').map(|v| v.parse().unwrap()).collect(),
+            "--servers" => options.servers = value.split(',').map(str::to_owned).collect(),
+            "--seconds" => options.seconds = value.parse().unwrap(),
+            "--size" => options.size = value.parse().unwrap(),
+            "--window" => options.window = value.parse().unwrap(),
+            other => panic!("unknown option {other}"),
+        }
+    }
+    options
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    if args.first().map(String::as_str) == Some("serve") {
+        server::serve(&args[1]);
+        return;
+    }
+    let options = parse_options(&args);
+    ring_runtime::raise_fd_limit(20_000).unwrap();
+    println!(
+        "| server | conns | msgs/s | server CPU s | msgs per server CPU-s | vs tokio |\n|---|---|---|---|---|---|"
+    );
+    for &conns in &options.conns {
+        let mut rows = Vec::new();
+        for kind in &options.servers {
+            let (mut child, addr) = spawn_server(kind);
+            let result = client::run(addr, conns, &options, child.id());
+            let _ = child.kill();
+            let _ = child.wait();
+            rows.push((kind.clone(), result));
+        }
+        let tokio = rows
+            .iter()
+            .find(|(kind, _)| kind == "tokio")
+            .map(|(_, r)| r.per_cpu_second());
+        for (kind, result) in rows {
+            let ratio = tokio.map_or("-".into(), |t| {
+                format!("{:.2}x", result.per_cpu_second() / t)
+            });
+            println!(
+                "| {kind} | {conns} | {:.0} | {:.2} | {:.0} | {ratio} |",
+                result.messages as f64 / result.wall.as_secs_f64(),
+                result.server_cpu.as_secs_f64(),
+                result.per_cpu_second(),
+            );
+        }
+    }
+}
+
+/// Starts `serve <kind>` and reads the address it listens on.
+fn spawn_server(kind: &str) -> (Child, SocketAddr) {
+    let mut child = Command::new(std::env::current_exe().unwrap())
+        .args(["serve", kind])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let mut line = String::new();
+    BufReader::new(stdout).read_line(&mut line).unwrap();
+    let addr = line
+        .trim()
+        .parse()
+        .unwrap_or_else(|_| panic!("bad server line {line:?}"));
+    (child, addr)
+}
+
+/// What one measurement window produced.
+pub struct Outcome {
+    pub messages: u64,
+    pub wall: Duration,
+    pub server_cpu: Duration,
+}
+
+impl Outcome {
+    fn per_cpu_second(&self) -> f64 {
+        self.messages as f64 / self.server_cpu.as_secs_f64().max(1e-9)
+    }
+}

@@ -1,0 +1,144 @@
+//! A provided-buffer ring (`IORING_REGISTER_PBUF_RING`): the kernel picks a buffer per
+//! multishot-receive completion, so an idle connection holds no read buffer.
+//!
+//! Ownership rule: a buffer id handed out in a completion belongs to the shard until
+//! [`BufRing::take`] copies its bytes into a fresh `Bytes` (the handler's to keep) and puts the
+//! buffer straight back on the ring. `take` is the only place buffers are returned.
+
+use std::io;
+use std::ptr::NonNull;
+use std::sync::atomic::{AtomicU16, Ordering};
+
+use bytes::Bytes;
+use io_uring::Submitter;
+use io_uring::types::BufRingEntry;
+
+/// An anonymous, page-aligned memory mapping the kernel may write to (so Rust never holds a
+/// reference into it except for the instant of a copy).
+struct Mapping {
+    ptr: NonNull<u8>,
+    len: usize,
+}
+
+impl Mapping {
+    fn new(len: usize) -> io::Result<Self> {
+        // SAFETY: anonymous private mapping with no address hint; the result is checked.
+        let ptr = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_ANONYMOUS | libc::MAP_PRIVATE,
+                -1,
+                0,
+            )
+        };
+        if ptr == libc::MAP_FAILED {
+            return Err(io::Error::last_os_error());
+        }
+        let ptr = NonNull::new(ptr.cast::<u8>()).ok_or_else(io::Error::last_os_error)?;
+        Ok(Self { ptr, len })
+    }
+}
+
+impl Drop for Mapping {
+    fn drop(&mut self) {
+        // SAFETY: the mapping was created in `new` with this length; nothing refers to it
+        // once its owner (the buffer ring, dropped after the io_uring) is gone.
+        unsafe {
+            libc::munmap(self.ptr.as_ptr().cast(), self.len);
+        }
+    }
+}
+
+/// The ring of entries plus the buffers it points at.
+pub(crate) struct BufRing {
+    entries: Mapping,
+    buffers: Mapping,
+    count: u16,
+    buf_size: usize,
+    group: u16,
+    tail: u16,
+}
+
+impl BufRing {
+    /// Allocates `count` buffers of `buf_size` bytes, fills the ring with all of them and
+    /// registers it as buffer group `group`.
+    pub(crate) fn register(
+        submitter: &Submitter<'_>,
+        count: u16,
+        buf_size: u32,
+        group: u16,
+    ) -> io::Result<Self> {
+        let entries_len = usize::from(count) * std::mem::size_of::<BufRingEntry>();
+        let mut ring = Self {
+            entries: Mapping::new(entries_len)?,
+            buffers: Mapping::new(usize::from(count) * buf_size as usize)?,
+            count,
+            buf_size: buf_size as usize,
+            group,
+            tail: 0,
+        };
+        for bid in 0..count {
+            ring.push(bid);
+        }
+        ring.publish();
+        // SAFETY: the mapping is page-aligned, holds `count` entries and lives until `self`
+        // is dropped, which happens only after the ring fd (and so the registration) is gone;
+        // see `UringBackend`'s field order.
+        unsafe {
+            let ring_addr = ring.entries.ptr.as_ptr() as u64;
+            submitter.register_buf_ring_with_flags(ring_addr, count, group, 0)?;
+        }
+        Ok(ring)
+    }
+
+    /// The buffer group id to put in receive SQEs.
+    pub(crate) fn group(&self) -> u16 {
+        self.group
+    }
+
+    /// Copies the first `len` bytes of buffer `bid` out and returns the buffer to the ring.
+    pub(crate) fn take(&mut self, bid: u16, len: usize) -> Bytes {
+        let bid = bid & (self.count - 1);
+        let len = len.min(self.buf_size);
+        // SAFETY: buffer `bid` lies inside the mapping; the kernel finished writing it (its
+        // completion was reaped) and does not touch it again until it is pushed back below.
+        let data = unsafe {
+            let start = self
+                .buffers
+                .ptr
+                .as_ptr()
+                .add(usize::from(bid) * self.buf_size);
+            Bytes::copy_from_slice(std::slice::from_raw_parts(start, len))
+        };
+        self.push(bid);
+        self.publish();
+        data
+    }
+
+    /// Writes the entry for `bid` at the local tail.
+    fn push(&mut self, bid: u16) {
+        let index = usize::from(self.tail & (self.count - 1));
+        let addr = self.buffers.ptr.as_ptr() as u64 + (usize::from(bid) * self.buf_size) as u64;
+        let base = self.entries.ptr.as_ptr().cast::<BufRingEntry>();
+        // SAFETY: `index` < `count`, so the entry lies inside the mapping; the kernel reads
+        // entries only between its head and the published tail, and this one is beyond it.
+        let entry = unsafe { &mut *base.add(index) };
+        entry.set_addr(addr);
+        entry.set_len(self.buf_size as u32);
+        entry.set_bid(bid);
+        self.tail = self.tail.wrapping_add(1);
+    }
+
+    /// Makes the pushed entries visible to the kernel (release store of the shared tail).
+    fn publish(&self) {
+        // SAFETY: the tail field overlays the first entry's reserved field of the mapping,
+        // which is u16-aligned; the kernel only reads it.
+        let tail = unsafe {
+            &*BufRingEntry::tail(self.entries.ptr.as_ptr().cast::<BufRingEntry>())
+                .cast::<AtomicU16>()
+        };
+        tail.store(self.tail, Ordering::Release);
+    }
+}

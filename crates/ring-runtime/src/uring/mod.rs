@@ -1,0 +1,347 @@
+//! The io_uring backend: multishot accept per listener, multishot receive per connection
+//! into the shard's provided buffer ring, one `SENDMSG` (or `SENDMSG_ZC` above the configured
+//! threshold) per connection per turn, connect, an eventfd read for wake-ups, and the ring's
+//! wait timeout (`IORING_ENTER_EXT_ARG`) for the timer wheel.
+//!
+//! Lifecycle: every operation is an entry of the [`OpTable`] owning what it lends the kernel,
+//! removed only at its last completion (also after `ASYNC_CANCEL`). A connection counts its
+//! in-flight operations (`Conn::inflight`); the shard closes its descriptor only at zero.
+
+mod buf_ring;
+mod complete;
+mod ops;
+mod ring;
+
+use std::io;
+use std::net::{SocketAddr, TcpListener};
+use std::os::fd::AsRawFd;
+use std::time::Duration;
+
+use io_uring::{IoUring, cqueue, opcode, squeue, types};
+
+use crate::backend::{Backend, Event, timeout_unless_pending};
+use crate::config::RuntimeConfig;
+use crate::conn::{Conn, ConnTable};
+use crate::ctx::ShardStats;
+use crate::error::RuntimeError;
+use crate::ids::ConnId;
+use crate::sys::eventfd::EventFd;
+
+use buf_ring::BufRing;
+use ops::{Op, OpTable, UringWrite};
+
+pub(crate) use ring::probe;
+
+/// One reaped completion queue entry.
+#[derive(Clone, Copy)]
+pub(crate) struct Completion {
+    user_data: u64,
+    result: i32,
+    flags: u32,
+}
+
+/// See the module documentation. Field order matters: `ring` is dropped before `buf_ring`
+/// (ending the buffer registration before the memory goes) and before `ops`.
+pub(crate) struct UringBackend {
+    ring: IoUring,
+    buf_ring: BufRing,
+    ops: OpTable,
+    listeners: Vec<Option<TcpListener>>,
+    wake: EventFd,
+    wake_op: u64,
+    accepting: bool,
+    quiescing: bool,
+    zerocopy_threshold: Option<usize>,
+    max_iovecs: usize,
+    #[allow(
+        clippy::vec_box,
+        reason = "op table entries need the boxed, address-stable form"
+    )]
+    write_pool: Vec<Box<UringWrite>>,
+    /// Completions reaped but not yet handled.
+    backlog: Vec<Completion>,
+    /// Connections whose receive ended with `ENOBUFS`; re-armed at most `recv_buffers` per
+    /// wait (throttle: each can then get a buffer), not in a tight loop.
+    starved: std::collections::VecDeque<ConnId>,
+    recv_buffers: usize,
+    stats: ShardStats,
+}
+
+impl Backend for UringBackend {
+    fn new(
+        config: &RuntimeConfig,
+        listeners: Vec<TcpListener>,
+        wake: EventFd,
+    ) -> Result<Self, RuntimeError> {
+        let ring = ring::build_ring(config.ring_entries, config.completion_entries)?;
+        let buf_ring = BufRing::register(
+            &ring.submitter(),
+            config.recv_buffers,
+            config.recv_buffer_size,
+            0,
+        )
+        .map_err(|source| RuntimeError::syscall("IORING_REGISTER_PBUF_RING", source))?;
+        let mut backend = Self {
+            ring,
+            buf_ring,
+            ops: OpTable::new(),
+            listeners: listeners.into_iter().map(Some).collect(),
+            wake,
+            wake_op: 0,
+            accepting: true,
+            quiescing: false,
+            zerocopy_threshold: config.zerocopy_threshold,
+            max_iovecs: config.max_iovecs,
+            write_pool: Vec::new(),
+            backlog: Vec::new(),
+            starved: std::collections::VecDeque::new(),
+            recv_buffers: usize::from(config.recv_buffers),
+            stats: ShardStats::default(),
+        };
+        for index in 0..backend.listeners.len() {
+            backend.arm_accept(index)?;
+        }
+        backend.arm_wake()?;
+        Ok(backend)
+    }
+
+    fn wait(
+        &mut self,
+        conns: &mut ConnTable,
+        timeout: Option<Duration>,
+        events: &mut Vec<Event>,
+    ) -> Result<(), RuntimeError> {
+        self.rearm_starved(conns, events);
+        let pending = !self.backlog.is_empty() || !self.starved.is_empty();
+        let timeout = timeout_unless_pending(timeout, pending);
+        self.submit_and_wait(timeout)?;
+        self.reap();
+        for completion in std::mem::take(&mut self.backlog) {
+            self.complete(conns, completion, events)?;
+        }
+        Ok(())
+    }
+
+    fn start_read(&mut self, id: ConnId, conn: &mut Conn) -> io::Result<()> {
+        let fd = types::Fd(conn.stream.as_raw_fd());
+        let entry = opcode::RecvMulti::new(fd, self.buf_ring.group()).build();
+        let user_data = self.ops.insert(Op::Recv { conn: id });
+        // SAFETY: the receive lends only the registered buffer group and the connection's
+        // descriptor, which stays open while `conn.inflight` > 0.
+        unsafe { self.push(entry.user_data(user_data)) }.map_err(io::Error::other)?;
+        conn.reading = true;
+        conn.read_op = user_data;
+        conn.inflight += 1;
+        Ok(())
+    }
+
+    fn stop_read(&mut self, _id: ConnId, conn: &mut Conn) {
+        if conn.read_op != 0 {
+            self.cancel(conn.read_op);
+            conn.read_op = 0;
+        }
+    }
+
+    fn start_write(&mut self, id: ConnId, conn: &mut Conn) -> io::Result<()> {
+        let mut write = self.write_pool.pop().unwrap_or_default();
+        conn.send.take_batch(self.max_iovecs, &mut write.batch);
+        write.prepare();
+        let zerocopy = self
+            .zerocopy_threshold
+            .is_some_and(|threshold| write.batch.len() >= threshold);
+        let fd = types::Fd(conn.stream.as_raw_fd());
+        let flags = libc::MSG_NOSIGNAL as u32;
+        let entry = match (zerocopy, write.batch.iovecs.as_slice()) {
+            (true, _) => opcode::SendMsgZc::new(fd, &write.msg).flags(flags).build(),
+            // One frame: plain SEND, cheaper for the kernel than importing a msghdr.
+            (false, [single]) => {
+                opcode::Send::new(fd, single.iov_base.cast(), single.iov_len as u32)
+                    .flags(libc::MSG_NOSIGNAL)
+                    .build()
+            }
+            (false, _) => opcode::SendMsg::new(fd, &write.msg).flags(flags).build(),
+        };
+        let user_data = self.ops.insert(Op::Write {
+            conn: id,
+            write,
+            zerocopy,
+        });
+        // SAFETY: the msghdr, iovecs and frames live in the boxed `UringWrite` owned by the op
+        // table entry until the last completion; the descriptor stays open while inflight > 0.
+        unsafe { self.push(entry.user_data(user_data)) }.map_err(io::Error::other)?;
+        self.stats.zerocopy_writes += u64::from(zerocopy);
+        conn.writing = true;
+        conn.out_op = user_data;
+        conn.inflight += 1;
+        Ok(())
+    }
+
+    fn cancel_output(&mut self, _id: ConnId, conn: &mut Conn) {
+        if conn.out_op != 0 {
+            self.cancel(conn.out_op);
+        }
+    }
+
+    fn start_connect(&mut self, id: ConnId, conn: &mut Conn, addr: SocketAddr) -> io::Result<()> {
+        let addr = Box::new(socket2::SockAddr::from(addr));
+        let fd = types::Fd(conn.stream.as_raw_fd());
+        let entry = opcode::Connect::new(fd, addr.as_ptr().cast(), addr.len()).build();
+        let user_data = self.ops.insert(Op::Connect {
+            conn: id,
+            _addr: addr,
+        });
+        // SAFETY: the address is boxed in the op table entry until the completion; the
+        // descriptor stays open while inflight > 0.
+        unsafe { self.push(entry.user_data(user_data)) }.map_err(io::Error::other)?;
+        conn.out_op = user_data;
+        conn.inflight += 1;
+        Ok(())
+    }
+
+    fn release(&mut self, _id: ConnId, _conn: &mut Conn) {}
+
+    fn stop_accepting(&mut self) {
+        self.accepting = false;
+        let accepts: Vec<u64> = self
+            .ops
+            .keys()
+            .into_iter()
+            .filter(|&key| matches!(self.ops.get_mut(key), Some(Op::Accept { .. })))
+            .collect();
+        for key in accepts {
+            self.cancel(key);
+        }
+    }
+
+    fn is_idle(&self) -> bool {
+        self.ops.len() == usize::from(self.wake_op != 0)
+    }
+
+    fn add_stats(&mut self, stats: &mut ShardStats) {
+        let own = std::mem::take(&mut self.stats);
+        stats.zerocopy_writes += own.zerocopy_writes;
+        stats.recv_rearms_enobufs += own.recv_rearms_enobufs;
+    }
+
+    fn quiesce(&mut self, conns: &mut ConnTable) -> Result<(), RuntimeError> {
+        self.quiescing = true;
+        for key in self.ops.keys() {
+            if !matches!(self.ops.get_mut(key), Some(Op::Cancel)) {
+                self.cancel(key);
+            }
+        }
+        let mut events = Vec::new();
+        while self.ops.len() > 0 {
+            self.wait(conns, Some(Duration::from_millis(100)), &mut events)?;
+            events.clear();
+        }
+        Ok(())
+    }
+}
+
+impl UringBackend {
+    /// Re-arms receives that ran out of buffers, as many as the ring has buffers.
+    fn rearm_starved(&mut self, conns: &mut ConnTable, events: &mut Vec<Event>) {
+        let count = self.starved.len().min(self.recv_buffers);
+        for conn in self.starved.drain(..count).collect::<Vec<_>>() {
+            let Some(record) = conns.get_mut(conn) else {
+                continue;
+            };
+            if record.reading || record.close.is_some() || self.quiescing {
+                continue;
+            }
+            self.stats.recv_rearms_enobufs += 1;
+            if let Err(error) = self.start_read(conn, record) {
+                events.push(Event::Failed { conn, error });
+            }
+        }
+    }
+
+    fn arm_accept(&mut self, listener: usize) -> Result<(), RuntimeError> {
+        let Some(socket) = self.listeners.get(listener).and_then(Option::as_ref) else {
+            return Ok(());
+        };
+        let fd = types::Fd(socket.as_raw_fd());
+        let entry = opcode::AcceptMulti::new(fd)
+            .flags(libc::SOCK_CLOEXEC)
+            .build();
+        let user_data = self.ops.insert(Op::Accept { listener });
+        // SAFETY: the listener is dropped only after this operation's last completion.
+        unsafe { self.push(entry.user_data(user_data)) }
+    }
+
+    fn arm_wake(&mut self) -> Result<(), RuntimeError> {
+        let mut buf = Box::new([0u8; 8]);
+        let fd = types::Fd(self.wake.as_raw_fd());
+        let entry = opcode::Read::new(fd, buf.as_mut_ptr(), 8).build();
+        let user_data = self.ops.insert(Op::WakeRead { _buf: buf });
+        // SAFETY: the 8-byte buffer is boxed in the op table entry; the eventfd is owned by
+        // the backend and outlives every operation (quiesce runs before drop).
+        unsafe { self.push(entry.user_data(user_data))? };
+        self.wake_op = user_data;
+        Ok(())
+    }
+
+    /// Asks the kernel to cancel `target`; the target's own completion does the cleanup.
+    fn cancel(&mut self, target: u64) {
+        let user_data = self.ops.insert(Op::Cancel);
+        let entry = opcode::AsyncCancel::new(target)
+            .build()
+            .user_data(user_data);
+        // SAFETY: a cancel request lends nothing.
+        if unsafe { self.push(entry) }.is_err() {
+            self.ops.remove(user_data);
+        }
+    }
+
+    /// Pushes an SQE; when the submission queue is full it submits and retries, reaping
+    /// completions into the backlog if the completion queue is full too. Never drops.
+    ///
+    /// # Safety
+    /// Everything the entry points at must stay valid until its last completion is reaped.
+    unsafe fn push(&mut self, entry: squeue::Entry) -> Result<(), RuntimeError> {
+        loop {
+            // SAFETY: forwarded to the caller's contract.
+            if unsafe { self.ring.submission().push(&entry) }.is_ok() {
+                return Ok(());
+            }
+            match self.ring.submit() {
+                Ok(_) => {}
+                Err(error) if error.raw_os_error() == Some(libc::EBUSY) => self.reap(),
+                Err(error) if error.kind() == io::ErrorKind::Interrupted => {}
+                Err(error) => return Err(RuntimeError::syscall("io_uring_enter", error)),
+            }
+        }
+    }
+
+    fn submit_and_wait(&mut self, timeout: Option<Duration>) -> Result<(), RuntimeError> {
+        let submitter = self.ring.submitter();
+        let result = match timeout {
+            None => submitter.submit_and_wait(1),
+            Some(timeout) => {
+                let timespec = types::Timespec::from(timeout);
+                let args = types::SubmitArgs::new().timespec(&timespec);
+                submitter.submit_with_args(1, &args)
+            }
+        };
+        match result {
+            Ok(_) => Ok(()),
+            Err(error) => match error.raw_os_error() {
+                Some(libc::ETIME | libc::EINTR | libc::EBUSY | libc::EAGAIN) => Ok(()),
+                _ => Err(RuntimeError::syscall("io_uring_enter", error)),
+            },
+        }
+    }
+
+    /// Moves every available completion into the backlog.
+    fn reap(&mut self) {
+        let mut completion = self.ring.completion();
+        completion.sync();
+        self.backlog
+            .extend(completion.map(|cqe: cqueue::Entry| Completion {
+                user_data: cqe.user_data(),
+                result: cqe.result(),
+                flags: cqe.flags(),
+            }));
+    }
+}

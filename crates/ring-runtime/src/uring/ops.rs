@@ -1,0 +1,129 @@
+//! The op table: every in-flight io_uring operation with the resources it lends to the kernel
+//! (write batches and their iovecs/msghdr, connect addresses, the eventfd read buffer). An
+//! entry is removed only when the operation's last completion arrives — also after a cancel —
+//! so nothing the kernel may touch is freed early.
+
+use bytes::Bytes;
+
+use crate::conn::WriteBatch;
+use crate::ids::ConnId;
+use crate::slab::GenSlab;
+
+/// A write in flight: the frames, their iovecs and the msghdr pointing at them. Boxed so
+/// the addresses stay put while the table moves entries around.
+pub(crate) struct UringWrite {
+    pub(crate) batch: WriteBatch,
+    pub(crate) msg: libc::msghdr,
+    /// Zero-copy sends keep their frames here from the result until the notification.
+    pub(crate) hold: Vec<Bytes>,
+}
+
+impl Default for UringWrite {
+    fn default() -> Self {
+        Self {
+            batch: WriteBatch::default(),
+            // SAFETY: all-zero is a valid msghdr (no name, no iovecs, no control data).
+            msg: unsafe { std::mem::zeroed() },
+            hold: Vec::new(),
+        }
+    }
+}
+
+impl UringWrite {
+    /// Points the msghdr at the batch's iovecs.
+    pub(crate) fn prepare(&mut self) {
+        self.msg.msg_iov = self.batch.iovecs.as_mut_ptr();
+        self.msg.msg_iovlen = self.batch.iovecs.len() as _;
+    }
+}
+
+/// What an in-flight operation is, and what it owns.
+pub(crate) enum Op {
+    /// Multishot accept on listener `listener`.
+    Accept { listener: usize },
+    /// Multishot receive with the shard's buffer group.
+    Recv { conn: ConnId },
+    /// sendmsg / sendmsg_zc of one batch.
+    Write {
+        conn: ConnId,
+        write: Box<UringWrite>,
+        zerocopy: bool,
+    },
+    /// Outbound connect; the address must outlive the operation.
+    Connect {
+        conn: ConnId,
+        /// Kept alive for the kernel; never read back.
+        _addr: Box<socket2::SockAddr>,
+    },
+    /// 8-byte read of the shard's eventfd.
+    WakeRead {
+        /// Kept alive for the kernel; the value read is not needed.
+        _buf: Box<[u8; 8]>,
+    },
+    /// An `ASYNC_CANCEL` request (its own completion is just accounted).
+    Cancel,
+}
+
+/// In-flight operations by user_data (`generation << 32 | (index + 1)`, never 0).
+pub(crate) struct OpTable {
+    slab: GenSlab<Op>,
+}
+
+impl OpTable {
+    pub(crate) fn new() -> Self {
+        Self {
+            slab: GenSlab::new(),
+        }
+    }
+
+    pub(crate) fn insert(&mut self, op: Op) -> u64 {
+        let (index, generation) = self.slab.insert(op);
+        u64::from(generation) << 32 | (u64::from(index) + 1)
+    }
+
+    pub(crate) fn get_mut(&mut self, user_data: u64) -> Option<&mut Op> {
+        let (index, generation) = split(user_data)?;
+        self.slab.get_mut(index, generation)
+    }
+
+    pub(crate) fn remove(&mut self, user_data: u64) -> Option<Op> {
+        let (index, generation) = split(user_data)?;
+        self.slab.remove(index, generation)
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        self.slab.len()
+    }
+
+    /// user_data of every in-flight operation.
+    pub(crate) fn keys(&self) -> Vec<u64> {
+        self.slab
+            .keys()
+            .into_iter()
+            .map(|(index, generation)| u64::from(generation) << 32 | (u64::from(index) + 1))
+            .collect()
+    }
+}
+
+fn split(user_data: u64) -> Option<(u32, u32)> {
+    let low = (user_data & u64::from(u32::MAX)) as u32;
+    Some((low.checked_sub(1)?, (user_data >> 32) as u32))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn user_data_is_never_zero_and_round_trips() {
+        let mut table = OpTable::new();
+        let first = table.insert(Op::Cancel);
+        assert_ne!(first, 0);
+        assert!(matches!(table.remove(first), Some(Op::Cancel)));
+        let second = table.insert(Op::Cancel);
+        assert_ne!(first, second, "reused slot, new generation");
+        assert!(table.remove(first).is_none());
+        assert!(table.get_mut(0).is_none());
+        assert_eq!(table.keys(), vec![second]);
+    }
+}
