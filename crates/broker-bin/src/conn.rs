@@ -44,8 +44,8 @@ pub struct Connection {
     pub timer: Option<ArmedTimer>,
     /// Topic aliases the client set towards us.
     pub inbound_aliases: InboundAliases,
-    /// Topic aliases we use towards the client.
-    pub outbound_aliases: OutboundAliases,
+    /// Topic aliases we use towards the client (`None` when it allows none: most clients).
+    pub outbound_aliases: Option<Box<OutboundAliases>>,
     /// Largest packet the client accepts.
     pub client_max_packet: u32,
     /// Whether the will is published when this connection ends (false after a normal
@@ -71,7 +71,7 @@ impl Connection {
             last_activity: now,
             timer: None,
             inbound_aliases: InboundAliases::new(0),
-            outbound_aliases: OutboundAliases::new(0),
+            outbound_aliases: None,
             client_max_packet: u32::MAX,
             publish_will: true,
             expiry_on_close: None,

@@ -12,6 +12,7 @@ use ringmq::cli::Cli;
 use ringmq::config::DEFAULT_CONFIG_TOML;
 use tracing_subscriber::EnvFilter;
 
+#[cfg(feature = "mimalloc")]
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 

@@ -1,7 +1,6 @@
 //! One MQTT session: its subscriptions, inflight and queued messages, QoS 2 state and will.
 //! A session lives on exactly one shard at a time; it moves (as a whole) on takeover.
 
-use std::collections::HashMap;
 use std::time::Duration;
 
 use codec::{MqttStr, ProtocolVersion, SubscriptionId, SubscriptionOptions, Will};
@@ -22,6 +21,50 @@ pub struct SessionSubscription {
     pub options: SubscriptionOptions,
     /// Its subscription identifier.
     pub id: Option<SubscriptionId>,
+}
+
+/// A session's subscriptions by filter text. Clients hold few subscriptions (bounded by
+/// `limits.max_subscriptions_per_client`), so a list costs less memory than a hash map and a
+/// scan is cheap; SUBSCRIBE and UNSUBSCRIBE are rare next to PUBLISH.
+#[derive(Debug, Default)]
+pub struct SubscriptionList {
+    entries: Vec<(MqttStr, SessionSubscription)>,
+}
+
+impl SubscriptionList {
+    /// Whether `filter` is subscribed.
+    pub fn contains_key(&self, filter: &MqttStr) -> bool {
+        self.entries.iter().any(|(f, _)| f == filter)
+    }
+
+    /// Adds or replaces the subscription to `filter`.
+    pub fn insert(&mut self, filter: MqttStr, subscription: SessionSubscription) {
+        match self.entries.iter_mut().find(|(f, _)| *f == filter) {
+            Some((_, existing)) => *existing = subscription,
+            None => self.entries.push((filter, subscription)),
+        }
+    }
+
+    /// Removes the subscription to `filter`.
+    pub fn remove(&mut self, filter: &MqttStr) -> Option<SessionSubscription> {
+        let at = self.entries.iter().position(|(f, _)| f == filter)?;
+        Some(self.entries.swap_remove(at).1)
+    }
+
+    /// Subscriptions held.
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    /// Whether none are held.
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
+    /// Removes and yields every subscription.
+    pub fn drain(&mut self) -> impl Iterator<Item = (MqttStr, SessionSubscription)> + '_ {
+        self.entries.drain(..)
+    }
 }
 
 /// Session Expiry Interval: `Never` for 0xFFFFFFFF.
@@ -65,7 +108,7 @@ pub struct Session {
     /// The protocol version of its latest connection.
     pub protocol: ProtocolVersion,
     /// Its subscriptions, by filter text.
-    pub subscriptions: HashMap<MqttStr, SessionSubscription>,
+    pub subscriptions: SubscriptionList,
     /// QoS 1/2 messages sent and not yet acknowledged.
     pub inflight: InflightWindow<Outgoing>,
     /// Messages waiting for the client (offline, window full or connection backlogged).
@@ -74,8 +117,8 @@ pub struct Session {
     pub awaiting_release: AwaitingRelease,
     /// How long it outlives its connection.
     pub expiry: SessionExpiry,
-    /// The will of its current connection, if any.
-    pub will: Option<PendingWill>,
+    /// The will of its current connection, if any (boxed: most sessions have none).
+    pub will: Option<Box<PendingWill>>,
     /// Its current connection.
     pub conn: Option<ConnId>,
     /// Its expiry timer (armed while disconnected).
@@ -86,16 +129,16 @@ pub struct Session {
 
 impl Session {
     /// A fresh session.
-    pub fn new(client_id: MqttStr, subscriber: SubscriberId, config: &Config) -> Self {
+    pub fn new(client_id: MqttStr, subscriber: SubscriberId, config: &Config) -> Box<Self> {
         let policy = match config.queues.slow_consumer_policy {
             SlowConsumerPolicy::DropOldest => OverflowPolicy::DropOldest,
             SlowConsumerPolicy::Disconnect => OverflowPolicy::Refuse,
         };
-        Self {
+        Box::new(Self {
             client_id,
             subscriber,
             protocol: ProtocolVersion::V3_1_1,
-            subscriptions: HashMap::new(),
+            subscriptions: SubscriptionList::default(),
             inflight: InflightWindow::new(config.limits.max_inflight_outbound),
             queue: MessageQueue::new(config.queues.max_queued_messages as usize, policy),
             awaiting_release: AwaitingRelease::default(),
@@ -104,7 +147,7 @@ impl Session {
             conn: None,
             expiry_timer: None,
             will_timer: None,
-        }
+        })
     }
 }
 

@@ -109,6 +109,11 @@ impl SendQueue {
         }
         batch.bufs.clear();
         batch.iovecs.clear();
+        if self.frames.is_empty() {
+            // An idle connection keeps no send buffer (memory per idle connection matters more
+            // than one small allocation on the next send).
+            self.frames = VecDeque::new();
+        }
     }
 
     /// Drops everything queued (abort).

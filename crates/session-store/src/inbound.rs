@@ -1,8 +1,6 @@
 //! Inbound QoS 2 state: packet ids whose PUBLISH was received and forwarded but whose PUBREL has
 //! not arrived. A repeated PUBLISH with such an id is acknowledged again but not forwarded again.
 
-use std::collections::HashSet;
-
 use codec::PacketId;
 
 /// The outcome of recording an inbound QoS 2 PUBLISH.
@@ -16,10 +14,11 @@ pub enum InboundQos2 {
     OverLimit,
 }
 
-/// Packet ids awaiting PUBREL, bounded by our Receive Maximum.
+/// Packet ids awaiting PUBREL, bounded by our Receive Maximum. Clients release promptly, so
+/// the list is short and a scan beats a hash set in time and memory.
 #[derive(Debug, Default)]
 pub struct AwaitingRelease {
-    ids: HashSet<PacketId>,
+    ids: Vec<PacketId>,
 }
 
 impl AwaitingRelease {
@@ -31,14 +30,24 @@ impl AwaitingRelease {
         if self.ids.len() >= limit {
             return InboundQos2::OverLimit;
         }
-        self.ids.insert(id);
+        self.ids.push(id);
         InboundQos2::New
     }
 
     /// PUBREL received: releases the id. Returns whether it was known (PUBCOMP reason 0x92
     /// Packet Identifier Not Found otherwise).
     pub fn release(&mut self, id: PacketId) -> bool {
-        self.ids.remove(&id)
+        match self.ids.iter().position(|known| *known == id) {
+            Some(at) => {
+                self.ids.swap_remove(at);
+                if self.ids.is_empty() {
+                    // An idle session holds no buffer.
+                    self.ids = Vec::new();
+                }
+                true
+            }
+            None => false,
+        }
     }
 
     /// Ids awaiting release.

@@ -3,7 +3,7 @@
 //! Packet identifiers are allocated here, never reused while in flight, and entries keep their
 //! send order so a resumed session resends them in the order they were first sent.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::VecDeque;
 
 use codec::{PacketId, QoS};
 
@@ -38,52 +38,72 @@ pub enum AckError {
     WrongState(PacketId),
 }
 
+/// One message in flight.
+#[derive(Debug)]
+struct Entry<M> {
+    id: PacketId,
+    state: InflightState<M>,
+}
+
 /// The outbound inflight window, bounded by `capacity` (the client's Receive Maximum, or ours).
+///
+/// Entries are kept in send order in one `VecDeque`: acknowledgements usually come in order, so
+/// the entry is found at the front, and a resumed session resends in that same order. The window
+/// is small (bounded by a Receive Maximum), so lookups by id are short scans.
 #[derive(Debug)]
 pub struct InflightWindow<M> {
-    capacity: usize,
+    entries: VecDeque<Entry<M>>,
+    capacity: u16,
     next_id: PacketId,
-    next_seq: u64,
-    by_id: HashMap<PacketId, (u64, InflightState<M>)>,
-    order: BTreeMap<u64, PacketId>,
 }
 
 impl<M> InflightWindow<M> {
     /// An empty window holding at most `capacity` (at least 1) messages.
     pub fn new(capacity: u16) -> Self {
         Self {
-            capacity: usize::from(capacity.max(1)),
+            entries: VecDeque::new(),
+            capacity: capacity.max(1),
             next_id: PacketId::new(1).expect("invariant: 1 is non-zero"),
-            next_seq: 0,
-            by_id: HashMap::new(),
-            order: BTreeMap::new(),
         }
     }
 
     /// Most messages in flight at once.
     pub fn capacity(&self) -> usize {
-        self.capacity
+        usize::from(self.capacity)
     }
 
     /// Changes the bound (e.g. to a reconnecting client's new Receive Maximum). Entries already in
     /// flight stay; no new ones are admitted until the window is below the new bound.
     pub fn set_capacity(&mut self, capacity: u16) {
-        self.capacity = usize::from(capacity.max(1));
+        self.capacity = capacity.max(1);
     }
 
     /// Messages in flight.
     pub fn len(&self) -> usize {
-        self.by_id.len()
+        self.entries.len()
     }
 
     /// Whether nothing is in flight.
     pub fn is_empty(&self) -> bool {
-        self.by_id.is_empty()
+        self.entries.is_empty()
     }
 
     /// Whether a new message can be admitted.
     pub fn has_room(&self) -> bool {
-        self.by_id.len() < self.capacity
+        self.entries.len() < self.capacity()
+    }
+
+    fn position(&self, id: PacketId) -> Option<usize> {
+        self.entries.iter().position(|e| e.id == id)
+    }
+
+    /// Removes entry `at`; an emptied window gives its buffer back (an idle session holds none).
+    fn remove_at(&mut self, at: usize) -> Option<InflightState<M>> {
+        let state = self.entries.remove(at).map(|e| e.state);
+        if self.entries.is_empty() {
+            self.entries = VecDeque::new();
+        }
+        state
     }
 
     /// Admits a QoS 1 or 2 message and returns the packet id it must be sent with, or gives the
@@ -98,10 +118,7 @@ impl<M> InflightWindow<M> {
             QoS::ExactlyOnce => InflightState::AwaitingPubRec(message),
         };
         let id = self.free_id();
-        let seq = self.next_seq;
-        self.next_seq += 1;
-        self.by_id.insert(id, (seq, state));
-        self.order.insert(seq, id);
+        self.entries.push_back(Entry { id, state });
         Ok(id)
     }
 
@@ -109,7 +126,7 @@ impl<M> InflightWindow<M> {
     /// u16 Receive Maximum and ids are freed on completion), so the scan ends.
     fn free_id(&mut self) -> PacketId {
         let mut id = self.next_id;
-        while self.by_id.contains_key(&id) {
+        while self.position(id).is_some() {
             id = id.next();
         }
         self.next_id = id.next();
@@ -118,23 +135,21 @@ impl<M> InflightWindow<M> {
 
     /// PUBACK for a QoS 1 message: completes it and returns it.
     pub fn on_puback(&mut self, id: PacketId) -> Result<M, AckError> {
-        match self.by_id.get(&id) {
-            None => Err(AckError::UnknownPacketId(id)),
-            Some((_, InflightState::AwaitingPubAck(_))) => match self.remove(id) {
-                Some(InflightState::AwaitingPubAck(m)) => Ok(m),
-                _ => Err(AckError::WrongState(id)),
-            },
-            Some(_) => Err(AckError::WrongState(id)),
+        let at = self.position(id).ok_or(AckError::UnknownPacketId(id))?;
+        if !matches!(self.entries[at].state, InflightState::AwaitingPubAck(_)) {
+            return Err(AckError::WrongState(id));
+        }
+        match self.remove_at(at) {
+            Some(InflightState::AwaitingPubAck(m)) => Ok(m),
+            _ => Err(AckError::WrongState(id)),
         }
     }
 
     /// PUBREC for a QoS 2 message: the message is released (returned) and PUBREL is now owed.
     /// A repeated PUBREC for a message already awaiting PUBCOMP is accepted (PUBREL is resent).
     pub fn on_pubrec(&mut self, id: PacketId) -> Result<Option<M>, AckError> {
-        let (_, state) = self
-            .by_id
-            .get_mut(&id)
-            .ok_or(AckError::UnknownPacketId(id))?;
+        let at = self.position(id).ok_or(AckError::UnknownPacketId(id))?;
+        let state = &mut self.entries[at].state;
         match std::mem::replace(state, InflightState::AwaitingPubComp) {
             InflightState::AwaitingPubRec(m) => Ok(Some(m)),
             InflightState::AwaitingPubComp => Ok(None),
@@ -147,68 +162,53 @@ impl<M> InflightWindow<M> {
 
     /// PUBCOMP for a QoS 2 message: completes its flow.
     pub fn on_pubcomp(&mut self, id: PacketId) -> Result<(), AckError> {
-        match self.by_id.get(&id) {
-            None => Err(AckError::UnknownPacketId(id)),
-            Some((_, InflightState::AwaitingPubComp)) => {
-                self.remove(id);
-                Ok(())
-            }
-            Some(_) => Err(AckError::WrongState(id)),
+        let at = self.position(id).ok_or(AckError::UnknownPacketId(id))?;
+        if !matches!(self.entries[at].state, InflightState::AwaitingPubComp) {
+            return Err(AckError::WrongState(id));
         }
+        self.remove_at(at);
+        Ok(())
     }
 
     /// A PUBREC with an error reason code ends a QoS 2 flow early: the message is dropped.
     pub fn abandon(&mut self, id: PacketId) -> Option<InflightState<M>> {
-        self.remove(id)
-    }
-
-    fn remove(&mut self, id: PacketId) -> Option<InflightState<M>> {
-        let (seq, state) = self.by_id.remove(&id)?;
-        self.order.remove(&seq);
-        Some(state)
+        let at = self.position(id)?;
+        self.remove_at(at)
     }
 
     /// Everything to send again when the session resumes, in original send order.
     pub fn resend(&self) -> impl Iterator<Item = Resend<'_, M>> + '_ {
-        self.order.values().filter_map(|id| {
-            let (_, state) = self.by_id.get(id)?;
-            Some(match state {
-                InflightState::AwaitingPubAck(m) => Resend::Publish(*id, QoS::AtLeastOnce, m),
-                InflightState::AwaitingPubRec(m) => Resend::Publish(*id, QoS::ExactlyOnce, m),
-                InflightState::AwaitingPubComp => Resend::PubRel(*id),
-            })
+        self.entries.iter().map(|entry| match &entry.state {
+            InflightState::AwaitingPubAck(m) => Resend::Publish(entry.id, QoS::AtLeastOnce, m),
+            InflightState::AwaitingPubRec(m) => Resend::Publish(entry.id, QoS::ExactlyOnce, m),
+            InflightState::AwaitingPubComp => Resend::PubRel(entry.id),
         })
     }
 
     /// Removes and returns, in send order, the QoS 1 messages awaiting PUBACK for which `take`
     /// is true. QoS 2 flows stay: a QoS 2 message in flight must complete with this session.
     pub fn take_qos1_where(&mut self, mut take: impl FnMut(&M) -> bool) -> Vec<M> {
-        let chosen: Vec<(u64, PacketId)> = self
-            .order
-            .iter()
-            .filter(|(_, id)| {
-                matches!(self.by_id.get(id), Some((_, InflightState::AwaitingPubAck(m))) if take(m))
-            })
-            .map(|(seq, id)| (*seq, *id))
-            .collect();
-        chosen
-            .into_iter()
-            .filter_map(|(_, id)| match self.remove(id) {
-                Some(InflightState::AwaitingPubAck(m)) => Some(m),
-                _ => None,
-            })
-            .collect()
+        let mut taken = Vec::new();
+        let mut kept = VecDeque::with_capacity(self.entries.len());
+        for entry in self.entries.drain(..) {
+            match entry.state {
+                InflightState::AwaitingPubAck(m) if take(&m) => taken.push(m),
+                state => kept.push_back(Entry {
+                    id: entry.id,
+                    state,
+                }),
+            }
+        }
+        self.entries = kept;
+        taken
     }
 
     /// Removes and returns every message still unacknowledged (PUBREL-owed entries carry none),
-    /// e.g. to hand a departed shared-subscription member's messages to another member.
+    /// in send order.
     pub fn drain_messages(&mut self) -> Vec<(QoS, M)> {
-        self.order.clear();
-        let mut entries: Vec<_> = self.by_id.drain().map(|(_, e)| e).collect();
-        entries.sort_by_key(|(seq, _)| *seq);
-        entries
-            .into_iter()
-            .filter_map(|(_, state)| match state {
+        self.entries
+            .drain(..)
+            .filter_map(|entry| match entry.state {
                 InflightState::AwaitingPubAck(m) => Some((QoS::AtLeastOnce, m)),
                 InflightState::AwaitingPubRec(m) => Some((QoS::ExactlyOnce, m)),
                 InflightState::AwaitingPubComp => None,

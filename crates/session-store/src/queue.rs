@@ -66,9 +66,14 @@ impl<M> MessageQueue<M> {
         self.items.push_front(message);
     }
 
-    /// Takes the oldest message.
+    /// Takes the oldest message; an emptied queue gives its buffer back (an idle session holds
+    /// none).
     pub fn pop(&mut self) -> Option<M> {
-        self.items.pop_front()
+        let item = self.items.pop_front();
+        if self.items.is_empty() && self.items.capacity() > 0 {
+            self.items = VecDeque::new();
+        }
+        item
     }
 
     /// Messages queued.

@@ -130,7 +130,7 @@ impl BrokerShard {
     pub(super) fn keep_detached(
         &mut self,
         ctx: &mut Ctx,
-        session: Session,
+        session: Box<Session>,
         _protocol: ProtocolVersion,
     ) {
         let client_id = session.client_id.clone();
@@ -173,7 +173,7 @@ impl BrokerShard {
 
     /// Ends a session held by this shard: its state goes, and its directory entry if it still
     /// names this session.
-    pub(super) fn end_session(&mut self, ctx: &mut Ctx, session: Session) {
+    pub(super) fn end_session(&mut self, ctx: &mut Ctx, session: Box<Session>) {
         let client_id = session.client_id.clone();
         let subscriber = session.subscriber;
         self.end_session_state(ctx, session);
@@ -182,7 +182,7 @@ impl BrokerShard {
 
     /// Removes a session's subscriptions from every replica and counts its undelivered messages
     /// as dropped. The directory is not touched (the caller knows whether it still names it).
-    pub(super) fn end_session_state(&mut self, ctx: &mut Ctx, mut session: Session) {
+    pub(super) fn end_session_state(&mut self, ctx: &mut Ctx, mut session: Box<Session>) {
         self.disarm(ctx, session.expiry_timer.take());
         self.disarm(ctx, session.will_timer.take());
         self.by_subscriber.remove(&session.subscriber);

@@ -168,7 +168,7 @@ impl BrokerShard {
     }
 
     /// A new session with a new subscriber key, recorded in the directory for this shard.
-    pub(super) fn fresh_session(&mut self, ctx: &mut Ctx, client_id: &MqttStr) -> Session {
+    pub(super) fn fresh_session(&mut self, ctx: &mut Ctx, client_id: &MqttStr) -> Box<Session> {
         let subscriber = self.shared.new_subscriber();
         self.shared.sessions.insert(
             client_id.clone(),
@@ -223,7 +223,7 @@ impl BrokerShard {
         ctx: &mut Ctx,
         conn: ConnId,
         connect: Connect,
-        mut session: Session,
+        mut session: Box<Session>,
         session_present: bool,
         assigned_id: bool,
     ) {
@@ -244,9 +244,13 @@ impl BrokerShard {
         session.expiry =
             SessionExpiry::from_interval(requested_expiry, config.sessions.max_session_expiry);
         session.protocol = connect.protocol;
-        session.will = connect.will.clone().map(|will| PendingWill {
-            delay: Duration::from_secs(u64::from(will.properties.will_delay_interval.unwrap_or(0))),
-            will,
+        session.will = connect.will.clone().map(|will| {
+            Box::new(PendingWill {
+                delay: Duration::from_secs(u64::from(
+                    will.properties.will_delay_interval.unwrap_or(0),
+                )),
+                will,
+            })
         });
         let client_receive_max = props.receive_maximum.map_or(u16::MAX, NonZeroU16::get);
         session
@@ -322,7 +326,8 @@ impl BrokerShard {
             connection.client_id = Some(connect.client_id.clone());
             connection.keep_alive_grace = grace;
             connection.inbound_aliases = InboundAliases::new(inbound_aliases);
-            connection.outbound_aliases = OutboundAliases::new(outbound_aliases);
+            connection.outbound_aliases =
+                (outbound_aliases > 0).then(|| Box::new(OutboundAliases::new(outbound_aliases)));
             connection.client_max_packet =
                 props.maximum_packet_size.map_or(u32::MAX, NonZeroU32::get);
             connection.publish_will = true;

@@ -31,7 +31,7 @@ impl BrokerShard {
         let mut connection = Connection::new(peer, now);
         let deadline = now + self.shared.config.connection.connect_timeout;
         connection.timer = Some(self.arm(ctx, deadline, TimerPurpose::Connection(conn)));
-        self.conns.insert(conn, connection);
+        self.conns.insert(conn, Box::new(connection));
     }
 
     /// Bytes arrived: decode every complete frame, keep a partial one.
@@ -118,7 +118,7 @@ impl BrokerShard {
 
     /// One packet: a `match` whose arms each call one handler.
     fn handle_packet(&mut self, ctx: &mut Ctx, conn: ConnId, packet: Packet) -> Result<(), Fault> {
-        let connected = self.conns.get(&conn).is_some_and(Connection::is_connected);
+        let connected = self.conns.get(&conn).is_some_and(|c| c.is_connected());
         match packet {
             Packet::Connect(connect) => return self.handle_connect(ctx, conn, connect),
             _ if !connected => {

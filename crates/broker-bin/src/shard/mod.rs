@@ -43,8 +43,8 @@ pub(crate) type Ctx = ShardCtx<ShardMsg>;
 pub struct BrokerShard {
     shared: Arc<Shared>,
     id: ShardId,
-    conns: HashMap<ConnId, Connection>,
-    sessions: HashMap<MqttStr, Session>,
+    conns: HashMap<ConnId, Box<Connection>>,
+    sessions: HashMap<MqttStr, Box<Session>>,
     by_subscriber: HashMap<SubscriberId, MqttStr>,
     table: SubscriptionTable,
     retained: RetainedStore<Arc<Message>>,

@@ -80,10 +80,11 @@ impl BrokerShard {
         if plain.len() > connection.client_max_packet as usize {
             return Err(NotSent::TooLarge);
         }
-        let alias = connection
-            .outbound_aliases
-            .assign(publish.topic().as_shared_bytes())
-            .alias_use();
+        let alias = connection.outbound_aliases.as_mut().and_then(|aliases| {
+            aliases
+                .assign(publish.topic().as_shared_bytes())
+                .alias_use()
+        });
         let frame = match alias {
             None => plain,
             Some(alias) => {

@@ -64,7 +64,7 @@ impl BrokerShard {
     fn release(
         &mut self,
         ctx: &mut Ctx,
-        mut session: Session,
+        mut session: Box<Session>,
         request: &TakeoverRequest,
     ) -> Option<Box<Session>> {
         self.disarm(ctx, session.expiry_timer.take());
@@ -76,7 +76,7 @@ impl BrokerShard {
         }
         self.moved
             .insert(session.subscriber, (request.to_shard, None));
-        Some(Box::new(session))
+        Some(session)
     }
 
     fn send_transfer(
@@ -103,7 +103,7 @@ impl BrokerShard {
             }
             let session = transfer
                 .session
-                .and_then(|s| self.release(ctx, *s, &request));
+                .and_then(|s| self.release(ctx, s, &request));
             self.send_transfer(ctx, request, session);
             return;
         }
@@ -120,7 +120,7 @@ impl BrokerShard {
         }
         match (connect, transfer.session) {
             (Some((conn, connect)), Some(session)) => {
-                self.complete_connect(ctx, conn, connect, *session, true, false);
+                self.complete_connect(ctx, conn, connect, session, true, false);
             }
             (Some((conn, connect)), None) => {
                 let fresh = self.fresh_session(ctx, &client_id);
@@ -128,7 +128,7 @@ impl BrokerShard {
             }
             (None, Some(session)) => {
                 let protocol = session.protocol;
-                self.keep_detached(ctx, *session, protocol);
+                self.keep_detached(ctx, session, protocol);
             }
             (None, None) => self.forget_directory_entry(&client_id, None),
         }
