@@ -124,8 +124,20 @@ pub struct SessionTransfer {
 pub enum ShardMsg {
     /// A change in the total order.
     Change(Sequenced<Change>),
-    /// Messages for sessions this shard owns (or owned: it forwards them).
-    Deliver(Vec<Recipient>),
+    /// Messages for sessions this shard owns (or owned: it forwards them), routed by `origin`
+    /// (`forwarded`: passed on by the shard a session left).
+    Deliver {
+        origin: ShardId,
+        forwarded: bool,
+        recipients: Vec<Recipient>,
+    },
+    /// A session moved: everything `origin` routed to its old shard is ahead of this marker
+    /// (see `shard/fence.rs`).
+    Fence {
+        subscriber: SubscriberId,
+        origin: ShardId,
+        forwarded: bool,
+    },
     /// Hand a session over to another shard.
     Takeover(TakeoverRequest),
     /// A session handed over.

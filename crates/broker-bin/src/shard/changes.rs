@@ -51,11 +51,10 @@ impl BrokerShard {
                 subscription.apply_to(&mut self.table);
             }
             Change::Owner { subscriber, shard } => {
-                self.owners.insert(subscriber, shard);
-                if let Some((to, seen)) = self.moved.get_mut(&subscriber)
-                    && *to == shard
+                if let Some(previous) = self.owners.insert(subscriber, shard)
+                    && previous != shard
                 {
-                    *seen = Some(change.seq.0);
+                    self.fence_later(previous, subscriber);
                 }
             }
             Change::Gone { subscriber } => {
@@ -93,22 +92,9 @@ impl BrokerShard {
         ChangeSeq(least.unwrap_or(0))
     }
 
-    /// Tells the other shards how far this one has applied, and forgets forwarding entries that
-    /// every shard has moved past.
+    /// Tells the other shards how far this one has applied.
     pub(super) fn publish_applied_watermark(&mut self) {
         let applied = self.changes.next_expected().0;
-        self.shared.applied[self.id.index()].store(applied, Ordering::Relaxed);
-        if self.moved.is_empty() {
-            return;
-        }
-        let everyone = self
-            .shared
-            .applied
-            .iter()
-            .map(|a| a.load(Ordering::Relaxed))
-            .min()
-            .unwrap_or(0);
-        self.moved
-            .retain(|_, (_, seen)| seen.is_none_or(|seq| seq >= everyone));
+        self.shared.applied[self.id.index()].store(applied, Ordering::Release);
     }
 }

@@ -16,9 +16,15 @@ use crate::session::Session;
 
 impl BrokerShard {
     /// A batch from another shard.
-    pub(super) fn deliver_batch(&mut self, ctx: &mut Ctx, recipients: Vec<Recipient>) {
+    pub(super) fn deliver_batch(
+        &mut self,
+        ctx: &mut Ctx,
+        origin: ring_runtime::ShardId,
+        forwarded: bool,
+        recipients: Vec<Recipient>,
+    ) {
         for recipient in recipients {
-            self.deliver(ctx, recipient);
+            self.deliver_from(ctx, origin, forwarded, recipient);
         }
     }
 
@@ -45,11 +51,11 @@ impl BrokerShard {
         let target = self
             .moved
             .get(&recipient.subscriber)
-            .map(|(shard, _)| *shard)
+            .map(|moved| moved.to)
             .or_else(|| self.owners.get(&recipient.subscriber).copied())
             .filter(|shard| *shard != self.id);
         match target {
-            Some(shard) => self.route_buf[shard.index()].push(recipient),
+            Some(shard) => self.forward_buf[shard.index()].push(recipient),
             None => self.count_dropped(1),
         }
     }

@@ -10,6 +10,7 @@ mod close;
 mod connect;
 mod deliver;
 mod fault;
+mod fence;
 mod inbound;
 mod publish;
 mod send;
@@ -49,7 +50,9 @@ pub struct BrokerShard {
     table: SubscriptionTable,
     retained: RetainedStore<Arc<Message>>,
     owners: HashMap<SubscriberId, ShardId>,
-    moved: HashMap<SubscriberId, (ShardId, Option<u64>)>,
+    moved: HashMap<SubscriberId, fence::Moved>,
+    holding: HashMap<SubscriberId, fence::Holding>,
+    fences_due: Vec<(ShardId, SubscriberId)>,
     changes: ReorderBuffer<Change>,
     pending_handoffs: HashMap<MqttStr, TakeoverRequest>,
     awaiting: HashMap<MqttStr, ConnId>,
@@ -57,6 +60,7 @@ pub struct BrokerShard {
     matches: Matches,
     scratch: BytesMut,
     route_buf: Vec<Vec<Recipient>>,
+    forward_buf: Vec<Vec<Recipient>>,
     backlog: HashSet<ConnId>,
     subscriptions: usize,
     connected_clients: usize,
@@ -82,6 +86,8 @@ impl BrokerShard {
             retained: RetainedStore::new(),
             owners: HashMap::new(),
             moved: HashMap::new(),
+            holding: HashMap::new(),
+            fences_due: Vec::new(),
             changes: ReorderBuffer::new(window),
             pending_handoffs: HashMap::new(),
             awaiting: HashMap::new(),
@@ -89,6 +95,7 @@ impl BrokerShard {
             matches: Matches::new(),
             scratch: BytesMut::new(),
             route_buf: (0..shard_count).map(|_| Vec::new()).collect(),
+            forward_buf: (0..shard_count).map(|_| Vec::new()).collect(),
             backlog: HashSet::new(),
             subscriptions: 0,
             connected_clients: 0,
@@ -129,7 +136,20 @@ impl Handler for BrokerShard {
         for message in messages {
             match message {
                 ShardMsg::Change(change) => self.receive_change(change),
-                ShardMsg::Deliver(recipients) => self.deliver_batch(ctx, recipients),
+                ShardMsg::Deliver {
+                    origin,
+                    forwarded,
+                    recipients,
+                } => {
+                    self.deliver_batch(ctx, origin, forwarded, recipients);
+                }
+                ShardMsg::Fence {
+                    subscriber,
+                    origin,
+                    forwarded,
+                } => {
+                    self.fence_arrived(ctx, subscriber, origin, forwarded);
+                }
                 ShardMsg::Takeover(request) => self.hand_over(ctx, request),
                 ShardMsg::Transfer(transfer) => self.take_over(ctx, transfer),
                 ShardMsg::Start => self.start_sys(ctx),
@@ -137,6 +157,7 @@ impl Handler for BrokerShard {
             }
         }
         self.publish_applied_watermark();
+        self.send_fences(ctx);
         self.nudge_subscribing_shards(ctx);
         self.release_subacks(ctx);
     }

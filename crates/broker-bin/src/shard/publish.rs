@@ -271,7 +271,7 @@ impl BrokerShard {
                 outgoing,
             };
             if owner == self.id {
-                self.deliver(ctx, recipient);
+                self.deliver_from(ctx, owner, false, recipient);
             } else {
                 self.route_buf[owner.index()].push(recipient);
             }
@@ -280,15 +280,29 @@ impl BrokerShard {
         count
     }
 
-    /// Sends this turn's batches to the other shards: one mailbox message per destination.
+    /// Sends this turn's batches to the other shards: at most one mailbox message per
+    /// destination for copies routed here and one for copies forwarded for moved sessions.
     pub(super) fn flush_routes(&mut self, ctx: &mut Ctx) {
+        let origin = self.id;
         for index in 0..self.route_buf.len() {
-            if self.route_buf[index].is_empty() {
-                continue;
-            }
-            let batch = mem::take(&mut self.route_buf[index]);
             let shard = ring_runtime::ShardId::new(index as u16);
-            self.post(ctx, shard, ShardMsg::Deliver(batch));
+            for forwarded in [true, false] {
+                let buf = if forwarded {
+                    &mut self.forward_buf
+                } else {
+                    &mut self.route_buf
+                };
+                if buf[index].is_empty() {
+                    continue;
+                }
+                let recipients = mem::take(&mut buf[index]);
+                let message = ShardMsg::Deliver {
+                    origin,
+                    forwarded,
+                    recipients,
+                };
+                self.post(ctx, shard, message);
+            }
         }
     }
 }

@@ -6,6 +6,7 @@ use codec::{Connect, MqttStr, ReasonCode};
 use ring_runtime::{ConnId, ShardId};
 use tracing::debug;
 
+use super::fence::Moved;
 use super::{BrokerShard, Ctx};
 use crate::conn::Phase;
 use crate::message::{Change, SessionTransfer, ShardMsg, TakeoverRequest};
@@ -45,6 +46,9 @@ impl BrokerShard {
 
     /// Another shard took the client: give the session away (or discard it on Clean Start).
     pub(super) fn hand_over(&mut self, ctx: &mut Ctx, request: TakeoverRequest) {
+        if let Some(subscriber) = self.sessions.get(&request.client_id).map(|s| s.subscriber) {
+            self.release_all_held(ctx, subscriber);
+        }
         if let Some(mut session) = self.sessions.remove(&request.client_id) {
             self.by_subscriber.remove(&session.subscriber);
             self.detach_connection(ctx, &mut session, true);
@@ -74,8 +78,12 @@ impl BrokerShard {
             self.end_session_state(ctx, session);
             return None;
         }
-        self.moved
-            .insert(session.subscriber, (request.to_shard, None));
+        let fences_left = self.route_buf.len();
+        let moved = Moved {
+            to: request.to_shard,
+            fences_left,
+        };
+        self.moved.insert(session.subscriber, moved);
         Some(session)
     }
 
@@ -117,6 +125,7 @@ impl BrokerShard {
                     shard: self.id,
                 },
             );
+            self.hold_until_fenced(ctx, subscriber);
         }
         match (connect, transfer.session) {
             (Some((conn, connect)), Some(session)) => {

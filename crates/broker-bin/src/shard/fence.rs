@@ -1,0 +1,162 @@
+//! Keeping one publisher's order while a session moves between shards (MQTT 5.0 4.6.0-6).
+//!
+//! When a session moves from shard A to shard B, every shard X routes copies for it to A until X
+//! applies the `Change::Owner` that names B, and to B after. A forwards what reaches it. Without
+//! care a copy X sent straight to B could overtake an older one still being forwarded by A.
+//!
+//! So each shard X, right after applying the change, sends A a fence behind everything it already
+//! routed there; A forwards its backlog, then the fence, to B. B holds the copies that came
+//! straight from X until X's fence arrives, then delivers them in arrival order. Once A has passed
+//! on the fences of every shard nothing more can reach it for the session, and it forgets its
+//! forwarding entry.
+
+use std::collections::VecDeque;
+
+use ring_runtime::ShardId;
+use router::SubscriberId;
+
+use super::{BrokerShard, Ctx};
+use crate::message::{Recipient, ShardMsg};
+
+/// Copies held for a session that arrived on this shard, until every shard's fence is in.
+#[derive(Debug)]
+pub(super) struct Holding {
+    /// Shards whose fence has not arrived yet.
+    waiting: Vec<ShardId>,
+    /// Copies that came straight from a shard still in `waiting`, in arrival order.
+    held: VecDeque<(ShardId, Recipient)>,
+}
+
+/// A forwarding entry on the shard a session left.
+#[derive(Debug)]
+pub(super) struct Moved {
+    /// Where the session went.
+    pub to: ShardId,
+    /// Fences still to pass on before nothing more can arrive here for the session.
+    pub fences_left: usize,
+}
+
+impl BrokerShard {
+    /// A session just arrived here from another shard: hold direct copies until every shard
+    /// has fenced.
+    pub(super) fn hold_until_fenced(&mut self, ctx: &Ctx, subscriber: SubscriberId) {
+        let waiting = (0..ctx.shard_count())
+            .map(|i| ShardId::new(i as u16))
+            .collect();
+        let holding = Holding {
+            waiting,
+            held: VecDeque::new(),
+        };
+        self.holding.insert(subscriber, holding);
+    }
+
+    /// Applying `Change::Owner` moved `subscriber` away from `previous`: fence it there.
+    pub(super) fn fence_later(&mut self, previous: ShardId, subscriber: SubscriberId) {
+        self.fences_due.push((previous, subscriber));
+    }
+
+    /// Sends the fences due, behind every copy already routed this turn.
+    pub(super) fn send_fences(&mut self, ctx: &mut Ctx) {
+        if self.fences_due.is_empty() {
+            return;
+        }
+        self.flush_routes(ctx);
+        let origin = self.id;
+        for (previous, subscriber) in std::mem::take(&mut self.fences_due) {
+            let fence = ShardMsg::Fence {
+                subscriber,
+                origin,
+                forwarded: false,
+            };
+            self.post(ctx, previous, fence);
+        }
+    }
+
+    /// A fence arrived: on the old shard pass it on behind the forwarded copies; on the new
+    /// shard release what its origin sent straight here.
+    pub(super) fn fence_arrived(
+        &mut self,
+        ctx: &mut Ctx,
+        subscriber: SubscriberId,
+        origin: ShardId,
+        forwarded: bool,
+    ) {
+        if forwarded {
+            self.release_held(ctx, subscriber, origin);
+            return;
+        }
+        let Some(moved) = self.moved.get_mut(&subscriber) else {
+            // The session ended here instead of moving: nothing is held anywhere for it.
+            return;
+        };
+        let to = moved.to;
+        moved.fences_left = moved.fences_left.saturating_sub(1);
+        if moved.fences_left == 0 {
+            self.moved.remove(&subscriber);
+        }
+        self.flush_routes(ctx);
+        let fence = ShardMsg::Fence {
+            subscriber,
+            origin,
+            forwarded: true,
+        };
+        self.post(ctx, to, fence);
+    }
+
+    fn release_held(&mut self, ctx: &mut Ctx, subscriber: SubscriberId, origin: ShardId) {
+        let Some(holding) = self.holding.get_mut(&subscriber) else {
+            return;
+        };
+        holding.waiting.retain(|shard| *shard != origin);
+        let mut release = Vec::new();
+        let mut kept = VecDeque::with_capacity(holding.held.len());
+        for (from, recipient) in holding.held.drain(..) {
+            if from == origin {
+                release.push(recipient);
+            } else {
+                kept.push_back((from, recipient));
+            }
+        }
+        holding.held = kept;
+        if holding.waiting.is_empty() {
+            self.holding.remove(&subscriber);
+        }
+        for recipient in release {
+            self.deliver(ctx, recipient);
+        }
+    }
+
+    /// Delivers a copy that came from `origin` (`forwarded`: through the session's old shard),
+    /// unless it must wait for `origin`'s fence. Held copies are bounded by the session queue's
+    /// bound; beyond it the oldest is dropped and counted.
+    pub(super) fn deliver_from(
+        &mut self,
+        ctx: &mut Ctx,
+        origin: ShardId,
+        forwarded: bool,
+        recipient: Recipient,
+    ) {
+        let bound = self.shared.config.queues.max_queued_messages as usize;
+        if !forwarded
+            && let Some(holding) = self.holding.get_mut(&recipient.subscriber)
+            && holding.waiting.contains(&origin)
+        {
+            holding.held.push_back((origin, recipient));
+            if holding.held.len() > bound {
+                holding.held.pop_front();
+                self.count_dropped(1);
+            }
+            return;
+        }
+        self.deliver(ctx, recipient);
+    }
+
+    /// A session leaves while copies are held for it: deliver them to it first (into its queue).
+    pub(super) fn release_all_held(&mut self, ctx: &mut Ctx, subscriber: SubscriberId) {
+        if let Some(holding) = self.holding.remove(&subscriber) {
+            for (_, recipient) in holding.held {
+                self.deliver(ctx, recipient);
+            }
+        }
+    }
+}
