@@ -42,11 +42,12 @@ impl BrokerShard {
     fn apply(&mut self, change: Sequenced<Change>) {
         match change.change {
             Change::Subscription(subscription) => {
-                if let router::SubscriptionChange::Subscribe { subscriber, .. } = &subscription
-                    && let Some(&owner) = self.owners.get(subscriber)
+                let (router::SubscriptionChange::Subscribe { subscriber, .. }
+                | router::SubscriptionChange::Unsubscribe { subscriber, .. }) = &subscription;
+                if let Some(&owner) = self.owners.get(subscriber)
                     && owner != self.id
                 {
-                    self.subacks_to_nudge.insert(owner);
+                    self.acks_to_nudge.insert(owner);
                 }
                 subscription.apply_to(&mut self.table);
             }
@@ -72,10 +73,10 @@ impl BrokerShard {
         }
     }
 
-    /// Wakes the shards whose sessions subscribed in the changes just applied: their SUBACKs wait
-    /// for every shard (see [`Self::release_subacks`]).
-    pub(super) fn nudge_subscribing_shards(&mut self, ctx: &mut Ctx) {
-        let shards: Vec<ShardId> = self.subacks_to_nudge.drain().collect();
+    /// Wakes the shards whose sessions subscribed in the changes just applied: their acknowledgements
+    /// wait for every shard (see `gate.rs`).
+    pub(super) fn nudge_acknowledging_shards(&mut self, ctx: &mut Ctx) {
+        let shards: Vec<ShardId> = self.acks_to_nudge.drain().collect();
         for shard in shards {
             self.post(ctx, shard, ShardMsg::Applied);
         }

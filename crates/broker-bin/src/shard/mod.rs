@@ -11,6 +11,7 @@ mod connect;
 mod deliver;
 mod fault;
 mod fence;
+mod gate;
 mod inbound;
 mod publish;
 mod send;
@@ -64,8 +65,8 @@ pub struct BrokerShard {
     backlog: HashSet<ConnId>,
     subscriptions: usize,
     connected_clients: usize,
-    pending_subacks: Vec<subscribe::PendingSubAck>,
-    subacks_to_nudge: HashSet<ShardId>,
+    pending_acks: Vec<gate::PendingAck>,
+    acks_to_nudge: HashSet<ShardId>,
 }
 
 impl BrokerShard {
@@ -99,8 +100,8 @@ impl BrokerShard {
             backlog: HashSet::new(),
             subscriptions: 0,
             connected_clients: 0,
-            pending_subacks: Vec::new(),
-            subacks_to_nudge: HashSet::new(),
+            pending_acks: Vec::new(),
+            acks_to_nudge: HashSet::new(),
         }
     }
 
@@ -158,8 +159,8 @@ impl Handler for BrokerShard {
         }
         self.publish_applied_watermark();
         self.send_fences(ctx);
-        self.nudge_subscribing_shards(ctx);
-        self.release_subacks(ctx);
+        self.nudge_acknowledging_shards(ctx);
+        self.release_acks(ctx);
     }
 
     fn on_turn_end(&mut self, ctx: &mut Ctx) {

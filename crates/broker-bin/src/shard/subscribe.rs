@@ -54,55 +54,9 @@ impl BrokerShard {
             reason_codes,
             properties: Default::default(),
         };
-        // The SUBACK waits until every shard has applied the change (each one that applies it
-        // wakes this shard), so any PUBLISH sent after the SUBACK, by any client, matches it.
-        let after = last_change.or_else(|| {
-            let earlier = self.pending_subacks.iter().rev().find(|p| p.conn == conn);
-            earlier.map(|p| p.after)
-        });
-        let pending = PendingSubAck {
-            conn,
-            client_id,
-            after: after.unwrap_or(ChangeSeq(0)),
-            suback,
-            retained_for,
-        };
-        if after.is_some() {
-            self.pending_subacks.push(pending);
-        } else {
-            self.finish_subscribe(ctx, pending);
-        }
+        let packet = Packet::SubAck(suback);
+        self.ack_when_applied(ctx, conn, client_id, last_change, packet, retained_for);
         Ok(())
-    }
-
-    /// Sends the SUBACKs whose subscription changes every shard has applied.
-    pub(super) fn release_subacks(&mut self, ctx: &mut Ctx) {
-        if self.pending_subacks.is_empty() {
-            return;
-        }
-        let applied = self.applied_everywhere();
-        let (ready, waiting): (Vec<_>, Vec<_>) = std::mem::take(&mut self.pending_subacks)
-            .into_iter()
-            .partition(|p| p.after < applied);
-        self.pending_subacks = waiting;
-        for pending in ready {
-            self.finish_subscribe(ctx, pending);
-        }
-    }
-
-    /// SUBACK, then the retained messages for the new subscriptions.
-    fn finish_subscribe(&mut self, ctx: &mut Ctx, pending: PendingSubAck) {
-        let PendingSubAck {
-            conn,
-            client_id,
-            suback,
-            retained_for,
-            ..
-        } = pending;
-        self.send_packet(ctx, conn, &Packet::SubAck(suback));
-        for (filter, granted, id) in retained_for {
-            self.send_retained(ctx, &client_id, &filter, granted, id);
-        }
     }
 
     /// One filter of a SUBSCRIBE: the granted QoS, the filter and whether it is new; or the
@@ -168,7 +122,7 @@ impl BrokerShard {
     }
 
     /// Sends the retained messages matching a new subscription (RETAIN set, as the spec says).
-    fn send_retained(
+    pub(super) fn send_retained(
         &mut self,
         ctx: &mut Ctx,
         client_id: &MqttStr,
@@ -218,16 +172,20 @@ impl BrokerShard {
             return;
         };
         let mut reason_codes = Vec::with_capacity(unsubscribe.filters.len());
+        let mut last_change = None;
         for text in &unsubscribe.filters {
-            let reason = self.unsubscribe_one(ctx, &client_id, text);
+            let (reason, change) = self.unsubscribe_one(ctx, &client_id, text);
             reason_codes.push(reason);
+            last_change = change.or(last_change);
         }
         let unsuback = UnsubAck {
             packet_id: unsubscribe.packet_id,
             reason_codes,
             properties: Default::default(),
         };
-        self.send_packet(ctx, conn, &Packet::UnsubAck(unsuback));
+        // Like SUBACK: once the client sees UNSUBACK, no shard adds new messages for the filter.
+        let packet = Packet::UnsubAck(unsuback);
+        self.ack_when_applied(ctx, conn, client_id, last_change, packet, Vec::new());
     }
 
     fn unsubscribe_one(
@@ -235,17 +193,17 @@ impl BrokerShard {
         ctx: &mut Ctx,
         client_id: &MqttStr,
         text: &MqttStr,
-    ) -> ReasonCode {
+    ) -> (ReasonCode, Option<ChangeSeq>) {
         if SubscriptionFilter::from_bytes(text.as_shared_bytes().clone(), &self.shared.topic_limits)
             .is_err()
         {
-            return ReasonCode::TopicFilterInvalid;
+            return (ReasonCode::TopicFilterInvalid, None);
         }
         let Some(session) = self.sessions.get_mut(client_id) else {
-            return ReasonCode::UnspecifiedError;
+            return (ReasonCode::UnspecifiedError, None);
         };
         let Some(removed) = session.subscriptions.remove(text) else {
-            return ReasonCode::NoSubscriptionExisted;
+            return (ReasonCode::NoSubscriptionExisted, None);
         };
         let subscriber = session.subscriber;
         self.subscriptions = self.subscriptions.saturating_sub(1);
@@ -253,20 +211,9 @@ impl BrokerShard {
             subscriber,
             filter: removed.filter,
         };
-        self.broadcast(ctx, Change::Subscription(change));
-        ReasonCode::Success
+        let seq = self.broadcast(ctx, Change::Subscription(change));
+        (ReasonCode::Success, Some(seq))
     }
-}
-
-/// A SUBACK waiting for its subscription changes to be applied on every shard.
-#[derive(Debug)]
-pub(super) struct PendingSubAck {
-    conn: ConnId,
-    client_id: MqttStr,
-    /// The last change of this SUBSCRIBE.
-    after: ChangeSeq,
-    suback: SubAck,
-    retained_for: Vec<(SubscriptionFilter, QoS, Option<SubscriptionId>)>,
 }
 
 /// The SUBACK code for a granted QoS.

@@ -1,0 +1,86 @@
+//! Acknowledgements that wait for replication: a SUBACK (and the retained messages after it) or
+//! an UNSUBACK leaves only once every shard has applied the subscription changes it
+//! acknowledges, so any PUBLISH the broker receives after the client saw it is matched against
+//! the new state. Each shard that applies a change for a session held elsewhere wakes the holder
+//! with `ShardMsg::Applied`.
+
+use codec::{MqttStr, Packet, QoS, SubscriptionId};
+use ring_runtime::ConnId;
+use router::{ChangeSeq, SubscriptionFilter};
+
+use super::{BrokerShard, Ctx};
+
+/// Retained messages owed to new subscriptions once their SUBACK is out.
+pub(super) type RetainedDue = Vec<(SubscriptionFilter, QoS, Option<SubscriptionId>)>;
+
+/// An acknowledgement waiting for its changes to be applied on every shard.
+#[derive(Debug)]
+pub(super) struct PendingAck {
+    conn: ConnId,
+    client_id: MqttStr,
+    /// The last change it acknowledges.
+    after: ChangeSeq,
+    packet: Packet,
+    retained_due: RetainedDue,
+}
+
+impl BrokerShard {
+    /// Sends `packet` (then the retained messages due) once every shard has applied
+    /// `last_change`. Without a change of its own it still waits behind an earlier pending
+    /// acknowledgement of the same connection, so acknowledgements keep their order.
+    pub(super) fn ack_when_applied(
+        &mut self,
+        ctx: &mut Ctx,
+        conn: ConnId,
+        client_id: MqttStr,
+        last_change: Option<ChangeSeq>,
+        packet: Packet,
+        retained_due: RetainedDue,
+    ) {
+        let after = last_change.or_else(|| {
+            let earlier = self.pending_acks.iter().rev().find(|p| p.conn == conn);
+            earlier.map(|p| p.after)
+        });
+        let Some(after) = after else {
+            self.finish_ack(ctx, conn, &client_id, &packet, retained_due);
+            return;
+        };
+        let pending = PendingAck {
+            conn,
+            client_id,
+            after,
+            packet,
+            retained_due,
+        };
+        self.pending_acks.push(pending);
+    }
+
+    /// Sends the acknowledgements whose changes every shard has applied.
+    pub(super) fn release_acks(&mut self, ctx: &mut Ctx) {
+        if self.pending_acks.is_empty() {
+            return;
+        }
+        let applied = self.applied_everywhere();
+        let (ready, waiting): (Vec<_>, Vec<_>) = std::mem::take(&mut self.pending_acks)
+            .into_iter()
+            .partition(|p| p.after < applied);
+        self.pending_acks = waiting;
+        for p in ready {
+            self.finish_ack(ctx, p.conn, &p.client_id, &p.packet, p.retained_due);
+        }
+    }
+
+    fn finish_ack(
+        &mut self,
+        ctx: &mut Ctx,
+        conn: ConnId,
+        client_id: &MqttStr,
+        packet: &Packet,
+        retained_due: RetainedDue,
+    ) {
+        self.send_packet(ctx, conn, packet);
+        for (filter, granted, id) in retained_due {
+            self.send_retained(ctx, client_id, &filter, granted, id);
+        }
+    }
+}
