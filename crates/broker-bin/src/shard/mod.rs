@@ -108,16 +108,33 @@ impl BrokerShard {
     fn counters(&self) -> &crate::metrics::ShardCounters {
         self.shared.metrics.shard(self.id.index())
     }
+
+    /// The span every log line about one connection is written in: connection id, client id
+    /// and shard. Built only when debug logging is on.
+    fn conn_span(&self, conn: ConnId) -> tracing::Span {
+        tracing::debug_span!(
+            "conn",
+            id = conn.index(),
+            client = self
+                .conns
+                .get(&conn)
+                .and_then(|c| c.client_id.as_ref())
+                .map_or("", |c| c.as_str()),
+            shard = self.id.index(),
+        )
+    }
 }
 
 impl Handler for BrokerShard {
     type Message = ShardMsg;
 
     fn on_accept(&mut self, ctx: &mut Ctx, conn: ConnId, peer: SocketAddr) {
+        let _span = self.conn_span(conn).entered();
         self.accept(ctx, conn, peer);
     }
 
     fn on_data(&mut self, ctx: &mut Ctx, conn: ConnId, data: Bytes) {
+        let _span = self.conn_span(conn).entered();
         self.receive(ctx, conn, data);
     }
 
@@ -126,6 +143,7 @@ impl Handler for BrokerShard {
     }
 
     fn on_closed(&mut self, ctx: &mut Ctx, conn: ConnId, reason: CloseReason) {
+        let _span = self.conn_span(conn).entered();
         self.connection_closed(ctx, conn, reason);
     }
 

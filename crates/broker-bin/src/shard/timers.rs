@@ -79,7 +79,10 @@ impl BrokerShard {
             return;
         };
         match purpose {
-            TimerPurpose::Connection(conn) => self.connection_timer(ctx, conn),
+            TimerPurpose::Connection(conn) => {
+                let _span = self.conn_span(conn).entered();
+                self.connection_timer(ctx, conn);
+            }
             TimerPurpose::SessionExpiry(client_id) => self.session_expired(ctx, &client_id),
             TimerPurpose::WillDelay(client_id) => self.will_delay_elapsed(ctx, &client_id),
             TimerPurpose::Sys => self.publish_sys(ctx),
