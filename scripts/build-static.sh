@@ -7,9 +7,10 @@
 #   scripts/build-static.sh --runtime-tests T    # build ring-runtime's test binaries for target T;
 #                                                # prints the path of the `runtime` test binary
 #
-# The broker links mimalloc, whose C part needs a C compiler for the target: for aarch64 that
-# is Debian's gcc-aarch64-linux-gnu plus musl headers (musl-dev / a musl cross sysroot), and
-# CC_aarch64_unknown_linux_musl pointing at it. ring-runtime's tests need none of that.
+# The broker links mimalloc, whose C part needs a C compiler for the target. Unless
+# CC_<triple> is set, this script uses `zig cc` from PyPI's `ziglang` package (installed into
+# target/zig-venv on first use) as the cross C compiler for both musl targets. ring-runtime's
+# tests need none of that.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -34,9 +35,34 @@ if [[ ${1:-} == --runtime-tests ]]; then
   exit 0
 fi
 
+# Points CC_<triple>/AR_<triple> at zig cc for `triple` unless the caller set a compiler.
+use_zig_cc() {
+  local triple=$1 zig_target venv=target/zig-venv wrapper
+  local cc_var="CC_${triple//-/_}"
+  [[ -n ${!cc_var:-} ]] && return
+  if [[ ! -x $venv/bin/python ]]; then
+    python3 -m venv "$venv" >&2
+    "$venv/bin/pip" install -q ziglang >&2
+  fi
+  zig_target=${triple%%-*}-linux-musl
+  wrapper=$PWD/target/zig-cc-$triple
+  cat >"$wrapper" <<WRAP
+#!/usr/bin/env bash
+# zig cc for $zig_target (cc-rs passes its own --target, which zig spells differently)
+args=()
+for a in "\$@"; do case "\$a" in --target=*) ;; *) args+=("\$a");; esac; done
+exec "$PWD/$venv/bin/python" -m ziglang cc -target $zig_target "\${args[@]}"
+WRAP
+  printf '#!/usr/bin/env bash\nexec "%s" -m ziglang ar "$@"\n' "$PWD/$venv/bin/python" >"$wrapper-ar"
+  chmod +x "$wrapper" "$wrapper-ar"
+  export "$cc_var=$wrapper"
+  export "AR_${triple//-/_}=$wrapper-ar"
+}
+
 for triple in "${@:-${TARGETS[@]}}"; do
   ensure_target "$triple"
   use_rust_lld "$triple"
+  use_zig_cc "$triple"
   cargo build --locked --profile dist --target "$triple" -p ringmq -p bench
   echo "built target/$triple/dist/{ringmq,ringmq-bench}"
 done
