@@ -133,10 +133,10 @@ pub struct PingResp;
 /// the wire encoding (a 3.1.1 PUBACK decodes with reason Success and no properties).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Packet {
-    /// CONNECT.
-    Connect(Connect),
-    /// CONNACK.
-    ConnAck(ConnAck),
+    /// CONNECT (boxed: large and once per connection, it would bloat every packet).
+    Connect(Box<Connect>),
+    /// CONNACK (boxed, like CONNECT).
+    ConnAck(Box<ConnAck>),
     /// PUBLISH.
     Publish(Publish),
     /// PUBACK.
@@ -186,6 +186,36 @@ impl Packet {
             Self::Auth(_) => PacketType::Auth,
         }
     }
+}
+
+macro_rules! into_packet {
+    ($($variant:ident => |$value:ident| $wrap:expr;)*) => {
+        $(
+            impl From<$variant> for Packet {
+                fn from($value: $variant) -> Self {
+                    Packet::$variant($wrap)
+                }
+            }
+        )*
+    };
+}
+
+into_packet! {
+    Connect => |p| Box::new(p);
+    ConnAck => |p| Box::new(p);
+    Publish => |p| p;
+    PubAck => |p| p;
+    PubRec => |p| p;
+    PubRel => |p| p;
+    PubComp => |p| p;
+    Subscribe => |p| p;
+    SubAck => |p| p;
+    Unsubscribe => |p| p;
+    UnsubAck => |p| p;
+    PingReq => |p| p;
+    PingResp => |p| p;
+    Disconnect => |p| p;
+    Auth => |p| p;
 }
 
 /// How one packet type reads its body and writes itself. `measure` validates everything and

@@ -21,11 +21,14 @@ pub(crate) fn decode_properties<T: PropertySet>(
     if len == 0 {
         return Ok(T::default());
     }
-    let mut block = Reader::new(reader.take(len, FIELD)?);
+    reader.limited(len, FIELD, |block| read_block(block, context))
+}
+
+fn read_block<T: PropertySet>(block: &mut Reader, context: &'static str) -> Result<T, DecodeError> {
     let mut seen: u64 = 0;
     let mut set = T::default();
     while !block.is_empty() {
-        let property = read_property(&mut block)?;
+        let property = read_property(block)?;
         let id = property.id();
         let bit = 1u64 << (id as u8);
         let repeatable = id == PropertyId::UserProperty

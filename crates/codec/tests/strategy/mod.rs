@@ -114,7 +114,7 @@ pub fn connect(protocol: ProtocolVersion) -> impl Strategy<Value = Packet> {
     );
     (fields, credentials, properties).prop_map(
         move |((clean_start, keep_alive, client_id, will), (username, password), properties)| {
-            Packet::Connect(Connect {
+            Packet::from(Connect {
                 protocol,
                 clean_start,
                 keep_alive,
@@ -145,7 +145,7 @@ pub fn connack(protocol: ProtocolVersion) -> impl Strategy<Value = Packet> {
     let has_session_flag = protocol != ProtocolVersion::V3_1;
     let properties = props_for(protocol, connack_properties());
     (any::<bool>(), code, properties).prop_map(move |(present, reason_code, properties)| {
-        Packet::ConnAck(ConnAck {
+        Packet::from(ConnAck {
             session_present: present && has_session_flag,
             reason_code,
             properties,
