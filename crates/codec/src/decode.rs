@@ -115,6 +115,7 @@ pub fn peek_frame_len(buf: &[u8], limits: &Limits) -> Result<Option<usize>, Deco
 ///
 /// The maximum packet size is checked as soon as the fixed header is complete, before the body
 /// has arrived.
+#[inline]
 pub fn decode(buf: &mut BytesMut, limits: &Limits) -> Result<Option<Packet>, DecodeError> {
     let Some(header) = parse_fixed_header(buf, limits)? else {
         return Ok(None);
