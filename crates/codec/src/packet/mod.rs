@@ -239,34 +239,27 @@ pub(crate) trait Wire: Sized {
     fn write(&self, protocol: ProtocolVersion, plan: &Self::Plan, buf: &mut BytesMut);
 }
 
-impl Wire for PingReq {
-    const TYPE: PacketType = PacketType::PingReq;
-    type Plan = ();
+/// PINGREQ and PINGRESP: no variable header, no payload, in every version.
+macro_rules! empty_packet_wire {
+    ($($name:ident),*) => {
+        $(
+            impl Wire for $name {
+                const TYPE: PacketType = PacketType::$name;
+                type Plan = ();
 
-    fn decode(_: u8, body: Reader, _: ProtocolVersion) -> Result<Self, DecodeError> {
-        body.finish(Self::TYPE)?;
-        Ok(Self)
-    }
+                fn decode(_: u8, body: Reader, _: ProtocolVersion) -> Result<Self, DecodeError> {
+                    body.finish(Self::TYPE)?;
+                    Ok(Self)
+                }
 
-    fn measure(&self, _: ProtocolVersion) -> Result<(usize, ()), EncodeError> {
-        Ok((0, ()))
-    }
+                fn measure(&self, _: ProtocolVersion) -> Result<(usize, ()), EncodeError> {
+                    Ok((0, ()))
+                }
 
-    fn write(&self, _: ProtocolVersion, _: &(), _: &mut BytesMut) {}
+                fn write(&self, _: ProtocolVersion, _: &(), _: &mut BytesMut) {}
+            }
+        )*
+    };
 }
 
-impl Wire for PingResp {
-    const TYPE: PacketType = PacketType::PingResp;
-    type Plan = ();
-
-    fn decode(_: u8, body: Reader, _: ProtocolVersion) -> Result<Self, DecodeError> {
-        body.finish(Self::TYPE)?;
-        Ok(Self)
-    }
-
-    fn measure(&self, _: ProtocolVersion) -> Result<(usize, ()), EncodeError> {
-        Ok((0, ()))
-    }
-
-    fn write(&self, _: ProtocolVersion, _: &(), _: &mut BytesMut) {}
-}
+empty_packet_wire!(PingReq, PingResp);

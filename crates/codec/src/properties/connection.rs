@@ -87,9 +87,8 @@ impl PropertySet for ConnectProperties {
             self.request_problem_information,
         );
         s.user_properties(&self.user_properties);
-        s.opt_string(I::AuthenticationMethod, self.authentication_method.as_ref());
-        let data = self.authentication_data.as_ref();
-        s.opt_binary(I::AuthenticationData, "authentication data", data);
+        let method = self.authentication_method.as_ref();
+        s.authentication(method, self.authentication_data.as_ref());
     }
 
     fn check(&self, context: &'static str) -> Result<(), DecodeError> {
@@ -258,9 +257,8 @@ impl PropertySet for ConnAckProperties {
         s.opt_two(I::ServerKeepAlive, self.server_keep_alive);
         s.opt_string(I::ResponseInformation, self.response_information.as_ref());
         s.opt_string(I::ServerReference, self.server_reference.as_ref());
-        s.opt_string(I::AuthenticationMethod, self.authentication_method.as_ref());
-        let data = self.authentication_data.as_ref();
-        s.opt_binary(I::AuthenticationData, "authentication data", data);
+        let method = self.authentication_method.as_ref();
+        s.authentication(method, self.authentication_data.as_ref());
     }
 
     fn check(&self, context: &'static str) -> Result<(), DecodeError> {
@@ -337,9 +335,8 @@ impl PropertySet for AuthProperties {
     }
 
     fn write_to<S: PropertySink>(&self, s: &mut S) {
-        s.opt_string(I::AuthenticationMethod, self.authentication_method.as_ref());
-        let data = self.authentication_data.as_ref();
-        s.opt_binary(I::AuthenticationData, "authentication data", data);
+        let method = self.authentication_method.as_ref();
+        s.authentication(method, self.authentication_data.as_ref());
         s.opt_string(I::ReasonString, self.reason_string.as_ref());
         s.user_properties(&self.user_properties);
     }

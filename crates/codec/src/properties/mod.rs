@@ -12,7 +12,9 @@ pub use connection::{
     AuthProperties, ConnAckProperties, ConnectProperties, DisconnectProperties, WillProperties,
 };
 pub use message::{AckProperties, PublishProperties, SubscribeProperties, UnsubscribeProperties};
-pub(crate) use wire::{decode_properties, encoded_block_len, value, write_block};
+pub(crate) use wire::{
+    decode_if_v5, decode_properties, encoded_block_len, measure_if_v5, value, write_block,
+};
 
 use crate::read::Reader;
 use crate::string::MqttStr;
@@ -183,6 +185,12 @@ pub(crate) trait PropertySink {
         if let Some(v) = value {
             self.binary(id, field, v);
         }
+    }
+
+    /// Authentication Method and Data (CONNECT, CONNACK, AUTH).
+    fn authentication(&mut self, method: Option<&MqttStr>, data: Option<&Bytes>) {
+        self.opt_string(PropertyId::AuthenticationMethod, method);
+        self.opt_binary(PropertyId::AuthenticationData, "authentication data", data);
     }
 }
 

@@ -5,7 +5,7 @@ use bytes::BytesMut;
 
 use super::{BufSink, LenSink, PropertyId, PropertySet};
 use crate::read::Reader;
-use crate::{DecodeError, EncodeError, write};
+use crate::{DecodeError, EncodeError, ProtocolVersion, write};
 
 const FIELD: &str = "properties";
 
@@ -41,6 +41,33 @@ fn read_block<T: PropertySet>(block: &mut Reader, context: &'static str) -> Resu
     }
     set.check(context)?;
     Ok(set)
+}
+
+/// Reads a properties block for 5.0; for 3.x, which has none, the empty set.
+#[inline]
+pub(crate) fn decode_if_v5<T: PropertySet>(
+    reader: &mut Reader,
+    protocol: ProtocolVersion,
+    context: &'static str,
+) -> Result<T, DecodeError> {
+    if protocol.is_v5() {
+        decode_properties(reader, context)
+    } else {
+        Ok(T::default())
+    }
+}
+
+/// For 5.0, the size of `set`'s block with its length prefix and the size of the block alone;
+/// `(0, 0)` for 3.x.
+pub(crate) fn measure_if_v5<T: PropertySet>(
+    set: &T,
+    protocol: ProtocolVersion,
+) -> Result<(usize, usize), EncodeError> {
+    if !protocol.is_v5() {
+        return Ok((0, 0));
+    }
+    let len = encoded_block_len(set)?;
+    Ok((write::len_prefix(len) + len, len))
 }
 
 /// The size of `set`'s properties (without the length prefix).

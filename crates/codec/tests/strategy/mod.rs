@@ -188,44 +188,20 @@ fn ack_fields(
 }
 
 pub fn acks(protocol: ProtocolVersion) -> impl Strategy<Value = Packet> {
-    prop_oneof![
-        ack_fields(protocol, PacketType::PubAck).prop_map(
-            |(packet_id, reason_code, properties)| {
-                Packet::PubAck(PubAck {
-                    packet_id,
-                    reason_code,
-                    properties,
-                })
-            }
-        ),
-        ack_fields(protocol, PacketType::PubRec).prop_map(
-            |(packet_id, reason_code, properties)| {
-                Packet::PubRec(PubRec {
-                    packet_id,
-                    reason_code,
-                    properties,
-                })
-            }
-        ),
-        ack_fields(protocol, PacketType::PubRel).prop_map(
-            |(packet_id, reason_code, properties)| {
-                Packet::PubRel(PubRel {
-                    packet_id,
-                    reason_code,
-                    properties,
-                })
-            }
-        ),
-        ack_fields(protocol, PacketType::PubComp).prop_map(
-            |(packet_id, reason_code, properties)| {
-                Packet::PubComp(PubComp {
-                    packet_id,
-                    reason_code,
-                    properties,
-                })
-            }
-        ),
-    ]
+    macro_rules! ack {
+        ($name:ident) => {
+            ack_fields(protocol, PacketType::$name).prop_map(
+                |(packet_id, reason_code, properties)| {
+                    Packet::$name($name {
+                        packet_id,
+                        reason_code,
+                        properties,
+                    })
+                },
+            )
+        };
+    }
+    prop_oneof![ack!(PubAck), ack!(PubRec), ack!(PubRel), ack!(PubComp)]
 }
 
 fn options(protocol: ProtocolVersion) -> impl Strategy<Value = SubscriptionOptions> {
