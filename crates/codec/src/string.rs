@@ -71,8 +71,9 @@ impl MqttStr {
     }
 
     /// Whether the string holds a topic wildcard (`+` or `#`), which a topic name must not.
+    #[inline]
     pub fn has_wildcard(&self) -> bool {
-        scan(&self.0).wildcard
+        has_wildcard(&self.0)
     }
 }
 
@@ -122,6 +123,18 @@ fn scan(bytes: &[u8]) -> Scan {
         wildcard,
         non_ascii: found & HIGHS != 0,
     }
+}
+
+/// Whether `bytes` hold `+` or `#` (the encoder's check; cheaper than a full [`scan`]).
+#[inline]
+fn has_wildcard(bytes: &[u8]) -> bool {
+    let mut chunks = bytes.chunks_exact(8);
+    let mut found = false;
+    for chunk in &mut chunks {
+        let word = u64::from_ne_bytes(chunk.try_into().expect("invariant: 8-byte chunk"));
+        found |= has_byte(word, b'+') | has_byte(word, b'#');
+    }
+    found || chunks.remainder().iter().any(|&b| b == b'+' || b == b'#')
 }
 
 fn check_scan(bytes: &[u8], scan: Scan, field: &'static str) -> Result<(), DecodeError> {
@@ -254,6 +267,7 @@ mod tests {
                 assert_eq!(found.null, bytes.contains(&0), "{bytes:?}");
                 let wildcard = bytes.iter().any(|&b| b == b'+' || b == b'#');
                 assert_eq!(found.wildcard, wildcard, "{bytes:?}");
+                assert_eq!(has_wildcard(bytes), wildcard, "{bytes:?}");
                 assert_eq!(found.non_ascii, !bytes.is_ascii(), "{bytes:?}");
             }
         }
