@@ -362,8 +362,11 @@ fn bench_shared_frame(c: &mut Criterion) {
 }
 
 fn main() {
-    report_allocations();
-    report_interleaved();
+    // `cargo bench` passes --bench; `cargo test` runs every benchmark once, without the reports.
+    if std::env::args().any(|arg| arg == "--bench") {
+        report_allocations();
+        report_interleaved();
+    }
     let mut criterion = Criterion::default().configure_from_args();
     bench_decode(&mut criterion);
     bench_encode(&mut criterion);
