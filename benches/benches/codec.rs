@@ -359,6 +359,19 @@ fn bench_shared_frame(c: &mut Criterion) {
             );
         })
     });
+    // The batched form: headers appended to one write buffer, one payload reference each.
+    let mut out = BytesMut::with_capacity(64 * 1024);
+    c.bench_function("shared_publish_write_header/v5_props/4096", |b| {
+        b.iter(|| {
+            if out.len() > 60 * 1024 {
+                out.clear();
+            }
+            shared
+                .write_header(black_box(&options), &mut out)
+                .expect("valid");
+            black_box(shared.payload().clone());
+        })
+    });
 }
 
 fn main() {
