@@ -53,6 +53,7 @@ struct FixedHeader {
     frame_len: usize,
 }
 
+#[inline]
 fn check_first_byte(byte: u8, protocol: ProtocolVersion) -> Result<PacketType, DecodeError> {
     let value = byte >> 4;
     let reserved = DecodeError::ReservedPacketType { value, protocol };
@@ -70,6 +71,7 @@ fn check_first_byte(byte: u8, protocol: ProtocolVersion) -> Result<PacketType, D
     }
 }
 
+#[inline]
 fn parse_fixed_header(buf: &[u8], limits: &Limits) -> Result<Option<FixedHeader>, DecodeError> {
     let Some((&first, rest)) = buf.split_first() else {
         return Ok(None);
@@ -113,6 +115,7 @@ pub fn peek_frame_len(buf: &[u8], limits: &Limits) -> Result<Option<usize>, Deco
 ///
 /// The maximum packet size is checked as soon as the fixed header is complete, before the body
 /// has arrived.
+#[inline]
 pub fn decode(buf: &mut BytesMut, limits: &Limits) -> Result<Option<Packet>, DecodeError> {
     let Some(header) = parse_fixed_header(buf, limits)? else {
         return Ok(None);
@@ -120,9 +123,16 @@ pub fn decode(buf: &mut BytesMut, limits: &Limits) -> Result<Option<Packet>, Dec
     if buf.len() < header.frame_len {
         return Ok(None);
     }
-    let mut frame = buf.split_to(header.frame_len).freeze();
-    frame.advance(header.header_len);
-    decode_body(header, Reader::new(frame), limits.protocol).map(Some)
+    buf.advance(header.header_len);
+    let body = Reader::new(buf.split_to(header.frame_len - header.header_len).freeze());
+    // PUBLISH is the hot path: decoded here so the packet is built in place.
+    let packet = match header.packet {
+        PacketType::Publish => {
+            Packet::Publish(Publish::decode(header.flags, body, limits.protocol)?)
+        }
+        _ => decode_other(header, body, limits.protocol)?,
+    };
+    Ok(Some(packet))
 }
 
 fn body<P: Wire>(
@@ -133,7 +143,8 @@ fn body<P: Wire>(
     P::decode(header.flags, body, protocol)
 }
 
-fn decode_body(
+#[inline(never)]
+fn decode_other(
     header: FixedHeader,
     reader: Reader,
     protocol: ProtocolVersion,
@@ -141,8 +152,8 @@ fn decode_body(
     let (h, r, p) = (header, reader, protocol);
     Ok(match header.packet {
         PacketType::Publish => Packet::Publish(body::<Publish>(h, r, p)?),
-        PacketType::Connect => Packet::Connect(body::<Connect>(h, r, p)?),
-        PacketType::ConnAck => Packet::ConnAck(body::<ConnAck>(h, r, p)?),
+        PacketType::Connect => Packet::Connect(Box::new(body::<Connect>(h, r, p)?)),
+        PacketType::ConnAck => Packet::ConnAck(Box::new(body::<ConnAck>(h, r, p)?)),
         PacketType::PubAck => Packet::PubAck(body::<PubAck>(h, r, p)?),
         PacketType::PubRec => Packet::PubRec(body::<PubRec>(h, r, p)?),
         PacketType::PubRel => Packet::PubRel(body::<PubRel>(h, r, p)?),

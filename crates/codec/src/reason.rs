@@ -167,31 +167,7 @@ impl ReasonCode {
         use ReasonCode as R;
         let code = self;
         match packet {
-            PacketType::ConnAck => matches!(
-                code,
-                R::Success
-                    | R::UnspecifiedError
-                    | R::MalformedPacket
-                    | R::ProtocolError
-                    | R::ImplementationSpecificError
-                    | R::UnsupportedProtocolVersion
-                    | R::ClientIdentifierNotValid
-                    | R::BadUserNameOrPassword
-                    | R::NotAuthorized
-                    | R::ServerUnavailable
-                    | R::ServerBusy
-                    | R::Banned
-                    | R::BadAuthenticationMethod
-                    | R::TopicNameInvalid
-                    | R::PacketTooLarge
-                    | R::QuotaExceeded
-                    | R::PayloadFormatInvalid
-                    | R::RetainNotSupported
-                    | R::QoSNotSupported
-                    | R::UseAnotherServer
-                    | R::ServerMoved
-                    | R::ConnectionRateExceeded
-            ),
+            PacketType::ConnAck => is_allowed_in_connack(code),
             PacketType::PubAck | PacketType::PubRec => matches!(
                 code,
                 R::Success
@@ -207,21 +183,7 @@ impl ReasonCode {
             PacketType::PubRel | PacketType::PubComp => {
                 matches!(code, R::Success | R::PacketIdentifierNotFound)
             }
-            PacketType::SubAck => matches!(
-                code,
-                R::Success
-                    | R::GrantedQoS1
-                    | R::GrantedQoS2
-                    | R::UnspecifiedError
-                    | R::ImplementationSpecificError
-                    | R::NotAuthorized
-                    | R::TopicFilterInvalid
-                    | R::PacketIdentifierInUse
-                    | R::QuotaExceeded
-                    | R::SharedSubscriptionsNotSupported
-                    | R::SubscriptionIdentifiersNotSupported
-                    | R::WildcardSubscriptionsNotSupported
-            ),
+            PacketType::SubAck => is_allowed_in_suback(code),
             PacketType::UnsubAck => matches!(
                 code,
                 R::Success
@@ -240,6 +202,54 @@ impl ReasonCode {
             _ => false,
         }
     }
+}
+
+const fn is_allowed_in_connack(code: ReasonCode) -> bool {
+    use ReasonCode as R;
+    matches!(
+        code,
+        R::Success
+            | R::UnspecifiedError
+            | R::MalformedPacket
+            | R::ProtocolError
+            | R::ImplementationSpecificError
+            | R::UnsupportedProtocolVersion
+            | R::ClientIdentifierNotValid
+            | R::BadUserNameOrPassword
+            | R::NotAuthorized
+            | R::ServerUnavailable
+            | R::ServerBusy
+            | R::Banned
+            | R::BadAuthenticationMethod
+            | R::TopicNameInvalid
+            | R::PacketTooLarge
+            | R::QuotaExceeded
+            | R::PayloadFormatInvalid
+            | R::RetainNotSupported
+            | R::QoSNotSupported
+            | R::UseAnotherServer
+            | R::ServerMoved
+            | R::ConnectionRateExceeded
+    )
+}
+
+const fn is_allowed_in_suback(code: ReasonCode) -> bool {
+    use ReasonCode as R;
+    matches!(
+        code,
+        R::Success
+            | R::GrantedQoS1
+            | R::GrantedQoS2
+            | R::UnspecifiedError
+            | R::ImplementationSpecificError
+            | R::NotAuthorized
+            | R::TopicFilterInvalid
+            | R::PacketIdentifierInUse
+            | R::QuotaExceeded
+            | R::SharedSubscriptionsNotSupported
+            | R::SubscriptionIdentifiersNotSupported
+            | R::WildcardSubscriptionsNotSupported
+    )
 }
 
 const fn is_allowed_in_disconnect(code: ReasonCode) -> bool {

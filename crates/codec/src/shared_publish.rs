@@ -163,57 +163,15 @@ impl SharedPublish {
 
     /// Builds one subscriber's frame. `scratch` is cleared, the header is written into it and
     /// split off; its spare capacity serves the next call (reserve a few KiB in it to write
-    /// many headers per allocation).
+    /// many headers per allocation). The frame holds three shared handles (header, common
+    /// properties, payload); [`Self::write_header`] needs only the payload's.
     pub fn frame(
         &self,
         options: &FrameOptions<'_>,
         scratch: &mut BytesMut,
     ) -> Result<PublishFrame, EncodeError> {
-        let v5 = options.protocol.is_v5();
-        let alias = options.topic_alias.filter(|_| v5);
-        let send_topic = !matches!(alias, Some(TopicAliasUse::Reuse(_)));
-        let topic = if send_topic {
-            &self.topic
-        } else {
-            &MqttStr::default()
-        };
-        let (qos, id) = (options.qos, options.packet_id);
-        check_encodable(
-            options.dup,
-            qos,
-            id,
-            topic,
-            alias.is_some(),
-            options.protocol,
-        )?;
-
-        let mut routing = LenSink::default();
-        let mut properties_len = 0;
-        if v5 {
-            self.write_routing(options, alias, &mut routing);
-            properties_len = routing.len + self.shared_properties.len();
-        }
-        // The header holds everything before the shared properties and the payload.
-        let mut header_body = 2 + topic.len() + 2 * usize::from(id.is_some());
-        if v5 {
-            header_body += len_prefix(properties_len) + routing.len;
-        }
-        let shared_len = if v5 { self.shared_properties.len() } else { 0 };
-        let remaining = header_body + shared_len + self.payload.len();
-        write::frame_len(remaining)?;
-
         scratch.clear();
-        scratch.reserve(1 + 4 + header_body);
-        let first = first_byte(options.dup, qos, options.retain);
-        write::put_fixed_header(scratch, first, remaining);
-        put_str(scratch, topic);
-        if let Some(id) = id {
-            scratch.put_u16(id.get());
-        }
-        if v5 {
-            write::put_len(scratch, properties_len);
-            self.write_routing(options, alias, &mut BufSink(scratch));
-        }
+        let v5 = self.encode_header(options, false, scratch)?;
         Ok(PublishFrame {
             header: scratch.split().freeze(),
             properties: if v5 {
@@ -223,6 +181,67 @@ impl SharedPublish {
             },
             payload: self.payload.clone(),
         })
+    }
+
+    /// Appends one subscriber's complete header (fixed header, topic, packet identifier and
+    /// every property, the common ones copied: they are small) to `out`; the frame is that
+    /// header followed by [`Self::payload`]. The cheapest way to fan out: headers of many
+    /// frames batch in one write buffer and each frame adds one payload reference.
+    pub fn write_header(
+        &self,
+        options: &FrameOptions<'_>,
+        out: &mut BytesMut,
+    ) -> Result<(), EncodeError> {
+        self.encode_header(options, true, out).map(|_| ())
+    }
+
+    /// Checks `options` and appends the header, with the common properties when
+    /// `with_shared` (otherwise the frame continues with them). Returns whether the frame is
+    /// 5.0 (has properties).
+    fn encode_header(
+        &self,
+        options: &FrameOptions<'_>,
+        with_shared: bool,
+        out: &mut BytesMut,
+    ) -> Result<bool, EncodeError> {
+        let v5 = options.protocol.is_v5();
+        let alias = options.topic_alias.filter(|_| v5);
+        let empty = MqttStr::default();
+        let send_topic = !matches!(alias, Some(TopicAliasUse::Reuse(_)));
+        let topic = if send_topic { &self.topic } else { &empty };
+        let (qos, id) = (options.qos, options.packet_id);
+        let has_alias = alias.is_some();
+        check_encodable(options.dup, qos, id, topic, has_alias, options.protocol)?;
+
+        let mut routing = LenSink::default();
+        let mut properties_len = 0;
+        if v5 {
+            self.write_routing(options, alias, &mut routing);
+            properties_len = routing.len + self.shared_properties.len();
+        }
+        let shared_len = if v5 { self.shared_properties.len() } else { 0 };
+        let mut header_body = 2 + topic.len() + 2 * usize::from(id.is_some());
+        if v5 {
+            header_body += len_prefix(properties_len) + routing.len;
+        }
+        let remaining = header_body + shared_len + self.payload.len();
+        write::frame_len(remaining)?;
+
+        out.reserve(1 + 4 + header_body + if with_shared { shared_len } else { 0 });
+        let first = first_byte(options.dup, qos, options.retain);
+        write::put_fixed_header(out, first, remaining);
+        put_str(out, topic);
+        if let Some(id) = id {
+            out.put_u16(id.get());
+        }
+        if v5 {
+            write::put_len(out, properties_len);
+            self.write_routing(options, alias, &mut BufSink(out));
+            if with_shared {
+                out.put_slice(&self.shared_properties);
+            }
+        }
+        Ok(v5)
     }
 
     fn write_routing<S: crate::properties::PropertySink>(

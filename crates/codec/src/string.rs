@@ -31,6 +31,7 @@ impl MqttStr {
     }
 
     /// Wraps `bytes` that `validate` accepted for `field`.
+    #[inline]
     pub(crate) fn from_validated(bytes: Bytes) -> Self {
         Self(bytes)
     }
@@ -42,6 +43,7 @@ impl MqttStr {
     }
 
     /// The UTF-8 bytes.
+    #[inline]
     pub fn as_bytes(&self) -> &[u8] {
         &self.0
     }
@@ -57,42 +59,112 @@ impl MqttStr {
     }
 
     /// Length in bytes.
+    #[inline]
     pub fn len(&self) -> usize {
         self.0.len()
     }
 
     /// Whether the string is empty.
+    #[inline]
     pub fn is_empty(&self) -> bool {
         self.0.is_empty()
     }
 
     /// Whether the string holds a topic wildcard (`+` or `#`), which a topic name must not.
+    #[inline]
     pub fn has_wildcard(&self) -> bool {
-        self.0.iter().any(|&b| b == b'+' || b == b'#')
+        has_wildcard(&self.0)
     }
 }
 
-/// Checks that `bytes` form an MQTT UTF-8 Encoded String; `field` names it in the error.
-pub(crate) fn validate(bytes: &[u8], field: &'static str) -> Result<(), DecodeError> {
+/// What one scan of a string found.
+#[derive(Clone, Copy)]
+struct Scan {
+    null: bool,
+    wildcard: bool,
+    non_ascii: bool,
+}
+
+const ONES: u64 = u64::from_ne_bytes([0x01; 8]);
+const HIGHS: u64 = u64::from_ne_bytes([0x80; 8]);
+
+/// Whether any byte of `word` is zero (the classic SWAR test; exact, no false positives).
+#[inline(always)]
+const fn has_zero_byte(word: u64) -> bool {
+    word.wrapping_sub(ONES) & !word & HIGHS != 0
+}
+
+/// Whether any byte of `word` equals `byte`.
+#[inline(always)]
+const fn has_byte(word: u64, byte: u8) -> bool {
+    has_zero_byte(word ^ (ONES * byte as u64))
+}
+
+/// Scans `bytes` eight at a time for U+0000, `+`, `#` and non-ASCII bytes.
+#[inline]
+fn scan(bytes: &[u8]) -> Scan {
+    let mut found = 0u64;
+    let mut null = false;
+    let mut wildcard = false;
+    let mut chunks = bytes.chunks_exact(8);
+    for chunk in &mut chunks {
+        let word = u64::from_ne_bytes(chunk.try_into().expect("invariant: 8-byte chunk"));
+        found |= word;
+        null |= has_zero_byte(word);
+        wildcard |= has_byte(word, b'+') | has_byte(word, b'#');
+    }
+    for &byte in chunks.remainder() {
+        found |= u64::from(byte);
+        null |= byte == 0;
+        wildcard |= byte == b'+' || byte == b'#';
+    }
+    Scan {
+        null,
+        wildcard,
+        non_ascii: found & HIGHS != 0,
+    }
+}
+
+/// Whether `bytes` hold `+` or `#` (the encoder's check; cheaper than a full [`scan`]).
+#[inline]
+fn has_wildcard(bytes: &[u8]) -> bool {
+    let mut chunks = bytes.chunks_exact(8);
+    let mut found = false;
+    for chunk in &mut chunks {
+        let word = u64::from_ne_bytes(chunk.try_into().expect("invariant: 8-byte chunk"));
+        found |= has_byte(word, b'+') | has_byte(word, b'#');
+    }
+    found || chunks.remainder().iter().any(|&b| b == b'+' || b == b'#')
+}
+
+fn check_scan(bytes: &[u8], scan: Scan, field: &'static str) -> Result<(), DecodeError> {
     if bytes.len() > MqttStr::MAX_LEN {
         return Err(DecodeError::StringTooLong { len: bytes.len() });
     }
-    if std::str::from_utf8(bytes).is_err() {
+    if scan.non_ascii && std::str::from_utf8(bytes).is_err() {
         return Err(DecodeError::InvalidUtf8 { field });
     }
-    if bytes.contains(&0) {
+    if scan.null {
         return Err(DecodeError::NullCharacter { field });
     }
     Ok(())
 }
 
+/// Checks that `bytes` form an MQTT UTF-8 Encoded String; `field` names it in the error.
+#[inline]
+pub(crate) fn validate(bytes: &[u8], field: &'static str) -> Result<(), DecodeError> {
+    check_scan(bytes, scan(bytes), field)
+}
+
 /// Checks a topic name (PUBLISH, Will, Response Topic): UTF-8 rules plus no wildcard. An empty
 /// name passes here; whether it is allowed depends on the packet.
+#[inline]
 pub(crate) fn validate_topic_name(bytes: &[u8], field: &'static str) -> Result<(), DecodeError> {
-    if bytes.iter().any(|&b| b == b'+' || b == b'#') {
+    let scan = scan(bytes);
+    if scan.wildcard {
         return Err(DecodeError::WildcardInTopicName { field });
     }
-    validate(bytes, field)
+    check_scan(bytes, scan, field)
 }
 
 impl TryFrom<&str> for MqttStr {
@@ -176,6 +248,29 @@ mod tests {
             Err(DecodeError::StringTooLong { len: 65_536 })
         );
         assert!(MqttStr::try_from("x".repeat(MqttStr::MAX_LEN)).is_ok());
+    }
+
+    #[test]
+    fn the_word_scan_agrees_with_a_byte_scan() {
+        let samples: [&[u8]; 6] = [
+            b"sensors/building-7/floor-3/temperature",
+            b"abcdefg+",
+            b"abcdefgh#",
+            b"abcdefgh\0",
+            "caf\u{e9}/\u{4e2d}".as_bytes(),
+            b"",
+        ];
+        for sample in samples {
+            for start in 0..sample.len().max(1) {
+                let bytes = &sample[start.min(sample.len())..];
+                let found = scan(bytes);
+                assert_eq!(found.null, bytes.contains(&0), "{bytes:?}");
+                let wildcard = bytes.iter().any(|&b| b == b'+' || b == b'#');
+                assert_eq!(found.wildcard, wildcard, "{bytes:?}");
+                assert_eq!(has_wildcard(bytes), wildcard, "{bytes:?}");
+                assert_eq!(found.non_ascii, !bytes.is_ascii(), "{bytes:?}");
+            }
+        }
     }
 
     #[test]

@@ -19,6 +19,7 @@ pub enum QoS {
 
 impl QoS {
     /// The QoS for a wire value, `None` for 3 and above.
+    #[inline]
     pub const fn from_u8(value: u8) -> Option<Self> {
         match value {
             0 => Some(Self::AtMostOnce),
@@ -29,6 +30,7 @@ impl QoS {
     }
 
     /// The wire value.
+    #[inline]
     pub const fn as_u8(self) -> u8 {
         self as u8
     }
@@ -40,6 +42,7 @@ pub struct PacketId(NonZeroU16);
 
 impl PacketId {
     /// The identifier for a wire value, `None` for 0.
+    #[inline]
     pub const fn new(value: u16) -> Option<Self> {
         match NonZeroU16::new(value) {
             Some(v) => Some(Self(v)),
@@ -48,6 +51,7 @@ impl PacketId {
     }
 
     /// The wire value.
+    #[inline]
     pub const fn get(self) -> u16 {
         self.0.get()
     }

@@ -30,14 +30,14 @@ fn connect(protocol: ProtocolVersion, client_id: &'static str) -> Connect {
 #[test]
 fn connect_minimal() {
     let wire = "10 0E 00 04 4D 51 54 54 04 02 00 3C 00 02 63 31";
-    assert_golden(wire, V4, Packet::Connect(connect(V4, "c1")));
+    assert_golden(wire, V4, Packet::from(connect(V4, "c1")));
 }
 
 #[test]
 fn connect_mqtt_3_1_uses_mqisdp() {
     let v3 = ProtocolVersion::V3_1;
     let wire = "10 10 00 06 4D 51 49 73 64 70 03 02 00 3C 00 02 63 31";
-    assert_golden(wire, v3, Packet::Connect(connect(v3, "c1")));
+    assert_golden(wire, v3, Packet::from(connect(v3, "c1")));
 }
 
 #[test]
@@ -59,13 +59,13 @@ fn connect_with_will_and_credentials_uses_the_specification_flags() {
         password: Some(Bytes::from_static(b"pw")),
         ..connect(V4, "id")
     };
-    assert_golden(wire, V4, Packet::Connect(packet));
+    assert_golden(wire, V4, Packet::from(packet));
 }
 
 #[test]
 fn connack_return_codes() {
     let ack = |session_present, reason_code| {
-        Packet::ConnAck(ConnAck {
+        Packet::from(ConnAck {
             session_present,
             reason_code,
             properties: ConnAckProperties::default(),
@@ -247,7 +247,7 @@ fn five_point_zero_content_is_dropped_for_3_1_1() {
 
 #[test]
 fn connack_codes_without_a_3_1_1_return_code_are_refused() {
-    let ack = Packet::ConnAck(ConnAck {
+    let ack = Packet::from(ConnAck {
         session_present: false,
         reason_code: ReasonCode::Banned,
         properties: ConnAckProperties::default(),

@@ -44,7 +44,7 @@ fn connect_specification_variable_header() {
             ..ConnectProperties::default()
         },
     };
-    assert_golden(wire, V5, Packet::Connect(packet));
+    assert_golden(wire, V5, Packet::from(packet));
 }
 
 #[test]
@@ -80,7 +80,7 @@ fn connect_with_will_properties_and_user_property() {
             ..ConnectProperties::default()
         },
     };
-    assert_golden(wire, V5, Packet::Connect(packet));
+    assert_golden(wire, V5, Packet::from(packet));
 }
 
 #[test]
@@ -96,7 +96,7 @@ fn connect_allows_password_without_user_name_and_empty_client_id() {
         password: Some(Bytes::from_static(&[1, 2, 3])),
         properties: ConnectProperties::default(),
     };
-    assert_golden(wire, V5, Packet::Connect(packet));
+    assert_golden(wire, V5, Packet::from(packet));
 }
 
 #[test]
@@ -112,7 +112,7 @@ fn connack_with_properties() {
             ..ConnAckProperties::default()
         },
     };
-    assert_golden(wire, V5, Packet::ConnAck(packet));
+    assert_golden(wire, V5, Packet::from(packet));
 }
 
 #[test]
@@ -122,7 +122,7 @@ fn connack_refusal_and_capabilities() {
         reason_code: ReasonCode::NotAuthorized,
         properties: ConnAckProperties::default(),
     };
-    assert_golden("20 03 00 87 00", V5, Packet::ConnAck(refused));
+    assert_golden("20 03 00 87 00", V5, Packet::from(refused));
     let capabilities = ConnAck {
         session_present: true,
         reason_code: ReasonCode::Success,
@@ -137,7 +137,7 @@ fn connack_refusal_and_capabilities() {
         },
     };
     let wire = "20 10 01 00 0D 24 01 25 00 28 01 29 00 2A 01 13 00 1E";
-    assert_golden(wire, V5, Packet::ConnAck(capabilities));
+    assert_golden(wire, V5, Packet::from(capabilities));
 }
 
 #[test]

@@ -5,17 +5,8 @@
 mod common;
 
 use bytes::BytesMut;
-use codec::{DecodeError as E, Limits, Packet, PacketType, ProtocolVersion, decode};
-use common::{assert_rejected, frame, hex, props};
-
-const V3: ProtocolVersion = ProtocolVersion::V3_1_1;
-const V5: ProtocolVersion = ProtocolVersion::V5;
-const MALFORMED: u8 = 0x81;
-const PROTOCOL_ERROR: u8 = 0x82;
-
-fn publish_v5(props_hex: &str) -> String {
-    frame(0x30, &format!("00 01 74 {} 78", props(props_hex)))
-}
+use codec::{DecodeError as E, Limits, Packet, PacketType, decode};
+use common::{MALFORMED, PROTOCOL_ERROR, V3, V5, assert_rejected, frame, hex, publish_v5};
 
 #[test]
 fn remaining_length_longer_than_four_bytes() {

@@ -5,16 +5,10 @@ mod common;
 
 use bytes::Bytes;
 use codec::{DecodeError as E, Packet, PropertyId, ProtocolVersion};
-use common::{assert_rejected, connect_v5, decode_one, frame, hex, props};
-
-const V3: ProtocolVersion = ProtocolVersion::V3_1_1;
-const V5: ProtocolVersion = ProtocolVersion::V5;
-const MALFORMED: u8 = 0x81;
-const PROTOCOL_ERROR: u8 = 0x82;
-
-fn publish_v5(props_hex: &str) -> String {
-    frame(0x30, &format!("00 01 74 {} 78", props(props_hex)))
-}
+use common::{
+    MALFORMED, PROTOCOL_ERROR, V3, V5, assert_rejected, connect_v5, decode_one, frame, hex, props,
+    publish_v5,
+};
 
 #[test]
 fn duplicate_properties() {

@@ -5,11 +5,11 @@ use bytes::{BufMut, Bytes, BytesMut};
 
 use super::{PacketType, Wire};
 use crate::properties::{
-    ConnectProperties, WillProperties, decode_properties, encoded_block_len, write_block,
+    ConnectProperties, WillProperties, decode_if_v5, measure_if_v5, write_block,
 };
 use crate::read::Reader;
 use crate::string::MqttStr;
-use crate::write::{self, binary_len, len_prefix, put_binary, put_str, str_len};
+use crate::write::{self, binary_len, put_binary, put_str, str_len};
 use crate::{DecodeError, EncodeError, ProtocolVersion, QoS};
 
 const RESERVED: u8 = 0b0000_0001;
@@ -103,11 +103,7 @@ fn check_flags(flags: u8, protocol: ProtocolVersion) -> Result<(), DecodeError> 
 }
 
 fn read_will(body: &mut Reader, protocol: ProtocolVersion, flags: u8) -> Result<Will, DecodeError> {
-    let properties = if protocol.is_v5() {
-        decode_properties(body, "will")?
-    } else {
-        WillProperties::default()
-    };
+    let properties = decode_if_v5(body, protocol, "will")?;
     let topic = body.topic_name("will topic")?;
     if topic.is_empty() {
         return Err(DecodeError::EmptyTopicName {
@@ -170,19 +166,15 @@ impl Connect {
         flags
     }
 
-    fn measure_will(will: &Will, v5: bool) -> Result<(usize, usize), EncodeError> {
+    fn measure_will(will: &Will, protocol: ProtocolVersion) -> Result<(usize, usize), EncodeError> {
         if will.topic.is_empty() || will.topic.has_wildcard() {
             return Err(EncodeError::InvalidTopicName {
                 field: "will topic",
             });
         }
-        let mut len = str_len(&will.topic) + binary_len("will payload", &will.payload)?;
-        let mut props = 0;
-        if v5 {
-            props = encoded_block_len(&will.properties)?;
-            len += len_prefix(props) + props;
-        }
-        Ok((len, props))
+        let len = str_len(&will.topic) + binary_len("will payload", &will.payload)?;
+        let (block, props) = measure_if_v5(&will.properties, protocol)?;
+        Ok((len + block, props))
     }
 }
 
@@ -195,11 +187,7 @@ impl Wire for Connect {
         let flags = body.u8("connect flags")?;
         check_flags(flags, protocol)?;
         let keep_alive = body.u16("keep alive")?;
-        let properties = if protocol.is_v5() {
-            decode_properties(&mut body, "CONNECT")?
-        } else {
-            ConnectProperties::default()
-        };
+        let properties = decode_if_v5(&mut body, protocol, "CONNECT")?;
         let client_id = body.string("client identifier")?;
         let clean_start = flags & CLEAN_START != 0;
         if client_id.is_empty() && rejects_empty_client_id(protocol, clean_start) {
@@ -241,17 +229,14 @@ impl Wire for Connect {
             });
         }
         let name = protocol_name(self.protocol);
-        let mut len = 2 + name.len() + 1 + 1 + 2 + str_len(&self.client_id);
+        let (block, properties) = measure_if_v5(&self.properties, self.protocol)?;
+        let mut len = 2 + name.len() + 1 + 1 + 2 + str_len(&self.client_id) + block;
         let mut plan = ConnectPlan {
-            properties: 0,
+            properties,
             will_properties: 0,
         };
-        if v5 {
-            plan.properties = encoded_block_len(&self.properties)?;
-            len += len_prefix(plan.properties) + plan.properties;
-        }
         if let Some(will) = &self.will {
-            let (will_len, will_props) = Self::measure_will(will, v5)?;
+            let (will_len, will_props) = Self::measure_will(will, self.protocol)?;
             len += will_len;
             plan.will_properties = will_props;
         }

@@ -133,10 +133,10 @@ pub struct PingResp;
 /// the wire encoding (a 3.1.1 PUBACK decodes with reason Success and no properties).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Packet {
-    /// CONNECT.
-    Connect(Connect),
-    /// CONNACK.
-    ConnAck(ConnAck),
+    /// CONNECT (boxed: large and once per connection, it would bloat every packet).
+    Connect(Box<Connect>),
+    /// CONNACK (boxed, like CONNECT).
+    ConnAck(Box<ConnAck>),
     /// PUBLISH.
     Publish(Publish),
     /// PUBACK.
@@ -188,6 +188,36 @@ impl Packet {
     }
 }
 
+macro_rules! into_packet {
+    ($($variant:ident => |$value:ident| $wrap:expr;)*) => {
+        $(
+            impl From<$variant> for Packet {
+                fn from($value: $variant) -> Self {
+                    Packet::$variant($wrap)
+                }
+            }
+        )*
+    };
+}
+
+into_packet! {
+    Connect => |p| Box::new(p);
+    ConnAck => |p| Box::new(p);
+    Publish => |p| p;
+    PubAck => |p| p;
+    PubRec => |p| p;
+    PubRel => |p| p;
+    PubComp => |p| p;
+    Subscribe => |p| p;
+    SubAck => |p| p;
+    Unsubscribe => |p| p;
+    UnsubAck => |p| p;
+    PingReq => |p| p;
+    PingResp => |p| p;
+    Disconnect => |p| p;
+    Auth => |p| p;
+}
+
 /// How one packet type reads its body and writes itself. `measure` validates everything and
 /// returns the remaining length plus whatever `write` needs (property block lengths), so that
 /// `write` cannot fail and nothing is written for a packet that cannot be encoded.
@@ -209,34 +239,27 @@ pub(crate) trait Wire: Sized {
     fn write(&self, protocol: ProtocolVersion, plan: &Self::Plan, buf: &mut BytesMut);
 }
 
-impl Wire for PingReq {
-    const TYPE: PacketType = PacketType::PingReq;
-    type Plan = ();
+/// PINGREQ and PINGRESP: no variable header, no payload, in every version.
+macro_rules! empty_packet_wire {
+    ($($name:ident),*) => {
+        $(
+            impl Wire for $name {
+                const TYPE: PacketType = PacketType::$name;
+                type Plan = ();
 
-    fn decode(_: u8, body: Reader, _: ProtocolVersion) -> Result<Self, DecodeError> {
-        body.finish(Self::TYPE)?;
-        Ok(Self)
-    }
+                fn decode(_: u8, body: Reader, _: ProtocolVersion) -> Result<Self, DecodeError> {
+                    body.finish(Self::TYPE)?;
+                    Ok(Self)
+                }
 
-    fn measure(&self, _: ProtocolVersion) -> Result<(usize, ()), EncodeError> {
-        Ok((0, ()))
-    }
+                fn measure(&self, _: ProtocolVersion) -> Result<(usize, ()), EncodeError> {
+                    Ok((0, ()))
+                }
 
-    fn write(&self, _: ProtocolVersion, _: &(), _: &mut BytesMut) {}
+                fn write(&self, _: ProtocolVersion, _: &(), _: &mut BytesMut) {}
+            }
+        )*
+    };
 }
 
-impl Wire for PingResp {
-    const TYPE: PacketType = PacketType::PingResp;
-    type Plan = ();
-
-    fn decode(_: u8, body: Reader, _: ProtocolVersion) -> Result<Self, DecodeError> {
-        body.finish(Self::TYPE)?;
-        Ok(Self)
-    }
-
-    fn measure(&self, _: ProtocolVersion) -> Result<(usize, ()), EncodeError> {
-        Ok((0, ()))
-    }
-
-    fn write(&self, _: ProtocolVersion, _: &(), _: &mut BytesMut) {}
-}
+empty_packet_wire!(PingReq, PingResp);

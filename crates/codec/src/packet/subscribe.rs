@@ -7,11 +7,11 @@ use bytes::{BufMut, BytesMut};
 use super::ack::{check_reason, read_reason};
 use super::{PacketType, Wire};
 use crate::properties::{
-    AckProperties, SubscribeProperties, decode_properties, encoded_block_len, write_block,
+    AckProperties, SubscribeProperties, decode_if_v5, measure_if_v5, write_block,
 };
 use crate::read::Reader;
 use crate::string::MqttStr;
-use crate::write::{len_prefix, put_str, str_len};
+use crate::write::{put_str, str_len};
 use crate::{
     DecodeError, EncodeError, PacketId, ProtocolVersion, QoS, ReasonCode, RetainHandling,
     SubscriptionOptions,
@@ -93,6 +93,22 @@ pub(crate) fn read_filter(body: &mut Reader, packet: PacketType) -> Result<MqttS
     Ok(filter)
 }
 
+/// Reads entries until the body ends; an empty list is the error `empty`.
+pub(crate) fn read_list<T>(
+    body: &mut Reader,
+    empty: DecodeError,
+    mut entry: impl FnMut(&mut Reader) -> Result<T, DecodeError>,
+) -> Result<Vec<T>, DecodeError> {
+    let mut list = Vec::new();
+    while !body.is_empty() {
+        list.push(entry(body)?);
+    }
+    if list.is_empty() {
+        return Err(empty);
+    }
+    Ok(list)
+}
+
 /// Checks that a SUBSCRIBE/UNSUBSCRIBE has filters and none is empty.
 pub(crate) fn check_filters<'a>(
     mut filters: impl ExactSizeIterator<Item = &'a MqttStr>,
@@ -110,20 +126,13 @@ impl Wire for Subscribe {
 
     fn decode(_: u8, mut body: Reader, protocol: ProtocolVersion) -> Result<Self, DecodeError> {
         let packet_id = body.packet_id(Self::TYPE)?;
-        let properties = if protocol.is_v5() {
-            decode_properties(&mut body, "SUBSCRIBE")?
-        } else {
-            SubscribeProperties::default()
-        };
-        let mut filters = Vec::new();
-        while !body.is_empty() {
-            let filter = read_filter(&mut body, Self::TYPE)?;
+        let properties = decode_if_v5(&mut body, protocol, "SUBSCRIBE")?;
+        let none = DecodeError::NoTopicFilters { packet: Self::TYPE };
+        let filters = read_list(&mut body, none, |body| {
+            let filter = read_filter(body, Self::TYPE)?;
             let options = decode_options(body.u8("subscription options")?, protocol)?;
-            filters.push((filter, options));
-        }
-        if filters.is_empty() {
-            return Err(DecodeError::NoTopicFilters { packet: Self::TYPE });
-        }
+            Ok((filter, options))
+        })?;
         Ok(Self {
             packet_id,
             filters,
@@ -133,17 +142,13 @@ impl Wire for Subscribe {
 
     fn measure(&self, protocol: ProtocolVersion) -> Result<(usize, usize), EncodeError> {
         check_filters(self.filters.iter().map(|(f, _)| f), Self::TYPE)?;
-        let mut len = 2 + self
+        let len = 2 + self
             .filters
             .iter()
             .map(|(f, _)| str_len(f) + 1)
             .sum::<usize>();
-        let mut props = 0;
-        if protocol.is_v5() {
-            props = encoded_block_len(&self.properties)?;
-            len += len_prefix(props) + props;
-        }
-        Ok((len, props))
+        let (block, props) = measure_if_v5(&self.properties, protocol)?;
+        Ok((len + block, props))
     }
 
     fn write(&self, protocol: ProtocolVersion, props: &usize, buf: &mut BytesMut) {
@@ -175,25 +180,18 @@ impl Wire for SubAck {
 
     fn decode(_: u8, mut body: Reader, protocol: ProtocolVersion) -> Result<Self, DecodeError> {
         let packet_id = body.packet_id(Self::TYPE)?;
-        let properties = if protocol.is_v5() {
-            decode_properties(&mut body, "SUBACK")?
-        } else {
-            AckProperties::default()
-        };
-        let mut reason_codes = Vec::with_capacity(body.remaining());
-        while !body.is_empty() {
-            let code = read_reason(&mut body, Self::TYPE)?;
+        let properties = decode_if_v5(&mut body, protocol, "SUBACK")?;
+        let none = DecodeError::NoReasonCodes { packet: Self::TYPE };
+        let reason_codes = read_list(&mut body, none, |body| {
+            let code = read_reason(body, Self::TYPE)?;
             if !protocol.is_v5() && v3_suback_code(code) != Some(code.as_u8()) {
                 return Err(DecodeError::UnknownReasonCode {
                     packet: Self::TYPE,
                     value: code.as_u8(),
                 });
             }
-            reason_codes.push(code);
-        }
-        if reason_codes.is_empty() {
-            return Err(DecodeError::NoReasonCodes { packet: Self::TYPE });
-        }
+            Ok(code)
+        })?;
         Ok(Self {
             packet_id,
             reason_codes,
@@ -215,13 +213,9 @@ impl Wire for SubAck {
                 });
             }
         }
-        let mut len = 2 + self.reason_codes.len();
-        let mut props = 0;
-        if protocol.is_v5() {
-            props = encoded_block_len(&self.properties)?;
-            len += len_prefix(props) + props;
-        }
-        Ok((len, props))
+        let len = 2 + self.reason_codes.len();
+        let (block, props) = measure_if_v5(&self.properties, protocol)?;
+        Ok((len + block, props))
     }
 
     fn write(&self, protocol: ProtocolVersion, props: &usize, buf: &mut BytesMut) {

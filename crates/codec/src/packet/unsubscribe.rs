@@ -3,10 +3,11 @@
 use bytes::{BufMut, BytesMut};
 
 use super::ack::{check_reason, read_reason};
-use super::subscribe::{check_filters, read_filter};
+use super::subscribe::{check_filters, read_filter, read_list};
 use super::{PacketType, Wire};
 use crate::properties::{
-    AckProperties, UnsubscribeProperties, decode_properties, encoded_block_len, write_block,
+    AckProperties, UnsubscribeProperties, decode_if_v5, decode_properties, encoded_block_len,
+    measure_if_v5, write_block,
 };
 use crate::read::Reader;
 use crate::string::MqttStr;
@@ -41,18 +42,9 @@ impl Wire for Unsubscribe {
 
     fn decode(_: u8, mut body: Reader, protocol: ProtocolVersion) -> Result<Self, DecodeError> {
         let packet_id = body.packet_id(Self::TYPE)?;
-        let properties = if protocol.is_v5() {
-            decode_properties(&mut body, "UNSUBSCRIBE")?
-        } else {
-            UnsubscribeProperties::default()
-        };
-        let mut filters = Vec::new();
-        while !body.is_empty() {
-            filters.push(read_filter(&mut body, Self::TYPE)?);
-        }
-        if filters.is_empty() {
-            return Err(DecodeError::NoTopicFilters { packet: Self::TYPE });
-        }
+        let properties = decode_if_v5(&mut body, protocol, "UNSUBSCRIBE")?;
+        let none = DecodeError::NoTopicFilters { packet: Self::TYPE };
+        let filters = read_list(&mut body, none, |body| read_filter(body, Self::TYPE))?;
         Ok(Self {
             packet_id,
             filters,
@@ -62,13 +54,9 @@ impl Wire for Unsubscribe {
 
     fn measure(&self, protocol: ProtocolVersion) -> Result<(usize, usize), EncodeError> {
         check_filters(self.filters.iter(), Self::TYPE)?;
-        let mut len = 2 + self.filters.iter().map(str_len).sum::<usize>();
-        let mut props = 0;
-        if protocol.is_v5() {
-            props = encoded_block_len(&self.properties)?;
-            len += len_prefix(props) + props;
-        }
-        Ok((len, props))
+        let len = 2 + self.filters.iter().map(str_len).sum::<usize>();
+        let (block, props) = measure_if_v5(&self.properties, protocol)?;
+        Ok((len + block, props))
     }
 
     fn write(&self, protocol: ProtocolVersion, props: &usize, buf: &mut BytesMut) {
@@ -92,13 +80,8 @@ impl Wire for UnsubAck {
         let mut properties = AckProperties::default();
         if protocol.is_v5() {
             properties = decode_properties(&mut body, "UNSUBACK")?;
-            reason_codes.reserve_exact(body.remaining());
-            while !body.is_empty() {
-                reason_codes.push(read_reason(&mut body, Self::TYPE)?);
-            }
-            if reason_codes.is_empty() {
-                return Err(DecodeError::NoReasonCodes { packet: Self::TYPE });
-            }
+            let none = DecodeError::NoReasonCodes { packet: Self::TYPE };
+            reason_codes = read_list(&mut body, none, |body| read_reason(body, Self::TYPE))?;
         }
         body.finish(Self::TYPE)?;
         Ok(Self {

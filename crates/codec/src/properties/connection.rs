@@ -4,7 +4,10 @@ use std::num::{NonZeroU16, NonZeroU32};
 
 use bytes::Bytes;
 
-use super::{PayloadFormat, Property, PropertyId as I, PropertySet, PropertySink, UserProperty};
+use super::{
+    PayloadFormat, PropertyId, PropertyId as I, PropertySet, PropertySink, UserProperty, value,
+};
+use crate::read::Reader;
 use crate::string::MqttStr;
 use crate::{DecodeError, QoS};
 
@@ -43,22 +46,28 @@ pub struct ConnectProperties {
 }
 
 impl PropertySet for ConnectProperties {
-    fn apply(&mut self, property: Property) -> Result<(), Property> {
-        match property {
-            Property::SessionExpiryInterval(v) => self.session_expiry_interval = Some(v),
-            Property::ReceiveMaximum(v) => self.receive_maximum = Some(v),
-            Property::MaximumPacketSize(v) => self.maximum_packet_size = Some(v),
-            Property::TopicAliasMaximum(v) => self.topic_alias_maximum = Some(v),
-            Property::RequestResponseInformation(v) => {
-                self.request_response_information = Some(v);
+    fn read(&mut self, id: PropertyId, r: &mut Reader) -> Result<bool, DecodeError> {
+        match id {
+            I::SessionExpiryInterval => self.session_expiry_interval = Some(value::four(r)?),
+            I::ReceiveMaximum => self.receive_maximum = Some(value::receive_maximum(r)?),
+            I::MaximumPacketSize => self.maximum_packet_size = Some(value::maximum_packet_size(r)?),
+            I::TopicAliasMaximum => self.topic_alias_maximum = Some(value::two(r)?),
+            I::RequestResponseInformation => {
+                self.request_response_information = Some(value::flag(r, id)?);
             }
-            Property::RequestProblemInformation(v) => self.request_problem_information = Some(v),
-            Property::User(k, v) => self.user_properties.push((k, v)),
-            Property::AuthenticationMethod(v) => self.authentication_method = Some(v),
-            Property::AuthenticationData(v) => self.authentication_data = Some(v),
-            other => return Err(other),
+            I::RequestProblemInformation => {
+                self.request_problem_information = Some(value::flag(r, id)?)
+            }
+            I::UserProperty => self.user_properties.push(value::user_property(r)?),
+            I::AuthenticationMethod => {
+                self.authentication_method = Some(value::string(r, "authentication method")?)
+            }
+            I::AuthenticationData => {
+                self.authentication_data = Some(value::binary(r, "authentication data")?)
+            }
+            _ => return Ok(false),
         }
-        Ok(())
+        Ok(true)
     }
 
     fn write_to<S: PropertySink>(&self, s: &mut S) {
@@ -78,9 +87,8 @@ impl PropertySet for ConnectProperties {
             self.request_problem_information,
         );
         s.user_properties(&self.user_properties);
-        s.opt_string(I::AuthenticationMethod, self.authentication_method.as_ref());
-        let data = self.authentication_data.as_ref();
-        s.opt_binary(I::AuthenticationData, "authentication data", data);
+        let method = self.authentication_method.as_ref();
+        s.authentication(method, self.authentication_data.as_ref());
     }
 
     fn check(&self, context: &'static str) -> Result<(), DecodeError> {
@@ -112,18 +120,20 @@ pub struct WillProperties {
 }
 
 impl PropertySet for WillProperties {
-    fn apply(&mut self, property: Property) -> Result<(), Property> {
-        match property {
-            Property::WillDelayInterval(v) => self.will_delay_interval = Some(v),
-            Property::PayloadFormatIndicator(v) => self.payload_format = Some(v),
-            Property::MessageExpiryInterval(v) => self.message_expiry_interval = Some(v),
-            Property::ContentType(v) => self.content_type = Some(v),
-            Property::ResponseTopic(v) => self.response_topic = Some(v),
-            Property::CorrelationData(v) => self.correlation_data = Some(v),
-            Property::User(k, v) => self.user_properties.push((k, v)),
-            other => return Err(other),
+    fn read(&mut self, id: PropertyId, r: &mut Reader) -> Result<bool, DecodeError> {
+        match id {
+            I::WillDelayInterval => self.will_delay_interval = Some(value::four(r)?),
+            I::PayloadFormatIndicator => self.payload_format = Some(value::payload_format(r)?),
+            I::MessageExpiryInterval => self.message_expiry_interval = Some(value::four(r)?),
+            I::ContentType => self.content_type = Some(value::string(r, "content type")?),
+            I::ResponseTopic => self.response_topic = Some(value::response_topic(r)?),
+            I::CorrelationData => {
+                self.correlation_data = Some(value::binary(r, "correlation data")?)
+            }
+            I::UserProperty => self.user_properties.push(value::user_property(r)?),
+            _ => return Ok(false),
         }
-        Ok(())
+        Ok(true)
     }
 
     fn write_to<S: PropertySink>(&self, s: &mut S) {
@@ -181,34 +191,45 @@ pub struct ConnAckProperties {
 }
 
 impl PropertySet for ConnAckProperties {
-    fn apply(&mut self, property: Property) -> Result<(), Property> {
-        match property {
-            Property::SessionExpiryInterval(v) => self.session_expiry_interval = Some(v),
-            Property::ReceiveMaximum(v) => self.receive_maximum = Some(v),
-            Property::MaximumQoS(v) => self.maximum_qos = Some(v),
-            Property::RetainAvailable(v) => self.retain_available = Some(v),
-            Property::MaximumPacketSize(v) => self.maximum_packet_size = Some(v),
-            Property::AssignedClientIdentifier(v) => self.assigned_client_identifier = Some(v),
-            Property::TopicAliasMaximum(v) => self.topic_alias_maximum = Some(v),
-            Property::ReasonString(v) => self.reason_string = Some(v),
-            Property::User(k, v) => self.user_properties.push((k, v)),
-            Property::WildcardSubscriptionAvailable(v) => {
-                self.wildcard_subscription_available = Some(v);
+    fn read(&mut self, id: PropertyId, r: &mut Reader) -> Result<bool, DecodeError> {
+        match id {
+            I::SessionExpiryInterval => self.session_expiry_interval = Some(value::four(r)?),
+            I::ReceiveMaximum => self.receive_maximum = Some(value::receive_maximum(r)?),
+            I::MaximumQoS => self.maximum_qos = Some(value::maximum_qos(r)?),
+            I::RetainAvailable => self.retain_available = Some(value::flag(r, id)?),
+            I::MaximumPacketSize => self.maximum_packet_size = Some(value::maximum_packet_size(r)?),
+            I::AssignedClientIdentifier => {
+                self.assigned_client_identifier =
+                    Some(value::string(r, "assigned client identifier")?)
             }
-            Property::SubscriptionIdentifierAvailable(v) => {
-                self.subscription_identifiers_available = Some(v);
+            I::TopicAliasMaximum => self.topic_alias_maximum = Some(value::two(r)?),
+            I::ReasonString => self.reason_string = Some(value::string(r, "reason string")?),
+            I::UserProperty => self.user_properties.push(value::user_property(r)?),
+            I::WildcardSubscriptionAvailable => {
+                self.wildcard_subscription_available = Some(value::flag(r, id)?);
             }
-            Property::SharedSubscriptionAvailable(v) => {
-                self.shared_subscription_available = Some(v);
+            I::SubscriptionIdentifierAvailable => {
+                self.subscription_identifiers_available = Some(value::flag(r, id)?);
             }
-            Property::ServerKeepAlive(v) => self.server_keep_alive = Some(v),
-            Property::ResponseInformation(v) => self.response_information = Some(v),
-            Property::ServerReference(v) => self.server_reference = Some(v),
-            Property::AuthenticationMethod(v) => self.authentication_method = Some(v),
-            Property::AuthenticationData(v) => self.authentication_data = Some(v),
-            other => return Err(other),
+            I::SharedSubscriptionAvailable => {
+                self.shared_subscription_available = Some(value::flag(r, id)?);
+            }
+            I::ServerKeepAlive => self.server_keep_alive = Some(value::two(r)?),
+            I::ResponseInformation => {
+                self.response_information = Some(value::string(r, "response information")?)
+            }
+            I::ServerReference => {
+                self.server_reference = Some(value::string(r, "server reference")?)
+            }
+            I::AuthenticationMethod => {
+                self.authentication_method = Some(value::string(r, "authentication method")?)
+            }
+            I::AuthenticationData => {
+                self.authentication_data = Some(value::binary(r, "authentication data")?)
+            }
+            _ => return Ok(false),
         }
-        Ok(())
+        Ok(true)
     }
 
     fn write_to<S: PropertySink>(&self, s: &mut S) {
@@ -236,9 +257,8 @@ impl PropertySet for ConnAckProperties {
         s.opt_two(I::ServerKeepAlive, self.server_keep_alive);
         s.opt_string(I::ResponseInformation, self.response_information.as_ref());
         s.opt_string(I::ServerReference, self.server_reference.as_ref());
-        s.opt_string(I::AuthenticationMethod, self.authentication_method.as_ref());
-        let data = self.authentication_data.as_ref();
-        s.opt_binary(I::AuthenticationData, "authentication data", data);
+        let method = self.authentication_method.as_ref();
+        s.authentication(method, self.authentication_data.as_ref());
     }
 
     fn check(&self, context: &'static str) -> Result<(), DecodeError> {
@@ -264,15 +284,17 @@ pub struct DisconnectProperties {
 }
 
 impl PropertySet for DisconnectProperties {
-    fn apply(&mut self, property: Property) -> Result<(), Property> {
-        match property {
-            Property::SessionExpiryInterval(v) => self.session_expiry_interval = Some(v),
-            Property::ReasonString(v) => self.reason_string = Some(v),
-            Property::User(k, v) => self.user_properties.push((k, v)),
-            Property::ServerReference(v) => self.server_reference = Some(v),
-            other => return Err(other),
+    fn read(&mut self, id: PropertyId, r: &mut Reader) -> Result<bool, DecodeError> {
+        match id {
+            I::SessionExpiryInterval => self.session_expiry_interval = Some(value::four(r)?),
+            I::ReasonString => self.reason_string = Some(value::string(r, "reason string")?),
+            I::UserProperty => self.user_properties.push(value::user_property(r)?),
+            I::ServerReference => {
+                self.server_reference = Some(value::string(r, "server reference")?)
+            }
+            _ => return Ok(false),
         }
-        Ok(())
+        Ok(true)
     }
 
     fn write_to<S: PropertySink>(&self, s: &mut S) {
@@ -297,21 +319,24 @@ pub struct AuthProperties {
 }
 
 impl PropertySet for AuthProperties {
-    fn apply(&mut self, property: Property) -> Result<(), Property> {
-        match property {
-            Property::AuthenticationMethod(v) => self.authentication_method = Some(v),
-            Property::AuthenticationData(v) => self.authentication_data = Some(v),
-            Property::ReasonString(v) => self.reason_string = Some(v),
-            Property::User(k, v) => self.user_properties.push((k, v)),
-            other => return Err(other),
+    fn read(&mut self, id: PropertyId, r: &mut Reader) -> Result<bool, DecodeError> {
+        match id {
+            I::AuthenticationMethod => {
+                self.authentication_method = Some(value::string(r, "authentication method")?)
+            }
+            I::AuthenticationData => {
+                self.authentication_data = Some(value::binary(r, "authentication data")?)
+            }
+            I::ReasonString => self.reason_string = Some(value::string(r, "reason string")?),
+            I::UserProperty => self.user_properties.push(value::user_property(r)?),
+            _ => return Ok(false),
         }
-        Ok(())
+        Ok(true)
     }
 
     fn write_to<S: PropertySink>(&self, s: &mut S) {
-        s.opt_string(I::AuthenticationMethod, self.authentication_method.as_ref());
-        let data = self.authentication_data.as_ref();
-        s.opt_binary(I::AuthenticationData, "authentication data", data);
+        let method = self.authentication_method.as_ref();
+        s.authentication(method, self.authentication_data.as_ref());
         s.opt_string(I::ReasonString, self.reason_string.as_ref());
         s.user_properties(&self.user_properties);
     }

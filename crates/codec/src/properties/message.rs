@@ -5,9 +5,12 @@ use std::num::NonZeroU16;
 
 use bytes::Bytes;
 
-use super::{PayloadFormat, Property, PropertyId as I, PropertySet, PropertySink, UserProperty};
-use crate::SubscriptionId;
+use super::{
+    PayloadFormat, PropertyId, PropertyId as I, PropertySet, PropertySink, UserProperty, value,
+};
+use crate::read::Reader;
 use crate::string::MqttStr;
+use crate::{DecodeError, SubscriptionId};
 
 /// Properties of PUBLISH (MQTT 5.0 section 3.3.2.3). Empty properties allocate nothing.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -40,19 +43,23 @@ impl PublishProperties {
 impl PropertySet for PublishProperties {
     const REPEATED_SUBSCRIPTION_IDS: bool = true;
 
-    fn apply(&mut self, property: Property) -> Result<(), Property> {
-        match property {
-            Property::PayloadFormatIndicator(v) => self.payload_format = Some(v),
-            Property::MessageExpiryInterval(v) => self.message_expiry_interval = Some(v),
-            Property::TopicAlias(v) => self.topic_alias = Some(v),
-            Property::ResponseTopic(v) => self.response_topic = Some(v),
-            Property::CorrelationData(v) => self.correlation_data = Some(v),
-            Property::User(k, v) => self.user_properties.push((k, v)),
-            Property::SubscriptionIdentifier(v) => self.subscription_identifiers.push(v),
-            Property::ContentType(v) => self.content_type = Some(v),
-            other => return Err(other),
+    fn read(&mut self, id: PropertyId, r: &mut Reader) -> Result<bool, DecodeError> {
+        match id {
+            I::PayloadFormatIndicator => self.payload_format = Some(value::payload_format(r)?),
+            I::MessageExpiryInterval => self.message_expiry_interval = Some(value::four(r)?),
+            I::TopicAlias => self.topic_alias = Some(value::topic_alias(r)?),
+            I::ResponseTopic => self.response_topic = Some(value::response_topic(r)?),
+            I::CorrelationData => {
+                self.correlation_data = Some(value::binary(r, "correlation data")?)
+            }
+            I::UserProperty => self.user_properties.push(value::user_property(r)?),
+            I::SubscriptionIdentifier => self
+                .subscription_identifiers
+                .push(value::subscription_id(r)?),
+            I::ContentType => self.content_type = Some(value::string(r, "content type")?),
+            _ => return Ok(false),
         }
-        Ok(())
+        Ok(true)
     }
 
     fn write_to<S: PropertySink>(&self, s: &mut S) {
@@ -118,13 +125,13 @@ impl AckProperties {
 }
 
 impl PropertySet for AckProperties {
-    fn apply(&mut self, property: Property) -> Result<(), Property> {
-        match property {
-            Property::ReasonString(v) => self.reason_string = Some(v),
-            Property::User(k, v) => self.user_properties.push((k, v)),
-            other => return Err(other),
+    fn read(&mut self, id: PropertyId, r: &mut Reader) -> Result<bool, DecodeError> {
+        match id {
+            I::ReasonString => self.reason_string = Some(value::string(r, "reason string")?),
+            I::UserProperty => self.user_properties.push(value::user_property(r)?),
+            _ => return Ok(false),
         }
-        Ok(())
+        Ok(true)
     }
 
     fn write_to<S: PropertySink>(&self, s: &mut S) {
@@ -143,13 +150,15 @@ pub struct SubscribeProperties {
 }
 
 impl PropertySet for SubscribeProperties {
-    fn apply(&mut self, property: Property) -> Result<(), Property> {
-        match property {
-            Property::SubscriptionIdentifier(v) => self.subscription_identifier = Some(v),
-            Property::User(k, v) => self.user_properties.push((k, v)),
-            other => return Err(other),
+    fn read(&mut self, id: PropertyId, r: &mut Reader) -> Result<bool, DecodeError> {
+        match id {
+            I::SubscriptionIdentifier => {
+                self.subscription_identifier = Some(value::subscription_id(r)?)
+            }
+            I::UserProperty => self.user_properties.push(value::user_property(r)?),
+            _ => return Ok(false),
         }
-        Ok(())
+        Ok(true)
     }
 
     fn write_to<S: PropertySink>(&self, s: &mut S) {
@@ -168,12 +177,12 @@ pub struct UnsubscribeProperties {
 }
 
 impl PropertySet for UnsubscribeProperties {
-    fn apply(&mut self, property: Property) -> Result<(), Property> {
-        match property {
-            Property::User(k, v) => self.user_properties.push((k, v)),
-            other => return Err(other),
+    fn read(&mut self, id: PropertyId, r: &mut Reader) -> Result<bool, DecodeError> {
+        match id {
+            I::UserProperty => self.user_properties.push(value::user_property(r)?),
+            _ => return Ok(false),
         }
-        Ok(())
+        Ok(true)
     }
 
     fn write_to<S: PropertySink>(&self, s: &mut S) {

@@ -6,18 +6,19 @@ mod connection;
 pub(crate) mod message;
 mod wire;
 
-use std::num::{NonZeroU16, NonZeroU32};
-
 use bytes::{BufMut, Bytes, BytesMut};
 
 pub use connection::{
     AuthProperties, ConnAckProperties, ConnectProperties, DisconnectProperties, WillProperties,
 };
 pub use message::{AckProperties, PublishProperties, SubscribeProperties, UnsubscribeProperties};
-pub(crate) use wire::{decode_properties, encoded_block_len, write_block};
+pub(crate) use wire::{
+    decode_if_v5, decode_properties, encoded_block_len, measure_if_v5, value, write_block,
+};
 
+use crate::read::Reader;
 use crate::string::MqttStr;
-use crate::{EncodeError, QoS, SubscriptionId, write};
+use crate::{EncodeError, write};
 
 /// A user property: a name and a value.
 pub type UserProperty = (MqttStr, MqttStr);
@@ -114,45 +115,15 @@ property_ids! {
     SharedSubscriptionAvailable = 0x2A,
 }
 
-/// One property as read from the wire, its value already range-checked.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum Property {
-    PayloadFormatIndicator(PayloadFormat),
-    MessageExpiryInterval(u32),
-    ContentType(MqttStr),
-    ResponseTopic(MqttStr),
-    CorrelationData(Bytes),
-    SubscriptionIdentifier(SubscriptionId),
-    SessionExpiryInterval(u32),
-    AssignedClientIdentifier(MqttStr),
-    ServerKeepAlive(u16),
-    AuthenticationMethod(MqttStr),
-    AuthenticationData(Bytes),
-    RequestProblemInformation(bool),
-    WillDelayInterval(u32),
-    RequestResponseInformation(bool),
-    ResponseInformation(MqttStr),
-    ServerReference(MqttStr),
-    ReasonString(MqttStr),
-    ReceiveMaximum(NonZeroU16),
-    TopicAliasMaximum(u16),
-    TopicAlias(NonZeroU16),
-    MaximumQoS(QoS),
-    RetainAvailable(bool),
-    User(MqttStr, MqttStr),
-    MaximumPacketSize(NonZeroU32),
-    WildcardSubscriptionAvailable(bool),
-    SubscriptionIdentifierAvailable(bool),
-    SharedSubscriptionAvailable(bool),
-}
-
-/// A per-packet property struct: how it takes a property from the wire and how it writes
-/// itself. `apply` hands back a property the packet does not allow.
+/// A per-packet property struct: how it reads a property from the wire and how it writes
+/// itself.
 pub(crate) trait PropertySet: Default {
     /// Whether Subscription Identifier may repeat (PUBLISH only).
     const REPEATED_SUBSCRIPTION_IDS: bool = false;
 
-    fn apply(&mut self, property: Property) -> Result<(), Property>;
+    /// Reads the value of property `id` into the struct with the reader of that property in
+    /// [`value`]; `Ok(false)` if this packet does not allow `id`.
+    fn read(&mut self, id: PropertyId, reader: &mut Reader) -> Result<bool, crate::DecodeError>;
 
     fn write_to<S: PropertySink>(&self, sink: &mut S);
 
@@ -214,6 +185,12 @@ pub(crate) trait PropertySink {
         if let Some(v) = value {
             self.binary(id, field, v);
         }
+    }
+
+    /// Authentication Method and Data (CONNECT, CONNACK, AUTH).
+    fn authentication(&mut self, method: Option<&MqttStr>, data: Option<&Bytes>) {
+        self.opt_string(PropertyId::AuthenticationMethod, method);
+        self.opt_binary(PropertyId::AuthenticationData, "authentication data", data);
     }
 }
 

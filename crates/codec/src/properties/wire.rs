@@ -1,13 +1,11 @@
 //! Reading one property from the wire, the decode loop over a properties block, and writing a
 //! block through the sinks.
 
-use std::num::{NonZeroU16, NonZeroU32};
-
 use bytes::BytesMut;
 
-use super::{BufSink, LenSink, PayloadFormat, Property, PropertyId, PropertySet};
+use super::{BufSink, LenSink, PropertyId, PropertySet};
 use crate::read::Reader;
-use crate::{DecodeError, EncodeError, QoS, SubscriptionId, write};
+use crate::{DecodeError, EncodeError, ProtocolVersion, write};
 
 const FIELD: &str = "properties";
 
@@ -21,12 +19,15 @@ pub(crate) fn decode_properties<T: PropertySet>(
     if len == 0 {
         return Ok(T::default());
     }
-    let mut block = Reader::new(reader.take(len, FIELD)?);
+    reader.limited(len, FIELD, |block| read_block(block, context))
+}
+
+fn read_block<T: PropertySet>(block: &mut Reader, context: &'static str) -> Result<T, DecodeError> {
     let mut seen: u64 = 0;
     let mut set = T::default();
     while !block.is_empty() {
-        let property = read_property(&mut block)?;
-        let id = property.id();
+        let raw = block.varint("property identifier")?;
+        let id = PropertyId::from_u32(raw).ok_or(DecodeError::UnknownProperty { id: raw })?;
         let bit = 1u64 << (id as u8);
         let repeatable = id == PropertyId::UserProperty
             || (id == PropertyId::SubscriptionIdentifier && T::REPEATED_SUBSCRIPTION_IDS);
@@ -34,14 +35,39 @@ pub(crate) fn decode_properties<T: PropertySet>(
             return Err(DecodeError::DuplicateProperty { id });
         }
         seen |= bit;
-        set.apply(property)
-            .map_err(|rejected| DecodeError::PropertyNotAllowed {
-                id: rejected.id(),
-                context,
-            })?;
+        if !set.read(id, block)? {
+            return Err(DecodeError::PropertyNotAllowed { id, context });
+        }
     }
     set.check(context)?;
     Ok(set)
+}
+
+/// Reads a properties block for 5.0; for 3.x, which has none, the empty set.
+#[inline]
+pub(crate) fn decode_if_v5<T: PropertySet>(
+    reader: &mut Reader,
+    protocol: ProtocolVersion,
+    context: &'static str,
+) -> Result<T, DecodeError> {
+    if protocol.is_v5() {
+        decode_properties(reader, context)
+    } else {
+        Ok(T::default())
+    }
+}
+
+/// For 5.0, the size of `set`'s block with its length prefix and the size of the block alone;
+/// `(0, 0)` for 3.x.
+pub(crate) fn measure_if_v5<T: PropertySet>(
+    set: &T,
+    protocol: ProtocolVersion,
+) -> Result<(usize, usize), EncodeError> {
+    if !protocol.is_v5() {
+        return Ok((0, 0));
+    }
+    let len = encoded_block_len(set)?;
+    Ok((write::len_prefix(len) + len, len))
 }
 
 /// The size of `set`'s properties (without the length prefix).
@@ -60,120 +86,103 @@ pub(crate) fn write_block<T: PropertySet>(buf: &mut BytesMut, set: &T, len: usiz
     set.write_to(&mut BufSink(buf));
 }
 
-fn invalid(id: PropertyId, value: u32) -> DecodeError {
-    DecodeError::InvalidPropertyValue { id, value }
-}
+/// The value reader of every property, one function per identifier (or per group of
+/// identifiers with the same wire type and range), so each property is read and range-checked
+/// the same way in every packet.
+pub(crate) mod value {
+    use std::num::{NonZeroU16, NonZeroU32};
 
-fn flag(reader: &mut Reader, id: PropertyId) -> Result<bool, DecodeError> {
-    match reader.u8(FIELD)? {
-        0 => Ok(false),
-        1 => Ok(true),
-        other => Err(invalid(id, u32::from(other))),
+    use bytes::Bytes;
+
+    use super::FIELD;
+    use crate::properties::{PayloadFormat, PropertyId, UserProperty};
+    use crate::read::Reader;
+    use crate::string::MqttStr;
+    use crate::{DecodeError, QoS, SubscriptionId};
+
+    fn invalid(id: PropertyId, value: u32) -> DecodeError {
+        DecodeError::InvalidPropertyValue { id, value }
     }
-}
 
-fn read_property(reader: &mut Reader) -> Result<Property, DecodeError> {
-    use Property as P;
-    use PropertyId as I;
-    let raw = reader.varint("property identifier")?;
-    let id = PropertyId::from_u32(raw).ok_or(DecodeError::UnknownProperty { id: raw })?;
-    let property = match id {
-        I::PayloadFormatIndicator => P::PayloadFormatIndicator(match reader.u8(FIELD)? {
-            0 => PayloadFormat::Unspecified,
-            1 => PayloadFormat::Utf8,
-            other => return Err(invalid(id, u32::from(other))),
-        }),
-        I::MessageExpiryInterval => P::MessageExpiryInterval(reader.u32(FIELD)?),
-        I::ContentType => P::ContentType(reader.string("content type")?),
-        I::ResponseTopic => {
-            let topic = reader.topic_name("response topic")?;
-            if topic.is_empty() {
-                return Err(DecodeError::EmptyTopicName {
-                    field: "response topic",
-                });
-            }
-            P::ResponseTopic(topic)
+    /// A Byte property that is 0 or 1 (Request Problem/Response Information, the
+    /// "available" flags of CONNACK).
+    pub(crate) fn flag(reader: &mut Reader, id: PropertyId) -> Result<bool, DecodeError> {
+        match reader.u8(FIELD)? {
+            0 => Ok(false),
+            1 => Ok(true),
+            other => Err(invalid(id, u32::from(other))),
         }
-        I::CorrelationData => P::CorrelationData(reader.binary("correlation data")?),
-        I::SubscriptionIdentifier => {
-            let value = reader.varint("subscription identifier")?;
-            P::SubscriptionIdentifier(SubscriptionId::new(value).ok_or(invalid(id, value))?)
-        }
-        I::SessionExpiryInterval => P::SessionExpiryInterval(reader.u32(FIELD)?),
-        I::AssignedClientIdentifier => {
-            P::AssignedClientIdentifier(reader.string("assigned client identifier")?)
-        }
-        I::ServerKeepAlive => P::ServerKeepAlive(reader.u16(FIELD)?),
-        I::AuthenticationMethod => P::AuthenticationMethod(reader.string("authentication method")?),
-        I::AuthenticationData => P::AuthenticationData(reader.binary("authentication data")?),
-        I::RequestProblemInformation => P::RequestProblemInformation(flag(reader, id)?),
-        I::WillDelayInterval => P::WillDelayInterval(reader.u32(FIELD)?),
-        I::RequestResponseInformation => P::RequestResponseInformation(flag(reader, id)?),
-        I::ResponseInformation => P::ResponseInformation(reader.string("response information")?),
-        I::ServerReference => P::ServerReference(reader.string("server reference")?),
-        I::ReasonString => P::ReasonString(reader.string("reason string")?),
-        I::ReceiveMaximum => {
-            let value = reader.u16(FIELD)?;
-            P::ReceiveMaximum(NonZeroU16::new(value).ok_or(invalid(id, 0))?)
-        }
-        I::TopicAliasMaximum => P::TopicAliasMaximum(reader.u16(FIELD)?),
-        I::TopicAlias => {
-            let value = reader.u16(FIELD)?;
-            P::TopicAlias(NonZeroU16::new(value).ok_or(DecodeError::TopicAliasZero)?)
-        }
-        I::MaximumQoS => P::MaximumQoS(match reader.u8(FIELD)? {
-            0 => QoS::AtMostOnce,
-            1 => QoS::AtLeastOnce,
-            other => return Err(invalid(id, u32::from(other))),
-        }),
-        I::RetainAvailable => P::RetainAvailable(flag(reader, id)?),
-        I::UserProperty => {
-            let name = reader.string("user property name")?;
-            P::User(name, reader.string("user property value")?)
-        }
-        I::MaximumPacketSize => {
-            let value = reader.u32(FIELD)?;
-            P::MaximumPacketSize(NonZeroU32::new(value).ok_or(invalid(id, 0))?)
-        }
-        I::WildcardSubscriptionAvailable => P::WildcardSubscriptionAvailable(flag(reader, id)?),
-        I::SubscriptionIdentifierAvailable => P::SubscriptionIdentifierAvailable(flag(reader, id)?),
-        I::SharedSubscriptionAvailable => P::SharedSubscriptionAvailable(flag(reader, id)?),
-    };
-    Ok(property)
-}
+    }
 
-impl Property {
-    pub(crate) fn id(&self) -> PropertyId {
-        use Property as P;
-        use PropertyId as I;
-        match self {
-            P::PayloadFormatIndicator(_) => I::PayloadFormatIndicator,
-            P::MessageExpiryInterval(_) => I::MessageExpiryInterval,
-            P::ContentType(_) => I::ContentType,
-            P::ResponseTopic(_) => I::ResponseTopic,
-            P::CorrelationData(_) => I::CorrelationData,
-            P::SubscriptionIdentifier(_) => I::SubscriptionIdentifier,
-            P::SessionExpiryInterval(_) => I::SessionExpiryInterval,
-            P::AssignedClientIdentifier(_) => I::AssignedClientIdentifier,
-            P::ServerKeepAlive(_) => I::ServerKeepAlive,
-            P::AuthenticationMethod(_) => I::AuthenticationMethod,
-            P::AuthenticationData(_) => I::AuthenticationData,
-            P::RequestProblemInformation(_) => I::RequestProblemInformation,
-            P::WillDelayInterval(_) => I::WillDelayInterval,
-            P::RequestResponseInformation(_) => I::RequestResponseInformation,
-            P::ResponseInformation(_) => I::ResponseInformation,
-            P::ServerReference(_) => I::ServerReference,
-            P::ReasonString(_) => I::ReasonString,
-            P::ReceiveMaximum(_) => I::ReceiveMaximum,
-            P::TopicAliasMaximum(_) => I::TopicAliasMaximum,
-            P::TopicAlias(_) => I::TopicAlias,
-            P::MaximumQoS(_) => I::MaximumQoS,
-            P::RetainAvailable(_) => I::RetainAvailable,
-            P::User(..) => I::UserProperty,
-            P::MaximumPacketSize(_) => I::MaximumPacketSize,
-            P::WildcardSubscriptionAvailable(_) => I::WildcardSubscriptionAvailable,
-            P::SubscriptionIdentifierAvailable(_) => I::SubscriptionIdentifierAvailable,
-            P::SharedSubscriptionAvailable(_) => I::SharedSubscriptionAvailable,
+    /// A Four Byte Integer property (expiry and delay intervals, any value).
+    pub(crate) fn four(reader: &mut Reader) -> Result<u32, DecodeError> {
+        reader.u32(FIELD)
+    }
+
+    /// A Two Byte Integer property with any value (Server Keep Alive, Topic Alias Maximum).
+    pub(crate) fn two(reader: &mut Reader) -> Result<u16, DecodeError> {
+        reader.u16(FIELD)
+    }
+
+    /// A UTF-8 string property.
+    pub(crate) fn string(reader: &mut Reader, field: &'static str) -> Result<MqttStr, DecodeError> {
+        reader.string(field)
+    }
+
+    /// A Binary Data property.
+    pub(crate) fn binary(reader: &mut Reader, field: &'static str) -> Result<Bytes, DecodeError> {
+        reader.binary(field)
+    }
+
+    pub(crate) fn payload_format(reader: &mut Reader) -> Result<PayloadFormat, DecodeError> {
+        match reader.u8(FIELD)? {
+            0 => Ok(PayloadFormat::Unspecified),
+            1 => Ok(PayloadFormat::Utf8),
+            other => Err(invalid(
+                PropertyId::PayloadFormatIndicator,
+                u32::from(other),
+            )),
         }
+    }
+
+    /// Response Topic: a non-empty topic name.
+    pub(crate) fn response_topic(reader: &mut Reader) -> Result<MqttStr, DecodeError> {
+        let field = "response topic";
+        let topic = reader.topic_name(field)?;
+        if topic.is_empty() {
+            return Err(DecodeError::EmptyTopicName { field });
+        }
+        Ok(topic)
+    }
+
+    pub(crate) fn subscription_id(reader: &mut Reader) -> Result<SubscriptionId, DecodeError> {
+        let value = reader.varint("subscription identifier")?;
+        SubscriptionId::new(value).ok_or(invalid(PropertyId::SubscriptionIdentifier, value))
+    }
+
+    pub(crate) fn receive_maximum(reader: &mut Reader) -> Result<NonZeroU16, DecodeError> {
+        NonZeroU16::new(reader.u16(FIELD)?).ok_or(invalid(PropertyId::ReceiveMaximum, 0))
+    }
+
+    pub(crate) fn maximum_packet_size(reader: &mut Reader) -> Result<NonZeroU32, DecodeError> {
+        NonZeroU32::new(reader.u32(FIELD)?).ok_or(invalid(PropertyId::MaximumPacketSize, 0))
+    }
+
+    pub(crate) fn topic_alias(reader: &mut Reader) -> Result<NonZeroU16, DecodeError> {
+        NonZeroU16::new(reader.u16(FIELD)?).ok_or(DecodeError::TopicAliasZero)
+    }
+
+    /// Maximum QoS: 0 or 1.
+    pub(crate) fn maximum_qos(reader: &mut Reader) -> Result<QoS, DecodeError> {
+        match reader.u8(FIELD)? {
+            0 => Ok(QoS::AtMostOnce),
+            1 => Ok(QoS::AtLeastOnce),
+            other => Err(invalid(PropertyId::MaximumQoS, u32::from(other))),
+        }
+    }
+
+    pub(crate) fn user_property(reader: &mut Reader) -> Result<UserProperty, DecodeError> {
+        let name = reader.string("user property name")?;
+        Ok((name, reader.string("user property value")?))
     }
 }

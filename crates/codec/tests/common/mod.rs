@@ -4,6 +4,15 @@
 use bytes::BytesMut;
 use codec::{DecodeError, Limits, MqttStr, Packet, PacketId, ProtocolVersion, decode, encode};
 
+/// MQTT 3.1.1.
+pub const V3: ProtocolVersion = ProtocolVersion::V3_1_1;
+/// MQTT 5.0.
+pub const V5: ProtocolVersion = ProtocolVersion::V5;
+/// Reason code Malformed Packet.
+pub const MALFORMED: u8 = 0x81;
+/// Reason code Protocol Error.
+pub const PROTOCOL_ERROR: u8 = 0x82;
+
 /// Bytes from a hex string; whitespace is ignored.
 pub fn hex(text: &str) -> BytesMut {
     let digits: Vec<u8> = text.bytes().filter(|b| !b.is_ascii_whitespace()).collect();
@@ -104,4 +113,9 @@ pub fn connect_v5(flags: u8, props_hex: &str, payload_hex: &str) -> String {
         props(props_hex)
     );
     frame(0x10, &body)
+}
+
+/// A 5.0 QoS 0 PUBLISH on topic "t" with the given properties and payload "x".
+pub fn publish_v5(props_hex: &str) -> String {
+    frame(0x30, &format!("00 01 74 {} 78", props(props_hex)))
 }

@@ -114,7 +114,7 @@ pub fn connect(protocol: ProtocolVersion) -> impl Strategy<Value = Packet> {
     );
     (fields, credentials, properties).prop_map(
         move |((clean_start, keep_alive, client_id, will), (username, password), properties)| {
-            Packet::Connect(Connect {
+            Packet::from(Connect {
                 protocol,
                 clean_start,
                 keep_alive,
@@ -145,7 +145,7 @@ pub fn connack(protocol: ProtocolVersion) -> impl Strategy<Value = Packet> {
     let has_session_flag = protocol != ProtocolVersion::V3_1;
     let properties = props_for(protocol, connack_properties());
     (any::<bool>(), code, properties).prop_map(move |(present, reason_code, properties)| {
-        Packet::ConnAck(ConnAck {
+        Packet::from(ConnAck {
             session_present: present && has_session_flag,
             reason_code,
             properties,
@@ -188,44 +188,20 @@ fn ack_fields(
 }
 
 pub fn acks(protocol: ProtocolVersion) -> impl Strategy<Value = Packet> {
-    prop_oneof![
-        ack_fields(protocol, PacketType::PubAck).prop_map(
-            |(packet_id, reason_code, properties)| {
-                Packet::PubAck(PubAck {
-                    packet_id,
-                    reason_code,
-                    properties,
-                })
-            }
-        ),
-        ack_fields(protocol, PacketType::PubRec).prop_map(
-            |(packet_id, reason_code, properties)| {
-                Packet::PubRec(PubRec {
-                    packet_id,
-                    reason_code,
-                    properties,
-                })
-            }
-        ),
-        ack_fields(protocol, PacketType::PubRel).prop_map(
-            |(packet_id, reason_code, properties)| {
-                Packet::PubRel(PubRel {
-                    packet_id,
-                    reason_code,
-                    properties,
-                })
-            }
-        ),
-        ack_fields(protocol, PacketType::PubComp).prop_map(
-            |(packet_id, reason_code, properties)| {
-                Packet::PubComp(PubComp {
-                    packet_id,
-                    reason_code,
-                    properties,
-                })
-            }
-        ),
-    ]
+    macro_rules! ack {
+        ($name:ident) => {
+            ack_fields(protocol, PacketType::$name).prop_map(
+                |(packet_id, reason_code, properties)| {
+                    Packet::$name($name {
+                        packet_id,
+                        reason_code,
+                        properties,
+                    })
+                },
+            )
+        };
+    }
+    prop_oneof![ack!(PubAck), ack!(PubRec), ack!(PubRel), ack!(PubComp)]
 }
 
 fn options(protocol: ProtocolVersion) -> impl Strategy<Value = SubscriptionOptions> {
