@@ -134,7 +134,7 @@ impl RawClient {
     /// Sends `connect` and returns the CONNACK, whatever its reason code.
     pub fn connect(addr: SocketAddr, connect: Connect) -> (Self, ConnAck) {
         let mut client = Self::open(addr, connect.protocol);
-        client.send(&Packet::Connect(connect));
+        client.send(&Packet::from(connect));
         let connack = client.expect_connack();
         (client, connack)
     }
@@ -249,7 +249,7 @@ impl RawClient {
     /// The CONNACK (the first packet).
     pub fn expect_connack(&mut self) -> ConnAck {
         match self.recv() {
-            Packet::ConnAck(connack) => connack,
+            Packet::ConnAck(connack) => *connack,
             other => panic!("expected CONNACK, got {other:?}"),
         }
     }

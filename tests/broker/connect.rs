@@ -95,7 +95,7 @@ fn second_connect_is_a_protocol_error() {
     let broker = TestBroker::start();
     for protocol in [V311, V5] {
         let mut client = RawClient::connected_clean(broker.addr(), protocol, "twice");
-        client.send(&Packet::Connect(connect_packet(protocol, "twice", true)));
+        client.send(&Packet::from(connect_packet(protocol, "twice", true)));
         client.expect_disconnect(ReasonCode::ProtocolError);
     }
     broker.assert_serving();

@@ -283,7 +283,7 @@ fn frames_split_byte_by_byte_and_coalesced_are_both_decoded() {
     let mut publisher = RawClient::open(broker.addr(), V5);
     let mut bytes = bytes::BytesMut::new();
     let packets = [
-        Packet::Connect(connect_packet(V5, "framing-pub", true)),
+        Packet::from(connect_packet(V5, "framing-pub", true)),
         Packet::Publish(crate::client::publish_packet(
             "frames/1",
             &[7u8; 300],

@@ -16,7 +16,7 @@ fn connections_beyond_max_connections_are_refused_until_one_leaves() {
     let first = RawClient::connected_clean(broker.addr(), V5, "one");
     let mut second = RawClient::connected_clean(broker.addr(), V311, "two");
     let mut third = RawClient::open(broker.addr(), V5);
-    third.send(&codec::Packet::Connect(connect_packet(V5, "three", true)));
+    third.send(&codec::Packet::from(connect_packet(V5, "three", true)));
     match third.expect_closed().as_slice() {
         [] => {}
         [codec::Packet::ConnAck(ack)] => assert_eq!(ack.reason_code, ReasonCode::QuotaExceeded),
@@ -27,7 +27,7 @@ fn connections_beyond_max_connections_are_refused_until_one_leaves() {
     // The slot is free again once the broker has seen the close.
     wait_until("a free connection slot", || {
         let mut client = RawClient::open(broker.addr(), V5);
-        client.send(&codec::Packet::Connect(connect_packet(V5, "four", true)));
+        client.send(&codec::Packet::from(connect_packet(V5, "four", true)));
         match client.next_event(crate::client::READ_TIMEOUT) {
             crate::client::Event::Packet(p) => {
                 matches!(*p, codec::Packet::ConnAck(_)).then_some(())

@@ -181,7 +181,7 @@ fn packets_pipelined_behind_connect_are_served_after_a_takeover() {
         let mut next = RawClient::open(broker.addr(), V5);
         let mut burst = bytes::BytesMut::new();
         let packets = [
-            codec::Packet::Connect(connect.clone()),
+            codec::Packet::from(connect.clone()),
             codec::Packet::Subscribe(crate::client::subscribe_packet(
                 round + 1,
                 "pipe/t",

@@ -154,7 +154,7 @@ impl BenchShard {
             connect.properties.session_expiry_interval = Some(u32::MAX);
         }
         self.clients[i].phase = Phase::AwaitConnAck;
-        self.send(ctx, i, &Packet::Connect(connect));
+        self.send(ctx, i, &Packet::from(connect));
     }
 
     fn on_connack(&mut self, ctx: &mut ShardCtx<Control>, i: usize, accepted: bool) {

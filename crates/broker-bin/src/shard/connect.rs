@@ -214,7 +214,7 @@ impl BrokerShard {
             reason_code,
             properties: ConnAckProperties::default(),
         };
-        self.send_packet(ctx, conn, &Packet::ConnAck(connack));
+        self.send_packet(ctx, conn, &Packet::from(connack));
     }
 
     /// Attaches `session` to `conn`, answers CONNACK, then resends what the session owes.
@@ -268,7 +268,7 @@ impl BrokerShard {
             keep_alive,
             requested_expiry,
         );
-        self.send_packet(ctx, conn, &Packet::ConnAck(connack));
+        self.send_packet(ctx, conn, &Packet::from(connack));
         let client_id = session.client_id.clone();
         self.by_subscriber
             .insert(session.subscriber, client_id.clone());

@@ -120,7 +120,7 @@ impl BrokerShard {
     fn handle_packet(&mut self, ctx: &mut Ctx, conn: ConnId, packet: Packet) -> Result<(), Fault> {
         let connected = self.conns.get(&conn).is_some_and(|c| c.is_connected());
         match packet {
-            Packet::Connect(connect) => return self.handle_connect(ctx, conn, connect),
+            Packet::Connect(connect) => return self.handle_connect(ctx, conn, *connect),
             _ if !connected => {
                 return Err(Fault::protocol(format!(
                     "{} before CONNECT completed",
