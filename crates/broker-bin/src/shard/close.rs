@@ -219,7 +219,7 @@ impl BrokerShard {
                     self.send_disconnect(ctx, conn, ReasonCode::KeepAliveTimeout);
                     self.close_connection(ctx, conn);
                 } else {
-                    let timer = self.arm(ctx, deadline, TimerPurpose::Connection(conn));
+                    let timer = self.arm_connection_timer(ctx, deadline, conn);
                     if let Some(connection) = self.conns.get_mut(&conn) {
                         connection.timer = Some(timer);
                     }

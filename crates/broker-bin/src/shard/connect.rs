@@ -9,7 +9,6 @@ use ring_runtime::ConnId;
 use router::TopicName;
 use tracing::debug;
 
-use super::timers::TimerPurpose;
 use super::{BrokerShard, Ctx, Fault};
 use crate::alias::{InboundAliases, OutboundAliases};
 use crate::conn::Phase;
@@ -335,7 +334,7 @@ impl BrokerShard {
         };
         self.disarm(ctx, old_timer);
         if let Some(grace) = grace {
-            let timer = self.arm(ctx, ctx.now() + grace, TimerPurpose::Connection(conn));
+            let timer = self.arm_connection_timer(ctx, ctx.now() + grace, conn);
             if let Some(connection) = self.conns.get_mut(&conn) {
                 connection.timer = Some(timer);
             }

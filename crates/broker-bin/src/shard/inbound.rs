@@ -9,7 +9,6 @@ use codec::{Limits, Packet, PingResp, ProtocolVersion, ReasonCode};
 use ring_runtime::ConnId;
 use tracing::{debug, warn};
 
-use super::timers::TimerPurpose;
 use super::{BrokerShard, Ctx, Fault};
 use crate::conn::{Connection, Phase};
 use crate::metrics::ShardCounters;
@@ -30,7 +29,7 @@ impl BrokerShard {
         let now = ctx.now();
         let mut connection = Connection::new(peer, now);
         let deadline = now + self.shared.config.connection.connect_timeout;
-        connection.timer = Some(self.arm(ctx, deadline, TimerPurpose::Connection(conn)));
+        connection.timer = Some(self.arm_connection_timer(ctx, deadline, conn));
         self.conns.insert(conn, Box::new(connection));
     }
 

@@ -9,11 +9,14 @@ use ring_runtime::{ConnId, TimerId};
 
 use super::{BrokerShard, Ctx};
 
+/// Keys with this bit are connection timers (CONNECT timeout or keep-alive check): the rest of
+/// the key is the connection id itself, so the most common timer needs no entry in the book.
+/// A connection id with this bit set would need a slab slot reused 2^31 times; it cannot occur.
+const CONNECTION_TIMER: u64 = 1 << 63;
+
 /// What a timer is for.
 #[derive(Debug, Clone)]
 pub enum TimerPurpose {
-    /// CONNECT timeout or keep-alive check of a connection.
-    Connection(ConnId),
     /// A disconnected session's expiry.
     SessionExpiry(MqttStr),
     /// A disconnected session's delayed will.
@@ -56,6 +59,20 @@ impl BrokerShard {
         }
     }
 
+    /// Arms the CONNECT-timeout or keep-alive timer of `conn`.
+    pub(super) fn arm_connection_timer(
+        &mut self,
+        ctx: &mut Ctx,
+        deadline: Instant,
+        conn: ConnId,
+    ) -> ArmedTimer {
+        let key = CONNECTION_TIMER | conn.to_u64();
+        ArmedTimer {
+            id: ctx.arm_timer_at(deadline, key),
+            key,
+        }
+    }
+
     /// Arms the backlog retry timer unless it is armed already.
     pub(super) fn arm_backlog_retry(&mut self, ctx: &mut Ctx) {
         if !self.timers.backlog_armed {
@@ -69,20 +86,24 @@ impl BrokerShard {
     pub(super) fn disarm(&mut self, ctx: &mut Ctx, timer: Option<ArmedTimer>) {
         if let Some(timer) = timer {
             ctx.cancel_timer(timer.id);
-            self.timers.purposes.remove(&timer.key);
+            if timer.key & CONNECTION_TIMER == 0 {
+                self.timers.purposes.remove(&timer.key);
+            }
         }
     }
 
     /// A timer fired: run its purpose.
     pub(super) fn timer_fired(&mut self, ctx: &mut Ctx, key: u64) {
+        if key & CONNECTION_TIMER != 0 {
+            let conn = ConnId::from_u64(key & !CONNECTION_TIMER);
+            let _span = self.conn_span(conn).entered();
+            self.connection_timer(ctx, conn);
+            return;
+        }
         let Some(purpose) = self.timers.purposes.remove(&key) else {
             return;
         };
         match purpose {
-            TimerPurpose::Connection(conn) => {
-                let _span = self.conn_span(conn).entered();
-                self.connection_timer(ctx, conn);
-            }
             TimerPurpose::SessionExpiry(client_id) => self.session_expired(ctx, &client_id),
             TimerPurpose::WillDelay(client_id) => self.will_delay_elapsed(ctx, &client_id),
             TimerPurpose::Sys => self.publish_sys(ctx),
