@@ -3,6 +3,8 @@
 
 use codec::PacketId;
 
+use crate::lazy::LazyDeque;
+
 /// The outcome of recording an inbound QoS 2 PUBLISH.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum InboundQos2 {
@@ -18,34 +20,27 @@ pub enum InboundQos2 {
 /// the list is short and a scan beats a hash set in time and memory.
 #[derive(Debug, Default)]
 pub struct AwaitingRelease {
-    ids: Vec<PacketId>,
+    ids: LazyDeque<PacketId>,
 }
 
 impl AwaitingRelease {
     /// Records a received QoS 2 PUBLISH; `limit` is our Receive Maximum.
     pub fn record(&mut self, id: PacketId, limit: usize) -> InboundQos2 {
-        if self.ids.contains(&id) {
+        if self.ids.position(|known| *known == id).is_some() {
             return InboundQos2::Duplicate;
         }
         if self.ids.len() >= limit {
             return InboundQos2::OverLimit;
         }
-        self.ids.push(id);
+        self.ids.push_back(id);
         InboundQos2::New
     }
 
     /// PUBREL received: releases the id. Returns whether it was known (PUBCOMP reason 0x92
     /// Packet Identifier Not Found otherwise).
     pub fn release(&mut self, id: PacketId) -> bool {
-        match self.ids.iter().position(|known| *known == id) {
-            Some(at) => {
-                self.ids.swap_remove(at);
-                if self.ids.is_empty() {
-                    // An idle session holds no buffer.
-                    self.ids = Vec::new();
-                }
-                true
-            }
+        match self.ids.position(|known| *known == id) {
+            Some(at) => self.ids.remove(at).is_some(),
             None => false,
         }
     }

@@ -5,6 +5,8 @@
 
 use std::collections::VecDeque;
 
+use crate::lazy::LazyDeque;
+
 use codec::{PacketId, QoS};
 
 /// Where an outbound QoS 1/2 message stands in its acknowledgement flow.
@@ -52,7 +54,7 @@ struct Entry<M> {
 /// is small (bounded by a Receive Maximum), so lookups by id are short scans.
 #[derive(Debug)]
 pub struct InflightWindow<M> {
-    entries: VecDeque<Entry<M>>,
+    entries: LazyDeque<Entry<M>>,
     capacity: u16,
     next_id: PacketId,
 }
@@ -61,7 +63,7 @@ impl<M> InflightWindow<M> {
     /// An empty window holding at most `capacity` (at least 1) messages.
     pub fn new(capacity: u16) -> Self {
         Self {
-            entries: VecDeque::new(),
+            entries: LazyDeque::default(),
             capacity: capacity.max(1),
             next_id: PacketId::new(1).expect("invariant: 1 is non-zero"),
         }
@@ -94,16 +96,16 @@ impl<M> InflightWindow<M> {
     }
 
     fn position(&self, id: PacketId) -> Option<usize> {
-        self.entries.iter().position(|e| e.id == id)
+        self.entries.position(|e| e.id == id)
     }
 
     /// Removes entry `at`; an emptied window gives its buffer back (an idle session holds none).
     fn remove_at(&mut self, at: usize) -> Option<InflightState<M>> {
-        let state = self.entries.remove(at).map(|e| e.state);
-        if self.entries.is_empty() {
-            self.entries = VecDeque::new();
-        }
-        state
+        self.entries.remove(at).map(|e| e.state)
+    }
+
+    fn state(&self, at: usize) -> Option<&InflightState<M>> {
+        self.entries.get(at).map(|e| &e.state)
     }
 
     /// Admits a QoS 1 or 2 message and returns the packet id it must be sent with, or gives the
@@ -136,7 +138,7 @@ impl<M> InflightWindow<M> {
     /// PUBACK for a QoS 1 message: completes it and returns it.
     pub fn on_puback(&mut self, id: PacketId) -> Result<M, AckError> {
         let at = self.position(id).ok_or(AckError::UnknownPacketId(id))?;
-        if !matches!(self.entries[at].state, InflightState::AwaitingPubAck(_)) {
+        if !matches!(self.state(at), Some(InflightState::AwaitingPubAck(_))) {
             return Err(AckError::WrongState(id));
         }
         match self.remove_at(at) {
@@ -149,7 +151,11 @@ impl<M> InflightWindow<M> {
     /// A repeated PUBREC for a message already awaiting PUBCOMP is accepted (PUBREL is resent).
     pub fn on_pubrec(&mut self, id: PacketId) -> Result<Option<M>, AckError> {
         let at = self.position(id).ok_or(AckError::UnknownPacketId(id))?;
-        let state = &mut self.entries[at].state;
+        let state = &mut self
+            .entries
+            .get_mut(at)
+            .expect("invariant: position() found this entry")
+            .state;
         match std::mem::replace(state, InflightState::AwaitingPubComp) {
             InflightState::AwaitingPubRec(m) => Ok(Some(m)),
             InflightState::AwaitingPubComp => Ok(None),
@@ -163,7 +169,7 @@ impl<M> InflightWindow<M> {
     /// PUBCOMP for a QoS 2 message: completes its flow.
     pub fn on_pubcomp(&mut self, id: PacketId) -> Result<(), AckError> {
         let at = self.position(id).ok_or(AckError::UnknownPacketId(id))?;
-        if !matches!(self.entries[at].state, InflightState::AwaitingPubComp) {
+        if !matches!(self.state(at), Some(InflightState::AwaitingPubComp)) {
             return Err(AckError::WrongState(id));
         }
         self.remove_at(at);
@@ -189,8 +195,8 @@ impl<M> InflightWindow<M> {
     /// is true. QoS 2 flows stay: a QoS 2 message in flight must complete with this session.
     pub fn take_qos1_where(&mut self, mut take: impl FnMut(&M) -> bool) -> Vec<M> {
         let mut taken = Vec::new();
-        let mut kept = VecDeque::with_capacity(self.entries.len());
-        for entry in self.entries.drain(..) {
+        let mut kept = VecDeque::new();
+        for entry in self.entries.take_all() {
             match entry.state {
                 InflightState::AwaitingPubAck(m) if take(&m) => taken.push(m),
                 state => kept.push_back(Entry {
@@ -199,7 +205,7 @@ impl<M> InflightWindow<M> {
                 }),
             }
         }
-        self.entries = kept;
+        self.entries.restore(kept);
         taken
     }
 
@@ -207,7 +213,8 @@ impl<M> InflightWindow<M> {
     /// in send order.
     pub fn drain_messages(&mut self) -> Vec<(QoS, M)> {
         self.entries
-            .drain(..)
+            .take_all()
+            .into_iter()
             .filter_map(|entry| match entry.state {
                 InflightState::AwaitingPubAck(m) => Some((QoS::AtLeastOnce, m)),
                 InflightState::AwaitingPubRec(m) => Some((QoS::ExactlyOnce, m)),

@@ -3,6 +3,7 @@
 
 mod inbound;
 mod inflight;
+mod lazy;
 mod queue;
 
 pub use inbound::{AwaitingRelease, InboundQos2};

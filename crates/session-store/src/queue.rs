@@ -3,6 +3,8 @@
 
 use std::collections::VecDeque;
 
+use crate::lazy::LazyDeque;
+
 /// What a full queue does with one more message.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum OverflowPolicy {
@@ -26,8 +28,8 @@ pub enum Pushed<M> {
 /// A FIFO bounded by a message count.
 #[derive(Debug)]
 pub struct MessageQueue<M> {
-    items: VecDeque<M>,
-    max_len: usize,
+    items: LazyDeque<M>,
+    max_len: u32,
     policy: OverflowPolicy,
 }
 
@@ -35,15 +37,15 @@ impl<M> MessageQueue<M> {
     /// An empty queue holding at most `max_len` (at least 1) messages.
     pub fn new(max_len: usize, policy: OverflowPolicy) -> Self {
         Self {
-            items: VecDeque::new(),
-            max_len: max_len.max(1),
+            items: LazyDeque::default(),
+            max_len: u32::try_from(max_len.max(1)).unwrap_or(u32::MAX),
             policy,
         }
     }
 
     /// Appends a message, applying the policy when the queue is full.
     pub fn push(&mut self, message: M) -> Pushed<M> {
-        if self.items.len() < self.max_len {
+        if self.items.len() < self.max_len as usize {
             self.items.push_back(message);
             return Pushed::Queued;
         }
@@ -69,11 +71,7 @@ impl<M> MessageQueue<M> {
     /// Takes the oldest message; an emptied queue gives its buffer back (an idle session holds
     /// none).
     pub fn pop(&mut self) -> Option<M> {
-        let item = self.items.pop_front();
-        if self.items.is_empty() && self.items.capacity() > 0 {
-            self.items = VecDeque::new();
-        }
-        item
+        self.items.pop_front()
     }
 
     /// Messages queued.
@@ -96,15 +94,15 @@ impl<M> MessageQueue<M> {
     /// Removes and returns, oldest first, the messages for which `take` is true.
     pub fn take_where(&mut self, mut take: impl FnMut(&M) -> bool) -> Vec<M> {
         let mut taken = Vec::new();
-        let mut kept = VecDeque::with_capacity(self.items.len());
-        for item in self.items.drain(..) {
+        let mut kept = VecDeque::new();
+        for item in self.items.take_all() {
             if take(&item) {
                 taken.push(item);
             } else {
                 kept.push_back(item);
             }
         }
-        self.items = kept;
+        self.items.restore(kept);
         taken
     }
 

@@ -1,0 +1,105 @@
+//! A double-ended queue that costs one pointer while empty: idle sessions are the common case,
+//! so their inflight window, queue and QoS 2 ids hold no memory beyond that pointer.
+
+use std::collections::VecDeque;
+
+/// A `VecDeque` allocated on first push and freed when it becomes empty again.
+#[derive(Debug)]
+pub(crate) struct LazyDeque<T>(Option<Box<VecDeque<T>>>);
+
+impl<T> Default for LazyDeque<T> {
+    fn default() -> Self {
+        Self(None)
+    }
+}
+
+impl<T> LazyDeque<T> {
+    pub(crate) fn len(&self) -> usize {
+        self.0.as_ref().map_or(0, |d| d.len())
+    }
+
+    pub(crate) fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    pub(crate) fn iter(&self) -> impl Iterator<Item = &T> {
+        self.0.iter().flat_map(|d| d.iter())
+    }
+
+    pub(crate) fn get(&self, at: usize) -> Option<&T> {
+        self.0.as_ref()?.get(at)
+    }
+
+    pub(crate) fn get_mut(&mut self, at: usize) -> Option<&mut T> {
+        self.0.as_mut()?.get_mut(at)
+    }
+
+    pub(crate) fn position(&self, pred: impl FnMut(&T) -> bool) -> Option<usize> {
+        self.0.as_ref()?.iter().position(pred)
+    }
+
+    pub(crate) fn push_back(&mut self, item: T) {
+        self.0.get_or_insert_with(Box::default).push_back(item);
+    }
+
+    pub(crate) fn push_front(&mut self, item: T) {
+        self.0.get_or_insert_with(Box::default).push_front(item);
+    }
+
+    pub(crate) fn pop_front(&mut self) -> Option<T> {
+        let item = self.0.as_mut()?.pop_front();
+        self.free_if_empty();
+        item
+    }
+
+    pub(crate) fn remove(&mut self, at: usize) -> Option<T> {
+        let item = self.0.as_mut()?.remove(at);
+        self.free_if_empty();
+        item
+    }
+
+    /// Takes every item out, leaving the deque empty (and unallocated).
+    pub(crate) fn take_all(&mut self) -> VecDeque<T> {
+        self.0.take().map(|d| *d).unwrap_or_default()
+    }
+
+    /// Keeps the items for which `keep` is true, in order.
+    pub(crate) fn retain(&mut self, keep: impl FnMut(&T) -> bool) {
+        if let Some(d) = self.0.as_mut() {
+            d.retain(keep);
+        }
+        self.free_if_empty();
+    }
+
+    /// Puts back items taken with [`Self::take_all`] (nothing is allocated for none).
+    pub(crate) fn restore(&mut self, items: VecDeque<T>) {
+        self.0 = (!items.is_empty()).then(|| Box::new(items));
+    }
+
+    fn free_if_empty(&mut self) {
+        if self.0.as_ref().is_some_and(|d| d.is_empty()) {
+            self.0 = None;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn allocates_only_while_holding_items() {
+        let mut d = LazyDeque::default();
+        assert!(d.0.is_none());
+        d.push_back(1);
+        d.push_front(0);
+        assert_eq!(d.iter().copied().collect::<Vec<_>>(), vec![0, 1]);
+        assert_eq!(d.remove(1), Some(1));
+        assert_eq!(d.pop_front(), Some(0));
+        assert!(d.0.is_none(), "emptied deque is freed");
+        d.push_back(5);
+        d.retain(|x| *x != 5);
+        assert!(d.0.is_none());
+        assert_eq!(std::mem::size_of::<LazyDeque<[u8; 64]>>(), 8);
+    }
+}
