@@ -5,6 +5,10 @@ use std::collections::VecDeque;
 
 /// A `VecDeque` allocated on first push and freed when it becomes empty again.
 #[derive(Debug)]
+#[expect(
+    clippy::box_collection,
+    reason = "boxed, an empty deque costs 8 bytes inline instead of 32: idle sessions hold three"
+)]
 pub(crate) struct LazyDeque<T>(Option<Box<VecDeque<T>>>);
 
 impl<T> Default for LazyDeque<T> {
