@@ -176,13 +176,13 @@ impl BrokerShard {
     pub(super) fn end_session(&mut self, ctx: &mut Ctx, session: Box<Session>) {
         let client_id = session.client_id.clone();
         let subscriber = session.subscriber;
-        self.end_session_state(ctx, session);
+        self.end_session_state(ctx, *session);
         self.forget_directory_entry(&client_id, Some(subscriber));
     }
 
     /// Removes a session's subscriptions from every replica and counts its undelivered messages
     /// as dropped. The directory is not touched (the caller knows whether it still names it).
-    pub(super) fn end_session_state(&mut self, ctx: &mut Ctx, mut session: Box<Session>) {
+    pub(super) fn end_session_state(&mut self, ctx: &mut Ctx, mut session: Session) {
         self.disarm(ctx, session.expiry_timer.take());
         self.disarm(ctx, session.will_timer.take());
         self.by_subscriber.remove(&session.subscriber);

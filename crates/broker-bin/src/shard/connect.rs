@@ -152,7 +152,7 @@ impl BrokerShard {
                 self.detach_connection(ctx, &mut session, true);
                 let present = !connect.clean_start;
                 if connect.clean_start {
-                    self.end_session_state(ctx, session);
+                    self.end_session_state(ctx, *session);
                     let fresh = self.fresh_session(ctx, &client_id);
                     self.complete_connect(ctx, conn, connect, fresh, false, false);
                 } else {

@@ -75,7 +75,7 @@ impl BrokerShard {
         self.disarm(ctx, session.will_timer.take());
         session.will = None;
         if request.clean_start {
-            self.end_session_state(ctx, session);
+            self.end_session_state(ctx, *session);
             return None;
         }
         let fences_left = self.route_buf.len();
