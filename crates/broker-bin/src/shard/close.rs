@@ -112,7 +112,7 @@ impl BrokerShard {
         match session.expiry {
             SessionExpiry::OnClose => {
                 self.by_subscriber.remove(&session.subscriber);
-                self.end_session(ctx, session);
+                self.end_session(ctx, *session);
             }
             SessionExpiry::After(expiry) => {
                 let at = now + expiry;
@@ -154,7 +154,7 @@ impl BrokerShard {
             self.publish_will(ctx, client_id, pending.will);
         }
         self.by_subscriber.remove(&session.subscriber);
-        self.end_session(ctx, session);
+        self.end_session(ctx, *session);
     }
 
     /// A delayed will's delay ran out while its session stayed disconnected.
@@ -173,10 +173,10 @@ impl BrokerShard {
 
     /// Ends a session held by this shard: its state goes, and its directory entry if it still
     /// names this session.
-    pub(super) fn end_session(&mut self, ctx: &mut Ctx, session: Box<Session>) {
+    pub(super) fn end_session(&mut self, ctx: &mut Ctx, session: Session) {
         let client_id = session.client_id.clone();
         let subscriber = session.subscriber;
-        self.end_session_state(ctx, *session);
+        self.end_session_state(ctx, session);
         self.forget_directory_entry(&client_id, Some(subscriber));
     }
 
