@@ -38,11 +38,16 @@ impl TestBroker {
 
     /// A broker with `overrides` (TOML) over the test defaults.
     pub fn with_config(overrides: &str) -> Self {
+        Self::with_auth(overrides, Box::new(ringmq::auth::AllowAll))
+    }
+
+    /// A broker with `overrides` (TOML) over the test defaults and `auth` as its hook.
+    pub fn with_auth(overrides: &str, auth: Box<dyn ringmq::auth::Authenticator>) -> Self {
         let mut raw = default_raw().expect("embedded defaults parse");
         raw.overlay(parse_raw("test base", BASE).expect("test base parses"));
         raw.overlay(parse_raw("test overrides", overrides).expect("test overrides parse"));
         let config = raw.validate().expect("test config validates");
-        let broker = Broker::start(config).expect("broker starts");
+        let broker = Broker::start_with_auth(config, auth).expect("broker starts");
         let addr = broker.local_addrs()[0];
         Self {
             broker: Some(broker),

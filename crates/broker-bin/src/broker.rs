@@ -5,6 +5,7 @@ use std::sync::Arc;
 
 use ring_runtime::{BackendKind, Runtime, RuntimeConfig, RuntimeError, RuntimeHandle};
 
+use crate::auth::{AllowAll, Authenticator};
 use crate::config::{BackendChoice, Config};
 use crate::message::ShardMsg;
 use crate::shard::BrokerShard;
@@ -17,11 +18,21 @@ pub struct Broker {
 }
 
 impl Broker {
-    /// Binds the listeners and starts the shards.
+    /// Binds the listeners and starts the shards; every client, subscription and publish is
+    /// allowed.
     pub fn start(config: Config) -> Result<Self, RuntimeError> {
+        Self::start_with_auth(config, Box::new(AllowAll))
+    }
+
+    /// Like [`Broker::start`], with `auth` deciding on every CONNECT, SUBSCRIBE filter and
+    /// PUBLISH.
+    pub fn start_with_auth(
+        config: Config,
+        auth: Box<dyn Authenticator>,
+    ) -> Result<Self, RuntimeError> {
         let runtime_config = runtime_config(&config);
         let shards = runtime_config.shard_count();
-        let shared = Arc::new(Shared::new(config, shards));
+        let shared = Arc::new(Shared::new(config, shards, auth));
         let for_shards = Arc::clone(&shared);
         let runtime = Runtime::start(runtime_config, move |id| {
             BrokerShard::new(Arc::clone(&for_shards), id, shards)

@@ -10,7 +10,7 @@ use dashmap::DashMap;
 use ring_runtime::ShardId;
 use router::{Sequencer, SubscriberId, TopicLimits};
 
-use crate::auth::{AllowAll, Authenticator};
+use crate::auth::Authenticator;
 use crate::config::Config;
 use crate::metrics::Metrics;
 
@@ -49,7 +49,7 @@ pub struct Shared {
 
 impl Shared {
     /// Shared state for `shards` shards.
-    pub fn new(config: Config, shards: usize) -> Self {
+    pub fn new(config: Config, shards: usize, auth: Box<dyn Authenticator>) -> Self {
         let topic_limits = TopicLimits {
             max_length: usize::from(config.limits.max_topic_length),
             max_levels: usize::from(config.limits.max_topic_levels),
@@ -62,7 +62,7 @@ impl Shared {
             next_subscriber: AtomicU32::new(1),
             connections: AtomicUsize::new(0),
             topic_limits,
-            auth: Box::new(AllowAll),
+            auth,
             started: Instant::now(),
             applied: (0..shards.max(1))
                 .map(|_| CachePadded::new(AtomicU64::new(0)))
