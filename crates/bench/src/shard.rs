@@ -23,7 +23,8 @@ const TICK: Duration = Duration::from_millis(2);
 const REPORT_EVERY: Duration = Duration::from_secs(1);
 /// Most bytes a flood publisher keeps queued on its socket.
 const FLOOD_QUEUE_BYTES: usize = 64 * 1024;
-/// Most messages one publisher sends per turn (fairness between publishers).
+/// Most messages a rate-limited publisher sends per turn when it is behind (fairness between
+/// publishers); a flood publisher is bounded by [`FLOOD_QUEUE_BYTES`] instead.
 const BURST: u64 = 64;
 
 /// What the main thread sends to a load thread.
@@ -237,8 +238,9 @@ impl BenchShard {
         if now < from || client.done || self.stopped {
             return;
         }
+        // Flood: as much as the socket queue bound takes; rate: what is due, at most BURST.
         let mut budget = if plan.rate <= 0.0 {
-            BURST
+            u64::MAX
         } else {
             let due = (now.duration_since(from).as_secs_f64() * plan.rate) as u64 + 1;
             due.saturating_sub(client.sent).min(BURST)
