@@ -102,6 +102,67 @@ pub enum Command {
         #[arg(long, default_value = "g")]
         group: String,
     },
+    /// Latency probe: one client publishing to a topic it subscribes to, at a fixed interval.
+    Latency {
+        #[command(flatten)]
+        common: Common,
+        #[command(flatten)]
+        probe: ProbeArgs,
+    },
+    /// Persistent sessions: subscribe, go offline, messages published to each, reconnect and
+    /// count exactly-once delivery and the drain time.
+    Offline {
+        #[command(flatten)]
+        common: Common,
+        #[command(flatten)]
+        offline: OfflineArgs,
+    },
+}
+
+/// Latency probe options.
+#[derive(Debug, Clone, Args)]
+pub struct ProbeArgs {
+    /// Samples (messages) to send.
+    #[arg(long, default_value_t = 2000)]
+    pub samples: u64,
+    /// Milliseconds between samples.
+    #[arg(long, default_value_t = 10)]
+    pub interval_ms: u64,
+    /// QoS of the probe's publishes and subscription.
+    #[arg(long, short = 'q', default_value_t = 0)]
+    pub qos: u8,
+    /// Payload size in bytes (at least 16).
+    #[arg(long, short = 's', default_value_t = 16)]
+    pub size: usize,
+    /// Topic pattern (`%c` is the client id).
+    #[arg(long, short = 't', default_value = "bench/probe/%c")]
+    pub topic: String,
+    /// Seconds to wait after the SUBACK before the first sample.
+    #[arg(long, default_value_t = 1)]
+    pub warmup: u64,
+}
+
+/// Offline (persistent session) runner options.
+#[derive(Debug, Clone, Args)]
+pub struct OfflineArgs {
+    /// Persistent sessions (each subscribes to its own topic).
+    #[arg(long, default_value_t = 1000)]
+    pub sessions: usize,
+    /// Messages published to each session's topic while it is offline.
+    #[arg(long, short = 'm', default_value_t = 100)]
+    pub messages: u64,
+    /// QoS of the subscriptions and publishes (1 or 2).
+    #[arg(long, short = 'q', default_value_t = 1)]
+    pub qos: u8,
+    /// Payload size in bytes (at least 16).
+    #[arg(long, short = 's', default_value_t = 16)]
+    pub size: usize,
+    /// Unacknowledged messages per publisher.
+    #[arg(long, default_value_t = 64)]
+    pub inflight: u16,
+    /// Topic prefix; session `i` subscribes to `PREFIX/i`.
+    #[arg(long, default_value = "bench/offline")]
+    pub prefix: String,
 }
 
 /// Options every command takes.
@@ -144,6 +205,10 @@ pub struct Common {
     /// Print no progress lines.
     #[arg(long)]
     pub quiet: bool,
+    /// End the run this many seconds after every client is ready (connected and subscribed),
+    /// instead of at --duration (which still bounds it).
+    #[arg(long)]
+    pub hold: Option<u64>,
 }
 
 /// Publishing options.
@@ -155,10 +220,10 @@ pub struct PublishArgs {
     /// Payload size in bytes (at least 16: timestamp, publisher and sequence).
     #[arg(long, short = 's', default_value_t = 256)]
     pub size: usize,
-    /// Messages per second per publisher (0 = flood, bounded by the inflight window and the
-    /// socket queue).
-    #[arg(long, short = 'r', default_value_t = 0)]
-    pub rate: u64,
+    /// Messages per second per publisher, fractions allowed (0 = flood, bounded by the inflight
+    /// window and the socket queue).
+    #[arg(long, short = 'r', default_value_t = 0.0)]
+    pub rate: f64,
     /// Messages per publisher (0 = until the duration ends).
     #[arg(long, short = 'L', default_value_t = 0)]
     pub limit: u64,

@@ -38,6 +38,8 @@ pub struct Client {
     pub inflight: u16,
     /// Messages published.
     pub sent: u64,
+    /// Messages received.
+    pub received: u64,
     /// Whether this publisher reached its limit and saw every acknowledgement.
     pub done: bool,
     /// When publishing starts (after the warm-up).
@@ -61,6 +63,7 @@ impl Client {
             next_packet_id: 0,
             inflight: 0,
             sent: 0,
+            received: 0,
             done: false,
             publish_from: None,
             order: HashMap::new(),

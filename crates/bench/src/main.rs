@@ -3,6 +3,7 @@
 
 mod cli;
 mod client;
+mod offline;
 mod payload;
 mod plan;
 mod run;
@@ -21,11 +22,28 @@ fn main() -> anyhow::Result<()> {
     if let Err(error) = ring_runtime::raise_fd_limit(u64::MAX) {
         eprintln!("warning: could not raise the open-file limit: {error}");
     }
-    let plan = plan::build(cli.command)?;
-    let json_path = plan.common.json.clone();
-    let summary = run::run(plan)?;
-    println!("{}", summary.text());
-    let json = serde_json::to_string_pretty(&summary).context("encoding the summary")?;
+    let (text, json, json_path) = match cli.command {
+        cli::Command::Offline { common, offline } => {
+            let summary = offline::run(&common, &offline)?;
+            (
+                summary.text(),
+                serde_json::to_string_pretty(&summary),
+                common.json,
+            )
+        }
+        command => {
+            let plan = plan::build(command)?;
+            let json_path = plan.common.json.clone();
+            let summary = run::run(plan)?;
+            (
+                summary.text(),
+                serde_json::to_string_pretty(&summary),
+                json_path,
+            )
+        }
+    };
+    println!("{text}");
+    let json = json.context("encoding the summary")?;
     match json_path {
         Some(path) => {
             std::fs::write(&path, json).with_context(|| format!("writing {}", path.display()))?

@@ -5,7 +5,7 @@ use std::net::SocketAddr;
 use anyhow::{Context, bail};
 use codec::{MqttStr, ProtocolVersion, QoS};
 
-use crate::cli::{Command, Common, PublishArgs};
+use crate::cli::{Command, Common, ProbeArgs, PublishArgs};
 
 /// What one client does once connected.
 #[derive(Debug, Clone)]
@@ -20,6 +20,10 @@ pub enum Role {
     },
     /// Subscribes to `filter`.
     Subscriber { filter: MqttStr },
+    /// Subscribes to `topic`, then publishes to it (the latency probe).
+    Probe { topic: MqttStr },
+    /// Resumes a persistent session: subscribes to nothing, receives what was queued.
+    Resume,
 }
 
 /// One client to run.
@@ -37,7 +41,7 @@ pub struct PublishPlan {
     pub qos: QoS,
     pub size: usize,
     /// Messages per second per publisher; 0 = flood.
-    pub rate: u64,
+    pub rate: f64,
     /// Messages per publisher; 0 = unlimited.
     pub limit: u64,
     pub inflight: u16,
@@ -60,11 +64,11 @@ pub struct RunPlan {
     pub common: Common,
 }
 
-fn qos(value: u8) -> anyhow::Result<QoS> {
+pub(crate) fn qos(value: u8) -> anyhow::Result<QoS> {
     QoS::from_u8(value).with_context(|| format!("QoS {value} is not 0, 1 or 2"))
 }
 
-fn protocol(version: u8) -> anyhow::Result<ProtocolVersion> {
+pub(crate) fn protocol(version: u8) -> anyhow::Result<ProtocolVersion> {
     Ok(match version {
         3 => ProtocolVersion::V3_1,
         4 => ProtocolVersion::V3_1_1,
@@ -84,8 +88,22 @@ fn publish_plan(args: &PublishArgs) -> anyhow::Result<PublishPlan> {
     })
 }
 
+fn probe_plan(args: &ProbeArgs) -> anyhow::Result<PublishPlan> {
+    if args.interval_ms == 0 {
+        bail!("--interval-ms must be at least 1");
+    }
+    Ok(PublishPlan {
+        qos: qos(args.qos)?,
+        size: args.size,
+        rate: 1000.0 / args.interval_ms as f64,
+        limit: args.samples,
+        inflight: 1,
+        warmup_secs: args.warmup,
+    })
+}
+
 /// Expands `%i` (index) and `%c` (client id) in a topic pattern.
-fn expand(pattern: &str, index: usize, client_id: &str) -> anyhow::Result<MqttStr> {
+pub(crate) fn expand(pattern: &str, index: usize, client_id: &str) -> anyhow::Result<MqttStr> {
     let text = pattern
         .replace("%i", &index.to_string())
         .replace("%c", client_id);
@@ -93,13 +111,22 @@ fn expand(pattern: &str, index: usize, client_id: &str) -> anyhow::Result<MqttSt
 }
 
 /// Builds clients named `PREFIX-ROLE-INDEX`, spread over hosts and source addresses.
-struct Builder<'a> {
+pub(crate) struct Builder<'a> {
     common: &'a Common,
-    clients: Vec<ClientPlan>,
+    pub clients: Vec<ClientPlan>,
 }
 
-impl Builder<'_> {
-    fn add(
+impl<'a> Builder<'a> {
+    /// No clients yet.
+    pub fn new(common: &'a Common) -> Self {
+        Self {
+            common,
+            clients: Vec::new(),
+        }
+    }
+
+    /// Adds client `PREFIX-KIND-INDEX` whose role `role` makes from its id.
+    pub fn add(
         &mut self,
         kind: &str,
         index: usize,
@@ -154,6 +181,14 @@ pub fn build(command: Command) -> anyhow::Result<RunPlan> {
             Some(*subs as u64),
             0,
         ),
+        Command::Latency { common, probe } => (
+            common.clone(),
+            Some(probe_plan(probe)?),
+            qos(probe.qos)?,
+            Some(1),
+            0,
+        ),
+        Command::Offline { .. } => bail!("offline runs in phases (offline::run)"),
         Command::P2p {
             common, publish, ..
         }
@@ -170,10 +205,7 @@ pub fn build(command: Command) -> anyhow::Result<RunPlan> {
     if common.host.is_empty() {
         bail!("at least one --host is needed");
     }
-    let mut b = Builder {
-        common: &common,
-        clients: Vec::new(),
-    };
+    let mut b = Builder::new(&common);
     add_clients(&mut b, &command)?;
     Ok(RunPlan {
         label: common.label.clone(),
@@ -256,6 +288,14 @@ fn add_clients(b: &mut Builder<'_>, command: &Command) -> anyhow::Result<()> {
                 b.add("pub", i, |_| Ok(publisher(expand(topic, i, "")?, i)))?;
             }
         }
+        Command::Latency { probe, .. } => {
+            b.add("probe", 0, |id| {
+                Ok(Role::Probe {
+                    topic: expand(&probe.topic, 0, id)?,
+                })
+            })?;
+        }
+        Command::Offline { .. } => {}
     }
     Ok(())
 }
@@ -265,7 +305,7 @@ impl RunPlan {
     pub fn publisher_count(&self) -> usize {
         self.clients
             .iter()
-            .filter(|c| matches!(c.role, Role::Publisher { .. }))
+            .filter(|c| matches!(c.role, Role::Publisher { .. } | Role::Probe { .. }))
             .count()
     }
 

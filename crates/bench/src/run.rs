@@ -47,29 +47,44 @@ pub fn run(plan: RunPlan) -> anyhow::Result<Summary> {
         let _ = handle.post(ShardId::new(index as u16), vec![Control::Start]);
     }
     let mut total = latency_histogram();
+    let mut per_subscriber = Vec::new();
     let mut watch = Watch::new(&plan, &stats);
     while !watch.finished(started) {
         std::thread::sleep(Duration::from_millis(100));
-        let interval = drain_reports(&reports, &mut total);
+        let interval = drain_reports(&reports, &mut total, &mut per_subscriber);
         watch.progress(started, interval.as_ref(), plan.common.quiet);
     }
     let elapsed = started.elapsed();
     for index in 0..threads {
         let _ = handle.post(ShardId::new(index as u16), vec![Control::StopPublishing]);
     }
-    watch.drain();
+    watch.drain(started);
     handle.shutdown();
     handle.join().context("stopping the load generator")?;
-    drain_reports(&reports, &mut total);
+    drain_reports(&reports, &mut total, &mut per_subscriber);
     let cpu = crate::summary::own_cpu_seconds() - cpu_before;
-    Ok(Summary::new(&plan, stats.totals(), &total, elapsed, cpu))
+    let timing = crate::summary::Timing {
+        elapsed,
+        ready_after: watch.ready_after,
+        window: watch.window(),
+        cpu_s: cpu,
+    };
+    let mut summary = Summary::new(&plan, stats.totals(), &total, timing);
+    summary.subscribers = crate::summary::SubscriberShare::of(&per_subscriber);
+    Ok(summary)
 }
 
-/// Merges every waiting report into `total`; the merge of this batch for progress lines.
-fn drain_reports(reports: &Receiver<Report>, total: &mut Histogram<u64>) -> Option<Histogram<u64>> {
+/// Merges every waiting report into `total` (and final per-subscriber counts into
+/// `per_subscriber`); the merge of this batch for progress lines.
+fn drain_reports(
+    reports: &Receiver<Report>,
+    total: &mut Histogram<u64>,
+    per_subscriber: &mut Vec<u64>,
+) -> Option<Histogram<u64>> {
     let mut interval: Option<Histogram<u64>> = None;
     while let Ok(report) = reports.try_recv() {
         let _ = total.add(&report.histogram);
+        per_subscriber.extend_from_slice(&report.subscriber_received);
         match &mut interval {
             Some(h) => {
                 let _ = h.add(&report.histogram);
@@ -89,6 +104,13 @@ struct Watch<'a> {
     last_print: Instant,
     publishers_done_at: Option<Instant>,
     interval: Option<Histogram<u64>>,
+    /// When every client was ready (or had failed), counted from the start.
+    ready_after: Option<Duration>,
+    /// When the first message was seen sent, counted from the start.
+    first_sent: Option<Duration>,
+    /// When the received count last grew, counted from the start.
+    last_received: Option<Duration>,
+    last_received_count: u64,
 }
 
 impl<'a> Watch<'a> {
@@ -101,20 +123,56 @@ impl<'a> Watch<'a> {
             last_print: Instant::now(),
             publishers_done_at: None,
             interval: None,
+            ready_after: None,
+            first_sent: None,
+            last_received: None,
+            last_received_count: 0,
         }
     }
 
-    /// The duration passed, or every publisher finished and every expected message arrived (or
-    /// the drain time after the publishers finished passed).
+    /// Notes when sending began and when the last message arrived.
+    fn observe(&mut self, t: &Totals, started: Instant) {
+        if self.first_sent.is_none() && t.sent > 0 {
+            self.first_sent = Some(started.elapsed());
+        }
+        if t.received > self.last_received_count {
+            self.last_received_count = t.received;
+            self.last_received = Some(started.elapsed());
+        }
+    }
+
+    /// From the first message sent to the last one received (to the poll interval).
+    fn window(&self) -> Option<Duration> {
+        let (from, to) = (self.first_sent?, self.last_received?);
+        to.checked_sub(from).filter(|w| !w.is_zero())
+    }
+
+    /// The duration passed; or the hold time after every client was ready passed; or there are
+    /// no publishers and every expected message arrived; or every publisher finished and every
+    /// expected message arrived (or the drain time after the publishers finished passed).
     fn finished(&mut self, started: Instant) -> bool {
         if started.elapsed() >= Duration::from_secs(self.plan.common.duration) {
             return true;
+        }
+        let t = self.stats.totals();
+        self.observe(&t, started);
+        if self.ready_after.is_none()
+            && t.ready + t.connect_failures >= self.plan.clients.len() as u64
+        {
+            self.ready_after = Some(started.elapsed());
+        }
+        if let (Some(hold), Some(ready)) = (self.plan.common.hold, self.ready_after)
+            && started.elapsed() >= ready + Duration::from_secs(hold)
+        {
+            return true;
+        }
+        if self.publishers == 0 && self.plan.expect_total > 0 {
+            return t.received >= self.plan.expect_total;
         }
         let limited = self.plan.publish.is_some_and(|p| p.limit > 0) && self.publishers > 0;
         if !limited {
             return false;
         }
-        let t = self.stats.totals();
         if t.publishers_done < self.publishers {
             return false;
         }
@@ -123,13 +181,14 @@ impl<'a> Watch<'a> {
     }
 
     /// Waits (at most [`DRAIN`]) for the messages still on their way after publishing stopped.
-    fn drain(&self) {
+    fn drain(&mut self, started: Instant) {
         let until = Instant::now() + DRAIN;
         let mut last = self.stats.totals();
         let mut quiet_for = 0;
         while Instant::now() < until {
             std::thread::sleep(Duration::from_millis(100));
             let t = self.stats.totals();
+            self.observe(&t, started);
             if t.received >= self.plan.expected(t.sent) {
                 return;
             }

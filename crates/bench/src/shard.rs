@@ -23,7 +23,8 @@ const TICK: Duration = Duration::from_millis(2);
 const REPORT_EVERY: Duration = Duration::from_secs(1);
 /// Most bytes a flood publisher keeps queued on its socket.
 const FLOOD_QUEUE_BYTES: usize = 64 * 1024;
-/// Most messages one publisher sends per turn (fairness between publishers).
+/// Most messages a rate-limited publisher sends per turn when it is behind (fairness between
+/// publishers); a flood publisher is bounded by [`FLOOD_QUEUE_BYTES`] instead.
 const BURST: u64 = 64;
 
 /// What the main thread sends to a load thread.
@@ -35,10 +36,12 @@ pub enum Control {
     StopPublishing,
 }
 
-/// A latency histogram from one thread for one interval.
+/// A latency histogram from one thread for one interval; the last report of a thread also
+/// carries how many messages each of its subscribers received.
 #[derive(Debug)]
 pub struct Report {
     pub histogram: Histogram<u64>,
+    pub subscriber_received: Vec<u64>,
 }
 
 /// One load thread.
@@ -157,8 +160,8 @@ impl BenchShard {
         self.send(ctx, i, &Packet::from(connect));
     }
 
-    fn on_connack(&mut self, ctx: &mut ShardCtx<Control>, i: usize, accepted: bool) {
-        if !accepted {
+    fn on_connack(&mut self, ctx: &mut ShardCtx<Control>, i: usize, ack: &codec::ConnAck) {
+        if ack.reason_code.is_error() {
             Counters::bump(&self.counters().connect_failures, 1);
             self.clients[i].phase = Phase::Closed;
             if let Some(conn) = self.clients[i].conn {
@@ -167,27 +170,49 @@ impl BenchShard {
             return;
         }
         Counters::bump(&self.counters().connected, 1);
+        if ack.session_present {
+            Counters::bump(&self.counters().sessions_present, 1);
+        }
         match self.clients[i].plan.role.clone() {
-            Role::Subscriber { filter } => {
-                let options = SubscriptionOptions {
-                    qos: self.plan.sub_qos,
-                    ..Default::default()
-                };
-                let subscribe = Subscribe {
-                    packet_id: self.clients[i].packet_id(),
-                    filters: vec![(filter, options)],
-                    properties: Default::default(),
-                };
-                self.clients[i].phase = Phase::AwaitSubAck;
-                self.send(ctx, i, &Packet::Subscribe(subscribe));
+            Role::Subscriber { filter } | Role::Probe { topic: filter } => {
+                self.subscribe(ctx, i, filter)
             }
             Role::Publisher { .. } => {
-                let warmup = self.plan.publish.map_or(0, |p| p.warmup_secs);
-                self.clients[i].publish_from = Some(ctx.now() + Duration::from_secs(warmup));
+                self.start_publishing_later(ctx, i);
                 self.mark_ready(i);
             }
-            Role::Idle => self.mark_ready(i),
+            Role::Idle | Role::Resume => self.mark_ready(i),
         }
+    }
+
+    fn subscribe(&mut self, ctx: &mut ShardCtx<Control>, i: usize, filter: codec::MqttStr) {
+        let options = SubscriptionOptions {
+            qos: self.plan.sub_qos,
+            ..Default::default()
+        };
+        let subscribe = Subscribe {
+            packet_id: self.clients[i].packet_id(),
+            filters: vec![(filter, options)],
+            properties: Default::default(),
+        };
+        self.clients[i].phase = Phase::AwaitSubAck;
+        self.send(ctx, i, &Packet::Subscribe(subscribe));
+    }
+
+    fn on_suback(&mut self, ctx: &mut ShardCtx<Control>, i: usize) {
+        if self.clients[i].phase != Phase::AwaitSubAck {
+            return;
+        }
+        if matches!(self.clients[i].plan.role, Role::Probe { .. }) {
+            self.start_publishing_later(ctx, i);
+        }
+        self.mark_ready(i);
+    }
+
+    /// Publishing starts after the warm-up.
+    fn start_publishing_later(&mut self, ctx: &mut ShardCtx<Control>, i: usize) {
+        let warmup = self.plan.publish.map_or(0, |p| p.warmup_secs);
+        self.clients[i].publish_from = Some(ctx.now() + Duration::from_secs(warmup));
     }
 
     fn mark_ready(&mut self, i: usize) {
@@ -201,7 +226,7 @@ impl BenchShard {
             return;
         };
         let client = &self.clients[i];
-        let (Role::Publisher { .. }, Phase::Ready, Some(from), Some(conn)) = (
+        let (Role::Publisher { .. } | Role::Probe { .. }, Phase::Ready, Some(from), Some(conn)) = (
             &client.plan.role,
             client.phase,
             client.publish_from,
@@ -213,10 +238,11 @@ impl BenchShard {
         if now < from || client.done || self.stopped {
             return;
         }
-        let mut budget = if plan.rate == 0 {
-            BURST
+        // Flood: as much as the socket queue bound takes; rate: what is due, at most BURST.
+        let mut budget = if plan.rate <= 0.0 {
+            u64::MAX
         } else {
-            let due = (now.duration_since(from).as_secs_f64() * plan.rate as f64) as u64 + 1;
+            let due = (now.duration_since(from).as_secs_f64() * plan.rate) as u64 + 1;
             due.saturating_sub(client.sent).min(BURST)
         };
         while budget > 0 {
@@ -238,10 +264,11 @@ impl BenchShard {
     }
 
     fn publish_one(&mut self, ctx: &mut ShardCtx<Control>, i: usize, qos: QoS, size: usize) {
-        let Role::Publisher { topic, index } = &self.clients[i].plan.role else {
-            return;
+        let (topic, index) = match &self.clients[i].plan.role {
+            Role::Publisher { topic, index } => (topic.clone(), *index),
+            Role::Probe { topic } => (topic.clone(), 0),
+            Role::Idle | Role::Subscriber { .. } | Role::Resume => return,
         };
-        let (topic, index) = (topic.clone(), *index);
         let seq = self.clients[i].sent as u32;
         let stamp = Stamp {
             sent_ns: payload::now_ns(),
@@ -283,6 +310,7 @@ impl BenchShard {
             _ => {}
         }
         Counters::bump(&self.counters().received, 1);
+        self.clients[i].received += 1;
         let Some(stamp) = payload::parse(&publish.payload) else {
             return;
         };
@@ -308,8 +336,8 @@ impl BenchShard {
 
     fn handle(&mut self, ctx: &mut ShardCtx<Control>, i: usize, packet: Packet) {
         match packet {
-            Packet::ConnAck(ack) => self.on_connack(ctx, i, !ack.reason_code.is_error()),
-            Packet::SubAck(_) => self.mark_ready(i),
+            Packet::ConnAck(ack) => self.on_connack(ctx, i, &ack),
+            Packet::SubAck(_) => self.on_suback(ctx, i),
             Packet::Publish(publish) => self.on_publish(ctx, i, publish),
             Packet::PubAck(_) | Packet::PubComp(_) => self.on_completed(i),
             Packet::PubRec(rec) => {
@@ -339,9 +367,12 @@ impl BenchShard {
         }
     }
 
-    fn report(&mut self) {
+    fn report(&mut self, subscriber_received: Vec<u64>) {
         let histogram = std::mem::replace(&mut self.histogram, latency_histogram());
-        let _ = self.reports.send(Report { histogram });
+        let _ = self.reports.send(Report {
+            histogram,
+            subscriber_received,
+        });
     }
 
     fn tick(&mut self, ctx: &mut ShardCtx<Control>) {
@@ -356,7 +387,7 @@ impl BenchShard {
         {
             self.last_report = Some(now);
             self.keep_alive(ctx);
-            self.report();
+            self.report(Vec::new());
         }
         ctx.arm_timer(TICK, 0);
     }
@@ -450,6 +481,12 @@ impl Handler for BenchShard {
                 );
             }
         }
-        self.report();
+        let counts = self
+            .clients
+            .iter()
+            .filter(|c| matches!(c.plan.role, Role::Subscriber { .. }))
+            .map(|c| c.received)
+            .collect();
+        self.report(counts);
     }
 }

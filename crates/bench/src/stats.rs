@@ -30,6 +30,7 @@ macro_rules! counters {
 
 counters! {
     connected: "Clients whose CONNACK accepted them.",
+    sessions_present: "CONNACKs with Session Present set (a persistent session resumed).",
     connect_failures: "Connections refused or failed.",
     ready: "Clients ready (subscribed, or connected for publishers).",
     sent: "PUBLISH packets sent.",

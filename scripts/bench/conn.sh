@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# Scenario conn: idle connections (keep-alive 300 s, clean start), connected as fast as the
+# broker accepts them, from several 127.0.0.x source addresses. For each count: RSS per
+# connection = (broker RSS with the connections - RSS before) / count, measured 2 s after the
+# broker holds them all; connect rate = CONNACKs per second. A fresh broker per count.
+#   CONN_COUNTS="10000 19000" (the fd limit per process is 20000)
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+CONN_COUNTS=${CONN_COUNTS:-10000 19000}
+
+conn_once() {
+  local count=$1 json rss0 rss1 held bench_pid
+  json=$(bench_json_path conn)
+  sleep 1
+  rss0=$(rss_kb "$BROKER_PID")
+  sampler_start
+  bench_bg "$json" conn --host "127.0.0.1:$BROKER_PORT" --label conn -c "$count" \
+    --bind 127.0.1.1 --bind 127.0.1.2 --bind 127.0.1.3 --bind 127.0.1.4 \
+    --keep-alive 300 --hold 5 -d 90 --quiet
+  bench_pid=$BENCH_PID
+  held=$(wait_conns "$count" 80)
+  sleep 2
+  rss1=$(rss_kb "$BROKER_PID")
+  wait "$bench_pid" || true
+  local sampled
+  sampled=$(sampler_stop)
+  [[ -s $json ]] || { log "conn $BROKER_NAME: no summary"; return 1; }
+  record conn "$(jq -c -n --slurpfile b "$json" --argjson s "$sampled" \
+    --argjson count "$count" --argjson held "$held" --argjson rss0 "$rss0" --argjson rss1 "$rss1" '
+    $b[0] as $b | {
+      count: $count, held: $held, connected: $b.totals.connected,
+      connect_failures: $b.totals.connect_failures,
+      rss_before_kb: $rss0, rss_after_kb: $rss1,
+      rss_per_conn_bytes: (if $held > 0 then ($rss1 - $rss0) * 1024 / $held else null end),
+      connect_s: $b.ready_after_s, connect_rate: $b.connect_rate,
+      rss_peak_kb: $s.rss_peak_kb, rss_steady_kb: $s.rss_steady_kb, bench: $b, samples: $s.samples }')"
+  rm -f "$json"
+}
+
+conn_counts() {
+  local count first=1
+  for count in $CONN_COUNTS; do
+    if ((first == 0)); then
+      broker_stop
+      broker_start "$BROKER_NAME" || return 1
+    fi
+    first=0
+    conn_once "$count" || return 1
+  done
+}
+
+prepare_brokers
+for_each_broker conn_counts
