@@ -20,7 +20,9 @@ run_id=flame-$(date +%Y%m%d-%H%M%S)
 data=$root/bench-results/$run_id.perf.data
 mkdir -p "$root/bench-results" "$root/docs/bench"
 out=${FLAME_OUT:-$root/docs/bench/flame-$broker-$scenario.svg}
-RUN_ID=$run_id BROKERS=$broker REPS=1 PERF_DATA=$data "$script"
+# Results of profiled runs stay apart from the measured suite's.
+RUN_ID=$run_id BROKERS=$broker REPS=1 PERF_DATA=$data \
+  BENCH_RESULTS=$root/bench-results/flame "$script"
 perf script -i "$data" 2>/dev/null |
   "$cache/inferno/bin/inferno-collapse-perf" |
   "$cache/inferno/bin/inferno-flamegraph" --title "$broker: $scenario (perf cpu-clock)" >"$out"

@@ -16,7 +16,8 @@ timed_cpu() {
   local out=$1
   shift
   /usr/bin/time -f "%U %S" -o "$out.time" "$@" || true
-  awk '{ printf "%.3f\n", $1 + $2 }' "$out.time" >"$out"
+  # The last line: GNU time puts "Command exited with non-zero status" before it.
+  awk 'END { printf "%.3f\n", $1 + $2 }' "$out.time" >"$out"
   rm -f "$out.time"
 }
 

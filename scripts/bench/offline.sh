@@ -8,6 +8,8 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 OFF_SESSIONS=${OFF_SESSIONS:-1000}
 OFF_MESSAGES=${OFF_MESSAGES:-100}
 OFF_QOS=${OFF_QOS:-1}
+# The backlog lives a second or less on a fast broker: sample RSS five times a second.
+SAMPLE_INTERVAL=${SAMPLE_INTERVAL:-0.2}
 
 offline_once() {
   local json cpu0 cpu1 sampled rss0
