@@ -84,6 +84,11 @@ pub struct RuntimeConfig {
     /// uses zero-copy. Default `None`: on the measured kernel zero-copy never won (see
     /// docs/benchmarks.md, "ring-runtime"), so it is opt-in.
     pub zerocopy_threshold: Option<usize>,
+    /// Frames shorter than this are copied into the connection's contiguous send buffer, so
+    /// many small frames leave as one iovec (the kernel's per-iovec cost dominates for frames
+    /// of a few dozen bytes); longer frames are sent from their shared buffers. 0 turns
+    /// coalescing off. Default 512 bytes (see docs/benchmarks.md, fan-out).
+    pub coalesce_below: usize,
     /// Timer wheel tick. Default 1 ms.
     pub timer_tick: Duration,
     /// Message batches a shard's mailbox holds (bounded). Default 4096.
@@ -116,6 +121,7 @@ impl Default for RuntimeConfig {
             epoll_read_budget: 256 * 1024,
             max_iovecs: 1024,
             zerocopy_threshold: None,
+            coalesce_below: 512,
             timer_tick: Duration::from_millis(1),
             mailbox_batches: 4096,
             max_pending_posts: 65536,

@@ -5,9 +5,9 @@
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
-use bytes::Bytes;
+use bytes::{Bytes, BytesMut};
 
-use crate::conn::{CloseMode, Conn, ConnTable, Phase};
+use crate::conn::{CloseMode, Conn, ConnTable, Phase, SendQueue};
 use crate::error::RuntimeError;
 use crate::handler::CloseReason;
 use crate::ids::{ConnId, ShardId, TimerId};
@@ -50,6 +50,7 @@ pub struct ShardCtx<M> {
     pub(crate) outboxes: Outboxes<M>,
     pub(crate) local_inbox: Vec<M>,
     pub(crate) drain_timeout: Duration,
+    pub(crate) coalesce_below: usize,
     pub(crate) shutting_down: bool,
     pub(crate) stats: ShardStats,
 }
@@ -66,6 +67,7 @@ impl<M> ShardCtx<M> {
             outboxes: Outboxes::new(shard_count, config.max_pending_posts),
             local_inbox: Vec::new(),
             drain_timeout: config.drain_timeout,
+            coalesce_below: config.coalesce_below,
             shutting_down: false,
             stats: ShardStats::default(),
         }
@@ -102,13 +104,39 @@ impl<M> ShardCtx<M> {
     }
 
     /// Queues a frame. All frames queued for a connection during one turn leave in one
-    /// writev/sendmsg after [`crate::Handler::on_turn_end`].
+    /// writev/sendmsg after [`crate::Handler::on_turn_end`]; frames shorter than
+    /// [`crate::RuntimeConfig::coalesce_below`] are copied together into one iovec.
     pub fn send(&mut self, conn: ConnId, frame: Bytes) -> Result<(), RuntimeError> {
+        let coalesce_below = self.coalesce_below;
+        self.queue_for(conn)?.push(frame, coalesce_below);
+        self.conns.mark_dirty(conn);
+        Ok(())
+    }
+
+    /// Lets `write` encode bytes straight into the connection's send buffer (after everything
+    /// queued before); they leave like [`Self::send`]'s frames. `write` may truncate back what
+    /// it appended (a frame it gives up on), never more.
+    pub fn send_with<R>(
+        &mut self,
+        conn: ConnId,
+        write: impl FnOnce(&mut BytesMut) -> R,
+    ) -> Result<R, RuntimeError> {
+        let result = self.queue_for(conn)?.append(write);
+        self.conns.mark_dirty(conn);
+        Ok(result)
+    }
+
+    /// Frames shorter than this are copied into a connection's contiguous send buffer
+    /// ([`crate::RuntimeConfig::coalesce_below`]).
+    pub fn coalesce_below(&self) -> usize {
+        self.coalesce_below
+    }
+
+    /// The send queue of an open connection that still accepts frames.
+    fn queue_for(&mut self, conn: ConnId) -> Result<&mut SendQueue, RuntimeError> {
         match self.conns.get_mut(conn) {
             Some(record) if record.is_usable() && !record.shutdown_write_requested => {
-                record.send.push(frame);
-                self.conns.mark_dirty(conn);
-                Ok(())
+                Ok(&mut record.send)
             }
             _ => Err(RuntimeError::ConnClosed { conn }),
         }

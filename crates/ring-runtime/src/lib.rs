@@ -15,6 +15,7 @@ mod handler;
 mod ids;
 mod mailbox;
 mod runtime;
+mod send_queue;
 mod shard;
 mod slab;
 mod sys;

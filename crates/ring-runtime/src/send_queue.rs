@@ -1,0 +1,285 @@
+//! The outbound queue of one connection. Frames below the shard's coalescing size are copied
+//! into one contiguous tail buffer, so a burst of small frames (fan-out PUBLISHes, acks) leaves
+//! as one iovec instead of one per frame; larger frames stay shared `Bytes` and are never
+//! copied. An idle connection's queue holds no allocation.
+
+use std::collections::VecDeque;
+
+use bytes::{Buf, Bytes, BytesMut};
+
+/// Capacity a fresh tail buffer starts with: enough for a few dozen small frames, so a busy
+/// connection allocates once per write rather than once per frame.
+const TAIL_CHUNK: usize = 2048;
+
+/// Frames queued for one connection. Frames taken into an in-flight write stay counted in
+/// `queued` until the write completes.
+#[derive(Default)]
+pub(crate) struct SendQueue {
+    /// `None` while nothing waits (one pointer per idle connection).
+    pending: Option<Box<Pending>>,
+    queued: usize,
+}
+
+/// What waits to be written, in wire order: `frames`, then `tail`.
+#[derive(Default)]
+struct Pending {
+    frames: VecDeque<Bytes>,
+    tail: BytesMut,
+}
+
+impl Pending {
+    /// Ends the current tail: it becomes a frame, and later small frames start a new one
+    /// (sharing the same allocation while it has room).
+    fn seal_tail(&mut self) {
+        if !self.tail.is_empty() {
+            self.frames.push_back(self.tail.split().freeze());
+        }
+    }
+
+    fn is_empty(&self) -> bool {
+        self.frames.is_empty() && self.tail.is_empty()
+    }
+}
+
+/// The frames of one writev/sendmsg, moved out of the queue while the write is in flight, and
+/// the iovecs that point into them.
+#[derive(Default)]
+pub(crate) struct WriteBatch {
+    pub(crate) bufs: Vec<Bytes>,
+    pub(crate) iovecs: Vec<libc::iovec>,
+}
+
+impl WriteBatch {
+    /// Total bytes in the batch.
+    pub(crate) fn len(&self) -> usize {
+        self.bufs.iter().map(Bytes::len).sum()
+    }
+
+    /// Rebuilds `iovecs` from `bufs`. The pointers stay valid while `bufs` is untouched: a
+    /// `Bytes`' data does not move when the `Bytes` handle moves.
+    pub(crate) fn build_iovecs(&mut self) {
+        self.iovecs.clear();
+        self.iovecs.extend(self.bufs.iter().map(|buf| libc::iovec {
+            iov_base: buf.as_ptr().cast_mut().cast(),
+            iov_len: buf.len(),
+        }));
+    }
+}
+
+impl SendQueue {
+    fn pending(&mut self) -> &mut Pending {
+        self.pending.get_or_insert_with(Box::default)
+    }
+
+    /// Queues a frame: copied into the tail when shorter than `coalesce_below`, otherwise
+    /// queued as it is.
+    pub(crate) fn push(&mut self, frame: Bytes, coalesce_below: usize) {
+        self.queued += frame.len();
+        let pending = self.pending();
+        if frame.len() < coalesce_below {
+            reserve_tail(&mut pending.tail, frame.len());
+            pending.tail.extend_from_slice(&frame);
+        } else {
+            pending.seal_tail();
+            pending.frames.push_back(frame);
+        }
+    }
+
+    /// Lets `write` append bytes to the tail directly (encoding a frame in place, without an
+    /// intermediate buffer). `write` may truncate back what it appended, never more.
+    pub(crate) fn append<R>(&mut self, write: impl FnOnce(&mut BytesMut) -> R) -> R {
+        let tail = &mut self.pending().tail;
+        if tail.capacity() == 0 {
+            tail.reserve(TAIL_CHUNK);
+        }
+        let before = tail.len();
+        let result = write(tail);
+        let after = tail.len();
+        debug_assert!(after >= before, "append removed bytes queued before it");
+        self.queued = (self.queued + after).saturating_sub(before);
+        if self.pending.as_ref().is_some_and(|p| p.is_empty()) {
+            self.pending = None;
+        }
+        result
+    }
+
+    /// Bytes queued, including those of an in-flight write.
+    pub(crate) fn queued_bytes(&self) -> usize {
+        self.queued
+    }
+
+    /// Whether frames wait that are not yet in a write.
+    pub(crate) fn has_unsent(&self) -> bool {
+        self.pending.as_ref().is_some_and(|p| !p.is_empty())
+    }
+
+    /// Moves up to `max_iovecs` frames into `batch` (which must be empty).
+    pub(crate) fn take_batch(&mut self, max_iovecs: usize, batch: &mut WriteBatch) {
+        if let Some(pending) = self.pending.as_mut() {
+            pending.seal_tail();
+            let count = pending.frames.len().min(max_iovecs);
+            batch.bufs.extend(pending.frames.drain(..count));
+        }
+        batch.build_iovecs();
+    }
+
+    /// Accounts a completed write of `written` bytes: fully written frames are dropped, the
+    /// rest go back to the front of the queue in their order. Leaves `batch` empty.
+    pub(crate) fn complete(&mut self, batch: &mut WriteBatch, written: usize) {
+        self.queued -= written.min(self.queued);
+        let mut skip = written;
+        let mut first_unwritten = batch.bufs.len();
+        for (index, buf) in batch.bufs.iter_mut().enumerate() {
+            if skip >= buf.len() {
+                skip -= buf.len();
+                continue;
+            }
+            buf.advance(skip);
+            first_unwritten = index;
+            break;
+        }
+        if first_unwritten < batch.bufs.len() {
+            let pending = self.pending();
+            for buf in batch.bufs.drain(first_unwritten..).rev() {
+                pending.frames.push_front(buf);
+            }
+        }
+        batch.bufs.clear();
+        batch.iovecs.clear();
+        if self.pending.as_ref().is_some_and(|p| p.is_empty()) {
+            // An idle connection keeps no send buffer (memory per idle connection matters more
+            // than one small allocation on the next send).
+            self.pending = None;
+        }
+    }
+
+    /// Drops everything queued (abort).
+    pub(crate) fn clear(&mut self) {
+        self.pending = None;
+        self.queued = 0;
+    }
+}
+
+/// Makes room for `additional` bytes, starting a fresh tail at [`TAIL_CHUNK`] bytes.
+fn reserve_tail(tail: &mut BytesMut, additional: usize) {
+    if tail.capacity() - tail.len() < additional {
+        tail.reserve(additional.max(TAIL_CHUNK));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Frames shorter than this are coalesced in these tests.
+    const SMALL: usize = 8;
+
+    fn frames(queue: &mut SendQueue) -> Vec<Bytes> {
+        let mut batch = WriteBatch::default();
+        queue.take_batch(usize::MAX, &mut batch);
+        batch.bufs
+    }
+
+    fn large(text: &'static str) -> Bytes {
+        assert!(text.len() >= SMALL);
+        Bytes::from_static(text.as_bytes())
+    }
+
+    #[test]
+    fn partial_write_resumes_where_it_stopped() {
+        let mut queue = SendQueue::default();
+        for frame in ["abcdefgh", "ijklmnopq", "rstuvwxyz"] {
+            queue.push(large(frame), SMALL);
+        }
+        assert_eq!(queue.queued_bytes(), 26);
+        let mut batch = WriteBatch::default();
+        queue.take_batch(2, &mut batch);
+        assert_eq!(batch.iovecs.len(), 2);
+        assert_eq!(batch.len(), 17);
+        assert_eq!(queue.queued_bytes(), 26, "in-flight bytes stay counted");
+        queue.complete(&mut batch, 10);
+        assert_eq!(queue.queued_bytes(), 16);
+        assert!(batch.bufs.is_empty());
+        let rest = frames(&mut queue);
+        assert_eq!(
+            rest,
+            vec![Bytes::from_static(b"klmnopq"), large("rstuvwxyz")]
+        );
+    }
+
+    #[test]
+    fn unwritten_frames_keep_their_order() {
+        let mut queue = SendQueue::default();
+        for frame in ["a", "bbbbbbbbbb", "c", "d", "eeeeeeeeee"] {
+            queue.push(Bytes::from_static(frame.as_bytes()), SMALL);
+        }
+        let mut batch = WriteBatch::default();
+        queue.take_batch(2, &mut batch);
+        queue.complete(&mut batch, 0);
+        let all: Vec<u8> = frames(&mut queue).concat();
+        assert_eq!(all, b"abbbbbbbbbbcdeeeeeeeeee");
+    }
+
+    #[test]
+    fn small_frames_leave_as_one_iovec() {
+        let mut queue = SendQueue::default();
+        for frame in ["ab", "cd", "ef"] {
+            queue.push(Bytes::from_static(frame.as_bytes()), SMALL);
+        }
+        queue.append(|tail| tail.extend_from_slice(b"gh"));
+        let mut batch = WriteBatch::default();
+        queue.take_batch(usize::MAX, &mut batch);
+        assert_eq!(batch.iovecs.len(), 1);
+        assert_eq!(batch.bufs, vec![Bytes::from_static(b"abcdefgh")]);
+        queue.complete(&mut batch, 8);
+        assert_eq!(queue.queued_bytes(), 0);
+        assert!(
+            queue.pending.is_none(),
+            "a drained queue holds no allocation"
+        );
+    }
+
+    #[test]
+    fn a_large_frame_ends_the_tail_and_keeps_order() {
+        let mut queue = SendQueue::default();
+        queue.push(Bytes::from_static(b"ab"), SMALL);
+        queue.push(large("LARGE-FRAME"), SMALL);
+        queue.push(Bytes::from_static(b"cd"), SMALL);
+        let parts = frames(&mut queue);
+        assert_eq!(
+            parts,
+            vec![
+                Bytes::from_static(b"ab"),
+                large("LARGE-FRAME"),
+                Bytes::from_static(b"cd")
+            ]
+        );
+    }
+
+    #[test]
+    fn frames_queued_during_a_write_follow_it() {
+        let mut queue = SendQueue::default();
+        queue.push(Bytes::from_static(b"ab"), SMALL);
+        let mut batch = WriteBatch::default();
+        queue.take_batch(usize::MAX, &mut batch);
+        queue.push(Bytes::from_static(b"cd"), SMALL);
+        queue.complete(&mut batch, 1);
+        assert_eq!(queue.queued_bytes(), 3);
+        assert_eq!(frames(&mut queue).concat(), b"bcd");
+    }
+
+    #[test]
+    fn an_append_that_takes_back_its_bytes_leaves_nothing() {
+        let mut queue = SendQueue::default();
+        let wrote = queue.append(|tail| {
+            let start = tail.len();
+            tail.extend_from_slice(b"too large");
+            tail.truncate(start);
+            false
+        });
+        assert!(!wrote);
+        assert_eq!(queue.queued_bytes(), 0);
+        assert!(!queue.has_unsent());
+        assert!(queue.pending.is_none());
+    }
+}
