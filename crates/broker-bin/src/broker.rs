@@ -72,8 +72,25 @@ impl Broker {
     }
 
     /// Waits for every shard to stop.
+    /// Waits for every shard to stop; logs each shard's I/O counters.
     pub fn join(self) -> Result<(), RuntimeError> {
-        self.runtime.join().map(|_| ())
+        let stats = self.runtime.join()?;
+        for (shard, stats) in stats.iter().enumerate() {
+            let counters = self.shared.metrics.shard(shard);
+            tracing::info!(
+                shard,
+                messages_sent = counters
+                    .messages_sent
+                    .load(std::sync::atomic::Ordering::Relaxed),
+                accepted = stats.accepted,
+                writes = stats.writes,
+                zerocopy_writes = stats.zerocopy_writes,
+                recv_rearms_enobufs = stats.recv_rearms_enobufs,
+                mailbox_full = stats.mailbox_full,
+                "shard stopped"
+            );
+        }
+        Ok(())
     }
 }
 
@@ -87,6 +104,7 @@ fn runtime_config(config: &Config) -> RuntimeConfig {
             BackendChoice::Uring => ring_runtime::BackendChoice::Uring,
             BackendChoice::Epoll => ring_runtime::BackendChoice::Epoll,
         },
+        coalesce_below: config.runtime.coalesce_below,
         ..RuntimeConfig::default()
     };
     runtime.drain_timeout = config.connection.connect_timeout.min(runtime.drain_timeout);

@@ -7,7 +7,7 @@ use std::num::NonZeroU16;
 
 use bytes::{BufMut, Bytes, BytesMut};
 
-use crate::packet::publish::{check_encodable, first_byte};
+use crate::packet::publish::{check_flags, first_byte};
 use crate::properties::{BufSink, LenSink, PublishProperties, message::write_routing};
 use crate::string::MqttStr;
 use crate::write::{self, len_prefix, put_str};
@@ -74,6 +74,17 @@ impl<'a> FrameOptions<'a> {
             subscription_identifiers: &[],
         }
     }
+}
+
+/// The sizes of one frame, computed before it is written.
+struct Layout {
+    v5: bool,
+    alias: Option<TopicAliasUse>,
+    send_topic: bool,
+    properties_len: usize,
+    shared_len: usize,
+    header_body: usize,
+    remaining: usize,
 }
 
 /// One subscriber's PUBLISH frame: `header`, then `properties`, then `payload` on the wire.
@@ -195,6 +206,28 @@ impl SharedPublish {
         self.encode_header(options, true, out).map(|_| ())
     }
 
+    /// The size on the wire of the frame `options` describe (to check a receiver's Maximum
+    /// Packet Size before anything is written).
+    pub fn frame_len(&self, options: &FrameOptions<'_>) -> Result<usize, EncodeError> {
+        let layout = self.layout(options)?;
+        Ok(1 + write::len_prefix(layout.remaining) + layout.remaining)
+    }
+
+    /// Appends one subscriber's whole frame (header, properties and a copy of the payload) to
+    /// `out`: for small payloads, where one contiguous buffer per connection is cheaper than
+    /// a shared reference per frame.
+    pub fn write_frame(
+        &self,
+        options: &FrameOptions<'_>,
+        out: &mut BytesMut,
+    ) -> Result<(), EncodeError> {
+        let layout = self.layout(options)?;
+        out.reserve(1 + 4 + layout.remaining);
+        self.put_header(options, &layout, true, out);
+        out.put_slice(&self.payload);
+        Ok(())
+    }
+
     /// Checks `options` and appends the header, with the common properties when
     /// `with_shared` (otherwise the frame continues with them). Returns whether the frame is
     /// 5.0 (has properties).
@@ -204,14 +237,23 @@ impl SharedPublish {
         with_shared: bool,
         out: &mut BytesMut,
     ) -> Result<bool, EncodeError> {
+        let layout = self.layout(options)?;
+        let shared_len = if with_shared { layout.shared_len } else { 0 };
+        out.reserve(1 + 4 + layout.header_body + shared_len);
+        self.put_header(options, &layout, with_shared, out);
+        Ok(layout.v5)
+    }
+
+    /// Checks `options` and computes the sizes of the frame they describe.
+    fn layout(&self, options: &FrameOptions<'_>) -> Result<Layout, EncodeError> {
         let v5 = options.protocol.is_v5();
         let alias = options.topic_alias.filter(|_| v5);
-        let empty = MqttStr::default();
         let send_topic = !matches!(alias, Some(TopicAliasUse::Reuse(_)));
-        let topic = if send_topic { &self.topic } else { &empty };
-        let (qos, id) = (options.qos, options.packet_id);
-        let has_alias = alias.is_some();
-        check_encodable(options.dup, qos, id, topic, has_alias, options.protocol)?;
+        let id = options.packet_id;
+        // The topic was checked once in `new` (not empty, no wildcard); an empty topic is sent
+        // only with an alias the receiver knows, which is valid.
+        check_flags(options.dup, options.qos, id)?;
+        let topic_len = if send_topic { self.topic.len() } else { 0 };
 
         let mut routing = LenSink::default();
         let mut properties_len = 0;
@@ -220,28 +262,48 @@ impl SharedPublish {
             properties_len = routing.len + self.shared_properties.len();
         }
         let shared_len = if v5 { self.shared_properties.len() } else { 0 };
-        let mut header_body = 2 + topic.len() + 2 * usize::from(id.is_some());
+        let mut header_body = 2 + topic_len + 2 * usize::from(id.is_some());
         if v5 {
             header_body += len_prefix(properties_len) + routing.len;
         }
         let remaining = header_body + shared_len + self.payload.len();
         write::frame_len(remaining)?;
+        Ok(Layout {
+            v5,
+            alias,
+            send_topic,
+            properties_len,
+            shared_len,
+            header_body,
+            remaining,
+        })
+    }
 
-        out.reserve(1 + 4 + header_body + if with_shared { shared_len } else { 0 });
-        let first = first_byte(options.dup, qos, options.retain);
-        write::put_fixed_header(out, first, remaining);
-        put_str(out, topic);
-        if let Some(id) = id {
+    /// Writes the header `layout` describes (room already reserved).
+    fn put_header(
+        &self,
+        options: &FrameOptions<'_>,
+        layout: &Layout,
+        with_shared: bool,
+        out: &mut BytesMut,
+    ) {
+        let first = first_byte(options.dup, options.qos, options.retain);
+        write::put_fixed_header(out, first, layout.remaining);
+        if layout.send_topic {
+            put_str(out, &self.topic);
+        } else {
+            put_str(out, &MqttStr::default());
+        }
+        if let Some(id) = options.packet_id {
             out.put_u16(id.get());
         }
-        if v5 {
-            write::put_len(out, properties_len);
-            self.write_routing(options, alias, &mut BufSink(out));
+        if layout.v5 {
+            write::put_len(out, layout.properties_len);
+            self.write_routing(options, layout.alias, &mut BufSink(out));
             if with_shared {
                 out.put_slice(&self.shared_properties);
             }
         }
-        Ok(v5)
     }
 
     fn write_routing<S: crate::properties::PropertySink>(

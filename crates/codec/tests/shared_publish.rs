@@ -41,6 +41,15 @@ fn frame_bytes(shared: &SharedPublish, options: &FrameOptions<'_>) -> BytesMut {
     let mut wire = BytesMut::new();
     frame.write_to(&mut wire);
     assert_eq!(wire.len(), frame.len());
+    assert_eq!(shared.frame_len(options), Ok(frame.len()));
+    // The contiguous form (header and payload copied into one buffer after earlier bytes)
+    // is the same frame.
+    let mut contiguous = BytesMut::from(&b"earlier"[..]);
+    shared
+        .write_frame(options, &mut contiguous)
+        .expect("encodable frame");
+    assert_eq!(&contiguous[..7], b"earlier");
+    assert_eq!(&contiguous[7..], &wire[..]);
     wire
 }
 

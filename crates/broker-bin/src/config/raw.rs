@@ -27,7 +27,12 @@ raw_section!(
 );
 raw_section!(
     /// `[runtime]`
-    RawRuntime { shards: usize, backend: String, max_pending_changes: u64 }
+    RawRuntime {
+        shards: usize,
+        backend: String,
+        max_pending_changes: u64,
+        coalesce_below: u64,
+    }
 );
 raw_section!(
     /// `[log]`

@@ -122,6 +122,12 @@ impl RawConfig {
                 16,
                 1 << 24,
             )?,
+            coalesce_below: narrow(
+                "runtime.coalesce_below",
+                &self.runtime.coalesce_below,
+                0,
+                64 * 1024,
+            )?,
         })
     }
 

@@ -30,7 +30,7 @@ impl BrokerShard {
 
     /// One copy for one session of this shard (forwarded if the session has moved).
     pub(super) fn deliver(&mut self, ctx: &mut Ctx, recipient: Recipient) {
-        let Some(client_id) = self.by_subscriber.get(&recipient.subscriber).cloned() else {
+        let Some(client_id) = self.by_subscriber.get(&recipient.subscriber) else {
             self.forward(recipient);
             return;
         };
@@ -38,11 +38,14 @@ impl BrokerShard {
             self.count_dropped(1);
             return;
         }
-        let conn = self.sessions.get(&client_id).and_then(|s| s.conn);
+        let conn = self.sessions.get(client_id).and_then(|s| s.conn);
         match (conn, recipient.outgoing.qos) {
             (Some(conn), QoS::AtMostOnce) => self.send_qos0(ctx, conn, &recipient.outgoing),
             (None, QoS::AtMostOnce) => self.count_dropped(1),
-            (_, _) => self.enqueue(ctx, &client_id, recipient.outgoing),
+            (_, _) => {
+                let client_id = client_id.clone();
+                self.enqueue(ctx, &client_id, recipient.outgoing);
+            }
         }
     }
 

@@ -21,6 +21,12 @@ mod takeover;
 mod timers;
 
 use std::collections::{HashMap, HashSet};
+
+/// The shard's maps: keyed by ids and client identifiers on every delivery, so hashed with
+/// aHash (keyed per process) instead of SipHash.
+type FastMap<K, V> = HashMap<K, V, ahash::RandomState>;
+/// See [`FastMap`].
+type FastSet<K> = HashSet<K, ahash::RandomState>;
 use std::net::SocketAddr;
 use std::sync::Arc;
 
@@ -45,28 +51,28 @@ pub(crate) type Ctx = ShardCtx<ShardMsg>;
 pub struct BrokerShard {
     shared: Arc<Shared>,
     id: ShardId,
-    conns: HashMap<ConnId, Box<Connection>>,
-    sessions: HashMap<MqttStr, Box<Session>>,
-    by_subscriber: HashMap<SubscriberId, MqttStr>,
+    conns: FastMap<ConnId, Box<Connection>>,
+    sessions: FastMap<MqttStr, Box<Session>>,
+    by_subscriber: FastMap<SubscriberId, MqttStr>,
     table: SubscriptionTable,
     retained: RetainedStore<Arc<Message>>,
-    owners: HashMap<SubscriberId, ShardId>,
-    moved: HashMap<SubscriberId, fence::Moved>,
-    holding: HashMap<SubscriberId, fence::Holding>,
+    owners: FastMap<SubscriberId, ShardId>,
+    moved: FastMap<SubscriberId, fence::Moved>,
+    holding: FastMap<SubscriberId, fence::Holding>,
     fences_due: Vec<(ShardId, SubscriberId)>,
     changes: ReorderBuffer<Change>,
-    pending_handoffs: HashMap<MqttStr, TakeoverRequest>,
-    awaiting: HashMap<MqttStr, ConnId>,
+    pending_handoffs: FastMap<MqttStr, TakeoverRequest>,
+    awaiting: FastMap<MqttStr, ConnId>,
     timers: TimerBook,
     matches: Matches,
     scratch: BytesMut,
     route_buf: Vec<Vec<Recipient>>,
     forward_buf: Vec<Vec<Recipient>>,
-    backlog: HashSet<ConnId>,
+    backlog: FastSet<ConnId>,
     subscriptions: usize,
     connected_clients: usize,
     pending_acks: Vec<gate::PendingAck>,
-    acks_to_nudge: HashSet<ShardId>,
+    acks_to_nudge: FastSet<ShardId>,
 }
 
 impl BrokerShard {
@@ -80,28 +86,28 @@ impl BrokerShard {
         Self {
             shared,
             id,
-            conns: HashMap::new(),
-            sessions: HashMap::new(),
-            by_subscriber: HashMap::new(),
+            conns: FastMap::default(),
+            sessions: FastMap::default(),
+            by_subscriber: FastMap::default(),
             table,
             retained: RetainedStore::new(),
-            owners: HashMap::new(),
-            moved: HashMap::new(),
-            holding: HashMap::new(),
+            owners: FastMap::default(),
+            moved: FastMap::default(),
+            holding: FastMap::default(),
             fences_due: Vec::new(),
             changes: ReorderBuffer::new(window),
-            pending_handoffs: HashMap::new(),
-            awaiting: HashMap::new(),
+            pending_handoffs: FastMap::default(),
+            awaiting: FastMap::default(),
             timers: TimerBook::default(),
             matches: Matches::new(),
             scratch: BytesMut::new(),
             route_buf: (0..shard_count).map(|_| Vec::new()).collect(),
             forward_buf: (0..shard_count).map(|_| Vec::new()).collect(),
-            backlog: HashSet::new(),
+            backlog: FastSet::default(),
             subscriptions: 0,
             connected_clients: 0,
             pending_acks: Vec::new(),
-            acks_to_nudge: HashSet::new(),
+            acks_to_nudge: FastSet::default(),
         }
     }
 

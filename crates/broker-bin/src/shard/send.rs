@@ -1,7 +1,10 @@
 //! Putting frames on a connection: control packets encoded into the shard's scratch buffer,
-//! PUBLISH frames as a per-subscriber header plus the shared properties and payload.
+//! PUBLISH frames encoded straight into the connection's send buffer (small ones whole, large
+//! ones as a header followed by the shared payload).
 
-use codec::{Disconnect, DisconnectProperties, FrameOptions, Packet, PacketId, ReasonCode};
+use codec::{
+    Disconnect, DisconnectProperties, FrameOptions, Packet, PacketId, ReasonCode, SharedPublish,
+};
 use ring_runtime::ConnId;
 use tracing::debug;
 
@@ -49,7 +52,8 @@ impl BrokerShard {
         }
     }
 
-    /// Frames one PUBLISH for `conn` and queues it: header, shared properties, shared payload.
+    /// Frames one PUBLISH for `conn` (its own header: QoS, packet id, DUP, expiry, alias,
+    /// subscription identifiers) and queues it.
     pub(super) fn send_publish(
         &mut self,
         ctx: &mut Ctx,
@@ -74,10 +78,8 @@ impl BrokerShard {
             options.subscription_identifiers = &outgoing.sub_ids;
         }
         let publish = &outgoing.message.publish;
-        let plain = publish
-            .frame(&options, &mut self.scratch)
-            .map_err(|_| NotSent::TooLarge)?;
-        if plain.len() > connection.client_max_packet as usize {
+        let plain_len = publish.frame_len(&options).map_err(|_| NotSent::TooLarge)?;
+        if plain_len > connection.client_max_packet as usize {
             return Err(NotSent::TooLarge);
         }
         let alias = connection.outbound_aliases.as_mut().and_then(|aliases| {
@@ -85,24 +87,42 @@ impl BrokerShard {
                 .assign(publish.topic().as_shared_bytes())
                 .alias_use()
         });
-        let frame = match alias {
-            None => plain,
+        let len = match alias {
+            None => plain_len,
             Some(alias) => {
                 options.topic_alias = Some(alias);
-                publish
-                    .frame(&options, &mut self.scratch)
-                    .map_err(|_| NotSent::TooLarge)?
+                publish.frame_len(&options).map_err(|_| NotSent::TooLarge)?
             }
         };
-        let len = frame.len() as u64;
-        for part in [frame.header, frame.properties, frame.payload] {
-            if !part.is_empty() && ctx.send(conn, part).is_err() {
-                return Err(NotSent::Closed);
-            }
-        }
+        queue_publish(ctx, conn, publish, &options, len)?;
         let counters = self.counters();
         ShardCounters::add(&counters.messages_sent, 1);
-        ShardCounters::add(&counters.bytes_sent, len);
+        ShardCounters::add(&counters.bytes_sent, len as u64);
         Ok(())
+    }
+}
+
+/// Queues a PUBLISH frame of `len` bytes: copied whole into the connection's send buffer when
+/// it is small (one iovec for many frames), otherwise as its header followed by the shared
+/// payload (never copied).
+fn queue_publish(
+    ctx: &mut Ctx,
+    conn: ConnId,
+    publish: &SharedPublish,
+    options: &FrameOptions<'_>,
+    len: usize,
+) -> Result<(), NotSent> {
+    let encoded = if len < ctx.coalesce_below() {
+        ctx.send_with(conn, |buf| publish.write_frame(options, buf))
+    } else {
+        ctx.send_with(conn, |buf| publish.write_header(options, buf))
+    };
+    match encoded {
+        Err(_) => Err(NotSent::Closed),
+        Ok(Err(_)) => Err(NotSent::TooLarge),
+        Ok(Ok(())) if len < ctx.coalesce_below() => Ok(()),
+        Ok(Ok(())) => ctx
+            .send(conn, publish.payload().clone())
+            .map_err(|_| NotSent::Closed),
     }
 }

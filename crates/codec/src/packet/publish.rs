@@ -78,17 +78,27 @@ pub(crate) fn check_encodable(
     has_alias: bool,
     protocol: ProtocolVersion,
 ) -> Result<(), EncodeError> {
-    if packet_id.is_some() != (qos != QoS::AtMostOnce) {
-        return Err(EncodeError::PacketIdMismatch { qos });
-    }
-    if dup && qos == QoS::AtMostOnce {
-        return Err(EncodeError::DupWithQoS0);
-    }
+    check_flags(dup, qos, packet_id)?;
     let empty_allowed = protocol.is_v5() && has_alias;
     if topic.has_wildcard() || (topic.is_empty() && !empty_allowed) {
         return Err(EncodeError::InvalidTopicName {
             field: "topic name",
         });
+    }
+    Ok(())
+}
+
+/// A packet identifier exactly with QoS 1/2, and DUP only with them.
+pub(crate) fn check_flags(
+    dup: bool,
+    qos: QoS,
+    packet_id: Option<PacketId>,
+) -> Result<(), EncodeError> {
+    if packet_id.is_some() != (qos != QoS::AtMostOnce) {
+        return Err(EncodeError::PacketIdMismatch { qos });
+    }
+    if dup && qos == QoS::AtMostOnce {
+        return Err(EncodeError::DupWithQoS0);
     }
     Ok(())
 }
