@@ -121,7 +121,8 @@ impl<M> ShardCtx<M> {
         conn: ConnId,
         write: impl FnOnce(&mut BytesMut) -> R,
     ) -> Result<R, RuntimeError> {
-        let result = self.queue_for(conn)?.append(write);
+        let expected = self.coalesce_below;
+        let result = self.queue_for(conn)?.append(expected, write);
         self.conns.mark_dirty(conn);
         Ok(result)
     }

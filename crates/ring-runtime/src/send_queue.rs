@@ -11,6 +11,11 @@ use bytes::{Buf, Bytes, BytesMut};
 /// connection allocates once per write rather than once per frame.
 const TAIL_CHUNK: usize = 2048;
 
+/// A tail this long is sealed into a frame before more is appended: while a write is in flight
+/// (a slow reader), frames gather in pieces of this size instead of one buffer that is copied
+/// each time it grows.
+const TAIL_SEAL: usize = 64 * 1024;
+
 /// Frames queued for one connection. Frames taken into an in-flight write stay counted in
 /// `queued` until the write completes.
 #[derive(Default)]
@@ -71,27 +76,42 @@ impl SendQueue {
         self.pending.get_or_insert_with(Box::default)
     }
 
+    /// The tail, ready for `additional` more bytes (sealed first when full).
+    fn tail_for(&mut self, additional: usize) -> &mut BytesMut {
+        let pending = self.pending();
+        if pending.tail.len() >= TAIL_SEAL {
+            pending.seal_tail();
+        }
+        let tail = &mut pending.tail;
+        if tail.capacity() - tail.len() < additional {
+            // Geometric growth: appending stays linear even while the tail is copied on growth.
+            tail.reserve(additional.max(tail.len()).max(TAIL_CHUNK));
+        }
+        tail
+    }
+
     /// Queues a frame: copied into the tail when shorter than `coalesce_below`, otherwise
     /// queued as it is.
     pub(crate) fn push(&mut self, frame: Bytes, coalesce_below: usize) {
         self.queued += frame.len();
-        let pending = self.pending();
         if frame.len() < coalesce_below {
-            reserve_tail(&mut pending.tail, frame.len());
-            pending.tail.extend_from_slice(&frame);
+            self.tail_for(frame.len()).extend_from_slice(&frame);
         } else {
+            let pending = self.pending();
             pending.seal_tail();
             pending.frames.push_back(frame);
         }
     }
 
     /// Lets `write` append bytes to the tail directly (encoding a frame in place, without an
-    /// intermediate buffer). `write` may truncate back what it appended, never more.
-    pub(crate) fn append<R>(&mut self, write: impl FnOnce(&mut BytesMut) -> R) -> R {
-        let tail = &mut self.pending().tail;
-        if tail.capacity() == 0 {
-            tail.reserve(TAIL_CHUNK);
-        }
+    /// intermediate buffer), with room for at least `expected` bytes made first. `write` may
+    /// truncate back what it appended, never more.
+    pub(crate) fn append<R>(
+        &mut self,
+        expected: usize,
+        write: impl FnOnce(&mut BytesMut) -> R,
+    ) -> R {
+        let tail = self.tail_for(expected);
         let before = tail.len();
         let result = write(tail);
         let after = tail.len();
@@ -160,13 +180,6 @@ impl SendQueue {
     }
 }
 
-/// Makes room for `additional` bytes, starting a fresh tail at [`TAIL_CHUNK`] bytes.
-fn reserve_tail(tail: &mut BytesMut, additional: usize) {
-    if tail.capacity() - tail.len() < additional {
-        tail.reserve(additional.max(TAIL_CHUNK));
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -226,7 +239,7 @@ mod tests {
         for frame in ["ab", "cd", "ef"] {
             queue.push(Bytes::from_static(frame.as_bytes()), SMALL);
         }
-        queue.append(|tail| tail.extend_from_slice(b"gh"));
+        queue.append(2, |tail| tail.extend_from_slice(b"gh"));
         let mut batch = WriteBatch::default();
         queue.take_batch(usize::MAX, &mut batch);
         assert_eq!(batch.iovecs.len(), 1);
@@ -269,9 +282,23 @@ mod tests {
     }
 
     #[test]
+    fn a_long_tail_is_sealed_into_pieces() {
+        let mut queue = SendQueue::default();
+        let frame = Bytes::from(vec![7u8; 100]);
+        let count = 3 * TAIL_SEAL / 100;
+        for _ in 0..count {
+            queue.push(frame.clone(), 512);
+        }
+        let parts = frames(&mut queue);
+        assert!(parts.len() >= 3, "{} pieces", parts.len());
+        assert!(parts.iter().all(|p| p.len() < TAIL_SEAL + 100));
+        assert_eq!(parts.iter().map(Bytes::len).sum::<usize>(), count * 100);
+    }
+
+    #[test]
     fn an_append_that_takes_back_its_bytes_leaves_nothing() {
         let mut queue = SendQueue::default();
-        let wrote = queue.append(|tail| {
+        let wrote = queue.append(2, |tail| {
             let start = tail.len();
             tail.extend_from_slice(b"too large");
             tail.truncate(start);
