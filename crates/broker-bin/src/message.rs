@@ -67,6 +67,32 @@ pub struct Outgoing {
     pub shared: Option<SharedFilter>,
 }
 
+impl Outgoing {
+    /// The borrowed view framing needs.
+    pub fn view(&self) -> CopyView<'_> {
+        CopyView {
+            message: &self.message,
+            qos: self.qos,
+            retain: self.retain,
+            sub_ids: &self.sub_ids,
+        }
+    }
+}
+
+/// One copy of a message as framing sees it: borrowed, so a QoS 0 copy delivered on the shard
+/// that routed it needs no [`Outgoing`] of its own.
+#[derive(Debug, Clone, Copy)]
+pub struct CopyView<'a> {
+    /// The message.
+    pub message: &'a Message,
+    /// The QoS to deliver with.
+    pub qos: QoS,
+    /// The RETAIN flag to send.
+    pub retain: bool,
+    /// Subscription identifiers of the matching subscriptions.
+    pub sub_ids: &'a [SubscriptionId],
+}
+
 /// A message for some sessions owned by one shard.
 #[derive(Debug)]
 pub struct Recipient {

@@ -10,7 +10,7 @@ use tracing::debug;
 
 use super::send::NotSent;
 use super::{BrokerShard, Ctx};
-use crate::message::{Expiry, Outgoing, Recipient, ShardMsg};
+use crate::message::{CopyView, Expiry, Outgoing, Recipient, ShardMsg};
 use crate::metrics::ShardCounters;
 use crate::session::Session;
 
@@ -40,7 +40,7 @@ impl BrokerShard {
         }
         let conn = self.sessions.get(client_id).and_then(|s| s.conn);
         match (conn, recipient.outgoing.qos) {
-            (Some(conn), QoS::AtMostOnce) => self.send_qos0(ctx, conn, &recipient.outgoing),
+            (Some(conn), QoS::AtMostOnce) => self.send_qos0(ctx, conn, recipient.outgoing.view()),
             (None, QoS::AtMostOnce) => self.count_dropped(1),
             (_, _) => {
                 let client_id = client_id.clone();
@@ -63,12 +63,36 @@ impl BrokerShard {
         }
     }
 
-    fn send_qos0(&mut self, ctx: &mut Ctx, conn: ConnId, outgoing: &Outgoing) {
+    /// A QoS 0 copy for a session of this shard, delivered without an [`Outgoing`] of its own.
+    /// False when it cannot be done here (the session moved, or copies are held for it while
+    /// it moves): the caller then routes a full copy.
+    pub(super) fn deliver_qos0_here(
+        &mut self,
+        ctx: &mut Ctx,
+        subscriber: SubscriberId,
+        copy: CopyView<'_>,
+    ) -> bool {
+        if self.holding.contains_key(&subscriber) {
+            return false;
+        }
+        let Some(client_id) = self.by_subscriber.get(&subscriber) else {
+            return false;
+        };
+        let conn = self.sessions.get(client_id).and_then(|s| s.conn);
+        match conn {
+            _ if copy.message.expiry(ctx.now()) == Expiry::Expired => self.count_dropped(1),
+            Some(conn) => self.send_qos0(ctx, conn, copy),
+            None => self.count_dropped(1),
+        }
+        true
+    }
+
+    fn send_qos0(&mut self, ctx: &mut Ctx, conn: ConnId, copy: CopyView<'_>) {
         if ctx.queued_bytes(conn) as u64 > self.shared.config.queues.outbound_bytes {
             self.count_dropped(1);
             return;
         }
-        if self.send_publish(ctx, conn, outgoing, None, false).is_err() {
+        if self.send_publish(ctx, conn, copy, None, false).is_err() {
             self.count_dropped(1);
         }
     }
@@ -129,7 +153,7 @@ impl BrokerShard {
     /// Sends one queued copy: QoS 0 directly, QoS 1/2 under a new packet id.
     fn send_next(&mut self, ctx: &mut Ctx, client_id: &MqttStr, conn: ConnId, outgoing: Outgoing) {
         if outgoing.qos == QoS::AtMostOnce {
-            self.send_qos0(ctx, conn, &outgoing);
+            self.send_qos0(ctx, conn, outgoing.view());
             return;
         }
         let Some(session) = self.sessions.get_mut(client_id) else {
@@ -139,7 +163,7 @@ impl BrokerShard {
         let Ok(packet_id) = session.inflight.admit(outgoing.qos, outgoing) else {
             return;
         };
-        match self.send_publish(ctx, conn, &copy, Some(packet_id), false) {
+        match self.send_publish(ctx, conn, copy.view(), Some(packet_id), false) {
             Ok(()) => {}
             Err(NotSent::Closed) => {}
             Err(NotSent::Expired | NotSent::TooLarge) => {
@@ -172,7 +196,7 @@ impl BrokerShard {
             match outgoing {
                 Some(outgoing) => {
                     if self
-                        .send_publish(ctx, conn, &outgoing, Some(packet_id), true)
+                        .send_publish(ctx, conn, outgoing.view(), Some(packet_id), true)
                         .is_err()
                         && let Some(session) = self.sessions.get_mut(client_id)
                     {

@@ -17,7 +17,7 @@ use tracing::debug;
 
 use super::{BrokerShard, Ctx, Fault};
 use crate::detach;
-use crate::message::{Change, Message, Outgoing, Recipient, ShardMsg};
+use crate::message::{Change, CopyView, Message, Outgoing, Recipient, ShardMsg};
 use crate::metrics::ShardCounters;
 
 impl BrokerShard {
@@ -259,10 +259,23 @@ impl BrokerShard {
             let Some(&owner) = self.owners.get(&delivery.subscriber) else {
                 continue;
             };
+            let qos = message.qos.min(delivery.qos);
+            let retain = message.retain && delivery.retain_as_published;
+            if owner == self.id && qos == QoS::AtMostOnce {
+                let copy = CopyView {
+                    message,
+                    qos,
+                    retain,
+                    sub_ids: delivery.subscription_ids,
+                };
+                if self.deliver_qos0_here(ctx, delivery.subscriber, copy) {
+                    continue;
+                }
+            }
             let outgoing = Outgoing {
                 message: Arc::clone(message),
-                qos: message.qos.min(delivery.qos),
-                retain: message.retain && delivery.retain_as_published,
+                qos,
+                retain,
                 sub_ids: delivery.subscription_ids.iter().copied().collect(),
                 shared: delivery.shared.cloned(),
             };

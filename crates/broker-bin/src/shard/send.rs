@@ -9,7 +9,7 @@ use ring_runtime::ConnId;
 use tracing::debug;
 
 use super::{BrokerShard, Ctx};
-use crate::message::{Expiry, Outgoing};
+use crate::message::{CopyView, Expiry};
 use crate::metrics::ShardCounters;
 
 /// Why a PUBLISH was not put on the wire.
@@ -58,26 +58,26 @@ impl BrokerShard {
         &mut self,
         ctx: &mut Ctx,
         conn: ConnId,
-        outgoing: &Outgoing,
+        copy: CopyView<'_>,
         packet_id: Option<PacketId>,
         dup: bool,
     ) -> Result<(), NotSent> {
-        let message_expiry_interval = match outgoing.message.expiry(ctx.now()) {
+        let message_expiry_interval = match copy.message.expiry(ctx.now()) {
             Expiry::Expired => return Err(NotSent::Expired),
             Expiry::Never => None,
             Expiry::Remaining(secs) => Some(secs),
         };
         let connection = self.conns.get_mut(&conn).ok_or(NotSent::Closed)?;
         let mut options = FrameOptions::new(connection.protocol);
-        options.qos = outgoing.qos;
+        options.qos = copy.qos;
         options.packet_id = packet_id;
         options.dup = dup;
-        options.retain = outgoing.retain;
+        options.retain = copy.retain;
         options.message_expiry_interval = message_expiry_interval;
         if connection.protocol.is_v5() {
-            options.subscription_identifiers = &outgoing.sub_ids;
+            options.subscription_identifiers = copy.sub_ids;
         }
-        let publish = &outgoing.message.publish;
+        let publish = &copy.message.publish;
         let plain_len = publish.frame_len(&options).map_err(|_| NotSent::TooLarge)?;
         if plain_len > connection.client_max_packet as usize {
             return Err(NotSent::TooLarge);
