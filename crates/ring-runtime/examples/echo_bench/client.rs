@@ -110,30 +110,36 @@ impl Handler for Load {
 pub fn run(target: SocketAddr, conns: usize, options: &Options, server_pid: u32) -> Outcome {
     let echoed = Arc::new(AtomicU64::new(0));
     let connected = Arc::new(AtomicU64::new(0));
+    let shards = options.client_shards;
     let config = RuntimeConfig {
-        shards: Some(1),
+        shards: Some(shards),
         pin_threads: false,
         ..RuntimeConfig::default()
     };
     let (window, size, rate) = (options.window, options.size, options.rate);
     let (echoed_in, connected_in) = (Arc::clone(&echoed), Arc::clone(&connected));
-    let handle = Runtime::start(config, move |_| Load {
+    let handle = Runtime::start(config, move |shard: ShardId| Load {
         target,
-        conns,
+        // Shard 0 takes the remainder.
+        conns: conns / shards + if shard.index() == 0 { conns % shards } else { 0 },
         window,
         message: Bytes::from(vec![b'm'; size]),
         received: Vec::new(),
         echoed: Arc::clone(&echoed_in),
         connected: Arc::clone(&connected_in),
         pacer: rate.map(|rate| Pacer {
-            rate: rate as f64,
+            rate: rate as f64 / shards as f64,
             tokens: 0.0,
             last: Instant::now(),
             ready: VecDeque::new(),
         }),
     })
     .unwrap();
-    handle.post(ShardId::new(0), vec![()]).unwrap();
+    for shard in 0..shards {
+        handle
+            .post(ShardId::new(u16::try_from(shard).unwrap()), vec![()])
+            .unwrap();
+    }
     let deadline = Instant::now() + Duration::from_secs(60);
     while connected.load(Ordering::Relaxed) < conns as u64 && Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(20));

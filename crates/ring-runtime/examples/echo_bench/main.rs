@@ -33,6 +33,8 @@ struct Options {
     repeat: usize,
     /// Messages per second in all (paced load); `None`: as fast as the echoes come back.
     rate: Option<u64>,
+    /// Client shards (threads) sharing the connections. Default 1.
+    client_shards: usize,
 }
 
 fn parse_options(args: &[String]) -> Options {
@@ -44,6 +46,7 @@ fn parse_options(args: &[String]) -> Options {
         window: 1,
         repeat: 3,
         rate: None,
+        client_shards: 1,
     };
     for pair in args.chunks(2) {
         let value = pair.get(1).cloned().unwrap_or_default();
@@ -53,6 +56,7 @@ fn parse_options(args: &[String]) -> Options {
             "--seconds" => options.seconds = value.parse().unwrap(),
             "--size" => options.size = value.parse().unwrap(),
             "--window" => options.window = value.parse().unwrap(),
+            "--client-shards" => options.client_shards = value.parse::<usize>().unwrap().max(1),
             "--rate" => options.rate = Some(value.parse().unwrap()),
             "--repeat" => options.repeat = value.parse::<usize>().unwrap().max(1),
             other => panic!("unknown option {other}"),
@@ -114,7 +118,11 @@ fn median(outcomes: &mut [Outcome]) -> Outcome {
 
 /// Starts `serve <kind>` and reads the address it listens on.
 fn spawn_server(kind: &str) -> (Child, SocketAddr) {
-    let mut child = Command::new(std::env::current_exe().unwrap())
+    let mut command = Command::new(std::env::current_exe().unwrap());
+    if kind.contains("fixed") {
+        command.env("RINGMQ_FIXED", "1");
+    }
+    let mut child = command
         .args(["serve", kind])
         .stdout(Stdio::piped())
         .spawn()
