@@ -99,21 +99,7 @@ pub struct RuntimeConfig {
     pub drain_timeout: Duration,
     /// Connections accepted per listener per turn by the epoll backend. Default 256.
     pub accept_batch: usize,
-    /// Batched waiting (io_uring, kernel 6.12+ with `IORING_FEAT_MIN_TIMEOUT`): a shard with
-    /// nothing to do sleeps until this many completions are ready or
-    /// [`Self::wait_batch_max_delay`] has passed, then returns with whatever is there (at least
-    /// one). Fewer, larger turns per second at the price of up to `wait_batch_max_delay` more
-    /// latency per message. 1 turns it off (wake on the first completion). Ignored by the epoll
-    /// backend and on kernels without the feature. Default 1.
-    pub wait_batch: u32,
-    /// The most a batched wait delays a completion (at most [`MAX_WAIT_BATCH_DELAY`]).
-    /// Default 0 (batching off).
-    pub wait_batch_max_delay: Duration,
 }
-
-/// Upper bound of [`RuntimeConfig::wait_batch_max_delay`]: batching exists to save CPU under
-/// load, never to add more than a fraction of a millisecond of latency.
-pub const MAX_WAIT_BATCH_DELAY: Duration = Duration::from_millis(1);
 
 impl Default for RuntimeConfig {
     fn default() -> Self {
@@ -136,8 +122,6 @@ impl Default for RuntimeConfig {
             mailbox_retry: Duration::from_micros(200),
             drain_timeout: Duration::from_secs(5),
             accept_batch: 256,
-            wait_batch: 1,
-            wait_batch_max_delay: Duration::ZERO,
         }
     }
 }
@@ -188,33 +172,6 @@ impl RuntimeConfig {
             return bad(
                 "accept_batch",
                 "accept_batch, epoll_read_budget, backlog positive",
-            );
-        }
-        self.validate_wait_batch()
-    }
-
-    fn validate_wait_batch(&self) -> Result<(), RuntimeError> {
-        let bad =
-            |key: &'static str, reason: String| Err(RuntimeError::InvalidConfig { key, reason });
-        if self.wait_batch == 0 || self.wait_batch > self.completion_entries {
-            return bad(
-                "wait_batch",
-                format!(
-                    "between 1 and completion_entries ({})",
-                    self.completion_entries
-                ),
-            );
-        }
-        if self.wait_batch_max_delay > MAX_WAIT_BATCH_DELAY {
-            return bad(
-                "wait_batch_max_delay",
-                format!("at most {} us", MAX_WAIT_BATCH_DELAY.as_micros()),
-            );
-        }
-        if self.wait_batch > 1 && self.wait_batch_max_delay.as_micros() == 0 {
-            return bad(
-                "wait_batch_max_delay",
-                "at least 1 us when wait_batch > 1".to_owned(),
             );
         }
         Ok(())

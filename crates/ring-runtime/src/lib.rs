@@ -21,9 +21,7 @@ mod sys;
 mod timer;
 mod uring;
 
-pub use config::{
-    BACKEND_ENV, BackendChoice, BackendKind, MAX_WAIT_BATCH_DELAY, RuntimeConfig, available_cores,
-};
+pub use config::{BACKEND_ENV, BackendChoice, BackendKind, RuntimeConfig, available_cores};
 pub use ctx::{ShardCtx, ShardStats};
 pub use error::{PostRejected, RuntimeError};
 pub use handler::{CloseReason, Handler};

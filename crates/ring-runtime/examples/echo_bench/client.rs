@@ -121,7 +121,12 @@ pub fn run(target: SocketAddr, conns: usize, options: &Options, server_pid: u32)
     let handle = Runtime::start(config, move |shard: ShardId| Load {
         target,
         // Shard 0 takes the remainder.
-        conns: conns / shards + if shard.index() == 0 { conns % shards } else { 0 },
+        conns: conns / shards
+            + if shard.index() == 0 {
+                conns % shards
+            } else {
+                0
+            },
         window,
         message: Bytes::from(vec![b'm'; size]),
         received: Vec::new(),

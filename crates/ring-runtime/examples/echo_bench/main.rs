@@ -3,8 +3,9 @@
 //!
 //! Each server runs in a child process (this binary with `serve <kind>`) on one thread (one
 //! shard / a current-thread tokio runtime), so its CPU time is exactly the sum of its threads'
-//! `/proc/<pid>/task/*/schedstat` run time. The load comes from one ring-runtime client shard
-//! in this process: every connection keeps `--window` messages of `--size` bytes in flight.
+//! `/proc/<pid>/task/*/schedstat` run time. The load comes from ring-runtime client shards in
+//! this process (`--client-shards`, default 1): every connection keeps `--window` messages of
+//! `--size` bytes in flight (paced to `--rate` messages per second in all when given).
 //!
 //!   cargo run --release -p ring-runtime --example echo_bench -- \
 //!       --conns 1,100,5000 --seconds 3 --servers uring,epoll,tokio --repeat 3
@@ -118,11 +119,7 @@ fn median(outcomes: &mut [Outcome]) -> Outcome {
 
 /// Starts `serve <kind>` and reads the address it listens on.
 fn spawn_server(kind: &str) -> (Child, SocketAddr) {
-    let mut command = Command::new(std::env::current_exe().unwrap());
-    if kind.contains("fixed") {
-        command.env("RINGMQ_FIXED", "1");
-    }
-    let mut child = command
+    let mut child = Command::new(std::env::current_exe().unwrap())
         .args(["serve", kind])
         .stdout(Stdio::piped())
         .spawn()

@@ -1,7 +1,6 @@
 //! The servers under test, each on one thread: ring-runtime (uring or epoll) and tokio.
 
 use std::net::SocketAddr;
-use std::time::Duration;
 
 use bytes::Bytes;
 use ring_runtime::{BackendChoice, ConnId, Handler, Runtime, RuntimeConfig, ShardCtx};
@@ -19,39 +18,25 @@ impl Handler for Echo {
     }
 }
 
-/// Runs the server of `kind` until killed; prints its address first. `kind` is `tokio`, or
-/// `uring` / `epoll` with optional runtime settings appended as `:key=value`
-/// (`uring:batch=32:delay_us=50` sets `wait_batch` and `wait_batch_max_delay`).
+/// Runs the server of `kind` until killed; prints its address first.
 pub fn serve(kind: &str) {
     ring_runtime::raise_fd_limit(20_000).unwrap();
-    let mut parts = kind.split(':');
-    match parts.next().unwrap() {
+    match kind {
         "tokio" => serve_tokio(),
-        backend @ ("uring" | "epoll") => serve_ring(backend, parts),
+        "uring" | "epoll" => serve_ring(kind),
         other => panic!("unknown server {other}"),
     }
 }
 
-fn serve_ring<'a>(backend: &str, settings: impl Iterator<Item = &'a str>) {
-    let mut config = RuntimeConfig {
+fn serve_ring(kind: &str) {
+    let config = RuntimeConfig {
         shards: Some(1),
         pin_threads: false,
         listen: vec!["127.0.0.1:0".parse().unwrap()],
         listen_backlog: 8192,
-        backend: BackendChoice::parse(backend).unwrap(),
+        backend: BackendChoice::parse(kind).unwrap(),
         ..RuntimeConfig::default()
     };
-    for setting in settings {
-        let (key, value) = setting.split_once('=').unwrap();
-        match key {
-            "batch" => config.wait_batch = value.parse().unwrap(),
-            "delay_us" => {
-                config.wait_batch_max_delay = Duration::from_micros(value.parse().unwrap());
-            }
-            "fixed" => {}
-            other => panic!("unknown server setting {other}"),
-        }
-    }
     let handle = Runtime::start(config, |_| Echo).unwrap();
     println!("{}", handle.local_addrs()[0]);
     handle.join().unwrap();

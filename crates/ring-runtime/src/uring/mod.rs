@@ -64,30 +64,8 @@ pub(crate) struct UringBackend {
     /// wait (throttle: each can then get a buffer), not in a tight loop.
     starved: std::collections::VecDeque<ConnId>,
     recv_buffers: usize,
-    /// Batched waiting, when configured and the kernel has `IORING_FEAT_MIN_TIMEOUT`.
-    wait_batch: Option<WaitBatch>,
-    /// Completions the last wait returned: batched waiting is used only after a wait that
-    /// returned at least a batch (under load), so a lone request-response exchange never
-    /// waits for the batching delay.
-    last_reaped: usize,
-    /// EXPERIMENT: connections registered in the fixed file table, slot = conn index.
-    fixed: Vec<bool>,
     stats: ShardStats,
 }
-
-const FIXED_SLOTS: u32 = 8192;
-
-/// See [`RuntimeConfig::wait_batch`].
-#[derive(Clone, Copy)]
-struct WaitBatch {
-    completions: usize,
-    max_delay: Duration,
-}
-
-/// The general timeout of a batched wait when the shard has no deadline: without one the kernel
-/// ends the wait at the batching delay even when nothing is ready, so an idle shard would wake
-/// every few microseconds. This only means "no deadline"; the loop simply waits again.
-const NO_DEADLINE: Duration = Duration::from_secs(3600);
 
 impl Backend for UringBackend {
     fn new(
@@ -96,11 +74,6 @@ impl Backend for UringBackend {
         wake: EventFd,
     ) -> Result<Self, RuntimeError> {
         let ring = ring::build_ring(config.ring_entries, config.completion_entries)?;
-        let wait_batch =
-            (config.wait_batch > 1 && ring.params().is_feature_min_timeout()).then(|| WaitBatch {
-                completions: config.wait_batch as usize,
-                max_delay: config.wait_batch_max_delay,
-            });
         let buf_ring = BufRing::register(
             &ring.submitter(),
             config.recv_buffers,
@@ -123,16 +96,8 @@ impl Backend for UringBackend {
             backlog: Vec::new(),
             starved: std::collections::VecDeque::new(),
             recv_buffers: usize::from(config.recv_buffers),
-            wait_batch,
-            last_reaped: 0,
-            fixed: Vec::new(),
             stats: ShardStats::default(),
         };
-        if std::env::var_os("RINGMQ_FIXED").is_some()
-            && backend.ring.submitter().register_files_sparse(FIXED_SLOTS).is_ok()
-        {
-            backend.fixed = vec![false; FIXED_SLOTS as usize];
-        }
         for index in 0..backend.listeners.len() {
             backend.arm_accept(index)?;
         }
@@ -151,7 +116,6 @@ impl Backend for UringBackend {
         let timeout = timeout_unless_pending(timeout, pending);
         self.submit_and_wait(timeout)?;
         self.reap();
-        self.last_reaped = self.backlog.len();
         for completion in std::mem::take(&mut self.backlog) {
             self.complete(conns, completion, events)?;
         }
@@ -159,15 +123,8 @@ impl Backend for UringBackend {
     }
 
     fn start_read(&mut self, id: ConnId, conn: &mut Conn) -> io::Result<()> {
-        let slot = id.index() as usize;
-        if slot < self.fixed.len() && !self.fixed[slot] {
-            let raw = conn.stream.as_raw_fd();
-            if self.ring.submitter().register_files_update(slot as u32, &[raw]).is_ok() {
-                self.fixed[slot] = true;
-            }
-        }
-        let (fd, fixed) = self.sqe_fd(id, conn);
-        let entry = opcode::RecvMulti::new(fd, self.buf_ring.group()).build().flags(fixed);
+        let fd = types::Fd(conn.stream.as_raw_fd());
+        let entry = opcode::RecvMulti::new(fd, self.buf_ring.group()).build();
         let user_data = self.ops.insert(Op::Recv { conn: id });
         // SAFETY: the receive lends only the registered buffer group and the connection's
         // descriptor, which stays open while `conn.inflight` > 0.
@@ -192,7 +149,7 @@ impl Backend for UringBackend {
         let zerocopy = self
             .zerocopy_threshold
             .is_some_and(|threshold| write.batch.len() >= threshold);
-        let (fd, fixed) = self.sqe_fd(id, conn);
+        let fd = types::Fd(conn.stream.as_raw_fd());
         let flags = libc::MSG_NOSIGNAL as u32;
         let entry = match (zerocopy, write.batch.iovecs.as_slice()) {
             (true, _) => opcode::SendMsgZc::new(fd, &write.msg).flags(flags).build(),
@@ -203,8 +160,7 @@ impl Backend for UringBackend {
                     .build()
             }
             (false, _) => opcode::SendMsg::new(fd, &write.msg).flags(flags).build(),
-        }
-        .flags(fixed);
+        };
         let user_data = self.ops.insert(Op::Write {
             conn: id,
             write,
@@ -242,13 +198,7 @@ impl Backend for UringBackend {
         Ok(())
     }
 
-    fn release(&mut self, id: ConnId, _conn: &mut Conn) {
-        let slot = id.index() as usize;
-        if self.fixed.get(slot).copied().unwrap_or(false) {
-            let _ = self.ring.submitter().register_files_update(slot as u32, &[-1]);
-            self.fixed[slot] = false;
-        }
-    }
+    fn release(&mut self, _id: ConnId, _conn: &mut Conn) {}
 
     fn stop_accepting(&mut self) {
         self.accepting = false;
@@ -290,15 +240,6 @@ impl Backend for UringBackend {
 }
 
 impl UringBackend {
-    fn sqe_fd(&self, id: ConnId, conn: &Conn) -> (types::Fd, squeue::Flags) {
-        let slot = id.index() as usize;
-        if self.fixed.get(slot).copied().unwrap_or(false) {
-            (types::Fd(slot as i32), squeue::Flags::FIXED_FILE)
-        } else {
-            (types::Fd(conn.stream.as_raw_fd()), squeue::Flags::empty())
-        }
-    }
-
     /// Re-arms receives that ran out of buffers, as many as the ring has buffers.
     fn rearm_starved(&mut self, conns: &mut ConnTable, events: &mut Vec<Event>) {
         let count = self.starved.len().min(self.recv_buffers);
@@ -373,27 +314,11 @@ impl UringBackend {
         }
     }
 
-    /// Submits and waits for one completion, or (batched waiting, after a wait that returned
-    /// at least a batch) for `wait_batch` of them for at most `wait_batch_max_delay`, then for
-    /// one. A deadline closer than the batching delay is waited for as is.
     fn submit_and_wait(&mut self, timeout: Option<Duration>) -> Result<(), RuntimeError> {
         let submitter = self.ring.submitter();
-        let last_reaped = self.last_reaped;
-        let batch = self.wait_batch.filter(|batch| {
-            last_reaped >= batch.completions
-                && timeout.is_none_or(|timeout| timeout > batch.max_delay)
-        });
-        let result = match (timeout, batch) {
-            (_, Some(batch)) => {
-                let timespec = types::Timespec::from(timeout.unwrap_or(NO_DEADLINE));
-                let delay_us = u32::try_from(batch.max_delay.as_micros()).unwrap_or(u32::MAX);
-                let args = types::SubmitArgs::new()
-                    .timespec(&timespec)
-                    .min_wait_usec(delay_us);
-                submitter.submit_with_args(batch.completions, &args)
-            }
-            (None, None) => submitter.submit_and_wait(1),
-            (Some(timeout), None) => {
+        let result = match timeout {
+            None => submitter.submit_and_wait(1),
+            Some(timeout) => {
                 let timespec = types::Timespec::from(timeout);
                 let args = types::SubmitArgs::new().timespec(&timespec);
                 submitter.submit_with_args(1, &args)
