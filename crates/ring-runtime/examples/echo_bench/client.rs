@@ -158,6 +158,8 @@ pub fn run(target: SocketAddr, conns: usize, options: &Options, server_pid: u32)
         start.elapsed(),
         process_cpu(&server_pid.to_string()) - cpu_start,
     );
+    // Load that goes on after the measurement, e.g. for a profiler (runtime-echo-perf.sh).
+    std::thread::sleep(Duration::from_secs_f64(options.linger));
     handle.shutdown();
     let _ = handle.join();
     Outcome {

@@ -36,6 +36,8 @@ struct Options {
     rate: Option<u64>,
     /// Client shards (threads) sharing the connections. Default 1.
     client_shards: usize,
+    /// Seconds the load goes on after each measurement (for a profiler). Default 0.
+    linger: f64,
 }
 
 fn parse_options(args: &[String]) -> Options {
@@ -48,6 +50,7 @@ fn parse_options(args: &[String]) -> Options {
         repeat: 3,
         rate: None,
         client_shards: 1,
+        linger: 0.0,
     };
     for pair in args.chunks(2) {
         let value = pair.get(1).cloned().unwrap_or_default();
@@ -58,6 +61,7 @@ fn parse_options(args: &[String]) -> Options {
             "--size" => options.size = value.parse().unwrap(),
             "--window" => options.window = value.parse().unwrap(),
             "--client-shards" => options.client_shards = value.parse::<usize>().unwrap().max(1),
+            "--linger" => options.linger = value.parse().unwrap(),
             "--rate" => options.rate = Some(value.parse().unwrap()),
             "--repeat" => options.repeat = value.parse::<usize>().unwrap().max(1),
             other => panic!("unknown option {other}"),
