@@ -41,9 +41,10 @@ done
       perf stat -e "$events" -p "$server" -- sleep 2 2>&1 |
         grep -E "task-clock|context-switches|sys_enter" | sed 's/^ */    /' || true
       sleep 1.5 # past the measured window
-      # (perf ends its `sleep` workload with SIGTERM, hence the subshell and `|| true`)
-      (perf record -q -e cpu-clock -g -o "$work/perf.data" -p "$server" -- sleep 2) \
-        >/dev/null 2>&1 || true
+      # perf record exits by re-raising the SIGTERM that ends a recording (the data is
+      # complete); an inner shell keeps bash's "Terminated" notice out of the report.
+      bash -c 'perf record -q -e cpu-clock -g -o "$1" -p "$2" -- sleep 2; true' _ \
+        "$work/perf.data" "$server" >/dev/null 2>&1
       wait "$run"
       row=$(grep "^| $kind " "$work/run.txt")
       echo "    echo_bench: $row"
