@@ -1,5 +1,6 @@
-//! The load: one ring-runtime shard with N outbound connections, each keeping `window`
-//! messages in flight and sending a new one per message echoed back. With `--rate R` the
+//! The load: ring-runtime client shards (`--client-shards`) sharing N outbound connections,
+//! each connection keeping `window` messages in flight and sending a new one per message echoed
+//! back. With `--rate R` the
 //! sends are paced to R messages per second in all (a send waits for both its window slot and
 //! a token), so the server can be measured below saturation too.
 
