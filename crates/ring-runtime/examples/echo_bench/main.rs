@@ -3,11 +3,12 @@
 //!
 //! Each server runs in a child process (this binary with `serve <kind>`) on one thread (one
 //! shard / a current-thread tokio runtime), so its CPU time is exactly the sum of its threads'
-//! `/proc/<pid>/task/*/schedstat` run time. The load comes from one ring-runtime client shard
-//! in this process: every connection keeps `--window` messages of `--size` bytes in flight.
+//! `/proc/<pid>/task/*/schedstat` run time. The load comes from ring-runtime client shards in
+//! this process (`--client-shards`, default 1): every connection keeps `--window` messages of
+//! `--size` bytes in flight (paced to `--rate` messages per second in all when given).
 //!
 //!   cargo run --release -p ring-runtime --example echo_bench -- \
-//!       --conns 1,100,5000 --seconds 3 --servers uring,epoll,tokio
+//!       --conns 1,100,5000 --seconds 3 --servers uring,epoll,tokio --repeat 3
 
 #![allow(clippy::unwrap_used, reason = "benchmark program: fail loudly")]
 
@@ -27,6 +28,16 @@ struct Options {
     seconds: f64,
     size: usize,
     window: usize,
+    /// Measurements per server and connection count, interleaved (server A, B, C, A, B, C, ...)
+    /// so that a burst of load from elsewhere on the machine hits every server alike; the table
+    /// reports the median.
+    repeat: usize,
+    /// Messages per second in all (paced load); `None`: as fast as the echoes come back.
+    rate: Option<u64>,
+    /// Client shards (threads) sharing the connections. Default 1.
+    client_shards: usize,
+    /// Seconds the load goes on after each measurement (for a profiler). Default 0.
+    linger: f64,
 }
 
 fn parse_options(args: &[String]) -> Options {
@@ -36,6 +47,10 @@ fn parse_options(args: &[String]) -> Options {
         seconds: 3.0,
         size: 64,
         window: 1,
+        repeat: 3,
+        rate: None,
+        client_shards: 1,
+        linger: 0.0,
     };
     for pair in args.chunks(2) {
         let value = pair.get(1).cloned().unwrap_or_default();
@@ -45,6 +60,10 @@ fn parse_options(args: &[String]) -> Options {
             "--seconds" => options.seconds = value.parse().unwrap(),
             "--size" => options.size = value.parse().unwrap(),
             "--window" => options.window = value.parse().unwrap(),
+            "--client-shards" => options.client_shards = value.parse::<usize>().unwrap().max(1),
+            "--linger" => options.linger = value.parse().unwrap(),
+            "--rate" => options.rate = Some(value.parse().unwrap()),
+            "--repeat" => options.repeat = value.parse::<usize>().unwrap().max(1),
             other => panic!("unknown option {other}"),
         }
     }
@@ -60,33 +79,46 @@ fn main() {
     let options = parse_options(&args);
     ring_runtime::raise_fd_limit(20_000).unwrap();
     println!(
-        "| server | conns | msgs/s | server CPU s | msgs per server CPU-s | vs tokio |\n|---|---|---|---|---|---|"
+        "| server | conns | msgs/s | server CPU s | msgs per server CPU-s (median) | runs (min-max) | vs tokio |\n|---|---|---|---|---|---|---|"
     );
     for &conns in &options.conns {
-        let mut rows = Vec::new();
-        for kind in &options.servers {
-            let (mut child, addr) = spawn_server(kind);
-            let result = client::run(addr, conns, &options, child.id());
-            let _ = child.kill();
-            let _ = child.wait();
-            rows.push((kind.clone(), result));
+        let mut runs: Vec<Vec<Outcome>> = options.servers.iter().map(|_| Vec::new()).collect();
+        for _ in 0..options.repeat {
+            for (kind, outcomes) in options.servers.iter().zip(&mut runs) {
+                let (mut child, addr) = spawn_server(kind);
+                outcomes.push(client::run(addr, conns, &options, child.id()));
+                let _ = child.kill();
+                let _ = child.wait();
+            }
         }
-        let tokio = rows
+        let medians: Vec<Outcome> = runs.iter_mut().map(|r| median(r)).collect();
+        let tokio = options
+            .servers
             .iter()
-            .find(|(kind, _)| kind == "tokio")
-            .map(|(_, r)| r.per_cpu_second());
-        for (kind, result) in rows {
+            .position(|kind| kind == "tokio")
+            .map(|index| medians[index].per_cpu_second());
+        for ((kind, result), outcomes) in options.servers.iter().zip(&medians).zip(&runs) {
             let ratio = tokio.map_or("-".into(), |t| {
                 format!("{:.2}x", result.per_cpu_second() / t)
             });
+            let (low, high) = (
+                outcomes.first().map_or(0.0, Outcome::per_cpu_second),
+                outcomes.last().map_or(0.0, Outcome::per_cpu_second),
+            );
             println!(
-                "| {kind} | {conns} | {:.0} | {:.2} | {:.0} | {ratio} |",
+                "| {kind} | {conns} | {:.0} | {:.2} | {:.0} | {low:.0}-{high:.0} | {ratio} |",
                 result.messages as f64 / result.wall.as_secs_f64(),
                 result.server_cpu.as_secs_f64(),
                 result.per_cpu_second(),
             );
         }
     }
+}
+
+/// Sorts `outcomes` by messages per server CPU-second and returns the median one.
+fn median(outcomes: &mut [Outcome]) -> Outcome {
+    outcomes.sort_by(|a, b| a.per_cpu_second().total_cmp(&b.per_cpu_second()));
+    outcomes[outcomes.len() / 2]
 }
 
 /// Starts `serve <kind>` and reads the address it listens on.
@@ -107,6 +139,7 @@ fn spawn_server(kind: &str) -> (Child, SocketAddr) {
 }
 
 /// What one measurement window produced.
+#[derive(Clone, Copy)]
 pub struct Outcome {
     pub messages: u64,
     pub wall: Duration,
