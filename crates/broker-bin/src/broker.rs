@@ -105,6 +105,7 @@ fn runtime_config(config: &Config) -> RuntimeConfig {
             BackendChoice::Epoll => ring_runtime::BackendChoice::Epoll,
         },
         coalesce_below: config.runtime.coalesce_below,
+        write_interval: config.runtime.write_interval,
         ..RuntimeConfig::default()
     };
     runtime.drain_timeout = config.connection.connect_timeout.min(runtime.drain_timeout);

@@ -89,6 +89,16 @@ pub struct RuntimeConfig {
     /// of a few dozen bytes); longer frames are sent from their shared buffers. 0 turns
     /// coalescing off. Default 512 bytes (see docs/benchmarks.md, fan-out).
     pub coalesce_below: usize,
+    /// Write pacing: a connection written less than this long ago gets its next write when
+    /// the interval has passed, so a stream of small frames to one connection leaves in a few
+    /// large writes instead of one write per turn (each write costs the whole TCP transmit
+    /// and receive path, which dominates small-message fan-out). A connection written to
+    /// less often than this is written at once: pacing adds latency only to streams, at most
+    /// this interval. Default zero (off).
+    pub write_interval: Duration,
+    /// With pacing on, a connection with at least this many bytes waiting is written at once.
+    /// Default 64 KiB.
+    pub write_batch_bytes: usize,
     /// Timer wheel tick. Default 1 ms.
     pub timer_tick: Duration,
     /// Message batches a shard's mailbox holds (bounded). Default 4096.
@@ -122,6 +132,8 @@ impl Default for RuntimeConfig {
             max_iovecs: 1024,
             zerocopy_threshold: None,
             coalesce_below: 512,
+            write_interval: Duration::ZERO,
+            write_batch_bytes: 64 * 1024,
             timer_tick: Duration::from_millis(1),
             mailbox_batches: 4096,
             max_pending_posts: 65536,
@@ -167,6 +179,9 @@ impl RuntimeConfig {
         }
         if self.max_iovecs == 0 || self.max_iovecs > 1024 {
             return bad("max_iovecs", "between 1 and 1024 (IOV_MAX)");
+        }
+        if self.write_interval > Duration::from_secs(1) {
+            return bad("write_interval", "at most 1 s");
         }
         if self.timer_tick.is_zero() {
             return bad("timer_tick", "must be positive");

@@ -54,6 +54,13 @@ pub(crate) struct Conn {
     pub(crate) out_op: u64,
     pub(crate) drain_timer: Option<TimerId>,
     pub(crate) in_dirty: bool,
+    /// Waiting in the shard's paced list (see [`crate::RuntimeConfig::write_interval`]).
+    pub(crate) paced: bool,
+    /// Its next write starts at the end of this turn even under pacing (see
+    /// [`crate::ShardCtx::expedite`]).
+    pub(crate) expedite: bool,
+    /// When its last write started, in the pacing clock's microseconds (0: never).
+    pub(crate) last_write_us: u32,
 }
 
 impl Conn {
@@ -74,6 +81,9 @@ impl Conn {
             out_op: 0,
             drain_timer: None,
             in_dirty: false,
+            paced: false,
+            expedite: false,
+            last_write_us: 0,
         }
     }
 

@@ -127,6 +127,15 @@ impl<M> ShardCtx<M> {
         Ok(result)
     }
 
+    /// Under write pacing ([`crate::RuntimeConfig::write_interval`]), makes `conn`'s queued
+    /// frames leave at the end of this turn: for frames the peer waits on (acknowledgements,
+    /// responses, the last message a window has room for). No effect without pacing.
+    pub fn expedite(&mut self, conn: ConnId) {
+        if let Some(record) = self.conns.get_mut(conn) {
+            record.expedite = true;
+        }
+    }
+
     /// Frames shorter than this are copied into a connection's contiguous send buffer
     /// ([`crate::RuntimeConfig::coalesce_below`]).
     pub fn coalesce_below(&self) -> usize {

@@ -54,6 +54,10 @@ mod tests {
         assert_eq!(config.listeners, vec!["127.0.0.1:1883".parse().unwrap()]);
         assert_eq!(config.runtime.backend, BackendChoice::Auto);
         assert_eq!(config.limits.max_packet_size, 1_048_576);
+        assert_eq!(
+            config.runtime.write_interval,
+            std::time::Duration::from_millis(10)
+        );
     }
 
     #[test]
@@ -81,6 +85,13 @@ mod tests {
         assert!(error_for("[limits]\nreceive_maximum = 0\n").contains("limits.receive_maximum"));
         assert!(error_for("[limits]\nreceive_maximum = 70000\n").contains("out of range"));
         assert!(error_for("[runtime]\nbackend = \"kqueue\"\n").contains("runtime.backend"));
+        assert!(
+            error_for("[runtime]\nwrite_interval_us = 2000000\n")
+                .contains("runtime.write_interval_us")
+        );
+        assert!(
+            error_for("[runtime]\ncoalesce_below = 1000000\n").contains("runtime.coalesce_below")
+        );
         assert!(error_for("[listeners]\ntcp = []\n").contains("listeners.tcp"));
         assert!(error_for("[listeners]\ntcp = [\"nonsense\"]\n").contains("listeners.tcp"));
         assert!(error_for("[log]\nlevel = \"loud\"\n").contains("log.level"));

@@ -31,6 +31,7 @@ raw_section!(
         shards: usize,
         backend: String,
         max_pending_changes: u64,
+        write_interval_us: u64,
         coalesce_below: u64,
     }
 );

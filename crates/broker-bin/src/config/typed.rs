@@ -47,6 +47,8 @@ pub struct RuntimeSettings {
     pub backend: BackendChoice,
     /// Reorder window for replicated changes.
     pub max_pending_changes: usize,
+    /// Write pacing interval (zero: off).
+    pub write_interval: std::time::Duration,
     /// Frames shorter than this are copied into one send buffer per connection.
     pub coalesce_below: usize,
 }

@@ -122,6 +122,12 @@ impl RawConfig {
                 16,
                 1 << 24,
             )?,
+            write_interval: std::time::Duration::from_micros(in_range(
+                "runtime.write_interval_us",
+                &self.runtime.write_interval_us,
+                0,
+                1_000_000,
+            )?),
             coalesce_below: narrow(
                 "runtime.coalesce_below",
                 &self.runtime.coalesce_below,

@@ -164,7 +164,16 @@ impl BrokerShard {
             return;
         };
         match self.send_publish(ctx, conn, copy.view(), Some(packet_id), false) {
-            Ok(()) => {}
+            Ok(()) => {
+                // A full window waits on the client's acknowledgements: send it now.
+                if self
+                    .sessions
+                    .get(client_id)
+                    .is_some_and(|s| !s.inflight.has_room())
+                {
+                    ctx.expedite(conn);
+                }
+            }
             Err(NotSent::Closed) => {}
             Err(NotSent::Expired | NotSent::TooLarge) => {
                 if let Some(session) = self.sessions.get_mut(client_id) {

@@ -36,6 +36,9 @@ impl BrokerShard {
         let frame = self.scratch.split().freeze();
         let len = frame.len() as u64;
         if ctx.send(conn, frame).is_ok() {
+            // The peer waits on control packets (acknowledgements, CONNACK, PINGRESP): never
+            // paced.
+            ctx.expedite(conn);
             ShardCounters::add(&self.counters().bytes_sent, len);
         }
     }

@@ -73,8 +73,15 @@ impl<H: Handler, B: Backend> Shard<H, B> {
             return;
         }
         if conn.send.has_unsent() {
+            let (now, closing) = (self.ctx.now, self.ctx.shutting_down);
+            if self.pacing.holds(id, conn, now, closing) {
+                return;
+            }
             match self.backend.start_write(id, conn) {
-                Ok(()) => self.ctx.stats.writes += 1,
+                Ok(()) => {
+                    self.pacing.wrote(conn, now);
+                    self.ctx.stats.writes += 1;
+                }
                 Err(error) => {
                     let reason = Some(CloseReason::Error { kind: error.kind() });
                     conn.send.clear();

@@ -2,6 +2,7 @@
 
 mod apply;
 mod dispatch;
+mod pacing;
 
 use std::io;
 use std::sync::Arc;
@@ -33,6 +34,7 @@ pub(crate) struct Shard<H: Handler, B: Backend> {
     failed_connects: Vec<(ConnId, io::Error)>,
     mailbox_retry: Duration,
     batches_per_turn: usize,
+    pacing: pacing::Pacing,
 }
 
 impl<H: Handler, B: Backend> Shard<H, B> {
@@ -55,6 +57,7 @@ impl<H: Handler, B: Backend> Shard<H, B> {
             failed_connects: Vec::new(),
             mailbox_retry: config.mailbox_retry,
             batches_per_turn: config.mailbox_batches,
+            pacing: pacing::Pacing::new(config, Instant::now()),
         }
     }
 
@@ -66,6 +69,7 @@ impl<H: Handler, B: Backend> Shard<H, B> {
                 .wait(&mut self.ctx.conns, timeout, &mut self.events)?;
             self.backend.add_stats(&mut self.ctx.stats);
             self.ctx.now = Instant::now();
+            self.pacing.release_due(&mut self.ctx.conns, self.ctx.now);
             self.dispatch_events();
             self.fire_timers();
             self.deliver_messages();
@@ -86,7 +90,7 @@ impl<H: Handler, B: Backend> Shard<H, B> {
     }
 
     /// Zero when work is already waiting; otherwise until the next timer (or the mailbox
-    /// retry interval while a batch waits for room).
+    /// retry interval while a batch waits for room, or until a paced write is due).
     fn wait_timeout(&self) -> Option<Duration> {
         let ctx = &self.ctx;
         let blocked = ctx.outboxes.is_blocked();
@@ -95,10 +99,11 @@ impl<H: Handler, B: Backend> Shard<H, B> {
             return Some(Duration::ZERO);
         }
         let now = Instant::now();
-        let timer = ctx
-            .timers
-            .next_deadline()
-            .map(|deadline| deadline.saturating_duration_since(now));
+        let deadline = match (ctx.timers.next_deadline(), self.pacing.next_due()) {
+            (Some(timer), Some(paced)) => Some(timer.min(paced)),
+            (timer, paced) => timer.or(paced),
+        };
+        let timer = deadline.map(|deadline| deadline.saturating_duration_since(now));
         if blocked {
             return Some(timer.map_or(self.mailbox_retry, |t| t.min(self.mailbox_retry)));
         }

@@ -14,5 +14,6 @@ mod connect;
 mod echo;
 mod large;
 mod mailbox;
+mod pacing;
 mod shutdown;
 mod timers;
