@@ -123,16 +123,17 @@ pub fn decode(buf: &mut BytesMut, limits: &Limits) -> Result<Option<Packet>, Dec
     if buf.len() < header.frame_len {
         return Ok(None);
     }
-    buf.advance(header.header_len);
-    let body = Reader::new(buf.split_to(header.frame_len - header.header_len).freeze());
+    // The frame is split off whole and the fixed header skipped on the frozen handle, where
+    // advancing is two additions (on a `BytesMut` it is a call with several cases).
+    let mut frame = buf.split_to(header.frame_len).freeze();
+    frame.advance(header.header_len);
+    let body = Reader::new(frame);
     // PUBLISH is the hot path: decoded here so the packet is built in place.
-    let packet = match header.packet {
-        PacketType::Publish => {
-            Packet::Publish(Publish::decode(header.flags, body, limits.protocol)?)
-        }
-        _ => decode_other(header, body, limits.protocol)?,
-    };
-    Ok(Some(packet))
+    if header.packet == PacketType::Publish {
+        let wrap = |publish| Some(Packet::Publish(publish));
+        return crate::packet::publish::decode_into(header.flags, body, limits.protocol, wrap);
+    }
+    decode_other(header, body, limits.protocol).map(Some)
 }
 
 fn body<P: Wire>(

@@ -145,8 +145,8 @@ impl SharedPublish {
     /// The shared parts of a received PUBLISH (its topic must be resolved: not empty).
     pub fn from_publish(publish: &Publish) -> Result<Self, EncodeError> {
         Self::new(
-            publish.topic.clone(),
-            publish.payload.clone(),
+            publish.content.shared_topic(),
+            publish.content.shared_payload(),
             &publish.properties,
         )
     }
@@ -211,7 +211,14 @@ impl SharedPublish {
         let topic = if send_topic { &self.topic } else { &empty };
         let (qos, id) = (options.qos, options.packet_id);
         let has_alias = alias.is_some();
-        check_encodable(options.dup, qos, id, topic, has_alias, options.protocol)?;
+        check_encodable(
+            options.dup,
+            qos,
+            id,
+            topic.as_bytes(),
+            has_alias,
+            options.protocol,
+        )?;
 
         let mut routing = LenSink::default();
         let mut properties_len = 0;
