@@ -30,11 +30,7 @@ fn expired_queued_messages_are_not_delivered_and_the_rest_carry_the_remaining_in
         RawClient::connect(broker.addr(), persistent_connect(V5, "exp-sub", 300));
     assert!(connack.session_present);
     let got = sub.expect_publish_acked();
-    assert_eq!(
-        &got.payload()[..],
-        b"long",
-        "the expired message is skipped"
-    );
+    assert_eq!(got.payload(), b"long", "the expired message is skipped");
     let remaining = got
         .properties
         .message_expiry_interval
@@ -44,7 +40,7 @@ fn expired_queued_messages_are_not_delivered_and_the_rest_carry_the_remaining_in
         "remaining interval decremented by the time queued: {remaining}"
     );
     let got = sub.expect_publish_acked();
-    assert_eq!(&got.payload()[..], b"forever");
+    assert_eq!(got.payload(), b"forever");
     assert_eq!(got.properties.message_expiry_interval, None);
     assert!(
         broker.metrics().messages_dropped > before,

@@ -49,7 +49,7 @@ fn inbound_topic_alias_is_set_then_used() {
     for payload in [b"1", b"2"] {
         let got = sub.expect_publish();
         assert_eq!(got.topic(), "alias/long/topic");
-        assert_eq!(&got.payload()[..], payload);
+        assert_eq!(got.payload(), payload);
         assert_eq!(
             got.properties.topic_alias, None,
             "aliases are not forwarded"
@@ -126,7 +126,7 @@ fn outbound_topic_aliases_follow_the_client_maximum() {
             None => got.topic().to_string(),
         };
         assert_eq!(topic, expected);
-        assert_eq!(&got.payload()[..], expected.as_bytes());
+        assert_eq!(got.payload(), expected.as_bytes());
         let untouched = plain.expect_publish();
         assert_eq!(untouched.topic(), expected);
         assert_eq!(untouched.properties.topic_alias, None);
@@ -223,8 +223,8 @@ fn messages_larger_than_the_client_maximum_packet_size_are_not_sent() {
     ] {
         publisher.publish_simple("mps", &payload, qos);
     }
-    assert_eq!(&sub.expect_publish_acked().payload()[..], &[b'b'; 10]);
-    assert_eq!(&sub.expect_publish_acked().payload()[..], &[b'd'; 10]);
+    assert_eq!(sub.expect_publish_acked().payload(), &[b'b'; 10]);
+    assert_eq!(sub.expect_publish_acked().payload(), &[b'd'; 10]);
     sub.ping();
     sub.expect_silence(QUIET);
 }

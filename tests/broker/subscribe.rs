@@ -119,7 +119,7 @@ fn no_local_skips_the_subscriber_own_publishes() {
     ));
     let mut other = RawClient::connected_clean(broker.addr(), V5, "no-local-other");
     other.publish_simple("nl/t", b"theirs", QoS::AtLeastOnce);
-    assert_eq!(&client.expect_publish_acked().payload()[..], b"theirs");
+    assert_eq!(client.expect_publish_acked().payload(), b"theirs");
 }
 
 #[test]

@@ -33,7 +33,7 @@ fn collect_until(
         if let Event::Packet(packet) = client.next_event(std::time::Duration::from_millis(100)) {
             match *packet {
                 Packet::Publish(p) => {
-                    let value = String::from_utf8_lossy(&p.payload()).into_owned();
+                    let value = String::from_utf8_lossy(p.payload()).into_owned();
                     values.insert(p.topic().to_string(), value);
                 }
                 other => panic!("unexpected {other:?}"),
