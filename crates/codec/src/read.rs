@@ -210,3 +210,78 @@ impl Reader {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const FIELD: &str = "test";
+
+    fn reader(bytes: &'static [u8]) -> Reader {
+        Reader::new(Bytes::from_static(bytes))
+    }
+
+    #[test]
+    fn the_last_slice_takes_over_the_handle_and_nothing_is_left() {
+        let mut r = reader(b"\x00\x02ab\x00\x03cde");
+        assert_eq!(r.binary(FIELD).expect("first"), &b"ab"[..]);
+        assert_eq!(r.binary(FIELD).expect("last"), &b"cde"[..]);
+        assert!(r.is_empty());
+        assert_eq!(
+            r.u8(FIELD),
+            Err(DecodeError::UnexpectedEnd { field: FIELD })
+        );
+        assert_eq!(
+            r.varint(FIELD),
+            Err(DecodeError::UnexpectedEnd { field: FIELD })
+        );
+        assert!(r.finish(PacketType::PingReq).is_ok());
+    }
+
+    #[test]
+    fn a_limited_read_that_ends_the_buffer_restores_a_consistent_end() {
+        let mut r = reader(b"\x07\x00\x01z");
+        assert_eq!(r.u8(FIELD), Ok(7));
+        let taken = r.limited(3, FIELD, |inner| inner.binary(FIELD));
+        assert_eq!(taken.expect("whole block"), &b"z"[..]);
+        assert!(r.is_empty());
+        assert!(r.finish(PacketType::PingReq).is_ok());
+    }
+
+    #[test]
+    fn a_limited_read_must_consume_its_bytes_exactly() {
+        let mut r = reader(b"\x01\x02\x03");
+        let short = r.limited(2, FIELD, |inner| inner.u8(FIELD));
+        assert_eq!(short, Err(DecodeError::UnexpectedEnd { field: FIELD }));
+        let mut r = reader(b"\x01\x02\x03");
+        assert_eq!(r.limited(2, FIELD, |inner| inner.u16(FIELD)), Ok(0x0102));
+        assert_eq!(r.remaining(), 1);
+        assert_eq!(
+            r.limited(2, FIELD, |_| Ok(())),
+            Err(DecodeError::UnexpectedEnd { field: FIELD })
+        );
+    }
+
+    #[test]
+    fn a_reader_keeping_its_buffer_whole_gives_it_back_with_the_position() {
+        let mut r = reader(b"\x00\x01a\x00\x01b").keeping_whole();
+        assert_eq!(r.topic_name_in_place(FIELD), Ok(1));
+        assert_eq!(r.binary(FIELD).expect("tail"), &b"b"[..]);
+        let (buf, pos) = r.into_buffer();
+        assert_eq!((&buf[..], pos), (&b"\x00\x01a\x00\x01b"[..], 6));
+    }
+
+    #[test]
+    fn a_topic_left_in_place_is_still_validated() {
+        let mut r = reader(b"\x00\x03a/+");
+        assert_eq!(
+            r.topic_name_in_place(FIELD),
+            Err(DecodeError::WildcardInTopicName { field: FIELD })
+        );
+        let mut r = reader(b"\x00\x05a");
+        assert_eq!(
+            r.topic_name_in_place(FIELD),
+            Err(DecodeError::UnexpectedEnd { field: FIELD })
+        );
+    }
+}

@@ -276,3 +276,44 @@ impl PropertySet for UnsubscribeProperties {
         s.user_properties(&self.user_properties);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_empty_box_reads_as_empty_properties_and_allocates_nothing() {
+        let mut empty = PublishPropertiesBox::new(PublishProperties::default());
+        assert!(empty.is_empty());
+        assert_eq!(empty.topic_alias, None);
+        assert!(empty.get_mut().is_none(), "no allocation to hand out");
+        assert_eq!(empty, PublishPropertiesBox::default());
+    }
+
+    #[test]
+    fn writing_allocates_and_equality_looks_at_the_properties() {
+        let mut set = PublishPropertiesBox::default();
+        set.make_mut().message_expiry_interval = Some(5);
+        assert_eq!(set.message_expiry_interval, Some(5));
+        assert_eq!(
+            set.get_mut().map(|p| p.message_expiry_interval),
+            Some(Some(5))
+        );
+        let expected = PublishProperties {
+            message_expiry_interval: Some(5),
+            ..PublishProperties::default()
+        };
+        assert_eq!(set, PublishPropertiesBox::from(expected.clone()));
+        assert_eq!(set.clone().into_inner(), expected);
+        set.make_mut().message_expiry_interval = None;
+        assert_eq!(
+            set,
+            PublishPropertiesBox::default(),
+            "a boxed empty set is empty"
+        );
+        assert_eq!(
+            format!("{set:?}"),
+            format!("{:?}", PublishProperties::default())
+        );
+    }
+}
