@@ -119,12 +119,13 @@ impl Reader {
         Ok(self.buf.slice(start..self.pos))
     }
 
-    /// Skips `len` bytes.
+    /// The next `len` bytes, borrowed and consumed (no handle).
     #[inline]
-    pub(crate) fn skip(&mut self, len: usize, field: &'static str) -> Result<(), DecodeError> {
+    fn slice_in_place(&mut self, len: usize, field: &'static str) -> Result<&[u8], DecodeError> {
         self.peek(len, field)?;
+        let start = self.pos;
         self.pos += len;
-        Ok(())
+        Ok(&self.buf[start..self.pos])
     }
 
     /// Binary Data: a two-byte length and that many bytes.
@@ -154,9 +155,15 @@ impl Reader {
     #[inline]
     pub(crate) fn topic_name_in_place(&mut self, field: &'static str) -> Result<u16, DecodeError> {
         let len = self.u16(field)?;
-        string::validate_topic_name(self.peek(usize::from(len), field)?, field)?;
-        self.skip(usize::from(len), field)?;
+        string::validate_topic_name(self.slice_in_place(usize::from(len), field)?, field)?;
         Ok(len)
+    }
+
+    /// Binary Data borrowed and consumed: for a field that is only looked at (no handle).
+    #[inline]
+    pub(crate) fn binary_in_place(&mut self, field: &'static str) -> Result<&[u8], DecodeError> {
+        let len = self.u16(field)?;
+        self.slice_in_place(usize::from(len), field)
     }
 
     /// A non-zero packet identifier.

@@ -69,13 +69,12 @@ impl Will {
 }
 
 fn read_protocol(body: &mut Reader) -> Result<ProtocolVersion, DecodeError> {
-    let name = body.binary("protocol name")?;
-    let level = body.u8("protocol level")?;
-    let is_mqtt = match name.as_ref() {
+    let is_mqtt = match body.binary_in_place("protocol name")? {
         b"MQTT" => true,
         b"MQIsdp" => false,
         _ => return Err(DecodeError::UnsupportedProtocolName),
     };
+    let level = body.u8("protocol level")?;
     match (is_mqtt, level) {
         (true, 4) => Ok(ProtocolVersion::V3_1_1),
         (true, 5) => Ok(ProtocolVersion::V5),
