@@ -3,8 +3,8 @@
 use bytes::{Buf, BytesMut};
 
 use crate::packet::{
-    Auth, ConnAck, Connect, Disconnect, Packet, PacketType, PingReq, PingResp, PubAck, PubComp,
-    PubRec, PubRel, Publish, SubAck, Subscribe, UnsubAck, Unsubscribe, Wire,
+    Auth, ConnAck, Disconnect, Packet, PacketType, PingReq, PingResp, PubAck, PubComp, PubRec,
+    PubRel, Publish, SubAck, Subscribe, UnsubAck, Unsubscribe, Wire,
 };
 use crate::read::Reader;
 use crate::varint::{self, MAX_VARIABLE_BYTE_INTEGER, Varint};
@@ -153,7 +153,7 @@ fn decode_other(
     let (h, r, p) = (header, reader, protocol);
     Ok(match header.packet {
         PacketType::Publish => Packet::Publish(body::<Publish>(h, r, p)?),
-        PacketType::Connect => Packet::Connect(Box::new(body::<Connect>(h, r, p)?)),
+        PacketType::Connect => Packet::Connect(crate::packet::connect::decode_into(r, Box::new)?),
         PacketType::ConnAck => Packet::ConnAck(Box::new(body::<ConnAck>(h, r, p)?)),
         PacketType::PubAck => Packet::PubAck(body::<PubAck>(h, r, p)?),
         PacketType::PubRec => Packet::PubRec(body::<PubRec>(h, r, p)?),

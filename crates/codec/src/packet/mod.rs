@@ -3,7 +3,7 @@
 
 mod ack;
 mod connack;
-mod connect;
+pub(crate) mod connect;
 mod disconnect;
 pub(crate) mod publish;
 mod subscribe;
