@@ -66,11 +66,13 @@ fn ours_publish(protocol: ProtocolVersion, size: usize) -> Packet {
         dup: false,
         qos: QoS::AtLeastOnce,
         retain: false,
-        topic: codec::MqttStr::from_static(TOPIC).expect("valid"),
+        content: codec::TopicPayload::new(
+            codec::MqttStr::from_static(TOPIC).expect("valid"),
+            Bytes::from(vec![b'7'; size]),
+        ),
         packet_id: codec::PacketId::new(42),
-        payload: Bytes::from(vec![b'7'; size]),
         properties: if protocol.is_v5() {
-            v5_properties()
+            v5_properties().into()
         } else {
             Default::default()
         },

@@ -100,6 +100,6 @@ fn refused_publishes_are_acknowledged_with_0x87_and_never_delivered() {
     let allowed = writer.publish_simple("open/chat", b"hello", QoS::AtLeastOnce);
     assert_eq!(allowed, ReasonCode::Success);
     // Only the allowed message arrives; the refused one never does.
-    assert_eq!(reader.expect_publish_acked().topic.as_str(), "open/chat");
+    assert_eq!(reader.expect_publish_acked().topic(), "open/chat");
     reader.expect_silence(QUIET);
 }

@@ -82,10 +82,9 @@ pub fn publish_packet(topic: &str, payload: &[u8], qos: QoS, id: Option<u16>) ->
         dup: false,
         qos,
         retain: false,
-        topic: s(topic),
+        content: codec::TopicPayload::new(s(topic), Bytes::copy_from_slice(payload)),
         packet_id: id.map(pid),
-        payload: Bytes::copy_from_slice(payload),
-        properties: PublishProperties::default(),
+        properties: PublishProperties::default().into(),
     }
 }
 
@@ -265,7 +264,7 @@ impl RawClient {
     /// The next PUBLISH on `topic`, keeping other packets for later.
     pub fn expect_publish_on(&mut self, topic: &str) -> Publish {
         self.recv_where(&format!("PUBLISH on {topic}"), |p| match p {
-            Packet::Publish(publish) if publish.topic == topic => Some(publish.clone()),
+            Packet::Publish(publish) if publish.topic() == topic => Some(publish.clone()),
             _ => None,
         })
     }

@@ -16,9 +16,9 @@ fn expired_queued_messages_are_not_delivered_and_the_rest_carry_the_remaining_in
     sub.disconnect();
     let mut publisher = RawClient::connected_clean(broker.addr(), V5, "exp-pub");
     let mut short = publish_packet("exp", b"short", QoS::AtLeastOnce, Some(1));
-    short.properties.message_expiry_interval = Some(1);
+    short.properties.make_mut().message_expiry_interval = Some(1);
     let mut long = publish_packet("exp", b"long", QoS::AtLeastOnce, Some(2));
-    long.properties.message_expiry_interval = Some(100);
+    long.properties.make_mut().message_expiry_interval = Some(100);
     publisher.publish(short);
     publisher.publish(long);
     publisher.publish_simple("exp", b"forever", QoS::AtLeastOnce);
@@ -30,7 +30,7 @@ fn expired_queued_messages_are_not_delivered_and_the_rest_carry_the_remaining_in
         RawClient::connect(broker.addr(), persistent_connect(V5, "exp-sub", 300));
     assert!(connack.session_present);
     let got = sub.expect_publish_acked();
-    assert_eq!(&got.payload[..], b"long", "the expired message is skipped");
+    assert_eq!(got.payload(), b"long", "the expired message is skipped");
     let remaining = got
         .properties
         .message_expiry_interval
@@ -40,7 +40,7 @@ fn expired_queued_messages_are_not_delivered_and_the_rest_carry_the_remaining_in
         "remaining interval decremented by the time queued: {remaining}"
     );
     let got = sub.expect_publish_acked();
-    assert_eq!(&got.payload[..], b"forever");
+    assert_eq!(got.payload(), b"forever");
     assert_eq!(got.properties.message_expiry_interval, None);
     assert!(
         broker.metrics().messages_dropped > before,
@@ -54,7 +54,7 @@ fn expired_retained_message_is_not_sent_to_new_subscribers() {
     let mut publisher = RawClient::connected_clean(broker.addr(), V5, "exp-ret-pub");
     let mut retained = publish_packet("exp/ret", b"old", QoS::AtLeastOnce, Some(1));
     retained.retain = true;
-    retained.properties.message_expiry_interval = Some(1);
+    retained.properties.make_mut().message_expiry_interval = Some(1);
     publisher.publish(retained);
     std::thread::sleep(Duration::from_millis(1100));
     let mut sub = RawClient::connected_clean(broker.addr(), V5, "exp-ret-sub");

@@ -92,7 +92,7 @@ impl TestBroker {
         let mut client = RawClient::connected_clean(self.addr, V5, "still-serving");
         client.subscribe("alive", QoS::AtLeastOnce);
         client.publish_simple("alive", b"yes", QoS::AtLeastOnce);
-        assert_eq!(&client.expect_publish_acked().payload[..], b"yes");
+        assert_eq!(client.expect_publish_acked().payload(), b"yes");
     }
 
     /// Polls the counters until `done` holds; fails the test after [`POLL_DEADLINE`].

@@ -41,15 +41,15 @@ fn inbound_topic_alias_is_set_then_used() {
     sub.subscribe("alias/#", QoS::AtMostOnce);
     let mut publisher = RawClient::connected_clean(broker.addr(), V5, "alias-pub");
     let mut set = publish_packet("alias/long/topic", b"1", QoS::AtMostOnce, None);
-    set.properties.topic_alias = NonZeroU16::new(1);
+    set.properties.make_mut().topic_alias = NonZeroU16::new(1);
     publisher.send(&Packet::Publish(set));
     let mut used = publish_packet("", b"2", QoS::AtLeastOnce, Some(1));
-    used.properties.topic_alias = NonZeroU16::new(1);
+    used.properties.make_mut().topic_alias = NonZeroU16::new(1);
     assert_eq!(publisher.publish(used), ReasonCode::Success);
     for payload in [b"1", b"2"] {
         let got = sub.expect_publish();
-        assert_eq!(got.topic, "alias/long/topic");
-        assert_eq!(&got.payload[..], payload);
+        assert_eq!(got.topic(), "alias/long/topic");
+        assert_eq!(got.payload(), payload);
         assert_eq!(
             got.properties.topic_alias, None,
             "aliases are not forwarded"
@@ -64,7 +64,7 @@ fn invalid_inbound_topic_alias_is_0x94() {
     for (topic, alias) in cases {
         let mut client = RawClient::connected_clean(broker.addr(), V5, "bad-alias");
         let mut publish = publish_packet(topic, b"x", QoS::AtMostOnce, None);
-        publish.properties.topic_alias = NonZeroU16::new(alias);
+        publish.properties.make_mut().topic_alias = NonZeroU16::new(alias);
         client.send(&Packet::Publish(publish));
         client.expect_disconnect(ReasonCode::TopicAliasInvalid);
     }
@@ -81,7 +81,7 @@ fn topic_alias_refused_when_the_broker_allows_none() {
         RawClient::connect(broker.addr(), connect_packet(V5, "no-alias", true));
     assert_eq!(connack.properties.topic_alias_maximum, Some(0));
     let mut publish = publish_packet("t", b"x", QoS::AtMostOnce, None);
-    publish.properties.topic_alias = NonZeroU16::new(1);
+    publish.properties.make_mut().topic_alias = NonZeroU16::new(1);
     client.send(&Packet::Publish(publish));
     client.expect_disconnect(ReasonCode::TopicAliasInvalid);
 }
@@ -115,20 +115,20 @@ fn outbound_topic_aliases_follow_the_client_maximum() {
         let topic = match alias {
             Some(alias) => {
                 assert!(alias <= 2, "alias {alias} above the client's maximum");
-                if !got.topic.is_empty() {
-                    known.insert(alias, got.topic.to_string());
+                if !got.topic().is_empty() {
+                    known.insert(alias, got.topic().to_string());
                 }
                 known
                     .get(&alias)
                     .cloned()
                     .expect("alias was set before use")
             }
-            None => got.topic.to_string(),
+            None => got.topic().to_string(),
         };
         assert_eq!(topic, expected);
-        assert_eq!(&got.payload[..], expected.as_bytes());
+        assert_eq!(got.payload(), expected.as_bytes());
         let untouched = plain.expect_publish();
-        assert_eq!(untouched.topic, expected);
+        assert_eq!(untouched.topic(), expected);
         assert_eq!(untouched.properties.topic_alias, None);
     }
     assert!(!known.is_empty(), "aliases were used");
@@ -153,7 +153,7 @@ fn broker_respects_the_client_receive_maximum() {
             sub.send(&Packet::PubAck(PubAck::new(oldest)));
         }
         let got = sub.expect_publish();
-        assert_eq!(got.payload[..], [i], "in order");
+        assert_eq!(got.payload()[..], [i], "in order");
         inflight.push_back(got.packet_id.expect("QoS 1 has a packet id"));
     }
 }
@@ -223,8 +223,8 @@ fn messages_larger_than_the_client_maximum_packet_size_are_not_sent() {
     ] {
         publisher.publish_simple("mps", &payload, qos);
     }
-    assert_eq!(&sub.expect_publish_acked().payload[..], &[b'b'; 10]);
-    assert_eq!(&sub.expect_publish_acked().payload[..], &[b'd'; 10]);
+    assert_eq!(sub.expect_publish_acked().payload(), &[b'b'; 10]);
+    assert_eq!(sub.expect_publish_acked().payload(), &[b'd'; 10]);
     sub.ping();
     sub.expect_silence(QUIET);
 }

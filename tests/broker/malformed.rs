@@ -298,7 +298,7 @@ fn frames_split_byte_by_byte_and_coalesced_are_both_decoded() {
         publisher.send_raw(&[*byte]);
     }
     assert_eq!(publisher.expect_connack().reason_code, ReasonCode::Success);
-    assert_eq!(sub.expect_publish().payload.len(), 300);
+    assert_eq!(sub.expect_publish().payload().len(), 300);
 
     // Several packets in one write.
     let mut burst = bytes::BytesMut::new();
@@ -309,6 +309,6 @@ fn frames_split_byte_by_byte_and_coalesced_are_both_decoded() {
     }
     publisher.send_raw(&burst);
     for i in 2..6 {
-        assert_eq!(sub.expect_publish().topic, format!("frames/{i}").as_str());
+        assert_eq!(sub.expect_publish().topic(), format!("frames/{i}").as_str());
     }
 }

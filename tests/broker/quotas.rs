@@ -80,7 +80,7 @@ fn retained_message_beyond_the_limit_is_delivered_but_not_retained() {
         let mut publish = publish_packet(topic, b"r", QoS::AtLeastOnce, Some(1));
         publish.retain = true;
         assert_eq!(publisher.publish(publish), ReasonCode::Success);
-        assert_eq!(sub.expect_publish_acked().topic, topic, "delivered live");
+        assert_eq!(sub.expect_publish_acked().topic(), topic, "delivered live");
         // A SUBACK comes once every shard applied the changes before it, the retained one too:
         // the limit is checked against the shard's replica.
         publisher.subscribe(&format!("rl/fence/{i}"), QoS::AtMostOnce);
@@ -90,7 +90,7 @@ fn retained_message_beyond_the_limit_is_delivered_but_not_retained() {
     let kept: Vec<String> = late
         .drain_publishes(true)
         .iter()
-        .map(|p| p.topic.to_string())
+        .map(|p| p.topic().to_string())
         .collect();
     assert_eq!(kept, ["rl/a"], "only the first fit the retained limit");
 }
@@ -102,13 +102,13 @@ fn invalid_utf8_payload_with_format_indicator_gets_0x99_and_is_not_forwarded() {
     sub.subscribe("pf", QoS::AtLeastOnce);
     let mut publisher = RawClient::connected_clean(broker.addr(), V5, "pf-pub");
     let mut bad = publish_packet("pf", &[0xFF, 0xFE], QoS::AtLeastOnce, Some(1));
-    bad.properties.payload_format = Some(PayloadFormat::Utf8);
+    bad.properties.make_mut().payload_format = Some(PayloadFormat::Utf8);
     assert_eq!(publisher.publish(bad), ReasonCode::PayloadFormatInvalid);
     let mut good = publish_packet("pf", "héllo".as_bytes(), QoS::AtLeastOnce, Some(2));
-    good.properties.payload_format = Some(PayloadFormat::Utf8);
+    good.properties.make_mut().payload_format = Some(PayloadFormat::Utf8);
     assert_eq!(publisher.publish(good), ReasonCode::Success);
     let got = sub.expect_publish_acked();
-    assert_eq!(got.payload, "héllo".as_bytes());
+    assert_eq!(got.payload(), "héllo".as_bytes());
     assert_eq!(got.properties.payload_format, Some(PayloadFormat::Utf8));
     sub.ping();
     sub.expect_silence(QUIET);
@@ -148,7 +148,8 @@ fn outbound_aliases_start_afresh_on_a_new_connection() {
         publisher.publish_simple("again/t", b"x", QoS::AtLeastOnce);
         let got = sub.expect_publish();
         assert_eq!(
-            got.topic, "again/t",
+            got.topic(),
+            "again/t",
             "round {round}: the topic is sent with a new alias"
         );
         assert!(got.properties.topic_alias.is_some());
@@ -199,7 +200,7 @@ fn a_smaller_receive_maximum_after_reconnect_is_respected() {
     // The four in flight are resent (already in flight, so beyond the new maximum is allowed);
     // after them the new maximum of one holds.
     let resent: Vec<u8> = (0..4)
-        .map(|_| sub.expect_publish_acked().payload[0])
+        .map(|_| sub.expect_publish_acked().payload()[0])
         .collect();
     assert_eq!(resent, [0, 1, 2, 3]);
     publisher.publish_simple("shrink", &[4], QoS::AtLeastOnce);
@@ -207,5 +208,5 @@ fn a_smaller_receive_maximum_after_reconnect_is_respected() {
     let first = sub.expect_publish();
     sub.expect_silence(QUIET);
     sub.acknowledge(&first);
-    assert_eq!(sub.expect_publish_acked().payload[..], [5]);
+    assert_eq!(sub.expect_publish_acked().payload()[..], [5]);
 }

@@ -35,14 +35,14 @@ fn retained_message_is_set_replaced_and_cleared() {
         publisher.publish(retained(&topic, b"first", QoS::AtLeastOnce, Some(1)));
         let got = retained_for(&broker, protocol, &topic);
         assert_eq!(got.len(), 1);
-        assert_eq!(&got[0].payload[..], b"first");
+        assert_eq!(got[0].payload(), b"first");
         assert!(got[0].retain, "a retained message is sent with RETAIN set");
         assert_eq!(got[0].qos, QoS::AtLeastOnce);
 
         publisher.publish(retained(&topic, b"second", QoS::ExactlyOnce, Some(2)));
         let got = retained_for(&broker, protocol, "ret/+");
         assert_eq!(got.len(), 1, "replaced, not added: {got:?}");
-        assert_eq!(&got[0].payload[..], b"second");
+        assert_eq!(got[0].payload(), b"second");
         assert_eq!(got[0].qos, QoS::ExactlyOnce);
 
         publisher.publish(retained(&topic, b"", QoS::AtMostOnce, None));

@@ -13,7 +13,7 @@ const GROUP: &str = "$share/workers/jobs/+";
 fn payloads(publishes: &[codec::Publish]) -> Vec<String> {
     publishes
         .iter()
-        .map(|p| String::from_utf8_lossy(&p.payload).into_owned())
+        .map(|p| String::from_utf8_lossy(p.payload()).into_owned())
         .collect()
 }
 

@@ -28,7 +28,7 @@ fn qos0_to_a_consumer_that_never_reads_is_dropped_and_counted() {
     });
     // Neither the publisher nor another subscriber is stalled.
     publisher.publish_simple("other", b"still here", QoS::AtLeastOnce);
-    assert_eq!(&bystander.expect_publish_acked().payload[..], b"still here");
+    assert_eq!(bystander.expect_publish_acked().payload(), b"still here");
     publisher.ping();
 }
 
@@ -60,11 +60,11 @@ fn qos1_queue_bound_drops_the_oldest_for_an_online_slow_consumer() {
     // 0 is in flight; the queue keeps the newest five (15..=19); 1..=14 are dropped. Nothing is
     // acknowledged until every copy reached the subscriber's session (they may cross shards).
     let first = sub.expect_publish();
-    assert_eq!(first.payload[..], [0]);
+    assert_eq!(first.payload()[..], [0]);
     broker.wait_for_metrics("14 drops", |m| m.messages_dropped - dropped_before >= 14);
     sub.acknowledge(&first);
     let rest: Vec<u8> = (0..5)
-        .map(|_| sub.expect_publish_acked().payload[0])
+        .map(|_| sub.expect_publish_acked().payload()[0])
         .collect();
     assert_eq!(rest, [15, 16, 17, 18, 19]);
     sub.ping();
@@ -86,7 +86,7 @@ fn qos1_queue_bound_drops_the_oldest_for_an_offline_session() {
     let (mut sub, connack) = RawClient::connect(broker.addr(), connect);
     assert!(connack.session_present);
     let got: Vec<u8> = (0..5)
-        .map(|_| sub.expect_publish_acked().payload[0])
+        .map(|_| sub.expect_publish_acked().payload()[0])
         .collect();
     assert_eq!(got, [15, 16, 17, 18, 19]);
     sub.ping();
@@ -104,7 +104,7 @@ fn qos1_queue_bound_with_disconnect_policy_closes_the_slow_consumer() {
     let before = sub.expect_closed();
     match before.as_slice() {
         [codec::Packet::Publish(first), codec::Packet::Disconnect(d)] => {
-            assert_eq!(first.payload[..], [0]);
+            assert_eq!(first.payload()[..], [0]);
             assert_eq!(d.reason_code, ReasonCode::QuotaExceeded);
         }
         other => panic!("expected PUBLISH 0 then DISCONNECT 0x97, got {other:?}"),

@@ -33,8 +33,8 @@ fn collect_until(
         if let Event::Packet(packet) = client.next_event(std::time::Duration::from_millis(100)) {
             match *packet {
                 Packet::Publish(p) => {
-                    let value = String::from_utf8_lossy(&p.payload).into_owned();
-                    values.insert(p.topic.to_string(), value);
+                    let value = String::from_utf8_lossy(p.payload()).into_owned();
+                    values.insert(p.topic().to_string(), value);
                 }
                 other => panic!("unexpected {other:?}"),
             }
@@ -77,7 +77,7 @@ fn sys_topics_are_published_and_hidden_from_wildcards() {
         .parse()
         .expect("a number");
     everything.publish_simple("plain/topic", b"x", QoS::AtMostOnce);
-    assert_eq!(everything.expect_publish().topic, "plain/topic");
+    assert_eq!(everything.expect_publish().topic(), "plain/topic");
     collect_until(&mut sys, &mut values, |v| {
         v["$SYS/broker/messages/received"]
             .parse::<u64>()

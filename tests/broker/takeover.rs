@@ -64,7 +64,7 @@ fn roam(protocol: codec::ProtocolVersion) {
         let pending = format!("pending-{round}");
         publisher.publish_simple("roam/t", pending.as_bytes(), QoS::AtLeastOnce);
         let first = current.expect_publish();
-        assert_eq!(first.payload, pending.as_bytes());
+        assert_eq!(first.payload(), pending.as_bytes());
         assert!(!first.dup);
 
         let (mut next, connack) = RawClient::connect(addr, connect.clone());
@@ -74,7 +74,7 @@ fn roam(protocol: codec::ProtocolVersion) {
 
         let again = next.expect_publish();
         assert_eq!(
-            again.payload,
+            again.payload(),
             pending.as_bytes(),
             "round {round}: redelivered"
         );
@@ -89,7 +89,7 @@ fn roam(protocol: codec::ProtocolVersion) {
         publisher.publish_simple("roam/t", live.as_bytes(), QoS::AtLeastOnce);
         let delivered = next.expect_publish_acked();
         assert_eq!(
-            delivered.payload,
+            delivered.payload(),
             live.as_bytes(),
             "round {round}: subscription kept"
         );
@@ -146,7 +146,7 @@ fn no_message_lost_while_the_session_moves() {
     let mut last_on_this_connection: Option<u32> = None;
     while seen.len() < COUNT as usize {
         let publish = current.expect_publish_acked();
-        let n = u32::from_be_bytes(publish.payload[..].try_into().expect("4 bytes"));
+        let n = u32::from_be_bytes(publish.payload()[..].try_into().expect("4 bytes"));
         if !seen.insert(n) {
             assert!(publish.dup, "a repeated message {n} has DUP set");
         }

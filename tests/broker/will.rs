@@ -52,8 +52,8 @@ fn will_is_published_when_the_socket_closes_without_disconnect() {
             RawClient::connected(broker.addr(), with_will(protocol, "dying", "will/abrupt"));
         client.drop_abruptly();
         let will = watch.expect_publish_acked();
-        assert_eq!(will.topic, "will/abrupt");
-        assert_eq!(&will.payload[..], b"gone");
+        assert_eq!(will.topic(), "will/abrupt");
+        assert_eq!(will.payload(), b"gone");
         assert_eq!(will.qos, QoS::AtLeastOnce);
         watch.disconnect();
     }
@@ -78,7 +78,7 @@ fn will_is_published_after_disconnect_with_will_message() {
     let mut watch = watcher(&broker, V5, "will/0x04");
     let client = RawClient::connected(broker.addr(), with_will(V5, "leaver", "will/0x04"));
     client.disconnect_with(ReasonCode::DisconnectWithWillMessage);
-    assert_eq!(&watch.expect_publish_acked().payload[..], b"gone");
+    assert_eq!(watch.expect_publish_acked().payload(), b"gone");
 }
 
 #[test]
@@ -90,7 +90,7 @@ fn will_is_published_when_the_session_is_taken_over() {
             RawClient::connected(broker.addr(), with_will(protocol, "twin", "will/takeover"));
         let mut new = RawClient::connected_clean(broker.addr(), protocol, "twin");
         old.expect_disconnect(ReasonCode::SessionTakenOver);
-        assert_eq!(&watch.expect_publish_acked().payload[..], b"gone");
+        assert_eq!(watch.expect_publish_acked().payload(), b"gone");
         new.ping();
         watch.disconnect();
     }
@@ -135,7 +135,7 @@ fn delayed_will_is_published_after_its_delay() {
     // Not at once: the delay runs first (a fence shows the broker saw the close).
     watch.ping();
     watch.expect_silence(Duration::from_millis(200));
-    assert_eq!(&watch.expect_publish_acked().payload[..], b"gone");
+    assert_eq!(watch.expect_publish_acked().payload(), b"gone");
 }
 
 #[test]
@@ -156,7 +156,7 @@ fn will_delay_longer_than_the_session_goes_out_when_the_session_ends() {
     let broker = TestBroker::start();
     let mut watch = watcher(&broker, V5, "will/delayed");
     RawClient::connected(broker.addr(), delayed("short-session", 600, 1)).drop_abruptly();
-    assert_eq!(&watch.expect_publish_acked().payload[..], b"gone");
+    assert_eq!(watch.expect_publish_acked().payload(), b"gone");
 }
 
 #[test]

@@ -281,9 +281,8 @@ impl BenchShard {
             dup: false,
             qos,
             retain: false,
-            topic,
+            content: codec::TopicPayload::new(topic, payload),
             packet_id,
-            payload,
             properties: Default::default(),
         };
         self.send(ctx, i, &Packet::Publish(publish));
@@ -311,7 +310,7 @@ impl BenchShard {
         }
         Counters::bump(&self.counters().received, 1);
         self.clients[i].received += 1;
-        let Some(stamp) = payload::parse(&publish.payload) else {
+        let Some(stamp) = payload::parse(publish.payload()) else {
             return;
         };
         let latency_us = payload::now_ns().saturating_sub(stamp.sent_ns) / 1000;

@@ -3,8 +3,8 @@
 use bytes::{Buf, BytesMut};
 
 use crate::packet::{
-    Auth, ConnAck, Connect, Disconnect, Packet, PacketType, PingReq, PingResp, PubAck, PubComp,
-    PubRec, PubRel, Publish, SubAck, Subscribe, UnsubAck, Unsubscribe, Wire,
+    Auth, ConnAck, Disconnect, Packet, PacketType, PingReq, PingResp, PubAck, PubComp, PubRec,
+    PubRel, Publish, SubAck, Subscribe, UnsubAck, Unsubscribe, Wire,
 };
 use crate::read::Reader;
 use crate::varint::{self, MAX_VARIABLE_BYTE_INTEGER, Varint};
@@ -123,16 +123,17 @@ pub fn decode(buf: &mut BytesMut, limits: &Limits) -> Result<Option<Packet>, Dec
     if buf.len() < header.frame_len {
         return Ok(None);
     }
-    buf.advance(header.header_len);
-    let body = Reader::new(buf.split_to(header.frame_len - header.header_len).freeze());
+    // The frame is split off whole and the fixed header skipped on the frozen handle, where
+    // advancing is two additions (on a `BytesMut` it is a call with several cases).
+    let mut frame = buf.split_to(header.frame_len).freeze();
+    frame.advance(header.header_len);
+    let body = Reader::new(frame);
     // PUBLISH is the hot path: decoded here so the packet is built in place.
-    let packet = match header.packet {
-        PacketType::Publish => {
-            Packet::Publish(Publish::decode(header.flags, body, limits.protocol)?)
-        }
-        _ => decode_other(header, body, limits.protocol)?,
-    };
-    Ok(Some(packet))
+    if header.packet == PacketType::Publish {
+        let wrap = |publish| Some(Packet::Publish(publish));
+        return crate::packet::publish::decode_into(header.flags, body, limits.protocol, wrap);
+    }
+    decode_other(header, body, limits.protocol).map(Some)
 }
 
 fn body<P: Wire>(
@@ -152,7 +153,7 @@ fn decode_other(
     let (h, r, p) = (header, reader, protocol);
     Ok(match header.packet {
         PacketType::Publish => Packet::Publish(body::<Publish>(h, r, p)?),
-        PacketType::Connect => Packet::Connect(Box::new(body::<Connect>(h, r, p)?)),
+        PacketType::Connect => Packet::Connect(crate::packet::connect::decode_into(r, Box::new)?),
         PacketType::ConnAck => Packet::ConnAck(Box::new(body::<ConnAck>(h, r, p)?)),
         PacketType::PubAck => Packet::PubAck(body::<PubAck>(h, r, p)?),
         PacketType::PubRec => Packet::PubRec(body::<PubRec>(h, r, p)?),

@@ -27,12 +27,12 @@ pub use encode::{encode, encoded_len};
 pub use error::{DecodeError, EncodeError};
 pub use packet::{
     Auth, ConnAck, Connect, Disconnect, Packet, PacketType, PingReq, PingResp, PubAck, PubComp,
-    PubRec, PubRel, Publish, SubAck, Subscribe, UnsubAck, Unsubscribe, Will,
+    PubRec, PubRel, Publish, SubAck, Subscribe, TopicPayload, UnsubAck, Unsubscribe, Will,
 };
 pub use properties::{
     AckProperties, AuthProperties, ConnAckProperties, ConnectProperties, DisconnectProperties,
-    PayloadFormat, PropertyId, PublishProperties, SubscribeProperties, UnsubscribeProperties,
-    UserProperty, WillProperties,
+    PayloadFormat, PropertyId, PublishProperties, PublishPropertiesBox, SubscribeProperties,
+    UnsubscribeProperties, UserProperty, WillProperties,
 };
 pub use reason::ReasonCode;
 pub use shared_publish::{FrameOptions, PublishFrame, SharedPublish, TopicAliasUse};

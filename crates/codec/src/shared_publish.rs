@@ -156,8 +156,8 @@ impl SharedPublish {
     /// The shared parts of a received PUBLISH (its topic must be resolved: not empty).
     pub fn from_publish(publish: &Publish) -> Result<Self, EncodeError> {
         Self::new(
-            publish.topic.clone(),
-            publish.payload.clone(),
+            publish.content.shared_topic(),
+            publish.content.shared_payload(),
             &publish.properties,
         )
     }

@@ -87,54 +87,70 @@ struct Scan {
 
 const ONES: u64 = u64::from_ne_bytes([0x01; 8]);
 const HIGHS: u64 = u64::from_ne_bytes([0x80; 8]);
+/// `+` (0x2B) and `#` (0x23) differ only in bit 3, and no other byte becomes 0x2B when bit 3
+/// is set: `byte | 0x08 == b'+'` finds both wildcards with one comparison.
+const WILDCARD_FOLD: u64 = u64::from_ne_bytes([0x08; 8]);
+const PLUS: u64 = u64::from_ne_bytes([b'+'; 8]);
+/// Fills the unused bytes of a short final word: not zero, not a wildcard, ASCII.
+const FILLER: u8 = b'a';
 
-/// Whether any byte of `word` is zero (the classic SWAR test; exact, no false positives).
+/// Nonzero exactly when some byte of `word` is zero: the classic SWAR test before its final
+/// mask with [`HIGHS`]. Borrows can set high bits above a zero byte but never without one, so
+/// ORing results over several words and masking once at the end stays exact.
 #[inline(always)]
-const fn has_zero_byte(word: u64) -> bool {
-    word.wrapping_sub(ONES) & !word & HIGHS != 0
+const fn zero_byte_bits(word: u64) -> u64 {
+    word.wrapping_sub(ONES) & !word
 }
 
-/// Whether any byte of `word` equals `byte`.
+/// [`zero_byte_bits`] of the bytes of `word` that are `+` or `#`.
 #[inline(always)]
-const fn has_byte(word: u64, byte: u8) -> bool {
-    has_zero_byte(word ^ (ONES * byte as u64))
+const fn wildcard_bits(word: u64) -> u64 {
+    zero_byte_bits((word | WILDCARD_FOLD) ^ PLUS)
+}
+
+/// `bytes` as eight-byte words: every full word, then the last eight bytes again (they
+/// overlap the previous word, which is harmless for a scan that only ORs what it finds) or,
+/// for fewer than eight bytes, the bytes padded with [`FILLER`].
+#[inline(always)]
+fn for_each_word(bytes: &[u8], mut visit: impl FnMut(u64)) {
+    let word = |chunk: &[u8]| u64::from_ne_bytes(chunk.try_into().expect("invariant: 8 bytes"));
+    if bytes.len() < 8 {
+        let mut padded = [FILLER; 8];
+        padded[..bytes.len()].copy_from_slice(bytes);
+        visit(u64::from_ne_bytes(padded));
+        return;
+    }
+    let mut chunks = bytes.chunks_exact(8);
+    for chunk in &mut chunks {
+        visit(word(chunk));
+    }
+    if !chunks.remainder().is_empty() {
+        visit(word(&bytes[bytes.len() - 8..]));
+    }
 }
 
 /// Scans `bytes` eight at a time for U+0000, `+`, `#` and non-ASCII bytes.
 #[inline]
 fn scan(bytes: &[u8]) -> Scan {
-    let mut found = 0u64;
-    let mut null = false;
-    let mut wildcard = false;
-    let mut chunks = bytes.chunks_exact(8);
-    for chunk in &mut chunks {
-        let word = u64::from_ne_bytes(chunk.try_into().expect("invariant: 8-byte chunk"));
+    let (mut found, mut nulls, mut wildcards) = (0u64, 0u64, 0u64);
+    for_each_word(bytes, |word| {
         found |= word;
-        null |= has_zero_byte(word);
-        wildcard |= has_byte(word, b'+') | has_byte(word, b'#');
-    }
-    for &byte in chunks.remainder() {
-        found |= u64::from(byte);
-        null |= byte == 0;
-        wildcard |= byte == b'+' || byte == b'#';
-    }
+        nulls |= zero_byte_bits(word);
+        wildcards |= wildcard_bits(word);
+    });
     Scan {
-        null,
-        wildcard,
+        null: nulls & HIGHS != 0,
+        wildcard: wildcards & HIGHS != 0,
         non_ascii: found & HIGHS != 0,
     }
 }
 
 /// Whether `bytes` hold `+` or `#` (the encoder's check; cheaper than a full [`scan`]).
 #[inline]
-fn has_wildcard(bytes: &[u8]) -> bool {
-    let mut chunks = bytes.chunks_exact(8);
-    let mut found = false;
-    for chunk in &mut chunks {
-        let word = u64::from_ne_bytes(chunk.try_into().expect("invariant: 8-byte chunk"));
-        found |= has_byte(word, b'+') | has_byte(word, b'#');
-    }
-    found || chunks.remainder().iter().any(|&b| b == b'+' || b == b'#')
+pub(crate) fn has_wildcard(bytes: &[u8]) -> bool {
+    let mut wildcards = 0u64;
+    for_each_word(bytes, |word| wildcards |= wildcard_bits(word));
+    wildcards & HIGHS != 0
 }
 
 fn check_scan(bytes: &[u8], scan: Scan, field: &'static str) -> Result<(), DecodeError> {
@@ -269,6 +285,24 @@ mod tests {
                 assert_eq!(found.wildcard, wildcard, "{bytes:?}");
                 assert_eq!(has_wildcard(bytes), wildcard, "{bytes:?}");
                 assert_eq!(found.non_ascii, !bytes.is_ascii(), "{bytes:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn every_byte_value_is_classified_at_every_position() {
+        for len in 1..=17 {
+            for at in 0..len {
+                for byte in 0..=u8::MAX {
+                    let mut bytes = vec![b'x'; len];
+                    bytes[at] = byte;
+                    let found = scan(&bytes);
+                    let wildcard = byte == b'+' || byte == b'#';
+                    assert_eq!(found.null, byte == 0, "{bytes:?}");
+                    assert_eq!(found.wildcard, wildcard, "{bytes:?}");
+                    assert_eq!(has_wildcard(&bytes), wildcard, "{bytes:?}");
+                    assert_eq!(found.non_ascii, !byte.is_ascii(), "{bytes:?}");
+                }
             }
         }
     }

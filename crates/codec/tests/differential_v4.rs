@@ -76,9 +76,9 @@ fn assert_same(ours: &Packet, theirs: &v4::Packet) {
         }
         (Packet::Publish(a), T::Publish(b)) => {
             assert_eq!((a.dup, a.qos, a.retain), (b.dup, qos(b.qos), b.retain));
-            assert_eq!(a.topic.as_str(), b.topic);
+            assert_eq!(a.topic(), b.topic);
             assert_eq!(a.packet_id.map_or(0, |id| id.get()), b.pkid);
-            assert_eq!(a.payload, b.payload);
+            assert_eq!(a.payload(), b.payload);
         }
         (Packet::PubAck(a), T::PubAck(b)) => assert_eq!(a.packet_id.get(), b.pkid),
         (Packet::PubRec(a), T::PubRec(b)) => assert_eq!(a.packet_id.get(), b.pkid),

@@ -97,10 +97,9 @@ fn publish_qos0() {
         dup: false,
         qos: QoS::AtMostOnce,
         retain: false,
-        topic: s("a/b"),
+        content: codec::TopicPayload::new(s("a/b"), Bytes::from_static(b"hi")),
         packet_id: None,
-        payload: Bytes::from_static(b"hi"),
-        properties: PublishProperties::default(),
+        properties: PublishProperties::default().into(),
     };
     assert_golden("30 07 00 03 61 2F 62 68 69", V4, Packet::Publish(packet));
 }
@@ -112,10 +111,9 @@ fn publish_qos1_dup_retain_with_the_specification_variable_header() {
         dup: true,
         qos: QoS::AtLeastOnce,
         retain: true,
-        topic: s("a/b"),
+        content: codec::TopicPayload::new(s("a/b"), Bytes::from_static(b"hi")),
         packet_id: Some(pid(10)),
-        payload: Bytes::from_static(b"hi"),
-        properties: PublishProperties::default(),
+        properties: PublishProperties::default().into(),
     };
     assert_golden(
         "3B 09 00 03 61 2F 62 00 0A 68 69",
@@ -130,10 +128,9 @@ fn publish_qos2_without_payload() {
         dup: false,
         qos: QoS::ExactlyOnce,
         retain: false,
-        topic: s("t"),
+        content: codec::TopicPayload::new(s("t"), Bytes::new()),
         packet_id: Some(pid(0xFFFF)),
-        payload: Bytes::new(),
-        properties: PublishProperties::default(),
+        properties: PublishProperties::default().into(),
     };
     assert_golden("34 05 00 01 74 FF FF", V4, Packet::Publish(packet));
 }

@@ -147,10 +147,9 @@ fn publish_specification_variable_header() {
         dup: false,
         qos: QoS::AtLeastOnce,
         retain: false,
-        topic: s("a/b"),
+        content: codec::TopicPayload::new(s("a/b"), Bytes::from_static(b"hi")),
         packet_id: Some(pid(10)),
-        payload: Bytes::from_static(b"hi"),
-        properties: PublishProperties::default(),
+        properties: PublishProperties::default().into(),
     };
     assert_golden(
         "32 0A 00 03 61 2F 62 00 0A 00 68 69",
@@ -167,9 +166,8 @@ fn publish_with_every_property() {
         dup: false,
         qos: QoS::AtMostOnce,
         retain: false,
-        topic: s("t"),
+        content: codec::TopicPayload::new(s("t"), Bytes::from_static(b"x")),
         packet_id: None,
-        payload: Bytes::from_static(b"x"),
         properties: PublishProperties {
             payload_format: Some(PayloadFormat::Utf8),
             message_expiry_interval: Some(60),
@@ -179,7 +177,8 @@ fn publish_with_every_property() {
             user_properties: vec![(s("k"), s("v"))],
             subscription_identifiers: vec![sub_id(1), sub_id(300)],
             content_type: Some(s("c")),
-        },
+        }
+        .into(),
     };
     assert_golden(wire, V5, Packet::Publish(packet));
 }
@@ -190,13 +189,13 @@ fn publish_with_topic_alias_and_empty_topic() {
         dup: false,
         qos: QoS::AtMostOnce,
         retain: false,
-        topic: s(""),
+        content: codec::TopicPayload::new(s(""), Bytes::from_static(b"x")),
         packet_id: None,
-        payload: Bytes::from_static(b"x"),
         properties: PublishProperties {
             topic_alias: Some(nz(5)),
             ..PublishProperties::default()
-        },
+        }
+        .into(),
     };
     assert_golden("30 07 00 00 03 23 00 05 78", V5, Packet::Publish(packet));
 }

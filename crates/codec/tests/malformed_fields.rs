@@ -168,10 +168,9 @@ fn payload_format_utf8_with_a_binary_payload() {
         .expect_err("0xFF is not UTF-8");
     assert_eq!(error, E::PayloadFormatInvalid { field: "payload" });
     assert_eq!(error.reason_code().as_u8(), 0x99);
-    let text = codec::Publish {
-        payload: Bytes::from_static("h\u{e9}".as_bytes()),
-        ..publish
-    };
+    let mut text = publish;
+    text.content
+        .set_payload(Bytes::from_static("h\u{e9}".as_bytes()));
     assert_eq!(text.check_payload_format(), Ok(()));
 }
 

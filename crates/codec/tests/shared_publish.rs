@@ -66,10 +66,9 @@ fn a_3_1_1_frame_equals_the_plain_encoding() {
         dup: false,
         qos: QoS::AtLeastOnce,
         retain: true,
-        topic: s("a/b"),
+        content: codec::TopicPayload::new(s("a/b"), shared.payload().clone()),
         packet_id: Some(pid(7)),
-        payload: shared.payload().clone(),
-        properties: PublishProperties::default(),
+        properties: PublishProperties::default().into(),
     };
     let expected = encode_one(&Packet::Publish(plain), V3);
     assert_eq!(frame_bytes(&shared, &options), expected);
@@ -101,14 +100,14 @@ fn a_5_0_frame_carries_shared_and_per_subscriber_properties() {
         subscription_identifiers: ids.to_vec(),
         ..shared_properties()
     };
-    assert_eq!(publish.properties, expected);
+    assert_eq!(publish.properties, expected.into());
     assert_eq!(
         (publish.qos, publish.dup, publish.retain),
         (QoS::ExactlyOnce, true, false)
     );
     assert_eq!(publish.packet_id, Some(pid(12)));
-    assert_eq!(publish.topic, "a/b");
-    assert_eq!(&publish.payload, shared.payload());
+    assert_eq!(publish.topic(), "a/b");
+    assert_eq!(publish.payload(), &shared.payload()[..]);
 }
 
 #[test]
@@ -121,7 +120,7 @@ fn reusing_an_alias_sends_an_empty_topic() {
     let Ok(Packet::Publish(publish)) = decode_one(&frame_bytes(&message(), &options), V5) else {
         panic!("the frame is a PUBLISH");
     };
-    assert!(publish.topic.is_empty());
+    assert!(publish.topic().is_empty());
     assert_eq!(publish.properties.topic_alias, Some(alias));
     let on_3_1_1 = FrameOptions {
         protocol: V3,
@@ -131,7 +130,8 @@ fn reusing_an_alias_sends_an_empty_topic() {
         panic!("the frame is a PUBLISH");
     };
     assert_eq!(
-        publish.topic, "a/b",
+        publish.topic(),
+        "a/b",
         "3.1.1 has no aliases: the topic is always sent"
     );
 }
@@ -184,14 +184,13 @@ fn built_from_a_decoded_publish() {
         dup: false,
         qos: QoS::AtMostOnce,
         retain: false,
-        topic: s("t"),
+        content: codec::TopicPayload::new(s("t"), Bytes::from_static(b"hello")),
         packet_id: None,
-        payload: Bytes::from_static(b"hello"),
-        properties: shared_properties(),
+        properties: shared_properties().into(),
     };
     let shared = SharedPublish::from_publish(&received).expect("valid");
-    assert_eq!(shared.topic(), &received.topic);
-    assert_eq!(shared.payload().as_ptr(), received.payload.as_ptr());
+    assert_eq!(shared.topic(), received.topic());
+    assert_eq!(shared.payload().as_ptr(), received.payload().as_ptr());
 }
 
 fn any_version() -> impl Strategy<Value = ProtocolVersion> {
@@ -228,13 +227,12 @@ proptest! {
             dup: dup && acked,
             qos,
             retain,
-            topic: if v5 && alias.is_some() && reuse { s("") } else { topic },
+            content: codec::TopicPayload::new(if v5 && alias.is_some() && reuse { s("") } else { topic }, payload),
             packet_id: acked.then_some(id),
-            payload,
             properties: if v5 {
-                PublishProperties { topic_alias: alias, ..properties.clone() }
+                PublishProperties { topic_alias: alias, ..properties.clone() }.into()
             } else {
-                PublishProperties::default()
+                PublishProperties::default().into()
             },
         };
         let wire = frame_bytes(&shared, &options);

@@ -85,7 +85,7 @@ fn assert_allocation_free(protocol: ProtocolVersion) {
     let before = allocations();
     for _ in 0..FRAMES {
         let packet = decode(&mut buf, &limits).expect("valid").expect("complete");
-        assert!(matches!(packet, Packet::Publish(ref p) if p.payload.len() == 256));
+        assert!(matches!(packet, Packet::Publish(ref p) if p.payload().len() == 256));
         drop(black_box(packet));
     }
     assert_eq!(
@@ -123,7 +123,7 @@ fn topic_and_payload_are_slices_of_the_received_buffer() {
     else {
         panic!("valid PUBLISH");
     };
-    assert!(range.contains(&publish.topic.as_bytes().as_ptr()));
-    assert!(range.contains(&publish.payload.as_ptr()));
-    assert_eq!(publish.topic, "sensors/42/temperature");
+    assert!(range.contains(&publish.topic().as_bytes().as_ptr()));
+    assert!(range.contains(&publish.payload().as_ptr()));
+    assert_eq!(publish.topic(), "sensors/42/temperature");
 }

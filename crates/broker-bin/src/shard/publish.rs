@@ -32,16 +32,25 @@ impl BrokerShard {
         let Some(connection) = self.conns.get_mut(&conn) else {
             return Ok(());
         };
-        if let Some(alias) = publish.properties.topic_alias.take() {
+        if let Some(alias) = publish
+            .properties
+            .get_mut()
+            .and_then(|p| p.topic_alias.take())
+        {
             let topic = connection
                 .inbound_aliases
-                .resolve(publish.topic.as_shared_bytes(), alias.get())
+                .resolve(
+                    publish.content.shared_topic().as_shared_bytes(),
+                    alias.get(),
+                )
                 .map_err(|e| Fault::new(ReasonCode::TopicAliasInvalid, e.to_string()))?;
-            publish.topic = MqttStr::from_bytes(topic).map_err(Fault::from)?;
+            publish
+                .content
+                .set_topic(MqttStr::from_bytes(topic).map_err(Fault::from)?);
         }
         let client_id = connection.client_id.clone().unwrap_or_default();
         let topic = TopicName::from_bytes(
-            publish.topic.as_shared_bytes().clone(),
+            publish.content.shared_topic().into_bytes(),
             &self.shared.topic_limits,
         )
         .map_err(|e| Fault::new(ReasonCode::TopicNameInvalid, e.to_string()))?;
@@ -120,15 +129,16 @@ impl BrokerShard {
     ) -> ReasonCode {
         let publisher = self.sessions.get(client_id).map(|s| s.subscriber);
         let expiry = publish.properties.message_expiry_interval;
+        let (topic_text, payload) = publish.content.into_parts();
         self.publish_internal(
             ctx,
             PublishInput {
                 topic,
-                topic_text: publish.topic,
-                payload: publish.payload,
+                topic_text,
+                payload,
                 qos: publish.qos,
                 retain: publish.retain,
-                properties: publish.properties,
+                properties: publish.properties.into_inner(),
                 expiry,
                 publisher,
                 client_id,

@@ -69,13 +69,12 @@ impl Will {
 }
 
 fn read_protocol(body: &mut Reader) -> Result<ProtocolVersion, DecodeError> {
-    let name = body.binary("protocol name")?;
-    let level = body.u8("protocol level")?;
-    let is_mqtt = match name.as_ref() {
+    let is_mqtt = match body.binary_in_place("protocol name")? {
         b"MQTT" => true,
         b"MQIsdp" => false,
         _ => return Err(DecodeError::UnsupportedProtocolName),
     };
+    let level = body.u8("protocol level")?;
     match (is_mqtt, level) {
         (true, 4) => Ok(ProtocolVersion::V3_1_1),
         (true, 5) => Ok(ProtocolVersion::V5),
@@ -139,6 +138,50 @@ fn protocol_name(protocol: ProtocolVersion) -> &'static [u8] {
     }
 }
 
+/// Decodes a CONNECT body and returns it wrapped by `wrap` (boxed, say), built in the final
+/// expression so that the 400-byte packet is not copied through the intermediate results.
+pub(crate) fn decode_into<T>(
+    mut body: Reader,
+    wrap: impl FnOnce(Connect) -> T,
+) -> Result<T, DecodeError> {
+    let protocol = read_protocol(&mut body)?;
+    let flags = body.u8("connect flags")?;
+    check_flags(flags, protocol)?;
+    let keep_alive = body.u16("keep alive")?;
+    let properties = decode_if_v5(&mut body, protocol, "CONNECT")?;
+    let client_id = body.string("client identifier")?;
+    let clean_start = flags & CLEAN_START != 0;
+    if client_id.is_empty() && rejects_empty_client_id(protocol, clean_start) {
+        return Err(DecodeError::ClientIdRejected {
+            protocol,
+            clean_start,
+        });
+    }
+    let will = match flags & WILL {
+        0 => None,
+        _ => Some(read_will(&mut body, protocol, flags)?),
+    };
+    let username = match flags & USERNAME {
+        0 => None,
+        _ => Some(body.string("user name")?),
+    };
+    let password = match flags & PASSWORD {
+        0 => None,
+        _ => Some(body.binary("password")?),
+    };
+    body.finish(PacketType::Connect)?;
+    Ok(wrap(Connect {
+        protocol,
+        clean_start,
+        keep_alive,
+        client_id,
+        will,
+        username,
+        password,
+        properties,
+    }))
+}
+
 /// Lengths of the two property blocks, computed by `measure`.
 pub(crate) struct ConnectPlan {
     properties: usize,
@@ -182,43 +225,8 @@ impl Wire for Connect {
     const TYPE: PacketType = PacketType::Connect;
     type Plan = ConnectPlan;
 
-    fn decode(_: u8, mut body: Reader, _: ProtocolVersion) -> Result<Self, DecodeError> {
-        let protocol = read_protocol(&mut body)?;
-        let flags = body.u8("connect flags")?;
-        check_flags(flags, protocol)?;
-        let keep_alive = body.u16("keep alive")?;
-        let properties = decode_if_v5(&mut body, protocol, "CONNECT")?;
-        let client_id = body.string("client identifier")?;
-        let clean_start = flags & CLEAN_START != 0;
-        if client_id.is_empty() && rejects_empty_client_id(protocol, clean_start) {
-            return Err(DecodeError::ClientIdRejected {
-                protocol,
-                clean_start,
-            });
-        }
-        let will = match flags & WILL {
-            0 => None,
-            _ => Some(read_will(&mut body, protocol, flags)?),
-        };
-        let username = match flags & USERNAME {
-            0 => None,
-            _ => Some(body.string("user name")?),
-        };
-        let password = match flags & PASSWORD {
-            0 => None,
-            _ => Some(body.binary("password")?),
-        };
-        body.finish(Self::TYPE)?;
-        Ok(Self {
-            protocol,
-            clean_start,
-            keep_alive,
-            client_id,
-            will,
-            username,
-            password,
-            properties,
-        })
+    fn decode(_: u8, body: Reader, _: ProtocolVersion) -> Result<Self, DecodeError> {
+        decode_into(body, |connect| connect)
     }
 
     fn measure(&self, _: ProtocolVersion) -> Result<(usize, ConnectPlan), EncodeError> {

@@ -3,10 +3,11 @@
 
 mod ack;
 mod connack;
-mod connect;
+pub(crate) mod connect;
 mod disconnect;
 pub(crate) mod publish;
 mod subscribe;
+mod topic_payload;
 mod unsubscribe;
 
 use std::fmt;
@@ -19,6 +20,7 @@ pub use connect::{Connect, Will};
 pub use disconnect::{Auth, Disconnect};
 pub use publish::Publish;
 pub use subscribe::{SubAck, Subscribe};
+pub use topic_payload::TopicPayload;
 pub use unsubscribe::{UnsubAck, Unsubscribe};
 
 use crate::read::Reader;

@@ -34,9 +34,96 @@ pub struct PublishProperties {
 }
 
 impl PublishProperties {
+    /// No property set (the value of an empty [`PublishPropertiesBox`]).
+    pub const EMPTY: Self = Self {
+        payload_format: None,
+        message_expiry_interval: None,
+        topic_alias: None,
+        response_topic: None,
+        correlation_data: None,
+        user_properties: Vec::new(),
+        subscription_identifiers: Vec::new(),
+        content_type: None,
+    };
+
     /// Whether no property is set.
     pub fn is_empty(&self) -> bool {
-        *self == Self::default()
+        *self == Self::EMPTY
+    }
+}
+
+static EMPTY_PUBLISH_PROPERTIES: PublishProperties = PublishProperties::EMPTY;
+
+/// The properties of a [`crate::Publish`] behind one pointer that is null while there are none:
+/// a 3.1.1 PUBLISH, or a 5.0 one without properties, allocates nothing for them, and the
+/// packet stays small (inline, the 160-byte struct more than doubled every `Packet`, and
+/// moving a decoded packet cost more than decoding it).
+///
+/// Reading goes through `Deref` (`publish.properties.topic_alias`). Writing is explicit,
+/// because it may allocate: [`Self::make_mut`] always gives a set to write to,
+/// [`Self::get_mut`] only an existing one.
+#[derive(Clone, Default)]
+pub struct PublishPropertiesBox(Option<Box<PublishProperties>>);
+
+impl PublishPropertiesBox {
+    /// Boxes `properties` (nothing is allocated if they are empty).
+    pub fn new(properties: PublishProperties) -> Self {
+        if properties.is_empty() {
+            Self(None)
+        } else {
+            Self(Some(Box::new(properties)))
+        }
+    }
+
+    /// A boxed set read from the wire (`None` when the block was empty).
+    pub(crate) fn from_decoded(properties: Option<Box<PublishProperties>>) -> Self {
+        Self(properties)
+    }
+
+    /// The properties to modify, allocated first if there were none.
+    pub fn make_mut(&mut self) -> &mut PublishProperties {
+        self.0.get_or_insert_with(Box::default)
+    }
+
+    /// The properties to modify if any were allocated (never allocates).
+    pub fn get_mut(&mut self) -> Option<&mut PublishProperties> {
+        self.0.as_deref_mut()
+    }
+
+    /// The properties, unboxed.
+    pub fn into_inner(self) -> PublishProperties {
+        self.0
+            .map_or_else(PublishProperties::default, |boxed| *boxed)
+    }
+}
+
+impl std::ops::Deref for PublishPropertiesBox {
+    type Target = PublishProperties;
+
+    #[inline]
+    fn deref(&self) -> &PublishProperties {
+        self.0.as_deref().unwrap_or(&EMPTY_PUBLISH_PROPERTIES)
+    }
+}
+
+impl From<PublishProperties> for PublishPropertiesBox {
+    fn from(properties: PublishProperties) -> Self {
+        Self::new(properties)
+    }
+}
+
+impl PartialEq for PublishPropertiesBox {
+    /// Equal when the properties are (an empty box equals a box of an empty set).
+    fn eq(&self, other: &Self) -> bool {
+        **self == **other
+    }
+}
+
+impl Eq for PublishPropertiesBox {}
+
+impl std::fmt::Debug for PublishPropertiesBox {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        std::fmt::Debug::fmt(&**self, f)
     }
 }
 
@@ -187,5 +274,46 @@ impl PropertySet for UnsubscribeProperties {
 
     fn write_to<S: PropertySink>(&self, s: &mut S) {
         s.user_properties(&self.user_properties);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_empty_box_reads_as_empty_properties_and_allocates_nothing() {
+        let mut empty = PublishPropertiesBox::new(PublishProperties::default());
+        assert!(empty.is_empty());
+        assert_eq!(empty.topic_alias, None);
+        assert!(empty.get_mut().is_none(), "no allocation to hand out");
+        assert_eq!(empty, PublishPropertiesBox::default());
+    }
+
+    #[test]
+    fn writing_allocates_and_equality_looks_at_the_properties() {
+        let mut set = PublishPropertiesBox::default();
+        set.make_mut().message_expiry_interval = Some(5);
+        assert_eq!(set.message_expiry_interval, Some(5));
+        assert_eq!(
+            set.get_mut().map(|p| p.message_expiry_interval),
+            Some(Some(5))
+        );
+        let expected = PublishProperties {
+            message_expiry_interval: Some(5),
+            ..PublishProperties::default()
+        };
+        assert_eq!(set, PublishPropertiesBox::from(expected.clone()));
+        assert_eq!(set.clone().into_inner(), expected);
+        set.make_mut().message_expiry_interval = None;
+        assert_eq!(
+            set,
+            PublishPropertiesBox::default(),
+            "a boxed empty set is empty"
+        );
+        assert_eq!(
+            format!("{set:?}"),
+            format!("{:?}", PublishProperties::default())
+        );
     }
 }

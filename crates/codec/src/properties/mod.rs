@@ -11,9 +11,13 @@ use bytes::{BufMut, Bytes, BytesMut};
 pub use connection::{
     AuthProperties, ConnAckProperties, ConnectProperties, DisconnectProperties, WillProperties,
 };
-pub use message::{AckProperties, PublishProperties, SubscribeProperties, UnsubscribeProperties};
+pub use message::{
+    AckProperties, PublishProperties, PublishPropertiesBox, SubscribeProperties,
+    UnsubscribeProperties,
+};
 pub(crate) use wire::{
-    decode_if_v5, decode_properties, encoded_block_len, measure_if_v5, value, write_block,
+    decode_boxed_properties, decode_if_v5, decode_properties, encoded_block_len, measure_if_v5,
+    value, write_block,
 };
 
 use crate::read::Reader;

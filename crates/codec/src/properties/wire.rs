@@ -15,16 +15,35 @@ pub(crate) fn decode_properties<T: PropertySet>(
     reader: &mut Reader,
     context: &'static str,
 ) -> Result<T, DecodeError> {
+    let mut set = T::default();
     let len = reader.varint("property length")? as usize;
-    if len == 0 {
-        return Ok(T::default());
+    if len > 0 {
+        reader.limited(len, FIELD, |block| read_block(block, &mut set, context))?;
     }
-    reader.limited(len, FIELD, |block| read_block(block, context))
+    Ok(set)
 }
 
-fn read_block<T: PropertySet>(block: &mut Reader, context: &'static str) -> Result<T, DecodeError> {
+/// Like [`decode_properties`], into a box allocated only when the block is not empty (and
+/// filled in place: the set is not moved through the results).
+pub(crate) fn decode_boxed_properties<T: PropertySet>(
+    reader: &mut Reader,
+    context: &'static str,
+) -> Result<Option<Box<T>>, DecodeError> {
+    let len = reader.varint("property length")? as usize;
+    if len == 0 {
+        return Ok(None);
+    }
+    let mut set = Box::<T>::default();
+    reader.limited(len, FIELD, |block| read_block(block, &mut *set, context))?;
+    Ok(Some(set))
+}
+
+fn read_block<T: PropertySet>(
+    block: &mut Reader,
+    set: &mut T,
+    context: &'static str,
+) -> Result<(), DecodeError> {
     let mut seen: u64 = 0;
-    let mut set = T::default();
     while !block.is_empty() {
         let raw = block.varint("property identifier")?;
         let id = PropertyId::from_u32(raw).ok_or(DecodeError::UnknownProperty { id: raw })?;
@@ -39,8 +58,7 @@ fn read_block<T: PropertySet>(block: &mut Reader, context: &'static str) -> Resu
             return Err(DecodeError::PropertyNotAllowed { id, context });
         }
     }
-    set.check(context)?;
-    Ok(set)
+    set.check(context)
 }
 
 /// Reads a properties block for 5.0; for 3.x, which has none, the empty set.

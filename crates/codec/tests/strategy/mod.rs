@@ -165,10 +165,12 @@ pub fn publish(protocol: ProtocolVersion) -> impl Strategy<Value = Packet> {
                 dup: dup && acked,
                 qos,
                 retain,
-                topic: if aliased { MqttStr::default() } else { topic },
+                content: codec::TopicPayload::new(
+                    if aliased { MqttStr::default() } else { topic },
+                    payload,
+                ),
                 packet_id: acked.then_some(id),
-                payload,
-                properties,
+                properties: properties.into(),
             })
         },
     )
