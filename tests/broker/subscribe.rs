@@ -178,3 +178,55 @@ fn retained_messages_carry_the_subscription_identifier() {
         vec![SubscriptionId::new(77).unwrap()]
     );
 }
+
+/// One retained-flagged QoS 0 message fanned out to a mix of subscribers on both shards: 3.1.1
+/// and 5.0, with and without Retain As Published, with and without a subscription identifier.
+/// Each gets the frame its own options describe (the shard reuses one encoded frame only
+/// between recipients whose frames are identical).
+#[test]
+fn a_fan_out_gives_each_subscriber_its_own_frame() {
+    let broker = TestBroker::start();
+    let mut subscribers = Vec::new();
+    for (index, (protocol, as_published, id)) in [
+        (V311, false, None),
+        (V5, false, None),
+        (V5, true, None),
+        (V5, false, Some(9)),
+        (V311, false, None),
+        (V5, true, Some(4)),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let mut client =
+            RawClient::connected_clean(broker.addr(), protocol, &format!("mix-sub{index}"));
+        let mut subscribe = subscribe_packet(
+            1,
+            "mix/t",
+            SubscriptionOptions {
+                retain_as_published: as_published,
+                ..qos_options(QoS::AtMostOnce)
+            },
+        );
+        subscribe.properties.subscription_identifier = id.and_then(SubscriptionId::new);
+        client.subscribe_with(subscribe);
+        subscribers.push((client, as_published, id));
+    }
+    let mut publisher = RawClient::connected_clean(broker.addr(), V5, "mix-pub");
+    let mut publish = crate::client::publish_packet("mix/t", b"payload", QoS::AtMostOnce, None);
+    publish.retain = true;
+    publisher.publish(publish);
+    for (client, as_published, id) in &mut subscribers {
+        let got = client.expect_publish_on("mix/t");
+        assert_eq!(got.payload(), &b"payload"[..]);
+        // A retained message published live is delivered with RETAIN only as published.
+        assert_eq!(got.retain, *as_published && client.protocol.is_v5());
+        let ids: Vec<u32> = got
+            .properties
+            .subscription_identifiers
+            .iter()
+            .map(|i| i.get())
+            .collect();
+        assert_eq!(ids, id.iter().copied().collect::<Vec<_>>());
+    }
+}

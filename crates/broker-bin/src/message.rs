@@ -84,7 +84,7 @@ impl Outgoing {
 #[derive(Debug, Clone, Copy)]
 pub struct CopyView<'a> {
     /// The message.
-    pub message: &'a Message,
+    pub message: &'a Arc<Message>,
     /// The QoS to deliver with.
     pub qos: QoS,
     /// The RETAIN flag to send.

@@ -11,6 +11,7 @@ mod connect;
 mod deliver;
 mod fault;
 mod fence;
+mod frame_cache;
 mod gate;
 mod inbound;
 mod publish;
@@ -66,6 +67,7 @@ pub struct BrokerShard {
     timers: TimerBook,
     matches: Matches,
     scratch: BytesMut,
+    frame_cache: frame_cache::FrameCache,
     route_buf: Vec<Vec<Recipient>>,
     forward_buf: Vec<Vec<Recipient>>,
     backlog: FastSet<ConnId>,
@@ -101,6 +103,7 @@ impl BrokerShard {
             timers: TimerBook::default(),
             matches: Matches::new(),
             scratch: BytesMut::new(),
+            frame_cache: frame_cache::FrameCache::default(),
             route_buf: (0..shard_count).map(|_| Vec::new()).collect(),
             forward_buf: (0..shard_count).map(|_| Vec::new()).collect(),
             backlog: FastSet::default(),
@@ -191,6 +194,7 @@ impl Handler for BrokerShard {
         self.drain_backlog(ctx);
         self.flush_routes(ctx);
         self.update_gauges();
+        self.frame_cache.clear();
     }
 
     fn on_shutdown(&mut self, ctx: &mut Ctx) {

@@ -2,14 +2,15 @@
 //! PUBLISH frames encoded straight into the connection's send buffer (small ones whole, large
 //! ones as a header followed by the shared payload).
 
-use codec::{
-    Disconnect, DisconnectProperties, FrameOptions, Packet, PacketId, ReasonCode, SharedPublish,
-};
+use codec::{Disconnect, DisconnectProperties, FrameOptions, Packet, PacketId, ReasonCode};
 use ring_runtime::ConnId;
 use tracing::debug;
 
 use super::{BrokerShard, Ctx};
-use crate::message::{CopyView, Expiry};
+use std::sync::Arc;
+
+use super::frame_cache::{FrameCache, FrameKey};
+use crate::message::{CopyView, Expiry, Message};
 use crate::metrics::ShardCounters;
 
 /// Why a PUBLISH was not put on the wire.
@@ -71,33 +72,64 @@ impl BrokerShard {
             Expiry::Remaining(secs) => Some(secs),
         };
         let connection = self.conns.get_mut(&conn).ok_or(NotSent::Closed)?;
-        let mut options = FrameOptions::new(connection.protocol);
+        let protocol = connection.protocol;
+        let max_packet = connection.client_max_packet as usize;
+        let mut options = FrameOptions::new(protocol);
         options.qos = copy.qos;
         options.packet_id = packet_id;
         options.dup = dup;
         options.retain = copy.retain;
         options.message_expiry_interval = message_expiry_interval;
-        if connection.protocol.is_v5() {
+        if protocol.is_v5() {
             options.subscription_identifiers = copy.sub_ids;
         }
         let publish = &copy.message.publish;
-        let plain_len = publish.frame_len(&options).map_err(|_| NotSent::TooLarge)?;
-        if plain_len > connection.client_max_packet as usize {
-            return Err(NotSent::TooLarge);
-        }
-        let alias = connection.outbound_aliases.as_mut().and_then(|aliases| {
-            aliases
-                .assign(publish.topic().as_shared_bytes())
-                .alias_use()
-        });
-        let len = match alias {
-            None => plain_len,
-            Some(alias) => {
-                options.topic_alias = Some(alias);
-                publish.frame_len(&options).map_err(|_| NotSent::TooLarge)?
-            }
+        let cacheable = packet_id.is_none()
+            && message_expiry_interval.is_none()
+            && options.subscription_identifiers.is_empty()
+            && connection.outbound_aliases.is_none();
+        let key = FrameKey {
+            protocol,
+            retain: copy.retain,
         };
-        queue_publish(ctx, conn, publish, &options, len)?;
+        let len = if let Some(frame) = cacheable
+            .then(|| self.frame_cache.get(copy.message, key))
+            .flatten()
+        {
+            if frame.len() > max_packet {
+                return Err(NotSent::TooLarge);
+            }
+            ctx.send_with(conn, |buf| buf.extend_from_slice(frame))
+                .map_err(|_| NotSent::Closed)?;
+            frame.len()
+        } else {
+            let plain_len = publish.frame_len(&options).map_err(|_| NotSent::TooLarge)?;
+            if plain_len > max_packet {
+                return Err(NotSent::TooLarge);
+            }
+            let alias = connection.outbound_aliases.as_mut().and_then(|aliases| {
+                aliases
+                    .assign(publish.topic().as_shared_bytes())
+                    .alias_use()
+            });
+            let len = match alias {
+                None => plain_len,
+                Some(alias) => {
+                    options.topic_alias = Some(alias);
+                    publish.frame_len(&options).map_err(|_| NotSent::TooLarge)?
+                }
+            };
+            let cache = (cacheable && len < ctx.coalesce_below()).then_some(&mut self.frame_cache);
+            queue_publish(
+                ctx,
+                conn,
+                copy.message,
+                &options,
+                len,
+                cache.map(|c| (c, key)),
+            )?;
+            len
+        };
         let counters = self.counters();
         ShardCounters::add(&counters.messages_sent, 1);
         ShardCounters::add(&counters.bytes_sent, len as u64);
@@ -106,24 +138,33 @@ impl BrokerShard {
 }
 
 /// Queues a PUBLISH frame of `len` bytes: copied whole into the connection's send buffer when
-/// it is small (one iovec for many frames), otherwise as its header followed by the shared
-/// payload (never copied).
+/// it is small (one iovec for many frames; remembered in `cache` when given), otherwise as its
+/// header followed by the shared payload (never copied).
 fn queue_publish(
     ctx: &mut Ctx,
     conn: ConnId,
-    publish: &SharedPublish,
+    message: &Arc<Message>,
     options: &FrameOptions<'_>,
     len: usize,
+    cache: Option<(&mut FrameCache, FrameKey)>,
 ) -> Result<(), NotSent> {
-    let encoded = if len < ctx.coalesce_below() {
-        ctx.send_with(conn, |buf| publish.write_frame(options, buf))
+    let publish = &message.publish;
+    let small = len < ctx.coalesce_below();
+    let encoded = if small {
+        ctx.send_with(conn, |buf| {
+            publish.write_frame(options, buf)?;
+            if let Some((cache, key)) = cache {
+                cache.store(message, key, &buf[buf.len() - len..]);
+            }
+            Ok(())
+        })
     } else {
         ctx.send_with(conn, |buf| publish.write_header(options, buf))
     };
     match encoded {
         Err(_) => Err(NotSent::Closed),
-        Ok(Err(_)) => Err(NotSent::TooLarge),
-        Ok(Ok(())) if len < ctx.coalesce_below() => Ok(()),
+        Ok(Err::<(), codec::EncodeError>(_)) => Err(NotSent::TooLarge),
+        Ok(Ok(())) if small => Ok(()),
         Ok(Ok(())) => ctx
             .send(conn, publish.payload().clone())
             .map_err(|_| NotSent::Closed),
