@@ -1,6 +1,7 @@
 # Shared helpers of the scenario scripts (scripts/bench/<scenario>.sh); sourced, not run.
 #
 # Environment (all optional):
+#   RINGMQ_CONFIG_EXTRA  TOML appended to RingMQ's config (default: none)
 #   BROKERS        brokers to run, in order (default: "ringmq mosquitto rumqttd mochi"; "aedes"
 #                  is also known: it is not in the default set because under the p2p flood it
 #                  dies of a stack overflow in its topic matcher and its runs take the whole
@@ -120,6 +121,8 @@ max_queued_messages = 100000
 [sessions]
 max_sessions = 400000
 EOF
+      # Extra TOML for RingMQ (e.g. "[runtime]\nwrite_interval_us = 0" to measure without pacing).
+      [[ -n ${RINGMQ_CONFIG_EXTRA:-} ]] && printf '%b\n' "$RINGMQ_CONFIG_EXTRA" >>"$conf"
       ;;
     mosquitto)
       cat >"$conf" <<EOF
