@@ -30,6 +30,8 @@ pub(crate) struct SendQueue {
 struct Pending {
     frames: VecDeque<Bytes>,
     tail: BytesMut,
+    /// Frames queued since the last write started.
+    queued_frames: u32,
 }
 
 impl Pending {
@@ -94,6 +96,8 @@ impl SendQueue {
     /// queued as it is.
     pub(crate) fn push(&mut self, frame: Bytes, coalesce_below: usize) {
         self.queued += frame.len();
+        let pending = self.pending();
+        pending.queued_frames = pending.queued_frames.saturating_add(1);
         if frame.len() < coalesce_below {
             self.tail_for(frame.len()).extend_from_slice(&frame);
         } else {
@@ -117,10 +121,20 @@ impl SendQueue {
         let after = tail.len();
         debug_assert!(after >= before, "append removed bytes queued before it");
         self.queued = (self.queued + after).saturating_sub(before);
-        if self.pending.as_ref().is_some_and(|p| p.is_empty()) {
-            self.pending = None;
+        if let Some(pending) = self.pending.as_mut() {
+            if after > before {
+                pending.queued_frames = pending.queued_frames.saturating_add(1);
+            } else if pending.is_empty() {
+                self.pending = None;
+            }
         }
         result
+    }
+
+    /// Frames queued since the last write started (each `push`, and each `append` that
+    /// wrote something, counts one).
+    pub(crate) fn frames_waiting(&self) -> u32 {
+        self.pending.as_ref().map_or(0, |p| p.queued_frames)
     }
 
     /// Bytes queued, including those of an in-flight write.
@@ -137,6 +151,7 @@ impl SendQueue {
     pub(crate) fn take_batch(&mut self, max_iovecs: usize, batch: &mut WriteBatch) {
         if let Some(pending) = self.pending.as_mut() {
             pending.seal_tail();
+            pending.queued_frames = 0;
             let count = pending.frames.len().min(max_iovecs);
             batch.bufs.extend(pending.frames.drain(..count));
         }
@@ -293,6 +308,27 @@ mod tests {
         assert!(parts.len() >= 3, "{} pieces", parts.len());
         assert!(parts.iter().all(|p| p.len() < TAIL_SEAL + 100));
         assert_eq!(parts.iter().map(Bytes::len).sum::<usize>(), count * 100);
+    }
+
+    #[test]
+    fn counts_the_frames_queued_since_the_last_write() {
+        let mut queue = SendQueue::default();
+        assert_eq!(queue.frames_waiting(), 0);
+        queue.push(Bytes::from_static(b"ab"), SMALL);
+        queue.push(large("LARGE-FRAME"), SMALL);
+        queue.append(2, |tail| tail.extend_from_slice(b"cd"));
+        queue.append(2, |_| ());
+        assert_eq!(queue.frames_waiting(), 3);
+        let mut batch = WriteBatch::default();
+        queue.take_batch(usize::MAX, &mut batch);
+        assert_eq!(queue.frames_waiting(), 0);
+        queue.push(Bytes::from_static(b"ef"), SMALL);
+        queue.complete(&mut batch, 0);
+        assert_eq!(
+            queue.frames_waiting(),
+            1,
+            "a short write puts frames back, not counts"
+        );
     }
 
     #[test]

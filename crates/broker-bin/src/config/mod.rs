@@ -56,7 +56,7 @@ mod tests {
         assert_eq!(config.limits.max_packet_size, 1_048_576);
         assert_eq!(
             config.runtime.write_interval,
-            std::time::Duration::from_millis(2)
+            std::time::Duration::from_millis(10)
         );
     }
 

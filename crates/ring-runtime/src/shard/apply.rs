@@ -77,9 +77,10 @@ impl<H: Handler, B: Backend> Shard<H, B> {
             if self.pacing.holds(id, conn, now, closing) {
                 return;
             }
+            let frames = conn.send.frames_waiting();
             match self.backend.start_write(id, conn) {
                 Ok(()) => {
-                    self.pacing.wrote(conn, now);
+                    self.pacing.wrote(conn, now, frames);
                     self.ctx.stats.writes += 1;
                 }
                 Err(error) => {

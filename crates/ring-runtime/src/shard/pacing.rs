@@ -2,7 +2,10 @@
 //! ago waits, with the frames it gathers meanwhile, until the interval has passed or a full
 //! batch waits. Waiting connections sit in one list; when the earliest is due, all of them are
 //! marked dirty again and each either writes or goes back to waiting. A connection the handler
-//! expedited (a peer waits on what it queued) is never held.
+//! expedited (a peer waits on what it queued) is never held, nor is a sparse one: its last
+//! write carried a single frame and came at least half an interval after the one before.
+//! Pacing stretches only streams, so traffic that arrives now and then (a request and its
+//! response, a message every interval or so) never waits.
 
 use std::time::{Duration, Instant};
 
@@ -59,6 +62,7 @@ impl Pacing {
         if self.interval_us == 0
             || closing
             || conn.expedite
+            || !conn.dense
             || conn.last_write_us == 0
             || conn.phase != Phase::Open
             || conn.close.is_some()
@@ -80,11 +84,15 @@ impl Pacing {
         true
     }
 
-    /// Records that `conn`'s write starts now.
-    pub(super) fn wrote(&self, conn: &mut Conn, now: Instant) {
+    /// Records that `conn`'s write of `frames` frames starts now.
+    pub(super) fn wrote(&self, conn: &mut Conn, now: Instant, frames: u32) {
         conn.expedite = false;
         if self.interval_us != 0 {
-            conn.last_write_us = self.clock(now).max(1);
+            let clock = self.clock(now).max(1);
+            let gap = clock.wrapping_sub(conn.last_write_us);
+            let frequent = conn.last_write_us != 0 && gap < self.interval_us / 2;
+            conn.dense = frames > 1 || frequent;
+            conn.last_write_us = clock;
         }
     }
 

@@ -1,5 +1,5 @@
 //! Write pacing (`RuntimeConfig::write_interval`): a stream of frames to one connection leaves
-//! in a few writes; expedited frames and a shutdown are never held.
+//! in a few writes; expedited frames, sparse traffic and a shutdown are never held.
 
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
@@ -68,7 +68,8 @@ fn a_stream_leaves_in_few_writes_in_order() {
     );
 }
 
-/// Echoes each read back; expedites it when `expedite`.
+/// Echoes each read back twice, as two frames (so each write carries more than one frame:
+/// a stream, which pacing may hold); expedites them when `expedite`.
 struct PacedEcho {
     expedite: bool,
 }
@@ -79,6 +80,7 @@ impl Handler for PacedEcho {
     fn on_accept(&mut self, _ctx: &mut ShardCtx<()>, _conn: ConnId, _peer: SocketAddr) {}
 
     fn on_data(&mut self, ctx: &mut ShardCtx<()>, conn: ConnId, data: Bytes) {
+        ctx.send(conn, data.clone()).unwrap();
         ctx.send(conn, data).unwrap();
         if self.expedite {
             ctx.expedite(conn);
@@ -104,7 +106,7 @@ fn expedited_frames_are_not_held() {
         .unwrap();
     for round in 0..5u8 {
         common::write_all(&mut stream, &[round]);
-        assert_eq!(common::read_exact(&mut stream, 1), [round]);
+        assert_eq!(common::read_exact(&mut stream, 2), [round, round]);
     }
 }
 
@@ -115,11 +117,12 @@ fn a_held_write_leaves_when_its_interval_ends_and_at_shutdown() {
     };
     let mut stream = common::client(handle.local_addrs()[0]);
     common::write_all(&mut stream, b"a");
-    assert_eq!(common::read_exact(&mut stream, 1), b"a");
-    // Written less than the interval ago: held until the interval ends.
+    assert_eq!(common::read_exact(&mut stream, 2), b"aa");
+    // Written less than the interval ago, with two frames (a stream): held until the
+    // interval ends.
     let sent = Instant::now();
     common::write_all(&mut stream, b"b");
-    assert_eq!(common::read_exact(&mut stream, 1), b"b");
+    assert_eq!(common::read_exact(&mut stream, 2), b"bb");
     println!("held for {:?}", sent.elapsed());
     common::write_all(&mut stream, b"c");
     // Shutdown drains at once, whatever the pacing.
@@ -128,6 +131,37 @@ fn a_held_write_leaves_when_its_interval_ends_and_at_shutdown() {
     stream
         .set_read_timeout(Some(Duration::from_millis(700)))
         .unwrap();
-    assert_eq!(common::read_to_end(&mut stream), b"c");
+    assert_eq!(common::read_to_end(&mut stream), b"cc");
     handle.join().unwrap();
+}
+
+/// Echoes each read back as one frame: sparse traffic.
+struct SingleEcho;
+
+impl Handler for SingleEcho {
+    type Message = ();
+
+    fn on_accept(&mut self, _ctx: &mut ShardCtx<()>, _conn: ConnId, _peer: SocketAddr) {}
+
+    fn on_data(&mut self, ctx: &mut ShardCtx<()>, conn: ConnId, data: Bytes) {
+        ctx.send(conn, data).unwrap();
+    }
+}
+
+#[test]
+fn sparse_traffic_is_never_held() {
+    // A request now and then: more than half the 1 s interval apart, one frame per write. A
+    // held answer would come 400 ms late, past the read timeout.
+    let Some(handle) = common::start(paced_config(), |_| SingleEcho) else {
+        return;
+    };
+    let mut stream = common::client(handle.local_addrs()[0]);
+    stream
+        .set_read_timeout(Some(Duration::from_millis(300)))
+        .unwrap();
+    for round in 0..3u8 {
+        std::thread::sleep(Duration::from_millis(600));
+        common::write_all(&mut stream, &[round]);
+        assert_eq!(common::read_exact(&mut stream, 1), [round]);
+    }
 }
