@@ -1,7 +1,7 @@
 //! Write pacing (`RuntimeConfig::write_interval`): a stream of frames to one connection leaves
 //! in a few writes; expedited frames, sparse traffic and a shutdown are never held.
 
-use std::net::SocketAddr;
+use std::net::{SocketAddr, TcpStream};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
@@ -95,15 +95,19 @@ fn paced_config() -> RuntimeConfig {
     config
 }
 
+/// A client whose reads fail after `timeout` (shorter than the pacing interval).
+fn impatient_client(handle: &ring_runtime::RuntimeHandle<()>, timeout: Duration) -> TcpStream {
+    let stream = common::client(handle.local_addrs()[0]);
+    stream.set_read_timeout(Some(timeout)).unwrap();
+    stream
+}
+
 #[test]
 fn expedited_frames_are_not_held() {
     let Some(handle) = common::start(paced_config(), |_| PacedEcho { expedite: true }) else {
         return;
     };
-    let mut stream = common::client(handle.local_addrs()[0]);
-    stream
-        .set_read_timeout(Some(Duration::from_millis(700)))
-        .unwrap();
+    let mut stream = impatient_client(&handle, Duration::from_millis(700));
     for round in 0..5u8 {
         common::write_all(&mut stream, &[round]);
         assert_eq!(common::read_exact(&mut stream, 2), [round, round]);
@@ -155,10 +159,7 @@ fn sparse_traffic_is_never_held() {
     let Some(handle) = common::start(paced_config(), |_| SingleEcho) else {
         return;
     };
-    let mut stream = common::client(handle.local_addrs()[0]);
-    stream
-        .set_read_timeout(Some(Duration::from_millis(300)))
-        .unwrap();
+    let mut stream = impatient_client(&handle, Duration::from_millis(300));
     for round in 0..3u8 {
         std::thread::sleep(Duration::from_millis(600));
         common::write_all(&mut stream, &[round]);
