@@ -1,22 +1,29 @@
-//! Per-connection protocol state, owned by the shard that accepted the socket.
+//! Per-connection protocol state, owned by the shard that accepted the socket, and the table
+//! that holds it.
+//!
+//! An idle connection costs its record (80 bytes, inline in [`Connections`]) and nothing else:
+//! the partial-frame buffer and the topic-alias tables are allocated only while in use, the peer
+//! address is logged once at accept instead of kept, and the client id lives in the session
+//! (the record names the session by its subscriber key).
 
-use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
-use crate::shard::ArmedTimer;
-use bytes::BytesMut;
-use codec::{Connect, MqttStr, ProtocolVersion};
+use bytes::{Bytes, BytesMut};
+use codec::ProtocolVersion;
+use ring_runtime::{ConnId, TimerId};
+use router::SubscriberId;
 
-use crate::alias::{InboundAliases, OutboundAliases};
+use crate::alias::{AliasError, InboundAliases, OutboundAliases};
 use crate::message::PRE_CONNECT_PROTOCOL;
 
 /// Where a connection is in its life.
-#[derive(Debug)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Phase {
     /// Accepted; its CONNECT has not arrived.
     AwaitingConnect,
-    /// CONNECT received; waiting for another shard to hand over the session.
-    AwaitingSession(Box<Connect>),
+    /// CONNECT received; waiting for another shard to hand over the session (the CONNECT waits
+    /// in the shard's `awaiting` table).
+    AwaitingSession,
     /// CONNACK sent; packets flow.
     Connected,
     /// Closing: nothing more is read from it.
@@ -26,24 +33,26 @@ pub enum Phase {
 /// One client connection.
 #[derive(Debug)]
 pub struct Connection {
-    /// The peer's address (for logs).
-    pub peer: SocketAddr,
+    /// Its id (the table checks the generation with it).
+    pub id: ConnId,
     /// Its phase.
     pub phase: Phase,
-    /// Bytes of an incomplete frame, kept only while a frame is partial.
-    pub carry: BytesMut,
     /// Its protocol version (3.1.1 wire rules until CONNECT says otherwise).
     pub protocol: ProtocolVersion,
-    /// Its client identifier once connected.
-    pub client_id: Option<MqttStr>,
-    /// Keep-alive grace (1.5 x the keep-alive), `None` when disabled.
-    pub keep_alive_grace: Option<Duration>,
-    /// When a packet last arrived.
-    pub last_activity: Instant,
+    /// Bytes of an incomplete frame, kept (boxed) only while a frame is partial.
+    carry: Option<Box<BytesMut>>,
+    /// The session it is attached to once connected, by subscriber key.
+    pub session: Option<SubscriberId>,
+    /// Keep-alive in seconds as agreed in CONNECT/CONNACK (0: disabled).
+    pub keep_alive: u16,
+    /// When a packet last arrived, in nanoseconds since the broker started.
+    last_activity: u64,
     /// The CONNECT-timeout or keep-alive timer.
-    pub timer: Option<ArmedTimer>,
-    /// Topic aliases the client set towards us.
-    pub inbound_aliases: InboundAliases,
+    pub timer: Option<TimerId>,
+    /// Our Topic Alias Maximum for this client (0 for 3.x clients).
+    pub inbound_alias_max: u16,
+    /// Topic aliases the client set towards us (allocated at its first alias).
+    inbound_aliases: Option<Box<InboundAliases>>,
     /// Topic aliases we use towards the client (`None` when it allows none: most clients).
     pub outbound_aliases: Option<Box<OutboundAliases>>,
     /// Largest packet the client accepts.
@@ -51,36 +60,239 @@ pub struct Connection {
     /// Whether the will is published when this connection ends (false after a normal
     /// DISCONNECT).
     pub publish_will: bool,
-    /// Session expiry set by a 5.0 DISCONNECT, applied when the connection ends.
-    pub expiry_on_close: Option<u32>,
     /// Whether it completed CONNECT (and so counts in `$SYS/broker/clients/connected` until it
     /// closes).
     pub counted: bool,
+    /// Session expiry set by a 5.0 DISCONNECT, applied when the connection ends.
+    pub expiry_on_close: Option<u32>,
 }
 
 impl Connection {
-    /// A freshly accepted connection.
-    pub fn new(peer: SocketAddr, now: Instant) -> Self {
+    /// A freshly accepted connection; `since_start` is the time since the broker started.
+    pub fn new(id: ConnId, since_start: Duration) -> Self {
         Self {
-            peer,
+            id,
             phase: Phase::AwaitingConnect,
-            carry: BytesMut::new(),
             protocol: PRE_CONNECT_PROTOCOL,
-            client_id: None,
-            keep_alive_grace: None,
-            last_activity: now,
+            carry: None,
+            session: None,
+            keep_alive: 0,
+            last_activity: nanos(since_start),
             timer: None,
-            inbound_aliases: InboundAliases::new(0),
+            inbound_alias_max: 0,
+            inbound_aliases: None,
             outbound_aliases: None,
             client_max_packet: u32::MAX,
             publish_will: true,
-            expiry_on_close: None,
             counted: false,
+            expiry_on_close: None,
         }
     }
 
     /// Whether packets other than CONNECT may be processed.
     pub fn is_connected(&self) -> bool {
         matches!(self.phase, Phase::Connected)
+    }
+
+    /// Records that a packet arrived `since_start` after the broker started.
+    pub fn touch(&mut self, since_start: Duration) {
+        self.last_activity = nanos(since_start);
+    }
+
+    /// When the keep-alive runs out (1.5 x the keep-alive after the last packet), as an instant
+    /// given the broker's start; `None` when keep-alive is disabled.
+    pub fn keep_alive_deadline(&self, started: Instant) -> Option<Instant> {
+        let grace = keep_alive_grace(self.keep_alive)?;
+        Some(started + Duration::from_nanos(self.last_activity) + grace)
+    }
+
+    /// Takes the carried partial frame (empty when there is none).
+    pub fn take_carry(&mut self) -> BytesMut {
+        self.carry.take().map(|b| *b).unwrap_or_default()
+    }
+
+    /// Keeps `buf` as the carried partial frame; an empty one frees the carry.
+    pub fn keep_carry(&mut self, buf: BytesMut) {
+        self.carry = (!buf.is_empty()).then(|| Box::new(buf));
+    }
+
+    /// Drops the carried partial frame, if any.
+    pub fn discard_carry(&mut self) {
+        self.carry = None;
+    }
+
+    /// Whether a partial frame is carried.
+    pub fn has_carry(&self) -> bool {
+        self.carry.is_some()
+    }
+
+    /// Resolves a PUBLISH's topic against the aliases the client set (see
+    /// [`InboundAliases::resolve`]); the table is allocated at the first alias.
+    pub fn resolve_topic_alias(&mut self, topic: &Bytes, alias: u16) -> Result<Bytes, AliasError> {
+        let max = self.inbound_alias_max;
+        self.inbound_aliases
+            .get_or_insert_with(|| Box::new(InboundAliases::new(max)))
+            .resolve(topic, alias)
+    }
+
+    /// Forgets the inbound aliases (a new CONNECT on this connection starts afresh).
+    pub fn reset_inbound_aliases(&mut self, max: u16) {
+        self.inbound_alias_max = max;
+        self.inbound_aliases = None;
+    }
+}
+
+/// The keep-alive grace for a keep-alive in seconds: 1.5 x, `None` when disabled.
+pub fn keep_alive_grace(keep_alive: u16) -> Option<Duration> {
+    (keep_alive > 0).then(|| Duration::from_millis(u64::from(keep_alive) * 1500))
+}
+
+fn nanos(since_start: Duration) -> u64 {
+    u64::try_from(since_start.as_nanos()).unwrap_or(u64::MAX)
+}
+
+/// The shard's connections, inline in a vector indexed by the runtime's dense connection index
+/// (the runtime reuses closed slots), with the generation checked on every access: no hashing
+/// and no per-connection allocation on the delivery path.
+#[derive(Debug, Default)]
+pub struct Connections {
+    slots: Vec<Option<Connection>>,
+    len: usize,
+}
+
+impl Connections {
+    /// Adds `connection` at its id's slot (replacing a stale record there, if any).
+    pub fn insert(&mut self, connection: Connection) {
+        let index = connection.id.index() as usize;
+        if self.slots.len() <= index {
+            self.slots.resize_with(index + 1, || None);
+        }
+        if self.slots[index].replace(connection).is_none() {
+            self.len += 1;
+        }
+    }
+
+    /// The connection `id`, if open.
+    pub fn get(&self, id: &ConnId) -> Option<&Connection> {
+        self.slots
+            .get(id.index() as usize)?
+            .as_ref()
+            .filter(|c| c.id == *id)
+    }
+
+    /// The connection `id`, if open, for changes.
+    pub fn get_mut(&mut self, id: &ConnId) -> Option<&mut Connection> {
+        self.slots
+            .get_mut(id.index() as usize)?
+            .as_mut()
+            .filter(|c| c.id == *id)
+    }
+
+    /// Whether `id` is open.
+    pub fn contains_key(&self, id: &ConnId) -> bool {
+        self.get(id).is_some()
+    }
+
+    /// Removes and returns the connection `id`. Trailing empty slots are dropped, so the vector
+    /// ends at the highest open index.
+    pub fn remove(&mut self, id: &ConnId) -> Option<Connection> {
+        let slot = self.slots.get_mut(id.index() as usize)?;
+        if slot.as_ref().is_none_or(|c| c.id != *id) {
+            return None;
+        }
+        let removed = slot.take();
+        self.len -= 1;
+        while self.slots.last().is_some_and(Option::is_none) {
+            self.slots.pop();
+        }
+        removed
+    }
+
+    /// Open connections.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether none are open.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Every open connection.
+    pub fn iter(&self) -> impl Iterator<Item = &Connection> {
+        self.slots.iter().flatten()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn id(index: u32, generation: u32) -> ConnId {
+        ConnId::from_u64(u64::from(generation) << 32 | u64::from(index))
+    }
+
+    #[test]
+    fn a_stale_generation_never_reaches_the_new_occupant() {
+        let mut conns = Connections::default();
+        conns.insert(Connection::new(id(3, 0), Duration::ZERO));
+        assert!(conns.get(&id(3, 0)).is_some());
+        assert!(conns.remove(&id(3, 1)).is_none(), "other generation");
+        assert!(conns.remove(&id(3, 0)).is_some());
+        conns.insert(Connection::new(id(3, 1), Duration::ZERO));
+        assert!(conns.get(&id(3, 0)).is_none());
+        assert!(conns.get_mut(&id(3, 1)).is_some());
+        assert!(!conns.contains_key(&id(9, 0)));
+        assert_eq!(conns.len(), 1);
+    }
+
+    #[test]
+    fn trailing_free_slots_are_dropped() {
+        let mut conns = Connections::default();
+        for index in 0..4 {
+            conns.insert(Connection::new(id(index, 0), Duration::ZERO));
+        }
+        conns.remove(&id(1, 0));
+        conns.remove(&id(3, 0));
+        assert_eq!(conns.slots.len(), 3);
+        conns.remove(&id(2, 0));
+        assert_eq!(conns.slots.len(), 1);
+        assert_eq!(
+            conns.iter().map(|c| c.id).collect::<Vec<_>>(),
+            vec![id(0, 0)]
+        );
+        conns.remove(&id(0, 0));
+        assert!(conns.is_empty());
+        assert!(conns.slots.is_empty());
+    }
+
+    #[test]
+    fn an_empty_carry_holds_no_buffer() {
+        let mut connection = Connection::new(id(0, 0), Duration::ZERO);
+        connection.keep_carry(BytesMut::new());
+        assert!(!connection.has_carry());
+        connection.keep_carry(BytesMut::from(&b"partial"[..]));
+        assert!(connection.has_carry());
+        assert_eq!(&connection.take_carry()[..], b"partial");
+        assert!(!connection.has_carry());
+    }
+
+    #[test]
+    fn keep_alive_deadline_follows_the_last_packet() {
+        let started = Instant::now();
+        let mut connection = Connection::new(id(0, 0), Duration::ZERO);
+        assert_eq!(connection.keep_alive_deadline(started), None);
+        connection.keep_alive = 10;
+        connection.touch(Duration::from_secs(4));
+        assert_eq!(
+            connection.keep_alive_deadline(started),
+            Some(started + Duration::from_secs(19))
+        );
+    }
+
+    #[test]
+    #[cfg(target_pointer_width = "64")]
+    fn an_idle_connection_record_stays_small() {
+        assert!(std::mem::size_of::<Option<Connection>>() <= 80);
     }
 }

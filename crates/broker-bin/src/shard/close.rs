@@ -25,10 +25,8 @@ impl BrokerShard {
     ) -> Result<(), Fault> {
         let new_expiry = disconnect.properties.session_expiry_interval;
         let session_expiry_zero = self
-            .conns
-            .get(&conn)
-            .and_then(|c| c.client_id.as_ref())
-            .and_then(|id| self.sessions.get(id))
+            .client_id_of(conn)
+            .and_then(|id| self.sessions.get(&id))
             .is_some_and(|s| s.expiry == SessionExpiry::OnClose);
         if session_expiry_zero && new_expiry.is_some_and(|e| e != 0) {
             return Err(Fault::protocol(
@@ -54,9 +52,12 @@ impl BrokerShard {
             self.connected_clients -= 1;
         }
         self.backlog.remove(&conn);
-        self.disarm(ctx, connection.timer);
-        debug!(peer = %connection.peer, ?reason, "connection closed");
-        let Some(client_id) = connection.client_id else {
+        self.disarm_connection_timer(ctx, connection.timer);
+        debug!(?reason, "connection closed");
+        let Some(client_id) = connection
+            .session
+            .and_then(|s| self.by_subscriber.get(&s).cloned())
+        else {
             return;
         };
         let owns_session = self
@@ -203,19 +204,19 @@ impl BrokerShard {
     /// A connection timer fired: CONNECT timeout before CONNACK, keep-alive check after.
     pub(super) fn connection_timer(&mut self, ctx: &mut Ctx, conn: ConnId) {
         let now = ctx.now();
+        let started = self.shared.started;
         let Some(connection) = self.conns.get_mut(&conn) else {
             return;
         };
         connection.timer = None;
-        match (&connection.phase, connection.keep_alive_grace) {
-            (Phase::AwaitingConnect | Phase::AwaitingSession(_), _) => {
-                debug!(peer = %connection.peer, "no CONNECT in time: closing");
+        match (connection.phase, connection.keep_alive_deadline(started)) {
+            (Phase::AwaitingConnect | Phase::AwaitingSession, _) => {
+                debug!("no CONNECT in time: closing");
                 ctx.abort(conn);
             }
-            (Phase::Connected, Some(grace)) => {
-                let deadline = connection.last_activity + grace;
+            (Phase::Connected, Some(deadline)) => {
                 if now >= deadline {
-                    debug!(peer = %connection.peer, "keep-alive expired");
+                    debug!("keep-alive expired");
                     self.send_disconnect(ctx, conn, ReasonCode::KeepAliveTimeout);
                     self.close_connection(ctx, conn);
                 } else {
@@ -235,12 +236,12 @@ impl BrokerShard {
         let connected: Vec<ConnId> = self
             .conns
             .iter()
-            .filter(|(_, c)| c.is_connected())
-            .map(|(id, _)| *id)
+            .filter(|c| c.is_connected())
+            .map(|c| c.id)
             .collect();
         for conn in connected {
             self.send_disconnect(ctx, conn, ReasonCode::ServerShuttingDown);
-            let Some(client_id) = self.conns.get(&conn).and_then(|c| c.client_id.clone()) else {
+            let Some(client_id) = self.client_id_of(conn) else {
                 continue;
             };
             if let Some(pending) = self

@@ -10,8 +10,8 @@ use router::TopicName;
 use tracing::debug;
 
 use super::{BrokerShard, Ctx, Fault};
-use crate::alias::{InboundAliases, OutboundAliases};
-use crate::conn::Phase;
+use crate::alias::OutboundAliases;
+use crate::conn::{Phase, keep_alive_grace};
 use crate::detach;
 use crate::message::Change;
 use crate::session::{PendingWill, Session, SessionExpiry};
@@ -259,7 +259,7 @@ impl BrokerShard {
         self.disarm(ctx, session.will_timer.take());
         session.conn = Some(conn);
         let keep_alive = self.effective_keep_alive(&connect);
-        self.setup_connection(ctx, conn, &connect, keep_alive);
+        self.setup_connection(ctx, conn, &connect, session.subscriber, keep_alive);
         let connack = self.connack(
             &connect,
             session_present,
@@ -298,6 +298,7 @@ impl BrokerShard {
         ctx: &mut Ctx,
         conn: ConnId,
         connect: &Connect,
+        subscriber: router::SubscriberId,
         keep_alive: u16,
     ) {
         let limits = &self.shared.config.limits;
@@ -311,7 +312,7 @@ impl BrokerShard {
         } else {
             0
         };
-        let grace = (keep_alive > 0).then(|| Duration::from_millis(u64::from(keep_alive) * 1500));
+        let grace = keep_alive_grace(keep_alive);
         let old_timer = {
             let Some(connection) = self.conns.get_mut(&conn) else {
                 return;
@@ -322,9 +323,9 @@ impl BrokerShard {
                 self.connected_clients += 1;
             }
             connection.protocol = connect.protocol;
-            connection.client_id = Some(connect.client_id.clone());
-            connection.keep_alive_grace = grace;
-            connection.inbound_aliases = InboundAliases::new(inbound_aliases);
+            connection.session = Some(subscriber);
+            connection.keep_alive = keep_alive;
+            connection.reset_inbound_aliases(inbound_aliases);
             connection.outbound_aliases =
                 (outbound_aliases > 0).then(|| Box::new(OutboundAliases::new(outbound_aliases)));
             connection.client_max_packet =
@@ -332,7 +333,7 @@ impl BrokerShard {
             connection.publish_will = true;
             connection.timer.take()
         };
-        self.disarm(ctx, old_timer);
+        self.disarm_connection_timer(ctx, old_timer);
         if let Some(grace) = grace {
             let timer = self.arm_connection_timer(ctx, ctx.now() + grace, conn);
             if let Some(connection) = self.conns.get_mut(&conn) {

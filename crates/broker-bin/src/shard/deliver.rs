@@ -217,7 +217,7 @@ impl BrokerShard {
         }
         let waiting: Vec<ConnId> = self.backlog.drain().collect();
         for conn in waiting {
-            let client_id = self.conns.get(&conn).and_then(|c| c.client_id.clone());
+            let client_id = self.client_id_of(conn);
             if let Some(client_id) = client_id {
                 self.drain_session(ctx, &client_id);
             }

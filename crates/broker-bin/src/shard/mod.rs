@@ -35,7 +35,7 @@ use codec::MqttStr;
 use ring_runtime::{CloseReason, ConnId, Handler, ShardCtx, ShardId};
 use router::{Matches, ReorderBuffer, RetainedStore, SubscriberId, SubscriptionTable, TableConfig};
 
-use crate::conn::Connection;
+use crate::conn::Connections;
 use crate::message::{Change, Message, Recipient, ShardMsg, TakeoverRequest};
 use crate::session::Session;
 use crate::shared::Shared;
@@ -51,7 +51,7 @@ pub(crate) type Ctx = ShardCtx<ShardMsg>;
 pub struct BrokerShard {
     shared: Arc<Shared>,
     id: ShardId,
-    conns: FastMap<ConnId, Box<Connection>>,
+    conns: Connections,
     sessions: FastMap<MqttStr, Box<Session>>,
     by_subscriber: FastMap<SubscriberId, MqttStr>,
     table: SubscriptionTable,
@@ -62,7 +62,7 @@ pub struct BrokerShard {
     fences_due: Vec<(ShardId, SubscriberId)>,
     changes: ReorderBuffer<Change>,
     pending_handoffs: FastMap<MqttStr, TakeoverRequest>,
-    awaiting: FastMap<MqttStr, ConnId>,
+    awaiting: FastMap<MqttStr, (ConnId, Box<codec::Connect>)>,
     timers: TimerBook,
     matches: Matches,
     scratch: BytesMut,
@@ -86,7 +86,7 @@ impl BrokerShard {
         Self {
             shared,
             id,
-            conns: FastMap::default(),
+            conns: Connections::default(),
             sessions: FastMap::default(),
             by_subscriber: FastMap::default(),
             table,
@@ -115,17 +115,25 @@ impl BrokerShard {
         self.shared.metrics.shard(self.id.index())
     }
 
+    /// The client id of the session `conn` is attached to.
+    fn client_id_of(&self, conn: ConnId) -> Option<MqttStr> {
+        let subscriber = self.conns.get(&conn)?.session?;
+        self.by_subscriber.get(&subscriber).cloned()
+    }
+
+    /// Time since the broker started (connection records keep their times this way: 8 bytes
+    /// instead of an `Instant`'s 16).
+    fn since_start(&self, ctx: &Ctx) -> std::time::Duration {
+        ctx.now().saturating_duration_since(self.shared.started)
+    }
+
     /// The span every log line about one connection is written in: connection id, client id
     /// and shard. Built only when debug logging is on.
     fn conn_span(&self, conn: ConnId) -> tracing::Span {
         tracing::debug_span!(
             "conn",
             id = conn.index(),
-            client = self
-                .conns
-                .get(&conn)
-                .and_then(|c| c.client_id.as_ref())
-                .map_or("", |c| c.as_str()),
+            client = self.client_id_of(conn).as_ref().map_or("", |c| c.as_str()),
             shard = self.id.index(),
         )
     }

@@ -34,12 +34,11 @@ impl BrokerShard {
         };
         if let Some(alias) = publish.properties.topic_alias.take() {
             let topic = connection
-                .inbound_aliases
-                .resolve(publish.topic.as_shared_bytes(), alias.get())
+                .resolve_topic_alias(publish.topic.as_shared_bytes(), alias.get())
                 .map_err(|e| Fault::new(ReasonCode::TopicAliasInvalid, e.to_string()))?;
             publish.topic = MqttStr::from_bytes(topic).map_err(Fault::from)?;
         }
-        let client_id = connection.client_id.clone().unwrap_or_default();
+        let client_id = self.client_id_of(conn).unwrap_or_default();
         let topic = TopicName::from_bytes(
             publish.topic.as_shared_bytes().clone(),
             &self.shared.topic_limits,

@@ -59,17 +59,21 @@ impl BrokerShard {
         }
     }
 
-    /// Arms the CONNECT-timeout or keep-alive timer of `conn`.
+    /// Arms the CONNECT-timeout or keep-alive timer of `conn` (its key is the connection id, so
+    /// the connection keeps only the timer id).
     pub(super) fn arm_connection_timer(
         &mut self,
         ctx: &mut Ctx,
         deadline: Instant,
         conn: ConnId,
-    ) -> ArmedTimer {
-        let key = CONNECTION_TIMER | conn.to_u64();
-        ArmedTimer {
-            id: ctx.arm_timer_at(deadline, key),
-            key,
+    ) -> TimerId {
+        ctx.arm_timer_at(deadline, CONNECTION_TIMER | conn.to_u64())
+    }
+
+    /// Cancels a connection timer.
+    pub(super) fn disarm_connection_timer(&mut self, ctx: &mut Ctx, timer: Option<TimerId>) {
+        if let Some(id) = timer {
+            ctx.cancel_timer(id);
         }
     }
 
@@ -86,9 +90,7 @@ impl BrokerShard {
     pub(super) fn disarm(&mut self, ctx: &mut Ctx, timer: Option<ArmedTimer>) {
         if let Some(timer) = timer {
             ctx.cancel_timer(timer.id);
-            if timer.key & CONNECTION_TIMER == 0 {
-                self.timers.purposes.remove(&timer.key);
-            }
+            self.timers.purposes.remove(&timer.key);
         }
     }
 
