@@ -56,7 +56,7 @@ impl BrokerShard {
         debug!(?reason, "connection closed");
         let Some(client_id) = connection
             .session
-            .and_then(|s| self.by_subscriber.get(&s).cloned())
+            .and_then(|s| self.sessions.client_id(s).cloned())
         else {
             return;
         };
@@ -112,17 +112,16 @@ impl BrokerShard {
         }
         match session.expiry {
             SessionExpiry::OnClose => {
-                self.by_subscriber.remove(&session.subscriber);
                 self.end_session(ctx, *session);
             }
             SessionExpiry::After(expiry) => {
                 let at = now + expiry;
                 session.expiry_timer =
                     Some(self.arm(ctx, at, TimerPurpose::SessionExpiry(client_id.clone())));
-                self.sessions.insert(client_id.clone(), session);
+                self.sessions.insert(session);
             }
             SessionExpiry::Never => {
-                self.sessions.insert(client_id.clone(), session);
+                self.sessions.insert(session);
             }
         }
     }
@@ -135,9 +134,7 @@ impl BrokerShard {
         _protocol: ProtocolVersion,
     ) {
         let client_id = session.client_id.clone();
-        self.by_subscriber
-            .insert(session.subscriber, client_id.clone());
-        self.sessions.insert(client_id.clone(), session);
+        self.sessions.insert(session);
         self.session_disconnected(ctx, &client_id, false, None);
     }
 
@@ -147,14 +144,13 @@ impl BrokerShard {
             return;
         };
         if session.conn.is_some() {
-            self.sessions.insert(client_id.clone(), session);
+            self.sessions.insert(session);
             return;
         }
         session.expiry_timer = None;
         if let Some(pending) = session.will.take() {
             self.publish_will(ctx, client_id, pending.will);
         }
-        self.by_subscriber.remove(&session.subscriber);
         self.end_session(ctx, *session);
     }
 
@@ -186,7 +182,6 @@ impl BrokerShard {
     pub(super) fn end_session_state(&mut self, ctx: &mut Ctx, mut session: Session) {
         self.disarm(ctx, session.expiry_timer.take());
         self.disarm(ctx, session.will_timer.take());
-        self.by_subscriber.remove(&session.subscriber);
         let subscriber = session.subscriber;
         for (_, subscription) in session.subscriptions.drain() {
             self.subscriptions = self.subscriptions.saturating_sub(1);

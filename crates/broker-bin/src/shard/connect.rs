@@ -269,9 +269,7 @@ impl BrokerShard {
         );
         self.send_packet(ctx, conn, &Packet::from(connack));
         let client_id = session.client_id.clone();
-        self.by_subscriber
-            .insert(session.subscriber, client_id.clone());
-        self.sessions.insert(client_id.clone(), session);
+        self.sessions.insert(session);
         self.resume_session(ctx, &client_id);
         self.resume_reading(ctx, conn);
     }

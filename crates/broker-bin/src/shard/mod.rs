@@ -37,7 +37,7 @@ use router::{Matches, ReorderBuffer, RetainedStore, SubscriberId, SubscriptionTa
 
 use crate::conn::Connections;
 use crate::message::{Change, Message, Recipient, ShardMsg, TakeoverRequest};
-use crate::session::Session;
+use crate::sessions::Sessions;
 use crate::shared::Shared;
 
 pub use fault::Fault;
@@ -52,8 +52,7 @@ pub struct BrokerShard {
     shared: Arc<Shared>,
     id: ShardId,
     conns: Connections,
-    sessions: FastMap<MqttStr, Box<Session>>,
-    by_subscriber: FastMap<SubscriberId, MqttStr>,
+    sessions: Sessions,
     table: SubscriptionTable,
     retained: RetainedStore<Arc<Message>>,
     owners: FastMap<SubscriberId, ShardId>,
@@ -87,8 +86,7 @@ impl BrokerShard {
             shared,
             id,
             conns: Connections::default(),
-            sessions: FastMap::default(),
-            by_subscriber: FastMap::default(),
+            sessions: Sessions::default(),
             table,
             retained: RetainedStore::new(),
             owners: FastMap::default(),
@@ -118,7 +116,7 @@ impl BrokerShard {
     /// The client id of the session `conn` is attached to.
     fn client_id_of(&self, conn: ConnId) -> Option<MqttStr> {
         let subscriber = self.conns.get(&conn)?.session?;
-        self.by_subscriber.get(&subscriber).cloned()
+        self.sessions.client_id(subscriber).cloned()
     }
 
     /// Time since the broker started (connection records keep their times this way: 8 bytes

@@ -51,7 +51,6 @@ impl BrokerShard {
             self.release_all_held(ctx, subscriber);
         }
         if let Some(mut session) = self.sessions.remove(&request.client_id) {
-            self.by_subscriber.remove(&session.subscriber);
             self.detach_connection(ctx, &mut session, true);
             let session = self.release(ctx, session, &request);
             self.send_transfer(ctx, request, session);
