@@ -96,16 +96,16 @@ impl BrokerShard {
         let now = ctx.now();
         match (will, session.expiry) {
             (Some(pending), SessionExpiry::After(expiry)) if !pending.delay.is_zero() => {
-                let at = now + pending.delay.min(expiry);
+                let at = now + pending.delay.min(seconds(expiry));
                 session.will = Some(pending);
-                session.will_timer =
-                    Some(self.arm(ctx, at, TimerPurpose::WillDelay(client_id.clone())));
+                let timer = self.arm(ctx, at, TimerPurpose::WillDelay(client_id.clone()));
+                session.set_will_timer(Some(timer));
             }
             (Some(pending), SessionExpiry::Never) if !pending.delay.is_zero() => {
                 let at = now + pending.delay;
                 session.will = Some(pending);
-                session.will_timer =
-                    Some(self.arm(ctx, at, TimerPurpose::WillDelay(client_id.clone())));
+                let timer = self.arm(ctx, at, TimerPurpose::WillDelay(client_id.clone()));
+                session.set_will_timer(Some(timer));
             }
             (Some(pending), _) => self.publish_will(ctx, client_id, pending.will),
             (None, _) => {}
@@ -115,9 +115,9 @@ impl BrokerShard {
                 self.end_session(ctx, *session);
             }
             SessionExpiry::After(expiry) => {
-                let at = now + expiry;
-                session.expiry_timer =
-                    Some(self.arm(ctx, at, TimerPurpose::SessionExpiry(client_id.clone())));
+                let at = now + seconds(expiry);
+                let timer = self.arm(ctx, at, TimerPurpose::SessionExpiry(client_id.clone()));
+                session.set_expiry_timer(Some(timer));
                 self.sessions.insert(session);
             }
             SessionExpiry::Never => {
@@ -147,7 +147,7 @@ impl BrokerShard {
             self.sessions.insert(session);
             return;
         }
-        session.expiry_timer = None;
+        session.set_expiry_timer(None);
         if let Some(pending) = session.will.take() {
             self.publish_will(ctx, client_id, pending.will);
         }
@@ -159,7 +159,7 @@ impl BrokerShard {
         let Some(session) = self.sessions.get_mut(client_id) else {
             return;
         };
-        session.will_timer = None;
+        session.set_will_timer(None);
         if session.conn.is_some() {
             return;
         }
@@ -180,8 +180,7 @@ impl BrokerShard {
     /// Removes a session's subscriptions from every replica and counts its undelivered messages
     /// as dropped. The directory is not touched (the caller knows whether it still names it).
     pub(super) fn end_session_state(&mut self, ctx: &mut Ctx, mut session: Session) {
-        self.disarm(ctx, session.expiry_timer.take());
-        self.disarm(ctx, session.will_timer.take());
+        self.disarm_session_timers(ctx, &mut session);
         let subscriber = session.subscriber;
         for (_, subscription) in session.subscriptions.drain() {
             self.subscriptions = self.subscriptions.saturating_sub(1);
@@ -249,4 +248,9 @@ impl BrokerShard {
         }
         self.flush_routes(ctx);
     }
+}
+
+/// A whole number of seconds as a duration.
+fn seconds(secs: u32) -> std::time::Duration {
+    std::time::Duration::from_secs(u64::from(secs))
 }

@@ -255,8 +255,7 @@ impl BrokerShard {
         session
             .inflight
             .set_capacity(client_receive_max.min(config.limits.max_inflight_outbound));
-        self.disarm(ctx, session.expiry_timer.take());
-        self.disarm(ctx, session.will_timer.take());
+        self.disarm_session_timers(ctx, &mut session);
         session.conn = Some(conn);
         let keep_alive = self.effective_keep_alive(&connect);
         self.setup_connection(ctx, conn, &connect, session.subscriber, keep_alive);

@@ -71,8 +71,7 @@ impl BrokerShard {
         mut session: Box<Session>,
         request: &TakeoverRequest,
     ) -> Option<Box<Session>> {
-        self.disarm(ctx, session.expiry_timer.take());
-        self.disarm(ctx, session.will_timer.take());
+        self.disarm_session_timers(ctx, &mut session);
         session.will = None;
         if request.clean_start {
             self.end_session_state(ctx, *session);

@@ -8,6 +8,7 @@ use codec::MqttStr;
 use ring_runtime::{ConnId, TimerId};
 
 use super::{BrokerShard, Ctx};
+use crate::session::Session;
 
 /// Keys with this bit are connection timers (CONNECT timeout or keep-alive check): the rest of
 /// the key is the connection id itself, so the most common timer needs no entry in the book.
@@ -92,6 +93,13 @@ impl BrokerShard {
             ctx.cancel_timer(timer.id);
             self.timers.purposes.remove(&timer.key);
         }
+    }
+
+    /// Cancels a session's expiry and will-delay timers.
+    pub(super) fn disarm_session_timers(&mut self, ctx: &mut Ctx, session: &mut Session) {
+        let timers = session.take_timers();
+        self.disarm(ctx, timers.expiry);
+        self.disarm(ctx, timers.will);
     }
 
     /// A timer fired: run its purpose.
