@@ -11,8 +11,9 @@ use crate::slab::GenSlab;
 /// Where a connection is in its life.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Phase {
-    /// Outbound connect not yet started (address kept until the turn's apply step).
-    ConnectPending(SocketAddr),
+    /// Outbound connect not yet started (the address waits in [`Conn::connect_to`] until the
+    /// turn's apply step).
+    ConnectPending,
     /// Outbound connect in flight.
     Connecting,
     /// Established.
@@ -31,10 +32,13 @@ pub(crate) enum CloseMode {
     Abort,
 }
 
-/// One connection.
+/// One connection (72 bytes: an idle connection's whole record in the runtime).
 pub(crate) struct Conn {
     pub(crate) stream: TcpStream,
     pub(crate) phase: Phase,
+    /// Where an outbound connection connects to, until its connect starts (boxed: accepted
+    /// connections, the common case, have none).
+    connect_to: Option<Box<SocketAddr>>,
     pub(crate) send: SendQueue,
     /// A write is in flight (io_uring) or waits for writability (epoll).
     pub(crate) writing: bool,
@@ -61,6 +65,7 @@ impl Conn {
         Self {
             stream,
             phase,
+            connect_to: None,
             send: SendQueue::default(),
             writing: false,
             reading: false,
@@ -77,11 +82,28 @@ impl Conn {
         }
     }
 
+    /// An outbound connection to `addr`, started in the turn's apply step.
+    pub(crate) fn outbound(stream: TcpStream, addr: SocketAddr) -> Self {
+        let mut conn = Self::new(stream, Phase::ConnectPending);
+        conn.connect_to = Some(Box::new(addr));
+        conn
+    }
+
+    /// For a connection whose connect has not started: moves it to `Connecting` and returns the
+    /// address to connect to.
+    pub(crate) fn start_connecting(&mut self) -> Option<SocketAddr> {
+        if self.phase != Phase::ConnectPending {
+            return None;
+        }
+        self.phase = Phase::Connecting;
+        self.connect_to.take().map(|addr| *addr)
+    }
+
     /// Whether the handler may still use it.
     pub(crate) fn is_usable(&self) -> bool {
         matches!(
             self.phase,
-            Phase::Open | Phase::Connecting | Phase::ConnectPending(_)
+            Phase::Open | Phase::Connecting | Phase::ConnectPending
         ) && self.close.is_none()
     }
 }
@@ -146,5 +168,16 @@ impl ConnTable {
             .into_iter()
             .map(|(index, generation)| ConnId::new(index, generation))
             .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    #[cfg(target_pointer_width = "64")]
+    fn an_idle_connection_record_stays_small() {
+        assert!(std::mem::size_of::<Conn>() <= 72);
     }
 }
