@@ -1,7 +1,7 @@
 //! Per-connection protocol state, owned by the shard that accepted the socket, and the table
 //! that holds it.
 //!
-//! An idle connection costs its record (80 bytes, inline in [`Connections`]) and nothing else:
+//! An idle connection costs its record (64 bytes, inline in [`Connections`]) and nothing else:
 //! the partial-frame buffer and the topic-alias tables are allocated only while in use, the peer
 //! address is logged once at accept instead of kept, and the client id lives in the session
 //! (the record names the session by its subscriber key).
@@ -50,11 +50,10 @@ pub struct Connection {
     /// The CONNECT-timeout or keep-alive timer.
     pub timer: Option<TimerId>,
     /// Our Topic Alias Maximum for this client (0 for 3.x clients).
-    pub inbound_alias_max: u16,
-    /// Topic aliases the client set towards us (allocated at its first alias).
-    inbound_aliases: Option<Box<InboundAliases>>,
-    /// Topic aliases we use towards the client (`None` when it allows none: most clients).
-    pub outbound_aliases: Option<Box<OutboundAliases>>,
+    inbound_alias_max: u16,
+    /// Topic aliases in both directions: allocated at CONNECT when the client accepts aliases
+    /// from us, otherwise at the client's first alias (most clients never use any).
+    aliases: Option<Box<TopicAliases>>,
     /// Largest packet the client accepts.
     pub client_max_packet: u32,
     /// Whether the will is published when this connection ends (false after a normal
@@ -63,8 +62,13 @@ pub struct Connection {
     /// Whether it completed CONNECT (and so counts in `$SYS/broker/clients/connected` until it
     /// closes).
     pub counted: bool,
-    /// Session expiry set by a 5.0 DISCONNECT, applied when the connection ends.
-    pub expiry_on_close: Option<u32>,
+}
+
+/// The topic aliases of one connection.
+#[derive(Debug)]
+struct TopicAliases {
+    inbound: InboundAliases,
+    outbound: Option<OutboundAliases>,
 }
 
 impl Connection {
@@ -80,12 +84,10 @@ impl Connection {
             last_activity: nanos(since_start),
             timer: None,
             inbound_alias_max: 0,
-            inbound_aliases: None,
-            outbound_aliases: None,
+            aliases: None,
             client_max_packet: u32::MAX,
             publish_will: true,
             counted: false,
-            expiry_on_close: None,
         }
     }
 
@@ -126,19 +128,35 @@ impl Connection {
         self.carry.is_some()
     }
 
-    /// Resolves a PUBLISH's topic against the aliases the client set (see
-    /// [`InboundAliases::resolve`]); the table is allocated at the first alias.
-    pub fn resolve_topic_alias(&mut self, topic: &Bytes, alias: u16) -> Result<Bytes, AliasError> {
-        let max = self.inbound_alias_max;
-        self.inbound_aliases
-            .get_or_insert_with(|| Box::new(InboundAliases::new(max)))
-            .resolve(topic, alias)
+    /// Sets the Topic Alias Maximums from CONNECT: ours for the client (`inbound`) and the
+    /// lower of the client's and our configured one (`outbound`; 0: no aliases to it). Aliases
+    /// set before are forgotten.
+    pub fn set_topic_alias_maximums(&mut self, inbound: u16, outbound: u16) {
+        self.inbound_alias_max = inbound;
+        self.aliases = (outbound > 0).then(|| {
+            Box::new(TopicAliases {
+                inbound: InboundAliases::new(inbound),
+                outbound: Some(OutboundAliases::new(outbound)),
+            })
+        });
     }
 
-    /// Forgets the inbound aliases (a new CONNECT on this connection starts afresh).
-    pub fn reset_inbound_aliases(&mut self, max: u16) {
-        self.inbound_alias_max = max;
-        self.inbound_aliases = None;
+    /// Resolves a PUBLISH's topic against the aliases the client set (see
+    /// [`InboundAliases::resolve`]).
+    pub fn resolve_topic_alias(&mut self, topic: &Bytes, alias: u16) -> Result<Bytes, AliasError> {
+        let max = self.inbound_alias_max;
+        let aliases = self.aliases.get_or_insert_with(|| {
+            Box::new(TopicAliases {
+                inbound: InboundAliases::new(max),
+                outbound: None,
+            })
+        });
+        aliases.inbound.resolve(topic, alias)
+    }
+
+    /// The aliases we use towards the client (`None` when it accepts none).
+    pub fn outbound_aliases(&mut self) -> Option<&mut OutboundAliases> {
+        self.aliases.as_mut()?.outbound.as_mut()
     }
 }
 
@@ -293,6 +311,6 @@ mod tests {
     #[test]
     #[cfg(target_pointer_width = "64")]
     fn an_idle_connection_record_stays_small() {
-        assert!(std::mem::size_of::<Option<Connection>>() <= 80);
+        assert!(std::mem::size_of::<Option<Connection>>() <= 64);
     }
 }

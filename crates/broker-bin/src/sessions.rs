@@ -74,6 +74,12 @@ impl Sessions {
         Some(session_at(&self.slots, slot))
     }
 
+    /// The session with subscriber key `subscriber`, for changes.
+    pub fn by_subscriber_mut(&mut self, subscriber: SubscriberId) -> Option<&mut Session> {
+        let slot = *self.by_subscriber.get(&subscriber)?;
+        self.slots[slot as usize].as_deref_mut()
+    }
+
     /// The client identifier of the session with subscriber key `subscriber`.
     pub fn client_id(&self, subscriber: SubscriberId) -> Option<&MqttStr> {
         self.by_subscriber(subscriber).map(|s| &s.client_id)

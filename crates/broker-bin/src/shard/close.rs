@@ -23,20 +23,25 @@ impl BrokerShard {
         conn: ConnId,
         disconnect: Disconnect,
     ) -> Result<(), Fault> {
-        let new_expiry = disconnect.properties.session_expiry_interval;
-        let session_expiry_zero = self
-            .client_id_of(conn)
-            .and_then(|id| self.sessions.get(&id))
-            .is_some_and(|s| s.expiry == SessionExpiry::OnClose);
-        if session_expiry_zero && new_expiry.is_some_and(|e| e != 0) {
-            return Err(Fault::protocol(
-                "DISCONNECT sets a session expiry after CONNECT set 0",
-            ));
-        }
-        if let Some(connection) = self.conns.get_mut(&conn) {
-            connection.publish_will =
-                disconnect.reason_code == ReasonCode::DisconnectWithWillMessage;
-            connection.expiry_on_close = new_expiry;
+        let max_expiry = self.shared.config.sessions.max_session_expiry;
+        let Some(connection) = self.conns.get_mut(&conn) else {
+            return Ok(());
+        };
+        connection.publish_will = disconnect.reason_code == ReasonCode::DisconnectWithWillMessage;
+        let session = connection
+            .session
+            .and_then(|s| self.sessions.by_subscriber_mut(s))
+            .filter(|s| s.conn == Some(conn));
+        if let (Some(session), Some(seconds)) =
+            (session, disconnect.properties.session_expiry_interval)
+        {
+            if session.expiry == SessionExpiry::OnClose && seconds != 0 {
+                return Err(Fault::protocol(
+                    "DISCONNECT sets a session expiry after CONNECT set 0",
+                ));
+            }
+            // Applied now: the session ends (or is kept) by it when this connection closes.
+            session.expiry = SessionExpiry::from_interval(seconds, max_expiry);
         }
         self.close_connection(ctx, conn);
         Ok(())
@@ -65,12 +70,7 @@ impl BrokerShard {
             .get(&client_id)
             .is_some_and(|s| s.conn == Some(conn));
         if owns_session {
-            self.session_disconnected(
-                ctx,
-                &client_id,
-                connection.publish_will,
-                connection.expiry_on_close,
-            );
+            self.session_disconnected(ctx, &client_id, connection.publish_will);
         }
     }
 
@@ -81,16 +81,11 @@ impl BrokerShard {
         ctx: &mut Ctx,
         client_id: &MqttStr,
         publish_will: bool,
-        expiry_override: Option<u32>,
     ) {
-        let max_expiry = self.shared.config.sessions.max_session_expiry;
         let Some(mut session) = self.sessions.remove(client_id) else {
             return;
         };
         session.conn = None;
-        if let Some(seconds) = expiry_override {
-            session.expiry = SessionExpiry::from_interval(seconds, max_expiry);
-        }
         self.redistribute_shared(ctx, &mut session);
         let will = session.will.take().filter(|_| publish_will);
         let now = ctx.now();
@@ -135,7 +130,7 @@ impl BrokerShard {
     ) {
         let client_id = session.client_id.clone();
         self.sessions.insert(session);
-        self.session_disconnected(ctx, &client_id, false, None);
+        self.session_disconnected(ctx, &client_id, false);
     }
 
     /// A disconnected session's expiry ran out: its pending will goes out, then it ends.

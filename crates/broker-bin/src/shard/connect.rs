@@ -10,7 +10,6 @@ use router::TopicName;
 use tracing::debug;
 
 use super::{BrokerShard, Ctx, Fault};
-use crate::alias::OutboundAliases;
 use crate::conn::{Phase, keep_alive_grace};
 use crate::detach;
 use crate::message::Change;
@@ -322,9 +321,7 @@ impl BrokerShard {
             connection.protocol = connect.protocol;
             connection.session = Some(subscriber);
             connection.keep_alive = keep_alive;
-            connection.reset_inbound_aliases(inbound_aliases);
-            connection.outbound_aliases =
-                (outbound_aliases > 0).then(|| Box::new(OutboundAliases::new(outbound_aliases)));
+            connection.set_topic_alias_maximums(inbound_aliases, outbound_aliases);
             connection.client_max_packet =
                 props.maximum_packet_size.map_or(u32::MAX, NonZeroU32::get);
             connection.publish_will = true;

@@ -82,7 +82,7 @@ impl BrokerShard {
         if plain_len > connection.client_max_packet as usize {
             return Err(NotSent::TooLarge);
         }
-        let alias = connection.outbound_aliases.as_mut().and_then(|aliases| {
+        let alias = connection.outbound_aliases().and_then(|aliases| {
             aliases
                 .assign(publish.topic().as_shared_bytes())
                 .alias_use()
