@@ -1,16 +1,16 @@
 //! Per-connection protocol state, owned by the shard that accepted the socket, and the table
 //! that holds it.
 //!
-//! An idle connection costs its record (64 bytes, inline in [`Connections`]) and nothing else:
-//! the partial-frame buffer and the topic-alias tables are allocated only while in use, the peer
-//! address is logged once at accept instead of kept, and the client id lives in the session
-//! (the record names the session by its subscriber key).
+//! An idle connection costs its record (64 bytes with the table's generation, inline in
+//! [`Connections`]) and nothing else: the partial-frame buffer and the topic-alias tables are
+//! allocated only while in use, the peer address is logged once at accept instead of kept, and
+//! the client id lives in the session (the record names the session by its subscriber key).
 
 use std::time::{Duration, Instant};
 
 use bytes::{Bytes, BytesMut};
 use codec::ProtocolVersion;
-use ring_runtime::{ConnId, TimerId};
+use ring_runtime::{ConnId, ConnMap, TimerId};
 use router::SubscriberId;
 
 use crate::alias::{AliasError, InboundAliases, OutboundAliases};
@@ -33,8 +33,6 @@ pub enum Phase {
 /// One client connection.
 #[derive(Debug)]
 pub struct Connection {
-    /// Its id (the table checks the generation with it).
-    pub id: ConnId,
     /// Its phase.
     pub phase: Phase,
     /// Its protocol version (3.1.1 wire rules until CONNECT says otherwise).
@@ -73,9 +71,8 @@ struct TopicAliases {
 
 impl Connection {
     /// A freshly accepted connection; `since_start` is the time since the broker started.
-    pub fn new(id: ConnId, since_start: Duration) -> Self {
+    pub fn new(since_start: Duration) -> Self {
         Self {
-            id,
             phase: Phase::AwaitingConnect,
             protocol: PRE_CONNECT_PROTOCOL,
             carry: None,
@@ -169,76 +166,61 @@ fn nanos(since_start: Duration) -> u64 {
     u64::try_from(since_start.as_nanos()).unwrap_or(u64::MAX)
 }
 
-/// The shard's connections, inline in a vector indexed by the runtime's dense connection index
-/// (the runtime reuses closed slots), with the generation checked on every access: no hashing
-/// and no per-connection allocation on the delivery path.
-#[derive(Debug, Default)]
+/// The shard's connections: inline in the runtime's [`ConnMap`] (indexed by the dense
+/// connection index, generation-checked), so no hashing and no allocation per connection on the
+/// delivery path. Methods take `&ConnId` like a map's.
+#[derive(Default)]
 pub struct Connections {
-    slots: Vec<Option<Connection>>,
-    len: usize,
+    map: ConnMap<Connection>,
+}
+
+impl std::fmt::Debug for Connections {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Connections")
+            .field("len", &self.map.len())
+            .finish()
+    }
 }
 
 impl Connections {
-    /// Adds `connection` at its id's slot (replacing a stale record there, if any).
-    pub fn insert(&mut self, connection: Connection) {
-        let index = connection.id.index() as usize;
-        if self.slots.len() <= index {
-            self.slots.resize_with(index + 1, || None);
-        }
-        if self.slots[index].replace(connection).is_none() {
-            self.len += 1;
-        }
+    /// Adds the record of connection `id`.
+    pub fn insert(&mut self, id: ConnId, connection: Connection) {
+        self.map.insert(id, connection);
     }
 
     /// The connection `id`, if open.
     pub fn get(&self, id: &ConnId) -> Option<&Connection> {
-        self.slots
-            .get(id.index() as usize)?
-            .as_ref()
-            .filter(|c| c.id == *id)
+        self.map.get(*id)
     }
 
     /// The connection `id`, if open, for changes.
     pub fn get_mut(&mut self, id: &ConnId) -> Option<&mut Connection> {
-        self.slots
-            .get_mut(id.index() as usize)?
-            .as_mut()
-            .filter(|c| c.id == *id)
+        self.map.get_mut(*id)
     }
 
     /// Whether `id` is open.
     pub fn contains_key(&self, id: &ConnId) -> bool {
-        self.get(id).is_some()
+        self.map.get(*id).is_some()
     }
 
-    /// Removes and returns the connection `id`. Trailing empty slots are dropped, so the vector
-    /// ends at the highest open index.
+    /// Removes and returns the connection `id`.
     pub fn remove(&mut self, id: &ConnId) -> Option<Connection> {
-        let slot = self.slots.get_mut(id.index() as usize)?;
-        if slot.as_ref().is_none_or(|c| c.id != *id) {
-            return None;
-        }
-        let removed = slot.take();
-        self.len -= 1;
-        while self.slots.last().is_some_and(Option::is_none) {
-            self.slots.pop();
-        }
-        removed
+        self.map.remove(*id)
     }
 
     /// Open connections.
     pub fn len(&self) -> usize {
-        self.len
+        self.map.len()
     }
 
     /// Whether none are open.
     pub fn is_empty(&self) -> bool {
-        self.len == 0
+        self.map.is_empty()
     }
 
-    /// Every open connection.
-    pub fn iter(&self) -> impl Iterator<Item = &Connection> {
-        self.slots.iter().flatten()
+    /// Every open connection with its id.
+    pub fn iter(&self) -> impl Iterator<Item = (ConnId, &Connection)> {
+        self.map.iter()
     }
 }
 
@@ -253,40 +235,26 @@ mod tests {
     #[test]
     fn a_stale_generation_never_reaches_the_new_occupant() {
         let mut conns = Connections::default();
-        conns.insert(Connection::new(id(3, 0), Duration::ZERO));
+        conns.insert(id(3, 0), Connection::new(Duration::ZERO));
         assert!(conns.get(&id(3, 0)).is_some());
         assert!(conns.remove(&id(3, 1)).is_none(), "other generation");
         assert!(conns.remove(&id(3, 0)).is_some());
-        conns.insert(Connection::new(id(3, 1), Duration::ZERO));
+        conns.insert(id(3, 1), Connection::new(Duration::ZERO));
         assert!(conns.get(&id(3, 0)).is_none());
         assert!(conns.get_mut(&id(3, 1)).is_some());
         assert!(!conns.contains_key(&id(9, 0)));
         assert_eq!(conns.len(), 1);
-    }
-
-    #[test]
-    fn trailing_free_slots_are_dropped() {
-        let mut conns = Connections::default();
-        for index in 0..4 {
-            conns.insert(Connection::new(id(index, 0), Duration::ZERO));
-        }
-        conns.remove(&id(1, 0));
-        conns.remove(&id(3, 0));
-        assert_eq!(conns.slots.len(), 3);
-        conns.remove(&id(2, 0));
-        assert_eq!(conns.slots.len(), 1);
         assert_eq!(
-            conns.iter().map(|c| c.id).collect::<Vec<_>>(),
-            vec![id(0, 0)]
+            conns.iter().map(|(id, _)| id).collect::<Vec<_>>(),
+            vec![id(3, 1)]
         );
-        conns.remove(&id(0, 0));
+        conns.remove(&id(3, 1));
         assert!(conns.is_empty());
-        assert!(conns.slots.is_empty());
     }
 
     #[test]
     fn an_empty_carry_holds_no_buffer() {
-        let mut connection = Connection::new(id(0, 0), Duration::ZERO);
+        let mut connection = Connection::new(Duration::ZERO);
         connection.keep_carry(BytesMut::new());
         assert!(!connection.has_carry());
         connection.keep_carry(BytesMut::from(&b"partial"[..]));
@@ -298,7 +266,7 @@ mod tests {
     #[test]
     fn keep_alive_deadline_follows_the_last_packet() {
         let started = Instant::now();
-        let mut connection = Connection::new(id(0, 0), Duration::ZERO);
+        let mut connection = Connection::new(Duration::ZERO);
         assert_eq!(connection.keep_alive_deadline(started), None);
         connection.keep_alive = 10;
         connection.touch(Duration::from_secs(4));
@@ -311,6 +279,7 @@ mod tests {
     #[test]
     #[cfg(target_pointer_width = "64")]
     fn an_idle_connection_record_stays_small() {
-        assert!(std::mem::size_of::<Option<Connection>>() <= 64);
+        // 56 bytes, plus the generation the table keeps beside it: one 64-byte slot.
+        assert!(std::mem::size_of::<Option<(u32, Connection)>>() <= 64);
     }
 }

@@ -6,7 +6,7 @@ use std::net::{SocketAddr, TcpStream};
 use crate::handler::CloseReason;
 use crate::ids::{ConnId, TimerId};
 pub(crate) use crate::send_queue::{SendQueue, WriteBatch};
-use crate::slab::GenSlab;
+use crate::slab::{ChunkedVec, GenSlab};
 
 /// Where a connection is in its life.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -171,6 +171,93 @@ impl ConnTable {
     }
 }
 
+/// A handler's per-connection state, keyed by [`ConnId`]: the runtime's connection indices are
+/// dense (closed slots are reused), so the state sits inline in chunked storage indexed by
+/// them, with the id's generation checked on every access. No hashing, no allocation per
+/// connection, and growth never moves stored entries.
+pub struct ConnMap<T> {
+    slots: ChunkedVec<Option<(u32, T)>>,
+    len: usize,
+}
+
+impl<T> Default for ConnMap<T> {
+    fn default() -> Self {
+        Self {
+            slots: ChunkedVec::new(),
+            len: 0,
+        }
+    }
+}
+
+impl<T> ConnMap<T> {
+    /// Stores `value` for `id`, returning what a stale id at the same slot had.
+    pub fn insert(&mut self, id: ConnId, value: T) -> Option<T> {
+        let index = id.index() as usize;
+        while self.slots.len() <= index {
+            self.slots.push(None);
+        }
+        let slot = self
+            .slots
+            .get_mut(index)
+            .expect("invariant: grown to cover the index");
+        let previous = slot.replace((id.generation(), value));
+        if previous.is_none() {
+            self.len += 1;
+        }
+        previous.map(|(_, value)| value)
+    }
+
+    /// The state of `id`.
+    pub fn get(&self, id: ConnId) -> Option<&T> {
+        match self.slots.get(id.index() as usize)? {
+            Some((generation, value)) if *generation == id.generation() => Some(value),
+            _ => None,
+        }
+    }
+
+    /// The state of `id`, for changes.
+    pub fn get_mut(&mut self, id: ConnId) -> Option<&mut T> {
+        match self.slots.get_mut(id.index() as usize)? {
+            Some((generation, value)) if *generation == id.generation() => Some(value),
+            _ => None,
+        }
+    }
+
+    /// Removes and returns the state of `id`. Trailing free slots are dropped (and with them
+    /// any chunk left empty).
+    pub fn remove(&mut self, id: ConnId) -> Option<T> {
+        let slot = self.slots.get_mut(id.index() as usize)?;
+        if slot.as_ref().is_none_or(|(g, _)| *g != id.generation()) {
+            return None;
+        }
+        let (_, value) = slot.take()?;
+        self.len -= 1;
+        while self.slots.last().is_some_and(Option::is_none) {
+            self.slots.pop();
+        }
+        Some(value)
+    }
+
+    /// Connections with state.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether none has state.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Every connection with state, in index order.
+    pub fn iter(&self) -> impl Iterator<Item = (ConnId, &T)> {
+        self.slots.iter().enumerate().filter_map(|(index, slot)| {
+            let (generation, value) = slot.as_ref()?;
+            let index = u32::try_from(index).expect("invariant: fewer than 2^32 slots");
+            Some((ConnId::new(index, *generation), value))
+        })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -179,5 +266,27 @@ mod tests {
     #[cfg(target_pointer_width = "64")]
     fn an_idle_connection_record_stays_small() {
         assert!(std::mem::size_of::<Conn>() <= 72);
+    }
+
+    #[test]
+    fn conn_map_checks_generations_and_trims_its_end() {
+        let mut map = ConnMap::default();
+        assert!(map.insert(ConnId::new(2, 0), "a").is_none());
+        assert!(map.insert(ConnId::new(0, 5), "b").is_none());
+        assert_eq!(map.get(ConnId::new(2, 0)), Some(&"a"));
+        assert_eq!(map.get(ConnId::new(2, 1)), None);
+        assert_eq!(map.remove(ConnId::new(2, 1)), None);
+        *map.get_mut(ConnId::new(0, 5)).unwrap() = "c";
+        assert_eq!(
+            map.iter().collect::<Vec<_>>(),
+            vec![(ConnId::new(0, 5), &"c"), (ConnId::new(2, 0), &"a")]
+        );
+        assert_eq!(map.remove(ConnId::new(2, 0)), Some("a"));
+        assert_eq!(map.slots.len(), 1, "trailing free slots are dropped");
+        assert_eq!(map.insert(ConnId::new(0, 6), "d"), Some("c"));
+        assert_eq!(map.len(), 1);
+        assert_eq!(map.remove(ConnId::new(0, 6)), Some("d"));
+        assert!(map.is_empty());
+        assert_eq!(map.slots.len(), 0);
     }
 }

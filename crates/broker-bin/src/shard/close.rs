@@ -225,8 +225,8 @@ impl BrokerShard {
         let connected: Vec<ConnId> = self
             .conns
             .iter()
-            .filter(|c| c.is_connected())
-            .map(|c| c.id)
+            .filter(|(_, c)| c.is_connected())
+            .map(|(id, _)| id)
             .collect();
         for conn in connected {
             self.send_disconnect(ctx, conn, ReasonCode::ServerShuttingDown);

@@ -27,10 +27,10 @@ impl BrokerShard {
             return;
         }
         debug!(%peer, "accepted");
-        let mut connection = Connection::new(conn, self.since_start(ctx));
+        let mut connection = Connection::new(self.since_start(ctx));
         let deadline = ctx.now() + self.shared.config.connection.connect_timeout;
         connection.timer = Some(self.arm_connection_timer(ctx, deadline, conn));
-        self.conns.insert(connection);
+        self.conns.insert(conn, connection);
     }
 
     /// Bytes arrived: decode every complete frame, keep a partial one.
