@@ -59,8 +59,9 @@ impl BrokerShard {
         match self.claim(&connect.client_id) {
             Err(reason) => self.refuse_connect(ctx, conn, reason),
             Ok(Claim::Fresh(subscriber)) => {
-                let session =
-                    Session::new(connect.client_id.clone(), subscriber, &self.shared.config);
+                // Moved, not cloned: a client id with one owner needs no shared allocation.
+                let client_id = std::mem::take(&mut connect.client_id);
+                let session = Session::new(client_id, subscriber, &self.shared.config);
                 self.broadcast(
                     ctx,
                     Change::Owner {
@@ -118,23 +119,25 @@ impl BrokerShard {
         let max = self.shared.config.sessions.max_sessions as usize;
         // Measured before taking the entry lock: `len` locks every map shard.
         let full = self.shared.sessions.len() >= max;
-        Ok(match self.shared.sessions.entry(client_id.clone()) {
-            Entry::Vacant(_) if full => return Err(ReasonCode::QuotaExceeded),
-            Entry::Vacant(vacant) => {
-                let subscriber = self.shared.new_subscriber();
-                vacant.insert(SessionLocation {
-                    shard: self.id,
-                    subscriber,
-                });
-                Claim::Fresh(subscriber)
-            }
-            Entry::Occupied(occupied) if occupied.get().shard == self.id => Claim::Local,
-            Entry::Occupied(mut occupied) => {
-                let previous = occupied.get().shard;
-                occupied.get_mut().shard = self.id;
-                Claim::Remote(previous)
-            }
-        })
+        Ok(
+            match self.shared.sessions.entry(Box::from(client_id.as_str())) {
+                Entry::Vacant(_) if full => return Err(ReasonCode::QuotaExceeded),
+                Entry::Vacant(vacant) => {
+                    let subscriber = self.shared.new_subscriber();
+                    vacant.insert(SessionLocation {
+                        shard: self.id,
+                        subscriber,
+                    });
+                    Claim::Fresh(subscriber)
+                }
+                Entry::Occupied(occupied) if occupied.get().shard == self.id => Claim::Local,
+                Entry::Occupied(mut occupied) => {
+                    let previous = occupied.get().shard;
+                    occupied.get_mut().shard = self.id;
+                    Claim::Remote(previous)
+                }
+            },
+        )
     }
 
     /// The session is (or is about to be) on this shard.
@@ -169,7 +172,7 @@ impl BrokerShard {
     pub(super) fn fresh_session(&mut self, ctx: &mut Ctx, client_id: &MqttStr) -> Box<Session> {
         let subscriber = self.shared.new_subscriber();
         self.shared.sessions.insert(
-            client_id.clone(),
+            Box::from(client_id.as_str()),
             SessionLocation {
                 shard: self.id,
                 subscriber,
@@ -261,14 +264,19 @@ impl BrokerShard {
         let connack = self.connack(
             &connect,
             session_present,
-            assigned_id.then(|| connect.client_id.clone()),
+            assigned_id.then(|| session.client_id.clone()),
             keep_alive,
             requested_expiry,
         );
         self.send_packet(ctx, conn, &Packet::from(connack));
-        let client_id = session.client_id.clone();
-        self.sessions.insert(session);
-        self.resume_session(ctx, &client_id);
+        if session_present {
+            // What a resumed session owes goes out (a fresh session owes nothing).
+            let client_id = session.client_id.clone();
+            self.sessions.insert(session);
+            self.resume_session(ctx, &client_id);
+        } else {
+            self.sessions.insert(session);
+        }
         self.resume_reading(ctx, conn);
     }
 

@@ -190,8 +190,10 @@ impl BrokerShard {
         subscriber: Option<router::SubscriberId>,
     ) {
         let me = self.id;
-        self.shared.sessions.remove_if(client_id, |_, location| {
-            location.shard == me && subscriber.is_none_or(|s| s == location.subscriber)
-        });
+        self.shared
+            .sessions
+            .remove_if(client_id.as_str(), |_, location| {
+                location.shard == me && subscriber.is_none_or(|s| s == location.subscriber)
+            });
     }
 }
