@@ -155,6 +155,11 @@ impl Connection {
     pub fn outbound_aliases(&mut self) -> Option<&mut OutboundAliases> {
         self.aliases.as_mut()?.outbound.as_mut()
     }
+
+    /// Whether we may use topic aliases towards the client.
+    pub fn has_outbound_aliases(&self) -> bool {
+        self.aliases.as_ref().is_some_and(|a| a.outbound.is_some())
+    }
 }
 
 /// The keep-alive grace for a keep-alive in seconds: 1.5 x, `None` when disabled.
@@ -261,6 +266,28 @@ mod tests {
         assert!(connection.has_carry());
         assert_eq!(&connection.take_carry()[..], b"partial");
         assert!(!connection.has_carry());
+    }
+
+    #[test]
+    fn alias_tables_exist_only_when_used() {
+        let mut connection = Connection::new(Duration::ZERO);
+        connection.set_topic_alias_maximums(10, 0);
+        assert!(connection.aliases.is_none());
+        assert!(!connection.has_outbound_aliases());
+        let topic = Bytes::from_static(b"a/b");
+        assert_eq!(connection.resolve_topic_alias(&topic, 3), Ok(topic.clone()));
+        assert_eq!(
+            connection.resolve_topic_alias(&Bytes::new(), 3),
+            Ok(topic.clone())
+        );
+        assert!(connection.resolve_topic_alias(&topic, 11).is_err());
+        assert!(connection.outbound_aliases().is_none());
+        connection.set_topic_alias_maximums(10, 5);
+        assert!(connection.has_outbound_aliases());
+        assert!(
+            connection.resolve_topic_alias(&Bytes::new(), 3).is_err(),
+            "a new CONNECT forgets the aliases set before"
+        );
     }
 
     #[test]

@@ -265,7 +265,9 @@ mod tests {
     #[test]
     #[cfg(target_pointer_width = "64")]
     fn an_idle_connection_record_stays_small() {
-        assert!(std::mem::size_of::<Conn>() <= 72);
+        // 72 bytes (an 80-byte slab slot with its generation); the bound leaves room for a few
+        // more flags.
+        assert!(std::mem::size_of::<Conn>() <= 80);
     }
 
     #[test]
