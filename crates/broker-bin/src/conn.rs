@@ -1,22 +1,29 @@
-//! Per-connection protocol state, owned by the shard that accepted the socket.
+//! Per-connection protocol state, owned by the shard that accepted the socket, and the table
+//! that holds it.
+//!
+//! An idle connection costs its record (64 bytes with the table's generation, inline in
+//! [`Connections`]) and nothing else: the partial-frame buffer and the topic-alias tables are
+//! allocated only while in use, the peer address is logged once at accept instead of kept, and
+//! the client id lives in the session (the record names the session by its subscriber key).
 
-use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
-use crate::shard::ArmedTimer;
-use bytes::BytesMut;
-use codec::{Connect, MqttStr, ProtocolVersion};
+use bytes::{Bytes, BytesMut};
+use codec::ProtocolVersion;
+use ring_runtime::{ConnId, ConnMap, TimerId};
+use router::SubscriberId;
 
-use crate::alias::{InboundAliases, OutboundAliases};
+use crate::alias::{AliasError, InboundAliases, OutboundAliases};
 use crate::message::PRE_CONNECT_PROTOCOL;
 
 /// Where a connection is in its life.
-#[derive(Debug)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Phase {
     /// Accepted; its CONNECT has not arrived.
     AwaitingConnect,
-    /// CONNECT received; waiting for another shard to hand over the session.
-    AwaitingSession(Box<Connect>),
+    /// CONNECT received; waiting for another shard to hand over the session (the CONNECT waits
+    /// in the shard's `awaiting` table).
+    AwaitingSession,
     /// CONNACK sent; packets flow.
     Connected,
     /// Closing: nothing more is read from it.
@@ -26,55 +33,57 @@ pub enum Phase {
 /// One client connection.
 #[derive(Debug)]
 pub struct Connection {
-    /// The peer's address (for logs).
-    pub peer: SocketAddr,
     /// Its phase.
     pub phase: Phase,
-    /// Bytes of an incomplete frame, kept only while a frame is partial.
-    pub carry: BytesMut,
     /// Its protocol version (3.1.1 wire rules until CONNECT says otherwise).
     pub protocol: ProtocolVersion,
-    /// Its client identifier once connected.
-    pub client_id: Option<MqttStr>,
-    /// Keep-alive grace (1.5 x the keep-alive), `None` when disabled.
-    pub keep_alive_grace: Option<Duration>,
-    /// When a packet last arrived.
-    pub last_activity: Instant,
+    /// Bytes of an incomplete frame, kept (boxed) only while a frame is partial.
+    carry: Option<Box<BytesMut>>,
+    /// The session it is attached to once connected, by subscriber key.
+    pub session: Option<SubscriberId>,
+    /// Keep-alive in seconds as agreed in CONNECT/CONNACK (0: disabled).
+    pub keep_alive: u16,
+    /// When a packet last arrived, in nanoseconds since the broker started.
+    last_activity: u64,
     /// The CONNECT-timeout or keep-alive timer.
-    pub timer: Option<ArmedTimer>,
-    /// Topic aliases the client set towards us.
-    pub inbound_aliases: InboundAliases,
-    /// Topic aliases we use towards the client (`None` when it allows none: most clients).
-    pub outbound_aliases: Option<Box<OutboundAliases>>,
+    pub timer: Option<TimerId>,
+    /// Our Topic Alias Maximum for this client (0 for 3.x clients).
+    inbound_alias_max: u16,
+    /// Topic aliases in both directions: allocated at CONNECT when the client accepts aliases
+    /// from us, otherwise at the client's first alias (most clients never use any).
+    aliases: Option<Box<TopicAliases>>,
     /// Largest packet the client accepts.
     pub client_max_packet: u32,
     /// Whether the will is published when this connection ends (false after a normal
     /// DISCONNECT).
     pub publish_will: bool,
-    /// Session expiry set by a 5.0 DISCONNECT, applied when the connection ends.
-    pub expiry_on_close: Option<u32>,
     /// Whether it completed CONNECT (and so counts in `$SYS/broker/clients/connected` until it
     /// closes).
     pub counted: bool,
 }
 
+/// The topic aliases of one connection.
+#[derive(Debug)]
+struct TopicAliases {
+    inbound: InboundAliases,
+    outbound: Option<OutboundAliases>,
+}
+
 impl Connection {
-    /// A freshly accepted connection.
-    pub fn new(peer: SocketAddr, now: Instant) -> Self {
+    /// A freshly accepted connection; `since_start` is the time since the broker started.
+    pub fn new(since_start: Duration) -> Self {
         Self {
-            peer,
             phase: Phase::AwaitingConnect,
-            carry: BytesMut::new(),
             protocol: PRE_CONNECT_PROTOCOL,
-            client_id: None,
-            keep_alive_grace: None,
-            last_activity: now,
+            carry: None,
+            session: None,
+            keep_alive: 0,
+            last_activity: nanos(since_start),
             timer: None,
-            inbound_aliases: InboundAliases::new(0),
-            outbound_aliases: None,
+            inbound_alias_max: 0,
+            aliases: None,
             client_max_packet: u32::MAX,
             publish_will: true,
-            expiry_on_close: None,
             counted: false,
         }
     }
@@ -82,5 +91,222 @@ impl Connection {
     /// Whether packets other than CONNECT may be processed.
     pub fn is_connected(&self) -> bool {
         matches!(self.phase, Phase::Connected)
+    }
+
+    /// Records that a packet arrived `since_start` after the broker started.
+    pub fn touch(&mut self, since_start: Duration) {
+        self.last_activity = nanos(since_start);
+    }
+
+    /// When the keep-alive runs out (1.5 x the keep-alive after the last packet), as an instant
+    /// given the broker's start; `None` when keep-alive is disabled.
+    pub fn keep_alive_deadline(&self, started: Instant) -> Option<Instant> {
+        let grace = keep_alive_grace(self.keep_alive)?;
+        Some(started + Duration::from_nanos(self.last_activity) + grace)
+    }
+
+    /// Takes the carried partial frame (empty when there is none).
+    pub fn take_carry(&mut self) -> BytesMut {
+        self.carry.take().map(|b| *b).unwrap_or_default()
+    }
+
+    /// Keeps `buf` as the carried partial frame; an empty one frees the carry.
+    pub fn keep_carry(&mut self, buf: BytesMut) {
+        self.carry = (!buf.is_empty()).then(|| Box::new(buf));
+    }
+
+    /// Drops the carried partial frame, if any.
+    pub fn discard_carry(&mut self) {
+        self.carry = None;
+    }
+
+    /// Whether a partial frame is carried.
+    pub fn has_carry(&self) -> bool {
+        self.carry.is_some()
+    }
+
+    /// Sets the Topic Alias Maximums from CONNECT: ours for the client (`inbound`) and the
+    /// lower of the client's and our configured one (`outbound`; 0: no aliases to it). Aliases
+    /// set before are forgotten.
+    pub fn set_topic_alias_maximums(&mut self, inbound: u16, outbound: u16) {
+        self.inbound_alias_max = inbound;
+        self.aliases = (outbound > 0).then(|| {
+            Box::new(TopicAliases {
+                inbound: InboundAliases::new(inbound),
+                outbound: Some(OutboundAliases::new(outbound)),
+            })
+        });
+    }
+
+    /// Resolves a PUBLISH's topic against the aliases the client set (see
+    /// [`InboundAliases::resolve`]).
+    pub fn resolve_topic_alias(&mut self, topic: &Bytes, alias: u16) -> Result<Bytes, AliasError> {
+        let max = self.inbound_alias_max;
+        let aliases = self.aliases.get_or_insert_with(|| {
+            Box::new(TopicAliases {
+                inbound: InboundAliases::new(max),
+                outbound: None,
+            })
+        });
+        aliases.inbound.resolve(topic, alias)
+    }
+
+    /// The aliases we use towards the client (`None` when it accepts none).
+    pub fn outbound_aliases(&mut self) -> Option<&mut OutboundAliases> {
+        self.aliases.as_mut()?.outbound.as_mut()
+    }
+
+    /// Whether we may use topic aliases towards the client.
+    pub fn has_outbound_aliases(&self) -> bool {
+        self.aliases.as_ref().is_some_and(|a| a.outbound.is_some())
+    }
+}
+
+/// The keep-alive grace for a keep-alive in seconds: 1.5 x, `None` when disabled.
+pub fn keep_alive_grace(keep_alive: u16) -> Option<Duration> {
+    (keep_alive > 0).then(|| Duration::from_millis(u64::from(keep_alive) * 1500))
+}
+
+fn nanos(since_start: Duration) -> u64 {
+    u64::try_from(since_start.as_nanos()).unwrap_or(u64::MAX)
+}
+
+/// The shard's connections: inline in the runtime's [`ConnMap`] (indexed by the dense
+/// connection index, generation-checked), so no hashing and no allocation per connection on the
+/// delivery path. Methods take `&ConnId` like a map's.
+#[derive(Default)]
+pub struct Connections {
+    map: ConnMap<Connection>,
+}
+
+impl std::fmt::Debug for Connections {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Connections")
+            .field("len", &self.map.len())
+            .finish()
+    }
+}
+
+impl Connections {
+    /// Adds the record of connection `id`.
+    pub fn insert(&mut self, id: ConnId, connection: Connection) {
+        self.map.insert(id, connection);
+    }
+
+    /// The connection `id`, if open.
+    pub fn get(&self, id: &ConnId) -> Option<&Connection> {
+        self.map.get(*id)
+    }
+
+    /// The connection `id`, if open, for changes.
+    pub fn get_mut(&mut self, id: &ConnId) -> Option<&mut Connection> {
+        self.map.get_mut(*id)
+    }
+
+    /// Whether `id` is open.
+    pub fn contains_key(&self, id: &ConnId) -> bool {
+        self.map.get(*id).is_some()
+    }
+
+    /// Removes and returns the connection `id`.
+    pub fn remove(&mut self, id: &ConnId) -> Option<Connection> {
+        self.map.remove(*id)
+    }
+
+    /// Open connections.
+    pub fn len(&self) -> usize {
+        self.map.len()
+    }
+
+    /// Whether none are open.
+    pub fn is_empty(&self) -> bool {
+        self.map.is_empty()
+    }
+
+    /// Every open connection with its id.
+    pub fn iter(&self) -> impl Iterator<Item = (ConnId, &Connection)> {
+        self.map.iter()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn id(index: u32, generation: u32) -> ConnId {
+        ConnId::from_u64(u64::from(generation) << 32 | u64::from(index))
+    }
+
+    #[test]
+    fn a_stale_generation_never_reaches_the_new_occupant() {
+        let mut conns = Connections::default();
+        conns.insert(id(3, 0), Connection::new(Duration::ZERO));
+        assert!(conns.get(&id(3, 0)).is_some());
+        assert!(conns.remove(&id(3, 1)).is_none(), "other generation");
+        assert!(conns.remove(&id(3, 0)).is_some());
+        conns.insert(id(3, 1), Connection::new(Duration::ZERO));
+        assert!(conns.get(&id(3, 0)).is_none());
+        assert!(conns.get_mut(&id(3, 1)).is_some());
+        assert!(!conns.contains_key(&id(9, 0)));
+        assert_eq!(conns.len(), 1);
+        assert_eq!(
+            conns.iter().map(|(id, _)| id).collect::<Vec<_>>(),
+            vec![id(3, 1)]
+        );
+        conns.remove(&id(3, 1));
+        assert!(conns.is_empty());
+    }
+
+    #[test]
+    fn an_empty_carry_holds_no_buffer() {
+        let mut connection = Connection::new(Duration::ZERO);
+        connection.keep_carry(BytesMut::new());
+        assert!(!connection.has_carry());
+        connection.keep_carry(BytesMut::from(&b"partial"[..]));
+        assert!(connection.has_carry());
+        assert_eq!(&connection.take_carry()[..], b"partial");
+        assert!(!connection.has_carry());
+    }
+
+    #[test]
+    fn alias_tables_exist_only_when_used() {
+        let mut connection = Connection::new(Duration::ZERO);
+        connection.set_topic_alias_maximums(10, 0);
+        assert!(connection.aliases.is_none());
+        assert!(!connection.has_outbound_aliases());
+        let topic = Bytes::from_static(b"a/b");
+        assert_eq!(connection.resolve_topic_alias(&topic, 3), Ok(topic.clone()));
+        assert_eq!(
+            connection.resolve_topic_alias(&Bytes::new(), 3),
+            Ok(topic.clone())
+        );
+        assert!(connection.resolve_topic_alias(&topic, 11).is_err());
+        assert!(connection.outbound_aliases().is_none());
+        connection.set_topic_alias_maximums(10, 5);
+        assert!(connection.has_outbound_aliases());
+        assert!(
+            connection.resolve_topic_alias(&Bytes::new(), 3).is_err(),
+            "a new CONNECT forgets the aliases set before"
+        );
+    }
+
+    #[test]
+    fn keep_alive_deadline_follows_the_last_packet() {
+        let started = Instant::now();
+        let mut connection = Connection::new(Duration::ZERO);
+        assert_eq!(connection.keep_alive_deadline(started), None);
+        connection.keep_alive = 10;
+        connection.touch(Duration::from_secs(4));
+        assert_eq!(
+            connection.keep_alive_deadline(started),
+            Some(started + Duration::from_secs(19))
+        );
+    }
+
+    #[test]
+    #[cfg(target_pointer_width = "64")]
+    fn an_idle_connection_record_stays_small() {
+        // 56 bytes, plus the generation the table keeps beside it: one 64-byte slot.
+        assert!(std::mem::size_of::<Option<(u32, Connection)>>() <= 64);
     }
 }

@@ -14,6 +14,7 @@ pub mod detach;
 pub mod message;
 pub mod metrics;
 pub mod session;
+pub mod sessions;
 pub mod shard;
 pub mod shared;
 

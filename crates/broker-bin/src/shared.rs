@@ -4,7 +4,6 @@
 use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::time::Instant;
 
-use codec::MqttStr;
 use crossbeam_utils::CachePadded;
 use dashmap::DashMap;
 use ring_runtime::ShardId;
@@ -29,8 +28,10 @@ pub struct Shared {
     pub config: Config,
     /// Per-shard counters.
     pub metrics: Metrics,
-    /// Client identifier -> the shard that holds its session (the takeover directory).
-    pub sessions: DashMap<MqttStr, SessionLocation>,
+    /// Client identifier -> the shard that holds its session (the takeover directory). Keyed
+    /// by a copy of the id in an exact-size allocation: a 16-byte key instead of a 32-byte
+    /// `Bytes` handle, and the session's own id stays unshared (no reference-count block).
+    pub sessions: DashMap<Box<str>, SessionLocation>,
     /// Orders every replicated change.
     pub sequencer: Sequencer,
     /// Hands out subscriber keys.

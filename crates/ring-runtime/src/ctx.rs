@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use bytes::{Bytes, BytesMut};
 
-use crate::conn::{CloseMode, Conn, ConnTable, Phase, SendQueue};
+use crate::conn::{CloseMode, Conn, ConnTable, SendQueue};
 use crate::error::RuntimeError;
 use crate::handler::CloseReason;
 use crate::ids::{ConnId, ShardId, TimerId};
@@ -191,9 +191,7 @@ impl<M> ShardCtx<M> {
     ) -> Result<ConnId, RuntimeError> {
         let socket = socket::outbound_socket(addr, local_bind)
             .map_err(|source| RuntimeError::Connect { addr, source })?;
-        let conn = self
-            .conns
-            .insert(Conn::new(socket.into(), Phase::ConnectPending(addr)));
+        let conn = self.conns.insert(Conn::outbound(socket.into(), addr));
         self.conns.mark_dirty(conn);
         Ok(conn)
     }

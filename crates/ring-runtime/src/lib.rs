@@ -23,6 +23,7 @@ mod timer;
 mod uring;
 
 pub use config::{BACKEND_ENV, BackendChoice, BackendKind, RuntimeConfig, available_cores};
+pub use conn::ConnMap;
 pub use ctx::{ShardCtx, ShardStats};
 pub use error::{PostRejected, RuntimeError};
 pub use handler::{CloseReason, Handler};

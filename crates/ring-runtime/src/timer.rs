@@ -19,13 +19,39 @@ const MAX_TICKS: u64 = 1 << (LEVEL_BITS as usize * LEVELS);
 /// List index of the "already due" list (deadline at or before the wheel's current tick).
 const DUE: usize = LEVELS * SLOTS;
 const NIL: u32 = u32::MAX;
+/// Bits of an entry's packed word that hold its list index (`DUE` fits).
+const LIST_BITS: u32 = 9;
+/// Latest representable deadline tick (later ones are clamped: with a 1 ms tick, over a
+/// million years away).
+const MAX_WHEN: u64 = (1 << (64 - LIST_BITS)) - 1;
 
+/// One armed timer: 16 bytes of links and deadline besides its payload (one per connection
+/// with a keep-alive, so it is kept small).
 struct Entry<T> {
     payload: T,
-    when: u64,
-    list: usize,
+    /// Deadline tick (high bits) and list index (low `LIST_BITS` bits).
+    packed: u64,
     prev: u32,
     next: u32,
+}
+
+impl<T> Entry<T> {
+    fn when(&self) -> u64 {
+        self.packed >> LIST_BITS
+    }
+
+    fn list(&self) -> usize {
+        (self.packed & ((1 << LIST_BITS) - 1)) as usize
+    }
+
+    fn set_when(&mut self, when: u64) {
+        self.packed = (when.min(MAX_WHEN) << LIST_BITS) | self.list() as u64;
+    }
+
+    fn set_list(&mut self, list: usize) {
+        debug_assert!(list <= DUE);
+        self.packed = (self.when() << LIST_BITS) | list as u64;
+    }
 }
 
 /// The wheel, generic over what a timer carries.
@@ -60,13 +86,14 @@ impl<T> TimerWheel<T> {
     /// Arms a timer that fires at the first tick at or after `deadline`.
     pub(crate) fn insert(&mut self, deadline: Instant, payload: T) -> TimerId {
         let when = self.deadline_tick(deadline);
-        let (index, generation) = self.entries.insert(Entry {
+        let mut entry = Entry {
             payload,
-            when,
-            list: DUE,
+            packed: DUE as u64,
             prev: NIL,
             next: NIL,
-        });
+        };
+        entry.set_when(when);
+        let (index, generation) = self.entries.insert(entry);
         self.place(index);
         TimerId { index, generation }
     }
@@ -77,7 +104,7 @@ impl<T> TimerWheel<T> {
         let Some(entry) = self.entries.get_mut(id.index, id.generation) else {
             return false;
         };
-        entry.when = when;
+        entry.set_when(when);
         self.unlink(id.index);
         self.place(id.index);
         true
@@ -150,7 +177,7 @@ impl<T> TimerWheel<T> {
     /// Links an unlinked entry into the list its deadline belongs to.
     fn place(&mut self, index: u32) {
         let elapsed = self.elapsed;
-        let when = self.link(index).when;
+        let when = self.link(index).when();
         let list = if when <= elapsed {
             DUE
         } else {
@@ -162,7 +189,7 @@ impl<T> TimerWheel<T> {
         };
         let head = self.heads[list];
         let entry = self.link(index);
-        entry.list = list;
+        entry.set_list(list);
         entry.prev = NIL;
         entry.next = head;
         if head != NIL {
@@ -174,7 +201,7 @@ impl<T> TimerWheel<T> {
     fn unlink(&mut self, index: u32) {
         let (list, prev, next) = {
             let entry = self.link(index);
-            (entry.list, entry.prev, entry.next)
+            (entry.list(), entry.prev, entry.next)
         };
         if prev == NIL {
             self.heads[list] = next;

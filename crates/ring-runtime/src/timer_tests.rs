@@ -151,3 +151,20 @@ fn check_advance(
     got.sort_by_key(|id| (id.index, id.generation));
     assert_eq!(got, expected);
 }
+
+#[test]
+fn entry_packs_deadline_and_list() {
+    let mut entry = Entry {
+        payload: 7u64,
+        packed: DUE as u64,
+        prev: NIL,
+        next: NIL,
+    };
+    entry.set_when(123_456_789);
+    assert_eq!((entry.when(), entry.list()), (123_456_789, DUE));
+    entry.set_list(5);
+    assert_eq!((entry.when(), entry.list()), (123_456_789, 5));
+    entry.set_when(u64::MAX / 2);
+    assert_eq!((entry.when(), entry.list()), (MAX_WHEN, 5));
+    assert_eq!(std::mem::size_of::<Entry<u64>>(), 24);
+}

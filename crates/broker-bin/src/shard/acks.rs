@@ -1,21 +1,16 @@
 //! Acknowledgements: PUBACK, PUBREC, PUBREL and PUBCOMP. A completed outbound flow frees a slot
 //! in the inflight window, which the session's queue refills at once.
 
-use codec::{MqttStr, Packet, PacketId, PubComp, PubRec, PubRel, ReasonCode};
+use codec::{Packet, PacketId, PubComp, PubRec, PubRel, ReasonCode};
 use ring_runtime::ConnId;
 use tracing::debug;
 
 use super::{BrokerShard, Ctx};
 
 impl BrokerShard {
-    /// The client id of a connected connection.
-    fn client_of(&self, conn: ConnId) -> Option<MqttStr> {
-        self.conns.get(&conn).and_then(|c| c.client_id.clone())
-    }
-
     /// PUBACK: a QoS 1 delivery is complete.
     pub(super) fn handle_puback(&mut self, ctx: &mut Ctx, conn: ConnId, id: PacketId) {
-        let Some(client_id) = self.client_of(conn) else {
+        let Some(client_id) = self.client_id_of(conn) else {
             return;
         };
         if let Some(session) = self.sessions.get_mut(&client_id)
@@ -28,7 +23,7 @@ impl BrokerShard {
 
     /// PUBREC: answer PUBREL (0x92 when the id is unknown); an error reason ends the flow.
     pub(super) fn handle_pubrec(&mut self, ctx: &mut Ctx, conn: ConnId, rec: PubRec) {
-        let Some(client_id) = self.client_of(conn) else {
+        let Some(client_id) = self.client_id_of(conn) else {
             return;
         };
         let Some(session) = self.sessions.get_mut(&client_id) else {
@@ -48,7 +43,7 @@ impl BrokerShard {
 
     /// PUBREL: the client releases an inbound QoS 2 message; answer PUBCOMP.
     pub(super) fn handle_pubrel(&mut self, ctx: &mut Ctx, conn: ConnId, id: PacketId) {
-        let Some(client_id) = self.client_of(conn) else {
+        let Some(client_id) = self.client_id_of(conn) else {
             return;
         };
         let known = self
@@ -64,7 +59,7 @@ impl BrokerShard {
 
     /// PUBCOMP: a QoS 2 delivery is complete.
     pub(super) fn handle_pubcomp(&mut self, ctx: &mut Ctx, conn: ConnId, id: PacketId) {
-        let Some(client_id) = self.client_of(conn) else {
+        let Some(client_id) = self.client_id_of(conn) else {
             return;
         };
         if let Some(session) = self.sessions.get_mut(&client_id)

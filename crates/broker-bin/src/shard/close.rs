@@ -23,22 +23,25 @@ impl BrokerShard {
         conn: ConnId,
         disconnect: Disconnect,
     ) -> Result<(), Fault> {
-        let new_expiry = disconnect.properties.session_expiry_interval;
-        let session_expiry_zero = self
-            .conns
-            .get(&conn)
-            .and_then(|c| c.client_id.as_ref())
-            .and_then(|id| self.sessions.get(id))
-            .is_some_and(|s| s.expiry == SessionExpiry::OnClose);
-        if session_expiry_zero && new_expiry.is_some_and(|e| e != 0) {
-            return Err(Fault::protocol(
-                "DISCONNECT sets a session expiry after CONNECT set 0",
-            ));
-        }
-        if let Some(connection) = self.conns.get_mut(&conn) {
-            connection.publish_will =
-                disconnect.reason_code == ReasonCode::DisconnectWithWillMessage;
-            connection.expiry_on_close = new_expiry;
+        let max_expiry = self.shared.config.sessions.max_session_expiry;
+        let Some(connection) = self.conns.get_mut(&conn) else {
+            return Ok(());
+        };
+        connection.publish_will = disconnect.reason_code == ReasonCode::DisconnectWithWillMessage;
+        let session = connection
+            .session
+            .and_then(|s| self.sessions.by_subscriber_mut(s))
+            .filter(|s| s.conn == Some(conn));
+        if let (Some(session), Some(seconds)) =
+            (session, disconnect.properties.session_expiry_interval)
+        {
+            if session.expiry == SessionExpiry::OnClose && seconds != 0 {
+                return Err(Fault::protocol(
+                    "DISCONNECT sets a session expiry after CONNECT set 0",
+                ));
+            }
+            // Applied now: the session ends (or is kept) by it when this connection closes.
+            session.expiry = SessionExpiry::from_interval(seconds, max_expiry);
         }
         self.close_connection(ctx, conn);
         Ok(())
@@ -54,9 +57,12 @@ impl BrokerShard {
             self.connected_clients -= 1;
         }
         self.backlog.remove(&conn);
-        self.disarm(ctx, connection.timer);
-        debug!(peer = %connection.peer, ?reason, "connection closed");
-        let Some(client_id) = connection.client_id else {
+        self.disarm_connection_timer(ctx, connection.timer);
+        debug!(?reason, "connection closed");
+        let Some(client_id) = connection
+            .session
+            .and_then(|s| self.sessions.client_id(s).cloned())
+        else {
             return;
         };
         let owns_session = self
@@ -64,12 +70,7 @@ impl BrokerShard {
             .get(&client_id)
             .is_some_and(|s| s.conn == Some(conn));
         if owns_session {
-            self.session_disconnected(
-                ctx,
-                &client_id,
-                connection.publish_will,
-                connection.expiry_on_close,
-            );
+            self.session_disconnected(ctx, &client_id, connection.publish_will);
         }
     }
 
@@ -80,48 +81,42 @@ impl BrokerShard {
         ctx: &mut Ctx,
         client_id: &MqttStr,
         publish_will: bool,
-        expiry_override: Option<u32>,
     ) {
-        let max_expiry = self.shared.config.sessions.max_session_expiry;
         let Some(mut session) = self.sessions.remove(client_id) else {
             return;
         };
         session.conn = None;
-        if let Some(seconds) = expiry_override {
-            session.expiry = SessionExpiry::from_interval(seconds, max_expiry);
-        }
         self.redistribute_shared(ctx, &mut session);
         let will = session.will.take().filter(|_| publish_will);
         let now = ctx.now();
         match (will, session.expiry) {
             (Some(pending), SessionExpiry::After(expiry)) if !pending.delay.is_zero() => {
-                let at = now + pending.delay.min(expiry);
+                let at = now + pending.delay.min(seconds(expiry));
                 session.will = Some(pending);
-                session.will_timer =
-                    Some(self.arm(ctx, at, TimerPurpose::WillDelay(client_id.clone())));
+                let timer = self.arm(ctx, at, TimerPurpose::WillDelay(client_id.clone()));
+                session.set_will_timer(Some(timer));
             }
             (Some(pending), SessionExpiry::Never) if !pending.delay.is_zero() => {
                 let at = now + pending.delay;
                 session.will = Some(pending);
-                session.will_timer =
-                    Some(self.arm(ctx, at, TimerPurpose::WillDelay(client_id.clone())));
+                let timer = self.arm(ctx, at, TimerPurpose::WillDelay(client_id.clone()));
+                session.set_will_timer(Some(timer));
             }
             (Some(pending), _) => self.publish_will(ctx, client_id, pending.will),
             (None, _) => {}
         }
         match session.expiry {
             SessionExpiry::OnClose => {
-                self.by_subscriber.remove(&session.subscriber);
                 self.end_session(ctx, *session);
             }
             SessionExpiry::After(expiry) => {
-                let at = now + expiry;
-                session.expiry_timer =
-                    Some(self.arm(ctx, at, TimerPurpose::SessionExpiry(client_id.clone())));
-                self.sessions.insert(client_id.clone(), session);
+                let at = now + seconds(expiry);
+                let timer = self.arm(ctx, at, TimerPurpose::SessionExpiry(client_id.clone()));
+                session.set_expiry_timer(Some(timer));
+                self.sessions.insert(session);
             }
             SessionExpiry::Never => {
-                self.sessions.insert(client_id.clone(), session);
+                self.sessions.insert(session);
             }
         }
     }
@@ -134,10 +129,8 @@ impl BrokerShard {
         _protocol: ProtocolVersion,
     ) {
         let client_id = session.client_id.clone();
-        self.by_subscriber
-            .insert(session.subscriber, client_id.clone());
-        self.sessions.insert(client_id.clone(), session);
-        self.session_disconnected(ctx, &client_id, false, None);
+        self.sessions.insert(session);
+        self.session_disconnected(ctx, &client_id, false);
     }
 
     /// A disconnected session's expiry ran out: its pending will goes out, then it ends.
@@ -146,14 +139,13 @@ impl BrokerShard {
             return;
         };
         if session.conn.is_some() {
-            self.sessions.insert(client_id.clone(), session);
+            self.sessions.insert(session);
             return;
         }
-        session.expiry_timer = None;
+        session.set_expiry_timer(None);
         if let Some(pending) = session.will.take() {
             self.publish_will(ctx, client_id, pending.will);
         }
-        self.by_subscriber.remove(&session.subscriber);
         self.end_session(ctx, *session);
     }
 
@@ -162,7 +154,7 @@ impl BrokerShard {
         let Some(session) = self.sessions.get_mut(client_id) else {
             return;
         };
-        session.will_timer = None;
+        session.set_will_timer(None);
         if session.conn.is_some() {
             return;
         }
@@ -183,9 +175,7 @@ impl BrokerShard {
     /// Removes a session's subscriptions from every replica and counts its undelivered messages
     /// as dropped. The directory is not touched (the caller knows whether it still names it).
     pub(super) fn end_session_state(&mut self, ctx: &mut Ctx, mut session: Session) {
-        self.disarm(ctx, session.expiry_timer.take());
-        self.disarm(ctx, session.will_timer.take());
-        self.by_subscriber.remove(&session.subscriber);
+        self.disarm_session_timers(ctx, &mut session);
         let subscriber = session.subscriber;
         for (_, subscription) in session.subscriptions.drain() {
             self.subscriptions = self.subscriptions.saturating_sub(1);
@@ -203,19 +193,19 @@ impl BrokerShard {
     /// A connection timer fired: CONNECT timeout before CONNACK, keep-alive check after.
     pub(super) fn connection_timer(&mut self, ctx: &mut Ctx, conn: ConnId) {
         let now = ctx.now();
+        let started = self.shared.started;
         let Some(connection) = self.conns.get_mut(&conn) else {
             return;
         };
         connection.timer = None;
-        match (&connection.phase, connection.keep_alive_grace) {
-            (Phase::AwaitingConnect | Phase::AwaitingSession(_), _) => {
-                debug!(peer = %connection.peer, "no CONNECT in time: closing");
+        match (connection.phase, connection.keep_alive_deadline(started)) {
+            (Phase::AwaitingConnect | Phase::AwaitingSession, _) => {
+                debug!("no CONNECT in time: closing");
                 ctx.abort(conn);
             }
-            (Phase::Connected, Some(grace)) => {
-                let deadline = connection.last_activity + grace;
+            (Phase::Connected, Some(deadline)) => {
                 if now >= deadline {
-                    debug!(peer = %connection.peer, "keep-alive expired");
+                    debug!("keep-alive expired");
                     self.send_disconnect(ctx, conn, ReasonCode::KeepAliveTimeout);
                     self.close_connection(ctx, conn);
                 } else {
@@ -236,11 +226,11 @@ impl BrokerShard {
             .conns
             .iter()
             .filter(|(_, c)| c.is_connected())
-            .map(|(id, _)| *id)
+            .map(|(id, _)| id)
             .collect();
         for conn in connected {
             self.send_disconnect(ctx, conn, ReasonCode::ServerShuttingDown);
-            let Some(client_id) = self.conns.get(&conn).and_then(|c| c.client_id.clone()) else {
+            let Some(client_id) = self.client_id_of(conn) else {
                 continue;
             };
             if let Some(pending) = self
@@ -253,4 +243,9 @@ impl BrokerShard {
         }
         self.flush_routes(ctx);
     }
+}
+
+/// A whole number of seconds as a duration.
+fn seconds(secs: u32) -> std::time::Duration {
+    std::time::Duration::from_secs(u64::from(secs))
 }

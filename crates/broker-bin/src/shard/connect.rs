@@ -10,8 +10,7 @@ use router::TopicName;
 use tracing::debug;
 
 use super::{BrokerShard, Ctx, Fault};
-use crate::alias::{InboundAliases, OutboundAliases};
-use crate::conn::Phase;
+use crate::conn::{Phase, keep_alive_grace};
 use crate::detach;
 use crate::message::Change;
 use crate::session::{PendingWill, Session, SessionExpiry};
@@ -60,8 +59,9 @@ impl BrokerShard {
         match self.claim(&connect.client_id) {
             Err(reason) => self.refuse_connect(ctx, conn, reason),
             Ok(Claim::Fresh(subscriber)) => {
-                let session =
-                    Session::new(connect.client_id.clone(), subscriber, &self.shared.config);
+                // Moved, not cloned: a client id with one owner needs no shared allocation.
+                let client_id = std::mem::take(&mut connect.client_id);
+                let session = Session::new(client_id, subscriber, &self.shared.config);
                 self.broadcast(
                     ctx,
                     Change::Owner {
@@ -119,23 +119,25 @@ impl BrokerShard {
         let max = self.shared.config.sessions.max_sessions as usize;
         // Measured before taking the entry lock: `len` locks every map shard.
         let full = self.shared.sessions.len() >= max;
-        Ok(match self.shared.sessions.entry(client_id.clone()) {
-            Entry::Vacant(_) if full => return Err(ReasonCode::QuotaExceeded),
-            Entry::Vacant(vacant) => {
-                let subscriber = self.shared.new_subscriber();
-                vacant.insert(SessionLocation {
-                    shard: self.id,
-                    subscriber,
-                });
-                Claim::Fresh(subscriber)
-            }
-            Entry::Occupied(occupied) if occupied.get().shard == self.id => Claim::Local,
-            Entry::Occupied(mut occupied) => {
-                let previous = occupied.get().shard;
-                occupied.get_mut().shard = self.id;
-                Claim::Remote(previous)
-            }
-        })
+        Ok(
+            match self.shared.sessions.entry(Box::from(client_id.as_str())) {
+                Entry::Vacant(_) if full => return Err(ReasonCode::QuotaExceeded),
+                Entry::Vacant(vacant) => {
+                    let subscriber = self.shared.new_subscriber();
+                    vacant.insert(SessionLocation {
+                        shard: self.id,
+                        subscriber,
+                    });
+                    Claim::Fresh(subscriber)
+                }
+                Entry::Occupied(occupied) if occupied.get().shard == self.id => Claim::Local,
+                Entry::Occupied(mut occupied) => {
+                    let previous = occupied.get().shard;
+                    occupied.get_mut().shard = self.id;
+                    Claim::Remote(previous)
+                }
+            },
+        )
     }
 
     /// The session is (or is about to be) on this shard.
@@ -170,7 +172,7 @@ impl BrokerShard {
     pub(super) fn fresh_session(&mut self, ctx: &mut Ctx, client_id: &MqttStr) -> Box<Session> {
         let subscriber = self.shared.new_subscriber();
         self.shared.sessions.insert(
-            client_id.clone(),
+            Box::from(client_id.as_str()),
             SessionLocation {
                 shard: self.id,
                 subscriber,
@@ -255,24 +257,26 @@ impl BrokerShard {
         session
             .inflight
             .set_capacity(client_receive_max.min(config.limits.max_inflight_outbound));
-        self.disarm(ctx, session.expiry_timer.take());
-        self.disarm(ctx, session.will_timer.take());
+        self.disarm_session_timers(ctx, &mut session);
         session.conn = Some(conn);
         let keep_alive = self.effective_keep_alive(&connect);
-        self.setup_connection(ctx, conn, &connect, keep_alive);
+        self.setup_connection(ctx, conn, &connect, session.subscriber, keep_alive);
         let connack = self.connack(
             &connect,
             session_present,
-            assigned_id.then(|| connect.client_id.clone()),
+            assigned_id.then(|| session.client_id.clone()),
             keep_alive,
             requested_expiry,
         );
         self.send_packet(ctx, conn, &Packet::from(connack));
-        let client_id = session.client_id.clone();
-        self.by_subscriber
-            .insert(session.subscriber, client_id.clone());
-        self.sessions.insert(client_id.clone(), session);
-        self.resume_session(ctx, &client_id);
+        if session_present {
+            // What a resumed session owes goes out (a fresh session owes nothing).
+            let client_id = session.client_id.clone();
+            self.sessions.insert(session);
+            self.resume_session(ctx, &client_id);
+        } else {
+            self.sessions.insert(session);
+        }
         self.resume_reading(ctx, conn);
     }
 
@@ -298,6 +302,7 @@ impl BrokerShard {
         ctx: &mut Ctx,
         conn: ConnId,
         connect: &Connect,
+        subscriber: router::SubscriberId,
         keep_alive: u16,
     ) {
         let limits = &self.shared.config.limits;
@@ -311,7 +316,7 @@ impl BrokerShard {
         } else {
             0
         };
-        let grace = (keep_alive > 0).then(|| Duration::from_millis(u64::from(keep_alive) * 1500));
+        let grace = keep_alive_grace(keep_alive);
         let old_timer = {
             let Some(connection) = self.conns.get_mut(&conn) else {
                 return;
@@ -322,17 +327,15 @@ impl BrokerShard {
                 self.connected_clients += 1;
             }
             connection.protocol = connect.protocol;
-            connection.client_id = Some(connect.client_id.clone());
-            connection.keep_alive_grace = grace;
-            connection.inbound_aliases = InboundAliases::new(inbound_aliases);
-            connection.outbound_aliases =
-                (outbound_aliases > 0).then(|| Box::new(OutboundAliases::new(outbound_aliases)));
+            connection.session = Some(subscriber);
+            connection.keep_alive = keep_alive;
+            connection.set_topic_alias_maximums(inbound_aliases, outbound_aliases);
             connection.client_max_packet =
                 props.maximum_packet_size.map_or(u32::MAX, NonZeroU32::get);
             connection.publish_will = true;
             connection.timer.take()
         };
-        self.disarm(ctx, old_timer);
+        self.disarm_connection_timer(ctx, old_timer);
         if let Some(grace) = grace {
             let timer = self.arm_connection_timer(ctx, ctx.now() + grace, conn);
             if let Some(connection) = self.conns.get_mut(&conn) {

@@ -30,7 +30,11 @@ impl BrokerShard {
 
     /// One copy for one session of this shard (forwarded if the session has moved).
     pub(super) fn deliver(&mut self, ctx: &mut Ctx, recipient: Recipient) {
-        let Some(client_id) = self.by_subscriber.get(&recipient.subscriber) else {
+        let Some(conn) = self
+            .sessions
+            .by_subscriber(recipient.subscriber)
+            .map(|s| s.conn)
+        else {
             self.forward(recipient);
             return;
         };
@@ -38,13 +42,13 @@ impl BrokerShard {
             self.count_dropped(1);
             return;
         }
-        let conn = self.sessions.get(client_id).and_then(|s| s.conn);
         match (conn, recipient.outgoing.qos) {
             (Some(conn), QoS::AtMostOnce) => self.send_qos0(ctx, conn, recipient.outgoing.view()),
             (None, QoS::AtMostOnce) => self.count_dropped(1),
             (_, _) => {
-                let client_id = client_id.clone();
-                self.enqueue(ctx, &client_id, recipient.outgoing);
+                if let Some(client_id) = self.sessions.client_id(recipient.subscriber).cloned() {
+                    self.enqueue(ctx, &client_id, recipient.outgoing);
+                }
             }
         }
     }
@@ -75,10 +79,9 @@ impl BrokerShard {
         if self.holding.contains_key(&subscriber) {
             return false;
         }
-        let Some(client_id) = self.by_subscriber.get(&subscriber) else {
+        let Some(conn) = self.sessions.by_subscriber(subscriber).map(|s| s.conn) else {
             return false;
         };
-        let conn = self.sessions.get(client_id).and_then(|s| s.conn);
         match conn {
             _ if copy.message.expiry(ctx.now()) == Expiry::Expired => self.count_dropped(1),
             Some(conn) => self.send_qos0(ctx, conn, copy),
@@ -226,7 +229,7 @@ impl BrokerShard {
         }
         let waiting: Vec<ConnId> = self.backlog.drain().collect();
         for conn in waiting {
-            let client_id = self.conns.get(&conn).and_then(|c| c.client_id.clone());
+            let client_id = self.client_id_of(conn);
             if let Some(client_id) = client_id {
                 self.drain_session(ctx, &client_id);
             }

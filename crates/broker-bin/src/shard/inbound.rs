@@ -26,29 +26,30 @@ impl BrokerShard {
             ctx.abort(conn);
             return;
         }
-        let now = ctx.now();
-        let mut connection = Connection::new(peer, now);
-        let deadline = now + self.shared.config.connection.connect_timeout;
+        debug!(%peer, "accepted");
+        let mut connection = Connection::new(self.since_start(ctx));
+        let deadline = ctx.now() + self.shared.config.connection.connect_timeout;
         connection.timer = Some(self.arm_connection_timer(ctx, deadline, conn));
-        self.conns.insert(conn, Box::new(connection));
+        self.conns.insert(conn, connection);
     }
 
     /// Bytes arrived: decode every complete frame, keep a partial one.
     pub(super) fn receive(&mut self, ctx: &mut Ctx, conn: ConnId, data: Bytes) {
         ShardCounters::add(&self.counters().bytes_received, data.len() as u64);
+        let since_start = self.since_start(ctx);
         let Some(connection) = self.conns.get_mut(&conn) else {
             return;
         };
         if matches!(connection.phase, Phase::Closing) {
             return;
         }
-        connection.last_activity = ctx.now();
-        let buf = take_buffer(&mut connection.carry, data);
+        connection.touch(since_start);
+        let buf = take_buffer(connection.take_carry(), data);
         if matches!(connection.phase, Phase::AwaitingConnect)
             && buf.first().is_some_and(|byte| byte >> 4 != CONNECT_TYPE)
         {
             // The first packet must be CONNECT: anything else closes the socket, with no CONNACK.
-            debug!(peer = %connection.peer, "first packet is not CONNECT: closing");
+            debug!("first packet is not CONNECT: closing");
             self.close_connection(ctx, conn);
             return;
         }
@@ -56,9 +57,9 @@ impl BrokerShard {
             // A CONNECT refused before it decodes is still answered in the client's version.
             connection.protocol = ProtocolVersion::V5;
         }
-        if matches!(connection.phase, Phase::AwaitingSession(_)) {
+        if matches!(connection.phase, Phase::AwaitingSession) {
             // Packets behind the CONNECT wait for the session (see `resume_reading`).
-            connection.carry = buf;
+            connection.keep_carry(buf);
             return;
         }
         self.decode_buffer(ctx, conn, buf);
@@ -78,7 +79,7 @@ impl BrokerShard {
         }
         if let Some(connection) = self.conns.get_mut(&conn) {
             // An idle connection holds no buffer: an empty remainder is dropped, not kept.
-            connection.carry = if buf.is_empty() { BytesMut::new() } else { buf };
+            connection.keep_carry(buf);
         }
     }
 
@@ -88,10 +89,10 @@ impl BrokerShard {
         let Some(connection) = self.conns.get_mut(&conn) else {
             return;
         };
-        if connection.carry.is_empty() || !connection.is_connected() {
+        if !connection.has_carry() || !connection.is_connected() {
             return;
         }
-        let buf = std::mem::take(&mut connection.carry);
+        let buf = connection.take_carry();
         self.decode_buffer(ctx, conn, buf);
     }
 
@@ -106,7 +107,7 @@ impl BrokerShard {
         while let Some(packet) = codec::decode(buf, &limits)? {
             self.handle_packet(ctx, conn, packet)?;
             match self.conns.get(&conn) {
-                Some(c) if !matches!(c.phase, Phase::Closing | Phase::AwaitingSession(_)) => {
+                Some(c) if !matches!(c.phase, Phase::Closing | Phase::AwaitingSession) => {
                     limits.protocol = c.protocol;
                 }
                 _ => break,
@@ -154,7 +155,6 @@ impl BrokerShard {
             return;
         };
         debug!(
-            peer = %connection.peer,
             reason = fault.reason.name(),
             detail = %fault.detail,
             "closing connection for a protocol fault"
@@ -173,7 +173,7 @@ impl BrokerShard {
     pub(super) fn close_connection(&mut self, ctx: &mut Ctx, conn: ConnId) {
         if let Some(connection) = self.conns.get_mut(&conn) {
             connection.phase = Phase::Closing;
-            connection.carry = BytesMut::new();
+            connection.discard_carry();
         }
         ctx.close(conn);
     }
@@ -201,13 +201,12 @@ fn announces_v5(buf: &[u8]) -> bool {
 
 /// The buffer to decode from: the received bytes themselves when nothing was carried over
 /// (no copy when they are uniquely owned), else the carry with the new bytes appended.
-fn take_buffer(carry: &mut BytesMut, data: Bytes) -> BytesMut {
+fn take_buffer(mut carry: BytesMut, data: Bytes) -> BytesMut {
     if carry.is_empty() {
         return data
             .try_into_mut()
             .unwrap_or_else(|shared| BytesMut::from(&shared[..]));
     }
-    let mut buf = std::mem::take(carry);
-    buf.extend_from_slice(&data);
-    buf
+    carry.extend_from_slice(&data);
+    carry
 }

@@ -36,9 +36,9 @@ use codec::MqttStr;
 use ring_runtime::{CloseReason, ConnId, Handler, ShardCtx, ShardId};
 use router::{Matches, ReorderBuffer, RetainedStore, SubscriberId, SubscriptionTable, TableConfig};
 
-use crate::conn::Connection;
+use crate::conn::Connections;
 use crate::message::{Change, Message, Recipient, ShardMsg, TakeoverRequest};
-use crate::session::Session;
+use crate::sessions::Sessions;
 use crate::shared::Shared;
 
 pub use fault::Fault;
@@ -52,9 +52,8 @@ pub(crate) type Ctx = ShardCtx<ShardMsg>;
 pub struct BrokerShard {
     shared: Arc<Shared>,
     id: ShardId,
-    conns: FastMap<ConnId, Box<Connection>>,
-    sessions: FastMap<MqttStr, Box<Session>>,
-    by_subscriber: FastMap<SubscriberId, MqttStr>,
+    conns: Connections,
+    sessions: Sessions,
     table: SubscriptionTable,
     retained: RetainedStore<Arc<Message>>,
     owners: FastMap<SubscriberId, ShardId>,
@@ -63,7 +62,7 @@ pub struct BrokerShard {
     fences_due: Vec<(ShardId, SubscriberId)>,
     changes: ReorderBuffer<Change>,
     pending_handoffs: FastMap<MqttStr, TakeoverRequest>,
-    awaiting: FastMap<MqttStr, ConnId>,
+    awaiting: FastMap<MqttStr, (ConnId, Box<codec::Connect>)>,
     timers: TimerBook,
     matches: Matches,
     scratch: BytesMut,
@@ -88,9 +87,8 @@ impl BrokerShard {
         Self {
             shared,
             id,
-            conns: FastMap::default(),
-            sessions: FastMap::default(),
-            by_subscriber: FastMap::default(),
+            conns: Connections::default(),
+            sessions: Sessions::default(),
             table,
             retained: RetainedStore::new(),
             owners: FastMap::default(),
@@ -118,17 +116,25 @@ impl BrokerShard {
         self.shared.metrics.shard(self.id.index())
     }
 
+    /// The client id of the session `conn` is attached to.
+    fn client_id_of(&self, conn: ConnId) -> Option<MqttStr> {
+        let subscriber = self.conns.get(&conn)?.session?;
+        self.sessions.client_id(subscriber).cloned()
+    }
+
+    /// Time since the broker started (connection records keep their times this way: 8 bytes
+    /// instead of an `Instant`'s 16).
+    fn since_start(&self, ctx: &Ctx) -> std::time::Duration {
+        ctx.now().saturating_duration_since(self.shared.started)
+    }
+
     /// The span every log line about one connection is written in: connection id, client id
     /// and shard. Built only when debug logging is on.
     fn conn_span(&self, conn: ConnId) -> tracing::Span {
         tracing::debug_span!(
             "conn",
             id = conn.index(),
-            client = self
-                .conns
-                .get(&conn)
-                .and_then(|c| c.client_id.as_ref())
-                .map_or("", |c| c.as_str()),
+            client = self.client_id_of(conn).as_ref().map_or("", |c| c.as_str()),
             shard = self.id.index(),
         )
     }

@@ -38,8 +38,7 @@ impl BrokerShard {
             .and_then(|p| p.topic_alias.take())
         {
             let topic = connection
-                .inbound_aliases
-                .resolve(
+                .resolve_topic_alias(
                     publish.content.shared_topic().as_shared_bytes(),
                     alias.get(),
                 )
@@ -48,7 +47,7 @@ impl BrokerShard {
                 .content
                 .set_topic(MqttStr::from_bytes(topic).map_err(Fault::from)?);
         }
-        let client_id = connection.client_id.clone().unwrap_or_default();
+        let client_id = self.client_id_of(conn).unwrap_or_default();
         let topic = TopicName::from_bytes(
             publish.content.shared_topic().into_bytes(),
             &self.shared.topic_limits,

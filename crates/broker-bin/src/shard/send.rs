@@ -87,7 +87,7 @@ impl BrokerShard {
         let cacheable = packet_id.is_none()
             && message_expiry_interval.is_none()
             && options.subscription_identifiers.is_empty()
-            && connection.outbound_aliases.is_none();
+            && !connection.has_outbound_aliases();
         let key = FrameKey {
             protocol,
             retain: copy.retain,
@@ -107,7 +107,7 @@ impl BrokerShard {
             if plain_len > max_packet {
                 return Err(NotSent::TooLarge);
             }
-            let alias = connection.outbound_aliases.as_mut().and_then(|aliases| {
+            let alias = connection.outbound_aliases().and_then(|aliases| {
                 aliases
                     .assign(publish.topic().as_shared_bytes())
                     .alias_use()

@@ -23,7 +23,7 @@ impl BrokerShard {
         conn: ConnId,
         subscribe: Subscribe,
     ) -> Result<(), Fault> {
-        let Some(client_id) = self.conns.get(&conn).and_then(|c| c.client_id.clone()) else {
+        let Some(client_id) = self.client_id_of(conn) else {
             return Ok(());
         };
         let id = subscribe.properties.subscription_identifier;
@@ -168,7 +168,7 @@ impl BrokerShard {
         conn: ConnId,
         unsubscribe: Unsubscribe,
     ) {
-        let Some(client_id) = self.conns.get(&conn).and_then(|c| c.client_id.clone()) else {
+        let Some(client_id) = self.client_id_of(conn) else {
             return;
         };
         let mut reason_codes = Vec::with_capacity(unsubscribe.filters.len());

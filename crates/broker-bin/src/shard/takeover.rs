@@ -15,15 +15,16 @@ use crate::session::Session;
 impl BrokerShard {
     /// The connection on this shard waiting for `client_id`'s session, if any.
     pub(super) fn awaiting_conn(&self, client_id: &MqttStr) -> Option<ConnId> {
-        self.awaiting.get(client_id).copied()
+        self.awaiting.get(client_id).map(|(conn, _)| *conn)
     }
 
     /// Parks `conn` until the session arrives from another shard.
     pub(super) fn wait_for_session(&mut self, conn: ConnId, connect: Connect) {
-        self.awaiting.insert(connect.client_id.clone(), conn);
         if let Some(connection) = self.conns.get_mut(&conn) {
-            connection.phase = Phase::AwaitingSession(Box::new(connect));
+            connection.phase = Phase::AwaitingSession;
         }
+        self.awaiting
+            .insert(connect.client_id.clone(), (conn, Box::new(connect)));
     }
 
     /// Asks `holder` to hand over the session of `connect`'s client.
@@ -50,7 +51,6 @@ impl BrokerShard {
             self.release_all_held(ctx, subscriber);
         }
         if let Some(mut session) = self.sessions.remove(&request.client_id) {
-            self.by_subscriber.remove(&session.subscriber);
             self.detach_connection(ctx, &mut session, true);
             let session = self.release(ctx, session, &request);
             self.send_transfer(ctx, request, session);
@@ -71,8 +71,7 @@ impl BrokerShard {
         mut session: Box<Session>,
         request: &TakeoverRequest,
     ) -> Option<Box<Session>> {
-        self.disarm(ctx, session.expiry_timer.take());
-        self.disarm(ctx, session.will_timer.take());
+        self.disarm_session_timers(ctx, &mut session);
         session.will = None;
         if request.clean_start {
             self.end_session_state(ctx, *session);
@@ -106,7 +105,7 @@ impl BrokerShard {
         let client_id = transfer.client_id;
         let waiting = self.awaiting.remove(&client_id);
         if let Some(request) = self.pending_handoffs.remove(&client_id) {
-            if let Some(conn) = waiting {
+            if let Some((conn, _)) = waiting {
                 self.close_connection(ctx, conn);
             }
             let session = transfer
@@ -115,7 +114,7 @@ impl BrokerShard {
             self.send_transfer(ctx, request, session);
             return;
         }
-        let connect = waiting.and_then(|conn| self.take_pending_connect(conn).map(|c| (conn, c)));
+        let connect = waiting.filter(|(conn, _)| self.stop_waiting(*conn));
         if let Some(session) = &transfer.session {
             let subscriber = session.subscriber;
             self.broadcast(
@@ -129,11 +128,11 @@ impl BrokerShard {
         }
         match (connect, transfer.session) {
             (Some((conn, connect)), Some(session)) => {
-                self.complete_connect(ctx, conn, connect, session, true, false);
+                self.complete_connect(ctx, conn, *connect, session, true, false);
             }
             (Some((conn, connect)), None) => {
                 let fresh = self.fresh_session(ctx, &client_id);
-                self.complete_connect(ctx, conn, connect, fresh, false, false);
+                self.complete_connect(ctx, conn, *connect, fresh, false, false);
             }
             (None, Some(session)) => {
                 let protocol = session.protocol;
@@ -143,16 +142,17 @@ impl BrokerShard {
         }
     }
 
-    /// The CONNECT a waiting connection holds, if it is still open and waiting.
-    fn take_pending_connect(&mut self, conn: ConnId) -> Option<Connect> {
-        let connection = self.conns.get_mut(&conn)?;
-        match std::mem::replace(&mut connection.phase, Phase::AwaitingConnect) {
-            Phase::AwaitingSession(connect) => Some(*connect),
-            other => {
-                connection.phase = other;
-                None
-            }
+    /// Whether `conn` is still open and waiting for a session; if so it stops waiting (its
+    /// CONNECT is completed next).
+    fn stop_waiting(&mut self, conn: ConnId) -> bool {
+        let Some(connection) = self.conns.get_mut(&conn) else {
+            return false;
+        };
+        let waiting = connection.phase == Phase::AwaitingSession;
+        if waiting {
+            connection.phase = Phase::AwaitingConnect;
         }
+        waiting
     }
 
     /// Detaches a session from its connection, if it has one: a taken-over connection gets
@@ -169,7 +169,7 @@ impl BrokerShard {
         };
         let will = session.will.take();
         if let Some(connection) = self.conns.get_mut(&old) {
-            connection.client_id = None;
+            connection.session = None;
             let publish_will = connection.publish_will;
             debug!(conn = ?old, client = session.client_id.as_str(), "session taken over");
             if taken_over {
@@ -190,8 +190,10 @@ impl BrokerShard {
         subscriber: Option<router::SubscriberId>,
     ) {
         let me = self.id;
-        self.shared.sessions.remove_if(client_id, |_, location| {
-            location.shard == me && subscriber.is_none_or(|s| s == location.subscriber)
-        });
+        self.shared
+            .sessions
+            .remove_if(client_id.as_str(), |_, location| {
+                location.shard == me && subscriber.is_none_or(|s| s == location.subscriber)
+            });
     }
 }

@@ -8,6 +8,7 @@ use codec::MqttStr;
 use ring_runtime::{ConnId, TimerId};
 
 use super::{BrokerShard, Ctx};
+use crate::session::Session;
 
 /// Keys with this bit are connection timers (CONNECT timeout or keep-alive check): the rest of
 /// the key is the connection id itself, so the most common timer needs no entry in the book.
@@ -59,17 +60,21 @@ impl BrokerShard {
         }
     }
 
-    /// Arms the CONNECT-timeout or keep-alive timer of `conn`.
+    /// Arms the CONNECT-timeout or keep-alive timer of `conn` (its key is the connection id, so
+    /// the connection keeps only the timer id).
     pub(super) fn arm_connection_timer(
         &mut self,
         ctx: &mut Ctx,
         deadline: Instant,
         conn: ConnId,
-    ) -> ArmedTimer {
-        let key = CONNECTION_TIMER | conn.to_u64();
-        ArmedTimer {
-            id: ctx.arm_timer_at(deadline, key),
-            key,
+    ) -> TimerId {
+        ctx.arm_timer_at(deadline, CONNECTION_TIMER | conn.to_u64())
+    }
+
+    /// Cancels a connection timer.
+    pub(super) fn disarm_connection_timer(&mut self, ctx: &mut Ctx, timer: Option<TimerId>) {
+        if let Some(id) = timer {
+            ctx.cancel_timer(id);
         }
     }
 
@@ -86,10 +91,15 @@ impl BrokerShard {
     pub(super) fn disarm(&mut self, ctx: &mut Ctx, timer: Option<ArmedTimer>) {
         if let Some(timer) = timer {
             ctx.cancel_timer(timer.id);
-            if timer.key & CONNECTION_TIMER == 0 {
-                self.timers.purposes.remove(&timer.key);
-            }
+            self.timers.purposes.remove(&timer.key);
         }
+    }
+
+    /// Cancels a session's expiry and will-delay timers.
+    pub(super) fn disarm_session_timers(&mut self, ctx: &mut Ctx, session: &mut Session) {
+        let timers = session.take_timers();
+        self.disarm(ctx, timers.expiry);
+        self.disarm(ctx, timers.will);
     }
 
     /// A timer fired: run its purpose.

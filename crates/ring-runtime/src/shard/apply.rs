@@ -34,14 +34,12 @@ impl<H: Handler, B: Backend> Shard<H, B> {
             // Closing before the connection exists: nothing to drain.
             conn.close = Some(CloseMode::Abort);
         }
-        if let Phase::ConnectPending(addr) = conn.phase {
-            conn.phase = Phase::Connecting;
-            if conn.close.is_none()
-                && let Err(error) = self.backend.start_connect(id, conn, addr)
-            {
-                conn.phase = Phase::Closing;
-                self.failed_connects.push((id, error));
-            }
+        if let Some(addr) = conn.start_connecting()
+            && conn.close.is_none()
+            && let Err(error) = self.backend.start_connect(id, conn, addr)
+        {
+            conn.phase = Phase::Closing;
+            self.failed_connects.push((id, error));
         }
         if conn.close.is_some() && conn.phase != Phase::Closing {
             conn.phase = Phase::Closing;
