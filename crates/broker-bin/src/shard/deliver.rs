@@ -38,18 +38,16 @@ impl BrokerShard {
             self.forward(recipient);
             return;
         };
+        if recipient.outgoing.qos == QoS::AtMostOnce {
+            self.deliver_qos0(ctx, conn, recipient.outgoing.view());
+            return;
+        }
         if recipient.outgoing.message.expiry(ctx.now()) == Expiry::Expired {
             self.count_dropped(1);
             return;
         }
-        match (conn, recipient.outgoing.qos) {
-            (Some(conn), QoS::AtMostOnce) => self.send_qos0(ctx, conn, recipient.outgoing.view()),
-            (None, QoS::AtMostOnce) => self.count_dropped(1),
-            (_, _) => {
-                if let Some(client_id) = self.sessions.client_id(recipient.subscriber).cloned() {
-                    self.enqueue(ctx, &client_id, recipient.outgoing);
-                }
-            }
+        if let Some(client_id) = self.sessions.client_id(recipient.subscriber).cloned() {
+            self.enqueue(ctx, &client_id, recipient.outgoing);
         }
     }
 
@@ -82,12 +80,17 @@ impl BrokerShard {
         let Some(conn) = self.sessions.by_subscriber(subscriber).map(|s| s.conn) else {
             return false;
         };
+        self.deliver_qos0(ctx, conn, copy);
+        true
+    }
+
+    /// A QoS 0 copy for a session of this shard, connected as `conn` or not (then dropped;
+    /// an expired copy is dropped by `send_publish`).
+    fn deliver_qos0(&mut self, ctx: &mut Ctx, conn: Option<ConnId>, copy: CopyView<'_>) {
         match conn {
-            _ if copy.message.expiry(ctx.now()) == Expiry::Expired => self.count_dropped(1),
             Some(conn) => self.send_qos0(ctx, conn, copy),
             None => self.count_dropped(1),
         }
-        true
     }
 
     fn send_qos0(&mut self, ctx: &mut Ctx, conn: ConnId, copy: CopyView<'_>) {

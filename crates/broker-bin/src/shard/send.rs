@@ -83,58 +83,77 @@ impl BrokerShard {
         if protocol.is_v5() {
             options.subscription_identifiers = copy.sub_ids;
         }
-        let publish = &copy.message.publish;
-        let cacheable = packet_id.is_none()
+        // Identical for every recipient of this message with the same key: no packet id, no
+        // expiry countdown, no subscription identifiers, no topic alias.
+        let cache_key = (packet_id.is_none()
             && message_expiry_interval.is_none()
             && options.subscription_identifiers.is_empty()
-            && !connection.has_outbound_aliases();
-        let key = FrameKey {
+            && !connection.has_outbound_aliases())
+        .then_some(FrameKey {
             protocol,
             retain: copy.retain,
-        };
-        let len = if let Some(frame) = cacheable
-            .then(|| self.frame_cache.get(copy.message, key))
-            .flatten()
-        {
-            if frame.len() > max_packet {
-                return Err(NotSent::TooLarge);
-            }
-            ctx.send_with(conn, |buf| buf.extend_from_slice(frame))
-                .map_err(|_| NotSent::Closed)?;
-            frame.len()
-        } else {
-            let plain_len = publish.frame_len(&options).map_err(|_| NotSent::TooLarge)?;
-            if plain_len > max_packet {
-                return Err(NotSent::TooLarge);
-            }
-            let alias = connection.outbound_aliases().and_then(|aliases| {
-                aliases
-                    .assign(publish.topic().as_shared_bytes())
-                    .alias_use()
-            });
-            let len = match alias {
-                None => plain_len,
-                Some(alias) => {
-                    options.topic_alias = Some(alias);
-                    publish.frame_len(&options).map_err(|_| NotSent::TooLarge)?
-                }
-            };
-            let cache = (cacheable && len < ctx.coalesce_below()).then_some(&mut self.frame_cache);
-            queue_publish(
-                ctx,
-                conn,
-                copy.message,
-                &options,
-                len,
-                cache.map(|c| (c, key)),
-            )?;
-            len
+        });
+        let cached = cache_key.and_then(|key| self.frame_cache.get(copy.message, key));
+        let len = match cached {
+            Some(frame) => queue_cached(ctx, conn, frame, max_packet)?,
+            None => self.encode_publish(ctx, conn, copy.message, options, max_packet, cache_key)?,
         };
         let counters = self.counters();
         ShardCounters::add(&counters.messages_sent, 1);
         ShardCounters::add(&counters.bytes_sent, len as u64);
         Ok(())
     }
+
+    /// Encodes a PUBLISH for `conn` (assigning an outbound topic alias if it uses them) and
+    /// queues it; its length. A small frame is remembered under `cache_key` when given.
+    fn encode_publish(
+        &mut self,
+        ctx: &mut Ctx,
+        conn: ConnId,
+        message: &Arc<Message>,
+        mut options: FrameOptions<'_>,
+        max_packet: usize,
+        cache_key: Option<FrameKey>,
+    ) -> Result<usize, NotSent> {
+        let publish = &message.publish;
+        let plain_len = publish.frame_len(&options).map_err(|_| NotSent::TooLarge)?;
+        if plain_len > max_packet {
+            return Err(NotSent::TooLarge);
+        }
+        let connection = self.conns.get_mut(&conn).ok_or(NotSent::Closed)?;
+        let alias = connection.outbound_aliases().and_then(|aliases| {
+            aliases
+                .assign(publish.topic().as_shared_bytes())
+                .alias_use()
+        });
+        let len = match alias {
+            None => plain_len,
+            Some(alias) => {
+                options.topic_alias = Some(alias);
+                publish.frame_len(&options).map_err(|_| NotSent::TooLarge)?
+            }
+        };
+        let cache = cache_key
+            .filter(|_| len < ctx.coalesce_below())
+            .map(|key| (&mut self.frame_cache, key));
+        queue_publish(ctx, conn, message, &options, len, cache)?;
+        Ok(len)
+    }
+}
+
+/// Queues a copy of a cached frame; its length.
+fn queue_cached(
+    ctx: &mut Ctx,
+    conn: ConnId,
+    frame: &[u8],
+    max_packet: usize,
+) -> Result<usize, NotSent> {
+    if frame.len() > max_packet {
+        return Err(NotSent::TooLarge);
+    }
+    ctx.send_with(conn, |buf| buf.extend_from_slice(frame))
+        .map_err(|_| NotSent::Closed)?;
+    Ok(frame.len())
 }
 
 /// Queues a PUBLISH frame of `len` bytes: copied whole into the connection's send buffer when
