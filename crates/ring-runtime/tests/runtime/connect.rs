@@ -102,8 +102,10 @@ fn outbound_connect_with_local_bind_exchanges_data() {
 
 #[test]
 fn refused_connect_reports_the_error_and_no_close() {
+    // A port just closed, on a loopback address no other test listens on: a listener of a
+    // concurrent test may be given the same port number, but only on 127.0.0.1.
     let closed_port = {
-        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let listener = TcpListener::bind("127.0.0.77:0").unwrap();
         listener.local_addr().unwrap()
     };
     let Some((handle, rx)) = start_dialer(closed_port, None) else {
