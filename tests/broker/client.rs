@@ -208,6 +208,13 @@ impl RawClient {
         }
     }
 
+    /// Puts packets already read back in front of what arrives next.
+    pub fn unread(&mut self, packets: Vec<Packet>) {
+        for packet in packets.into_iter().rev() {
+            self.stash.push_front(packet);
+        }
+    }
+
     /// The next packet; fails the test on close or timeout.
     pub fn recv(&mut self) -> Packet {
         match self.next_event(READ_TIMEOUT) {

@@ -18,4 +18,5 @@ mod slow;
 mod subscribe;
 mod sys;
 mod takeover;
+mod takeover_stream;
 mod will;

@@ -121,55 +121,6 @@ fn repeated_takeover_across_shards_keeps_session_state_v311() {
     roam(V311);
 }
 
-/// A publisher streams numbered QoS 1 messages while the subscriber's session is taken over again
-/// and again: every message arrives at least once, and a repeated one carries DUP.
-///
-/// Order is kept too (MQTT 5.0 4.6.0-6): on every connection the messages of the one publisher
-/// arrive in publish order, resends first; copies the old shard forwards never arrive after newer
-/// copies routed straight to the new shard (shard/fence.rs).
-#[test]
-fn no_message_lost_while_the_session_moves() {
-    const COUNT: u32 = 300;
-    let broker = TestBroker::start();
-    let addr = broker.addr();
-    let connect = persistent_connect(V5, "mover", 300);
-    let mut current = RawClient::connected(addr, connect.clone());
-    current.subscribe("stream", QoS::AtLeastOnce);
-    let producer = std::thread::spawn(move || {
-        let mut publisher = RawClient::connected_clean(addr, V311, "streamer");
-        for i in 0..COUNT {
-            publisher.publish_simple("stream", &i.to_be_bytes(), QoS::AtLeastOnce);
-        }
-    });
-    let mut seen = std::collections::HashSet::new();
-    let mut since_takeover = 0;
-    let mut last_on_this_connection: Option<u32> = None;
-    while seen.len() < COUNT as usize {
-        let publish = current.expect_publish_acked();
-        let n = u32::from_be_bytes(publish.payload()[..].try_into().expect("4 bytes"));
-        if !seen.insert(n) {
-            assert!(publish.dup, "a repeated message {n} has DUP set");
-        }
-        if let Some(last) = last_on_this_connection {
-            assert!(
-                n > last,
-                "message {n} arrived after {last} on the same connection"
-            );
-        }
-        last_on_this_connection = Some(n);
-        since_takeover += 1;
-        if since_takeover == 20 {
-            since_takeover = 0;
-            last_on_this_connection = None;
-            let (next, connack) = RawClient::connect(addr, connect.clone());
-            assert!(connack.session_present);
-            current.expect_closed();
-            current = next;
-        }
-    }
-    producer.join().expect("producer finished");
-}
-
 /// A client may send packets right behind its CONNECT without waiting for CONNACK, also while
 /// its session is handed over from another shard.
 #[test]

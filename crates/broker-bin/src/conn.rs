@@ -22,7 +22,7 @@ pub enum Phase {
     /// Accepted; its CONNECT has not arrived.
     AwaitingConnect,
     /// CONNECT received; waiting for another shard to hand over the session (the CONNECT waits
-    /// in the shard's `awaiting` table).
+    /// in the shard's `claims` table).
     AwaitingSession,
     /// CONNACK sent; packets flow.
     Connected,

@@ -5,11 +5,12 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use codec::{MqttStr, ProtocolVersion, QoS, SharedPublish, SubscriptionId};
-use ring_runtime::{ConnId, ShardId};
+use ring_runtime::ShardId;
 use router::{Sequenced, SharedFilter, SubscriberId, SubscriptionChange, TopicName};
 use smallvec::SmallVec;
 
 use crate::session::Session;
+use crate::shared::ClaimId;
 
 /// One published message, encoded once and shared (by `Arc`) by every recipient on every shard.
 #[derive(Debug)]
@@ -128,8 +129,10 @@ pub struct TakeoverRequest {
     pub client_id: MqttStr,
     /// The shard where the new connection waits.
     pub to_shard: ShardId,
-    /// The new connection (on `to_shard`).
-    pub to_conn: ConnId,
+    /// The new connection's claim (on `to_shard`).
+    pub to_claim: ClaimId,
+    /// The claim it supersedes (on the shard the request goes to).
+    pub supersedes: ClaimId,
     /// Whether the new connection discards the session (Clean Start).
     pub clean_start: bool,
 }
@@ -139,8 +142,8 @@ pub struct TakeoverRequest {
 pub struct SessionTransfer {
     /// The session's client identifier.
     pub client_id: MqttStr,
-    /// The waiting connection.
-    pub to_conn: ConnId,
+    /// The waiting claim.
+    pub to_claim: ClaimId,
     /// The session, unless it was discarded (Clean Start) or had ended.
     pub session: Option<Box<Session>>,
 }

@@ -20,7 +20,16 @@ pub struct SessionLocation {
     pub shard: ShardId,
     /// The session's subscriber key.
     pub subscriber: SubscriberId,
+    /// The latest connection's claim on the session: a takeover request names the claim it
+    /// supersedes, as one shard may hold several claims for one client during a burst of
+    /// reconnects.
+    pub claim: ClaimId,
 }
+
+/// One CONNECT's claim on a client's session, unique among claims still in progress (ids wrap
+/// after 2^32 claims; a claim is in progress for the time a session takes to move).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct ClaimId(pub u32);
 
 /// Shared broker state, one per broker, behind an `Arc` in every shard.
 pub struct Shared {
@@ -36,6 +45,8 @@ pub struct Shared {
     pub sequencer: Sequencer,
     /// Hands out subscriber keys.
     next_subscriber: AtomicU32,
+    /// Hands out claim ids.
+    next_claim: AtomicU32,
     /// Connections open now, over all shards (for `max_connections`).
     pub connections: AtomicUsize,
     /// Topic validation limits from the config.
@@ -61,6 +72,7 @@ impl Shared {
             sessions: DashMap::new(),
             sequencer: Sequencer::new(),
             next_subscriber: AtomicU32::new(1),
+            next_claim: AtomicU32::new(0),
             connections: AtomicUsize::new(0),
             topic_limits,
             auth,
@@ -74,5 +86,10 @@ impl Shared {
     /// A new subscriber key. Keys are never reused within one broker run (2^32 sessions).
     pub fn new_subscriber(&self) -> SubscriberId {
         SubscriberId(self.next_subscriber.fetch_add(1, Ordering::Relaxed))
+    }
+
+    /// A new claim id.
+    pub fn new_claim(&self) -> ClaimId {
+        ClaimId(self.next_claim.fetch_add(1, Ordering::Relaxed))
     }
 }

@@ -14,16 +14,20 @@ use crate::conn::{Phase, keep_alive_grace};
 use crate::detach;
 use crate::message::Change;
 use crate::session::{PendingWill, Session, SessionExpiry};
-use crate::shared::SessionLocation;
+use crate::shared::{ClaimId, SessionLocation};
 
 /// Where the session for a CONNECT comes from.
 enum Claim {
     /// No session existed: a fresh one with this key.
     Fresh(router::SubscriberId),
-    /// The session (if any) is on this shard.
-    Local,
-    /// Another shard holds it and must hand it over.
-    Remote(ring_runtime::ShardId),
+    /// The session (if any) is on this shard, or is claimed by a connection here.
+    Local(ClaimId),
+    /// Another shard holds it (for the claim `supersedes`) and must hand it over to `mine`.
+    Remote {
+        holder: ring_runtime::ShardId,
+        supersedes: ClaimId,
+        mine: ClaimId,
+    },
 }
 
 impl BrokerShard {
@@ -71,8 +75,12 @@ impl BrokerShard {
                 );
                 self.complete_connect(ctx, conn, connect, session, false, assigned.is_some());
             }
-            Ok(Claim::Local) => self.connect_local(ctx, conn, connect),
-            Ok(Claim::Remote(shard)) => self.request_takeover(ctx, conn, connect, shard),
+            Ok(Claim::Local(claim)) => self.connect_local(ctx, conn, connect, claim),
+            Ok(Claim::Remote {
+                holder,
+                supersedes,
+                mine,
+            }) => self.request_takeover(ctx, conn, connect, holder, (supersedes, mine)),
         }
         Ok(())
     }
@@ -127,28 +135,37 @@ impl BrokerShard {
                     vacant.insert(SessionLocation {
                         shard: self.id,
                         subscriber,
+                        claim: self.shared.new_claim(),
                     });
                     Claim::Fresh(subscriber)
                 }
-                Entry::Occupied(occupied) if occupied.get().shard == self.id => Claim::Local,
+                Entry::Occupied(occupied) if occupied.get().shard == self.id => {
+                    Claim::Local(occupied.get().claim)
+                }
                 Entry::Occupied(mut occupied) => {
-                    let previous = occupied.get().shard;
-                    occupied.get_mut().shard = self.id;
-                    Claim::Remote(previous)
+                    let location = occupied.get_mut();
+                    let (holder, supersedes) = (location.shard, location.claim);
+                    let mine = self.shared.new_claim();
+                    location.shard = self.id;
+                    location.claim = mine;
+                    Claim::Remote {
+                        holder,
+                        supersedes,
+                        mine,
+                    }
                 }
             },
         )
     }
 
     /// The session is (or is about to be) on this shard.
-    fn connect_local(&mut self, ctx: &mut Ctx, conn: ConnId, connect: Connect) {
-        let client_id = connect.client_id.clone();
-        if let Some(waiting) = self.awaiting_conn(&client_id) {
-            // An earlier connection still waits for this session's hand-over: the newer wins.
-            self.close_connection(ctx, waiting);
-            self.wait_for_session(conn, connect);
+    fn connect_local(&mut self, ctx: &mut Ctx, conn: ConnId, connect: Connect, claim: ClaimId) {
+        if self.is_pending(claim) {
+            // An earlier connection here still waits for the session to arrive: the newer wins.
+            self.replace_waiting(ctx, claim, conn, connect);
             return;
         }
+        let client_id = connect.client_id.clone();
         match self.sessions.remove(&client_id) {
             Some(mut session) => {
                 self.detach_connection(ctx, &mut session, true);
@@ -171,13 +188,17 @@ impl BrokerShard {
     /// A new session with a new subscriber key, recorded in the directory for this shard.
     pub(super) fn fresh_session(&mut self, ctx: &mut Ctx, client_id: &MqttStr) -> Box<Session> {
         let subscriber = self.shared.new_subscriber();
-        self.shared.sessions.insert(
-            Box::from(client_id.as_str()),
-            SessionLocation {
+        // A newer claim elsewhere keeps its place in the directory: this session goes to it.
+        let shared = &self.shared;
+        shared
+            .sessions
+            .entry(Box::from(client_id.as_str()))
+            .and_modify(|entry| entry.subscriber = subscriber)
+            .or_insert_with(|| SessionLocation {
                 shard: self.id,
                 subscriber,
-            },
-        );
+                claim: shared.new_claim(),
+            });
         self.broadcast(
             ctx,
             Change::Owner {

@@ -9,6 +9,12 @@
 //! straight from X until X's fence arrives, then delivers them in arrival order. Once A has passed
 //! on the fences of every shard nothing more can reach it for the session, and it forgets its
 //! forwarding entry.
+//!
+//! B hands the session on only once every fence is in. Before that, copies forwarded by A may
+//! still be on their way to B, and a session that left with B's held (newer) copies would get
+//! them ahead of those older ones. The request waits in the [`Holding`]; the old connection is
+//! closed at once. Every shard that receives a session announces and fences it this way, also
+//! one that only passes it on to a newer connection, so moves happen one at a time.
 
 use std::collections::VecDeque;
 
@@ -16,7 +22,7 @@ use ring_runtime::ShardId;
 use router::SubscriberId;
 
 use super::{BrokerShard, Ctx};
-use crate::message::{Recipient, ShardMsg};
+use crate::message::{Recipient, ShardMsg, TakeoverRequest};
 
 /// Copies held for a session that arrived on this shard, until every shard's fence is in.
 #[derive(Debug)]
@@ -25,6 +31,8 @@ pub(super) struct Holding {
     waiting: Vec<ShardId>,
     /// Copies that came straight from a shard still in `waiting`, in arrival order.
     held: VecDeque<(ShardId, Recipient)>,
+    /// A takeover that waits until every fence is in.
+    deferred: Option<TakeoverRequest>,
 }
 
 /// A forwarding entry on the shard a session left.
@@ -46,6 +54,7 @@ impl BrokerShard {
         let holding = Holding {
             waiting,
             held: VecDeque::new(),
+            deferred: None,
         };
         self.holding.insert(subscriber, holding);
     }
@@ -103,6 +112,27 @@ impl BrokerShard {
         self.post(ctx, to, fence);
     }
 
+    /// Keeps a takeover of `subscriber`'s session until its fences are in; gives the request
+    /// back when nothing is held for the session.
+    pub(super) fn defer_until_fenced(
+        &mut self,
+        subscriber: SubscriberId,
+        request: TakeoverRequest,
+    ) -> Result<(), TakeoverRequest> {
+        let Some(holding) = self.holding.get_mut(&subscriber) else {
+            return Err(request);
+        };
+        // The directory names one claimant at a time and later ones ask the claimant, so no
+        // second request can be waiting here.
+        if let Some(older) = holding.deferred.replace(request) {
+            tracing::error!(
+                client = older.client_id.as_str(),
+                "takeover request superseded"
+            );
+        }
+        Ok(())
+    }
+
     fn release_held(&mut self, ctx: &mut Ctx, subscriber: SubscriberId, origin: ShardId) {
         let Some(holding) = self.holding.get_mut(&subscriber) else {
             return;
@@ -118,11 +148,16 @@ impl BrokerShard {
             }
         }
         holding.held = kept;
-        if holding.waiting.is_empty() {
-            self.holding.remove(&subscriber);
-        }
+        let deferred = if holding.waiting.is_empty() {
+            self.holding.remove(&subscriber).and_then(|h| h.deferred)
+        } else {
+            None
+        };
         for recipient in release {
             self.deliver(ctx, recipient);
+        }
+        if let Some(request) = deferred {
+            self.hand_over(ctx, request);
         }
     }
 
@@ -149,14 +184,5 @@ impl BrokerShard {
             return;
         }
         self.deliver(ctx, recipient);
-    }
-
-    /// A session leaves while copies are held for it: deliver them to it first (into its queue).
-    pub(super) fn release_all_held(&mut self, ctx: &mut Ctx, subscriber: SubscriberId) {
-        if let Some(holding) = self.holding.remove(&subscriber) {
-            for (_, recipient) in holding.held {
-                self.deliver(ctx, recipient);
-            }
-        }
     }
 }

@@ -6,6 +6,7 @@
 
 mod acks;
 mod changes;
+mod claims;
 mod close;
 mod connect;
 mod deliver;
@@ -37,7 +38,7 @@ use ring_runtime::{CloseReason, ConnId, Handler, ShardCtx, ShardId};
 use router::{Matches, ReorderBuffer, RetainedStore, SubscriberId, SubscriptionTable, TableConfig};
 
 use crate::conn::Connections;
-use crate::message::{Change, Message, Recipient, ShardMsg, TakeoverRequest};
+use crate::message::{Change, Message, Recipient, ShardMsg};
 use crate::sessions::Sessions;
 use crate::shared::Shared;
 
@@ -61,8 +62,7 @@ pub struct BrokerShard {
     holding: FastMap<SubscriberId, fence::Holding>,
     fences_due: Vec<(ShardId, SubscriberId)>,
     changes: ReorderBuffer<Change>,
-    pending_handoffs: FastMap<MqttStr, TakeoverRequest>,
-    awaiting: FastMap<MqttStr, (ConnId, Box<codec::Connect>)>,
+    claims: FastMap<crate::shared::ClaimId, claims::PendingClaim>,
     timers: TimerBook,
     matches: Matches,
     scratch: BytesMut,
@@ -96,8 +96,7 @@ impl BrokerShard {
             holding: FastMap::default(),
             fences_due: Vec::new(),
             changes: ReorderBuffer::new(window),
-            pending_handoffs: FastMap::default(),
-            awaiting: FastMap::default(),
+            claims: FastMap::default(),
             timers: TimerBook::default(),
             matches: Matches::new(),
             scratch: BytesMut::new(),

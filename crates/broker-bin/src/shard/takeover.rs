@@ -1,66 +1,59 @@
 //! Session takeover: a client connects again, on this shard or another. The shared directory
 //! names the shard that holds (or will hold) each session; a session moves as a whole through
 //! the mailboxes, and the shard it left forwards deliveries that were already on their way.
+//! Claims (claims.rs) say who gets it; fences (fence.rs) keep each publisher's order.
 
-use codec::{Connect, MqttStr, ReasonCode};
-use ring_runtime::{ConnId, ShardId};
-use tracing::debug;
+use codec::{MqttStr, ReasonCode};
+use tracing::{debug, error};
 
+use super::claims::Claimant;
 use super::fence::Moved;
 use super::{BrokerShard, Ctx};
-use crate::conn::Phase;
 use crate::message::{Change, SessionTransfer, ShardMsg, TakeoverRequest};
 use crate::session::Session;
+use crate::shared::ClaimId;
 
 impl BrokerShard {
-    /// The connection on this shard waiting for `client_id`'s session, if any.
-    pub(super) fn awaiting_conn(&self, client_id: &MqttStr) -> Option<ConnId> {
-        self.awaiting.get(client_id).map(|(conn, _)| *conn)
+    /// A newer claim asks for the session: give it away (or discard it on Clean Start). A claim
+    /// still pending here passes the session on when it arrives; while copies are held for the
+    /// session (it arrived moments ago) the old connection closes now and the session follows
+    /// once every fence is in (fence.rs).
+    pub(super) fn hand_over(&mut self, ctx: &mut Ctx, request: TakeoverRequest) {
+        let Some(request) = self.supersede_pending(ctx, request) else {
+            return;
+        };
+        let Some(request) = self.defer_if_holding(ctx, request) else {
+            return;
+        };
+        let session = match self.sessions.remove(&request.client_id) {
+            Some(mut session) => {
+                self.detach_connection(ctx, &mut session, true);
+                self.release(ctx, session, &request)
+            }
+            None => None,
+        };
+        self.send_transfer(ctx, request, session);
     }
 
-    /// Parks `conn` until the session arrives from another shard.
-    pub(super) fn wait_for_session(&mut self, conn: ConnId, connect: Connect) {
-        if let Some(connection) = self.conns.get_mut(&conn) {
-            connection.phase = Phase::AwaitingSession;
-        }
-        self.awaiting
-            .insert(connect.client_id.clone(), (conn, Box::new(connect)));
-    }
-
-    /// Asks `holder` to hand over the session of `connect`'s client.
-    pub(super) fn request_takeover(
+    /// Closes the session's connection and keeps the request until the session's fences are
+    /// in; gives the request back when nothing is held for the session.
+    fn defer_if_holding(
         &mut self,
         ctx: &mut Ctx,
-        conn: ConnId,
-        connect: Connect,
-        holder: ShardId,
-    ) {
-        let request = TakeoverRequest {
-            client_id: connect.client_id.clone(),
-            to_shard: self.id,
-            to_conn: conn,
-            clean_start: connect.clean_start,
+        request: TakeoverRequest,
+    ) -> Option<TakeoverRequest> {
+        let Some(subscriber) = self.sessions.get(&request.client_id).map(|s| s.subscriber) else {
+            return Some(request);
         };
-        self.wait_for_session(conn, connect);
-        self.post(ctx, holder, ShardMsg::Takeover(request));
-    }
-
-    /// Another shard took the client: give the session away (or discard it on Clean Start).
-    pub(super) fn hand_over(&mut self, ctx: &mut Ctx, request: TakeoverRequest) {
-        if let Some(subscriber) = self.sessions.get(&request.client_id).map(|s| s.subscriber) {
-            self.release_all_held(ctx, subscriber);
+        let client_id = request.client_id.clone();
+        if let Err(request) = self.defer_until_fenced(subscriber, request) {
+            return Some(request);
         }
-        if let Some(mut session) = self.sessions.remove(&request.client_id) {
+        if let Some(mut session) = self.sessions.remove(&client_id) {
             self.detach_connection(ctx, &mut session, true);
-            let session = self.release(ctx, session, &request);
-            self.send_transfer(ctx, request, session);
-        } else if self.awaiting.contains_key(&request.client_id) {
-            // Our own hand-over is still on its way: pass the session on when it arrives.
-            self.pending_handoffs
-                .insert(request.client_id.clone(), request);
-        } else {
-            self.send_transfer(ctx, request, None);
+            self.sessions.insert(session);
         }
+        None
     }
 
     /// Prepares a session that leaves this shard: timers off, a delayed will discarded (a new
@@ -94,65 +87,81 @@ impl BrokerShard {
     ) {
         let transfer = SessionTransfer {
             client_id: request.client_id,
-            to_conn: request.to_conn,
+            to_claim: request.to_claim,
             session,
         };
         self.post(ctx, request.to_shard, ShardMsg::Transfer(transfer));
     }
 
-    /// A session arrived from another shard (or the news that there is none).
+    /// A claimed session arrived from another shard (or the news that there is none).
     pub(super) fn take_over(&mut self, ctx: &mut Ctx, transfer: SessionTransfer) {
-        let client_id = transfer.client_id;
-        let waiting = self.awaiting.remove(&client_id);
-        if let Some(request) = self.pending_handoffs.remove(&client_id) {
-            if let Some((conn, _)) = waiting {
-                self.close_connection(ctx, conn);
-            }
-            let session = transfer
-                .session
-                .and_then(|s| self.release(ctx, s, &request));
-            self.send_transfer(ctx, request, session);
-            return;
-        }
-        let connect = waiting.filter(|(conn, _)| self.stop_waiting(*conn));
-        if let Some(session) = &transfer.session {
-            let subscriber = session.subscriber;
-            self.broadcast(
-                ctx,
-                Change::Owner {
-                    subscriber,
-                    shard: self.id,
-                },
+        let Some((client_id, claimant)) = self.settle_claim(transfer.to_claim) else {
+            // Every transfer answers a claim pending here; keep a session rather than lose it.
+            error!(
+                client = transfer.client_id.as_str(),
+                "session transfer for no claim"
             );
-            self.hold_until_fenced(ctx, subscriber);
-        }
-        match (connect, transfer.session) {
-            (Some((conn, connect)), Some(session)) => {
-                self.complete_connect(ctx, conn, *connect, session, true, false);
+            if let Some(session) = transfer.session {
+                self.receive_session(ctx, session, Claimant::Nobody);
             }
-            (Some((conn, connect)), None) => {
-                let fresh = self.fresh_session(ctx, &client_id);
-                self.complete_connect(ctx, conn, *connect, fresh, false, false);
-            }
-            (None, Some(session)) => {
-                let protocol = session.protocol;
-                self.keep_detached(ctx, session, protocol);
-            }
-            (None, None) => self.forget_directory_entry(&client_id, None),
+            return;
+        };
+        match transfer.session {
+            Some(session) => self.receive_session(ctx, session, claimant),
+            None => self.claim_found_nothing(ctx, &client_id, transfer.to_claim, claimant),
         }
     }
 
-    /// Whether `conn` is still open and waiting for a session; if so it stops waiting (its
-    /// CONNECT is completed next).
-    fn stop_waiting(&mut self, conn: ConnId) -> bool {
-        let Some(connection) = self.conns.get_mut(&conn) else {
-            return false;
-        };
-        let waiting = connection.phase == Phase::AwaitingSession;
-        if waiting {
-            connection.phase = Phase::AwaitingConnect;
+    /// The session is here from now on: announce it, hold copies sent straight here until
+    /// every shard has fenced, and give it to the claimant.
+    fn receive_session(&mut self, ctx: &mut Ctx, session: Box<Session>, claimant: Claimant) {
+        let subscriber = session.subscriber;
+        self.broadcast(
+            ctx,
+            Change::Owner {
+                subscriber,
+                shard: self.id,
+            },
+        );
+        self.hold_until_fenced(ctx, subscriber);
+        match claimant {
+            Claimant::Successor(request) => {
+                // A newer claim is waiting: the session passes on once fenced, like any other.
+                self.sessions.insert(session);
+                if let Err(request) = self.defer_until_fenced(subscriber, request) {
+                    self.hand_over(ctx, request);
+                }
+            }
+            Claimant::Connection(conn, connect) => {
+                self.complete_connect(ctx, conn, *connect, session, true, false);
+            }
+            Claimant::Nobody => {
+                let protocol = session.protocol;
+                self.keep_detached(ctx, session, protocol);
+            }
         }
-        waiting
+    }
+
+    /// The claimed session had ended (or was discarded): a waiting connection starts afresh.
+    fn claim_found_nothing(
+        &mut self,
+        ctx: &mut Ctx,
+        client_id: &MqttStr,
+        claim: ClaimId,
+        claimant: Claimant,
+    ) {
+        match claimant {
+            Claimant::Successor(request) => self.send_transfer(ctx, request, None),
+            Claimant::Connection(conn, connect) => {
+                let fresh = self.fresh_session(ctx, client_id);
+                self.complete_connect(ctx, conn, *connect, fresh, false, false);
+            }
+            Claimant::Nobody => {
+                self.shared
+                    .sessions
+                    .remove_if(client_id.as_str(), |_, location| location.claim == claim);
+            }
+        }
     }
 
     /// Detaches a session from its connection, if it has one: a taken-over connection gets

@@ -1,0 +1,138 @@
+//! Claims: a CONNECT for a session that another shard holds (or is about to hold) claims it in
+//! the shared directory and asks the previous claim's shard for it. In a burst of reconnects the
+//! claims form a chain, possibly through one shard several times; each request names the claim
+//! it supersedes, and the session walks the chain to the newest claim. A superseded claim's
+//! connection is closed when its successor's request arrives.
+
+use codec::{Connect, MqttStr};
+use ring_runtime::{ConnId, ShardId};
+
+use super::{BrokerShard, Ctx};
+use crate::conn::Phase;
+use crate::message::{ShardMsg, TakeoverRequest};
+use crate::shared::ClaimId;
+
+/// A claim on this shard whose session has not arrived yet.
+#[derive(Debug)]
+pub(super) struct PendingClaim {
+    pub client_id: MqttStr,
+    /// The waiting connection and its CONNECT; `None` once superseded.
+    pub waiting: Option<(ConnId, Box<Connect>)>,
+    /// The newer claim that asked for the session: it passes on when it arrives.
+    pub successor: Option<TakeoverRequest>,
+}
+
+/// Where a claimed session goes once it arrives.
+pub(super) enum Claimant {
+    /// A newer claim asked for it.
+    Successor(TakeoverRequest),
+    /// The waiting connection, still open.
+    Connection(ConnId, Box<Connect>),
+    /// Nobody: the connection closed.
+    Nobody,
+}
+
+impl BrokerShard {
+    /// Parks `conn` and asks `holder` for the session that `supersedes` (a claim there) has.
+    pub(super) fn request_takeover(
+        &mut self,
+        ctx: &mut Ctx,
+        conn: ConnId,
+        connect: Connect,
+        holder: ShardId,
+        (supersedes, mine): (ClaimId, ClaimId),
+    ) {
+        let request = TakeoverRequest {
+            client_id: connect.client_id.clone(),
+            to_shard: self.id,
+            to_claim: mine,
+            supersedes,
+            clean_start: connect.clean_start,
+        };
+        self.mark_awaiting(conn);
+        let claim = PendingClaim {
+            client_id: connect.client_id.clone(),
+            waiting: Some((conn, Box::new(connect))),
+            successor: None,
+        };
+        self.claims.insert(mine, claim);
+        self.post(ctx, holder, ShardMsg::Takeover(request));
+    }
+
+    /// Whether `claim` waits here for its session.
+    pub(super) fn is_pending(&self, claim: ClaimId) -> bool {
+        self.claims.contains_key(&claim)
+    }
+
+    /// A newer connection on this shard for `claim`, pending here: it replaces the connection
+    /// waiting (the newer wins).
+    pub(super) fn replace_waiting(
+        &mut self,
+        ctx: &mut Ctx,
+        claim: ClaimId,
+        conn: ConnId,
+        connect: Connect,
+    ) {
+        let Some(pending) = self.claims.get_mut(&claim) else {
+            return;
+        };
+        let older = pending.waiting.replace((conn, Box::new(connect)));
+        self.mark_awaiting(conn);
+        if let Some((older, _)) = older {
+            self.close_connection(ctx, older);
+        }
+    }
+
+    /// A request for the session of `request.supersedes`, if that claim is pending here: the
+    /// session will pass on when it arrives, and the superseded connection closes now.
+    pub(super) fn supersede_pending(
+        &mut self,
+        ctx: &mut Ctx,
+        request: TakeoverRequest,
+    ) -> Option<TakeoverRequest> {
+        let Some(pending) = self.claims.get_mut(&request.supersedes) else {
+            return Some(request);
+        };
+        let superseded = pending.waiting.take();
+        if pending.successor.replace(request).is_some() {
+            tracing::error!("a claim superseded twice: the earlier request is dropped");
+        }
+        if let Some((conn, _)) = superseded {
+            self.close_connection(ctx, conn);
+        }
+        None
+    }
+
+    /// The claim `claim` is settled (its session, or the news that there is none, arrived):
+    /// who gets the session.
+    pub(super) fn settle_claim(&mut self, claim: ClaimId) -> Option<(MqttStr, Claimant)> {
+        let pending = self.claims.remove(&claim)?;
+        let claimant = match (pending.successor, pending.waiting) {
+            (Some(request), _) => Claimant::Successor(request),
+            (None, Some((conn, connect))) if self.stop_waiting(conn) => {
+                Claimant::Connection(conn, connect)
+            }
+            (None, _) => Claimant::Nobody,
+        };
+        Some((pending.client_id, claimant))
+    }
+
+    fn mark_awaiting(&mut self, conn: ConnId) {
+        if let Some(connection) = self.conns.get_mut(&conn) {
+            connection.phase = Phase::AwaitingSession;
+        }
+    }
+
+    /// Whether `conn` is still open and waiting for a session; if so it stops waiting (its
+    /// CONNECT is completed next).
+    fn stop_waiting(&mut self, conn: ConnId) -> bool {
+        let Some(connection) = self.conns.get_mut(&conn) else {
+            return false;
+        };
+        let waiting = connection.phase == Phase::AwaitingSession;
+        if waiting {
+            connection.phase = Phase::AwaitingConnect;
+        }
+        waiting
+    }
+}
