@@ -54,7 +54,10 @@ mod tests {
         assert_eq!(config.listeners, vec!["127.0.0.1:1883".parse().unwrap()]);
         assert_eq!(config.runtime.backend, BackendChoice::Auto);
         assert_eq!(config.limits.max_packet_size, 1_048_576);
-        assert_eq!(config.runtime.write_interval, std::time::Duration::ZERO);
+        assert_eq!(
+            config.runtime.write_interval,
+            std::time::Duration::from_millis(10)
+        );
     }
 
     #[test]
