@@ -17,12 +17,20 @@
 //! one that only passes it on to a newer connection, so moves happen one at a time.
 
 use std::collections::VecDeque;
+use std::time::Duration;
 
 use ring_runtime::ShardId;
 use router::SubscriberId;
 
-use super::{BrokerShard, Ctx};
+use super::timers::TimerPurpose;
+use super::{ArmedTimer, BrokerShard, Ctx};
 use crate::message::{Recipient, ShardMsg, TakeoverRequest};
+
+/// Longest a takeover waits for the fences of the session's previous move. Fences arrive within
+/// a few loop turns; only one lost to a mailbox over its bound (logged) waits this long, and
+/// then order across that move is given up rather than the session. Half the CONNECT timeout at
+/// most, so the waiting connection is still there.
+const MAX_FENCE_WAIT: Duration = Duration::from_secs(1);
 
 /// Copies held for a session that arrived on this shard, until every shard's fence is in.
 #[derive(Debug)]
@@ -31,8 +39,8 @@ pub(super) struct Holding {
     waiting: Vec<ShardId>,
     /// Copies that came straight from a shard still in `waiting`, in arrival order.
     held: VecDeque<(ShardId, Recipient)>,
-    /// A takeover that waits until every fence is in.
-    deferred: Option<TakeoverRequest>,
+    /// A takeover that waits until every fence is in, and the timer that bounds the wait.
+    deferred: Option<(TakeoverRequest, ArmedTimer)>,
 }
 
 /// A forwarding entry on the shard a session left.
@@ -112,25 +120,55 @@ impl BrokerShard {
         self.post(ctx, to, fence);
     }
 
-    /// Keeps a takeover of `subscriber`'s session until its fences are in; gives the request
-    /// back when nothing is held for the session.
+    /// Keeps a takeover of `subscriber`'s session until its fences are in (or overdue); gives
+    /// the request back when nothing is held for the session.
     pub(super) fn defer_until_fenced(
         &mut self,
+        ctx: &mut Ctx,
         subscriber: SubscriberId,
         request: TakeoverRequest,
     ) -> Result<(), TakeoverRequest> {
+        if !self.holding.contains_key(&subscriber) {
+            return Err(request);
+        }
+        let wait = MAX_FENCE_WAIT.min(self.shared.config.connection.connect_timeout / 2);
+        let at = ctx.now() + wait;
+        let timer = self.arm(ctx, at, TimerPurpose::FencesOverdue(subscriber));
         let Some(holding) = self.holding.get_mut(&subscriber) else {
             return Err(request);
         };
-        // The directory names one claimant at a time and later ones ask the claimant, so no
-        // second request can be waiting here.
-        if let Some(older) = holding.deferred.replace(request) {
+        // Each claim is superseded once (the directory swaps claims under its entry lock), and
+        // a session with a deferred request cannot come back here meanwhile.
+        debug_assert!(
+            holding.deferred.is_none(),
+            "one deferred takeover per holding"
+        );
+        if let Some((older, timer)) = holding.deferred.replace((request, timer)) {
             tracing::error!(
                 client = older.client_id.as_str(),
                 "takeover request superseded"
             );
+            self.disarm(ctx, Some(timer));
         }
         Ok(())
+    }
+
+    /// The fences of a session's move did not all arrive in time: deliver what is held, in
+    /// arrival order, and let a deferred takeover go ahead.
+    pub(super) fn fences_overdue(&mut self, ctx: &mut Ctx, subscriber: SubscriberId) {
+        let Some(holding) = self.holding.remove(&subscriber) else {
+            return;
+        };
+        tracing::warn!(
+            missing = holding.waiting.len(),
+            "fences overdue for a moving session: releasing its held copies"
+        );
+        for (_, recipient) in holding.held {
+            self.deliver(ctx, recipient);
+        }
+        if let Some((request, _)) = holding.deferred {
+            self.hand_over(ctx, request);
+        }
     }
 
     fn release_held(&mut self, ctx: &mut Ctx, subscriber: SubscriberId, origin: ShardId) {
@@ -156,7 +194,8 @@ impl BrokerShard {
         for recipient in release {
             self.deliver(ctx, recipient);
         }
-        if let Some(request) = deferred {
+        if let Some((request, timer)) = deferred {
+            self.disarm(ctx, Some(timer));
             self.hand_over(ctx, request);
         }
     }

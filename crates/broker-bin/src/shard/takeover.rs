@@ -22,8 +22,14 @@ impl BrokerShard {
         let Some(request) = self.supersede_pending(ctx, request) else {
             return;
         };
-        let Some(request) = self.defer_if_holding(ctx, request) else {
-            return;
+        // A discarded session needs no order kept: Clean Start goes ahead at once.
+        let request = if request.clean_start {
+            request
+        } else {
+            let Some(request) = self.defer_if_holding(ctx, request) else {
+                return;
+            };
+            request
         };
         let session = match self.sessions.remove(&request.client_id) {
             Some(mut session) => {
@@ -46,11 +52,14 @@ impl BrokerShard {
             return Some(request);
         };
         let client_id = request.client_id.clone();
-        if let Err(request) = self.defer_until_fenced(subscriber, request) {
+        if let Err(request) = self.defer_until_fenced(ctx, subscriber, request) {
             return Some(request);
         }
         if let Some(mut session) = self.sessions.remove(&client_id) {
             self.detach_connection(ctx, &mut session, true);
+            // Leaving already: no expiry or delayed will while the fences come in (`release`).
+            self.disarm_session_timers(ctx, &mut session);
+            session.will = None;
             self.sessions.insert(session);
         }
         None
@@ -128,9 +137,17 @@ impl BrokerShard {
             Claimant::Successor(request) => {
                 // A newer claim is waiting: the session passes on once fenced, like any other.
                 self.sessions.insert(session);
-                if let Err(request) = self.defer_until_fenced(subscriber, request) {
+                if let Err(request) = self.defer_until_fenced(ctx, subscriber, request) {
                     self.hand_over(ctx, request);
                 }
+            }
+            Claimant::Connection(conn, connect) if connect.clean_start => {
+                // The claim asked to keep the session, a newer CONNECT that replaced it here
+                // (claims.rs) did not.
+                let client_id = session.client_id.clone();
+                self.end_session_state(ctx, *session);
+                let fresh = self.fresh_session(ctx, &client_id);
+                self.complete_connect(ctx, conn, *connect, fresh, false, false);
             }
             Claimant::Connection(conn, connect) => {
                 self.complete_connect(ctx, conn, *connect, session, true, false);
@@ -199,10 +216,14 @@ impl BrokerShard {
         subscriber: Option<router::SubscriberId>,
     ) {
         let me = self.id;
+        let claims = &self.claims;
+        // A newer claim pending here keeps the entry: its session (or a fresh one) comes here.
         self.shared
             .sessions
             .remove_if(client_id.as_str(), |_, location| {
-                location.shard == me && subscriber.is_none_or(|s| s == location.subscriber)
+                location.shard == me
+                    && subscriber.is_none_or(|s| s == location.subscriber)
+                    && !claims.contains_key(&location.claim)
             });
     }
 }

@@ -26,6 +26,8 @@ pub enum TimerPurpose {
     Sys,
     /// Retry sending to backlogged connections.
     Backlog,
+    /// A session's move waits too long for its fences (a lost fence: a mailbox over its bound).
+    FencesOverdue(router::SubscriberId),
 }
 
 /// A timer armed through the book: its runtime id and its key.
@@ -121,6 +123,7 @@ impl BrokerShard {
                 self.timers.backlog_armed = false;
                 self.drain_backlog(ctx);
             }
+            TimerPurpose::FencesOverdue(subscriber) => self.fences_overdue(ctx, subscriber),
         }
     }
 }
