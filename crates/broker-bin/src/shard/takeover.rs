@@ -19,18 +19,16 @@ impl BrokerShard {
     /// session (it arrived moments ago) the old connection closes now and the session follows
     /// once every fence is in (fence.rs).
     pub(super) fn hand_over(&mut self, ctx: &mut Ctx, request: TakeoverRequest) {
-        let Some(request) = self.supersede_pending(ctx, request) else {
+        let Some(mut request) = self.supersede_pending(ctx, request) else {
             return;
         };
         // A discarded session needs no order kept: Clean Start goes ahead at once.
-        let request = if request.clean_start {
-            request
-        } else {
-            let Some(request) = self.defer_if_holding(ctx, request) else {
+        if !request.clean_start {
+            let Some(undeferred) = self.defer_if_holding(ctx, request) else {
                 return;
             };
-            request
-        };
+            request = undeferred;
+        }
         let session = match self.sessions.remove(&request.client_id) {
             Some(mut session) => {
                 self.detach_connection(ctx, &mut session, true);
