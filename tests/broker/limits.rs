@@ -58,15 +58,20 @@ fn inbound_topic_alias_is_set_then_used() {
 }
 
 #[test]
-fn invalid_inbound_topic_alias_is_0x94() {
+fn invalid_inbound_topic_alias_is_0x94_and_unknown_alias_0x82() {
     let broker = TestBroker::with_config("[limits]\ntopic_alias_maximum = 2\n");
-    let cases: [(&str, u16); 2] = [("alias/over", 3), ("", 2)];
-    for (topic, alias) in cases {
+    // Out of range: Topic Alias Invalid. In range but never set (empty topic): a Protocol
+    // Error (MQTT 5.0 3.3.4).
+    let cases = [
+        ("alias/over", 3, ReasonCode::TopicAliasInvalid),
+        ("", 2, ReasonCode::ProtocolError),
+    ];
+    for (topic, alias, reason) in cases {
         let mut client = RawClient::connected_clean(broker.addr(), V5, "bad-alias");
         let mut publish = publish_packet(topic, b"x", QoS::AtMostOnce, None);
         publish.properties.make_mut().topic_alias = NonZeroU16::new(alias);
         client.send(&Packet::Publish(publish));
-        client.expect_disconnect(ReasonCode::TopicAliasInvalid);
+        client.expect_disconnect(reason);
     }
     // Topic alias 0 (written by hand: the codec refuses to encode it).
     let mut client = RawClient::connected_clean(broker.addr(), V5, "zero-alias");
@@ -227,4 +232,21 @@ fn messages_larger_than_the_client_maximum_packet_size_are_not_sent() {
     assert_eq!(sub.expect_publish_acked().payload(), &[b'd'; 10]);
     sub.ping();
     sub.expect_silence(QUIET);
+}
+
+/// A Subscription Identifier is for server-to-client PUBLISH only (MQTT 5.0 3.3.4): from a
+/// client it is a Protocol Error.
+#[test]
+fn client_publish_with_a_subscription_identifier_is_0x82() {
+    let broker = TestBroker::start();
+    let mut client = RawClient::connected_clean(broker.addr(), V5, "sub-id-pub");
+    let mut publish = publish_packet("a/b", b"x", QoS::AtLeastOnce, Some(1));
+    let id = codec::SubscriptionId::new(7).expect("7 is a valid identifier");
+    publish
+        .properties
+        .make_mut()
+        .subscription_identifiers
+        .push(id);
+    client.send(&Packet::Publish(publish));
+    client.expect_disconnect(ReasonCode::ProtocolError);
 }

@@ -3,9 +3,9 @@
 
 use std::collections::BTreeMap;
 
-use codec::{Packet, QoS};
+use codec::{Packet, QoS, ReasonCode};
 
-use crate::client::{Event, RawClient, V5, V311};
+use crate::client::{Event, RawClient, V5, V311, publish_packet};
 use crate::harness::{TestBroker, wait_until};
 
 const SYS_TOPICS: [&str; 12] = [
@@ -100,4 +100,44 @@ fn sys_retained_values_reach_late_subscribers() {
     late.ping();
     let got = late.expect_publish_on("$SYS/broker/version");
     assert!(got.retain, "retained for late subscribers");
+}
+
+/// Only the broker writes `$SYS`: a client's PUBLISH there is refused with 0x87 on MQTT 5.0,
+/// acknowledged and dropped on 3.1.1, counted either way, and never served to `$SYS` readers.
+#[test]
+fn clients_cannot_publish_to_sys_topics() {
+    let broker = TestBroker::with_config("[sys]\ninterval = 0\n");
+    let mut reader = RawClient::connected_clean(broker.addr(), V5, "sys-reader");
+    reader.subscribe("$SYS/#", QoS::AtMostOnce);
+    let mut refused = 0;
+    for (protocol, name) in [(V5, "forger-5"), (V311, "forger-3")] {
+        let mut forger = RawClient::connected_clean(broker.addr(), protocol, name);
+        for qos in [QoS::AtMostOnce, QoS::AtLeastOnce, QoS::ExactlyOnce] {
+            let id = (qos != QoS::AtMostOnce).then(|| forger.next_packet_id());
+            let mut forged = publish_packet("$SYS/broker/version", b"pwned 6.6.6", qos, id);
+            forged.retain = true;
+            let reason = forger.publish(forged);
+            let expected = match (protocol, qos) {
+                (V5, QoS::AtLeastOnce | QoS::ExactlyOnce) => ReasonCode::NotAuthorized,
+                _ => ReasonCode::Success,
+            };
+            assert_eq!(reason, expected, "{protocol:?} {qos:?}");
+            refused += 1;
+        }
+        let reason = forger.publish_simple("$SYS/broker/alert", b"fake", QoS::AtLeastOnce);
+        assert!(matches!(
+            reason,
+            ReasonCode::NotAuthorized | ReasonCode::Success
+        ));
+        refused += 1;
+    }
+    broker.wait_for_metrics("refusals counted", |m| {
+        m.publishes_not_authorized == refused
+    });
+    reader.ping();
+    reader.expect_silence(std::time::Duration::ZERO);
+    let mut late = RawClient::connected_clean(broker.addr(), V5, "sys-late");
+    late.subscribe("$SYS/#", QoS::AtMostOnce);
+    late.ping();
+    late.expect_silence(std::time::Duration::ZERO);
 }

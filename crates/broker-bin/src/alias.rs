@@ -6,15 +6,26 @@ use std::num::NonZeroU16;
 use bytes::Bytes;
 use codec::TopicAliasUse;
 
-/// Why an inbound alias was refused (both are Protocol Errors, 0x82 / Topic Alias Invalid 0x94).
+/// Why an inbound alias was refused.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 pub enum AliasError {
-    /// Alias 0 or above our Topic Alias Maximum.
+    /// Alias 0 or above our Topic Alias Maximum: Topic Alias Invalid (0x94, MQTT 5.0 3.3.2.3.4).
     #[error("topic alias {alias} is outside 1..={max}")]
     OutOfRange { alias: u16, max: u16 },
-    /// An empty topic with an alias that was never set.
+    /// An empty topic with an alias that was never set: a Protocol Error (0x82, MQTT 5.0
+    /// 3.3.4).
     #[error("topic alias {0} was never set")]
     Unknown(u16),
+}
+
+impl AliasError {
+    /// The reason code the client is disconnected with.
+    pub fn reason_code(self) -> codec::ReasonCode {
+        match self {
+            Self::OutOfRange { .. } => codec::ReasonCode::TopicAliasInvalid,
+            Self::Unknown(_) => codec::ReasonCode::ProtocolError,
+        }
+    }
 }
 
 /// The aliases a client has set towards us.

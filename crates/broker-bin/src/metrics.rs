@@ -35,6 +35,7 @@ counters! {
     messages_received: "PUBLISH packets received from clients.",
     messages_sent: "PUBLISH packets sent to clients.",
     messages_dropped: "Messages dropped by a bound (slow consumer, queue full, expiry).",
+    publishes_not_authorized: "PUBLISH packets refused as not authorized (client writes to $SYS included).",
     bytes_received: "Bytes received from clients.",
     bytes_sent: "Bytes sent to clients.",
     subscriptions: "Subscriptions held (gauge).",

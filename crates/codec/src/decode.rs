@@ -80,7 +80,7 @@ fn parse_fixed_header(buf: &[u8], limits: &Limits) -> Result<Option<FixedHeader>
     let (remaining, len) = match varint::parse(rest) {
         Varint::Complete { value, len } => (value as usize, len),
         Varint::Incomplete => return Ok(None),
-        Varint::TooLong => return Err(DecodeError::MalformedRemainingLength),
+        Varint::TooLong | Varint::NonMinimal => return Err(DecodeError::MalformedRemainingLength),
     };
     let header_len = 1 + len;
     let frame_len = header_len + remaining;

@@ -98,7 +98,9 @@ impl Reader {
                 Ok(value)
             }
             Varint::Incomplete => Err(DecodeError::UnexpectedEnd { field }),
-            Varint::TooLong => Err(DecodeError::MalformedVariableByteInteger { field }),
+            Varint::TooLong | Varint::NonMinimal => {
+                Err(DecodeError::MalformedVariableByteInteger { field })
+            }
         }
     }
 

@@ -15,16 +15,21 @@ pub(crate) enum Varint {
     Incomplete,
     /// Four bytes with the continuation bit set: more than 4 bytes is malformed.
     TooLong,
+    /// More bytes than the value needs (such as `0x80 0x00`): malformed (MQTT-1.5.5-1).
+    NonMinimal,
 }
 
-/// Reads a variable byte integer from the front of `bytes`. Non-minimal encodings (such as
-/// `0x80 0x00`) are accepted: the specification constrains senders only.
+/// Reads a variable byte integer from the front of `bytes`. A non-minimal encoding (a last
+/// byte of zero after a continuation) is refused: MQTT-1.5.5-1 requires the fewest bytes.
 #[inline]
 pub(crate) fn parse(bytes: &[u8]) -> Varint {
     let mut value: u32 = 0;
     for (index, &byte) in bytes.iter().take(4).enumerate() {
         value |= u32::from(byte & 0x7F) << (7 * index);
         if byte & 0x80 == 0 {
+            if byte == 0 && index > 0 {
+                return Varint::NonMinimal;
+            }
             return Varint::Complete {
                 value,
                 len: index + 1,
@@ -103,7 +108,10 @@ mod tests {
     }
 
     #[test]
-    fn non_minimal_encoding_is_accepted() {
-        assert_eq!(parse(&[0x80, 0x00]), Varint::Complete { value: 0, len: 2 });
+    fn non_minimal_encoding_is_refused() {
+        assert_eq!(parse(&[0x80, 0x00]), Varint::NonMinimal);
+        assert_eq!(parse(&[0xFF, 0x80, 0x00]), Varint::NonMinimal);
+        assert_eq!(parse(&[0x80, 0x80, 0x80, 0x00]), Varint::NonMinimal);
+        assert_eq!(parse(&[0x81, 0x00]), Varint::NonMinimal);
     }
 }

@@ -246,6 +246,29 @@ fn variable_byte_integer_too_long() {
     );
 }
 
+/// MQTT-1.5.5-1: a Variable Byte Integer uses the fewest bytes; `80 00` is a malformed 0.
+#[test]
+fn variable_byte_integer_not_minimal() {
+    assert_rejected("C0 80 00", V3, E::MalformedRemainingLength, MALFORMED);
+    assert_rejected("E0 80 00", V5, E::MalformedRemainingLength, MALFORMED);
+    let field = "property length";
+    let wire = frame(0x30, "00 01 74 80 00");
+    assert_rejected(
+        &wire,
+        V5,
+        E::MalformedVariableByteInteger { field },
+        MALFORMED,
+    );
+    let field = "subscription identifier";
+    let wire = publish_v5("0B 81 00");
+    assert_rejected(
+        &wire,
+        V5,
+        E::MalformedVariableByteInteger { field },
+        MALFORMED,
+    );
+}
+
 #[test]
 fn packet_too_large_is_detected_from_the_fixed_header_alone() {
     let limits = Limits::new(V3).with_max_packet_size(10);

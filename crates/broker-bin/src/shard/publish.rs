@@ -20,6 +20,10 @@ use crate::detach;
 use crate::message::{Change, CopyView, Message, Outgoing, Recipient, ShardMsg};
 use crate::metrics::ShardCounters;
 
+/// Topics only the broker publishes: a client's PUBLISH to one is refused (0x87 on MQTT 5.0;
+/// acknowledged and dropped on 3.1.1, which has no reason codes), and counted.
+const SYS_PREFIX: &str = "$SYS";
+
 impl BrokerShard {
     /// PUBLISH from a client.
     pub(super) fn handle_publish(
@@ -32,6 +36,11 @@ impl BrokerShard {
         let Some(connection) = self.conns.get_mut(&conn) else {
             return Ok(());
         };
+        if !publish.properties.subscription_identifiers.is_empty() {
+            return Err(Fault::protocol(
+                "a client's PUBLISH carries a Subscription Identifier",
+            ));
+        }
         if let Some(alias) = publish
             .properties
             .get_mut()
@@ -42,7 +51,7 @@ impl BrokerShard {
                     publish.content.shared_topic().as_shared_bytes(),
                     alias.get(),
                 )
-                .map_err(|e| Fault::new(ReasonCode::TopicAliasInvalid, e.to_string()))?;
+                .map_err(|e| Fault::new(e.reason_code(), e.to_string()))?;
             publish
                 .content
                 .set_topic(MqttStr::from_bytes(topic).map_err(Fault::from)?);
@@ -54,6 +63,9 @@ impl BrokerShard {
         )
         .map_err(|e| Fault::new(ReasonCode::TopicNameInvalid, e.to_string()))?;
         let verdict = self.admit_publish(&publish, &client_id, &topic);
+        if verdict == ReasonCode::NotAuthorized {
+            ShardCounters::add(&self.counters().publishes_not_authorized, 1);
+        }
         match (publish.qos, publish.packet_id) {
             (QoS::AtMostOnce, _) => {
                 if verdict == ReasonCode::Success {
@@ -107,6 +119,13 @@ impl BrokerShard {
     ) -> ReasonCode {
         if publish.check_payload_format().is_err() {
             return ReasonCode::PayloadFormatInvalid;
+        }
+        if topic.as_str().starts_with(SYS_PREFIX) {
+            debug!(
+                topic = topic.as_str(),
+                "client PUBLISH to $SYS refused: only the broker writes it"
+            );
+            return ReasonCode::NotAuthorized;
         }
         if !self
             .shared
