@@ -37,7 +37,7 @@ fn add_exact(table: &mut SubscriptionTable) {
     for i in 0..EXACT {
         let text = format!("devices/{i:07}/cmd");
         table.subscribe(
-            SubscriberId(i),
+            SubscriberId(u64::from(i)),
             &filter(&text),
             SubscriptionOptions::default(),
             None,
@@ -58,7 +58,7 @@ fn add_wildcards(table: &mut SubscriptionTable) {
         };
         let id = SubscriptionId::new(1 + i % 8);
         table.subscribe(
-            SubscriberId(EXACT + i),
+            SubscriberId(u64::from(EXACT + i)),
             &filter(&text),
             SubscriptionOptions::default(),
             id,
@@ -130,7 +130,7 @@ fn shared_benches(c: &mut Criterion) {
     let mut same = SubscriptionTable::default();
     for g in 0..GROUPS {
         for m in 0..MEMBERS_PER_GROUP {
-            let member = SubscriberId(g * MEMBERS_PER_GROUP + m);
+            let member = SubscriberId(u64::from(g * MEMBERS_PER_GROUP + m));
             distinct.subscribe(
                 member,
                 &filter(&format!("$share/g{g}/jobs/{g:04}/+")),
@@ -183,7 +183,7 @@ fn timed_filters(
 }
 
 fn churn_benches(c: &mut Criterion, table: &mut SubscriptionTable) {
-    let who = SubscriberId(u32::MAX);
+    let who = SubscriberId(u64::MAX);
     let options = SubscriptionOptions::default();
     let mut group = c.benchmark_group("churn_on_1.1m_table");
     group.throughput(Throughput::Elements(1));

@@ -6,6 +6,7 @@
 //! allocated only while in use, the peer address is logged once at accept instead of kept, and
 //! the client id lives in the session (the record names the session by its subscriber key).
 
+use std::num::NonZeroU64;
 use std::time::{Duration, Instant};
 
 use bytes::{Bytes, BytesMut};
@@ -39,8 +40,9 @@ pub struct Connection {
     pub protocol: ProtocolVersion,
     /// Bytes of an incomplete frame, kept (boxed) only while a frame is partial.
     carry: Option<Box<BytesMut>>,
-    /// The session it is attached to once connected, by subscriber key.
-    pub session: Option<SubscriberId>,
+    /// The session it is attached to once connected, by subscriber key (keys start at 1, so
+    /// the niche keeps this at 8 bytes; see [`Self::session`]).
+    session: Option<NonZeroU64>,
     /// Keep-alive in seconds as agreed in CONNECT/CONNACK (0: disabled).
     pub keep_alive: u16,
     /// When a packet last arrived, in nanoseconds since the broker started.
@@ -70,6 +72,22 @@ struct TopicAliases {
 }
 
 impl Connection {
+    /// The session it is attached to, by subscriber key.
+    pub fn session(&self) -> Option<SubscriberId> {
+        self.session.map(|key| SubscriberId(key.get()))
+    }
+
+    /// Attaches the connection to the session with key `subscriber`.
+    pub fn attach(&mut self, subscriber: SubscriberId) {
+        let key = NonZeroU64::new(subscriber.0);
+        self.session = Some(key.expect("invariant: subscriber keys start at 1"));
+    }
+
+    /// Detaches the connection from its session.
+    pub fn detach(&mut self) {
+        self.session = None;
+    }
+
     /// A freshly accepted connection; `since_start` is the time since the broker started.
     pub fn new(since_start: Duration) -> Self {
         Self {

@@ -141,7 +141,7 @@ fn session_at(slots: &[Option<Box<Session>>], slot: u32) -> &Session {
 mod tests {
     use super::*;
 
-    fn session(client: &str, subscriber: u32) -> Box<Session> {
+    fn session(client: &str, subscriber: u64) -> Box<Session> {
         let config = crate::config::default_raw().unwrap().validate().unwrap();
         Session::new(id(client), SubscriberId(subscriber), &config)
     }
@@ -180,20 +180,20 @@ mod tests {
     #[test]
     fn removal_clears_both_indexes_and_slots_are_reused() {
         let mut sessions = Sessions::default();
-        for n in 0..100u32 {
+        for n in 0..100u64 {
             sessions.insert(session(&format!("c{n}"), n));
         }
-        for n in (0..100u32).step_by(2) {
+        for n in (0..100u64).step_by(2) {
             let removed = sessions.remove(&id(&format!("c{n}"))).unwrap();
             assert_eq!(removed.subscriber, SubscriberId(n));
             assert!(sessions.by_subscriber(SubscriberId(n)).is_none());
         }
         assert!(sessions.remove(&id("c0")).is_none());
-        for n in 100..150u32 {
+        for n in 100..150u64 {
             sessions.insert(session(&format!("c{n}"), n));
         }
         assert_eq!(sessions.slots.len(), 100, "freed slots are reused");
-        for n in (1..100u32).step_by(2).chain(100..150) {
+        for n in (1..100u64).step_by(2).chain(100..150) {
             assert_eq!(sessions.get(&id(&format!("c{n}"))).unwrap().subscriber.0, n);
         }
         assert_eq!(sessions.len(), 100);

@@ -43,8 +43,9 @@ pub struct Shared {
     pub sessions: DashMap<Box<str>, SessionLocation>,
     /// Orders every replicated change.
     pub sequencer: Sequencer,
-    /// Hands out subscriber keys.
-    next_subscriber: AtomicU32,
+    /// Hands out subscriber keys: 64 bits, so a key is never handed out twice (at a million
+    /// sessions a second the counter would last 584,000 years).
+    next_subscriber: AtomicU64,
     /// Hands out claim ids.
     next_claim: AtomicU32,
     /// Connections open now, over all shards (for `max_connections`).
@@ -71,7 +72,7 @@ impl Shared {
             metrics: Metrics::new(shards),
             sessions: DashMap::new(),
             sequencer: Sequencer::new(),
-            next_subscriber: AtomicU32::new(1),
+            next_subscriber: AtomicU64::new(1),
             next_claim: AtomicU32::new(0),
             connections: AtomicUsize::new(0),
             topic_limits,
@@ -83,13 +84,39 @@ impl Shared {
         }
     }
 
-    /// A new subscriber key. Keys are never reused within one broker run (2^32 sessions).
+    /// A new subscriber key, never handed out before in this broker run: a reused key would
+    /// receive another session's messages.
     pub fn new_subscriber(&self) -> SubscriberId {
-        SubscriberId(self.next_subscriber.fetch_add(1, Ordering::Relaxed))
+        let key = self.next_subscriber.fetch_add(1, Ordering::Relaxed);
+        assert!(
+            key != u64::MAX,
+            "invariant: 2^64 subscriber keys are never exhausted"
+        );
+        SubscriberId(key)
     }
 
     /// A new claim id.
     pub fn new_claim(&self) -> ClaimId {
         ClaimId(self.next_claim.fetch_add(1, Ordering::Relaxed))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The 2^32nd session gets a fresh key, not key 0 again (a 32-bit counter wrapped there).
+    #[test]
+    fn subscriber_keys_do_not_wrap_at_32_bits() {
+        let config = crate::config::default_raw().unwrap().validate().unwrap();
+        let shared = Shared::new(config, 1, Box::new(crate::auth::AllowAll));
+        let first = shared.new_subscriber();
+        shared
+            .next_subscriber
+            .store(u64::from(u32::MAX), Ordering::Relaxed);
+        let keys: Vec<SubscriberId> = (0..3).map(|_| shared.new_subscriber()).collect();
+        assert_eq!(keys[0].0, u64::from(u32::MAX));
+        assert!(keys[1].0 > u64::from(u32::MAX) && keys[2].0 > keys[1].0);
+        assert!(keys.iter().all(|k| *k != first));
     }
 }

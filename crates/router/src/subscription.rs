@@ -8,11 +8,12 @@ use smallvec::SmallVec;
 
 use crate::trie::NodeValue;
 
-/// A compact opaque key for a subscribing session, allocated by the broker.
+/// An opaque key for a subscribing session, allocated by the broker: 64 bits, so the broker
+/// never needs to hand one out twice (a reused key would receive another session's messages).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct SubscriberId(pub u32);
+pub struct SubscriberId(pub u64);
 
-/// One subscription of one subscriber to one filter (12 bytes).
+/// One subscription of one subscriber to one filter (16 bytes).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Subscription {
     /// Who subscribed.
@@ -135,7 +136,7 @@ mod tests {
 
     fn sub(n: u32) -> Subscription {
         Subscription {
-            subscriber: SubscriberId(n),
+            subscriber: SubscriberId(u64::from(n)),
             options: SubscriptionOptions::default(),
             id: SubscriptionId::new(n + 1),
         }
@@ -152,12 +153,12 @@ mod tests {
             assert_eq!(again, SubscribeOutcome::Replaced { previous: sub(1) });
             assert_eq!(set.as_slice().len(), count as usize);
             for n in (0..count).filter(|n| n % 2 == 0) {
-                assert_eq!(set.remove(SubscriberId(n)), Some(sub(n)));
-                assert_eq!(set.remove(SubscriberId(n)), None);
+                assert_eq!(set.remove(SubscriberId(u64::from(n))), Some(sub(n)));
+                assert_eq!(set.remove(SubscriberId(u64::from(n))), None);
             }
             for n in 0..count {
                 assert_eq!(
-                    set.get(SubscriberId(n)).is_some(),
+                    set.get(SubscriberId(u64::from(n))).is_some(),
                     n % 2 == 1,
                     "{n} of {count}"
                 );
@@ -166,8 +167,9 @@ mod tests {
     }
 
     #[test]
-    fn subscription_is_twelve_bytes() {
-        assert_eq!(size_of::<Subscription>(), 12);
+    fn subscription_is_sixteen_bytes() {
+        // 8 of them the subscriber key: 64 bits so that keys never wrap and are never reused.
+        assert_eq!(size_of::<Subscription>(), 16);
         assert_eq!(size_of::<SubscriberSet>(), 32);
     }
 }

@@ -46,7 +46,7 @@ fn bytes_per_subscription_and_per_retained_topic() {
     let mut exact = SubscriptionTable::default();
     for i in 0..EXACT {
         let text = format!("devices/{i:07}/cmd");
-        exact.subscribe(SubscriberId(i), &filter(&text), options, None);
+        exact.subscribe(SubscriberId(u64::from(i)), &filter(&text), options, None);
     }
     let per_exact = net_bytes(&region) as f64 / f64::from(EXACT);
 
@@ -55,7 +55,7 @@ fn bytes_per_subscription_and_per_retained_topic() {
     for i in 0..WILDCARD {
         let text = format!("site/{i:06}/+/temperature");
         wildcard.subscribe(
-            SubscriberId(i),
+            SubscriberId(u64::from(i)),
             &filter(&text),
             options,
             SubscriptionId::new(1),

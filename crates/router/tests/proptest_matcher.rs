@@ -14,23 +14,23 @@ use router::{
     TableConfig, TopicName,
 };
 
-const SUBSCRIBERS: u32 = 6;
+const SUBSCRIBERS: u64 = 6;
 
 #[derive(Debug, Clone)]
 enum Op {
     Subscribe {
-        who: u32,
+        who: u64,
         filter: String,
         options: SubscriptionOptions,
         id: Option<u32>,
     },
     Unsubscribe {
-        who: u32,
+        who: u64,
         filter: String,
     },
     Match {
         topic: String,
-        publisher: Option<u32>,
+        publisher: Option<u64>,
         offline: u8,
     },
 }
@@ -77,15 +77,15 @@ fn split_shared(text: &str) -> Option<(&str, &str)> {
     text.strip_prefix("$share/")?.split_once('/')
 }
 
-type Model = BTreeMap<(String, u32), Subscription>;
+type Model = BTreeMap<(String, u64), Subscription>;
 
 /// Expected non-shared deliveries: subscriber -> (max QoS, OR of retain-as-published, ids).
 fn expected_plain(
     model: &Model,
     topic: &str,
-    publisher: Option<u32>,
-) -> Vec<(u32, QoS, bool, Vec<u32>)> {
-    let mut merged: BTreeMap<u32, (QoS, bool, BTreeSet<u32>)> = BTreeMap::new();
+    publisher: Option<u64>,
+) -> Vec<(u64, QoS, bool, Vec<u32>)> {
+    let mut merged: BTreeMap<u64, (QoS, bool, BTreeSet<u32>)> = BTreeMap::new();
     for ((filter, who), sub) in model {
         if split_shared(filter).is_some() || !naive_matches(filter, topic) {
             continue;
@@ -110,7 +110,7 @@ fn check_match(
     table: &mut SubscriptionTable,
     model: &Model,
     topic_text: &str,
-    publisher: Option<u32>,
+    publisher: Option<u64>,
     offline: u8,
 ) {
     let name: TopicName = topic_text.parse().expect("generated topics are valid");
@@ -137,7 +137,7 @@ fn check_match(
         "plain deliveries for {topic_text:?}"
     );
 
-    let mut groups: BTreeMap<(String, String), Vec<(u32, Subscription)>> = BTreeMap::new();
+    let mut groups: BTreeMap<(String, String), Vec<(u64, Subscription)>> = BTreeMap::new();
     for ((filter, who), sub) in model {
         if let Some((share, inner)) = split_shared(filter)
             && naive_matches(inner, topic_text)
@@ -256,7 +256,7 @@ fn unsubscribing_everything_prunes_the_trie() {
     for (n, text) in filters.iter().enumerate() {
         let parsed: SubscriptionFilter = text.parse().expect("valid");
         table.subscribe(
-            SubscriberId(n as u32),
+            SubscriberId(n as u64),
             &parsed,
             SubscriptionOptions::default(),
             None,
@@ -264,7 +264,7 @@ fn unsubscribing_everything_prunes_the_trie() {
     }
     for (n, text) in filters.iter().enumerate() {
         let parsed: SubscriptionFilter = text.parse().expect("valid");
-        assert!(table.unsubscribe(SubscriberId(n as u32), &parsed).is_some());
+        assert!(table.unsubscribe(SubscriberId(n as u64), &parsed).is_some());
     }
     let stats = table.stats();
     assert_eq!(stats.wildcard_trie_nodes, 1, "only the root is left");

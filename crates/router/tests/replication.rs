@@ -46,7 +46,7 @@ impl XorShift {
 }
 
 fn random_change(rng: &mut XorShift, origin: u64) -> SubscriptionChange {
-    let subscriber = SubscriberId((origin * 1_000 + rng.below(8)) as u32);
+    let subscriber = SubscriberId((origin * 1_000 + rng.below(8)) as u64);
     let filter: SubscriptionFilter = FILTERS[rng.below(FILTERS.len() as u64) as usize]
         .parse()
         .expect("valid");
@@ -109,7 +109,7 @@ fn origin(
 
 /// What a replica observed at one point: changes applied before it, topic, plain deliveries
 /// (subscriber, qos, ids) and the share names that delivered.
-type Sample = (u64, usize, Vec<(u32, QoS, Vec<u32>)>, BTreeSet<String>);
+type Sample = (u64, usize, Vec<(u64, QoS, Vec<u32>)>, BTreeSet<String>);
 
 fn observe(table: &mut SubscriptionTable, topic: usize, out: &mut Matches) -> Sample {
     let name: TopicName = TOPICS[topic].parse().expect("valid");

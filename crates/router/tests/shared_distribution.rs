@@ -14,7 +14,7 @@ fn group_filter() -> SubscriptionFilter {
     GROUP.parse().expect("valid")
 }
 
-fn table_with_members(strategy: SharedStrategy, members: &[u32]) -> SubscriptionTable {
+fn table_with_members(strategy: SharedStrategy, members: &[u64]) -> SubscriptionTable {
     let config = TableConfig {
         shared_strategy: strategy,
         ..TableConfig::default()
@@ -51,7 +51,7 @@ fn receiver(
     out.get(0).expect("one delivery").subscriber
 }
 
-fn counts(receivers: impl Iterator<Item = SubscriberId>) -> BTreeMap<u32, usize> {
+fn counts(receivers: impl Iterator<Item = SubscriberId>) -> BTreeMap<u64, usize> {
     let mut counts = BTreeMap::new();
     for r in receivers {
         *counts.entry(r.0).or_default() += 1;
@@ -61,7 +61,7 @@ fn counts(receivers: impl Iterator<Item = SubscriberId>) -> BTreeMap<u32, usize>
 
 #[test]
 fn round_robin_is_exactly_even_and_cyclic() {
-    for members in [&[10_u32, 20, 30, 40][..], &[3, 1, 2]] {
+    for members in [&[10_u64, 20, 30, 40][..], &[3, 1, 2]] {
         let mut table = table_with_members(SharedStrategy::RoundRobin, members);
         let mut out = Matches::new();
         let picks: Vec<_> = (0..MESSAGES)
@@ -76,14 +76,14 @@ fn round_robin_is_exactly_even_and_cyclic() {
         );
         let mut sorted = members.to_vec();
         sorted.sort_unstable();
-        let cycle: Vec<u32> = picks.iter().take(sorted.len()).map(|s| s.0).collect();
+        let cycle: Vec<u64> = picks.iter().take(sorted.len()).map(|s| s.0).collect();
         assert_eq!(cycle, sorted, "members in turn by subscriber id");
     }
 }
 
 #[test]
 fn random_spread_is_within_five_binomial_standard_deviations() {
-    let members = [1_u32, 2, 3, 4, 5];
+    let members = [1_u64, 2, 3, 4, 5];
     let mut table = table_with_members(SharedStrategy::Random, &members);
     let mut out = Matches::new();
     let picks: Vec<_> = (0..MESSAGES)
@@ -131,7 +131,7 @@ fn random_spread_is_within_five_binomial_standard_deviations() {
 /// Keys spread over members like a fair die, each key stays on one member, and when a member
 /// leaves only the keys it held move.
 fn check_hash_strategy(strategy: SharedStrategy, key_of: impl Fn(usize) -> (String, String)) {
-    let members = [7_u32, 8, 9, 10];
+    let members = [7_u64, 8, 9, 10];
     let keys = 1_000;
     let mut table = table_with_members(strategy, &members);
     let mut out = Matches::new();
@@ -269,13 +269,13 @@ fn group_members_lists_the_group_for_redistribution() {
         None,
     );
     let group: SharedFilter = GROUP.parse().expect("valid");
-    let members: Vec<u32> = table
+    let members: Vec<u64> = table
         .group_members(&group)
         .map(|m| m.subscriber.0)
         .collect();
     assert_eq!(members, [3, 5, 9]);
     table.unsubscribe(SubscriberId(5), &group_filter());
-    let members: Vec<u32> = table
+    let members: Vec<u64> = table
         .group_members(&group)
         .map(|m| m.subscriber.0)
         .collect();

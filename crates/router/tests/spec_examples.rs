@@ -107,7 +107,7 @@ fn shared_subscriptions_4_8_2_each_group_gets_one_copy() {
         (5, "sport/#"),
     ] {
         let id = SubscriptionId::new(100 + n);
-        table.subscribe(SubscriberId(n), &sub_filter(text), options, id);
+        table.subscribe(SubscriberId(u64::from(n)), &sub_filter(text), options, id);
     }
     let mut out = Matches::new();
     table.match_topic(
@@ -127,7 +127,7 @@ fn shared_subscriptions_4_8_2_each_group_gets_one_copy() {
     assert!([SubscriberId(1), SubscriberId(2)].contains(&consumer1.subscriber));
     assert_eq!(
         consumer1.subscription_ids,
-        [SubscriptionId::new(100 + consumer1.subscriber.0).expect("in range")]
+        [SubscriptionId::new(100 + consumer1.subscriber.0 as u32).expect("in range")]
     );
     let consumer2 = shared
         .iter()

@@ -29,7 +29,7 @@ impl BrokerShard {
         };
         connection.publish_will = disconnect.reason_code == ReasonCode::DisconnectWithWillMessage;
         let session = connection
-            .session
+            .session()
             .and_then(|s| self.sessions.by_subscriber_mut(s))
             .filter(|s| s.conn == Some(conn));
         if let (Some(session), Some(seconds)) =
@@ -60,7 +60,7 @@ impl BrokerShard {
         self.disarm_connection_timer(ctx, connection.timer);
         debug!(?reason, "connection closed");
         let Some(client_id) = connection
-            .session
+            .session()
             .and_then(|s| self.sessions.client_id(s).cloned())
         else {
             return;

@@ -348,7 +348,7 @@ impl BrokerShard {
                 self.connected_clients += 1;
             }
             connection.protocol = connect.protocol;
-            connection.session = Some(subscriber);
+            connection.attach(subscriber);
             connection.keep_alive = keep_alive;
             connection.set_topic_alias_maximums(inbound_aliases, outbound_aliases);
             connection.client_max_packet =

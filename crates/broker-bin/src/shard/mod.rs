@@ -117,7 +117,7 @@ impl BrokerShard {
 
     /// The client id of the session `conn` is attached to.
     fn client_id_of(&self, conn: ConnId) -> Option<MqttStr> {
-        let subscriber = self.conns.get(&conn)?.session?;
+        let subscriber = self.conns.get(&conn)?.session()?;
         self.sessions.client_id(subscriber).cloned()
     }
 

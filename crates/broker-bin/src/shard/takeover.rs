@@ -193,7 +193,7 @@ impl BrokerShard {
         };
         let will = session.will.take();
         if let Some(connection) = self.conns.get_mut(&old) {
-            connection.session = None;
+            connection.detach();
             let publish_will = connection.publish_will;
             debug!(conn = ?old, client = session.client_id.as_str(), "session taken over");
             if taken_over {
