@@ -62,7 +62,7 @@ pub(crate) fn stable_hash(key: &[u8]) -> u64 {
 
 /// Rendezvous weight of `member` for a key hash.
 fn rendezvous_weight(key_hash: u64, member: SubscriberId) -> u64 {
-    mix64(key_hash ^ u64::from(member.0).wrapping_mul(0x9E37_79B9_7F4A_7C15))
+    mix64(key_hash ^ member.0.wrapping_mul(0x9E37_79B9_7F4A_7C15))
 }
 
 /// What a pick may depend on besides the group itself.
