@@ -46,7 +46,7 @@ impl XorShift {
 }
 
 fn random_change(rng: &mut XorShift, origin: u64) -> SubscriptionChange {
-    let subscriber = SubscriberId((origin * 1_000 + rng.below(8)) as u64);
+    let subscriber = SubscriberId(origin * 1_000 + rng.below(8));
     let filter: SubscriptionFilter = FILTERS[rng.below(FILTERS.len() as u64) as usize]
         .parse()
         .expect("valid");
