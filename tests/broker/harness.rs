@@ -82,6 +82,19 @@ impl TestBroker {
             .collect()
     }
 
+    /// Subscriptions in each shard's replica of the table.
+    pub fn replica_subscriptions(&self) -> Vec<u64> {
+        let metrics = self.broker().metrics();
+        (0..self.broker().shard_count())
+            .map(|i| {
+                metrics
+                    .shard(i)
+                    .replica_subscriptions
+                    .load(std::sync::atomic::Ordering::Relaxed)
+            })
+            .collect()
+    }
+
     /// Starts a graceful shutdown (clients get DISCONNECT 0x8B); drop joins the shards.
     pub fn stop(&self) {
         self.broker().shutdown();

@@ -27,6 +27,9 @@ pub enum Phase {
     AwaitingSession,
     /// CONNACK sent; packets flow.
     Connected,
+    /// Connected, but its packets wait for a SUBSCRIBE or UNSUBSCRIBE of its own to take effect
+    /// on every shard (what it sends meanwhile is kept in the carry; see `shard/gate.rs`).
+    AwaitingAck,
     /// Closing: nothing more is read from it.
     Closing,
 }
@@ -108,7 +111,26 @@ impl Connection {
 
     /// Whether packets other than CONNECT may be processed.
     pub fn is_connected(&self) -> bool {
-        matches!(self.phase, Phase::Connected)
+        matches!(self.phase, Phase::Connected | Phase::AwaitingAck)
+    }
+
+    /// Whether its packets wait for an acknowledgement of its own (see [`Phase::AwaitingAck`]).
+    pub fn is_parked(&self) -> bool {
+        matches!(self.phase, Phase::AwaitingAck)
+    }
+
+    /// Holds its later packets until [`Self::unpark`] (a connected connection only).
+    pub fn park(&mut self) {
+        if self.phase == Phase::Connected {
+            self.phase = Phase::AwaitingAck;
+        }
+    }
+
+    /// Lets its packets flow again.
+    pub fn unpark(&mut self) {
+        if self.phase == Phase::AwaitingAck {
+            self.phase = Phase::Connected;
+        }
     }
 
     /// Records that a packet arrived `since_start` after the broker started.

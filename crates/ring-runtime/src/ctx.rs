@@ -38,6 +38,8 @@ pub struct ShardStats {
     pub recv_rearms_enobufs: u64,
     /// Flushes that found a destination mailbox full (batch kept for the next turn).
     pub mailbox_full: u64,
+    /// Control messages kept for a destination beyond `max_pending_posts` (never refused).
+    pub control_over_bound: u64,
 }
 
 /// The per-shard context handed to every [`crate::Handler`] callback.
@@ -222,6 +224,17 @@ impl<M> ShardCtx<M> {
     /// [`RuntimeError::MailboxFull`].
     pub fn post(&mut self, shard: ShardId, message: M) -> Result<(), RuntimeError> {
         self.outboxes.post(shard, message)
+    }
+
+    /// Posts a control message to `shard` (this one included), in order with [`Self::post`]'s
+    /// messages. Never refused for a full mailbox: for messages whose loss would break the
+    /// receiver (replication, hand-overs). Each one kept beyond `max_pending_posts` is counted
+    /// in [`ShardStats::control_over_bound`].
+    pub fn post_control(&mut self, shard: ShardId, message: M) -> Result<(), RuntimeError> {
+        if self.outboxes.post_control(shard, message)? {
+            self.stats.control_over_bound += 1;
+        }
+        Ok(())
     }
 
     /// Messages posted to `shard` that have not yet left this shard.

@@ -11,8 +11,14 @@
 //!   wake-up.
 //!
 //! Full mailbox: the sending shard keeps the batch in its [`Outboxes`] and retries next turn;
-//! later posts append behind it, so per-sender order holds. Beyond `max_pending` kept messages
-//! `post` fails with [`RuntimeError::MailboxFull`]; nothing is dropped silently.
+//! later posts append behind it, so per-sender order holds. Two lanes share that one ordered
+//! batch:
+//! * data ([`Outboxes::post`]): beyond `max_pending` kept messages it fails with
+//!   [`RuntimeError::MailboxFull`] and the caller drops (and counts) the message;
+//! * control ([`Outboxes::post_control`]): never refused, because losing one would break an
+//!   invariant of the receiver (a replicated change that leaves a gap stops replication for
+//!   good). Control messages kept beyond `max_pending` are counted, so a backlog shows in the
+//!   stats instead of growing unseen.
 
 use std::io;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -122,6 +128,23 @@ impl<M> Outboxes<M> {
         }
         batch.push(message);
         Ok(())
+    }
+
+    /// Queues a control `message` for `shard`'s next batch, behind everything posted to it
+    /// before. Never refused for a full mailbox: returns whether it was kept beyond the bound
+    /// (for the stats).
+    pub(crate) fn post_control(
+        &mut self,
+        shard: ShardId,
+        message: M,
+    ) -> Result<bool, RuntimeError> {
+        let count = self.batches.len();
+        let batch = self
+            .batches
+            .get_mut(shard.index())
+            .ok_or(RuntimeError::NoSuchShard { shard, count })?;
+        batch.push(message);
+        Ok(batch.len() > self.max_pending)
     }
 
     /// Messages waiting for `shard`.

@@ -28,6 +28,38 @@ fn full_mailbox_keeps_the_batch_and_order() {
     assert_eq!(outboxes.pending(to), 0);
 }
 
+/// Control messages are never refused, stay in order with data messages, and are reported
+/// when kept beyond the bound; data messages are refused there.
+#[test]
+fn control_messages_pass_a_full_outbox_in_order() {
+    let mailboxes = vec![Mailbox::new(1).unwrap(), Mailbox::new(1).unwrap()];
+    let mut outboxes = Outboxes::new(2, 2);
+    let mut local = Vec::new();
+    let to = ShardId::new(1);
+    outboxes.post(to, 1).unwrap();
+    outboxes.flush(&mailboxes, ShardId::new(0), &mut local);
+    outboxes.post(to, 2).unwrap();
+    assert!(!outboxes.post_control(to, 3).unwrap());
+    outboxes.flush(&mailboxes, ShardId::new(0), &mut local);
+    assert!(outboxes.is_blocked());
+    assert!(matches!(
+        outboxes.post(to, 4),
+        Err(RuntimeError::MailboxFull { .. })
+    ));
+    assert!(
+        outboxes.post_control(to, 5).unwrap(),
+        "kept beyond the bound"
+    );
+    assert!(outboxes.post_control(to, 6).unwrap());
+    assert!(
+        outboxes.post_control(ShardId::new(7), 0).is_err(),
+        "no such shard"
+    );
+    assert_eq!(mailboxes[1].pop(), Some(vec![1]));
+    outboxes.flush(&mailboxes, ShardId::new(0), &mut local);
+    assert_eq!(mailboxes[1].pop(), Some(vec![2, 3, 5, 6]));
+}
+
 #[test]
 fn own_shard_batch_is_delivered_locally() {
     let mailboxes = vec![Mailbox::<u8>::new(4).unwrap()];

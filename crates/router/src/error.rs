@@ -85,19 +85,3 @@ pub enum TopicError {
     #[error("shared subscription has no topic filter after the share name")]
     MissingSharedTopicFilter,
 }
-
-/// A fault in the ordered stream of subscription changes that feeds a replica.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Error)]
-pub enum ReplicationError {
-    /// A change arrived so far ahead of the next expected sequence number that buffering it would
-    /// exceed the replica's reorder window: a change was lost or the window is too small.
-    #[error("change {received} is beyond the reorder window of {window} after {next_expected}")]
-    BeyondReorderWindow {
-        /// The sequence number the replica applies next.
-        next_expected: u64,
-        /// The sequence number that arrived.
-        received: u64,
-        /// The configured window (changes buffered at most).
-        window: usize,
-    },
-}

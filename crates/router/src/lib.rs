@@ -17,7 +17,7 @@ mod table;
 mod topic;
 mod trie;
 
-pub use error::{ReplicationError, TopicError};
+pub use error::TopicError;
 pub use filter::{SHARE_PREFIX, SharedFilter, SubscriptionFilter, TopicFilter};
 pub use matches::{Delivery, Matches};
 pub use replication::{

@@ -10,7 +10,6 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use codec::{SubscriptionId, SubscriptionOptions};
 
-use crate::error::ReplicationError;
 use crate::filter::SubscriptionFilter;
 use crate::subscription::{SubscribeOutcome, SubscriberId, Subscription};
 use crate::table::{SubscriptionTable, TableConfig};
@@ -104,12 +103,16 @@ impl SubscriptionChange {
 pub enum Received {
     /// Kept until it is its turn (it may be its turn already).
     Accepted,
+    /// Kept like [`Received::Accepted`], but further ahead than the window: a sign that an
+    /// earlier change is long in flight (the caller reports it). Never dropped: a change that
+    /// is lost leaves a gap that stops every later change.
+    BeyondWindow,
     /// Already applied or already waiting: dropped (redelivery is harmless).
     Duplicate,
 }
 
-/// Puts a stream of [`Sequenced`] items back in order, holding at most `window` items that
-/// arrived early.
+/// Puts a stream of [`Sequenced`] items back in order. Items that arrive early are held; one
+/// more than `window` ahead is still held, and reported as [`Received::BeyondWindow`].
 #[derive(Debug, Clone)]
 pub struct ReorderBuffer<T> {
     next: u64,
@@ -137,28 +140,27 @@ impl<T> ReorderBuffer<T> {
         self.pending.iter().filter(|slot| slot.is_some()).count()
     }
 
-    /// Takes in `item`. Fails, keeping nothing, when it is further ahead than the window.
-    pub fn receive(&mut self, item: Sequenced<T>) -> Result<Received, ReplicationError> {
+    /// Takes in `item`: kept until its turn, or dropped as a duplicate. The sequence numbers
+    /// come from one [`Sequencer`], so an item far ahead is one whose predecessors are still in
+    /// flight: it is kept however far ahead it is.
+    pub fn receive(&mut self, item: Sequenced<T>) -> Received {
         let Some(offset) = item.seq.0.checked_sub(self.next) else {
-            return Ok(Received::Duplicate);
+            return Received::Duplicate;
         };
-        let offset = usize::try_from(offset).unwrap_or(usize::MAX);
-        if offset >= self.window {
-            return Err(ReplicationError::BeyondReorderWindow {
-                next_expected: self.next,
-                received: item.seq.0,
-                window: self.window,
-            });
-        }
+        let offset = usize::try_from(offset).expect("invariant: in-flight changes fit in memory");
         if self.pending.len() <= offset {
             self.pending.resize_with(offset + 1, || None);
         }
         let slot = &mut self.pending[offset];
         if slot.is_some() {
-            return Ok(Received::Duplicate);
+            return Received::Duplicate;
         }
         *slot = Some(item.change);
-        Ok(Received::Accepted)
+        if offset >= self.window {
+            Received::BeyondWindow
+        } else {
+            Received::Accepted
+        }
     }
 
     /// The next item in order, if it has arrived.
@@ -178,9 +180,9 @@ impl<T> ReorderBuffer<T> {
 pub struct ReplicaConfig {
     /// Settings of the replicated table.
     pub table: TableConfig,
-    /// Changes that may arrive ahead of a missing one before the replica reports a fault.
-    /// Default 65,536: far more than the changes in flight between shards in one loop
-    /// iteration.
+    /// Changes that may arrive ahead of a missing one before the replica reports it (they are
+    /// kept all the same). Default 65,536: far more than the changes in flight between shards
+    /// in one loop iteration.
     pub reorder_window: usize,
 }
 
@@ -218,14 +220,14 @@ impl Replica {
 
     /// Takes in one change from the mailbox and applies every change that is now in order,
     /// calling `on_applied` for each (in sequence order). Returns how many were applied.
-    /// Duplicates are ignored; a change beyond the reorder window is an error and is dropped.
+    /// Duplicates are ignored; a change beyond the reorder window is kept all the same.
     pub fn receive(
         &mut self,
         change: Sequenced<SubscriptionChange>,
         mut on_applied: impl FnMut(ChangeSeq, &SubscriptionChange, ChangeOutcome),
-    ) -> Result<usize, ReplicationError> {
-        if self.order.receive(change)? == Received::Duplicate {
-            return Ok(0);
+    ) -> usize {
+        if self.order.receive(change) == Received::Duplicate {
+            return 0;
         }
         let mut applied = 0;
         while let Some(ready) = self.order.pop_ready() {
@@ -233,7 +235,7 @@ impl Replica {
             on_applied(ready.seq, &ready.change, outcome);
             applied += 1;
         }
-        Ok(applied)
+        applied
     }
 
     /// Every change before this one has been applied.
@@ -269,33 +271,33 @@ mod tests {
     }
 
     #[test]
-    fn reorders_drops_duplicates_and_bounds_the_window() {
+    fn reorders_drops_duplicates_and_reports_the_window() {
         let mut buffer = ReorderBuffer::new(4);
-        assert_eq!(buffer.receive(item(2)), Ok(Received::Accepted));
-        assert_eq!(buffer.receive(item(2)), Ok(Received::Duplicate));
+        assert_eq!(buffer.receive(item(2)), Received::Accepted);
+        assert_eq!(buffer.receive(item(2)), Received::Duplicate);
         assert_eq!(buffer.pop_ready(), None, "0 and 1 are missing");
-        assert_eq!(
-            buffer.receive(item(4)),
-            Err(ReplicationError::BeyondReorderWindow {
-                next_expected: 0,
-                received: 4,
-                window: 4
-            })
-        );
-        assert_eq!(buffer.receive(item(1)), Ok(Received::Accepted));
-        assert_eq!(buffer.receive(item(0)), Ok(Received::Accepted));
-        assert_eq!(buffer.waiting(), 3);
+        assert_eq!(buffer.receive(item(4)), Received::BeyondWindow, "kept");
+        assert_eq!(buffer.receive(item(1)), Received::Accepted);
+        assert_eq!(buffer.receive(item(0)), Received::Accepted);
+        assert_eq!(buffer.waiting(), 4);
         let order: Vec<_> = std::iter::from_fn(|| buffer.pop_ready()).collect();
-        assert_eq!(order, [item(0), item(1), item(2)]);
+        assert_eq!(order, [item(0), item(1), item(2)], "3 is missing");
         assert_eq!(
             buffer.receive(item(1)),
-            Ok(Received::Duplicate),
+            Received::Duplicate,
             "already applied"
         );
         assert_eq!(buffer.next_expected(), ChangeSeq(3));
+        assert_eq!(buffer.receive(item(3)), Received::Accepted);
+        let order: Vec<_> = std::iter::from_fn(|| buffer.pop_ready()).collect();
+        assert_eq!(
+            order,
+            [item(3), item(4)],
+            "the change beyond the window was not lost"
+        );
         assert_eq!(
             buffer.receive(item(6)),
-            Ok(Received::Accepted),
+            Received::Accepted,
             "window moved on"
         );
     }

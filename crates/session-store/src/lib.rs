@@ -1,4 +1,5 @@
-//! Sessions, inflight QoS 1/2 state, offline queues and retained durability behind a storage trait.
+//! Sessions' protocol state: inflight QoS 1/2 windows, offline queues and inbound QoS 2 ids (in
+//! memory today; durable storage engines come later).
 #![forbid(unsafe_code)]
 
 mod inbound;

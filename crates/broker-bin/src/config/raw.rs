@@ -31,6 +31,8 @@ raw_section!(
         shards: usize,
         backend: String,
         max_pending_changes: u64,
+        mailbox_batches: u64,
+        max_pending_posts: u64,
         write_interval_us: u64,
         coalesce_below: u64,
     }

@@ -45,8 +45,13 @@ pub struct RuntimeSettings {
     /// Shard count; `None` means one per available core.
     pub shards: Option<usize>,
     pub backend: BackendChoice,
-    /// Reorder window for replicated changes.
+    /// Replicated changes held ahead of a missing one before it is reported (never refused).
     pub max_pending_changes: usize,
+    /// Message batches one shard's mailbox holds.
+    pub mailbox_batches: usize,
+    /// Messages a shard keeps for one destination whose mailbox is full before deliveries to
+    /// it are dropped (control messages are never dropped).
+    pub max_pending_posts: usize,
     /// Write pacing interval (zero: off).
     pub write_interval: std::time::Duration,
     /// Frames shorter than this are copied into one send buffer per connection.

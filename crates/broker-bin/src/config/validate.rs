@@ -122,6 +122,18 @@ impl RawConfig {
                 16,
                 1 << 24,
             )?,
+            mailbox_batches: narrow(
+                "runtime.mailbox_batches",
+                &self.runtime.mailbox_batches,
+                1,
+                1 << 20,
+            )?,
+            max_pending_posts: narrow(
+                "runtime.max_pending_posts",
+                &self.runtime.max_pending_posts,
+                1,
+                1 << 24,
+            )?,
             write_interval: std::time::Duration::from_micros(in_range(
                 "runtime.write_interval_us",
                 &self.runtime.write_interval_us,

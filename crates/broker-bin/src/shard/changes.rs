@@ -4,11 +4,12 @@
 use std::sync::atomic::Ordering;
 
 use ring_runtime::ShardId;
-use router::{ChangeSeq, Sequenced};
-use tracing::error;
+use router::{ChangeSeq, Received, Sequenced};
+use tracing::warn;
 
 use super::{BrokerShard, Ctx};
 use crate::message::{Change, ShardMsg};
+use crate::metrics::ShardCounters;
 
 impl BrokerShard {
     /// Stamps `change` and sends it to every shard; returns its place in the order. Nothing else
@@ -28,11 +29,24 @@ impl BrokerShard {
         seq
     }
 
-    /// A change arrived: put it in order and apply every change whose turn it is.
+    /// A change arrived: put it in order and apply every change whose turn it is. A change is
+    /// never refused (a gap would stop every later one); one that arrives further ahead than
+    /// `runtime.max_pending_changes` is counted and reported on a log scale.
     pub(super) fn receive_change(&mut self, change: Sequenced<Change>) {
-        if let Err(problem) = self.changes.receive(change) {
-            error!(%problem, "replicated change refused: raise runtime.max_pending_changes");
-            return;
+        let seq = change.seq.0;
+        if self.changes.receive(change) == Received::BeyondWindow {
+            let counters = self.counters();
+            ShardCounters::add(&counters.changes_beyond_window, 1);
+            let count = counters.changes_beyond_window.load(Ordering::Relaxed);
+            if count.is_power_of_two() {
+                let waiting_for = self.changes.next_expected().0;
+                warn!(
+                    seq,
+                    waiting_for,
+                    count,
+                    "replicated change far ahead of a missing one (kept): runtime.max_pending_changes exceeded"
+                );
+            }
         }
         while let Some(ready) = self.changes.pop_ready() {
             self.apply(ready);
@@ -50,6 +64,9 @@ impl BrokerShard {
                     self.acks_to_nudge.insert(owner);
                 }
                 subscription.apply_to(&mut self.table);
+                let stats = self.table.stats();
+                let held = stats.subscriptions + stats.shared_members;
+                ShardCounters::set(&self.counters().replica_subscriptions, held as u64);
             }
             Change::Owner { subscriber, shard } => {
                 if let Some(previous) = self.owners.insert(subscriber, shard)

@@ -203,7 +203,7 @@ impl BrokerShard {
                 debug!("no CONNECT in time: closing");
                 ctx.abort(conn);
             }
-            (Phase::Connected, Some(deadline)) => {
+            (Phase::Connected | Phase::AwaitingAck, Some(deadline)) => {
                 if now >= deadline {
                     debug!("keep-alive expired");
                     self.send_disconnect(ctx, conn, ReasonCode::KeepAliveTimeout);

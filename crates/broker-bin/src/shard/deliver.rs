@@ -281,10 +281,25 @@ impl BrokerShard {
         ShardCounters::add(&self.counters().messages_dropped, n);
     }
 
-    /// Posts to a shard; a full mailbox beyond the runtime's bound is logged, never silent.
+    /// Posts to a shard. Deliveries are data: over the runtime's mailbox bound they are dropped
+    /// and counted (`deliveries_dropped_mailbox_full`). Everything else (replicated changes,
+    /// fences, hand-overs) travels the control lane, which never refuses: one lost change would
+    /// stop replication for good.
     pub(super) fn post(&mut self, ctx: &mut Ctx, shard: ring_runtime::ShardId, message: ShardMsg) {
+        let copies = match &message {
+            ShardMsg::Deliver { recipients, .. } => recipients.len() as u64,
+            _ => {
+                if let Err(error) = ctx.post_control(shard, message) {
+                    tracing::error!(%error, %shard, "control message to a shard that does not exist");
+                }
+                return;
+            }
+        };
         if let Err(error) = ctx.post(shard, message) {
-            tracing::error!(%error, %shard, "cross-shard message lost: mailbox bound exceeded");
+            debug!(%error, %shard, copies, "deliveries dropped: mailbox bound exceeded");
+            let counters = self.counters();
+            ShardCounters::add(&counters.deliveries_dropped_mailbox_full, copies);
+            ShardCounters::add(&counters.messages_dropped, copies);
         }
     }
 }

@@ -3,6 +3,11 @@
 //! acknowledges, so any PUBLISH the broker receives after the client saw it is matched against
 //! the new state. Each shard that applies a change for a session held elsewhere wakes the holder
 //! with `ShardMsg::Applied`.
+//!
+//! The connection's own later packets wait too (it is parked: what it sends meanwhile stays in
+//! its carry), so every packet of a connection takes effect in the order it was sent: a PUBLISH
+//! pipelined behind a SUBSCRIBE is matched with that subscription in place. A connection has
+//! at most one acknowledgement waiting.
 
 use codec::{MqttStr, Packet, QoS, SubscriptionId};
 use ring_runtime::ConnId;
@@ -53,6 +58,9 @@ impl BrokerShard {
             retained_due,
         };
         self.pending_acks.push(pending);
+        if let Some(connection) = self.conns.get_mut(&conn) {
+            connection.park();
+        }
     }
 
     /// Sends the acknowledgements whose changes every shard has applied.
@@ -67,7 +75,16 @@ impl BrokerShard {
         self.pending_acks = waiting;
         for p in ready {
             self.finish_ack(ctx, p.conn, &p.client_id, &p.packet, p.retained_due);
+            self.unpark(ctx, p.conn);
         }
+    }
+
+    /// The connection's acknowledgement is out: handle what it sent behind the packet.
+    fn unpark(&mut self, ctx: &mut Ctx, conn: ConnId) {
+        if let Some(connection) = self.conns.get_mut(&conn) {
+            connection.unpark();
+        }
+        self.resume_reading(ctx, conn);
     }
 
     fn finish_ack(

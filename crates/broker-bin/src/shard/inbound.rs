@@ -57,8 +57,12 @@ impl BrokerShard {
             // A CONNECT refused before it decodes is still answered in the client's version.
             connection.protocol = ProtocolVersion::V5;
         }
-        if matches!(connection.phase, Phase::AwaitingSession) {
-            // Packets behind the CONNECT wait for the session (see `resume_reading`).
+        if matches!(
+            connection.phase,
+            Phase::AwaitingSession | Phase::AwaitingAck
+        ) {
+            // Packets behind the CONNECT wait for the session, packets behind a SUBSCRIBE or
+            // UNSUBSCRIBE for it to take effect everywhere (see `resume_reading`).
             connection.keep_carry(buf);
             return;
         }
@@ -84,12 +88,13 @@ impl BrokerShard {
     }
 
     /// Handles the packets a client sent behind its CONNECT while the session was handed over
-    /// from another shard (clients need not wait for CONNACK).
+    /// from another shard (clients need not wait for CONNACK), or behind a SUBSCRIBE or
+    /// UNSUBSCRIBE that has now taken effect on every shard.
     pub(super) fn resume_reading(&mut self, ctx: &mut Ctx, conn: ConnId) {
         let Some(connection) = self.conns.get_mut(&conn) else {
             return;
         };
-        if !connection.has_carry() || !connection.is_connected() {
+        if !connection.has_carry() || !connection.is_connected() || connection.is_parked() {
             return;
         }
         let buf = connection.take_carry();
@@ -107,7 +112,7 @@ impl BrokerShard {
         while let Some(packet) = codec::decode(buf, &limits)? {
             self.handle_packet(ctx, conn, packet)?;
             match self.conns.get(&conn) {
-                Some(c) if !matches!(c.phase, Phase::Closing | Phase::AwaitingSession) => {
+                Some(c) if matches!(c.phase, Phase::AwaitingConnect | Phase::Connected) => {
                     limits.protocol = c.protocol;
                 }
                 _ => break,

@@ -1,0 +1,155 @@
+//! Mailboxes kept full on purpose (tiny bounds, four shards, fan-out traffic) while clients
+//! storm the broker with pipelined SUBSCRIBEs and UNSUBSCRIBEs. Deliveries may be dropped (and
+//! are counted); replicated changes never are: every SUBACK and UNSUBACK arrives, every shard's
+//! replica ends up with the same subscriptions, and they route.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::thread;
+use std::time::Duration;
+
+use bytes::BytesMut;
+use codec::{Packet, QoS, Unsubscribe};
+
+use crate::client::{
+    Event, RawClient, V5, V311, pid, publish_packet, qos_options, s, subscribe_packet,
+};
+use crate::harness::{TestBroker, wait_until};
+
+/// Four shards whose mailboxes hold one batch and whose outboxes keep 8 messages at most.
+const TINY_MAILBOXES: &str =
+    "[runtime]\nshards = 4\nmailbox_batches = 1\nmax_pending_posts = 8\nmax_pending_changes = 16\n";
+const FAN_OUT_SUBSCRIBERS: usize = 8;
+const PUBLISHERS: usize = 4;
+/// Most QoS 0 PUBLISHes per publisher (bursts of 100, until the test says stop).
+const PUBLISHES: usize = 2_000_000;
+const STORMERS: usize = 6;
+/// Filters each stormer subscribes to (pipelined), of which it then unsubscribes half.
+const FILTERS: u16 = 16;
+/// A hang guard for acknowledgements delayed behind the flood, not a timing assertion.
+const ACK_GUARD: Duration = Duration::from_secs(60);
+
+fn encode_all(packets: impl Iterator<Item = Packet>) -> BytesMut {
+    let mut out = BytesMut::new();
+    for packet in packets {
+        codec::encode(&packet, V5, &mut out).expect("test packet encodes");
+    }
+    out
+}
+
+/// Publishes fan-out traffic until told to stop (bounded by [`PUBLISHES`]).
+fn publisher(addr: std::net::SocketAddr, n: usize, stop: Arc<AtomicBool>) {
+    let mut client = RawClient::connected_clean(addr, V311, &format!("flood-{n}"));
+    let mut burst = BytesMut::new();
+    for _ in 0..100 {
+        let publish = publish_packet("load/x", &[7; 64], QoS::AtMostOnce, None);
+        codec::encode(&Packet::Publish(publish), V311, &mut burst).expect("encodes");
+    }
+    for _ in 0..PUBLISHES / 100 {
+        if stop.load(Ordering::Relaxed) {
+            break;
+        }
+        client.send_raw(&burst);
+    }
+}
+
+/// Waits for every acknowledgement in `ids` (SUBACK or UNSUBACK), in any order.
+fn expect_acks(client: &mut RawClient, mut ids: Vec<u16>) {
+    while !ids.is_empty() {
+        let packet = match client.next_event(ACK_GUARD) {
+            Event::Packet(packet) => packet,
+            other => panic!("waiting for acknowledgements {ids:?}: {other:?}"),
+        };
+        let id = match *packet {
+            Packet::SubAck(ack) => ack.packet_id.get(),
+            Packet::UnsubAck(ack) => ack.packet_id.get(),
+            _ => continue,
+        };
+        ids.retain(|&wanted| wanted != id);
+    }
+}
+
+/// Subscribes to [`FILTERS`] filters and unsubscribes the even ones, every packet pipelined;
+/// returns the connected client, which keeps the odd ones.
+fn stormer(addr: std::net::SocketAddr, n: usize) -> RawClient {
+    let mut client = RawClient::connected_clean(addr, V5, &format!("storm-{n}"));
+    let subscribes = (1..=FILTERS).map(|i| {
+        let filter = format!("storm/{n}/{i}");
+        Packet::Subscribe(subscribe_packet(i, &filter, qos_options(QoS::AtMostOnce)))
+    });
+    client.send_raw(&encode_all(subscribes));
+    expect_acks(&mut client, (1..=FILTERS).collect());
+    let evens: Vec<u16> = (1..=FILTERS).filter(|i| i % 2 == 0).collect();
+    let unsubscribes = evens.iter().map(|i| {
+        Packet::Unsubscribe(Unsubscribe {
+            packet_id: pid(FILTERS + i),
+            filters: vec![s(&format!("storm/{n}/{i}"))],
+            properties: Default::default(),
+        })
+    });
+    client.send_raw(&encode_all(unsubscribes));
+    expect_acks(&mut client, evens.iter().map(|i| FILTERS + i).collect());
+    client
+}
+
+#[test]
+fn replication_survives_full_mailboxes() {
+    let broker = TestBroker::with_config(TINY_MAILBOXES);
+    let addr = broker.addr();
+    let _subscribers: Vec<RawClient> = (0..FAN_OUT_SUBSCRIBERS)
+        .map(|n| {
+            let mut client = RawClient::connected_clean(addr, V5, &format!("fan-{n}"));
+            client.subscribe("load/#", QoS::AtMostOnce);
+            client
+        })
+        .collect();
+    let stop = Arc::new(AtomicBool::new(false));
+    let publishers: Vec<_> = (0..PUBLISHERS)
+        .map(|n| {
+            let stop = Arc::clone(&stop);
+            thread::spawn(move || publisher(addr, n, stop))
+        })
+        .collect();
+    broker.wait_for_metrics("the mailboxes are over their bound", |m| {
+        m.deliveries_dropped_mailbox_full > 0
+    });
+    let stormers: Vec<_> = (0..STORMERS)
+        .map(|n| thread::spawn(move || stormer(addr, n)))
+        .collect();
+    let stormers = stormers
+        .into_iter()
+        .map(|h| h.join().expect("every SUBACK and UNSUBACK arrives"));
+    let mut stormers: Vec<RawClient> = stormers.collect();
+    stop.store(true, Ordering::Relaxed);
+    for publisher in publishers {
+        publisher.join().expect("publisher ran");
+    }
+
+    let expected = (FAN_OUT_SUBSCRIBERS + STORMERS * usize::from(FILTERS) / 2) as u64;
+    let replicas = wait_until("every replica holds the same subscriptions", || {
+        let replicas = broker.replica_subscriptions();
+        replicas
+            .iter()
+            .all(|&held| held == expected)
+            .then_some(replicas)
+    });
+    assert_eq!(replicas.len(), 4);
+
+    // One copy in flight at a time: a check that the subscriptions route, not another flood.
+    let mut checker = RawClient::connected_clean(addr, V5, "checker");
+    for (n, client) in stormers.iter_mut().enumerate() {
+        for i in 1..=FILTERS {
+            let topic = format!("storm/{n}/{i}");
+            checker.publish_simple(&topic, b"?", QoS::AtLeastOnce);
+            if i % 2 == 1 {
+                client.expect_publish_on(&topic);
+            }
+        }
+        client.ping();
+        let extra = client.drain_publishes(false);
+        assert!(
+            extra.is_empty(),
+            "storm-{n}: unsubscribed filters: {extra:?}"
+        );
+    }
+}
