@@ -2,12 +2,13 @@
 //! test's own TOML overrides. Stopped (shutdown + join) when dropped.
 
 use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use codec::QoS;
 use ringmq::Broker;
 use ringmq::config::{default_raw, parse_raw};
-use ringmq::metrics::Snapshot;
+use ringmq::metrics::{ShardCounters, Snapshot};
 
 use crate::client::{RawClient, V5};
 
@@ -69,30 +70,22 @@ impl TestBroker {
         self.broker().metrics().snapshot()
     }
 
-    /// Bytes received so far by each shard (tells which shard a connection landed on).
-    pub fn bytes_received_per_shard(&self) -> Vec<u64> {
+    /// One counter of each shard's block, in shard order.
+    fn per_shard(&self, counter: impl Fn(&ShardCounters) -> &AtomicU64) -> Vec<u64> {
         let metrics = self.broker().metrics();
         (0..self.broker().shard_count())
-            .map(|i| {
-                metrics
-                    .shard(i)
-                    .bytes_received
-                    .load(std::sync::atomic::Ordering::Relaxed)
-            })
+            .map(|i| counter(metrics.shard(i)).load(Ordering::Relaxed))
             .collect()
+    }
+
+    /// Bytes received so far by each shard (tells which shard a connection landed on).
+    pub fn bytes_received_per_shard(&self) -> Vec<u64> {
+        self.per_shard(|c| &c.bytes_received)
     }
 
     /// Subscriptions in each shard's replica of the table.
     pub fn replica_subscriptions(&self) -> Vec<u64> {
-        let metrics = self.broker().metrics();
-        (0..self.broker().shard_count())
-            .map(|i| {
-                metrics
-                    .shard(i)
-                    .replica_subscriptions
-                    .load(std::sync::atomic::Ordering::Relaxed)
-            })
-            .collect()
+        self.per_shard(|c| &c.replica_subscriptions)
     }
 
     /// Starts a graceful shutdown (clients get DISCONNECT 0x8B); drop joins the shards.
