@@ -11,7 +11,7 @@ use crate::conn::{CloseMode, Conn, ConnTable, SendQueue};
 use crate::error::RuntimeError;
 use crate::handler::CloseReason;
 use crate::ids::{ConnId, ShardId, TimerId};
-use crate::mailbox::Outboxes;
+use crate::mailbox::{LocalInbox, Outboxes};
 use crate::sys::socket;
 use crate::timer::TimerWheel;
 
@@ -50,7 +50,7 @@ pub struct ShardCtx<M> {
     pub(crate) conns: ConnTable,
     pub(crate) timers: TimerWheel<TimerTarget>,
     pub(crate) outboxes: Outboxes<M>,
-    pub(crate) local_inbox: Vec<M>,
+    pub(crate) local_inbox: LocalInbox<M>,
     pub(crate) drain_timeout: Duration,
     pub(crate) coalesce_below: usize,
     pub(crate) shutting_down: bool,
@@ -67,7 +67,7 @@ impl<M> ShardCtx<M> {
             conns: ConnTable::new(),
             timers: TimerWheel::new(now, config.timer_tick),
             outboxes: Outboxes::new(shard_count, config.max_pending_posts),
-            local_inbox: Vec::new(),
+            local_inbox: LocalInbox::default(),
             drain_timeout: config.drain_timeout,
             coalesce_below: config.coalesce_below,
             shutting_down: false,
@@ -226,12 +226,24 @@ impl<M> ShardCtx<M> {
         self.outboxes.post(shard, message)
     }
 
-    /// Posts a control message to `shard` (this one included), in order with [`Self::post`]'s
-    /// messages. Never refused for a full mailbox: for messages whose loss would break the
-    /// receiver (replication, hand-overs). Each one kept beyond `max_pending_posts` is counted
-    /// in [`ShardStats::control_over_bound`].
-    pub fn post_control(&mut self, shard: ShardId, message: M) -> Result<(), RuntimeError> {
-        if self.outboxes.post_control(shard, message)? {
+    /// Posts to `shard` (this one included) in order with [`Self::post`]'s messages, never
+    /// refused for a full mailbox: for a message whose loss would break the receiver but that
+    /// must arrive behind the data posted before it (a fence). Each one kept beyond
+    /// `max_pending_posts` is counted in [`ShardStats::control_over_bound`].
+    pub fn post_reliable(&mut self, shard: ShardId, message: M) -> Result<(), RuntimeError> {
+        if self.outboxes.post_reliable(shard, message)? {
+            self.stats.control_over_bound += 1;
+        }
+        Ok(())
+    }
+
+    /// Posts a control message to `shard` (this one included) in the urgent lane: never
+    /// refused for a full mailbox, and handed to the receiver before the messages of
+    /// [`Self::post`] and [`Self::post_reliable`] (so it does not wait behind a flood of
+    /// data), with no order relative to them. Each one kept beyond `max_pending_posts` is
+    /// counted in [`ShardStats::control_over_bound`].
+    pub fn post_urgent(&mut self, shard: ShardId, message: M) -> Result<(), RuntimeError> {
+        if self.outboxes.post_urgent(shard, message)? {
             self.stats.control_over_bound += 1;
         }
         Ok(())

@@ -7,7 +7,7 @@ use super::*;
 fn full_mailbox_keeps_the_batch_and_order() {
     let mailboxes = vec![Mailbox::new(1).unwrap(), Mailbox::new(1).unwrap()];
     let mut outboxes = Outboxes::new(2, 3);
-    let mut local = Vec::new();
+    let mut local = LocalInbox::default();
     let to = ShardId::new(1);
     outboxes.post(to, 1).unwrap();
     outboxes.flush(&mailboxes, ShardId::new(0), &mut local);
@@ -34,12 +34,12 @@ fn full_mailbox_keeps_the_batch_and_order() {
 fn control_messages_pass_a_full_outbox_in_order() {
     let mailboxes = vec![Mailbox::new(1).unwrap(), Mailbox::new(1).unwrap()];
     let mut outboxes = Outboxes::new(2, 2);
-    let mut local = Vec::new();
+    let mut local = LocalInbox::default();
     let to = ShardId::new(1);
     outboxes.post(to, 1).unwrap();
     outboxes.flush(&mailboxes, ShardId::new(0), &mut local);
     outboxes.post(to, 2).unwrap();
-    assert!(!outboxes.post_control(to, 3).unwrap());
+    assert!(!outboxes.post_reliable(to, 3).unwrap());
     outboxes.flush(&mailboxes, ShardId::new(0), &mut local);
     assert!(outboxes.is_blocked());
     assert!(matches!(
@@ -47,12 +47,12 @@ fn control_messages_pass_a_full_outbox_in_order() {
         Err(RuntimeError::MailboxFull { .. })
     ));
     assert!(
-        outboxes.post_control(to, 5).unwrap(),
+        outboxes.post_reliable(to, 5).unwrap(),
         "kept beyond the bound"
     );
-    assert!(outboxes.post_control(to, 6).unwrap());
+    assert!(outboxes.post_reliable(to, 6).unwrap());
     assert!(
-        outboxes.post_control(ShardId::new(7), 0).is_err(),
+        outboxes.post_reliable(ShardId::new(7), 0).is_err(),
         "no such shard"
     );
     assert_eq!(mailboxes[1].pop(), Some(vec![1]));
@@ -60,14 +60,44 @@ fn control_messages_pass_a_full_outbox_in_order() {
     assert_eq!(mailboxes[1].pop(), Some(vec![2, 3, 5, 6]));
 }
 
+/// Urgent messages travel their own queue: a full ordered lane does not hold them back, and
+/// they are never refused.
+#[test]
+fn urgent_messages_pass_a_full_ordered_lane() {
+    let mailboxes = vec![Mailbox::new(1).unwrap(), Mailbox::new(1).unwrap()];
+    let mut outboxes = Outboxes::new(2, 1);
+    let mut local = LocalInbox::default();
+    let (me, to) = (ShardId::new(0), ShardId::new(1));
+    outboxes.post(to, 1).unwrap();
+    outboxes.flush(&mailboxes, me, &mut local);
+    outboxes.post(to, 2).unwrap();
+    assert!(!outboxes.post_urgent(to, 10).unwrap());
+    outboxes.flush(&mailboxes, me, &mut local);
+    assert!(outboxes.is_blocked(), "the ordered lane is full");
+    assert_eq!(mailboxes[1].pop_from(Lane::Urgent), Some(vec![10]));
+    assert!(!outboxes.post_urgent(to, 11).unwrap());
+    assert!(
+        outboxes.post_urgent(to, 12).unwrap(),
+        "kept beyond the bound, not refused"
+    );
+    assert!(outboxes.post_urgent(me, 13).is_ok());
+    outboxes.flush(&mailboxes, me, &mut local);
+    assert_eq!(mailboxes[1].pop_from(Lane::Urgent), Some(vec![11, 12]));
+    assert_eq!(local.urgent, vec![13]);
+    assert_eq!(mailboxes[1].pop(), Some(vec![1]));
+    outboxes.flush(&mailboxes, me, &mut local);
+    assert_eq!(mailboxes[1].pop(), Some(vec![2]));
+    assert!(!outboxes.has_pending());
+}
+
 #[test]
 fn own_shard_batch_is_delivered_locally() {
     let mailboxes = vec![Mailbox::<u8>::new(4).unwrap()];
     let mut outboxes = Outboxes::new(1, 8);
-    let mut local = Vec::new();
+    let mut local = LocalInbox::default();
     outboxes.post(ShardId::new(0), 9).unwrap();
     outboxes.flush(&mailboxes, ShardId::new(0), &mut local);
-    assert_eq!(local, vec![9]);
+    assert_eq!(local.ordered, vec![9]);
     assert!(mailboxes[0].pop().is_none());
     assert!(outboxes.post(ShardId::new(3), 1).is_err());
 }

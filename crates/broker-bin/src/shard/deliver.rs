@@ -281,18 +281,22 @@ impl BrokerShard {
         ShardCounters::add(&self.counters().messages_dropped, n);
     }
 
-    /// Posts to a shard. Deliveries are data: over the runtime's mailbox bound they are dropped
-    /// and counted (`deliveries_dropped_mailbox_full`). Everything else (replicated changes,
-    /// fences, hand-overs) travels the control lane, which never refuses: one lost change would
-    /// stop replication for good.
+    /// Posts to a shard, in the lane the message needs:
+    /// - deliveries are data: over the runtime's mailbox bound they are dropped and counted
+    ///   (`deliveries_dropped_mailbox_full`);
+    /// - a fence must arrive behind the copies it fences: the ordered lane, never refused;
+    /// - replicated changes, hand-overs and wake-ups must neither be lost (one lost change
+    ///   stops replication for good) nor wait behind a flood of deliveries: the urgent lane.
     pub(super) fn post(&mut self, ctx: &mut Ctx, shard: ring_runtime::ShardId, message: ShardMsg) {
         let copies = match &message {
             ShardMsg::Deliver { recipients, .. } => recipients.len() as u64,
+            ShardMsg::Fence { .. } => {
+                let posted = ctx.post_reliable(shard, message);
+                return log_unposted(posted, shard);
+            }
             _ => {
-                if let Err(error) = ctx.post_control(shard, message) {
-                    tracing::error!(%error, %shard, "control message to a shard that does not exist");
-                }
-                return;
+                let posted = ctx.post_urgent(shard, message);
+                return log_unposted(posted, shard);
             }
         };
         if let Err(error) = ctx.post(shard, message) {
@@ -301,5 +305,12 @@ impl BrokerShard {
             ShardCounters::add(&counters.deliveries_dropped_mailbox_full, copies);
             ShardCounters::add(&counters.messages_dropped, copies);
         }
+    }
+}
+
+/// A never-refused post fails only for a shard that does not exist: a bug, logged.
+fn log_unposted(posted: Result<(), ring_runtime::RuntimeError>, shard: ring_runtime::ShardId) {
+    if let Err(error) = posted {
+        tracing::error!(%error, %shard, "control message to a shard that does not exist");
     }
 }

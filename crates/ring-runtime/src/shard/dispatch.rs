@@ -7,6 +7,7 @@ use crate::backend::{Backend, Event};
 use crate::conn::{CloseMode, Conn, Phase};
 use crate::ctx::TimerTarget;
 use crate::handler::{CloseReason, Handler};
+use crate::mailbox::Lane;
 use crate::sys::socket;
 
 impl<H: Handler, B: Backend> Shard<H, B> {
@@ -113,20 +114,28 @@ impl<H: Handler, B: Backend> Shard<H, B> {
         self.fired = fired;
     }
 
-    /// Hands this turn's batches to the handler: the shard's own posts first, then up to
-    /// `mailbox_batches` batches from the mailbox (the rest wait for the next turn).
+    /// Hands this turn's batches to the handler, urgent lane first: the shard's own urgent
+    /// posts, the urgent batches in the mailbox, then its own ordered posts and the mailbox's
+    /// ordered batches; at most `mailbox_batches` batches of each lane (the rest wait for the
+    /// next turn).
     pub(super) fn deliver_messages(&mut self) {
-        if !self.ctx.local_inbox.is_empty() {
-            let local = std::mem::take(&mut self.ctx.local_inbox);
-            self.handler.on_messages(&mut self.ctx, local);
-        }
         let shared = std::sync::Arc::clone(&self.shared);
         let mailbox = &shared.mailboxes[self.shard_id().index()];
-        for _ in 0..self.batches_per_turn {
-            let Some(batch) = mailbox.pop() else {
-                break;
+        for lane in Lane::ALL {
+            let local = match lane {
+                Lane::Urgent => &mut self.ctx.local_inbox.urgent,
+                Lane::Ordered => &mut self.ctx.local_inbox.ordered,
             };
-            self.handler.on_messages(&mut self.ctx, batch);
+            if !local.is_empty() {
+                let local = std::mem::take(local);
+                self.handler.on_messages(&mut self.ctx, local);
+            }
+            for _ in 0..self.batches_per_turn {
+                let Some(batch) = mailbox.pop_from(lane) else {
+                    break;
+                };
+                self.handler.on_messages(&mut self.ctx, batch);
+            }
         }
     }
 
