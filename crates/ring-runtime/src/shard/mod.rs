@@ -22,10 +22,14 @@ enum Ended {
 }
 
 /// One shard: its handler, its context (connections, timers, outboxes) and its backend.
+///
+/// Field order matters on every exit path, a panic's unwinding included: the backend is
+/// dropped first, so it cancels and reaps its in-flight operations while the connections'
+/// descriptors (in `ctx`) are still open.
 pub(crate) struct Shard<H: Handler, B: Backend> {
+    backend: B,
     handler: H,
     ctx: ShardCtx<H::Message>,
-    backend: B,
     shared: Arc<Shared<H::Message>>,
     events: Vec<Event>,
     fired: Vec<(TimerId, TimerTarget)>,
@@ -46,9 +50,9 @@ impl<H: Handler, B: Backend> Shard<H, B> {
         config: &crate::RuntimeConfig,
     ) -> Self {
         Self {
+            backend,
             handler,
             ctx,
-            backend,
             shared,
             events: Vec::new(),
             fired: Vec::new(),

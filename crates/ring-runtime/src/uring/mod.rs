@@ -11,6 +11,7 @@ mod buf_ring;
 mod complete;
 mod ops;
 mod ring;
+mod teardown;
 
 use std::io;
 use std::net::{SocketAddr, TcpListener};
@@ -40,8 +41,9 @@ pub(crate) struct Completion {
     flags: u32,
 }
 
-/// See the module documentation. Field order matters: `ring` is dropped before `buf_ring`
-/// (ending the buffer registration before the memory goes) and before `ops`.
+/// See the module documentation. `Drop` (`teardown.rs`) first cancels and reaps whatever is
+/// still in flight; then field order matters: `ring` is dropped before `buf_ring` (ending the
+/// buffer registration before the memory goes) and before `ops`.
 pub(crate) struct UringBackend {
     ring: IoUring,
     buf_ring: BufRing,
@@ -64,6 +66,8 @@ pub(crate) struct UringBackend {
     /// wait (throttle: each can then get a buffer), not in a tight loop.
     starved: std::collections::VecDeque<ConnId>,
     recv_buffers: usize,
+    /// Bound on the teardown's wait for cancelled operations.
+    cancel_timeout: Duration,
     stats: ShardStats,
 }
 
@@ -96,6 +100,7 @@ impl Backend for UringBackend {
             backlog: Vec::new(),
             starved: std::collections::VecDeque::new(),
             recv_buffers: usize::from(config.recv_buffers),
+            cancel_timeout: config.cancel_timeout,
             stats: ShardStats::default(),
         };
         for index in 0..backend.listeners.len() {
@@ -225,11 +230,7 @@ impl Backend for UringBackend {
 
     fn quiesce(&mut self, conns: &mut ConnTable) -> Result<(), RuntimeError> {
         self.quiescing = true;
-        for key in self.ops.keys() {
-            if !matches!(self.ops.get_mut(key), Some(Op::Cancel)) {
-                self.cancel(key);
-            }
-        }
+        self.cancel_everything();
         let mut events = Vec::new();
         while self.ops.len() > 0 {
             self.wait(conns, Some(Duration::from_millis(100)), &mut events)?;
@@ -276,7 +277,7 @@ impl UringBackend {
         let entry = opcode::Read::new(fd, buf.as_mut_ptr(), 8).build();
         let user_data = self.ops.insert(Op::WakeRead { _buf: buf });
         // SAFETY: the 8-byte buffer is boxed in the op table entry; the eventfd is owned by
-        // the backend and outlives every operation (quiesce runs before drop).
+        // the backend and outlives every operation (quiesce or `Drop` reaps them first).
         unsafe { self.push(entry.user_data(user_data))? };
         self.wake_op = user_data;
         Ok(())

@@ -15,5 +15,6 @@ mod echo;
 mod large;
 mod mailbox;
 mod pacing;
+mod panic;
 mod shutdown;
 mod timers;
