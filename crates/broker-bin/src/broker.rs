@@ -3,7 +3,9 @@
 use std::net::SocketAddr;
 use std::sync::Arc;
 
-use ring_runtime::{BackendKind, Runtime, RuntimeConfig, RuntimeError, RuntimeHandle};
+use ring_runtime::{
+    BackendKind, Runtime, RuntimeConfig, RuntimeError, RuntimeHandle, ShardExits, ShardId,
+};
 
 use crate::auth::{AllowAll, Authenticator};
 use crate::config::{BackendChoice, Config};
@@ -35,10 +37,10 @@ impl Broker {
         let shared = Arc::new(Shared::new(config, shards, auth));
         let for_shards = Arc::clone(&shared);
         let runtime = Runtime::start(runtime_config, move |id| {
-            BrokerShard::new(Arc::clone(&for_shards), id, shards)
+            with_fault_injection(BrokerShard::new(Arc::clone(&for_shards), id, shards), id)
         })?;
         for index in 0..shards {
-            let shard = ring_runtime::ShardId::new(index as u16);
+            let shard = ShardId::new(index as u16);
             if runtime.post(shard, vec![ShardMsg::Start]).is_err() {
                 tracing::error!(%shard, "could not start the shard's periodic work");
             }
@@ -66,12 +68,18 @@ impl Broker {
         &self.shared.metrics
     }
 
+    /// How the shards that ended so far ended, and a way to wait for the first: a shard that
+    /// panics or fails ends alone, and the broker must then be stopped (every SUBACK waits for
+    /// every shard).
+    pub fn shard_exits(&self) -> ShardExits {
+        self.runtime.exits()
+    }
+
     /// Starts a graceful shutdown: clients get DISCONNECT 0x8B, wills go out, writes drain.
     pub fn shutdown(&self) {
         self.runtime.shutdown();
     }
 
-    /// Waits for every shard to stop.
     /// Waits for every shard to stop; logs each shard's I/O counters.
     pub fn join(self) -> Result<(), RuntimeError> {
         let stats = self.runtime.join()?;
@@ -92,6 +100,21 @@ impl Broker {
         }
         Ok(())
     }
+}
+
+/// Debug builds only: the test-only fault hooks of [`crate::fault_injection`].
+#[cfg(debug_assertions)]
+fn with_fault_injection(
+    shard: BrokerShard,
+    id: ShardId,
+) -> crate::fault_injection::FaultInjected<BrokerShard> {
+    crate::fault_injection::FaultInjected::new(shard, id)
+}
+
+/// Release builds carry no fault injection.
+#[cfg(not(debug_assertions))]
+fn with_fault_injection(shard: BrokerShard, _id: ShardId) -> BrokerShard {
+    shard
 }
 
 /// The runtime settings for a broker config.
