@@ -91,6 +91,7 @@ impl Broker {
                     .messages_sent
                     .load(std::sync::atomic::Ordering::Relaxed),
                 accepted = stats.accepted,
+                accepts_refused = stats.accepts_refused,
                 writes = stats.writes,
                 zerocopy_writes = stats.zerocopy_writes,
                 recv_rearms_enobufs = stats.recv_rearms_enobufs,

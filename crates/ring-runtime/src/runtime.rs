@@ -1,7 +1,7 @@
 //! Starting the shards and the handle other threads keep: addresses, posting, shutdown, join.
 
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, mpsc};
 use std::thread::JoinHandle;
 
@@ -24,6 +24,8 @@ pub(crate) struct Shared<M> {
     pub(crate) mailboxes: Vec<Mailbox<M>>,
     pub(crate) shutdown: AtomicBool,
     pub(crate) exits: Arc<ExitBoard>,
+    /// Accepts refused for want of descriptors or memory, all shards together.
+    pub(crate) accepts_refused: AtomicU64,
 }
 
 impl<M> Shared<M> {
@@ -66,6 +68,7 @@ impl Runtime {
             mailboxes,
             shutdown: AtomicBool::new(false),
             exits: Arc::new(ExitBoard::default()),
+            accepts_refused: AtomicU64::new(0),
         });
         let mut handle = RuntimeHandle {
             shared: Arc::clone(&shared),
@@ -200,6 +203,13 @@ impl<M: Send + 'static> RuntimeHandle<M> {
     /// shard that panics or fails ends alone, so a process watches this to stop the rest.
     pub fn exits(&self) -> ShardExits {
         ShardExits::new(Arc::clone(&self.shared.exits))
+    }
+
+    /// Accepts refused so far for want of file descriptors or memory (`EMFILE`, `ENFILE`,
+    /// `ENOBUFS`, `ENOMEM`), all shards together; each pauses accepting on its listener for
+    /// `RuntimeConfig::accept_backoff`.
+    pub fn accepts_refused(&self) -> u64 {
+        self.shared.accepts_refused.load(Ordering::Relaxed)
     }
 
     /// Posts a batch to `shard` from any thread (one wake-up). When the mailbox is full the

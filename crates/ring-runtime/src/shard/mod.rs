@@ -1,5 +1,6 @@
 //! The shard loop: one thread, one backend, one handler, everything about its connections.
 
+mod accept;
 mod apply;
 mod dispatch;
 mod pacing;
@@ -39,6 +40,7 @@ pub(crate) struct Shard<H: Handler, B: Backend> {
     mailbox_retry: Duration,
     batches_per_turn: usize,
     pacing: pacing::Pacing,
+    accept_pause: accept::AcceptPause,
 }
 
 impl<H: Handler, B: Backend> Shard<H, B> {
@@ -62,6 +64,7 @@ impl<H: Handler, B: Backend> Shard<H, B> {
             mailbox_retry: config.mailbox_retry,
             batches_per_turn: config.mailbox_batches,
             pacing: pacing::Pacing::new(config, Instant::now()),
+            accept_pause: accept::AcceptPause::new(config.accept_backoff),
         }
     }
 
@@ -76,6 +79,7 @@ impl<H: Handler, B: Backend> Shard<H, B> {
             self.pacing.release_due(&mut self.ctx.conns, self.ctx.now);
             self.dispatch_events();
             self.fire_timers();
+            self.resume_accepting_if_due()?;
             self.deliver_messages();
             self.handler.on_turn_end(&mut self.ctx);
             self.flush_posts();

@@ -20,7 +20,7 @@ use std::time::Duration;
 
 use io_uring::{IoUring, cqueue, opcode, squeue, types};
 
-use crate::backend::{Backend, Event, timeout_unless_pending};
+use crate::backend::{Backend, Event, accept_refused, timeout_unless_pending};
 use crate::config::RuntimeConfig;
 use crate::conn::{Conn, ConnTable};
 use crate::ctx::ShardStats;
@@ -49,6 +49,8 @@ pub(crate) struct UringBackend {
     buf_ring: BufRing,
     ops: OpTable,
     listeners: Vec<Option<TcpListener>>,
+    /// Listeners whose accept ended for want of descriptors; re-armed by `resume_accepting`.
+    paused: Vec<usize>,
     wake: EventFd,
     wake_op: u64,
     accepting: bool,
@@ -90,6 +92,7 @@ impl Backend for UringBackend {
             buf_ring,
             ops: OpTable::new(),
             listeners: listeners.into_iter().map(Some).collect(),
+            paused: Vec::new(),
             wake,
             wake_op: 0,
             accepting: true,
@@ -216,6 +219,21 @@ impl Backend for UringBackend {
         for key in accepts {
             self.cancel(key);
         }
+        for listener in std::mem::take(&mut self.paused) {
+            if let Some(slot) = self.listeners.get_mut(listener) {
+                *slot = None;
+            }
+        }
+    }
+
+    fn resume_accepting(&mut self) -> Result<(), RuntimeError> {
+        if !self.accepting {
+            return Ok(());
+        }
+        for listener in std::mem::take(&mut self.paused) {
+            self.arm_accept(listener)?;
+        }
+        Ok(())
     }
 
     fn is_idle(&self) -> bool {

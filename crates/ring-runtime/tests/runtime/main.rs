@@ -9,6 +9,7 @@
 
 mod common;
 
+mod accept;
 mod close;
 mod connect;
 mod echo;
