@@ -130,8 +130,36 @@ fn runtime_config(config: &Config) -> RuntimeConfig {
         },
         coalesce_below: config.runtime.coalesce_below,
         write_interval: config.runtime.write_interval,
+        listen_backlog: config
+            .runtime
+            .listen_backlog
+            .unwrap_or_else(ring_runtime::kernel_max_listen_backlog),
+        accept_backoff: config.runtime.accept_backoff,
         ..RuntimeConfig::default()
     };
     runtime.drain_timeout = config.connection.connect_timeout.min(runtime.drain_timeout);
     runtime
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::{default_raw, parse_raw};
+
+    fn config_with(overrides: &str) -> Config {
+        let mut raw = default_raw().expect("embedded defaults parse");
+        raw.overlay(parse_raw("test", overrides).expect("overrides parse"));
+        raw.validate().expect("config validates")
+    }
+
+    #[test]
+    fn listen_backlog_defaults_to_the_kernel_maximum() {
+        let runtime = runtime_config(&config_with(""));
+        assert_eq!(
+            runtime.listen_backlog,
+            ring_runtime::kernel_max_listen_backlog()
+        );
+        let runtime = runtime_config(&config_with("[runtime]\nlisten_backlog = 100\n"));
+        assert_eq!(runtime.listen_backlog, 100);
+    }
 }

@@ -248,6 +248,11 @@ mod tests {
     }
 
     #[test]
+    fn kernel_backlog_is_positive() {
+        assert!(crate::kernel_max_listen_backlog() > 0);
+    }
+
+    #[test]
     fn backend_names_parse() {
         assert_eq!(BackendChoice::parse("EPOLL").unwrap(), BackendChoice::Epoll);
         assert_eq!(

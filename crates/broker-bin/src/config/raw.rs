@@ -33,6 +33,8 @@ raw_section!(
         max_pending_changes: u64,
         write_interval_us: u64,
         coalesce_below: u64,
+        listen_backlog: u64,
+        accept_backoff_ms: u64,
     }
 );
 raw_section!(

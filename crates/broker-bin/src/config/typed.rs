@@ -51,6 +51,10 @@ pub struct RuntimeSettings {
     pub write_interval: std::time::Duration,
     /// Frames shorter than this are copied into one send buffer per connection.
     pub coalesce_below: usize,
+    /// `listen(2)` backlog per shard listener; `None`: the kernel's maximum.
+    pub listen_backlog: Option<i32>,
+    /// How long accepting pauses after an accept ran out of file descriptors.
+    pub accept_backoff: Duration,
 }
 
 /// `[routing]`

@@ -15,6 +15,8 @@ use router::SharedStrategy;
 const MIN_PACKET_SIZE: u64 = 64;
 /// The MQTT wire limit of a packet: 1 type byte, 4 length bytes and 268,435,455 remaining bytes.
 const MAX_PACKET_SIZE: u64 = 268_435_460;
+/// Largest `runtime.listen_backlog` accepted (the kernel lowers it to `net.core.somaxconn`).
+const MAX_LISTEN_BACKLOG: u64 = 1 << 20;
 /// The MQTT limit of a UTF-8 string (topic, client id).
 const MAX_STRING: u64 = 65_535;
 
@@ -134,6 +136,21 @@ impl RawConfig {
                 0,
                 64 * 1024,
             )?,
+            listen_backlog: {
+                let backlog: i32 = narrow(
+                    "runtime.listen_backlog",
+                    &self.runtime.listen_backlog,
+                    0,
+                    MAX_LISTEN_BACKLOG,
+                )?;
+                (backlog != 0).then_some(backlog)
+            },
+            accept_backoff: Duration::from_millis(in_range(
+                "runtime.accept_backoff_ms",
+                &self.runtime.accept_backoff_ms,
+                1,
+                60_000,
+            )?),
         })
     }
 
