@@ -135,6 +135,8 @@ fn runtime_config(config: &Config) -> RuntimeConfig {
             .listen_backlog
             .unwrap_or_else(ring_runtime::kernel_max_listen_backlog),
         accept_backoff: config.runtime.accept_backoff,
+        recv_buffers: config.runtime.recv_buffers,
+        recv_buffer_size: config.runtime.recv_buffer_size,
         ..RuntimeConfig::default()
     };
     runtime.drain_timeout = config.connection.connect_timeout.min(runtime.drain_timeout);
@@ -161,5 +163,23 @@ mod tests {
         );
         let runtime = runtime_config(&config_with("[runtime]\nlisten_backlog = 100\n"));
         assert_eq!(runtime.listen_backlog, 100);
+    }
+
+    #[test]
+    fn receive_buffers_reach_the_runtime() {
+        let defaults = runtime_config(&config_with(""));
+        assert_eq!(
+            (defaults.recv_buffers, defaults.recv_buffer_size),
+            (
+                RuntimeConfig::default().recv_buffers,
+                RuntimeConfig::default().recv_buffer_size
+            )
+        );
+        let set = "[runtime]\nrecv_buffers = 64\nrecv_buffer_size = 4096\n";
+        let runtime = runtime_config(&config_with(set));
+        assert_eq!((runtime.recv_buffers, runtime.recv_buffer_size), (64, 4096));
+        runtime
+            .validate()
+            .expect("the runtime accepts what the config validated");
     }
 }

@@ -63,6 +63,11 @@ mod tests {
             "0: the kernel's maximum"
         );
         assert_eq!(
+            (config.runtime.recv_buffers, config.runtime.recv_buffer_size),
+            (512, 16384),
+            "the runtime's own defaults"
+        );
+        assert_eq!(
             config.runtime.accept_backoff,
             std::time::Duration::from_millis(100)
         );
@@ -107,6 +112,11 @@ mod tests {
         );
         assert!(
             error_for("[runtime]\naccept_backoff_ms = 0\n").contains("runtime.accept_backoff_ms")
+        );
+        assert!(error_for("[runtime]\nrecv_buffers = 100\n").contains("runtime.recv_buffers"));
+        assert!(error_for("[runtime]\nrecv_buffers = 65536\n").contains("runtime.recv_buffers"));
+        assert!(
+            error_for("[runtime]\nrecv_buffer_size = 100\n").contains("runtime.recv_buffer_size")
         );
         assert!(error_for("[listeners]\ntcp = []\n").contains("listeners.tcp"));
         assert!(error_for("[listeners]\ntcp = [\"nonsense\"]\n").contains("listeners.tcp"));

@@ -35,6 +35,8 @@ raw_section!(
         coalesce_below: u64,
         listen_backlog: u64,
         accept_backoff_ms: u64,
+        recv_buffers: u64,
+        recv_buffer_size: u64,
     }
 );
 raw_section!(

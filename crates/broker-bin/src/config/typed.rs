@@ -55,6 +55,10 @@ pub struct RuntimeSettings {
     pub listen_backlog: Option<i32>,
     /// How long accepting pauses after an accept ran out of file descriptors.
     pub accept_backoff: Duration,
+    /// Receive buffers per shard (io_uring provided-buffer ring; a power of two).
+    pub recv_buffers: u16,
+    /// Bytes per receive buffer (also the epoll backend's read chunk).
+    pub recv_buffer_size: u32,
 }
 
 /// `[routing]`
