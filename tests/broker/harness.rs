@@ -13,7 +13,7 @@ use ringmq::metrics::{ShardCounters, Snapshot};
 use crate::client::{RawClient, V5};
 
 /// Every test broker listens on an ephemeral port with two shards, so cross-shard paths run.
-const BASE: &str = r#"
+pub const BASE: &str = r#"
 [listeners]
 tcp = ["127.0.0.1:0"]
 [runtime]

@@ -15,6 +15,8 @@ mod qos;
 mod quotas;
 mod real_clients;
 mod retained;
+#[cfg(debug_assertions)]
+mod shard_exit;
 mod shared;
 mod slow;
 mod subscribe;

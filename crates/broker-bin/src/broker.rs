@@ -3,7 +3,9 @@
 use std::net::SocketAddr;
 use std::sync::Arc;
 
-use ring_runtime::{BackendKind, Runtime, RuntimeConfig, RuntimeError, RuntimeHandle};
+use ring_runtime::{
+    BackendKind, Runtime, RuntimeConfig, RuntimeError, RuntimeHandle, ShardExits, ShardId,
+};
 
 use crate::auth::{AllowAll, Authenticator};
 use crate::config::{BackendChoice, Config};
@@ -35,10 +37,10 @@ impl Broker {
         let shared = Arc::new(Shared::new(config, shards, auth));
         let for_shards = Arc::clone(&shared);
         let runtime = Runtime::start(runtime_config, move |id| {
-            BrokerShard::new(Arc::clone(&for_shards), id, shards)
+            with_fault_injection(BrokerShard::new(Arc::clone(&for_shards), id, shards), id)
         })?;
         for index in 0..shards {
-            let shard = ring_runtime::ShardId::new(index as u16);
+            let shard = ShardId::new(index as u16);
             if runtime.post(shard, vec![ShardMsg::Start]).is_err() {
                 tracing::error!(%shard, "could not start the shard's periodic work");
             }
@@ -66,12 +68,18 @@ impl Broker {
         &self.shared.metrics
     }
 
+    /// How the shards that ended so far ended, and a way to wait for the first: a shard that
+    /// panics or fails ends alone, and the broker must then be stopped (every SUBACK waits for
+    /// every shard).
+    pub fn shard_exits(&self) -> ShardExits {
+        self.runtime.exits()
+    }
+
     /// Starts a graceful shutdown: clients get DISCONNECT 0x8B, wills go out, writes drain.
     pub fn shutdown(&self) {
         self.runtime.shutdown();
     }
 
-    /// Waits for every shard to stop.
     /// Waits for every shard to stop; logs each shard's I/O counters.
     pub fn join(self) -> Result<(), RuntimeError> {
         let stats = self.runtime.join()?;
@@ -83,6 +91,7 @@ impl Broker {
                     .messages_sent
                     .load(std::sync::atomic::Ordering::Relaxed),
                 accepted = stats.accepted,
+                accepts_refused = stats.accepts_refused,
                 writes = stats.writes,
                 zerocopy_writes = stats.zerocopy_writes,
                 recv_rearms_enobufs = stats.recv_rearms_enobufs,
@@ -92,6 +101,21 @@ impl Broker {
         }
         Ok(())
     }
+}
+
+/// Debug builds only: the test-only fault hooks of [`crate::fault_injection`].
+#[cfg(debug_assertions)]
+fn with_fault_injection(
+    shard: BrokerShard,
+    id: ShardId,
+) -> crate::fault_injection::FaultInjected<BrokerShard> {
+    crate::fault_injection::FaultInjected::new(shard, id)
+}
+
+/// Release builds carry no fault injection.
+#[cfg(not(debug_assertions))]
+fn with_fault_injection(shard: BrokerShard, _id: ShardId) -> BrokerShard {
+    shard
 }
 
 /// The runtime settings for a broker config.
@@ -108,8 +132,56 @@ fn runtime_config(config: &Config) -> RuntimeConfig {
         mailbox_batches: config.runtime.mailbox_batches,
         max_pending_posts: config.runtime.max_pending_posts,
         write_interval: config.runtime.write_interval,
+        listen_backlog: config
+            .runtime
+            .listen_backlog
+            .unwrap_or_else(ring_runtime::kernel_max_listen_backlog),
+        accept_backoff: config.runtime.accept_backoff,
+        recv_buffers: config.runtime.recv_buffers,
+        recv_buffer_size: config.runtime.recv_buffer_size,
         ..RuntimeConfig::default()
     };
     runtime.drain_timeout = config.connection.connect_timeout.min(runtime.drain_timeout);
     runtime
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::{default_raw, parse_raw};
+
+    fn config_with(overrides: &str) -> Config {
+        let mut raw = default_raw().expect("embedded defaults parse");
+        raw.overlay(parse_raw("test", overrides).expect("overrides parse"));
+        raw.validate().expect("config validates")
+    }
+
+    #[test]
+    fn listen_backlog_defaults_to_the_kernel_maximum() {
+        let runtime = runtime_config(&config_with(""));
+        assert_eq!(
+            runtime.listen_backlog,
+            ring_runtime::kernel_max_listen_backlog()
+        );
+        let runtime = runtime_config(&config_with("[runtime]\nlisten_backlog = 100\n"));
+        assert_eq!(runtime.listen_backlog, 100);
+    }
+
+    #[test]
+    fn receive_buffers_reach_the_runtime() {
+        let defaults = runtime_config(&config_with(""));
+        assert_eq!(
+            (defaults.recv_buffers, defaults.recv_buffer_size),
+            (
+                RuntimeConfig::default().recv_buffers,
+                RuntimeConfig::default().recv_buffer_size
+            )
+        );
+        let set = "[runtime]\nrecv_buffers = 64\nrecv_buffer_size = 4096\n";
+        let runtime = runtime_config(&config_with(set));
+        assert_eq!((runtime.recv_buffers, runtime.recv_buffer_size), (64, 4096));
+        runtime
+            .validate()
+            .expect("the runtime accepts what the config validated");
+    }
 }

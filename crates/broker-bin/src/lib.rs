@@ -11,6 +11,8 @@ pub mod cli;
 pub mod config;
 pub mod conn;
 pub mod detach;
+#[cfg(debug_assertions)]
+pub mod fault_injection;
 pub mod message;
 pub mod metrics;
 pub mod session;

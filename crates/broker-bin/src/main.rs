@@ -1,15 +1,16 @@
 //! `ringmq`: the broker binary.
 #![forbid(unsafe_code)]
 
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::Duration;
+use std::sync::mpsc;
 
 use anyhow::Context;
 use clap::Parser;
+use ring_runtime::ShardExit;
 use ringmq::Broker;
 use ringmq::cli::Cli;
 use ringmq::config::DEFAULT_CONFIG_TOML;
+use signal_hook::consts::{SIGINT, SIGTERM};
+use signal_hook::iterator::Signals;
 use tracing_subscriber::EnvFilter;
 
 #[cfg(feature = "mimalloc")]
@@ -29,7 +30,10 @@ fn main() -> anyhow::Result<()> {
     }
     let filter = EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| EnvFilter::new(config.log_level.as_str().to_ascii_lowercase()));
-    tracing_subscriber::fmt().with_env_filter(filter).init();
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .init();
     if let Err(error) = ring_runtime::raise_fd_limit(u64::MAX) {
         tracing::warn!(%error, "could not raise the open-file limit");
     }
@@ -40,22 +44,55 @@ fn main() -> anyhow::Result<()> {
         shards = broker.shard_count(),
         "ringmq listening"
     );
-    wait_for_signal()?;
-    tracing::info!("shutting down");
-    broker.shutdown();
-    broker.join().context("stopping the broker")?;
-    Ok(())
+    match wait_for_stop(&broker)? {
+        Stop::Signal(signal) => {
+            tracing::info!(signal, "shutting down");
+            broker.shutdown();
+            broker.join().context("stopping the broker")?;
+            Ok(())
+        }
+        Stop::ShardEnded(exit) => stop_after_shard_exit(broker, exit),
+    }
 }
 
-/// Blocks until SIGINT or SIGTERM.
-fn wait_for_signal() -> anyhow::Result<()> {
-    let stop = Arc::new(AtomicBool::new(false));
-    for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
-        signal_hook::flag::register(signal, Arc::clone(&stop))
-            .context("installing signal handlers")?;
+/// Why the broker stops.
+enum Stop {
+    /// SIGINT or SIGTERM.
+    Signal(i32),
+    /// A shard's thread ended on its own (a panic or an error): the broker cannot run on
+    /// without it, since every SUBACK waits for every shard.
+    ShardEnded(ShardExit),
+}
+
+/// Blocks until SIGINT or SIGTERM arrives or a shard ends, whichever comes first.
+fn wait_for_stop(broker: &Broker) -> anyhow::Result<Stop> {
+    let (stop_tx, stop_rx) = mpsc::channel();
+    let mut signals = Signals::new([SIGINT, SIGTERM]).context("installing signal handlers")?;
+    let signal_tx = stop_tx.clone();
+    std::thread::Builder::new()
+        .name("ringmq-signals".into())
+        .spawn(move || {
+            if let Some(signal) = signals.forever().next() {
+                let _ = signal_tx.send(Stop::Signal(signal));
+            }
+        })
+        .context("starting the signal thread")?;
+    let exits = broker.shard_exits();
+    std::thread::Builder::new()
+        .name("ringmq-shard-watch".into())
+        .spawn(move || {
+            let _ = stop_tx.send(Stop::ShardEnded(exits.wait_first()));
+        })
+        .context("starting the shard watcher")?;
+    stop_rx.recv().context("waiting for a stop signal")
+}
+
+/// A shard ended by itself: log the cause, stop the other shards, exit non-zero.
+fn stop_after_shard_exit(broker: Broker, exit: ShardExit) -> anyhow::Result<()> {
+    tracing::error!(shard = %exit.shard, cause = ?exit.cause, "{exit}; stopping the broker");
+    broker.shutdown();
+    if let Err(error) = broker.join() {
+        tracing::error!(%error, "while stopping the other shards");
     }
-    while !stop.load(Ordering::Relaxed) {
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    Ok(())
+    Err(anyhow::anyhow!("{exit}"))
 }

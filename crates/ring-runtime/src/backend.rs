@@ -33,6 +33,18 @@ pub(crate) enum Event {
     Writable { conn: ConnId },
     /// The shard's eventfd fired (mailbox or shutdown).
     Wake,
+    /// An accept failed for want of descriptors or memory ([`accept_refused`]); the backend
+    /// has stopped accepting on that listener until [`Backend::resume_accepting`].
+    AcceptRefused { error: io::Error },
+}
+
+/// Whether an accept error means the process or system ran out of descriptors or memory
+/// (`EMFILE`, `ENFILE`, `ENOBUFS`, `ENOMEM`): retrying at once cannot succeed and would spin.
+pub(crate) fn accept_refused(errno: i32) -> bool {
+    matches!(
+        errno,
+        libc::EMFILE | libc::ENFILE | libc::ENOBUFS | libc::ENOMEM
+    )
 }
 
 /// Everything a shard needs from its I/O backend. Write completions and per-connection
@@ -75,6 +87,10 @@ pub(crate) trait Backend: Sized {
 
     /// Stops accepting and closes the listeners once no operation uses them.
     fn stop_accepting(&mut self);
+
+    /// Accepts again on every listener paused by an [`Event::AcceptRefused`] (unless
+    /// accepting has stopped).
+    fn resume_accepting(&mut self) -> Result<(), RuntimeError>;
 
     /// Whether no operation is in flight besides the wake-up read.
     fn is_idle(&self) -> bool;

@@ -114,6 +114,14 @@ pub struct RuntimeConfig {
     pub drain_timeout: Duration,
     /// Connections accepted per listener per turn by the epoll backend. Default 256.
     pub accept_batch: usize,
+    /// When an accept fails for want of file descriptors or memory (`EMFILE`, `ENFILE`,
+    /// `ENOBUFS`, `ENOMEM`), the listener stops accepting for this long (one warning per
+    /// pause) instead of retrying at once. Default 100 ms.
+    pub accept_backoff: Duration,
+    /// How long a shard that ends abnormally (an error or a handler panic) waits for the kernel
+    /// to finish its cancelled io_uring operations; whatever is still in flight after it is
+    /// leaked, never freed under the kernel. Default 1 s.
+    pub cancel_timeout: Duration,
 }
 
 impl Default for RuntimeConfig {
@@ -140,6 +148,8 @@ impl Default for RuntimeConfig {
             mailbox_retry: Duration::from_micros(200),
             drain_timeout: Duration::from_secs(5),
             accept_batch: 256,
+            accept_backoff: Duration::from_millis(100),
+            cancel_timeout: Duration::from_secs(1),
         }
     }
 }
@@ -195,6 +205,12 @@ impl RuntimeConfig {
                 "accept_batch, epoll_read_budget, backlog positive",
             );
         }
+        if self.accept_backoff.is_zero() || self.accept_backoff > Duration::from_secs(60) {
+            return bad("accept_backoff", "between 1 ms and 60 s");
+        }
+        if self.cancel_timeout.is_zero() {
+            return bad("cancel_timeout", "must be positive");
+        }
         Ok(())
     }
 }
@@ -229,6 +245,11 @@ mod tests {
             ..RuntimeConfig::default()
         };
         assert!(zero.validate().is_err());
+    }
+
+    #[test]
+    fn kernel_backlog_is_positive() {
+        assert!(crate::kernel_max_listen_backlog() > 0);
     }
 
     #[test]

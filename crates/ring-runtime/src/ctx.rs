@@ -21,6 +21,8 @@ pub(crate) enum TimerTarget {
     User(u64),
     /// The drain deadline of a graceful close.
     Drain(ConnId),
+    /// The end of an accept pause after descriptors ran out.
+    ResumeAccept,
 }
 
 /// Counters of one shard, for tests, metrics and benchmarks.
@@ -28,6 +30,9 @@ pub(crate) enum TimerTarget {
 pub struct ShardStats {
     /// Connections accepted.
     pub accepted: u64,
+    /// Accepts that failed for want of descriptors or memory (each pauses accepting for
+    /// `RuntimeConfig::accept_backoff`).
+    pub accepts_refused: u64,
     /// Connections released (closed and all their operations finished).
     pub closed: u64,
     /// writev/sendmsg operations issued.

@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 
-use crate::backend::{Backend, Event, timeout_unless_pending};
+use crate::backend::{Backend, Event, accept_refused, timeout_unless_pending};
 use crate::config::RuntimeConfig;
 use crate::conn::{Conn, ConnTable, Phase, WriteBatch};
 use crate::error::RuntimeError;
@@ -31,6 +31,9 @@ const CONN_FLAGS: u32 = READABLE | WRITABLE | PEER_CLOSED | EDGE;
 pub(crate) struct EpollBackend {
     epoll: Epoll,
     listeners: Vec<TcpListener>,
+    /// Listeners taken out of the epoll set after an accept ran out of descriptors (a
+    /// level-triggered listener would wake every turn); put back by `resume_accepting`.
+    paused: Vec<usize>,
     wake: EventFd,
     raw_events: Vec<libc::epoll_event>,
     ready: Vec<Ready>,
@@ -62,6 +65,7 @@ impl Backend for EpollBackend {
         Ok(Self {
             epoll,
             listeners,
+            paused: Vec::new(),
             wake,
             raw_events: Vec::new(),
             ready: Vec::new(),
@@ -175,6 +179,18 @@ impl Backend for EpollBackend {
         for listener in self.listeners.drain(..) {
             let _ = self.epoll.delete(listener.as_raw_fd());
         }
+        self.paused.clear();
+    }
+
+    fn resume_accepting(&mut self) -> Result<(), RuntimeError> {
+        for index in std::mem::take(&mut self.paused) {
+            if let Some(listener) = self.listeners.get(index) {
+                self.epoll
+                    .add(listener.as_raw_fd(), LISTENER_BASE - index as u64, READABLE)
+                    .map_err(|e| RuntimeError::syscall("epoll_ctl", e))?;
+            }
+        }
+        Ok(())
     }
 
     fn is_idle(&self) -> bool {
@@ -195,7 +211,14 @@ impl EpollBackend {
             match listener.accept() {
                 Ok((stream, peer)) => events.push(Event::Accepted { stream, peer }),
                 Err(error) if error.kind() == io::ErrorKind::Interrupted => {}
-                // WouldBlock: drained. Anything else (EMFILE, ECONNABORTED): the listener is
+                Err(error) if error.raw_os_error().is_some_and(accept_refused) => {
+                    // Out of descriptors: stop watching the listener until the shard resumes it.
+                    let _ = self.epoll.delete(listener.as_raw_fd());
+                    self.paused.push(index);
+                    events.push(Event::AcceptRefused { error });
+                    break;
+                }
+                // WouldBlock: drained. Anything else (ECONNABORTED): the listener is
                 // level-triggered, so the next turn retries.
                 Err(_) => break,
             }

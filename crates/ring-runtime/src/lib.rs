@@ -11,6 +11,7 @@ mod conn;
 mod ctx;
 mod epoll;
 mod error;
+mod exit;
 mod handler;
 mod ids;
 mod mailbox;
@@ -26,7 +27,9 @@ pub use config::{BACKEND_ENV, BackendChoice, BackendKind, RuntimeConfig, availab
 pub use conn::ConnMap;
 pub use ctx::{ShardCtx, ShardStats};
 pub use error::{PostRejected, RuntimeError};
+pub use exit::{ExitCause, ShardExit, ShardExits};
 pub use handler::{CloseReason, Handler};
 pub use ids::{ConnId, ShardId, TimerId};
 pub use runtime::{Runtime, RuntimeHandle};
+pub use sys::socket::kernel_max_listen_backlog;
 pub use sys::thread::raise_fd_limit;

@@ -1,7 +1,7 @@
 //! Starting the shards and the handle other threads keep: addresses, posting, shutdown, join.
 
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, mpsc};
 use std::thread::JoinHandle;
 
@@ -10,6 +10,7 @@ use crate::config::{BackendKind, RuntimeConfig};
 use crate::ctx::{ShardCtx, ShardStats};
 use crate::epoll::EpollBackend;
 use crate::error::{PostRejected, RuntimeError};
+use crate::exit::{ExitBoard, ShardExits};
 use crate::handler::Handler;
 use crate::ids::ShardId;
 use crate::mailbox::Mailbox;
@@ -17,10 +18,14 @@ use crate::shard::Shard;
 use crate::sys::{socket, thread};
 use crate::uring::UringBackend;
 
-/// State every shard and the handle share: the mailboxes and the shutdown flag.
+/// State every shard and the handle share: the mailboxes, the shutdown flag and how each
+/// shard's thread ended.
 pub(crate) struct Shared<M> {
     pub(crate) mailboxes: Vec<Mailbox<M>>,
     pub(crate) shutdown: AtomicBool,
+    pub(crate) exits: Arc<ExitBoard>,
+    /// Accepts refused for want of descriptors or memory, all shards together.
+    pub(crate) accepts_refused: AtomicU64,
 }
 
 impl<M> Shared<M> {
@@ -32,7 +37,8 @@ impl<M> Shared<M> {
     }
 }
 
-type ShardThread = JoinHandle<Result<ShardStats, RuntimeError>>;
+type ShardResult = Result<ShardStats, RuntimeError>;
+type ShardThread = JoinHandle<ShardResult>;
 
 /// Entry point: starts the shards.
 pub struct Runtime;
@@ -61,6 +67,8 @@ impl Runtime {
         let shared = Arc::new(Shared {
             mailboxes,
             shutdown: AtomicBool::new(false),
+            exits: Arc::new(ExitBoard::default()),
+            accepts_refused: AtomicU64::new(0),
         });
         let mut handle = RuntimeHandle {
             shared: Arc::clone(&shared),
@@ -85,10 +93,7 @@ impl Runtime {
             let factory = Arc::clone(&factory);
             let spawned = std::thread::Builder::new()
                 .name(format!("ringmq-shard-{index}"))
-                .spawn(move || match backend {
-                    BackendKind::Uring => start.run::<H, UringBackend, _>(&*factory),
-                    BackendKind::Epoll => start.run::<H, EpollBackend, _>(&*factory),
-                })
+                .spawn(move || start.run_reporting::<H, _>(backend, &*factory))
                 .map_err(|source| RuntimeError::Spawn { shard, source });
             match spawned {
                 Ok(thread) => handle.threads.push(thread),
@@ -123,6 +128,23 @@ struct ShardStart<M> {
 }
 
 impl<M: Send + 'static> ShardStart<M> {
+    /// Runs the shard on `backend` and records how its thread ended (a panic included, which
+    /// then goes on unwinding so `join` still sees it).
+    fn run_reporting<H, F>(self, backend: BackendKind, factory: &F) -> ShardResult
+    where
+        H: Handler<Message = M>,
+        F: Fn(ShardId) -> H,
+    {
+        let shard = self.shard;
+        let exits = Arc::clone(&self.shared.exits);
+        let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| match backend {
+            BackendKind::Uring => self.run::<H, UringBackend, _>(factory),
+            BackendKind::Epoll => self.run::<H, EpollBackend, _>(factory),
+        }));
+        exits.record(shard, &outcome);
+        outcome.unwrap_or_else(|payload| std::panic::resume_unwind(payload))
+    }
+
     fn run<H, B, F>(self, factory: &F) -> Result<ShardStats, RuntimeError>
     where
         H: Handler<Message = M>,
@@ -175,6 +197,19 @@ impl<M: Send + 'static> RuntimeHandle<M> {
     /// Number of shards.
     pub fn shard_count(&self) -> usize {
         self.shared.mailboxes.len()
+    }
+
+    /// How the shards that have ended so far ended, and a way to wait for the first one: a
+    /// shard that panics or fails ends alone, so a process watches this to stop the rest.
+    pub fn exits(&self) -> ShardExits {
+        ShardExits::new(Arc::clone(&self.shared.exits))
+    }
+
+    /// Accepts refused so far for want of file descriptors or memory (`EMFILE`, `ENFILE`,
+    /// `ENOBUFS`, `ENOMEM`), all shards together; each pauses accepting on its listener for
+    /// `RuntimeConfig::accept_backoff`.
+    pub fn accepts_refused(&self) -> u64 {
+        self.shared.accepts_refused.load(Ordering::Relaxed)
     }
 
     /// Posts a batch to `shard` from any thread (one wake-up). When the mailbox is full the

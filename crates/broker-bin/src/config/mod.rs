@@ -58,6 +58,19 @@ mod tests {
             config.runtime.write_interval,
             std::time::Duration::from_millis(10)
         );
+        assert_eq!(
+            config.runtime.listen_backlog, None,
+            "0: the kernel's maximum"
+        );
+        assert_eq!(
+            (config.runtime.recv_buffers, config.runtime.recv_buffer_size),
+            (512, 16384),
+            "the runtime's own defaults"
+        );
+        assert_eq!(
+            config.runtime.accept_backoff,
+            std::time::Duration::from_millis(100)
+        );
     }
 
     #[test]
@@ -91,6 +104,19 @@ mod tests {
         );
         assert!(
             error_for("[runtime]\ncoalesce_below = 1000000\n").contains("runtime.coalesce_below")
+        );
+        assert!(
+            error_for("[runtime]\nlisten_backlog = -1\n").contains("listen_backlog")
+                && error_for("[runtime]\nlisten_backlog = 2000000\n")
+                    .contains("runtime.listen_backlog")
+        );
+        assert!(
+            error_for("[runtime]\naccept_backoff_ms = 0\n").contains("runtime.accept_backoff_ms")
+        );
+        assert!(error_for("[runtime]\nrecv_buffers = 100\n").contains("runtime.recv_buffers"));
+        assert!(error_for("[runtime]\nrecv_buffers = 65536\n").contains("runtime.recv_buffers"));
+        assert!(
+            error_for("[runtime]\nrecv_buffer_size = 100\n").contains("runtime.recv_buffer_size")
         );
         assert!(error_for("[listeners]\ntcp = []\n").contains("listeners.tcp"));
         assert!(error_for("[listeners]\ntcp = [\"nonsense\"]\n").contains("listeners.tcp"));

@@ -35,6 +35,10 @@ raw_section!(
         max_pending_posts: u64,
         write_interval_us: u64,
         coalesce_below: u64,
+        listen_backlog: u64,
+        accept_backoff_ms: u64,
+        recv_buffers: u64,
+        recv_buffer_size: u64,
     }
 );
 raw_section!(

@@ -56,6 +56,14 @@ pub struct RuntimeSettings {
     pub write_interval: std::time::Duration,
     /// Frames shorter than this are copied into one send buffer per connection.
     pub coalesce_below: usize,
+    /// `listen(2)` backlog per shard listener; `None`: the kernel's maximum.
+    pub listen_backlog: Option<i32>,
+    /// How long accepting pauses after an accept ran out of file descriptors.
+    pub accept_backoff: Duration,
+    /// Receive buffers per shard (io_uring provided-buffer ring; a power of two).
+    pub recv_buffers: u16,
+    /// Bytes per receive buffer (also the epoll backend's read chunk).
+    pub recv_buffer_size: u32,
 }
 
 /// `[routing]`

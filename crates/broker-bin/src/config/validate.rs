@@ -15,6 +15,13 @@ use router::SharedStrategy;
 const MIN_PACKET_SIZE: u64 = 64;
 /// The MQTT wire limit of a packet: 1 type byte, 4 length bytes and 268,435,455 remaining bytes.
 const MAX_PACKET_SIZE: u64 = 268_435_460;
+/// Largest `runtime.listen_backlog` accepted (the kernel lowers it to `net.core.somaxconn`).
+const MAX_LISTEN_BACKLOG: u64 = 1 << 20;
+/// Most receive buffers per shard: io_uring's provided-buffer ring holds at most 32,768.
+const MAX_RECV_BUFFERS: u64 = 32_768;
+/// Smallest and largest receive buffer, in bytes.
+const MIN_RECV_BUFFER: u64 = 512;
+const MAX_RECV_BUFFER: u64 = 1 << 20;
 /// The MQTT limit of a UTF-8 string (topic, client id).
 const MAX_STRING: u64 = 65_535;
 
@@ -51,6 +58,19 @@ fn narrow<T: TryFrom<u64>>(
 ) -> Result<T, ConfigError> {
     let wide = in_range(key, v, min, max)?;
     T::try_from(wide).map_err(|_| ConfigError::invalid(key, format!("{wide} does not fit")))
+}
+
+/// A receive-buffer count: a power of two in `1..=MAX_RECV_BUFFERS` (io_uring's buffer ring
+/// indexes its entries with a mask).
+fn power_of_two(key: &'static str, v: &Option<u64>) -> Result<u16, ConfigError> {
+    let count: u16 = narrow(key, v, 1, MAX_RECV_BUFFERS)?;
+    if !count.is_power_of_two() {
+        return Err(ConfigError::invalid(
+            key,
+            format!("{count} is not a power of two (io_uring's buffer ring needs one)"),
+        ));
+    }
+    Ok(count)
 }
 
 /// A keep-alive style value where 0 means "none".
@@ -145,6 +165,28 @@ impl RawConfig {
                 &self.runtime.coalesce_below,
                 0,
                 64 * 1024,
+            )?,
+            listen_backlog: {
+                let backlog: i32 = narrow(
+                    "runtime.listen_backlog",
+                    &self.runtime.listen_backlog,
+                    0,
+                    MAX_LISTEN_BACKLOG,
+                )?;
+                (backlog != 0).then_some(backlog)
+            },
+            accept_backoff: Duration::from_millis(in_range(
+                "runtime.accept_backoff_ms",
+                &self.runtime.accept_backoff_ms,
+                1,
+                60_000,
+            )?),
+            recv_buffers: power_of_two("runtime.recv_buffers", &self.runtime.recv_buffers)?,
+            recv_buffer_size: narrow(
+                "runtime.recv_buffer_size",
+                &self.runtime.recv_buffer_size,
+                MIN_RECV_BUFFER,
+                MAX_RECV_BUFFER,
             )?,
         })
     }

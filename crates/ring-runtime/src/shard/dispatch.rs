@@ -63,6 +63,7 @@ impl<H: Handler, B: Backend> Shard<H, B> {
             Event::Wake => self.shared.mailboxes[self.shard_id().index()]
                 .waker()
                 .rearm(),
+            Event::AcceptRefused { error } => self.accept_refused(&error),
         }
     }
 
@@ -109,6 +110,7 @@ impl<H: Handler, B: Backend> Shard<H, B> {
                     let reason = Some(CloseReason::DrainTimeout);
                     self.ctx.request_close(conn, CloseMode::Abort, reason);
                 }
+                TimerTarget::ResumeAccept => self.accept_pause_over(),
             }
         }
         self.fired = fired;

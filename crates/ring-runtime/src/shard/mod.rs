@@ -1,5 +1,6 @@
 //! The shard loop: one thread, one backend, one handler, everything about its connections.
 
+mod accept;
 mod apply;
 mod dispatch;
 mod pacing;
@@ -22,10 +23,14 @@ enum Ended {
 }
 
 /// One shard: its handler, its context (connections, timers, outboxes) and its backend.
+///
+/// Field order matters on every exit path, a panic's unwinding included: the backend is
+/// dropped first, so it cancels and reaps its in-flight operations while the connections'
+/// descriptors (in `ctx`) are still open.
 pub(crate) struct Shard<H: Handler, B: Backend> {
+    backend: B,
     handler: H,
     ctx: ShardCtx<H::Message>,
-    backend: B,
     shared: Arc<Shared<H::Message>>,
     events: Vec<Event>,
     fired: Vec<(TimerId, TimerTarget)>,
@@ -35,6 +40,7 @@ pub(crate) struct Shard<H: Handler, B: Backend> {
     mailbox_retry: Duration,
     batches_per_turn: usize,
     pacing: pacing::Pacing,
+    accept_pause: accept::AcceptPause,
 }
 
 impl<H: Handler, B: Backend> Shard<H, B> {
@@ -46,9 +52,9 @@ impl<H: Handler, B: Backend> Shard<H, B> {
         config: &crate::RuntimeConfig,
     ) -> Self {
         Self {
+            backend,
             handler,
             ctx,
-            backend,
             shared,
             events: Vec::new(),
             fired: Vec::new(),
@@ -58,6 +64,7 @@ impl<H: Handler, B: Backend> Shard<H, B> {
             mailbox_retry: config.mailbox_retry,
             batches_per_turn: config.mailbox_batches,
             pacing: pacing::Pacing::new(config, Instant::now()),
+            accept_pause: accept::AcceptPause::new(config.accept_backoff),
         }
     }
 
@@ -72,6 +79,7 @@ impl<H: Handler, B: Backend> Shard<H, B> {
             self.pacing.release_due(&mut self.ctx.conns, self.ctx.now);
             self.dispatch_events();
             self.fire_timers();
+            self.resume_accepting_if_due()?;
             self.deliver_messages();
             self.handler.on_turn_end(&mut self.ctx);
             self.flush_posts();

@@ -50,6 +50,21 @@ fn bind_reuseport(addr: SocketAddr, backlog: i32) -> io::Result<TcpListener> {
     Ok(socket.into())
 }
 
+/// Where Linux publishes the largest `listen(2)` backlog it honours.
+const SOMAXCONN_PATH: &str = "/proc/sys/net/core/somaxconn";
+/// The backlog assumed when [`SOMAXCONN_PATH`] cannot be read.
+const FALLBACK_BACKLOG: i32 = 4096;
+
+/// The kernel's largest listen backlog (`net.core.somaxconn`; a larger `listen(2)` backlog is
+/// lowered to it), or 4096 when it cannot be read.
+pub fn kernel_max_listen_backlog() -> i32 {
+    std::fs::read_to_string(SOMAXCONN_PATH)
+        .ok()
+        .and_then(|text| text.trim().parse::<i32>().ok())
+        .filter(|&backlog| backlog > 0)
+        .unwrap_or(FALLBACK_BACKLOG)
+}
+
 /// A nonblocking TCP socket with `TCP_NODELAY`, bound to `local` when given, not yet
 /// connected.
 pub(crate) fn outbound_socket(addr: SocketAddr, local: Option<SocketAddr>) -> io::Result<Socket> {

@@ -43,8 +43,13 @@ impl Mapping {
 
 impl Drop for Mapping {
     fn drop(&mut self) {
+        if self.len == 0 {
+            // Leaked: the kernel may still write to it.
+            return;
+        }
         // SAFETY: the mapping was created in `new` with this length; nothing refers to it
-        // once its owner (the buffer ring, dropped after the io_uring) is gone.
+        // once its owner (the buffer ring, dropped after the io_uring and its operations) is
+        // gone.
         unsafe {
             libc::munmap(self.ptr.as_ptr().cast(), self.len);
         }
@@ -91,6 +96,13 @@ impl BufRing {
             submitter.register_buf_ring_with_flags(ring_addr, count, group, 0)?;
         }
         Ok(ring)
+    }
+
+    /// Keeps both mappings for the life of the process: for a teardown that could not prove
+    /// the kernel is done with them.
+    pub(crate) fn leak(&mut self) {
+        self.entries.len = 0;
+        self.buffers.len = 0;
     }
 
     /// The buffer group id to put in receive SQEs.

@@ -33,10 +33,14 @@ impl UringBackend {
         match op {
             Op::Accept { listener } => {
                 let listener = *listener;
-                self.accepted(result, events);
+                let refused = self.accepted(result, events);
                 if !more {
                     self.ops.remove(user_data);
-                    if self.accepting {
+                    if refused && self.accepting {
+                        // Not re-armed at once (it would fail again at once: a spin); the
+                        // shard resumes it after `accept_backoff`.
+                        self.paused.push(listener);
+                    } else if self.accepting {
                         self.arm_accept(listener)?;
                     } else if let Some(slot) = self.listeners.get_mut(listener) {
                         // No operation uses the listener any more: close it.
@@ -82,16 +86,25 @@ impl UringBackend {
         Ok(())
     }
 
-    fn accepted(&mut self, result: i32, events: &mut Vec<Event>) {
+    /// Reports an accepted connection; returns whether the accept was refused for want of
+    /// descriptors or memory (an error also ends a multishot accept).
+    fn accepted(&mut self, result: i32, events: &mut Vec<Event>) -> bool {
         if result < 0 {
-            // ECANCELED after stop_accepting; EMFILE and friends: the accept is re-armed.
-            return;
+            // ECANCELED after stop_accepting. Others (ECONNABORTED...): re-armed at once.
+            let refused = super::accept_refused(-result);
+            if refused {
+                events.push(Event::AcceptRefused {
+                    error: os_error(result),
+                });
+            }
+            return refused;
         }
         // SAFETY: a non-negative accept result is a new descriptor that nothing else owns.
         let stream = unsafe { TcpStream::from_raw_fd(result) };
         if let Ok(peer) = stream.peer_addr() {
             events.push(Event::Accepted { stream, peer });
         }
+        false
     }
 
     /// A receive completion that carries data: copy it out, recycle the buffer.

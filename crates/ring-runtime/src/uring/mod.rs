@@ -11,6 +11,7 @@ mod buf_ring;
 mod complete;
 mod ops;
 mod ring;
+mod teardown;
 
 use std::io;
 use std::net::{SocketAddr, TcpListener};
@@ -19,7 +20,7 @@ use std::time::Duration;
 
 use io_uring::{IoUring, cqueue, opcode, squeue, types};
 
-use crate::backend::{Backend, Event, timeout_unless_pending};
+use crate::backend::{Backend, Event, accept_refused, timeout_unless_pending};
 use crate::config::RuntimeConfig;
 use crate::conn::{Conn, ConnTable};
 use crate::ctx::ShardStats;
@@ -40,13 +41,16 @@ pub(crate) struct Completion {
     flags: u32,
 }
 
-/// See the module documentation. Field order matters: `ring` is dropped before `buf_ring`
-/// (ending the buffer registration before the memory goes) and before `ops`.
+/// See the module documentation. `Drop` (`teardown.rs`) first cancels and reaps whatever is
+/// still in flight; then field order matters: `ring` is dropped before `buf_ring` (ending the
+/// buffer registration before the memory goes) and before `ops`.
 pub(crate) struct UringBackend {
     ring: IoUring,
     buf_ring: BufRing,
     ops: OpTable,
     listeners: Vec<Option<TcpListener>>,
+    /// Listeners whose accept ended for want of descriptors; re-armed by `resume_accepting`.
+    paused: Vec<usize>,
     wake: EventFd,
     wake_op: u64,
     accepting: bool,
@@ -64,6 +68,8 @@ pub(crate) struct UringBackend {
     /// wait (throttle: each can then get a buffer), not in a tight loop.
     starved: std::collections::VecDeque<ConnId>,
     recv_buffers: usize,
+    /// Bound on the teardown's wait for cancelled operations.
+    cancel_timeout: Duration,
     stats: ShardStats,
 }
 
@@ -86,6 +92,7 @@ impl Backend for UringBackend {
             buf_ring,
             ops: OpTable::new(),
             listeners: listeners.into_iter().map(Some).collect(),
+            paused: Vec::new(),
             wake,
             wake_op: 0,
             accepting: true,
@@ -96,6 +103,7 @@ impl Backend for UringBackend {
             backlog: Vec::new(),
             starved: std::collections::VecDeque::new(),
             recv_buffers: usize::from(config.recv_buffers),
+            cancel_timeout: config.cancel_timeout,
             stats: ShardStats::default(),
         };
         for index in 0..backend.listeners.len() {
@@ -211,6 +219,21 @@ impl Backend for UringBackend {
         for key in accepts {
             self.cancel(key);
         }
+        for listener in std::mem::take(&mut self.paused) {
+            if let Some(slot) = self.listeners.get_mut(listener) {
+                *slot = None;
+            }
+        }
+    }
+
+    fn resume_accepting(&mut self) -> Result<(), RuntimeError> {
+        if !self.accepting {
+            return Ok(());
+        }
+        for listener in std::mem::take(&mut self.paused) {
+            self.arm_accept(listener)?;
+        }
+        Ok(())
     }
 
     fn is_idle(&self) -> bool {
@@ -225,11 +248,7 @@ impl Backend for UringBackend {
 
     fn quiesce(&mut self, conns: &mut ConnTable) -> Result<(), RuntimeError> {
         self.quiescing = true;
-        for key in self.ops.keys() {
-            if !matches!(self.ops.get_mut(key), Some(Op::Cancel)) {
-                self.cancel(key);
-            }
-        }
+        self.cancel_everything();
         let mut events = Vec::new();
         while self.ops.len() > 0 {
             self.wait(conns, Some(Duration::from_millis(100)), &mut events)?;
@@ -276,7 +295,7 @@ impl UringBackend {
         let entry = opcode::Read::new(fd, buf.as_mut_ptr(), 8).build();
         let user_data = self.ops.insert(Op::WakeRead { _buf: buf });
         // SAFETY: the 8-byte buffer is boxed in the op table entry; the eventfd is owned by
-        // the backend and outlives every operation (quiesce runs before drop).
+        // the backend and outlives every operation (quiesce or `Drop` reaps them first).
         unsafe { self.push(entry.user_data(user_data))? };
         self.wake_op = user_data;
         Ok(())

@@ -95,6 +95,12 @@ impl OpTable {
         self.slab.len()
     }
 
+    /// Gives up every entry without dropping it: what the kernel may still touch stays
+    /// allocated for the life of the process. Only for a teardown that could not reap them.
+    pub(crate) fn leak(&mut self) {
+        std::mem::forget(std::mem::replace(&mut self.slab, GenSlab::new()));
+    }
+
     /// user_data of every in-flight operation.
     pub(crate) fn keys(&self) -> Vec<u64> {
         self.slab

@@ -76,8 +76,55 @@ pub(crate) fn probe(config: &RuntimeConfig) -> Result<(), RuntimeError> {
         }))
 }
 
+/// user_data of the probe's receive and of its cancel request.
+const PROBE_RECV: u64 = 1;
+const PROBE_CANCEL: u64 = 2;
+
+/// The probe's ring and the buffer ring registered with it. Fields drop in declaration order,
+/// on every path (unwinding included): `Drop` cancels the receive and reaps its last
+/// completion, then the ring is torn down (ending the registration) before the buffer ring's
+/// memory is unmapped.
+struct ProbeRing {
+    ring: IoUring,
+    buffers: BufRing,
+    recv_armed: bool,
+}
+
+impl Drop for ProbeRing {
+    fn drop(&mut self) {
+        if !self.recv_armed {
+            return;
+        }
+        let cancel = opcode::AsyncCancel::new(PROBE_RECV)
+            .build()
+            .user_data(PROBE_CANCEL);
+        // SAFETY: a cancel request lends nothing.
+        if unsafe { self.ring.submission().push(&cancel) }.is_err() {
+            return;
+        }
+        let timeout = types::Timespec::from(Duration::from_secs(1));
+        // Bounded: the cancel's and the receive's completions, a few waits at most.
+        for _ in 0..4 {
+            let args = types::SubmitArgs::new().timespec(&timeout);
+            if self.ring.submitter().submit_with_args(1, &args).is_err() {
+                return;
+            }
+            let ended = self
+                .ring
+                .completion()
+                .any(|cqe| cqe.user_data() == PROBE_RECV && !cqueue::more(cqe.flags()));
+            if ended {
+                return;
+            }
+        }
+    }
+}
+
 fn probe_on_this_thread(buf_size: u32) -> Result<(), RuntimeError> {
-    let mut ring = build_ring(8, 16)?;
+    // Declared before the ring, so dropped after it: the receive never outlives its socket.
+    let (mut writer, reader) =
+        UnixStream::pair().map_err(|e| RuntimeError::syscall("socketpair", e))?;
+    let ring = build_ring(8, 16)?;
     let mut probe = Probe::new();
     ring.submitter()
         .register_probe(&mut probe)
@@ -98,11 +145,15 @@ fn probe_on_this_thread(buf_size: u32) -> Result<(), RuntimeError> {
                 },
             }
         })?;
-    let result = probe_multishot_recv(&mut ring, &buffers);
-    // Dropping the ring first ends the registration before the buffers are unmapped.
-    drop(ring);
-    drop(buffers);
-    result
+    let mut probe = ProbeRing {
+        ring,
+        buffers,
+        recv_armed: false,
+    };
+    writer
+        .write_all(b"x")
+        .map_err(|e| RuntimeError::syscall("write", e))?;
+    probe_multishot_recv(&mut probe, &reader)
 }
 
 fn missing_sq() -> RuntimeError {
@@ -110,30 +161,29 @@ fn missing_sq() -> RuntimeError {
 }
 
 /// One multishot receive on a socketpair: it must deliver the byte and stay armed.
-fn probe_multishot_recv(ring: &mut IoUring, buffers: &BufRing) -> Result<(), RuntimeError> {
+fn probe_multishot_recv(probe: &mut ProbeRing, reader: &UnixStream) -> Result<(), RuntimeError> {
     let missing = RuntimeError::KernelTooOld {
         missing: "multishot recv with provided buffers",
     };
-    let (mut writer, reader) =
-        UnixStream::pair().map_err(|e| RuntimeError::syscall("socketpair", e))?;
-    writer
-        .write_all(b"x")
-        .map_err(|e| RuntimeError::syscall("write", e))?;
-    let recv = opcode::RecvMulti::new(types::Fd(reader.as_raw_fd()), buffers.group())
+    let recv = opcode::RecvMulti::new(types::Fd(reader.as_raw_fd()), probe.buffers.group())
         .build()
-        .user_data(1);
-    // SAFETY: the receive uses only the registered buffer group and `reader`, both alive
-    // until the ring is dropped (the caller drops the ring before them).
-    unsafe { ring.submission().push(&recv) }.map_err(|_| missing_sq())?;
+        .user_data(PROBE_RECV);
+    // SAFETY: the receive uses only the buffer group registered in `probe` and `reader`. The
+    // caller declared `reader` before `probe`, so it is still open when `ProbeRing`'s drop
+    // cancels the receive and reaps its last completion; then the ring is torn down before
+    // the buffer memory is unmapped (field order).
+    unsafe { probe.ring.submission().push(&recv) }.map_err(|_| missing_sq())?;
+    probe.recv_armed = true;
     let timeout = types::Timespec::from(Duration::from_secs(1));
     let args = types::SubmitArgs::new().timespec(&timeout);
-    match ring.submitter().submit_with_args(1, &args) {
+    match probe.ring.submitter().submit_with_args(1, &args) {
         Ok(_) => {}
         Err(error) if error.raw_os_error() == Some(libc::ETIME) => return Err(missing),
         Err(error) => return Err(RuntimeError::syscall("io_uring_enter", error)),
     }
-    let cqe = ring.completion().next().ok_or(missing)?;
+    let cqe = probe.ring.completion().next().ok_or(missing)?;
     let armed = cqe.result() == 1 && cqueue::more(cqe.flags());
+    probe.recv_armed = cqueue::more(cqe.flags());
     if !armed {
         return Err(RuntimeError::KernelTooOld {
             missing: "multishot recv with provided buffers",

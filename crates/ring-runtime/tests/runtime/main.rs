@@ -9,11 +9,13 @@
 
 mod common;
 
+mod accept;
 mod close;
 mod connect;
 mod echo;
 mod large;
 mod mailbox;
 mod pacing;
+mod panic;
 mod shutdown;
 mod timers;
