@@ -9,6 +9,7 @@ mod expiry;
 mod harness;
 mod limits;
 mod malformed;
+mod memory;
 mod qos;
 mod quotas;
 mod real_clients;

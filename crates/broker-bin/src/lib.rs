@@ -7,6 +7,8 @@
 pub mod alias;
 pub mod auth;
 mod broker;
+pub mod budget;
+mod carry;
 pub mod cli;
 pub mod config;
 pub mod conn;

@@ -10,6 +10,7 @@ use ring_runtime::ShardId;
 use router::{Sequencer, SubscriberId, TopicLimits};
 
 use crate::auth::Authenticator;
+use crate::budget::ByteBudget;
 use crate::config::Config;
 use crate::metrics::Metrics;
 
@@ -57,6 +58,8 @@ pub struct Shared {
     pub started: Instant,
     /// Per shard: how far it has applied the change order (for forwarding clean-up).
     pub applied: Box<[CachePadded<AtomicU64>]>,
+    /// Bytes held in partial frames over all connections (`limits.max_partial_frame_bytes`).
+    pub partial_frames: ByteBudget,
 }
 
 impl Shared {
@@ -66,7 +69,9 @@ impl Shared {
             max_length: usize::from(config.limits.max_topic_length),
             max_levels: usize::from(config.limits.max_topic_levels),
         };
+        let partial_frames = ByteBudget::new(config.limits.max_partial_frame_bytes);
         Self {
+            partial_frames,
             config,
             metrics: Metrics::new(shards),
             sessions: DashMap::new(),

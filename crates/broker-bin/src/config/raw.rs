@@ -60,6 +60,8 @@ raw_section!(
         max_topic_length: u64,
         max_topic_levels: u64,
         max_subscriptions_per_client: u64,
+        max_connect_size: u64,
+        max_partial_frame_bytes: u64,
     }
 );
 raw_section!(

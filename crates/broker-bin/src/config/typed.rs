@@ -82,6 +82,10 @@ pub struct LimitSettings {
     pub max_topic_length: u16,
     pub max_topic_levels: u16,
     pub max_subscriptions_per_client: u32,
+    /// Largest CONNECT accepted, checked from its fixed header.
+    pub max_connect_size: u32,
+    /// Most bytes held in partial frames over all connections.
+    pub max_partial_frame_bytes: u64,
 }
 
 /// `[queues]`

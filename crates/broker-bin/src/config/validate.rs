@@ -197,6 +197,20 @@ impl RawConfig {
     }
 
     fn limits(&self) -> Result<LimitSettings, ConfigError> {
+        let limits = self.limit_values()?;
+        if limits.max_partial_frame_bytes < u64::from(limits.max_packet_size) {
+            return Err(ConfigError::invalid(
+                "limits.max_partial_frame_bytes",
+                format!(
+                    "{} is below limits.max_packet_size ({}): a largest packet could never arrive",
+                    limits.max_partial_frame_bytes, limits.max_packet_size
+                ),
+            ));
+        }
+        Ok(limits)
+    }
+
+    fn limit_values(&self) -> Result<LimitSettings, ConfigError> {
         let l = &self.limits;
         let u16_max = u64::from(u16::MAX);
         Ok(LimitSettings {
@@ -237,6 +251,18 @@ impl RawConfig {
                 &l.max_subscriptions_per_client,
                 1,
                 1_000_000,
+            )?,
+            max_connect_size: narrow(
+                "limits.max_connect_size",
+                &l.max_connect_size,
+                MIN_PACKET_SIZE,
+                MAX_PACKET_SIZE.min(u64::from(u32::MAX)),
+            )?,
+            max_partial_frame_bytes: in_range(
+                "limits.max_partial_frame_bytes",
+                &l.max_partial_frame_bytes,
+                MIN_PACKET_SIZE,
+                1 << 40,
             )?,
         })
     }
