@@ -11,6 +11,7 @@ mod limits;
 mod malformed;
 mod memory;
 mod qos;
+mod queue_bytes;
 mod quotas;
 mod real_clients;
 mod retained;

@@ -14,8 +14,8 @@ use ring_runtime::{ConnId, ConnMap, TimerId};
 use router::SubscriberId;
 
 use crate::alias::{AliasError, InboundAliases, OutboundAliases};
-use crate::budget::ByteBudget;
 use crate::message::PRE_CONNECT_PROTOCOL;
+use session_store::ByteBudget;
 
 /// Where a connection is in its life.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -7,7 +7,6 @@
 pub mod alias;
 pub mod auth;
 mod broker;
-pub mod budget;
 mod carry;
 pub mod cli;
 pub mod config;

@@ -68,6 +68,15 @@ pub struct Outgoing {
     pub shared: Option<SharedFilter>,
 }
 
+impl session_store::Weighed for Outgoing {
+    /// A queued copy counts the topic and payload of its message (shared between the sessions
+    /// it was queued for, and counted for each).
+    fn weight(&self) -> u64 {
+        let publish = &self.message.publish;
+        (publish.topic().len() + publish.payload().len()) as u64
+    }
+}
+
 impl Outgoing {
     /// The borrowed view framing needs.
     pub fn view(&self) -> CopyView<'_> {

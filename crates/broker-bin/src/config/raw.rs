@@ -74,6 +74,8 @@ raw_section!(
         outbound_bytes: u64,
         backlog_retry_ms: u64,
         max_queued_messages: u64,
+        max_queued_bytes: u64,
+        max_total_queued_bytes: u64,
         slow_consumer_policy: String,
     }
 );

@@ -94,6 +94,10 @@ pub struct QueueSettings {
     pub outbound_bytes: u64,
     pub backlog_retry: Duration,
     pub max_queued_messages: u32,
+    /// Most bytes queued for one session.
+    pub max_queued_bytes: u64,
+    /// Most bytes queued over all sessions.
+    pub max_total_queued_bytes: u64,
     pub slow_consumer_policy: SlowConsumerPolicy,
 }
 

@@ -295,6 +295,18 @@ impl RawConfig {
                 1,
                 100_000_000,
             )?,
+            max_queued_bytes: in_range(
+                "queues.max_queued_bytes",
+                &q.max_queued_bytes,
+                1024,
+                1 << 40,
+            )?,
+            max_total_queued_bytes: in_range(
+                "queues.max_total_queued_bytes",
+                &q.max_total_queued_bytes,
+                1024,
+                1 << 44,
+            )?,
             slow_consumer_policy: policy,
         })
     }

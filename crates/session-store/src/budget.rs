@@ -1,6 +1,6 @@
-//! Broker-wide byte budgets shared by all shards: bytes held in partial frames, bytes held in
-//! offline queues. Each is one padded atomic, touched only when such bytes are taken or given
-//! back (a partial frame kept or completed, a message queued or dequeued), never per packet.
+//! Byte budgets shared by every shard of a broker (bytes held in offline queues; the broker also
+//! bounds partial frames with one). Each is one padded atomic, touched only when such bytes are
+//! taken or given back (a message queued or dequeued), never per packet.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -31,6 +31,11 @@ impl ByteBudget {
         }
         self.used.fetch_sub(bytes, Ordering::Relaxed);
         false
+    }
+
+    /// Charges `bytes` whatever the limit (a message put back where it was just taken from).
+    pub fn charge(&self, bytes: u64) {
+        self.used.fetch_add(bytes, Ordering::Relaxed);
     }
 
     /// Gives back `bytes` charged before.
