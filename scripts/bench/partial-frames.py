@@ -20,6 +20,9 @@ import subprocess
 import sys
 import time
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from benchlib import rss_kb, varint  # noqa: E402
+
 SOCKETS = int(os.environ.get("SOCKETS", 4000))
 ANNOUNCED = int(os.environ.get("ANNOUNCED", 1_000_000))
 SEND = int(os.environ.get("SEND", 500_000))
@@ -27,23 +30,6 @@ CHUNK = int(os.environ.get("CHUNK", 16_384))
 PORT = int(os.environ.get("PORT", 18_991))
 BIN = os.environ.get("RINGMQ_BIN", "target/release/ringmq")
 DEADLINE_S = float(os.environ.get("DEADLINE_S", 240))
-
-
-def rss_kb(pid):
-    with open(f"/proc/{pid}/status") as status:
-        for line in status:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1])
-    return 0
-
-
-def varint(n):
-    out = bytearray()
-    while True:
-        byte, n = n & 0x7F, n >> 7
-        out.append(byte | (0x80 if n else 0))
-        if not n:
-            return bytes(out)
 
 
 def connect_head():

@@ -184,6 +184,8 @@ pub enum ShardMsg {
     Start,
     /// Another shard applied a subscription of a session this shard holds (a SUBACK may be due).
     Applied,
+    /// Large amounts of memory were freed: hand this shard's free allocator memory to the OS.
+    ReturnMemory,
 }
 
 /// The protocol version of a connection before its CONNECT is known.

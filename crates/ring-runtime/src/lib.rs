@@ -29,4 +29,5 @@ pub use error::{PostRejected, RuntimeError};
 pub use handler::{CloseReason, Handler};
 pub use ids::{ConnId, ShardId, TimerId};
 pub use runtime::{Runtime, RuntimeHandle};
+pub use sys::alloc::return_free_memory;
 pub use sys::thread::raise_fd_limit;

@@ -10,6 +10,8 @@ use crossbeam_utils::CachePadded;
 #[derive(Debug)]
 pub struct ByteBudget {
     used: CachePadded<AtomicU64>,
+    /// Bytes released since [`ByteBudget::take_released`] last reported them.
+    released: CachePadded<AtomicU64>,
     limit: u64,
 }
 
@@ -18,6 +20,7 @@ impl ByteBudget {
     pub fn new(limit: u64) -> Self {
         Self {
             used: CachePadded::new(AtomicU64::new(0)),
+            released: CachePadded::new(AtomicU64::new(0)),
             limit,
         }
     }
@@ -42,7 +45,16 @@ impl ByteBudget {
     pub fn release(&self, bytes: u64) {
         if bytes > 0 {
             self.used.fetch_sub(bytes, Ordering::Relaxed);
+            self.released.fetch_add(bytes, Ordering::Relaxed);
         }
+    }
+
+    /// Whether at least `threshold` bytes (more than 0) were released since the last time this
+    /// returned true; resets the count when it does (one caller wins a race).
+    pub fn take_released(&self, threshold: u64) -> bool {
+        threshold > 0
+            && self.released.load(Ordering::Relaxed) >= threshold
+            && self.released.swap(0, Ordering::Relaxed) >= threshold
     }
 
     /// Bytes charged now.
@@ -70,6 +82,18 @@ mod tests {
         budget.release(60);
         assert_eq!(budget.used(), 40);
         assert_eq!(budget.limit(), 100);
+    }
+
+    #[test]
+    fn released_bytes_are_reported_once_past_the_threshold() {
+        let budget = ByteBudget::new(100);
+        assert!(budget.try_charge(100));
+        budget.release(30);
+        assert!(!budget.take_released(50));
+        budget.release(30);
+        assert!(budget.take_released(50));
+        assert!(!budget.take_released(50), "reset once reported");
+        assert!(!budget.take_released(0), "0 never reports");
     }
 
     #[test]

@@ -65,7 +65,10 @@ struct Filled<M> {
 }
 
 impl<M> Drop for Filled<M> {
+    /// Drops the messages first, then gives their bytes back: whoever sees the bytes released
+    /// (to hand freed memory back to the OS) sees them after they were freed.
     fn drop(&mut self) {
+        self.items.clear();
         self.budget.release(self.bytes);
     }
 }

@@ -62,6 +62,7 @@ raw_section!(
         max_subscriptions_per_client: u64,
         max_connect_size: u64,
         max_partial_frame_bytes: u64,
+        return_memory_after_bytes: u64,
     }
 );
 raw_section!(

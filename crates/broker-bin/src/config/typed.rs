@@ -86,6 +86,9 @@ pub struct LimitSettings {
     pub max_connect_size: u32,
     /// Most bytes held in partial frames over all connections.
     pub max_partial_frame_bytes: u64,
+    /// Bytes of queued messages and partial frames freed after which every shard hands its free
+    /// allocator memory back to the OS (0: never).
+    pub return_memory_after_bytes: u64,
 }
 
 /// `[queues]`

@@ -264,6 +264,12 @@ impl RawConfig {
                 MIN_PACKET_SIZE,
                 1 << 40,
             )?,
+            return_memory_after_bytes: in_range(
+                "limits.return_memory_after_bytes",
+                &l.return_memory_after_bytes,
+                0,
+                1 << 40,
+            )?,
         })
     }
 
