@@ -16,6 +16,7 @@ use router::SubscriberId;
 
 use crate::alias::{AliasError, InboundAliases, OutboundAliases};
 use crate::message::PRE_CONNECT_PROTOCOL;
+use session_store::ByteBudget;
 
 /// Where a connection is in its life.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -65,6 +66,13 @@ pub struct Connection {
     /// Whether it completed CONNECT (and so counts in `$SYS/broker/clients/connected` until it
     /// closes).
     pub counted: bool,
+}
+
+/// A partial frame that did not fit in the broker's partial-frame budget.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct OverBudget {
+    /// The bytes it would have held.
+    pub bytes: u64,
 }
 
 /// The topic aliases of one connection.
@@ -145,19 +153,34 @@ impl Connection {
         Some(started + Duration::from_nanos(self.last_activity) + grace)
     }
 
-    /// Takes the carried partial frame (empty when there is none).
-    pub fn take_carry(&mut self) -> BytesMut {
-        self.carry.take().map(|b| *b).unwrap_or_default()
+    /// Takes the carried partial frame (empty when there is none), giving its bytes back to
+    /// `budget`.
+    pub fn take_carry(&mut self, budget: &ByteBudget) -> BytesMut {
+        let carry = self.carry.take().map(|b| *b).unwrap_or_default();
+        budget.release(carry.capacity() as u64);
+        carry
     }
 
-    /// Keeps `buf` as the carried partial frame; an empty one frees the carry.
-    pub fn keep_carry(&mut self, buf: BytesMut) {
-        self.carry = (!buf.is_empty()).then(|| Box::new(buf));
+    /// Keeps `buf` as the carried partial frame, its allocation charged to `budget`; an empty
+    /// one frees the carry. When the budget has no room, nothing is kept: `Err` with the bytes
+    /// that did not fit.
+    pub fn keep_carry(&mut self, buf: BytesMut, budget: &ByteBudget) -> Result<(), OverBudget> {
+        self.discard_carry(budget);
+        if buf.is_empty() {
+            self.carry = None;
+            return Ok(());
+        }
+        let bytes = buf.capacity() as u64;
+        if !budget.try_charge(bytes) {
+            return Err(OverBudget { bytes });
+        }
+        self.carry = Some(Box::new(buf));
+        Ok(())
     }
 
-    /// Drops the carried partial frame, if any.
-    pub fn discard_carry(&mut self) {
-        self.carry = None;
+    /// Drops the carried partial frame, if any, giving its bytes back to `budget`.
+    pub fn discard_carry(&mut self, budget: &ByteBudget) {
+        drop(self.take_carry(budget));
     }
 
     /// Whether a partial frame is carried.
@@ -299,13 +322,33 @@ mod tests {
 
     #[test]
     fn an_empty_carry_holds_no_buffer() {
+        let budget = ByteBudget::new(1 << 20);
         let mut connection = Connection::new(Duration::ZERO);
-        connection.keep_carry(BytesMut::new());
+        connection.keep_carry(BytesMut::new(), &budget).unwrap();
         assert!(!connection.has_carry());
-        connection.keep_carry(BytesMut::from(&b"partial"[..]));
+        connection
+            .keep_carry(BytesMut::from(&b"partial"[..]), &budget)
+            .unwrap();
         assert!(connection.has_carry());
-        assert_eq!(&connection.take_carry()[..], b"partial");
+        assert_eq!(budget.used(), 7);
+        assert_eq!(&connection.take_carry(&budget)[..], b"partial");
         assert!(!connection.has_carry());
+        assert_eq!(budget.used(), 0);
+    }
+
+    #[test]
+    fn a_carry_over_the_budget_is_not_kept() {
+        let budget = ByteBudget::new(10);
+        let mut connection = Connection::new(Duration::ZERO);
+        let refused = connection.keep_carry(BytesMut::from(&[0u8; 11][..]), &budget);
+        assert_eq!(refused, Err(OverBudget { bytes: 11 }));
+        assert!(!connection.has_carry());
+        assert_eq!(budget.used(), 0);
+        connection
+            .keep_carry(BytesMut::from(&[0u8; 10][..]), &budget)
+            .unwrap();
+        connection.discard_carry(&budget);
+        assert_eq!(budget.used(), 0);
     }
 
     #[test]

@@ -7,6 +7,7 @@
 pub mod alias;
 pub mod auth;
 mod broker;
+mod carry;
 pub mod cli;
 pub mod config;
 pub mod conn;

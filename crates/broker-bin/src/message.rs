@@ -68,6 +68,15 @@ pub struct Outgoing {
     pub shared: Option<SharedFilter>,
 }
 
+impl session_store::Weighed for Outgoing {
+    /// A queued copy counts the topic and payload of its message (shared between the sessions
+    /// it was queued for, and counted for each).
+    fn weight(&self) -> u64 {
+        let publish = &self.message.publish;
+        (publish.topic().len() + publish.payload().len()) as u64
+    }
+}
+
 impl Outgoing {
     /// The borrowed view framing needs.
     pub fn view(&self) -> CopyView<'_> {
@@ -175,6 +184,8 @@ pub enum ShardMsg {
     Start,
     /// Another shard applied a subscription of a session this shard holds (a SUBACK may be due).
     Applied,
+    /// Large amounts of memory were freed: hand this shard's free allocator memory to the OS.
+    ReturnMemory,
 }
 
 /// The protocol version of a connection before its CONNECT is known.

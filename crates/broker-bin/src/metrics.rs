@@ -43,6 +43,7 @@ counters! {
     bytes_sent: "Bytes sent to clients.",
     subscriptions: "Subscriptions held (gauge).",
     retained_messages: "Retained messages held (gauge, kept by the retained owner).",
+    partial_frame_closed: "Connections closed because their partial packet did not fit in limits.max_partial_frame_bytes.",
 }
 
 impl ShardCounters {

@@ -6,9 +6,9 @@ use std::time::Duration;
 use codec::{MqttStr, ProtocolVersion, SubscriptionId, SubscriptionOptions, Will};
 use ring_runtime::ConnId;
 use router::{SubscriberId, SubscriptionFilter};
-use session_store::{AwaitingRelease, InflightWindow, MessageQueue, OverflowPolicy};
+use session_store::{AwaitingRelease, InflightWindow, MessageQueue};
 
-use crate::config::{Config, SlowConsumerPolicy};
+use crate::config::Config;
 use crate::message::Outgoing;
 use crate::shard::ArmedTimer;
 
@@ -153,17 +153,13 @@ pub struct Session {
 impl Session {
     /// A fresh session.
     pub fn new(client_id: MqttStr, subscriber: SubscriberId, config: &Config) -> Box<Self> {
-        let policy = match config.queues.slow_consumer_policy {
-            SlowConsumerPolicy::DropOldest => OverflowPolicy::DropOldest,
-            SlowConsumerPolicy::Disconnect => OverflowPolicy::Refuse,
-        };
         Box::new(Self {
             client_id,
             subscriber,
             protocol: ProtocolVersion::V3_1_1,
             subscriptions: SubscriptionList::default(),
             inflight: InflightWindow::new(config.limits.max_inflight_outbound),
-            queue: MessageQueue::new(config.queues.max_queued_messages as usize, policy),
+            queue: MessageQueue::new(),
             awaiting_release: AwaitingRelease::default(),
             expiry: SessionExpiry::OnClose,
             will: None,

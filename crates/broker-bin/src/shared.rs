@@ -10,8 +10,9 @@ use ring_runtime::ShardId;
 use router::{Sequencer, SubscriberId, TopicLimits};
 
 use crate::auth::Authenticator;
-use crate::config::Config;
+use crate::config::{Config, SlowConsumerPolicy};
 use crate::metrics::Metrics;
+use session_store::{ByteBudget, OverflowPolicy, QueueLimits};
 
 /// Where a session lives now.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -58,6 +59,10 @@ pub struct Shared {
     pub started: Instant,
     /// Per shard: how far it has applied the change order (for forwarding clean-up).
     pub applied: Box<[CachePadded<AtomicU64>]>,
+    /// Bytes held in partial frames over all connections (`limits.max_partial_frame_bytes`).
+    pub partial_frames: ByteBudget,
+    /// The bounds of every session's queue, with the broker-wide queued-bytes budget.
+    pub queue_limits: QueueLimits,
 }
 
 impl Shared {
@@ -67,7 +72,11 @@ impl Shared {
             max_length: usize::from(config.limits.max_topic_length),
             max_levels: usize::from(config.limits.max_topic_levels),
         };
+        let partial_frames = ByteBudget::new(config.limits.max_partial_frame_bytes);
+        let queue_limits = queue_limits(&config);
         Self {
+            partial_frames,
+            queue_limits,
             config,
             metrics: Metrics::new(shards),
             sessions: DashMap::new(),
@@ -98,6 +107,20 @@ impl Shared {
     /// A new claim id.
     pub fn new_claim(&self) -> ClaimId {
         ClaimId(self.next_claim.fetch_add(1, Ordering::Relaxed))
+    }
+}
+
+/// The queue bounds `[queues]` sets, with an empty broker-wide budget.
+fn queue_limits(config: &Config) -> QueueLimits {
+    let queues = &config.queues;
+    QueueLimits {
+        max_len: queues.max_queued_messages as usize,
+        max_bytes: queues.max_queued_bytes,
+        policy: match queues.slow_consumer_policy {
+            SlowConsumerPolicy::DropOldest => OverflowPolicy::DropOldest,
+            SlowConsumerPolicy::Disconnect => OverflowPolicy::Refuse,
+        },
+        budget: std::sync::Arc::new(ByteBudget::new(queues.max_total_queued_bytes)),
     }
 }
 

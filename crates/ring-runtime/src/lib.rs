@@ -32,4 +32,5 @@ pub use handler::{CloseReason, Handler};
 pub use ids::{ConnId, ShardId, TimerId};
 pub use runtime::{Runtime, RuntimeHandle};
 pub use sys::socket::kernel_max_listen_backlog;
+pub use sys::alloc::return_free_memory;
 pub use sys::thread::raise_fd_limit;

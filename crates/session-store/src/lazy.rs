@@ -46,16 +46,6 @@ impl<T> LazyDeque<T> {
         self.0.get_or_insert_with(Box::default).push_back(item);
     }
 
-    pub(crate) fn push_front(&mut self, item: T) {
-        self.0.get_or_insert_with(Box::default).push_front(item);
-    }
-
-    pub(crate) fn pop_front(&mut self) -> Option<T> {
-        let item = self.0.as_mut()?.pop_front();
-        self.free_if_empty();
-        item
-    }
-
     pub(crate) fn remove(&mut self, at: usize) -> Option<T> {
         let item = self.0.as_mut()?.remove(at);
         self.free_if_empty();
@@ -65,14 +55,6 @@ impl<T> LazyDeque<T> {
     /// Takes every item out, leaving the deque empty (and unallocated).
     pub(crate) fn take_all(&mut self) -> VecDeque<T> {
         self.0.take().map(|d| *d).unwrap_or_default()
-    }
-
-    /// Keeps the items for which `keep` is true, in order.
-    pub(crate) fn retain(&mut self, keep: impl FnMut(&T) -> bool) {
-        if let Some(d) = self.0.as_mut() {
-            d.retain(keep);
-        }
-        self.free_if_empty();
     }
 
     /// Puts back items taken with [`Self::take_all`] (nothing is allocated for none).
@@ -95,15 +77,12 @@ mod tests {
     fn allocates_only_while_holding_items() {
         let mut d = LazyDeque::default();
         assert!(d.0.is_none());
+        d.push_back(0);
         d.push_back(1);
-        d.push_front(0);
         assert_eq!(d.iter().copied().collect::<Vec<_>>(), vec![0, 1]);
         assert_eq!(d.remove(1), Some(1));
-        assert_eq!(d.pop_front(), Some(0));
+        assert_eq!(d.remove(0), Some(0));
         assert!(d.0.is_none(), "emptied deque is freed");
-        d.push_back(5);
-        d.retain(|x| *x != 5);
-        assert!(d.0.is_none());
         assert_eq!(std::mem::size_of::<LazyDeque<[u8; 64]>>(), 8);
     }
 }

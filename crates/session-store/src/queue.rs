@@ -1,17 +1,40 @@
 //! The bounded queue of one session's messages waiting for the client (offline, or its inflight
-//! window full). What happens at the bound is the configured [`OverflowPolicy`].
+//! window full). It is bounded by a message count and a byte count per session and by a byte
+//! budget shared by every queue of the broker; what happens at a bound is the configured
+//! [`OverflowPolicy`]. An empty queue costs one pointer and holds no charge.
 
 use std::collections::VecDeque;
+use std::sync::Arc;
 
-use crate::lazy::LazyDeque;
+use crate::budget::ByteBudget;
 
 /// What a full queue does with one more message.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum OverflowPolicy {
-    /// Drop the oldest queued message to make room.
+    /// Drop the oldest queued messages to make room.
     DropOldest,
     /// Refuse the new message; the caller disconnects the slow client.
     Refuse,
+}
+
+/// The bytes a queued message counts against the byte bounds.
+pub trait Weighed {
+    /// Its size in bytes.
+    fn weight(&self) -> u64;
+}
+
+/// The bounds every queue of a broker shares, passed to [`MessageQueue::push`] (kept once, not
+/// per session).
+#[derive(Debug, Clone)]
+pub struct QueueLimits {
+    /// Most messages in one queue (at least 1).
+    pub max_len: usize,
+    /// Most bytes in one queue.
+    pub max_bytes: u64,
+    /// What a full queue does.
+    pub policy: OverflowPolicy,
+    /// Bytes queued over all queues, against the broker-wide limit.
+    pub budget: Arc<ByteBudget>,
 }
 
 /// The outcome of [`MessageQueue::push`].
@@ -19,138 +42,173 @@ pub enum OverflowPolicy {
 pub enum Pushed<M> {
     /// Queued.
     Queued,
-    /// Queued after the oldest message was dropped; here it is, for counting.
-    DroppedOldest(M),
-    /// Not queued: the queue is full and the policy refuses. The message is given back.
-    Refused(M),
+    /// Queued after this many of the oldest messages were dropped to make room.
+    DroppedOldest(usize),
+    /// Not queued: the queue is full and the policy refuses, or the message cannot fit even in
+    /// an empty queue. The message is given back, with how many older ones were dropped first.
+    Refused { message: M, dropped: usize },
 }
 
-/// A FIFO bounded by a message count.
+/// A FIFO bounded by [`QueueLimits`].
 #[derive(Debug)]
-pub struct MessageQueue<M> {
-    items: LazyDeque<M>,
-    max_len: u32,
-    policy: OverflowPolicy,
+pub struct MessageQueue<M: Weighed> {
+    filled: Option<Box<Filled<M>>>,
 }
 
-impl<M> MessageQueue<M> {
-    /// An empty queue holding at most `max_len` (at least 1) messages.
-    pub fn new(max_len: usize, policy: OverflowPolicy) -> Self {
-        Self {
-            items: LazyDeque::default(),
-            max_len: u32::try_from(max_len.max(1)).unwrap_or(u32::MAX),
-            policy,
+/// A queue's messages, their bytes and the budget they are charged to: allocated on first push,
+/// freed (and the charge given back) when the queue empties or is dropped.
+#[derive(Debug)]
+struct Filled<M> {
+    items: VecDeque<M>,
+    bytes: u64,
+    budget: Arc<ByteBudget>,
+}
+
+impl<M> Drop for Filled<M> {
+    /// Drops the messages first, then gives their bytes back: whoever sees the bytes released
+    /// (to hand freed memory back to the OS) sees them after they were freed.
+    fn drop(&mut self) {
+        self.items.clear();
+        self.budget.release(self.bytes);
+    }
+}
+
+impl<M: Weighed> Default for MessageQueue<M> {
+    fn default() -> Self {
+        Self { filled: None }
+    }
+}
+
+impl<M: Weighed> MessageQueue<M> {
+    /// An empty queue.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Appends a message within `limits`, applying the policy when it does not fit.
+    pub fn push(&mut self, message: M, limits: &QueueLimits) -> Pushed<M> {
+        let weight = message.weight();
+        if weight > limits.max_bytes {
+            return Pushed::Refused {
+                message,
+                dropped: 0,
+            };
+        }
+        let mut dropped = 0;
+        loop {
+            if self.fits_locally(weight, limits) && limits.budget.try_charge(weight) {
+                self.filled_with(&limits.budget).append(message, weight);
+                return match dropped {
+                    0 => Pushed::Queued,
+                    n => Pushed::DroppedOldest(n),
+                };
+            }
+            if limits.policy == OverflowPolicy::Refuse || self.pop().is_none() {
+                return Pushed::Refused { message, dropped };
+            }
+            dropped += 1;
         }
     }
 
-    /// Appends a message, applying the policy when the queue is full.
-    pub fn push(&mut self, message: M) -> Pushed<M> {
-        if self.items.len() < self.max_len as usize {
-            self.items.push_back(message);
-            return Pushed::Queued;
-        }
-        match self.policy {
-            OverflowPolicy::Refuse => Pushed::Refused(message),
-            OverflowPolicy::DropOldest => {
-                let dropped = self.items.pop_front();
-                self.items.push_back(message);
-                match dropped {
-                    Some(old) => Pushed::DroppedOldest(old),
-                    None => Pushed::Queued,
-                }
-            }
-        }
+    fn fits_locally(&self, weight: u64, limits: &QueueLimits) -> bool {
+        self.len() < limits.max_len.max(1) && self.bytes() + weight <= limits.max_bytes
+    }
+
+    fn filled_with(&mut self, budget: &Arc<ByteBudget>) -> &mut Filled<M> {
+        self.filled.get_or_insert_with(|| {
+            Box::new(Filled {
+                items: VecDeque::new(),
+                bytes: 0,
+                budget: Arc::clone(budget),
+            })
+        })
     }
 
     /// Puts a message back at the front (e.g. one taken out that could not be sent after all).
-    /// This may exceed the bound by the one message that was just taken out.
-    pub fn push_front(&mut self, message: M) {
-        self.items.push_front(message);
+    /// This may exceed the bounds by the one message that was just taken out.
+    pub fn push_front(&mut self, message: M, limits: &QueueLimits) {
+        let weight = message.weight();
+        limits.budget.charge(weight);
+        let filled = self.filled_with(&limits.budget);
+        filled.bytes += weight;
+        filled.items.push_front(message);
     }
 
     /// Takes the oldest message; an emptied queue gives its buffer back (an idle session holds
     /// none).
     pub fn pop(&mut self) -> Option<M> {
-        self.items.pop_front()
+        let filled = self.filled.as_mut()?;
+        let item = filled.items.pop_front()?;
+        filled.forget(item.weight());
+        self.free_if_empty();
+        Some(item)
     }
 
     /// Messages queued.
     pub fn len(&self) -> usize {
-        self.items.len()
+        self.filled.as_ref().map_or(0, |f| f.items.len())
+    }
+
+    /// Bytes queued.
+    pub fn bytes(&self) -> u64 {
+        self.filled.as_ref().map_or(0, |f| f.bytes)
     }
 
     /// Whether the queue is empty.
     pub fn is_empty(&self) -> bool {
-        self.items.is_empty()
+        self.len() == 0
     }
 
     /// Drops every message for which `keep` is false (e.g. expired ones); returns how many.
-    pub fn retain(&mut self, keep: impl FnMut(&M) -> bool) -> usize {
-        let before = self.items.len();
-        self.items.retain(keep);
-        before - self.items.len()
+    pub fn retain(&mut self, mut keep: impl FnMut(&M) -> bool) -> usize {
+        self.take_where(|m| !keep(m)).len()
     }
 
     /// Removes and returns, oldest first, the messages for which `take` is true.
     pub fn take_where(&mut self, mut take: impl FnMut(&M) -> bool) -> Vec<M> {
+        let Some(filled) = self.filled.as_mut() else {
+            return Vec::new();
+        };
         let mut taken = Vec::new();
         let mut kept = VecDeque::new();
-        for item in self.items.take_all() {
+        for item in std::mem::take(&mut filled.items) {
             if take(&item) {
+                filled.forget(item.weight());
                 taken.push(item);
             } else {
                 kept.push_back(item);
             }
         }
-        self.items.restore(kept);
+        filled.items = kept;
+        self.free_if_empty();
         taken
     }
 
     /// Iterates over the queued messages, oldest first.
     pub fn iter(&self) -> impl Iterator<Item = &M> {
-        self.items.iter()
+        self.filled.iter().flat_map(|f| f.items.iter())
+    }
+
+    fn free_if_empty(&mut self) {
+        if self.filled.as_ref().is_some_and(|f| f.items.is_empty()) {
+            self.filled = None;
+        }
+    }
+}
+
+impl<M: Weighed> Filled<M> {
+    fn append(&mut self, message: M, weight: u64) {
+        self.bytes += weight;
+        self.items.push_back(message);
+    }
+
+    /// Stops counting a message taken out.
+    fn forget(&mut self, weight: u64) {
+        self.bytes -= weight;
+        self.budget.release(weight);
     }
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn drop_oldest_keeps_the_newest() {
-        let mut q = MessageQueue::new(2, OverflowPolicy::DropOldest);
-        assert_eq!(q.push(1), Pushed::Queued);
-        assert_eq!(q.push(2), Pushed::Queued);
-        assert_eq!(q.push(3), Pushed::DroppedOldest(1));
-        assert_eq!(q.iter().copied().collect::<Vec<_>>(), vec![2, 3]);
-    }
-
-    #[test]
-    fn refuse_gives_the_message_back() {
-        let mut q = MessageQueue::new(1, OverflowPolicy::Refuse);
-        assert_eq!(q.push("a"), Pushed::Queued);
-        assert_eq!(q.push("b"), Pushed::Refused("b"));
-        assert_eq!(q.pop(), Some("a"));
-        assert!(q.is_empty());
-    }
-
-    #[test]
-    fn take_where_keeps_order_of_both_parts() {
-        let mut q = MessageQueue::new(10, OverflowPolicy::Refuse);
-        for i in 0..6 {
-            q.push(i);
-        }
-        assert_eq!(q.take_where(|m| m % 3 == 0), vec![0, 3]);
-        assert_eq!(q.iter().copied().collect::<Vec<_>>(), vec![1, 2, 4, 5]);
-    }
-
-    #[test]
-    fn retain_counts_removed() {
-        let mut q = MessageQueue::new(10, OverflowPolicy::Refuse);
-        for i in 0..6 {
-            q.push(i);
-        }
-        assert_eq!(q.retain(|m| m % 2 == 0), 3);
-        assert_eq!(q.len(), 3);
-    }
-}
+#[path = "queue_tests.rs"]
+mod tests;

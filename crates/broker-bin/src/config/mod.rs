@@ -121,6 +121,11 @@ mod tests {
         assert!(error_for("[listeners]\ntcp = []\n").contains("listeners.tcp"));
         assert!(error_for("[listeners]\ntcp = [\"nonsense\"]\n").contains("listeners.tcp"));
         assert!(error_for("[log]\nlevel = \"loud\"\n").contains("log.level"));
+        assert!(error_for("[limits]\nmax_connect_size = 10\n").contains("limits.max_connect_size"));
+        assert!(
+            error_for("[limits]\nmax_partial_frame_bytes = 1000\n")
+                .contains("limits.max_partial_frame_bytes")
+        );
         assert!(
             error_for("[queues]\nslow_consumer_policy = \"x\"\n")
                 .contains("queues.slow_consumer_policy")

@@ -66,6 +66,9 @@ raw_section!(
         max_topic_length: u64,
         max_topic_levels: u64,
         max_subscriptions_per_client: u64,
+        max_connect_size: u64,
+        max_partial_frame_bytes: u64,
+        return_memory_after_bytes: u64,
     }
 );
 raw_section!(
@@ -78,6 +81,8 @@ raw_section!(
         outbound_bytes: u64,
         backlog_retry_ms: u64,
         max_queued_messages: u64,
+        max_queued_bytes: u64,
+        max_total_queued_bytes: u64,
         slow_consumer_policy: String,
     }
 );

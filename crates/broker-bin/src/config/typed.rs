@@ -95,6 +95,13 @@ pub struct LimitSettings {
     pub max_topic_length: u16,
     pub max_topic_levels: u16,
     pub max_subscriptions_per_client: u32,
+    /// Largest CONNECT accepted, checked from its fixed header.
+    pub max_connect_size: u32,
+    /// Most bytes held in partial frames over all connections.
+    pub max_partial_frame_bytes: u64,
+    /// Bytes of queued messages and partial frames freed after which every shard hands its free
+    /// allocator memory back to the OS (0: never).
+    pub return_memory_after_bytes: u64,
 }
 
 /// `[queues]`
@@ -103,6 +110,10 @@ pub struct QueueSettings {
     pub outbound_bytes: u64,
     pub backlog_retry: Duration,
     pub max_queued_messages: u32,
+    /// Most bytes queued for one session.
+    pub max_queued_bytes: u64,
+    /// Most bytes queued over all sessions.
+    pub max_total_queued_bytes: u64,
     pub slow_consumer_policy: SlowConsumerPolicy,
 }
 

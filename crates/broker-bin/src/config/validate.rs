@@ -251,6 +251,20 @@ impl RawConfig {
     }
 
     fn limits(&self) -> Result<LimitSettings, ConfigError> {
+        let limits = self.limit_values()?;
+        if limits.max_partial_frame_bytes < u64::from(limits.max_packet_size) {
+            return Err(ConfigError::invalid(
+                "limits.max_partial_frame_bytes",
+                format!(
+                    "{} is below limits.max_packet_size ({}): a largest packet could never arrive",
+                    limits.max_partial_frame_bytes, limits.max_packet_size
+                ),
+            ));
+        }
+        Ok(limits)
+    }
+
+    fn limit_values(&self) -> Result<LimitSettings, ConfigError> {
         let l = &self.limits;
         let u16_max = u64::from(u16::MAX);
         Ok(LimitSettings {
@@ -292,6 +306,24 @@ impl RawConfig {
                 1,
                 1_000_000,
             )?,
+            max_connect_size: narrow(
+                "limits.max_connect_size",
+                &l.max_connect_size,
+                MIN_PACKET_SIZE,
+                MAX_PACKET_SIZE.min(u64::from(u32::MAX)),
+            )?,
+            max_partial_frame_bytes: in_range(
+                "limits.max_partial_frame_bytes",
+                &l.max_partial_frame_bytes,
+                MIN_PACKET_SIZE,
+                1 << 40,
+            )?,
+            return_memory_after_bytes: in_range(
+                "limits.return_memory_after_bytes",
+                &l.return_memory_after_bytes,
+                0,
+                1 << 40,
+            )?,
         })
     }
 
@@ -322,6 +354,18 @@ impl RawConfig {
                 &q.max_queued_messages,
                 1,
                 100_000_000,
+            )?,
+            max_queued_bytes: in_range(
+                "queues.max_queued_bytes",
+                &q.max_queued_bytes,
+                1024,
+                1 << 40,
+            )?,
+            max_total_queued_bytes: in_range(
+                "queues.max_total_queued_bytes",
+                &q.max_total_queued_bytes,
+                1024,
+                1 << 44,
             )?,
             slow_consumer_policy: policy,
         })

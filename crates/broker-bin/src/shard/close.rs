@@ -49,9 +49,10 @@ impl BrokerShard {
 
     /// The runtime finished closing `conn`.
     pub(super) fn connection_closed(&mut self, ctx: &mut Ctx, conn: ConnId, reason: CloseReason) {
-        let Some(connection) = self.conns.remove(&conn) else {
+        let Some(mut connection) = self.conns.remove(&conn) else {
             return;
         };
+        connection.discard_carry(&self.shared.partial_frames);
         self.shared.connections.fetch_sub(1, Ordering::Relaxed);
         if connection.counted {
             self.connected_clients -= 1;

@@ -108,18 +108,21 @@ impl BrokerShard {
         let Some(session) = self.sessions.get_mut(client_id) else {
             return;
         };
-        match session.queue.push(outgoing) {
+        let limits = &self.shared.queue_limits;
+        match session.queue.push(outgoing, limits) {
             Pushed::Queued => {}
-            Pushed::DroppedOldest(_) => {
-                self.count_dropped(1);
+            Pushed::DroppedOldest(dropped) => {
+                self.count_dropped(dropped as u64);
             }
-            Pushed::Refused(_) => {
-                let conn = session.conn;
-                self.count_dropped(1);
+            Pushed::Refused { dropped, .. } => {
+                let conn = session
+                    .conn
+                    .filter(|_| limits.policy == session_store::OverflowPolicy::Refuse);
+                self.count_dropped(1 + dropped as u64);
                 if let Some(conn) = conn {
                     debug!(
                         client = client_id.as_str(),
-                        "slow consumer: queue full, disconnecting"
+                        "slow consumer: queue full (messages or bytes), disconnecting"
                     );
                     self.send_disconnect(ctx, conn, ReasonCode::QuotaExceeded);
                     self.close_connection(ctx, conn);

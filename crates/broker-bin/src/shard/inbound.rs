@@ -10,6 +10,7 @@ use ring_runtime::ConnId;
 use tracing::{debug, warn};
 
 use super::{BrokerShard, Ctx, Fault};
+use crate::carry;
 use crate::conn::{Connection, Phase};
 use crate::metrics::ShardCounters;
 
@@ -44,7 +45,11 @@ impl BrokerShard {
             return;
         }
         connection.touch(since_start);
-        let buf = take_buffer(connection.take_carry(), data);
+        let limits = Limits::new(connection.protocol)
+            .with_max_packet_size(self.shared.config.limits.max_packet_size);
+        let carry = connection.take_carry(&self.shared.partial_frames);
+        let frame_len = codec::peek_frame_len(&carry, &limits).ok().flatten();
+        let buf = carry::join(carry, data, frame_len);
         if matches!(connection.phase, Phase::AwaitingConnect)
             && buf.first().is_some_and(|byte| byte >> 4 != CONNECT_TYPE)
         {
@@ -57,16 +62,63 @@ impl BrokerShard {
             // A CONNECT refused before it decodes is still answered in the client's version.
             connection.protocol = ProtocolVersion::V5;
         }
-        if matches!(
-            connection.phase,
-            Phase::AwaitingSession | Phase::AwaitingAck
-        ) {
+        let phase = connection.phase;
+        if matches!(phase, Phase::AwaitingConnect)
+            && let Some(fault) = self.connect_too_large(&buf, &limits)
+        {
+            self.fail(ctx, conn, fault);
+            return;
+        }
+        if matches!(phase, Phase::AwaitingSession | Phase::AwaitingAck) {
             // Packets behind the CONNECT wait for the session, packets behind a SUBSCRIBE or
             // UNSUBSCRIBE for it to take effect everywhere (see `resume_reading`).
-            connection.keep_carry(buf);
+            self.keep_carry(ctx, conn, buf);
             return;
         }
         self.decode_buffer(ctx, conn, buf);
+    }
+
+    /// A fault when `buf` starts with a CONNECT announcing more than `limits.max_connect_size`
+    /// (judged once the protocol level has arrived, so a 5.0 client gets its CONNACK 0x95).
+    fn connect_too_large(&self, buf: &[u8], limits: &Limits) -> Option<Fault> {
+        const CONNECT_HEAD: usize = 12;
+        let max = self.shared.config.limits.max_connect_size;
+        let size = codec::peek_frame_len(buf, limits).ok().flatten()?;
+        if size <= max as usize || buf.len() < CONNECT_HEAD {
+            return None;
+        }
+        debug!(size, max, "CONNECT over limits.max_connect_size: refused");
+        Some(Fault::new(
+            ReasonCode::PacketTooLarge,
+            format!("CONNECT of {size} bytes over limits.max_connect_size ({max})"),
+        ))
+    }
+
+    /// Keeps `buf` as `conn`'s partial frame, charged to the broker's partial-frame budget; a
+    /// connection whose partial frame does not fit is closed (5.0: 0x97) and counted.
+    fn keep_carry(&mut self, ctx: &mut Ctx, conn: ConnId, buf: BytesMut) {
+        let Some(connection) = self.conns.get_mut(&conn) else {
+            return;
+        };
+        if matches!(connection.phase, Phase::Closing) {
+            return;
+        }
+        let Err(over) = connection.keep_carry(buf, &self.shared.partial_frames) else {
+            return;
+        };
+        ShardCounters::add(&self.counters().partial_frame_closed, 1);
+        let budget = self.shared.partial_frames.limit();
+        self.fail(
+            ctx,
+            conn,
+            Fault::new(
+                ReasonCode::QuotaExceeded,
+                format!(
+                    "partial packet of {} bytes over limits.max_partial_frame_bytes ({budget} in all)",
+                    over.bytes
+                ),
+            ),
+        );
     }
 
     /// Decodes and handles the complete frames of `buf`; keeps a partial one (or what waits for
@@ -77,14 +129,13 @@ impl BrokerShard {
         };
         let limits = Limits::new(connection.protocol)
             .with_max_packet_size(self.shared.config.limits.max_packet_size);
+        let decoded_from = buf.len();
         if let Err(fault) = self.decode_all(ctx, conn, &mut buf, limits) {
             self.fail(ctx, conn, fault);
             return;
         }
-        if let Some(connection) = self.conns.get_mut(&conn) {
-            // An idle connection holds no buffer: an empty remainder is dropped, not kept.
-            connection.keep_carry(buf);
-        }
+        // An idle connection holds no buffer: an empty remainder is dropped, not kept.
+        self.keep_carry(ctx, conn, carry::compact(buf, decoded_from));
     }
 
     /// Handles the packets a client sent behind its CONNECT while the session was handed over
@@ -97,7 +148,7 @@ impl BrokerShard {
         if !connection.has_carry() || !connection.is_connected() || connection.is_parked() {
             return;
         }
-        let buf = connection.take_carry();
+        let buf = connection.take_carry(&self.shared.partial_frames);
         self.decode_buffer(ctx, conn, buf);
     }
 
@@ -178,7 +229,7 @@ impl BrokerShard {
     pub(super) fn close_connection(&mut self, ctx: &mut Ctx, conn: ConnId) {
         if let Some(connection) = self.conns.get_mut(&conn) {
             connection.phase = Phase::Closing;
-            connection.discard_carry();
+            connection.discard_carry(&self.shared.partial_frames);
         }
         ctx.close(conn);
     }
@@ -202,16 +253,4 @@ fn announces_v5(buf: &[u8]) -> bool {
     };
     buf.get(2 + length_bytes..).and_then(|rest| rest.get(..7))
         == Some(&[0x00, 0x04, b'M', b'Q', b'T', b'T', 5][..])
-}
-
-/// The buffer to decode from: the received bytes themselves when nothing was carried over
-/// (no copy when they are uniquely owned), else the carry with the new bytes appended.
-fn take_buffer(mut carry: BytesMut, data: Bytes) -> BytesMut {
-    if carry.is_empty() {
-        return data
-            .try_into_mut()
-            .unwrap_or_else(|shared| BytesMut::from(&shared[..]));
-    }
-    carry.extend_from_slice(&data);
-    carry
 }

@@ -15,6 +15,7 @@ mod fence;
 mod frame_cache;
 mod gate;
 mod inbound;
+mod memory;
 mod publish;
 mod send;
 mod subscribe;
@@ -187,6 +188,7 @@ impl Handler for BrokerShard {
                 ShardMsg::Transfer(transfer) => self.take_over(ctx, transfer),
                 ShardMsg::Start => self.start_sys(ctx),
                 ShardMsg::Applied => {}
+                ShardMsg::ReturnMemory => ring_runtime::return_free_memory(),
             }
         }
         self.publish_applied_watermark();
@@ -200,6 +202,7 @@ impl Handler for BrokerShard {
         self.flush_routes(ctx);
         self.update_gauges();
         self.frame_cache.clear();
+        self.return_freed_memory(ctx);
     }
 
     fn on_shutdown(&mut self, ctx: &mut Ctx) {

@@ -32,7 +32,7 @@ impl BrokerShard {
         }
         let snapshot = self.shared.metrics.snapshot();
         let uptime = self.shared.started.elapsed().as_secs();
-        let values: [(&str, String); 12] = [
+        let values: [(&str, String); 13] = [
             (
                 "$SYS/broker/version",
                 format!("ringmq {}", env!("CARGO_PKG_VERSION")),
@@ -74,6 +74,10 @@ impl BrokerShard {
             (
                 "$SYS/broker/connections/open",
                 self.shared.connections.load(Ordering::Relaxed).to_string(),
+            ),
+            (
+                "$SYS/broker/connections/partial_frame_closed",
+                snapshot.partial_frame_closed.to_string(),
             ),
         ];
         let broker = MqttStr::default();

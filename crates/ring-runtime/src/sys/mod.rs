@@ -1,6 +1,7 @@
 //! Thin, audited wrappers over the system calls that std does not offer. Every `unsafe` block
 //! of the runtime outside the io_uring and epoll modules lives here.
 
+pub(crate) mod alloc;
 pub(crate) mod epoll;
 pub(crate) mod eventfd;
 pub(crate) mod socket;
