@@ -31,6 +31,6 @@ pub use exit::{ExitCause, ShardExit, ShardExits};
 pub use handler::{CloseReason, Handler};
 pub use ids::{ConnId, ShardId, TimerId};
 pub use runtime::{Runtime, RuntimeHandle};
-pub use sys::socket::kernel_max_listen_backlog;
 pub use sys::alloc::return_free_memory;
+pub use sys::socket::kernel_max_listen_backlog;
 pub use sys::thread::raise_fd_limit;
