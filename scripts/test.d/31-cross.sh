@@ -15,7 +15,8 @@ test_cross_aarch64() {
   bin=$(scripts/build-static.sh --runtime-tests aarch64-unknown-linux-musl)
   [[ -x $bin ]] || { echo "no aarch64 test binary built" >&2; return 1; }
   file "$bin" 2>/dev/null || true
-  out=$(cd crates/ring-runtime && env -u RINGMQ_BACKEND qemu-aarch64-static "$bin" --nocapture 2>&1) || {
+  out=$(cd crates/ring-runtime && env -u RINGMQ_BACKEND RINGMQ_TEST_RUNNER=qemu-aarch64-static \
+    qemu-aarch64-static "$bin" --nocapture 2>&1) || {
     echo "$out"
     return 1
   }

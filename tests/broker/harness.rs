@@ -83,6 +83,11 @@ impl TestBroker {
         self.per_shard(|c| &c.bytes_received)
     }
 
+    /// Flushes that found another shard's mailbox full, all shards together.
+    pub fn mailbox_full_flushes(&self) -> u64 {
+        self.broker().mailbox_full_flushes()
+    }
+
     /// Subscriptions in each shard's replica of the table.
     pub fn replica_subscriptions(&self) -> Vec<u64> {
         self.per_shard(|c| &c.replica_subscriptions)

@@ -68,6 +68,11 @@ impl Broker {
         &self.shared.metrics
     }
 
+    /// Flushes so far that found another shard's mailbox full, all shards together.
+    pub fn mailbox_full_flushes(&self) -> u64 {
+        self.runtime.mailbox_full_flushes()
+    }
+
     /// How the shards that ended so far ended, and a way to wait for the first: a shard that
     /// panics or fails ends alone, and the broker must then be stopped (every SUBACK waits for
     /// every shard).

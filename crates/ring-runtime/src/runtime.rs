@@ -26,6 +26,8 @@ pub(crate) struct Shared<M> {
     pub(crate) exits: Arc<ExitBoard>,
     /// Accepts refused for want of descriptors or memory, all shards together.
     pub(crate) accepts_refused: AtomicU64,
+    /// Flushes that found a destination mailbox full, all shards together.
+    pub(crate) mailbox_full: AtomicU64,
 }
 
 impl<M> Shared<M> {
@@ -69,6 +71,7 @@ impl Runtime {
             shutdown: AtomicBool::new(false),
             exits: Arc::new(ExitBoard::default()),
             accepts_refused: AtomicU64::new(0),
+            mailbox_full: AtomicU64::new(0),
         });
         let mut handle = RuntimeHandle {
             shared: Arc::clone(&shared),
@@ -210,6 +213,12 @@ impl<M: Send + 'static> RuntimeHandle<M> {
     /// `RuntimeConfig::accept_backoff`.
     pub fn accepts_refused(&self) -> u64 {
         self.shared.accepts_refused.load(Ordering::Relaxed)
+    }
+
+    /// Flushes so far that found a destination's mailbox full (the batch waited for the next
+    /// turn), all shards together.
+    pub fn mailbox_full_flushes(&self) -> u64 {
+        self.shared.mailbox_full.load(Ordering::Relaxed)
     }
 
     /// Posts a batch to `shard` from any thread (one wake-up). When the mailbox is full the

@@ -150,6 +150,7 @@ impl<H: Handler, B: Backend> Shard<H, B> {
             .flush(&self.shared.mailboxes, ctx.shard, &mut ctx.local_inbox);
         if ctx.outboxes.is_blocked() {
             ctx.stats.mailbox_full += 1;
+            self.shared.mailbox_full.fetch_add(1, Ordering::Relaxed);
         }
     }
 

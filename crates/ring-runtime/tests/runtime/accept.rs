@@ -139,6 +139,20 @@ fn lower_fd_limit() {
     assert_eq!(set, 0, "setrlimit");
 }
 
+/// This test binary run again, through `RINGMQ_TEST_RUNNER` when set (the cross step runs the
+/// aarch64 binary under qemu-user, which cannot exec it directly).
+fn child_command() -> Command {
+    let exe = std::env::current_exe().unwrap();
+    match std::env::var_os("RINGMQ_TEST_RUNNER") {
+        Some(runner) => {
+            let mut command = Command::new(runner);
+            command.arg(exe);
+            command
+        }
+        None => Command::new(exe),
+    }
+}
+
 #[test]
 fn accept_pauses_when_descriptors_run_out_and_recovers() {
     if std::env::var_os(CHILD_ENV).is_some() {
@@ -148,7 +162,7 @@ fn accept_pauses_when_descriptors_run_out_and_recovers() {
         println!("CHILD-DONE");
         return;
     }
-    let output = Command::new(std::env::current_exe().unwrap())
+    let output = child_command()
         .args(["--exact", TEST_NAME, "--nocapture", "--test-threads=1"])
         .env(CHILD_ENV, "1")
         .output()
