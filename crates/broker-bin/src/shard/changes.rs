@@ -7,6 +7,7 @@ use ring_runtime::ShardId;
 use router::{ChangeSeq, Received, Sequenced};
 use tracing::warn;
 
+use super::replica::Applied;
 use super::{BrokerShard, Ctx};
 use crate::message::{Change, ShardMsg};
 use crate::metrics::ShardCounters;
@@ -34,12 +35,12 @@ impl BrokerShard {
     /// `runtime.max_pending_changes` is counted and reported on a log scale.
     pub(super) fn receive_change(&mut self, change: Sequenced<Change>) {
         let seq = change.seq.0;
-        if self.changes.receive(change) == Received::BeyondWindow {
+        if self.replica.changes.receive(change) == Received::BeyondWindow {
             let counters = self.counters();
             ShardCounters::add(&counters.changes_beyond_window, 1);
             let count = counters.changes_beyond_window.load(Ordering::Relaxed);
             if count.is_power_of_two() {
-                let waiting_for = self.changes.next_expected().0;
+                let waiting_for = self.replica.changes.next_expected().0;
                 warn!(
                     seq,
                     waiting_for,
@@ -48,52 +49,31 @@ impl BrokerShard {
                 );
             }
         }
-        while let Some(ready) = self.changes.pop_ready() {
+        while let Some(ready) = self.replica.changes.pop_ready() {
             self.apply(ready);
         }
     }
 
+    /// Applies one change to the replica, then does what it asks of the rest of the shard.
     fn apply(&mut self, change: Sequenced<Change>) {
-        match change.change {
-            Change::Subscription(subscription) => {
-                let (router::SubscriptionChange::Subscribe { subscriber, .. }
-                | router::SubscriptionChange::Unsubscribe { subscriber, .. }) = &subscription;
-                if let Some(&owner) = self.owners.get(subscriber)
-                    && owner != self.id
-                {
-                    self.acks_to_nudge.insert(owner);
+        let effect = self.replica.apply(change.change);
+        match effect {
+            Applied::Subscription { owner } => {
+                if let Some(owner) = owner.filter(|owner| *owner != self.id) {
+                    self.gate.to_nudge.insert(owner);
                 }
-                subscription.apply_to(&mut self.table);
-                let stats = self.table.stats();
-                let held = stats.subscriptions + stats.shared_members;
-                ShardCounters::set(&self.counters().replica_subscriptions, held as u64);
+                let held = self.replica.subscription_count() as u64;
+                ShardCounters::set(&self.counters().replica_subscriptions, held);
             }
-            Change::Owner { subscriber, shard } => {
-                if let Some(previous) = self.owners.insert(subscriber, shard)
-                    && previous != shard
-                {
-                    self.fence_later(previous, subscriber);
-                }
-            }
-            Change::Gone { subscriber } => {
-                self.owners.remove(&subscriber);
-            }
-            Change::Retain { topic, message } => match message {
-                Some(message) => {
-                    let size = message.publish.payload().len() + topic.as_str().len();
-                    self.retained.store(&topic, message, size);
-                }
-                None => {
-                    self.retained.remove(&topic);
-                }
-            },
+            Applied::Moved { subscriber, from } => self.fence_later(from, subscriber),
+            Applied::Other => {}
         }
     }
 
     /// Wakes the shards whose sessions subscribed in the changes just applied: their acknowledgements
     /// wait for every shard (see `gate.rs`).
     pub(super) fn nudge_acknowledging_shards(&mut self, ctx: &mut Ctx) {
-        let shards: Vec<ShardId> = self.acks_to_nudge.drain().collect();
+        let shards: Vec<ShardId> = self.gate.to_nudge.drain().collect();
         for shard in shards {
             self.post(ctx, shard, ShardMsg::Applied);
         }
@@ -112,7 +92,7 @@ impl BrokerShard {
 
     /// Tells the other shards how far this one has applied.
     pub(super) fn publish_applied_watermark(&mut self) {
-        let applied = self.changes.next_expected().0;
+        let applied = self.replica.changes.next_expected().0;
         self.shared.applied[self.id.index()].store(applied, Ordering::Release);
     }
 }

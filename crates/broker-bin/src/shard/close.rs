@@ -55,9 +55,9 @@ impl BrokerShard {
         connection.discard_carry(&self.shared.partial_frames);
         self.shared.connections.fetch_sub(1, Ordering::Relaxed);
         if connection.counted {
-            self.connected_clients -= 1;
+            self.gauges.connected_clients -= 1;
         }
-        self.backlog.remove(&conn);
+        self.routes.backlog.remove(&conn);
         self.disarm_connection_timer(ctx, connection.timer);
         debug!(?reason, "connection closed");
         let Some(client_id) = connection
@@ -179,7 +179,7 @@ impl BrokerShard {
         self.disarm_session_timers(ctx, &mut session);
         let subscriber = session.subscriber;
         for (_, subscription) in session.subscriptions.drain() {
-            self.subscriptions = self.subscriptions.saturating_sub(1);
+            self.gauges.subscriptions = self.gauges.subscriptions.saturating_sub(1);
             let change = router::SubscriptionChange::Unsubscribe {
                 subscriber,
                 filter: subscription.filter,

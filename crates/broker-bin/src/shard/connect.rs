@@ -345,7 +345,7 @@ impl BrokerShard {
             connection.phase = Phase::Connected;
             if !connection.counted {
                 connection.counted = true;
-                self.connected_clients += 1;
+                self.gauges.connected_clients += 1;
             }
             connection.protocol = connect.protocol;
             connection.attach(subscriber);

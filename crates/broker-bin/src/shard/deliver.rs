@@ -54,13 +54,14 @@ impl BrokerShard {
     /// A copy for a session this shard does not hold: forward it where the session went.
     fn forward(&mut self, recipient: Recipient) {
         let target = self
+            .mobility
             .moved
             .get(&recipient.subscriber)
             .map(|moved| moved.to)
-            .or_else(|| self.owners.get(&recipient.subscriber).copied())
+            .or_else(|| self.replica.owner(recipient.subscriber))
             .filter(|shard| *shard != self.id);
         match target {
-            Some(shard) => self.forward_buf[shard.index()].push(recipient),
+            Some(shard) => self.routes.forward_buf[shard.index()].push(recipient),
             None => self.count_dropped(1),
         }
     }
@@ -74,7 +75,7 @@ impl BrokerShard {
         subscriber: SubscriberId,
         copy: CopyView<'_>,
     ) -> bool {
-        if self.holding.contains_key(&subscriber) {
+        if self.mobility.holding.contains_key(&subscriber) {
             return false;
         }
         let Some(conn) = self.sessions.by_subscriber(subscriber).map(|s| s.conn) else {
@@ -142,7 +143,7 @@ impl BrokerShard {
         };
         loop {
             if ctx.queued_bytes(conn) as u64 > bound {
-                self.backlog.insert(conn);
+                self.routes.backlog.insert(conn);
                 self.arm_backlog_retry(ctx);
                 return;
             }
@@ -230,10 +231,10 @@ impl BrokerShard {
 
     /// Retries connections whose send queue was over its bound.
     pub(super) fn drain_backlog(&mut self, ctx: &mut Ctx) {
-        if self.backlog.is_empty() {
+        if self.routes.backlog.is_empty() {
             return;
         }
-        let waiting: Vec<ConnId> = self.backlog.drain().collect();
+        let waiting: Vec<ConnId> = self.routes.backlog.drain().collect();
         for conn in waiting {
             let client_id = self.client_id_of(conn);
             if let Some(client_id) = client_id {
@@ -260,6 +261,7 @@ impl BrokerShard {
             return;
         };
         let member = self
+            .replica
             .table
             .group_members(group)
             .map(|s| s.subscriber)
@@ -270,9 +272,9 @@ impl BrokerShard {
                     subscriber,
                     outgoing,
                 };
-                match self.owners.get(&subscriber) {
-                    Some(owner) if *owner == self.id => self.deliver(ctx, recipient),
-                    Some(owner) => self.route_buf[owner.index()].push(recipient),
+                match self.replica.owner(subscriber) {
+                    Some(owner) if owner == self.id => self.deliver(ctx, recipient),
+                    Some(owner) => self.routes.route_buf[owner.index()].push(recipient),
                     None => self.count_dropped(1),
                 }
             }

@@ -13,10 +13,20 @@ use codec::{MqttStr, Packet, QoS, SubscriptionId};
 use ring_runtime::ConnId;
 use router::{ChangeSeq, SubscriptionFilter};
 
-use super::{BrokerShard, Ctx};
+use ring_runtime::ShardId;
+
+use super::{BrokerShard, Ctx, FastSet};
 
 /// Retained messages owed to new subscriptions once their SUBACK is out.
 pub(super) type RetainedDue = Vec<(SubscriptionFilter, QoS, Option<SubscriptionId>)>;
+
+/// Acknowledgements waiting for replication, and the shards to wake once this shard has
+/// applied changes for their sessions.
+#[derive(Debug, Default)]
+pub(super) struct AckGate {
+    pub(super) pending: Vec<PendingAck>,
+    pub(super) to_nudge: FastSet<ShardId>,
+}
 
 /// An acknowledgement waiting for its changes to be applied on every shard.
 #[derive(Debug)]
@@ -43,7 +53,7 @@ impl BrokerShard {
         retained_due: RetainedDue,
     ) {
         let after = last_change.or_else(|| {
-            let earlier = self.pending_acks.iter().rev().find(|p| p.conn == conn);
+            let earlier = self.gate.pending.iter().rev().find(|p| p.conn == conn);
             earlier.map(|p| p.after)
         });
         let Some(after) = after else {
@@ -57,7 +67,7 @@ impl BrokerShard {
             packet,
             retained_due,
         };
-        self.pending_acks.push(pending);
+        self.gate.pending.push(pending);
         if let Some(connection) = self.conns.get_mut(&conn) {
             connection.park();
         }
@@ -65,14 +75,14 @@ impl BrokerShard {
 
     /// Sends the acknowledgements whose changes every shard has applied.
     pub(super) fn release_acks(&mut self, ctx: &mut Ctx) {
-        if self.pending_acks.is_empty() {
+        if self.gate.pending.is_empty() {
             return;
         }
         let applied = self.applied_everywhere();
-        let (ready, waiting): (Vec<_>, Vec<_>) = std::mem::take(&mut self.pending_acks)
+        let (ready, waiting): (Vec<_>, Vec<_>) = std::mem::take(&mut self.gate.pending)
             .into_iter()
             .partition(|p| p.after < applied);
-        self.pending_acks = waiting;
+        self.gate.pending = waiting;
         for p in ready {
             self.finish_ack(ctx, p.conn, &p.client_id, &p.packet, p.retained_due);
             self.unpark(ctx, p.conn);

@@ -16,7 +16,10 @@ mod frame_cache;
 mod gate;
 mod inbound;
 mod memory;
+mod mobility;
 mod publish;
+mod replica;
+mod routes;
 mod send;
 mod subscribe;
 mod sys;
@@ -33,13 +36,12 @@ type FastSet<K> = HashSet<K, ahash::RandomState>;
 use std::net::SocketAddr;
 use std::sync::Arc;
 
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 use codec::MqttStr;
 use ring_runtime::{CloseReason, ConnId, Handler, ShardCtx, ShardId};
-use router::{Matches, ReorderBuffer, RetainedStore, SubscriberId, SubscriptionTable, TableConfig};
 
 use crate::conn::Connections;
-use crate::message::{Change, Message, Recipient, ShardMsg};
+use crate::message::ShardMsg;
 use crate::sessions::Sessions;
 use crate::shared::Shared;
 
@@ -50,65 +52,43 @@ use timers::TimerBook;
 /// The context type every handler method receives.
 pub(crate) type Ctx = ShardCtx<ShardMsg>;
 
-/// One shard's broker state.
+/// One shard's broker state, in owned parts: a feature touches the part it is about.
 pub struct BrokerShard {
     shared: Arc<Shared>,
     id: ShardId,
+    /// The connections this shard accepted.
     conns: Connections,
+    /// The sessions of this shard's clients.
     sessions: Sessions,
-    table: SubscriptionTable,
-    retained: RetainedStore<Arc<Message>>,
-    owners: FastMap<SubscriberId, ShardId>,
-    moved: FastMap<SubscriberId, fence::Moved>,
-    holding: FastMap<SubscriberId, fence::Holding>,
-    fences_due: Vec<(ShardId, SubscriberId)>,
-    changes: ReorderBuffer<Change>,
-    claims: FastMap<crate::shared::ClaimId, claims::PendingClaim>,
+    /// This shard's replica of the replicated state (subscriptions, retained, owners).
+    replica: replica::ReplicaState,
+    /// Acknowledgements waiting for replication (`gate.rs`).
+    gate: gate::AckGate,
+    /// Sessions moving between shards: forwarding, fences, claims.
+    mobility: mobility::Mobility,
+    /// Per-turn routing buffers and caches.
+    routes: routes::Routes,
+    /// Timers armed for connections and sessions.
     timers: TimerBook,
-    matches: Matches,
-    scratch: BytesMut,
-    frame_cache: frame_cache::FrameCache,
-    route_buf: Vec<Vec<Recipient>>,
-    forward_buf: Vec<Vec<Recipient>>,
-    backlog: FastSet<ConnId>,
-    subscriptions: usize,
-    connected_clients: usize,
-    pending_acks: Vec<gate::PendingAck>,
-    acks_to_nudge: FastSet<ShardId>,
+    /// Gauges for `$SYS`.
+    gauges: sys::Gauges,
 }
 
 impl BrokerShard {
     /// The shard `id` of a broker with `shard_count` shards.
     pub fn new(shared: Arc<Shared>, id: ShardId, shard_count: usize) -> Self {
-        let table = SubscriptionTable::new(TableConfig {
-            shared_strategy: shared.config.routing.shared_strategy,
-            random_seed: 0x853C_49E6_748F_EA9B ^ (id.index() as u64),
-        });
-        let window = shared.config.runtime.max_pending_changes;
+        let replica = replica::ReplicaState::new(&shared.config, id);
         Self {
             shared,
             id,
             conns: Connections::default(),
             sessions: Sessions::default(),
-            table,
-            retained: RetainedStore::new(),
-            owners: FastMap::default(),
-            moved: FastMap::default(),
-            holding: FastMap::default(),
-            fences_due: Vec::new(),
-            changes: ReorderBuffer::new(window),
-            claims: FastMap::default(),
+            replica,
+            gate: gate::AckGate::default(),
+            mobility: mobility::Mobility::default(),
+            routes: routes::Routes::new(shard_count),
             timers: TimerBook::default(),
-            matches: Matches::new(),
-            scratch: BytesMut::new(),
-            frame_cache: frame_cache::FrameCache::default(),
-            route_buf: (0..shard_count).map(|_| Vec::new()).collect(),
-            forward_buf: (0..shard_count).map(|_| Vec::new()).collect(),
-            backlog: FastSet::default(),
-            subscriptions: 0,
-            connected_clients: 0,
-            pending_acks: Vec::new(),
-            acks_to_nudge: FastSet::default(),
+            gauges: sys::Gauges::default(),
         }
     }
 
@@ -201,7 +181,7 @@ impl Handler for BrokerShard {
         self.drain_backlog(ctx);
         self.flush_routes(ctx);
         self.update_gauges();
-        self.frame_cache.clear();
+        self.routes.frame_cache.clear();
         self.return_freed_memory(ctx);
     }
 

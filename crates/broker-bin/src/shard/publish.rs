@@ -250,9 +250,9 @@ impl BrokerShard {
     fn retain(&mut self, ctx: &mut Ctx, topic: &TopicName, message: &Arc<Message>) {
         let limits = &self.shared.config.retained;
         let clear = message.publish.payload().is_empty();
-        let replacing = self.retained.get(topic).is_some();
-        let full = self.retained.len() >= limits.max_messages as usize
-            || (self.retained.total_bytes() + message.publish.payload().len()) as u64
+        let replacing = self.replica.retained.get(topic).is_some();
+        let full = self.replica.retained.len() >= limits.max_messages as usize
+            || (self.replica.retained.total_bytes() + message.publish.payload().len()) as u64
                 > limits.max_bytes;
         if !clear && full && !replacing {
             debug!(
@@ -280,11 +280,13 @@ impl BrokerShard {
         message: &Arc<Message>,
         publisher: &Publisher<'_>,
     ) -> usize {
-        let mut matches = mem::take(&mut self.matches);
-        self.table.match_topic(topic, publisher, &mut matches);
+        let mut matches = mem::take(&mut self.routes.matches);
+        self.replica
+            .table
+            .match_topic(topic, publisher, &mut matches);
         let count = matches.len();
         for delivery in matches.iter() {
-            let Some(&owner) = self.owners.get(&delivery.subscriber) else {
+            let Some(owner) = self.replica.owner(delivery.subscriber) else {
                 continue;
             };
             let qos = message.qos.min(delivery.qos);
@@ -314,10 +316,10 @@ impl BrokerShard {
             if owner == self.id {
                 self.deliver_from(ctx, owner, false, recipient);
             } else {
-                self.route_buf[owner.index()].push(recipient);
+                self.routes.route_buf[owner.index()].push(recipient);
             }
         }
-        self.matches = matches;
+        self.routes.matches = matches;
         count
     }
 
@@ -325,13 +327,13 @@ impl BrokerShard {
     /// destination for copies routed here and one for copies forwarded for moved sessions.
     pub(super) fn flush_routes(&mut self, ctx: &mut Ctx) {
         let origin = self.id;
-        for index in 0..self.route_buf.len() {
+        for index in 0..self.routes.route_buf.len() {
             let shard = ring_runtime::ShardId::new(index as u16);
             for forwarded in [true, false] {
                 let buf = if forwarded {
-                    &mut self.forward_buf
+                    &mut self.routes.forward_buf
                 } else {
-                    &mut self.route_buf
+                    &mut self.routes.route_buf
                 };
                 if buf[index].is_empty() {
                     continue;

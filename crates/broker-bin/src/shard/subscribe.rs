@@ -109,7 +109,7 @@ impl BrokerShard {
         session.subscriptions.insert(text.clone(), record);
         let subscriber = session.subscriber;
         if is_new {
-            self.subscriptions += 1;
+            self.gauges.subscriptions += 1;
         }
         let change = SubscriptionChange::Subscribe {
             subscriber,
@@ -135,6 +135,7 @@ impl BrokerShard {
         };
         let now = ctx.now();
         let messages: Vec<Arc<Message>> = self
+            .replica
             .retained
             .matching(topic_filter)
             .map(|(_, message)| Arc::clone(message))
@@ -206,7 +207,7 @@ impl BrokerShard {
             return (ReasonCode::NoSubscriptionExisted, None);
         };
         let subscriber = session.subscriber;
-        self.subscriptions = self.subscriptions.saturating_sub(1);
+        self.gauges.subscriptions = self.gauges.subscriptions.saturating_sub(1);
         let change = SubscriptionChange::Unsubscribe {
             subscriber,
             filter: removed.filter,

@@ -12,6 +12,15 @@ use super::timers::TimerPurpose;
 use super::{BrokerShard, Ctx};
 use crate::metrics::ShardCounters;
 
+/// Gauges this shard keeps for `$SYS`.
+#[derive(Debug, Default)]
+pub(super) struct Gauges {
+    /// Subscriptions of this shard's sessions.
+    pub(super) subscriptions: usize,
+    /// Clients connected to this shard.
+    pub(super) connected_clients: usize,
+}
+
 impl BrokerShard {
     /// Starts the `$SYS` timer. Every shard refreshes its gauges on it; shard 0 also publishes
     /// the sums.
@@ -118,11 +127,17 @@ impl BrokerShard {
     /// This shard's gauges for `$SYS`: O(1), refreshed every turn.
     pub(super) fn update_gauges(&self) {
         let counters = self.counters();
-        ShardCounters::set(&counters.clients_connected, self.connected_clients as u64);
+        ShardCounters::set(
+            &counters.clients_connected,
+            self.gauges.connected_clients as u64,
+        );
         ShardCounters::set(&counters.clients_total, self.sessions.len() as u64);
-        ShardCounters::set(&counters.subscriptions, self.subscriptions as u64);
+        ShardCounters::set(&counters.subscriptions, self.gauges.subscriptions as u64);
         if self.id.index() == 0 {
-            ShardCounters::set(&counters.retained_messages, self.retained.len() as u64);
+            ShardCounters::set(
+                &counters.retained_messages,
+                self.replica.retained.len() as u64,
+            );
         }
     }
 }
