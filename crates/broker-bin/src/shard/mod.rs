@@ -40,7 +40,7 @@ use router::{Matches, ReorderBuffer, RetainedStore, SubscriberId, SubscriptionTa
 
 use crate::conn::Connections;
 use crate::message::{Change, Message, Recipient, ShardMsg};
-use crate::sessions::Sessions;
+use crate::session::Sessions;
 use crate::shared::Shared;
 
 pub use fault::Fault;
