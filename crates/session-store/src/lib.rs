@@ -2,7 +2,10 @@
 //! QoS 1/2 window, offline queue, inbound QoS 2 ids, will, expiry) and [`Sessions`] (one shard's
 //! sessions by client id and by subscriber key). The session is generic over the broker's own
 //! types ([`SessionTypes`]), so this crate depends on neither the router nor the runtime.
-//! Durable storage engines come later; nothing here persists anything yet.
+//! Persistence sits behind the [`storage::SessionStorage`] trait: the broker will describe each
+//! durable change as a [`storage::SessionWrite`]; today only the memory-only engine
+//! ([`storage::NoStorage`]) and the model engine ([`storage::RecordingStorage`]) exist, and the
+//! broker does not call them yet (the module docs list where it will).
 #![forbid(unsafe_code)]
 
 mod budget;
@@ -12,6 +15,7 @@ mod lazy;
 mod queue;
 mod session;
 mod sessions;
+pub mod storage;
 
 pub use budget::ByteBudget;
 pub use inbound::{AwaitingRelease, InboundQos2};
