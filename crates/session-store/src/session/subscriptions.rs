@@ -46,9 +46,12 @@ impl<F> SubscriptionList<F> {
         self.entries().iter().any(|(f, _)| f == filter)
     }
 
-    /// Adds or replaces the subscription to `filter`.
+    /// Adds or replaces the subscription to `filter`. The first one allocates room for one
+    /// entry only (`Vec` would reserve four): most sessions hold a single subscription.
     pub fn insert(&mut self, filter: MqttStr, subscription: SessionSubscription<F>) {
-        let entries = self.entries.get_or_insert_with(Box::default);
+        let entries = self
+            .entries
+            .get_or_insert_with(|| Box::new(Vec::with_capacity(1)));
         match entries.iter_mut().find(|(f, _)| *f == filter) {
             Some((_, existing)) => *existing = subscription,
             None => entries.push((filter, subscription)),
@@ -99,6 +102,7 @@ mod tests {
         list.insert(filter.clone(), subscription.clone());
         list.insert(filter.clone(), subscription);
         assert_eq!(list.len(), 1);
+        assert_eq!(list.entries.as_ref().unwrap().capacity(), 1);
         assert!(list.contains_key(&filter));
         assert!(list.remove(&filter).is_some());
         assert!(list.entries.is_none());
