@@ -1,5 +1,10 @@
-"""Helpers shared by the Python bench scripts: the broker's RSS and MQTT's variable-length
-integer."""
+"""Helpers shared by the Python bench scripts: the broker's RSS, MQTT's variable-length integer
+and a minimal packet reader/writer over a blocking socket."""
+
+import socket
+import struct
+import sys
+import time
 
 
 def rss_kb(pid):
@@ -19,3 +24,60 @@ def varint(n):
         out.append(byte | (0x80 if n else 0))
         if not n:
             return bytes(out)
+
+
+def string(text):
+    """An MQTT UTF-8 string: two length bytes, then the text."""
+    data = text.encode()
+    return struct.pack(">H", len(data)) + data
+
+
+def frame(first, body):
+    """A whole packet: the first header byte, the remaining length, the body."""
+    return bytes([first]) + varint(len(body)) + body
+
+
+def recv_exact(sock, n):
+    """Exactly `n` bytes from `sock`."""
+    data = b""
+    while len(data) < n:
+        chunk = sock.recv(n - len(data))
+        if not chunk:
+            raise ConnectionError("broker closed the connection")
+        data += chunk
+    return data
+
+
+def recv_packet(sock):
+    """One packet from `sock`: (first header byte, body)."""
+    first = recv_exact(sock, 1)[0]
+    length, shift = 0, 0
+    while True:
+        byte = recv_exact(sock, 1)[0]
+        length |= (byte & 0x7F) << shift
+        shift += 7
+        if not byte & 0x80:
+            break
+    return first, recv_exact(sock, length)
+
+
+def wait_for_port(port):
+    """Waits (at most about 10 s) until a broker accepts on 127.0.0.1:`port`; exits otherwise."""
+    for _ in range(200):
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            return
+        except OSError:
+            time.sleep(0.05)
+    sys.exit("broker did not start")
+
+
+def disconnect(sock):
+    """Sends DISCONNECT and waits for the broker to close the connection."""
+    sock.sendall(b"\xe0\x00")
+    try:
+        while sock.recv(65536):
+            pass
+    except OSError:
+        pass
+    sock.close()

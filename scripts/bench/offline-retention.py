@@ -22,7 +22,7 @@ import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from benchlib import rss_kb, varint  # noqa: E402
+from benchlib import disconnect, frame, recv_packet, rss_kb, string, wait_for_port  # noqa: E402
 
 SESSIONS = int(os.environ.get("SESSIONS", 3))
 MESSAGES = int(os.environ.get("MESSAGES", 1000))
@@ -38,36 +38,6 @@ max_total_queued_bytes = 17179869184
 """
 
 
-def string(text):
-    data = text.encode()
-    return struct.pack(">H", len(data)) + data
-
-
-def frame(first, body):
-    return bytes([first]) + varint(len(body)) + body
-
-
-def recv_exact(sock, n):
-    data = b""
-    while len(data) < n:
-        chunk = sock.recv(n - len(data))
-        if not chunk:
-            raise ConnectionError("broker closed the connection")
-        data += chunk
-    return data
-
-
-def recv_packet(sock):
-    first = recv_exact(sock, 1)[0]
-    length, shift = 0, 0
-    while True:
-        byte = recv_exact(sock, 1)[0]
-        length |= (byte & 0x7F) << shift
-        shift += 7
-        if not byte & 0x80:
-            break
-    return first, recv_exact(sock, length)
-
 
 def connect(client_id, clean):
     sock = socket.create_connection(("127.0.0.1", PORT), timeout=60)
@@ -76,16 +46,6 @@ def connect(client_id, clean):
     first, _ = recv_packet(sock)
     assert first >> 4 == 2, "CONNACK expected"
     return sock
-
-
-def disconnect(sock):
-    sock.sendall(b"\xe0\x00")
-    try:
-        while sock.recv(65536):
-            pass
-    except OSError:
-        pass
-    sock.close()
 
 
 def prepare_sessions(round_no):
@@ -138,14 +98,7 @@ def main():
         args += ["-c", config.name]
     broker = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
-        for _ in range(200):
-            try:
-                socket.create_connection(("127.0.0.1", PORT), timeout=1).close()
-                break
-            except OSError:
-                time.sleep(0.05)
-        else:
-            sys.exit("broker did not start")
+        wait_for_port(PORT)
         time.sleep(SETTLE_S)
         print(f"start: RSS {rss_kb(broker.pid)} KiB", flush=True)
         for r in range(1, ROUNDS + 1):

@@ -17,7 +17,6 @@ pub mod fault_injection;
 pub mod message;
 pub mod metrics;
 pub mod session;
-pub mod sessions;
 pub mod shard;
 pub mod shared;
 

@@ -1,5 +1,11 @@
-//! Sessions' protocol state: inflight QoS 1/2 windows, offline queues and inbound QoS 2 ids (in
-//! memory today; durable storage engines come later).
+//! The session model and its protocol state, in memory: [`Session`] (subscriptions, inflight
+//! QoS 1/2 window, offline queue, inbound QoS 2 ids, will, expiry) and [`Sessions`] (one shard's
+//! sessions by client id and by subscriber key). The session is generic over the broker's own
+//! types ([`SessionTypes`]), so this crate depends on neither the router nor the runtime.
+//! Persistence sits behind the [`storage::SessionStorage`] trait: the broker will describe each
+//! durable change as a [`storage::SessionWrite`]; today only the memory-only engine
+//! ([`storage::NoStorage`]) and the model engine ([`storage::RecordingStorage`]) exist, and the
+//! broker does not call them yet (the module docs list where it will).
 #![forbid(unsafe_code)]
 
 mod budget;
@@ -7,8 +13,16 @@ mod inbound;
 mod inflight;
 mod lazy;
 mod queue;
+mod session;
+mod sessions;
+pub mod storage;
 
 pub use budget::ByteBudget;
 pub use inbound::{AwaitingRelease, InboundQos2};
 pub use inflight::{AckError, InflightState, InflightWindow, Resend};
 pub use queue::{MessageQueue, OverflowPolicy, Pushed, QueueLimits, Weighed};
+pub use session::{
+    PendingWill, Session, SessionExpiry, SessionSubscription, SessionTimers, SessionTypes,
+    SubscriptionList,
+};
+pub use sessions::Sessions;

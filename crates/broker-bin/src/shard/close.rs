@@ -12,7 +12,8 @@ use super::{BrokerShard, Ctx, Fault};
 use crate::conn::Phase;
 use crate::message::Change;
 use crate::metrics::ShardCounters;
-use crate::session::{Session, SessionExpiry};
+use crate::session::Session;
+use session_store::SessionExpiry;
 
 impl BrokerShard {
     /// DISCONNECT from the client: a normal one deletes the will; 0x04 keeps it. A 5.0 client may

@@ -13,8 +13,9 @@ use super::{BrokerShard, Ctx, Fault};
 use crate::conn::{Phase, keep_alive_grace};
 use crate::detach;
 use crate::message::Change;
-use crate::session::{PendingWill, Session, SessionExpiry};
+use crate::session::Session;
 use crate::shared::{ClaimId, SessionLocation};
+use session_store::{PendingWill, SessionExpiry};
 
 /// Where the session for a CONNECT comes from.
 enum Claim {
@@ -65,7 +66,11 @@ impl BrokerShard {
             Ok(Claim::Fresh(subscriber)) => {
                 // Moved, not cloned: a client id with one owner needs no shared allocation.
                 let client_id = std::mem::take(&mut connect.client_id);
-                let session = Session::new(client_id, subscriber, &self.shared.config);
+                let session = Session::new(
+                    client_id,
+                    subscriber,
+                    self.shared.config.limits.max_inflight_outbound,
+                );
                 self.broadcast(
                     ctx,
                     Change::Owner {
@@ -206,7 +211,11 @@ impl BrokerShard {
                 shard: self.id,
             },
         );
-        Session::new(client_id.clone(), subscriber, &self.shared.config)
+        Session::new(
+            client_id.clone(),
+            subscriber,
+            self.shared.config.limits.max_inflight_outbound,
+        )
     }
 
     /// Refuses a CONNECT with `reason` (mapped to a 3.x return code where needed), then closes.

@@ -42,7 +42,7 @@ use ring_runtime::{CloseReason, ConnId, Handler, ShardCtx, ShardId};
 
 use crate::conn::Connections;
 use crate::message::ShardMsg;
-use crate::sessions::Sessions;
+use crate::session::Sessions;
 use crate::shared::Shared;
 
 pub use fault::Fault;

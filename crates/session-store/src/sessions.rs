@@ -8,23 +8,32 @@
 
 use std::collections::HashMap;
 
+use crate::session::{Session, SessionTypes};
 use codec::MqttStr;
 use hashbrown::HashTable;
-use router::SubscriberId;
-
-use crate::session::Session;
 
 /// Sessions by client identifier and by subscriber key.
-#[derive(Default)]
-pub struct Sessions {
-    slots: Vec<Option<Box<Session>>>,
+pub struct Sessions<T: SessionTypes> {
+    slots: Vec<Option<Box<Session<T>>>>,
     free: Vec<u32>,
     by_client: HashTable<u32>,
-    by_subscriber: HashMap<SubscriberId, u32, ahash::RandomState>,
+    by_subscriber: HashMap<T::Subscriber, u32, ahash::RandomState>,
     hasher: ahash::RandomState,
 }
 
-impl std::fmt::Debug for Sessions {
+impl<T: SessionTypes> Default for Sessions<T> {
+    fn default() -> Self {
+        Self {
+            slots: Vec::new(),
+            free: Vec::new(),
+            by_client: HashTable::new(),
+            by_subscriber: HashMap::default(),
+            hasher: ahash::RandomState::new(),
+        }
+    }
+}
+
+impl<T: SessionTypes> std::fmt::Debug for Sessions<T> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Sessions")
             .field("len", &self.len())
@@ -32,7 +41,7 @@ impl std::fmt::Debug for Sessions {
     }
 }
 
-impl Sessions {
+impl<T: SessionTypes> Sessions<T> {
     /// Sessions held.
     pub fn len(&self) -> usize {
         self.by_subscriber.len()
@@ -57,36 +66,36 @@ impl Sessions {
     }
 
     /// The session of `client_id`.
-    pub fn get(&self, client_id: &MqttStr) -> Option<&Session> {
+    pub fn get(&self, client_id: &MqttStr) -> Option<&Session<T>> {
         let slot = self.slot_of(client_id)?;
         Some(session_at(&self.slots, slot))
     }
 
     /// The session of `client_id`, for changes.
-    pub fn get_mut(&mut self, client_id: &MqttStr) -> Option<&mut Session> {
+    pub fn get_mut(&mut self, client_id: &MqttStr) -> Option<&mut Session<T>> {
         let slot = self.slot_of(client_id)?;
         self.slots[slot as usize].as_deref_mut()
     }
 
     /// The session with subscriber key `subscriber`.
-    pub fn by_subscriber(&self, subscriber: SubscriberId) -> Option<&Session> {
+    pub fn by_subscriber(&self, subscriber: T::Subscriber) -> Option<&Session<T>> {
         let slot = *self.by_subscriber.get(&subscriber)?;
         Some(session_at(&self.slots, slot))
     }
 
     /// The session with subscriber key `subscriber`, for changes.
-    pub fn by_subscriber_mut(&mut self, subscriber: SubscriberId) -> Option<&mut Session> {
+    pub fn by_subscriber_mut(&mut self, subscriber: T::Subscriber) -> Option<&mut Session<T>> {
         let slot = *self.by_subscriber.get(&subscriber)?;
         self.slots[slot as usize].as_deref_mut()
     }
 
     /// The client identifier of the session with subscriber key `subscriber`.
-    pub fn client_id(&self, subscriber: SubscriberId) -> Option<&MqttStr> {
+    pub fn client_id(&self, subscriber: T::Subscriber) -> Option<&MqttStr> {
         self.by_subscriber(subscriber).map(|s| &s.client_id)
     }
 
     /// Adds `session`; one held under the same client identifier is replaced and returned.
-    pub fn insert(&mut self, session: Box<Session>) -> Option<Box<Session>> {
+    pub fn insert(&mut self, session: Box<Session<T>>) -> Option<Box<Session<T>>> {
         let replaced = self.remove(&session.client_id);
         let hash = self.hash(&session.client_id);
         let subscriber = session.subscriber;
@@ -112,7 +121,7 @@ impl Sessions {
     }
 
     /// Removes and returns the session of `client_id`.
-    pub fn remove(&mut self, client_id: &MqttStr) -> Option<Box<Session>> {
+    pub fn remove(&mut self, client_id: &MqttStr) -> Option<Box<Session<T>>> {
         let hash = self.hash(client_id);
         let slots = &self.slots;
         let entry = self
@@ -131,7 +140,7 @@ impl Sessions {
     }
 }
 
-fn session_at(slots: &[Option<Box<Session>>], slot: u32) -> &Session {
+fn session_at<T: SessionTypes>(slots: &[Option<Box<Session<T>>>], slot: u32) -> &Session<T> {
     slots[slot as usize]
         .as_deref()
         .expect("invariant: indexed slots are occupied")
@@ -141,9 +150,13 @@ fn session_at(slots: &[Option<Box<Session>>], slot: u32) -> &Session {
 mod tests {
     use super::*;
 
-    fn session(client: &str, subscriber: u64) -> Box<Session> {
-        let config = crate::config::default_raw().unwrap().validate().unwrap();
-        Session::new(id(client), SubscriberId(subscriber), &config)
+    use crate::session::SessionExpiry;
+    use crate::session::tests::TestTypes;
+
+    type Sessions = super::Sessions<TestTypes>;
+
+    fn session(client: &str, subscriber: u64) -> Box<Session<TestTypes>> {
+        Session::new(id(client), subscriber, 10)
     }
 
     fn id(client: &str) -> MqttStr {
@@ -155,12 +168,12 @@ mod tests {
         let mut sessions = Sessions::default();
         assert!(sessions.insert(session("a", 1)).is_none());
         assert!(sessions.insert(session("b", 2)).is_none());
-        assert_eq!(sessions.get(&id("a")).unwrap().subscriber, SubscriberId(1));
-        assert_eq!(sessions.client_id(SubscriberId(2)), Some(&id("b")));
-        sessions.get_mut(&id("b")).unwrap().expiry = crate::session::SessionExpiry::Never;
+        assert_eq!(sessions.get(&id("a")).unwrap().subscriber, 1);
+        assert_eq!(sessions.client_id(2), Some(&id("b")));
+        sessions.get_mut(&id("b")).unwrap().expiry = SessionExpiry::Never;
         assert_eq!(
-            sessions.by_subscriber(SubscriberId(2)).unwrap().expiry,
-            crate::session::SessionExpiry::Never
+            sessions.by_subscriber(2).unwrap().expiry,
+            SessionExpiry::Never
         );
         assert!(sessions.get(&id("c")).is_none());
         assert_eq!(sessions.len(), 2);
@@ -171,9 +184,9 @@ mod tests {
         let mut sessions = Sessions::default();
         sessions.insert(session("a", 1));
         let old = sessions.insert(session("a", 2)).unwrap();
-        assert_eq!(old.subscriber, SubscriberId(1));
-        assert!(sessions.by_subscriber(SubscriberId(1)).is_none());
-        assert_eq!(sessions.get(&id("a")).unwrap().subscriber, SubscriberId(2));
+        assert_eq!(old.subscriber, 1);
+        assert!(sessions.by_subscriber(1).is_none());
+        assert_eq!(sessions.get(&id("a")).unwrap().subscriber, 2);
         assert_eq!(sessions.len(), 1);
     }
 
@@ -185,8 +198,8 @@ mod tests {
         }
         for n in (0..100u64).step_by(2) {
             let removed = sessions.remove(&id(&format!("c{n}"))).unwrap();
-            assert_eq!(removed.subscriber, SubscriberId(n));
-            assert!(sessions.by_subscriber(SubscriberId(n)).is_none());
+            assert_eq!(removed.subscriber, n);
+            assert!(sessions.by_subscriber(n).is_none());
         }
         assert!(sessions.remove(&id("c0")).is_none());
         for n in 100..150u64 {
@@ -194,7 +207,7 @@ mod tests {
         }
         assert_eq!(sessions.slots.len(), 100, "freed slots are reused");
         for n in (1..100u64).step_by(2).chain(100..150) {
-            assert_eq!(sessions.get(&id(&format!("c{n}"))).unwrap().subscriber.0, n);
+            assert_eq!(sessions.get(&id(&format!("c{n}"))).unwrap().subscriber, n);
         }
         assert_eq!(sessions.len(), 100);
     }

@@ -1,0 +1,231 @@
+//! One MQTT session: its subscriptions, inflight and queued messages, QoS 2 state and will.
+//! A session lives on exactly one shard at a time; it moves (as a whole) on takeover.
+//!
+//! The session holds some of the broker's own types (its subscriber key, parsed filters,
+//! message copies, connection and timer handles). session-store depends on neither the router
+//! nor the runtime, so [`Session`] is generic over a [`SessionTypes`] bundle that the broker
+//! binds once (`crates/broker-bin/src/session.rs`); monomorphised, it costs nothing at run time
+//! and the layout is the broker's.
+
+mod subscriptions;
+
+use std::fmt::Debug;
+use std::hash::Hash;
+use std::time::Duration;
+
+use codec::{MqttStr, ProtocolVersion, Will};
+
+use crate::{AwaitingRelease, InflightWindow, MessageQueue, Weighed};
+
+pub use subscriptions::{SessionSubscription, SubscriptionList};
+
+/// The broker's types a [`Session`] holds (a marker type implements this once).
+pub trait SessionTypes {
+    /// The compact key the subscription tables know a session by (the router's subscriber id).
+    type Subscriber: Copy + Eq + Hash + Debug;
+    /// A parsed subscription filter (the router's).
+    type Filter: Clone + Debug;
+    /// One message copy for this session, queued or in flight.
+    type Message: Weighed + Debug;
+    /// A handle to the session's connection (the runtime's connection id).
+    type Conn: Copy + Eq + Debug;
+    /// A handle to an armed timer.
+    type Timer: Copy + Eq + Debug;
+}
+
+/// Session Expiry Interval: `Never` for 0xFFFFFFFF.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SessionExpiry {
+    /// The session ends when the connection closes.
+    OnClose,
+    /// The session ends this many seconds after the connection closes.
+    After(u32),
+    /// The session never expires.
+    Never,
+}
+
+impl SessionExpiry {
+    /// From the wire value, capped by the configured maximum (whole seconds).
+    pub fn from_interval(seconds: u32, max: Duration) -> Self {
+        let max = u32::try_from(max.as_secs()).unwrap_or(u32::MAX);
+        match seconds {
+            0 => Self::OnClose,
+            u32::MAX if max == u32::MAX => Self::Never,
+            s => Self::After(s.min(max)),
+        }
+    }
+}
+
+/// A will waiting to be published.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PendingWill {
+    /// The will from CONNECT.
+    pub will: Will,
+    /// The Will Delay Interval.
+    pub delay: Duration,
+}
+
+/// The timers of a disconnected session (boxed: connected sessions, the common case, have none).
+#[derive(Debug)]
+pub struct SessionTimers<T> {
+    /// Its expiry timer.
+    pub expiry: Option<T>,
+    /// Its will-delay timer.
+    pub will: Option<T>,
+}
+
+impl<T> Default for SessionTimers<T> {
+    fn default() -> Self {
+        Self {
+            expiry: None,
+            will: None,
+        }
+    }
+}
+
+/// One session (128 bytes with the broker's types).
+#[derive(Debug)]
+pub struct Session<T: SessionTypes> {
+    /// The client identifier.
+    pub client_id: MqttStr,
+    /// The compact key the subscription tables know this session by.
+    pub subscriber: T::Subscriber,
+    /// The protocol version of its latest connection.
+    pub protocol: ProtocolVersion,
+    /// Its subscriptions, by filter text.
+    pub subscriptions: SubscriptionList<T::Filter>,
+    /// QoS 1/2 messages sent and not yet acknowledged.
+    pub inflight: InflightWindow<T::Message>,
+    /// Messages waiting for the client (offline, window full or connection backlogged).
+    pub queue: MessageQueue<T::Message>,
+    /// Inbound QoS 2 packet ids awaiting PUBREL.
+    pub awaiting_release: AwaitingRelease,
+    /// How long it outlives its connection.
+    pub expiry: SessionExpiry,
+    /// The will of its current connection, if any (boxed: most sessions have none).
+    pub will: Option<Box<PendingWill>>,
+    /// Its current connection.
+    pub conn: Option<T::Conn>,
+    /// Its expiry and will-delay timers (armed while disconnected).
+    timers: Option<Box<SessionTimers<T::Timer>>>,
+}
+
+impl<T: SessionTypes> Session<T> {
+    /// A fresh session whose inflight window holds at most `max_inflight` messages
+    /// (`limits.max_inflight_outbound`).
+    pub fn new(client_id: MqttStr, subscriber: T::Subscriber, max_inflight: u16) -> Box<Self> {
+        Box::new(Self {
+            client_id,
+            subscriber,
+            protocol: ProtocolVersion::V3_1_1,
+            subscriptions: SubscriptionList::default(),
+            inflight: InflightWindow::new(max_inflight),
+            queue: MessageQueue::new(),
+            awaiting_release: AwaitingRelease::default(),
+            expiry: SessionExpiry::OnClose,
+            will: None,
+            conn: None,
+            timers: None,
+        })
+    }
+
+    /// Takes both timers (to disarm them).
+    pub fn take_timers(&mut self) -> SessionTimers<T::Timer> {
+        self.timers.take().map(|t| *t).unwrap_or_default()
+    }
+
+    /// Records the expiry timer.
+    pub fn set_expiry_timer(&mut self, timer: Option<T::Timer>) {
+        self.timers_mut().expiry = timer;
+        self.free_timers_if_none();
+    }
+
+    /// Records the will-delay timer.
+    pub fn set_will_timer(&mut self, timer: Option<T::Timer>) {
+        self.timers_mut().will = timer;
+        self.free_timers_if_none();
+    }
+
+    fn timers_mut(&mut self) -> &mut SessionTimers<T::Timer> {
+        self.timers.get_or_insert_with(Box::default)
+    }
+
+    fn free_timers_if_none(&mut self) {
+        if self
+            .timers
+            .as_ref()
+            .is_some_and(|t| t.expiry.is_none() && t.will.is_none())
+        {
+            self.timers = None;
+        }
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+
+    /// Stand-ins for the broker's types, of the same sizes (a 64-bit key, a 24-byte filter, an
+    /// 8-byte connection id, a 16-byte timer handle).
+    #[derive(Debug)]
+    pub(crate) enum TestTypes {}
+
+    #[derive(Debug)]
+    pub(crate) struct TestMessage(pub(crate) u64);
+
+    impl Weighed for TestMessage {
+        fn weight(&self) -> u64 {
+            self.0
+        }
+    }
+
+    impl SessionTypes for TestTypes {
+        type Subscriber = u64;
+        type Filter = String;
+        type Message = TestMessage;
+        type Conn = u64;
+        type Timer = (u64, u64);
+    }
+
+    #[test]
+    fn expiry_interval_is_capped() {
+        let max = Duration::from_secs(100);
+        assert_eq!(SessionExpiry::from_interval(0, max), SessionExpiry::OnClose);
+        assert_eq!(
+            SessionExpiry::from_interval(50, max),
+            SessionExpiry::After(50)
+        );
+        assert_eq!(
+            SessionExpiry::from_interval(u32::MAX, max),
+            SessionExpiry::After(100)
+        );
+        let unlimited = Duration::from_secs(u64::from(u32::MAX));
+        assert_eq!(
+            SessionExpiry::from_interval(u32::MAX, unlimited),
+            SessionExpiry::Never
+        );
+    }
+
+    #[test]
+    fn timers_are_boxed_only_while_armed() {
+        let id = MqttStr::from_bytes(bytes::Bytes::from_static(b"c")).unwrap();
+        let mut session = Session::<TestTypes>::new(id, 1, 10);
+        assert!(session.timers.is_none());
+        session.set_expiry_timer(Some((1, 2)));
+        session.set_will_timer(Some((3, 4)));
+        session.set_expiry_timer(None);
+        assert!(session.timers.is_some());
+        session.set_will_timer(None);
+        assert!(session.timers.is_none());
+        session.set_will_timer(Some((3, 4)));
+        let taken = session.take_timers();
+        assert_eq!((taken.expiry, taken.will), (None, Some((3, 4))));
+        assert!(session.timers.is_none());
+    }
+
+    #[test]
+    #[cfg(target_pointer_width = "64")]
+    fn a_session_fits_a_128_byte_allocation() {
+        assert!(std::mem::size_of::<Session<TestTypes>>() <= 128);
+    }
+}

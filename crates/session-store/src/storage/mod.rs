@@ -1,0 +1,85 @@
+//! Session persistence behind one small trait, [`SessionStorage`]: an engine applies batches
+//! of [`SessionWrite`]s and gives back what they add up to ([`Recovered`]) after a restart.
+//! Engines: [`NoStorage`] (memory only, the default) and [`RecordingStorage`], the in-memory
+//! model every durable engine must agree with (its tests are the trait's contract). The durable
+//! engines (sled, redb) come next and live here too; their types never leave this crate.
+//!
+//! # Contract
+//!
+//! - `commit` applies a batch atomically and in order: after a crash, `load` returns the state
+//!   of every batch whose `commit` returned `Ok`, and nothing of a batch whose `commit` did not.
+//! - Writes name sessions by client identifier. `SessionSaved` creates a session; every other
+//!   write but `SessionRemoved` needs the session to exist, `InflightSent` and `MessageDropped`
+//!   need the queued message, `InflightReleased` an entry awaiting PUBREC. A write that does
+//!   not follow the stored state is [`StorageError::Inconsistent`] (a broker bug, not I/O).
+//! - `load` returns sessions by client identifier; a session's queue in sequence order, its
+//!   inflight entries in send order.
+//!
+//! # Where the broker will emit writes
+//!
+//! Nothing calls this yet. Only persistent sessions (expiry not `OnClose`) are written; the
+//! shard collects its writes during a turn and hands them to its store writer at turn end, and
+//! QoS 1/2 acknowledgements wait for that commit (`crates/broker-bin/src/shard/`):
+//!
+//! | write | handler |
+//! |---|---|
+//! | `SessionSaved` | `connect.rs`: `complete_connect` (new or resumed session: expiry, will, protocol); `close.rs`: `handle_disconnect` (a DISCONNECT changing the expiry) |
+//! | `SessionDisconnected` | `close.rs`: `session_disconnected` |
+//! | `SessionRemoved` | `connect.rs`: `fresh_session` (Clean Start discards a stored one); `close.rs`: `end_session` (expiry, expiry 0 on close) |
+//! | `Subscribed` / `Unsubscribed` | `subscribe.rs`: `subscribe_one` / `unsubscribe_one` |
+//! | `MessageQueued` | `deliver.rs`: `enqueue` (every QoS 1/2 copy, before it may be sent) |
+//! | `MessageDropped` | `deliver.rs`: `enqueue` (drop-oldest at a bound), `send_next` (expired), `redistribute_shared` |
+//! | `InflightSent` | `deliver.rs`: `send_next` (popped from the queue, admitted to the window) |
+//! | `InflightReleased` | `acks.rs`: `handle_pubrec` |
+//! | `InflightAcked` | `acks.rs`: `handle_puback`, `handle_pubcomp`; `deliver.rs`/`acks.rs` where an entry is abandoned |
+//! | `Qos2Received` / `Qos2Released` | `publish.rs`: `handle_publish` (QoS 2 recorded) / `acks.rs`: `handle_pubrel` |
+//!
+//! Session moves between shards (`takeover.rs`) write nothing: the owner is not durable, the
+//! state is keyed by client identifier. `MessageQueued` needs a per-session sequence number
+//! ([`MessageSeq`]) that the broker's queue entries do not carry yet.
+
+mod none;
+mod recording;
+mod write;
+
+pub use none::NoStorage;
+pub use recording::RecordingStorage;
+pub use write::{
+    MessageSeq, Recovered, SessionWrite, StoredMessage, StoredSession, StoredSubscription,
+};
+
+/// Why a storage engine failed.
+#[derive(Debug, thiserror::Error)]
+pub enum StorageError {
+    /// The engine failed (I/O, a full disk, a closed database).
+    #[error("storage engine {engine}: {reason}")]
+    Engine {
+        /// The engine's name.
+        engine: &'static str,
+        /// What it reported.
+        reason: String,
+    },
+    /// Stored data cannot be read back.
+    #[error("stored session data is corrupt: {reason}")]
+    Corrupt {
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// A write does not follow the stored state (e.g. an ack for an id not in flight).
+    #[error("{write} for client {client_id:?} does not follow the stored state")]
+    Inconsistent {
+        /// The write's kind ([`SessionWrite::kind`]).
+        write: &'static str,
+        /// Its client identifier.
+        client_id: String,
+    },
+}
+
+/// Where sessions persist.
+pub trait SessionStorage {
+    /// Every stored session, as the committed batches left them (at start-up).
+    fn load(&mut self) -> Result<Recovered, StorageError>;
+
+    /// Applies `batch` atomically, in order; durable when this returns `Ok`.
+    fn commit(&mut self, batch: &[SessionWrite]) -> Result<(), StorageError>;
+}

@@ -1,0 +1,32 @@
+//! The `none` engine: sessions live in memory only.
+
+use super::{Recovered, SessionStorage, SessionWrite, StorageError};
+
+/// Stores nothing: `commit` succeeds at once, `load` finds nothing.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct NoStorage;
+
+impl SessionStorage for NoStorage {
+    fn load(&mut self) -> Result<Recovered, StorageError> {
+        Ok(Recovered::default())
+    }
+
+    fn commit(&mut self, _batch: &[SessionWrite]) -> Result<(), StorageError> {
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn commits_succeed_and_nothing_is_recovered() {
+        let mut storage = NoStorage;
+        let write = SessionWrite::SessionRemoved {
+            client_id: codec::MqttStr::from_static("c").unwrap(),
+        };
+        storage.commit(&[write]).unwrap();
+        assert_eq!(storage.load().unwrap(), Recovered::default());
+    }
+}

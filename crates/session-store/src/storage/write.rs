@@ -1,0 +1,198 @@
+//! What a durable engine stores: the write events of a session's life and the state they add up
+//! to. Owned and engine-neutral (codec types over `Bytes`, std times): an engine serialises
+//! them however it likes, and none of its types appear here.
+
+use std::time::SystemTime;
+
+use bytes::Bytes;
+use codec::{MqttStr, PacketId, ProtocolVersion, QoS, SubscriptionId, SubscriptionOptions};
+
+use crate::{InflightState, PendingWill, SessionExpiry};
+
+/// A message's place in its session's queue: a per-session sequence number, increasing in
+/// queue order, never reused within the session.
+pub type MessageSeq = u64;
+
+/// One message copy as stored for one session (the broker's `Outgoing` without its `Arc`s).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoredMessage {
+    /// The topic name.
+    pub topic: Bytes,
+    /// The payload.
+    pub payload: Bytes,
+    /// The QoS it is delivered with (1 or 2: QoS 0 is never stored).
+    pub qos: QoS,
+    /// The RETAIN flag it is delivered with.
+    pub retain: bool,
+    /// The 5.0 properties forwarded unchanged, as encoded (empty for none).
+    pub properties: Bytes,
+    /// When its Message Expiry Interval runs out, if it has one (wall clock: it must mean the
+    /// same after a restart).
+    pub expires_at: Option<SystemTime>,
+    /// The identifiers of the subscriptions it matched.
+    pub sub_ids: Vec<SubscriptionId>,
+}
+
+/// One durable event of a session, keyed by client identifier. A batch is committed as a whole.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SessionWrite {
+    /// A persistent session was created, or its connection-scoped state changed (a resumed
+    /// session's new expiry, will or protocol). Creates the session if it is not stored.
+    SessionSaved {
+        client_id: MqttStr,
+        protocol: ProtocolVersion,
+        expiry: SessionExpiry,
+        will: Option<PendingWill>,
+    },
+    /// Its connection closed; the expiry interval counts from `at`.
+    SessionDisconnected { client_id: MqttStr, at: SystemTime },
+    /// The session ended (expired, discarded by Clean Start, or its connection closed with
+    /// expiry 0): everything stored for it goes.
+    SessionRemoved { client_id: MqttStr },
+    /// A subscription was added or replaced.
+    Subscribed {
+        client_id: MqttStr,
+        filter: MqttStr,
+        options: SubscriptionOptions,
+        id: Option<SubscriptionId>,
+    },
+    /// A subscription was removed.
+    Unsubscribed { client_id: MqttStr, filter: MqttStr },
+    /// A QoS 1/2 copy entered the session's queue.
+    MessageQueued {
+        client_id: MqttStr,
+        seq: MessageSeq,
+        message: StoredMessage,
+    },
+    /// A queued copy left the queue without being sent (dropped at a bound, expired, or given
+    /// to another shared-subscription member).
+    MessageDropped { client_id: MqttStr, seq: MessageSeq },
+    /// A queued copy was sent with `packet_id`: it moves from the queue into the inflight
+    /// window, awaiting PUBACK (QoS 1) or PUBREC (QoS 2).
+    InflightSent {
+        client_id: MqttStr,
+        seq: MessageSeq,
+        packet_id: PacketId,
+    },
+    /// PUBREC received and PUBREL sent: the message is released, the id awaits PUBCOMP.
+    InflightReleased {
+        client_id: MqttStr,
+        packet_id: PacketId,
+    },
+    /// PUBACK or PUBCOMP received (or the entry abandoned): the id is free.
+    InflightAcked {
+        client_id: MqttStr,
+        packet_id: PacketId,
+    },
+    /// An inbound QoS 2 PUBLISH was forwarded; its id awaits PUBREL.
+    Qos2Received {
+        client_id: MqttStr,
+        packet_id: PacketId,
+    },
+    /// PUBREL received for an inbound QoS 2 id.
+    Qos2Released {
+        client_id: MqttStr,
+        packet_id: PacketId,
+    },
+}
+
+impl SessionWrite {
+    /// The client whose session this write changes.
+    pub fn client_id(&self) -> &MqttStr {
+        match self {
+            Self::SessionSaved { client_id, .. }
+            | Self::SessionDisconnected { client_id, .. }
+            | Self::SessionRemoved { client_id }
+            | Self::Subscribed { client_id, .. }
+            | Self::Unsubscribed { client_id, .. }
+            | Self::MessageQueued { client_id, .. }
+            | Self::MessageDropped { client_id, .. }
+            | Self::InflightSent { client_id, .. }
+            | Self::InflightReleased { client_id, .. }
+            | Self::InflightAcked { client_id, .. }
+            | Self::Qos2Received { client_id, .. }
+            | Self::Qos2Released { client_id, .. } => client_id,
+        }
+    }
+
+    /// The variant's name (for errors and logs).
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Self::SessionSaved { .. } => "SessionSaved",
+            Self::SessionDisconnected { .. } => "SessionDisconnected",
+            Self::SessionRemoved { .. } => "SessionRemoved",
+            Self::Subscribed { .. } => "Subscribed",
+            Self::Unsubscribed { .. } => "Unsubscribed",
+            Self::MessageQueued { .. } => "MessageQueued",
+            Self::MessageDropped { .. } => "MessageDropped",
+            Self::InflightSent { .. } => "InflightSent",
+            Self::InflightReleased { .. } => "InflightReleased",
+            Self::InflightAcked { .. } => "InflightAcked",
+            Self::Qos2Received { .. } => "Qos2Received",
+            Self::Qos2Released { .. } => "Qos2Released",
+        }
+    }
+}
+
+/// A subscription as stored.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoredSubscription {
+    /// The filter text (a `$share/` prefix included).
+    pub filter: MqttStr,
+    /// Its options.
+    pub options: SubscriptionOptions,
+    /// Its subscription identifier.
+    pub id: Option<SubscriptionId>,
+}
+
+/// One session as an engine gives it back after a restart.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoredSession {
+    /// The client identifier.
+    pub client_id: MqttStr,
+    /// The protocol version of its latest connection.
+    pub protocol: ProtocolVersion,
+    /// Its expiry interval.
+    pub expiry: SessionExpiry,
+    /// The will of its latest connection, if not yet published.
+    pub will: Option<PendingWill>,
+    /// When its connection closed, if it had closed.
+    pub disconnected_at: Option<SystemTime>,
+    /// Its subscriptions, in the order first made.
+    pub subscriptions: Vec<StoredSubscription>,
+    /// Its queued messages, in queue order.
+    pub queued: Vec<(MessageSeq, StoredMessage)>,
+    /// Its inflight entries, in send order (resent in that order).
+    pub inflight: Vec<(PacketId, InflightState<StoredMessage>)>,
+    /// Inbound QoS 2 ids awaiting PUBREL.
+    pub awaiting_release: Vec<PacketId>,
+}
+
+impl StoredSession {
+    /// A session with nothing but its connection-scoped state.
+    pub fn new(
+        client_id: MqttStr,
+        protocol: ProtocolVersion,
+        expiry: SessionExpiry,
+        will: Option<PendingWill>,
+    ) -> Self {
+        Self {
+            client_id,
+            protocol,
+            expiry,
+            will,
+            disconnected_at: None,
+            subscriptions: Vec::new(),
+            queued: Vec::new(),
+            inflight: Vec::new(),
+            awaiting_release: Vec::new(),
+        }
+    }
+}
+
+/// What [`SessionStorage::load`](super::SessionStorage::load) gives back.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Recovered {
+    /// Every stored session, by client identifier.
+    pub sessions: Vec<StoredSession>,
+}
