@@ -51,6 +51,8 @@ impl<H: Handler, B: Backend> Shard<H, B> {
         shared: Arc<Shared<H::Message>>,
         config: &crate::RuntimeConfig,
     ) -> Self {
+        // Pacing counts from the context's creation, which precedes the shard's "ready".
+        let pacing = pacing::Pacing::new(config, ctx.now);
         Self {
             backend,
             handler,
@@ -63,7 +65,7 @@ impl<H: Handler, B: Backend> Shard<H, B> {
             failed_connects: Vec::new(),
             mailbox_retry: config.mailbox_retry,
             batches_per_turn: config.mailbox_batches,
-            pacing: pacing::Pacing::new(config, config.clock.now()),
+            pacing,
             accept_pause: accept::AcceptPause::new(config.accept_backoff),
         }
     }

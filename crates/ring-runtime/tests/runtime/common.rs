@@ -39,6 +39,18 @@ where
     }
 }
 
+/// Polls `done` until it holds; fails after the hang bound (never a measured time).
+pub fn wait_until(what: &str, done: impl Fn() -> bool) {
+    let deadline = std::time::Instant::now() + HANG;
+    while !done() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "timed out waiting for {what}"
+        );
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
+
 /// A blocking client with the hang bound as read/write timeout.
 pub fn client(addr: SocketAddr) -> TcpStream {
     let stream = TcpStream::connect(addr).expect("connect");
