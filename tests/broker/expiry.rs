@@ -10,7 +10,7 @@ use crate::harness::{TestBroker, wait_until};
 
 #[test]
 fn expired_queued_messages_are_not_delivered_and_the_rest_carry_the_remaining_interval() {
-    let broker = TestBroker::start();
+    let broker = TestBroker::with_manual_clock("");
     let mut sub = RawClient::connected(broker.addr(), persistent_connect(V5, "exp-sub", 300));
     sub.subscribe("exp", QoS::AtLeastOnce);
     sub.disconnect();
@@ -22,8 +22,8 @@ fn expired_queued_messages_are_not_delivered_and_the_rest_carry_the_remaining_in
     publisher.publish(short);
     publisher.publish(long);
     publisher.publish_simple("exp", b"forever", QoS::AtLeastOnce);
-    // Let the short one expire while the session is offline.
-    std::thread::sleep(Duration::from_millis(2100));
+    // The short one expires while the session is offline (the PUBACKs show they are queued).
+    broker.advance(Duration::from_secs(2));
     let before = broker.metrics().messages_dropped;
 
     let (mut sub, connack) =
@@ -35,9 +35,9 @@ fn expired_queued_messages_are_not_delivered_and_the_rest_carry_the_remaining_in
         .properties
         .message_expiry_interval
         .expect("expiry forwarded");
-    assert!(
-        (90..=98).contains(&remaining),
-        "remaining interval decremented by the time queued: {remaining}"
+    assert_eq!(
+        remaining, 98,
+        "remaining interval decremented by the time queued"
     );
     let got = sub.expect_publish_acked();
     assert_eq!(got.payload(), b"forever");
@@ -50,13 +50,19 @@ fn expired_queued_messages_are_not_delivered_and_the_rest_carry_the_remaining_in
 
 #[test]
 fn expired_retained_message_is_not_sent_to_new_subscribers() {
-    let broker = TestBroker::start();
+    let broker = TestBroker::with_manual_clock("");
     let mut publisher = RawClient::connected_clean(broker.addr(), V5, "exp-ret-pub");
     let mut retained = publish_packet("exp/ret", b"old", QoS::AtLeastOnce, Some(1));
     retained.retain = true;
     retained.properties.make_mut().message_expiry_interval = Some(1);
     publisher.publish(retained);
-    std::thread::sleep(Duration::from_millis(1100));
+    // Still there just before its expiry...
+    broker.advance(Duration::from_millis(900));
+    let mut early = RawClient::connected_clean(broker.addr(), V5, "exp-ret-early");
+    early.subscribe("exp/ret", QoS::AtLeastOnce);
+    assert_eq!(early.expect_publish_acked().payload(), b"old");
+    // ...gone after it.
+    broker.advance(Duration::from_millis(200));
     let mut sub = RawClient::connected_clean(broker.addr(), V5, "exp-ret-sub");
     sub.subscribe("exp/ret", QoS::AtLeastOnce);
     sub.ping();
@@ -65,9 +71,10 @@ fn expired_retained_message_is_not_sent_to_new_subscribers() {
 
 #[test]
 fn session_is_gone_after_its_expiry_interval() {
-    let broker = TestBroker::start();
+    let broker = TestBroker::with_manual_clock("");
     let mut sub = RawClient::connected(broker.addr(), persistent_connect(V5, "short-lived", 1));
     sub.subscribe("sess/t", QoS::AtLeastOnce);
+    // The broker closes the socket once it handled the DISCONNECT: the expiry runs from here.
     sub.disconnect();
     let mut publisher = RawClient::connected_clean(broker.addr(), V5, "sess-pub");
     // While the session lives, its subscription matches; once it expired, nothing does.
@@ -75,6 +82,13 @@ fn session_is_gone_after_its_expiry_interval() {
         publisher.publish_simple("sess/t", b"kept", QoS::AtLeastOnce),
         ReasonCode::Success
     );
+    broker.advance(Duration::from_millis(900));
+    assert_eq!(
+        publisher.publish_simple("sess/t", b"still", QoS::AtLeastOnce),
+        ReasonCode::Success,
+        "the session outlives most of its interval"
+    );
+    broker.advance(Duration::from_millis(200));
     wait_until("the session to expire", || {
         let reason = publisher.publish_simple("sess/t", b"probe", QoS::AtLeastOnce);
         (reason == ReasonCode::NoMatchingSubscribers).then_some(())

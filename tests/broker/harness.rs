@@ -6,6 +6,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use codec::QoS;
+use ring_runtime::{Clock, ManualClock};
 use ringmq::Broker;
 use ringmq::config::{default_raw, parse_raw};
 use ringmq::metrics::{ShardCounters, Snapshot};
@@ -29,6 +30,8 @@ pub const POLL_DEADLINE: Duration = Duration::from_secs(10);
 pub struct TestBroker {
     broker: Option<Broker>,
     addr: SocketAddr,
+    /// The clock the broker runs on, when the test drives it.
+    manual: Option<ManualClock>,
 }
 
 impl TestBroker {
@@ -44,16 +47,44 @@ impl TestBroker {
 
     /// A broker with `overrides` (TOML) over the test defaults and `auth` as its hook.
     pub fn with_auth(overrides: &str, auth: Box<dyn ringmq::auth::Authenticator>) -> Self {
+        Self::launch(overrides, auth, None)
+    }
+
+    /// A broker with `overrides` whose time stands still until [`Self::advance`]: keep-alive,
+    /// expiry and will-delay tests move the clock instead of sleeping.
+    pub fn with_manual_clock(overrides: &str) -> Self {
+        Self::launch(
+            overrides,
+            Box::new(ringmq::auth::AllowAll),
+            Some(ManualClock::new()),
+        )
+    }
+
+    fn launch(
+        overrides: &str,
+        auth: Box<dyn ringmq::auth::Authenticator>,
+        manual: Option<ManualClock>,
+    ) -> Self {
         let mut raw = default_raw().expect("embedded defaults parse");
         raw.overlay(parse_raw("test base", BASE).expect("test base parses"));
         raw.overlay(parse_raw("test overrides", overrides).expect("test overrides parse"));
         let config = raw.validate().expect("test config validates");
-        let broker = Broker::start_with_auth(config, auth).expect("broker starts");
+        let clock = manual.clone().map_or(Clock::System, Clock::Manual);
+        let broker = Broker::start_with_clock(config, auth, clock).expect("broker starts");
         let addr = broker.local_addrs()[0];
         Self {
             broker: Some(broker),
             addr,
+            manual,
         }
+    }
+
+    /// Moves the broker's manual clock forward by `by`; its shards wake and fire the timers due.
+    pub fn advance(&self, by: Duration) {
+        self.manual
+            .as_ref()
+            .expect("advance needs TestBroker::with_manual_clock")
+            .advance(by);
     }
 
     /// The address clients connect to.

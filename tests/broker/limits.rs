@@ -11,26 +11,32 @@ use crate::harness::TestBroker;
 
 #[test]
 fn keep_alive_expiry_disconnects_with_0x8d_in_v5_and_closes_in_v311() {
-    let broker = TestBroker::start();
+    let broker = TestBroker::with_manual_clock("");
     for protocol in [V311, V5] {
         let mut connect = connect_packet(protocol, "sleepy", true);
         connect.keep_alive = 1;
         let mut client = RawClient::connected(broker.addr(), connect);
+        // Within the grace of one and a half keep-alives the connection stays.
+        broker.advance(Duration::from_millis(1400));
+        client.ping();
+        broker.advance(Duration::from_secs(2));
         client.expect_disconnect(ReasonCode::KeepAliveTimeout);
     }
 }
 
 #[test]
 fn packets_within_the_keep_alive_keep_the_connection_open() {
-    let broker = TestBroker::start();
+    let broker = TestBroker::with_manual_clock("");
     let mut connect = connect_packet(V5, "awake", true);
     connect.keep_alive = 1;
     let mut client = RawClient::connected(broker.addr(), connect);
-    // 2.5 s of pings every 0.4 s: beyond the 1.5 s grace if the pings were not counted.
+    // 2.4 s of pings every 0.4 s: beyond the 1.5 s grace if the pings were not counted.
     for _ in 0..6 {
-        std::thread::sleep(Duration::from_millis(400));
+        broker.advance(Duration::from_millis(400));
         client.ping();
     }
+    // Then silence past the grace.
+    broker.advance(Duration::from_millis(1600));
     client.expect_disconnect(ReasonCode::KeepAliveTimeout);
 }
 

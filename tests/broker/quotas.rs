@@ -116,9 +116,10 @@ fn invalid_utf8_payload_with_format_indicator_gets_0x99_and_is_not_forwarded() {
 
 #[test]
 fn default_keep_alive_is_imposed_and_announced() {
-    let broker = TestBroker::with_config("[connection]\ndefault_keep_alive = 1\n");
+    let broker = TestBroker::with_manual_clock("[connection]\ndefault_keep_alive = 1\n");
     let (mut client, connack) = RawClient::connect(broker.addr(), connect_packet(V5, "lazy", true));
     assert_eq!(connack.properties.server_keep_alive, Some(1));
+    broker.advance(std::time::Duration::from_secs(2));
     client.expect_disconnect(ReasonCode::KeepAliveTimeout);
 }
 
@@ -159,7 +160,7 @@ fn outbound_aliases_start_afresh_on_a_new_connection() {
 
 #[test]
 fn delayed_will_is_not_sent_when_the_session_is_taken_over() {
-    let broker = TestBroker::start();
+    let broker = TestBroker::with_manual_clock("");
     let mut watch = RawClient::connected_clean(broker.addr(), V5, "tw-watch");
     watch.subscribe("tw/will", QoS::AtLeastOnce);
     let mut connect = persistent_connect(V5, "tw", 60);
@@ -178,7 +179,11 @@ fn delayed_will_is_not_sent_when_the_session_is_taken_over() {
     assert!(connack.session_present);
     old.expect_disconnect(ReasonCode::SessionTakenOver);
     new.ping();
-    watch.expect_silence(std::time::Duration::from_millis(1500));
+    // Well past the delay: no will.
+    broker.advance(std::time::Duration::from_secs(2));
+    new.ping();
+    watch.ping();
+    watch.expect_silence(QUIET);
 }
 
 #[test]

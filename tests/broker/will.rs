@@ -127,35 +127,54 @@ fn delayed(id: &str, delay: u32, expiry: u32) -> Connect {
     connect
 }
 
+/// Waits until the broker handled the end of every connection but the watcher's (the delays
+/// run from there).
+fn wait_for_only_the_watcher(broker: &TestBroker) {
+    broker.wait_for_metrics("the close", |m| m.clients_connected == 1);
+}
+
 #[test]
 fn delayed_will_is_published_after_its_delay() {
-    let broker = TestBroker::start();
+    let broker = TestBroker::with_manual_clock("");
     let mut watch = watcher(&broker, V5, "will/delayed");
     RawClient::connected(broker.addr(), delayed("slow-will", 1, 60)).drop_abruptly();
-    // Not at once: the delay runs first (a fence shows the broker saw the close).
+    wait_for_only_the_watcher(&broker);
+    // Not before the delay...
+    broker.advance(Duration::from_millis(900));
     watch.ping();
-    watch.expect_silence(Duration::from_millis(200));
+    watch.expect_silence(QUIET);
+    // ...then at once.
+    broker.advance(Duration::from_millis(200));
     assert_eq!(watch.expect_publish_acked().payload(), b"gone");
 }
 
 #[test]
 fn delayed_will_is_cancelled_by_a_reconnect() {
-    let broker = TestBroker::start();
+    let broker = TestBroker::with_manual_clock("");
     let mut watch = watcher(&broker, V5, "will/delayed");
     RawClient::connected(broker.addr(), delayed("back-soon", 1, 60)).drop_abruptly();
+    wait_for_only_the_watcher(&broker);
     let (mut back, connack) = RawClient::connect(broker.addr(), delayed("back-soon", 1, 60));
     assert!(connack.session_present);
     back.ping();
     // Well past the delay: no will.
-    watch.expect_silence(Duration::from_millis(1500));
+    broker.advance(Duration::from_secs(2));
+    back.ping();
+    watch.ping();
+    watch.expect_silence(QUIET);
     back.disconnect();
 }
 
 #[test]
 fn will_delay_longer_than_the_session_goes_out_when_the_session_ends() {
-    let broker = TestBroker::start();
+    let broker = TestBroker::with_manual_clock("");
     let mut watch = watcher(&broker, V5, "will/delayed");
     RawClient::connected(broker.addr(), delayed("short-session", 600, 1)).drop_abruptly();
+    wait_for_only_the_watcher(&broker);
+    broker.advance(Duration::from_millis(900));
+    watch.ping();
+    watch.expect_silence(QUIET);
+    broker.advance(Duration::from_millis(200));
     assert_eq!(watch.expect_publish_acked().payload(), b"gone");
 }
 

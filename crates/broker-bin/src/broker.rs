@@ -4,7 +4,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 
 use ring_runtime::{
-    BackendKind, Runtime, RuntimeConfig, RuntimeError, RuntimeHandle, ShardExits, ShardId,
+    BackendKind, Clock, Runtime, RuntimeConfig, RuntimeError, RuntimeHandle, ShardExits, ShardId,
 };
 
 use crate::auth::{AllowAll, Authenticator};
@@ -32,9 +32,20 @@ impl Broker {
         config: Config,
         auth: Box<dyn Authenticator>,
     ) -> Result<Self, RuntimeError> {
-        let runtime_config = runtime_config(&config);
+        Self::start_with_clock(config, auth, Clock::System)
+    }
+
+    /// Like [`Broker::start_with_auth`], with every timer (keep-alive, expiry, will delay,
+    /// `$SYS`) on `clock`: tests pass a [`ring_runtime::ManualClock`] and advance it.
+    pub fn start_with_clock(
+        config: Config,
+        auth: Box<dyn Authenticator>,
+        clock: Clock,
+    ) -> Result<Self, RuntimeError> {
+        let mut runtime_config = runtime_config(&config);
+        runtime_config.clock = clock.clone();
         let shards = runtime_config.shard_count();
-        let shared = Arc::new(Shared::new(config, shards, auth));
+        let shared = Arc::new(Shared::with_clock(config, shards, auth, clock));
         let for_shards = Arc::clone(&shared);
         let runtime = Runtime::start(runtime_config, move |id| {
             with_fault_injection(BrokerShard::new(Arc::clone(&for_shards), id, shards), id)

@@ -2,11 +2,11 @@
 //! sequencer. Nothing here is touched per message except through relaxed per-shard counters.
 
 use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use crossbeam_utils::CachePadded;
 use dashmap::DashMap;
-use ring_runtime::ShardId;
+use ring_runtime::{Clock, ShardId};
 use router::{Sequencer, SubscriberId, TopicLimits};
 
 use crate::auth::Authenticator;
@@ -55,8 +55,10 @@ pub struct Shared {
     pub topic_limits: TopicLimits,
     /// The authentication and authorization hook.
     pub auth: Box<dyn Authenticator>,
-    /// When the broker started (for `$SYS/broker/uptime`).
+    /// When the broker started (for `$SYS/broker/uptime`), on [`Self::clock`].
     pub started: Instant,
+    /// The runtime's clock (the shards read it through `ShardCtx::now`).
+    pub clock: Clock,
     /// Per shard: how far it has applied the change order (for forwarding clean-up).
     pub applied: Box<[CachePadded<AtomicU64>]>,
     /// Bytes held in partial frames over all connections (`limits.max_partial_frame_bytes`).
@@ -66,8 +68,18 @@ pub struct Shared {
 }
 
 impl Shared {
-    /// Shared state for `shards` shards.
+    /// Shared state for `shards` shards on the system clock.
     pub fn new(config: Config, shards: usize, auth: Box<dyn Authenticator>) -> Self {
+        Self::with_clock(config, shards, auth, Clock::System)
+    }
+
+    /// Shared state for `shards` shards whose runtime reads the time from `clock`.
+    pub fn with_clock(
+        config: Config,
+        shards: usize,
+        auth: Box<dyn Authenticator>,
+        clock: Clock,
+    ) -> Self {
         let topic_limits = TopicLimits {
             max_length: usize::from(config.limits.max_topic_length),
             max_levels: usize::from(config.limits.max_topic_levels),
@@ -86,7 +98,8 @@ impl Shared {
             connections: AtomicUsize::new(0),
             topic_limits,
             auth,
-            started: Instant::now(),
+            started: clock.now(),
+            clock,
             applied: (0..shards.max(1))
                 .map(|_| CachePadded::new(AtomicU64::new(0)))
                 .collect(),
@@ -102,6 +115,11 @@ impl Shared {
             "invariant: 2^64 subscriber keys are never exhausted"
         );
         SubscriberId(key)
+    }
+
+    /// Time since the broker started, on its clock.
+    pub fn uptime(&self) -> Duration {
+        self.clock.now().saturating_duration_since(self.started)
     }
 
     /// A new claim id.

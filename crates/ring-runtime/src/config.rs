@@ -3,6 +3,7 @@
 use std::net::SocketAddr;
 use std::time::Duration;
 
+use crate::clock::Clock;
 use crate::error::RuntimeError;
 
 /// Name of the environment variable that forces a backend (`epoll`, `uring` or `auto`).
@@ -122,6 +123,9 @@ pub struct RuntimeConfig {
     /// to finish its cancelled io_uring operations; whatever is still in flight after it is
     /// leaked, never freed under the kernel. Default 1 s.
     pub cancel_timeout: Duration,
+    /// Where the shards read the time: [`Clock::System`] by default; tests run timers on a
+    /// [`crate::ManualClock`] they advance.
+    pub clock: Clock,
 }
 
 impl Default for RuntimeConfig {
@@ -150,6 +154,7 @@ impl Default for RuntimeConfig {
             accept_batch: 256,
             accept_backoff: Duration::from_millis(100),
             cancel_timeout: Duration::from_secs(1),
+            clock: Clock::System,
         }
     }
 }

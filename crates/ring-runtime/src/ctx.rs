@@ -7,6 +7,7 @@ use std::time::{Duration, Instant};
 
 use bytes::{Bytes, BytesMut};
 
+use crate::clock::Clock;
 use crate::conn::{CloseMode, Conn, ConnTable, SendQueue};
 use crate::error::RuntimeError;
 use crate::handler::CloseReason;
@@ -52,6 +53,7 @@ pub struct ShardCtx<M> {
     pub(crate) shard: ShardId,
     pub(crate) shard_count: usize,
     pub(crate) now: Instant,
+    pub(crate) clock: Clock,
     pub(crate) conns: ConnTable,
     pub(crate) timers: TimerWheel<TimerTarget>,
     pub(crate) outboxes: Outboxes<M>,
@@ -64,11 +66,13 @@ pub struct ShardCtx<M> {
 
 impl<M> ShardCtx<M> {
     pub(crate) fn new(shard: ShardId, shard_count: usize, config: &crate::RuntimeConfig) -> Self {
-        let now = Instant::now();
+        let clock = config.clock.clone();
+        let now = clock.now();
         Self {
             shard,
             shard_count,
             now,
+            clock,
             conns: ConnTable::new(),
             timers: TimerWheel::new(now, config.timer_tick),
             outboxes: Outboxes::new(shard_count, config.max_pending_posts),
@@ -90,7 +94,8 @@ impl<M> ShardCtx<M> {
         self.shard_count
     }
 
-    /// Monotonic time, read once per turn (after the wait).
+    /// Monotonic time from [`crate::RuntimeConfig::clock`], read once per turn (after the
+    /// wait).
     pub fn now(&self) -> Instant {
         self.now
     }

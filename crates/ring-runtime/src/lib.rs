@@ -6,6 +6,7 @@
 //! goes through its [`ShardCtx`].
 
 mod backend;
+mod clock;
 mod config;
 mod conn;
 mod ctx;
@@ -23,6 +24,7 @@ mod sys;
 mod timer;
 mod uring;
 
+pub use clock::{Clock, ManualClock};
 pub use config::{BACKEND_ENV, BackendChoice, BackendKind, RuntimeConfig, available_cores};
 pub use conn::ConnMap;
 pub use ctx::{ShardCtx, ShardStats};

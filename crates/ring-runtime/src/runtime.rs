@@ -6,6 +6,7 @@ use std::sync::{Arc, mpsc};
 use std::thread::JoinHandle;
 
 use crate::backend::{Backend, select_backend};
+use crate::clock::WakeShards;
 use crate::config::{BackendKind, RuntimeConfig};
 use crate::ctx::{ShardCtx, ShardStats};
 use crate::epoll::EpollBackend;
@@ -33,9 +34,19 @@ pub(crate) struct Shared<M> {
 impl<M> Shared<M> {
     fn request_shutdown(&self) {
         self.shutdown.store(true, Ordering::Release);
+        self.wake_every_shard();
+    }
+
+    fn wake_every_shard(&self) {
         for mailbox in &self.mailboxes {
             mailbox.waker().wake();
         }
+    }
+}
+
+impl<M: Send> WakeShards for Shared<M> {
+    fn wake_all(&self) {
+        self.wake_every_shard();
     }
 }
 
@@ -73,6 +84,8 @@ impl Runtime {
             accepts_refused: AtomicU64::new(0),
             mailbox_full: AtomicU64::new(0),
         });
+        let wake: std::sync::Weak<dyn WakeShards> = Arc::downgrade(&shared) as _;
+        config.clock.register(wake);
         let mut handle = RuntimeHandle {
             shared: Arc::clone(&shared),
             threads: Vec::with_capacity(shards),

@@ -122,7 +122,7 @@ impl BrokerShard {
     /// A unique identifier for a client that sent an empty one (5.0 Assigned Client Identifier).
     fn assign_client_id(&self) -> MqttStr {
         let key = self.shared.new_subscriber().0;
-        let nanos = self.shared.started.elapsed().as_nanos() as u64;
+        let nanos = self.shared.uptime().as_nanos() as u64;
         let text = format!("ringmq-{:x}-{key:x}-{nanos:x}", self.id.index());
         MqttStr::from_bytes(text.into()).expect("invariant: ASCII without U+0000")
     }

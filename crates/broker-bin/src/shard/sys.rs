@@ -40,7 +40,7 @@ impl BrokerShard {
             return;
         }
         let snapshot = self.shared.metrics.snapshot();
-        let uptime = self.shared.started.elapsed().as_secs();
+        let uptime = self.shared.uptime().as_secs();
         let values: [(&str, String); 13] = [
             (
                 "$SYS/broker/version",

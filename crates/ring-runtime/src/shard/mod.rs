@@ -7,7 +7,7 @@ mod pacing;
 
 use std::io;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use crate::backend::{Backend, Event};
 use crate::ctx::{ShardCtx, ShardStats, TimerTarget};
@@ -51,6 +51,8 @@ impl<H: Handler, B: Backend> Shard<H, B> {
         shared: Arc<Shared<H::Message>>,
         config: &crate::RuntimeConfig,
     ) -> Self {
+        // Pacing counts from the context's creation, which precedes the shard's "ready".
+        let pacing = pacing::Pacing::new(config, ctx.now);
         Self {
             backend,
             handler,
@@ -63,7 +65,7 @@ impl<H: Handler, B: Backend> Shard<H, B> {
             failed_connects: Vec::new(),
             mailbox_retry: config.mailbox_retry,
             batches_per_turn: config.mailbox_batches,
-            pacing: pacing::Pacing::new(config, Instant::now()),
+            pacing,
             accept_pause: accept::AcceptPause::new(config.accept_backoff),
         }
     }
@@ -75,7 +77,7 @@ impl<H: Handler, B: Backend> Shard<H, B> {
             self.backend
                 .wait(&mut self.ctx.conns, timeout, &mut self.events)?;
             self.backend.add_stats(&mut self.ctx.stats);
-            self.ctx.now = Instant::now();
+            self.ctx.now = self.ctx.clock.now();
             self.pacing.release_due(&mut self.ctx.conns, self.ctx.now);
             self.dispatch_events();
             self.fire_timers();
@@ -106,7 +108,7 @@ impl<H: Handler, B: Backend> Shard<H, B> {
         if ctx.conns.has_dirty() || !ctx.local_inbox.is_empty() || posts_waiting {
             return Some(Duration::ZERO);
         }
-        let now = Instant::now();
+        let now = ctx.clock.now();
         let deadline = match (ctx.timers.next_deadline(), self.pacing.next_due()) {
             (Some(timer), Some(paced)) => Some(timer.min(paced)),
             (timer, paced) => timer.or(paced),

@@ -10,7 +10,7 @@ use std::fs::File;
 use std::net::{SocketAddr, TcpStream};
 use std::process::Command;
 use std::sync::mpsc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use ring_runtime::{ConnId, Handler, RuntimeHandle, ShardCtx, ShardId};
 
@@ -79,20 +79,11 @@ fn exhaust_descriptors() -> Vec<File> {
     held
 }
 
-/// Polls `done` until it holds; fails after the hang bound (never a measured time).
-fn wait_until(what: &str, done: impl Fn() -> bool) {
-    let deadline = Instant::now() + common::HANG;
-    while !done() {
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        std::thread::yield_now();
-    }
-}
-
 /// Connects while no descriptor is left for the server's accept; waits for the refusal.
 fn connect_refused(started: &Started) -> (Vec<File>, TcpStream) {
     let held = exhaust_descriptors();
     let client = TcpStream::connect(started.handle.local_addrs()[0]).unwrap();
-    wait_until("a refused accept", || started.handle.accepts_refused() >= 1);
+    common::wait_until("a refused accept", || started.handle.accepts_refused() >= 1);
     (held, client)
 }
 
@@ -169,8 +160,8 @@ fn accept_pauses_when_descriptors_run_out_and_recovers() {
         .unwrap();
     let stdout = String::from_utf8_lossy(&output.stdout);
     let stderr = String::from_utf8_lossy(&output.stderr);
-    if let Some(skip) = stdout.lines().find(|line| line.starts_with("SKIP")) {
-        println!("{skip}");
+    if let Some(reason) = stderr.lines().find_map(|line| line.strip_prefix("SKIP: ")) {
+        common::skip(&reason);
         return;
     }
     assert!(

@@ -21,7 +21,17 @@ pub fn config(shards: usize) -> RuntimeConfig {
     }
 }
 
-/// Starts the runtime; `None` (after printing why) when the forced backend is unavailable.
+/// Reports that the calling test skips, and why: one `SKIP: <reason>` line written straight to
+/// the process's stderr (libtest captures `println!`/`eprintln!` of passing tests, and has no
+/// runtime skip), so it shows in every run and `scripts/test.d` can count it. The caller then
+/// returns without checking anything.
+pub fn skip(reason: &dyn std::fmt::Display) {
+    let mut stderr = std::io::stderr().lock();
+    // A failed write to stderr leaves nothing to report it to.
+    let _ = writeln!(stderr, "SKIP: {reason}");
+}
+
+/// Starts the runtime; `None` (after [`skip`]) when the forced backend is unavailable.
 pub fn start<H, F>(config: RuntimeConfig, factory: F) -> Option<RuntimeHandle<H::Message>>
 where
     H: Handler,
@@ -32,10 +42,22 @@ where
         Err(
             error @ (RuntimeError::KernelTooOld { .. } | RuntimeError::UringUnavailable { .. }),
         ) => {
-            println!("SKIP: backend unavailable on this kernel: {error}");
+            skip(&format_args!("backend unavailable on this kernel: {error}"));
             None
         }
         Err(error) => panic!("runtime start failed: {error}"),
+    }
+}
+
+/// Polls `done` until it holds; fails after the hang bound (never a measured time).
+pub fn wait_until(what: &str, done: impl Fn() -> bool) {
+    let deadline = std::time::Instant::now() + HANG;
+    while !done() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "timed out waiting for {what}"
+        );
+        std::thread::sleep(Duration::from_millis(1));
     }
 }
 

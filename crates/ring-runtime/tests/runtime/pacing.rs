@@ -1,20 +1,33 @@
 //! Write pacing (`RuntimeConfig::write_interval`): a stream of frames to one connection leaves
-//! in a few writes; expedited frames, sparse traffic and a shutdown are never held.
+//! in a few writes; expedited frames, sparse traffic and a shutdown are never held. Every test
+//! runs on a manual clock: a held write can only leave when the test advances the clock past
+//! its interval (or shuts down), so what is held and what is released is checked without
+//! measuring time.
 
+use std::io::{ErrorKind, Read};
 use std::net::{SocketAddr, TcpStream};
-use std::time::{Duration, Instant};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
 
 use bytes::Bytes;
-use ring_runtime::{ConnId, Handler, RuntimeConfig, ShardCtx, TimerId};
+use ring_runtime::{
+    Clock, ConnId, Handler, ManualClock, RuntimeConfig, RuntimeHandle, ShardCtx, TimerId,
+};
 
 use crate::common;
 
 /// Frames the ticker sends, one per timer firing.
 const TICKS: u64 = 40;
 
-/// Sends one byte per 1 ms timer tick, `TICKS` times, then closes.
+/// How long "nothing arrives" is watched for, once the handler has seen the request: a held
+/// write never leaves on a clock that stands still, so this only bounds a false pass.
+const QUIET: Duration = Duration::from_millis(300);
+
+/// Sends one byte per 1 ms timer tick, `TICKS` times, then closes; counts the firings.
 struct Ticker {
     conn: Option<ConnId>,
+    fired: Arc<AtomicU64>,
 }
 
 impl Handler for Ticker {
@@ -35,43 +48,61 @@ impl Handler for Ticker {
         } else {
             ctx.close(conn);
         }
+        self.fired.fetch_add(1, Ordering::SeqCst);
     }
 }
 
-/// The bytes the ticker sent, and the writes the runtime made.
-fn run_ticker(write_interval: Duration) -> (Vec<u8>, u64) {
+/// A one-shard config on a fresh manual clock with `write_interval`.
+fn manual_config(write_interval: Duration) -> (RuntimeConfig, ManualClock) {
+    let clock = ManualClock::new();
     let mut config = common::config(1);
     config.write_interval = write_interval;
-    let Some(handle) = common::start(config, |_| Ticker { conn: None }) else {
-        return ((0..TICKS as u8).collect(), 0);
-    };
+    config.clock = Clock::Manual(clock.clone());
+    (config, clock)
+}
+
+/// The bytes the ticker sent and the writes the runtime made, one tick per millisecond the
+/// clock is advanced; `None` when the backend is unavailable.
+fn run_ticker(write_interval: Duration) -> Option<(Vec<u8>, u64)> {
+    let (config, clock) = manual_config(write_interval);
+    let fired = Arc::new(AtomicU64::new(0));
+    let for_shard = Arc::clone(&fired);
+    let handle = common::start(config, move |_| Ticker {
+        conn: None,
+        fired: Arc::clone(&for_shard),
+    })?;
     let mut stream = common::client(handle.local_addrs()[0]);
+    common::wait_until("the first tick", || fired.load(Ordering::SeqCst) == 1);
+    for tick in 2..=TICKS {
+        clock.advance(Duration::from_millis(1));
+        common::wait_until("the next tick", || fired.load(Ordering::SeqCst) == tick);
+    }
     let bytes = common::read_to_end(&mut stream);
     handle.shutdown();
     let writes = handle.join().unwrap().iter().map(|s| s.writes).sum();
-    (bytes, writes)
+    Some((bytes, writes))
 }
 
 #[test]
 fn a_stream_leaves_in_few_writes_in_order() {
-    let (bytes, paced_writes) = run_ticker(Duration::from_millis(400));
+    let Some((bytes, paced_writes)) = run_ticker(Duration::from_millis(400)) else {
+        return;
+    };
     assert_eq!(bytes, (0..TICKS as u8).collect::<Vec<_>>());
-    let (bytes, unpaced_writes) = run_ticker(Duration::ZERO);
+    let (bytes, unpaced_writes) = run_ticker(Duration::ZERO).expect("the backend started once");
     assert_eq!(bytes, (0..TICKS as u8).collect::<Vec<_>>());
-    println!("writes: paced {paced_writes}, unpaced {unpaced_writes}");
-    // 40 ticks of 1 ms fit in one 400 ms interval: the first write, one for the rest and the
-    // close. Without pacing each tick (or each few, on a busy machine) is a write.
-    assert!(paced_writes <= 4, "{paced_writes} writes with pacing");
-    assert!(
-        unpaced_writes > paced_writes * 2,
-        "{unpaced_writes} without"
-    );
+    // 40 ticks of 1 ms fit in one 400 ms interval: the first two writes are sparse (one frame
+    // each), the stream is held from the third tick and leaves with the close.
+    assert_eq!(paced_writes, 3, "writes with pacing");
+    // Without pacing every tick is a turn of its own, and a write.
+    assert_eq!(unpaced_writes, TICKS, "writes without pacing");
 }
 
 /// Echoes each read back twice, as two frames (so each write carries more than one frame:
-/// a stream, which pacing may hold); expedites them when `expedite`.
+/// a stream, which pacing may hold); expedites them when `expedite`. Counts the reads.
 struct PacedEcho {
     expedite: bool,
+    seen: Arc<AtomicU64>,
 }
 
 impl Handler for PacedEcho {
@@ -85,29 +116,56 @@ impl Handler for PacedEcho {
         if self.expedite {
             ctx.expedite(conn);
         }
+        self.seen.fetch_add(1, Ordering::SeqCst);
     }
 }
 
-fn paced_config() -> RuntimeConfig {
-    let mut config = common::config(1);
-    // Far longer than the client's read timeout: a held write would fail the test.
-    config.write_interval = Duration::from_secs(1);
-    config
+/// A runtime echoing with [`PacedEcho`] under a 1 s interval on a manual clock.
+struct Paced {
+    handle: RuntimeHandle<()>,
+    clock: ManualClock,
+    seen: Arc<AtomicU64>,
 }
 
-/// A client whose reads fail after `timeout` (shorter than the pacing interval).
-fn impatient_client(handle: &ring_runtime::RuntimeHandle<()>, timeout: Duration) -> TcpStream {
-    let stream = common::client(handle.local_addrs()[0]);
-    stream.set_read_timeout(Some(timeout)).unwrap();
-    stream
+fn start_paced(expedite: bool) -> Option<Paced> {
+    let (config, clock) = manual_config(Duration::from_secs(1));
+    let seen = Arc::new(AtomicU64::new(0));
+    let for_shard = Arc::clone(&seen);
+    let handle = common::start(config, move |_| PacedEcho {
+        expedite,
+        seen: Arc::clone(&for_shard),
+    })?;
+    // Pacing counts microseconds from the shard's start, 0 meaning "never written": step off
+    // the start so the first write's time is exact.
+    clock.advance(Duration::from_millis(1));
+    Some(Paced {
+        handle,
+        clock,
+        seen,
+    })
+}
+
+/// Fails if anything arrives on `stream` within [`QUIET`].
+fn expect_nothing(stream: &mut TcpStream) {
+    stream.set_read_timeout(Some(QUIET)).unwrap();
+    let mut byte = [0u8; 1];
+    match stream.read(&mut byte) {
+        Ok(n) => panic!("a held write left early ({n} bytes: {byte:?})"),
+        Err(e) => assert!(
+            matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut),
+            "read failed: {e}"
+        ),
+    }
+    stream.set_read_timeout(Some(common::HANG)).unwrap();
 }
 
 #[test]
 fn expedited_frames_are_not_held() {
-    let Some(handle) = common::start(paced_config(), |_| PacedEcho { expedite: true }) else {
+    let Some(paced) = start_paced(true) else {
         return;
     };
-    let mut stream = impatient_client(&handle, Duration::from_millis(700));
+    // The clock never moves: a held write would never leave (and the read would fail).
+    let mut stream = common::client(paced.handle.local_addrs()[0]);
     for round in 0..5u8 {
         common::write_all(&mut stream, &[round]);
         assert_eq!(common::read_exact(&mut stream, 2), [round, round]);
@@ -116,27 +174,27 @@ fn expedited_frames_are_not_held() {
 
 #[test]
 fn a_held_write_leaves_when_its_interval_ends_and_at_shutdown() {
-    let Some(handle) = common::start(paced_config(), |_| PacedEcho { expedite: false }) else {
+    let Some(paced) = start_paced(false) else {
         return;
     };
-    let mut stream = common::client(handle.local_addrs()[0]);
+    let mut stream = common::client(paced.handle.local_addrs()[0]);
     common::write_all(&mut stream, b"a");
     assert_eq!(common::read_exact(&mut stream, 2), b"aa");
-    // Written less than the interval ago, with two frames (a stream): held until the
-    // interval ends.
-    let sent = Instant::now();
+    // Written less than the interval ago, with two frames (a stream): held...
     common::write_all(&mut stream, b"b");
+    common::wait_until("the echo of b", || paced.seen.load(Ordering::SeqCst) == 2);
+    paced.clock.advance(Duration::from_millis(999));
+    expect_nothing(&mut stream);
+    // ...until the interval ends.
+    paced.clock.advance(Duration::from_millis(1));
     assert_eq!(common::read_exact(&mut stream, 2), b"bb");
-    println!("held for {:?}", sent.elapsed());
+    // Held again (written just now), and a shutdown drains it at once, clock unmoved.
     common::write_all(&mut stream, b"c");
-    // Shutdown drains at once, whatever the pacing.
-    std::thread::sleep(Duration::from_millis(50));
-    handle.shutdown();
-    stream
-        .set_read_timeout(Some(Duration::from_millis(700)))
-        .unwrap();
+    common::wait_until("the echo of c", || paced.seen.load(Ordering::SeqCst) == 3);
+    expect_nothing(&mut stream);
+    paced.handle.shutdown();
     assert_eq!(common::read_to_end(&mut stream), b"cc");
-    handle.join().unwrap();
+    paced.handle.join().unwrap();
 }
 
 /// Echoes each read back as one frame: sparse traffic.
@@ -154,14 +212,15 @@ impl Handler for SingleEcho {
 
 #[test]
 fn sparse_traffic_is_never_held() {
-    // A request now and then: more than half the 1 s interval apart, one frame per write. A
-    // held answer would come 400 ms late, past the read timeout.
-    let Some(handle) = common::start(paced_config(), |_| SingleEcho) else {
+    // A request now and then: more than half the 1 s interval apart, one frame per write. The
+    // clock moves only between requests, so a held answer would never come.
+    let (config, clock) = manual_config(Duration::from_secs(1));
+    let Some(handle) = common::start(config, |_| SingleEcho) else {
         return;
     };
-    let mut stream = impatient_client(&handle, Duration::from_millis(300));
+    let mut stream = common::client(handle.local_addrs()[0]);
     for round in 0..3u8 {
-        std::thread::sleep(Duration::from_millis(600));
+        clock.advance(Duration::from_millis(600));
         common::write_all(&mut stream, &[round]);
         assert_eq!(common::read_exact(&mut stream, 1), [round]);
     }
