@@ -16,6 +16,8 @@ mod exit;
 mod handler;
 mod ids;
 mod mailbox;
+#[cfg(all(test, loom))]
+mod mailbox_loom;
 mod runtime;
 mod send_queue;
 mod shard;
