@@ -3,7 +3,7 @@
 #![no_main]
 
 use bytes::BytesMut;
-use codec::{decode, encode, Packet, ProtocolVersion};
+use codec::{Packet, ProtocolVersion, decode, encode};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|body: &[u8]| {

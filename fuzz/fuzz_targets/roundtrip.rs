@@ -3,7 +3,7 @@
 #![no_main]
 
 use bytes::BytesMut;
-use codec::{decode, encode, encoded_len, ProtocolVersion};
+use codec::{ProtocolVersion, decode, encode, encoded_len};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
@@ -22,7 +22,11 @@ fuzz_target!(|data: &[u8]| {
         encode(&packet, protocol, &mut wire).expect("a decoded packet is encodable");
         assert_eq!(encoded_len(&packet, protocol), Ok(wire.len()));
         let again = decode(&mut wire, &limits).expect("an encoded packet decodes");
-        assert_eq!(again.as_ref(), Some(&packet), "round trip changed the packet");
+        assert_eq!(
+            again.as_ref(),
+            Some(&packet),
+            "round trip changed the packet"
+        );
         assert!(wire.is_empty(), "the encoding is exactly one frame");
     }
 });

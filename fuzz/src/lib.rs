@@ -1,7 +1,7 @@
 //! Checks shared by the fuzz targets.
 
 use bytes::BytesMut;
-use codec::{decode, DecodeError, Limits, Packet, ProtocolVersion};
+use codec::{DecodeError, Limits, Packet, ProtocolVersion, decode};
 
 /// Small enough that the fuzzer finds "packet too large" paths, large enough for real packets.
 const FUZZ_MAX_PACKET_SIZE: u32 = 64 * 1024;
@@ -59,5 +59,8 @@ pub fn check_decoder(data: &[u8], protocol: ProtocolVersion) {
     let whole = decode_stream(data, 0, protocol);
     let chunk = usize::from(data.first().copied().unwrap_or(1) % 16) + 1;
     let chunked = decode_stream(data, chunk, protocol);
-    assert_eq!(whole, chunked, "feeding in chunks of {chunk} changes the result");
+    assert_eq!(
+        whole, chunked,
+        "feeding in chunks of {chunk} changes the result"
+    );
 }

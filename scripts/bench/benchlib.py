@@ -7,13 +7,24 @@ import sys
 import time
 
 
-def rss_kb(pid):
-    """VmRSS of process `pid` in KiB."""
+def status_kb(pid, field):
+    """A memory line (`VmRSS`, `RssAnon`, `RssFile`, ...) of /proc/PID/status in KiB."""
     with open(f"/proc/{pid}/status") as status:
         for line in status:
-            if line.startswith("VmRSS:"):
+            if line.startswith(field + ":"):
                 return int(line.split()[1])
     return 0
+
+
+def rss_kb(pid):
+    """VmRSS of process `pid` in KiB."""
+    return status_kb(pid, "VmRSS")
+
+
+def rss_detail(pid):
+    """VmRSS with its anonymous (heap) and file-backed (the binary's pages) parts."""
+    return (f"RSS {rss_kb(pid)} KiB (anon {status_kb(pid, 'RssAnon')}, "
+            f"file {status_kb(pid, 'RssFile')})")
 
 
 def varint(n):

@@ -22,7 +22,7 @@ import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from benchlib import disconnect, frame, recv_packet, rss_kb, string, wait_for_port  # noqa: E402
+from benchlib import disconnect, frame, recv_packet, rss_detail, string, wait_for_port  # noqa: E402
 
 SESSIONS = int(os.environ.get("SESSIONS", 3))
 MESSAGES = int(os.environ.get("MESSAGES", 1000))
@@ -93,25 +93,25 @@ def main():
     args = [BIN, "-l", f"127.0.0.1:{PORT}", "--log-level", "warn"]
     if os.environ.get("QUEUE_DEFAULTS") != "1":
         config = tempfile.NamedTemporaryFile("w", suffix=".toml", delete=False)
-        config.write(CONFIG)
+        config.write(CONFIG + os.environ.get("CONFIG_EXTRA", "").replace("\\n", "\n"))
         config.close()
         args += ["-c", config.name]
-    broker = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    broker = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=open(os.environ.get("BROKER_LOG", os.devnull), "w"))
     try:
         wait_for_port(PORT)
         time.sleep(SETTLE_S)
-        print(f"start: RSS {rss_kb(broker.pid)} KiB", flush=True)
+        print(f"start: {rss_detail(broker.pid)}", flush=True)
         for r in range(1, ROUNDS + 1):
             prepare_sessions(r)
             publish_all()
             time.sleep(SETTLE_S)
-            print(f"round {r}: queued {SESSIONS} x {MESSAGES} x {SIZE} B: RSS {rss_kb(broker.pid)} KiB", flush=True)
+            print(f"round {r}: queued {SESSIONS} x {MESSAGES} x {SIZE} B: {rss_detail(broker.pid)}", flush=True)
             discard_sessions()
             time.sleep(SETTLE_S)
-            print(f"round {r}: discarded: RSS {rss_kb(broker.pid)} KiB", flush=True)
+            print(f"round {r}: discarded: {rss_detail(broker.pid)}", flush=True)
             if os.environ.get("LATE_S"):
                 time.sleep(float(os.environ["LATE_S"]))
-                print(f"round {r}: {os.environ['LATE_S']} s later: RSS {rss_kb(broker.pid)} KiB", flush=True)
+                print(f"round {r}: {os.environ['LATE_S']} s later: {rss_detail(broker.pid)}", flush=True)
     finally:
         broker.kill()
         broker.wait()

@@ -168,7 +168,7 @@ impl Handler for BrokerShard {
                 ShardMsg::Transfer(transfer) => self.take_over(ctx, transfer),
                 ShardMsg::Start => self.start_sys(ctx),
                 ShardMsg::Applied => {}
-                ShardMsg::ReturnMemory => ring_runtime::return_free_memory(),
+                ShardMsg::ReturnMemory => self.collect_freed_memory(ctx),
             }
         }
         self.publish_applied_watermark();

@@ -28,6 +28,8 @@ pub enum TimerPurpose {
     Backlog,
     /// A session's move waits too long for its fences (a lost fence: a mailbox over its bound).
     FencesOverdue(router::SubscriberId),
+    /// The trailing collection after a burst of frees (`memory.rs`).
+    CollectAgain,
 }
 
 /// A timer armed through the book: its runtime id and its key.
@@ -43,6 +45,8 @@ pub struct TimerBook {
     next_key: u64,
     purposes: HashMap<u64, TimerPurpose>,
     backlog_armed: bool,
+    /// A trailing collection is armed (`memory.rs`).
+    pub(super) collect_armed: bool,
 }
 
 impl BrokerShard {
@@ -124,6 +128,7 @@ impl BrokerShard {
                 self.drain_backlog(ctx);
             }
             TimerPurpose::FencesOverdue(subscriber) => self.fences_overdue(ctx, subscriber),
+            TimerPurpose::CollectAgain => self.collect_again(),
         }
     }
 }
