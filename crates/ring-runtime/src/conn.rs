@@ -80,7 +80,7 @@ impl Conn {
     }
 
     /// A connection without a socket, driven by the simulated shard.
-    #[cfg(feature = "sim")]
+    #[cfg(any(test, feature = "sim"))]
     pub(crate) fn simulated() -> Self {
         Self::with_stream(None, Phase::Open)
     }

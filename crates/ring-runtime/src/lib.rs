@@ -21,7 +21,7 @@ mod mailbox_loom;
 mod runtime;
 mod send_queue;
 mod shard;
-#[cfg(feature = "sim")]
+#[cfg(any(test, feature = "sim"))]
 pub mod sim;
 mod slab;
 mod sys;
