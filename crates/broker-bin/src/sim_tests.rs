@@ -28,26 +28,40 @@ fn connect(
     protocol: ProtocolVersion,
     keep_alive: u16,
 ) -> ConnId {
+    let (conn, rest) = connect_with(broker, client, protocol, keep_alive, Default::default());
+    assert!(rest.is_empty(), "only a CONNACK expected, then {rest:?}");
+    conn
+}
+
+/// Like [`connect`], with `properties` and Clean Start only when they carry no receive maximum;
+/// returns what followed the CONNACK.
+fn connect_with(
+    broker: &mut SimBroker,
+    client: &'static str,
+    protocol: ProtocolVersion,
+    keep_alive: u16,
+    properties: ConnectProperties,
+) -> (ConnId, Vec<Packet>) {
     let conn = broker.connect();
     let connect = Packet::Connect(Box::new(Connect {
         protocol,
-        clean_start: true,
+        clean_start: properties.receive_maximum.is_none(),
         keep_alive,
         client_id: text(client),
         will: None,
         username: None,
         password: None,
-        properties: ConnectProperties::default(),
+        properties,
     }));
     broker
         .send_packet(conn, &connect, protocol)
         .expect("encodes");
-    let packets = broker.received(conn, protocol).expect("decodes");
-    match packets.as_slice() {
-        [Packet::ConnAck(ack)] => assert_eq!(ack.reason_code, ReasonCode::Success),
+    let mut packets = broker.received(conn, protocol).expect("decodes");
+    match packets.first() {
+        Some(Packet::ConnAck(ack)) => assert_eq!(ack.reason_code, ReasonCode::Success),
         other => panic!("expected a CONNACK, got {other:?}"),
     }
-    conn
+    (conn, packets.split_off(1))
 }
 
 fn subscribe(
@@ -151,4 +165,41 @@ fn a_connection_that_never_sends_connect_is_closed_at_the_connect_timeout() {
     assert_eq!(broker.closed(conn), None);
     broker.advance(Duration::from_secs(2));
     assert_eq!(broker.closed(conn), Some(CloseReason::Local));
+}
+
+/// Known issue found by the `broker_session` fuzz target: on resuming a session the broker
+/// re-sends every unacknowledged PUBLISH, beyond the new connection's Receive Maximum
+/// (MQTT-3.3.4-9).
+#[test]
+#[ignore = "known issue: resume_session re-sends beyond the new Receive Maximum"]
+fn a_resumed_session_resends_within_the_new_receive_maximum() {
+    let protocol = ProtocolVersion::V5;
+    let mut broker = SimBroker::new(config());
+    let window = |max: u16| ConnectProperties {
+        receive_maximum: std::num::NonZeroU16::new(max),
+        session_expiry_interval: Some(60),
+        ..ConnectProperties::default()
+    };
+    let (first, _) = connect_with(&mut broker, "sub", protocol, 0, window(2));
+    subscribe(&mut broker, first, protocol, "a/+");
+    let publisher = connect(&mut broker, "pub", protocol, 0);
+    for n in 1..=2 {
+        let mut publish = Publish::new(text("a/b"), Bytes::from_static(b"m"));
+        publish.qos = QoS::AtLeastOnce;
+        publish.packet_id = Some(id(n));
+        broker
+            .send_packet(publisher, &Packet::Publish(publish), protocol)
+            .expect("encodes");
+    }
+    assert_eq!(broker.received(first, protocol).expect("decodes").len(), 2);
+    broker.reset(first);
+    let (_, resent) = connect_with(&mut broker, "sub", protocol, 0, window(1));
+    let publishes = resent
+        .iter()
+        .filter(|p| matches!(p, Packet::Publish(_)))
+        .count();
+    assert_eq!(
+        publishes, 1,
+        "one PUBLISH within Receive Maximum 1, got {resent:?}"
+    );
 }
