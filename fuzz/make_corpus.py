@@ -50,6 +50,42 @@ def connect_body(frame):
     return frame[2:]
 
 
+def session_connect(slot, v5, receive_max=0, alias=0, clean=1, keep_alive=0, expiry=0):
+    """CONNECT for `slot` (fuzz_targets/broker_session.rs reads it in fuzz/src/session/ops.rs)."""
+    return [slot, 0, v5, receive_max, alias, clean, keep_alive, 0, expiry, 1]
+
+
+def session_seeds():
+    """Hand-made programs for broker_session: config bytes, then (slot, op, arguments...)."""
+    config = [1, 2, 1, 0]  # window 2, receive maximum 16, 2 queued messages, drop oldest
+
+    def sub(slot, pid, flt, qos):
+        return [slot, 1, pid, flt, qos, 0]
+
+    def unsub(slot, pid, flt):
+        return [slot, 2, pid, flt]
+
+    def pub(slot, topic, qos, pid=1):
+        return [slot, 3, topic, qos, 1] + ([pid] if qos else []) + [0, 1]
+
+    def ack(slot, op, pick=0):
+        return [slot, op, pick]
+
+    v5_window = (config + session_connect(0, 1, receive_max=2) + sub(0, 1, 1, 1)
+                 + session_connect(1, 0) + pub(1, 0, 1, 1) + pub(1, 1, 1, 2) + pub(1, 0, 1, 3)
+                 + ack(0, 4) + ack(0, 4) + unsub(0, 2, 1) + pub(1, 0, 1, 4) + ack(0, 4))
+    v311_qos2 = (config + session_connect(0, 0) + sub(0, 1, 3, 2) + session_connect(1, 1)
+                 + pub(1, 1, 2, 5) + ack(0, 5) + ack(0, 6) + [1, 7, 5] + pub(1, 2, 2, 6))
+    resume = (config + session_connect(0, 1, clean=0, keep_alive=1, expiry=2) + sub(0, 1, 0, 1)
+              + [2, 13, 8] + session_connect(1, 0) + pub(1, 0, 1, 1) + pub(1, 0, 1, 2)
+              + session_connect(0, 1, clean=0, expiry=2) + ack(0, 4) + [1, 8] + [0, 9, 1])
+    garbage = (config + session_connect(0, 0) + [0, 10, 5, 0x30, 0xFF, 0xFF, 0xFF, 0xFF]
+               + session_connect(1, 1, alias=2) + [1, 14] + sub(1, 3, 4, 1)
+               + [1, 3, 0, 1, 1, 2, 2, 0, 1] + [1, 3, 0, 1, 1, 3, 2, 1, 1] + [1, 11])
+    return {"v5_window": v5_window, "v311_qos2": v311_qos2, "resume_keep_alive": resume,
+            "garbage_alias_close": garbage}
+
+
 def main():
     root = pathlib.Path(__file__).parent / "corpus"
     targets = {"decode_v311": {}, "decode_v5": {}, "decode_connect": {}, "roundtrip": {}}
@@ -62,6 +98,7 @@ def main():
             if name.startswith("connect"):
                 targets["decode_connect"][name] = connect_body(wire)
     targets["roundtrip"]["v0_connect_3_1"] = bytes([0]) + unhex(V3["connect_3_1"])
+    targets["broker_session"] = {name: bytes(ops) for name, ops in session_seeds().items()}
     for target, seeds in targets.items():
         folder = root / target
         folder.mkdir(parents=True, exist_ok=True)

@@ -1,5 +1,7 @@
 //! Checks shared by the fuzz targets.
 
+pub mod session;
+
 use bytes::BytesMut;
 use codec::{DecodeError, Limits, Packet, ProtocolVersion, decode};
 

@@ -135,7 +135,7 @@ fn with_fault_injection(shard: BrokerShard, _id: ShardId) -> BrokerShard {
 }
 
 /// The runtime settings for a broker config.
-fn runtime_config(config: &Config) -> RuntimeConfig {
+pub(crate) fn runtime_config(config: &Config) -> RuntimeConfig {
     let mut runtime = RuntimeConfig {
         shards: config.runtime.shards,
         listen: config.listeners.clone(),

@@ -19,5 +19,7 @@ pub mod metrics;
 pub mod session;
 pub mod shard;
 pub mod shared;
+#[cfg(any(test, feature = "sim"))]
+pub mod sim;
 
 pub use broker::Broker;

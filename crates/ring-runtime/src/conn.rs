@@ -1,7 +1,9 @@
 //! Connection records (backend-independent): the socket, the outbound frame queue, the close
 //! state machine, and the table that hands out generational [`ConnId`]s.
 
+use std::io;
 use std::net::{SocketAddr, TcpStream};
+use std::os::fd::{AsRawFd, RawFd};
 
 use crate::handler::CloseReason;
 use crate::ids::{ConnId, TimerId};
@@ -34,7 +36,9 @@ pub(crate) enum CloseMode {
 
 /// One connection (72 bytes: an idle connection's whole record in the runtime).
 pub(crate) struct Conn {
-    pub(crate) stream: TcpStream,
+    /// `None` only for a simulated connection (`sim.rs`), which never reaches a backend. Same
+    /// size as the bare stream (the descriptor's niche).
+    stream: Option<TcpStream>,
     pub(crate) phase: Phase,
     /// Where an outbound connection connects to, until its connect starts (boxed: accepted
     /// connections, the common case, have none).
@@ -72,6 +76,16 @@ pub(crate) struct Conn {
 
 impl Conn {
     pub(crate) fn new(stream: TcpStream, phase: Phase) -> Self {
+        Self::with_stream(Some(stream), phase)
+    }
+
+    /// A connection without a socket, driven by the simulated shard.
+    #[cfg(any(test, feature = "sim"))]
+    pub(crate) fn simulated() -> Self {
+        Self::with_stream(None, Phase::Open)
+    }
+
+    fn with_stream(stream: Option<TcpStream>, phase: Phase) -> Self {
         Self {
             stream,
             phase,
@@ -111,6 +125,20 @@ impl Conn {
         }
         self.phase = Phase::Connecting;
         self.connect_to.take().map(|addr| *addr)
+    }
+
+    /// The socket (`EBADF` for a simulated connection, which has none).
+    pub(crate) fn socket(&self) -> io::Result<&TcpStream> {
+        self.stream
+            .as_ref()
+            .ok_or_else(|| io::Error::from_raw_os_error(libc::EBADF))
+    }
+
+    /// The socket's descriptor (-1 for a simulated connection: a system call on it fails with
+    /// `EBADF`).
+    #[inline]
+    pub(crate) fn fd(&self) -> RawFd {
+        self.stream.as_ref().map_or(-1, AsRawFd::as_raw_fd)
     }
 
     /// Whether the handler may still use it.
@@ -282,6 +310,11 @@ mod tests {
         // 72 bytes (an 80-byte slab slot with its generation); the bound leaves room for a few
         // more flags.
         assert!(std::mem::size_of::<Conn>() <= 80);
+        assert_eq!(
+            std::mem::size_of::<Option<TcpStream>>(),
+            std::mem::size_of::<TcpStream>(),
+            "a simulated connection's missing socket costs nothing"
+        );
     }
 
     #[test]

@@ -121,10 +121,7 @@ impl Backend for EpollBackend {
     }
 
     fn start_read(&mut self, id: ConnId, conn: &mut Conn) -> io::Result<()> {
-        match self
-            .epoll
-            .add(conn.stream.as_raw_fd(), id.to_u64(), CONN_FLAGS)
-        {
+        match self.epoll.add(conn.fd(), id.to_u64(), CONN_FLAGS) {
             Ok(()) => {}
             // Registered while connecting: data may have arrived before reading was on.
             Err(error) if error.raw_os_error() == Some(libc::EEXIST) => self.read_ready.push(id),
@@ -139,7 +136,7 @@ impl Backend for EpollBackend {
     }
 
     fn start_write(&mut self, _id: ConnId, conn: &mut Conn) -> io::Result<()> {
-        let fd = conn.stream.as_raw_fd();
+        let fd = conn.fd();
         while conn.send.has_unsent() {
             conn.send.take_batch(self.max_iovecs, &mut self.batch);
             match socket::send_vectored(fd, &self.batch.iovecs) {
@@ -165,14 +162,13 @@ impl Backend for EpollBackend {
     }
 
     fn start_connect(&mut self, id: ConnId, conn: &mut Conn, addr: SocketAddr) -> io::Result<()> {
-        socket::start_connect(&conn.stream, addr)?;
-        self.epoll
-            .add(conn.stream.as_raw_fd(), id.to_u64(), CONN_FLAGS)
+        socket::start_connect(conn.socket()?, addr)?;
+        self.epoll.add(conn.fd(), id.to_u64(), CONN_FLAGS)
     }
 
     fn release(&mut self, _id: ConnId, conn: &mut Conn) {
         // Not registered (connect never started) is fine: the close below removes it anyway.
-        let _ = self.epoll.delete(conn.stream.as_raw_fd());
+        let _ = self.epoll.delete(conn.fd());
     }
 
     fn stop_accepting(&mut self) {
@@ -261,7 +257,10 @@ impl EpollBackend {
         }
         let mut budget = self.read_budget;
         loop {
-            match (&conn.stream).read(&mut self.scratch) {
+            match conn
+                .socket()
+                .and_then(|mut stream| stream.read(&mut self.scratch))
+            {
                 Ok(0) => {
                     conn.reading = false;
                     events.push(Event::Eof { conn: id });

@@ -21,6 +21,8 @@ mod mailbox_loom;
 mod runtime;
 mod send_queue;
 mod shard;
+#[cfg(any(test, feature = "sim"))]
+pub mod sim;
 mod slab;
 mod sys;
 mod timer;

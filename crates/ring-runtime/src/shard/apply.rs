@@ -95,7 +95,9 @@ impl<H: Handler, B: Backend> Shard<H, B> {
         if conn.shutdown_write_requested && !conn.writing && !conn.send.has_unsent() {
             conn.write_shut = true;
             // ENOTCONN after a peer reset is harmless here: the read side reports it.
-            let _ = conn.stream.shutdown(Shutdown::Write);
+            let _ = conn
+                .socket()
+                .and_then(|stream| stream.shutdown(Shutdown::Write));
         }
     }
 
@@ -118,7 +120,7 @@ impl<H: Handler, B: Backend> Shard<H, B> {
         }
         if conn.close == Some(CloseMode::Abort) {
             // An abort resets the peer instead of a clean FIN.
-            let _ = socket::set_reset_on_close(&conn.stream);
+            let _ = conn.socket().and_then(socket::set_reset_on_close);
         }
         self.ctx.stats.closed += 1;
         let failed = self.failed_connects.iter().position(|(c, _)| *c == id);

@@ -5,7 +5,6 @@ use std::sync::atomic::Ordering;
 use super::Shard;
 use crate::backend::{Backend, Event};
 use crate::conn::{CloseMode, Conn, Phase};
-use crate::ctx::TimerTarget;
 use crate::handler::{CloseReason, Handler};
 use crate::mailbox::Lane;
 use crate::sys::socket;
@@ -78,7 +77,7 @@ impl<H: Handler, B: Backend> Shard<H, B> {
             ctx.conns.mark_dirty(conn);
             return;
         }
-        let result = result.and_then(|()| socket::take_socket_error(&record.stream));
+        let result = result.and_then(|()| socket::take_socket_error(record.socket()?));
         match result {
             Ok(()) => {
                 record.phase = Phase::Open;
@@ -98,22 +97,9 @@ impl<H: Handler, B: Backend> Shard<H, B> {
     }
 
     pub(super) fn fire_timers(&mut self) {
-        let mut fired = std::mem::take(&mut self.fired);
-        self.ctx.timers.advance(self.ctx.now, &mut fired);
-        for (timer, target) in fired.drain(..) {
-            match target {
-                TimerTarget::User(key) => self.handler.on_timer(&mut self.ctx, timer, key),
-                TimerTarget::Drain(conn) => {
-                    if let Some(record) = self.ctx.conns.get_mut(conn) {
-                        record.drain_timer = None;
-                    }
-                    let reason = Some(CloseReason::DrainTimeout);
-                    self.ctx.request_close(conn, CloseMode::Abort, reason);
-                }
-                TimerTarget::ResumeAccept => self.accept_pause_over(),
-            }
+        if self.ctx.fire_timers(&mut self.handler, &mut self.fired) {
+            self.accept_pause_over();
         }
-        self.fired = fired;
     }
 
     /// Hands this turn's batches to the handler, urgent lane first: the shard's own urgent

@@ -131,7 +131,7 @@ impl Backend for UringBackend {
     }
 
     fn start_read(&mut self, id: ConnId, conn: &mut Conn) -> io::Result<()> {
-        let fd = types::Fd(conn.stream.as_raw_fd());
+        let fd = types::Fd(conn.fd());
         let entry = opcode::RecvMulti::new(fd, self.buf_ring.group()).build();
         let user_data = self.ops.insert(Op::Recv { conn: id });
         // SAFETY: the receive lends only the registered buffer group and the connection's
@@ -157,7 +157,7 @@ impl Backend for UringBackend {
         let zerocopy = self
             .zerocopy_threshold
             .is_some_and(|threshold| write.batch.len() >= threshold);
-        let fd = types::Fd(conn.stream.as_raw_fd());
+        let fd = types::Fd(conn.fd());
         let flags = libc::MSG_NOSIGNAL as u32;
         let entry = match (zerocopy, write.batch.iovecs.as_slice()) {
             (true, _) => opcode::SendMsgZc::new(fd, &write.msg).flags(flags).build(),
@@ -192,7 +192,7 @@ impl Backend for UringBackend {
 
     fn start_connect(&mut self, id: ConnId, conn: &mut Conn, addr: SocketAddr) -> io::Result<()> {
         let addr = Box::new(socket2::SockAddr::from(addr));
-        let fd = types::Fd(conn.stream.as_raw_fd());
+        let fd = types::Fd(conn.fd());
         let entry = opcode::Connect::new(fd, addr.as_ptr().cast(), addr.len()).build();
         let user_data = self.ops.insert(Op::Connect {
             conn: id,
