@@ -44,7 +44,20 @@ pub enum AckError {
 #[derive(Debug)]
 struct Entry<M> {
     id: PacketId,
+    /// Sent (or re-sent) on the current connection: it counts against the client's Receive
+    /// Maximum. A resumed session's entries are unsent until there is room to re-send them.
+    sent: bool,
     state: InflightState<M>,
+}
+
+impl<M> Entry<M> {
+    fn resend(&self) -> Resend<'_, M> {
+        match &self.state {
+            InflightState::AwaitingPubAck(m) => Resend::Publish(self.id, QoS::AtLeastOnce, m),
+            InflightState::AwaitingPubRec(m) => Resend::Publish(self.id, QoS::ExactlyOnce, m),
+            InflightState::AwaitingPubComp => Resend::PubRel(self.id),
+        }
+    }
 }
 
 /// The outbound inflight window, bounded by `capacity` (the client's Receive Maximum, or ours).
@@ -120,7 +133,11 @@ impl<M> InflightWindow<M> {
             QoS::ExactlyOnce => InflightState::AwaitingPubRec(message),
         };
         let id = self.free_id();
-        self.entries.push_back(Entry { id, state });
+        self.entries.push_back(Entry {
+            id,
+            sent: true,
+            state,
+        });
         Ok(id)
     }
 
@@ -184,11 +201,41 @@ impl<M> InflightWindow<M> {
 
     /// Everything to send again when the session resumes, in original send order.
     pub fn resend(&self) -> impl Iterator<Item = Resend<'_, M>> + '_ {
-        self.entries.iter().map(|entry| match &entry.state {
-            InflightState::AwaitingPubAck(m) => Resend::Publish(entry.id, QoS::AtLeastOnce, m),
-            InflightState::AwaitingPubRec(m) => Resend::Publish(entry.id, QoS::ExactlyOnce, m),
-            InflightState::AwaitingPubComp => Resend::PubRel(entry.id),
-        })
+        self.entries.iter().map(Entry::resend)
+    }
+
+    /// A new connection took the session over: nothing in flight has been sent on it yet.
+    pub fn mark_all_unsent(&mut self) {
+        for entry in self.entries.iter_mut() {
+            entry.sent = false;
+        }
+    }
+
+    /// The entries to send again now, in original send order, marked sent: as many as the
+    /// window's capacity leaves room for next to those already sent on this connection (MQTT
+    /// 5.0 3.3.4: never more unacknowledged QoS 1/2 PUBLISH packets than the Receive Maximum).
+    pub fn take_resends(&mut self) -> Vec<(PacketId, Option<M>)>
+    where
+        M: Clone,
+    {
+        let mut in_flight = self.entries.iter().filter(|e| e.sent).count();
+        let capacity = self.capacity();
+        let mut due = Vec::new();
+        for entry in self.entries.iter_mut().filter(|e| !e.sent) {
+            if in_flight >= capacity {
+                break;
+            }
+            entry.sent = true;
+            in_flight += 1;
+            let message = match &entry.state {
+                InflightState::AwaitingPubAck(m) | InflightState::AwaitingPubRec(m) => {
+                    Some(m.clone())
+                }
+                InflightState::AwaitingPubComp => None,
+            };
+            due.push((entry.id, message));
+        }
+        due
     }
 
     /// Removes and returns, in send order, the QoS 1 messages awaiting PUBACK for which `take`
@@ -201,6 +248,7 @@ impl<M> InflightWindow<M> {
                 InflightState::AwaitingPubAck(m) if take(&m) => taken.push(m),
                 state => kept.push_back(Entry {
                     id: entry.id,
+                    sent: entry.sent,
                     state,
                 }),
             }
@@ -303,6 +351,30 @@ mod tests {
             vec![(QoS::AtLeastOnce, "a"), (QoS::ExactlyOnce, "b")]
         );
         assert!(w.is_empty());
+    }
+
+    /// A resumed session with a smaller Receive Maximum: re-sends what fits, in send order, and
+    /// the rest one by one as acknowledgements free the window; nothing new is admitted before.
+    #[test]
+    fn resends_stay_within_the_capacity_of_the_new_connection() {
+        let mut w = InflightWindow::new(3);
+        let a = w.admit(QoS::AtLeastOnce, "a").unwrap();
+        let b = w.admit(QoS::ExactlyOnce, "b").unwrap();
+        let c = w.admit(QoS::ExactlyOnce, "c").unwrap();
+        w.on_pubrec(b).unwrap();
+        assert!(w.take_resends().is_empty(), "all sent on this connection");
+        w.mark_all_unsent();
+        w.set_capacity(2);
+        assert_eq!(w.take_resends(), vec![(a, Some("a")), (b, None)]);
+        assert!(w.take_resends().is_empty(), "the window is full");
+        assert!(!w.has_room());
+        assert_eq!(w.admit(QoS::AtLeastOnce, "d"), Err("d"));
+        w.on_puback(a).unwrap();
+        assert_eq!(w.take_resends(), vec![(c, Some("c"))]);
+        w.on_pubcomp(b).unwrap();
+        assert!(w.take_resends().is_empty());
+        assert!(w.has_room());
+        assert!(w.admit(QoS::AtLeastOnce, "d").is_ok());
     }
 
     #[test]

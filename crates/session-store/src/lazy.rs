@@ -30,6 +30,10 @@ impl<T> LazyDeque<T> {
         self.0.iter().flat_map(|d| d.iter())
     }
 
+    pub(crate) fn iter_mut(&mut self) -> impl Iterator<Item = &mut T> {
+        self.0.iter_mut().flat_map(|d| d.iter_mut())
+    }
+
     pub(crate) fn get(&self, at: usize) -> Option<&T> {
         self.0.as_ref()?.get(at)
     }

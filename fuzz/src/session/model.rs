@@ -48,12 +48,10 @@ pub struct Outstanding {
     pub resent: bool,
 }
 
-/// Known issue (found by this target, reproducer in
-/// fuzz/artifacts/broker_session/receive-maximum-on-resume): on resuming a session the broker
-/// re-sends every unacknowledged PUBLISH at once (`resume_session`, shard/deliver.rs), even
-/// beyond the new connection's smaller Receive Maximum (MQTT-3.3.4-9). Until that is fixed,
-/// re-sent PUBLISHes are left out of the window check; new ones are still checked.
-const RESENDS_COUNT_IN_WINDOW: bool = false;
+/// Whether PUBLISHes re-sent to a resumed session count in the Receive Maximum check. They do
+/// (MQTT-3.3.4-9); this target found the broker re-sending all of them at once (reproducer:
+/// fuzz/artifacts/broker_session/receive-maximum-on-resume), fixed in `take_resends`.
+const RESENDS_COUNT_IN_WINDOW: bool = true;
 
 /// One live (or closing) connection of a client.
 #[derive(Debug)]

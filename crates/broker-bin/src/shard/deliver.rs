@@ -5,7 +5,7 @@
 use codec::{MqttStr, Packet, PubRel, QoS, ReasonCode};
 use ring_runtime::ConnId;
 use router::SubscriberId;
-use session_store::{Pushed, Resend};
+use session_store::Pushed;
 use tracing::debug;
 
 use super::send::NotSent;
@@ -141,6 +141,9 @@ impl BrokerShard {
         let Some(conn) = self.sessions.get(client_id).and_then(|s| s.conn) else {
             return;
         };
+        if !self.resend_due(ctx, client_id, conn) {
+            return;
+        }
         loop {
             if ctx.queued_bytes(conn) as u64 > bound {
                 self.routes.backlog.insert(conn);
@@ -194,24 +197,23 @@ impl BrokerShard {
         }
     }
 
-    /// A session got a connection: resend what is in flight (DUP PUBLISH or PUBREL), in order,
-    /// then send what was queued.
+    /// A session got a connection: resend what is in flight (DUP PUBLISH or PUBREL), in order
+    /// and within the client's Receive Maximum (the rest when acknowledgements make room), then
+    /// send what was queued.
     pub(super) fn resume_session(&mut self, ctx: &mut Ctx, client_id: &MqttStr) {
-        let Some(session) = self.sessions.get(client_id) else {
-            return;
+        if let Some(session) = self.sessions.get_mut(client_id) {
+            session.inflight.mark_all_unsent();
+        }
+        self.drain_session(ctx, client_id);
+    }
+
+    /// Re-sends the inflight entries the window has room for again; false when the connection's
+    /// send queue is over its bound or the session is gone.
+    fn resend_due(&mut self, ctx: &mut Ctx, client_id: &MqttStr, conn: ConnId) -> bool {
+        let Some(session) = self.sessions.get_mut(client_id) else {
+            return false;
         };
-        let Some(conn) = session.conn else {
-            return;
-        };
-        let resend: Vec<(codec::PacketId, Option<Outgoing>)> = session
-            .inflight
-            .resend()
-            .map(|entry| match entry {
-                Resend::Publish(id, _, outgoing) => (id, Some(outgoing.clone())),
-                Resend::PubRel(id) => (id, None),
-            })
-            .collect();
-        for (packet_id, outgoing) in resend {
+        for (packet_id, outgoing) in session.inflight.take_resends() {
             match outgoing {
                 Some(outgoing) => {
                     if self
@@ -226,7 +228,7 @@ impl BrokerShard {
                 None => self.send_packet(ctx, conn, &Packet::PubRel(PubRel::new(packet_id))),
             }
         }
-        self.drain_session(ctx, client_id);
+        true
     }
 
     /// Retries connections whose send queue was over its bound.
