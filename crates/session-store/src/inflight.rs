@@ -218,15 +218,11 @@ impl<M> InflightWindow<M> {
     where
         M: Clone,
     {
-        let mut in_flight = self.entries.iter().filter(|e| e.sent).count();
-        let capacity = self.capacity();
+        let in_flight = self.entries.iter().filter(|e| e.sent).count();
+        let room = self.capacity().saturating_sub(in_flight);
         let mut due = Vec::new();
-        for entry in self.entries.iter_mut().filter(|e| !e.sent) {
-            if in_flight >= capacity {
-                break;
-            }
+        for entry in self.entries.iter_mut().filter(|e| !e.sent).take(room) {
             entry.sent = true;
-            in_flight += 1;
             let message = match &entry.state {
                 InflightState::AwaitingPubAck(m) | InflightState::AwaitingPubRec(m) => {
                     Some(m.clone())
