@@ -38,10 +38,21 @@
 //! state is keyed by client identifier. `MessageQueued` needs a per-session sequence number
 //! ([`MessageSeq`]) that the broker's queue entries do not carry yet.
 
+mod encoding;
+mod keyed;
 mod none;
 mod recording;
+mod redb;
+mod sled;
 mod write;
 
+#[cfg(test)]
+mod contract_tests;
+#[cfg(test)]
+mod engine_tests;
+
+pub use self::redb::RedbStorage;
+pub use self::sled::SledStorage;
 pub use none::NoStorage;
 pub use recording::RecordingStorage;
 pub use write::{

@@ -45,10 +45,7 @@ impl SessionStorage for RecordingStorage {
         }
         let mut next = self.sessions.clone();
         for write in batch {
-            apply(&mut next, write).map_err(|()| StorageError::Inconsistent {
-                write: write.kind(),
-                client_id: String::from_utf8_lossy(write.client_id().as_bytes()).into_owned(),
-            })?;
+            apply(&mut next, write).map_err(|()| inconsistent(write))?;
         }
         self.sessions = next;
         self.committed.extend_from_slice(batch);
@@ -56,8 +53,20 @@ impl SessionStorage for RecordingStorage {
     }
 }
 
-/// Applies one write; `Err` if it does not follow the model's state.
-fn apply(sessions: &mut BTreeMap<MqttStr, StoredSession>, write: &SessionWrite) -> Result<(), ()> {
+/// The error for a write that does not follow the stored state.
+pub(super) fn inconsistent(write: &SessionWrite) -> StorageError {
+    StorageError::Inconsistent {
+        write: write.kind(),
+        client_id: String::from_utf8_lossy(write.client_id().as_bytes()).into_owned(),
+    }
+}
+
+/// Applies one write; `Err` if it does not follow the model's state (the durable engines apply
+/// batches with it too, so every engine refuses the same writes).
+pub(super) fn apply(
+    sessions: &mut BTreeMap<MqttStr, StoredSession>,
+    write: &SessionWrite,
+) -> Result<(), ()> {
     match write {
         SessionWrite::SessionSaved {
             client_id,

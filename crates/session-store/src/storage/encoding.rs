@@ -1,0 +1,376 @@
+//! The durable engines' value format: a small hand-written binary encoding of the stored types
+//! (big-endian integers, `u32`-length-prefixed byte strings, a tag byte for options and enums),
+//! each value starting with a format version byte. Decoding checks everything and fails with
+//! [`Malformed`]; the engine turns that into [`StorageError::Corrupt`](super::StorageError)
+//! naming the key.
+
+use std::time::{Duration, SystemTime};
+
+use bytes::Bytes;
+use codec::{
+    MqttStr, PacketId, PayloadFormat, ProtocolVersion, QoS, RetainHandling, SubscriptionId,
+    SubscriptionOptions, Will, WillProperties,
+};
+
+use super::{StoredMessage, StoredSession, StoredSubscription};
+use crate::{InflightState, PendingWill, SessionExpiry};
+
+/// The format version every value starts with.
+const VERSION: u8 = 1;
+
+/// A value that does not decode.
+#[derive(Debug)]
+pub(super) struct Malformed;
+
+type Decoded<T> = Result<T, Malformed>;
+
+/// Appends the encoding of values to a buffer.
+struct Writer(Vec<u8>);
+
+impl Writer {
+    fn new() -> Self {
+        Self(vec![VERSION])
+    }
+    fn u8(&mut self, v: u8) {
+        self.0.push(v);
+    }
+    fn u16(&mut self, v: u16) {
+        self.0.extend_from_slice(&v.to_be_bytes());
+    }
+    fn u32(&mut self, v: u32) {
+        self.0.extend_from_slice(&v.to_be_bytes());
+    }
+    fn u64(&mut self, v: u64) {
+        self.0.extend_from_slice(&v.to_be_bytes());
+    }
+    fn bytes(&mut self, v: &[u8]) {
+        // Values come from MQTT packets, far below 4 GiB.
+        self.u32(u32::try_from(v.len()).expect("invariant: an MQTT value fits a u32 length"));
+        self.0.extend_from_slice(v);
+    }
+    fn opt<T>(&mut self, v: Option<&T>, f: impl FnOnce(&mut Self, &T)) {
+        match v {
+            None => self.u8(0),
+            Some(v) => {
+                self.u8(1);
+                f(self, v);
+            }
+        }
+    }
+    fn duration(&mut self, d: Duration) {
+        self.u64(d.as_secs());
+        self.u32(d.subsec_nanos());
+    }
+    fn time(&mut self, t: SystemTime) {
+        match t.duration_since(SystemTime::UNIX_EPOCH) {
+            Ok(after) => {
+                self.u8(0);
+                self.duration(after);
+            }
+            Err(before) => {
+                self.u8(1);
+                self.duration(before.duration());
+            }
+        }
+    }
+}
+
+/// Reads values back, checking each.
+struct Reader<'a>(&'a [u8]);
+
+impl<'a> Reader<'a> {
+    fn new(value: &'a [u8]) -> Decoded<Self> {
+        match value.split_first() {
+            Some((&VERSION, rest)) => Ok(Self(rest)),
+            _ => Err(Malformed),
+        }
+    }
+    fn take(&mut self, n: usize) -> Decoded<&'a [u8]> {
+        if self.0.len() < n {
+            return Err(Malformed);
+        }
+        let (head, rest) = self.0.split_at(n);
+        self.0 = rest;
+        Ok(head)
+    }
+    fn array<const N: usize>(&mut self) -> Decoded<[u8; N]> {
+        self.take(N)?.try_into().map_err(|_| Malformed)
+    }
+    fn u8(&mut self) -> Decoded<u8> {
+        Ok(self.array::<1>()?[0])
+    }
+    fn u16(&mut self) -> Decoded<u16> {
+        Ok(u16::from_be_bytes(self.array()?))
+    }
+    fn u32(&mut self) -> Decoded<u32> {
+        Ok(u32::from_be_bytes(self.array()?))
+    }
+    fn u64(&mut self) -> Decoded<u64> {
+        Ok(u64::from_be_bytes(self.array()?))
+    }
+    fn bool(&mut self) -> Decoded<bool> {
+        match self.u8()? {
+            0 => Ok(false),
+            1 => Ok(true),
+            _ => Err(Malformed),
+        }
+    }
+    fn bytes(&mut self) -> Decoded<Bytes> {
+        let len = usize::try_from(self.u32()?).map_err(|_| Malformed)?;
+        Ok(Bytes::copy_from_slice(self.take(len)?))
+    }
+    fn text(&mut self) -> Decoded<MqttStr> {
+        MqttStr::from_bytes(self.bytes()?).map_err(|_| Malformed)
+    }
+    fn opt<T>(&mut self, f: impl FnOnce(&mut Self) -> Decoded<T>) -> Decoded<Option<T>> {
+        if self.bool()? {
+            f(self).map(Some)
+        } else {
+            Ok(None)
+        }
+    }
+    fn vec<T>(&mut self, mut f: impl FnMut(&mut Self) -> Decoded<T>) -> Decoded<Vec<T>> {
+        let len = self.u32()?;
+        // No pre-allocation from an untrusted length.
+        (0..len).map(|_| f(self)).collect()
+    }
+    fn packet_id(&mut self) -> Decoded<PacketId> {
+        PacketId::new(self.u16()?).ok_or(Malformed)
+    }
+    fn qos(&mut self) -> Decoded<QoS> {
+        QoS::from_u8(self.u8()?).ok_or(Malformed)
+    }
+    fn sub_id(&mut self) -> Decoded<SubscriptionId> {
+        SubscriptionId::new(self.u32()?).ok_or(Malformed)
+    }
+    fn duration(&mut self) -> Decoded<Duration> {
+        let secs = self.u64()?;
+        let nanos = self.u32()?;
+        if nanos >= 1_000_000_000 {
+            return Err(Malformed);
+        }
+        Ok(Duration::new(secs, nanos))
+    }
+    fn time(&mut self) -> Decoded<SystemTime> {
+        let before = self.bool()?;
+        let d = self.duration()?;
+        let t = if before {
+            SystemTime::UNIX_EPOCH.checked_sub(d)
+        } else {
+            SystemTime::UNIX_EPOCH.checked_add(d)
+        };
+        t.ok_or(Malformed)
+    }
+    fn finish<T>(self, value: T) -> Decoded<T> {
+        if self.0.is_empty() {
+            Ok(value)
+        } else {
+            Err(Malformed)
+        }
+    }
+}
+
+fn len_u32(n: usize) -> u32 {
+    u32::try_from(n).expect("invariant: a stored list is shorter than 2^32")
+}
+
+/// A session's own record: everything but its queued and inflight messages, plus the inflight
+/// packet ids in send order (the messages are stored under their own keys).
+pub(super) fn encode_record(s: &StoredSession) -> Vec<u8> {
+    let mut w = Writer::new();
+    w.u8(s.protocol.level());
+    match s.expiry {
+        SessionExpiry::OnClose => w.u8(0),
+        SessionExpiry::After(secs) => {
+            w.u8(1);
+            w.u32(secs);
+        }
+        SessionExpiry::Never => w.u8(2),
+    }
+    w.opt(s.will.as_ref(), write_will);
+    w.opt(s.disconnected_at.as_ref(), |w, t| w.time(*t));
+    w.u32(len_u32(s.subscriptions.len()));
+    for sub in &s.subscriptions {
+        write_subscription(&mut w, sub);
+    }
+    w.u32(len_u32(s.inflight.len()));
+    for (id, _) in &s.inflight {
+        w.u16(id.get());
+    }
+    w.u32(len_u32(s.awaiting_release.len()));
+    for id in &s.awaiting_release {
+        w.u16(id.get());
+    }
+    w.0
+}
+
+/// Decodes a record: the session without queue or inflight entries, and the inflight ids.
+pub(super) fn decode_record(
+    client_id: MqttStr,
+    value: &[u8],
+) -> Decoded<(StoredSession, Vec<PacketId>)> {
+    let mut r = Reader::new(value)?;
+    let protocol = match r.u8()? {
+        3 => ProtocolVersion::V3_1,
+        4 => ProtocolVersion::V3_1_1,
+        5 => ProtocolVersion::V5,
+        _ => return Err(Malformed),
+    };
+    let expiry = match r.u8()? {
+        0 => SessionExpiry::OnClose,
+        1 => SessionExpiry::After(r.u32()?),
+        2 => SessionExpiry::Never,
+        _ => return Err(Malformed),
+    };
+    let will = r.opt(read_will)?;
+    let mut session = StoredSession::new(client_id, protocol, expiry, will);
+    session.disconnected_at = r.opt(Reader::time)?;
+    session.subscriptions = r.vec(read_subscription)?;
+    let inflight = r.vec(Reader::packet_id)?;
+    session.awaiting_release = r.vec(Reader::packet_id)?;
+    r.finish((session, inflight))
+}
+
+fn write_will(w: &mut Writer, will: &PendingWill) {
+    let PendingWill { will, delay } = will;
+    w.bytes(will.topic.as_bytes());
+    w.bytes(&will.payload);
+    w.u8(will.qos.as_u8());
+    w.u8(u8::from(will.retain));
+    w.duration(*delay);
+    let p = &will.properties;
+    w.opt(p.will_delay_interval.as_ref(), |w, v| w.u32(*v));
+    w.opt(p.payload_format.as_ref(), |w, f| w.u8(*f as u8));
+    w.opt(p.message_expiry_interval.as_ref(), |w, v| w.u32(*v));
+    w.opt(p.content_type.as_ref(), |w, v| w.bytes(v.as_bytes()));
+    w.opt(p.response_topic.as_ref(), |w, v| w.bytes(v.as_bytes()));
+    w.opt(p.correlation_data.as_ref(), |w, v| w.bytes(v));
+    w.u32(len_u32(p.user_properties.len()));
+    for (name, value) in &p.user_properties {
+        w.bytes(name.as_bytes());
+        w.bytes(value.as_bytes());
+    }
+}
+
+fn read_will(r: &mut Reader<'_>) -> Decoded<PendingWill> {
+    let topic = r.text()?;
+    let payload = r.bytes()?;
+    let qos = r.qos()?;
+    let retain = r.bool()?;
+    let delay = r.duration()?;
+    let properties = WillProperties {
+        will_delay_interval: r.opt(Reader::u32)?,
+        payload_format: r.opt(|r| match r.u8()? {
+            0 => Ok(PayloadFormat::Unspecified),
+            1 => Ok(PayloadFormat::Utf8),
+            _ => Err(Malformed),
+        })?,
+        message_expiry_interval: r.opt(Reader::u32)?,
+        content_type: r.opt(Reader::text)?,
+        response_topic: r.opt(Reader::text)?,
+        correlation_data: r.opt(Reader::bytes)?,
+        user_properties: r.vec(|r| Ok((r.text()?, r.text()?)))?,
+    };
+    let will = Will {
+        topic,
+        payload,
+        qos,
+        retain,
+        properties,
+    };
+    Ok(PendingWill { will, delay })
+}
+
+fn write_subscription(w: &mut Writer, sub: &StoredSubscription) {
+    w.bytes(sub.filter.as_bytes());
+    let o = &sub.options;
+    w.u8(o.qos.as_u8());
+    w.u8(u8::from(o.no_local));
+    w.u8(u8::from(o.retain_as_published));
+    w.u8(o.retain_handling as u8);
+    w.opt(sub.id.as_ref(), |w, id| w.u32(id.get()));
+}
+
+fn read_subscription(r: &mut Reader<'_>) -> Decoded<StoredSubscription> {
+    let filter = r.text()?;
+    let options = SubscriptionOptions {
+        qos: r.qos()?,
+        no_local: r.bool()?,
+        retain_as_published: r.bool()?,
+        retain_handling: RetainHandling::from_u8(r.u8()?).ok_or(Malformed)?,
+    };
+    let id = r.opt(Reader::sub_id)?;
+    Ok(StoredSubscription {
+        filter,
+        options,
+        id,
+    })
+}
+
+fn write_message(w: &mut Writer, m: &StoredMessage) {
+    w.bytes(&m.topic);
+    w.bytes(&m.payload);
+    w.u8(m.qos.as_u8());
+    w.u8(u8::from(m.retain));
+    w.bytes(&m.properties);
+    w.opt(m.expires_at.as_ref(), |w, t| w.time(*t));
+    w.u32(len_u32(m.sub_ids.len()));
+    for id in &m.sub_ids {
+        w.u32(id.get());
+    }
+}
+
+fn read_message(r: &mut Reader<'_>) -> Decoded<StoredMessage> {
+    Ok(StoredMessage {
+        topic: r.bytes()?,
+        payload: r.bytes()?,
+        qos: r.qos()?,
+        retain: r.bool()?,
+        properties: r.bytes()?,
+        expires_at: r.opt(Reader::time)?,
+        sub_ids: r.vec(Reader::sub_id)?,
+    })
+}
+
+/// A queued message.
+pub(super) fn encode_message(m: &StoredMessage) -> Vec<u8> {
+    let mut w = Writer::new();
+    write_message(&mut w, m);
+    w.0
+}
+
+/// Decodes a queued message.
+pub(super) fn decode_message(value: &[u8]) -> Decoded<StoredMessage> {
+    let mut r = Reader::new(value)?;
+    let m = read_message(&mut r)?;
+    r.finish(m)
+}
+
+/// An inflight entry's state.
+pub(super) fn encode_inflight(state: &InflightState<StoredMessage>) -> Vec<u8> {
+    let mut w = Writer::new();
+    match state {
+        InflightState::AwaitingPubAck(m) => {
+            w.u8(0);
+            write_message(&mut w, m);
+        }
+        InflightState::AwaitingPubRec(m) => {
+            w.u8(1);
+            write_message(&mut w, m);
+        }
+        InflightState::AwaitingPubComp => w.u8(2),
+    }
+    w.0
+}
+
+/// Decodes an inflight entry's state.
+pub(super) fn decode_inflight(value: &[u8]) -> Decoded<InflightState<StoredMessage>> {
+    let mut r = Reader::new(value)?;
+    let state = match r.u8()? {
+        0 => InflightState::AwaitingPubAck(read_message(&mut r)?),
+        1 => InflightState::AwaitingPubRec(read_message(&mut r)?),
+        2 => InflightState::AwaitingPubComp,
+        _ => return Err(Malformed),
+    };
+    r.finish(state)
+}
