@@ -3,9 +3,10 @@
 //! sessions by client id and by subscriber key). The session is generic over the broker's own
 //! types ([`SessionTypes`]), so this crate depends on neither the router nor the runtime.
 //! Persistence sits behind the [`storage::SessionStorage`] trait: the broker will describe each
-//! durable change as a [`storage::SessionWrite`]; today only the memory-only engine
-//! ([`storage::NoStorage`]) and the model engine ([`storage::RecordingStorage`]) exist, and the
-//! broker does not call them yet (the module docs list where it will).
+//! durable change as a [`storage::SessionWrite`]. Engines: memory only ([`storage::NoStorage`]),
+//! the model ([`storage::RecordingStorage`]) and the durable [`storage::SledStorage`] and
+//! [`storage::RedbStorage`]; the broker does not call them yet (the module docs list where it
+//! will).
 #![forbid(unsafe_code)]
 
 mod budget;

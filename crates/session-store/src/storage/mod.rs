@@ -1,8 +1,17 @@
 //! Session persistence behind one small trait, [`SessionStorage`]: an engine applies batches
 //! of [`SessionWrite`]s and gives back what they add up to ([`Recovered`]) after a restart.
-//! Engines: [`NoStorage`] (memory only, the default) and [`RecordingStorage`], the in-memory
-//! model every durable engine must agree with (its tests are the trait's contract). The durable
-//! engines (sled, redb) come next and live here too; their types never leave this crate.
+//! Engines: [`NoStorage`] (memory only, the default); [`RecordingStorage`], the in-memory model
+//! every durable engine must agree with; and the durable engines [`SledStorage`] (sled, the
+//! design's engine) and [`RedbStorage`] (redb, the measured alternative). Their types never leave
+//! this crate: both open a directory and report failures as [`StorageError`].
+//!
+//! The durable engines share a key layout and a planning step (`keyed.rs`): a batch is applied
+//! with the model's own rules to the sessions it names, so every engine refuses the same writes
+//! with the same [`StorageError::Inconsistent`], and only the keys that changed are written, in
+//! one atomic step (a sled `Batch` then `flush`; one redb write transaction). Values use a small
+//! versioned binary format (`encoding.rs`); one that does not decode is [`StorageError::Corrupt`]
+//! naming its key. The contract is one generic test suite (`contract_tests.rs`) that every engine
+//! runs (`engine_tests.rs`), the durable ones also across a reopen.
 //!
 //! # Contract
 //!
