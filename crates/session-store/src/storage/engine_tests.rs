@@ -106,6 +106,26 @@ mod redb {
     durable_suite!(RedbStorage);
 }
 
+/// Opens `path` again after the previous handle was dropped. sled releases its file lock from
+/// a background thread shortly after the last handle goes, so a lock still held is retried
+/// (bounded: a hang guard, not a timing assertion).
+fn reopen<S: SessionStorage>(open: fn(&Path) -> Result<S, StorageError>, path: &Path) -> S {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    loop {
+        match open(path) {
+            Ok(storage) => return storage,
+            Err(error) if error.to_string().contains("lock") => {
+                assert!(
+                    std::time::Instant::now() < deadline,
+                    "still locked: {error}"
+                );
+                std::thread::sleep(std::time::Duration::from_millis(10));
+            }
+            Err(error) => panic!("reopening {}: {error}", path.display()),
+        }
+    }
+}
+
 fn durable_state_survives_a_reopen<S: SessionStorage>(open: fn(&Path) -> Result<S, StorageError>) {
     let dir = temp_dir();
     let path = dir.path().join("db");
@@ -125,7 +145,7 @@ fn durable_state_survives_a_reopen<S: SessionStorage>(open: fn(&Path) -> Result<
     let mut storage = open(&path).unwrap();
     storage.commit(&batch).unwrap();
     drop(storage);
-    assert_eq!(open(&path).unwrap().load().unwrap(), expected);
+    assert_eq!(reopen(open, &path).load().unwrap(), expected);
 }
 
 fn durable_refused_batch_leaves_nothing<S: SessionStorage>(
@@ -152,7 +172,7 @@ fn durable_refused_batch_leaves_nothing<S: SessionStorage>(
     ));
     assert_eq!(storage.load().unwrap(), before);
     drop(storage);
-    assert_eq!(open(&path).unwrap().load().unwrap(), before);
+    assert_eq!(reopen(open, &path).load().unwrap(), before);
 }
 
 fn assert_corrupt(loaded: Result<Recovered, StorageError>) {
