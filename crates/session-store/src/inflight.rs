@@ -70,6 +70,9 @@ pub struct InflightWindow<M> {
     entries: LazyDeque<Entry<M>>,
     capacity: u16,
     next_id: PacketId,
+    /// Entries not yet sent on the current connection (0 but for a resumed session with more
+    /// in flight than its new Receive Maximum): acknowledgements skip the re-send scan when 0.
+    unsent: u16,
 }
 
 impl<M> InflightWindow<M> {
@@ -78,6 +81,7 @@ impl<M> InflightWindow<M> {
         Self {
             entries: LazyDeque::default(),
             capacity: capacity.max(1),
+            unsent: 0,
             next_id: PacketId::new(1).expect("invariant: 1 is non-zero"),
         }
     }
@@ -114,7 +118,11 @@ impl<M> InflightWindow<M> {
 
     /// Removes entry `at`; an emptied window gives its buffer back (an idle session holds none).
     fn remove_at(&mut self, at: usize) -> Option<InflightState<M>> {
-        self.entries.remove(at).map(|e| e.state)
+        let entry = self.entries.remove(at)?;
+        if !entry.sent {
+            self.unsent -= 1;
+        }
+        Some(entry.state)
     }
 
     fn state(&self, at: usize) -> Option<&InflightState<M>> {
@@ -209,6 +217,12 @@ impl<M> InflightWindow<M> {
         for entry in self.entries.iter_mut() {
             entry.sent = false;
         }
+        self.unsent = self.len_u16();
+    }
+
+    /// Entries in the window (at most its capacity plus a resumed session's excess, so a u16).
+    fn len_u16(&self) -> u16 {
+        u16::try_from(self.entries.len()).expect("invariant: packet ids bound the window")
     }
 
     /// The entries to send again now, in original send order, marked sent: as many as the
@@ -218,11 +232,15 @@ impl<M> InflightWindow<M> {
     where
         M: Clone,
     {
-        let in_flight = self.entries.iter().filter(|e| e.sent).count();
+        if self.unsent == 0 {
+            return Vec::new();
+        }
+        let in_flight = self.entries.len() - usize::from(self.unsent);
         let room = self.capacity().saturating_sub(in_flight);
         let mut due = Vec::new();
         for entry in self.entries.iter_mut().filter(|e| !e.sent).take(room) {
             entry.sent = true;
+            self.unsent -= 1;
             let message = match &entry.state {
                 InflightState::AwaitingPubAck(m) | InflightState::AwaitingPubRec(m) => {
                     Some(m.clone())
@@ -249,6 +267,8 @@ impl<M> InflightWindow<M> {
                 }),
             }
         }
+        self.unsent = u16::try_from(kept.iter().filter(|e| !e.sent).count())
+            .expect("invariant: packet ids bound the window");
         self.entries.restore(kept);
         taken
     }
@@ -256,6 +276,7 @@ impl<M> InflightWindow<M> {
     /// Removes and returns every message still unacknowledged (PUBREL-owed entries carry none),
     /// in send order.
     pub fn drain_messages(&mut self) -> Vec<(QoS, M)> {
+        self.unsent = 0;
         self.entries
             .take_all()
             .into_iter()
