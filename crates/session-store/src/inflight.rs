@@ -20,15 +20,6 @@ pub enum InflightState<M> {
     AwaitingPubComp,
 }
 
-/// What a resumed session must send again for one inflight entry.
-#[derive(Debug, PartialEq, Eq)]
-pub enum Resend<'a, M> {
-    /// The PUBLISH again, with DUP set.
-    Publish(PacketId, QoS, &'a M),
-    /// The PUBREL again.
-    PubRel(PacketId),
-}
-
 /// Why an acknowledgement was not accepted.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 pub enum AckError {
@@ -48,16 +39,6 @@ struct Entry<M> {
     /// Maximum. A resumed session's entries are unsent until there is room to re-send them.
     sent: bool,
     state: InflightState<M>,
-}
-
-impl<M> Entry<M> {
-    fn resend(&self) -> Resend<'_, M> {
-        match &self.state {
-            InflightState::AwaitingPubAck(m) => Resend::Publish(self.id, QoS::AtLeastOnce, m),
-            InflightState::AwaitingPubRec(m) => Resend::Publish(self.id, QoS::ExactlyOnce, m),
-            InflightState::AwaitingPubComp => Resend::PubRel(self.id),
-        }
-    }
 }
 
 /// The outbound inflight window, bounded by `capacity` (the client's Receive Maximum, or ours).
@@ -207,11 +188,6 @@ impl<M> InflightWindow<M> {
         self.remove_at(at)
     }
 
-    /// Everything to send again when the session resumes, in original send order.
-    pub fn resend(&self) -> impl Iterator<Item = Resend<'_, M>> + '_ {
-        self.entries.iter().map(Entry::resend)
-    }
-
     /// A new connection took the session over: nothing in flight has been sent on it yet.
     pub fn mark_all_unsent(&mut self) {
         for entry in self.entries.iter_mut() {
@@ -314,7 +290,12 @@ mod tests {
         assert_eq!(w.on_puback(id), Err(AckError::WrongState(id)));
         assert_eq!(w.on_pubrec(id), Ok(Some("b")));
         assert_eq!(w.on_pubrec(id), Ok(None), "a repeated PUBREC is accepted");
-        assert_eq!(w.resend().collect::<Vec<_>>(), vec![Resend::PubRel(id)]);
+        w.mark_all_unsent();
+        assert_eq!(
+            w.take_resends(),
+            vec![(id, None)],
+            "the PUBREL is owed again"
+        );
         assert_eq!(w.on_pubcomp(id), Ok(()));
         assert!(w.is_empty());
     }
@@ -353,14 +334,10 @@ mod tests {
         let b = w.admit(QoS::ExactlyOnce, "b").unwrap();
         let c = w.admit(QoS::ExactlyOnce, "c").unwrap();
         w.on_pubrec(c).unwrap();
-        let resend: Vec<_> = w.resend().collect();
+        w.mark_all_unsent();
         assert_eq!(
-            resend,
-            vec![
-                Resend::Publish(a, QoS::AtLeastOnce, &"a"),
-                Resend::Publish(b, QoS::ExactlyOnce, &"b"),
-                Resend::PubRel(c),
-            ]
+            w.take_resends(),
+            vec![(a, Some("a")), (b, Some("b")), (c, None)]
         );
         let drained = w.drain_messages();
         assert_eq!(

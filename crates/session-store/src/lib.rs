@@ -20,7 +20,7 @@ pub mod storage;
 
 pub use budget::ByteBudget;
 pub use inbound::{AwaitingRelease, InboundQos2};
-pub use inflight::{AckError, InflightState, InflightWindow, Resend};
+pub use inflight::{AckError, InflightState, InflightWindow};
 pub use queue::{MessageQueue, OverflowPolicy, Pushed, QueueLimits, Weighed};
 pub use session::{
     PendingWill, Session, SessionExpiry, SessionSubscription, SessionTimers, SessionTypes,

@@ -138,12 +138,16 @@ impl BrokerShard {
     /// room and the connection's send queue is under its bound.
     pub(super) fn drain_session(&mut self, ctx: &mut Ctx, client_id: &MqttStr) {
         let bound = self.shared.config.queues.outbound_bytes;
-        let Some(conn) = self.sessions.get(client_id).and_then(|s| s.conn) else {
+        let Some(session) = self.sessions.get_mut(client_id) else {
             return;
         };
-        if !self.resend_due(ctx, client_id, conn) {
+        let Some(conn) = session.conn else {
             return;
-        }
+        };
+        // Re-sends a resumed session still owes come first (empty, and no allocation, unless
+        // the session resumed with more in flight than its new Receive Maximum).
+        let resends = session.inflight.take_resends();
+        self.resend(ctx, client_id, conn, resends);
         loop {
             if ctx.queued_bytes(conn) as u64 > bound {
                 self.routes.backlog.insert(conn);
@@ -207,13 +211,16 @@ impl BrokerShard {
         self.drain_session(ctx, client_id);
     }
 
-    /// Re-sends the inflight entries the window has room for again; false when the connection's
-    /// send queue is over its bound or the session is gone.
-    fn resend_due(&mut self, ctx: &mut Ctx, client_id: &MqttStr, conn: ConnId) -> bool {
-        let Some(session) = self.sessions.get_mut(client_id) else {
-            return false;
-        };
-        for (packet_id, outgoing) in session.inflight.take_resends() {
+    /// Sends `resends` again (a DUP PUBLISH, or the PUBREL owed): entries of the inflight window
+    /// it now has room for.
+    fn resend(
+        &mut self,
+        ctx: &mut Ctx,
+        client_id: &MqttStr,
+        conn: ConnId,
+        resends: Vec<(codec::PacketId, Option<Outgoing>)>,
+    ) {
+        for (packet_id, outgoing) in resends {
             match outgoing {
                 Some(outgoing) => {
                     if self
@@ -228,7 +235,6 @@ impl BrokerShard {
                 None => self.send_packet(ctx, conn, &Packet::PubRel(PubRel::new(packet_id))),
             }
         }
-        true
     }
 
     /// Retries connections whose send queue was over its bound.

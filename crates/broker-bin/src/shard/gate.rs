@@ -41,8 +41,8 @@ pub(super) struct PendingAck {
 
 impl BrokerShard {
     /// Sends `packet` (then the retained messages due) once every shard has applied
-    /// `last_change`. Without a change of its own it still waits behind an earlier pending
-    /// acknowledgement of the same connection, so acknowledgements keep their order.
+    /// `last_change`, at once without a change of its own. A waiting acknowledgement parks its
+    /// connection, so no later packet of it (and no later acknowledgement) is handled before.
     pub(super) fn ack_when_applied(
         &mut self,
         ctx: &mut Ctx,
@@ -52,11 +52,7 @@ impl BrokerShard {
         packet: Packet,
         retained_due: RetainedDue,
     ) {
-        let after = last_change.or_else(|| {
-            let earlier = self.gate.pending.iter().rev().find(|p| p.conn == conn);
-            earlier.map(|p| p.after)
-        });
-        let Some(after) = after else {
+        let Some(after) = last_change else {
             self.finish_ack(ctx, conn, &client_id, &packet, retained_due);
             return;
         };
