@@ -27,3 +27,4 @@ pub use session::{
     SubscriptionList,
 };
 pub use sessions::Sessions;
+pub use storage::{Committed, Skipped, SyncMode};

@@ -188,14 +188,15 @@ pub(super) fn a_sequence_of_writes_loads_as_the_sessions_it_describes<S: Session
     assert_eq!(
         storage.load().unwrap(),
         Recovered {
-            sessions: vec![a, b]
+            sessions: vec![a, b],
+            retained: Vec::new(),
         }
     );
 }
 
 pub(super) fn acknowledged_and_removed_state_is_gone<S: SessionStorage>(make: impl Fn() -> S) {
     let mut storage = make();
-    storage
+    let committed = storage
         .commit(&[
             saved("a", SessionExpiry::Never),
             queued("a", 1, QoS::AtLeastOnce),
@@ -212,32 +213,52 @@ pub(super) fn acknowledged_and_removed_state_is_gone<S: SessionStorage>(make: im
             },
         ])
         .unwrap();
+    assert_eq!(committed, Committed::default());
     let loaded = storage.load().unwrap();
     let expected = StoredSession::new(text("a"), ProtocolVersion::V5, SessionExpiry::Never, None);
     assert_eq!(loaded.sessions, vec![expected]);
 }
 
-pub(super) fn a_batch_is_applied_whole_or_not_at_all<S: SessionStorage>(make: impl Fn() -> S) {
-    let mut storage = make();
-    storage.commit(&[saved("a", SessionExpiry::Never)]).unwrap();
-    let before = storage.load().unwrap();
-    let error = storage
-        .commit(&[subscribed("a", "t", QoS::AtLeastOnce), acked(9)])
-        .unwrap_err();
-    assert!(matches!(
-        error,
-        StorageError::Inconsistent {
-            write: "InflightAcked",
-            ..
-        }
-    ));
-    assert_eq!(storage.load().unwrap(), before);
+/// The report of a skipped write for client `client`.
+fn skip(write: &'static str, client: &str) -> Skipped {
+    Skipped {
+        write,
+        client_id: client.to_owned(),
+    }
 }
 
-pub(super) fn writes_that_do_not_follow_the_stored_state_are_refused<S: SessionStorage>(
+pub(super) fn skipped_writes_are_reported_and_the_rest_of_the_batch_applies<S: SessionStorage>(
     make: impl Fn() -> S,
 ) {
-    let refused = [
+    let mut storage = make();
+    storage.commit(&[saved("a", SessionExpiry::Never)]).unwrap();
+    let committed = storage
+        .commit(&[
+            subscribed("a", "t", QoS::AtLeastOnce),
+            acked(9),
+            subscribed("nobody", "t", QoS::AtMostOnce),
+            queued("a", 1, QoS::AtLeastOnce),
+        ])
+        .unwrap();
+    assert_eq!(
+        committed.skipped,
+        [skip("InflightAcked", "a"), skip("Subscribed", "nobody")]
+    );
+    let mut expected = make();
+    expected
+        .commit(&[
+            saved("a", SessionExpiry::Never),
+            subscribed("a", "t", QoS::AtLeastOnce),
+            queued("a", 1, QoS::AtLeastOnce),
+        ])
+        .unwrap();
+    assert_eq!(storage.load().unwrap(), expected.load().unwrap());
+}
+
+pub(super) fn each_write_that_does_not_follow_the_stored_state_is_skipped<S: SessionStorage>(
+    make: impl Fn() -> S,
+) {
+    let cases = [
         vec![subscribed("nobody", "t", QoS::AtMostOnce)],
         vec![saved("a", SessionExpiry::Never), sent("a", 1, 1)],
         vec![
@@ -256,7 +277,26 @@ pub(super) fn writes_that_do_not_follow_the_stored_state_are_refused<S: SessionS
             sent("a", 1, 1),
             released(1),
         ],
+        vec![
+            saved("a", SessionExpiry::Never),
+            queued("a", 1, QoS::AtLeastOnce),
+            queued("a", 2, QoS::AtLeastOnce),
+            sent("a", 1, 1),
+            sent("a", 2, 1),
+        ],
         vec![saved("a", SessionExpiry::Never), qos2_released(1)],
+        vec![
+            saved("a", SessionExpiry::Never),
+            qos2_received(1),
+            qos2_received(1),
+        ],
+        vec![
+            saved("a", SessionExpiry::Never),
+            SessionWrite::MessageDropped {
+                client_id: text("a"),
+                seq: 1,
+            },
+        ],
         vec![
             saved("a", SessionExpiry::Never),
             SessionWrite::Unsubscribed {
@@ -265,9 +305,78 @@ pub(super) fn writes_that_do_not_follow_the_stored_state_are_refused<S: SessionS
             },
         ],
     ];
-    for batch in refused {
+    for batch in cases {
+        let (last, rest) = batch.split_last().unwrap();
         let mut storage = make();
-        assert!(storage.commit(&batch).is_err(), "{batch:?}");
-        assert_eq!(storage.load().unwrap(), Recovered::default());
+        let committed = storage.commit(&batch).unwrap();
+        let client = String::from_utf8_lossy(last.client_id().unwrap().as_bytes()).into_owned();
+        assert_eq!(committed.skipped, [skip(last.kind(), &client)], "{batch:?}");
+        let mut expected = make();
+        expected.commit(rest).unwrap();
+        assert_eq!(
+            storage.load().unwrap(),
+            expected.load().unwrap(),
+            "{batch:?}"
+        );
     }
+}
+
+/// `RetainSet` for `topic`, with a payload naming it.
+pub(super) fn retain_set(topic: &str, payload: &'static str) -> SessionWrite {
+    let mut message = message(topic, QoS::AtLeastOnce);
+    message.payload = Bytes::from_static(payload.as_bytes());
+    message.retain = true;
+    SessionWrite::RetainSet {
+        topic: text(topic),
+        message,
+    }
+}
+
+pub(super) fn retained_messages_are_set_replaced_and_cleared<S: SessionStorage>(
+    make: impl Fn() -> S,
+) {
+    let mut storage = make();
+    let committed = storage
+        .commit(&[
+            retain_set("b/x", "1"),
+            retain_set("a", "2"),
+            retain_set("c", "3"),
+            SessionWrite::RetainCleared { topic: text("c") },
+            SessionWrite::RetainCleared {
+                topic: text("never/set"),
+            },
+        ])
+        .unwrap();
+    assert_eq!(committed, Committed::default());
+    storage.commit(&[retain_set("b/x", "4"), acked(1)]).unwrap();
+    let expected: Vec<_> = [retain_set("a", "2"), retain_set("b/x", "4")]
+        .into_iter()
+        .map(|write| match write {
+            SessionWrite::RetainSet { topic, message } => (topic, message),
+            _ => unreachable!(),
+        })
+        .collect();
+    let loaded = storage.load().unwrap();
+    assert_eq!(loaded.retained, expected);
+    assert!(loaded.sessions.is_empty());
+}
+
+pub(super) fn retained_messages_and_sessions_do_not_mix<S: SessionStorage>(make: impl Fn() -> S) {
+    let mut storage = make();
+    storage
+        .commit(&[
+            saved("t", SessionExpiry::Never),
+            retain_set("t", "1"),
+            SessionWrite::SessionRemoved {
+                client_id: text("t"),
+            },
+            saved("s", SessionExpiry::Never),
+        ])
+        .unwrap();
+    storage
+        .commit(&[SessionWrite::RetainCleared { topic: text("s") }])
+        .unwrap();
+    let loaded = storage.load().unwrap();
+    assert_eq!(loaded.retained.len(), 1);
+    assert_eq!(loaded.sessions.len(), 1);
 }

@@ -1,13 +1,15 @@
 //! The contract suite (`contract_tests.rs`) run against every engine, and what only durable
-//! engines promise: state survives a reopen, a refused batch leaves nothing, corrupt data is
-//! reported, an unusable path is named.
+//! engines promise: state survives a reopen (skips included, deferred syncs included), corrupt
+//! data is reported, an unusable path is named.
 
 use std::path::Path;
 
 use codec::QoS;
 use tempfile::TempDir;
 
-use super::contract_tests::{self as contract, acked, queued, saved, sent, subscribed, text};
+use super::contract_tests::{
+    self as contract, acked, queued, retain_set, saved, sent, subscribed, text,
+};
 use super::*;
 use crate::SessionExpiry;
 
@@ -21,10 +23,16 @@ impl<S: SessionStorage> SessionStorage for InTempDir<S> {
     fn load(&mut self) -> Result<Recovered, StorageError> {
         self.storage.load()
     }
-    fn commit(&mut self, batch: &[SessionWrite]) -> Result<(), StorageError> {
+    fn commit(&mut self, batch: &[SessionWrite]) -> Result<Committed, StorageError> {
         self.storage.commit(batch)
     }
+    fn sync(&mut self) -> Result<(), StorageError> {
+        self.storage.sync()
+    }
 }
+
+/// How a durable engine is opened.
+type Open<S> = fn(&Path, SyncMode) -> Result<S, StorageError>;
 
 fn temp_dir() -> TempDir {
     tempfile::Builder::new()
@@ -33,9 +41,9 @@ fn temp_dir() -> TempDir {
         .unwrap()
 }
 
-fn fresh<S>(open: fn(&Path) -> Result<S, StorageError>) -> InTempDir<S> {
+fn fresh<S>(open: Open<S>, sync: SyncMode) -> InTempDir<S> {
     let dir = temp_dir();
-    let storage = open(&dir.path().join("db")).unwrap();
+    let storage = open(&dir.path().join("db"), sync).unwrap();
     InTempDir { storage, _dir: dir }
 }
 
@@ -54,34 +62,53 @@ macro_rules! contract_suite {
         }
 
         #[test]
-        fn a_batch_is_applied_whole_or_not_at_all() {
-            contract::a_batch_is_applied_whole_or_not_at_all($make);
+        fn skipped_writes_are_reported_and_the_rest_of_the_batch_applies() {
+            contract::skipped_writes_are_reported_and_the_rest_of_the_batch_applies($make);
         }
 
         #[test]
-        fn writes_that_do_not_follow_the_stored_state_are_refused() {
-            contract::writes_that_do_not_follow_the_stored_state_are_refused($make);
+        fn each_write_that_does_not_follow_the_stored_state_is_skipped() {
+            contract::each_write_that_does_not_follow_the_stored_state_is_skipped($make);
+        }
+
+        #[test]
+        fn retained_messages_are_set_replaced_and_cleared() {
+            contract::retained_messages_are_set_replaced_and_cleared($make);
+        }
+
+        #[test]
+        fn retained_messages_and_sessions_do_not_mix() {
+            contract::retained_messages_and_sessions_do_not_mix($make);
         }
     };
 }
 
 macro_rules! durable_suite {
     ($engine:ty) => {
-        contract_suite!(|| fresh(<$engine>::open));
+        contract_suite!(|| fresh(<$engine>::open, SyncMode::EveryCommit));
 
-        #[test]
-        fn state_survives_a_reopen() {
-            durable_state_survives_a_reopen(<$engine>::open);
+        mod deferred {
+            contract_suite!(|| fresh(<$engine>::open, SyncMode::Deferred));
         }
 
         #[test]
-        fn a_refused_batch_leaves_nothing_after_a_reopen() {
-            durable_refused_batch_leaves_nothing(<$engine>::open);
+        fn state_survives_a_reopen() {
+            durable_state_survives_a_reopen(<$engine>::open, SyncMode::EveryCommit);
+        }
+
+        #[test]
+        fn synced_state_survives_a_reopen() {
+            durable_state_survives_a_reopen(<$engine>::open, SyncMode::Deferred);
+        }
+
+        #[test]
+        fn skipped_writes_stay_skipped_after_a_reopen() {
+            durable_skipped_writes_stay_skipped(<$engine>::open);
         }
 
         #[test]
         fn a_corrupt_record_loads_as_corrupt() {
-            let mut store = fresh(<$engine>::open);
+            let mut store = fresh(<$engine>::open, SyncMode::EveryCommit);
             store.commit(&[saved("a", SessionExpiry::Never)]).unwrap();
             store.storage.put_raw_record(&text("a"), b"\x01garbage");
             assert_corrupt(store.load());
@@ -109,10 +136,10 @@ mod redb {
 /// Opens `path` again after the previous handle was dropped. sled releases its file lock from
 /// a background thread shortly after the last handle goes, so a lock still held is retried
 /// (bounded: a hang guard, not a timing assertion).
-fn reopen<S: SessionStorage>(open: fn(&Path) -> Result<S, StorageError>, path: &Path) -> S {
+fn reopen<S: SessionStorage>(open: Open<S>, path: &Path) -> S {
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
     loop {
-        match open(path) {
+        match open(path, SyncMode::EveryCommit) {
             Ok(storage) => return storage,
             Err(error) if error.to_string().contains("lock") => {
                 assert!(
@@ -126,7 +153,8 @@ fn reopen<S: SessionStorage>(open: fn(&Path) -> Result<S, StorageError>, path: &
     }
 }
 
-fn durable_state_survives_a_reopen<S: SessionStorage>(open: fn(&Path) -> Result<S, StorageError>) {
+/// Commits a batch opened with `sync`, syncs, and finds it again after a reopen.
+fn durable_state_survives_a_reopen<S: SessionStorage>(open: Open<S>, sync: SyncMode) {
     let dir = temp_dir();
     let path = dir.path().join("db");
     let batch = [
@@ -136,43 +164,38 @@ fn durable_state_survives_a_reopen<S: SessionStorage>(open: fn(&Path) -> Result<
         queued("a", 2, QoS::ExactlyOnce),
         sent("a", 1, 7),
         saved("b", SessionExpiry::Never),
+        retain_set("r", "1"),
     ];
     let expected = {
         let mut model = RecordingStorage::default();
         model.commit(&batch).unwrap();
         model.load().unwrap()
     };
-    let mut storage = open(&path).unwrap();
+    let mut storage = open(&path, sync).unwrap();
     storage.commit(&batch).unwrap();
+    storage.sync().unwrap();
     drop(storage);
     assert_eq!(reopen(open, &path).load().unwrap(), expected);
 }
 
-fn durable_refused_batch_leaves_nothing<S: SessionStorage>(
-    open: fn(&Path) -> Result<S, StorageError>,
-) {
+fn durable_skipped_writes_stay_skipped<S: SessionStorage>(open: Open<S>) {
     let dir = temp_dir();
     let path = dir.path().join("db");
-    let mut storage = open(&path).unwrap();
-    storage.commit(&[saved("a", SessionExpiry::Never)]).unwrap();
-    let before = storage.load().unwrap();
-    let refused = [
+    let batch = [
+        saved("a", SessionExpiry::Never),
         queued("a", 1, QoS::AtLeastOnce),
-        saved("b", SessionExpiry::Never),
         acked(3),
+        saved("b", SessionExpiry::Never),
+        sent("a", 2, 1),
         subscribed("a", "t", QoS::AtLeastOnce),
     ];
-    let error = storage.commit(&refused).unwrap_err();
-    assert!(matches!(
-        error,
-        StorageError::Inconsistent {
-            write: "InflightAcked",
-            ..
-        }
-    ));
-    assert_eq!(storage.load().unwrap(), before);
+    let mut model = RecordingStorage::default();
+    let expected_skips = model.commit(&batch).unwrap();
+    let mut storage = open(&path, SyncMode::EveryCommit).unwrap();
+    assert_eq!(storage.commit(&batch).unwrap(), expected_skips);
+    assert_eq!(expected_skips.skipped.len(), 2);
     drop(storage);
-    assert_eq!(reopen(open, &path).load().unwrap(), before);
+    assert_eq!(reopen(open, &path).load().unwrap(), model.load().unwrap());
 }
 
 fn assert_corrupt(loaded: Result<Recovered, StorageError>) {
@@ -184,13 +207,11 @@ fn assert_corrupt(loaded: Result<Recovered, StorageError>) {
     }
 }
 
-fn durable_regular_file_is_not_a_store<S: SessionStorage + std::fmt::Debug>(
-    open: fn(&Path) -> Result<S, StorageError>,
-) {
+fn durable_regular_file_is_not_a_store<S: SessionStorage + std::fmt::Debug>(open: Open<S>) {
     let dir = temp_dir();
     let path = dir.path().join("not-a-store");
     std::fs::write(&path, b"just a file").unwrap();
-    match open(&path) {
+    match open(&path, SyncMode::EveryCommit) {
         Err(StorageError::Engine { reason, .. }) => {
             assert!(reason.contains(&*path.to_string_lossy()), "{reason}");
         }

@@ -12,14 +12,16 @@
 //! | `s` `<len><client id>` | the session record: connection-scoped state, subscriptions (in order), inflight packet ids (in send order), inbound QoS 2 ids |
 //! | `q` `<len><client id>` `<seq: u64 BE>` | a queued message (keys sort in queue order) |
 //! | `i` `<len><client id>` `<packet id: u16 BE>` | an inflight entry's state and message |
+//! | `t` `<topic>` | a retained message (no length prefix: the topic is the rest of the key) |
 //!
 //! Subscriptions and QoS 2 ids live in the record: they are small and their order matters.
 //!
 //! # Applying a batch
 //!
 //! `plan` reads every session the batch names, applies the batch to them with the model
-//! engine's own rules ([`super::recording`]), so a durable engine refuses exactly what the model
-//! refuses, and returns the keys that changed. Its cost grows with the stored size of the
+//! engine's own rules ([`super::recording`]), so a durable engine skips exactly what the model
+//! skips, and returns the keys that changed. Retained-message writes become key writes as they
+//! are. Its cost grows with the stored size of the
 //! sessions a batch touches (their queues are read and compared): fine for groundwork, a cached
 //! per-session index is the obvious next step once the broker writes through it.
 
@@ -28,13 +30,16 @@ use std::collections::BTreeMap;
 use codec::{MqttStr, PacketId};
 
 use super::encoding::{self, Malformed};
-use super::recording::{apply, inconsistent};
-use super::{Recovered, SessionWrite, StorageError, StoredMessage, StoredSession};
+use super::recording::apply;
+use super::{
+    Committed, Recovered, SessionWrite, Skipped, StorageError, StoredMessage, StoredSession,
+};
 use crate::InflightState;
 
 const SESSION: u8 = b's';
 const QUEUED: u8 = b'q';
 const INFLIGHT: u8 = b'i';
+const RETAINED: u8 = b't';
 
 /// One key to set (`Some`) or delete (`None`).
 pub(super) type KeyWrite = (Vec<u8>, Option<Vec<u8>>);
@@ -78,6 +83,14 @@ fn inflight_key(client_id: &MqttStr, id: PacketId) -> Vec<u8> {
     key
 }
 
+/// The key of a retained message.
+fn retained_key(topic: &MqttStr) -> Vec<u8> {
+    let mut key = Vec::with_capacity(1 + topic.as_bytes().len());
+    key.push(RETAINED);
+    key.extend_from_slice(topic.as_bytes());
+    key
+}
+
 /// The error for a value (or key) under `key` that does not decode.
 pub(super) fn corrupt(key: &[u8], what: &str) -> StorageError {
     StorageError::Corrupt {
@@ -93,7 +106,22 @@ pub(super) fn load_all(kv: &impl KvRead) -> Result<Recovered, StorageError> {
         sessions.push(load_record(kv, client_id, &key, &value)?);
     }
     sessions.sort_by(|a, b| a.client_id.cmp(&b.client_id));
-    Ok(Recovered { sessions })
+    let retained = load_retained(kv)?;
+    Ok(Recovered { sessions, retained })
+}
+
+/// Every retained message, by topic.
+fn load_retained(kv: &impl KvRead) -> Result<Vec<(MqttStr, StoredMessage)>, StorageError> {
+    let mut retained = Vec::new();
+    for (key, value) in kv.scan(&[RETAINED])? {
+        let topic = MqttStr::from_bytes(bytes::Bytes::copy_from_slice(&key[1..]))
+            .map_err(|_| corrupt(&key, "a malformed key"))?;
+        let message = encoding::decode_message(&value)
+            .map_err(|Malformed| corrupt(&key, "a malformed retained message"))?;
+        retained.push((topic, message));
+    }
+    retained.sort_by(|a, b| a.0.cmp(&b.0));
+    Ok(retained)
 }
 
 /// The client identifier of a session key.
@@ -149,14 +177,14 @@ fn load_record(
     Ok(session)
 }
 
-/// The key writes that apply `batch`, or why it does not follow the stored state.
+/// The key writes that apply `batch`, and the writes skipped because they do not follow the
+/// stored state.
 pub(super) fn plan(
     kv: &impl KvRead,
     batch: &[SessionWrite],
-) -> Result<Vec<KeyWrite>, StorageError> {
+) -> Result<(Vec<KeyWrite>, Committed), StorageError> {
     let mut before = BTreeMap::new();
-    for write in batch {
-        let client_id = write.client_id();
+    for client_id in batch.iter().filter_map(SessionWrite::client_id) {
         if !before.contains_key(client_id) {
             before.insert(client_id.clone(), load_session(kv, client_id)?);
         }
@@ -165,14 +193,25 @@ pub(super) fn plan(
         .iter()
         .filter_map(|(id, s)| Some((id.clone(), s.clone()?)))
         .collect();
-    for write in batch {
-        apply(&mut after, write).map_err(|()| inconsistent(write))?;
-    }
     let mut writes = Vec::new();
+    let mut committed = Committed::default();
+    for write in batch {
+        match write {
+            SessionWrite::RetainSet { topic, message } => {
+                writes.push((retained_key(topic), Some(encoding::encode_message(message))));
+            }
+            SessionWrite::RetainCleared { topic } => writes.push((retained_key(topic), None)),
+            _ => {
+                if apply(&mut after, write).is_err() {
+                    committed.skipped.push(Skipped::of(write));
+                }
+            }
+        }
+    }
     for (client_id, old) in &before {
         diff(client_id, old.as_ref(), after.get(client_id), &mut writes);
     }
-    Ok(writes)
+    Ok((writes, committed))
 }
 
 /// A stored value other than the record, for comparing old and new.

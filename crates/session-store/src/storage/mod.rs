@@ -6,9 +6,10 @@
 //! this crate: both open a directory and report failures as [`StorageError`].
 //!
 //! The durable engines share a key layout and a planning step (`keyed.rs`): a batch is applied
-//! with the model's own rules to the sessions it names, so every engine refuses the same writes
-//! with the same [`StorageError::Inconsistent`], and only the keys that changed are written, in
-//! one atomic step (a sled `Batch` then `flush`; one redb write transaction). Values use a small
+//! with the model's own rules to the sessions it names, so every engine skips the same writes
+//! (reported as [`Skipped`]), and only the keys that changed are written, in one atomic step (a
+//! sled `Batch`; one redb write transaction). They open with a [`SyncMode`]: durable at every
+//! commit (sled `flush`; redb `Durability::Immediate`), or deferred to [`SessionStorage::sync`]. Values use a small
 //! versioned binary format (`encoding.rs`); one that does not decode is [`StorageError::Corrupt`]
 //! naming its key. The contract is one generic test suite (`contract_tests.rs`) that every engine
 //! runs (`engine_tests.rs`), the durable ones also across a reopen.
@@ -16,13 +17,20 @@
 //! # Contract
 //!
 //! - `commit` applies a batch atomically and in order: after a crash, `load` returns the state
-//!   of every batch whose `commit` returned `Ok`, and nothing of a batch whose `commit` did not.
-//! - Writes name sessions by client identifier. `SessionSaved` creates a session; every other
-//!   write but `SessionRemoved` needs the session to exist, `InflightSent` and `MessageDropped`
-//!   need the queued message, `InflightReleased` an entry awaiting PUBREC. A write that does
-//!   not follow the stored state is [`StorageError::Inconsistent`] (a broker bug, not I/O).
+//!   of every batch whose `commit` returned `Ok` (with [`SyncMode::Deferred`]: up to the last
+//!   `sync` that returned `Ok`, and possibly later whole batches), and nothing of a batch whose
+//!   `commit` did not.
+//! - Session writes name sessions by client identifier. `SessionSaved` creates a session; every
+//!   other write but `SessionRemoved` needs the session to exist, `InflightSent` and
+//!   `MessageDropped` need the queued message (`InflightSent` a QoS 1/2 one, its packet id not
+//!   in flight), `MessageQueued` a sequence number above the session's last, `InflightReleased`
+//!   an entry awaiting PUBREC, `InflightAcked` an entry, `Qos2Received` an id not yet recorded,
+//!   `Qos2Released` a recorded one, `Unsubscribed` the subscription. A write that does not
+//!   follow the stored state is skipped and reported in [`Committed::skipped`] (a broker bug or
+//!   a benign race, not I/O); the rest of the batch applies.
+//! - `RetainSet` and `RetainCleared` name a topic, not a session, and are never skipped.
 //! - `load` returns sessions by client identifier; a session's queue in sequence order, its
-//!   inflight entries in send order.
+//!   inflight entries in send order; retained messages by topic.
 //!
 //! # Where the broker will emit writes
 //!
@@ -47,6 +55,7 @@
 //! state is keyed by client identifier. `MessageQueued` needs a per-session sequence number
 //! ([`MessageSeq`]) that the broker's queue entries do not carry yet.
 
+mod committed;
 mod encoding;
 mod keyed;
 mod none;
@@ -62,6 +71,7 @@ mod engine_tests;
 
 pub use self::redb::RedbStorage;
 pub use self::sled::SledStorage;
+pub use committed::{Committed, Skipped, SyncMode};
 pub use none::NoStorage;
 pub use recording::RecordingStorage;
 pub use write::{
@@ -85,21 +95,20 @@ pub enum StorageError {
         /// What is wrong with it.
         reason: String,
     },
-    /// A write does not follow the stored state (e.g. an ack for an id not in flight).
-    #[error("{write} for client {client_id:?} does not follow the stored state")]
-    Inconsistent {
-        /// The write's kind ([`SessionWrite::kind`]).
-        write: &'static str,
-        /// Its client identifier.
-        client_id: String,
-    },
 }
 
-/// Where sessions persist.
-pub trait SessionStorage {
-    /// Every stored session, as the committed batches left them (at start-up).
+/// Where sessions persist. Moved to the broker's store thread, hence `Send`.
+pub trait SessionStorage: Send {
+    /// Every stored session and retained message, as the committed batches left them.
     fn load(&mut self) -> Result<Recovered, StorageError>;
 
-    /// Applies `batch` atomically, in order; durable when this returns `Ok`.
-    fn commit(&mut self, batch: &[SessionWrite]) -> Result<(), StorageError>;
+    /// Applies `batch` atomically and in order. Durable when this returns `Ok` if the engine
+    /// was opened with `SyncMode::EveryCommit`; with `SyncMode::Deferred` durable after the
+    /// next `sync`. Writes that do not follow the stored state are skipped (each one, not the
+    /// batch) and reported in `Committed::skipped`.
+    fn commit(&mut self, batch: &[SessionWrite]) -> Result<Committed, StorageError>;
+
+    /// Makes every committed batch durable (a no-op for engines that are durable per commit or
+    /// not durable at all).
+    fn sync(&mut self) -> Result<(), StorageError>;
 }

@@ -1,8 +1,8 @@
 //! The `none` engine: sessions live in memory only.
 
-use super::{Recovered, SessionStorage, SessionWrite, StorageError};
+use super::{Committed, Recovered, SessionStorage, SessionWrite, StorageError};
 
-/// Stores nothing: `commit` succeeds at once, `load` finds nothing.
+/// Stores nothing: `commit` succeeds at once (skipping nothing), `load` finds nothing.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct NoStorage;
 
@@ -11,7 +11,11 @@ impl SessionStorage for NoStorage {
         Ok(Recovered::default())
     }
 
-    fn commit(&mut self, _batch: &[SessionWrite]) -> Result<(), StorageError> {
+    fn commit(&mut self, _batch: &[SessionWrite]) -> Result<Committed, StorageError> {
+        Ok(Committed::default())
+    }
+
+    fn sync(&mut self) -> Result<(), StorageError> {
         Ok(())
     }
 }
@@ -26,7 +30,8 @@ mod tests {
         let write = SessionWrite::SessionRemoved {
             client_id: codec::MqttStr::from_static("c").unwrap(),
         };
-        storage.commit(&[write]).unwrap();
+        assert_eq!(storage.commit(&[write]).unwrap(), Committed::default());
+        storage.sync().unwrap();
         assert_eq!(storage.load().unwrap(), Recovered::default());
     }
 }

@@ -1,24 +1,30 @@
-//! [`RecordingStorage`]: the in-memory model of a durable engine. It applies writes to a
-//! `BTreeMap` of [`StoredSession`]s and keeps every committed write; `load` returns the model.
-//! Durable engines are tested against it (same writes, same `load`, with restarts between).
+//! [`RecordingStorage`]: the in-memory model of a durable engine. It applies writes one by one
+//! to `BTreeMap`s of [`StoredSession`]s and retained messages, skipping those that do not follow
+//! the state, and keeps every committed write; `load` returns the model. Durable engines are
+//! tested against it (same writes, same skips, same `load`, with restarts between).
 
 use std::collections::BTreeMap;
 
 use codec::{MqttStr, QoS};
 
-use super::{Recovered, SessionStorage, SessionWrite, StorageError, StoredSession};
+use super::{
+    Committed, Recovered, SessionStorage, SessionWrite, Skipped, StorageError, StoredMessage,
+    StoredSession,
+};
 use crate::InflightState;
 
-/// The model engine: applies each batch to a map of sessions, all or nothing.
+/// The model engine: applies each write of a batch to maps of sessions and retained messages,
+/// skipping (and reporting) those that do not follow the state.
 #[derive(Debug, Default)]
 pub struct RecordingStorage {
     sessions: BTreeMap<MqttStr, StoredSession>,
+    retained: BTreeMap<MqttStr, StoredMessage>,
     committed: Vec<SessionWrite>,
     failing: bool,
 }
 
 impl RecordingStorage {
-    /// Every write committed so far, in order.
+    /// Every write of every committed batch so far, in order (skipped writes included).
     pub fn committed(&self) -> &[SessionWrite] {
         &self.committed
     }
@@ -27,42 +33,59 @@ impl RecordingStorage {
     pub fn set_failing(&mut self, failing: bool) {
         self.failing = failing;
     }
-}
 
-impl SessionStorage for RecordingStorage {
-    fn load(&mut self) -> Result<Recovered, StorageError> {
-        Ok(Recovered {
-            sessions: self.sessions.values().cloned().collect(),
-        })
-    }
-
-    fn commit(&mut self, batch: &[SessionWrite]) -> Result<(), StorageError> {
+    fn fail_if_set(&self) -> Result<(), StorageError> {
         if self.failing {
             return Err(StorageError::Engine {
                 engine: "recording",
                 reason: "set to fail".to_owned(),
             });
         }
-        let mut next = self.sessions.clone();
-        for write in batch {
-            apply(&mut next, write).map_err(|()| inconsistent(write))?;
-        }
-        self.sessions = next;
-        self.committed.extend_from_slice(batch);
         Ok(())
     }
 }
 
-/// The error for a write that does not follow the stored state.
-pub(super) fn inconsistent(write: &SessionWrite) -> StorageError {
-    StorageError::Inconsistent {
-        write: write.kind(),
-        client_id: String::from_utf8_lossy(write.client_id().as_bytes()).into_owned(),
+impl SessionStorage for RecordingStorage {
+    fn load(&mut self) -> Result<Recovered, StorageError> {
+        Ok(Recovered {
+            sessions: self.sessions.values().cloned().collect(),
+            retained: (self.retained.iter())
+                .map(|(topic, m)| (topic.clone(), m.clone()))
+                .collect(),
+        })
+    }
+
+    fn commit(&mut self, batch: &[SessionWrite]) -> Result<Committed, StorageError> {
+        self.fail_if_set()?;
+        let mut committed = Committed::default();
+        for write in batch {
+            let applied = match write {
+                SessionWrite::RetainSet { topic, message } => {
+                    self.retained.insert(topic.clone(), message.clone());
+                    Ok(())
+                }
+                SessionWrite::RetainCleared { topic } => {
+                    self.retained.remove(topic);
+                    Ok(())
+                }
+                _ => apply(&mut self.sessions, write),
+            };
+            if applied.is_err() {
+                committed.skipped.push(Skipped::of(write));
+            }
+        }
+        self.committed.extend_from_slice(batch);
+        Ok(committed)
+    }
+
+    fn sync(&mut self) -> Result<(), StorageError> {
+        self.fail_if_set()
     }
 }
 
-/// Applies one write; `Err` if it does not follow the model's state (the durable engines apply
-/// batches with it too, so every engine refuses the same writes).
+/// Applies one session write; `Err` (and no change) if it does not follow the model's state
+/// (the durable engines apply batches with it too, so every engine skips the same writes).
+/// Retained-message writes are not a session's: `Err` here.
 pub(super) fn apply(
     sessions: &mut BTreeMap<MqttStr, StoredSession>,
     write: &SessionWrite,
@@ -88,7 +111,8 @@ pub(super) fn apply(
             Ok(())
         }
         _ => {
-            let session = sessions.get_mut(write.client_id()).ok_or(())?;
+            let client_id = write.client_id().ok_or(())?;
+            let session = sessions.get_mut(client_id).ok_or(())?;
             apply_to_session(session, write)
         }
     }
@@ -148,12 +172,14 @@ fn apply_to_messages(session: &mut StoredSession, write: &SessionWrite) -> Resul
             if session.inflight.iter().any(|(id, _)| id == packet_id) {
                 return Err(());
             }
-            let at = position(&session.queued, |(s, _)| s == seq)?;
+            let at = position(&session.queued, |(s, m)| {
+                s == seq && m.qos != QoS::AtMostOnce
+            })?;
             let (_, message) = session.queued.remove(at);
-            let state = match message.qos {
-                QoS::AtMostOnce => return Err(()),
-                QoS::AtLeastOnce => InflightState::AwaitingPubAck(message),
-                QoS::ExactlyOnce => InflightState::AwaitingPubRec(message),
+            let state = if message.qos == QoS::AtLeastOnce {
+                InflightState::AwaitingPubAck(message)
+            } else {
+                InflightState::AwaitingPubRec(message)
             };
             session.inflight.push((*packet_id, state));
         }

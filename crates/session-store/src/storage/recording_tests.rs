@@ -7,12 +7,14 @@ use crate::SessionExpiry;
 use crate::storage::contract_tests::{acked, saved, subscribed};
 
 #[test]
-fn it_keeps_every_committed_write_and_nothing_of_a_refused_batch() {
+fn it_keeps_every_committed_write_skipped_ones_included() {
     let mut storage = RecordingStorage::default();
     storage.commit(&[saved("a", SessionExpiry::Never)]).unwrap();
-    let refused = [subscribed("a", "t", QoS::AtLeastOnce), acked(9)];
-    assert!(storage.commit(&refused).is_err());
-    assert_eq!(storage.committed(), [saved("a", SessionExpiry::Never)]);
+    let batch = [subscribed("a", "t", QoS::AtLeastOnce), acked(9)];
+    assert_eq!(storage.commit(&batch).unwrap().skipped.len(), 1);
+    let mut expected = vec![saved("a", SessionExpiry::Never)];
+    expected.extend(batch);
+    assert_eq!(storage.committed(), expected);
 }
 
 #[test]
@@ -24,6 +26,7 @@ fn a_failing_engine_keeps_what_was_committed_before() {
         storage.commit(&[saved("b", SessionExpiry::Never)]),
         Err(StorageError::Engine { .. })
     ));
+    assert!(storage.sync().is_err());
     storage.set_failing(false);
     assert_eq!(storage.load().unwrap().sessions.len(), 1);
 }

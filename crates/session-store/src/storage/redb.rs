@@ -1,13 +1,15 @@
 //! [`RedbStorage`]: sessions in a redb database file (the measured alternative to sled). A
-//! batch is planned and applied in one write transaction, committed with redb's default
-//! (immediate) durability before `commit` returns.
+//! batch is planned and applied in one write transaction, committed with
+//! `Durability::Immediate` with [`SyncMode::EveryCommit`], or `Durability::None` with
+//! [`SyncMode::Deferred`]; then `sync` commits an empty transaction with
+//! `Durability::Immediate`, which makes the earlier non-durable commits durable too.
 
 use std::path::{Path, PathBuf};
 
-use ::redb::{ReadableTable, TableDefinition};
+use ::redb::{Durability, ReadableTable, TableDefinition};
 
 use super::keyed::{self, KeyValues, KvRead};
-use super::{Recovered, SessionStorage, SessionWrite, StorageError};
+use super::{Committed, Recovered, SessionStorage, SessionWrite, StorageError, SyncMode};
 
 const ENGINE: &str = "redb";
 
@@ -22,43 +24,55 @@ const TABLE: TableDefinition<'_, &[u8], &[u8]> = TableDefinition::new("sessions"
 pub struct RedbStorage {
     db: ::redb::Database,
     path: PathBuf,
+    sync: SyncMode,
 }
 
 impl RedbStorage {
-    /// Opens (or creates) the database in `dir` (created if missing).
-    pub fn open(dir: &Path) -> Result<Self, StorageError> {
+    /// Opens (or creates) the database in `dir` (created if missing), syncing as `sync` says.
+    pub fn open(dir: &Path, sync: SyncMode) -> Result<Self, StorageError> {
         std::fs::create_dir_all(dir).map_err(|e| engine_error(dir, &e))?;
         let path = dir.join(FILE);
         let db = ::redb::Database::create(&path).map_err(|e| engine_error(&path, &e))?;
-        let storage = Self { db, path };
-        // Create the table, so that reads of a fresh database find it.
-        storage.write(|_| Ok(()))?;
+        let storage = Self { db, path, sync };
+        // Create the table (durably), so that reads of a fresh database find it.
+        storage.write(Durability::Immediate, |_| Ok(()))?;
         Ok(storage)
+    }
+
+    /// The durability of a batch's transaction.
+    fn commit_durability(&self) -> Durability {
+        match self.sync {
+            SyncMode::EveryCommit => Durability::Immediate,
+            SyncMode::Deferred => Durability::None,
+        }
     }
 
     fn error(&self, e: impl std::fmt::Display) -> StorageError {
         engine_error(&self.path, &e)
     }
 
-    /// Runs `f` on the table in one write transaction and commits it durably.
-    fn write(
+    /// Runs `f` on the table in one write transaction and commits it with `durability`.
+    fn write<T>(
         &self,
-        f: impl FnOnce(&mut ::redb::Table<'_, &[u8], &[u8]>) -> Result<(), StorageError>,
-    ) -> Result<(), StorageError> {
-        let txn = self.db.begin_write().map_err(|e| self.error(e))?;
-        {
+        durability: Durability,
+        f: impl FnOnce(&mut ::redb::Table<'_, &[u8], &[u8]>) -> Result<T, StorageError>,
+    ) -> Result<T, StorageError> {
+        let mut txn = self.db.begin_write().map_err(|e| self.error(e))?;
+        txn.set_durability(durability);
+        let done = {
             let mut table = txn.open_table(TABLE).map_err(|e| self.error(e))?;
             // An error here drops the transaction uncommitted: nothing of it is kept.
-            f(&mut table)?;
-        }
-        txn.commit().map_err(|e| self.error(e))
+            f(&mut table)?
+        };
+        txn.commit().map_err(|e| self.error(e))?;
+        Ok(done)
     }
 
     /// Writes raw bytes under a session key, bypassing the format (tests corrupt data with it).
     #[cfg(test)]
     pub(super) fn put_raw_record(&self, client_id: &codec::MqttStr, value: &[u8]) {
         let key = keyed::session_key(client_id);
-        self.write(|table| {
+        self.write(Durability::Immediate, |table| {
             table
                 .insert(key.as_slice(), value)
                 .expect("test: redb insert");
@@ -117,14 +131,14 @@ impl SessionStorage for RedbStorage {
         })
     }
 
-    fn commit(&mut self, batch: &[SessionWrite]) -> Result<(), StorageError> {
+    fn commit(&mut self, batch: &[SessionWrite]) -> Result<Committed, StorageError> {
         let path = self.path.clone();
-        self.write(|table| {
+        self.write(self.commit_durability(), |table| {
             let reads = Reads {
                 table: &*table,
                 path: &path,
             };
-            let writes = keyed::plan(&reads, batch)?;
+            let (writes, committed) = keyed::plan(&reads, batch)?;
             for (key, value) in writes {
                 let done = match value {
                     Some(value) => table.insert(key.as_slice(), value.as_slice()).map(drop),
@@ -132,7 +146,11 @@ impl SessionStorage for RedbStorage {
                 };
                 done.map_err(|e| engine_error(&path, &e))?;
             }
-            Ok(())
+            Ok(committed)
         })
+    }
+
+    fn sync(&mut self) -> Result<(), StorageError> {
+        self.write(Durability::Immediate, |_| Ok(()))
     }
 }

@@ -1,11 +1,12 @@
 //! [`SledStorage`]: sessions in a sled database (the design's engine). A batch is planned
-//! against the tree ([`super::keyed`]), applied as one `sled::Batch` (atomic across its keys)
-//! and flushed before `commit` returns. One `SledStorage` is the only writer of its tree.
+//! against the tree ([`super::keyed`]) and applied as one `sled::Batch` (atomic across its
+//! keys), flushed before `commit` returns with [`SyncMode::EveryCommit`]; with
+//! [`SyncMode::Deferred`] `sync` flushes. One `SledStorage` is the only writer of its tree.
 
 use std::path::{Path, PathBuf};
 
 use super::keyed::{self, KeyValues, KvRead};
-use super::{Recovered, SessionStorage, SessionWrite, StorageError};
+use super::{Committed, Recovered, SessionStorage, SessionWrite, StorageError, SyncMode};
 
 const ENGINE: &str = "sled";
 
@@ -14,11 +15,12 @@ const ENGINE: &str = "sled";
 pub struct SledStorage {
     db: ::sled::Db,
     path: PathBuf,
+    sync: SyncMode,
 }
 
 impl SledStorage {
-    /// Opens (or creates) the database in `dir`.
-    pub fn open(dir: &Path) -> Result<Self, StorageError> {
+    /// Opens (or creates) the database in `dir`, syncing as `sync` says.
+    pub fn open(dir: &Path, sync: SyncMode) -> Result<Self, StorageError> {
         let db = ::sled::Config::new()
             .path(dir)
             .open()
@@ -26,6 +28,7 @@ impl SledStorage {
         Ok(Self {
             db,
             path: dir.to_owned(),
+            sync,
         })
     }
 
@@ -76,8 +79,8 @@ impl SessionStorage for SledStorage {
         keyed::load_all(&Reads(self))
     }
 
-    fn commit(&mut self, batch: &[SessionWrite]) -> Result<(), StorageError> {
-        let writes = keyed::plan(&Reads(self), batch)?;
+    fn commit(&mut self, batch: &[SessionWrite]) -> Result<Committed, StorageError> {
+        let (writes, committed) = keyed::plan(&Reads(self), batch)?;
         let mut sled_batch = ::sled::Batch::default();
         for (key, value) in writes {
             match value {
@@ -88,6 +91,13 @@ impl SessionStorage for SledStorage {
         self.db
             .apply_batch(sled_batch)
             .map_err(|e| engine_error(&self.path, &e))?;
+        if self.sync == SyncMode::EveryCommit {
+            self.sync()?;
+        }
+        Ok(committed)
+    }
+
+    fn sync(&mut self) -> Result<(), StorageError> {
         self.db.flush().map_err(|e| engine_error(&self.path, &e))?;
         Ok(())
     }

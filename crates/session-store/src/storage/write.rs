@@ -94,11 +94,18 @@ pub enum SessionWrite {
         client_id: MqttStr,
         packet_id: PacketId,
     },
+    /// A retained message was set or replaced for `topic` (not a session's: no client).
+    RetainSet {
+        topic: MqttStr,
+        message: StoredMessage,
+    },
+    /// The retained message of `topic` was cleared (a no-op if there is none).
+    RetainCleared { topic: MqttStr },
 }
 
 impl SessionWrite {
-    /// The client whose session this write changes.
-    pub fn client_id(&self) -> &MqttStr {
+    /// The client whose session this write changes; `None` for the retained-message writes.
+    pub fn client_id(&self) -> Option<&MqttStr> {
         match self {
             Self::SessionSaved { client_id, .. }
             | Self::SessionDisconnected { client_id, .. }
@@ -111,7 +118,8 @@ impl SessionWrite {
             | Self::InflightReleased { client_id, .. }
             | Self::InflightAcked { client_id, .. }
             | Self::Qos2Received { client_id, .. }
-            | Self::Qos2Released { client_id, .. } => client_id,
+            | Self::Qos2Released { client_id, .. } => Some(client_id),
+            Self::RetainSet { .. } | Self::RetainCleared { .. } => None,
         }
     }
 
@@ -130,6 +138,8 @@ impl SessionWrite {
             Self::InflightAcked { .. } => "InflightAcked",
             Self::Qos2Received { .. } => "Qos2Received",
             Self::Qos2Released { .. } => "Qos2Released",
+            Self::RetainSet { .. } => "RetainSet",
+            Self::RetainCleared { .. } => "RetainCleared",
         }
     }
 }
@@ -195,4 +205,6 @@ impl StoredSession {
 pub struct Recovered {
     /// Every stored session, by client identifier.
     pub sessions: Vec<StoredSession>,
+    /// Every retained message, by topic.
+    pub retained: Vec<(MqttStr, StoredMessage)>,
 }
