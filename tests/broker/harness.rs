@@ -21,6 +21,8 @@ tcp = ["127.0.0.1:0"]
 shards = 2
 [sys]
 interval = 0
+[persistence]
+engine = "none"
 "#;
 
 /// Longest a bounded poll waits before the test fails.
@@ -48,6 +50,32 @@ impl TestBroker {
     /// A broker with `overrides` (TOML) over the test defaults and `auth` as its hook.
     pub fn with_auth(overrides: &str, auth: Box<dyn ringmq::auth::Authenticator>) -> Self {
         Self::launch(overrides, auth, None)
+    }
+
+    /// A broker with `overrides` that stores its state on disk: a store still locked by the
+    /// previous broker of the same test (sled releases its file lock from a background thread
+    /// shortly after it is dropped) is retried for a few seconds.
+    pub fn with_store(overrides: &str) -> Self {
+        let mut raw = default_raw().expect("embedded defaults parse");
+        raw.overlay(parse_raw("test base", BASE).expect("test base parses"));
+        raw.overlay(parse_raw("test overrides", overrides).expect("test overrides parse"));
+        let config = raw.validate().expect("test config validates");
+        let deadline = Instant::now() + Duration::from_secs(5);
+        let broker = loop {
+            match Broker::start(config.clone()) {
+                Ok(broker) => break broker,
+                Err(ringmq::StartError::Store(_)) if Instant::now() < deadline => {
+                    std::thread::sleep(Duration::from_millis(50));
+                }
+                Err(error) => panic!("broker starts: {error}"),
+            }
+        };
+        let addr = broker.local_addrs()[0];
+        Self {
+            broker: Some(broker),
+            addr,
+            manual: None,
+        }
     }
 
     /// A broker with `overrides` whose time stands still until [`Self::advance`]: keep-alive,

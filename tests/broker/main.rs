@@ -11,6 +11,7 @@ mod limits;
 mod mailbox_stress;
 mod malformed;
 mod memory;
+mod persistence;
 mod pipelined;
 mod qos;
 mod queue_bytes;

@@ -12,17 +12,34 @@ use crate::config::{BackendChoice, Config};
 use crate::message::ShardMsg;
 use crate::shard::BrokerShard;
 use crate::shared::Shared;
+use crate::store::{CHANNEL_BATCHES, StoreOpenError, StoreState, StoreThread, open_and_recover};
 
 /// A running broker.
 pub struct Broker {
     runtime: RuntimeHandle<ShardMsg>,
     shared: Arc<Shared>,
+    /// The store thread, when something is stored.
+    store: Option<StoreThread>,
+}
+
+/// Why a broker did not start.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    /// The runtime did not start (listeners, threads, io_uring).
+    #[error(transparent)]
+    Runtime(#[from] RuntimeError),
+    /// The persistent store could not be opened or read.
+    #[error(transparent)]
+    Store(#[from] StoreOpenError),
+    /// The store thread could not be started.
+    #[error("starting the store thread: {0}")]
+    StoreThread(std::io::Error),
 }
 
 impl Broker {
     /// Binds the listeners and starts the shards; every client, subscription and publish is
     /// allowed.
-    pub fn start(config: Config) -> Result<Self, RuntimeError> {
+    pub fn start(config: Config) -> Result<Self, StartError> {
         Self::start_with_auth(config, Box::new(AllowAll))
     }
 
@@ -31,7 +48,7 @@ impl Broker {
     pub fn start_with_auth(
         config: Config,
         auth: Box<dyn Authenticator>,
-    ) -> Result<Self, RuntimeError> {
+    ) -> Result<Self, StartError> {
         Self::start_with_clock(config, auth, Clock::System)
     }
 
@@ -41,22 +58,54 @@ impl Broker {
         config: Config,
         auth: Box<dyn Authenticator>,
         clock: Clock,
-    ) -> Result<Self, RuntimeError> {
+    ) -> Result<Self, StartError> {
         let mut runtime_config = runtime_config(&config);
         runtime_config.clock = clock.clone();
         let shards = runtime_config.shard_count();
-        let shared = Arc::new(Shared::with_clock(config, shards, auth, clock));
+        let opened = open_and_recover(&config.persistence)?;
+        let sync = (config.persistence.sync, config.persistence.sync_interval);
+        let mut shared = Shared::with_clock(config, shards, auth, clock);
+        let mut store = None;
+        if let Some(opened) = opened {
+            let first_seq = first_free_seq(&opened.sessions);
+            shared.next_seq = std::sync::atomic::AtomicU64::new(first_seq);
+            shared
+                .recovery
+                .deal(&shared, opened.sessions, opened.retained, shards);
+            let (sender, receiver) = std::sync::mpsc::sync_channel(CHANNEL_BATCHES);
+            let state = Arc::new(StoreState::new(shards, Some(sender)));
+            shared.store = Some(Arc::clone(&state));
+            let thread = StoreThread::start(opened.storage, receiver, state, sync.0, sync.1)
+                .map_err(StartError::StoreThread)?;
+            store = Some(thread);
+        }
+        let shared = Arc::new(shared);
         let for_shards = Arc::clone(&shared);
         let runtime = Runtime::start(runtime_config, move |id| {
             with_fault_injection(BrokerShard::new(Arc::clone(&for_shards), id, shards), id)
         })?;
+        if let Some(state) = &shared.store {
+            state.set_control(runtime.control());
+            state.close_original_sender();
+        }
+        shared.recovery.release_seed();
         for index in 0..shards {
             let shard = ShardId::new(index as u16);
             if runtime.post(shard, vec![ShardMsg::Start]).is_err() {
                 tracing::error!(%shard, "could not start the shard's periodic work");
             }
         }
-        Ok(Self { runtime, shared })
+        Ok(Self {
+            runtime,
+            shared,
+            store,
+        })
+    }
+
+    /// Why the persistent store failed, if it did (the broker then stops itself).
+    pub fn store_failure(&self) -> Option<String> {
+        let store = self.shared.store.as_ref()?;
+        store.failure().map(str::to_owned)
     }
 
     /// The addresses the broker accepts connections on (port 0 resolved).
@@ -98,7 +147,13 @@ impl Broker {
 
     /// Waits for every shard to stop; logs each shard's I/O counters.
     pub fn join(self) -> Result<(), RuntimeError> {
-        let stats = self.runtime.join()?;
+        let stats = self.runtime.join();
+        // The shards are gone, and with them the last senders: the store thread commits what
+        // is left and ends.
+        if let Some(store) = self.store {
+            store.join();
+        }
+        let stats = stats?;
         for (shard, stats) in stats.iter().enumerate() {
             let counters = self.shared.metrics.shard(shard);
             tracing::info!(
@@ -117,6 +172,22 @@ impl Broker {
         }
         Ok(())
     }
+}
+
+/// The first stored-queue sequence number of this run: above every recovered queued message,
+/// and at least the wall clock in microseconds, so numbers handed out by earlier runs (in-flight
+/// entries keep theirs too) are not reused unless a run handed out more than a million a second
+/// for its whole life.
+fn first_free_seq(sessions: &[session_store::storage::StoredSession]) -> u64 {
+    let queued = sessions
+        .iter()
+        .flat_map(|s| s.queued.iter().map(|(seq, _)| *seq))
+        .max()
+        .unwrap_or(0);
+    let clock = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_micros() as u64);
+    (queued + 1).max(clock)
 }
 
 /// Debug builds only: the test-only fault hooks of [`crate::fault_injection`].

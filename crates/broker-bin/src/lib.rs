@@ -21,5 +21,6 @@ pub mod shard;
 pub mod shared;
 #[cfg(any(test, feature = "sim"))]
 pub mod sim;
+pub mod store;
 
-pub use broker::Broker;
+pub use broker::{Broker, StartError};

@@ -87,8 +87,14 @@ fn wait_for_stop(broker: &Broker) -> anyhow::Result<Stop> {
     stop_rx.recv().context("waiting for a stop signal")
 }
 
-/// A shard ended by itself: log the cause, stop the other shards, exit non-zero.
+/// A shard ended by itself: log the cause, stop the other shards, exit non-zero. (A store
+/// failure stops the shards too: that is the cause then.)
 fn stop_after_shard_exit(broker: Broker, exit: ShardExit) -> anyhow::Result<()> {
+    if let Some(failure) = broker.store_failure() {
+        broker.shutdown();
+        let _ = broker.join();
+        return Err(anyhow::anyhow!("persistence failed: {failure}"));
+    }
     tracing::error!(shard = %exit.shard, cause = ?exit.cause, "{exit}; stopping the broker");
     broker.shutdown();
     if let Err(error) = broker.join() {

@@ -66,6 +66,8 @@ pub struct Outgoing {
     pub sub_ids: SubIds,
     /// The shared group it was picked from, if any (to redistribute it if the member leaves).
     pub shared: Option<SharedFilter>,
+    /// Its place in the session's stored queue (`[persistence]`), 0 when it is not stored.
+    pub seq: u64,
 }
 
 impl session_store::Weighed for Outgoing {
@@ -168,6 +170,9 @@ pub enum ShardMsg {
         origin: ShardId,
         forwarded: bool,
         recipients: Vec<Recipient>,
+        /// The origin's store ticket to confirm once the copies are durable here, when its
+        /// acknowledgements wait for them (`store/mod.rs`).
+        confirm: Option<u64>,
     },
     /// A session moved: everything `origin` routed to its old shard is ahead of this marker
     /// (see `shard/fence.rs`).

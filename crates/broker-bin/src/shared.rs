@@ -12,7 +12,9 @@ use router::{Sequencer, SubscriberId, TopicLimits};
 use crate::auth::Authenticator;
 use crate::config::{Config, SlowConsumerPolicy};
 use crate::metrics::Metrics;
+use crate::store::{Recovery, StoreState};
 use session_store::{ByteBudget, OverflowPolicy, QueueLimits};
+use std::sync::Arc;
 
 /// Where a session lives now.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -65,6 +67,12 @@ pub struct Shared {
     pub partial_frames: ByteBudget,
     /// The bounds of every session's queue, with the broker-wide queued-bytes budget.
     pub queue_limits: QueueLimits,
+    /// What the store thread publishes (`None` with `persistence.engine = "none"`).
+    pub store: Option<Arc<StoreState>>,
+    /// State recovered at start-up, until the shards take it.
+    pub recovery: Recovery,
+    /// The next stored-queue sequence number (above every recovered one).
+    pub next_seq: AtomicU64,
 }
 
 impl Shared {
@@ -103,7 +111,16 @@ impl Shared {
             applied: (0..shards.max(1))
                 .map(|_| CachePadded::new(AtomicU64::new(0)))
                 .collect(),
+            store: None,
+            recovery: Recovery::default(),
+            next_seq: AtomicU64::new(1),
         }
+    }
+
+    /// A new stored-queue sequence number: increasing broker-wide, so a session's stored queue
+    /// keeps its order wherever the session moves.
+    pub fn new_seq(&self) -> u64 {
+        self.next_seq.fetch_add(1, Ordering::Relaxed)
     }
 
     /// A new subscriber key, never handed out before in this broker run: a reused key would

@@ -162,6 +162,30 @@ impl SharedPublish {
         )
     }
 
+    /// A message from parts an earlier [`Self::new`] produced (`shared_properties` as
+    /// [`Self::shared_properties`] gave them): how a stored message comes back after a restart.
+    pub fn from_parts(
+        topic: MqttStr,
+        payload: Bytes,
+        shared_properties: Bytes,
+    ) -> Result<Self, EncodeError> {
+        if topic.is_empty() || topic.has_wildcard() {
+            return Err(EncodeError::InvalidTopicName {
+                field: "topic name",
+            });
+        }
+        Ok(Self {
+            topic,
+            payload,
+            shared_properties,
+        })
+    }
+
+    /// The encoded 5.0 properties every subscriber gets (what a stored message keeps).
+    pub fn shared_properties(&self) -> &Bytes {
+        &self.shared_properties
+    }
+
     /// The topic name.
     pub fn topic(&self) -> &MqttStr {
         &self.topic

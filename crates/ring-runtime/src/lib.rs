@@ -36,7 +36,7 @@ pub use error::{PostRejected, RuntimeError};
 pub use exit::{ExitCause, ShardExit, ShardExits};
 pub use handler::{CloseReason, Handler};
 pub use ids::{ConnId, ShardId, TimerId};
-pub use runtime::{Runtime, RuntimeHandle};
+pub use runtime::{Runtime, RuntimeControl, RuntimeHandle};
 pub use sys::alloc::return_free_memory;
 pub use sys::socket::kernel_max_listen_backlog;
 pub use sys::thread::raise_fd_limit;

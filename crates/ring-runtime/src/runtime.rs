@@ -31,6 +31,50 @@ pub(crate) struct Shared<M> {
     pub(crate) mailbox_full: AtomicU64,
 }
 
+/// What a [`RuntimeControl`] can do to the shards, without knowing their message type.
+trait ControlShards: Send + Sync {
+    fn wake(&self, shard: ShardId);
+    fn shutdown(&self);
+}
+
+impl<M: Send> ControlShards for Shared<M> {
+    fn wake(&self, shard: ShardId) {
+        if let Some(mailbox) = self.mailboxes.get(shard.index()) {
+            mailbox.waker().wake();
+        }
+    }
+
+    fn shutdown(&self) {
+        self.request_shutdown();
+    }
+}
+
+/// A handle another thread keeps to wake a shard (it runs a turn: `on_turn_end` sees whatever
+/// that thread published) or to stop the runtime. Cheap to clone; outliving the runtime is
+/// harmless (waking a stopped shard does nothing).
+#[derive(Clone)]
+pub struct RuntimeControl {
+    shards: Arc<dyn ControlShards>,
+}
+
+impl std::fmt::Debug for RuntimeControl {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RuntimeControl").finish_non_exhaustive()
+    }
+}
+
+impl RuntimeControl {
+    /// Makes `shard` run a turn soon (no message needed).
+    pub fn wake(&self, shard: ShardId) {
+        self.shards.wake(shard);
+    }
+
+    /// Starts a graceful shutdown, as [`RuntimeHandle::shutdown`] does.
+    pub fn shutdown(&self) {
+        self.shards.shutdown();
+    }
+}
+
 impl<M> Shared<M> {
     fn request_shutdown(&self) {
         self.shutdown.store(true, Ordering::Release);
@@ -242,6 +286,13 @@ impl<M: Send + 'static> RuntimeHandle<M> {
                 .push(messages)
                 .map_err(|messages| PostRejected { shard, messages }),
             None => Err(PostRejected { shard, messages }),
+        }
+    }
+
+    /// A handle for other threads: wake a shard, stop the runtime.
+    pub fn control(&self) -> RuntimeControl {
+        RuntimeControl {
+            shards: Arc::clone(&self.shared) as Arc<dyn ControlShards>,
         }
     }
 

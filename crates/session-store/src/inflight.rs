@@ -188,6 +188,22 @@ impl<M> InflightWindow<M> {
         self.remove_at(at)
     }
 
+    /// Puts back an entry a restart found in flight under `id`, behind those restored before it
+    /// (in their original send order), unsent: the resumed connection re-sends it. Packet ids
+    /// allocated later skip it.
+    pub fn restore(&mut self, id: PacketId, state: InflightState<M>) {
+        if self.position(id).is_some() {
+            return;
+        }
+        self.entries.push_back(Entry {
+            id,
+            sent: false,
+            state,
+        });
+        self.unsent += 1;
+        self.next_id = id.next();
+    }
+
     /// A new connection took the session over: nothing in flight has been sent on it yet.
     pub fn mark_all_unsent(&mut self) {
         for entry in self.entries.iter_mut() {
@@ -228,14 +244,15 @@ impl<M> InflightWindow<M> {
         due
     }
 
-    /// Removes and returns, in send order, the QoS 1 messages awaiting PUBACK for which `take`
-    /// is true. QoS 2 flows stay: a QoS 2 message in flight must complete with this session.
-    pub fn take_qos1_where(&mut self, mut take: impl FnMut(&M) -> bool) -> Vec<M> {
+    /// Removes and returns, in send order with their packet ids, the QoS 1 messages awaiting
+    /// PUBACK for which `take` is true. QoS 2 flows stay: a QoS 2 message in flight must
+    /// complete with this session.
+    pub fn take_qos1_where(&mut self, mut take: impl FnMut(&M) -> bool) -> Vec<(PacketId, M)> {
         let mut taken = Vec::new();
         let mut kept = VecDeque::new();
         for entry in self.entries.take_all() {
             match entry.state {
-                InflightState::AwaitingPubAck(m) if take(&m) => taken.push(m),
+                InflightState::AwaitingPubAck(m) if take(&m) => taken.push((entry.id, m)),
                 state => kept.push_back(Entry {
                     id: entry.id,
                     sent: entry.sent,
@@ -378,7 +395,12 @@ mod tests {
         let two = w.admit(QoS::ExactlyOnce, 2).unwrap();
         w.admit(QoS::AtLeastOnce, 3).unwrap();
         w.admit(QoS::AtLeastOnce, 4).unwrap();
-        assert_eq!(w.take_qos1_where(|m| *m != 3), vec![1, 4]);
+        let taken: Vec<u32> = w
+            .take_qos1_where(|m| *m != 3)
+            .into_iter()
+            .map(|(_, m)| m)
+            .collect();
+        assert_eq!(taken, vec![1, 4]);
         assert_eq!(w.len(), 2);
         assert_eq!(w.on_pubrec(two), Ok(Some(2)));
     }

@@ -42,11 +42,11 @@ pub struct QueueLimits {
 pub enum Pushed<M> {
     /// Queued.
     Queued,
-    /// Queued after this many of the oldest messages were dropped to make room.
-    DroppedOldest(usize),
+    /// Queued after these oldest messages were dropped to make room (given back, oldest first).
+    DroppedOldest(Vec<M>),
     /// Not queued: the queue is full and the policy refuses, or the message cannot fit even in
-    /// an empty queue. The message is given back, with how many older ones were dropped first.
-    Refused { message: M, dropped: usize },
+    /// an empty queue. The message is given back, with the older ones dropped first.
+    Refused { message: M, dropped: Vec<M> },
 }
 
 /// A FIFO bounded by [`QueueLimits`].
@@ -91,22 +91,26 @@ impl<M: Weighed> MessageQueue<M> {
         if weight > limits.max_bytes {
             return Pushed::Refused {
                 message,
-                dropped: 0,
+                dropped: Vec::new(),
             };
         }
-        let mut dropped = 0;
+        let mut dropped = Vec::new();
         loop {
             if self.fits_locally(weight, limits) && limits.budget.try_charge(weight) {
                 self.filled_with(&limits.budget).append(message, weight);
-                return match dropped {
-                    0 => Pushed::Queued,
-                    n => Pushed::DroppedOldest(n),
+                return if dropped.is_empty() {
+                    Pushed::Queued
+                } else {
+                    Pushed::DroppedOldest(dropped)
                 };
             }
-            if limits.policy == OverflowPolicy::Refuse || self.pop().is_none() {
+            if limits.policy == OverflowPolicy::Refuse {
                 return Pushed::Refused { message, dropped };
             }
-            dropped += 1;
+            match self.pop() {
+                Some(oldest) => dropped.push(oldest),
+                None => return Pushed::Refused { message, dropped },
+            }
         }
     }
 

@@ -11,8 +11,9 @@ use std::path::Path;
 pub use error::ConfigError;
 pub use raw::RawConfig;
 pub use typed::{
-    BackendChoice, Config, ConnectionSettings, LimitSettings, QueueSettings, RetainedSettings,
-    RoutingSettings, RuntimeSettings, SessionSettings, SlowConsumerPolicy,
+    BackendChoice, Config, ConnectionSettings, LimitSettings, PersistenceSettings, QueueSettings,
+    RetainedSettings, RoutingSettings, RuntimeSettings, SessionSettings, SlowConsumerPolicy,
+    StorageEngine, SyncPolicy,
 };
 
 /// The default configuration, embedded in the binary; every default lives here.

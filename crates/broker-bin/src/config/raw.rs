@@ -98,6 +98,15 @@ raw_section!(
     /// `[sys]`
     RawSys { interval: u64 }
 );
+raw_section!(
+    /// `[persistence]`
+    RawPersistence {
+        engine: String,
+        dir: String,
+        sync: String,
+        sync_interval_ms: u64,
+    }
+);
 
 /// The whole raw configuration file.
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -123,6 +132,8 @@ pub struct RawConfig {
     pub retained: RawRetained,
     #[serde(default)]
     pub sys: RawSys,
+    #[serde(default)]
+    pub persistence: RawPersistence,
 }
 
 impl RawConfig {
@@ -138,5 +149,6 @@ impl RawConfig {
         self.sessions.overlay(over.sessions);
         self.retained.overlay(over.retained);
         self.sys.overlay(over.sys);
+        self.persistence.overlay(over.persistence);
     }
 }

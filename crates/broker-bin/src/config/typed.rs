@@ -37,6 +37,60 @@ pub struct Config {
     pub retained: RetainedSettings,
     /// Interval between `$SYS` updates; `None` disables `$SYS`.
     pub sys_interval: Option<Duration>,
+    pub persistence: PersistenceSettings,
+}
+
+/// Which storage engine keeps sessions and retained messages.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StorageEngine {
+    /// sled, in `persistence.dir`.
+    Sled,
+    /// redb, in `persistence.dir`.
+    Redb,
+    /// Memory only: everything is lost on restart.
+    None,
+}
+
+impl StorageEngine {
+    /// The name the config file uses.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Sled => "sled",
+            Self::Redb => "redb",
+            Self::None => "none",
+        }
+    }
+}
+
+/// When stored state reaches the disk.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SyncPolicy {
+    /// Every group commit is synced before the acknowledgements it covers leave.
+    Batch,
+    /// Synced every `sync_interval`; acknowledgements do not wait (the last interval may be lost).
+    Interval,
+}
+
+/// `[persistence]`
+#[derive(Debug, Clone)]
+pub struct PersistenceSettings {
+    pub engine: StorageEngine,
+    /// The engine's directory (created if missing).
+    pub dir: std::path::PathBuf,
+    pub sync: SyncPolicy,
+    pub sync_interval: Duration,
+}
+
+impl PersistenceSettings {
+    /// Whether anything is stored at all.
+    pub fn enabled(&self) -> bool {
+        self.engine != StorageEngine::None
+    }
+
+    /// Whether QoS 1/2 acknowledgements wait for the disk.
+    pub fn acks_wait(&self) -> bool {
+        self.enabled() && self.sync == SyncPolicy::Batch
+    }
 }
 
 /// `[runtime]`

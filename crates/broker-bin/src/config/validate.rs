@@ -6,8 +6,9 @@ use std::time::Duration;
 use super::error::ConfigError;
 use super::raw::RawConfig;
 use super::typed::{
-    BackendChoice, Config, ConnectionSettings, LimitSettings, QueueSettings, RetainedSettings,
-    RoutingSettings, RuntimeSettings, SessionSettings, SlowConsumerPolicy,
+    BackendChoice, Config, ConnectionSettings, LimitSettings, PersistenceSettings, QueueSettings,
+    RetainedSettings, RoutingSettings, RuntimeSettings, SessionSettings, SlowConsumerPolicy,
+    StorageEngine, SyncPolicy,
 };
 use router::SharedStrategy;
 
@@ -96,6 +97,48 @@ impl RawConfig {
                 let secs = in_range("sys.interval", &self.sys.interval, 0, 86_400)?;
                 (secs != 0).then(|| Duration::from_secs(secs))
             },
+            persistence: self.persistence()?,
+        })
+    }
+
+    fn persistence(&self) -> Result<PersistenceSettings, ConfigError> {
+        let p = &self.persistence;
+        let engine = match need("persistence.engine", &p.engine)?.as_str() {
+            "sled" => StorageEngine::Sled,
+            "redb" => StorageEngine::Redb,
+            "none" => StorageEngine::None,
+            other => {
+                return Err(ConfigError::invalid(
+                    "persistence.engine",
+                    format!("unknown engine {other:?} (expected \"sled\", \"redb\" or \"none\")"),
+                ));
+            }
+        };
+        let dir = need("persistence.dir", &p.dir)?;
+        if dir.is_empty() {
+            return Err(ConfigError::invalid("persistence.dir", "must not be empty"));
+        }
+        let sync = match need("persistence.sync", &p.sync)?.as_str() {
+            "batch" => SyncPolicy::Batch,
+            "interval" => SyncPolicy::Interval,
+            other => {
+                return Err(ConfigError::invalid(
+                    "persistence.sync",
+                    format!("unknown sync policy {other:?} (expected \"batch\" or \"interval\")"),
+                ));
+            }
+        };
+        let interval = in_range(
+            "persistence.sync_interval_ms",
+            &p.sync_interval_ms,
+            1,
+            60_000,
+        )?;
+        Ok(PersistenceSettings {
+            engine,
+            dir: dir.into(),
+            sync,
+            sync_interval: Duration::from_millis(interval),
         })
     }
 

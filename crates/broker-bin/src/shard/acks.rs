@@ -1,8 +1,9 @@
 //! Acknowledgements: PUBACK, PUBREC, PUBREL and PUBCOMP. A completed outbound flow frees a slot
 //! in the inflight window, which the session's queue refills at once.
 
-use codec::{Packet, PacketId, PubComp, PubRec, PubRel, ReasonCode};
+use codec::{MqttStr, Packet, PacketId, PubComp, PubRec, PubRel, ReasonCode};
 use ring_runtime::ConnId;
+use session_store::storage::SessionWrite;
 use tracing::debug;
 
 use super::{BrokerShard, Ctx};
@@ -13,12 +14,21 @@ impl BrokerShard {
         let Some(client_id) = self.client_id_of(conn) else {
             return;
         };
-        if let Some(session) = self.sessions.get_mut(&client_id)
-            && let Err(error) = session.inflight.on_puback(id)
-        {
-            debug!(%error, client = client_id.as_str(), "PUBACK ignored");
+        if let Some(session) = self.sessions.get_mut(&client_id) {
+            match session.inflight.on_puback(id) {
+                Ok(_) => self.record_acked(&client_id, id),
+                Err(error) => debug!(%error, client = client_id.as_str(), "PUBACK ignored"),
+            }
         }
         self.drain_session(ctx, &client_id);
+    }
+
+    /// An outbound flow completed: its packet id is free in the store too.
+    fn record_acked(&mut self, client_id: &MqttStr, packet_id: PacketId) {
+        self.record_for(client_id, || SessionWrite::InflightAcked {
+            client_id: client_id.clone(),
+            packet_id,
+        });
     }
 
     /// PUBREC: answer PUBREL (0x92 when the id is unknown); an error reason ends the flow.
@@ -29,14 +39,26 @@ impl BrokerShard {
         let Some(session) = self.sessions.get_mut(&client_id) else {
             return;
         };
+        let expiry = session.expiry;
         if rec.reason_code.is_error() {
-            session.inflight.abandon(rec.packet_id);
+            self.abandon_inflight(&client_id, rec.packet_id);
             self.drain_session(ctx, &client_id);
             return;
         }
         let mut rel = PubRel::new(rec.packet_id);
-        if session.inflight.on_pubrec(rec.packet_id).is_err() {
-            rel.reason_code = ReasonCode::PacketIdentifierNotFound;
+        match session.inflight.on_pubrec(rec.packet_id) {
+            Ok(Some(_)) => {
+                if self.is_stored(expiry) {
+                    self.durable.record(SessionWrite::InflightReleased {
+                        client_id: client_id.clone(),
+                        packet_id: rec.packet_id,
+                    });
+                    self.send_stored_pubrel(ctx, conn, Packet::PubRel(rel));
+                    return;
+                }
+            }
+            Ok(None) => {}
+            Err(_) => rel.reason_code = ReasonCode::PacketIdentifierNotFound,
         }
         self.send_packet(ctx, conn, &Packet::PubRel(rel));
     }
@@ -51,10 +73,15 @@ impl BrokerShard {
             .get_mut(&client_id)
             .is_some_and(|s| s.awaiting_release.release(id));
         let mut comp = PubComp::new(id);
-        if !known {
+        if known {
+            self.record_for(&client_id, || SessionWrite::Qos2Released {
+                client_id: client_id.clone(),
+                packet_id: id,
+            });
+        } else {
             comp.reason_code = ReasonCode::PacketIdentifierNotFound;
         }
-        self.send_packet(ctx, conn, &Packet::PubComp(comp));
+        self.send_ack(ctx, conn, Packet::PubComp(comp));
     }
 
     /// PUBCOMP: a QoS 2 delivery is complete.
@@ -62,10 +89,11 @@ impl BrokerShard {
         let Some(client_id) = self.client_id_of(conn) else {
             return;
         };
-        if let Some(session) = self.sessions.get_mut(&client_id)
-            && let Err(error) = session.inflight.on_pubcomp(id)
-        {
-            debug!(%error, client = client_id.as_str(), "PUBCOMP ignored");
+        if let Some(session) = self.sessions.get_mut(&client_id) {
+            match session.inflight.on_pubcomp(id) {
+                Ok(()) => self.record_acked(&client_id, id),
+                Err(error) => debug!(%error, client = client_id.as_str(), "PUBCOMP ignored"),
+            }
         }
         self.drain_session(ctx, &client_id);
     }

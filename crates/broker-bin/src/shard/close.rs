@@ -14,6 +14,8 @@ use crate::message::Change;
 use crate::metrics::ShardCounters;
 use crate::session::Session;
 use session_store::SessionExpiry;
+use session_store::storage::SessionWrite;
+use std::time::SystemTime;
 
 impl BrokerShard {
     /// DISCONNECT from the client: a normal one deletes the will; 0x04 keeps it. A 5.0 client may
@@ -42,7 +44,13 @@ impl BrokerShard {
                 ));
             }
             // Applied now: the session ends (or is kept) by it when this connection closes.
+            let was_stored = session.expiry != SessionExpiry::OnClose;
             session.expiry = SessionExpiry::from_interval(seconds, max_expiry);
+            if was_stored && session.expiry == SessionExpiry::OnClose {
+                let client_id = session.client_id.clone();
+                self.durable
+                    .record(session_store::storage::SessionWrite::SessionRemoved { client_id });
+            }
         }
         self.close_connection(ctx, conn);
         Ok(())
@@ -107,6 +115,9 @@ impl BrokerShard {
             (Some(pending), _) => self.publish_will(ctx, client_id, pending.will),
             (None, _) => {}
         }
+        if self.is_stored(session.expiry) {
+            self.record_disconnected(&session);
+        }
         match session.expiry {
             SessionExpiry::OnClose => {
                 self.end_session(ctx, *session);
@@ -121,6 +132,22 @@ impl BrokerShard {
                 self.sessions.insert(session);
             }
         }
+    }
+
+    /// A stored session lost its connection: its will as it stands now (kept while delayed,
+    /// gone once published) and the time its expiry counts from.
+    fn record_disconnected(&mut self, session: &Session) {
+        let client_id = session.client_id.clone();
+        self.durable.record(SessionWrite::SessionSaved {
+            client_id: client_id.clone(),
+            protocol: session.protocol,
+            expiry: session.expiry,
+            will: session.will.as_deref().cloned(),
+        });
+        self.durable.record(SessionWrite::SessionDisconnected {
+            client_id,
+            at: SystemTime::now(),
+        });
     }
 
     /// Keeps a session that has no connection (its client left during a hand-over).
@@ -161,6 +188,15 @@ impl BrokerShard {
             return;
         }
         if let Some(pending) = session.will.take() {
+            // Stored without it: a restart must not publish it again (the expiry then counts
+            // from now: at most the will delay longer).
+            let session = self.sessions.remove(client_id);
+            if let Some(session) = session {
+                if self.is_stored(session.expiry) {
+                    self.record_disconnected(&session);
+                }
+                self.sessions.insert(session);
+            }
             self.publish_will(ctx, client_id, pending.will);
         }
     }
@@ -178,6 +214,11 @@ impl BrokerShard {
     /// as dropped. The directory is not touched (the caller knows whether it still names it).
     pub(super) fn end_session_state(&mut self, ctx: &mut Ctx, mut session: Session) {
         self.disarm_session_timers(ctx, &mut session);
+        if self.is_stored(session.expiry) {
+            let client_id = session.client_id.clone();
+            self.durable
+                .record(SessionWrite::SessionRemoved { client_id });
+        }
         let subscriber = session.subscriber;
         for (_, subscription) in session.subscriptions.drain() {
             self.gauges.subscriptions = self.gauges.subscriptions.saturating_sub(1);

@@ -15,6 +15,7 @@ use crate::detach;
 use crate::message::Change;
 use crate::session::Session;
 use crate::shared::{ClaimId, SessionLocation};
+use session_store::storage::SessionWrite;
 use session_store::{PendingWill, SessionExpiry};
 
 /// Where the session for a CONNECT comes from.
@@ -272,6 +273,7 @@ impl BrokerShard {
         } else {
             u32::MAX
         };
+        let was_stored = self.is_stored(session.expiry);
         session.expiry =
             SessionExpiry::from_interval(requested_expiry, config.sessions.max_session_expiry);
         session.protocol = connect.protocol;
@@ -287,6 +289,7 @@ impl BrokerShard {
         session
             .inflight
             .set_capacity(client_receive_max.min(config.limits.max_inflight_outbound));
+        self.record_connected(&session, was_stored);
         self.disarm_session_timers(ctx, &mut session);
         session.conn = Some(conn);
         let keep_alive = self.effective_keep_alive(&connect);
@@ -308,6 +311,38 @@ impl BrokerShard {
             self.sessions.insert(session);
         }
         self.resume_reading(ctx, conn);
+    }
+
+    /// A session got a connection: store its connection-scoped state if it outlives it (with its
+    /// subscriptions, if it was not stored before), or remove it from the store if it no longer
+    /// does.
+    fn record_connected(&mut self, session: &Session, was_stored: bool) {
+        let client_id = &session.client_id;
+        if !self.is_stored(session.expiry) {
+            if was_stored {
+                let client_id = client_id.clone();
+                self.durable
+                    .record(SessionWrite::SessionRemoved { client_id });
+            }
+            return;
+        }
+        self.durable.record(SessionWrite::SessionSaved {
+            client_id: client_id.clone(),
+            protocol: session.protocol,
+            expiry: session.expiry,
+            will: session.will.as_deref().cloned(),
+        });
+        if was_stored {
+            return;
+        }
+        for (filter, subscription) in session.subscriptions.iter() {
+            self.durable.record(SessionWrite::Subscribed {
+                client_id: client_id.clone(),
+                filter: filter.clone(),
+                options: subscription.options,
+                id: subscription.id,
+            });
+        }
     }
 
     /// The keep-alive in force: the client's, raised from 0 to the default and lowered to the

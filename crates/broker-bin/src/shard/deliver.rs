@@ -13,6 +13,9 @@ use super::{BrokerShard, Ctx};
 use crate::message::{CopyView, Expiry, Outgoing, Recipient, ShardMsg};
 use crate::metrics::ShardCounters;
 use crate::session::Session;
+use crate::store::stored_message;
+use session_store::SessionExpiry;
+use session_store::storage::SessionWrite;
 
 impl BrokerShard {
     /// A batch from another shard.
@@ -104,34 +107,59 @@ impl BrokerShard {
         }
     }
 
-    /// Queues a QoS 1/2 copy behind the session's earlier ones, then sends what fits.
-    fn enqueue(&mut self, ctx: &mut Ctx, client_id: &MqttStr, outgoing: Outgoing) {
+    /// Queues a QoS 1/2 copy behind the session's earlier ones (stored first when the session
+    /// is), then sends what fits.
+    fn enqueue(&mut self, ctx: &mut Ctx, client_id: &MqttStr, mut outgoing: Outgoing) {
         let Some(session) = self.sessions.get_mut(client_id) else {
             return;
         };
+        let stored = self.durable.enabled() && session.expiry != SessionExpiry::OnClose;
+        let queued_write = stored.then(|| {
+            outgoing.seq = self.shared.new_seq();
+            SessionWrite::MessageQueued {
+                client_id: client_id.clone(),
+                seq: outgoing.seq,
+                message: stored_message(&outgoing, ctx.now()),
+            }
+        });
         let limits = &self.shared.queue_limits;
-        match session.queue.push(outgoing, limits) {
-            Pushed::Queued => {}
-            Pushed::DroppedOldest(dropped) => {
-                self.count_dropped(dropped as u64);
+        let pushed = session.queue.push(outgoing, limits);
+        let refuse_conn = session
+            .conn
+            .filter(|_| limits.policy == session_store::OverflowPolicy::Refuse);
+        let (queued, dropped) = match pushed {
+            Pushed::Queued => (true, Vec::new()),
+            Pushed::DroppedOldest(dropped) => (true, dropped),
+            Pushed::Refused { dropped, .. } => (false, dropped),
+        };
+        if let Some(write) = queued_write.filter(|_| queued) {
+            self.durable.record(write);
+        }
+        self.count_dropped(dropped.len() as u64);
+        self.forget_stored(client_id, &dropped);
+        if !queued {
+            self.count_dropped(1);
+            if let Some(conn) = refuse_conn {
+                debug!(
+                    client = client_id.as_str(),
+                    "slow consumer: queue full (messages or bytes), disconnecting"
+                );
+                self.send_disconnect(ctx, conn, ReasonCode::QuotaExceeded);
+                self.close_connection(ctx, conn);
             }
-            Pushed::Refused { dropped, .. } => {
-                let conn = session
-                    .conn
-                    .filter(|_| limits.policy == session_store::OverflowPolicy::Refuse);
-                self.count_dropped(1 + dropped as u64);
-                if let Some(conn) = conn {
-                    debug!(
-                        client = client_id.as_str(),
-                        "slow consumer: queue full (messages or bytes), disconnecting"
-                    );
-                    self.send_disconnect(ctx, conn, ReasonCode::QuotaExceeded);
-                    self.close_connection(ctx, conn);
-                }
-                return;
-            }
+            return;
         }
         self.drain_session(ctx, client_id);
+    }
+
+    /// Queued copies of `client_id` that left its queue unsent: gone from the store too.
+    fn forget_stored(&mut self, client_id: &MqttStr, copies: &[Outgoing]) {
+        for copy in copies.iter().filter(|c| c.seq != 0) {
+            self.durable.record(SessionWrite::MessageDropped {
+                client_id: client_id.clone(),
+                seq: copy.seq,
+            });
+        }
     }
 
     /// Moves queued messages into the inflight window and onto the wire while the window has
@@ -180,6 +208,17 @@ impl BrokerShard {
         let Ok(packet_id) = session.inflight.admit(outgoing.qos, outgoing) else {
             return;
         };
+        if copy.seq != 0 {
+            self.durable.record(SessionWrite::InflightSent {
+                client_id: client_id.clone(),
+                seq: copy.seq,
+                packet_id,
+            });
+        }
+        if self.publish_must_wait(&copy) {
+            self.hold_publish(conn, client_id, copy, packet_id);
+            return;
+        }
         match self.send_publish(ctx, conn, copy.view(), Some(packet_id), false) {
             Ok(()) => {
                 // A full window waits on the client's acknowledgements: send it now.
@@ -193,9 +232,7 @@ impl BrokerShard {
             }
             Err(NotSent::Closed) => {}
             Err(NotSent::Expired | NotSent::TooLarge) => {
-                if let Some(session) = self.sessions.get_mut(client_id) {
-                    session.inflight.abandon(packet_id);
-                }
+                self.abandon_inflight(client_id, packet_id);
                 self.count_dropped(1);
             }
         }
@@ -226,9 +263,9 @@ impl BrokerShard {
                     if self
                         .send_publish(ctx, conn, outgoing.view(), Some(packet_id), true)
                         .is_err()
-                        && let Some(session) = self.sessions.get_mut(client_id)
+                        && self.sessions.get(client_id).is_some()
                     {
-                        session.inflight.abandon(packet_id);
+                        self.abandon_inflight(client_id, packet_id);
                         self.count_dropped(1);
                     }
                 }
@@ -256,9 +293,22 @@ impl BrokerShard {
     /// QoS 2 copies already sent stay: MQTT 5.0 4.8.2 requires them to complete with this
     /// session.
     pub(super) fn redistribute_shared(&mut self, ctx: &mut Ctx, session: &mut Session) {
-        let mut copies = session.inflight.take_qos1_where(|o| o.shared.is_some());
-        copies.extend(session.queue.take_where(|o| o.shared.is_some()));
-        for outgoing in copies {
+        let stored = self.is_stored(session.expiry);
+        let inflight = session.inflight.take_qos1_where(|o| o.shared.is_some());
+        let queued = session.queue.take_where(|o| o.shared.is_some());
+        if stored {
+            for (packet_id, _) in &inflight {
+                self.durable.record(SessionWrite::InflightAcked {
+                    client_id: session.client_id.clone(),
+                    packet_id: *packet_id,
+                });
+            }
+            self.forget_stored(&session.client_id, &queued);
+        }
+        let copies = inflight.into_iter().map(|(_, o)| o).chain(queued);
+        for mut outgoing in copies {
+            // The next member stores its own copy under its own sequence number.
+            outgoing.seq = 0;
             self.give_to_other_member(ctx, session.subscriber, outgoing);
         }
     }
@@ -300,7 +350,14 @@ impl BrokerShard {
     /// - a fence must arrive behind the copies it fences: the ordered lane, never refused;
     /// - replicated changes, hand-overs and wake-ups must neither be lost (one lost change
     ///   stops replication for good) nor wait behind a flood of deliveries: the urgent lane.
-    pub(super) fn post(&mut self, ctx: &mut Ctx, shard: ring_runtime::ShardId, message: ShardMsg) {
+    ///
+    /// False when the message was not posted.
+    pub(super) fn post(
+        &mut self,
+        ctx: &mut Ctx,
+        shard: ring_runtime::ShardId,
+        message: ShardMsg,
+    ) -> bool {
         let copies = match &message {
             ShardMsg::Deliver { recipients, .. } => recipients.len() as u64,
             ShardMsg::Fence { .. } => {
@@ -317,13 +374,22 @@ impl BrokerShard {
             let counters = self.counters();
             ShardCounters::add(&counters.deliveries_dropped_mailbox_full, copies);
             ShardCounters::add(&counters.messages_dropped, copies);
+            return false;
         }
+        true
     }
 }
 
 /// A never-refused post fails only for a shard that does not exist: a bug, logged.
-fn log_unposted(posted: Result<(), ring_runtime::RuntimeError>, shard: ring_runtime::ShardId) {
-    if let Err(error) = posted {
-        tracing::error!(%error, %shard, "control message to a shard that does not exist");
+fn log_unposted(
+    posted: Result<(), ring_runtime::RuntimeError>,
+    shard: ring_runtime::ShardId,
+) -> bool {
+    match posted {
+        Ok(()) => true,
+        Err(error) => {
+            tracing::error!(%error, %shard, "control message to a shard that does not exist");
+            false
+        }
     }
 }

@@ -10,6 +10,7 @@ mod claims;
 mod close;
 mod connect;
 mod deliver;
+mod durable;
 mod fault;
 mod fence;
 mod frame_cache;
@@ -18,6 +19,7 @@ mod inbound;
 mod memory;
 mod mobility;
 mod publish;
+mod recover;
 mod replica;
 mod routes;
 mod send;
@@ -72,13 +74,21 @@ pub struct BrokerShard {
     timers: TimerBook,
     /// Gauges for `$SYS`.
     gauges: sys::Gauges,
+    /// This turn's stored writes and what waits for them.
+    durable: durable::Durability,
+    /// Recovered sessions whose timers are armed when the shard starts.
+    recovered: Vec<MqttStr>,
+    /// When each recovered session that was disconnected at the restart disconnected.
+    recovered_down_since: Vec<(MqttStr, std::time::SystemTime)>,
 }
 
 impl BrokerShard {
     /// The shard `id` of a broker with `shard_count` shards.
     pub fn new(shared: Arc<Shared>, id: ShardId, shard_count: usize) -> Self {
         let replica = replica::ReplicaState::new(&shared.config, id);
-        Self {
+        let sender = shared.store.as_ref().and_then(|store| store.sender());
+        let durable = durable::Durability::new(sender, shared.config.persistence.acks_wait());
+        let mut shard = Self {
             shared,
             id,
             conns: Connections::default(),
@@ -89,7 +99,12 @@ impl BrokerShard {
             routes: routes::Routes::new(shard_count),
             timers: TimerBook::default(),
             gauges: sys::Gauges::default(),
-        }
+            durable,
+            recovered: Vec::new(),
+            recovered_down_since: Vec::new(),
+        };
+        shard.install_recovered();
+        shard
     }
 
     fn counters(&self) -> &crate::metrics::ShardCounters {
@@ -154,7 +169,11 @@ impl Handler for BrokerShard {
                     origin,
                     forwarded,
                     recipients,
+                    confirm,
                 } => {
+                    if let Some(ticket) = confirm {
+                        self.durable.confirm(origin, ticket);
+                    }
                     self.deliver_batch(ctx, origin, forwarded, recipients);
                 }
                 ShardMsg::Fence {
@@ -166,7 +185,10 @@ impl Handler for BrokerShard {
                 }
                 ShardMsg::Takeover(request) => self.hand_over(ctx, request),
                 ShardMsg::Transfer(transfer) => self.take_over(ctx, transfer),
-                ShardMsg::Start => self.start_sys(ctx),
+                ShardMsg::Start => {
+                    self.start_sys(ctx);
+                    self.resume_recovered(ctx);
+                }
                 ShardMsg::Applied => {}
                 ShardMsg::ReturnMemory => self.collect_freed_memory(ctx),
             }
@@ -175,6 +197,7 @@ impl Handler for BrokerShard {
         self.send_fences(ctx);
         self.nudge_acknowledging_shards(ctx);
         self.release_acks(ctx);
+        self.release_durable(ctx);
     }
 
     fn on_turn_end(&mut self, ctx: &mut Ctx) {
@@ -183,6 +206,7 @@ impl Handler for BrokerShard {
         self.update_gauges();
         self.routes.frame_cache.clear();
         self.return_freed_memory(ctx);
+        self.submit_durable_writes(ctx);
     }
 
     fn on_shutdown(&mut self, ctx: &mut Ctx) {

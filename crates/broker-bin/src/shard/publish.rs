@@ -19,6 +19,8 @@ use super::{BrokerShard, Ctx, Fault};
 use crate::detach;
 use crate::message::{Change, CopyView, Message, Outgoing, Recipient, ShardMsg};
 use crate::metrics::ShardCounters;
+use crate::store::stored_message;
+use session_store::storage::SessionWrite;
 
 /// Topics only the broker publishes: a client's PUBLISH to one is refused (0x87 on MQTT 5.0;
 /// acknowledged and dropped on 3.1.1, which has no reason codes), and counted.
@@ -79,7 +81,7 @@ impl BrokerShard {
                 };
                 let mut ack = PubAck::new(id);
                 ack.reason_code = reason;
-                self.send_packet(ctx, conn, &Packet::PubAck(ack));
+                self.send_ack(ctx, conn, Packet::PubAck(ack));
             }
             (QoS::ExactlyOnce, Some(id)) => {
                 let limit = usize::from(self.shared.config.limits.receive_maximum);
@@ -99,11 +101,17 @@ impl BrokerShard {
                         session.awaiting_release.release(id);
                         verdict
                     }
-                    InboundQos2::New => self.accept_publish(ctx, &client_id, topic, publish),
+                    InboundQos2::New => {
+                        self.record_for(&client_id, || SessionWrite::Qos2Received {
+                            client_id: client_id.clone(),
+                            packet_id: id,
+                        });
+                        self.accept_publish(ctx, &client_id, topic, publish)
+                    }
                 };
                 let mut rec = PubRec::new(id);
                 rec.reason_code = reason;
-                self.send_packet(ctx, conn, &Packet::PubRec(rec));
+                self.send_ack(ctx, conn, Packet::PubRec(rec));
             }
             (_, None) => return Err(Fault::protocol("QoS 1/2 PUBLISH without packet id")),
         }
@@ -262,6 +270,16 @@ impl BrokerShard {
             ShardCounters::add(&self.counters().messages_dropped, 1);
             return;
         }
+        let write = match clear {
+            true => SessionWrite::RetainCleared {
+                topic: message.publish.topic().clone(),
+            },
+            false => SessionWrite::RetainSet {
+                topic: message.publish.topic().clone(),
+                message: retained_stored(message, ctx.now()),
+            },
+        };
+        self.durable.record(write);
         let message = (!clear).then(|| Arc::clone(message));
         self.broadcast(
             ctx,
@@ -308,6 +326,7 @@ impl BrokerShard {
                 retain,
                 sub_ids: delivery.subscription_ids.iter().copied().collect(),
                 shared: delivery.shared.cloned(),
+                seq: 0,
             };
             let recipient = Recipient {
                 subscriber: delivery.subscriber,
@@ -316,6 +335,9 @@ impl BrokerShard {
             if owner == self.id {
                 self.deliver_from(ctx, owner, false, recipient);
             } else {
+                if qos != QoS::AtMostOnce {
+                    self.durable.routed_remote_copies();
+                }
                 self.routes.route_buf[owner.index()].push(recipient);
             }
         }
@@ -339,15 +361,40 @@ impl BrokerShard {
                     continue;
                 }
                 let recipients = mem::take(&mut buf[index]);
+                // Copies routed here for QoS 1/2: the shard confirms them once durable, and
+                // this turn's acknowledgements wait for it (forwarded copies are confirmed by
+                // the shard that forwards them).
+                let confirm = self.durable.confirm_ticket().filter(|_| {
+                    !forwarded && recipients.iter().any(|r| r.outgoing.qos != QoS::AtMostOnce)
+                });
                 let message = ShardMsg::Deliver {
                     origin,
                     forwarded,
                     recipients,
+                    confirm,
                 };
-                self.post(ctx, shard, message);
+                if self.post(ctx, shard, message) && confirm.is_some() {
+                    self.durable.needs_confirmation(shard);
+                }
             }
         }
     }
+}
+
+/// A retained message as stored (delivered with the QoS it was published with).
+fn retained_stored(
+    message: &Arc<Message>,
+    now: std::time::Instant,
+) -> session_store::storage::StoredMessage {
+    let copy = Outgoing {
+        message: Arc::clone(message),
+        qos: message.qos,
+        retain: true,
+        sub_ids: Default::default(),
+        shared: None,
+        seq: 0,
+    };
+    stored_message(&copy, now)
 }
 
 /// Everything [`BrokerShard::publish_internal`] needs to publish a message.

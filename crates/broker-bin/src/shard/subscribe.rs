@@ -14,6 +14,7 @@ use super::{BrokerShard, Ctx, Fault};
 use crate::detach;
 use crate::message::{Change, Expiry, Message, Outgoing};
 use crate::session::SessionSubscription;
+use session_store::storage::SessionWrite;
 
 impl BrokerShard {
     /// SUBSCRIBE: a reason code per filter, then retained messages per retain handling.
@@ -108,6 +109,15 @@ impl BrokerShard {
         };
         session.subscriptions.insert(text.clone(), record);
         let subscriber = session.subscriber;
+        let expiry = session.expiry;
+        if self.is_stored(expiry) {
+            self.durable.record(SessionWrite::Subscribed {
+                client_id: client_id.clone(),
+                filter: text.clone(),
+                options,
+                id,
+            });
+        }
         if is_new {
             self.gauges.subscriptions += 1;
         }
@@ -150,6 +160,7 @@ impl BrokerShard {
                 retain: true,
                 sub_ids: id.into_iter().collect(),
                 shared: None,
+                seq: 0,
                 message,
             };
             self.deliver(
@@ -207,6 +218,13 @@ impl BrokerShard {
             return (ReasonCode::NoSubscriptionExisted, None);
         };
         let subscriber = session.subscriber;
+        let expiry = session.expiry;
+        if self.is_stored(expiry) {
+            self.durable.record(SessionWrite::Unsubscribed {
+                client_id: client_id.clone(),
+                filter: text.clone(),
+            });
+        }
         self.gauges.subscriptions = self.gauges.subscriptions.saturating_sub(1);
         let change = SubscriptionChange::Unsubscribe {
             subscriber,

@@ -79,6 +79,11 @@ impl<F> SubscriptionList<F> {
         self.entries.is_none()
     }
 
+    /// Every subscription, in the order first made.
+    pub fn iter(&self) -> impl Iterator<Item = (&MqttStr, &SessionSubscription<F>)> {
+        self.entries().iter().map(|(filter, s)| (filter, s))
+    }
+
     /// Removes and returns every subscription.
     pub fn drain(&mut self) -> Vec<Entry<F>> {
         self.entries.take().map(|e| *e).unwrap_or_default()

@@ -1,0 +1,326 @@
+//! The shard's side of persistence (`crate::store`): the writes of this turn, the batch handed
+//! to the store thread at turn end, and what waits for it to be durable.
+//!
+//! What waits (`batch` sync only; `interval` and `none` wait for nothing):
+//! - the PUBACK / PUBREC of a QoS 1/2 PUBLISH whose turn wrote something or routed QoS 1/2
+//!   copies to other shards: it leaves once this shard's batch of that turn is durable and
+//!   every shard that received copies confirmed, through its own durable batch, that it
+//!   enqueued them;
+//! - the first send of a stored QoS 1/2 copy to a subscriber, and the PUBREL of a stored flow:
+//!   a restart must find them in flight under the packet id the subscriber saw (for QoS 2, or
+//!   it would deliver again; QoS 1 waits too, so copies keep their order on the wire).
+//!
+//! An acknowledgement that need not wait still waits behind one that does (a connection's
+//! acknowledgements leave in order). Held items leave in ticket order.
+
+use std::collections::VecDeque;
+use std::sync::mpsc::{SyncSender, TrySendError};
+
+use codec::{MqttStr, Packet, PacketId};
+use ring_runtime::{ConnId, ShardId};
+use session_store::SessionExpiry;
+use session_store::storage::SessionWrite;
+
+use super::send::NotSent;
+use super::{BrokerShard, Ctx};
+use crate::message::Outgoing;
+use crate::store::StoreBatch;
+
+/// Something sent once a ticket is durable.
+#[derive(Debug)]
+enum HeldSend {
+    Packet(Packet),
+    Publish {
+        client_id: MqttStr,
+        outgoing: Outgoing,
+        packet_id: PacketId,
+    },
+}
+
+#[derive(Debug)]
+struct Held {
+    ticket: u64,
+    conn: ConnId,
+    send: HeldSend,
+}
+
+/// This shard's persistence state.
+#[derive(Debug)]
+pub(super) struct Durability {
+    /// Where batches go (`None`: nothing is stored).
+    sender: Option<SyncSender<StoreBatch>>,
+    /// Whether acknowledgements wait for the disk (`sync = "batch"`).
+    acks_wait: bool,
+    /// This turn's writes.
+    writes: Vec<SessionWrite>,
+    /// Origins whose copies this turn enqueued, with their tickets.
+    confirms: Vec<(ShardId, u64)>,
+    /// The ticket of this turn's batch.
+    ticket: u64,
+    /// Shards this turn sent QoS 1/2 copies to (they confirm this ticket).
+    needs: Vec<ShardId>,
+    /// QoS 1/2 copies for other shards were routed this turn.
+    remote_copies: bool,
+    /// Something was held for this turn's ticket.
+    held_this_turn: bool,
+    held: VecDeque<Held>,
+    /// Submitted tickets that wait for other shards' confirmations, in order.
+    waits: VecDeque<(u64, Vec<ShardId>)>,
+    /// Batches the full channel refused, submitted first next turn.
+    unsent: VecDeque<StoreBatch>,
+}
+
+impl Durability {
+    /// The state for a shard whose batches go to `sender`.
+    pub(super) fn new(sender: Option<SyncSender<StoreBatch>>, acks_wait: bool) -> Self {
+        Self {
+            acks_wait: acks_wait && sender.is_some(),
+            sender,
+            writes: Vec::new(),
+            confirms: Vec::new(),
+            ticket: 1,
+            needs: Vec::new(),
+            remote_copies: false,
+            held_this_turn: false,
+            held: VecDeque::new(),
+            waits: VecDeque::new(),
+            unsent: VecDeque::new(),
+        }
+    }
+
+    /// Whether anything is stored.
+    pub(super) fn enabled(&self) -> bool {
+        self.sender.is_some()
+    }
+
+    /// Whether acknowledgements wait for the disk.
+    pub(super) fn acks_wait(&self) -> bool {
+        self.acks_wait
+    }
+
+    /// The ticket copies routed this turn carry (when acknowledgements wait).
+    pub(super) fn confirm_ticket(&self) -> Option<u64> {
+        self.acks_wait.then_some(self.ticket)
+    }
+
+    /// Records a write of this turn.
+    pub(super) fn record(&mut self, write: SessionWrite) {
+        if self.enabled() {
+            self.writes.push(write);
+        }
+    }
+
+    /// QoS 1/2 copies went to another shard's sessions this turn.
+    pub(super) fn routed_remote_copies(&mut self) {
+        self.remote_copies = true;
+    }
+
+    /// `shard` was sent this turn's ticket with its copies.
+    pub(super) fn needs_confirmation(&mut self, shard: ShardId) {
+        if !self.needs.contains(&shard) {
+            self.needs.push(shard);
+        }
+    }
+
+    /// Copies from `origin` carrying its `ticket` were handled here.
+    pub(super) fn confirm(&mut self, origin: ShardId, ticket: u64) {
+        match self.confirms.iter_mut().find(|(o, _)| *o == origin) {
+            Some((_, t)) => *t = (*t).max(ticket),
+            None => self.confirms.push((origin, ticket)),
+        }
+    }
+
+    /// Whether an acknowledgement sent now must wait for this turn's batch.
+    fn ack_must_wait(&self) -> bool {
+        self.acks_wait && (!self.writes.is_empty() || self.remote_copies || !self.held.is_empty())
+    }
+
+    fn hold(&mut self, conn: ConnId, send: HeldSend) {
+        self.held_this_turn = true;
+        self.held.push_back(Held {
+            ticket: self.ticket,
+            conn,
+            send,
+        });
+    }
+
+    /// Hands this turn's batch to the store thread (after any the channel refused before).
+    fn submit(&mut self, shard: ShardId) {
+        let Some(sender) = &self.sender else {
+            return;
+        };
+        let has_work = !self.writes.is_empty() || !self.confirms.is_empty() || self.held_this_turn;
+        if has_work {
+            if !self.needs.is_empty() {
+                self.waits
+                    .push_back((self.ticket, std::mem::take(&mut self.needs)));
+            }
+            self.unsent.push_back(StoreBatch {
+                shard,
+                ticket: self.ticket,
+                writes: std::mem::take(&mut self.writes),
+                confirms: std::mem::take(&mut self.confirms),
+            });
+            self.ticket += 1;
+        }
+        self.needs.clear();
+        self.remote_copies = false;
+        self.held_this_turn = false;
+        while let Some(batch) = self.unsent.pop_front() {
+            match sender.try_send(batch) {
+                Ok(()) => {}
+                Err(TrySendError::Full(batch)) => {
+                    self.unsent.push_front(batch);
+                    break;
+                }
+                Err(TrySendError::Disconnected(_)) => {
+                    // The store thread ended (it failed, and stops the broker): nothing more
+                    // becomes durable, so nothing held is ever sent.
+                    self.unsent.clear();
+                    break;
+                }
+            }
+        }
+    }
+
+    /// The next held item whose ticket is durable and confirmed.
+    fn pop_ready(&mut self, durable: u64, confirmed: impl Fn(ShardId) -> u64) -> Option<Held> {
+        let ticket = self.held.front()?.ticket;
+        if ticket > durable {
+            return None;
+        }
+        while self.waits.front().is_some_and(|(t, _)| *t < ticket) {
+            self.waits.pop_front();
+        }
+        if let Some((t, shards)) = self.waits.front()
+            && *t == ticket
+            && !shards.iter().all(|shard| confirmed(*shard) >= ticket)
+        {
+            return None;
+        }
+        self.held.pop_front()
+    }
+}
+
+impl BrokerShard {
+    /// Whether `session`'s state is stored (persistence on, and it outlives its connection).
+    pub(super) fn is_stored(&self, expiry: SessionExpiry) -> bool {
+        self.durable.enabled() && expiry != SessionExpiry::OnClose
+    }
+
+    /// Records `write` for `client_id`'s session if that session is stored.
+    pub(super) fn record_for(&mut self, client_id: &MqttStr, write: impl FnOnce() -> SessionWrite) {
+        let stored = self
+            .sessions
+            .get(client_id)
+            .is_some_and(|s| s.expiry != SessionExpiry::OnClose);
+        if stored && self.durable.enabled() {
+            self.durable.record(write());
+        }
+    }
+
+    /// Sends an acknowledgement of a client's packet, after this turn's batch is durable when
+    /// it must wait (see the module docs).
+    pub(super) fn send_ack(&mut self, ctx: &mut Ctx, conn: ConnId, packet: Packet) {
+        if self.durable.ack_must_wait() {
+            self.durable.hold(conn, HeldSend::Packet(packet));
+        } else {
+            self.send_packet(ctx, conn, &packet);
+        }
+    }
+
+    /// Sends a PUBREL of a stored flow once its release is durable.
+    pub(super) fn send_stored_pubrel(&mut self, ctx: &mut Ctx, conn: ConnId, packet: Packet) {
+        if self.durable.acks_wait() {
+            self.durable.hold(conn, HeldSend::Packet(packet));
+        } else {
+            self.send_packet(ctx, conn, &packet);
+        }
+    }
+
+    /// Whether a first send of `outgoing` must wait for its `InflightSent` to be durable: every
+    /// stored copy does, QoS 1 too, so a session's copies keep their order on the wire.
+    pub(super) fn publish_must_wait(&self, outgoing: &Outgoing) -> bool {
+        self.durable.acks_wait() && outgoing.seq != 0
+    }
+
+    /// Holds the first send of a stored copy until its `InflightSent` is durable.
+    pub(super) fn hold_publish(
+        &mut self,
+        conn: ConnId,
+        client_id: &MqttStr,
+        outgoing: Outgoing,
+        packet_id: PacketId,
+    ) {
+        let send = HeldSend::Publish {
+            client_id: client_id.clone(),
+            outgoing,
+            packet_id,
+        };
+        self.durable.hold(conn, send);
+    }
+
+    /// Turn end: hand the turn's batch over, then send what is durable by now.
+    pub(super) fn submit_durable_writes(&mut self, ctx: &mut Ctx) {
+        self.durable.submit(self.id);
+        self.release_durable(ctx);
+    }
+
+    /// Sends every held item whose batch is durable (and confirmed by the shards it needs).
+    pub(super) fn release_durable(&mut self, ctx: &mut Ctx) {
+        let Some(store) = self.shared.store.as_ref().map(std::sync::Arc::clone) else {
+            return;
+        };
+        let durable = store.durable(self.id);
+        let me = self.id;
+        while let Some(held) = self
+            .durable
+            .pop_ready(durable, |shard| store.confirmed(me, shard))
+        {
+            match held.send {
+                HeldSend::Packet(packet) => self.send_packet(ctx, held.conn, &packet),
+                HeldSend::Publish {
+                    client_id,
+                    outgoing,
+                    packet_id,
+                } => self.send_held_publish(ctx, held.conn, &client_id, outgoing, packet_id),
+            }
+        }
+    }
+
+    fn send_held_publish(
+        &mut self,
+        ctx: &mut Ctx,
+        conn: ConnId,
+        client_id: &MqttStr,
+        outgoing: Outgoing,
+        packet_id: PacketId,
+    ) {
+        // A connection that went away meanwhile finds the copy in flight when it resumes.
+        let still_attached = self
+            .sessions
+            .get(client_id)
+            .is_some_and(|s| s.conn == Some(conn));
+        if !still_attached {
+            return;
+        }
+        match self.send_publish(ctx, conn, outgoing.view(), Some(packet_id), false) {
+            Ok(()) | Err(NotSent::Closed) => {}
+            Err(NotSent::Expired | NotSent::TooLarge) => {
+                self.abandon_inflight(client_id, packet_id);
+                self.count_dropped(1);
+            }
+        }
+    }
+
+    /// Ends an outbound flow without an acknowledgement (expired, too large, refused).
+    pub(super) fn abandon_inflight(&mut self, client_id: &MqttStr, packet_id: PacketId) {
+        if let Some(session) = self.sessions.get_mut(client_id) {
+            session.inflight.abandon(packet_id);
+        }
+        self.record_for(client_id, || SessionWrite::InflightAcked {
+            client_id: client_id.clone(),
+            packet_id,
+        });
+    }
+}

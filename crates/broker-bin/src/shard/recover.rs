@@ -1,0 +1,176 @@
+//! Start-up after a restart: the shard installs its share of the recovered sessions and every
+//! recovered subscription and retained message in its replica (`crate::store::Recovery`); once
+//! it runs, it arms the recovered sessions' expiry and will timers, counting the downtime.
+
+use std::time::{Duration, SystemTime};
+
+use codec::MqttStr;
+use router::{SubscriptionChange, SubscriptionFilter, TopicName};
+use session_store::storage::StoredSession;
+use session_store::{InflightState, PendingWill, SessionExpiry};
+use tracing::warn;
+
+use super::timers::TimerPurpose;
+use super::{BrokerShard, Ctx};
+use crate::session::{Session, SessionSubscription};
+use crate::store::{ReplicaSeed, message_from_stored, outgoing_from_stored};
+
+impl BrokerShard {
+    /// At construction: the recovered replica state and this shard's recovered sessions.
+    pub(super) fn install_recovered(&mut self) {
+        let Some(seed) = self.shared.recovery.seed() else {
+            return;
+        };
+        self.install_seed(&seed);
+        let now = self.shared.clock.now();
+        for recovered in self.shared.recovery.take_sessions(self.id) {
+            let client_id = recovered.stored.client_id.clone();
+            let session = self.rebuild_session(recovered.stored, recovered.subscriber, now);
+            self.sessions.insert(session);
+            self.recovered.push(client_id);
+        }
+    }
+
+    fn install_seed(&mut self, seed: &ReplicaSeed) {
+        let limits = &self.shared.topic_limits;
+        for (subscriber, stored) in &seed.subscriptions {
+            let Ok(filter) =
+                SubscriptionFilter::from_bytes(stored.filter.as_shared_bytes().clone(), limits)
+            else {
+                warn!(
+                    filter = stored.filter.as_str(),
+                    "stored filter no longer valid: dropped"
+                );
+                continue;
+            };
+            let change = SubscriptionChange::Subscribe {
+                subscriber: *subscriber,
+                filter,
+                options: stored.options,
+                id: stored.id,
+            };
+            change.apply_to(&mut self.replica.table);
+        }
+        for (subscriber, shard) in &seed.owners {
+            self.replica.owners.insert(*subscriber, *shard);
+        }
+        let now = self.shared.clock.now();
+        for (topic, stored) in &seed.retained {
+            let Ok(name) = TopicName::from_bytes(topic.as_shared_bytes().clone(), limits) else {
+                continue;
+            };
+            if let Some(message) = message_from_stored(stored, now) {
+                let size = message.publish.payload().len() + topic.len();
+                self.replica.retained.store(&name, message, size);
+            }
+        }
+    }
+
+    /// A session as it was stored: subscriptions, queue, inflight window (unsent: resent on
+    /// resume) and inbound QoS 2 ids.
+    fn rebuild_session(
+        &mut self,
+        stored: StoredSession,
+        subscriber: router::SubscriberId,
+        now: std::time::Instant,
+    ) -> Box<Session> {
+        let max_inflight = self.shared.config.limits.max_inflight_outbound;
+        let mut session = Session::new(stored.client_id, subscriber, max_inflight);
+        session.protocol = stored.protocol;
+        session.expiry = stored.expiry;
+        session.will = stored.will.map(Box::new);
+        let limits = &self.shared.topic_limits;
+        for sub in stored.subscriptions {
+            let Ok(filter) =
+                SubscriptionFilter::from_bytes(sub.filter.as_shared_bytes().clone(), limits)
+            else {
+                continue;
+            };
+            let record = SessionSubscription {
+                filter,
+                options: sub.options,
+                id: sub.id,
+            };
+            session.subscriptions.insert(sub.filter, record);
+            self.gauges.subscriptions += 1;
+        }
+        for (seq, message) in stored.queued {
+            if let Some(outgoing) = outgoing_from_stored(&message, seq, now) {
+                session.queue.push(outgoing, &self.shared.queue_limits);
+            }
+        }
+        for (packet_id, state) in stored.inflight {
+            let state = match state {
+                InflightState::AwaitingPubAck(m) => {
+                    outgoing_from_stored(&m, 0, now).map(InflightState::AwaitingPubAck)
+                }
+                InflightState::AwaitingPubRec(m) => {
+                    outgoing_from_stored(&m, 0, now).map(InflightState::AwaitingPubRec)
+                }
+                InflightState::AwaitingPubComp => Some(InflightState::AwaitingPubComp),
+            };
+            if let Some(state) = state {
+                session.inflight.restore(packet_id, state);
+            }
+        }
+        let receive_maximum = usize::from(self.shared.config.limits.receive_maximum);
+        for id in stored.awaiting_release {
+            session.awaiting_release.record(id, receive_maximum);
+        }
+        if let Some(at) = stored.disconnected_at {
+            self.recovered_down_since
+                .push((session.client_id.clone(), at));
+        }
+        session
+    }
+
+    /// Once running: each recovered session still without a connection counts its expiry and
+    /// will delay from when it disconnected (a session connected at the crash: from now, and
+    /// its will is due, as for any connection that ended without DISCONNECT).
+    pub(super) fn resume_recovered(&mut self, ctx: &mut Ctx) {
+        let down_since: Vec<(MqttStr, SystemTime)> = std::mem::take(&mut self.recovered_down_since);
+        for client_id in std::mem::take(&mut self.recovered) {
+            let Some(session) = self.sessions.get(&client_id) else {
+                continue;
+            };
+            if session.conn.is_some() {
+                continue;
+            }
+            match down_since.iter().find(|(c, _)| *c == client_id) {
+                None => self.session_disconnected(ctx, &client_id, true),
+                Some((_, at)) => {
+                    let elapsed = SystemTime::now().duration_since(*at).unwrap_or_default();
+                    self.arm_recovered_timers(ctx, &client_id, elapsed);
+                }
+            }
+        }
+    }
+
+    /// Arms what a session disconnected `elapsed` ago still has to wait for.
+    fn arm_recovered_timers(&mut self, ctx: &mut Ctx, client_id: &MqttStr, elapsed: Duration) {
+        let now = ctx.now();
+        let Some(session) = self.sessions.get_mut(client_id) else {
+            return;
+        };
+        let expiry = session.expiry;
+        let will_delay = session.will.as_ref().map(|w: &Box<PendingWill>| w.delay);
+        if let Some(delay) = will_delay {
+            let at = now + delay.saturating_sub(elapsed);
+            let timer = self.arm(ctx, at, TimerPurpose::WillDelay(client_id.clone()));
+            if let Some(session) = self.sessions.get_mut(client_id) {
+                session.set_will_timer(Some(timer));
+            }
+        }
+        if let SessionExpiry::After(secs) = expiry {
+            let left = Duration::from_secs(u64::from(secs)).saturating_sub(elapsed);
+            let timer = self.arm(
+                ctx,
+                now + left,
+                TimerPurpose::SessionExpiry(client_id.clone()),
+            );
+            if let Some(session) = self.sessions.get_mut(client_id) {
+                session.set_expiry_timer(Some(timer));
+            }
+        }
+    }
+}

@@ -1,0 +1,85 @@
+//! Between the broker's message copies and what the engines store: the shared message parts
+//! as encoded once, and times on the wall clock (a monotonic `Instant` means nothing after a
+//! restart).
+
+use std::sync::Arc;
+use std::time::{Instant, SystemTime};
+
+use codec::SharedPublish;
+use session_store::storage::StoredMessage;
+
+use crate::message::{Message, Outgoing};
+
+/// `at` (on the broker's clock, which reads `now`) as a wall-clock time.
+pub fn instant_to_system(at: Instant, now: Instant) -> SystemTime {
+    let wall = SystemTime::now();
+    match at.checked_duration_since(now) {
+        Some(ahead) => wall + ahead,
+        None => wall - now.duration_since(at),
+    }
+}
+
+/// A wall-clock time as an instant on the broker's clock (which reads `now`); a time already
+/// past comes back as `now`.
+pub fn system_to_instant(at: SystemTime, now: Instant) -> Instant {
+    match at.duration_since(SystemTime::now()) {
+        Ok(ahead) => now + ahead,
+        Err(_) => now,
+    }
+}
+
+/// What the engines store of one copy.
+pub fn stored_message(outgoing: &Outgoing, now: Instant) -> StoredMessage {
+    let message = &outgoing.message;
+    StoredMessage {
+        topic: message.publish.topic().as_shared_bytes().clone(),
+        payload: message.publish.payload().clone(),
+        qos: outgoing.qos,
+        retain: outgoing.retain,
+        properties: message.publish.shared_properties().clone(),
+        expires_at: message.expires_at.map(|at| instant_to_system(at, now)),
+        sub_ids: outgoing.sub_ids.to_vec(),
+    }
+}
+
+/// A stored message as a shared message (the retained store and queue entries hold these).
+pub fn message_from_stored(stored: &StoredMessage, now: Instant) -> Option<Arc<Message>> {
+    let topic = codec::MqttStr::from_bytes(stored.topic.clone()).ok()?;
+    let publish =
+        SharedPublish::from_parts(topic, stored.payload.clone(), stored.properties.clone()).ok()?;
+    Some(Arc::new(Message {
+        publish,
+        qos: stored.qos,
+        retain: stored.retain,
+        expires_at: stored.expires_at.map(|at| system_to_instant(at, now)),
+    }))
+}
+
+/// A stored copy back as a copy for a session, `seq` its place in the session's stored queue.
+pub fn outgoing_from_stored(stored: &StoredMessage, seq: u64, now: Instant) -> Option<Outgoing> {
+    Some(Outgoing {
+        message: message_from_stored(stored, now)?,
+        qos: stored.qos,
+        retain: stored.retain,
+        sub_ids: stored.sub_ids.iter().copied().collect(),
+        shared: None,
+        seq,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    #[test]
+    fn times_survive_the_round_trip_to_the_wall_clock() {
+        let now = Instant::now();
+        let later = now + Duration::from_secs(30);
+        let back = system_to_instant(instant_to_system(later, now), now);
+        let diff = back.max(later) - back.min(later);
+        assert!(diff < Duration::from_secs(1), "{diff:?}");
+        let past = instant_to_system(now, now + Duration::from_secs(5));
+        assert_eq!(system_to_instant(past, now), now, "a past time is now");
+    }
+}

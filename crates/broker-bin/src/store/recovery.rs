@@ -1,0 +1,236 @@
+//! Start-up: open the configured engine, load what it kept, end the sessions that expired while
+//! the broker was down, and deal the rest to the shards (each session to one shard, every
+//! subscription and retained message to every shard's replica).
+
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime};
+
+use codec::MqttStr;
+use ring_runtime::ShardId;
+use router::SubscriberId;
+use session_store::SessionExpiry;
+use session_store::storage::{
+    RedbStorage, SessionStorage, SessionWrite, SledStorage, StorageError, StoredMessage,
+    StoredSession, StoredSubscription, SyncMode,
+};
+
+use crate::config::{PersistenceSettings, StorageEngine, SyncPolicy};
+use crate::shared::{SessionLocation, Shared};
+
+/// A stored session dealt to a shard, with the subscriber key it runs under now.
+#[derive(Debug)]
+pub struct RecoveredSession {
+    pub stored: StoredSession,
+    pub subscriber: SubscriberId,
+}
+
+/// What every shard's replica starts from.
+#[derive(Debug, Default)]
+pub struct ReplicaSeed {
+    pub subscriptions: Vec<(SubscriberId, StoredSubscription)>,
+    pub owners: Vec<(SubscriberId, ShardId)>,
+    pub retained: Vec<(MqttStr, StoredMessage)>,
+}
+
+/// The recovered state waiting for the shards to take it (each shard once, at construction).
+#[derive(Debug, Default)]
+pub struct Recovery {
+    sessions: Mutex<Vec<Vec<RecoveredSession>>>,
+    seed: Mutex<Option<Arc<ReplicaSeed>>>,
+}
+
+impl Recovery {
+    /// The sessions dealt to `shard` (empty after the first call).
+    pub fn take_sessions(&self, shard: ShardId) -> Vec<RecoveredSession> {
+        let Ok(mut sessions) = self.sessions.lock() else {
+            return Vec::new();
+        };
+        sessions
+            .get_mut(shard.index())
+            .map(std::mem::take)
+            .unwrap_or_default()
+    }
+
+    /// What every replica starts from (none without a stored state).
+    pub fn seed(&self) -> Option<Arc<ReplicaSeed>> {
+        self.seed.lock().ok()?.clone()
+    }
+
+    /// Forgets the seed once every shard holds it (its memory goes with the last shard's copy).
+    pub fn release_seed(&self) {
+        if let Ok(mut seed) = self.seed.lock() {
+            seed.take();
+        }
+    }
+
+    /// Deals the recovered sessions to `shards` shards: each gets a fresh subscriber key and a
+    /// shard (by client id hash, so a restart spreads them like connections do), and an entry in
+    /// the session directory.
+    pub fn deal(
+        &self,
+        shared: &Shared,
+        sessions: Vec<StoredSession>,
+        retained: Vec<(MqttStr, StoredMessage)>,
+        shards: usize,
+    ) {
+        let mut dealt: Vec<Vec<RecoveredSession>> = (0..shards).map(|_| Vec::new()).collect();
+        let mut seed = ReplicaSeed {
+            retained,
+            ..ReplicaSeed::default()
+        };
+        for (index, stored) in sessions.into_iter().enumerate() {
+            let shard = ShardId::new((index % shards) as u16);
+            let subscriber = shared.new_subscriber();
+            shared.sessions.insert(
+                Box::from(stored.client_id.as_str()),
+                SessionLocation {
+                    shard,
+                    subscriber,
+                    claim: shared.new_claim(),
+                },
+            );
+            seed.owners.push((subscriber, shard));
+            for subscription in &stored.subscriptions {
+                seed.subscriptions.push((subscriber, subscription.clone()));
+            }
+            dealt[shard.index()].push(RecoveredSession { stored, subscriber });
+        }
+        if let Ok(mut sessions) = self.sessions.lock() {
+            *sessions = dealt;
+        }
+        if let Ok(mut slot) = self.seed.lock() {
+            *slot = Some(Arc::new(seed));
+        }
+    }
+}
+
+/// A store that cannot be opened or read: the broker does not start.
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "cannot open the {engine} store in {dir}: {cause}. Nothing was deleted. If another broker \
+     uses this directory, stop it or set persistence.dir to another one; if the data is damaged \
+     or from an incompatible version, move the directory aside (keep it for recovery) and \
+     start again with an empty one"
+)]
+pub struct StoreOpenError {
+    engine: &'static str,
+    dir: PathBuf,
+    cause: StorageError,
+}
+
+/// What a start-up recovery found.
+pub struct Opened {
+    pub storage: Box<dyn SessionStorage>,
+    pub sessions: Vec<StoredSession>,
+    pub retained: Vec<(MqttStr, StoredMessage)>,
+}
+
+/// Opens the configured engine and loads it; sessions that expired while the broker was down
+/// are removed from it first. `None` for `engine = "none"`.
+pub fn open_and_recover(settings: &PersistenceSettings) -> Result<Option<Opened>, StoreOpenError> {
+    let started = Instant::now();
+    let sync = match settings.sync {
+        SyncPolicy::Batch => SyncMode::EveryCommit,
+        SyncPolicy::Interval => SyncMode::Deferred,
+    };
+    let fail = |cause| StoreOpenError {
+        engine: settings.engine.name(),
+        dir: settings.dir.clone(),
+        cause,
+    };
+    let mut storage: Box<dyn SessionStorage> = match settings.engine {
+        StorageEngine::None => return Ok(None),
+        StorageEngine::Sled => Box::new(SledStorage::open(&settings.dir, sync).map_err(fail)?),
+        StorageEngine::Redb => Box::new(RedbStorage::open(&settings.dir, sync).map_err(fail)?),
+    };
+    let loaded = storage.load().map_err(fail)?;
+    let (live, expired) = split_expired(loaded.sessions, SystemTime::now());
+    if !expired.is_empty() {
+        storage.commit(&expired).map_err(fail)?;
+        storage.sync().map_err(fail)?;
+    }
+    let queued: usize = live.iter().map(|s| s.queued.len()).sum();
+    let inflight: usize = live.iter().map(|s| s.inflight.len()).sum();
+    tracing::info!(
+        engine = settings.engine.name(),
+        dir = %settings.dir.display(),
+        sessions = live.len(),
+        expired_while_down = expired.len(),
+        queued,
+        inflight,
+        retained = loaded.retained.len(),
+        elapsed_ms = started.elapsed().as_millis() as u64,
+        "persistent state recovered"
+    );
+    Ok(Some(Opened {
+        storage,
+        sessions: live,
+        retained: loaded.retained,
+    }))
+}
+
+/// The sessions still alive at `now`, and the removals of those whose expiry ran out.
+fn split_expired(
+    sessions: Vec<StoredSession>,
+    now: SystemTime,
+) -> (Vec<StoredSession>, Vec<SessionWrite>) {
+    let mut live = Vec::with_capacity(sessions.len());
+    let mut expired = Vec::new();
+    for session in sessions {
+        if has_expired(&session, now) {
+            expired.push(SessionWrite::SessionRemoved {
+                client_id: session.client_id,
+            });
+        } else {
+            live.push(session);
+        }
+    }
+    (live, expired)
+}
+
+fn has_expired(session: &StoredSession, now: SystemTime) -> bool {
+    let Some(at) = session.disconnected_at else {
+        return session.expiry == SessionExpiry::OnClose;
+    };
+    match session.expiry {
+        SessionExpiry::OnClose => true,
+        SessionExpiry::Never => false,
+        SessionExpiry::After(secs) => {
+            now.duration_since(at).unwrap_or_default() >= Duration::from_secs(u64::from(secs))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use codec::ProtocolVersion;
+
+    fn session(expiry: SessionExpiry, down_for: Option<u64>, now: SystemTime) -> StoredSession {
+        let mut s = StoredSession::new(
+            MqttStr::from_static("c").unwrap(),
+            ProtocolVersion::V5,
+            expiry,
+            None,
+        );
+        s.disconnected_at = down_for.map(|secs| now - Duration::from_secs(secs));
+        s
+    }
+
+    #[test]
+    fn expiry_counts_the_time_the_broker_was_down() {
+        let now = SystemTime::now();
+        let after = SessionExpiry::After(60);
+        assert!(!has_expired(&session(after, Some(59), now), now));
+        assert!(has_expired(&session(after, Some(61), now), now));
+        assert!(!has_expired(
+            &session(SessionExpiry::Never, Some(1 << 30), now),
+            now
+        ));
+        assert!(
+            !has_expired(&session(after, None, now), now),
+            "a session connected at the crash counts from the restart"
+        );
+    }
+}

@@ -1,0 +1,159 @@
+//! The store thread: group commits of the shards' batches, then the durable watermarks.
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::sync::mpsc::{Receiver, RecvTimeoutError};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use session_store::storage::{SessionStorage, SessionWrite, StorageError};
+
+use super::{StoreBatch, StoreState};
+use crate::config::SyncPolicy;
+
+/// Most batches one group commit takes (the rest go in the next).
+const MAX_GROUP: usize = 1024;
+/// Most skipped writes logged one by one per commit (the rest are only counted).
+const SKIPPED_LOGGED: usize = 4;
+
+/// The running store thread.
+#[derive(Debug)]
+pub struct StoreThread {
+    thread: Option<JoinHandle<()>>,
+}
+
+impl StoreThread {
+    /// Starts the thread: it commits what arrives on `batches` until every sender is gone.
+    pub fn start(
+        storage: Box<dyn SessionStorage>,
+        batches: Receiver<StoreBatch>,
+        state: Arc<StoreState>,
+        sync: SyncPolicy,
+        interval: Duration,
+    ) -> std::io::Result<Self> {
+        let writer = Writer {
+            storage,
+            batches,
+            state,
+            sync,
+            interval,
+            last_sync: Instant::now(),
+            unsynced: false,
+        };
+        let thread = std::thread::Builder::new()
+            .name("ringmq-store".into())
+            .spawn(move || writer.run())?;
+        Ok(Self {
+            thread: Some(thread),
+        })
+    }
+
+    /// Waits for the thread to commit what is left and end (after the shards ended).
+    pub fn join(mut self) {
+        if let Some(thread) = self.thread.take()
+            && thread.join().is_err()
+        {
+            tracing::error!("the store thread panicked");
+        }
+    }
+}
+
+struct Writer {
+    storage: Box<dyn SessionStorage>,
+    batches: Receiver<StoreBatch>,
+    state: Arc<StoreState>,
+    sync: SyncPolicy,
+    interval: Duration,
+    last_sync: Instant,
+    /// Commits since the last sync (`interval` policy).
+    unsynced: bool,
+}
+
+impl Writer {
+    fn run(mut self) {
+        while let Some(first) = self.next_batch() {
+            let mut group = vec![first];
+            while group.len() < MAX_GROUP {
+                match self.batches.try_recv() {
+                    Ok(batch) => group.push(batch),
+                    Err(_) => break,
+                }
+            }
+            if let Err(error) = self.commit(&mut group) {
+                self.state.fail(error.to_string());
+                return;
+            }
+        }
+        if let Err(error) = self.sync_if_needed(true) {
+            self.state.fail(error.to_string());
+        }
+    }
+
+    /// The next batch, or `None` once every shard is gone; with the `interval` policy, syncs
+    /// when the interval ran out while waiting.
+    fn next_batch(&mut self) -> Option<StoreBatch> {
+        loop {
+            if self.sync == SyncPolicy::Batch || !self.unsynced {
+                return self.batches.recv().ok();
+            }
+            let wait = self.interval.saturating_sub(self.last_sync.elapsed());
+            match self.batches.recv_timeout(wait) {
+                Ok(batch) => return Some(batch),
+                Err(RecvTimeoutError::Disconnected) => return None,
+                Err(RecvTimeoutError::Timeout) => {
+                    if let Err(error) = self.sync_if_needed(true) {
+                        self.state.fail(error.to_string());
+                        return None;
+                    }
+                }
+            }
+        }
+    }
+
+    /// Commits a group as one batch, then publishes what became durable.
+    fn commit(&mut self, group: &mut [StoreBatch]) -> Result<(), StorageError> {
+        let writes: Vec<SessionWrite> = group
+            .iter_mut()
+            .flat_map(|batch| std::mem::take(&mut batch.writes))
+            .collect();
+        if !writes.is_empty() {
+            let committed = self.storage.commit(&writes)?;
+            self.state.commits.fetch_add(1, Ordering::Relaxed);
+            self.report_skipped(&committed.skipped);
+            self.unsynced = true;
+        }
+        // `batch` commits are synced by the engine (opened with `SyncMode::EveryCommit`);
+        // `interval` ones when the interval runs out.
+        self.sync_if_needed(false)?;
+        self.state.publish(group);
+        Ok(())
+    }
+
+    fn sync_if_needed(&mut self, force: bool) -> Result<(), StorageError> {
+        if self.sync == SyncPolicy::Batch || !self.unsynced {
+            return Ok(());
+        }
+        if force || self.last_sync.elapsed() >= self.interval {
+            self.storage.sync()?;
+            self.last_sync = Instant::now();
+            self.unsynced = false;
+        }
+        Ok(())
+    }
+
+    fn report_skipped(&self, skipped: &[session_store::storage::Skipped]) {
+        if skipped.is_empty() {
+            return;
+        }
+        self.state
+            .skipped_writes
+            .fetch_add(skipped.len() as u64, Ordering::Relaxed);
+        for skip in skipped.iter().take(SKIPPED_LOGGED) {
+            tracing::warn!(
+                write = skip.write,
+                client = %skip.client_id,
+                "stored write skipped: it does not follow the stored state"
+            );
+        }
+    }
+}

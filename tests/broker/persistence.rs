@@ -1,0 +1,187 @@
+//! `[persistence]`: what a restart keeps, on each durable engine. Each test stops its broker
+//! (shutdown + join) and starts another on the same directory; `crash.rs` kills a real broker
+//! process instead.
+
+use std::path::Path;
+use std::time::Duration;
+
+use codec::{Packet, ProtocolVersion, PubRec, QoS, ReasonCode};
+use tempfile::TempDir;
+
+use crate::client::{RawClient, persistent_connect, publish_packet};
+use crate::harness::TestBroker;
+
+const V5: ProtocolVersion = ProtocolVersion::V5;
+
+/// Every durable engine.
+pub const ENGINES: [&str; 2] = ["sled", "redb"];
+
+/// The TOML that stores the broker's state with `engine` in `dir`.
+pub fn store_config(engine: &str, dir: &Path) -> String {
+    format!(
+        "[persistence]\nengine = \"{engine}\"\ndir = \"{}\"\n",
+        dir.display()
+    )
+}
+
+fn temp_dir() -> TempDir {
+    tempfile::Builder::new()
+        .prefix("ringmq-persist-")
+        .tempdir()
+        .expect("temp dir")
+}
+
+/// Queued QoS 1/2 messages of an offline session, its subscription and a retained message are
+/// all there after a restart.
+#[test]
+fn offline_queue_subscriptions_and_retained_messages_survive_a_restart() {
+    for engine in ENGINES {
+        let dir = temp_dir();
+        let config = store_config(engine, dir.path());
+        {
+            let broker = TestBroker::with_store(&config);
+            let mut sub = RawClient::connected(broker.addr(), persistent_connect(V5, "sub", 3600));
+            sub.subscribe("t/#", QoS::ExactlyOnce);
+            sub.disconnect();
+            let mut publisher = RawClient::connected_clean(broker.addr(), V5, "pub");
+            for i in 0..10u8 {
+                let qos = if i % 2 == 0 {
+                    QoS::AtLeastOnce
+                } else {
+                    QoS::ExactlyOnce
+                };
+                let reason = publisher.publish_simple("t/a", &[i], qos);
+                assert_eq!(reason, ReasonCode::Success, "{engine}: message {i}");
+            }
+            let id = publisher.next_packet_id();
+            let mut retained = publish_packet("r/x", b"kept", QoS::AtLeastOnce, Some(id));
+            retained.retain = true;
+            publisher.publish(retained);
+            publisher.disconnect();
+        }
+        let broker = TestBroker::with_store(&config);
+        let (mut sub, connack) =
+            RawClient::connect(broker.addr(), persistent_connect(V5, "sub", 3600));
+        assert!(connack.session_present, "{engine}: the session came back");
+        for i in 0..10u8 {
+            let publish = sub.expect_publish_acked();
+            assert_eq!(publish.payload(), &[i], "{engine}: queue order");
+        }
+        let mut publisher = RawClient::connected_clean(broker.addr(), V5, "pub2");
+        publisher.publish_simple("t/b", b"after", QoS::AtLeastOnce);
+        let publish = sub.expect_publish_acked();
+        assert_eq!(
+            publish.payload(),
+            b"after",
+            "{engine}: subscription restored"
+        );
+        let mut fresh = RawClient::connected_clean(broker.addr(), V5, "fresh");
+        fresh.subscribe("r/#", QoS::AtLeastOnce);
+        let publish = fresh.expect_publish_on("r/x");
+        assert!(publish.retain, "{engine}: retained flag");
+        assert_eq!(publish.payload(), b"kept");
+    }
+}
+
+/// A QoS 1 message sent but not acknowledged comes again, DUP set and under the same packet id;
+/// a QoS 2 flow whose PUBREC arrived gets its PUBREL again.
+#[test]
+fn messages_in_flight_are_resent_after_a_restart() {
+    for engine in ENGINES {
+        let dir = temp_dir();
+        let config = store_config(engine, dir.path());
+        let (first_id, second_id);
+        {
+            let broker = TestBroker::with_store(&config);
+            let mut sub = RawClient::connected(broker.addr(), persistent_connect(V5, "sub", 3600));
+            sub.subscribe("t/#", QoS::ExactlyOnce);
+            let mut publisher = RawClient::connected_clean(broker.addr(), V5, "pub");
+            publisher.publish_simple("t/1", b"one", QoS::AtLeastOnce);
+            publisher.publish_simple("t/2", b"two", QoS::ExactlyOnce);
+            let one = sub.expect_publish();
+            let two = sub.expect_publish();
+            first_id = one.packet_id.expect("QoS 1 id");
+            second_id = two.packet_id.expect("QoS 2 id");
+            sub.send(&Packet::PubRec(PubRec::new(second_id)));
+            sub.recv_where("PUBREL", |p| {
+                matches!(p, Packet::PubRel(r) if r.packet_id == second_id).then_some(())
+            });
+            sub.ping();
+            sub.drop_abruptly();
+        }
+        let broker = TestBroker::with_store(&config);
+        let (mut sub, connack) =
+            RawClient::connect(broker.addr(), persistent_connect(V5, "sub", 3600));
+        assert!(connack.session_present, "{engine}");
+        let again = sub.expect_publish();
+        assert_eq!(again.packet_id, Some(first_id), "{engine}: same packet id");
+        assert!(again.dup, "{engine}: DUP on the re-send");
+        assert_eq!(again.payload(), b"one");
+        sub.recv_where("PUBREL again", |p| {
+            matches!(p, Packet::PubRel(r) if r.packet_id == second_id).then_some(())
+        });
+    }
+}
+
+/// Session expiry and message expiry count the time the broker was down.
+#[test]
+fn expiry_counts_the_downtime() {
+    for engine in ENGINES {
+        let dir = temp_dir();
+        let config = store_config(engine, dir.path());
+        {
+            let broker = TestBroker::with_store(&config);
+            let sub = RawClient::connected(broker.addr(), persistent_connect(V5, "short", 1));
+            sub.disconnect();
+            let long = RawClient::connected(broker.addr(), persistent_connect(V5, "long", 3600));
+            long.disconnect();
+            let mut publisher = RawClient::connected_clean(broker.addr(), V5, "pub");
+            let id = publisher.next_packet_id();
+            let mut retained = publish_packet("r/brief", b"x", QoS::AtLeastOnce, Some(id));
+            retained.retain = true;
+            retained.properties.make_mut().message_expiry_interval = Some(1);
+            publisher.publish(retained);
+        }
+        std::thread::sleep(Duration::from_millis(1500));
+        let broker = TestBroker::with_store(&config);
+        let (_short, connack) =
+            RawClient::connect(broker.addr(), persistent_connect(V5, "short", 1));
+        assert!(
+            !connack.session_present,
+            "{engine}: expired while the broker was down"
+        );
+        let (_long, connack) =
+            RawClient::connect(broker.addr(), persistent_connect(V5, "long", 3600));
+        assert!(connack.session_present, "{engine}: not expired");
+        let mut fresh = RawClient::connected_clean(broker.addr(), V5, "fresh");
+        fresh.subscribe("r/#", QoS::AtLeastOnce);
+        fresh.expect_silence(Duration::from_millis(300));
+    }
+}
+
+/// A store that cannot be opened stops the start with an error naming the directory.
+#[test]
+fn an_unusable_store_directory_is_named_in_the_start_error() {
+    for engine in ENGINES {
+        let dir = temp_dir();
+        let file = dir.path().join("not-a-directory");
+        std::fs::write(&file, b"x").expect("write a file");
+        let mut raw = ringmq::config::default_raw().expect("defaults");
+        let base = ringmq::config::parse_raw("base", crate::harness::BASE).expect("parses");
+        raw.overlay(base);
+        let store = store_config(engine, &file);
+        raw.overlay(ringmq::config::parse_raw("store", &store).expect("parses"));
+        let config = raw.validate().expect("validates");
+        let error = ringmq::Broker::start(config)
+            .err()
+            .expect("the start fails")
+            .to_string();
+        assert!(error.contains("not-a-directory"), "{engine}: {error}");
+        assert!(error.contains(engine), "{engine}: {error}");
+        assert_eq!(
+            std::fs::read(&file).expect("still there"),
+            b"x",
+            "nothing deleted"
+        );
+    }
+}
