@@ -5,6 +5,7 @@
 mod auth;
 mod client;
 mod connect;
+mod crash;
 mod expiry;
 mod harness;
 mod limits;
