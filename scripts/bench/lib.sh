@@ -2,6 +2,10 @@
 #
 # Environment (all optional):
 #   RINGMQ_CONFIG_EXTRA  TOML appended to RingMQ's config (default: none)
+#   RINGMQ_ENGINE  RingMQ's persistence.engine (default "none": memory only, as the peers run;
+#                  "sled" or "redb" store in the run directory, synced per group commit)
+#   MOSQUITTO_PERSISTENCE=1  mosquitto with `persistence true` (it saves on its autosave
+#                  interval and at exit, not per message)
 #   BROKERS        brokers to run, in order (default: "ringmq mosquitto rumqttd mochi"; "aedes"
 #                  is also known: it is not in the default set because under the p2p flood it
 #                  dies of a stack overflow in its topic matcher and its runs take the whole
@@ -120,11 +124,17 @@ max_connections = 200000
 max_queued_messages = 100000
 [sessions]
 max_sessions = 400000
+[persistence]
+engine = "${RINGMQ_ENGINE:-none}"
+dir = "$RUN_DIR/ringmq-data-$port"
 EOF
       # Extra TOML for RingMQ (e.g. "[runtime]\nwrite_interval_us = 0" to measure without pacing).
       [[ -n ${RINGMQ_CONFIG_EXTRA:-} ]] && printf '%b\n' "$RINGMQ_CONFIG_EXTRA" >>"$conf"
       ;;
     mosquitto)
+      local persist=false
+      [[ ${MOSQUITTO_PERSISTENCE:-0} == 1 ]] && persist=true
+      mkdir -p "$RUN_DIR/mosquitto-data-$port"
       cat >"$conf" <<EOF
 listener $port 127.0.0.1
 allow_anonymous true
@@ -135,7 +145,8 @@ max_inflight_messages 0
 max_inflight_bytes 0
 max_keepalive 65535
 set_tcp_nodelay true
-persistence false
+persistence $persist
+persistence_location $RUN_DIR/mosquitto-data-$port/
 log_dest none
 EOF
       ;;
