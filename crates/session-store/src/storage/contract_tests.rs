@@ -380,3 +380,191 @@ pub(super) fn retained_messages_and_sessions_do_not_mix<S: SessionStorage>(make:
     assert_eq!(loaded.retained.len(), 1);
     assert_eq!(loaded.sessions.len(), 1);
 }
+
+/// `MessageDropped` for client "a".
+pub(super) fn dropped(seq: u64) -> SessionWrite {
+    SessionWrite::MessageDropped {
+        client_id: text("a"),
+        seq,
+    }
+}
+
+/// The sequence numbers of `messages`.
+fn seqs(messages: &[(u64, StoredMessage)]) -> Vec<u64> {
+    messages.iter().map(|(seq, _)| *seq).collect()
+}
+
+pub(super) fn a_queue_is_read_in_pages<S: SessionStorage>(make: impl Fn() -> S) {
+    let mut storage = make();
+    let mut batch = vec![
+        saved("a", SessionExpiry::Never),
+        saved("b", SessionExpiry::Never),
+    ];
+    batch.extend((1..=10).map(|seq| queued("a", seq * 10, QoS::AtLeastOnce)));
+    batch.extend([
+        sent("a", 10, 1),
+        dropped(50),
+        queued("b", 7, QoS::ExactlyOnce),
+    ]);
+    storage.commit(&batch).unwrap();
+    let a = text("a");
+    let page =
+        |storage: &mut S, after, limit| seqs(&storage.queued_after(&a, after, limit).unwrap());
+    assert_eq!(page(&mut storage, None, 3), [20, 30, 40]);
+    assert_eq!(page(&mut storage, Some(40), 3), [60, 70, 80]);
+    assert_eq!(page(&mut storage, Some(41), 100), [60, 70, 80, 90, 100]);
+    assert_eq!(page(&mut storage, Some(100), 3), Vec::<u64>::new());
+    assert_eq!(page(&mut storage, Some(u64::MAX), 3), Vec::<u64>::new());
+    assert_eq!(page(&mut storage, None, 0), Vec::<u64>::new());
+    let nobody = storage.queued_after(&text("nobody"), None, 3).unwrap();
+    assert!(nobody.is_empty());
+
+    let full = storage.load().unwrap();
+    let paged = storage.load_paged(2).unwrap();
+    assert_eq!(paged.queued_totals, [8, 1]);
+    assert_eq!(seqs(&paged.recovered.sessions[0].queued), [20, 30]);
+    assert_eq!(seqs(&paged.recovered.sessions[1].queued), [7]);
+    let mut cut = full.clone();
+    cut.sessions[0].queued.truncate(2);
+    assert_eq!(paged.recovered, cut);
+    assert_eq!(storage.load_paged(usize::MAX).unwrap().recovered, full);
+    // Loading a page is a load: commits go on from it.
+    storage
+        .commit(&[sent("a", 20, 2), queued("a", 101, QoS::AtLeastOnce)])
+        .unwrap();
+    assert_eq!(page(&mut storage, Some(80), 10), [90, 100, 101]);
+}
+
+pub(super) fn a_sequence_number_may_come_again_once_the_queue_is_empty<S: SessionStorage>(
+    make: impl Fn() -> S,
+) {
+    let mut storage = make();
+    let mut q2 = message("again", QoS::ExactlyOnce);
+    q2.payload = Bytes::from_static(b"second");
+    storage
+        .commit(&[
+            saved("a", SessionExpiry::Never),
+            queued("a", 5, QoS::AtLeastOnce),
+            sent("a", 5, 1),
+        ])
+        .unwrap();
+    let committed = storage
+        .commit(&[
+            SessionWrite::MessageQueued {
+                client_id: text("a"),
+                seq: 5,
+                message: q2.clone(),
+            },
+            sent("a", 5, 2),
+        ])
+        .unwrap();
+    assert_eq!(committed, Committed::default());
+    let loaded = storage.load().unwrap();
+    assert_eq!(
+        loaded.sessions[0].inflight,
+        [
+            (
+                pid(1),
+                InflightState::AwaitingPubAck(message("t", QoS::AtLeastOnce))
+            ),
+            (pid(2), InflightState::AwaitingPubRec(q2)),
+        ]
+    );
+    assert!(loaded.sessions[0].queued.is_empty());
+}
+
+pub(super) fn inflight_entries_load_in_send_order<S: SessionStorage>(make: impl Fn() -> S) {
+    let mut storage = make();
+    storage
+        .commit(&[
+            saved("a", SessionExpiry::Never),
+            queued("a", 1, QoS::AtLeastOnce),
+            queued("a", 2, QoS::ExactlyOnce),
+            queued("a", 3, QoS::AtLeastOnce),
+            sent("a", 3, 9),
+            sent("a", 1, 2),
+        ])
+        .unwrap();
+    storage.commit(&[sent("a", 2, 5), released(5)]).unwrap();
+    let ids: Vec<u16> = (storage.load().unwrap().sessions[0].inflight.iter())
+        .map(|(id, _)| id.get())
+        .collect();
+    assert_eq!(ids, [9, 2, 5]);
+}
+
+pub(super) fn the_last_queued_number_is_found_after_the_last_message_left<S: SessionStorage>(
+    make: impl Fn() -> S,
+) {
+    let mut storage = make();
+    storage
+        .commit(&[
+            saved("a", SessionExpiry::Never),
+            queued("a", 1, QoS::AtLeastOnce),
+            queued("a", 2, QoS::AtLeastOnce),
+            queued("a", 3, QoS::AtLeastOnce),
+            dropped(3),
+        ])
+        .unwrap();
+    let committed = storage
+        .commit(&[
+            dropped(2),
+            queued("a", 1, QoS::AtLeastOnce),
+            queued("a", 2, QoS::AtLeastOnce),
+            sent("a", 2, 1),
+            queued("a", 2, QoS::AtLeastOnce),
+            queued("a", 4, QoS::AtLeastOnce),
+            dropped(4),
+        ])
+        .unwrap();
+    assert_eq!(committed.skipped, [skip("MessageQueued", "a")]);
+    let committed = storage
+        .commit(&[
+            queued("a", 2, QoS::AtLeastOnce),
+            queued("a", 3, QoS::AtLeastOnce),
+        ])
+        .unwrap();
+    assert_eq!(committed.skipped, [skip("MessageQueued", "a")]);
+    assert_eq!(seqs(&storage.load().unwrap().sessions[0].queued), [1, 2, 3]);
+}
+
+pub(super) fn a_removed_session_starts_again_empty<S: SessionStorage>(make: impl Fn() -> S) {
+    let mut storage = make();
+    let full = [
+        saved("a", SessionExpiry::Never),
+        subscribed("a", "t", QoS::AtLeastOnce),
+        queued("a", 1, QoS::AtLeastOnce),
+        queued("a", 2, QoS::ExactlyOnce),
+        queued("a", 3, QoS::AtLeastOnce),
+        sent("a", 2, 1),
+        qos2_received(4),
+    ];
+    storage.commit(&full).unwrap();
+    let removed = SessionWrite::SessionRemoved {
+        client_id: text("a"),
+    };
+    let mut batch = vec![queued("a", 4, QoS::AtLeastOnce), removed.clone()];
+    batch.extend(full.iter().cloned());
+    batch.push(removed.clone());
+    batch.push(saved("a", SessionExpiry::After(5)));
+    storage.commit(&batch).unwrap();
+    let expected = StoredSession::new(
+        text("a"),
+        ProtocolVersion::V5,
+        SessionExpiry::After(5),
+        None,
+    );
+    assert_eq!(
+        storage.load().unwrap().sessions,
+        std::slice::from_ref(&expected)
+    );
+    assert!(
+        storage
+            .queued_after(&text("a"), None, 10)
+            .unwrap()
+            .is_empty()
+    );
+    storage
+        .commit(&[removed, saved("a", SessionExpiry::After(5))])
+        .unwrap();
+    assert_eq!(storage.load().unwrap().sessions, [expected]);
+}

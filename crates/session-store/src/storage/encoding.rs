@@ -15,12 +15,13 @@ use codec::{
 use super::{StoredMessage, StoredSession, StoredSubscription};
 use crate::{InflightState, PendingWill, SessionExpiry};
 
-/// The format version every value starts with.
-const VERSION: u8 = 1;
+/// The format version every value starts with (2: records without inflight ids, inflight
+/// entries with their send number).
+const VERSION: u8 = 2;
 
 /// A value that does not decode.
 #[derive(Debug)]
-pub(super) struct Malformed;
+pub(in crate::storage) struct Malformed;
 
 type Decoded<T> = Result<T, Malformed>;
 
@@ -174,9 +175,9 @@ fn len_u32(n: usize) -> u32 {
     u32::try_from(n).expect("invariant: a stored list is shorter than 2^32")
 }
 
-/// A session's own record: everything but its queued and inflight messages, plus the inflight
-/// packet ids in send order (the messages are stored under their own keys).
-pub(super) fn encode_record(s: &StoredSession) -> Vec<u8> {
+/// A session's own record: everything but its queued and inflight messages (stored under their
+/// own keys).
+pub(in crate::storage) fn encode_record(s: &StoredSession) -> Vec<u8> {
     let mut w = Writer::new();
     w.u8(s.protocol.level());
     match s.expiry {
@@ -193,10 +194,6 @@ pub(super) fn encode_record(s: &StoredSession) -> Vec<u8> {
     for sub in &s.subscriptions {
         write_subscription(&mut w, sub);
     }
-    w.u32(len_u32(s.inflight.len()));
-    for (id, _) in &s.inflight {
-        w.u16(id.get());
-    }
     w.u32(len_u32(s.awaiting_release.len()));
     for id in &s.awaiting_release {
         w.u16(id.get());
@@ -204,11 +201,11 @@ pub(super) fn encode_record(s: &StoredSession) -> Vec<u8> {
     w.0
 }
 
-/// Decodes a record: the session without queue or inflight entries, and the inflight ids.
-pub(super) fn decode_record(
+/// Decodes a record: the session without queue or inflight entries.
+pub(in crate::storage) fn decode_record(
     client_id: MqttStr,
     value: &[u8],
-) -> Decoded<(StoredSession, Vec<PacketId>)> {
+) -> Decoded<StoredSession> {
     let mut r = Reader::new(value)?;
     let protocol = match r.u8()? {
         3 => ProtocolVersion::V3_1,
@@ -226,9 +223,8 @@ pub(super) fn decode_record(
     let mut session = StoredSession::new(client_id, protocol, expiry, will);
     session.disconnected_at = r.opt(Reader::time)?;
     session.subscriptions = r.vec(read_subscription)?;
-    let inflight = r.vec(Reader::packet_id)?;
     session.awaiting_release = r.vec(Reader::packet_id)?;
-    r.finish((session, inflight))
+    r.finish(session)
 }
 
 fn write_will(w: &mut Writer, will: &PendingWill) {
@@ -333,22 +329,26 @@ fn read_message(r: &mut Reader<'_>) -> Decoded<StoredMessage> {
 }
 
 /// A queued message.
-pub(super) fn encode_message(m: &StoredMessage) -> Vec<u8> {
+pub(in crate::storage) fn encode_message(m: &StoredMessage) -> Vec<u8> {
     let mut w = Writer::new();
     write_message(&mut w, m);
     w.0
 }
 
 /// Decodes a queued message.
-pub(super) fn decode_message(value: &[u8]) -> Decoded<StoredMessage> {
+pub(in crate::storage) fn decode_message(value: &[u8]) -> Decoded<StoredMessage> {
     let mut r = Reader::new(value)?;
     let m = read_message(&mut r)?;
     r.finish(m)
 }
 
-/// An inflight entry's state.
-pub(super) fn encode_inflight(state: &InflightState<StoredMessage>) -> Vec<u8> {
+/// An inflight entry: its send number and state.
+pub(in crate::storage) fn encode_inflight(
+    send: u64,
+    state: &InflightState<StoredMessage>,
+) -> Vec<u8> {
     let mut w = Writer::new();
+    w.u64(send);
     match state {
         InflightState::AwaitingPubAck(m) => {
             w.u8(0);
@@ -363,14 +363,17 @@ pub(super) fn encode_inflight(state: &InflightState<StoredMessage>) -> Vec<u8> {
     w.0
 }
 
-/// Decodes an inflight entry's state.
-pub(super) fn decode_inflight(value: &[u8]) -> Decoded<InflightState<StoredMessage>> {
+/// Decodes an inflight entry: its send number and state.
+pub(in crate::storage) fn decode_inflight(
+    value: &[u8],
+) -> Decoded<(u64, InflightState<StoredMessage>)> {
     let mut r = Reader::new(value)?;
+    let send = r.u64()?;
     let state = match r.u8()? {
         0 => InflightState::AwaitingPubAck(read_message(&mut r)?),
         1 => InflightState::AwaitingPubRec(read_message(&mut r)?),
         2 => InflightState::AwaitingPubComp,
         _ => return Err(Malformed),
     };
-    r.finish(state)
+    r.finish((send, state))
 }

@@ -8,7 +8,7 @@ use codec::QoS;
 use tempfile::TempDir;
 
 use super::contract_tests::{
-    self as contract, acked, queued, retain_set, saved, sent, subscribed, text,
+    self as contract, acked, pid, queued, released, retain_set, saved, sent, subscribed, text,
 };
 use super::*;
 use crate::SessionExpiry;
@@ -29,12 +29,23 @@ impl<S: SessionStorage> SessionStorage for InTempDir<S> {
     fn sync(&mut self) -> Result<(), StorageError> {
         self.storage.sync()
     }
+    fn queued_after(
+        &mut self,
+        client_id: &codec::MqttStr,
+        after: Option<MessageSeq>,
+        limit: usize,
+    ) -> Result<Vec<(MessageSeq, StoredMessage)>, StorageError> {
+        self.storage.queued_after(client_id, after, limit)
+    }
+    fn load_paged(&mut self, queued: usize) -> Result<PagedRecovered, StorageError> {
+        self.storage.load_paged(queued)
+    }
 }
 
 /// How a durable engine is opened.
-type Open<S> = fn(&Path, SyncMode) -> Result<S, StorageError>;
+pub(super) type Open<S> = fn(&Path, SyncMode) -> Result<S, StorageError>;
 
-fn temp_dir() -> TempDir {
+pub(super) fn temp_dir() -> TempDir {
     tempfile::Builder::new()
         .prefix("ringmq-storage-")
         .tempdir_in(std::env::temp_dir())
@@ -80,6 +91,31 @@ macro_rules! contract_suite {
         fn retained_messages_and_sessions_do_not_mix() {
             contract::retained_messages_and_sessions_do_not_mix($make);
         }
+
+        #[test]
+        fn a_queue_is_read_in_pages() {
+            contract::a_queue_is_read_in_pages($make);
+        }
+
+        #[test]
+        fn a_sequence_number_may_come_again_once_the_queue_is_empty() {
+            contract::a_sequence_number_may_come_again_once_the_queue_is_empty($make);
+        }
+
+        #[test]
+        fn inflight_entries_load_in_send_order() {
+            contract::inflight_entries_load_in_send_order($make);
+        }
+
+        #[test]
+        fn the_last_queued_number_is_found_after_the_last_message_left() {
+            contract::the_last_queued_number_is_found_after_the_last_message_left($make);
+        }
+
+        #[test]
+        fn a_removed_session_starts_again_empty() {
+            contract::a_removed_session_starts_again_empty($make);
+        }
     };
 }
 
@@ -110,7 +146,38 @@ macro_rules! durable_suite {
         fn a_corrupt_record_loads_as_corrupt() {
             let mut store = fresh(<$engine>::open, SyncMode::EveryCommit);
             store.commit(&[saved("a", SessionExpiry::Never)]).unwrap();
-            store.storage.put_raw_record(&text("a"), b"\x01garbage");
+            store
+                .storage
+                .put_raw(&keyed::session_key(&text("a")), b"\x02garbage");
+            assert_corrupt(store.load());
+        }
+
+        #[test]
+        fn a_commit_before_any_load_follows_the_stored_state() {
+            durable_commit_before_load(<$engine>::open);
+        }
+
+        #[test]
+        fn an_entry_of_no_stored_session_is_corrupt() {
+            let mut store = fresh(<$engine>::open, SyncMode::EveryCommit);
+            store
+                .storage
+                .put_raw(&keyed::queued_key(&text("a"), 1), b"\x02");
+            assert_corrupt(store.load());
+            assert_corrupt(
+                store
+                    .commit(&[saved("b", SessionExpiry::Never)])
+                    .map(|_| Recovered::default()),
+            );
+        }
+
+        #[test]
+        fn a_corrupt_inflight_entry_loads_as_corrupt() {
+            let mut store = fresh(<$engine>::open, SyncMode::EveryCommit);
+            store.commit(&[saved("a", SessionExpiry::Never)]).unwrap();
+            store
+                .storage
+                .put_raw(&keyed::inflight_key(&text("a"), pid(1)), b"\x02");
             assert_corrupt(store.load());
         }
 
@@ -136,10 +203,10 @@ mod redb {
 /// Opens `path` again after the previous handle was dropped. sled releases its file lock from
 /// a background thread shortly after the last handle goes, so a lock still held is retried
 /// (bounded: a hang guard, not a timing assertion).
-fn reopen<S: SessionStorage>(open: Open<S>, path: &Path) -> S {
+pub(super) fn reopen<S: SessionStorage>(open: Open<S>, path: &Path, sync: SyncMode) -> S {
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
     loop {
-        match open(path, SyncMode::EveryCommit) {
+        match open(path, sync) {
             Ok(storage) => return storage,
             Err(error) if error.to_string().contains("lock") => {
                 assert!(
@@ -175,7 +242,48 @@ fn durable_state_survives_a_reopen<S: SessionStorage>(open: Open<S>, sync: SyncM
     storage.commit(&batch).unwrap();
     storage.sync().unwrap();
     drop(storage);
-    assert_eq!(reopen(open, &path).load().unwrap(), expected);
+    assert_eq!(
+        reopen(open, &path, SyncMode::EveryCommit).load().unwrap(),
+        expected
+    );
+}
+
+/// A reopened store's first commit (no `load` before it) sees the stored state: acks of
+/// stored entries apply, sequence numbers at or below the stored queue's last are skipped.
+fn durable_commit_before_load<S: SessionStorage>(open: Open<S>) {
+    let dir = temp_dir();
+    let path = dir.path().join("db");
+    let first = [
+        saved("a", SessionExpiry::Never),
+        queued("a", 1, QoS::AtLeastOnce),
+        queued("a", 2, QoS::ExactlyOnce),
+        queued("a", 3, QoS::ExactlyOnce),
+        queued("a", 4, QoS::AtLeastOnce),
+        sent("a", 1, 1),
+        sent("a", 2, 2),
+        SessionWrite::MessageDropped {
+            client_id: text("a"),
+            seq: 4,
+        },
+    ];
+    let second = [
+        acked(1),
+        released(2),
+        queued("a", 3, QoS::AtLeastOnce),
+        sent("a", 3, 3),
+        queued("a", 5, QoS::AtLeastOnce),
+        sent("a", 2, 4),
+    ];
+    let mut model = RecordingStorage::default();
+    model.commit(&first).unwrap();
+    let expected_skips = model.commit(&second).unwrap();
+    assert_eq!(expected_skips.skipped.len(), 2);
+    let mut storage = open(&path, SyncMode::EveryCommit).unwrap();
+    storage.commit(&first).unwrap();
+    drop(storage);
+    let mut storage = reopen(open, &path, SyncMode::EveryCommit);
+    assert_eq!(storage.commit(&second).unwrap(), expected_skips);
+    assert_eq!(storage.load().unwrap(), model.load().unwrap());
 }
 
 fn durable_skipped_writes_stay_skipped<S: SessionStorage>(open: Open<S>) {
@@ -195,7 +303,10 @@ fn durable_skipped_writes_stay_skipped<S: SessionStorage>(open: Open<S>) {
     assert_eq!(storage.commit(&batch).unwrap(), expected_skips);
     assert_eq!(expected_skips.skipped.len(), 2);
     drop(storage);
-    assert_eq!(reopen(open, &path).load().unwrap(), model.load().unwrap());
+    assert_eq!(
+        reopen(open, &path, SyncMode::EveryCommit).load().unwrap(),
+        model.load().unwrap()
+    );
 }
 
 fn assert_corrupt(loaded: Result<Recovered, StorageError>) {

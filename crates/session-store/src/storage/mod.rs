@@ -5,17 +5,23 @@
 //! design's engine) and [`RedbStorage`] (redb, the measured alternative). Their types never leave
 //! this crate: both open a directory and report failures as [`StorageError`].
 //!
-//! The durable engines share a key layout and a planning step (`keyed.rs`): a batch is applied
-//! with the model's own rules to the sessions it names, so every engine skips the same writes
-//! (reported as [`Skipped`]), and only the keys that changed are written, in one atomic step (a
-//! sled `Batch`; one redb write transaction). They open with a [`SyncMode`]: durable at every
-//! commit (sled `flush`; redb `Durability::Immediate`), or deferred to [`SessionStorage::sync`]. Values use a small
-//! versioned binary format (`encoding.rs`); one that does not decode is [`StorageError::Corrupt`]
-//! naming its key. The contract is one generic test suite (`contract_tests.rs`) that every engine
-//! runs (`engine_tests.rs`), the durable ones also across a reopen.
+//! The durable engines share a key layout, an in-memory index and a planning step (`keyed/`):
+//! each engine keeps, per stored session, its record, its queue's length and its inflight
+//! entries in memory (never a queued message), so a batch becomes direct key writes with the
+//! model's own rules (every engine skips the same writes, reported as [`Skipped`]) and a commit
+//! costs the same whatever a session has queued; the writes go in one atomic step (a sled
+//! `Batch`; one redb write transaction). They open with a [`SyncMode`]: durable at every commit
+//! (sled `flush`; redb `Durability::Immediate`), or deferred to [`SessionStorage::sync`]. Values
+//! use a small versioned binary format (`encoding.rs`); one that does not decode, or an entry
+//! of no stored session, is [`StorageError::Corrupt`] naming its key. The contract is one
+//! generic test suite (`contract_tests.rs`) that every engine runs (`engine_tests.rs`), the
+//! durable ones also across a reopen and in both sync modes, and a comparison of the durable
+//! engines with the model over random write sequences with reopens (`model_tests.rs`).
 //!
 //! # Contract
 //!
+//! - `load` (or `load_paged`) comes first: a durable engine builds its index there. A `commit`
+//!   before any load builds it too (a full scan, as `load`), so it is correct, not free.
 //! - `commit` applies a batch atomically and in order: after a crash, `load` returns the state
 //!   of every batch whose `commit` returned `Ok` (with [`SyncMode::Deferred`]: up to the last
 //!   `sync` that returned `Ok`, and possibly later whole batches), and nothing of a batch whose
@@ -23,14 +29,18 @@
 //! - Session writes name sessions by client identifier. `SessionSaved` creates a session; every
 //!   other write but `SessionRemoved` needs the session to exist, `InflightSent` and
 //!   `MessageDropped` need the queued message (`InflightSent` a QoS 1/2 one, its packet id not
-//!   in flight), `MessageQueued` a sequence number above the session's last, `InflightReleased`
-//!   an entry awaiting PUBREC, `InflightAcked` an entry, `Qos2Received` an id not yet recorded,
-//!   `Qos2Released` a recorded one, `Unsubscribed` the subscription. A write that does not
-//!   follow the stored state is skipped and reported in [`Committed::skipped`] (a broker bug or
-//!   a benign race, not I/O); the rest of the batch applies.
+//!   in flight), `MessageQueued` a sequence number above every one queued now (any, once the
+//!   queue is empty: sent messages no longer hold theirs), `InflightReleased` an entry awaiting
+//!   PUBREC, `InflightAcked` an entry, `Qos2Received` an id not yet recorded, `Qos2Released` a
+//!   recorded one, `Unsubscribed` the subscription. A write that does not follow the stored
+//!   state is skipped and reported in [`Committed::skipped`] (a broker bug or a benign race,
+//!   not I/O); the rest of the batch applies.
 //! - `RetainSet` and `RetainCleared` name a topic, not a session, and are never skipped.
-//! - `load` returns sessions by client identifier; a session's queue in sequence order, its
-//!   inflight entries in send order; retained messages by topic.
+//! - `load` returns sessions by client identifier; a session's queue in sequence order; its
+//!   inflight entries in the order of their `InflightSent` writes (send order, kept across
+//!   restarts, whatever the sequence numbers); retained messages by topic.
+//! - `load_paged(n)` returns the same with each queue cut to its first `n` messages and every
+//!   queue's whole length; `queued_after` pages through the rest, in sequence order.
 //!
 //! # Where the broker will emit writes
 //!
@@ -50,6 +60,7 @@
 //! | `InflightReleased` | `acks.rs`: `handle_pubrec` |
 //! | `InflightAcked` | `acks.rs`: `handle_puback`, `handle_pubcomp`; `deliver.rs`/`acks.rs` where an entry is abandoned |
 //! | `Qos2Received` / `Qos2Released` | `publish.rs`: `handle_publish` (QoS 2 recorded) / `acks.rs`: `handle_pubrel` |
+//! | `RetainSet` / `RetainCleared` | `publish.rs`: `retain` (a RETAIN publish sets or, with an empty payload, clears) |
 //!
 //! Session moves between shards (`takeover.rs`) write nothing: the owner is not durable, the
 //! state is keyed by client identifier. `MessageQueued` needs a per-session sequence number
@@ -68,6 +79,8 @@ mod write;
 mod contract_tests;
 #[cfg(test)]
 mod engine_tests;
+#[cfg(test)]
+mod model_tests;
 
 pub use self::redb::RedbStorage;
 pub use self::sled::SledStorage;
@@ -75,8 +88,11 @@ pub use committed::{Committed, Skipped, SyncMode};
 pub use none::NoStorage;
 pub use recording::RecordingStorage;
 pub use write::{
-    MessageSeq, Recovered, SessionWrite, StoredMessage, StoredSession, StoredSubscription,
+    MessageSeq, PagedRecovered, Recovered, SessionWrite, StoredMessage, StoredSession,
+    StoredSubscription,
 };
+
+use codec::MqttStr;
 
 /// Why a storage engine failed.
 #[derive(Debug, thiserror::Error)]
@@ -111,4 +127,59 @@ pub trait SessionStorage: Send {
     /// Makes every committed batch durable (a no-op for engines that are durable per commit or
     /// not durable at all).
     fn sync(&mut self) -> Result<(), StorageError>;
+
+    /// Up to `limit` queued messages of `client_id` with seq > `after` (None = from the start),
+    /// in seq order. Reads what the committed batches left (a range scan on the durable
+    /// engines); nothing for a session not stored. The default reads everything through
+    /// `load`: every engine of this crate overrides it.
+    fn queued_after(
+        &mut self,
+        client_id: &MqttStr,
+        after: Option<MessageSeq>,
+        limit: usize,
+    ) -> Result<Vec<(MessageSeq, StoredMessage)>, StorageError> {
+        let recovered = self.load()?;
+        let session = recovered
+            .sessions
+            .into_iter()
+            .find(|s| s.client_id == *client_id);
+        Ok(page(
+            session.map(|s| s.queued).unwrap_or_default(),
+            after,
+            limit,
+        ))
+    }
+
+    /// [`load`](Self::load), but each session's `queued` holds only its first `queued`
+    /// messages (none for 0), with every session's whole queue length beside: the broker loads
+    /// the rest with [`queued_after`](Self::queued_after) as it needs them. Like `load`, it
+    /// must come before the first `commit` (a durable engine builds its index here). The
+    /// default cuts what `load` gives back: every engine of this crate overrides it, so that
+    /// the messages beyond the first are not decoded.
+    fn load_paged(&mut self, queued: usize) -> Result<PagedRecovered, StorageError> {
+        let mut recovered = self.load()?;
+        let queued_totals = (recovered.sessions.iter_mut())
+            .map(|session| {
+                let total = session.queued.len();
+                session.queued.truncate(queued);
+                total
+            })
+            .collect();
+        Ok(PagedRecovered {
+            recovered,
+            queued_totals,
+        })
+    }
+}
+
+/// The messages of `queued` (in sequence order) after `after`, at most `limit`.
+pub(crate) fn page(
+    queued: Vec<(MessageSeq, StoredMessage)>,
+    after: Option<MessageSeq>,
+    limit: usize,
+) -> Vec<(MessageSeq, StoredMessage)> {
+    (queued.into_iter())
+        .filter(|(seq, _)| after.is_none_or(|after| *seq > after))
+        .take(limit)
+        .collect()
 }

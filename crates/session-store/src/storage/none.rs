@@ -1,6 +1,11 @@
 //! The `none` engine: sessions live in memory only.
 
-use super::{Committed, Recovered, SessionStorage, SessionWrite, StorageError};
+use codec::MqttStr;
+
+use super::{
+    Committed, MessageSeq, PagedRecovered, Recovered, SessionStorage, SessionWrite, StorageError,
+    StoredMessage,
+};
 
 /// Stores nothing: `commit` succeeds at once (skipping nothing), `load` finds nothing.
 #[derive(Debug, Clone, Copy, Default)]
@@ -17,6 +22,19 @@ impl SessionStorage for NoStorage {
 
     fn sync(&mut self) -> Result<(), StorageError> {
         Ok(())
+    }
+
+    fn queued_after(
+        &mut self,
+        _client_id: &MqttStr,
+        _after: Option<MessageSeq>,
+        _limit: usize,
+    ) -> Result<Vec<(MessageSeq, StoredMessage)>, StorageError> {
+        Ok(Vec::new())
+    }
+
+    fn load_paged(&mut self, _queued: usize) -> Result<PagedRecovered, StorageError> {
+        Ok(PagedRecovered::default())
     }
 }
 

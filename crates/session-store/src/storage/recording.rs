@@ -8,8 +8,8 @@ use std::collections::BTreeMap;
 use codec::{MqttStr, QoS};
 
 use super::{
-    Committed, Recovered, SessionStorage, SessionWrite, Skipped, StorageError, StoredMessage,
-    StoredSession,
+    Committed, MessageSeq, Recovered, SessionStorage, SessionWrite, Skipped, StorageError,
+    StoredMessage, StoredSession,
 };
 use crate::InflightState;
 
@@ -81,49 +81,89 @@ impl SessionStorage for RecordingStorage {
     fn sync(&mut self) -> Result<(), StorageError> {
         self.fail_if_set()
     }
+
+    fn queued_after(
+        &mut self,
+        client_id: &MqttStr,
+        after: Option<MessageSeq>,
+        limit: usize,
+    ) -> Result<Vec<(MessageSeq, StoredMessage)>, StorageError> {
+        let Some(session) = self.sessions.get(client_id) else {
+            return Ok(Vec::new());
+        };
+        Ok((session.queued.iter())
+            .filter(|(seq, _)| after.is_none_or(|after| *seq > after))
+            .take(limit)
+            .cloned()
+            .collect())
+    }
 }
 
-/// Applies one session write; `Err` (and no change) if it does not follow the model's state
-/// (the durable engines apply batches with it too, so every engine skips the same writes).
+/// Applies one session write; `Err` (and no change) if it does not follow the model's state.
 /// Retained-message writes are not a session's: `Err` here.
-pub(super) fn apply(
-    sessions: &mut BTreeMap<MqttStr, StoredSession>,
-    write: &SessionWrite,
-) -> Result<(), ()> {
+fn apply(sessions: &mut BTreeMap<MqttStr, StoredSession>, write: &SessionWrite) -> Result<(), ()> {
     match write {
         SessionWrite::SessionSaved {
             client_id,
             protocol,
             expiry,
-            will,
+            ..
         } => {
             let session = sessions
                 .entry(client_id.clone())
                 .or_insert_with(|| StoredSession::new(client_id.clone(), *protocol, *expiry, None));
-            session.protocol = *protocol;
-            session.expiry = *expiry;
-            session.will.clone_from(will);
-            session.disconnected_at = None;
+            save(session, write);
             Ok(())
         }
         SessionWrite::SessionRemoved { client_id } => {
             sessions.remove(client_id);
             Ok(())
         }
-        _ => {
-            let client_id = write.client_id().ok_or(())?;
-            let session = sessions.get_mut(client_id).ok_or(())?;
-            apply_to_session(session, write)
+        SessionWrite::MessageQueued { .. }
+        | SessionWrite::MessageDropped { .. }
+        | SessionWrite::InflightSent { .. }
+        | SessionWrite::InflightReleased { .. }
+        | SessionWrite::InflightAcked { .. } => {
+            let session = session_of(sessions, write)?;
+            apply_to_messages(session, write)
         }
+        _ => apply_to_record(session_of(sessions, write)?, write),
     }
 }
 
-/// Applies a write to an existing session.
-fn apply_to_session(session: &mut StoredSession, write: &SessionWrite) -> Result<(), ()> {
+fn session_of<'a>(
+    sessions: &'a mut BTreeMap<MqttStr, StoredSession>,
+    write: &SessionWrite,
+) -> Result<&'a mut StoredSession, ()> {
+    let client_id = write.client_id().ok_or(())?;
+    sessions.get_mut(client_id).ok_or(())
+}
+
+/// Applies `SessionSaved` to its (possibly just created) session: the connection-scoped state
+/// is replaced and the session is connected again. Other writes are ignored.
+pub(super) fn save(session: &mut StoredSession, write: &SessionWrite) {
+    if let SessionWrite::SessionSaved {
+        protocol,
+        expiry,
+        will,
+        ..
+    } = write
+    {
+        session.protocol = *protocol;
+        session.expiry = *expiry;
+        session.will.clone_from(will);
+        session.disconnected_at = None;
+    }
+}
+
+/// Applies a write that changes only a session's record (its connection-scoped state,
+/// subscriptions and inbound QoS 2 ids): `SessionDisconnected`, `Subscribed`, `Unsubscribed`,
+/// `Qos2Received`, `Qos2Released`. `Err` (and no change) if it does not follow the state or is
+/// another kind (the durable engines keep records in memory and apply these with it too).
+pub(super) fn apply_to_record(session: &mut StoredSession, write: &SessionWrite) -> Result<(), ()> {
     match write {
         SessionWrite::SessionDisconnected { at, .. } => {
             session.disconnected_at = Some(*at);
-            Ok(())
         }
         SessionWrite::Subscribed {
             filter,
@@ -136,26 +176,31 @@ fn apply_to_session(session: &mut StoredSession, write: &SessionWrite) -> Result
                 options: *options,
                 id: *id,
             };
-            match session
-                .subscriptions
-                .iter_mut()
-                .find(|s| s.filter == *filter)
-            {
+            match (session.subscriptions.iter_mut()).find(|s| s.filter == *filter) {
                 Some(existing) => *existing = stored,
                 None => session.subscriptions.push(stored),
             }
-            Ok(())
         }
         SessionWrite::Unsubscribed { filter, .. } => {
             let at = position(&session.subscriptions, |s| s.filter == *filter)?;
             session.subscriptions.remove(at);
-            Ok(())
         }
-        _ => apply_to_messages(session, write),
+        SessionWrite::Qos2Received { packet_id, .. } => {
+            if session.awaiting_release.contains(packet_id) {
+                return Err(());
+            }
+            session.awaiting_release.push(*packet_id);
+        }
+        SessionWrite::Qos2Released { packet_id, .. } => {
+            let at = position(&session.awaiting_release, |id| id == packet_id)?;
+            session.awaiting_release.remove(at);
+        }
+        _ => return Err(()),
     }
+    Ok(())
 }
 
-/// Applies a queue, inflight or inbound QoS 2 write.
+/// Applies a queue or inflight write.
 fn apply_to_messages(session: &mut StoredSession, write: &SessionWrite) -> Result<(), ()> {
     match write {
         SessionWrite::MessageQueued { seq, message, .. } => {
@@ -192,16 +237,6 @@ fn apply_to_messages(session: &mut StoredSession, write: &SessionWrite) -> Resul
         SessionWrite::InflightAcked { packet_id, .. } => {
             let at = position(&session.inflight, |(id, _)| id == packet_id)?;
             session.inflight.remove(at);
-        }
-        SessionWrite::Qos2Received { packet_id, .. } => {
-            if session.awaiting_release.contains(packet_id) {
-                return Err(());
-            }
-            session.awaiting_release.push(*packet_id);
-        }
-        SessionWrite::Qos2Released { packet_id, .. } => {
-            let at = position(&session.awaiting_release, |id| id == packet_id)?;
-            session.awaiting_release.remove(at);
         }
         _ => return Err(()),
     }

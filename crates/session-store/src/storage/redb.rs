@@ -1,5 +1,6 @@
 //! [`RedbStorage`]: sessions in a redb database file (the measured alternative to sled). A
-//! batch is planned and applied in one write transaction, committed with
+//! batch is planned from the in-memory index ([`super::keyed`]) and applied in one write
+//! transaction, committed with
 //! `Durability::Immediate` with [`SyncMode::EveryCommit`], or `Durability::None` with
 //! [`SyncMode::Deferred`]; then `sync` commits an empty transaction with
 //! `Durability::Immediate`, which makes the earlier non-durable commits durable too.
@@ -8,8 +9,13 @@ use std::path::{Path, PathBuf};
 
 use ::redb::{Durability, ReadableTable, TableDefinition};
 
-use super::keyed::{self, KeyValues, KvRead};
-use super::{Committed, Recovered, SessionStorage, SessionWrite, StorageError, SyncMode};
+use codec::MqttStr;
+
+use super::keyed::{self, Keyed, KvRead, Visit};
+use super::{
+    Committed, MessageSeq, PagedRecovered, Recovered, SessionStorage, SessionWrite, StorageError,
+    StoredMessage, SyncMode,
+};
 
 const ENGINE: &str = "redb";
 
@@ -25,6 +31,7 @@ pub struct RedbStorage {
     db: ::redb::Database,
     path: PathBuf,
     sync: SyncMode,
+    keyed: Keyed,
 }
 
 impl RedbStorage {
@@ -33,7 +40,12 @@ impl RedbStorage {
         std::fs::create_dir_all(dir).map_err(|e| engine_error(dir, &e))?;
         let path = dir.join(FILE);
         let db = ::redb::Database::create(&path).map_err(|e| engine_error(&path, &e))?;
-        let storage = Self { db, path, sync };
+        let storage = Self {
+            db,
+            path,
+            sync,
+            keyed: Keyed::default(),
+        };
         // Create the table (durably), so that reads of a fresh database find it.
         storage.write(Durability::Immediate, |_| Ok(()))?;
         Ok(storage)
@@ -68,17 +80,27 @@ impl RedbStorage {
         Ok(done)
     }
 
-    /// Writes raw bytes under a session key, bypassing the format (tests corrupt data with it).
+    /// Writes raw bytes under a key, bypassing the format (tests corrupt data with it).
     #[cfg(test)]
-    pub(super) fn put_raw_record(&self, client_id: &codec::MqttStr, value: &[u8]) {
-        let key = keyed::session_key(client_id);
+    pub(super) fn put_raw(&self, key: &[u8], value: &[u8]) {
         self.write(Durability::Immediate, |table| {
-            table
-                .insert(key.as_slice(), value)
-                .expect("test: redb insert");
+            table.insert(key, value).expect("test: redb insert");
             Ok(())
         })
         .expect("test: redb write");
+    }
+
+    /// Runs `f` on the table in a read transaction.
+    fn read<T>(
+        &self,
+        f: impl FnOnce(&Reads<'_, ::redb::ReadOnlyTable<&[u8], &[u8]>>) -> Result<T, StorageError>,
+    ) -> Result<T, StorageError> {
+        let txn = self.db.begin_read().map_err(|e| self.error(e))?;
+        let table = txn.open_table(TABLE).map_err(|e| self.error(e))?;
+        f(&Reads {
+            table: &table,
+            path: &self.path,
+        })
     }
 }
 
@@ -95,50 +117,82 @@ struct Reads<'a, T> {
     path: &'a Path,
 }
 
+impl<T: ReadableTable<&'static [u8], &'static [u8]>> Reads<'_, T> {
+    fn error(&self, e: impl std::fmt::Display) -> StorageError {
+        engine_error(self.path, &e)
+    }
+
+    fn visit<'r>(
+        &self,
+        range: impl Iterator<Item = RangeItem<'r>>,
+        prefix: &[u8],
+        visit: Visit<'_>,
+    ) -> Result<(), StorageError> {
+        for kv in range {
+            let (k, v) = kv.map_err(|e| self.error(e))?;
+            if !k.value().starts_with(prefix) || !visit(k.value(), v.value())? {
+                break;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// What a range of the table yields.
+type RangeItem<'r> = Result<
+    (
+        ::redb::AccessGuard<'r, &'static [u8]>,
+        ::redb::AccessGuard<'r, &'static [u8]>,
+    ),
+    ::redb::StorageError,
+>;
+
 impl<T: ReadableTable<&'static [u8], &'static [u8]>> KvRead for Reads<'_, T> {
     fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>, StorageError> {
-        let value = self
-            .table
-            .get(key)
-            .map_err(|e| engine_error(self.path, &e))?;
+        let value = self.table.get(key).map_err(|e| self.error(e))?;
         Ok(value.map(|v| v.value().to_vec()))
     }
 
-    fn scan(&self, prefix: &[u8]) -> Result<KeyValues, StorageError> {
-        let range = self
-            .table
-            .range(prefix..)
-            .map_err(|e| engine_error(self.path, &e))?;
-        let mut found = Vec::new();
-        for kv in range {
-            let (k, v) = kv.map_err(|e| engine_error(self.path, &e))?;
-            if !k.value().starts_with(prefix) {
-                break;
-            }
-            found.push((k.value().to_vec(), v.value().to_vec()));
-        }
-        Ok(found)
+    fn contains(&self, key: &[u8]) -> Result<bool, StorageError> {
+        let value = self.table.get(key).map_err(|e| self.error(e))?;
+        Ok(value.is_some())
+    }
+
+    fn scan(&self, start: &[u8], prefix: &[u8], visit: Visit<'_>) -> Result<(), StorageError> {
+        let range = self.table.range(start..).map_err(|e| self.error(e))?;
+        self.visit(range, prefix, visit)
+    }
+
+    fn scan_back(&self, prefix: &[u8], visit: Visit<'_>) -> Result<(), StorageError> {
+        let range = match keyed::prefix_end(prefix) {
+            Some(end) => self.table.range(prefix..end.as_slice()),
+            None => self.table.range(prefix..),
+        };
+        self.visit(range.map_err(|e| self.error(e))?.rev(), prefix, visit)
     }
 }
 
 impl SessionStorage for RedbStorage {
     fn load(&mut self) -> Result<Recovered, StorageError> {
-        let txn = self.db.begin_read().map_err(|e| self.error(e))?;
-        let table = txn.open_table(TABLE).map_err(|e| self.error(e))?;
-        keyed::load_all(&Reads {
-            table: &table,
-            path: &self.path,
-        })
+        self.load_paged(usize::MAX).map(|paged| paged.recovered)
+    }
+
+    fn load_paged(&mut self, queued: usize) -> Result<PagedRecovered, StorageError> {
+        let mut keyed = std::mem::take(&mut self.keyed);
+        let loaded = self.read(|reads| keyed.load(reads, queued));
+        self.keyed = keyed;
+        loaded
     }
 
     fn commit(&mut self, batch: &[SessionWrite]) -> Result<Committed, StorageError> {
+        let mut keyed = std::mem::take(&mut self.keyed);
         let path = self.path.clone();
-        self.write(self.commit_durability(), |table| {
+        let committed = self.write(self.commit_durability(), |table| {
             let reads = Reads {
                 table: &*table,
                 path: &path,
             };
-            let (writes, committed) = keyed::plan(&reads, batch)?;
+            let (writes, committed) = keyed.plan(&reads, batch)?;
             for (key, value) in writes {
                 let done = match value {
                     Some(value) => table.insert(key.as_slice(), value.as_slice()).map(drop),
@@ -147,10 +201,24 @@ impl SessionStorage for RedbStorage {
                 done.map_err(|e| engine_error(&path, &e))?;
             }
             Ok(committed)
-        })
+        });
+        if committed.is_err() {
+            keyed.forget();
+        }
+        self.keyed = keyed;
+        committed
     }
 
     fn sync(&mut self) -> Result<(), StorageError> {
         self.write(Durability::Immediate, |_| Ok(()))
+    }
+
+    fn queued_after(
+        &mut self,
+        client_id: &MqttStr,
+        after: Option<MessageSeq>,
+        limit: usize,
+    ) -> Result<Vec<(MessageSeq, StoredMessage)>, StorageError> {
+        self.read(|reads| keyed::queued_after(reads, client_id, after, limit))
     }
 }

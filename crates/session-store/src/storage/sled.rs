@@ -1,12 +1,17 @@
-//! [`SledStorage`]: sessions in a sled database (the design's engine). A batch is planned
-//! against the tree ([`super::keyed`]) and applied as one `sled::Batch` (atomic across its
+//! [`SledStorage`]: sessions in a sled database (the design's engine). A batch is planned from
+//! the in-memory index ([`super::keyed`]) and applied as one `sled::Batch` (atomic across its
 //! keys), flushed before `commit` returns with [`SyncMode::EveryCommit`]; with
 //! [`SyncMode::Deferred`] `sync` flushes. One `SledStorage` is the only writer of its tree.
 
 use std::path::{Path, PathBuf};
 
-use super::keyed::{self, KeyValues, KvRead};
-use super::{Committed, Recovered, SessionStorage, SessionWrite, StorageError, SyncMode};
+use codec::MqttStr;
+
+use super::keyed::{self, Keyed, KvRead, Visit};
+use super::{
+    Committed, MessageSeq, PagedRecovered, Recovered, SessionStorage, SessionWrite, StorageError,
+    StoredMessage, SyncMode,
+};
 
 const ENGINE: &str = "sled";
 
@@ -16,6 +21,7 @@ pub struct SledStorage {
     db: ::sled::Db,
     path: PathBuf,
     sync: SyncMode,
+    keyed: Keyed,
 }
 
 impl SledStorage {
@@ -29,15 +35,43 @@ impl SledStorage {
             db,
             path: dir.to_owned(),
             sync,
+            keyed: Keyed::default(),
         })
     }
 
-    /// Writes raw bytes under a session key, bypassing the format (tests corrupt data with it).
-    #[cfg(test)]
-    pub(super) fn put_raw_record(&self, client_id: &codec::MqttStr, value: &[u8]) {
+    fn reads(&self) -> Reads<'_> {
+        Reads {
+            db: &self.db,
+            path: &self.path,
+        }
+    }
+
+    fn apply(&self, writes: Vec<keyed::KeyWrite>) -> Result<(), StorageError> {
+        let mut batch = ::sled::Batch::default();
+        for (key, value) in writes {
+            match value {
+                Some(value) => batch.insert(key, value),
+                None => batch.remove(key),
+            }
+        }
         self.db
-            .insert(keyed::session_key(client_id), value)
-            .expect("test: sled insert");
+            .apply_batch(batch)
+            .map_err(|e| engine_error(&self.path, &e))?;
+        if self.sync == SyncMode::EveryCommit {
+            self.flush()?;
+        }
+        Ok(())
+    }
+
+    fn flush(&self) -> Result<(), StorageError> {
+        self.db.flush().map_err(|e| engine_error(&self.path, &e))?;
+        Ok(())
+    }
+
+    /// Writes raw bytes under a key, bypassing the format (tests corrupt data with it).
+    #[cfg(test)]
+    pub(super) fn put_raw(&self, key: &[u8], value: &[u8]) {
+        self.db.insert(key, value).expect("test: sled insert");
     }
 }
 
@@ -50,55 +84,88 @@ fn engine_error(path: &Path, e: &dyn std::fmt::Display) -> StorageError {
 
 /// Reads straight from the tree: the storage is the tree's only writer, so nothing changes
 /// between planning a batch and applying it.
-struct Reads<'a>(&'a SledStorage);
+struct Reads<'a> {
+    db: &'a ::sled::Db,
+    path: &'a Path,
+}
+
+impl Reads<'_> {
+    fn error(&self, e: &::sled::Error) -> StorageError {
+        engine_error(self.path, e)
+    }
+
+    fn visit(
+        &self,
+        iter: impl Iterator<Item = ::sled::Result<(::sled::IVec, ::sled::IVec)>>,
+        prefix: &[u8],
+        visit: Visit<'_>,
+    ) -> Result<(), StorageError> {
+        for kv in iter {
+            let (k, v) = kv.map_err(|e| self.error(&e))?;
+            if !k.starts_with(prefix) || !visit(&k, &v)? {
+                break;
+            }
+        }
+        Ok(())
+    }
+}
 
 impl KvRead for Reads<'_> {
     fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>, StorageError> {
-        let value = self
-            .0
-            .db
-            .get(key)
-            .map_err(|e| engine_error(&self.0.path, &e))?;
+        let value = self.db.get(key).map_err(|e| self.error(&e))?;
         Ok(value.map(|v| v.to_vec()))
     }
 
-    fn scan(&self, prefix: &[u8]) -> Result<KeyValues, StorageError> {
-        self.0
-            .db
-            .scan_prefix(prefix)
-            .map(|kv| {
-                let (k, v) = kv.map_err(|e| engine_error(&self.0.path, &e))?;
-                Ok((k.to_vec(), v.to_vec()))
-            })
-            .collect()
+    fn contains(&self, key: &[u8]) -> Result<bool, StorageError> {
+        self.db.contains_key(key).map_err(|e| self.error(&e))
+    }
+
+    fn scan(&self, start: &[u8], prefix: &[u8], visit: Visit<'_>) -> Result<(), StorageError> {
+        self.visit(self.db.range(start..), prefix, visit)
+    }
+
+    fn scan_back(&self, prefix: &[u8], visit: Visit<'_>) -> Result<(), StorageError> {
+        self.visit(self.db.scan_prefix(prefix).rev(), prefix, visit)
     }
 }
 
 impl SessionStorage for SledStorage {
     fn load(&mut self) -> Result<Recovered, StorageError> {
-        keyed::load_all(&Reads(self))
+        self.load_paged(usize::MAX).map(|paged| paged.recovered)
+    }
+
+    fn load_paged(&mut self, queued: usize) -> Result<PagedRecovered, StorageError> {
+        let reads = Reads {
+            db: &self.db,
+            path: &self.path,
+        };
+        self.keyed.load(&reads, queued)
     }
 
     fn commit(&mut self, batch: &[SessionWrite]) -> Result<Committed, StorageError> {
-        let (writes, committed) = keyed::plan(&Reads(self), batch)?;
-        let mut sled_batch = ::sled::Batch::default();
-        for (key, value) in writes {
-            match value {
-                Some(value) => sled_batch.insert(key, value),
-                None => sled_batch.remove(key),
-            }
-        }
-        self.db
-            .apply_batch(sled_batch)
-            .map_err(|e| engine_error(&self.path, &e))?;
-        if self.sync == SyncMode::EveryCommit {
-            self.sync()?;
+        let reads = Reads {
+            db: &self.db,
+            path: &self.path,
+        };
+        let (writes, committed) = self.keyed.plan(&reads, batch)?;
+        if let Err(error) = self.apply(writes) {
+            // A failed flush may leave the batch applied but not durable: rebuild either way.
+            self.keyed.forget();
+            return Err(error);
         }
         Ok(committed)
     }
 
     fn sync(&mut self) -> Result<(), StorageError> {
-        self.db.flush().map_err(|e| engine_error(&self.path, &e))?;
-        Ok(())
+        self.flush()
+    }
+
+    fn queued_after(
+        &mut self,
+        client_id: &MqttStr,
+        after: Option<MessageSeq>,
+        limit: usize,
+    ) -> Result<Vec<(MessageSeq, StoredMessage)>, StorageError> {
+        keyed::queued_after(&self.reads(), client_id, after, limit)
     }
 }

@@ -10,7 +10,8 @@ use codec::{MqttStr, PacketId, ProtocolVersion, QoS, SubscriptionId, Subscriptio
 use crate::{InflightState, PendingWill, SessionExpiry};
 
 /// A message's place in its session's queue: a per-session sequence number, increasing in
-/// queue order, never reused within the session.
+/// queue order (a new one above every message the session has queued at the time; once its
+/// queue is empty any will do, though a counter that never goes back is simplest).
 pub type MessageSeq = u64;
 
 /// One message copy as stored for one session (the broker's `Outgoing` without its `Arc`s).
@@ -207,4 +208,14 @@ pub struct Recovered {
     pub sessions: Vec<StoredSession>,
     /// Every retained message, by topic.
     pub retained: Vec<(MqttStr, StoredMessage)>,
+}
+
+/// What [`SessionStorage::load_paged`](super::SessionStorage::load_paged) gives back.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PagedRecovered {
+    /// Every stored session and retained message, as `load` gives them but for each session's
+    /// `queued`: only its first messages (in sequence order).
+    pub recovered: Recovered,
+    /// Each session's whole queue length, in the order of `recovered.sessions`.
+    pub queued_totals: Vec<usize>,
 }

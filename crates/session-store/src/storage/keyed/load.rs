@@ -1,0 +1,180 @@
+//! Reading the store back: every session and retained message (building the [`Index`] on the
+//! way), and a session's queue from a sequence number on.
+
+use std::collections::HashMap;
+
+use codec::{MqttStr, PacketId};
+
+use super::index::{Flight, Index, Indexed, Phase};
+use super::keys::{self, INFLIGHT, QUEUED, RETAINED, SESSION, corrupt};
+use super::kv::KvRead;
+use crate::InflightState;
+use crate::storage::StoredSession;
+use crate::storage::encoding::{self, Malformed};
+use crate::storage::{MessageSeq, PagedRecovered, Recovered, StorageError, StoredMessage};
+
+/// A session being loaded.
+struct Loading {
+    session: StoredSession,
+    indexed: Indexed,
+    inflight: Vec<(u64, PacketId, InflightState<StoredMessage>)>,
+}
+
+/// Sessions being loaded, by the length-prefixed client identifier of their keys.
+type ByClient = HashMap<Vec<u8>, Loading, ahash::RandomState>;
+
+/// Every stored session (each queue cut to its first `queued` messages) and retained message,
+/// and the index of what is stored.
+pub(in crate::storage) fn load_all(
+    kv: &impl KvRead,
+    queued: usize,
+) -> Result<(PagedRecovered, Index), StorageError> {
+    let mut index = Index::default();
+    let mut loading = load_records(kv)?;
+    load_queues(kv, &mut loading, queued)?;
+    load_inflight(kv, &mut loading, &mut index)?;
+    let mut sessions: Vec<Loading> = loading.into_values().collect();
+    sessions.sort_by(|a, b| a.session.client_id.cmp(&b.session.client_id));
+    let mut recovered = Recovered {
+        sessions: Vec::with_capacity(sessions.len()),
+        retained: load_retained(kv)?,
+    };
+    let mut queued_totals = Vec::with_capacity(sessions.len());
+    for Loading {
+        mut session,
+        indexed,
+        mut inflight,
+    } in sessions
+    {
+        inflight.sort_by_key(|(send, _, _)| *send);
+        session.inflight = (inflight.into_iter())
+            .map(|(_, id, state)| (id, state))
+            .collect();
+        queued_totals.push(usize::try_from(indexed.queued).unwrap_or(usize::MAX));
+        index.sessions.insert(session.client_id.clone(), indexed);
+        recovered.sessions.push(session);
+    }
+    let paged = PagedRecovered {
+        recovered,
+        queued_totals,
+    };
+    Ok((paged, index))
+}
+
+fn load_records(kv: &impl KvRead) -> Result<ByClient, StorageError> {
+    let mut loading = ByClient::default();
+    kv.scan(&[SESSION], &[SESSION], &mut |key, value| {
+        let (client, rest) = keys::split_client(key)?;
+        if !rest.is_empty() {
+            return Err(corrupt(key, "a malformed key"));
+        }
+        let client_id = keys::client_id(key, client)?;
+        let session = encoding::decode_record(client_id, value)
+            .map_err(|Malformed| corrupt(key, "a malformed session record"))?;
+        let indexed = Indexed::new(session.clone());
+        let inflight = Vec::new();
+        let entry = Loading {
+            session,
+            indexed,
+            inflight,
+        };
+        loading.insert(client[1..].to_vec(), entry);
+        Ok(true)
+    })?;
+    Ok(loading)
+}
+
+/// The session a queued or inflight key belongs to, and the rest of the key.
+fn owner<'a, 'k>(
+    loading: &'a mut ByClient,
+    key: &'k [u8],
+) -> Result<(&'a mut Loading, &'k [u8]), StorageError> {
+    let (client, rest) = keys::split_client(key)?;
+    let owner = (loading.get_mut(&client[1..]))
+        .ok_or_else(|| corrupt(key, "an entry of no stored session"))?;
+    Ok((owner, rest))
+}
+
+fn load_queues(
+    kv: &impl KvRead,
+    loading: &mut ByClient,
+    queued: usize,
+) -> Result<(), StorageError> {
+    kv.scan(&[QUEUED], &[QUEUED], &mut |key, value| {
+        let (owner, rest) = owner(loading, key)?;
+        let seq = keys::seq_of(key, rest)?;
+        owner.indexed.push_queued(seq);
+        if owner.session.queued.len() < queued {
+            let message = encoding::decode_message(value)
+                .map_err(|Malformed| corrupt(key, "a malformed queued message"))?;
+            owner.session.queued.push((seq, message));
+        }
+        Ok(true)
+    })
+}
+
+fn load_inflight(
+    kv: &impl KvRead,
+    loading: &mut ByClient,
+    index: &mut Index,
+) -> Result<(), StorageError> {
+    kv.scan(&[INFLIGHT], &[INFLIGHT], &mut |key, value| {
+        let (owner, rest) = owner(loading, key)?;
+        let id = keys::packet_id_of(key, rest)?;
+        let (send, state) = encoding::decode_inflight(value)
+            .map_err(|Malformed| corrupt(key, "a malformed inflight entry"))?;
+        let phase = match &state {
+            InflightState::AwaitingPubAck(_) => Phase::Ack,
+            InflightState::AwaitingPubRec(_) => Phase::Rec,
+            InflightState::AwaitingPubComp => Phase::Comp,
+        };
+        owner.indexed.inflight.insert(id, Flight { send, phase });
+        owner.inflight.push((send, id, state));
+        index.next_send = index.next_send.max(send.saturating_add(1));
+        Ok(true)
+    })
+}
+
+fn load_retained(kv: &impl KvRead) -> Result<Vec<(MqttStr, StoredMessage)>, StorageError> {
+    let mut retained = Vec::new();
+    kv.scan(&[RETAINED], &[RETAINED], &mut |key, value| {
+        let message = encoding::decode_message(value)
+            .map_err(|Malformed| corrupt(key, "a malformed retained message"))?;
+        retained.push((keys::topic_of(key)?, message));
+        Ok(true)
+    })?;
+    Ok(retained)
+}
+
+/// Up to `limit` queued messages of `client_id` with a sequence number above `after`.
+pub(in crate::storage) fn queued_after(
+    kv: &impl KvRead,
+    client_id: &MqttStr,
+    after: Option<MessageSeq>,
+    limit: usize,
+) -> Result<Vec<(MessageSeq, StoredMessage)>, StorageError> {
+    let first = match after {
+        None => 0,
+        Some(seq) => match seq.checked_add(1) {
+            Some(first) => first,
+            None => return Ok(Vec::new()),
+        },
+    };
+    let mut found = Vec::new();
+    if limit == 0 {
+        return Ok(found);
+    }
+    let prefix = keys::prefix(QUEUED, client_id);
+    kv.scan(
+        &keys::queued_key(client_id, first),
+        &prefix,
+        &mut |key, value| {
+            let seq = keys::seq_of(key, &key[prefix.len()..])?;
+            let message = encoding::decode_message(value)
+                .map_err(|Malformed| corrupt(key, "a malformed queued message"))?;
+            found.push((seq, message));
+            Ok(found.len() < limit)
+        },
+    )?;
+    Ok(found)
+}

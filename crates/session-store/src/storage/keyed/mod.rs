@@ -1,0 +1,92 @@
+//! What the durable engines share: the key layout (`keys.rs`), reading the store back and the
+//! in-memory index built on the way (`load.rs`, `index.rs`), and turning a batch into key
+//! writes from that index (`plan.rs`, over the batch's own planned writes, `overlay.rs`). An
+//! engine supplies reads ([`KvRead`]) and applies the resulting [`KeyWrite`]s in one atomic
+//! step; [`Keyed`] holds the index between calls.
+//!
+//! # Key layout
+//!
+//! A session key is a tag byte, the client identifier with a two-byte big-endian length prefix
+//! (so no identifier is a prefix of another's keys), and a suffix:
+//!
+//! | key | value |
+//! |---|---|
+//! | `s` `<len><client id>` | the session record: connection-scoped state, subscriptions (in order), inbound QoS 2 ids |
+//! | `q` `<len><client id>` `<seq: u64 BE>` | a queued message (keys sort in queue order) |
+//! | `i` `<len><client id>` `<packet id: u16 BE>` | an inflight entry: its send number, state and (awaiting PUBACK or PUBREC) message |
+//! | `t` `<topic>` | a retained message (no length prefix: the topic is the rest of the key) |
+//!
+//! Subscriptions and QoS 2 ids live in the record: they are small and their order matters.
+//! `InflightSent` moves the message from its `q` key into the `i` key, so the `q` keys are
+//! exactly the queue (a sequence number the broker reuses once its queue emptied cannot meet an
+//! older message). A message queued and sent in one batch is written once, under `i`.
+//! Inflight entries load in send order: each carries an engine-wide send number, increasing,
+//! given at `InflightSent` (so the order holds whatever the sequence numbers are).
+//!
+//! # Cost of a commit
+//!
+//! Independent of how much a session stores: see `plan.rs` for the few reads it makes. The
+//! index (`index.rs`) keeps records, queue lengths and inflight entries in memory, never queued
+//! messages. It is built by `load` (a full scan), or by the first `commit` if `load` was not
+//! called, and dropped (to be rebuilt) when a commit fails, since it may then be ahead of the
+//! store.
+
+mod index;
+mod keys;
+mod kv;
+mod load;
+mod overlay;
+mod plan;
+
+#[cfg(test)]
+pub(super) use keys::{inflight_key, queued_key, session_key};
+pub(super) use kv::{KeyWrite, KvRead, Visit, prefix_end};
+pub(super) use load::queued_after;
+
+use index::Index;
+
+use super::{Committed, PagedRecovered, SessionWrite, StorageError};
+
+/// The shared state of a durable engine: the index of what it stores, once built.
+#[derive(Debug, Default)]
+pub(super) struct Keyed {
+    index: Option<Index>,
+}
+
+impl Keyed {
+    /// Every stored session (each queue cut to its first `queued` messages) and retained
+    /// message; (re)builds the index.
+    pub(super) fn load(
+        &mut self,
+        kv: &impl KvRead,
+        queued: usize,
+    ) -> Result<PagedRecovered, StorageError> {
+        self.index = None;
+        let (paged, index) = load::load_all(kv, queued)?;
+        self.index = Some(index);
+        Ok(paged)
+    }
+
+    /// The key writes of `batch` and what was skipped. Builds the index first if there is
+    /// none. The engine must apply the writes, or call [`Keyed::forget`] if it cannot.
+    pub(super) fn plan(
+        &mut self,
+        kv: &impl KvRead,
+        batch: &[SessionWrite],
+    ) -> Result<(Vec<KeyWrite>, Committed), StorageError> {
+        let index = match &mut self.index {
+            Some(index) => index,
+            None => self.index.insert(load::load_all(kv, 0)?.1),
+        };
+        let planned = plan::plan(kv, index, batch);
+        if planned.is_err() {
+            self.forget();
+        }
+        planned
+    }
+
+    /// Drops the index (the planned writes were not applied): the next call rebuilds it.
+    pub(super) fn forget(&mut self) {
+        self.index = None;
+    }
+}

@@ -1,0 +1,265 @@
+//! Turning a batch into key writes from the [`Index`], with no read of a session back: record
+//! writes are encoded from the index's copy of the record, acknowledgements are decided by its
+//! inflight entries. The only reads: the queued message `InflightSent` moves into its inflight
+//! entry, the key `MessageDropped` deletes (to know whether it is there), the keys of a removed
+//! session's queue, and, rarely, a queue's last key (after its last message left while others
+//! stayed). Every write is checked with the model's rules ([`crate::storage::recording`]) and
+//! skipped, changing nothing, where it does not follow.
+
+use std::collections::HashMap;
+
+use codec::{MqttStr, PacketId, QoS};
+
+use super::index::{Flight, Index, Indexed, LastQueued, Phase};
+use super::keys::{self, QUEUED, corrupt};
+use super::kv::{KeyWrite, KvRead};
+use super::overlay::Overlay;
+use crate::InflightState;
+use crate::storage::encoding::{self, Malformed};
+use crate::storage::recording::{apply_to_record, save};
+use crate::storage::{Committed, MessageSeq, SessionWrite, Skipped, StorageError, StoredSession};
+
+/// Records to write at the end of the batch: whether the store holds none yet, by client.
+type Dirty = HashMap<MqttStr, bool, ahash::RandomState>;
+
+/// A batch being planned.
+struct Planner<'a, K> {
+    overlay: Overlay<'a, K>,
+    index: &'a mut Index,
+    dirty: Dirty,
+}
+
+/// Whether a write applied (`true`) or was skipped.
+type Applied = Result<bool, StorageError>;
+
+/// The key writes that apply `batch`, and the writes skipped because they do not follow the
+/// stored state. Updates `index` as it goes: on `Err` it no longer matches the store.
+pub(in crate::storage) fn plan(
+    kv: &impl KvRead,
+    index: &mut Index,
+    batch: &[SessionWrite],
+) -> Result<(Vec<KeyWrite>, Committed), StorageError> {
+    let mut planner = Planner {
+        overlay: Overlay::new(kv),
+        index,
+        dirty: Dirty::default(),
+    };
+    let mut committed = Committed::default();
+    for write in batch {
+        if !planner.apply(write)? {
+            committed.skipped.push(Skipped::of(write));
+        }
+    }
+    Ok((planner.finish(), committed))
+}
+
+impl<K: KvRead> Planner<'_, K> {
+    fn apply(&mut self, write: &SessionWrite) -> Applied {
+        match write {
+            SessionWrite::RetainSet { topic, message } => {
+                let value = encoding::encode_message(message);
+                self.overlay.put(keys::retained_key(topic), value, false);
+                Ok(true)
+            }
+            SessionWrite::RetainCleared { topic } => {
+                self.overlay.delete(keys::retained_key(topic));
+                Ok(true)
+            }
+            SessionWrite::SessionSaved {
+                client_id,
+                protocol,
+                expiry,
+                ..
+            } => Ok(self.save(
+                client_id,
+                StoredSession::new(client_id.clone(), *protocol, *expiry, None),
+                write,
+            )),
+            SessionWrite::SessionRemoved { client_id } => self.remove(client_id),
+            SessionWrite::MessageQueued {
+                client_id,
+                seq,
+                message,
+            } => self.queue(client_id, *seq, || encoding::encode_message(message)),
+            SessionWrite::MessageDropped { client_id, seq } => self.drop_queued(client_id, *seq),
+            SessionWrite::InflightSent {
+                client_id,
+                seq,
+                packet_id,
+            } => self.send(client_id, *seq, *packet_id),
+            SessionWrite::InflightReleased {
+                client_id,
+                packet_id,
+            } => Ok(self.release(client_id, *packet_id)),
+            SessionWrite::InflightAcked {
+                client_id,
+                packet_id,
+            } => Ok(self.ack(client_id, *packet_id)),
+            SessionWrite::SessionDisconnected { client_id, .. }
+            | SessionWrite::Subscribed { client_id, .. }
+            | SessionWrite::Unsubscribed { client_id, .. }
+            | SessionWrite::Qos2Received { client_id, .. }
+            | SessionWrite::Qos2Released { client_id, .. } => Ok(self.record(client_id, write)),
+        }
+    }
+
+    /// The indexed session of `client_id`, if stored.
+    fn session(&mut self, client_id: &MqttStr) -> Option<&mut Indexed> {
+        self.index.sessions.get_mut(client_id)
+    }
+
+    /// `SessionSaved`: `new` is the record of a session not stored yet.
+    fn save(&mut self, client_id: &MqttStr, new: StoredSession, write: &SessionWrite) -> bool {
+        let created = !self.index.sessions.contains_key(client_id);
+        let session =
+            (self.index.sessions.entry(client_id.clone())).or_insert_with(|| Indexed::new(new));
+        save(&mut session.record, write);
+        self.dirty.entry(client_id.clone()).or_insert(created);
+        true
+    }
+
+    fn record(&mut self, client_id: &MqttStr, write: &SessionWrite) -> bool {
+        let Some(session) = self.session(client_id) else {
+            return false;
+        };
+        if apply_to_record(&mut session.record, write).is_err() {
+            return false;
+        }
+        self.dirty.entry(client_id.clone()).or_insert(false);
+        true
+    }
+
+    fn remove(&mut self, client_id: &MqttStr) -> Applied {
+        let Some(session) = self.index.sessions.remove(client_id) else {
+            return Ok(true);
+        };
+        if self.dirty.remove(client_id) != Some(true) {
+            self.overlay.delete(keys::session_key(client_id));
+        }
+        for id in session.inflight.keys() {
+            self.overlay.delete(keys::inflight_key(client_id, *id));
+        }
+        if session.queued > 0 {
+            self.overlay
+                .delete_prefix(&keys::prefix(QUEUED, client_id))?;
+        }
+        Ok(true)
+    }
+
+    fn queue(
+        &mut self,
+        client_id: &MqttStr,
+        seq: MessageSeq,
+        encode: impl FnOnce() -> Vec<u8>,
+    ) -> Applied {
+        let Some(last) = self.session(client_id).map(|s| s.last_queued) else {
+            return Ok(false);
+        };
+        let last = match last {
+            LastQueued::Empty => None,
+            LastQueued::Seq(seq) => Some(seq),
+            LastQueued::Unknown => self.stored_last_queued(client_id)?,
+        };
+        if last.is_some_and(|last| last >= seq) {
+            return Ok(false);
+        }
+        // Above every queued sequence number: the store holds no message under it.
+        self.overlay
+            .put(keys::queued_key(client_id, seq), encode(), true);
+        if let Some(session) = self.session(client_id) {
+            session.push_queued(seq);
+        }
+        Ok(true)
+    }
+
+    /// The last queued sequence number as the store (with the batch so far) has it.
+    fn stored_last_queued(&self, client_id: &MqttStr) -> Result<Option<MessageSeq>, StorageError> {
+        let prefix = keys::prefix(QUEUED, client_id);
+        match self.overlay.last_key(&prefix)? {
+            None => Ok(None),
+            Some(key) => keys::seq_of(&key, &key[prefix.len()..]).map(Some),
+        }
+    }
+
+    fn drop_queued(&mut self, client_id: &MqttStr, seq: MessageSeq) -> Applied {
+        if self.session(client_id).is_none_or(|s| s.queued == 0) {
+            return Ok(false);
+        }
+        let key = keys::queued_key(client_id, seq);
+        if !self.overlay.contains(&key)? {
+            return Ok(false);
+        }
+        self.overlay.delete(key);
+        if let Some(session) = self.session(client_id) {
+            session.remove_queued(seq);
+        }
+        Ok(true)
+    }
+
+    fn send(&mut self, client_id: &MqttStr, seq: MessageSeq, id: PacketId) -> Applied {
+        let send = self.index.next_send;
+        match self.session(client_id) {
+            Some(s) if s.queued > 0 && !s.inflight.contains_key(&id) => {}
+            _ => return Ok(false),
+        }
+        let key = keys::queued_key(client_id, seq);
+        let Some(value) = self.overlay.get(&key)? else {
+            return Ok(false);
+        };
+        let message = encoding::decode_message(&value)
+            .map_err(|Malformed| corrupt(&key, "a malformed queued message"))?;
+        let (phase, state) = match message.qos {
+            QoS::AtMostOnce => return Ok(false),
+            QoS::AtLeastOnce => (Phase::Ack, InflightState::AwaitingPubAck(message)),
+            QoS::ExactlyOnce => (Phase::Rec, InflightState::AwaitingPubRec(message)),
+        };
+        self.overlay.delete(key);
+        // Not in flight: the store holds no entry under the id.
+        let entry = encoding::encode_inflight(send, &state);
+        self.overlay
+            .put(keys::inflight_key(client_id, id), entry, true);
+        self.index.next_send += 1;
+        if let Some(session) = self.session(client_id) {
+            session.remove_queued(seq);
+            session.inflight.insert(id, Flight { send, phase });
+        }
+        Ok(true)
+    }
+
+    fn release(&mut self, client_id: &MqttStr, id: PacketId) -> bool {
+        let send = match self
+            .session(client_id)
+            .and_then(|s| s.inflight.get_mut(&id))
+        {
+            Some(flight) if flight.phase == Phase::Rec => {
+                flight.phase = Phase::Comp;
+                flight.send
+            }
+            _ => return false,
+        };
+        let entry = encoding::encode_inflight(send, &InflightState::AwaitingPubComp);
+        self.overlay
+            .put(keys::inflight_key(client_id, id), entry, false);
+        true
+    }
+
+    fn ack(&mut self, client_id: &MqttStr, id: PacketId) -> bool {
+        let acked = self.session(client_id).and_then(|s| s.inflight.remove(&id));
+        if acked.is_some() {
+            self.overlay.delete(keys::inflight_key(client_id, id));
+        }
+        acked.is_some()
+    }
+
+    /// The planned writes, with the records of the sessions whose record changed.
+    fn finish(mut self) -> Vec<KeyWrite> {
+        for (client_id, absent_before) in self.dirty {
+            if let Some(session) = self.index.sessions.get(&client_id) {
+                let record = encoding::encode_record(&session.record);
+                self.overlay
+                    .put(keys::session_key(&client_id), record, absent_before);
+            }
+        }
+        self.overlay.into_writes()
+    }
+}
