@@ -185,3 +185,47 @@ fn an_unusable_store_directory_is_named_in_the_start_error() {
         );
     }
 }
+
+/// A stored queue longer than `persistence.memory_queue_messages` lives on disk beyond that
+/// bound and comes back in order, both while the broker runs and after a restart.
+#[test]
+fn queues_beyond_the_memory_bound_are_read_back_from_disk_in_order() {
+    for engine in ENGINES {
+        let dir = temp_dir();
+        let config = format!(
+            "{}memory_queue_messages = 4\n",
+            store_config(engine, dir.path())
+        );
+        let broker = TestBroker::with_store(&config);
+        let publish_batch = |first: u8| {
+            let mut publisher = RawClient::connected_clean(broker.addr(), V5, "pub");
+            for i in first..first + 40 {
+                let qos = if i % 3 == 0 { QoS::ExactlyOnce } else { QoS::AtLeastOnce };
+                assert_eq!(publisher.publish_simple("t/a", &[i], qos), ReasonCode::Success);
+            }
+            publisher.disconnect();
+        };
+        let sub = RawClient::connected(broker.addr(), persistent_connect(V5, "sub", 3600));
+        let mut sub = {
+            let mut sub = sub;
+            sub.subscribe("t/#", QoS::ExactlyOnce);
+            sub.disconnect();
+            publish_batch(0);
+            RawClient::connected(broker.addr(), persistent_connect(V5, "sub", 3600))
+        };
+        for i in 0..40u8 {
+            let publish = sub.expect_publish_acked();
+            assert_eq!(publish.payload(), &[i], "{engine}: order while running");
+        }
+        sub.disconnect();
+        publish_batch(40);
+        drop(broker);
+        let broker = TestBroker::with_store(&config);
+        let mut sub = RawClient::connected(broker.addr(), persistent_connect(V5, "sub", 3600));
+        for i in 40..80u8 {
+            let publish = sub.expect_publish_acked();
+            assert_eq!(publish.payload(), &[i], "{engine}: order after a restart");
+        }
+        sub.expect_silence(Duration::from_millis(200));
+    }
+}

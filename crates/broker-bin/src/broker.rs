@@ -178,10 +178,10 @@ impl Broker {
 /// and at least the wall clock in microseconds, so numbers handed out by earlier runs (in-flight
 /// entries keep theirs too) are not reused unless a run handed out more than a million a second
 /// for its whole life.
-fn first_free_seq(sessions: &[session_store::storage::StoredSession]) -> u64 {
+fn first_free_seq(sessions: &[(session_store::storage::StoredSession, usize)]) -> u64 {
     let queued = sessions
         .iter()
-        .flat_map(|s| s.queued.iter().map(|(seq, _)| *seq))
+        .flat_map(|(s, _)| s.queued.iter().map(|(seq, _)| *seq))
         .max()
         .unwrap_or(0);
     let clock = std::time::SystemTime::now()

@@ -24,7 +24,7 @@ pub use inflight::{AckError, InflightState, InflightWindow};
 pub use queue::{MessageQueue, OverflowPolicy, Pushed, QueueLimits, Weighed};
 pub use session::{
     PendingWill, Session, SessionExpiry, SessionSubscription, SessionTimers, SessionTypes,
-    SubscriptionList,
+    SpilledQueue, SubscriptionList,
 };
 pub use sessions::Sessions;
 pub use storage::{Committed, Skipped, SyncMode};

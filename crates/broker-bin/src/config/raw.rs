@@ -105,6 +105,7 @@ raw_section!(
         dir: String,
         sync: String,
         sync_interval_ms: u64,
+        memory_queue_messages: u64,
     }
 );
 

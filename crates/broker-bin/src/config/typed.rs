@@ -79,6 +79,9 @@ pub struct PersistenceSettings {
     pub dir: std::path::PathBuf,
     pub sync: SyncPolicy,
     pub sync_interval: Duration,
+    /// Per stored session: queued messages held in memory; the rest stay on disk only and
+    /// are read back as the queue drains.
+    pub memory_queue_messages: u32,
 }
 
 impl PersistenceSettings {

@@ -139,6 +139,12 @@ impl RawConfig {
             dir: dir.into(),
             sync,
             sync_interval: Duration::from_millis(interval),
+            memory_queue_messages: narrow(
+                "persistence.memory_queue_messages",
+                &p.memory_queue_messages,
+                1,
+                1_000_000,
+            )?,
         })
     }
 

@@ -122,6 +122,16 @@ impl BrokerShard {
                 message: stored_message(&outgoing, ctx.now()),
             }
         });
+        if let Some(write) = queued_write.as_ref()
+            && self.goes_to_disk_only(client_id)
+        {
+            let seq = outgoing.seq;
+            self.enqueue_on_disk(ctx, client_id, seq, write.clone());
+            return;
+        }
+        let Some(session) = self.sessions.get_mut(client_id) else {
+            return;
+        };
         let limits = &self.shared.queue_limits;
         let pushed = session.queue.push(outgoing, limits);
         let refuse_conn = session
@@ -136,7 +146,7 @@ impl BrokerShard {
             self.durable.record(write);
         }
         self.count_dropped(dropped.len() as u64);
-        self.forget_stored(client_id, &dropped);
+        self.forget_stored_copies(client_id, &dropped);
         if !queued {
             self.count_dropped(1);
             if let Some(conn) = refuse_conn {
@@ -152,19 +162,15 @@ impl BrokerShard {
         self.drain_session(ctx, client_id);
     }
 
-    /// Queued copies of `client_id` that left its queue unsent: gone from the store too.
-    fn forget_stored(&mut self, client_id: &MqttStr, copies: &[Outgoing]) {
-        for copy in copies.iter().filter(|c| c.seq != 0) {
-            self.durable.record(SessionWrite::MessageDropped {
-                client_id: client_id.clone(),
-                seq: copy.seq,
-            });
-        }
+    /// Moves queued messages into the inflight window and onto the wire while the window has
+    /// room and the connection's send queue is under its bound; then, for a queue that spilled
+    /// to disk, asks for more of it once the in-memory part runs low.
+    pub(super) fn drain_session(&mut self, ctx: &mut Ctx, client_id: &MqttStr) {
+        self.send_from_queue(ctx, client_id);
+        self.refill_from_disk_if_low(client_id);
     }
 
-    /// Moves queued messages into the inflight window and onto the wire while the window has
-    /// room and the connection's send queue is under its bound.
-    pub(super) fn drain_session(&mut self, ctx: &mut Ctx, client_id: &MqttStr) {
+    fn send_from_queue(&mut self, ctx: &mut Ctx, client_id: &MqttStr) {
         let bound = self.shared.config.queues.outbound_bytes;
         let Some(session) = self.sessions.get_mut(client_id) else {
             return;
@@ -303,7 +309,7 @@ impl BrokerShard {
                     packet_id: *packet_id,
                 });
             }
-            self.forget_stored(&session.client_id, &queued);
+            self.forget_stored_copies(&session.client_id, &queued);
         }
         let copies = inflight.into_iter().map(|(_, o)| o).chain(queued);
         for mut outgoing in copies {

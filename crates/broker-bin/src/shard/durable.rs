@@ -24,7 +24,7 @@ use session_store::storage::SessionWrite;
 use super::send::NotSent;
 use super::{BrokerShard, Ctx};
 use crate::message::Outgoing;
-use crate::store::StoreBatch;
+use crate::store::{QueueRead, StoreBatch, StoreJob};
 
 /// Something sent once a ticket is durable.
 #[derive(Debug)]
@@ -48,7 +48,7 @@ struct Held {
 #[derive(Debug)]
 pub(super) struct Durability {
     /// Where batches go (`None`: nothing is stored).
-    sender: Option<SyncSender<StoreBatch>>,
+    sender: Option<SyncSender<StoreJob>>,
     /// Whether acknowledgements wait for the disk (`sync = "batch"`).
     acks_wait: bool,
     /// This turn's writes.
@@ -66,13 +66,17 @@ pub(super) struct Durability {
     held: VecDeque<Held>,
     /// Submitted tickets that wait for other shards' confirmations, in order.
     waits: VecDeque<(u64, Vec<ShardId>)>,
-    /// Batches the full channel refused, submitted first next turn.
-    unsent: VecDeque<StoreBatch>,
+    /// Reads of on-disk queues asked for this turn (sent behind this turn's batch).
+    reads: Vec<QueueRead>,
+    /// The number of the next read.
+    next_read: u64,
+    /// Jobs the full channel refused, sent first next turn.
+    unsent: VecDeque<StoreJob>,
 }
 
 impl Durability {
     /// The state for a shard whose batches go to `sender`.
-    pub(super) fn new(sender: Option<SyncSender<StoreBatch>>, acks_wait: bool) -> Self {
+    pub(super) fn new(sender: Option<SyncSender<StoreJob>>, acks_wait: bool) -> Self {
         Self {
             acks_wait: acks_wait && sender.is_some(),
             sender,
@@ -84,8 +88,31 @@ impl Durability {
             held_this_turn: false,
             held: VecDeque::new(),
             waits: VecDeque::new(),
+            reads: Vec::new(),
+            next_read: 1,
             unsent: VecDeque::new(),
         }
+    }
+
+    /// Asks for up to `limit` messages of `client_id`'s on-disk queue above `after`; the
+    /// request's number (the result comes back through `StoreState::take_reads`).
+    pub(super) fn request_read(
+        &mut self,
+        shard: ShardId,
+        client_id: MqttStr,
+        after: u64,
+        limit: usize,
+    ) -> u64 {
+        let id = self.next_read;
+        self.next_read += 1;
+        self.reads.push(QueueRead {
+            shard,
+            id,
+            client_id,
+            after,
+            limit,
+        });
+        id
     }
 
     /// Whether anything is stored.
@@ -155,14 +182,16 @@ impl Durability {
                 self.waits
                     .push_back((self.ticket, std::mem::take(&mut self.needs)));
             }
-            self.unsent.push_back(StoreBatch {
+            self.unsent.push_back(StoreJob::Batch(StoreBatch {
                 shard,
                 ticket: self.ticket,
                 writes: std::mem::take(&mut self.writes),
                 confirms: std::mem::take(&mut self.confirms),
-            });
+            }));
             self.ticket += 1;
         }
+        self.unsent
+            .extend(self.reads.drain(..).map(StoreJob::Read));
         self.needs.clear();
         self.remote_copies = false;
         self.held_this_turn = false;

@@ -23,6 +23,7 @@ mod recover;
 mod replica;
 mod routes;
 mod send;
+mod spill;
 mod subscribe;
 mod sys;
 mod takeover;
@@ -198,9 +199,11 @@ impl Handler for BrokerShard {
         self.nudge_acknowledging_shards(ctx);
         self.release_acks(ctx);
         self.release_durable(ctx);
+        self.take_queue_reads(ctx);
     }
 
     fn on_turn_end(&mut self, ctx: &mut Ctx) {
+        self.take_queue_reads(ctx);
         self.drain_backlog(ctx);
         self.flush_routes(ctx);
         self.update_gauges();

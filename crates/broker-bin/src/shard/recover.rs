@@ -25,7 +25,8 @@ impl BrokerShard {
         let now = self.shared.clock.now();
         for recovered in self.shared.recovery.take_sessions(self.id) {
             let client_id = recovered.stored.client_id.clone();
-            let session = self.rebuild_session(recovered.stored, recovered.subscriber, now);
+            let mut session = self.rebuild_session(recovered.stored, recovered.subscriber, now);
+            spill_recovered_tail(&mut session, recovered.queued_total);
             self.sessions.insert(session);
             self.recovered.push(client_id);
         }
@@ -172,5 +173,21 @@ impl BrokerShard {
                 session.set_expiry_timer(Some(timer));
             }
         }
+    }
+}
+
+/// A recovered session whose queue is longer than the part loaded keeps the rest on disk.
+fn spill_recovered_tail(session: &mut Session, queued_total: usize) {
+    let in_memory = session.queue.len();
+    let Some(after) = session.queue.iter().last().map(|o| o.seq) else {
+        return;
+    };
+    if queued_total > in_memory {
+        session.set_spilled(Some(session_store::SpilledQueue {
+            on_disk: (queued_total - in_memory) as u64,
+            after,
+            reading: None,
+            written_since_read: 0,
+        }));
     }
 }

@@ -121,7 +121,11 @@ impl BrokerShard {
 
     /// The session is here from now on: announce it, hold copies sent straight here until
     /// every shard has fenced, and give it to the claimant.
-    fn receive_session(&mut self, ctx: &mut Ctx, session: Box<Session>, claimant: Claimant) {
+    fn receive_session(&mut self, ctx: &mut Ctx, mut session: Box<Session>, claimant: Claimant) {
+        // A read of its on-disk queue asked for by the old shard answers there: ask again here.
+        if let Some(spilled) = session.spilled_mut() {
+            spilled.reading = None;
+        }
         let subscriber = session.subscriber;
         self.broadcast(
             ctx,

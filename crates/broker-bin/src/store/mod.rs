@@ -19,7 +19,8 @@ use std::sync::{Mutex, OnceLock};
 
 use crossbeam_utils::CachePadded;
 use ring_runtime::{RuntimeControl, ShardId};
-use session_store::storage::SessionWrite;
+use codec::MqttStr;
+use session_store::storage::{SessionWrite, StoredMessage};
 
 pub use convert::{
     instant_to_system, message_from_stored, outgoing_from_stored, stored_message, system_to_instant,
@@ -32,6 +33,38 @@ pub use writer::StoreThread;
 /// Batches waiting for the store thread, at most (a shard whose batch finds the channel full
 /// keeps it and retries next turn; its acknowledgements wait meanwhile).
 pub const CHANNEL_BATCHES: usize = 4096;
+
+/// What a shard asks of the store thread, handled in the order sent.
+#[derive(Debug)]
+pub enum StoreJob {
+    /// Commit a turn's writes.
+    Batch(StoreBatch),
+    /// Read back part of a session's on-disk queue (after every batch sent before it).
+    Read(QueueRead),
+}
+
+/// A request for the next messages of a session's on-disk queue.
+#[derive(Debug)]
+pub struct QueueRead {
+    /// The shard that wants them (the result goes to it).
+    pub shard: ShardId,
+    /// The request's number (the session's `SpilledQueue::reading`).
+    pub id: u64,
+    pub client_id: MqttStr,
+    /// Messages with a sequence number above this one.
+    pub after: u64,
+    pub limit: usize,
+}
+
+/// What a [`QueueRead`] found.
+#[derive(Debug)]
+pub struct QueueReadDone {
+    pub id: u64,
+    pub client_id: MqttStr,
+    /// The messages in sequence order (fewer than the limit: the disk has no more).
+    pub messages: Vec<(u64, StoredMessage)>,
+    pub limit: usize,
+}
 
 /// One shard's writes of one reactor turn.
 #[derive(Debug)]
@@ -61,7 +94,9 @@ pub struct StoreState {
     failure: OnceLock<String>,
     /// The sender shards clone theirs from (taken away once every shard has one, so the store
     /// thread ends when the last shard does).
-    sender: Mutex<Option<SyncSender<StoreBatch>>>,
+    sender: Mutex<Option<SyncSender<StoreJob>>>,
+    /// Per shard: queue reads done, waiting for the shard to take them.
+    reads: Box<[Mutex<Vec<QueueReadDone>>]>,
     /// Writes the engine skipped as not following the stored state.
     pub skipped_writes: AtomicU64,
     /// Group commits done.
@@ -78,7 +113,7 @@ impl std::fmt::Debug for StoreState {
 
 impl StoreState {
     /// State for `shards` shards whose batches go to `sender` (`None`: nothing is stored).
-    pub fn new(shards: usize, sender: Option<SyncSender<StoreBatch>>) -> Self {
+    pub fn new(shards: usize, sender: Option<SyncSender<StoreJob>>) -> Self {
         Self {
             shards,
             durable: (0..shards)
@@ -88,13 +123,14 @@ impl StoreState {
             control: OnceLock::new(),
             failure: OnceLock::new(),
             sender: Mutex::new(sender),
+            reads: (0..shards).map(|_| Mutex::new(Vec::new())).collect(),
             skipped_writes: AtomicU64::new(0),
             commits: AtomicU64::new(0),
         }
     }
 
     /// A sender for one shard (`None` when nothing is stored).
-    pub fn sender(&self) -> Option<SyncSender<StoreBatch>> {
+    pub fn sender(&self) -> Option<SyncSender<StoreJob>> {
         self.sender.lock().ok()?.clone()
     }
 
@@ -123,6 +159,24 @@ impl StoreState {
     /// Why the store failed, if it did.
     pub fn failure(&self) -> Option<&str> {
         self.failure.get().map(String::as_str)
+    }
+
+    /// The queue reads done for `shard` since it last asked.
+    pub fn take_reads(&self, shard: ShardId) -> Vec<QueueReadDone> {
+        match self.reads[shard.index()].lock() {
+            Ok(mut reads) if !reads.is_empty() => std::mem::take(&mut *reads),
+            _ => Vec::new(),
+        }
+    }
+
+    /// Hands a read's result to its shard and wakes it.
+    fn deliver_read(&self, shard: ShardId, done: QueueReadDone) {
+        if let Ok(mut reads) = self.reads[shard.index()].lock() {
+            reads.push(done);
+        }
+        if let Some(control) = self.control.get() {
+            control.wake(shard);
+        }
     }
 
     /// Publishes what a group commit made durable and wakes the shards it concerns.

@@ -21,8 +21,11 @@ use crate::shared::{SessionLocation, Shared};
 /// A stored session dealt to a shard, with the subscriber key it runs under now.
 #[derive(Debug)]
 pub struct RecoveredSession {
+    /// The session, with the in-memory part of its queue.
     pub stored: StoredSession,
     pub subscriber: SubscriberId,
+    /// Its whole queue's length (the part beyond `stored.queued` stays on disk).
+    pub queued_total: usize,
 }
 
 /// What every shard's replica starts from.
@@ -70,7 +73,7 @@ impl Recovery {
     pub fn deal(
         &self,
         shared: &Shared,
-        sessions: Vec<StoredSession>,
+        sessions: Vec<(StoredSession, usize)>,
         retained: Vec<(MqttStr, StoredMessage)>,
         shards: usize,
     ) {
@@ -79,7 +82,7 @@ impl Recovery {
             retained,
             ..ReplicaSeed::default()
         };
-        for (index, stored) in sessions.into_iter().enumerate() {
+        for (index, (stored, queued_total)) in sessions.into_iter().enumerate() {
             let shard = ShardId::new((index % shards) as u16);
             let subscriber = shared.new_subscriber();
             shared.sessions.insert(
@@ -94,7 +97,11 @@ impl Recovery {
             for subscription in &stored.subscriptions {
                 seed.subscriptions.push((subscriber, subscription.clone()));
             }
-            dealt[shard.index()].push(RecoveredSession { stored, subscriber });
+            dealt[shard.index()].push(RecoveredSession {
+                stored,
+                subscriber,
+                queued_total,
+            });
         }
         if let Ok(mut sessions) = self.sessions.lock() {
             *sessions = dealt;
@@ -122,7 +129,8 @@ pub struct StoreOpenError {
 /// What a start-up recovery found.
 pub struct Opened {
     pub storage: Box<dyn SessionStorage>,
-    pub sessions: Vec<StoredSession>,
+    /// Each session with the in-memory part of its queue, and its whole queue's length.
+    pub sessions: Vec<(StoredSession, usize)>,
     pub retained: Vec<(MqttStr, StoredMessage)>,
 }
 
@@ -144,14 +152,17 @@ pub fn open_and_recover(settings: &PersistenceSettings) -> Result<Option<Opened>
         StorageEngine::Sled => Box::new(SledStorage::open(&settings.dir, sync).map_err(fail)?),
         StorageEngine::Redb => Box::new(RedbStorage::open(&settings.dir, sync).map_err(fail)?),
     };
-    let loaded = storage.load().map_err(fail)?;
-    let (live, expired) = split_expired(loaded.sessions, SystemTime::now());
+    let memory_queue = settings.memory_queue_messages as usize;
+    let paged = storage.load_paged(memory_queue).map_err(fail)?;
+    let loaded = paged.recovered;
+    let sessions = loaded.sessions.into_iter().zip(paged.queued_totals).collect();
+    let (live, expired) = split_expired(sessions, SystemTime::now());
     if !expired.is_empty() {
         storage.commit(&expired).map_err(fail)?;
         storage.sync().map_err(fail)?;
     }
-    let queued: usize = live.iter().map(|s| s.queued.len()).sum();
-    let inflight: usize = live.iter().map(|s| s.inflight.len()).sum();
+    let queued: usize = live.iter().map(|(_, total)| total).sum();
+    let inflight: usize = live.iter().map(|(s, _)| s.inflight.len()).sum();
     tracing::info!(
         engine = settings.engine.name(),
         dir = %settings.dir.display(),
@@ -170,20 +181,21 @@ pub fn open_and_recover(settings: &PersistenceSettings) -> Result<Option<Opened>
     }))
 }
 
-/// The sessions still alive at `now`, and the removals of those whose expiry ran out.
+/// The sessions still alive at `now` (with their whole queue lengths), and the removals of
+/// those whose expiry ran out.
 fn split_expired(
-    sessions: Vec<StoredSession>,
+    sessions: Vec<(StoredSession, usize)>,
     now: SystemTime,
-) -> (Vec<StoredSession>, Vec<SessionWrite>) {
+) -> (Vec<(StoredSession, usize)>, Vec<SessionWrite>) {
     let mut live = Vec::with_capacity(sessions.len());
     let mut expired = Vec::new();
-    for session in sessions {
+    for (session, total) in sessions {
         if has_expired(&session, now) {
             expired.push(SessionWrite::SessionRemoved {
                 client_id: session.client_id,
             });
         } else {
-            live.push(session);
+            live.push((session, total));
         }
     }
     (live, expired)

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use session_store::storage::{SessionStorage, SessionWrite, StorageError};
 
-use super::{StoreBatch, StoreState};
+use super::{QueueRead, QueueReadDone, StoreBatch, StoreJob, StoreState};
 use crate::config::SyncPolicy;
 
 /// Most batches one group commit takes (the rest go in the next).
@@ -26,7 +26,7 @@ impl StoreThread {
     /// Starts the thread: it commits what arrives on `batches` until every sender is gone.
     pub fn start(
         storage: Box<dyn SessionStorage>,
-        batches: Receiver<StoreBatch>,
+        batches: Receiver<StoreJob>,
         state: Arc<StoreState>,
         sync: SyncPolicy,
         interval: Duration,
@@ -60,7 +60,7 @@ impl StoreThread {
 
 struct Writer {
     storage: Box<dyn SessionStorage>,
-    batches: Receiver<StoreBatch>,
+    batches: Receiver<StoreJob>,
     state: Arc<StoreState>,
     sync: SyncPolicy,
     interval: Duration,
@@ -72,14 +72,7 @@ struct Writer {
 impl Writer {
     fn run(mut self) {
         while let Some(first) = self.next_batch() {
-            let mut group = vec![first];
-            while group.len() < MAX_GROUP {
-                match self.batches.try_recv() {
-                    Ok(batch) => group.push(batch),
-                    Err(_) => break,
-                }
-            }
-            if let Err(error) = self.commit(&mut group) {
+            if let Err(error) = self.handle_waiting(first) {
                 self.state.fail(error.to_string());
                 return;
             }
@@ -89,9 +82,47 @@ impl Writer {
         }
     }
 
+    /// Handles `first` and every job waiting behind it, in order: consecutive batches as one
+    /// group commit, a read after the batches sent before it are committed.
+    fn handle_waiting(&mut self, first: StoreJob) -> Result<(), StorageError> {
+        let mut group = Vec::new();
+        let mut next = Some(first);
+        let mut taken = 0;
+        while let Some(job) = next {
+            taken += 1;
+            match job {
+                StoreJob::Batch(batch) => group.push(batch),
+                StoreJob::Read(read) => {
+                    self.commit(&mut group)?;
+                    group.clear();
+                    self.read(read)?;
+                }
+            }
+            next = (taken < MAX_GROUP)
+                .then(|| self.batches.try_recv().ok())
+                .flatten();
+        }
+        self.commit(&mut group)
+    }
+
+    /// Reads part of a session's on-disk queue for its shard.
+    fn read(&mut self, read: QueueRead) -> Result<(), StorageError> {
+        let messages = self
+            .storage
+            .queued_after(&read.client_id, Some(read.after), read.limit)?;
+        let done = QueueReadDone {
+            id: read.id,
+            client_id: read.client_id,
+            messages,
+            limit: read.limit,
+        };
+        self.state.deliver_read(read.shard, done);
+        Ok(())
+    }
+
     /// The next batch, or `None` once every shard is gone; with the `interval` policy, syncs
     /// when the interval ran out while waiting.
-    fn next_batch(&mut self) -> Option<StoreBatch> {
+    fn next_batch(&mut self) -> Option<StoreJob> {
         loop {
             if self.sync == SyncPolicy::Batch || !self.unsynced {
                 return self.batches.recv().ok();
@@ -112,6 +143,9 @@ impl Writer {
 
     /// Commits a group as one batch, then publishes what became durable.
     fn commit(&mut self, group: &mut [StoreBatch]) -> Result<(), StorageError> {
+        if group.is_empty() {
+            return Ok(());
+        }
         let writes: Vec<SessionWrite> = group
             .iter_mut()
             .flat_map(|batch| std::mem::take(&mut batch.writes))

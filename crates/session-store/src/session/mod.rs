@@ -106,8 +106,41 @@ pub struct Session<T: SessionTypes> {
     pub will: Option<Box<PendingWill>>,
     /// Its current connection.
     pub conn: Option<T::Conn>,
-    /// Its expiry and will-delay timers (armed while disconnected).
-    timers: Option<Box<SessionTimers<T::Timer>>>,
+    /// Its expiry and will-delay timers (armed while disconnected) and its on-disk queue tail;
+    /// boxed and allocated only while it has one of them.
+    extras: Option<Box<SessionExtras<T::Timer>>>,
+}
+
+/// The rarely present parts of a session.
+#[derive(Debug)]
+struct SessionExtras<T> {
+    timers: SessionTimers<T>,
+    /// Queued messages held on disk only, beyond the in-memory part of the queue (a stored
+    /// session whose queue outgrew its memory bound).
+    spilled: Option<SpilledQueue>,
+}
+
+impl<T> Default for SessionExtras<T> {
+    fn default() -> Self {
+        Self {
+            timers: SessionTimers::default(),
+            spilled: None,
+        }
+    }
+}
+
+/// The on-disk-only tail of a stored session's queue: every stored queued message with a
+/// sequence number above `after` is on disk only; the in-memory queue holds the ones before.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SpilledQueue {
+    /// Messages on disk only (as counted here; the disk has the last word).
+    pub on_disk: u64,
+    /// Every queued message above this sequence number is on disk only.
+    pub after: u64,
+    /// The read back now under way, if any (its number: a result for another is stale).
+    pub reading: Option<u64>,
+    /// Messages put on disk since that read was asked for (it cannot see them).
+    pub written_since_read: u64,
 }
 
 impl<T: SessionTypes> Session<T> {
@@ -125,38 +158,57 @@ impl<T: SessionTypes> Session<T> {
             expiry: SessionExpiry::OnClose,
             will: None,
             conn: None,
-            timers: None,
+            extras: None,
         })
     }
 
     /// Takes both timers (to disarm them).
     pub fn take_timers(&mut self) -> SessionTimers<T::Timer> {
-        self.timers.take().map(|t| *t).unwrap_or_default()
+        let Some(extras) = self.extras.as_mut() else {
+            return SessionTimers::default();
+        };
+        let timers = std::mem::take(&mut extras.timers);
+        self.free_extras_if_empty();
+        timers
+    }
+
+    /// The on-disk-only tail of its queue, if it has one.
+    pub fn spilled(&self) -> Option<&SpilledQueue> {
+        self.extras.as_ref()?.spilled.as_ref()
+    }
+
+    /// See [`Self::spilled`].
+    pub fn spilled_mut(&mut self) -> Option<&mut SpilledQueue> {
+        self.extras.as_mut()?.spilled.as_mut()
+    }
+
+    /// Sets (or clears) the on-disk-only tail of its queue.
+    pub fn set_spilled(&mut self, spilled: Option<SpilledQueue>) {
+        self.extras_mut().spilled = spilled;
+        self.free_extras_if_empty();
     }
 
     /// Records the expiry timer.
     pub fn set_expiry_timer(&mut self, timer: Option<T::Timer>) {
-        self.timers_mut().expiry = timer;
-        self.free_timers_if_none();
+        self.extras_mut().timers.expiry = timer;
+        self.free_extras_if_empty();
     }
 
     /// Records the will-delay timer.
     pub fn set_will_timer(&mut self, timer: Option<T::Timer>) {
-        self.timers_mut().will = timer;
-        self.free_timers_if_none();
+        self.extras_mut().timers.will = timer;
+        self.free_extras_if_empty();
     }
 
-    fn timers_mut(&mut self) -> &mut SessionTimers<T::Timer> {
-        self.timers.get_or_insert_with(Box::default)
+    fn extras_mut(&mut self) -> &mut SessionExtras<T::Timer> {
+        self.extras.get_or_insert_with(Box::default)
     }
 
-    fn free_timers_if_none(&mut self) {
-        if self
-            .timers
-            .as_ref()
-            .is_some_and(|t| t.expiry.is_none() && t.will.is_none())
-        {
-            self.timers = None;
+    fn free_extras_if_empty(&mut self) {
+        if self.extras.as_ref().is_some_and(|e| {
+            e.timers.expiry.is_none() && e.timers.will.is_none() && e.spilled.is_none()
+        }) {
+            self.extras = None;
         }
     }
 }
@@ -210,17 +262,17 @@ pub(crate) mod tests {
     fn timers_are_boxed_only_while_armed() {
         let id = MqttStr::from_bytes(bytes::Bytes::from_static(b"c")).unwrap();
         let mut session = Session::<TestTypes>::new(id, 1, 10);
-        assert!(session.timers.is_none());
+        assert!(session.extras.is_none());
         session.set_expiry_timer(Some((1, 2)));
         session.set_will_timer(Some((3, 4)));
         session.set_expiry_timer(None);
-        assert!(session.timers.is_some());
+        assert!(session.extras.is_some());
         session.set_will_timer(None);
-        assert!(session.timers.is_none());
+        assert!(session.extras.is_none());
         session.set_will_timer(Some((3, 4)));
         let taken = session.take_timers();
         assert_eq!((taken.expiry, taken.will), (None, Some((3, 4))));
-        assert!(session.timers.is_none());
+        assert!(session.extras.is_none());
     }
 
     #[test]

@@ -1,0 +1,180 @@
+//! Stored queues beyond memory: a stored session keeps at most
+//! `persistence.memory_queue_messages` queued copies in memory; later copies go to disk only
+//! (`SpilledQueue`), and are read back through the store thread as the in-memory part drains.
+//! Every disk-only copy has a higher sequence number than every in-memory one, so a read of
+//! "the next ones above `after`" returns exactly the disk-only tail, in order.
+
+use codec::{MqttStr, ReasonCode};
+use session_store::storage::SessionWrite;
+use session_store::{OverflowPolicy, Pushed, SpilledQueue};
+use tracing::debug;
+
+use super::{BrokerShard, Ctx};
+use crate::message::Outgoing;
+use crate::store::{QueueReadDone, outgoing_from_stored};
+
+impl BrokerShard {
+    /// The in-memory bound of a stored session's queue.
+    fn memory_queue_limit(&self) -> usize {
+        self.shared.config.persistence.memory_queue_messages as usize
+    }
+
+    /// Whether a stored copy for `client_id` goes to disk only: its queue already spilled, or
+    /// its in-memory part is full.
+    pub(super) fn goes_to_disk_only(&self, client_id: &MqttStr) -> bool {
+        self.sessions.get(client_id).is_some_and(|s| {
+            s.spilled().is_some() || s.queue.len() >= self.memory_queue_limit()
+        })
+    }
+
+    /// Queues a stored copy on disk only (`queued` is its `MessageQueued`), within the
+    /// session's whole-queue bound (`queues.max_queued_messages`, memory and disk together).
+    pub(super) fn enqueue_on_disk(
+        &mut self,
+        ctx: &mut Ctx,
+        client_id: &MqttStr,
+        seq: u64,
+        queued: SessionWrite,
+    ) {
+        let limits = &self.shared.queue_limits;
+        let Some(session) = self.sessions.get_mut(client_id) else {
+            return;
+        };
+        let on_disk = session.spilled().map_or(0, |s| s.on_disk);
+        if session.queue.len() as u64 + on_disk >= limits.max_len as u64 {
+            let oldest = match limits.policy {
+                OverflowPolicy::DropOldest => session.queue.pop(),
+                OverflowPolicy::Refuse => None,
+            };
+            let conn = session.conn;
+            self.count_dropped(1);
+            match oldest {
+                Some(oldest) => self.forget_stored_copies(client_id, &[oldest]),
+                None => {
+                    if let Some(conn) = conn.filter(|_| limits.policy == OverflowPolicy::Refuse) {
+                        debug!(client = client_id.as_str(), "slow consumer: queue full, disconnecting");
+                        self.send_disconnect(ctx, conn, ReasonCode::QuotaExceeded);
+                        self.close_connection(ctx, conn);
+                    }
+                    return;
+                }
+            }
+        }
+        self.durable.record(queued);
+        let Some(session) = self.sessions.get_mut(client_id) else {
+            return;
+        };
+        match session.spilled_mut() {
+            Some(spilled) => {
+                spilled.on_disk += 1;
+                spilled.written_since_read += 1;
+            }
+            None => session.set_spilled(Some(SpilledQueue {
+                on_disk: 1,
+                after: seq - 1,
+                reading: None,
+                written_since_read: 1,
+            })),
+        }
+    }
+
+    /// Asks for the next part of the on-disk queue once the in-memory part is half empty.
+    pub(super) fn refill_from_disk_if_low(&mut self, client_id: &MqttStr) {
+        let limit = self.memory_queue_limit();
+        let shard = self.id;
+        let Some(session) = self.sessions.get_mut(client_id) else {
+            return;
+        };
+        let in_memory = session.queue.len();
+        let Some(spilled) = session.spilled_mut() else {
+            return;
+        };
+        if spilled.reading.is_some() || in_memory > limit / 2 {
+            return;
+        }
+        let after = spilled.after;
+        spilled.written_since_read = 0;
+        let id = self
+            .durable
+            .request_read(shard, client_id.clone(), after, limit - in_memory);
+        if let Some(spilled) = self
+            .sessions
+            .get_mut(client_id)
+            .and_then(|s| s.spilled_mut())
+        {
+            spilled.reading = Some(id);
+        }
+    }
+
+    /// Takes the reads the store thread finished: their messages join the in-memory queues.
+    pub(super) fn take_queue_reads(&mut self, ctx: &mut Ctx) {
+        let Some(store) = self.shared.store.clone() else {
+            return;
+        };
+        for done in store.take_reads(self.id) {
+            let client_id = done.client_id.clone();
+            if self.refill(ctx, done) {
+                self.drain_session(ctx, &client_id);
+            }
+        }
+    }
+
+    /// Appends a read's messages to the session's in-memory queue; false for a stale read.
+    fn refill(&mut self, ctx: &mut Ctx, done: QueueReadDone) -> bool {
+        let now = ctx.now();
+        let limits = &self.shared.queue_limits;
+        let Some(session) = self.sessions.get_mut(&done.client_id) else {
+            return false;
+        };
+        if session.spilled().and_then(|s| s.reading) != Some(done.id) {
+            return false;
+        }
+        let read = done.messages.len();
+        let mut after = None;
+        let mut dropped = Vec::new();
+        for (seq, stored) in &done.messages {
+            after = Some(*seq);
+            let Some(outgoing) = outgoing_from_stored(stored, *seq, now) else {
+                continue;
+            };
+            match session.queue.push(outgoing, limits) {
+                Pushed::Queued => {}
+                Pushed::DroppedOldest(older) => dropped.extend(older),
+                Pushed::Refused { message, dropped: older } => {
+                    dropped.extend(older);
+                    dropped.push(message);
+                }
+            }
+        }
+        let spilled = session
+            .spilled_mut()
+            .expect("invariant: checked above");
+        spilled.reading = None;
+        if let Some(after) = after {
+            spilled.after = after;
+        }
+        // A short read saw the whole disk tail as it was when asked: what is on disk now is
+        // what was written since.
+        spilled.on_disk = if read < done.limit {
+            spilled.written_since_read
+        } else {
+            spilled.on_disk.saturating_sub(read as u64)
+        };
+        if spilled.on_disk == 0 {
+            session.set_spilled(None);
+        }
+        self.count_dropped(dropped.len() as u64);
+        self.forget_stored_copies(&done.client_id, &dropped);
+        true
+    }
+
+    /// Stored copies that left the queue unsent: gone from the store too.
+    pub(super) fn forget_stored_copies(&mut self, client_id: &MqttStr, copies: &[Outgoing]) {
+        for copy in copies.iter().filter(|c| c.seq != 0) {
+            self.durable.record(SessionWrite::MessageDropped {
+                client_id: client_id.clone(),
+                seq: copy.seq,
+            });
+        }
+    }
+}
