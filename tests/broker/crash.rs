@@ -68,7 +68,10 @@ impl BrokerProcess {
             .expect("start the broker binary");
         let deadline = Instant::now() + Duration::from_secs(20);
         while TcpStream::connect(addr).is_err() {
-            assert!(Instant::now() < deadline, "the broker did not start listening");
+            assert!(
+                Instant::now() < deadline,
+                "the broker did not start listening"
+            );
             std::thread::sleep(Duration::from_millis(20));
         }
         Self { child, addr }
@@ -144,8 +147,16 @@ fn publish_until_closed(addr: SocketAddr, name: &str, base: u64) -> Vec<(QoS, u6
     let mut client = RawClient::connected(addr, persistent_connect(V5, name, 0));
     let mut acked = Vec::new();
     for n in base.. {
-        let qos = if n % 2 == 1 { QoS::ExactlyOnce } else { QoS::AtLeastOnce };
-        let topic = if qos == QoS::ExactlyOnce { "crash/2" } else { "crash/1" };
+        let qos = if n % 2 == 1 {
+            QoS::ExactlyOnce
+        } else {
+            QoS::AtLeastOnce
+        };
+        let topic = if qos == QoS::ExactlyOnce {
+            "crash/2"
+        } else {
+            "crash/1"
+        };
         let id = client.next_packet_id();
         let publish = publish_packet(topic, n.to_string().as_bytes(), qos, Some(id));
         client.send(&Packet::Publish(publish));
@@ -195,7 +206,11 @@ fn crash_round(engine: &str, round: usize) {
     };
     let addr = broker.addr;
     let publishers: Vec<_> = (0..2u64)
-        .map(|p| std::thread::spawn(move || publish_until_closed(addr, &format!("crash-pub-{p}"), p * 1_000_000)))
+        .map(|p| {
+            std::thread::spawn(move || {
+                publish_until_closed(addr, &format!("crash-pub-{p}"), p * 1_000_000)
+            })
+        })
         .collect();
     std::thread::sleep(Duration::from_millis(random_between(150, 700, round)));
     broker.kill_9();
@@ -204,25 +219,48 @@ fn crash_round(engine: &str, round: usize) {
         .flat_map(|p| p.join().expect("publisher thread"))
         .collect();
     subscriber.join().expect("subscriber thread");
-    assert!(!acked.is_empty(), "{engine} round {round}: nothing was acknowledged before the kill");
+    assert!(
+        !acked.is_empty(),
+        "{engine} round {round}: nothing was acknowledged before the kill"
+    );
 
     let broker = BrokerProcess::start(engine, &store);
     let (mut sub, connack) =
         RawClient::connect(broker.addr, persistent_connect(V5, SUBSCRIBER, 3600));
-    assert!(connack.session_present, "{engine} round {round}: the session is back");
-    let mut seen = Arc::try_unwrap(seen).ok().expect("one owner").into_inner().unwrap();
-    let missing = |seen: &Seen| acked.iter().filter(|m| !seen.counts.contains_key(m)).count();
+    assert!(
+        connack.session_present,
+        "{engine} round {round}: the session is back"
+    );
+    let mut seen = Arc::try_unwrap(seen)
+        .ok()
+        .expect("one owner")
+        .into_inner()
+        .unwrap();
+    let missing = |seen: &Seen| {
+        acked
+            .iter()
+            .filter(|m| !seen.counts.contains_key(m))
+            .count()
+    };
     let deadline = Instant::now() + Duration::from_secs(20);
     while missing(&seen) > 0 && Instant::now() < deadline {
         if let Event::Packet(packet) = sub.next_event(Duration::from_millis(200)) {
             handle(&mut sub, &mut seen, *packet);
         }
     }
-    assert_eq!(missing(&seen), 0, "{engine} round {round}: acknowledged messages lost (of {})", acked.len());
+    assert_eq!(
+        missing(&seen),
+        0,
+        "{engine} round {round}: acknowledged messages lost (of {})",
+        acked.len()
+    );
     let duplicates: Vec<_> = (seen.counts.iter())
         .filter(|((qos, _), count)| *qos == QoS::ExactlyOnce && **count > 1)
         .collect();
-    assert!(duplicates.is_empty(), "{engine} round {round}: QoS 2 delivered twice: {duplicates:?}");
+    assert!(
+        duplicates.is_empty(),
+        "{engine} round {round}: QoS 2 delivered twice: {duplicates:?}"
+    );
 
     let mut publisher = RawClient::connected(broker.addr, persistent_connect(V5, "crash-after", 0));
     publisher.publish_simple("crash/1", b"424242", QoS::AtLeastOnce);
@@ -234,7 +272,11 @@ fn crash_round(engine: &str, round: usize) {
     let mut fresh = RawClient::connected(broker.addr, persistent_connect(V5, "crash-fresh", 0));
     fresh.subscribe("crash/retained", QoS::AtLeastOnce);
     let kept = fresh.expect_publish_on("crash/retained");
-    assert_eq!(kept.payload(), b"kept", "{engine} round {round}: retained message");
+    assert_eq!(
+        kept.payload(),
+        b"kept",
+        "{engine} round {round}: retained message"
+    );
     eprintln!(
         "crash {engine} round {round}: {} acknowledged before the kill, all delivered after the restart",
         acked.len()
@@ -246,5 +288,8 @@ fn random_between(low: u64, high: u64, round: usize) -> u64 {
     let nanos = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.subsec_nanos() as u64);
-    low + (nanos.wrapping_mul(2654435761).wrapping_add(round as u64 * 7919)) % (high - low)
+    low + (nanos
+        .wrapping_mul(2654435761)
+        .wrapping_add(round as u64 * 7919))
+        % (high - low)
 }

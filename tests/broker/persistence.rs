@@ -200,8 +200,15 @@ fn queues_beyond_the_memory_bound_are_read_back_from_disk_in_order() {
         let publish_batch = |first: u8| {
             let mut publisher = RawClient::connected_clean(broker.addr(), V5, "pub");
             for i in first..first + 40 {
-                let qos = if i % 3 == 0 { QoS::ExactlyOnce } else { QoS::AtLeastOnce };
-                assert_eq!(publisher.publish_simple("t/a", &[i], qos), ReasonCode::Success);
+                let qos = if i % 3 == 0 {
+                    QoS::ExactlyOnce
+                } else {
+                    QoS::AtLeastOnce
+                };
+                assert_eq!(
+                    publisher.publish_simple("t/a", &[i], qos),
+                    ReasonCode::Success
+                );
             }
             publisher.disconnect();
         };

@@ -67,8 +67,7 @@ impl Broker {
         let mut shared = Shared::with_clock(config, shards, auth, clock);
         let mut store = None;
         if let Some(opened) = opened {
-            let first_seq = first_free_seq(&opened.sessions);
-            shared.next_seq = std::sync::atomic::AtomicU64::new(first_seq);
+            shared.next_seq = std::sync::atomic::AtomicU64::new(opened.max_queued_seq + 1);
             shared
                 .recovery
                 .deal(&shared, opened.sessions, opened.retained, shards);
@@ -172,22 +171,6 @@ impl Broker {
         }
         Ok(())
     }
-}
-
-/// The first stored-queue sequence number of this run: above every recovered queued message,
-/// and at least the wall clock in microseconds, so numbers handed out by earlier runs (in-flight
-/// entries keep theirs too) are not reused unless a run handed out more than a million a second
-/// for its whole life.
-fn first_free_seq(sessions: &[(session_store::storage::StoredSession, usize)]) -> u64 {
-    let queued = sessions
-        .iter()
-        .flat_map(|(s, _)| s.queued.iter().map(|(seq, _)| *seq))
-        .max()
-        .unwrap_or(0);
-    let clock = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_micros() as u64);
-    (queued + 1).max(clock)
 }
 
 /// Debug builds only: the test-only fault hooks of [`crate::fault_injection`].

@@ -190,8 +190,7 @@ impl Durability {
             }));
             self.ticket += 1;
         }
-        self.unsent
-            .extend(self.reads.drain(..).map(StoreJob::Read));
+        self.unsent.extend(self.reads.drain(..).map(StoreJob::Read));
         self.needs.clear();
         self.remote_copies = false;
         self.held_this_turn = false;

@@ -22,9 +22,9 @@ impl BrokerShard {
     /// Whether a stored copy for `client_id` goes to disk only: its queue already spilled, or
     /// its in-memory part is full.
     pub(super) fn goes_to_disk_only(&self, client_id: &MqttStr) -> bool {
-        self.sessions.get(client_id).is_some_and(|s| {
-            s.spilled().is_some() || s.queue.len() >= self.memory_queue_limit()
-        })
+        self.sessions
+            .get(client_id)
+            .is_some_and(|s| s.spilled().is_some() || s.queue.len() >= self.memory_queue_limit())
     }
 
     /// Queues a stored copy on disk only (`queued` is its `MessageQueued`), within the
@@ -52,7 +52,10 @@ impl BrokerShard {
                 Some(oldest) => self.forget_stored_copies(client_id, &[oldest]),
                 None => {
                     if let Some(conn) = conn.filter(|_| limits.policy == OverflowPolicy::Refuse) {
-                        debug!(client = client_id.as_str(), "slow consumer: queue full, disconnecting");
+                        debug!(
+                            client = client_id.as_str(),
+                            "slow consumer: queue full, disconnecting"
+                        );
                         self.send_disconnect(ctx, conn, ReasonCode::QuotaExceeded);
                         self.close_connection(ctx, conn);
                     }
@@ -140,15 +143,16 @@ impl BrokerShard {
             match session.queue.push(outgoing, limits) {
                 Pushed::Queued => {}
                 Pushed::DroppedOldest(older) => dropped.extend(older),
-                Pushed::Refused { message, dropped: older } => {
+                Pushed::Refused {
+                    message,
+                    dropped: older,
+                } => {
                     dropped.extend(older);
                     dropped.push(message);
                 }
             }
         }
-        let spilled = session
-            .spilled_mut()
-            .expect("invariant: checked above");
+        let spilled = session.spilled_mut().expect("invariant: checked above");
         spilled.reading = None;
         if let Some(after) = after {
             spilled.after = after;

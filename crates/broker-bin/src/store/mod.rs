@@ -17,9 +17,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::SyncSender;
 use std::sync::{Mutex, OnceLock};
 
+use codec::MqttStr;
 use crossbeam_utils::CachePadded;
 use ring_runtime::{RuntimeControl, ShardId};
-use codec::MqttStr;
 use session_store::storage::{SessionWrite, StoredMessage};
 
 pub use convert::{

@@ -131,6 +131,8 @@ pub struct Opened {
     pub storage: Box<dyn SessionStorage>,
     /// Each session with the in-memory part of its queue, and its whole queue's length.
     pub sessions: Vec<(StoredSession, usize)>,
+    /// The highest stored queued sequence number (new ones must be above it).
+    pub max_queued_seq: u64,
     pub retained: Vec<(MqttStr, StoredMessage)>,
 }
 
@@ -155,7 +157,12 @@ pub fn open_and_recover(settings: &PersistenceSettings) -> Result<Option<Opened>
     let memory_queue = settings.memory_queue_messages as usize;
     let paged = storage.load_paged(memory_queue).map_err(fail)?;
     let loaded = paged.recovered;
-    let sessions = loaded.sessions.into_iter().zip(paged.queued_totals).collect();
+    let max_queued_seq = paged.max_queued_seq;
+    let sessions = loaded
+        .sessions
+        .into_iter()
+        .zip(paged.queued_totals)
+        .collect();
     let (live, expired) = split_expired(sessions, SystemTime::now());
     if !expired.is_empty() {
         storage.commit(&expired).map_err(fail)?;
@@ -175,6 +182,7 @@ pub fn open_and_recover(settings: &PersistenceSettings) -> Result<Option<Opened>
         "persistent state recovered"
     );
     Ok(Some(Opened {
+        max_queued_seq,
         storage,
         sessions: live,
         retained: loaded.retained,

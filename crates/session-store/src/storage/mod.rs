@@ -160,6 +160,10 @@ pub trait SessionStorage: Send {
     /// the messages beyond the first are not decoded.
     fn load_paged(&mut self, queued: usize) -> Result<PagedRecovered, StorageError> {
         let mut recovered = self.load()?;
+        let max_queued_seq = (recovered.sessions.iter())
+            .filter_map(|s| s.queued.last().map(|(seq, _)| *seq))
+            .max()
+            .unwrap_or(0);
         let queued_totals = (recovered.sessions.iter_mut())
             .map(|session| {
                 let total = session.queued.len();
@@ -170,6 +174,7 @@ pub trait SessionStorage: Send {
         Ok(PagedRecovered {
             recovered,
             queued_totals,
+            max_queued_seq,
         })
     }
 }

@@ -218,4 +218,7 @@ pub struct PagedRecovered {
     pub recovered: Recovered,
     /// Each session's whole queue length, in the order of `recovered.sessions`.
     pub queued_totals: Vec<usize>,
+    /// The highest sequence number of any queued message, loaded or not (0 for none): new
+    /// ones must be above it.
+    pub max_queued_seq: MessageSeq,
 }

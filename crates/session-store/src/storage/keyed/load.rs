@@ -5,7 +5,7 @@ use std::collections::HashMap;
 
 use codec::{MqttStr, PacketId};
 
-use super::index::{Flight, Index, Indexed, Phase};
+use super::index::{Flight, Index, Indexed, LastQueued, Phase};
 use super::keys::{self, INFLIGHT, QUEUED, RETAINED, SESSION, corrupt};
 use super::kv::KvRead;
 use crate::InflightState;
@@ -40,6 +40,7 @@ pub(in crate::storage) fn load_all(
         retained: load_retained(kv)?,
     };
     let mut queued_totals = Vec::with_capacity(sessions.len());
+    let mut max_queued_seq = 0;
     for Loading {
         mut session,
         indexed,
@@ -51,12 +52,16 @@ pub(in crate::storage) fn load_all(
             .map(|(_, id, state)| (id, state))
             .collect();
         queued_totals.push(usize::try_from(indexed.queued).unwrap_or(usize::MAX));
+        if let LastQueued::Seq(seq) = indexed.last_queued {
+            max_queued_seq = max_queued_seq.max(seq);
+        }
         index.sessions.insert(session.client_id.clone(), indexed);
         recovered.sessions.push(session);
     }
     let paged = PagedRecovered {
         recovered,
         queued_totals,
+        max_queued_seq,
     };
     Ok((paged, index))
 }
