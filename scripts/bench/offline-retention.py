@@ -32,6 +32,8 @@ PORT = int(os.environ.get("PORT", 18_992))
 BIN = os.environ.get("RINGMQ_BIN", "target/release/ringmq")
 SETTLE_S = float(os.environ.get("SETTLE_S", 3))
 CONFIG = """
+[persistence]
+engine = "none"
 [queues]
 max_queued_bytes = 4294967296
 max_total_queued_bytes = 17179869184

@@ -45,7 +45,8 @@ def offline_session(n):
 
 def main():
     config = tempfile.NamedTemporaryFile("w", suffix=".toml", delete=False)
-    config.write(f"[runtime]\nshards = {SHARDS}\n")
+    # Memory only: this measures what an offline session costs in RAM.
+    config.write(f"[runtime]\nshards = {SHARDS}\n[persistence]\nengine = \"none\"\n")
     config.close()
     args = [BIN, "-l", f"127.0.0.1:{PORT}", "--log-level", "warn", "-c", config.name]
     broker = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)

@@ -18,6 +18,7 @@ import selectors
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -41,6 +42,12 @@ def start_broker():
     args = [BIN, "-l", f"127.0.0.1:{PORT}", "--log-level", "warn"]
     if os.environ.get("CONFIG"):
         args += ["-c", os.environ["CONFIG"]]
+    else:
+        # Memory only (nothing here is stored; no data directory in the working tree).
+        memory_only = tempfile.NamedTemporaryFile("w", suffix=".toml", delete=False)
+        memory_only.write('[persistence]\nengine = "none"\n')
+        memory_only.close()
+        args += ["-c", memory_only.name]
     broker = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     for _ in range(200):
         try:

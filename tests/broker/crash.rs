@@ -135,7 +135,11 @@ fn receive(client: &mut RawClient, seen: &mut Seen, publish: &Publish) {
 fn subscribe_until_closed(mut client: RawClient, seen: Arc<Mutex<Seen>>) {
     loop {
         match client.next_event(Duration::from_secs(30)) {
-            Event::Packet(packet) => handle(&mut client, &mut seen.lock().unwrap(), *packet),
+            Event::Packet(packet) => handle(
+                &mut client,
+                &mut seen.lock().expect("not poisoned"),
+                *packet,
+            ),
             Event::Closed | Event::Timeout => return,
         }
     }
@@ -235,7 +239,7 @@ fn crash_round(engine: &str, round: usize) {
         .ok()
         .expect("one owner")
         .into_inner()
-        .unwrap();
+        .expect("not poisoned");
     let missing = |seen: &Seen| {
         acked
             .iter()
@@ -264,11 +268,10 @@ fn crash_round(engine: &str, round: usize) {
 
     let mut publisher = RawClient::connected(broker.addr, persistent_connect(V5, "crash-after", 0));
     publisher.publish_simple("crash/1", b"424242", QoS::AtLeastOnce);
-    let after = sub.recv_where("the message published after the restart", |p| match p {
+    sub.recv_where("the message published after the restart", |p| match p {
         Packet::Publish(p) if p.payload() == b"424242" => Some(()),
         _ => None,
     });
-    let () = after;
     let mut fresh = RawClient::connected(broker.addr, persistent_connect(V5, "crash-fresh", 0));
     fresh.subscribe("crash/retained", QoS::AtLeastOnce);
     let kept = fresh.expect_publish_on("crash/retained");

@@ -106,6 +106,7 @@ raw_section!(
         sync: String,
         sync_interval_ms: u64,
         memory_queue_messages: u64,
+        cache_mb: u64,
     }
 );
 

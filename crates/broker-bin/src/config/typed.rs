@@ -82,6 +82,8 @@ pub struct PersistenceSettings {
     /// Per stored session: queued messages held in memory; the rest stay on disk only and
     /// are read back as the queue drains.
     pub memory_queue_messages: u32,
+    /// The engine's page cache, at most (bytes).
+    pub cache_bytes: u64,
 }
 
 impl PersistenceSettings {

@@ -145,6 +145,7 @@ impl RawConfig {
                 1,
                 1_000_000,
             )?,
+            cache_bytes: in_range("persistence.cache_mb", &p.cache_mb, 1, 1 << 20)? << 20,
         })
     }
 

@@ -6,9 +6,9 @@
 //!   copies to other shards: it leaves once this shard's batch of that turn is durable and
 //!   every shard that received copies confirmed, through its own durable batch, that it
 //!   enqueued them;
-//! - the first send of a stored QoS 1/2 copy to a subscriber, and the PUBREL of a stored flow:
-//!   a restart must find them in flight under the packet id the subscriber saw (for QoS 2, or
-//!   it would deliver again; QoS 1 waits too, so copies keep their order on the wire).
+//! - the first send of a stored QoS 2 copy to a subscriber, and the PUBREL of a stored flow: a
+//!   restart must find them in flight under the packet id the subscriber saw, or it would
+//!   deliver again (QoS 1 copies go at once: see `publish_must_wait`).
 //!
 //! An acknowledgement that need not wait still waits behind one that does (a connection's
 //! acknowledgements leave in order). Held items leave in ticket order.
@@ -266,10 +266,14 @@ impl BrokerShard {
         }
     }
 
-    /// Whether a first send of `outgoing` must wait for its `InflightSent` to be durable: every
-    /// stored copy does, QoS 1 too, so a session's copies keep their order on the wire.
+    /// Whether a first send of `outgoing` must wait for its `InflightSent` to be durable: a
+    /// stored QoS 2 copy does (a restart must re-send it under the packet id the subscriber
+    /// saw, or it would be delivered twice). A QoS 1 copy goes at once: after a crash it is
+    /// delivered again, as QoS 1 allows, and a copy acknowledged before its group commit
+    /// leaves nothing to write. Copies of one QoS keep their order (MQTT's ordered topics are
+    /// per QoS); a QoS 1 copy may overtake a QoS 2 one waiting for the disk.
     pub(super) fn publish_must_wait(&self, outgoing: &Outgoing) -> bool {
-        self.durable.acks_wait() && outgoing.seq != 0
+        self.durable.acks_wait() && outgoing.seq != 0 && outgoing.qos == codec::QoS::ExactlyOnce
     }
 
     /// Holds the first send of a stored copy until its `InflightSent` is durable.

@@ -154,7 +154,7 @@ impl BrokerShard {
             return;
         };
         let expiry = session.expiry;
-        let will_delay = session.will.as_ref().map(|w: &Box<PendingWill>| w.delay);
+        let will_delay = session.will.as_deref().map(|w: &PendingWill| w.delay);
         if let Some(delay) = will_delay {
             let at = now + delay.saturating_sub(elapsed);
             let timer = self.arm(ctx, at, TimerPurpose::WillDelay(client_id.clone()));

@@ -151,8 +151,14 @@ pub fn open_and_recover(settings: &PersistenceSettings) -> Result<Option<Opened>
     };
     let mut storage: Box<dyn SessionStorage> = match settings.engine {
         StorageEngine::None => return Ok(None),
-        StorageEngine::Sled => Box::new(SledStorage::open(&settings.dir, sync).map_err(fail)?),
-        StorageEngine::Redb => Box::new(RedbStorage::open(&settings.dir, sync).map_err(fail)?),
+        StorageEngine::Sled => Box::new(
+            SledStorage::open_with_cache(&settings.dir, sync, settings.cache_bytes)
+                .map_err(fail)?,
+        ),
+        StorageEngine::Redb => Box::new(
+            RedbStorage::open_with_cache(&settings.dir, sync, settings.cache_bytes)
+                .map_err(fail)?,
+        ),
     };
     let memory_queue = settings.memory_queue_messages as usize;
     let paged = storage.load_paged(memory_queue).map_err(fail)?;

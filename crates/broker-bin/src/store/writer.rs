@@ -39,6 +39,7 @@ impl StoreThread {
             interval,
             last_sync: Instant::now(),
             unsynced: false,
+            writes: Vec::new(),
         };
         let thread = std::thread::Builder::new()
             .name("ringmq-store".into())
@@ -67,6 +68,9 @@ struct Writer {
     last_sync: Instant,
     /// Commits since the last sync (`interval` policy).
     unsynced: bool,
+    /// A group's writes, in one buffer kept between commits (a group can hold a great many:
+    /// allocating it anew each time costs page faults).
+    writes: Vec<SessionWrite>,
 }
 
 impl Writer {
@@ -146,12 +150,13 @@ impl Writer {
         if group.is_empty() {
             return Ok(());
         }
-        let writes: Vec<SessionWrite> = group
-            .iter_mut()
-            .flat_map(|batch| std::mem::take(&mut batch.writes))
-            .collect();
-        if !writes.is_empty() {
-            let committed = self.storage.commit(&writes)?;
+        self.writes.clear();
+        for batch in group.iter_mut() {
+            self.writes.append(&mut batch.writes);
+        }
+        if !self.writes.is_empty() {
+            let committed = self.storage.commit(&self.writes)?;
+            self.writes.clear();
             self.state.commits.fetch_add(1, Ordering::Relaxed);
             self.report_skipped(&committed.skipped);
             self.unsynced = true;

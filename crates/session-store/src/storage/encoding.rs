@@ -32,6 +32,13 @@ impl Writer {
     fn new() -> Self {
         Self(vec![VERSION])
     }
+    /// A writer with room for `len` bytes after the version (one allocation for a value
+    /// whose size is known).
+    fn with_capacity(len: usize) -> Self {
+        let mut buf = Vec::with_capacity(1 + len);
+        buf.push(VERSION);
+        Self(buf)
+    }
     fn u8(&mut self, v: u8) {
         self.0.push(v);
     }
@@ -329,8 +336,14 @@ fn read_message(r: &mut Reader<'_>) -> Decoded<StoredMessage> {
 }
 
 /// A queued message.
+/// An upper bound of a message's encoded size (after the version byte).
+fn message_len(m: &StoredMessage) -> usize {
+    // Three length-prefixed byte strings, QoS, RETAIN, an optional time, the sub-id count and ids.
+    3 * 4 + m.topic.len() + m.payload.len() + m.properties.len() + 2 + 16 + 4 + 4 * m.sub_ids.len()
+}
+
 pub(in crate::storage) fn encode_message(m: &StoredMessage) -> Vec<u8> {
-    let mut w = Writer::new();
+    let mut w = Writer::with_capacity(message_len(m));
     write_message(&mut w, m);
     w.0
 }
@@ -347,7 +360,12 @@ pub(in crate::storage) fn encode_inflight(
     send: u64,
     state: &InflightState<StoredMessage>,
 ) -> Vec<u8> {
-    let mut w = Writer::new();
+    let mut w = match state {
+        InflightState::AwaitingPubAck(m) | InflightState::AwaitingPubRec(m) => {
+            Writer::with_capacity(9 + message_len(m))
+        }
+        InflightState::AwaitingPubComp => Writer::with_capacity(9),
+    };
     w.u64(send);
     match state {
         InflightState::AwaitingPubAck(m) => {

@@ -115,6 +115,10 @@ pub enum StorageError {
     },
 }
 
+/// The page cache a durable engine opened with `open` holds at most (the engines' own
+/// defaults are 1 GiB).
+pub const DEFAULT_CACHE_BYTES: u64 = 64 << 20;
+
 /// Where sessions persist. Moved to the broker's store thread, hence `Send`.
 pub trait SessionStorage: Send {
     /// Every stored session and retained message, as the committed batches left them.

@@ -37,9 +37,21 @@ pub struct RedbStorage {
 impl RedbStorage {
     /// Opens (or creates) the database in `dir` (created if missing), syncing as `sync` says.
     pub fn open(dir: &Path, sync: SyncMode) -> Result<Self, StorageError> {
+        Self::open_with_cache(dir, sync, super::DEFAULT_CACHE_BYTES)
+    }
+
+    /// Like [`Self::open`], with redb's page cache bounded to `cache_bytes`.
+    pub fn open_with_cache(
+        dir: &Path,
+        sync: SyncMode,
+        cache_bytes: u64,
+    ) -> Result<Self, StorageError> {
         std::fs::create_dir_all(dir).map_err(|e| engine_error(dir, &e))?;
         let path = dir.join(FILE);
-        let db = ::redb::Database::create(&path).map_err(|e| engine_error(&path, &e))?;
+        let db = ::redb::Builder::new()
+            .set_cache_size(usize::try_from(cache_bytes).unwrap_or(usize::MAX))
+            .create(&path)
+            .map_err(|e| engine_error(&path, &e))?;
         let storage = Self {
             db,
             path,

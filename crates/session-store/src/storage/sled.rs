@@ -27,8 +27,18 @@ pub struct SledStorage {
 impl SledStorage {
     /// Opens (or creates) the database in `dir`, syncing as `sync` says.
     pub fn open(dir: &Path, sync: SyncMode) -> Result<Self, StorageError> {
+        Self::open_with_cache(dir, sync, super::DEFAULT_CACHE_BYTES)
+    }
+
+    /// Like [`Self::open`], with sled's page cache bounded to `cache_bytes`.
+    pub fn open_with_cache(
+        dir: &Path,
+        sync: SyncMode,
+        cache_bytes: u64,
+    ) -> Result<Self, StorageError> {
         let db = ::sled::Config::new()
             .path(dir)
+            .cache_capacity(cache_bytes)
             .open()
             .map_err(|e| engine_error(dir, &e))?;
         Ok(Self {

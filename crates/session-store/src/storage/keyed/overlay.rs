@@ -3,38 +3,65 @@
 //! hold is dropped again, not deleted, if the batch deletes it (a message queued, sent and
 //! acknowledged in one batch writes nothing).
 
-use std::collections::BTreeMap;
-use std::ops::Bound;
+use std::collections::HashMap;
 
-use super::kv::{KeyWrite, KvRead, prefix_end};
-use crate::storage::StorageError;
+use super::kv::{KeyWrite, KvRead};
+use crate::InflightState;
+use crate::storage::encoding;
+use crate::storage::{StorageError, StoredMessage};
+
+/// A value planned (or read): encoded only when it is written, so a message queued and sent in
+/// one batch is never encoded as queued, and one also acknowledged in it never at all.
+#[derive(Debug)]
+pub(in crate::storage) enum Value<'b> {
+    /// Encoded bytes (read from the store, or small values encoded at once).
+    Encoded(Vec<u8>),
+    /// A queued message, borrowed from the batch.
+    Queued(&'b StoredMessage),
+    /// An inflight entry: its send number and state.
+    Inflight(u64, InflightState<StoredMessage>),
+}
+
+impl Value<'_> {
+    fn encode(self) -> Vec<u8> {
+        match self {
+            Self::Encoded(bytes) => bytes,
+            Self::Queued(message) => encoding::encode_message(message),
+            Self::Inflight(send, state) => encoding::encode_inflight(send, &state),
+        }
+    }
+}
 
 /// A planned key write.
 #[derive(Debug)]
-struct Planned {
+struct Planned<'b> {
     /// The value (`None`: delete).
-    value: Option<Vec<u8>>,
+    value: Option<Value<'b>>,
     /// Whether the store held no value under the key before the batch.
     absent_before: bool,
 }
 
 /// The planned writes of a batch over the store's reads.
-pub(in crate::storage) struct Overlay<'a, K> {
+///
+/// Planned writes are hashed, not ordered: keys share long prefixes (tag and client id), so a
+/// tree's comparisons cost more than hashing; the rare ordered questions (a prefix's keys, its
+/// last key) scan the planned writes, and `into_writes` sorts once.
+pub(in crate::storage) struct Overlay<'a, 'b, K> {
     kv: &'a K,
-    planned: BTreeMap<Vec<u8>, Planned>,
+    planned: HashMap<Vec<u8>, Planned<'b>, ahash::RandomState>,
 }
 
-impl<'a, K: KvRead> Overlay<'a, K> {
+impl<'a, 'b, K: KvRead> Overlay<'a, 'b, K> {
     /// Nothing planned yet over `kv`.
     pub(in crate::storage) fn new(kv: &'a K) -> Self {
         Self {
             kv,
-            planned: BTreeMap::new(),
+            planned: HashMap::default(),
         }
     }
 
     /// Plans `value` under `key`; `absent_before`: the store is known to hold nothing there.
-    pub(in crate::storage) fn put(&mut self, key: Vec<u8>, value: Vec<u8>, absent_before: bool) {
+    pub(in crate::storage) fn put(&mut self, key: Vec<u8>, value: Value<'b>, absent_before: bool) {
         let planned = self.planned.entry(key).or_insert(Planned {
             value: None,
             absent_before,
@@ -59,12 +86,26 @@ impl<'a, K: KvRead> Overlay<'a, K> {
         }
     }
 
-    /// The value under `key` once the planned writes are applied.
-    pub(in crate::storage) fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>, StorageError> {
-        match self.planned.get(key) {
-            Some(planned) => Ok(planned.value.clone()),
-            None => self.kv.get(key),
-        }
+    /// The value under `key` once the planned writes are applied, and plans deleting it (no copy
+    /// of a value planned in this batch).
+    pub(in crate::storage) fn take(
+        &mut self,
+        key: &[u8],
+    ) -> Result<Option<Value<'b>>, StorageError> {
+        let value = match self.planned.get_mut(key) {
+            Some(planned) if planned.absent_before => {
+                self.planned.remove(key).and_then(|p| p.value)
+            }
+            Some(planned) => planned.value.take(),
+            None => {
+                let value = self.kv.get(key)?;
+                if value.is_some() {
+                    self.delete(key.to_vec());
+                }
+                value.map(Value::Encoded)
+            }
+        };
+        Ok(value)
     }
 
     /// Whether `key` has a value once the planned writes are applied.
@@ -110,22 +151,24 @@ impl<'a, K: KvRead> Overlay<'a, K> {
         Ok(planned.max(stored))
     }
 
+    /// The planned writes under `prefix`, in key order.
     fn planned_under(
         &self,
         prefix: &[u8],
-    ) -> impl DoubleEndedIterator<Item = (&Vec<u8>, &Planned)> {
-        let end = match prefix_end(prefix) {
-            Some(end) => Bound::Excluded(end),
-            None => Bound::Unbounded,
-        };
-        self.planned
-            .range::<Vec<u8>, _>((Bound::Included(prefix.to_vec()), end))
+    ) -> impl DoubleEndedIterator<Item = (&Vec<u8>, &Planned<'b>)> {
+        let mut under: Vec<(&Vec<u8>, &Planned<'b>)> = (self.planned.iter())
+            .filter(|(key, _)| key.starts_with(prefix))
+            .collect();
+        under.sort_unstable_by(|a, b| a.0.cmp(b.0));
+        under.into_iter()
     }
 
     /// The planned writes, in key order.
     pub(in crate::storage) fn into_writes(self) -> Vec<KeyWrite> {
-        (self.planned.into_iter())
-            .map(|(key, planned)| (key, planned.value))
-            .collect()
+        let mut writes: Vec<KeyWrite> = (self.planned.into_iter())
+            .map(|(key, planned)| (key, planned.value.map(Value::encode)))
+            .collect();
+        writes.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+        writes
     }
 }

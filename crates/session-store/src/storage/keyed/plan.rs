@@ -13,18 +13,20 @@ use codec::{MqttStr, PacketId, QoS};
 use super::index::{Flight, Index, Indexed, LastQueued, Phase};
 use super::keys::{self, QUEUED, corrupt};
 use super::kv::{KeyWrite, KvRead};
-use super::overlay::Overlay;
+use super::overlay::{Overlay, Value};
 use crate::InflightState;
 use crate::storage::encoding::{self, Malformed};
 use crate::storage::recording::{apply_to_record, save};
-use crate::storage::{Committed, MessageSeq, SessionWrite, Skipped, StorageError, StoredSession};
+use crate::storage::{
+    Committed, MessageSeq, SessionWrite, Skipped, StorageError, StoredMessage, StoredSession,
+};
 
 /// Records to write at the end of the batch: whether the store holds none yet, by client.
 type Dirty = HashMap<MqttStr, bool, ahash::RandomState>;
 
 /// A batch being planned.
-struct Planner<'a, K> {
-    overlay: Overlay<'a, K>,
+struct Planner<'a, 'b, K> {
+    overlay: Overlay<'a, 'b, K>,
     index: &'a mut Index,
     dirty: Dirty,
 }
@@ -53,11 +55,11 @@ pub(in crate::storage) fn plan(
     Ok((planner.finish(), committed))
 }
 
-impl<K: KvRead> Planner<'_, K> {
-    fn apply(&mut self, write: &SessionWrite) -> Applied {
+impl<'b, K: KvRead> Planner<'_, 'b, K> {
+    fn apply(&mut self, write: &'b SessionWrite) -> Applied {
         match write {
             SessionWrite::RetainSet { topic, message } => {
-                let value = encoding::encode_message(message);
+                let value = Value::Queued(message);
                 self.overlay.put(keys::retained_key(topic), value, false);
                 Ok(true)
             }
@@ -80,7 +82,7 @@ impl<K: KvRead> Planner<'_, K> {
                 client_id,
                 seq,
                 message,
-            } => self.queue(client_id, *seq, || encoding::encode_message(message)),
+            } => self.queue(client_id, *seq, message),
             SessionWrite::MessageDropped { client_id, seq } => self.drop_queued(client_id, *seq),
             SessionWrite::InflightSent {
                 client_id,
@@ -150,7 +152,7 @@ impl<K: KvRead> Planner<'_, K> {
         &mut self,
         client_id: &MqttStr,
         seq: MessageSeq,
-        encode: impl FnOnce() -> Vec<u8>,
+        message: &'b StoredMessage,
     ) -> Applied {
         let Some(last) = self.session(client_id).map(|s| s.last_queued) else {
             return Ok(false);
@@ -164,8 +166,11 @@ impl<K: KvRead> Planner<'_, K> {
             return Ok(false);
         }
         // Above every queued sequence number: the store holds no message under it.
-        self.overlay
-            .put(keys::queued_key(client_id, seq), encode(), true);
+        self.overlay.put(
+            keys::queued_key(client_id, seq),
+            Value::Queued(message),
+            true,
+        );
         if let Some(session) = self.session(client_id) {
             session.push_queued(seq);
         }
@@ -203,21 +208,32 @@ impl<K: KvRead> Planner<'_, K> {
             _ => return Ok(false),
         }
         let key = keys::queued_key(client_id, seq);
-        let Some(value) = self.overlay.get(&key)? else {
+        // Taken out (its deletion planned) without a copy; put back if the write is skipped.
+        let Some(value) = self.overlay.take(&key)? else {
             return Ok(false);
         };
-        let message = encoding::decode_message(&value)
-            .map_err(|Malformed| corrupt(&key, "a malformed queued message"))?;
+        let message = match &value {
+            Value::Queued(message) => (*message).clone(),
+            Value::Encoded(bytes) => encoding::decode_message(bytes)
+                .map_err(|Malformed| corrupt(&key, "a malformed queued message"))?,
+            Value::Inflight(..) => {
+                return Err(corrupt(&key, "an inflight entry as a queued message"));
+            }
+        };
         let (phase, state) = match message.qos {
-            QoS::AtMostOnce => return Ok(false),
+            QoS::AtMostOnce => {
+                self.overlay.put(key, value, false);
+                return Ok(false);
+            }
             QoS::AtLeastOnce => (Phase::Ack, InflightState::AwaitingPubAck(message)),
             QoS::ExactlyOnce => (Phase::Rec, InflightState::AwaitingPubRec(message)),
         };
-        self.overlay.delete(key);
         // Not in flight: the store holds no entry under the id.
-        let entry = encoding::encode_inflight(send, &state);
-        self.overlay
-            .put(keys::inflight_key(client_id, id), entry, true);
+        self.overlay.put(
+            keys::inflight_key(client_id, id),
+            Value::Inflight(send, state),
+            true,
+        );
         self.index.next_send += 1;
         if let Some(session) = self.session(client_id) {
             session.remove_queued(seq);
@@ -237,7 +253,7 @@ impl<K: KvRead> Planner<'_, K> {
             }
             _ => return false,
         };
-        let entry = encoding::encode_inflight(send, &InflightState::AwaitingPubComp);
+        let entry = Value::Inflight(send, InflightState::AwaitingPubComp);
         self.overlay
             .put(keys::inflight_key(client_id, id), entry, false);
         true
@@ -256,8 +272,11 @@ impl<K: KvRead> Planner<'_, K> {
         for (client_id, absent_before) in self.dirty {
             if let Some(session) = self.index.sessions.get(&client_id) {
                 let record = encoding::encode_record(&session.record);
-                self.overlay
-                    .put(keys::session_key(&client_id), record, absent_before);
+                self.overlay.put(
+                    keys::session_key(&client_id),
+                    Value::Encoded(record),
+                    absent_before,
+                );
             }
         }
         self.overlay.into_writes()
