@@ -64,7 +64,7 @@ test_interop() (
   local work port broker_pid
   work=$(mktemp -d)
   port=$(interop_free_port)
-  # The default engine (sled) stores in the step's own directory: interop runs with
+  # The default engine (redb) stores in the step's own directory: interop runs with
   # persistence on, as a user's broker does.
   printf '[runtime]\nshards = 2\n[persistence]\ndir = "%s"\n' "$work/data" >"$work/ringmq.toml"
   "$binary" --config "$work/ringmq.toml" --listen "127.0.0.1:$port" --log-level warn \

@@ -88,6 +88,9 @@ impl Broker {
             state.close_original_sender();
         }
         shared.recovery.release_seed();
+        // Loading decoded everything once on this thread and the shards copied what they keep:
+        // hand the loading buffers back to the OS (each shard collects its own at `Start`).
+        ring_runtime::return_free_memory();
         for index in 0..shards {
             let shard = ShardId::new(index as u16);
             if runtime.post(shard, vec![ShardMsg::Start]).is_err() {

@@ -364,6 +364,20 @@ mod tests {
         assert!(w.is_empty());
     }
 
+    /// Entries a restart found come back unsent, in the order restored, and new ids skip them.
+    #[test]
+    fn restored_entries_are_resent_in_order_and_their_ids_stay_taken() {
+        let mut w = InflightWindow::new(10);
+        let (a, b) = (PacketId::new(7).unwrap(), PacketId::new(3).unwrap());
+        w.restore(a, InflightState::AwaitingPubAck("a"));
+        w.restore(b, InflightState::AwaitingPubComp);
+        w.restore(a, InflightState::AwaitingPubAck("again"));
+        assert_eq!(w.len(), 2, "an id restored twice is kept once");
+        assert_eq!(w.take_resends(), vec![(a, Some("a")), (b, None)]);
+        let next = w.admit(QoS::AtLeastOnce, "c").unwrap();
+        assert!(next != a && next != b);
+    }
+
     /// A resumed session with a smaller Receive Maximum: re-sends what fits, in send order, and
     /// the rest one by one as acknowledgements free the window; nothing new is admitted before.
     #[test]

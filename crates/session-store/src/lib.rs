@@ -2,11 +2,11 @@
 //! QoS 1/2 window, offline queue, inbound QoS 2 ids, will, expiry) and [`Sessions`] (one shard's
 //! sessions by client id and by subscriber key). The session is generic over the broker's own
 //! types ([`SessionTypes`]), so this crate depends on neither the router nor the runtime.
-//! Persistence sits behind the [`storage::SessionStorage`] trait: the broker will describe each
-//! durable change as a [`storage::SessionWrite`]. Engines: memory only ([`storage::NoStorage`]),
-//! the model ([`storage::RecordingStorage`]) and the durable [`storage::SledStorage`] and
-//! [`storage::RedbStorage`]; the broker does not call them yet (the module docs list where it
-//! will).
+//! Persistence sits behind the [`storage::SessionStorage`] trait: the broker describes each
+//! durable change as a [`storage::SessionWrite`] and commits them from its store thread.
+//! Engines: memory only ([`storage::NoStorage`]), the model ([`storage::RecordingStorage`]) and
+//! the durable [`storage::RedbStorage`] (the broker's default) and [`storage::SledStorage`]
+//! (the module docs list where the broker emits each write).
 #![forbid(unsafe_code)]
 
 mod budget;

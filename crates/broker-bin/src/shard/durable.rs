@@ -70,6 +70,8 @@ pub(super) struct Durability {
     reads: Vec<QueueRead>,
     /// The number of the next read.
     next_read: u64,
+    /// Reads asked for and not yet taken back (no look at the store's results while 0).
+    pub(super) reads_outstanding: usize,
     /// Jobs the full channel refused, sent first next turn.
     unsent: VecDeque<StoreJob>,
 }
@@ -90,6 +92,7 @@ impl Durability {
             waits: VecDeque::new(),
             reads: Vec::new(),
             next_read: 1,
+            reads_outstanding: 0,
             unsent: VecDeque::new(),
         }
     }
@@ -105,6 +108,7 @@ impl Durability {
     ) -> u64 {
         let id = self.next_read;
         self.next_read += 1;
+        self.reads_outstanding += 1;
         self.reads.push(QueueRead {
             shard,
             id,
@@ -238,11 +242,14 @@ impl BrokerShard {
 
     /// Records `write` for `client_id`'s session if that session is stored.
     pub(super) fn record_for(&mut self, client_id: &MqttStr, write: impl FnOnce() -> SessionWrite) {
+        if !self.durable.enabled() {
+            return;
+        }
         let stored = self
             .sessions
             .get(client_id)
             .is_some_and(|s| s.expiry != SessionExpiry::OnClose);
-        if stored && self.durable.enabled() {
+        if stored {
             self.durable.record(write());
         }
     }
@@ -300,6 +307,9 @@ impl BrokerShard {
 
     /// Sends every held item whose batch is durable (and confirmed by the shards it needs).
     pub(super) fn release_durable(&mut self, ctx: &mut Ctx) {
+        if self.durable.held.is_empty() {
+            return;
+        }
         let Some(store) = self.shared.store.as_ref().map(std::sync::Arc::clone) else {
             return;
         };

@@ -189,6 +189,7 @@ impl Handler for BrokerShard {
                 ShardMsg::Start => {
                     self.start_sys(ctx);
                     self.resume_recovered(ctx);
+                    self.collect_freed_memory(ctx);
                 }
                 ShardMsg::Applied => {}
                 ShardMsg::ReturnMemory => self.collect_freed_memory(ctx),

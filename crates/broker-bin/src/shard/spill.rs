@@ -111,10 +111,15 @@ impl BrokerShard {
 
     /// Takes the reads the store thread finished: their messages join the in-memory queues.
     pub(super) fn take_queue_reads(&mut self, ctx: &mut Ctx) {
+        if self.durable.reads_outstanding == 0 {
+            return;
+        }
         let Some(store) = self.shared.store.clone() else {
             return;
         };
-        for done in store.take_reads(self.id) {
+        let done = store.take_reads(self.id);
+        self.durable.reads_outstanding = self.durable.reads_outstanding.saturating_sub(done.len());
+        for done in done {
             let client_id = done.client_id.clone();
             if self.refill(ctx, done) {
                 self.drain_session(ctx, &client_id);

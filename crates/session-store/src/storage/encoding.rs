@@ -17,7 +17,7 @@ use crate::{InflightState, PendingWill, SessionExpiry};
 
 /// The format version every value starts with (2: records without inflight ids, inflight
 /// entries with their send number).
-const VERSION: u8 = 2;
+const VERSION: u8 = 3;
 
 /// A value that does not decode.
 #[derive(Debug)]
@@ -41,9 +41,6 @@ impl Writer {
     }
     fn u8(&mut self, v: u8) {
         self.0.push(v);
-    }
-    fn u16(&mut self, v: u16) {
-        self.0.extend_from_slice(&v.to_be_bytes());
     }
     fn u32(&mut self, v: u32) {
         self.0.extend_from_slice(&v.to_be_bytes());
@@ -201,10 +198,9 @@ pub(in crate::storage) fn encode_record(s: &StoredSession) -> Vec<u8> {
     for sub in &s.subscriptions {
         write_subscription(&mut w, sub);
     }
-    w.u32(len_u32(s.awaiting_release.len()));
-    for id in &s.awaiting_release {
-        w.u16(id.get());
-    }
+    // Inbound QoS 2 ids live under keys of their own (one put or delete per id, not a record
+    // rewrite per QoS 2 message): the record's list stays empty.
+    w.u32(0);
     w.0
 }
 

@@ -38,24 +38,25 @@
 //! - `RetainSet` and `RetainCleared` name a topic, not a session, and are never skipped.
 //! - `load` returns sessions by client identifier; a session's queue in sequence order; its
 //!   inflight entries in the order of their `InflightSent` writes (send order, kept across
-//!   restarts, whatever the sequence numbers); retained messages by topic.
+//!   restarts, whatever the sequence numbers); its inbound QoS 2 ids in packet id order;
+//!   retained messages by topic.
 //! - `load_paged(n)` returns the same with each queue cut to its first `n` messages and every
 //!   queue's whole length; `queued_after` pages through the rest, in sequence order.
 //!
-//! # Where the broker will emit writes
+//! # Where the broker emits writes
 //!
-//! Nothing calls this yet. Only persistent sessions (expiry not `OnClose`) are written; the
-//! shard collects its writes during a turn and hands them to its store writer at turn end, and
-//! QoS 1/2 acknowledgements wait for that commit (`crates/broker-bin/src/shard/`):
+//! Only persistent sessions (expiry not `OnClose`) are written; the shard collects its writes
+//! during a turn and hands them to the store thread at turn end, and QoS 1/2 acknowledgements
+//! wait for that commit (`crates/broker-bin/src/shard/durable.rs`, `crates/broker-bin/src/store/`):
 //!
 //! | write | handler |
 //! |---|---|
-//! | `SessionSaved` | `connect.rs`: `complete_connect` (new or resumed session: expiry, will, protocol); `close.rs`: `handle_disconnect` (a DISCONNECT changing the expiry) |
-//! | `SessionDisconnected` | `close.rs`: `session_disconnected` |
-//! | `SessionRemoved` | `connect.rs`: `fresh_session` (Clean Start discards a stored one); `close.rs`: `end_session` (expiry, expiry 0 on close) |
+//! | `SessionSaved` | `connect.rs`: `record_connected` (new or resumed session: expiry, will, protocol; with its subscriptions when it was not stored before); `close.rs`: `record_disconnected` (the will as it stands) |
+//! | `SessionDisconnected` | `close.rs`: `record_disconnected` (connection closed; a delayed will published) |
+//! | `SessionRemoved` | `close.rs`: `end_session_state` (expiry, Clean Start, expiry 0 on close), `handle_disconnect` (a DISCONNECT setting expiry 0); `connect.rs`: `record_connected` (reconnected with expiry 0) |
 //! | `Subscribed` / `Unsubscribed` | `subscribe.rs`: `subscribe_one` / `unsubscribe_one` |
-//! | `MessageQueued` | `deliver.rs`: `enqueue` (every QoS 1/2 copy, before it may be sent) |
-//! | `MessageDropped` | `deliver.rs`: `enqueue` (drop-oldest at a bound), `send_next` (expired), `redistribute_shared` |
+//! | `MessageQueued` | `deliver.rs`: `enqueue` (every QoS 1/2 copy, before it may be sent; `spill.rs`: `enqueue_on_disk` beyond the memory bound) |
+//! | `MessageDropped` | `deliver.rs`: `enqueue` (drop-oldest at a bound), `redistribute_shared`; `spill.rs` |
 //! | `InflightSent` | `deliver.rs`: `send_next` (popped from the queue, admitted to the window) |
 //! | `InflightReleased` | `acks.rs`: `handle_pubrec` |
 //! | `InflightAcked` | `acks.rs`: `handle_puback`, `handle_pubcomp`; `deliver.rs`/`acks.rs` where an entry is abandoned |
@@ -63,8 +64,9 @@
 //! | `RetainSet` / `RetainCleared` | `publish.rs`: `retain` (a RETAIN publish sets or, with an empty payload, clears) |
 //!
 //! Session moves between shards (`takeover.rs`) write nothing: the owner is not durable, the
-//! state is keyed by client identifier. `MessageQueued` needs a per-session sequence number
-//! ([`MessageSeq`]) that the broker's queue entries do not carry yet.
+//! state is keyed by client identifier. Sequence numbers come from one broker-wide counter
+//! (`Shared::new_seq`), started above `PagedRecovered::max_queued_seq`; a copy carries its own
+//! (`Outgoing::seq`).
 
 mod committed;
 mod encoding;

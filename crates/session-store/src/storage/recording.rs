@@ -47,8 +47,15 @@ impl RecordingStorage {
 
 impl SessionStorage for RecordingStorage {
     fn load(&mut self) -> Result<Recovered, StorageError> {
+        let sessions = (self.sessions.values())
+            .map(|session| {
+                let mut session = session.clone();
+                session.awaiting_release.sort_unstable();
+                session
+            })
+            .collect();
         Ok(Recovered {
-            sessions: self.sessions.values().cloned().collect(),
+            sessions,
             retained: (self.retained.iter())
                 .map(|(topic, m)| (topic.clone(), m.clone()))
                 .collect(),

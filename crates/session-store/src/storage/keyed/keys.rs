@@ -14,6 +14,8 @@ pub(in crate::storage) const QUEUED: u8 = b'q';
 pub(in crate::storage) const INFLIGHT: u8 = b'i';
 /// The tag of a retained message.
 pub(in crate::storage) const RETAINED: u8 = b't';
+/// The tag of an inbound QoS 2 packet id awaiting PUBREL (empty value).
+pub(in crate::storage) const AWAITING: u8 = b'a';
 
 /// `tag`, then the length-prefixed client identifier: the prefix of all the session's keys
 /// under `tag`.
@@ -42,6 +44,13 @@ pub(in crate::storage) fn queued_key(client_id: &MqttStr, seq: MessageSeq) -> Ve
 /// The key of an inflight entry.
 pub(in crate::storage) fn inflight_key(client_id: &MqttStr, id: PacketId) -> Vec<u8> {
     let mut key = prefix(INFLIGHT, client_id);
+    key.extend_from_slice(&id.get().to_be_bytes());
+    key
+}
+
+/// The key of an inbound QoS 2 id awaiting PUBREL.
+pub(in crate::storage) fn awaiting_key(client_id: &MqttStr, id: PacketId) -> Vec<u8> {
+    let mut key = prefix(AWAITING, client_id);
     key.extend_from_slice(&id.get().to_be_bytes());
     key
 }

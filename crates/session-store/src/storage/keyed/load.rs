@@ -6,7 +6,7 @@ use std::collections::HashMap;
 use codec::{MqttStr, PacketId};
 
 use super::index::{Flight, Index, Indexed, LastQueued, Phase};
-use super::keys::{self, INFLIGHT, QUEUED, RETAINED, SESSION, corrupt};
+use super::keys::{self, AWAITING, INFLIGHT, QUEUED, RETAINED, SESSION, corrupt};
 use super::kv::KvRead;
 use crate::InflightState;
 use crate::storage::StoredSession;
@@ -33,6 +33,7 @@ pub(in crate::storage) fn load_all(
     let mut loading = load_records(kv)?;
     load_queues(kv, &mut loading, queued)?;
     load_inflight(kv, &mut loading, &mut index)?;
+    load_awaiting(kv, &mut loading)?;
     let mut sessions: Vec<Loading> = loading.into_values().collect();
     sessions.sort_by(|a, b| a.session.client_id.cmp(&b.session.client_id));
     let mut recovered = Recovered {
@@ -114,6 +115,17 @@ fn load_queues(
                 .map_err(|Malformed| corrupt(key, "a malformed queued message"))?;
             owner.session.queued.push((seq, message));
         }
+        Ok(true)
+    })
+}
+
+/// Inbound QoS 2 ids awaiting PUBREL, into the record (and the index's copy of it).
+fn load_awaiting(kv: &impl KvRead, loading: &mut ByClient) -> Result<(), StorageError> {
+    kv.scan(&[AWAITING], &[AWAITING], &mut |key, _| {
+        let (owner, rest) = owner(loading, key)?;
+        let id = keys::packet_id_of(key, rest)?;
+        owner.session.awaiting_release.push(id);
+        owner.indexed.record.awaiting_release.push(id);
         Ok(true)
     })
 }

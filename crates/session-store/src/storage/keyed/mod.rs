@@ -11,7 +11,8 @@
 //!
 //! | key | value |
 //! |---|---|
-//! | `s` `<len><client id>` | the session record: connection-scoped state, subscriptions (in order), inbound QoS 2 ids |
+//! | `s` `<len><client id>` | the session record: connection-scoped state, subscriptions (in order) |
+//! | `a` `<len><client id>` `<packet id: u16 BE>` | an inbound QoS 2 id awaiting PUBREL (empty value) |
 //! | `q` `<len><client id>` `<seq: u64 BE>` | a queued message (keys sort in queue order) |
 //! | `i` `<len><client id>` `<packet id: u16 BE>` | an inflight entry: its send number, state and (awaiting PUBACK or PUBREC) message |
 //! | `t` `<topic>` | a retained message (no length prefix: the topic is the rest of the key) |

@@ -97,11 +97,17 @@ impl<'b, K: KvRead> Planner<'_, 'b, K> {
                 client_id,
                 packet_id,
             } => Ok(self.ack(client_id, *packet_id)),
+            SessionWrite::Qos2Received {
+                client_id,
+                packet_id,
+            }
+            | SessionWrite::Qos2Released {
+                client_id,
+                packet_id,
+            } => Ok(self.awaiting(client_id, *packet_id, write)),
             SessionWrite::SessionDisconnected { client_id, .. }
             | SessionWrite::Subscribed { client_id, .. }
-            | SessionWrite::Unsubscribed { client_id, .. }
-            | SessionWrite::Qos2Received { client_id, .. }
-            | SessionWrite::Qos2Released { client_id, .. } => Ok(self.record(client_id, write)),
+            | SessionWrite::Unsubscribed { client_id, .. } => Ok(self.record(client_id, write)),
         }
     }
 
@@ -131,6 +137,25 @@ impl<'b, K: KvRead> Planner<'_, 'b, K> {
         true
     }
 
+    /// `Qos2Received` / `Qos2Released`: checked against the indexed record, stored under the
+    /// id's own key.
+    fn awaiting(&mut self, client_id: &MqttStr, id: PacketId, write: &SessionWrite) -> bool {
+        let Some(session) = self.session(client_id) else {
+            return false;
+        };
+        if apply_to_record(&mut session.record, write).is_err() {
+            return false;
+        }
+        let key = keys::awaiting_key(client_id, id);
+        match write {
+            SessionWrite::Qos2Received { .. } => {
+                self.overlay.put(key, Value::Encoded(Vec::new()), true);
+            }
+            _ => self.overlay.delete(key),
+        }
+        true
+    }
+
     fn remove(&mut self, client_id: &MqttStr) -> Applied {
         let Some(session) = self.index.sessions.remove(client_id) else {
             return Ok(true);
@@ -140,6 +165,9 @@ impl<'b, K: KvRead> Planner<'_, 'b, K> {
         }
         for id in session.inflight.keys() {
             self.overlay.delete(keys::inflight_key(client_id, *id));
+        }
+        for id in &session.record.awaiting_release {
+            self.overlay.delete(keys::awaiting_key(client_id, *id));
         }
         if session.queued > 0 {
             self.overlay
