@@ -113,18 +113,31 @@ impl Recovery {
 }
 
 /// A store that cannot be opened or read: the broker does not start.
-#[derive(Debug, thiserror::Error)]
-#[error(
-    "cannot open the {engine} store in {dir}: {cause}. Nothing was deleted. If another broker \
-     uses this directory, stop it or set persistence.dir to another one; if the data is damaged \
-     or from an incompatible version, move the directory aside (keep it for recovery) and \
-     start again with an empty one"
-)]
+#[derive(Debug)]
 pub struct StoreOpenError {
     engine: &'static str,
     dir: PathBuf,
     cause: StorageError,
 }
+
+impl std::fmt::Display for StoreOpenError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let cause = self.cause.to_string();
+        write!(
+            f,
+            "cannot open the {} store in {}: {}. Nothing was deleted. If another broker uses \
+             this directory, stop it or set persistence.dir to another one; if the data is \
+             damaged or from an incompatible version, move the directory aside (keep it for \
+             recovery) and start again with an empty one",
+            self.engine,
+            self.dir.display(),
+            cause.trim_end_matches('.'),
+        )
+    }
+}
+
+/// The cause is part of the message (an operator reads one line), so it is not a `source`.
+impl std::error::Error for StoreOpenError {}
 
 /// What a start-up recovery found.
 pub struct Opened {
