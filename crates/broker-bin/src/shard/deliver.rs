@@ -150,16 +150,26 @@ impl BrokerShard {
         if !queued {
             self.count_dropped(1);
             if let Some(conn) = refuse_conn {
-                debug!(
-                    client = client_id.as_str(),
-                    "slow consumer: queue full (messages or bytes), disconnecting"
-                );
-                self.send_disconnect(ctx, conn, ReasonCode::QuotaExceeded);
-                self.close_connection(ctx, conn);
+                self.disconnect_slow_consumer(ctx, client_id, conn);
             }
             return;
         }
         self.drain_session(ctx, client_id);
+    }
+
+    /// A session's queue is full under the `disconnect` policy: its client goes (0x97).
+    pub(super) fn disconnect_slow_consumer(
+        &mut self,
+        ctx: &mut Ctx,
+        client_id: &MqttStr,
+        conn: ConnId,
+    ) {
+        debug!(
+            client = client_id.as_str(),
+            "slow consumer: queue full (messages or bytes), disconnecting"
+        );
+        self.send_disconnect(ctx, conn, ReasonCode::QuotaExceeded);
+        self.close_connection(ctx, conn);
     }
 
     /// Moves queued messages into the inflight window and onto the wire while the window has

@@ -4,10 +4,9 @@
 //! Every disk-only copy has a higher sequence number than every in-memory one, so a read of
 //! "the next ones above `after`" returns exactly the disk-only tail, in order.
 
-use codec::{MqttStr, ReasonCode};
+use codec::MqttStr;
 use session_store::storage::SessionWrite;
 use session_store::{OverflowPolicy, Pushed, SpilledQueue};
-use tracing::debug;
 
 use super::{BrokerShard, Ctx};
 use crate::message::Outgoing;
@@ -52,12 +51,7 @@ impl BrokerShard {
                 Some(oldest) => self.forget_stored_copies(client_id, &[oldest]),
                 None => {
                     if let Some(conn) = conn.filter(|_| limits.policy == OverflowPolicy::Refuse) {
-                        debug!(
-                            client = client_id.as_str(),
-                            "slow consumer: queue full, disconnecting"
-                        );
-                        self.send_disconnect(ctx, conn, ReasonCode::QuotaExceeded);
-                        self.close_connection(ctx, conn);
+                        self.disconnect_slow_consumer(ctx, client_id, conn);
                     }
                     return;
                 }
