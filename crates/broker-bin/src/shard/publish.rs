@@ -270,16 +270,20 @@ impl BrokerShard {
             ShardCounters::add(&self.counters().messages_dropped, 1);
             return;
         }
-        let write = match clear {
-            true => SessionWrite::RetainCleared {
-                topic: message.publish.topic().clone(),
-            },
-            false => SessionWrite::RetainSet {
-                topic: message.publish.topic().clone(),
-                message: retained_stored(message, ctx.now()),
-            },
-        };
-        self.durable.record(write);
+        // `$SYS` values are the running broker's own: republished on their interval, never
+        // stored (a restart would otherwise serve the last run's figures).
+        if !topic.as_str().starts_with(SYS_PREFIX) {
+            let write = match clear {
+                true => SessionWrite::RetainCleared {
+                    topic: message.publish.topic().clone(),
+                },
+                false => SessionWrite::RetainSet {
+                    topic: message.publish.topic().clone(),
+                    message: retained_stored(message, ctx.now()),
+                },
+            };
+            self.durable.record(write);
+        }
         let message = (!clear).then(|| Arc::clone(message));
         self.broadcast(
             ctx,
