@@ -296,3 +296,36 @@ fn random_between(low: u64, high: u64, round: usize) -> u64 {
         .wrapping_add(round as u64 * 7919))
         % (high - low)
 }
+
+/// A SUBACK is sent only once the subscription is on disk: a broker killed right after it was
+/// received still has the session and the subscription after the restart.
+#[test]
+fn a_subscription_acknowledged_before_a_kill_is_kept() {
+    for engine in ENGINES {
+        let dir = tempfile::Builder::new()
+            .prefix("ringmq-crash-sub-")
+            .tempdir()
+            .expect("temp dir");
+        let store = dir.path().join("data");
+        let broker = BrokerProcess::start(engine, &store);
+        let mut sub = RawClient::connected(broker.addr, persistent_connect(V5, "kept-sub", 3600));
+        sub.subscribe("kept/#", QoS::AtLeastOnce);
+        broker.kill_9();
+        let broker = BrokerProcess::start(engine, &store);
+        let (mut sub, connack) =
+            RawClient::connect(broker.addr, persistent_connect(V5, "kept-sub", 3600));
+        assert!(
+            connack.session_present,
+            "{engine}: the session was stored before its SUBACK"
+        );
+        let mut publisher =
+            RawClient::connected(broker.addr, persistent_connect(V5, "kept-pub", 0));
+        publisher.publish_simple("kept/a", b"1", QoS::AtLeastOnce);
+        let publish = sub.expect_publish_on("kept/a");
+        assert_eq!(
+            publish.payload(),
+            b"1",
+            "{engine}: the subscription was stored"
+        );
+    }
+}

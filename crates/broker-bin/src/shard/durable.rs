@@ -129,6 +129,12 @@ impl Durability {
         self.acks_wait
     }
 
+    /// The ticket of this turn's batch, if acknowledgements wait for the disk and the turn has
+    /// written something so far.
+    pub(super) fn ticket_of_this_turns_writes(&self) -> Option<u64> {
+        (self.acks_wait && !self.writes.is_empty()).then_some(self.ticket)
+    }
+
     /// The ticket copies routed this turn carry (when acknowledgements wait).
     pub(super) fn confirm_ticket(&self) -> Option<u64> {
         self.acks_wait.then_some(self.ticket)

@@ -4,6 +4,10 @@
 //! the new state. Each shard that applies a change for a session held elsewhere wakes the holder
 //! with `ShardMsg::Applied`.
 //!
+//! With `[persistence]` (acknowledgements waiting for the disk), a SUBACK or UNSUBACK also
+//! waits for the batch holding its subscription writes to be durable: a client that saw it
+//! finds the subscription after a crash.
+//!
 //! The connection's own later packets wait too (it is parked: what it sends meanwhile stays in
 //! its carry), so every packet of a connection takes effect in the order it was sent: a PUBLISH
 //! pipelined behind a SUBSCRIBE is matched with that subscription in place. A connection has
@@ -33,8 +37,11 @@ pub(super) struct AckGate {
 pub(super) struct PendingAck {
     conn: ConnId,
     client_id: MqttStr,
-    /// The last change it acknowledges.
-    after: ChangeSeq,
+    /// The last change it acknowledges (`None`: none to wait for).
+    after: Option<ChangeSeq>,
+    /// The store ticket whose batch holds its subscription writes, when it must be durable
+    /// first (`[persistence]` with acknowledgements waiting for the disk).
+    ticket: Option<u64>,
     packet: Packet,
     retained_due: RetainedDue,
 }
@@ -52,14 +59,16 @@ impl BrokerShard {
         packet: Packet,
         retained_due: RetainedDue,
     ) {
-        let Some(after) = last_change else {
+        let ticket = self.durable.ticket_of_this_turns_writes();
+        if last_change.is_none() && ticket.is_none() {
             self.finish_ack(ctx, conn, &client_id, &packet, retained_due);
             return;
-        };
+        }
         let pending = PendingAck {
             conn,
             client_id,
-            after,
+            after: last_change,
+            ticket,
             packet,
             retained_due,
         };
@@ -69,15 +78,20 @@ impl BrokerShard {
         }
     }
 
-    /// Sends the acknowledgements whose changes every shard has applied.
+    /// Sends the acknowledgements whose changes every shard has applied (and whose writes
+    /// are durable, when they must be).
     pub(super) fn release_acks(&mut self, ctx: &mut Ctx) {
         if self.gate.pending.is_empty() {
             return;
         }
         let applied = self.applied_everywhere();
+        let durable = self.shared.store.as_ref().map_or(0, |s| s.durable(self.id));
         let (ready, waiting): (Vec<_>, Vec<_>) = std::mem::take(&mut self.gate.pending)
             .into_iter()
-            .partition(|p| p.after < applied);
+            .partition(|p| {
+                p.after.is_none_or(|after| after < applied)
+                    && p.ticket.is_none_or(|ticket| ticket <= durable)
+            });
         self.gate.pending = waiting;
         for p in ready {
             self.finish_ack(ctx, p.conn, &p.client_id, &p.packet, p.retained_due);

@@ -211,6 +211,7 @@ impl Handler for BrokerShard {
         self.routes.frame_cache.clear();
         self.return_freed_memory(ctx);
         self.submit_durable_writes(ctx);
+        self.release_acks(ctx);
     }
 
     fn on_shutdown(&mut self, ctx: &mut Ctx) {
