@@ -261,3 +261,34 @@ fn queues_beyond_the_memory_bound_are_read_back_from_disk_in_order() {
         sub.expect_silence(Duration::from_millis(200));
     }
 }
+
+/// With `sync = "interval"` acknowledgements do not wait for the disk, and a clean stop syncs
+/// what is left: a restart finds the queue.
+#[test]
+fn interval_sync_keeps_the_state_across_a_clean_restart() {
+    for engine in ENGINES {
+        let dir = temp_dir();
+        let config = format!(
+            "{}sync = \"interval\"\nsync_interval_ms = 50\n",
+            store_config(engine, dir.path())
+        );
+        {
+            let broker = TestBroker::with_store(&config);
+            let mut sub = RawClient::connected(broker.addr(), persistent_connect(V5, "sub", 3600));
+            sub.subscribe("t/#", QoS::AtLeastOnce);
+            sub.disconnect();
+            let mut publisher = RawClient::connected_clean(broker.addr(), V5, "pub");
+            for i in 0..5u8 {
+                publisher.publish_simple("t/a", &[i], QoS::AtLeastOnce);
+            }
+            publisher.disconnect();
+        }
+        let broker = TestBroker::with_store(&config);
+        let (mut sub, connack) =
+            RawClient::connect(broker.addr(), persistent_connect(V5, "sub", 3600));
+        assert!(connack.session_present, "{engine}");
+        for i in 0..5u8 {
+            assert_eq!(sub.expect_publish_acked().payload(), &[i], "{engine}");
+        }
+    }
+}
