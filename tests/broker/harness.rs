@@ -124,6 +124,11 @@ impl TestBroker {
         self.broker.as_ref().expect("broker runs until drop")
     }
 
+    /// Stored writes the engine skipped as inconsistent (must stay 0).
+    pub fn store_skipped_writes(&self) -> u64 {
+        self.broker().store_skipped_writes()
+    }
+
     /// The summed counters now.
     pub fn metrics(&self) -> Snapshot {
         self.broker().metrics().snapshot()
@@ -176,6 +181,15 @@ impl TestBroker {
 
 impl Drop for TestBroker {
     fn drop(&mut self) {
+        if let Some(broker) = self.broker.as_ref()
+            && !std::thread::panicking()
+        {
+            assert_eq!(
+                broker.store_skipped_writes(),
+                0,
+                "the broker emitted stored writes that do not follow the stored state"
+            );
+        }
         if let Some(broker) = self.broker.take() {
             broker.shutdown();
             let joined = broker.join();

@@ -104,6 +104,14 @@ impl Broker {
         })
     }
 
+    /// Stored writes the engine skipped so far as not following the stored state (0 unless
+    /// the broker emitted an inconsistent sequence: tests check it).
+    pub fn store_skipped_writes(&self) -> u64 {
+        self.shared.store.as_ref().map_or(0, |s| {
+            s.skipped_writes.load(std::sync::atomic::Ordering::Relaxed)
+        })
+    }
+
     /// Why the persistent store failed, if it did (the broker then stops itself).
     pub fn store_failure(&self) -> Option<String> {
         let store = self.shared.store.as_ref()?;
