@@ -124,11 +124,6 @@ impl TestBroker {
         self.broker.as_ref().expect("broker runs until drop")
     }
 
-    /// Stored writes the engine skipped as inconsistent (must stay 0).
-    pub fn store_skipped_writes(&self) -> u64 {
-        self.broker().store_skipped_writes()
-    }
-
     /// The summed counters now.
     pub fn metrics(&self) -> Snapshot {
         self.broker().metrics().snapshot()
