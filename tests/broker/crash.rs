@@ -329,3 +329,43 @@ fn a_subscription_acknowledged_before_a_kill_is_kept() {
         );
     }
 }
+
+/// A session connected when the broker was killed lost its connection without DISCONNECT: its
+/// stored will (with its delay, counted from the restart) is published after the restart, to a
+/// subscription that was itself stored.
+#[test]
+fn the_will_of_a_session_connected_at_the_kill_is_published_after_the_restart() {
+    for engine in ENGINES {
+        let dir = tempfile::Builder::new()
+            .prefix("ringmq-crash-will-")
+            .tempdir()
+            .expect("temp dir");
+        let store = dir.path().join("data");
+        let broker = BrokerProcess::start(engine, &store);
+        let mut watcher =
+            RawClient::connected(broker.addr, persistent_connect(V5, "will-watcher", 3600));
+        watcher.subscribe("wills/#", QoS::AtLeastOnce);
+        watcher.disconnect();
+        let mut connect = persistent_connect(V5, "will-owner", 3600);
+        let mut properties = codec::WillProperties::default();
+        properties.will_delay_interval = Some(1);
+        connect.will = Some(codec::Will {
+            topic: crate::client::s("wills/owner"),
+            payload: bytes::Bytes::from_static(b"gone"),
+            qos: QoS::AtLeastOnce,
+            retain: false,
+            properties,
+        });
+        let mut owner = RawClient::connected(broker.addr, connect);
+        // A CONNACK does not wait for the disk; a SUBACK does, and its batch comes after the
+        // one holding the session: once it arrives, the session and its will are stored.
+        owner.subscribe("owner/own", QoS::AtLeastOnce);
+        broker.kill_9();
+        drop(owner);
+        let broker = BrokerProcess::start(engine, &store);
+        let mut watcher =
+            RawClient::connected(broker.addr, persistent_connect(V5, "will-watcher", 3600));
+        let will = watcher.expect_publish_on("wills/owner");
+        assert_eq!(will.payload(), b"gone", "{engine}: the stored will");
+    }
+}
