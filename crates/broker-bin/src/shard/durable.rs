@@ -188,7 +188,9 @@ impl Durability {
         };
         let has_work = !self.writes.is_empty() || !self.confirms.is_empty() || self.held_this_turn;
         if has_work {
-            if !self.needs.is_empty() {
+            // Only a ticket something waits for keeps its confirmations (so `waits` never
+            // outgrows `held`).
+            if !self.needs.is_empty() && self.held_this_turn {
                 self.waits
                     .push_back((self.ticket, std::mem::take(&mut self.needs)));
             }
