@@ -12,6 +12,7 @@ use crate::client::{RawClient, persistent_connect, publish_packet};
 use crate::harness::TestBroker;
 
 const V5: ProtocolVersion = ProtocolVersion::V5;
+const V311: ProtocolVersion = ProtocolVersion::V3_1_1;
 
 /// Every durable engine.
 pub const ENGINES: [&str; 2] = ["sled", "redb"];
@@ -333,5 +334,37 @@ fn a_session_moving_between_shards_keeps_its_stored_state_consistent() {
             received.insert(publish.payload()[0]);
         }
         assert_eq!(received.len(), 60, "{engine}");
+    }
+}
+
+/// A publisher pipelining more QoS 1 messages than `limits.receive_maximum` while their
+/// acknowledgements wait for the disk is parked at that bound and resumed as they leave: every
+/// message is acknowledged and delivered, in order.
+#[test]
+fn a_connection_with_its_bound_of_acknowledgements_held_is_parked_and_resumed() {
+    for engine in ENGINES {
+        let dir = temp_dir();
+        let config = format!(
+            "{}[limits]\nreceive_maximum = 2\n",
+            store_config(engine, dir.path())
+        );
+        let broker = TestBroker::with_store(&config);
+        let mut sub = RawClient::connected(broker.addr(), persistent_connect(V5, "sub", 3600));
+        sub.subscribe("p/#", QoS::AtLeastOnce);
+        let mut publisher = RawClient::connected_clean(broker.addr(), V311, "pub");
+        let mut frames = bytes::BytesMut::new();
+        for i in 1..=20u8 {
+            let publish = publish_packet("p/a", &[i], QoS::AtLeastOnce, Some(u16::from(i)));
+            codec::encode(&Packet::Publish(publish), V311, &mut frames).expect("encodes");
+        }
+        publisher.send_raw(&frames);
+        for i in 1..=20u16 {
+            publisher.recv_where("PUBACK", |p| {
+                matches!(p, Packet::PubAck(a) if a.packet_id.get() == i).then_some(())
+            });
+        }
+        for i in 1..=20u8 {
+            assert_eq!(sub.expect_publish_acked().payload(), &[i], "{engine}");
+        }
     }
 }

@@ -42,6 +42,8 @@ struct Held {
     ticket: u64,
     conn: ConnId,
     send: HeldSend,
+    /// An acknowledgement of a client's packet (counted against its connection's bound).
+    counted: bool,
 }
 
 /// This shard's persistence state.
@@ -64,6 +66,10 @@ pub(super) struct Durability {
     /// Something was held for this turn's ticket.
     held_this_turn: bool,
     held: VecDeque<Held>,
+    /// Acknowledgements held per connection: a connection with `limits.receive_maximum` of
+    /// them is parked (its further packets wait in its carry) until some are sent, so a stalled
+    /// disk bounds what a client can make the broker hold.
+    held_acks: super::FastMap<ConnId, u32>,
     /// Submitted tickets that wait for other shards' confirmations, in order.
     waits: VecDeque<(u64, Vec<ShardId>)>,
     /// Reads of on-disk queues asked for this turn (sent behind this turn's batch).
@@ -89,6 +95,7 @@ impl Durability {
             remote_copies: false,
             held_this_turn: false,
             held: VecDeque::new(),
+            held_acks: super::FastMap::default(),
             waits: VecDeque::new(),
             reads: Vec::new(),
             next_read: 1,
@@ -172,13 +179,41 @@ impl Durability {
         self.acks_wait && (!self.writes.is_empty() || self.remote_copies || !self.held.is_empty())
     }
 
-    fn hold(&mut self, conn: ConnId, send: HeldSend) {
+    /// Holds `send` for this turn's ticket; for a counted acknowledgement, the number its
+    /// connection now has held.
+    fn hold(&mut self, conn: ConnId, send: HeldSend, counted: bool) -> u32 {
         self.held_this_turn = true;
         self.held.push_back(Held {
             ticket: self.ticket,
             conn,
             send,
+            counted,
         });
+        if !counted {
+            return 0;
+        }
+        let count = self.held_acks.entry(conn).or_insert(0);
+        *count += 1;
+        *count
+    }
+
+    /// A counted acknowledgement of `conn` was sent; whether the connection is now under its
+    /// bound again (`limit`).
+    fn released_ack(&mut self, conn: ConnId, limit: u32) -> bool {
+        let Some(count) = self.held_acks.get_mut(&conn) else {
+            return false;
+        };
+        *count -= 1;
+        let left = *count;
+        if left == 0 {
+            self.held_acks.remove(&conn);
+        }
+        left + 1 == limit
+    }
+
+    /// Acknowledgements `conn` has held now.
+    pub(super) fn held_acks(&self, conn: ConnId) -> u32 {
+        self.held_acks.get(&conn).copied().unwrap_or(0)
     }
 
     /// Hands this turn's batch to the store thread (after any the channel refused before).
@@ -265,17 +300,27 @@ impl BrokerShard {
     /// Sends an acknowledgement of a client's packet, after this turn's batch is durable when
     /// it must wait (see the module docs).
     pub(super) fn send_ack(&mut self, ctx: &mut Ctx, conn: ConnId, packet: Packet) {
-        if self.durable.ack_must_wait() {
-            self.durable.hold(conn, HeldSend::Packet(packet));
-        } else {
+        if !self.durable.ack_must_wait() {
             self.send_packet(ctx, conn, &packet);
+            return;
         }
+        let held = self.durable.hold(conn, HeldSend::Packet(packet), true);
+        if held >= self.held_ack_limit()
+            && let Some(connection) = self.conns.get_mut(&conn)
+        {
+            connection.park();
+        }
+    }
+
+    /// Most acknowledgements one connection may have held before it is parked.
+    pub(super) fn held_ack_limit(&self) -> u32 {
+        u32::from(self.shared.config.limits.receive_maximum).max(1)
     }
 
     /// Sends a PUBREL of a stored flow once its release is durable.
     pub(super) fn send_stored_pubrel(&mut self, ctx: &mut Ctx, conn: ConnId, packet: Packet) {
         if self.durable.acks_wait() {
-            self.durable.hold(conn, HeldSend::Packet(packet));
+            self.durable.hold(conn, HeldSend::Packet(packet), false);
         } else {
             self.send_packet(ctx, conn, &packet);
         }
@@ -304,7 +349,7 @@ impl BrokerShard {
             outgoing,
             packet_id,
         };
-        self.durable.hold(conn, send);
+        self.durable.hold(conn, send, false);
     }
 
     /// Turn end: hand the turn's batch over, then send what is durable by now.
@@ -327,6 +372,9 @@ impl BrokerShard {
             .durable
             .pop_ready(durable, |shard| store.confirmed(me, shard))
         {
+            if held.counted && self.durable.released_ack(held.conn, self.held_ack_limit()) {
+                self.unpark_if_free(ctx, held.conn);
+            }
             match held.send {
                 HeldSend::Packet(packet) => self.send_packet(ctx, held.conn, &packet),
                 HeldSend::Publish {

@@ -101,6 +101,17 @@ impl BrokerShard {
 
     /// The connection's acknowledgement is out: handle what it sent behind the packet.
     fn unpark(&mut self, ctx: &mut Ctx, conn: ConnId) {
+        self.unpark_if_free(ctx, conn);
+    }
+
+    /// Lets a parked connection read again unless it still waits for a SUBACK/UNSUBACK or has
+    /// its bound of acknowledgements held for the disk (`durable.rs`).
+    pub(super) fn unpark_if_free(&mut self, ctx: &mut Ctx, conn: ConnId) {
+        let awaiting_ack = self.gate.pending.iter().any(|p| p.conn == conn);
+        let held_full = self.durable.held_acks(conn) >= self.held_ack_limit();
+        if awaiting_ack || held_full {
+            return;
+        }
         if let Some(connection) = self.conns.get_mut(&conn) {
             connection.unpark();
         }
