@@ -347,8 +347,10 @@ fn the_will_of_a_session_connected_at_the_kill_is_published_after_the_restart() 
         watcher.subscribe("wills/#", QoS::AtLeastOnce);
         watcher.disconnect();
         let mut connect = persistent_connect(V5, "will-owner", 3600);
-        let mut properties = codec::WillProperties::default();
-        properties.will_delay_interval = Some(1);
+        let properties = codec::WillProperties {
+            will_delay_interval: Some(1),
+            ..codec::WillProperties::default()
+        };
         connect.will = Some(codec::Will {
             topic: crate::client::s("wills/owner"),
             payload: bytes::Bytes::from_static(b"gone"),
