@@ -221,7 +221,12 @@ impl Durability {
         let Some(sender) = &self.sender else {
             return;
         };
-        let has_work = !self.writes.is_empty() || !self.confirms.is_empty() || self.held_this_turn;
+        // A ticket that went out with copies (`needs`) is used up even with nothing else to
+        // commit: the shards confirm it, and a later turn must not reuse it.
+        let has_work = !self.writes.is_empty()
+            || !self.confirms.is_empty()
+            || self.held_this_turn
+            || !self.needs.is_empty();
         if has_work {
             // Only a ticket something waits for keeps its confirmations (so `waits` never
             // outgrows `held`).
