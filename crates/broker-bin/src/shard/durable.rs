@@ -357,10 +357,9 @@ impl BrokerShard {
         self.durable.hold(conn, send, false);
     }
 
-    /// Turn end: hand the turn's batch over, then send what is durable by now.
-    pub(super) fn submit_durable_writes(&mut self, ctx: &mut Ctx) {
+    /// Turn end: hand the turn's batch over (after what became durable went out).
+    pub(super) fn submit_durable_writes(&mut self) {
         self.durable.submit(self.id);
-        self.release_durable(ctx);
     }
 
     /// Sends every held item whose batch is durable (and confirmed by the shards it needs).

@@ -204,14 +204,18 @@ impl Handler for BrokerShard {
     }
 
     fn on_turn_end(&mut self, ctx: &mut Ctx) {
+        // What became durable goes out first: a connection it unparks reads on here, and what
+        // that produces (routed copies, writes, held acknowledgements) is flushed and handed
+        // to the store below, in this turn (nothing else may wake the shard for it).
         self.take_queue_reads(ctx);
+        self.release_durable(ctx);
+        self.release_acks(ctx);
         self.drain_backlog(ctx);
         self.flush_routes(ctx);
         self.update_gauges();
         self.routes.frame_cache.clear();
         self.return_freed_memory(ctx);
-        self.submit_durable_writes(ctx);
-        self.release_acks(ctx);
+        self.submit_durable_writes();
     }
 
     fn on_shutdown(&mut self, ctx: &mut Ctx) {
