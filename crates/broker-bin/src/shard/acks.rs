@@ -16,19 +16,11 @@ impl BrokerShard {
         };
         if let Some(session) = self.sessions.get_mut(&client_id) {
             match session.inflight.on_puback(id) {
-                Ok(_) => self.record_acked(&client_id, id),
+                Ok(_) => record_acked(&mut self.durable, session.expiry, &client_id, id),
                 Err(error) => debug!(%error, client = client_id.as_str(), "PUBACK ignored"),
             }
         }
         self.drain_session(ctx, &client_id);
-    }
-
-    /// An outbound flow completed: its packet id is free in the store too.
-    fn record_acked(&mut self, client_id: &MqttStr, packet_id: PacketId) {
-        self.record_for(client_id, || SessionWrite::InflightAcked {
-            client_id: client_id.clone(),
-            packet_id,
-        });
     }
 
     /// PUBREC: answer PUBREL (0x92 when the id is unknown); an error reason ends the flow.
@@ -68,18 +60,19 @@ impl BrokerShard {
         let Some(client_id) = self.client_id_of(conn) else {
             return;
         };
-        let known = self
+        let released = self
             .sessions
             .get_mut(&client_id)
-            .is_some_and(|s| s.awaiting_release.release(id));
+            .and_then(|s| s.awaiting_release.release(id).then_some(s.expiry));
         let mut comp = PubComp::new(id);
-        if known {
-            self.record_for(&client_id, || SessionWrite::Qos2Released {
-                client_id: client_id.clone(),
-                packet_id: id,
-            });
-        } else {
-            comp.reason_code = ReasonCode::PacketIdentifierNotFound;
+        match released {
+            Some(expiry) => self
+                .durable
+                .record_if(expiry, || SessionWrite::Qos2Released {
+                    client_id: client_id.clone(),
+                    packet_id: id,
+                }),
+            None => comp.reason_code = ReasonCode::PacketIdentifierNotFound,
         }
         self.send_ack(ctx, conn, Packet::PubComp(comp));
     }
@@ -91,10 +84,23 @@ impl BrokerShard {
         };
         if let Some(session) = self.sessions.get_mut(&client_id) {
             match session.inflight.on_pubcomp(id) {
-                Ok(()) => self.record_acked(&client_id, id),
+                Ok(()) => record_acked(&mut self.durable, session.expiry, &client_id, id),
                 Err(error) => debug!(%error, client = client_id.as_str(), "PUBCOMP ignored"),
             }
         }
         self.drain_session(ctx, &client_id);
     }
+}
+
+/// An outbound flow completed: its packet id is free in the store too.
+fn record_acked(
+    durable: &mut super::durable::Durability,
+    expiry: session_store::SessionExpiry,
+    client_id: &MqttStr,
+    packet_id: PacketId,
+) {
+    durable.record_if(expiry, || SessionWrite::InflightAcked {
+        client_id: client_id.clone(),
+        packet_id,
+    });
 }

@@ -44,12 +44,12 @@ impl BrokerShard {
                 ));
             }
             // Applied now: the session ends (or is kept) by it when this connection closes.
-            let was_stored = session.expiry != SessionExpiry::OnClose;
+            let was_stored = self.durable.stores(session.expiry);
             session.expiry = SessionExpiry::from_interval(seconds, max_expiry);
             if was_stored && session.expiry == SessionExpiry::OnClose {
                 let client_id = session.client_id.clone();
                 self.durable
-                    .record(session_store::storage::SessionWrite::SessionRemoved { client_id });
+                    .record(SessionWrite::SessionRemoved { client_id });
             }
         }
         self.close_connection(ctx, conn);
@@ -116,7 +116,7 @@ impl BrokerShard {
             (None, _) => {}
         }
         if self.is_stored(session.expiry) {
-            self.record_disconnected(&session);
+            record_disconnected(&mut self.durable, &session);
         }
         match session.expiry {
             SessionExpiry::OnClose => {
@@ -132,22 +132,6 @@ impl BrokerShard {
                 self.sessions.insert(session);
             }
         }
-    }
-
-    /// A stored session lost its connection: its will as it stands now (kept while delayed,
-    /// gone once published) and the time its expiry counts from.
-    fn record_disconnected(&mut self, session: &Session) {
-        let client_id = session.client_id.clone();
-        self.durable.record(SessionWrite::SessionSaved {
-            client_id: client_id.clone(),
-            protocol: session.protocol,
-            expiry: session.expiry,
-            will: session.will.as_deref().cloned(),
-        });
-        self.durable.record(SessionWrite::SessionDisconnected {
-            client_id,
-            at: SystemTime::now(),
-        });
     }
 
     /// Keeps a session that has no connection (its client left during a hand-over).
@@ -190,12 +174,8 @@ impl BrokerShard {
         if let Some(pending) = session.will.take() {
             // Stored without it: a restart must not publish it again (the expiry then counts
             // from now: at most the will delay longer).
-            let session = self.sessions.remove(client_id);
-            if let Some(session) = session {
-                if self.is_stored(session.expiry) {
-                    self.record_disconnected(&session);
-                }
-                self.sessions.insert(session);
+            if self.durable.stores(session.expiry) {
+                record_disconnected(&mut self.durable, session);
             }
             self.publish_will(ctx, client_id, pending.will);
         }
@@ -286,6 +266,16 @@ impl BrokerShard {
         }
         self.flush_routes(ctx);
     }
+}
+
+/// A stored session lost its connection: its will as it stands now (kept while delayed, gone
+/// once published) and the time its expiry counts from.
+fn record_disconnected(durable: &mut super::durable::Durability, session: &Session) {
+    durable.record_saved(session);
+    durable.record(SessionWrite::SessionDisconnected {
+        client_id: session.client_id.clone(),
+        at: SystemTime::now(),
+    });
 }
 
 /// A whole number of seconds as a duration.

@@ -326,12 +326,7 @@ impl BrokerShard {
             }
             return;
         }
-        self.durable.record(SessionWrite::SessionSaved {
-            client_id: client_id.clone(),
-            protocol: session.protocol,
-            expiry: session.expiry,
-            will: session.will.as_deref().cloned(),
-        });
+        self.durable.record_saved(session);
         if was_stored {
             return;
         }

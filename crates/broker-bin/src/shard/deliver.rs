@@ -14,7 +14,6 @@ use crate::message::{CopyView, Expiry, Outgoing, Recipient, ShardMsg};
 use crate::metrics::ShardCounters;
 use crate::session::Session;
 use crate::store::stored_message;
-use session_store::SessionExpiry;
 use session_store::storage::SessionWrite;
 
 impl BrokerShard {
@@ -110,11 +109,11 @@ impl BrokerShard {
     /// Queues a QoS 1/2 copy behind the session's earlier ones (stored first when the session
     /// is), then sends what fits.
     fn enqueue(&mut self, ctx: &mut Ctx, client_id: &MqttStr, mut outgoing: Outgoing) {
+        let memory_limit = self.memory_queue_limit();
         let Some(session) = self.sessions.get_mut(client_id) else {
             return;
         };
-        let stored = self.durable.enabled() && session.expiry != SessionExpiry::OnClose;
-        let queued_write = stored.then(|| {
+        let queued_write = self.durable.stores(session.expiry).then(|| {
             outgoing.seq = self.shared.new_seq();
             SessionWrite::MessageQueued {
                 client_id: client_id.clone(),
@@ -122,15 +121,14 @@ impl BrokerShard {
                 message: stored_message(&outgoing, ctx.now()),
             }
         });
-        if let Some(write) = queued_write.as_ref()
-            && self.goes_to_disk_only(client_id)
-        {
-            let seq = outgoing.seq;
-            self.enqueue_on_disk(ctx, client_id, seq, write.clone());
-            return;
-        }
-        let Some(session) = self.sessions.get_mut(client_id) else {
-            return;
+        // A stored queue that spilled, or whose in-memory part is full, grows on disk only.
+        let disk_only = session.spilled().is_some() || session.queue.len() >= memory_limit;
+        let queued_write = match queued_write {
+            Some(write) if disk_only => {
+                self.enqueue_on_disk(ctx, client_id, outgoing.seq, write);
+                return;
+            }
+            write => write,
         };
         let limits = &self.shared.queue_limits;
         let pushed = session.queue.push(outgoing, limits);

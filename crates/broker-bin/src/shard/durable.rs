@@ -24,6 +24,7 @@ use session_store::storage::SessionWrite;
 use super::send::NotSent;
 use super::{BrokerShard, Ctx};
 use crate::message::Outgoing;
+use crate::session::Session;
 use crate::store::{QueueRead, StoreBatch, StoreJob};
 
 /// Something sent once a ticket is durable.
@@ -145,6 +146,33 @@ impl Durability {
     /// The ticket copies routed this turn carry (when acknowledgements wait).
     pub(super) fn confirm_ticket(&self) -> Option<u64> {
         self.acks_wait.then_some(self.ticket)
+    }
+
+    /// Whether a session with `expiry` is stored (persistence on, and it outlives its
+    /// connection).
+    pub(super) fn stores(&self, expiry: SessionExpiry) -> bool {
+        self.enabled() && expiry != SessionExpiry::OnClose
+    }
+
+    /// Records `write` if a session with `expiry` is stored (built only then).
+    pub(super) fn record_if(
+        &mut self,
+        expiry: SessionExpiry,
+        write: impl FnOnce() -> SessionWrite,
+    ) {
+        if self.stores(expiry) {
+            self.writes.push(write());
+        }
+    }
+
+    /// Records a stored session's connection-scoped state (protocol, expiry, will as it is now).
+    pub(super) fn record_saved(&mut self, session: &Session) {
+        self.record(SessionWrite::SessionSaved {
+            client_id: session.client_id.clone(),
+            protocol: session.protocol,
+            expiry: session.expiry,
+            will: session.will.as_deref().cloned(),
+        });
     }
 
     /// Records a write of this turn.
@@ -283,23 +311,9 @@ impl Durability {
 }
 
 impl BrokerShard {
-    /// Whether `session`'s state is stored (persistence on, and it outlives its connection).
+    /// Whether a session with `expiry` is stored (see [`Durability::stores`]).
     pub(super) fn is_stored(&self, expiry: SessionExpiry) -> bool {
-        self.durable.enabled() && expiry != SessionExpiry::OnClose
-    }
-
-    /// Records `write` for `client_id`'s session if that session is stored.
-    pub(super) fn record_for(&mut self, client_id: &MqttStr, write: impl FnOnce() -> SessionWrite) {
-        if !self.durable.enabled() {
-            return;
-        }
-        let stored = self
-            .sessions
-            .get(client_id)
-            .is_some_and(|s| s.expiry != SessionExpiry::OnClose);
-        if stored {
-            self.durable.record(write());
-        }
+        self.durable.stores(expiry)
     }
 
     /// Sends an acknowledgement of a client's packet, after this turn's batch is durable when
@@ -417,12 +431,14 @@ impl BrokerShard {
 
     /// Ends an outbound flow without an acknowledgement (expired, too large, refused).
     pub(super) fn abandon_inflight(&mut self, client_id: &MqttStr, packet_id: PacketId) {
-        if let Some(session) = self.sessions.get_mut(client_id) {
-            session.inflight.abandon(packet_id);
-        }
-        self.record_for(client_id, || SessionWrite::InflightAcked {
-            client_id: client_id.clone(),
-            packet_id,
-        });
+        let Some(session) = self.sessions.get_mut(client_id) else {
+            return;
+        };
+        session.inflight.abandon(packet_id);
+        self.durable
+            .record_if(session.expiry, || SessionWrite::InflightAcked {
+                client_id: client_id.clone(),
+                packet_id,
+            });
     }
 }

@@ -19,7 +19,7 @@ use super::{BrokerShard, Ctx, Fault};
 use crate::detach;
 use crate::message::{Change, CopyView, Message, Outgoing, Recipient, ShardMsg};
 use crate::metrics::ShardCounters;
-use crate::store::stored_message;
+use crate::store::stored_retained;
 use session_store::storage::SessionWrite;
 
 /// Topics only the broker publishes: a client's PUBLISH to one is refused (0x87 on MQTT 5.0;
@@ -102,10 +102,12 @@ impl BrokerShard {
                         verdict
                     }
                     InboundQos2::New => {
-                        self.record_for(&client_id, || SessionWrite::Qos2Received {
-                            client_id: client_id.clone(),
-                            packet_id: id,
-                        });
+                        let expiry = session.expiry;
+                        self.durable
+                            .record_if(expiry, || SessionWrite::Qos2Received {
+                                client_id: client_id.clone(),
+                                packet_id: id,
+                            });
                         self.accept_publish(ctx, &client_id, topic, publish)
                     }
                 };
@@ -279,7 +281,7 @@ impl BrokerShard {
                 },
                 false => SessionWrite::RetainSet {
                     topic: message.publish.topic().clone(),
-                    message: retained_stored(message, ctx.now()),
+                    message: stored_retained(message, ctx.now()),
                 },
             };
             self.durable.record(write);
@@ -383,22 +385,6 @@ impl BrokerShard {
             }
         }
     }
-}
-
-/// A retained message as stored (delivered with the QoS it was published with).
-fn retained_stored(
-    message: &Arc<Message>,
-    now: std::time::Instant,
-) -> session_store::storage::StoredMessage {
-    let copy = Outgoing {
-        message: Arc::clone(message),
-        qos: message.qos,
-        retain: true,
-        sub_ids: Default::default(),
-        shared: None,
-        seq: 0,
-    };
-    stored_message(&copy, now)
 }
 
 /// Everything [`BrokerShard::publish_internal`] needs to publish a message.

@@ -5,15 +5,16 @@
 use std::time::{Duration, SystemTime};
 
 use codec::MqttStr;
-use router::{SubscriptionChange, SubscriptionFilter, TopicName};
+use std::sync::Arc;
+
+use router::SubscriptionFilter;
 use session_store::storage::StoredSession;
 use session_store::{InflightState, PendingWill, SessionExpiry};
-use tracing::warn;
 
 use super::timers::TimerPurpose;
 use super::{BrokerShard, Ctx};
 use crate::session::{Session, SessionSubscription};
-use crate::store::{ReplicaSeed, message_from_stored, outgoing_from_stored};
+use crate::store::{ReplicaSeed, outgoing_from_stored};
 
 impl BrokerShard {
     /// At construction: the recovered replica state and this shard's recovered sessions.
@@ -33,37 +34,17 @@ impl BrokerShard {
     }
 
     fn install_seed(&mut self, seed: &ReplicaSeed) {
-        let limits = &self.shared.topic_limits;
-        for (subscriber, stored) in &seed.subscriptions {
-            let Ok(filter) =
-                SubscriptionFilter::from_bytes(stored.filter.as_shared_bytes().clone(), limits)
-            else {
-                warn!(
-                    filter = stored.filter.as_str(),
-                    "stored filter no longer valid: dropped"
-                );
-                continue;
-            };
-            let change = SubscriptionChange::Subscribe {
-                subscriber: *subscriber,
-                filter,
-                options: stored.options,
-                id: stored.id,
-            };
+        for change in &seed.subscriptions {
             change.apply_to(&mut self.replica.table);
         }
         for (subscriber, shard) in &seed.owners {
             self.replica.owners.insert(*subscriber, *shard);
         }
-        let now = self.shared.clock.now();
-        for (topic, stored) in &seed.retained {
-            let Ok(name) = TopicName::from_bytes(topic.as_shared_bytes().clone(), limits) else {
-                continue;
-            };
-            if let Some(message) = message_from_stored(stored, now) {
-                let size = message.publish.payload().len() + topic.len();
-                self.replica.retained.store(&name, message, size);
-            }
+        for (topic, message) in &seed.retained {
+            let size = message.publish.payload().len() + topic.as_str().len();
+            self.replica
+                .retained
+                .store(topic, Arc::clone(message), size);
         }
     }
 

@@ -14,16 +14,8 @@ use crate::store::{QueueReadDone, outgoing_from_stored};
 
 impl BrokerShard {
     /// The in-memory bound of a stored session's queue.
-    fn memory_queue_limit(&self) -> usize {
+    pub(super) fn memory_queue_limit(&self) -> usize {
         self.shared.config.persistence.memory_queue_messages as usize
-    }
-
-    /// Whether a stored copy for `client_id` goes to disk only: its queue already spilled, or
-    /// its in-memory part is full.
-    pub(super) fn goes_to_disk_only(&self, client_id: &MqttStr) -> bool {
-        self.sessions
-            .get(client_id)
-            .is_some_and(|s| s.spilled().is_some() || s.queue.len() >= self.memory_queue_limit())
     }
 
     /// Queues a stored copy on disk only (`queued` is its `MessageQueued`), within the

@@ -30,15 +30,26 @@ pub fn system_to_instant(at: SystemTime, now: Instant) -> Instant {
 
 /// What the engines store of one copy.
 pub fn stored_message(outgoing: &Outgoing, now: Instant) -> StoredMessage {
-    let message = &outgoing.message;
+    let mut stored = stored_parts(&outgoing.message, outgoing.qos, outgoing.retain, now);
+    stored.sub_ids = outgoing.sub_ids.to_vec();
+    stored
+}
+
+/// What the engines store of a retained message (delivered with the QoS it was published
+/// with, RETAIN set).
+pub fn stored_retained(message: &Message, now: Instant) -> StoredMessage {
+    stored_parts(message, message.qos, true, now)
+}
+
+fn stored_parts(message: &Message, qos: codec::QoS, retain: bool, now: Instant) -> StoredMessage {
     StoredMessage {
         topic: message.publish.topic().as_shared_bytes().clone(),
         payload: message.publish.payload().clone(),
-        qos: outgoing.qos,
-        retain: outgoing.retain,
+        qos,
+        retain,
         properties: message.publish.shared_properties().clone(),
         expires_at: message.expires_at.map(|at| instant_to_system(at, now)),
-        sub_ids: outgoing.sub_ids.to_vec(),
+        sub_ids: Vec::new(),
     }
 }
 

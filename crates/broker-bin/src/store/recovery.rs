@@ -8,14 +8,16 @@ use std::time::{Duration, Instant, SystemTime};
 
 use codec::MqttStr;
 use ring_runtime::ShardId;
-use router::SubscriberId;
+use router::{SubscriberId, SubscriptionChange, SubscriptionFilter, TopicName};
 use session_store::SessionExpiry;
 use session_store::storage::{
     RedbStorage, SessionStorage, SessionWrite, SledStorage, StorageError, StoredMessage,
-    StoredSession, StoredSubscription, SyncMode,
+    StoredSession, SyncMode,
 };
 
+use super::message_from_stored;
 use crate::config::{PersistenceSettings, StorageEngine, SyncPolicy};
+use crate::message::Message;
 use crate::shared::{SessionLocation, Shared};
 
 /// A stored session dealt to a shard, with the subscriber key it runs under now.
@@ -28,12 +30,13 @@ pub struct RecoveredSession {
     pub queued_total: usize,
 }
 
-/// What every shard's replica starts from.
+/// What every shard's replica starts from: built once, applied by each shard (retained
+/// messages shared between the shards' replicas, as replicated ones are).
 #[derive(Debug, Default)]
 pub struct ReplicaSeed {
-    pub subscriptions: Vec<(SubscriberId, StoredSubscription)>,
+    pub subscriptions: Vec<SubscriptionChange>,
     pub owners: Vec<(SubscriberId, ShardId)>,
-    pub retained: Vec<(MqttStr, StoredMessage)>,
+    pub retained: Vec<(TopicName, Arc<Message>)>,
 }
 
 /// The recovered state waiting for the shards to take it (each shard once, at construction).
@@ -67,9 +70,10 @@ impl Recovery {
         }
     }
 
-    /// Deals the recovered sessions to `shards` shards: each gets a fresh subscriber key and a
-    /// shard (by client id hash, so a restart spreads them like connections do), and an entry in
-    /// the session directory.
+    /// Deals the recovered sessions to `shards` shards: each gets a fresh subscriber key, a shard
+    /// (in turn), and an entry in the session directory. Subscriptions and retained messages
+    /// are parsed once here for every replica; one that no longer parses (a stricter topic
+    /// limit since) is left out with a warning.
     pub fn deal(
         &self,
         shared: &Shared,
@@ -78,8 +82,15 @@ impl Recovery {
         shards: usize,
     ) {
         let mut dealt: Vec<Vec<RecoveredSession>> = (0..shards).map(|_| Vec::new()).collect();
+        let now = shared.clock.now();
+        let limits = &shared.topic_limits;
         let mut seed = ReplicaSeed {
-            retained,
+            retained: (retained.iter())
+                .filter_map(|(topic, stored)| {
+                    let name = TopicName::from_bytes(topic.as_shared_bytes().clone(), limits);
+                    Some((name.ok()?, message_from_stored(stored, now)?))
+                })
+                .collect(),
             ..ReplicaSeed::default()
         };
         for (index, (stored, queued_total)) in sessions.into_iter().enumerate() {
@@ -94,8 +105,21 @@ impl Recovery {
                 },
             );
             seed.owners.push((subscriber, shard));
-            for subscription in &stored.subscriptions {
-                seed.subscriptions.push((subscriber, subscription.clone()));
+            for stored in &stored.subscriptions {
+                let filter = stored.filter.as_shared_bytes().clone();
+                let Ok(filter) = SubscriptionFilter::from_bytes(filter, limits) else {
+                    tracing::warn!(
+                        filter = stored.filter.as_str(),
+                        "stored filter no longer valid: dropped"
+                    );
+                    continue;
+                };
+                seed.subscriptions.push(SubscriptionChange::Subscribe {
+                    subscriber,
+                    filter,
+                    options: stored.options,
+                    id: stored.id,
+                });
             }
             dealt[shard.index()].push(RecoveredSession {
                 stored,

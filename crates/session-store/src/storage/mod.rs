@@ -83,8 +83,6 @@ mod contract_tests;
 mod engine_tests;
 #[cfg(test)]
 mod model_tests;
-#[cfg(test)]
-mod timing_tests;
 
 pub use self::redb::RedbStorage;
 pub use self::sled::SledStorage;
