@@ -72,6 +72,8 @@ pub(crate) struct Conn {
     pub(crate) dense: bool,
     /// When its last write started, in the pacing clock's microseconds (0: never).
     pub(crate) last_write_us: u32,
+    /// A [`crate::StreamLayer`] sits between its socket and the handler (`ShardCtx::layers`).
+    pub(crate) layered: bool,
 }
 
 impl Conn {
@@ -107,6 +109,7 @@ impl Conn {
             expedite: false,
             dense: false,
             last_write_us: 0,
+            layered: false,
         }
     }
 

@@ -12,6 +12,7 @@ use crate::conn::{CloseMode, Conn, ConnTable, SendQueue};
 use crate::error::RuntimeError;
 use crate::handler::CloseReason;
 use crate::ids::{ConnId, ShardId, TimerId};
+use crate::layer::{Layers, StreamLayer};
 use crate::mailbox::{LocalInbox, Outboxes};
 use crate::sys::socket;
 use crate::timer::TimerWheel;
@@ -55,6 +56,7 @@ pub struct ShardCtx<M> {
     pub(crate) now: Instant,
     pub(crate) clock: Clock,
     pub(crate) conns: ConnTable,
+    pub(crate) layers: Layers,
     pub(crate) timers: TimerWheel<TimerTarget>,
     pub(crate) outboxes: Outboxes<M>,
     pub(crate) local_inbox: LocalInbox<M>,
@@ -74,6 +76,7 @@ impl<M> ShardCtx<M> {
             now,
             clock,
             conns: ConnTable::new(),
+            layers: Layers::default(),
             timers: TimerWheel::new(now, config.timer_tick),
             outboxes: Outboxes::new(shard_count, config.max_pending_posts),
             local_inbox: LocalInbox::default(),
@@ -154,22 +157,63 @@ impl<M> ShardCtx<M> {
         self.coalesce_below
     }
 
-    /// The send queue of an open connection that still accepts frames.
+    /// The send queue of an open connection that still accepts frames (its layer's plain
+    /// queue when it has a layer).
     fn queue_for(&mut self, conn: ConnId) -> Result<&mut SendQueue, RuntimeError> {
         match self.conns.get_mut(conn) {
             Some(record) if record.is_usable() && !record.shutdown_write_requested => {
+                if record.layered {
+                    return self
+                        .layers
+                        .plain_queue(conn)
+                        .ok_or(RuntimeError::ConnClosed { conn });
+                }
                 Ok(&mut record.send)
             }
             _ => Err(RuntimeError::ConnClosed { conn }),
         }
     }
 
+    /// Puts `layer` between `conn`'s socket and the handler: from now on the handler receives
+    /// what the layer decodes and its frames go through the layer. Set it before anything is
+    /// queued for the connection (in `on_accept` or `on_connected`); the layer's `send` runs in
+    /// this turn's apply step even when nothing is queued (a client layer starts its
+    /// handshake there).
+    pub fn set_layer(&mut self, conn: ConnId, layer: Box<dyn StreamLayer>) {
+        let Some(record) = self.conns.get_mut(conn) else {
+            return;
+        };
+        record.layered = true;
+        self.layers.insert(conn, layer);
+        self.conns.mark_dirty(conn);
+    }
+
+    /// `conn`'s layer, if it has one of type `T`.
+    pub fn layer_mut<T: StreamLayer>(&mut self, conn: ConnId) -> Option<&mut T> {
+        let layer: &mut dyn std::any::Any = self.layers.layer_mut(conn)?;
+        layer.downcast_mut::<T>()
+    }
+
+    /// The local address of `conn`'s socket: which listener accepted it.
+    pub fn local_addr(&self, conn: ConnId) -> std::io::Result<SocketAddr> {
+        let record = self
+            .conns
+            .get(conn)
+            .ok_or_else(|| std::io::Error::from(std::io::ErrorKind::NotConnected))?;
+        record.socket()?.local_addr()
+    }
+
     /// Bytes queued for `conn` and not yet acknowledged by a completed write (0 when unknown):
     /// the handler's backpressure signal.
     pub fn queued_bytes(&self, conn: ConnId) -> usize {
-        self.conns
-            .get(conn)
-            .map_or(0, |record| record.send.queued_bytes())
+        self.conns.get(conn).map_or(0, |record| {
+            let plain = if record.layered {
+                self.layers.queued_bytes(conn)
+            } else {
+                0
+            };
+            record.send.queued_bytes() + plain
+        })
     }
 
     /// Closes gracefully: no more callbacks for `conn` except `on_closed`; queued frames are

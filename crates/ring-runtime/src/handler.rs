@@ -7,6 +7,7 @@ use bytes::Bytes;
 
 use crate::ctx::ShardCtx;
 use crate::ids::{ConnId, TimerId};
+use crate::layer::LayerError;
 
 /// Why a connection ended, given to [`Handler::on_closed`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -56,6 +57,19 @@ pub trait Handler: 'static {
     /// Bytes arrived. `data` is the handler's to keep (copied once out of the receive buffer,
     /// which went straight back to the buffer ring).
     fn on_data(&mut self, ctx: &mut ShardCtx<Self::Message>, conn: ConnId, data: Bytes);
+
+    /// The connection's [`crate::StreamLayer`] failed (a TLS handshake refused, bad WebSocket
+    /// framing): what the layer had to send back (an alert) is queued. The default closes
+    /// gracefully.
+    fn on_layer_error(
+        &mut self,
+        ctx: &mut ShardCtx<Self::Message>,
+        conn: ConnId,
+        error: LayerError,
+    ) {
+        let _ = error;
+        ctx.close(conn);
+    }
 
     /// The peer sent FIN: no more data will come, but the connection can still send (half
     /// close). The default closes gracefully after queued frames are sent.

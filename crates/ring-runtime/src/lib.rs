@@ -15,6 +15,7 @@ mod error;
 mod exit;
 mod handler;
 mod ids;
+mod layer;
 mod mailbox;
 #[cfg(all(test, loom))]
 mod mailbox_loom;
@@ -36,6 +37,7 @@ pub use error::{PostRejected, RuntimeError};
 pub use exit::{ExitCause, ShardExit, ShardExits};
 pub use handler::{CloseReason, Handler};
 pub use ids::{ConnId, ShardId, TimerId};
+pub use layer::{LayerError, LayerOutput, LayerState, StreamLayer};
 pub use runtime::{Runtime, RuntimeControl, RuntimeHandle};
 pub use sys::alloc::return_free_memory;
 pub use sys::socket::kernel_max_listen_backlog;

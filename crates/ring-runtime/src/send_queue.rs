@@ -188,6 +188,16 @@ impl SendQueue {
         }
     }
 
+    /// Moves every queued frame into `frames`, in order, and empties the queue (a layered
+    /// connection's plain queue, which is never written directly).
+    pub(crate) fn take_all(&mut self, frames: &mut Vec<Bytes>) {
+        if let Some(mut pending) = self.pending.take() {
+            pending.seal_tail();
+            frames.extend(pending.frames.drain(..));
+        }
+        self.queued = 0;
+    }
+
     /// Drops everything queued (abort).
     pub(crate) fn clear(&mut self) {
         self.pending = None;
@@ -329,6 +339,19 @@ mod tests {
             1,
             "a short write puts frames back, not counts"
         );
+    }
+
+    #[test]
+    fn take_all_empties_the_queue_in_order() {
+        let mut queue = SendQueue::default();
+        queue.push(Bytes::from_static(b"ab"), SMALL);
+        queue.push(large("a large frame"), SMALL);
+        queue.push(Bytes::from_static(b"cd"), SMALL);
+        let mut taken = Vec::new();
+        queue.take_all(&mut taken);
+        assert_eq!(taken.concat(), b"aba large framecd");
+        assert_eq!(queue.queued_bytes(), 0);
+        assert!(!queue.has_unsent());
     }
 
     #[test]

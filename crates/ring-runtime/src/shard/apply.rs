@@ -56,6 +56,7 @@ impl<H: Handler, B: Backend> Shard<H, B> {
             }
         }
         if matches!(conn.phase, Phase::Open | Phase::Closing) {
+            self.encode_layered(id);
             self.flush_writes(id);
         }
         self.release_if_done(id);
@@ -114,6 +115,9 @@ impl<H: Handler, B: Backend> Shard<H, B> {
             return;
         }
         let mut conn = self.ctx.conns.remove(id).expect("invariant: checked above");
+        if conn.layered {
+            self.ctx.layers.remove(id);
+        }
         self.backend.release(id, &mut conn);
         if let Some(timer) = conn.drain_timer.take() {
             self.ctx.timers.cancel(timer);

@@ -34,11 +34,13 @@ impl<H: Handler, B: Backend> Shard<H, B> {
                 }
                 self.handler.on_accept(ctx, conn, peer);
             }
-            Event::Data { conn, data } => {
-                if ctx.conns.get(conn).is_some_and(Conn::is_usable) {
-                    self.handler.on_data(ctx, conn, data);
+            Event::Data { conn, data } => match ctx.conns.get(conn) {
+                Some(record) if record.is_usable() && record.layered => {
+                    self.receive_layered(conn, data);
                 }
-            }
+                Some(record) if record.is_usable() => self.handler.on_data(ctx, conn, data),
+                _ => {}
+            },
             Event::Eof { conn } => {
                 let Some(record) = ctx.conns.get_mut(conn) else {
                     return;

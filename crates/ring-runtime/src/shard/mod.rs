@@ -3,6 +3,7 @@
 mod accept;
 mod apply;
 mod dispatch;
+mod layered;
 mod pacing;
 
 use std::io;

@@ -14,6 +14,7 @@ mod close;
 mod connect;
 mod echo;
 mod large;
+mod layer;
 mod mailbox;
 mod pacing;
 mod panic;
