@@ -120,6 +120,20 @@ impl TestBroker {
         self.addr
     }
 
+    /// The bound address of the (first) listener of `kind`: "tcp", "tls", "ws" or "wss".
+    pub fn addr_of(&self, kind: &str) -> SocketAddr {
+        let addrs = self.broker().local_addrs_of(kind);
+        *addrs
+            .first()
+            .unwrap_or_else(|| panic!("the test broker has no {kind} listener"))
+    }
+
+    /// Reloads the TLS certificates (what SIGHUP does); the errors.
+    pub fn reload_certificates(&self) -> Vec<String> {
+        let errors = self.broker().reload_certificates();
+        errors.iter().map(ToString::to_string).collect()
+    }
+
     fn broker(&self) -> &Broker {
         self.broker.as_ref().expect("broker runs until drop")
     }

@@ -31,6 +31,9 @@ pub enum StartError {
     /// The persistent store could not be opened or read.
     #[error(transparent)]
     Store(#[from] StoreOpenError),
+    /// A TLS listener's certificate, key or CA file is unusable.
+    #[error(transparent)]
+    Transport(#[from] crate::transport::TransportError),
     /// The store thread could not be started.
     #[error("starting the store thread: {0}")]
     StoreThread(std::io::Error),
@@ -62,9 +65,12 @@ impl Broker {
         let mut runtime_config = runtime_config(&config);
         runtime_config.clock = clock.clone();
         let shards = runtime_config.shard_count();
+        let max_packet = config.limits.max_packet_size;
+        let transports = crate::transport::Transports::load(&config.listeners, max_packet)?;
         let opened = open_and_recover(&config.persistence)?;
         let sync = (config.persistence.sync, config.persistence.sync_interval);
         let mut shared = Shared::with_clock(config, shards, auth, clock);
+        shared.transports = transports;
         let mut store = None;
         if let Some(opened) = opened {
             shared.next_seq = std::sync::atomic::AtomicU64::new(opened.max_queued_seq + 1);
@@ -83,6 +89,7 @@ impl Broker {
         let runtime = Runtime::start(runtime_config, move |id| {
             with_fault_injection(BrokerShard::new(Arc::clone(&for_shards), id, shards), id)
         })?;
+        shared.transports.set_bound(runtime.local_addrs());
         if let Some(state) = &shared.store {
             state.set_control(runtime.control());
             state.close_original_sender();
@@ -121,6 +128,18 @@ impl Broker {
     /// The addresses the broker accepts connections on (port 0 resolved).
     pub fn local_addrs(&self) -> &[SocketAddr] {
         self.runtime.local_addrs()
+    }
+
+    /// The bound addresses of the listeners of one kind: "tcp", "tls", "ws" or "wss".
+    pub fn local_addrs_of(&self, kind: &str) -> Vec<SocketAddr> {
+        self.shared.transports.addrs_of(kind)
+    }
+
+    /// Reads every TLS listener's certificate, key and CA files again: new handshakes use
+    /// them, open connections keep theirs. A listener whose files fail keeps its old ones;
+    /// the errors are returned.
+    pub fn reload_certificates(&self) -> Vec<crate::transport::TransportError> {
+        self.shared.transports.reload()
     }
 
     /// The I/O backend in use.
@@ -203,7 +222,7 @@ fn with_fault_injection(shard: BrokerShard, _id: ShardId) -> BrokerShard {
 pub(crate) fn runtime_config(config: &Config) -> RuntimeConfig {
     let mut runtime = RuntimeConfig {
         shards: config.runtime.shards,
-        listen: config.listeners.clone(),
+        listen: config.listeners.binds(),
         backend: match config.runtime.backend {
             BackendChoice::Auto => ring_runtime::BackendChoice::Auto,
             BackendChoice::Uring => ring_runtime::BackendChoice::Uring,

@@ -58,8 +58,8 @@ mod tests {
     fn listen_flags_replace_the_listener_list() {
         let cli = Cli::parse_from(["ringmq", "-l", "127.0.0.1:0", "--listen", "[::1]:1884"]);
         let config = cli.config().unwrap();
-        assert_eq!(config.listeners.len(), 2);
-        assert_eq!(config.listeners[1].port(), 1884);
+        assert_eq!(config.listeners.tcp.len(), 2);
+        assert_eq!(config.listeners.tcp[1].port(), 1884);
     }
 
     #[test]

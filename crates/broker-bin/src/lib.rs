@@ -22,5 +22,6 @@ pub mod shared;
 #[cfg(any(test, feature = "sim"))]
 pub mod sim;
 pub mod store;
+pub mod transport;
 
 pub use broker::{Broker, StartError};

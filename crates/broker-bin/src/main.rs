@@ -9,7 +9,7 @@ use ring_runtime::ShardExit;
 use ringmq::Broker;
 use ringmq::cli::Cli;
 use ringmq::config::DEFAULT_CONFIG_TOML;
-use signal_hook::consts::{SIGINT, SIGTERM};
+use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
 use signal_hook::iterator::Signals;
 use tracing_subscriber::EnvFilter;
 
@@ -44,7 +44,7 @@ fn main() -> anyhow::Result<()> {
         shards = broker.shard_count(),
         "ringmq listening"
     );
-    match wait_for_stop(&broker)? {
+    match run_until_stop(&broker)? {
         Stop::Signal(signal) => {
             tracing::info!(signal, "shutting down");
             broker.shutdown();
@@ -57,23 +57,27 @@ fn main() -> anyhow::Result<()> {
 
 /// Why the broker stops.
 enum Stop {
-    /// SIGINT or SIGTERM.
+    /// SIGINT or SIGTERM (SIGHUP only passes through).
     Signal(i32),
     /// A shard's thread ended on its own (a panic or an error): the broker cannot run on
     /// without it, since every SUBACK waits for every shard.
     ShardEnded(ShardExit),
 }
 
-/// Blocks until SIGINT or SIGTERM arrives or a shard ends, whichever comes first.
-fn wait_for_stop(broker: &Broker) -> anyhow::Result<Stop> {
+/// Blocks until SIGINT or SIGTERM arrives or a shard ends, whichever comes first; SIGHUP
+/// reloads the TLS certificates meanwhile.
+fn run_until_stop(broker: &Broker) -> anyhow::Result<Stop> {
     let (stop_tx, stop_rx) = mpsc::channel();
-    let mut signals = Signals::new([SIGINT, SIGTERM]).context("installing signal handlers")?;
+    let mut signals =
+        Signals::new([SIGINT, SIGTERM, SIGHUP]).context("installing signal handlers")?;
     let signal_tx = stop_tx.clone();
     std::thread::Builder::new()
         .name("ringmq-signals".into())
         .spawn(move || {
-            if let Some(signal) = signals.forever().next() {
-                let _ = signal_tx.send(Stop::Signal(signal));
+            for signal in signals.forever() {
+                if signal_tx.send(Stop::Signal(signal)).is_err() {
+                    break;
+                }
             }
         })
         .context("starting the signal thread")?;
@@ -84,7 +88,24 @@ fn wait_for_stop(broker: &Broker) -> anyhow::Result<Stop> {
             let _ = stop_tx.send(Stop::ShardEnded(exits.wait_first()));
         })
         .context("starting the shard watcher")?;
-    stop_rx.recv().context("waiting for a stop signal")
+    loop {
+        match stop_rx.recv().context("waiting for a stop signal")? {
+            Stop::Signal(SIGHUP) => reload_certificates(broker),
+            stop => return Ok(stop),
+        }
+    }
+}
+
+/// SIGHUP: new TLS handshakes use the certificates and keys on disk now; open connections
+/// keep theirs. A listener whose files fail keeps the old ones.
+fn reload_certificates(broker: &Broker) {
+    let errors = broker.reload_certificates();
+    if errors.is_empty() {
+        tracing::info!("SIGHUP: TLS certificates reloaded");
+    }
+    for error in errors {
+        tracing::error!(%error, "SIGHUP: TLS certificate reload failed; the old one stays in use");
+    }
 }
 
 /// A shard ended by itself: log the cause, stop the other shards, exit non-zero. (A store

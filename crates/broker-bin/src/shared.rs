@@ -57,6 +57,8 @@ pub struct Shared {
     pub topic_limits: TopicLimits,
     /// The authentication and authorization hook.
     pub auth: Box<dyn Authenticator>,
+    /// The TLS and WebSocket listeners (certificates, paths).
+    pub(crate) transports: crate::transport::Transports,
     /// When the broker started (for `$SYS/broker/uptime`), on [`Self::clock`].
     pub started: Instant,
     /// The runtime's clock (the shards read it through `ShardCtx::now`).
@@ -106,6 +108,7 @@ impl Shared {
             connections: AtomicUsize::new(0),
             topic_limits,
             auth,
+            transports: crate::transport::Transports::plain(),
             started: clock.now(),
             clock,
             applied: (0..shards.max(1))

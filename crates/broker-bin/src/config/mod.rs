@@ -2,6 +2,7 @@
 //! validated into typed values (two phases: [`raw`] then [`typed`]).
 
 mod error;
+mod listeners;
 mod raw;
 mod typed;
 mod validate;
@@ -9,6 +10,7 @@ mod validate;
 use std::path::Path;
 
 pub use error::ConfigError;
+pub use listeners::{ListenerKind, ListenerSettings, TlsSettings, TransportListener};
 pub use raw::RawConfig;
 pub use typed::{
     BackendChoice, Config, ConnectionSettings, LimitSettings, PersistenceSettings, QueueSettings,
@@ -52,7 +54,11 @@ mod tests {
     #[test]
     fn embedded_default_validates() {
         let config = default_raw().unwrap().validate().unwrap();
-        assert_eq!(config.listeners, vec!["127.0.0.1:1883".parse().unwrap()]);
+        assert_eq!(
+            config.listeners.tcp,
+            vec!["127.0.0.1:1883".parse().unwrap()]
+        );
+        assert!(config.listeners.transports.is_empty());
         assert_eq!(config.runtime.backend, BackendChoice::Auto);
         assert_eq!(config.limits.max_packet_size, 1_048_576);
         assert_eq!(

@@ -23,7 +23,12 @@ macro_rules! raw_section {
 
 raw_section!(
     /// `[listeners]`
-    RawListeners { tcp: Vec<String> }
+    RawListeners {
+        tcp: Vec<String>,
+        tls: Vec<super::listeners::RawTlsListener>,
+        ws: Vec<super::listeners::RawWsListener>,
+        wss: Vec<super::listeners::RawWssListener>,
+    }
 );
 raw_section!(
     /// `[runtime]`

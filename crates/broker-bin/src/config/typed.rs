@@ -1,6 +1,5 @@
 //! The validated configuration: typed values only, every limit in force.
 
-use std::net::SocketAddr;
 use std::time::Duration;
 
 /// Which I/O backend the runtime uses.
@@ -26,7 +25,7 @@ pub enum SlowConsumerPolicy {
 /// The validated broker configuration.
 #[derive(Debug, Clone)]
 pub struct Config {
-    pub listeners: Vec<SocketAddr>,
+    pub listeners: super::listeners::ListenerSettings,
     pub runtime: RuntimeSettings,
     pub log_level: tracing::Level,
     pub connection: ConnectionSettings,

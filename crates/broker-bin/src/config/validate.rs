@@ -84,7 +84,7 @@ impl RawConfig {
     /// Validates every key and builds the typed configuration.
     pub fn validate(&self) -> Result<Config, ConfigError> {
         Ok(Config {
-            listeners: self.listeners()?,
+            listeners: self.listeners.validate()?,
             runtime: self.runtime()?,
             log_level: self.log_level()?,
             connection: self.connection()?,
@@ -147,20 +147,6 @@ impl RawConfig {
             )?,
             cache_bytes: in_range("persistence.cache_mb", &p.cache_mb, 1, 1 << 20)? << 20,
         })
-    }
-
-    fn listeners(&self) -> Result<Vec<SocketAddr>, ConfigError> {
-        const KEY: &str = "listeners.tcp";
-        let list = need(KEY, &self.listeners.tcp)?;
-        if list.is_empty() {
-            return Err(ConfigError::invalid(
-                KEY,
-                "at least one listen address is required",
-            ));
-        }
-        list.iter()
-            .map(|text| parse_listen_addr(KEY, text))
-            .collect()
     }
 
     fn runtime(&self) -> Result<RuntimeSettings, ConfigError> {

@@ -47,7 +47,8 @@ impl BrokerShard {
             return Err(Fault::protocol("a second CONNECT"));
         }
         connection.protocol = connect.protocol;
-        if let Err(reason) = self.check_connect(&connect) {
+        let identity = self.apply_certificate_identity(ctx, conn, &mut connect);
+        if let Err(reason) = identity.and_then(|()| self.check_connect(&connect)) {
             self.refuse_connect(ctx, conn, reason);
             return Ok(());
         }

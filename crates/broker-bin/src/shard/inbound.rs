@@ -28,6 +28,11 @@ impl BrokerShard {
             return;
         }
         debug!(%peer, "accepted");
+        if !self.add_transport(ctx, conn, peer) {
+            self.shared.connections.fetch_sub(1, Ordering::Relaxed);
+            ctx.abort(conn);
+            return;
+        }
         let mut connection = Connection::new(self.since_start(ctx));
         let deadline = ctx.now() + self.shared.config.connection.connect_timeout;
         connection.timer = Some(self.arm_connection_timer(ctx, deadline, conn));

@@ -28,6 +28,7 @@ mod subscribe;
 mod sys;
 mod takeover;
 mod timers;
+mod transport;
 
 use std::collections::{HashMap, HashSet};
 
@@ -147,6 +148,11 @@ impl Handler for BrokerShard {
     fn on_data(&mut self, ctx: &mut Ctx, conn: ConnId, data: Bytes) {
         let _span = self.conn_span(conn).entered();
         self.receive(ctx, conn, data);
+    }
+
+    fn on_layer_error(&mut self, ctx: &mut Ctx, conn: ConnId, error: ring_runtime::LayerError) {
+        let _span = self.conn_span(conn).entered();
+        self.transport_failed(ctx, conn, error);
     }
 
     fn on_read_closed(&mut self, ctx: &mut Ctx, conn: ConnId) {

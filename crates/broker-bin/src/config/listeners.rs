@@ -1,0 +1,257 @@
+//! `[listeners]`: plain TCP addresses plus `[[listeners.tls]]`, `[[listeners.ws]]` and
+//! `[[listeners.wss]]` tables, raw and validated.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use serde::Deserialize;
+
+use super::error::ConfigError;
+use super::raw::RawListeners;
+use super::validate::parse_listen_addr;
+
+/// `[[listeners.tls]]` as written.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawTlsListener {
+    pub bind: Option<String>,
+    pub cert: Option<String>,
+    pub key: Option<String>,
+    pub client_ca: Option<String>,
+    pub require_client_cert: Option<bool>,
+    pub identity_as_username: Option<bool>,
+}
+
+/// `[[listeners.ws]]` as written.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawWsListener {
+    pub bind: Option<String>,
+    pub path: Option<String>,
+}
+
+/// `[[listeners.wss]]` as written.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawWssListener {
+    pub bind: Option<String>,
+    pub path: Option<String>,
+    pub cert: Option<String>,
+    pub key: Option<String>,
+    pub client_ca: Option<String>,
+    pub require_client_cert: Option<bool>,
+    pub identity_as_username: Option<bool>,
+}
+
+/// The TLS side of a `tls` or `wss` listener. Paths are relative to the working directory;
+/// the files are read when the broker starts and on every reload.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TlsSettings {
+    /// Certificate chain, PEM.
+    pub cert: PathBuf,
+    /// Private key (PKCS#8, PKCS#1 or SEC1), PEM.
+    pub key: PathBuf,
+    /// Client certificates are verified against this CA bundle when set.
+    pub client_ca: Option<PathBuf>,
+    /// A handshake without a valid client certificate is refused.
+    pub require_client_cert: bool,
+    /// The client certificate's Common Name becomes the username.
+    pub identity_as_username: bool,
+}
+
+/// What a listener speaks on top of TCP.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ListenerKind {
+    /// MQTT over TLS.
+    Tls(TlsSettings),
+    /// MQTT over WebSocket, upgraded at `path`.
+    Ws { path: String },
+    /// MQTT over WebSocket over TLS.
+    Wss { path: String, tls: TlsSettings },
+}
+
+impl ListenerKind {
+    /// The name the config file uses.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Self::Tls(_) => "tls",
+            Self::Ws { .. } => "ws",
+            Self::Wss { .. } => "wss",
+        }
+    }
+
+    /// The TLS settings, for `tls` and `wss`.
+    pub fn tls(&self) -> Option<&TlsSettings> {
+        match self {
+            Self::Tls(tls) | Self::Wss { tls, .. } => Some(tls),
+            Self::Ws { .. } => None,
+        }
+    }
+}
+
+/// A TLS or WebSocket listener.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TransportListener {
+    pub bind: SocketAddr,
+    pub kind: ListenerKind,
+}
+
+/// Every validated listener.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ListenerSettings {
+    pub tcp: Vec<SocketAddr>,
+    pub transports: Vec<TransportListener>,
+}
+
+impl ListenerSettings {
+    /// Every address to bind, in the order the runtime reports them: the TCP listeners, then
+    /// the TLS and WebSocket listeners in config order.
+    pub fn binds(&self) -> Vec<SocketAddr> {
+        let transports = self.transports.iter().map(|t| t.bind);
+        self.tcp.iter().copied().chain(transports).collect()
+    }
+}
+
+impl RawListeners {
+    /// Validates every listener; at least one of any kind is required.
+    pub(super) fn validate(&self) -> Result<ListenerSettings, ConfigError> {
+        let tcp = self
+            .tcp
+            .iter()
+            .flatten()
+            .map(|text| parse_listen_addr("listeners.tcp", text))
+            .collect::<Result<Vec<_>, _>>()?;
+        let mut transports = Vec::new();
+        for raw in self.tls.iter().flatten() {
+            let kind = ListenerKind::Tls(tls_settings("listeners.tls", raw.into())?);
+            transports.push(listener("listeners.tls.bind", &raw.bind, kind)?);
+        }
+        for raw in self.ws.iter().flatten() {
+            let path = ws_path("listeners.ws.path", &raw.path)?;
+            transports.push(listener(
+                "listeners.ws.bind",
+                &raw.bind,
+                ListenerKind::Ws { path },
+            )?);
+        }
+        for raw in self.wss.iter().flatten() {
+            let path = ws_path("listeners.wss.path", &raw.path)?;
+            let tls = tls_settings("listeners.wss", raw.into())?;
+            let kind = ListenerKind::Wss { path, tls };
+            transports.push(listener("listeners.wss.bind", &raw.bind, kind)?);
+        }
+        if tcp.is_empty() && transports.is_empty() {
+            return Err(ConfigError::invalid(
+                "listeners.tcp",
+                "at least one listener (tcp, tls, ws or wss) is required",
+            ));
+        }
+        let settings = ListenerSettings { tcp, transports };
+        reject_duplicate_binds(&settings.binds())?;
+        Ok(settings)
+    }
+}
+
+/// The TLS keys shared by `tls` and `wss` tables.
+struct RawTlsKeys<'a> {
+    cert: &'a Option<String>,
+    key: &'a Option<String>,
+    client_ca: &'a Option<String>,
+    require_client_cert: Option<bool>,
+    identity_as_username: Option<bool>,
+}
+
+impl<'a> From<&'a RawTlsListener> for RawTlsKeys<'a> {
+    fn from(raw: &'a RawTlsListener) -> Self {
+        Self {
+            cert: &raw.cert,
+            key: &raw.key,
+            client_ca: &raw.client_ca,
+            require_client_cert: raw.require_client_cert,
+            identity_as_username: raw.identity_as_username,
+        }
+    }
+}
+
+impl<'a> From<&'a RawWssListener> for RawTlsKeys<'a> {
+    fn from(raw: &'a RawWssListener) -> Self {
+        Self {
+            cert: &raw.cert,
+            key: &raw.key,
+            client_ca: &raw.client_ca,
+            require_client_cert: raw.require_client_cert,
+            identity_as_username: raw.identity_as_username,
+        }
+    }
+}
+
+fn tls_settings(table: &'static str, raw: RawTlsKeys<'_>) -> Result<TlsSettings, ConfigError> {
+    let path = |value: &Option<String>, name: &str| -> Result<PathBuf, ConfigError> {
+        match value.as_deref() {
+            Some(text) if !text.is_empty() => Ok(PathBuf::from(text)),
+            _ => Err(ConfigError::invalid(
+                table,
+                format!("`{name}` (a PEM file) is required"),
+            )),
+        }
+    };
+    let settings = TlsSettings {
+        cert: path(raw.cert, "cert")?,
+        key: path(raw.key, "key")?,
+        client_ca: raw
+            .client_ca
+            .as_deref()
+            .filter(|s| !s.is_empty())
+            .map(PathBuf::from),
+        require_client_cert: raw.require_client_cert.unwrap_or(false),
+        identity_as_username: raw.identity_as_username.unwrap_or(false),
+    };
+    if settings.client_ca.is_none()
+        && (settings.require_client_cert || settings.identity_as_username)
+    {
+        return Err(ConfigError::invalid(
+            table,
+            "`require_client_cert` and `identity_as_username` need `client_ca` (the CA that \
+             signs client certificates)",
+        ));
+    }
+    Ok(settings)
+}
+
+fn ws_path(key: &'static str, path: &Option<String>) -> Result<String, ConfigError> {
+    let path = path.clone().unwrap_or_else(|| "/mqtt".to_owned());
+    if !path.starts_with('/') || path.contains(char::is_whitespace) {
+        return Err(ConfigError::invalid(
+            key,
+            format!("{path:?} is not a URL path (it starts with `/`, without spaces)"),
+        ));
+    }
+    Ok(path)
+}
+
+fn listener(
+    key: &'static str,
+    bind: &Option<String>,
+    kind: ListenerKind,
+) -> Result<TransportListener, ConfigError> {
+    let text = bind
+        .as_deref()
+        .ok_or_else(|| ConfigError::invalid(key, "missing (HOST:PORT to listen on)"))?;
+    Ok(TransportListener {
+        bind: parse_listen_addr(key, text)?,
+        kind,
+    })
+}
+
+/// Two listeners on one address would share its connections at random.
+fn reject_duplicate_binds(binds: &[SocketAddr]) -> Result<(), ConfigError> {
+    for (index, addr) in binds.iter().enumerate() {
+        if addr.port() != 0 && binds[..index].contains(addr) {
+            return Err(ConfigError::invalid(
+                "listeners",
+                format!("{addr} is configured for two listeners"),
+            ));
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,76 @@
+//! A connection's TLS or WebSocket layer: set at accept, its failures logged with the peer,
+//! and the client certificate's identity at CONNECT.
+
+use std::net::SocketAddr;
+
+use codec::{Connect, MqttStr, ReasonCode};
+use ring_runtime::{ConnId, LayerError};
+use tracing::debug;
+
+use super::{BrokerShard, Ctx};
+use crate::transport::MqttTransport;
+
+impl BrokerShard {
+    /// Gives `conn` the layer of the listener that accepted it; false when the connection
+    /// cannot be served (logged).
+    pub(super) fn add_transport(&mut self, ctx: &mut Ctx, conn: ConnId, peer: SocketAddr) -> bool {
+        let transports = &self.shared.transports;
+        if !transports.any() {
+            return true;
+        }
+        let local = match ctx.local_addr(conn) {
+            Ok(local) => local,
+            Err(error) => {
+                debug!(%peer, %error, "accepted connection has no local address: closing");
+                return false;
+            }
+        };
+        match transports.layer_for(local, peer) {
+            None => true,
+            Some(Ok(layer)) => {
+                ctx.set_layer(conn, Box::new(layer));
+                true
+            }
+            Some(Err(error)) => {
+                debug!(%peer, %local, %error, "cannot serve this connection: closing");
+                false
+            }
+        }
+    }
+
+    /// The layer gave up (failed handshake, plain MQTT on a TLS port, bad upgrade, bad
+    /// framing): logged at debug with the peer, then closed.
+    pub(super) fn transport_failed(&mut self, ctx: &mut Ctx, conn: ConnId, error: LayerError) {
+        let peer = ctx.layer_mut::<MqttTransport>(conn).map(|t| t.peer());
+        match peer {
+            Some(peer) => debug!(%peer, %error, "transport error: closing"),
+            None => debug!(%error, "transport error: closing"),
+        }
+        self.close_connection(ctx, conn);
+    }
+
+    /// On a listener with `identity_as_username`, the verified client certificate's Common
+    /// Name replaces the CONNECT's username; without one the CONNECT is refused.
+    pub(super) fn apply_certificate_identity(
+        &self,
+        ctx: &mut Ctx,
+        conn: ConnId,
+        connect: &mut Connect,
+    ) -> Result<(), ReasonCode> {
+        let Some(transport) = ctx.layer_mut::<MqttTransport>(conn) else {
+            return Ok(());
+        };
+        let Some(identity) = transport.username_from_certificate() else {
+            return Ok(());
+        };
+        let peer = transport.peer();
+        let Ok(name) = identity else {
+            debug!(%peer, "no client certificate Common Name to use as the username: refused");
+            return Err(ReasonCode::NotAuthorized);
+        };
+        let username =
+            MqttStr::from_bytes(name.into_bytes().into()).map_err(|_| ReasonCode::NotAuthorized)?;
+        connect.username = Some(username);
+        Ok(())
+    }
+}

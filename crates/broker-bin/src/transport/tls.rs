@@ -1,0 +1,126 @@
+//! TLS settings turned into a rustls `ServerConfig` (ring provider: pure Rust plus assembly
+//! that cross-compiles, so the static aarch64 build links), swapped on reload.
+
+use std::path::Path;
+use std::sync::{Arc, RwLock};
+
+use rustls::crypto::CryptoProvider;
+use rustls::server::WebPkiClientVerifier;
+use rustls::{RootCertStore, ServerConfig, ServerConnection};
+use rustls_pki_types::pem::PemObject;
+use rustls_pki_types::{CertificateDer, PrivateKeyDer};
+
+use super::TransportError;
+use crate::config::TlsSettings;
+
+/// A TLS listener's settings and the server config built from them; new handshakes use the
+/// config of the last successful load.
+pub(crate) struct TlsSource {
+    settings: TlsSettings,
+    current: RwLock<Arc<ServerConfig>>,
+}
+
+impl TlsSource {
+    /// Loads the certificate, key and client CA named in `settings`.
+    pub(crate) fn load(settings: TlsSettings) -> Result<Self, TransportError> {
+        let config = server_config(&settings)?;
+        Ok(Self {
+            settings,
+            current: RwLock::new(config),
+        })
+    }
+
+    /// Reads the files again; on failure the old config stays in force.
+    pub(crate) fn reload(&self) -> Result<(), TransportError> {
+        let config = server_config(&self.settings)?;
+        *self.current.write().unwrap_or_else(|e| e.into_inner()) = config;
+        Ok(())
+    }
+
+    /// A server-side session for one accepted connection.
+    pub(crate) fn accept(&self) -> Result<ServerConnection, rustls::Error> {
+        let config = Arc::clone(&self.current.read().unwrap_or_else(|e| e.into_inner()));
+        ServerConnection::new(config)
+    }
+
+    pub(crate) fn settings(&self) -> &TlsSettings {
+        &self.settings
+    }
+}
+
+fn provider() -> Arc<CryptoProvider> {
+    Arc::new(rustls::crypto::ring::default_provider())
+}
+
+fn server_config(settings: &TlsSettings) -> Result<Arc<ServerConfig>, TransportError> {
+    let provider = provider();
+    let certs = read_certs("certificate", &settings.cert)?;
+    let key = PrivateKeyDer::from_pem_file(&settings.key).map_err(|e| TransportError::File {
+        what: "private key",
+        path: settings.key.clone(),
+        cause: e.to_string(),
+    })?;
+    let builder = ServerConfig::builder_with_provider(Arc::clone(&provider))
+        .with_safe_default_protocol_versions()
+        .map_err(|e| TransportError::Tls(e.to_string()))?;
+    let builder = match &settings.client_ca {
+        None => builder.with_no_client_auth(),
+        Some(ca) => {
+            let mut roots = RootCertStore::empty();
+            for cert in read_certs("client CA", ca)? {
+                roots.add(cert).map_err(|e| TransportError::File {
+                    what: "client CA",
+                    path: ca.clone(),
+                    cause: e.to_string(),
+                })?;
+            }
+            let verifier = WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider);
+            let verifier = if settings.require_client_cert {
+                verifier
+            } else {
+                verifier.allow_unauthenticated()
+            };
+            let verifier = verifier.build().map_err(|e| TransportError::File {
+                what: "client CA",
+                path: ca.clone(),
+                cause: e.to_string(),
+            })?;
+            builder.with_client_cert_verifier(verifier)
+        }
+    };
+    let config = builder
+        .with_single_cert(certs, key)
+        .map_err(|e| TransportError::KeyPair {
+            cert: settings.cert.clone(),
+            key: settings.key.clone(),
+            cause: e.to_string(),
+        })?;
+    Ok(Arc::new(config))
+}
+
+/// Every certificate in a PEM file; an error names the file.
+fn read_certs(
+    what: &'static str,
+    path: &Path,
+) -> Result<Vec<CertificateDer<'static>>, TransportError> {
+    let error = |cause: String| TransportError::File {
+        what,
+        path: path.to_owned(),
+        cause,
+    };
+    let certs = CertificateDer::pem_file_iter(path)
+        .map_err(|e| error(e.to_string()))?
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| error(e.to_string()))?;
+    if certs.is_empty() {
+        return Err(error("no PEM certificate in it".into()));
+    }
+    Ok(certs)
+}
+
+/// The Common Name of a DER certificate's subject.
+pub(crate) fn common_name(cert: &CertificateDer<'_>) -> Option<String> {
+    let (_, parsed) = x509_parser::parse_x509_certificate(cert.as_ref()).ok()?;
+    let name = parsed.subject().iter_common_name().next()?;
+    name.as_str().ok().map(str::to_owned)
+}

@@ -1,0 +1,95 @@
+//! Certificates made for one test (rcgen): a CA, a server certificate for 127.0.0.1 and
+//! localhost, client certificates, and a second, untrusted CA; PEM files in a temporary
+//! directory. Nothing here is meant for real use.
+
+use std::path::{Path, PathBuf};
+
+use rcgen::{
+    BasicConstraints, CertificateParams, CertifiedIssuer, DnType, IsCa, KeyPair, KeyUsagePurpose,
+};
+
+/// A certificate authority that signs test certificates.
+pub struct TestCa {
+    issuer: CertifiedIssuer<'static, KeyPair>,
+    /// Its certificate, PEM.
+    pub cert: PathBuf,
+}
+
+/// A certificate and its key, PEM files.
+pub struct CertFiles {
+    pub cert: PathBuf,
+    pub key: PathBuf,
+}
+
+impl TestCa {
+    /// A new CA named `name`, its certificate written to `dir`.
+    pub fn new(dir: &Path, name: &str) -> Self {
+        let mut params = CertificateParams::new(Vec::<String>::new()).expect("CA params");
+        params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        params.distinguished_name.push(DnType::CommonName, name);
+        params.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign];
+        let key = KeyPair::generate().expect("CA key");
+        let issuer = CertifiedIssuer::self_signed(params, key).expect("CA certificate");
+        let cert = dir.join(format!("{name}.pem"));
+        std::fs::write(&cert, issuer.pem()).expect("write CA certificate");
+        Self { issuer, cert }
+    }
+
+    /// A server certificate for 127.0.0.1 and localhost, written as `<file>.pem`/`<file>.key`.
+    pub fn server(&self, dir: &Path, file: &str) -> CertFiles {
+        let names = vec!["127.0.0.1".to_owned(), "localhost".to_owned()];
+        let mut params = CertificateParams::new(names).expect("server params");
+        params
+            .distinguished_name
+            .push(DnType::CommonName, "ringmq test server");
+        self.sign(params, dir, file)
+    }
+
+    /// A client certificate whose Common Name is `common_name`.
+    pub fn client(&self, dir: &Path, common_name: &str) -> CertFiles {
+        let mut params = CertificateParams::new(Vec::<String>::new()).expect("client params");
+        params
+            .distinguished_name
+            .push(DnType::CommonName, common_name);
+        self.sign(params, dir, common_name)
+    }
+
+    fn sign(&self, params: CertificateParams, dir: &Path, file: &str) -> CertFiles {
+        let key = KeyPair::generate().expect("key");
+        let cert = params
+            .signed_by(&key, &self.issuer)
+            .expect("signed certificate");
+        let files = CertFiles {
+            cert: dir.join(format!("{file}.pem")),
+            key: dir.join(format!("{file}.key")),
+        };
+        std::fs::write(&files.cert, cert.pem()).expect("write certificate");
+        std::fs::write(&files.key, key.serialize_pem()).expect("write key");
+        files
+    }
+}
+
+/// A CA, a server certificate and a client CA setup in one temporary directory.
+pub struct TestPki {
+    pub dir: tempfile::TempDir,
+    pub ca: TestCa,
+    pub server: CertFiles,
+}
+
+impl TestPki {
+    pub fn new() -> Self {
+        let dir = tempfile::tempdir().expect("temporary directory");
+        let ca = TestCa::new(dir.path(), "test-ca");
+        let server = ca.server(dir.path(), "server");
+        Self { dir, ca, server }
+    }
+
+    /// The TLS keys of a listener table using this PKI's server certificate.
+    pub fn listener_keys(&self) -> String {
+        format!(
+            "cert = {:?}\nkey = {:?}\n",
+            self.server.cert.display().to_string(),
+            self.server.key.display().to_string()
+        )
+    }
+}
