@@ -3,6 +3,7 @@
 
 mod layer;
 mod tls;
+mod tls_session;
 mod ws;
 
 use std::net::SocketAddr;

@@ -5,8 +5,9 @@ use std::path::Path;
 use std::sync::{Arc, RwLock};
 
 use rustls::crypto::CryptoProvider;
+use rustls::server::UnbufferedServerConnection;
 use rustls::server::WebPkiClientVerifier;
-use rustls::{RootCertStore, ServerConfig, ServerConnection};
+use rustls::{RootCertStore, ServerConfig};
 use rustls_pki_types::pem::PemObject;
 use rustls_pki_types::{CertificateDer, PrivateKeyDer};
 
@@ -38,9 +39,9 @@ impl TlsSource {
     }
 
     /// A server-side session for one accepted connection.
-    pub(crate) fn accept(&self) -> Result<ServerConnection, rustls::Error> {
+    pub(crate) fn accept(&self) -> Result<UnbufferedServerConnection, rustls::Error> {
         let config = Arc::clone(&self.current.read().unwrap_or_else(|e| e.into_inner()));
-        ServerConnection::new(config)
+        UnbufferedServerConnection::new(config)
     }
 
     pub(crate) fn settings(&self) -> &TlsSettings {

@@ -30,6 +30,13 @@ struct Pipe {
     output: BytesMut,
 }
 
+impl Pipe {
+    /// What tungstenite wrote; the pipe keeps no allocation afterwards.
+    fn take_output(&mut self) -> BytesMut {
+        std::mem::take(&mut self.output)
+    }
+}
+
 /// tungstenite's view of the pipe: reads what arrived (`WouldBlock` when nothing has),
 /// writes into the output.
 struct PipeStream(Rc<RefCell<Pipe>>);
@@ -43,6 +50,10 @@ impl Read for PipeStream {
         let len = buf.len().min(pipe.input.len());
         buf[..len].copy_from_slice(&pipe.input[..len]);
         pipe.input.advance(len);
+        if pipe.input.is_empty() {
+            // An idle connection keeps no receive allocation.
+            pipe.input = BytesMut::new();
+        }
         Ok(len)
     }
 }
@@ -127,7 +138,9 @@ impl WsSession {
     pub(crate) fn new(path: Arc<str>, max_message: usize) -> Self {
         let pipe = Rc::new(RefCell::new(Pipe::default()));
         let config = WebSocketConfig::default()
-            .read_buffer_size(1024)
+            // tungstenite allocates its read buffer up front: small, since an idle connection
+            // keeps it (a larger frame reserves what it needs).
+            .read_buffer_size(256)
             .write_buffer_size(0)
             .max_message_size(Some(max_message))
             .max_frame_size(Some(max_message));
@@ -157,7 +170,7 @@ impl WsSession {
             State::Open(socket) => self.read_frames(socket, plain),
             State::Done => Ok(LayerState::PeerClosed),
         };
-        reply.extend_from_slice(&self.pipe.borrow_mut().output.split());
+        reply.extend_from_slice(&self.pipe.borrow_mut().take_output());
         result
     }
 
@@ -240,7 +253,7 @@ impl WsSession {
         if let State::Open(socket) = &mut self.state {
             let _ = socket.close(None);
             let _ = socket.flush();
-            wire.extend_from_slice(&self.pipe.borrow_mut().output.split());
+            wire.extend_from_slice(&self.pipe.borrow_mut().take_output());
         }
         self.state = State::Done;
     }
