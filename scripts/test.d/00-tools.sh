@@ -7,5 +7,7 @@ ensure_rust_components() {
 
 test_tools() {
   ensure_rust_components
+  # The broker tests drive mosquitto_pub/mosquitto_sub over TLS (tests/broker/tls.rs).
+  ensure_mosquitto_clients
   cargo --version
 }

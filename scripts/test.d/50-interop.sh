@@ -35,6 +35,19 @@ ensure_mosquitto_clients() {
   $sudo apt-get install -y -qq mosquitto-clients
 }
 
+# A throwaway CA and a server certificate for 127.0.0.1 in directory $1 (ca.pem, server.pem,
+# server.key), made with openssl for this run only.
+interop_certificates() {
+  local dir=$1
+  openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 2 \
+    -subj "/CN=ringmq interop CA" -keyout "$dir/ca.key" -out "$dir/ca.pem" 2>/dev/null
+  openssl req -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes \
+    -subj "/CN=127.0.0.1" -keyout "$dir/server.key" -out "$dir/server.csr" 2>/dev/null
+  printf 'subjectAltName=IP:127.0.0.1,DNS:localhost\n' >"$dir/server.ext"
+  openssl x509 -req -in "$dir/server.csr" -CA "$dir/ca.pem" -CAkey "$dir/ca.key" \
+    -CAcreateserial -days 2 -extfile "$dir/server.ext" -out "$dir/server.pem" 2>/dev/null
+}
+
 # A TCP port nothing listens on now.
 interop_free_port() {
   python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
@@ -64,9 +77,20 @@ test_interop() (
   local work port broker_pid
   work=$(mktemp -d)
   port=$(interop_free_port)
+  local tls_port ws_port wss_port
+  tls_port=$(interop_free_port) ws_port=$(interop_free_port) wss_port=$(interop_free_port)
+  interop_certificates "$work"
   # The default engine (redb) stores in the step's own directory: interop runs with
-  # persistence on, as a user's broker does.
-  printf '[runtime]\nshards = 2\n[persistence]\ndir = "%s"\n' "$work/data" >"$work/ringmq.toml"
+  # persistence on, as a user's broker does. TLS, WebSocket and secure WebSocket listeners use
+  # the certificates made above.
+  {
+    printf '[runtime]\nshards = 2\n[persistence]\ndir = "%s"\n' "$work/data"
+    printf '[[listeners.tls]]\nbind = "127.0.0.1:%s"\ncert = "%s"\nkey = "%s"\n' \
+      "$tls_port" "$work/server.pem" "$work/server.key"
+    printf '[[listeners.ws]]\nbind = "127.0.0.1:%s"\npath = "/mqtt"\n' "$ws_port"
+    printf '[[listeners.wss]]\nbind = "127.0.0.1:%s"\npath = "/mqtt"\ncert = "%s"\nkey = "%s"\n' \
+      "$wss_port" "$work/server.pem" "$work/server.key"
+  } >"$work/ringmq.toml"
   "$binary" --config "$work/ringmq.toml" --listen "127.0.0.1:$port" --log-level warn \
     >"$work/broker.log" 2>&1 &
   broker_pid=$!
@@ -82,6 +106,8 @@ test_interop() (
     "$python tests/interop/paho_check.py --port $port --protocol 311"
     "$python tests/interop/paho_check.py --port $port --protocol 5"
     "bash tests/interop/mosquitto_check.sh $port"
+    "$python tests/interop/paho_transport_check.py --tls-port $tls_port --ws-port $ws_port --wss-port $wss_port --cafile $work/ca.pem"
+    "bash tests/interop/mosquitto_tls_check.sh $tls_port $work/ca.pem"
   )
   local step
   for step in "${steps[@]}"; do
