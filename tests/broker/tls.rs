@@ -380,3 +380,61 @@ fn unreadable_or_mismatched_certificate_files_stop_the_start_naming_the_file() {
         "{error}"
     );
 }
+
+/// The binary: SIGHUP reloads the certificate files; a config whose key file is missing stops
+/// it at start with an error naming the file.
+#[test]
+fn the_binary_reloads_certificates_on_sighup_and_refuses_a_missing_key() {
+    let pki = TestPki::new();
+    let dir = pki.dir.path();
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .unwrap()
+        .port();
+    let config = dir.join("ringmq.toml");
+    let listener = format!(
+        "[listeners]\ntcp = []\n[[listeners.tls]]\nbind = \"127.0.0.1:{port}\"\n{}",
+        pki.listener_keys()
+    );
+    std::fs::write(
+        &config,
+        format!("[persistence]\nengine = \"none\"\n{listener}"),
+    )
+    .unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_ringmq"))
+        .arg("--config")
+        .arg(&config)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("start the broker binary");
+    crate::harness::wait_until("the binary listens", || {
+        TcpStream::connect(("127.0.0.1", port)).ok().map(drop)
+    });
+    let new_ca = TestCa::new(dir, "new-ca");
+    let fresh = new_ca.server(dir, "fresh");
+    std::fs::copy(&fresh.cert, &pki.server.cert).unwrap();
+    std::fs::copy(&fresh.key, &pki.server.key).unwrap();
+    let pid = child.id().to_string();
+    let hup = Command::new("kill").args(["-HUP", &pid]).status().unwrap();
+    assert!(hup.success());
+    // The reload is asynchronous: new handshakes switch to the new certificate soon after.
+    crate::harness::wait_until("a handshake with the new certificate", || {
+        publish_tls(port, &new_ca.cert, None, &[])
+            .status
+            .success()
+            .then_some(())
+    });
+    let _ = child.kill();
+    let _ = child.wait();
+
+    std::fs::remove_file(&pki.server.key).unwrap();
+    let failed = Command::new(env!("CARGO_BIN_EXE_ringmq"))
+        .arg("--config")
+        .arg(&config)
+        .output()
+        .unwrap();
+    assert!(!failed.status.success());
+    let stderr = String::from_utf8_lossy(&failed.stderr);
+    assert!(stderr.contains(path(&pki.server.key)), "{stderr}");
+}
