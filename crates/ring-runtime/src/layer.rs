@@ -1,7 +1,8 @@
 //! Stream layers: a byte transform between a connection's socket and its handler (TLS,
 //! WebSocket framing). The handler sees and queues plain bytes as on any connection; the shard
-//! passes what the socket reads through [`StreamLayer::receive`] and what the handler queued in a
-//! turn through [`StreamLayer::send`] (once per turn, all frames together) before the write.
+//! passes what the socket reads through [`StreamLayer::receive`] and what the handler queued
+//! through [`StreamLayer::send`] when the connection's next write starts (all frames together:
+//! under write pacing, several turns' worth).
 //!
 //! A connection without a layer pays one flag test per receive and per queued frame.
 
@@ -11,6 +12,7 @@ use std::fmt;
 
 use bytes::{Bytes, BytesMut};
 
+use crate::conn::{CloseMode, Conn};
 use crate::ids::ConnId;
 use crate::send_queue::SendQueue;
 
@@ -72,7 +74,19 @@ impl std::error::Error for LayerError {}
 pub(crate) struct LayerSlot {
     layer: Box<dyn StreamLayer>,
     pub(crate) plain: SendQueue,
+    /// `send` must run at the next write even without frames (just set: a client layer's
+    /// handshake starts there).
+    kick: bool,
     goodbye_sent: bool,
+}
+
+/// What waits in a connection's layer for the next write.
+#[derive(Clone, Copy, Default)]
+pub(crate) struct PlainWaiting {
+    /// The layer must run (frames queued, a goodbye due, or just set).
+    pub(crate) encode_due: bool,
+    pub(crate) frames: u32,
+    pub(crate) bytes: usize,
 }
 
 /// The shard's layered connections (none for a broker with plain listeners only).
@@ -89,6 +103,7 @@ impl Layers {
         let slot = LayerSlot {
             layer,
             plain: SendQueue::default(),
+            kick: true,
             goodbye_sent: false,
         };
         self.slots.insert(conn, slot);
@@ -100,6 +115,22 @@ impl Layers {
 
     pub(crate) fn plain_queue(&mut self, conn: ConnId) -> Option<&mut SendQueue> {
         self.slots.get_mut(&conn).map(|slot| &mut slot.plain)
+    }
+
+    /// What waits in `conn`'s layer (nothing for a connection without one).
+    pub(crate) fn waiting(&self, id: ConnId, conn: &Conn) -> PlainWaiting {
+        if !conn.layered {
+            return PlainWaiting::default();
+        }
+        let Some(slot) = self.slots.get(&id) else {
+            return PlainWaiting::default();
+        };
+        let goodbye_due = conn.close == Some(CloseMode::Graceful) && !slot.goodbye_sent;
+        PlainWaiting {
+            encode_due: slot.kick || goodbye_due || slot.plain.has_unsent(),
+            frames: slot.plain.frames_waiting(),
+            bytes: slot.plain.queued_bytes(),
+        }
     }
 
     pub(crate) fn queued_bytes(&self, conn: ConnId) -> usize {
@@ -137,6 +168,7 @@ impl Layers {
         closing: bool,
     ) -> Option<Result<Bytes, LayerError>> {
         let slot = self.slots.get_mut(&conn)?;
+        slot.kick = false;
         slot.plain.take_all(&mut self.frames);
         let wire = &mut self.scratch.wire;
         let sent = slot.layer.send(&self.frames, wire);

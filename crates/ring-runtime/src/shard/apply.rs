@@ -50,13 +50,17 @@ impl<H: Handler, B: Backend> Shard<H, B> {
             }
             if conn.close == Some(CloseMode::Abort) {
                 conn.send.clear();
+                if conn.layered
+                    && let Some(plain) = self.ctx.layers.plain_queue(id)
+                {
+                    plain.clear();
+                }
                 if conn.out_op != 0 || conn.writing {
                     self.backend.cancel_output(id, conn);
                 }
             }
         }
         if matches!(conn.phase, Phase::Open | Phase::Closing) {
-            self.encode_layered(id);
             self.flush_writes(id);
         }
         self.release_if_done(id);
@@ -71,12 +75,25 @@ impl<H: Handler, B: Backend> Shard<H, B> {
         if conn.write_shut || conn.writing {
             return;
         }
-        if conn.send.has_unsent() {
+        let plain = self.ctx.layers.waiting(id, conn);
+        if conn.send.has_unsent() || plain.encode_due {
             let (now, closing) = (self.ctx.now, self.ctx.shutting_down);
-            if self.pacing.holds(id, conn, now, closing) {
+            let queued = conn.send.queued_bytes() + plain.bytes;
+            if self.pacing.holds(id, conn, now, closing, queued) {
                 return;
             }
-            let frames = conn.send.frames_waiting();
+            // A layered connection's frames are encoded only now, when they are written: under
+            // pacing, several turns' frames go through its layer together.
+            let frames = conn.send.frames_waiting() + plain.frames;
+            if plain.encode_due {
+                self.encode_layered(id);
+            }
+            let Some(conn) = self.ctx.conns.get_mut(id) else {
+                return;
+            };
+            if !conn.send.has_unsent() || conn.close == Some(CloseMode::Abort) {
+                return;
+            }
             match self.backend.start_write(id, conn) {
                 Ok(()) => {
                     self.pacing.wrote(conn, now, frames);

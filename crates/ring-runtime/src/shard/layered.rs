@@ -45,7 +45,7 @@ impl<H: Handler, B: Backend> Shard<H, B> {
         }
     }
 
-    /// Apply step: runs what the handler queued this turn (and, on a graceful close, the
+    /// A write is about to start: runs what the handler queued (and, on a graceful close, the
     /// layer's goodbye) through the layer into the socket's queue. A layer that fails here
     /// aborts its connection.
     pub(super) fn encode_layered(&mut self, id: ConnId) {

@@ -58,6 +58,7 @@ impl Pacing {
         conn: &mut Conn,
         now: Instant,
         closing: bool,
+        queued_bytes: usize,
     ) -> bool {
         if self.interval_us == 0
             || closing
@@ -67,7 +68,7 @@ impl Pacing {
             || conn.phase != Phase::Open
             || conn.close.is_some()
             || conn.shutdown_write_requested
-            || conn.send.queued_bytes() >= self.batch_bytes
+            || queued_bytes >= self.batch_bytes
         {
             return false;
         }

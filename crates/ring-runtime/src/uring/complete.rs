@@ -188,9 +188,11 @@ impl UringBackend {
                 record.send.complete(&mut write.batch, written);
                 record.writing = false;
                 record.out_op = 0;
-                // Only wake the apply step when there is something to do: more frames, a
-                // pending close or write shutdown, or an error.
+                // Only wake the apply step when there is something to do: more frames (a
+                // layered connection's wait in its layer), a pending close or write shutdown,
+                // or an error.
                 let follow_up = record.send.has_unsent()
+                    || record.layered
                     || record.close.is_some()
                     || record.shutdown_write_requested
                     || result < 0;

@@ -150,3 +150,41 @@ fn a_layer_error_reaches_the_handler_after_the_layer_reply() {
     assert_eq!(next(&rx), "error bad greeting");
     assert_eq!(common::read_to_end(&mut stream), b"NO\nBYE");
 }
+
+/// Answers every read with `BIG` bytes through the layer.
+struct BigAnswers;
+
+const BIG: usize = 1024 * 1024;
+
+impl Handler for BigAnswers {
+    type Message = ();
+
+    fn on_accept(&mut self, ctx: &mut ShardCtx<()>, conn: ConnId, _peer: SocketAddr) {
+        ctx.set_layer(conn, Box::new(XorLayer::default()));
+    }
+
+    fn on_data(&mut self, ctx: &mut ShardCtx<()>, conn: ConnId, data: Bytes) {
+        for _ in 0..data.len() {
+            ctx.send(conn, Bytes::from(vec![b'x'; BIG])).unwrap();
+        }
+    }
+}
+
+#[test]
+fn frames_queued_while_a_layered_write_is_in_flight_follow_it() {
+    let Some(handle) = common::start(common::config(1), |_| BigAnswers) else {
+        return;
+    };
+    let mut stream = common::client(handle.local_addrs()[0]);
+    common::write_all(&mut stream, GREETING);
+    assert_eq!(common::read_exact(&mut stream, 3), b"OK\n");
+    // The client does not read while it asks: the first answers fill the socket buffers, the
+    // later ones are queued while a write is in flight.
+    let asks = 16;
+    for _ in 0..asks {
+        common::write_all(&mut stream, &xor(b"?"));
+        std::thread::sleep(std::time::Duration::from_millis(2));
+    }
+    let answer = common::read_exact(&mut stream, asks * BIG);
+    assert!(answer.iter().all(|&b| b == b'x' ^ KEY));
+}
