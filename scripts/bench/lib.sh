@@ -16,6 +16,10 @@
 #   BENCH_CACHE    where peers are installed (default: ~/.cache/ringmq-bench)
 #   BENCH_THREADS  load generator threads (default 1: the broker keeps the other core)
 #   SKIP_BUILD=1   use the release binaries already built
+#   BENCH_TLS=1    ringmq and mosquitto also get TLS, WebSocket (/mqtt) and secure WebSocket
+#                  listeners on free ports (TLS_PORT, WS_PORT, WSS_PORT) with the PEM files
+#                  BENCH_TLS_CERT and BENCH_TLS_KEY (scripts/bench/tls.sh makes them)
+#   TARGET_PORT    the port measured_bench and wait_conns use (default: BROKER_PORT, plain TCP)
 #   CARGO_TARGET_DIR as for cargo
 # Every broker listens on a free loopback port; every load is bounded in time and count.
 set -euo pipefail
@@ -38,6 +42,7 @@ RUN_DIR=$BENCH_RESULTS/runs/$RUN_ID
 mkdir -p "$RUN_DIR"
 
 BROKER_NAME="" BROKER_PID="" BROKER_PORT="" SAMPLER_PID="" SAMPLES=""
+TLS_PORT="" WS_PORT="" WSS_PORT=""
 
 # a - b for decimal numbers.
 fsub() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.3f\n", a - b }'; }
@@ -128,6 +133,20 @@ max_sessions = 400000
 engine = "${RINGMQ_ENGINE:-none}"
 dir = "$RUN_DIR/ringmq-data-$port"
 EOF
+      [[ ${BENCH_TLS:-0} == 1 ]] && cat >>"$conf" <<EOF
+[[listeners.tls]]
+bind = "127.0.0.1:$TLS_PORT"
+cert = "$BENCH_TLS_CERT"
+key = "$BENCH_TLS_KEY"
+[[listeners.ws]]
+bind = "127.0.0.1:$WS_PORT"
+path = "/mqtt"
+[[listeners.wss]]
+bind = "127.0.0.1:$WSS_PORT"
+path = "/mqtt"
+cert = "$BENCH_TLS_CERT"
+key = "$BENCH_TLS_KEY"
+EOF
       # Extra TOML for RingMQ (e.g. "[runtime]\nwrite_interval_us = 0" to measure without pacing).
       [[ -n ${RINGMQ_CONFIG_EXTRA:-} ]] && printf '%b\n' "$RINGMQ_CONFIG_EXTRA" >>"$conf"
       ;;
@@ -148,6 +167,19 @@ set_tcp_nodelay true
 persistence $persist
 persistence_location $RUN_DIR/mosquitto-data-$port/
 log_dest none
+EOF
+      # Its WebSocket listeners (libwebsockets) bind every interface: an address after the
+      # port would be taken as an interface name.
+      [[ ${BENCH_TLS:-0} == 1 ]] && cat >>"$conf" <<EOF
+listener $TLS_PORT 127.0.0.1
+certfile $BENCH_TLS_CERT
+keyfile $BENCH_TLS_KEY
+listener $WS_PORT
+protocol websockets
+listener $WSS_PORT
+protocol websockets
+certfile $BENCH_TLS_CERT
+keyfile $BENCH_TLS_KEY
 EOF
       ;;
     rumqttd)
@@ -179,6 +211,9 @@ EOF
 broker_start() {
   local name=$1 port conf
   port=$(free_port)
+  if [[ ${BENCH_TLS:-0} == 1 ]]; then
+    TLS_PORT=$(free_port) WS_PORT=$(free_port) WSS_PORT=$(free_port)
+  fi
   conf=$(write_config "$name" "$port")
   local logf=$RUN_DIR/$name.log
   case $name in
@@ -192,7 +227,8 @@ broker_start() {
   BROKER_PID=$! BROKER_NAME=$name BROKER_PORT=$port
   local i
   for i in $(seq 1 100); do
-    if ss -Hltn "sport = :$port" | grep -q LISTEN; then
+    if ss -Hltn "sport = :$port" | grep -q LISTEN &&
+      { [[ -z $WSS_PORT ]] || ss -Hltn "sport = :$WSS_PORT" | grep -q LISTEN; }; then
       sleep 0.2
       profile_start
       return 0
@@ -330,7 +366,7 @@ measured_bench() {
   cpu0=$(cpu_s "$BROKER_PID")
   local command=$1
   shift
-  run_bench "$json" "$command" --host "127.0.0.1:$BROKER_PORT" --label "$scenario" "$@" || true
+  run_bench "$json" "$command" --host "127.0.0.1:${TARGET_PORT:-$BROKER_PORT}" --label "$scenario" "$@" || true
   if ! broker_alive; then
     sampler_stop >/dev/null
     record "$scenario" "$(jq -c -n --argjson extra "$extra" '$extra + {broker_died: true}')"
@@ -376,7 +412,7 @@ background_stop() {
 wait_conns() {
   local n=0 deadline=$((SECONDS + $2))
   while ((SECONDS < deadline)); do
-    n=$(conn_count "$BROKER_PORT")
+    n=$(conn_count "${TARGET_PORT:-$BROKER_PORT}")
     ((n >= $1)) && break
     sleep 0.2
   done

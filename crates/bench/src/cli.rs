@@ -209,6 +209,22 @@ pub struct Common {
     /// instead of at --duration (which still bounds it).
     #[arg(long)]
     pub hold: Option<u64>,
+    #[command(flatten)]
+    pub transport: TransportArgs,
+}
+
+/// How clients reach the broker: plain TCP unless asked otherwise.
+#[derive(Debug, Clone, Default, Args)]
+pub struct TransportArgs {
+    /// TLS to every host, trusting the CA certificates in this PEM file.
+    #[arg(long, value_name = "FILE")]
+    pub tls_ca: Option<PathBuf>,
+    /// The name the server certificate must carry (default: the host's IP address).
+    #[arg(long, value_name = "NAME", requires = "tls_ca")]
+    pub tls_server_name: Option<String>,
+    /// MQTT over WebSocket at this path (e.g. `/mqtt`); with --tls-ca, secure WebSocket.
+    #[arg(long, value_name = "PATH")]
+    pub ws: Option<String>,
 }
 
 /// Publishing options.

@@ -10,6 +10,7 @@ mod run;
 mod shard;
 mod stats;
 mod summary;
+mod transport;
 
 use anyhow::Context;
 use clap::Parser;

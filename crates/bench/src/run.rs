@@ -13,12 +13,14 @@ use crate::plan::RunPlan;
 use crate::shard::{BenchShard, Control, Report};
 use crate::stats::{Stats, Totals, latency_histogram};
 use crate::summary::Summary;
+use crate::transport::Connector;
 
 /// How long the run waits, after publishers finished, for the last messages to arrive.
 const DRAIN: Duration = Duration::from_secs(3);
 
 /// Runs `plan` to the end and returns its summary.
 pub fn run(plan: RunPlan) -> anyhow::Result<Summary> {
+    let transport = Connector::from_args(&plan.common.transport)?;
     let plan = Arc::new(plan);
     let threads = match plan.common.threads {
         0 => ring_runtime::available_cores(),
@@ -38,6 +40,7 @@ pub fn run(plan: RunPlan) -> anyhow::Result<Summary> {
             Arc::clone(&plan_for),
             Arc::clone(&stats_for),
             reports_tx.clone(),
+            transport.clone(),
         )
     })
     .context("starting the load generator runtime")?;

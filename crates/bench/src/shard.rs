@@ -10,12 +10,13 @@ use std::time::{Duration, Instant};
 use bytes::{Bytes, BytesMut};
 use codec::{Connect, Limits, Packet, PingReq, Publish, QoS, Subscribe, SubscriptionOptions};
 use hdrhistogram::Histogram;
-use ring_runtime::{CloseReason, ConnId, Handler, ShardCtx, ShardId};
+use ring_runtime::{CloseReason, ConnId, Handler, LayerError, ShardCtx, ShardId};
 
 use crate::client::{Client, Phase};
 use crate::payload::{self, Stamp};
 use crate::plan::{ClientPlan, Role, RunPlan};
 use crate::stats::{Counters, Seen, Stats, latency_histogram};
+use crate::transport::Connector;
 
 /// How often a thread paces connects and publishes.
 const TICK: Duration = Duration::from_millis(2);
@@ -59,6 +60,10 @@ pub struct BenchShard {
     scratch: BytesMut,
     connects_per_sec: f64,
     stopped: bool,
+    /// TLS / WebSocket; `None` for plain TCP (no layer is set).
+    transport: Option<Arc<Connector>>,
+    /// The first transport error of this thread was printed.
+    transport_error_shown: bool,
 }
 
 impl BenchShard {
@@ -69,6 +74,7 @@ impl BenchShard {
         plan: Arc<RunPlan>,
         stats: Arc<Stats>,
         reports: Sender<Report>,
+        transport: Option<Arc<Connector>>,
     ) -> Self {
         let now = Instant::now();
         let clients: Vec<Client> = plan
@@ -93,6 +99,8 @@ impl BenchShard {
             scratch: BytesMut::new(),
             connects_per_sec,
             stopped: false,
+            transport,
+            transport_error_shown: false,
         }
     }
 
@@ -138,6 +146,51 @@ impl BenchShard {
             if ctx.send(conn, frame).is_ok() {
                 self.clients[i].last_send = ctx.now();
             }
+        }
+    }
+
+    /// Sets the connection's TLS / WebSocket layer, if the run has one; `false` when it could
+    /// not be built (the client failed).
+    fn start_transport(&mut self, ctx: &mut ShardCtx<Control>, conn: ConnId, i: usize) -> bool {
+        let Some(transport) = &self.transport else {
+            return true;
+        };
+        match transport.layer(self.clients[i].plan.host) {
+            Ok(layer) => {
+                ctx.set_layer(conn, Box::new(layer));
+                true
+            }
+            Err(error) => {
+                self.transport_failed(ctx, i, &error);
+                false
+            }
+        }
+    }
+
+    /// A transport error: before the CONNACK it counts as a failed connect, after it as a
+    /// disconnect (when the connection closes). The first one of a thread is printed.
+    fn transport_failed(
+        &mut self,
+        ctx: &mut ShardCtx<Control>,
+        i: usize,
+        error: &dyn std::fmt::Display,
+    ) {
+        if !self.transport_error_shown {
+            self.transport_error_shown = true;
+            eprintln!(
+                "{}: transport error: {error}",
+                self.clients[i].plan.client_id
+            );
+        }
+        if matches!(
+            self.clients[i].phase,
+            Phase::Connecting | Phase::AwaitConnAck
+        ) {
+            self.clients[i].phase = Phase::Closed;
+            Counters::bump(&self.counters().connect_failures, 1);
+        }
+        if let Some(conn) = self.clients[i].conn {
+            ctx.close(conn);
         }
     }
 
@@ -409,12 +462,22 @@ impl Handler for BenchShard {
             return;
         };
         match result {
-            Ok(()) => self.send_connect(ctx, i),
+            Ok(()) => {
+                if self.start_transport(ctx, conn, i) {
+                    self.send_connect(ctx, i);
+                }
+            }
             Err(_) => {
                 self.by_conn.remove(&conn);
                 self.clients[i].phase = Phase::Closed;
                 Counters::bump(&self.counters().connect_failures, 1);
             }
+        }
+    }
+
+    fn on_layer_error(&mut self, ctx: &mut ShardCtx<Control>, conn: ConnId, error: LayerError) {
+        if let Some(&i) = self.by_conn.get(&conn) {
+            self.transport_failed(ctx, i, &error);
         }
     }
 
