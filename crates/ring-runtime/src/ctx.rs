@@ -121,6 +121,7 @@ impl<M> ShardCtx<M> {
     /// Queues a frame. All frames queued for a connection during one turn leave in one
     /// writev/sendmsg after [`crate::Handler::on_turn_end`]; frames shorter than
     /// [`crate::RuntimeConfig::coalesce_below`] are copied together into one iovec.
+    #[inline]
     pub fn send(&mut self, conn: ConnId, frame: Bytes) -> Result<(), RuntimeError> {
         let coalesce_below = self.coalesce_below;
         self.queue_for(conn)?.push(frame, coalesce_below);
@@ -131,6 +132,7 @@ impl<M> ShardCtx<M> {
     /// Lets `write` encode bytes straight into the connection's send buffer (after everything
     /// queued before); they leave like [`Self::send`]'s frames. `write` may truncate back what
     /// it appended (a frame it gives up on), never more.
+    #[inline]
     pub fn send_with<R>(
         &mut self,
         conn: ConnId,
@@ -159,14 +161,12 @@ impl<M> ShardCtx<M> {
 
     /// The send queue of an open connection that still accepts frames (its layer's plain
     /// queue when it has a layer).
+    #[inline]
     fn queue_for(&mut self, conn: ConnId) -> Result<&mut SendQueue, RuntimeError> {
         match self.conns.get_mut(conn) {
             Some(record) if record.is_usable() && !record.shutdown_write_requested => {
                 if record.layered {
-                    return self
-                        .layers
-                        .plain_queue(conn)
-                        .ok_or(RuntimeError::ConnClosed { conn });
+                    return layered_queue(&mut self.layers, conn);
                 }
                 Ok(&mut record.send)
             }
@@ -371,4 +371,14 @@ impl<M> ShardCtx<M> {
         }
         self.conns.mark_dirty(conn);
     }
+}
+
+/// A layered connection's plain queue: out of line, so the plain path of `send` and
+/// `send_with` stays small enough to inline into the handler's code.
+#[cold]
+#[inline(never)]
+fn layered_queue(layers: &mut Layers, conn: ConnId) -> Result<&mut SendQueue, RuntimeError> {
+    layers
+        .plain_queue(conn)
+        .ok_or(RuntimeError::ConnClosed { conn })
 }

@@ -85,15 +85,17 @@ impl<H: Handler, B: Backend> Shard<H, B> {
             // A layered connection's frames are encoded only now, when they are written: under
             // pacing, several turns' frames go through its layer together.
             let frames = conn.send.frames_waiting() + plain.frames;
-            if plain.encode_due {
+            let conn = if plain.encode_due {
                 self.encode_layered(id);
-            }
-            let Some(conn) = self.ctx.conns.get_mut(id) else {
-                return;
+                match self.ctx.conns.get_mut(id) {
+                    Some(conn) if conn.send.has_unsent() && conn.close != Some(CloseMode::Abort) => {
+                        conn
+                    }
+                    _ => return,
+                }
+            } else {
+                conn
             };
-            if !conn.send.has_unsent() || conn.close == Some(CloseMode::Abort) {
-                return;
-            }
             match self.backend.start_write(id, conn) {
                 Ok(()) => {
                     self.pacing.wrote(conn, now, frames);
