@@ -9,14 +9,24 @@
 //!
 //! This module only parses and answers questions; the broker decides where to ask them.
 
+pub mod acl;
+mod acl_line;
+mod filter;
 pub mod passwd;
 
+#[cfg(test)]
+#[path = "acl_tests.rs"]
+mod acl_tests;
+#[cfg(test)]
+#[path = "filter_tests.rs"]
+mod filter_tests;
 #[cfg(test)]
 #[path = "mosquitto_passwd_tests.rs"]
 mod mosquitto_passwd_tests;
 
 use std::path::{Path, PathBuf};
 
+pub use acl::{AclFile, SubscribeScope};
 pub use passwd::PasswordFile;
 
 /// Who asks: the client id and, when the client sent one, the username of its CONNECT.
