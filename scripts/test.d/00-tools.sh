@@ -5,8 +5,21 @@ ensure_rust_components() {
   rustup component add rustfmt clippy >/dev/null 2>&1 || true
 }
 
+# The unit tests of broker-bin's `access` module make password files with the real
+# mosquitto_passwd (Debian's `mosquitto` package; crates/broker-bin/src/access).
+ensure_mosquitto_passwd() {
+  if [ -x /usr/bin/mosquitto_passwd ]; then
+    return
+  fi
+  local sudo=""
+  [ "$(id -u)" -eq 0 ] || sudo="sudo"
+  $sudo apt-get update -qq
+  $sudo apt-get install -y -qq mosquitto
+}
+
 test_tools() {
   ensure_rust_components
+  ensure_mosquitto_passwd
   # The broker tests drive mosquitto_pub/mosquitto_sub over TLS (tests/broker/tls.rs).
   ensure_mosquitto_clients
   cargo --version
