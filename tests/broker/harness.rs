@@ -128,7 +128,12 @@ impl TestBroker {
             .unwrap_or_else(|| panic!("the test broker has no {kind} listener"))
     }
 
-    /// Reloads the TLS certificates (what SIGHUP does); the errors.
+    /// Reloads certificates and the password file (what SIGHUP does); the errors.
+    pub fn reload(&self) -> Vec<String> {
+        self.broker().reload()
+    }
+
+    /// Reloads the TLS certificates; the errors.
     pub fn reload_certificates(&self) -> Vec<String> {
         let errors = self.broker().reload_certificates();
         errors.iter().map(ToString::to_string).collect()

@@ -12,6 +12,7 @@ mod limits;
 mod mailbox_stress;
 mod malformed;
 mod memory;
+mod passwords;
 mod persistence;
 mod pipelined;
 mod pki;

@@ -34,6 +34,9 @@ pub enum StartError {
     /// A TLS listener's certificate, key or CA file is unusable.
     #[error(transparent)]
     Transport(#[from] crate::transport::TransportError),
+    /// The password file is unreadable or malformed.
+    #[error(transparent)]
+    Access(#[from] crate::access::AccessFileError),
     /// The store thread could not be started.
     #[error("starting the store thread: {0}")]
     StoreThread(std::io::Error),
@@ -67,10 +70,15 @@ impl Broker {
         let shards = runtime_config.shard_count();
         let max_packet = config.limits.max_packet_size;
         let transports = crate::transport::Transports::load(&config.listeners, max_packet)?;
+        let passwords = match &config.auth.password_file {
+            Some(path) => Some(crate::access::PasswordFile::load(path)?),
+            None => None,
+        };
         let opened = open_and_recover(&config.persistence)?;
         let sync = (config.persistence.sync, config.persistence.sync_interval);
         let mut shared = Shared::with_clock(config, shards, auth, clock);
         shared.transports = transports;
+        shared.passwords = passwords.map(|file| std::sync::RwLock::new(Arc::new(file)));
         let mut store = None;
         if let Some(opened) = opened {
             shared.next_seq = std::sync::atomic::AtomicU64::new(opened.max_queued_seq + 1);
@@ -140,6 +148,20 @@ impl Broker {
     /// the errors are returned.
     pub fn reload_certificates(&self) -> Vec<crate::transport::TransportError> {
         self.shared.transports.reload()
+    }
+
+    /// What SIGHUP does: reloads the TLS certificates and the password file. Whatever fails
+    /// to load keeps its old contents; the errors are returned.
+    pub fn reload(&self) -> Vec<String> {
+        let mut errors: Vec<String> = self
+            .reload_certificates()
+            .iter()
+            .map(ToString::to_string)
+            .collect();
+        if let Err(error) = self.shared.reload_passwords() {
+            errors.push(error.to_string());
+        }
+        errors
     }
 
     /// The I/O backend in use.

@@ -37,6 +37,9 @@ fn main() -> anyhow::Result<()> {
     if let Err(error) = ring_runtime::raise_fd_limit(u64::MAX) {
         tracing::warn!(%error, "could not raise the open-file limit");
     }
+    // Installed before the listeners open: a SIGHUP (or SIGTERM) that arrives while the broker
+    // starts is handled like any later one, never the default action (terminate).
+    let signals = Signals::new([SIGINT, SIGTERM, SIGHUP]).context("installing signal handlers")?;
     let broker = Broker::start(config).context("starting the broker")?;
     tracing::info!(
         addrs = ?broker.local_addrs(),
@@ -44,7 +47,7 @@ fn main() -> anyhow::Result<()> {
         shards = broker.shard_count(),
         "ringmq listening"
     );
-    match run_until_stop(&broker)? {
+    match run_until_stop(&broker, signals)? {
         Stop::Signal(signal) => {
             tracing::info!(signal, "shutting down");
             broker.shutdown();
@@ -66,10 +69,8 @@ enum Stop {
 
 /// Blocks until SIGINT or SIGTERM arrives or a shard ends, whichever comes first; SIGHUP
 /// reloads the TLS certificates meanwhile.
-fn run_until_stop(broker: &Broker) -> anyhow::Result<Stop> {
+fn run_until_stop(broker: &Broker, mut signals: Signals) -> anyhow::Result<Stop> {
     let (stop_tx, stop_rx) = mpsc::channel();
-    let mut signals =
-        Signals::new([SIGINT, SIGTERM, SIGHUP]).context("installing signal handlers")?;
     let signal_tx = stop_tx.clone();
     std::thread::Builder::new()
         .name("ringmq-signals".into())
@@ -90,21 +91,22 @@ fn run_until_stop(broker: &Broker) -> anyhow::Result<Stop> {
         .context("starting the shard watcher")?;
     loop {
         match stop_rx.recv().context("waiting for a stop signal")? {
-            Stop::Signal(SIGHUP) => reload_certificates(broker),
+            Stop::Signal(SIGHUP) => reload(broker),
             stop => return Ok(stop),
         }
     }
 }
 
-/// SIGHUP: new TLS handshakes use the certificates and keys on disk now; open connections
-/// keep theirs. A listener whose files fail keeps the old ones.
-fn reload_certificates(broker: &Broker) {
-    let errors = broker.reload_certificates();
+/// SIGHUP: new TLS handshakes use the certificates and keys on disk now (open connections keep
+/// theirs) and new CONNECTs the password file on disk now. Whatever fails to load keeps its old
+/// contents.
+fn reload(broker: &Broker) {
+    let errors = broker.reload();
     if errors.is_empty() {
-        tracing::info!("SIGHUP: TLS certificates reloaded");
+        tracing::info!("SIGHUP: certificates and password file reloaded");
     }
     for error in errors {
-        tracing::error!(%error, "SIGHUP: TLS certificate reload failed; the old one stays in use");
+        tracing::error!(%error, "SIGHUP: reload failed; the old one stays in use");
     }
 }
 

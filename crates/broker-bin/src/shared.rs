@@ -59,6 +59,8 @@ pub struct Shared {
     pub auth: Box<dyn Authenticator>,
     /// The TLS and WebSocket listeners (certificates, paths).
     pub(crate) transports: crate::transport::Transports,
+    /// The password file's users, when `auth.password_file` is set (swapped on reload).
+    pub(crate) passwords: Option<std::sync::RwLock<Arc<crate::access::PasswordFile>>>,
     /// When the broker started (for `$SYS/broker/uptime`), on [`Self::clock`].
     pub started: Instant,
     /// The runtime's clock (the shards read it through `ShardCtx::now`).
@@ -78,6 +80,22 @@ pub struct Shared {
 }
 
 impl Shared {
+    /// The password file in force, if one is configured.
+    pub(crate) fn passwords(&self) -> Option<Arc<crate::access::PasswordFile>> {
+        let lock = self.passwords.as_ref()?;
+        Some(Arc::clone(&lock.read().unwrap_or_else(|e| e.into_inner())))
+    }
+
+    /// Reads the password file again; on failure the old users stay in force.
+    pub(crate) fn reload_passwords(&self) -> Result<(), crate::access::AccessFileError> {
+        let (Some(lock), Some(path)) = (&self.passwords, &self.config.auth.password_file) else {
+            return Ok(());
+        };
+        let fresh = Arc::new(crate::access::PasswordFile::load(path)?);
+        *lock.write().unwrap_or_else(|e| e.into_inner()) = fresh;
+        Ok(())
+    }
+
     /// Shared state for `shards` shards on the system clock.
     pub fn new(config: Config, shards: usize, auth: Box<dyn Authenticator>) -> Self {
         Self::with_clock(config, shards, auth, Clock::System)
@@ -109,6 +127,7 @@ impl Shared {
             topic_limits,
             auth,
             transports: crate::transport::Transports::plain(),
+            passwords: None,
             started: clock.now(),
             clock,
             applied: (0..shards.max(1))

@@ -1,6 +1,7 @@
 //! Broker configuration: the embedded defaults, an optional file over them, then CLI overrides,
 //! validated into typed values (two phases: [`raw`] then [`typed`]).
 
+mod auth;
 mod error;
 mod listeners;
 mod raw;
@@ -9,6 +10,7 @@ mod validate;
 
 use std::path::Path;
 
+pub use auth::AuthSettings;
 pub use error::ConfigError;
 pub use listeners::{ListenerKind, ListenerSettings, TlsSettings, TransportListener};
 pub use raw::RawConfig;

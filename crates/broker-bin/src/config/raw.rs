@@ -104,6 +104,13 @@ raw_section!(
     RawSys { interval: u64 }
 );
 raw_section!(
+    /// `[auth]`
+    RawAuth {
+        allow_anonymous: bool,
+        password_file: String,
+    }
+);
+raw_section!(
     /// `[persistence]`
     RawPersistence {
         engine: String,
@@ -141,6 +148,8 @@ pub struct RawConfig {
     pub sys: RawSys,
     #[serde(default)]
     pub persistence: RawPersistence,
+    #[serde(default)]
+    pub auth: RawAuth,
 }
 
 impl RawConfig {
@@ -157,5 +166,6 @@ impl RawConfig {
         self.retained.overlay(over.retained);
         self.sys.overlay(over.sys);
         self.persistence.overlay(over.persistence);
+        self.auth.overlay(over.auth);
     }
 }

@@ -37,6 +37,7 @@ pub struct Config {
     /// Interval between `$SYS` updates; `None` disables `$SYS`.
     pub sys_interval: Option<Duration>,
     pub persistence: PersistenceSettings,
+    pub auth: super::auth::AuthSettings,
 }
 
 /// Which storage engine keeps sessions and retained messages.

@@ -83,8 +83,10 @@ fn optional_u16(key: &'static str, v: &Option<u64>) -> Result<Option<u16>, Confi
 impl RawConfig {
     /// Validates every key and builds the typed configuration.
     pub fn validate(&self) -> Result<Config, ConfigError> {
+        let listeners = self.listeners.validate()?;
         Ok(Config {
-            listeners: self.listeners.validate()?,
+            auth: self.auth.validate(&listeners)?,
+            listeners,
             runtime: self.runtime()?,
             log_level: self.log_level()?,
             connection: self.connection()?,

@@ -47,8 +47,11 @@ impl BrokerShard {
             return Err(Fault::protocol("a second CONNECT"));
         }
         connection.protocol = connect.protocol;
-        let identity = self.apply_certificate_identity(ctx, conn, &mut connect);
-        if let Err(reason) = identity.and_then(|()| self.check_connect(&connect)) {
+        let checked = self
+            .apply_certificate_identity(ctx, conn, &mut connect)
+            .and_then(|certified| self.check_credentials(&connect, certified))
+            .and_then(|()| self.check_connect(&connect));
+        if let Err(reason) = checked {
             self.refuse_connect(ctx, conn, reason);
             return Ok(());
         }

@@ -9,6 +9,7 @@ mod changes;
 mod claims;
 mod close;
 mod connect;
+mod credentials;
 mod deliver;
 mod durable;
 mod fault;

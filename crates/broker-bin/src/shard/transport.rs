@@ -50,18 +50,19 @@ impl BrokerShard {
     }
 
     /// On a listener with `identity_as_username`, the verified client certificate's Common
-    /// Name replaces the CONNECT's username; without one the CONNECT is refused.
+    /// Name replaces the CONNECT's username (`Ok(true)`); without one the CONNECT is refused.
+    /// `Ok(false)` on other listeners.
     pub(super) fn apply_certificate_identity(
         &self,
         ctx: &mut Ctx,
         conn: ConnId,
         connect: &mut Connect,
-    ) -> Result<(), ReasonCode> {
+    ) -> Result<bool, ReasonCode> {
         let Some(transport) = ctx.layer_mut::<MqttTransport>(conn) else {
-            return Ok(());
+            return Ok(false);
         };
         let Some(identity) = transport.username_from_certificate() else {
-            return Ok(());
+            return Ok(false);
         };
         let peer = transport.peer();
         let Ok(name) = identity else {
@@ -71,6 +72,6 @@ impl BrokerShard {
         let username =
             MqttStr::from_bytes(name.into_bytes().into()).map_err(|_| ReasonCode::NotAuthorized)?;
         connect.username = Some(username);
-        Ok(())
+        Ok(true)
     }
 }

@@ -88,7 +88,9 @@ impl<H: Handler, B: Backend> Shard<H, B> {
             let conn = if plain.encode_due {
                 self.encode_layered(id);
                 match self.ctx.conns.get_mut(id) {
-                    Some(conn) if conn.send.has_unsent() && conn.close != Some(CloseMode::Abort) => {
+                    Some(conn)
+                        if conn.send.has_unsent() && conn.close != Some(CloseMode::Abort) =>
+                    {
                         conn
                     }
                     _ => return,
