@@ -20,6 +20,9 @@ pub(crate) fn bind_shard_listeners(
     let mut resolved = Vec::with_capacity(addrs.len());
     for &addr in addrs {
         let mut bound = addr;
+        if addr.port() != 0 {
+            ensure_unused(addr).map_err(|source| RuntimeError::Bind { addr, source })?;
+        }
         for listeners in per_shard.iter_mut() {
             let listener = bind_reuseport(bound, backlog).map_err(|source| RuntimeError::Bind {
                 addr: bound,
@@ -35,6 +38,20 @@ pub(crate) fn bind_shard_listeners(
         resolved.push(bound);
     }
     Ok((per_shard, resolved))
+}
+
+/// Fails with `AddrInUse` when something already listens on `addr`. `SO_REUSEPORT` lets any
+/// process of the same user join a port's listeners, so a second broker started by mistake on
+/// the same port would silently take a share of its connections: a plain bind (no
+/// `SO_REUSEPORT`) first tells whether the port is free.
+fn ensure_unused(addr: SocketAddr) -> io::Result<()> {
+    let probe = Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP))?;
+    // Connections of an earlier run in TIME_WAIT do not make the port busy.
+    probe.set_reuse_address(true)?;
+    if addr.is_ipv6() {
+        probe.set_only_v6(true)?;
+    }
+    probe.bind(&SockAddr::from(addr))
 }
 
 fn bind_reuseport(addr: SocketAddr, backlog: i32) -> io::Result<TcpListener> {

@@ -100,3 +100,26 @@ fn tiny_buffer_ring_under_pressure_loses_nothing() {
     let stats = handle.join().unwrap();
     println!("ENOBUFS re-arms: {}", stats[0].recv_rearms_enobufs);
 }
+
+/// A second runtime on a port another one listens on fails with `AddrInUse` instead of
+/// silently joining its `SO_REUSEPORT` group (and taking a share of its connections).
+#[test]
+fn a_port_in_use_is_refused_not_shared() {
+    let Some(first) = common::start(common::config(2), |_| common::Echo) else {
+        return;
+    };
+    let addr = first.local_addrs()[0];
+    let mut config = common::config(1);
+    config.listen = vec![addr];
+    match ring_runtime::Runtime::start(config, |_| common::Echo) {
+        Ok(_) => panic!("a second runtime bound {addr}, which the first one listens on"),
+        Err(ring_runtime::RuntimeError::Bind { source, .. }) => {
+            assert_eq!(source.kind(), std::io::ErrorKind::AddrInUse);
+        }
+        Err(other) => panic!("unexpected error: {other}"),
+    }
+    // The first one still serves.
+    let mut stream = common::client(addr);
+    common::write_all(&mut stream, b"still here");
+    assert_eq!(common::read_exact(&mut stream, 10), b"still here");
+}
