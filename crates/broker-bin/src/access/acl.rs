@@ -1,24 +1,22 @@
-//! mosquitto's ACL file: which topics a client may read and write.
+//! mosquitto's ACL file: which topics a client may read and write, with mosquitto 2.0's
+//! semantics (its documentation and `security_default.c`, checked against its broker).
 //!
 //! Lines (see `man mosquitto.conf`, `acl_file`):
 //!
-//! - `topic [read|write|readwrite|deny] <filter>`: before any `user` line, a rule for every
-//!   client (anonymous ones included); after `user <name>`, a rule for that user only;
+//! - `topic [read|write|readwrite|deny] <filter>`: before any `user` line, a rule for anonymous
+//!   clients (no username); after `user <name>`, a rule for that user;
 //! - `user <username>`: starts a user's section (a repeated section adds to the first);
 //! - `pattern [read|write|readwrite|deny] <filter>`: a rule for every client, wherever it stands,
 //!   with `%c` replaced by the client id and `%u` by the username (a pattern with `%u` applies to
 //!   no anonymous client);
 //! - blank lines and `#` comments.
 //!
-//! The filter may use `+` and `#`; a filter starting with a wildcard matches no `$` topic. A
-//! `deny` rule that matches a topic refuses it whatever grants it; otherwise a matching rule of
-//! the client's user section, of the general section or a pattern that grants the access allows
-//! it; otherwise it is refused. As in mosquitto, patterns grant nothing to a client whose client
-//! id or username contains `+` or `#`.
+//! The filter may use `+` and `#`; a filter starting with a wildcard matches no `$` topic.
 //!
-//! Where real mosquitto 2.0 differs: it applies the general section to anonymous clients only,
-//! and a grant of the client's own section wins over a `deny` pattern (it checks the section,
-//! deny rules first, and then the patterns).
+//! A check looks at the client's own section first (the user's section, or the anonymous one),
+//! deny rules before grants: a matching deny refuses, a matching grant allows. Then the
+//! patterns, the same way. Nothing matched: refused. A client whose client id or username
+//! contains `+` or `#` gets nothing from patterns (it could name itself into a wildcard).
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -30,7 +28,7 @@ use super::{Access, AccessFileError, ClientIdentity, LineProblem, load_file, par
 /// The rules of an ACL file.
 #[derive(Debug, Clone, Default)]
 pub struct AclFile {
-    /// `topic` lines before any `user` line.
+    /// `topic` lines before any `user` line: the anonymous clients' section.
     general: RuleSet,
     /// `topic` lines after `user <name>`, by name.
     users: HashMap<Box<str>, RuleSet>,
@@ -71,7 +69,38 @@ impl Grant {
     }
 }
 
+/// How one rule set's read rules meet a subscription filter.
+#[derive(Debug, Clone, Copy, Default)]
+struct ReadView {
+    deny_covers: bool,
+    deny_overlaps: bool,
+    grant_covers: bool,
+    grant_overlaps: bool,
+}
+
 impl RuleSet {
+    /// How this set's deny rules and read grants meet `subscription` for `client`.
+    fn read_view(
+        &self,
+        client: &ClientIdentity<'_>,
+        subscription: &[filter::Level<'_>],
+    ) -> ReadView {
+        let mut view = ReadView::default();
+        for deny in &self.denies {
+            if let Some(levels) = deny.levels_for(client) {
+                view.deny_covers |= filter::covers(&levels, subscription);
+                view.deny_overlaps |= filter::overlaps(&levels, subscription);
+            }
+        }
+        for grant in self.grants.iter().filter(|g| g.allows(Access::Read)) {
+            if let Some(levels) = grant.filter.levels_for(client) {
+                view.grant_covers |= filter::covers(&levels, subscription);
+                view.grant_overlaps |= filter::overlaps(&levels, subscription);
+            }
+        }
+        view
+    }
+
     fn add(&mut self, access: RuleAccess, filter: RuleFilter) {
         let (read, write) = match access {
             RuleAccess::Deny => return self.denies.push(filter),
@@ -103,72 +132,58 @@ impl AclFile {
 
     /// Whether `client` may `access` `topic` (a topic name, without wildcards). Allocation-free.
     pub fn check(&self, client: &ClientIdentity<'_>, topic: &str, access: Access) -> bool {
-        let denied = self
-            .denies_for(client)
-            .any(|filter| filter.matches(client, topic));
-        !denied
-            && self
-                .grants_for(client)
-                .any(|grant| grant.allows(access) && grant.filter.matches(client, topic))
+        for rules in self.rule_sets(client).into_iter().flatten() {
+            if rules.denies.iter().any(|deny| deny.matches(client, topic)) {
+                return false;
+            }
+            let granted = rules.grants.iter();
+            if granted
+                .filter(|grant| grant.allows(access))
+                .any(|grant| grant.filter.matches(client, topic))
+            {
+                return true;
+            }
+        }
+        false
     }
 
     /// How much of the SUBSCRIBE `filter` (valid, `$share/<group>/` removed) `client` may read.
     ///
-    /// Conservative: [`SubscribeScope::All`] only when one read grant covers the filter and no
-    /// deny rule overlaps it; [`SubscribeScope::None`] only when a deny rule covers the filter or
-    /// no read grant overlaps it; otherwise [`SubscribeScope::Some`].
+    /// Conservative: [`SubscribeScope::All`] and [`SubscribeScope::None`] only where they
+    /// follow from the rules for every topic the filter matches; otherwise
+    /// [`SubscribeScope::Some`].
     pub fn subscribe_scope(&self, client: &ClientIdentity<'_>, filter: &str) -> SubscribeScope {
         let subscription = filter::subscription_levels(filter);
-        let mut denied_in_part = false;
-        for deny in self.denies_for(client) {
-            let Some(levels) = deny.levels_for(client) else {
-                continue;
-            };
-            if filter::covers(&levels, &subscription) {
-                return SubscribeScope::None;
-            }
-            denied_in_part |= filter::overlaps(&levels, &subscription);
+        let [section, patterns] = self.rule_sets(client);
+        let own = section.map(|rules| rules.read_view(client, &subscription));
+        let own = own.unwrap_or_default();
+        if own.deny_covers {
+            return SubscribeScope::None;
         }
-        let mut readable_in_part = false;
-        let mut readable_in_full = false;
-        let read_grants = self
-            .grants_for(client)
-            .filter(|grant| grant.allows(Access::Read));
-        for grant in read_grants {
-            let Some(levels) = grant.filter.levels_for(client) else {
-                continue;
-            };
-            readable_in_full |= filter::covers(&levels, &subscription);
-            readable_in_part |= filter::overlaps(&levels, &subscription);
+        if own.grant_covers && !own.deny_overlaps {
+            return SubscribeScope::All;
         }
-        match (readable_in_part, readable_in_full && !denied_in_part) {
-            (false, _) => SubscribeScope::None,
-            (true, true) => SubscribeScope::All,
-            (true, false) => SubscribeScope::Some,
+        let shared = patterns.map(|rules| rules.read_view(client, &subscription));
+        let shared = shared.unwrap_or_default();
+        if !own.grant_overlaps && (!shared.grant_overlaps || shared.deny_covers) {
+            return SubscribeScope::None;
         }
+        if !own.deny_overlaps && shared.grant_covers && !shared.deny_overlaps {
+            return SubscribeScope::All;
+        }
+        SubscribeScope::Some
     }
 
-    /// The rule sets that apply to `client`: the general section, its user section, patterns.
-    fn rule_sets(&self, client: &ClientIdentity<'_>) -> [Option<&RuleSet>; 3] {
-        let user = client.username.and_then(|name| self.users.get(name));
-        [Some(&self.general), user, Some(&self.patterns)]
-    }
-
-    fn denies_for(&self, client: &ClientIdentity<'_>) -> impl Iterator<Item = &RuleFilter> {
-        self.rule_sets(client)
-            .into_iter()
-            .flatten()
-            .flat_map(|rules| rules.denies.iter())
-    }
-
-    /// The grants for `client`; patterns only when its id and username are safe to substitute.
-    fn grants_for(&self, client: &ClientIdentity<'_>) -> impl Iterator<Item = &Grant> {
-        let [general, user, patterns] = self.rule_sets(client);
-        let patterns = patterns.filter(|_| substitution_is_safe(client));
-        [general, user, patterns]
-            .into_iter()
-            .flatten()
-            .flat_map(|rules| rules.grants.iter())
+    /// The rule sets a check walks, in order: the client's own section (its user's, or the
+    /// anonymous one), then the patterns (none for a client that could name itself into a
+    /// wildcard).
+    fn rule_sets(&self, client: &ClientIdentity<'_>) -> [Option<&RuleSet>; 2] {
+        let section = match client.username {
+            Some(name) => self.users.get(name),
+            None => Some(&self.general),
+        };
+        let patterns = substitution_is_safe(client).then_some(&self.patterns);
+        [section, patterns]
     }
 
     fn add_line(&mut self, section: &mut Option<Box<str>>, line: &str) -> Result<(), LineProblem> {
