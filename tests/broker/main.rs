@@ -2,6 +2,7 @@
 //! `127.0.0.1:0`) and talks to it over real sockets, with the raw codec client or rumqttc.
 //! Run on both backends: `RINGMQ_BACKEND=epoll cargo test -p ringmq --test broker`.
 
+mod acl;
 mod auth;
 mod client;
 mod connect;

@@ -74,11 +74,16 @@ impl Broker {
             Some(path) => Some(crate::access::PasswordFile::load(path)?),
             None => None,
         };
+        let acl = match &config.auth.acl_file {
+            Some(path) => Some(crate::access::AclFile::load(path)?),
+            None => None,
+        };
         let opened = open_and_recover(&config.persistence)?;
         let sync = (config.persistence.sync, config.persistence.sync_interval);
         let mut shared = Shared::with_clock(config, shards, auth, clock);
         shared.transports = transports;
         shared.passwords = passwords.map(|file| std::sync::RwLock::new(Arc::new(file)));
+        shared.acl = acl.map(|file| std::sync::RwLock::new(Arc::new(file)));
         let mut store = None;
         if let Some(opened) = opened {
             shared.next_seq = std::sync::atomic::AtomicU64::new(opened.max_queued_seq + 1);
@@ -150,7 +155,7 @@ impl Broker {
         self.shared.transports.reload()
     }
 
-    /// What SIGHUP does: reloads the TLS certificates and the password file. Whatever fails
+    /// What SIGHUP does: reloads the TLS certificates, the password file and the ACL file. Whatever fails
     /// to load keeps its old contents; the errors are returned.
     pub fn reload(&self) -> Vec<String> {
         let mut errors: Vec<String> = self
@@ -159,6 +164,9 @@ impl Broker {
             .map(ToString::to_string)
             .collect();
         if let Err(error) = self.shared.reload_passwords() {
+            errors.push(error.to_string());
+        }
+        if let Err(error) = self.shared.reload_acl() {
             errors.push(error.to_string());
         }
         errors

@@ -61,6 +61,8 @@ pub struct Shared {
     pub(crate) transports: crate::transport::Transports,
     /// The password file's users, when `auth.password_file` is set (swapped on reload).
     pub(crate) passwords: Option<std::sync::RwLock<Arc<crate::access::PasswordFile>>>,
+    /// The ACL file's rules, when `auth.acl_file` is set (swapped on reload).
+    pub(crate) acl: Option<std::sync::RwLock<Arc<crate::access::AclFile>>>,
     /// When the broker started (for `$SYS/broker/uptime`), on [`Self::clock`].
     pub started: Instant,
     /// The runtime's clock (the shards read it through `ShardCtx::now`).
@@ -84,6 +86,24 @@ impl Shared {
     pub(crate) fn passwords(&self) -> Option<Arc<crate::access::PasswordFile>> {
         let lock = self.passwords.as_ref()?;
         Some(Arc::clone(&lock.read().unwrap_or_else(|e| e.into_inner())))
+    }
+
+    /// The ACL in force, if one is configured.
+    pub(crate) fn acl(&self) -> Option<Arc<crate::access::AclFile>> {
+        let lock = self.acl.as_ref()?;
+        Some(Arc::clone(&lock.read().unwrap_or_else(|e| e.into_inner())))
+    }
+
+    /// Reads the ACL file again; on failure the old rules stay in force. Connected clients'
+    /// subscriptions keep their admission; what leaves is checked against the new rules where
+    /// a subscription was only partly readable.
+    pub(crate) fn reload_acl(&self) -> Result<(), crate::access::AccessFileError> {
+        let (Some(lock), Some(path)) = (&self.acl, &self.config.auth.acl_file) else {
+            return Ok(());
+        };
+        let fresh = Arc::new(crate::access::AclFile::load(path)?);
+        *lock.write().unwrap_or_else(|e| e.into_inner()) = fresh;
+        Ok(())
     }
 
     /// Reads the password file again; on failure the old users stay in force.
@@ -128,6 +148,7 @@ impl Shared {
             auth,
             transports: crate::transport::Transports::plain(),
             passwords: None,
+            acl: None,
             started: clock.now(),
             clock,
             applied: (0..shards.max(1))

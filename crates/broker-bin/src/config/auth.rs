@@ -1,4 +1,4 @@
-//! `[auth]`: anonymous access and the password file, validated; and the rule that a broker
+//! `[auth]`: anonymous access, the password file and the ACL file, validated; and the rule that a broker
 //! reachable from other hosts never starts open by accident.
 
 use std::net::SocketAddr;
@@ -15,6 +15,8 @@ pub struct AuthSettings {
     pub allow_anonymous: bool,
     /// mosquitto_passwd format.
     pub password_file: Option<PathBuf>,
+    /// mosquitto ACL format.
+    pub acl_file: Option<PathBuf>,
 }
 
 impl AuthSettings {
@@ -45,6 +47,7 @@ impl RawAuth {
         let settings = AuthSettings {
             allow_anonymous: self.allow_anonymous.unwrap_or(false),
             password_file: path(&self.password_file),
+            acl_file: path(&self.acl_file),
         };
         let open = listeners.binds().into_iter().find(|a| !is_loopback(a));
         if let Some(open) = open

@@ -108,6 +108,7 @@ raw_section!(
     RawAuth {
         allow_anonymous: bool,
         password_file: String,
+        acl_file: String,
     }
 );
 raw_section!(

@@ -63,6 +63,7 @@ impl BrokerShard {
         };
         connection.discard_carry(&self.shared.partial_frames);
         self.shared.connections.fetch_sub(1, Ordering::Relaxed);
+        self.acl_closed(conn);
         if connection.counted {
             self.gauges.connected_clients -= 1;
         }

@@ -296,6 +296,8 @@ impl BrokerShard {
         self.record_connected(&session, was_stored);
         self.disarm_session_timers(ctx, &mut session);
         session.conn = Some(conn);
+        let filters = session.subscriptions.iter().map(|(filter, _)| filter);
+        self.acl_connected(conn, &session.client_id, connect.username.clone(), filters);
         let keep_alive = self.effective_keep_alive(&connect);
         self.setup_connection(ctx, conn, &connect, session.subscriber, keep_alive);
         let connack = self.connack(

@@ -101,8 +101,10 @@ impl BrokerShard {
             self.count_dropped(1);
             return;
         }
-        if self.send_publish(ctx, conn, copy, None, false).is_err() {
-            self.count_dropped(1);
+        match self.send_publish(ctx, conn, copy, None, false) {
+            // Not the client's to read: filtered, not lost.
+            Ok(()) | Err(NotSent::NotAuthorized) => {}
+            Err(NotSent::Expired | NotSent::TooLarge | NotSent::Closed) => self.count_dropped(1),
         }
     }
 
@@ -245,6 +247,7 @@ impl BrokerShard {
                 }
             }
             Err(NotSent::Closed) => {}
+            Err(NotSent::NotAuthorized) => self.abandon_inflight(client_id, packet_id),
             Err(NotSent::Expired | NotSent::TooLarge) => {
                 self.abandon_inflight(client_id, packet_id);
                 self.count_dropped(1);

@@ -5,6 +5,7 @@
 //! [`Handler`] impl below only dispatches.
 
 mod acks;
+mod acl;
 mod changes;
 mod claims;
 mod close;
@@ -79,6 +80,8 @@ pub struct BrokerShard {
     gauges: sys::Gauges,
     /// This turn's stored writes and what waits for them.
     durable: durable::Durability,
+    /// The identity of connected clients, while an ACL is configured.
+    acl_clients: FastMap<ConnId, acl::AclClient>,
     /// Recovered sessions whose timers are armed when the shard starts.
     recovered: Vec<MqttStr>,
     /// When each recovered session that was disconnected at the restart disconnected.
@@ -103,6 +106,7 @@ impl BrokerShard {
             timers: TimerBook::default(),
             gauges: sys::Gauges::default(),
             durable,
+            acl_clients: FastMap::default(),
             recovered: Vec::new(),
             recovered_down_since: Vec::new(),
         };

@@ -64,7 +64,7 @@ impl BrokerShard {
             &self.shared.topic_limits,
         )
         .map_err(|e| Fault::new(ReasonCode::TopicNameInvalid, e.to_string()))?;
-        let verdict = self.admit_publish(&publish, &client_id, &topic);
+        let verdict = self.admit_publish(conn, &publish, &client_id, &topic);
         if verdict == ReasonCode::NotAuthorized {
             ShardCounters::add(&self.counters().publishes_not_authorized, 1);
         }
@@ -123,6 +123,7 @@ impl BrokerShard {
     /// Success, or why a PUBLISH is acknowledged but not forwarded.
     fn admit_publish(
         &self,
+        conn: ConnId,
         publish: &Publish,
         client_id: &MqttStr,
         topic: &TopicName,
@@ -141,6 +142,7 @@ impl BrokerShard {
             .shared
             .auth
             .authorize_publish(client_id.as_str(), topic.as_str())
+            || !self.acl_allows_publish(conn, client_id, topic.as_str())
         {
             return ReasonCode::NotAuthorized;
         }

@@ -20,6 +20,8 @@ pub(super) enum NotSent {
     Expired,
     /// It is larger than the client's Maximum Packet Size (discarded, as the spec says).
     TooLarge,
+    /// The ACL does not let the client read its topic (discarded).
+    NotAuthorized,
     /// The connection is gone.
     Closed,
 }
@@ -66,6 +68,9 @@ impl BrokerShard {
         packet_id: Option<PacketId>,
         dup: bool,
     ) -> Result<(), NotSent> {
+        if !self.acl_allows_delivery(conn, copy.message.publish.topic().as_str()) {
+            return Err(NotSent::NotAuthorized);
+        }
         let message_expiry_interval = match copy.message.expiry(ctx.now()) {
             Expiry::Expired => return Err(NotSent::Expired),
             Expiry::Never => None,

@@ -32,7 +32,7 @@ impl BrokerShard {
         let mut retained_for = Vec::new();
         let mut last_change = None;
         for (text, options) in subscribe.filters {
-            match self.subscribe_one(ctx, &client_id, &text, options, id)? {
+            match self.subscribe_one(ctx, conn, &client_id, &text, options, id)? {
                 Ok((granted, filter, is_new, seq)) => {
                     last_change = Some(seq);
                     reason_codes.push(granted_code(granted));
@@ -66,6 +66,7 @@ impl BrokerShard {
     fn subscribe_one(
         &mut self,
         ctx: &mut Ctx,
+        conn: ConnId,
         client_id: &MqttStr,
         text: &MqttStr,
         options: SubscriptionOptions,
@@ -88,6 +89,9 @@ impl BrokerShard {
             .authorize_subscribe(client_id.as_str(), text.as_str())
         {
             return Ok(Err(ReasonCode::NotAuthorized));
+        }
+        if let Err(refused) = self.acl_admits_subscription(conn, client_id, text.as_str()) {
+            return Ok(Err(refused));
         }
         let max = self.shared.config.limits.max_subscriptions_per_client as usize;
         let Some(session) = self.sessions.get_mut(client_id) else {
