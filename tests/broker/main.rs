@@ -9,6 +9,7 @@ mod connect;
 mod crash;
 mod expiry;
 mod harness;
+mod ip;
 mod limits;
 mod mailbox_stress;
 mod malformed;

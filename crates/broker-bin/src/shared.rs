@@ -63,6 +63,8 @@ pub struct Shared {
     pub(crate) passwords: Option<std::sync::RwLock<Arc<crate::access::PasswordFile>>>,
     /// The ACL file's rules, when `auth.acl_file` is set (swapped on reload).
     pub(crate) acl: Option<std::sync::RwLock<Arc<crate::access::AclFile>>>,
+    /// The `[ip]` guard: address lists and per-address limits.
+    pub(crate) guard: crate::guard::IpGuard,
     /// When the broker started (for `$SYS/broker/uptime`), on [`Self::clock`].
     pub started: Instant,
     /// The runtime's clock (the shards read it through `ShardCtx::now`).
@@ -134,6 +136,7 @@ impl Shared {
         };
         let partial_frames = ByteBudget::new(config.limits.max_partial_frame_bytes);
         let queue_limits = queue_limits(&config);
+        let guard = crate::guard::IpGuard::new(config.ip.clone());
         Self {
             partial_frames,
             queue_limits,
@@ -149,6 +152,7 @@ impl Shared {
             transports: crate::transport::Transports::plain(),
             passwords: None,
             acl: None,
+            guard,
             started: clock.now(),
             clock,
             applied: (0..shards.max(1))

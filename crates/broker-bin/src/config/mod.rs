@@ -3,6 +3,7 @@
 
 mod auth;
 mod error;
+mod ip;
 mod listeners;
 mod raw;
 mod typed;

@@ -104,6 +104,19 @@ raw_section!(
     RawSys { interval: u64 }
 );
 raw_section!(
+    /// `[ip]`
+    RawIp {
+        allow: Vec<String>,
+        deny: Vec<String>,
+        max_connections: u64,
+        max_connect_rate: u64,
+        ban_after_auth_failures: u64,
+        auth_failure_window: u64,
+        ban_duration: u64,
+        max_tracked: u64,
+    }
+);
+raw_section!(
     /// `[auth]`
     RawAuth {
         allow_anonymous: bool,
@@ -151,6 +164,8 @@ pub struct RawConfig {
     pub persistence: RawPersistence,
     #[serde(default)]
     pub auth: RawAuth,
+    #[serde(default)]
+    pub ip: RawIp,
 }
 
 impl RawConfig {
@@ -168,5 +183,6 @@ impl RawConfig {
         self.sys.overlay(over.sys);
         self.persistence.overlay(over.persistence);
         self.auth.overlay(over.auth);
+        self.ip.overlay(over.ip);
     }
 }

@@ -38,6 +38,7 @@ pub struct Config {
     pub sys_interval: Option<Duration>,
     pub persistence: PersistenceSettings,
     pub auth: super::auth::AuthSettings,
+    pub ip: crate::guard::IpSettings,
 }
 
 /// Which storage engine keeps sessions and retained messages.

@@ -86,6 +86,7 @@ impl RawConfig {
         let listeners = self.listeners.validate()?;
         Ok(Config {
             auth: self.auth.validate(&listeners)?,
+            ip: self.ip.validate()?,
             listeners,
             runtime: self.runtime()?,
             log_level: self.log_level()?,

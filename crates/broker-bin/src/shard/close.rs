@@ -58,6 +58,7 @@ impl BrokerShard {
 
     /// The runtime finished closing `conn`.
     pub(super) fn connection_closed(&mut self, ctx: &mut Ctx, conn: ConnId, reason: CloseReason) {
+        self.address_released(conn);
         let Some(mut connection) = self.conns.remove(&conn) else {
             return;
         };

@@ -52,6 +52,12 @@ impl BrokerShard {
             .and_then(|certified| self.check_credentials(&connect, certified))
             .and_then(|()| self.check_connect(&connect));
         if let Err(reason) = checked {
+            if matches!(
+                reason,
+                ReasonCode::BadUserNameOrPassword | ReasonCode::NotAuthorized
+            ) {
+                self.login_failed(ctx, conn);
+            }
             self.refuse_connect(ctx, conn, reason);
             return Ok(());
         }

@@ -20,6 +20,9 @@ const CONNECT_TYPE: u8 = codec::PacketType::Connect as u8;
 impl BrokerShard {
     /// A new socket: refuse it beyond `max_connections`, else wait for its CONNECT.
     pub(super) fn accept(&mut self, ctx: &mut Ctx, conn: ConnId, peer: SocketAddr) {
+        if !self.admit_address(ctx, conn, peer) {
+            return;
+        }
         let max = self.shared.config.connection.max_connections as usize;
         if self.shared.connections.fetch_add(1, Ordering::Relaxed) >= max {
             self.shared.connections.fetch_sub(1, Ordering::Relaxed);

@@ -12,6 +12,7 @@ mod close;
 mod connect;
 mod credentials;
 mod deliver;
+mod door;
 mod durable;
 mod fault;
 mod fence;
@@ -82,6 +83,8 @@ pub struct BrokerShard {
     durable: durable::Durability,
     /// The identity of connected clients, while an ACL is configured.
     acl_clients: FastMap<ConnId, acl::AclClient>,
+    /// Connections the `[ip]` guard admitted: their address and what to give back at close.
+    admitted: FastMap<ConnId, (std::net::IpAddr, crate::guard::Admission)>,
     /// Recovered sessions whose timers are armed when the shard starts.
     recovered: Vec<MqttStr>,
     /// When each recovered session that was disconnected at the restart disconnected.
@@ -107,6 +110,7 @@ impl BrokerShard {
             gauges: sys::Gauges::default(),
             durable,
             acl_clients: FastMap::default(),
+            admitted: FastMap::default(),
             recovered: Vec::new(),
             recovered_down_since: Vec::new(),
         };

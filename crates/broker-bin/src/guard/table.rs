@@ -1,0 +1,130 @@
+//! The per-address table of [`super::IpGuard`]: open connections, a connect-rate bucket,
+//! recent login failures and a ban, per address; bounded by `ip.max_tracked`.
+
+use std::net::IpAddr;
+use std::time::Instant;
+
+use dashmap::DashMap;
+
+use super::{Admission, IpSettings, Refusal};
+
+/// What is known about one client address.
+struct IpState {
+    connections: u32,
+    /// Connects left in the rate bucket, and when it was last refilled.
+    tokens: f64,
+    refilled: Instant,
+    failures: u32,
+    failures_since: Instant,
+    banned_until: Option<Instant>,
+}
+
+impl IpState {
+    fn new(now: Instant, settings: &IpSettings) -> Self {
+        Self {
+            connections: 0,
+            tokens: f64::from(settings.max_connect_rate),
+            refilled: now,
+            failures: 0,
+            failures_since: now,
+            banned_until: None,
+        }
+    }
+
+    /// Nothing worth keeping: no connection, no ban (a pruned entry starts afresh).
+    fn idle(&self, now: Instant) -> bool {
+        self.connections == 0 && self.banned_until.is_none_or(|until| until <= now)
+    }
+
+    fn take_token(&mut self, now: Instant, rate: u32) -> bool {
+        if rate == 0 {
+            return true;
+        }
+        let rate = f64::from(rate);
+        let elapsed = now.saturating_duration_since(self.refilled).as_secs_f64();
+        self.tokens = (self.tokens + elapsed * rate).min(rate);
+        self.refilled = now;
+        if self.tokens < 1.0 {
+            return false;
+        }
+        self.tokens -= 1.0;
+        true
+    }
+}
+
+pub(super) struct IpTable {
+    states: DashMap<IpAddr, IpState>,
+    max: usize,
+}
+
+impl IpTable {
+    pub(super) fn new(max: usize) -> Self {
+        Self {
+            states: DashMap::new(),
+            max,
+        }
+    }
+
+    pub(super) fn admit(
+        &self,
+        ip: IpAddr,
+        now: Instant,
+        settings: &IpSettings,
+    ) -> Result<Admission, Refusal> {
+        if !self.states.contains_key(&ip) && !self.make_room(now) {
+            // Full of busy addresses: serve this one untracked rather than refuse it.
+            return Ok(None);
+        }
+        let mut state = self
+            .states
+            .entry(ip)
+            .or_insert_with(|| IpState::new(now, settings));
+        if state.banned_until.is_some_and(|until| now < until) {
+            return Err(Refusal::Banned);
+        }
+        if settings.max_connections != 0 && state.connections >= settings.max_connections {
+            return Err(Refusal::TooManyConnections);
+        }
+        if !state.take_token(now, settings.max_connect_rate) {
+            return Err(Refusal::TooFast);
+        }
+        state.connections += 1;
+        Ok(Some(ip))
+    }
+
+    pub(super) fn release(&self, ip: IpAddr) {
+        if let Some(mut state) = self.states.get_mut(&ip) {
+            state.connections = state.connections.saturating_sub(1);
+        }
+    }
+
+    pub(super) fn login_failed(&self, ip: IpAddr, now: Instant, settings: &IpSettings) -> bool {
+        if !self.states.contains_key(&ip) && !self.make_room(now) {
+            return false;
+        }
+        let mut state = self
+            .states
+            .entry(ip)
+            .or_insert_with(|| IpState::new(now, settings));
+        if now.saturating_duration_since(state.failures_since) > settings.auth_failure_window {
+            state.failures = 0;
+            state.failures_since = now;
+        }
+        state.failures += 1;
+        if state.failures < settings.ban_after_auth_failures {
+            return false;
+        }
+        state.failures = 0;
+        state.banned_until = Some(now + settings.ban_duration);
+        true
+    }
+
+    /// Whether a new address fits: prunes idle entries when the table is full.
+    fn make_room(&self, now: Instant) -> bool {
+        if self.states.len() < self.max {
+            return true;
+        }
+        self.states.retain(|_, state| !state.idle(now));
+        self.states.len() < self.max
+    }
+}
