@@ -4,6 +4,8 @@
 #   RINGMQ_CONFIG_EXTRA  TOML appended to RingMQ's config (default: none)
 #   RINGMQ_ENGINE  RingMQ's persistence.engine (default "none": memory only, as the peers run;
 #                  "sled" or "redb" store in the run directory, synced per group commit)
+#   MOSQUITTO_CONFIG_EXTRA  lines appended to mosquitto's config (default: none; later lines
+#                  win, e.g. "allow_anonymous false\npassword_file FILE")
 #   MOSQUITTO_PERSISTENCE=1  mosquitto with `persistence true` (it saves on its autosave
 #                  interval and at exit, not per message)
 #   BROKERS        brokers to run, in order (default: "ringmq mosquitto rumqttd mochi"; "aedes"
@@ -168,6 +170,7 @@ persistence $persist
 persistence_location $RUN_DIR/mosquitto-data-$port/
 log_dest none
 EOF
+      [[ -n ${MOSQUITTO_CONFIG_EXTRA:-} ]] && printf '%b\n' "$MOSQUITTO_CONFIG_EXTRA" >>"$conf"
       # Its WebSocket listeners (libwebsockets) bind every interface: an address after the
       # port would be taken as an interface name.
       [[ ${BENCH_TLS:-0} == 1 ]] && cat >>"$conf" <<EOF

@@ -186,6 +186,12 @@ pub struct Common {
     /// Connect with Clean Start = 0 (persistent sessions; session expiry 0xFFFFFFFF in 5.0).
     #[arg(long)]
     pub persistent: bool,
+    /// User name every client sends in CONNECT.
+    #[arg(long)]
+    pub username: Option<String>,
+    /// Password every client sends in CONNECT (with --username).
+    #[arg(long, requires = "username")]
+    pub password: Option<String>,
     /// New connections per second over all clients (0 = as fast as possible).
     #[arg(long, default_value_t = 0)]
     pub connect_rate: u64,

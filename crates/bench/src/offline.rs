@@ -138,6 +138,7 @@ fn step_plan(common: &Common, args: &OfflineArgs, step: Step) -> anyhow::Result<
         fan,
         expect_total,
         protocol: plan::protocol(common.mqtt_version)?,
+        username: plan::username(&common)?,
         common,
     })
 }

@@ -61,7 +61,21 @@ pub struct RunPlan {
     pub fan: Option<u64>,
     pub expect_total: u64,
     pub protocol: ProtocolVersion,
+    /// The user name every CONNECT carries (`--username`).
+    pub username: Option<MqttStr>,
     pub common: Common,
+}
+
+/// `--username` as an MQTT string.
+pub(crate) fn username(common: &Common) -> anyhow::Result<Option<MqttStr>> {
+    common
+        .username
+        .as_ref()
+        .map(|name| {
+            MqttStr::from_bytes(name.clone().into())
+                .map_err(|e| anyhow::anyhow!("bad user name: {e}"))
+        })
+        .transpose()
 }
 
 pub(crate) fn qos(value: u8) -> anyhow::Result<QoS> {
@@ -215,6 +229,7 @@ pub fn build(command: Command) -> anyhow::Result<RunPlan> {
         fan,
         expect_total,
         protocol: protocol(common.mqtt_version)?,
+        username: username(&common)?,
         common,
     })
 }

@@ -202,8 +202,11 @@ impl BenchShard {
             keep_alive: common.keep_alive,
             client_id: self.clients[i].plan.client_id.clone(),
             will: None,
-            username: None,
-            password: None,
+            username: self.plan.username.clone(),
+            password: common
+                .password
+                .as_ref()
+                .map(|p| bytes::Bytes::copy_from_slice(p.as_bytes())),
             properties: Default::default(),
         };
         if common.persistent && self.plan.protocol.is_v5() {
