@@ -51,6 +51,11 @@ pub enum SubscribeScope {
 struct RuleSet {
     denies: Vec<RuleFilter>,
     grants: Vec<Grant>,
+    /// Grants by their literal first level (indexes into `grants`): a check looks only at the
+    /// grants filed under the topic's first level and at `unindexed`.
+    by_first_level: HashMap<Box<str>, Vec<usize>>,
+    /// Grants whose first level is a wildcard or a substitution.
+    unindexed: Vec<usize>,
 }
 
 #[derive(Debug, Clone)]
@@ -79,6 +84,16 @@ struct ReadView {
 }
 
 impl RuleSet {
+    /// The grants that may match `topic`: those filed under its first level, and those whose
+    /// first level is a wildcard or a substitution.
+    fn grants_for_topic<'a>(&'a self, topic: &str) -> impl Iterator<Item = &'a Grant> {
+        let first = topic.split('/').next().unwrap_or_default();
+        let filed = self.by_first_level.get(first).into_iter().flatten();
+        filed
+            .chain(self.unindexed.iter())
+            .map(|&index| &self.grants[index])
+    }
+
     /// How this set's deny rules and read grants meet `subscription` for `client`.
     fn read_view(
         &self,
@@ -108,6 +123,15 @@ impl RuleSet {
             RuleAccess::Write => (false, true),
             RuleAccess::ReadWrite => (true, true),
         };
+        let index = self.grants.len();
+        match filter.literal_first_level() {
+            Some(first) => self
+                .by_first_level
+                .entry(first.into())
+                .or_default()
+                .push(index),
+            None => self.unindexed.push(index),
+        }
         self.grants.push(Grant {
             filter,
             read,
@@ -136,8 +160,8 @@ impl AclFile {
             if rules.denies.iter().any(|deny| deny.matches(client, topic)) {
                 return false;
             }
-            let granted = rules.grants.iter();
-            if granted
+            if rules
+                .grants_for_topic(topic)
                 .filter(|grant| grant.allows(access))
                 .any(|grant| grant.filter.matches(client, topic))
             {

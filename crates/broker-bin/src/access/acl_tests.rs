@@ -315,3 +315,22 @@ proptest! {
         }
     }
 }
+
+/// Grants are filed by their first level; wildcard-first and substituted ones are always looked
+/// at: the index changes no answer.
+#[test]
+fn the_first_level_index_finds_every_matching_grant() {
+    let mut text = String::from("user alice\n");
+    for i in 0..1000 {
+        text.push_str(&format!("topic read other/{i}/#\n"));
+    }
+    text.push_str("topic write +/commands\ntopic read bench/#\npattern read %c/inbox\n");
+    let acl = AclFile::parse(&text).unwrap();
+    assert!(can_read(&acl, &ALICE, "other/999/x"));
+    assert!(!can_read(&acl, &ALICE, "other/1000/x"));
+    assert!(can_read(&acl, &ALICE, "bench/fanout"));
+    assert!(can_write(&acl, &ALICE, "anything/commands"));
+    assert!(!can_write(&acl, &ALICE, "bench/fanout"));
+    assert!(can_read(&acl, &ALICE, "alice-phone/inbox"));
+    assert!(!can_read(&acl, &ALICE, "nothing/here"));
+}

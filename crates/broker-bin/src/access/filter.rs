@@ -90,6 +90,18 @@ impl RuleFilter {
         Ok(Self { levels })
     }
 
+    /// The first level when it is plain text (no wildcard, no substitution): what an index of
+    /// rules by first level files the rule under.
+    pub(crate) fn literal_first_level(&self) -> Option<&str> {
+        match self.levels.first()? {
+            RuleLevel::Text(pieces) => match &pieces[..] {
+                [Piece::Literal(text)] => Some(text),
+                _ => None,
+            },
+            RuleLevel::SingleWildcard | RuleLevel::MultiWildcard => None,
+        }
+    }
+
     /// Whether the filter needs a username (`%u`): it applies to no anonymous client.
     #[cfg(test)]
     pub(crate) fn needs_username(&self) -> bool {
