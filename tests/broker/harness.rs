@@ -128,6 +128,16 @@ impl TestBroker {
             .unwrap_or_else(|| panic!("the test broker has no {kind} listener"))
     }
 
+    /// Applies the reloadable part of the test defaults with `overrides` (what SIGHUP does
+    /// with the config file).
+    pub fn apply_reloadable(&self, overrides: &str) {
+        let mut raw = default_raw().expect("embedded defaults parse");
+        raw.overlay(parse_raw("test base", BASE).expect("test base parses"));
+        raw.overlay(parse_raw("test overrides", overrides).expect("test overrides parse"));
+        let config = raw.validate().expect("test config validates");
+        self.broker().apply_reloadable(&config);
+    }
+
     /// Reloads certificates and the password file (what SIGHUP does); the errors.
     pub fn reload(&self) -> Vec<String> {
         self.broker().reload()

@@ -90,6 +90,18 @@ fn deny_and_allow_lists_close_connections_at_accept() {
 }
 
 #[test]
+fn a_reload_applies_new_lists_and_limits() {
+    let broker = TestBroker::with_config("[ip]\ndeny = [\"127.0.0.2\"]\n");
+    assert_eq!(try_connect(&broker, loopback(2), None), None);
+    broker.apply_reloadable("[ip]\ndeny = [\"127.0.0.3\"]\n");
+    assert_eq!(
+        try_connect(&broker, loopback(2), None),
+        Some(ReasonCode::Success)
+    );
+    assert_eq!(try_connect(&broker, loopback(3), None), None);
+}
+
+#[test]
 fn an_address_holds_at_most_max_connections() {
     let broker = TestBroker::with_config("[ip]\nmax_connections = 2\n");
     let first = RawClient::connected_clean(broker.addr(), V5, "one");

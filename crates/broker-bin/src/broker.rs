@@ -172,6 +172,13 @@ impl Broker {
         errors
     }
 
+    /// Applies what of `config` takes effect without a restart: the `[ip]` section (later
+    /// connections and logins are judged by it; open connections stay). Other sections take
+    /// effect at the next start.
+    pub fn apply_reloadable(&self, config: &Config) {
+        self.shared.guard.update(config.ip.clone());
+    }
+
     /// The I/O backend in use.
     pub fn backend(&self) -> BackendKind {
         self.runtime.backend()

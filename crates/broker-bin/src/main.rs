@@ -47,7 +47,7 @@ fn main() -> anyhow::Result<()> {
         shards = broker.shard_count(),
         "ringmq listening"
     );
-    match run_until_stop(&broker, signals)? {
+    match run_until_stop(&broker, signals, &cli)? {
         Stop::Signal(signal) => {
             tracing::info!(signal, "shutting down");
             broker.shutdown();
@@ -69,7 +69,7 @@ enum Stop {
 
 /// Blocks until SIGINT or SIGTERM arrives or a shard ends, whichever comes first; SIGHUP
 /// reloads the TLS certificates meanwhile.
-fn run_until_stop(broker: &Broker, mut signals: Signals) -> anyhow::Result<Stop> {
+fn run_until_stop(broker: &Broker, mut signals: Signals, cli: &Cli) -> anyhow::Result<Stop> {
     let (stop_tx, stop_rx) = mpsc::channel();
     let signal_tx = stop_tx.clone();
     std::thread::Builder::new()
@@ -91,19 +91,23 @@ fn run_until_stop(broker: &Broker, mut signals: Signals) -> anyhow::Result<Stop>
         .context("starting the shard watcher")?;
     loop {
         match stop_rx.recv().context("waiting for a stop signal")? {
-            Stop::Signal(SIGHUP) => reload(broker),
+            Stop::Signal(SIGHUP) => reload(broker, cli),
             stop => return Ok(stop),
         }
     }
 }
 
 /// SIGHUP: new TLS handshakes use the certificates and keys on disk now (open connections keep
-/// theirs) and new CONNECTs the password file on disk now. Whatever fails to load keeps its old
-/// contents.
-fn reload(broker: &Broker) {
-    let errors = broker.reload();
+/// theirs), new CONNECTs the password file and the ACL on disk now, and new connections the
+/// `[ip]` section of the config file. Whatever fails to load keeps its old contents.
+fn reload(broker: &Broker, cli: &Cli) {
+    let mut errors = broker.reload();
+    match cli.config() {
+        Ok(config) => broker.apply_reloadable(&config),
+        Err(error) => errors.push(format!("config: {error}")),
+    }
     if errors.is_empty() {
-        tracing::info!("SIGHUP: certificates and password file reloaded");
+        tracing::info!("SIGHUP: certificates, password file, ACL file and [ip] reloaded");
     }
     for error in errors {
         tracing::error!(%error, "SIGHUP: reload failed; the old one stays in use");

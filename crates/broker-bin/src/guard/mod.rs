@@ -6,6 +6,7 @@ mod cidr;
 mod table;
 
 use std::net::IpAddr;
+use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
 
 pub use cidr::{Cidr, CidrError};
@@ -55,7 +56,8 @@ pub enum Refusal {
 
 /// The door keeper, one per broker.
 pub struct IpGuard {
-    settings: IpSettings,
+    /// Swapped whole on reload; the table's counts, rates and bans carry over.
+    settings: RwLock<Arc<IpSettings>>,
     table: IpTable,
 }
 
@@ -64,19 +66,32 @@ pub type Admission = Option<IpAddr>;
 
 impl IpGuard {
     pub fn new(settings: IpSettings) -> Self {
-        let table = IpTable::new(settings.max_tracked);
-        Self { settings, table }
+        Self {
+            settings: RwLock::new(Arc::new(settings)),
+            table: IpTable::default(),
+        }
+    }
+
+    fn settings(&self) -> Arc<IpSettings> {
+        Arc::clone(&self.settings.read().unwrap_or_else(|e| e.into_inner()))
+    }
+
+    /// New settings (a reload): later connections and logins are judged by them; open
+    /// connections stay, and the counts, rates and bans recorded so far carry over.
+    pub fn update(&self, settings: IpSettings) {
+        *self.settings.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(settings);
     }
 
     /// Whether anything is configured at all (a broker without `[ip]` rules skips the guard).
     pub fn is_active(&self) -> bool {
-        !self.settings.allow.is_empty() || !self.settings.deny.is_empty() || self.settings.tracks()
+        let settings = self.settings();
+        !settings.allow.is_empty() || !settings.deny.is_empty() || settings.tracks()
     }
 
     /// A connection from `ip` arrived at `now`: admitted (counted) or refused.
     pub fn admit(&self, ip: IpAddr, now: Instant) -> Result<Admission, Refusal> {
         let ip = ip.to_canonical();
-        let settings = &self.settings;
+        let settings = &*self.settings();
         if settings.deny.iter().any(|block| block.contains(ip)) {
             return Err(Refusal::Denied);
         }
@@ -98,10 +113,10 @@ impl IpGuard {
 
     /// A login from `ip` failed at `now`; true when that banned the address.
     pub fn login_failed(&self, ip: IpAddr, now: Instant) -> bool {
-        if self.settings.ban_after_auth_failures == 0 {
+        let settings = self.settings();
+        if settings.ban_after_auth_failures == 0 {
             return false;
         }
-        self.table
-            .login_failed(ip.to_canonical(), now, &self.settings)
+        self.table.login_failed(ip.to_canonical(), now, &settings)
     }
 }

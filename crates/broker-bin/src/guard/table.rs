@@ -52,26 +52,19 @@ impl IpState {
     }
 }
 
+#[derive(Default)]
 pub(super) struct IpTable {
     states: DashMap<IpAddr, IpState>,
-    max: usize,
 }
 
 impl IpTable {
-    pub(super) fn new(max: usize) -> Self {
-        Self {
-            states: DashMap::new(),
-            max,
-        }
-    }
-
     pub(super) fn admit(
         &self,
         ip: IpAddr,
         now: Instant,
         settings: &IpSettings,
     ) -> Result<Admission, Refusal> {
-        if !self.states.contains_key(&ip) && !self.make_room(now) {
+        if !self.states.contains_key(&ip) && !self.make_room(now, settings.max_tracked) {
             // Full of busy addresses: serve this one untracked rather than refuse it.
             return Ok(None);
         }
@@ -99,7 +92,7 @@ impl IpTable {
     }
 
     pub(super) fn login_failed(&self, ip: IpAddr, now: Instant, settings: &IpSettings) -> bool {
-        if !self.states.contains_key(&ip) && !self.make_room(now) {
+        if !self.states.contains_key(&ip) && !self.make_room(now, settings.max_tracked) {
             return false;
         }
         let mut state = self
@@ -120,11 +113,11 @@ impl IpTable {
     }
 
     /// Whether a new address fits: prunes idle entries when the table is full.
-    fn make_room(&self, now: Instant) -> bool {
-        if self.states.len() < self.max {
+    fn make_room(&self, now: Instant, max: usize) -> bool {
+        if self.states.len() < max {
             return true;
         }
         self.states.retain(|_, state| !state.idle(now));
-        self.states.len() < self.max
+        self.states.len() < max
     }
 }
