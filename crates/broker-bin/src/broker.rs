@@ -82,8 +82,8 @@ impl Broker {
         let sync = (config.persistence.sync, config.persistence.sync_interval);
         let mut shared = Shared::with_clock(config, shards, auth, clock);
         shared.transports = transports;
-        shared.passwords = passwords.map(|file| std::sync::RwLock::new(Arc::new(file)));
-        shared.acl = acl.map(|file| std::sync::RwLock::new(Arc::new(file)));
+        shared.passwords = passwords.map(crate::swap::Swap::new);
+        shared.acl = acl.map(crate::swap::Swap::new);
         let mut store = None;
         if let Some(opened) = opened {
             shared.next_seq = std::sync::atomic::AtomicU64::new(opened.max_queued_seq + 1);

@@ -24,6 +24,7 @@ pub mod shared;
 #[cfg(any(test, feature = "sim"))]
 pub mod sim;
 pub mod store;
+mod swap;
 pub mod transport;
 
 pub use broker::{Broker, StartError};

@@ -60,9 +60,9 @@ pub struct Shared {
     /// The TLS and WebSocket listeners (certificates, paths).
     pub(crate) transports: crate::transport::Transports,
     /// The password file's users, when `auth.password_file` is set (swapped on reload).
-    pub(crate) passwords: Option<std::sync::RwLock<Arc<crate::access::PasswordFile>>>,
+    pub(crate) passwords: Option<crate::swap::Swap<crate::access::PasswordFile>>,
     /// The ACL file's rules, when `auth.acl_file` is set (swapped on reload).
-    pub(crate) acl: Option<std::sync::RwLock<Arc<crate::access::AclFile>>>,
+    pub(crate) acl: Option<crate::swap::Swap<crate::access::AclFile>>,
     /// The `[ip]` guard: address lists and per-address limits.
     pub(crate) guard: crate::guard::IpGuard,
     /// When the broker started (for `$SYS/broker/uptime`), on [`Self::clock`].
@@ -86,35 +86,32 @@ pub struct Shared {
 impl Shared {
     /// The password file in force, if one is configured.
     pub(crate) fn passwords(&self) -> Option<Arc<crate::access::PasswordFile>> {
-        let lock = self.passwords.as_ref()?;
-        Some(Arc::clone(&lock.read().unwrap_or_else(|e| e.into_inner())))
+        self.passwords.as_ref().map(crate::swap::Swap::get)
     }
 
     /// The ACL in force, if one is configured.
     pub(crate) fn acl(&self) -> Option<Arc<crate::access::AclFile>> {
-        let lock = self.acl.as_ref()?;
-        Some(Arc::clone(&lock.read().unwrap_or_else(|e| e.into_inner())))
+        self.acl.as_ref().map(crate::swap::Swap::get)
     }
 
     /// Reads the ACL file again; on failure the old rules stay in force. Connected clients'
     /// subscriptions keep their admission; what leaves is checked against the new rules where
     /// a subscription was only partly readable.
     pub(crate) fn reload_acl(&self) -> Result<(), crate::access::AccessFileError> {
-        let (Some(lock), Some(path)) = (&self.acl, &self.config.auth.acl_file) else {
+        let (Some(acl), Some(path)) = (&self.acl, &self.config.auth.acl_file) else {
             return Ok(());
         };
-        let fresh = Arc::new(crate::access::AclFile::load(path)?);
-        *lock.write().unwrap_or_else(|e| e.into_inner()) = fresh;
+        acl.replace(crate::access::AclFile::load(path)?);
         Ok(())
     }
 
     /// Reads the password file again; on failure the old users stay in force.
     pub(crate) fn reload_passwords(&self) -> Result<(), crate::access::AccessFileError> {
-        let (Some(lock), Some(path)) = (&self.passwords, &self.config.auth.password_file) else {
+        let (Some(passwords), Some(path)) = (&self.passwords, &self.config.auth.password_file)
+        else {
             return Ok(());
         };
-        let fresh = Arc::new(crate::access::PasswordFile::load(path)?);
-        *lock.write().unwrap_or_else(|e| e.into_inner()) = fresh;
+        passwords.replace(crate::access::PasswordFile::load(path)?);
         Ok(())
     }
 

@@ -6,11 +6,13 @@ mod cidr;
 mod table;
 
 use std::net::IpAddr;
-use std::sync::{Arc, RwLock};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 pub use cidr::{Cidr, CidrError};
 use table::IpTable;
+
+use crate::swap::Swap;
 
 /// `[ip]`, validated.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -57,7 +59,7 @@ pub enum Refusal {
 /// The door keeper, one per broker.
 pub struct IpGuard {
     /// Swapped whole on reload; the table's counts, rates and bans carry over.
-    settings: RwLock<Arc<IpSettings>>,
+    settings: Swap<IpSettings>,
     table: IpTable,
 }
 
@@ -67,19 +69,19 @@ pub type Admission = Option<IpAddr>;
 impl IpGuard {
     pub fn new(settings: IpSettings) -> Self {
         Self {
-            settings: RwLock::new(Arc::new(settings)),
+            settings: Swap::new(settings),
             table: IpTable::default(),
         }
     }
 
     fn settings(&self) -> Arc<IpSettings> {
-        Arc::clone(&self.settings.read().unwrap_or_else(|e| e.into_inner()))
+        self.settings.get()
     }
 
     /// New settings (a reload): later connections and logins are judged by them; open
     /// connections stay, and the counts, rates and bans recorded so far carry over.
     pub fn update(&self, settings: IpSettings) {
-        *self.settings.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(settings);
+        self.settings.replace(settings);
     }
 
     /// Whether anything is configured at all (a broker without `[ip]` rules skips the guard).

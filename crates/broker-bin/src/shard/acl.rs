@@ -38,10 +38,7 @@ impl BrokerShard {
         let Some(acl) = self.acl() else {
             return;
         };
-        let identity = ClientIdentity {
-            client_id: client_id.as_str(),
-            username: username.as_ref().map(MqttStr::as_str),
-        };
+        let identity = identity(client_id, username.as_ref());
         let read_filtered = filters
             .map(|filter| acl.subscribe_scope(&identity, unshared(filter.as_str())))
             .any(|scope| scope != SubscribeScope::All);
@@ -70,10 +67,7 @@ impl BrokerShard {
             .acl_clients
             .get(&conn)
             .and_then(|c| c.username.as_ref());
-        let identity = ClientIdentity {
-            client_id: client_id.as_str(),
-            username: username.map(MqttStr::as_str),
-        };
+        let identity = identity(client_id, username);
         let allowed = acl.check(&identity, topic, Access::Write);
         if !allowed {
             debug!(topic, "PUBLISH refused by the ACL");
@@ -95,10 +89,7 @@ impl BrokerShard {
         let Some(client) = self.acl_clients.get_mut(&conn) else {
             return Ok(());
         };
-        let identity = ClientIdentity {
-            client_id: client_id.as_str(),
-            username: client.username.as_ref().map(MqttStr::as_str),
-        };
+        let identity = identity(client_id, client.username.as_ref());
         match acl.subscribe_scope(&identity, unshared(filter)) {
             SubscribeScope::All => Ok(()),
             SubscribeScope::Some => {
@@ -124,10 +115,7 @@ impl BrokerShard {
         let (Some(acl), Some(client_id)) = (self.acl(), self.client_id_of(conn)) else {
             return true;
         };
-        let identity = ClientIdentity {
-            client_id: client_id.as_str(),
-            username: client.username.as_ref().map(MqttStr::as_str),
-        };
+        let identity = identity(&client_id, client.username.as_ref());
         acl.check(&identity, topic, Access::Read)
     }
 }
@@ -138,4 +126,11 @@ fn unshared(filter: &str) -> &str {
         .strip_prefix("$share/")
         .and_then(|rest| rest.split_once('/'))
         .map_or(filter, |(_group, inner)| inner)
+}
+
+fn identity<'a>(client_id: &'a MqttStr, username: Option<&'a MqttStr>) -> ClientIdentity<'a> {
+    ClientIdentity {
+        client_id: client_id.as_str(),
+        username: username.map(MqttStr::as_str),
+    }
 }

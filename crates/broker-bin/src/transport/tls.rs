@@ -2,7 +2,7 @@
 //! that cross-compiles, so the static aarch64 build links), swapped on reload.
 
 use std::path::Path;
-use std::sync::{Arc, RwLock};
+use std::sync::Arc;
 
 use rustls::crypto::CryptoProvider;
 use rustls::server::UnbufferedServerConnection;
@@ -13,12 +13,13 @@ use rustls_pki_types::{CertificateDer, PrivateKeyDer};
 
 use super::TransportError;
 use crate::config::TlsSettings;
+use crate::swap::Swap;
 
 /// A TLS listener's settings and the server config built from them; new handshakes use the
 /// config of the last successful load.
 pub(crate) struct TlsSource {
     settings: TlsSettings,
-    current: RwLock<Arc<ServerConfig>>,
+    current: Swap<ServerConfig>,
 }
 
 impl TlsSource {
@@ -27,21 +28,20 @@ impl TlsSource {
         let config = server_config(&settings)?;
         Ok(Self {
             settings,
-            current: RwLock::new(config),
+            current: Swap::new(config),
         })
     }
 
     /// Reads the files again; on failure the old config stays in force.
     pub(crate) fn reload(&self) -> Result<(), TransportError> {
         let config = server_config(&self.settings)?;
-        *self.current.write().unwrap_or_else(|e| e.into_inner()) = config;
+        self.current.replace(config);
         Ok(())
     }
 
     /// A server-side session for one accepted connection.
     pub(crate) fn accept(&self) -> Result<UnbufferedServerConnection, rustls::Error> {
-        let config = Arc::clone(&self.current.read().unwrap_or_else(|e| e.into_inner()));
-        UnbufferedServerConnection::new(config)
+        UnbufferedServerConnection::new(self.current.get())
     }
 
     pub(crate) fn settings(&self) -> &TlsSettings {
@@ -53,7 +53,7 @@ fn provider() -> Arc<CryptoProvider> {
     Arc::new(rustls::crypto::ring::default_provider())
 }
 
-fn server_config(settings: &TlsSettings) -> Result<Arc<ServerConfig>, TransportError> {
+fn server_config(settings: &TlsSettings) -> Result<ServerConfig, TransportError> {
     let provider = provider();
     let certs = read_certs("certificate", &settings.cert)?;
     let key = PrivateKeyDer::from_pem_file(&settings.key).map_err(|e| TransportError::File {
@@ -96,7 +96,7 @@ fn server_config(settings: &TlsSettings) -> Result<Arc<ServerConfig>, TransportE
             key: settings.key.clone(),
             cause: e.to_string(),
         })?;
-    Ok(Arc::new(config))
+    Ok(config)
 }
 
 /// Every certificate in a PEM file; an error names the file.
