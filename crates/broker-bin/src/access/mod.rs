@@ -10,6 +10,7 @@
 //! This module only parses and answers questions; the broker decides where to ask them.
 
 pub mod acl;
+pub mod backend;
 mod acl_line;
 mod filter;
 pub mod passwd;
