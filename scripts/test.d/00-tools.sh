@@ -17,10 +17,23 @@ ensure_mosquitto_passwd() {
   $sudo apt-get install -y -qq mosquitto
 }
 
+# The Redis authentication backend's tests run a real redis-server (access/backend/redis.rs,
+# tests/broker/backends.rs).
+ensure_redis_server() {
+  if command -v redis-server >/dev/null; then
+    return
+  fi
+  local sudo=""
+  [ "$(id -u)" -eq 0 ] || sudo="sudo"
+  $sudo apt-get update -qq
+  $sudo DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-server
+}
+
 test_tools() {
   ensure_rust_components
   ensure_mosquitto_passwd
   # The broker tests drive mosquitto_pub/mosquitto_sub over TLS (tests/broker/tls.rs).
   ensure_mosquitto_clients
+  ensure_redis_server
   cargo --version
 }
