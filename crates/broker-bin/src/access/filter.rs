@@ -245,6 +245,18 @@ fn push_text_levels<'a>(
     Some(())
 }
 
+/// Checks that `text` is a topic filter MQTT allows: not empty, at most 65535 bytes, no NUL,
+/// `+` and `#` alone in their level, `#` last (for filters that come from outside the ACL file).
+pub(crate) fn validate(text: &str) -> Result<(), LineProblem> {
+    if text.is_empty() {
+        return Err(LineProblem::InvalidFilter {
+            filter: String::new(),
+            reason: "empty",
+        });
+    }
+    RuleFilter::parse(text, Substitution::Literal).map(drop)
+}
+
 /// The levels of a SUBSCRIBE filter (already validated by the broker; `$share/...` stripped).
 pub(crate) fn subscription_levels(filter: &str) -> Levels<'_> {
     filter

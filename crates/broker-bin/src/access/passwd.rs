@@ -71,6 +71,14 @@ impl PasswordFile {
     }
 }
 
+/// Whether `password` matches one hash in mosquitto's format (`$6$SALT$HASH` or
+/// `$7$ITERATIONS$SALT$HASH`, what follows `username:` in a password file), compared in constant
+/// time; an error when `hash` is not such a hash. For hashes kept elsewhere than in a password
+/// file (the Redis backend).
+pub fn verify_hash(hash: &str, password: &[u8]) -> Result<bool, LineProblem> {
+    Ok(PasswordHash::parse(hash)?.matches(password))
+}
+
 fn add_user_line(users: &mut HashMap<String, PasswordHash>, line: &str) -> Result<(), LineProblem> {
     let line = line.trim();
     if line.is_empty() || line.starts_with('#') {

@@ -5,6 +5,15 @@
 //! answers. A backend only answers; the chain order, caching and what a refusal means to the
 //! client are decided by the caller.
 
+pub mod http;
+pub mod jwt;
+pub mod redis;
+mod rules;
+mod setup;
+mod slots;
+
+pub use setup::SetupError;
+
 use std::net::SocketAddr;
 use std::time::SystemTime;
 
