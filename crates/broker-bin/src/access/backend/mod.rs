@@ -7,11 +7,13 @@
 
 pub mod http;
 pub mod jwt;
+mod password_hash;
 pub mod redis;
 mod rules;
 mod setup;
 mod slots;
 
+pub use password_hash::SaltEncoding;
 pub use setup::SetupError;
 
 use std::net::SocketAddr;
