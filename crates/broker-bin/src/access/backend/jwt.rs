@@ -20,6 +20,8 @@ use super::{
 };
 
 const NAME: &str = "jwt";
+/// The largest leeway taken (a larger one is cut to it).
+const MAX_LEEWAY_SECS: u64 = 24 * 60 * 60;
 
 /// The claims of a token, as JSON.
 type Claims = Map<String, Value>;
@@ -55,7 +57,8 @@ pub struct JwtSettings {
     pub publish_claim: String,
     /// The claim listing the filters the client may subscribe to (default `subscribe`).
     pub subscribe_claim: String,
-    /// How far past `exp` and before `nbf` a token is still taken (whole seconds).
+    /// How far past `exp` and before `nbf` a token is still taken (whole seconds, at most a
+    /// day).
     pub leeway: Duration,
 }
 
@@ -164,7 +167,7 @@ impl JwtBackend {
 
     fn validation(&self, algorithm: Algorithm) -> Validation {
         let mut validation = Validation::new(algorithm);
-        validation.leeway = self.settings.leeway.as_secs();
+        validation.leeway = self.settings.leeway.as_secs().min(MAX_LEEWAY_SECS);
         validation.validate_nbf = true;
         let mut required: Vec<&str> = Vec::new();
         if let Some(issuer) = &self.settings.issuer {
