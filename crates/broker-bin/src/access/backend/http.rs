@@ -17,7 +17,7 @@ use serde_json::{Value, json};
 use ureq::Agent;
 
 use super::setup::{SetupError, check_timeout};
-use super::slots::{Slots, remaining};
+use super::slots::{Slots, remaining, timeout_error};
 use super::{
     AclAnswer, AclRequest, Backend, BackendError, Grant, LoginAnswer, LoginRequest, TopicAccess,
 };
@@ -104,10 +104,7 @@ impl HttpBackend {
     }
 
     fn timeout_error(&self) -> BackendError {
-        BackendError::Timeout {
-            backend: NAME,
-            timeout_ms: u64::try_from(self.timeout.as_millis()).unwrap_or(u64::MAX),
-        }
+        timeout_error(NAME, self.timeout)
     }
 
     fn request_error(&self, url: &str, error: ureq::Error) -> BackendError {

@@ -20,7 +20,7 @@ use ::redis::{Client, Connection, Pipeline, RedisError, Value};
 use super::password_hash::{self, SaltEncoding};
 use super::rules::{allows, rule, substitute};
 use super::setup::{SetupError, check_timeout};
-use super::slots::{Slots, remaining};
+use super::slots::{Slots, remaining, timeout_error};
 use super::{
     AclAnswer, AclRequest, Backend, BackendError, Grant, LoginAnswer, LoginRequest, RuleAccess,
     TopicRule,
@@ -195,10 +195,7 @@ impl RedisBackend {
     }
 
     fn timeout_error(&self) -> BackendError {
-        BackendError::Timeout {
-            backend: NAME,
-            timeout_ms: u64::try_from(self.timeout.as_millis()).unwrap_or(u64::MAX),
-        }
+        timeout_error(NAME, self.timeout)
     }
 
     fn bad_answer(&self, detail: &str) -> BackendError {

@@ -4,6 +4,8 @@
 use std::sync::{Condvar, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
+use super::BackendError;
+
 /// At most `max` holders at once.
 #[derive(Debug)]
 pub(crate) struct Slots {
@@ -61,4 +63,12 @@ pub(crate) fn remaining(deadline: Instant) -> Option<Duration> {
     deadline
         .checked_duration_since(Instant::now())
         .filter(|left| !left.is_zero())
+}
+
+/// The error of a question `backend` could not answer within `timeout`.
+pub(crate) fn timeout_error(backend: &'static str, timeout: Duration) -> BackendError {
+    BackendError::Timeout {
+        backend,
+        timeout_ms: u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX),
+    }
 }
