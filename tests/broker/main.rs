@@ -4,11 +4,13 @@
 
 mod acl;
 mod auth;
+mod backends;
 mod client;
 mod connect;
 mod crash;
 mod expiry;
 mod harness;
+mod http_auth_server;
 mod ip;
 mod limits;
 mod mailbox_stress;
@@ -22,6 +24,7 @@ mod qos;
 mod queue_bytes;
 mod quotas;
 mod real_clients;
+mod redis_server;
 mod retained;
 #[cfg(debug_assertions)]
 mod shard_exit;

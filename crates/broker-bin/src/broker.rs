@@ -40,6 +40,9 @@ pub enum StartError {
     /// The store thread could not be started.
     #[error("starting the store thread: {0}")]
     StoreThread(std::io::Error),
+    /// An authentication backend could not be set up (a key file, a URL, the workers).
+    #[error(transparent)]
+    Backend(#[from] crate::gatekeeper::build::BackendStartError),
 }
 
 impl Broker {
@@ -84,6 +87,7 @@ impl Broker {
         shared.transports = transports;
         shared.passwords = passwords.map(crate::swap::Swap::new);
         shared.acl = acl.map(crate::swap::Swap::new);
+        shared.gatekeeper = crate::gatekeeper::build::start(&shared.config.auth, shards)?;
         let mut store = None;
         if let Some(opened) = opened {
             shared.next_seq = std::sync::atomic::AtomicU64::new(opened.max_queued_seq + 1);
@@ -103,6 +107,9 @@ impl Broker {
             with_fault_injection(BrokerShard::new(Arc::clone(&for_shards), id, shards), id)
         })?;
         shared.transports.set_bound(runtime.local_addrs());
+        if let Some(gatekeeper) = &shared.gatekeeper {
+            gatekeeper.set_control(runtime.control());
+        }
         if let Some(state) = &shared.store {
             state.set_control(runtime.control());
             state.close_original_sender();
@@ -168,6 +175,10 @@ impl Broker {
         }
         if let Err(error) = self.shared.reload_acl() {
             errors.push(error.to_string());
+        }
+        if let Some(gatekeeper) = &self.shared.gatekeeper {
+            // Credentials or rules may have changed behind the backends too.
+            gatekeeper.forget_answers();
         }
         errors
     }

@@ -23,6 +23,9 @@ use session_store::ByteBudget;
 pub enum Phase {
     /// Accepted; its CONNECT has not arrived.
     AwaitingConnect,
+    /// CONNECT received; its credentials wait for the authentication backends (the CONNECT
+    /// waits in the shard's `logins`; see `shard/login.rs`).
+    AwaitingAuth,
     /// CONNECT received; waiting for another shard to hand over the session (the CONNECT waits
     /// in the shard's `claims` table).
     AwaitingSession,

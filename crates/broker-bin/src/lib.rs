@@ -15,6 +15,7 @@ pub mod conn;
 pub mod detach;
 #[cfg(debug_assertions)]
 pub mod fault_injection;
+pub mod gatekeeper;
 pub mod guard;
 pub mod message;
 pub mod metrics;

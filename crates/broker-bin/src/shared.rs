@@ -63,6 +63,8 @@ pub struct Shared {
     pub(crate) passwords: Option<crate::swap::Swap<crate::access::PasswordFile>>,
     /// The ACL file's rules, when `auth.acl_file` is set (swapped on reload).
     pub(crate) acl: Option<crate::swap::Swap<crate::access::AclFile>>,
+    /// The external authentication backends and their workers (`auth.backends` naming any).
+    pub(crate) gatekeeper: Option<crate::gatekeeper::Gatekeeper>,
     /// The `[ip]` guard: address lists and per-address limits.
     pub(crate) guard: crate::guard::IpGuard,
     /// When the broker started (for `$SYS/broker/uptime`), on [`Self::clock`].
@@ -149,6 +151,7 @@ impl Shared {
             transports: crate::transport::Transports::plain(),
             passwords: None,
             acl: None,
+            gatekeeper: None,
             guard,
             started: clock.now(),
             clock,

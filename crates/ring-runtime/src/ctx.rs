@@ -203,6 +203,15 @@ impl<M> ShardCtx<M> {
         record.socket()?.local_addr()
     }
 
+    /// The remote address of `conn`'s socket.
+    pub fn peer_addr(&self, conn: ConnId) -> std::io::Result<SocketAddr> {
+        let record = self
+            .conns
+            .get(conn)
+            .ok_or_else(|| std::io::Error::from(std::io::ErrorKind::NotConnected))?;
+        record.socket()?.peer_addr()
+    }
+
     /// Bytes queued for `conn` and not yet acknowledged by a completed write (0 when unknown):
     /// the handler's backpressure signal.
     pub fn queued_bytes(&self, conn: ConnId) -> usize {

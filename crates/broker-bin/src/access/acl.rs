@@ -21,7 +21,8 @@
 use std::collections::HashMap;
 use std::path::Path;
 
-use super::acl_line::{AclLine, RuleAccess};
+use super::acl_line::AclLine;
+pub(crate) use super::acl_line::RuleAccess;
 use super::filter::{self, RuleFilter, Substitution};
 use super::{Access, AccessFileError, ClientIdentity, LineProblem, load_file, parse_lines};
 
@@ -146,6 +147,19 @@ impl AclFile {
         let mut acl = Self::default();
         let mut section: Option<Box<str>> = None;
         parse_lines(text, |line| acl.add_line(&mut section, line))?;
+        Ok(acl)
+    }
+
+    /// The rules a backend handed over for one client (`access` and a literal filter each),
+    /// as the anonymous section of an ACL: check them with an identity without a username.
+    pub(crate) fn from_rules<'a>(
+        rules: impl IntoIterator<Item = (RuleAccess, &'a str)>,
+    ) -> Result<Self, LineProblem> {
+        let mut acl = Self::default();
+        for (access, text) in rules {
+            let filter = RuleFilter::parse(text, Substitution::Literal)?;
+            acl.general.add(access, filter);
+        }
         Ok(acl)
     }
 

@@ -2,6 +2,7 @@
 //! validated into typed values (two phases: [`raw`] then [`typed`]).
 
 mod auth;
+mod auth_backends;
 mod error;
 mod ip;
 mod listeners;
@@ -11,7 +12,7 @@ mod validate;
 
 use std::path::Path;
 
-pub use auth::AuthSettings;
+pub use auth::{AuthSettings, BackendKind, JwtConfig};
 pub use error::ConfigError;
 pub use listeners::{ListenerKind, ListenerSettings, TlsSettings, TransportListener};
 pub use raw::RawConfig;

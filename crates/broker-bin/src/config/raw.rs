@@ -117,13 +117,87 @@ raw_section!(
     }
 );
 raw_section!(
-    /// `[auth]`
-    RawAuth {
-        allow_anonymous: bool,
-        password_file: String,
-        acl_file: String,
+    /// `[auth.http]`
+    RawAuthHttp {
+        login_url: String,
+        acl_url: String,
+        timeout_ms: u64,
+        max_concurrent: u64,
     }
 );
+raw_section!(
+    /// `[auth.redis]`
+    RawAuthRedis {
+        url: String,
+        timeout_ms: u64,
+        salt_encoding: String,
+    }
+);
+raw_section!(
+    /// `[auth.jwt]`
+    RawAuthJwt {
+        from: String,
+        hs256_secret_file: String,
+        rs256_public_key_file: String,
+        es256_public_key_file: String,
+        issuer: String,
+        audience: String,
+        username_claim: String,
+        publish_claim: String,
+        subscribe_claim: String,
+        leeway_s: u64,
+    }
+);
+
+/// `[auth]`, with its backends' tables (`[auth.http]`, `[auth.redis]`, `[auth.jwt]`), each
+/// overlaid key by key.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawAuth {
+    pub allow_anonymous: Option<bool>,
+    pub password_file: Option<String>,
+    pub acl_file: Option<String>,
+    pub backends: Option<Vec<String>>,
+    pub workers: Option<u64>,
+    pub max_pending: Option<u64>,
+    pub cache_entries: Option<u64>,
+    pub cache_ttl: Option<u64>,
+    pub http: Option<RawAuthHttp>,
+    pub redis: Option<RawAuthRedis>,
+    pub jwt: Option<RawAuthJwt>,
+}
+
+impl RawAuth {
+    /// Takes every field that `over` sets; backend tables are overlaid key by key.
+    pub fn overlay(&mut self, over: Self) {
+        set_if_some(&mut self.allow_anonymous, over.allow_anonymous);
+        set_if_some(&mut self.password_file, over.password_file);
+        set_if_some(&mut self.acl_file, over.acl_file);
+        set_if_some(&mut self.backends, over.backends);
+        set_if_some(&mut self.workers, over.workers);
+        set_if_some(&mut self.max_pending, over.max_pending);
+        set_if_some(&mut self.cache_entries, over.cache_entries);
+        set_if_some(&mut self.cache_ttl, over.cache_ttl);
+        overlay_table(&mut self.http, over.http, RawAuthHttp::overlay);
+        overlay_table(&mut self.redis, over.redis, RawAuthRedis::overlay);
+        overlay_table(&mut self.jwt, over.jwt, RawAuthJwt::overlay);
+    }
+}
+
+fn set_if_some<T>(mine: &mut Option<T>, over: Option<T>) {
+    if over.is_some() {
+        *mine = over;
+    }
+}
+
+/// Overlays an optional table: key by key when both have it.
+fn overlay_table<T>(mine: &mut Option<T>, over: Option<T>, overlay: fn(&mut T, T)) {
+    match (mine.as_mut(), over) {
+        (Some(table), Some(over)) => overlay(table, over),
+        (None, Some(over)) => *mine = Some(over),
+        (_, None) => {}
+    }
+}
 raw_section!(
     /// `[persistence]`
     RawPersistence {

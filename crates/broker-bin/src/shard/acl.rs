@@ -1,9 +1,15 @@
-//! The ACL file (`auth.acl_file`, mosquitto's format) in force on this shard's connections:
-//! PUBLISH needs write access, a SUBSCRIBE filter some read access, and every message sent on a
-//! subscription the ACL only partly allows is checked for read access as it leaves.
+//! Topic access for connected clients: the ACL file (`auth.acl_file`, mosquitto's format) and
+//! what the backend that let a client in says (its rules, its superuser flag, or answers to
+//! topic checks, cached; see `topic_checks.rs`).
 //!
-//! A connected client's identity (its username) is kept only while an ACL is configured; a
-//! connection whose subscriptions are all fully readable is never checked per message.
+//! A topic is allowed when any source that applies to the client allows it; a client no
+//! source applies to is not restricted. PUBLISH needs write access, a SUBSCRIBE filter some
+//! read access, and every message sent on a subscription only partly readable is checked for
+//! read access as it leaves (against the ACL file and the client's rules; a subscription a
+//! backend's topic check allowed is readable whole).
+//!
+//! A client's state is kept only while something restricts it; a connection whose
+//! subscriptions are all fully readable is never checked per message.
 
 use std::sync::Arc;
 
@@ -12,13 +18,26 @@ use ring_runtime::ConnId;
 use tracing::debug;
 
 use super::BrokerShard;
+use crate::access::backend::TopicAccess;
 use crate::access::{Access, AclFile, ClientIdentity, SubscribeScope};
+use crate::gatekeeper::grant::ClientGrant;
 
-/// What the ACL needs to know about one connected client.
+/// What topic checks need to know about one connected client.
 pub(crate) struct AclClient {
-    username: Option<MqttStr>,
+    pub(super) username: Option<MqttStr>,
     /// Some subscription is only partly readable: messages are checked as they leave.
     read_filtered: bool,
+    /// What its login granted, when that restricts it.
+    pub(super) grant: Option<Box<ClientGrant>>,
+}
+
+/// The answer to one topic check.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum TopicVerdict {
+    Allowed,
+    Refused,
+    /// Only the backend can tell, and its answer is not cached.
+    Ask,
 }
 
 impl BrokerShard {
@@ -26,26 +45,28 @@ impl BrokerShard {
         self.shared.acl()
     }
 
-    /// A client connected with `username`; `filters` are its session's subscriptions (a
-    /// resumed session keeps them, and the rules may have changed since).
+    /// A client connected with `username` and `grant`; `filters` are its session's
+    /// subscriptions (a resumed session keeps them, and the rules may have changed since).
     pub(super) fn acl_connected<'a>(
         &mut self,
         conn: ConnId,
         client_id: &MqttStr,
         username: Option<MqttStr>,
+        grant: Option<ClientGrant>,
         filters: impl Iterator<Item = &'a MqttStr>,
     ) {
-        let Some(acl) = self.acl() else {
+        let grant = grant.filter(ClientGrant::restricts).map(Box::new);
+        if self.acl().is_none() && grant.is_none() {
             return;
-        };
-        let identity = identity(client_id, username.as_ref());
-        let read_filtered = filters
-            .map(|filter| acl.subscribe_scope(&identity, unshared(filter.as_str())))
-            .any(|scope| scope != SubscribeScope::All);
-        let client = AclClient {
+        }
+        let mut client = AclClient {
             username,
-            read_filtered,
+            read_filtered: false,
+            grant,
         };
+        client.read_filtered = filters
+            .map(|filter| self.local_scope(&client, client_id, unshared(filter.as_str())))
+            .any(|scope| scope != Some(SubscribeScope::All) && scope.is_some());
         self.acl_clients.insert(conn, client);
     }
 
@@ -60,47 +81,137 @@ impl BrokerShard {
         client_id: &MqttStr,
         topic: &str,
     ) -> bool {
-        let Some(acl) = self.acl() else {
-            return true;
-        };
-        let username = self
-            .acl_clients
-            .get(&conn)
-            .and_then(|c| c.username.as_ref());
-        let identity = identity(client_id, username);
-        let allowed = acl.check(&identity, topic, Access::Write);
+        let allowed = self.publish_verdict(conn, client_id, topic) == TopicVerdict::Allowed;
         if !allowed {
             debug!(topic, "PUBLISH refused by the ACL");
         }
         allowed
     }
 
-    /// Whether `conn`'s client may subscribe to `filter`: refused when the ACL lets it read
-    /// nothing the filter matches; partly readable filters make its deliveries checked.
+    /// Whether `conn`'s client may publish to `topic`, or whether its backend must be asked.
+    pub(super) fn publish_verdict(
+        &self,
+        conn: ConnId,
+        client_id: &MqttStr,
+        topic: &str,
+    ) -> TopicVerdict {
+        let file = self.acl();
+        let Some(client) = self.acl_clients.get(&conn) else {
+            return if file
+                .is_some_and(|acl| !acl.check(&anonymous(client_id), topic, Access::Write))
+            {
+                TopicVerdict::Refused
+            } else {
+                TopicVerdict::Allowed
+            };
+        };
+        let grant = client.grant.as_deref();
+        if grant.is_some_and(|g| g.superuser) {
+            return TopicVerdict::Allowed;
+        }
+        let identity = identity(client_id, client.username.as_ref());
+        let local = [
+            file.as_deref()
+                .map(|acl| acl.check(&identity, topic, Access::Write)),
+            grant
+                .and_then(|g| g.rules.as_ref())
+                .map(|rules| rules.check(&anonymous(client_id), topic, Access::Write)),
+        ];
+        if local.contains(&Some(true)) {
+            return TopicVerdict::Allowed;
+        }
+        if grant.is_some_and(|g| g.remote_topics) {
+            return match self.remote_answer(client_id, client, topic, TopicAccess::Publish) {
+                Some(true) => TopicVerdict::Allowed,
+                Some(false) => TopicVerdict::Refused,
+                None => TopicVerdict::Ask,
+            };
+        }
+        if local.iter().any(Option::is_some) {
+            TopicVerdict::Refused
+        } else {
+            TopicVerdict::Allowed
+        }
+    }
+
+    /// Whether `conn`'s client may subscribe to `filter`: refused when nothing lets it read
+    /// what the filter matches; partly readable filters make its deliveries checked.
     pub(super) fn acl_admits_subscription(
         &mut self,
         conn: ConnId,
         client_id: &MqttStr,
         filter: &str,
     ) -> Result<(), ReasonCode> {
-        let Some(acl) = self.acl() else {
-            return Ok(());
-        };
-        let Some(client) = self.acl_clients.get_mut(&conn) else {
-            return Ok(());
-        };
-        let identity = identity(client_id, client.username.as_ref());
-        match acl.subscribe_scope(&identity, unshared(filter)) {
-            SubscribeScope::All => Ok(()),
-            SubscribeScope::Some => {
-                client.read_filtered = true;
+        match self.subscribe_verdict(conn, client_id, filter) {
+            (TopicVerdict::Allowed, filtered) => {
+                if filtered && let Some(client) = self.acl_clients.get_mut(&conn) {
+                    client.read_filtered = true;
+                }
                 Ok(())
             }
-            SubscribeScope::None => {
+            (TopicVerdict::Refused | TopicVerdict::Ask, _) => {
                 debug!(filter, "SUBSCRIBE refused by the ACL");
                 Err(ReasonCode::NotAuthorized)
             }
         }
+    }
+
+    /// Whether `conn`'s client may subscribe to `filter`, and whether its deliveries must be
+    /// checked one by one.
+    pub(super) fn subscribe_verdict(
+        &self,
+        conn: ConnId,
+        client_id: &MqttStr,
+        filter: &str,
+    ) -> (TopicVerdict, bool) {
+        let Some(client) = self.acl_clients.get(&conn) else {
+            return (TopicVerdict::Allowed, false);
+        };
+        let grant = client.grant.as_deref();
+        if grant.is_some_and(|g| g.superuser) {
+            return (TopicVerdict::Allowed, false);
+        }
+        let scope = self.local_scope(client, client_id, unshared(filter));
+        if scope == Some(SubscribeScope::All) {
+            return (TopicVerdict::Allowed, false);
+        }
+        if grant.is_some_and(|g| g.remote_topics) {
+            match self.remote_answer(client_id, client, filter, TopicAccess::Subscribe) {
+                Some(true) => return (TopicVerdict::Allowed, false),
+                Some(false) => {}
+                None => return (TopicVerdict::Ask, false),
+            }
+        }
+        match scope {
+            Some(SubscribeScope::Some) => (TopicVerdict::Allowed, true),
+            None if !grant.is_some_and(|g| g.remote_topics) => (TopicVerdict::Allowed, false),
+            _ => (TopicVerdict::Refused, false),
+        }
+    }
+
+    /// How much of `filter` the ACL file and the client's own rules let it read together;
+    /// `None` when neither applies to it.
+    fn local_scope(
+        &self,
+        client: &AclClient,
+        client_id: &MqttStr,
+        filter: &str,
+    ) -> Option<SubscribeScope> {
+        let identity = identity(client_id, client.username.as_ref());
+        let file = self.acl().map(|acl| acl.subscribe_scope(&identity, filter));
+        let rules = client
+            .grant
+            .as_deref()
+            .and_then(|g| g.rules.as_ref())
+            .map(|rules| rules.subscribe_scope(&anonymous(client_id), filter));
+        [file, rules]
+            .into_iter()
+            .flatten()
+            .max_by_key(|scope| match scope {
+                SubscribeScope::None => 0,
+                SubscribeScope::Some => 1,
+                SubscribeScope::All => 2,
+            })
     }
 
     /// Whether a message on `topic` may leave to `conn`: checked only for a client with a
@@ -112,16 +223,24 @@ impl BrokerShard {
         let Some(client) = self.acl_clients.get(&conn).filter(|c| c.read_filtered) else {
             return true;
         };
-        let (Some(acl), Some(client_id)) = (self.acl(), self.client_id_of(conn)) else {
+        let Some(client_id) = self.client_id_of(conn) else {
             return true;
         };
         let identity = identity(&client_id, client.username.as_ref());
-        acl.check(&identity, topic, Access::Read)
+        let by_file = self
+            .acl()
+            .is_some_and(|acl| acl.check(&identity, topic, Access::Read));
+        by_file
+            || client
+                .grant
+                .as_deref()
+                .and_then(|g| g.rules.as_ref())
+                .is_some_and(|rules| rules.check(&anonymous(&client_id), topic, Access::Read))
     }
 }
 
 /// A filter without its `$share/<group>/` prefix: the topics a shared subscription matches.
-fn unshared(filter: &str) -> &str {
+pub(super) fn unshared(filter: &str) -> &str {
     filter
         .strip_prefix("$share/")
         .and_then(|rest| rest.split_once('/'))
@@ -132,5 +251,13 @@ fn identity<'a>(client_id: &'a MqttStr, username: Option<&'a MqttStr>) -> Client
     ClientIdentity {
         client_id: client_id.as_str(),
         username: username.map(MqttStr::as_str),
+    }
+}
+
+/// The identity a client's own rules are checked with (they sit in the anonymous section).
+fn anonymous(client_id: &MqttStr) -> ClientIdentity<'_> {
+    ClientIdentity {
+        client_id: client_id.as_str(),
+        username: None,
     }
 }

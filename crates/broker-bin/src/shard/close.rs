@@ -65,6 +65,8 @@ impl BrokerShard {
         connection.discard_carry(&self.shared.partial_frames);
         self.shared.connections.fetch_sub(1, Ordering::Relaxed);
         self.acl_closed(conn);
+        self.login_closed(ctx, conn);
+        self.topic_wait_closed(conn);
         if connection.counted {
             self.gauges.connected_clients -= 1;
         }
@@ -224,7 +226,7 @@ impl BrokerShard {
         };
         connection.timer = None;
         match (connection.phase, connection.keep_alive_deadline(started)) {
-            (Phase::AwaitingConnect | Phase::AwaitingSession, _) => {
+            (Phase::AwaitingConnect | Phase::AwaitingAuth | Phase::AwaitingSession, _) => {
                 debug!("no CONNECT in time: closing");
                 ctx.abort(conn);
             }

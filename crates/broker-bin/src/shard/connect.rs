@@ -9,6 +9,7 @@ use ring_runtime::ConnId;
 use router::TopicName;
 use tracing::debug;
 
+use super::login::Judgement;
 use super::{BrokerShard, Ctx, Fault};
 use crate::conn::{Phase, keep_alive_grace};
 use crate::detach;
@@ -49,17 +50,32 @@ impl BrokerShard {
         connection.protocol = connect.protocol;
         let checked = self
             .apply_certificate_identity(ctx, conn, &mut connect)
-            .and_then(|certified| self.check_credentials(&connect, certified))
-            .and_then(|()| self.check_connect(&connect));
-        if let Err(reason) = checked {
-            if matches!(
-                reason,
-                ReasonCode::BadUserNameOrPassword | ReasonCode::NotAuthorized
-            ) {
-                self.login_failed(ctx, conn);
+            .and_then(|certified| self.check_connect(&connect).map(|()| certified));
+        let certified = match checked {
+            Ok(certified) => certified,
+            Err(reason) => {
+                self.refuse_login(ctx, conn, reason);
+                return Ok(());
             }
-            self.refuse_connect(ctx, conn, reason);
-            return Ok(());
+        };
+        match self.judge_login(ctx, conn, &connect, certified) {
+            Judgement::Admit(grant) => self.admit(ctx, conn, connect, grant),
+            Judgement::Refuse(reason) => self.refuse_login(ctx, conn, reason),
+            Judgement::Wait(token) => self.wait_for_login(conn, connect, token),
+        }
+        Ok(())
+    }
+
+    /// A CONNECT whose credentials are accepted: claim the client's session.
+    pub(super) fn admit(
+        &mut self,
+        ctx: &mut Ctx,
+        conn: ConnId,
+        mut connect: Connect,
+        grant: Box<crate::gatekeeper::grant::ClientGrant>,
+    ) {
+        if grant.restricts() || grant.expires_at.is_some() {
+            self.logins.grants.insert(conn, *grant);
         }
         let assigned = connect
             .client_id
@@ -98,7 +114,6 @@ impl BrokerShard {
                 mine,
             }) => self.request_takeover(ctx, conn, connect, holder, (supersedes, mine)),
         }
-        Ok(())
     }
 
     /// The CONNACK reason for a CONNECT this broker will not accept, if any.
@@ -303,7 +318,10 @@ impl BrokerShard {
         self.disarm_session_timers(ctx, &mut session);
         session.conn = Some(conn);
         let filters = session.subscriptions.iter().map(|(filter, _)| filter);
-        self.acl_connected(conn, &session.client_id, connect.username.clone(), filters);
+        let grant = self.logins.grants.remove(&conn);
+        self.arm_credentials_expiry(ctx, conn, grant.as_ref());
+        let username = connect.username.clone();
+        self.acl_connected(conn, &session.client_id, username, grant, filters);
         let keep_alive = self.effective_keep_alive(&connect);
         self.setup_connection(ctx, conn, &connect, session.subscriber, keep_alive);
         let connack = self.connack(

@@ -107,7 +107,8 @@ impl BrokerShard {
     /// Lets a parked connection read again unless it still waits for a SUBACK/UNSUBACK or has
     /// its bound of acknowledgements held for the disk (`durable.rs`).
     pub(super) fn unpark_if_free(&mut self, ctx: &mut Ctx, conn: ConnId) {
-        let awaiting_ack = self.gate.pending.iter().any(|p| p.conn == conn);
+        let awaiting_ack =
+            self.gate.pending.iter().any(|p| p.conn == conn) || self.waits_for_topics(conn);
         let held_full = self.durable.held_acks(conn) >= self.held_ack_limit();
         if awaiting_ack || held_full {
             return;

@@ -77,7 +77,10 @@ impl BrokerShard {
             self.fail(ctx, conn, fault);
             return;
         }
-        if matches!(phase, Phase::AwaitingSession | Phase::AwaitingAck) {
+        if matches!(
+            phase,
+            Phase::AwaitingAuth | Phase::AwaitingSession | Phase::AwaitingAck
+        ) {
             // Packets behind the CONNECT wait for the session, packets behind a SUBSCRIBE or
             // UNSUBSCRIBE for it to take effect everywhere (see `resume_reading`).
             self.keep_carry(ctx, conn, buf);
@@ -181,8 +184,21 @@ impl BrokerShard {
     }
 
     /// One packet: a `match` whose arms each call one handler.
-    fn handle_packet(&mut self, ctx: &mut Ctx, conn: ConnId, packet: Packet) -> Result<(), Fault> {
+    pub(super) fn handle_packet(
+        &mut self,
+        ctx: &mut Ctx,
+        conn: ConnId,
+        packet: Packet,
+    ) -> Result<(), Fault> {
         let connected = self.conns.get(&conn).is_some_and(|c| c.is_connected());
+        let packet = if connected {
+            match self.hold_for_topic_checks(ctx, conn, packet) {
+                Some(packet) => packet,
+                None => return Ok(()),
+            }
+        } else {
+            packet
+        };
         match packet {
             Packet::Connect(connect) => return self.handle_connect(ctx, conn, *connect),
             _ if !connected => {

@@ -10,7 +10,6 @@ mod changes;
 mod claims;
 mod close;
 mod connect;
-mod credentials;
 mod deliver;
 mod door;
 mod durable;
@@ -19,6 +18,7 @@ mod fence;
 mod frame_cache;
 mod gate;
 mod inbound;
+mod login;
 mod memory;
 mod mobility;
 mod publish;
@@ -31,6 +31,7 @@ mod subscribe;
 mod sys;
 mod takeover;
 mod timers;
+mod topic_checks;
 mod transport;
 
 use std::collections::{HashMap, HashSet};
@@ -83,6 +84,10 @@ pub struct BrokerShard {
     durable: durable::Durability,
     /// The identity of connected clients, while an ACL is configured.
     acl_clients: FastMap<ConnId, acl::AclClient>,
+    /// Logins waiting for the authentication backends, and grants not yet attached.
+    logins: login::Logins,
+    /// Packets waiting for a backend's topic answers.
+    topic_waits: topic_checks::TopicWaits,
     /// Connections the `[ip]` guard admitted: their address and what to give back at close.
     admitted: FastMap<ConnId, (std::net::IpAddr, crate::guard::Admission)>,
     /// Recovered sessions whose timers are armed when the shard starts.
@@ -111,6 +116,8 @@ impl BrokerShard {
             durable,
             acl_clients: FastMap::default(),
             admitted: FastMap::default(),
+            logins: login::Logins::default(),
+            topic_waits: topic_checks::TopicWaits::default(),
             recovered: Vec::new(),
             recovered_down_since: Vec::new(),
         };
@@ -223,6 +230,7 @@ impl Handler for BrokerShard {
         // that produces (routed copies, writes, held acknowledgements) is flushed and handed
         // to the store below, in this turn (nothing else may wake the shard for it).
         self.take_queue_reads(ctx);
+        self.take_auth_verdicts(ctx);
         self.release_durable(ctx);
         self.release_acks(ctx);
         self.drain_backlog(ctx);

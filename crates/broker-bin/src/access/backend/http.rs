@@ -126,6 +126,10 @@ impl Backend for HttpBackend {
         NAME
     }
 
+    fn checks_topics(&self) -> bool {
+        self.acl_url.is_some()
+    }
+
     fn login(&self, request: &LoginRequest) -> Result<LoginAnswer, BackendError> {
         let allowed = self.post(&self.login_url, &login_body(request))?;
         Ok(if allowed {

@@ -153,4 +153,10 @@ pub trait Backend: Send + Sync {
     /// Judges a topic access for a client this backend let in without handing over its rules
     /// ([`Grant::rules`] `None`). May block (bounded by the backend's timeout).
     fn check_acl(&self, request: &AclRequest) -> Result<AclAnswer, BackendError>;
+
+    /// Whether [`Self::check_acl`] has anything to say for clients this backend let in
+    /// without rules (HTTP with an ACL URL); `false`: such clients are not restricted by it.
+    fn checks_topics(&self) -> bool {
+        false
+    }
 }

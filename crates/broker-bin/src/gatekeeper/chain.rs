@@ -1,0 +1,119 @@
+//! The chain of `auth.backends`, walked in order on a worker thread: the first backend that
+//! accepts a login lets the client in (mosquitto-go-auth's rule); none accepting refuses it,
+//! and a chain where some backend failed to answer says the service is unavailable.
+
+use std::sync::Arc;
+
+use crate::access::PasswordFile;
+use crate::access::backend::{
+    AclAnswer, AclRequest, Backend, BackendError, Grant, LoginAnswer, LoginRequest,
+};
+
+/// One entry of `auth.backends`.
+#[derive(Clone)]
+pub(crate) enum Link {
+    /// The password file (`auth.password_file`), answered without blocking.
+    File,
+    /// An external backend, answered on a worker thread.
+    External(Arc<dyn Backend>),
+}
+
+impl std::fmt::Debug for Link {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl Link {
+    pub(crate) fn name(&self) -> &'static str {
+        match self {
+            Self::File => "file",
+            Self::External(backend) => backend.name(),
+        }
+    }
+}
+
+/// How a walk of the chain ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum LoginVerdict {
+    /// Link `link` accepted the client with `grant`.
+    Allowed { grant: Grant, link: usize },
+    /// No backend accepted the client, and every one answered.
+    Refused,
+    /// No backend accepted the client, and at least one could not answer (the last error).
+    Unavailable(String),
+}
+
+/// The configured backends, in order.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Chain {
+    links: Vec<Link>,
+}
+
+impl Chain {
+    pub(crate) fn new(links: Vec<Link>) -> Self {
+        Self { links }
+    }
+
+    pub(crate) fn links(&self) -> &[Link] {
+        &self.links
+    }
+
+    /// Whether any backend is external (logins may then wait for a worker).
+    pub(crate) fn has_external(&self) -> bool {
+        self.links.iter().any(|l| matches!(l, Link::External(_)))
+    }
+
+    /// Judges a login from link `start` on; `passwords` answers the `file` links.
+    pub(crate) fn login_from(
+        &self,
+        start: usize,
+        request: &LoginRequest,
+        passwords: Option<&PasswordFile>,
+    ) -> LoginVerdict {
+        let mut failure = None;
+        for (index, link) in self.links.iter().enumerate().skip(start) {
+            let answer = match link {
+                Link::File => Ok(file_login(passwords, request)),
+                Link::External(backend) => backend.login(request),
+            };
+            match answer {
+                Ok(LoginAnswer::Allow(grant)) => {
+                    return LoginVerdict::Allowed { grant, link: index };
+                }
+                Ok(LoginAnswer::Deny | LoginAnswer::Unknown) => {}
+                Err(error) => {
+                    tracing::warn!(%error, "authentication backend failed");
+                    failure = Some(error.to_string());
+                }
+            }
+        }
+        failure.map_or(LoginVerdict::Refused, LoginVerdict::Unavailable)
+    }
+
+    /// Asks link `link` (the backend that let the client in) whether `request` is allowed.
+    pub(crate) fn check_topic(
+        &self,
+        link: usize,
+        request: &AclRequest,
+    ) -> Result<bool, BackendError> {
+        match self.links.get(link) {
+            Some(Link::External(backend)) => Ok(backend.check_acl(request)? == AclAnswer::Allow),
+            _ => Ok(false),
+        }
+    }
+}
+
+/// The password file's answer: allowed for a known user with the right password, no opinion
+/// otherwise (a later backend may know the user).
+pub(crate) fn file_login(passwords: Option<&PasswordFile>, request: &LoginRequest) -> LoginAnswer {
+    let (Some(passwords), Some(username)) = (passwords, request.username.as_deref()) else {
+        return LoginAnswer::Unknown;
+    };
+    let password = request.password.as_deref().unwrap_or_default();
+    if passwords.verify(username, password) {
+        LoginAnswer::Allow(Grant::default())
+    } else {
+        LoginAnswer::Unknown
+    }
+}

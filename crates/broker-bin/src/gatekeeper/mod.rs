@@ -1,0 +1,114 @@
+//! The gatekeeper: external authentication backends (`auth.backends`) asked without blocking a
+//! reactor.
+//!
+//! A shard answers what it can at once: the password file, and logins and topic checks found
+//! in the caches. Anything else becomes a [`workers::Job`]; the connection waits (a CONNECT in
+//! `Phase::AwaitingAuth`, a PUBLISH or SUBSCRIBE with its connection parked) until the
+//! worker's [`workers::Verdict`] arrives in the shard's inbox and wakes it. Waiting jobs are
+//! bounded by `auth.max_pending`; beyond it a CONNECT is refused with 0x89 Server busy.
+
+pub(crate) mod build;
+pub(crate) mod cache;
+pub(crate) mod chain;
+pub(crate) mod grant;
+pub(crate) mod keys;
+pub(crate) mod workers;
+
+use std::time::{Duration, Instant};
+
+use cache::TtlCache;
+use chain::{Chain, LoginVerdict};
+use keys::{AclKey, LoginKey};
+use workers::{Busy, Core, Job, Verdict, Workers};
+
+use crate::access::backend::LoginRequest;
+use ring_runtime::{RuntimeControl, ShardId};
+
+/// `[auth]`'s worker and cache settings.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GatekeeperSettings {
+    /// Worker threads (each asks one backend question at a time).
+    pub workers: usize,
+    /// Logins and topic checks waiting for a worker, at most.
+    pub max_pending: usize,
+    /// Cached answers, at most, per cache (logins, topic checks).
+    pub cache_entries: usize,
+    /// How long an answer stays cached.
+    pub cache_ttl: Duration,
+}
+
+/// The backend chain, its caches and its workers.
+pub struct Gatekeeper {
+    workers: Workers,
+}
+
+impl Gatekeeper {
+    /// Starts the workers for `chain` (with at least one external backend).
+    pub(crate) fn start(
+        chain: Chain,
+        settings: &GatekeeperSettings,
+        shards: usize,
+    ) -> std::io::Result<Self> {
+        let (entries, ttl) = (settings.cache_entries, settings.cache_ttl);
+        let logins = TtlCache::new(entries, ttl);
+        let topics = TtlCache::new(entries, ttl);
+        let core = Core::new(chain, logins, topics, shards, settings.max_pending);
+        Ok(Self {
+            workers: Workers::start(core, settings.workers)?,
+        })
+    }
+
+    pub(crate) fn chain(&self) -> &Chain {
+        &self.workers.core.chain
+    }
+
+    /// Lets the workers wake shards.
+    pub(crate) fn set_control(&self, control: RuntimeControl) {
+        self.workers.set_control(control);
+    }
+
+    /// A cached verdict for a login asked from link `start`.
+    pub(crate) fn cached_login(
+        &self,
+        request: &LoginRequest,
+        start: usize,
+    ) -> Option<LoginVerdict> {
+        self.workers
+            .core
+            .logins
+            .get(&LoginKey::of(request, start), Instant::now())
+    }
+
+    /// A cached answer for a topic check.
+    pub(crate) fn cached_topic(&self, key: &AclKey) -> Option<bool> {
+        self.workers.core.topics.get(key, Instant::now())
+    }
+
+    /// Queues a question for the workers.
+    pub(crate) fn submit(&self, job: Job) -> Result<(), Busy> {
+        self.workers.submit(job)
+    }
+
+    /// The verdicts waiting for `shard`.
+    pub(crate) fn take_verdicts(&self, shard: ShardId) -> Vec<Verdict> {
+        self.workers.core.take_verdicts(shard)
+    }
+
+    /// Forgets every cached answer (the password file, ACL or backends changed).
+    pub(crate) fn forget_answers(&self) {
+        self.workers.core.logins.clear();
+        self.workers.core.topics.clear();
+    }
+
+    /// Figures for `$SYS` and `/metrics`: jobs waiting, cached logins, cached topic answers,
+    /// backend failures so far.
+    pub(crate) fn figures(&self) -> (usize, usize, usize, usize) {
+        let core = &self.workers.core;
+        (
+            self.workers.pending(),
+            core.logins.len(),
+            core.topics.len(),
+            core.failures.load(std::sync::atomic::Ordering::Relaxed),
+        )
+    }
+}

@@ -1,0 +1,274 @@
+//! CONNECT credentials: anonymous access, client certificates, the password file, and the
+//! backend chain (`auth.backends`), asked without blocking this reactor.
+//!
+//! The `file` links are answered here. The first external link ends what this shard can
+//! answer itself: a cached verdict decides at once; otherwise the CONNECT waits in
+//! `Phase::AwaitingAuth` (its CONNECT timeout still running) while a worker walks the rest of
+//! the chain, and [`BrokerShard::take_auth_verdicts`] picks the answer up.
+
+use codec::{Connect, ReasonCode};
+use ring_runtime::ConnId;
+use tracing::debug;
+
+use super::{BrokerShard, Ctx};
+use crate::access::backend::LoginRequest;
+use crate::conn::Phase;
+use crate::gatekeeper::chain::{Link, LoginVerdict, file_login};
+use crate::gatekeeper::grant::ClientGrant;
+use crate::gatekeeper::workers::Job;
+
+/// What the shard can say about a CONNECT's credentials now.
+pub(super) enum Judgement {
+    /// Let it in, with what its login grants.
+    Admit(Box<ClientGrant>),
+    /// Refuse it with this CONNACK reason.
+    Refuse(ReasonCode),
+    /// A worker asks the backends (the job's token); the CONNECT waits.
+    Wait(u64),
+}
+
+/// A CONNECT whose credentials a worker is judging.
+pub(super) struct PendingLogin {
+    token: u64,
+    connect: Connect,
+}
+
+impl BrokerShard {
+    /// Judges `connect`'s credentials; `certified`: the username came from a verified client
+    /// certificate, which stands for the password.
+    pub(super) fn judge_login(
+        &mut self,
+        ctx: &Ctx,
+        conn: ConnId,
+        connect: &Connect,
+        certified: bool,
+    ) -> Judgement {
+        let auth = &self.shared.config.auth;
+        let anonymous = connect.username.is_none()
+            && (connect.password.is_none() || self.shared.gatekeeper.is_none());
+        if anonymous {
+            if auth.anonymous_allowed() {
+                return Judgement::Admit(Box::default());
+            }
+            debug!("CONNECT without a username refused: anonymous access is off");
+            return Judgement::Refuse(ReasonCode::NotAuthorized);
+        }
+        if certified || !auth.authenticates() {
+            return Judgement::Admit(Box::default());
+        }
+        let request = self.login_request(ctx, conn, connect);
+        let passwords = self.shared.passwords();
+        let Some(gatekeeper) = &self.shared.gatekeeper else {
+            return match file_login(passwords.as_deref(), &request) {
+                crate::access::backend::LoginAnswer::Allow(_) => Judgement::Admit(Box::default()),
+                _ => refused(&request),
+            };
+        };
+        for (index, link) in gatekeeper.chain().links().iter().enumerate() {
+            match link {
+                Link::File => {
+                    if let crate::access::backend::LoginAnswer::Allow(_) =
+                        file_login(passwords.as_deref(), &request)
+                    {
+                        return Judgement::Admit(Box::default());
+                    }
+                }
+                Link::External(_) => return self.ask_backends(conn, request, index),
+            }
+        }
+        refused(&request)
+    }
+
+    /// The chain from link `start` on: a cached verdict, or a job for the workers.
+    fn ask_backends(&mut self, conn: ConnId, request: LoginRequest, start: usize) -> Judgement {
+        let Some(gatekeeper) = &self.shared.gatekeeper else {
+            return Judgement::Refuse(ReasonCode::NotAuthorized);
+        };
+        if let Some(verdict) = gatekeeper.cached_login(&request, start) {
+            return self.judgement_of(verdict, &request);
+        }
+        self.logins.next_token += 1;
+        let token = self.logins.next_token;
+        let job = Job::Login {
+            shard: self.id,
+            conn,
+            token,
+            request,
+            start,
+            passwords: self.shared.passwords(),
+        };
+        if gatekeeper.submit(job).is_err() {
+            debug!("CONNECT refused: auth.max_pending logins wait for the backends already");
+            return Judgement::Refuse(ReasonCode::ServerBusy);
+        }
+        Judgement::Wait(token)
+    }
+
+    /// What a chain verdict means for the client.
+    fn judgement_of(&self, verdict: LoginVerdict, request: &LoginRequest) -> Judgement {
+        match verdict {
+            LoginVerdict::Allowed { grant, link } => {
+                let Some(gatekeeper) = &self.shared.gatekeeper else {
+                    return Judgement::Refuse(ReasonCode::NotAuthorized);
+                };
+                let checks_topics = match gatekeeper.chain().links().get(link) {
+                    Some(Link::External(backend)) => backend.checks_topics(),
+                    _ => false,
+                };
+                match ClientGrant::from_backend(grant, link, checks_topics) {
+                    Ok(grant) => Judgement::Admit(Box::new(grant)),
+                    Err(problem) => {
+                        tracing::warn!(%problem, "login refused: the backend's topic rules are invalid");
+                        Judgement::Refuse(ReasonCode::NotAuthorized)
+                    }
+                }
+            }
+            LoginVerdict::Refused => refused(request),
+            LoginVerdict::Unavailable(error) => {
+                debug!(%error, "CONNECT refused: an authentication backend is unavailable");
+                Judgement::Refuse(ReasonCode::ServerUnavailable)
+            }
+        }
+    }
+
+    /// What the backends are told about a CONNECT.
+    fn login_request(&self, ctx: &Ctx, conn: ConnId, connect: &Connect) -> LoginRequest {
+        LoginRequest {
+            client_id: connect.client_id.as_str().to_owned(),
+            username: connect.username.as_ref().map(|u| u.as_str().to_owned()),
+            password: connect.password.as_ref().map(|p| p.to_vec()),
+            peer: ctx
+                .peer_addr(conn)
+                .unwrap_or(crate::gatekeeper::workers::NO_PEER),
+        }
+    }
+
+    /// The CONNECT waits for the workers' verdict.
+    pub(super) fn wait_for_login(&mut self, conn: ConnId, connect: Connect, token: u64) {
+        if let Some(connection) = self.conns.get_mut(&conn) {
+            connection.phase = Phase::AwaitingAuth;
+        }
+        self.logins
+            .pending
+            .insert(conn, PendingLogin { token, connect });
+    }
+
+    /// The connection ended: its login, if pending, is forgotten (the verdict is ignored).
+    pub(super) fn login_closed(&mut self, ctx: &mut Ctx, conn: ConnId) {
+        self.logins.pending.remove(&conn);
+        self.logins.grants.remove(&conn);
+        let expiry = self.logins.expiries.remove(&conn);
+        self.disarm(ctx, expiry);
+    }
+
+    /// Answers that workers left for this shard: logins continue or end, parked packets are
+    /// handled.
+    pub(super) fn take_auth_verdicts(&mut self, ctx: &mut Ctx) {
+        let Some(gatekeeper) = &self.shared.gatekeeper else {
+            return;
+        };
+        for verdict in gatekeeper.take_verdicts(self.id) {
+            match verdict {
+                crate::gatekeeper::workers::Verdict::Login {
+                    conn,
+                    token,
+                    outcome,
+                } => self.login_answered(ctx, conn, token, outcome),
+                crate::gatekeeper::workers::Verdict::Topics {
+                    conn,
+                    token,
+                    answers,
+                } => self.topics_answered(ctx, conn, token, answers),
+            }
+        }
+    }
+
+    fn login_answered(&mut self, ctx: &mut Ctx, conn: ConnId, token: u64, outcome: LoginVerdict) {
+        let _span = self.conn_span(conn).entered();
+        let Some(pending) = self.logins.pending.remove(&conn) else {
+            return;
+        };
+        if pending.token != token {
+            self.logins.pending.insert(conn, pending);
+            return;
+        }
+        let waiting = self
+            .conns
+            .get_mut(&conn)
+            .filter(|c| c.phase == Phase::AwaitingAuth);
+        let Some(connection) = waiting else {
+            return;
+        };
+        connection.phase = Phase::AwaitingConnect;
+        let request = self.login_request(ctx, conn, &pending.connect);
+        match self.judgement_of(outcome, &request) {
+            Judgement::Admit(grant) => self.admit(ctx, conn, pending.connect, grant),
+            Judgement::Refuse(reason) => self.refuse_login(ctx, conn, reason),
+            Judgement::Wait(_) => {}
+        }
+    }
+
+    /// Refuses a CONNECT for its credentials (counted against the address's failed logins).
+    pub(super) fn refuse_login(&mut self, ctx: &mut Ctx, conn: ConnId, reason: ReasonCode) {
+        if matches!(
+            reason,
+            ReasonCode::BadUserNameOrPassword | ReasonCode::NotAuthorized
+        ) {
+            self.login_failed(ctx, conn);
+        }
+        self.refuse_connect(ctx, conn, reason);
+    }
+}
+
+/// The refusal for credentials no backend accepted.
+fn refused(request: &LoginRequest) -> Judgement {
+    debug!(
+        user = request.username.as_deref().unwrap_or(""),
+        "CONNECT refused: bad user name or password"
+    );
+    Judgement::Refuse(ReasonCode::BadUserNameOrPassword)
+}
+
+/// The shard's logins in progress and the grants of clients not yet attached.
+#[derive(Default)]
+pub(super) struct Logins {
+    pending: super::FastMap<ConnId, PendingLogin>,
+    /// Grants of admitted CONNECTs, until `complete_connect` hands them to the ACL state.
+    pub(super) grants: super::FastMap<ConnId, ClientGrant>,
+    /// Disconnect timers of clients whose credentials expire.
+    expiries: super::FastMap<ConnId, super::ArmedTimer>,
+    next_token: u64,
+}
+
+impl BrokerShard {
+    /// Arms the disconnect for credentials that expire (a JWT's `exp`).
+    pub(super) fn arm_credentials_expiry(
+        &mut self,
+        ctx: &mut Ctx,
+        conn: ConnId,
+        grant: Option<&ClientGrant>,
+    ) {
+        let Some(expires_at) = grant.and_then(|g| g.expires_at) else {
+            return;
+        };
+        let left = expires_at
+            .duration_since(std::time::SystemTime::now())
+            .unwrap_or_default();
+        let purpose = super::timers::TimerPurpose::CredentialsExpired(conn);
+        let timer = self.arm(ctx, ctx.now() + left, purpose);
+        self.logins.expiries.insert(conn, timer);
+    }
+
+    /// A client's credentials expired: DISCONNECT 0xA0 Maximum connect time (5.0), close.
+    pub(super) fn credentials_expired(&mut self, ctx: &mut Ctx, conn: ConnId) {
+        self.logins.expiries.remove(&conn);
+        let connected = self.conns.get(&conn).is_some_and(|c| c.is_connected());
+        if !connected {
+            return;
+        }
+        let _span = self.conn_span(conn).entered();
+        debug!("credentials expired: disconnecting");
+        self.send_disconnect(ctx, conn, ReasonCode::MaximumConnectTime);
+        self.close_connection(ctx, conn);
+    }
+}

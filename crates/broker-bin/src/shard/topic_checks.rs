@@ -1,0 +1,180 @@
+//! Topic checks only a backend can answer (HTTP's ACL URL), asked without blocking.
+//!
+//! Before a PUBLISH or SUBSCRIBE of a client whose backend checks topics is handled, the
+//! checks it needs are looked up in the gatekeeper's cache. Any missing: the packet is set
+//! aside, its connection parked (what the client sends behind it waits in the carry), and a
+//! worker asks the backend. The answers come back in the shard's inbox; the packet is then
+//! handled with them, and the connection reads on.
+
+use codec::{MqttStr, Packet};
+use ring_runtime::ConnId;
+use tracing::debug;
+
+use super::acl::{AclClient, TopicVerdict};
+use super::{BrokerShard, Ctx};
+use crate::access::backend::{AclRequest, TopicAccess};
+use crate::gatekeeper::keys::AclKey;
+use crate::gatekeeper::workers::Job;
+
+/// Packets waiting for topic answers, one per connection at most (the connection is parked).
+#[derive(Default)]
+pub(super) struct TopicWaits {
+    waiting: super::FastMap<ConnId, WaitingPacket>,
+    /// Answers a worker just gave, consulted while the packet they were for is handled.
+    fresh: Vec<(String, TopicAccess, bool)>,
+    next_token: u64,
+}
+
+struct WaitingPacket {
+    token: u64,
+    packet: Packet,
+    requests: Vec<AclRequest>,
+}
+
+impl BrokerShard {
+    /// The cached (or just received) answer of `client`'s backend for `topic`.
+    pub(super) fn remote_answer(
+        &self,
+        client_id: &MqttStr,
+        client: &AclClient,
+        topic: &str,
+        access: TopicAccess,
+    ) -> Option<bool> {
+        let mut fresh = self.topic_waits.fresh.iter();
+        if let Some((_, _, allowed)) = fresh.rfind(|(t, a, _)| t == topic && *a == access) {
+            return Some(*allowed);
+        }
+        let gatekeeper = self.shared.gatekeeper.as_ref()?;
+        let username = client.username.as_ref().map(MqttStr::as_str);
+        gatekeeper.cached_topic(&AclKey::new(client_id.as_str(), username, topic, access))
+    }
+
+    /// Sets `packet` aside when a backend must be asked about it first; `None` when it can
+    /// be handled now (the packet comes back).
+    pub(super) fn hold_for_topic_checks(
+        &mut self,
+        ctx: &mut Ctx,
+        conn: ConnId,
+        packet: Packet,
+    ) -> Option<Packet> {
+        if self.acl_clients.is_empty() {
+            return Some(packet);
+        }
+        let requests = self.unanswered_checks(ctx, conn, &packet);
+        if requests.is_empty() {
+            return Some(packet);
+        }
+        let link = self
+            .acl_clients
+            .get(&conn)
+            .and_then(|c| c.grant.as_ref())
+            .and_then(|g| g.link);
+        let (Some(gatekeeper), Some(link)) = (&self.shared.gatekeeper, link) else {
+            return Some(packet);
+        };
+        self.topic_waits.next_token += 1;
+        let token = self.topic_waits.next_token;
+        let job = Job::Topics {
+            shard: self.id,
+            conn,
+            token,
+            link,
+            requests: requests.clone(),
+        };
+        if gatekeeper.submit(job).is_err() {
+            // Too many questions wait already: handled now, the unanswered checks refuse.
+            debug!("topic check not asked: auth.max_pending questions wait already");
+            return Some(packet);
+        }
+        let waiting = WaitingPacket {
+            token,
+            packet,
+            requests,
+        };
+        self.topic_waits.waiting.insert(conn, waiting);
+        if let Some(connection) = self.conns.get_mut(&conn) {
+            connection.park();
+        }
+        None
+    }
+
+    /// The checks for `packet` that only the backend can answer and that are not cached.
+    fn unanswered_checks(&self, ctx: &Ctx, conn: ConnId, packet: &Packet) -> Vec<AclRequest> {
+        let Some(client) = self.acl_clients.get(&conn) else {
+            return Vec::new();
+        };
+        if !client.grant.as_ref().is_some_and(|g| g.remote_topics) {
+            return Vec::new();
+        }
+        let Some(client_id) = self.client_id_of(conn) else {
+            return Vec::new();
+        };
+        let request = |topic: &str, access| AclRequest {
+            client_id: client_id.as_str().to_owned(),
+            username: client.username.as_ref().map(|u| u.as_str().to_owned()),
+            peer: ctx
+                .peer_addr(conn)
+                .unwrap_or(crate::gatekeeper::workers::NO_PEER),
+            topic: topic.to_owned(),
+            access,
+        };
+        match packet {
+            Packet::Publish(publish) if !publish.topic().is_empty() => {
+                let topic = publish.topic();
+                match self.publish_verdict(conn, &client_id, topic) {
+                    TopicVerdict::Ask => vec![request(topic, TopicAccess::Publish)],
+                    _ => Vec::new(),
+                }
+            }
+            Packet::Subscribe(subscribe) => subscribe
+                .filters
+                .iter()
+                .filter(|(filter, _)| {
+                    self.subscribe_verdict(conn, &client_id, filter.as_str()).0 == TopicVerdict::Ask
+                })
+                .map(|(filter, _)| request(filter.as_str(), TopicAccess::Subscribe))
+                .collect(),
+            _ => Vec::new(),
+        }
+    }
+
+    /// A worker's answers for the packet `conn` set aside: handle it, then read on.
+    pub(super) fn topics_answered(
+        &mut self,
+        ctx: &mut Ctx,
+        conn: ConnId,
+        token: u64,
+        answers: Vec<bool>,
+    ) {
+        let _span = self.conn_span(conn).entered();
+        let Some(waiting) = self.topic_waits.waiting.remove(&conn) else {
+            return;
+        };
+        if waiting.token != token {
+            self.topic_waits.waiting.insert(conn, waiting);
+            return;
+        }
+        self.topic_waits.fresh = waiting
+            .requests
+            .into_iter()
+            .zip(answers)
+            .map(|(request, allowed)| (request.topic, request.access, allowed))
+            .collect();
+        let handled = self.handle_packet(ctx, conn, waiting.packet);
+        self.topic_waits.fresh.clear();
+        match handled {
+            Ok(()) => self.unpark_if_free(ctx, conn),
+            Err(fault) => self.fail(ctx, conn, fault),
+        }
+    }
+
+    /// Whether `conn` has a packet waiting for topic answers.
+    pub(super) fn waits_for_topics(&self, conn: ConnId) -> bool {
+        !self.topic_waits.waiting.is_empty() && self.topic_waits.waiting.contains_key(&conn)
+    }
+
+    /// The connection ended: a packet it set aside is dropped (the answers are ignored).
+    pub(super) fn topic_wait_closed(&mut self, conn: ConnId) {
+        self.topic_waits.waiting.remove(&conn);
+    }
+}

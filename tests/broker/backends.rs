@@ -1,0 +1,482 @@
+//! `auth.backends`: logins and topic checks answered by an HTTP service run by the test, a
+//! real redis-server and JWTs signed by the test, without blocking the reactor.
+
+#![allow(
+    clippy::unwrap_used,
+    reason = "test code: a failed unwrap is a failed test, with its location"
+)]
+
+use std::time::Duration;
+
+use codec::{Packet, ProtocolVersion, QoS, ReasonCode};
+
+use crate::client::{
+    Event, RawClient, V5, connect_packet, publish_packet, qos_options, s, subscribe_packet,
+};
+use crate::harness::TestBroker;
+use crate::http_auth_server::{Answer, HttpAuthServer};
+
+const V311: ProtocolVersion = ProtocolVersion::V3_1_1;
+
+/// A CONNECT from `client_id` with `user` and `password`.
+fn login_packet(
+    protocol: ProtocolVersion,
+    client_id: &str,
+    user: Option<&str>,
+    password: &str,
+) -> codec::Connect {
+    let mut connect = connect_packet(protocol, client_id, true);
+    connect.username = user.map(s);
+    connect.password = Some(bytes::Bytes::copy_from_slice(password.as_bytes()));
+    connect
+}
+
+/// A PUBACK reason that accepts the message (5.0 says when nobody subscribed).
+fn accepted(reason: ReasonCode) -> bool {
+    matches!(
+        reason,
+        ReasonCode::Success | ReasonCode::NoMatchingSubscribers
+    )
+}
+
+fn login(broker: &TestBroker, protocol: ProtocolVersion, user: &str, password: &str) -> ReasonCode {
+    let connect = login_packet(protocol, "c1", Some(user), password);
+    RawClient::connect(broker.addr(), connect).1.reason_code
+}
+
+/// A server that lets `alice` in with password `good`.
+fn alice_server(delay_for: &'static str, delay: Duration) -> HttpAuthServer {
+    HttpAuthServer::start(move |path, body| {
+        let user = body["username"].as_str().unwrap_or("");
+        let status = match path {
+            "/login" if body["password"] == "good" => 200,
+            "/acl" if body["topic"].as_str().is_some_and(|t| t.starts_with("ok/")) => 200,
+            _ => 403,
+        };
+        let delay = if user == delay_for {
+            delay
+        } else {
+            Duration::ZERO
+        };
+        Answer { status, delay }
+    })
+}
+
+fn http_config(server: &HttpAuthServer, extra: &str) -> String {
+    format!(
+        "[runtime]\nshards = 1\n[auth]\nbackends = [\"http\"]\n{extra}\n[auth.http]\nlogin_url = {:?}\nacl_url = {:?}\ntimeout_ms = 10000\n",
+        server.url("/login"),
+        server.url("/acl"),
+    )
+}
+
+#[test]
+fn an_http_backend_decides_logins_on_both_protocol_versions() {
+    let server = alice_server("", Duration::ZERO);
+    let broker = TestBroker::with_config(&http_config(&server, ""));
+    for protocol in [V5, V311] {
+        assert_eq!(
+            login(&broker, protocol, "alice", "good"),
+            ReasonCode::Success
+        );
+        assert_eq!(
+            login(&broker, protocol, "alice", "bad"),
+            ReasonCode::BadUserNameOrPassword
+        );
+        let anonymous = connect_packet(protocol, "anon", true);
+        let refused = RawClient::connect(broker.addr(), anonymous).1.reason_code;
+        assert_eq!(refused, ReasonCode::NotAuthorized);
+    }
+}
+
+#[test]
+fn a_cached_login_does_not_ask_the_backend_again() {
+    let server = alice_server("", Duration::ZERO);
+    let broker = TestBroker::with_config(&http_config(&server, ""));
+    assert_eq!(login(&broker, V5, "alice", "good"), ReasonCode::Success);
+    let asked = server.requests();
+    assert_eq!(login(&broker, V5, "alice", "good"), ReasonCode::Success);
+    assert_eq!(
+        server.requests(),
+        asked,
+        "the second login came from the cache"
+    );
+    assert_eq!(
+        login(&broker, V5, "alice", "other"),
+        ReasonCode::BadUserNameOrPassword
+    );
+    assert_eq!(server.requests(), asked + 1, "another password is asked");
+}
+
+#[test]
+fn the_password_file_answers_before_the_http_backend() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("passwd");
+    let status = std::process::Command::new("mosquitto_passwd")
+        .args(["-c", "-b"])
+        .arg(&file)
+        .args(["bob", "filepass"])
+        .status()
+        .expect("mosquitto_passwd runs (install Debian's mosquitto package)");
+    assert!(status.success());
+    let server = alice_server("", Duration::ZERO);
+    let config = format!(
+        "[runtime]\nshards = 1\n[auth]\npassword_file = {:?}\nbackends = [\"file\", \"http\"]\n[auth.http]\nlogin_url = {:?}\n",
+        file.display().to_string(),
+        server.url("/login")
+    );
+    let broker = TestBroker::with_config(&config);
+    assert_eq!(login(&broker, V5, "bob", "filepass"), ReasonCode::Success);
+    assert_eq!(server.requests(), 0, "the file let bob in");
+    assert_eq!(login(&broker, V5, "alice", "good"), ReasonCode::Success);
+    assert_eq!(
+        server.requests(),
+        1,
+        "the file does not know alice: HTTP does"
+    );
+}
+
+#[test]
+fn a_slow_http_backend_does_not_hold_up_other_clients() {
+    let server = alice_server("slow", Duration::from_secs(4));
+    let broker = TestBroker::with_config(&http_config(&server, ""));
+    let mut slow = RawClient::open(broker.addr(), V5);
+    slow.send(&Packet::from(login_packet(
+        V5,
+        "slow",
+        Some("slow"),
+        "good",
+    )));
+    // The same (single) shard serves another client end to end meanwhile.
+    let mut fast = RawClient::connected(
+        broker.addr(),
+        login_packet(V5, "fast", Some("fast"), "good"),
+    );
+    let ack = fast.subscribe_with(subscribe_packet(1, "ok/t", qos_options(QoS::AtLeastOnce)));
+    assert_eq!(ack.reason_codes, vec![ReasonCode::GrantedQoS1]);
+    let id = fast.next_packet_id();
+    let reason = fast.publish(publish_packet("ok/t", b"hi", QoS::AtLeastOnce, Some(id)));
+    assert_eq!(reason, ReasonCode::Success);
+    assert_eq!(fast.expect_publish_on("ok/t").payload(), b"hi");
+    assert!(
+        matches!(slow.next_event(Duration::ZERO), Event::Timeout),
+        "the slow login is still waiting for its backend"
+    );
+    assert_eq!(slow.expect_connack().reason_code, ReasonCode::Success);
+}
+
+#[test]
+fn logins_beyond_max_pending_are_refused_as_busy() {
+    let server = alice_server("alice", Duration::from_secs(3));
+    let broker = TestBroker::with_config(&http_config(&server, "max_pending = 1"));
+    let mut first = RawClient::open(broker.addr(), V5);
+    first.send(&Packet::from(login_packet(
+        V5,
+        "first",
+        Some("alice"),
+        "good",
+    )));
+    crate::harness::wait_until("the first login reaches the backend", || {
+        (server.requests() == 1).then_some(())
+    });
+    let busy = RawClient::connect(
+        broker.addr(),
+        login_packet(V5, "second", Some("alice"), "other"),
+    );
+    assert_eq!(busy.1.reason_code, ReasonCode::ServerBusy);
+    let busy = RawClient::connect(
+        broker.addr(),
+        login_packet(V311, "third", Some("alice"), "other"),
+    );
+    assert_eq!(busy.1.reason_code, ReasonCode::ServerUnavailable);
+    assert_eq!(first.expect_connack().reason_code, ReasonCode::Success);
+}
+
+#[test]
+fn an_unreachable_backend_answers_server_unavailable() {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let config = format!(
+        "[auth]\nbackends = [\"http\"]\n[auth.http]\nlogin_url = \"http://127.0.0.1:{port}/login\"\ntimeout_ms = 500\n"
+    );
+    let broker = TestBroker::with_config(&config);
+    for protocol in [V5, V311] {
+        assert_eq!(
+            login(&broker, protocol, "alice", "good"),
+            ReasonCode::ServerUnavailable
+        );
+    }
+}
+
+#[test]
+fn a_login_waiting_for_its_backend_still_meets_the_connect_timeout() {
+    let server = alice_server("alice", Duration::from_secs(6));
+    let config = format!(
+        "[connection]\nconnect_timeout = 1\n{}",
+        http_config(&server, "allow_anonymous = true")
+    );
+    let broker = TestBroker::with_config(&config);
+    let mut client = RawClient::open(broker.addr(), V5);
+    client.send(&Packet::from(login_packet(V5, "c", Some("alice"), "good")));
+    let packets = client.expect_closed();
+    assert!(packets.is_empty(), "closed without a CONNACK: {packets:?}");
+    broker.assert_serving();
+}
+
+#[test]
+fn http_topic_checks_decide_publish_and_subscribe_and_are_cached() {
+    let server = alice_server("", Duration::ZERO);
+    let broker = TestBroker::with_config(&http_config(&server, ""));
+    let mut alice = RawClient::connected(
+        broker.addr(),
+        login_packet(V5, "alice", Some("alice"), "good"),
+    );
+    let ack = alice.subscribe_with(subscribe_packet(1, "ok/#", qos_options(QoS::AtLeastOnce)));
+    assert_eq!(ack.reason_codes, vec![ReasonCode::GrantedQoS1]);
+    let ack = alice.subscribe_with(subscribe_packet(2, "no/#", qos_options(QoS::AtLeastOnce)));
+    assert_eq!(ack.reason_codes, vec![ReasonCode::NotAuthorized]);
+    let id = alice.next_packet_id();
+    let refused = alice.publish(publish_packet("no/a", b"x", QoS::AtLeastOnce, Some(id)));
+    assert_eq!(refused, ReasonCode::NotAuthorized);
+    let id = alice.next_packet_id();
+    let allowed = alice.publish(publish_packet("ok/a", b"y", QoS::AtLeastOnce, Some(id)));
+    assert!(accepted(allowed));
+    assert_eq!(alice.expect_publish_on("ok/a").payload(), b"y");
+    let asked = server.requests();
+    let id = alice.next_packet_id();
+    let again = alice.publish(publish_packet("ok/a", b"z", QoS::AtLeastOnce, Some(id)));
+    assert_eq!(again, ReasonCode::Success);
+    assert_eq!(
+        server.requests(),
+        asked,
+        "the answer for ok/a came from the cache"
+    );
+}
+
+/// The `$7$` hash `mosquitto_passwd` writes for `user`/`password`.
+fn mosquitto_hash(user: &str, password: &str) -> String {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("passwd");
+    let status = std::process::Command::new("mosquitto_passwd")
+        .args(["-c", "-b"])
+        .arg(&file)
+        .args([user, password])
+        .status()
+        .expect("mosquitto_passwd runs (install Debian's mosquitto package)");
+    assert!(status.success());
+    let line = std::fs::read_to_string(&file).unwrap();
+    line.trim().split_once(':').unwrap().1.to_owned()
+}
+
+fn redis_config(redis: &crate::redis_server::RedisServer) -> String {
+    format!(
+        "[runtime]\nshards = 1\n[auth]\nbackends = [\"redis\"]\n[auth.redis]\nurl = {:?}\n",
+        redis.url()
+    )
+}
+
+#[test]
+fn redis_users_and_acl_sets_decide_logins_and_topics() {
+    let redis = crate::redis_server::RedisServer::start();
+    redis.command(&["SET", "alice", &mosquitto_hash("alice", "good")]);
+    redis.command(&["SADD", "alice:wacls", "out/%u/#"]);
+    redis.command(&["SADD", "alice:racls", "in/%c/#"]);
+    redis.command(&["SADD", "common:racls", "public/#"]);
+    redis.command(&["SET", "root", &mosquitto_hash("root", "toor")]);
+    redis.command(&["SET", "root:su", "true"]);
+    let broker = TestBroker::with_config(&redis_config(&redis));
+    for protocol in [V5, V311] {
+        assert_eq!(
+            login(&broker, protocol, "alice", "good"),
+            ReasonCode::Success
+        );
+        assert_eq!(
+            login(&broker, protocol, "alice", "bad"),
+            ReasonCode::BadUserNameOrPassword
+        );
+        assert_eq!(
+            login(&broker, protocol, "nobody", "good"),
+            ReasonCode::BadUserNameOrPassword
+        );
+    }
+    let mut alice = RawClient::connected(
+        broker.addr(),
+        login_packet(V5, "dev7", Some("alice"), "good"),
+    );
+    let granted = |alice: &mut RawClient, id, filter| {
+        alice
+            .subscribe_with(subscribe_packet(id, filter, qos_options(QoS::AtLeastOnce)))
+            .reason_codes
+    };
+    assert_eq!(
+        granted(&mut alice, 1, "in/dev7/#"),
+        vec![ReasonCode::GrantedQoS1]
+    );
+    assert_eq!(
+        granted(&mut alice, 2, "public/news"),
+        vec![ReasonCode::GrantedQoS1]
+    );
+    assert_eq!(
+        granted(&mut alice, 3, "in/dev8/#"),
+        vec![ReasonCode::NotAuthorized]
+    );
+    let id = alice.next_packet_id();
+    let allowed = alice.publish(publish_packet(
+        "out/alice/t",
+        b"x",
+        QoS::AtLeastOnce,
+        Some(id),
+    ));
+    assert!(accepted(allowed));
+    let id = alice.next_packet_id();
+    let refused = alice.publish(publish_packet(
+        "out/bob/t",
+        b"x",
+        QoS::AtLeastOnce,
+        Some(id),
+    ));
+    assert_eq!(refused, ReasonCode::NotAuthorized);
+    let mut root = RawClient::connected(broker.addr(), login_packet(V5, "r", Some("root"), "toor"));
+    let id = root.next_packet_id();
+    let anything = root.publish(publish_packet(
+        "in/dev7/cmd",
+        b"go",
+        QoS::AtLeastOnce,
+        Some(id),
+    ));
+    assert!(accepted(anything), "a superuser may publish anywhere");
+    assert_eq!(alice.expect_publish_on("in/dev7/cmd").payload(), b"go");
+}
+
+#[test]
+fn a_redis_server_that_is_down_answers_server_unavailable() {
+    let mut redis = crate::redis_server::RedisServer::start();
+    let config = redis_config(&redis).replace("[auth]\n", "[auth]\nallow_anonymous = true\n");
+    let broker = TestBroker::with_config(&config);
+    redis.stop();
+    for protocol in [V5, V311] {
+        assert_eq!(
+            login(&broker, protocol, "alice", "good"),
+            ReasonCode::ServerUnavailable
+        );
+    }
+    broker.assert_serving();
+}
+
+/// An HS256 token for `sub` expiring `expires_in` from now, with topic claims.
+fn hs256_token(
+    secret: &[u8],
+    sub: &str,
+    expires_in: Duration,
+    publish: &[&str],
+    subscribe: &[&str],
+) -> String {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap();
+    let claims = serde_json::json!({
+        "sub": sub,
+        "exp": (now + expires_in).as_secs(),
+        "publish": publish,
+        "subscribe": subscribe,
+    });
+    jsonwebtoken::encode(
+        &jsonwebtoken::Header::new(jsonwebtoken::Algorithm::HS256),
+        &claims,
+        &jsonwebtoken::EncodingKey::from_secret(secret),
+    )
+    .unwrap()
+}
+
+fn jwt_broker(secret: &[u8]) -> (TestBroker, tempfile::TempDir) {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("jwt.secret");
+    std::fs::write(&file, secret).unwrap();
+    let config = format!(
+        "[runtime]\nshards = 1\n[auth]\nbackends = [\"jwt\"]\n[auth.jwt]\nhs256_secret_file = {:?}\nusername_claim = \"sub\"\n",
+        file.display().to_string()
+    );
+    (TestBroker::with_config(&config), dir)
+}
+
+#[test]
+fn a_jwt_logs_in_carries_its_topics_and_is_refused_when_forged() {
+    let secret = b"test-secret-0123456789abcdef";
+    let (broker, _dir) = jwt_broker(secret);
+    let token = hs256_token(
+        secret,
+        "dev1",
+        Duration::from_secs(600),
+        &["dev/1/#"],
+        &["cmd/1"],
+    );
+    let forged = hs256_token(
+        b"another-secret-entirely!!",
+        "dev1",
+        Duration::from_secs(600),
+        &["#"],
+        &["#"],
+    );
+    let expired = hs256_token(secret, "dev1", Duration::ZERO, &[], &[]);
+    for protocol in [V5, V311] {
+        assert_eq!(
+            login(&broker, protocol, "dev1", &token),
+            ReasonCode::Success
+        );
+        assert_eq!(
+            login(&broker, protocol, "dev2", &token),
+            ReasonCode::BadUserNameOrPassword,
+            "the sub claim names another user"
+        );
+        assert_eq!(
+            login(&broker, protocol, "dev1", &forged),
+            ReasonCode::BadUserNameOrPassword
+        );
+        std::thread::sleep(Duration::from_millis(1100));
+        assert_eq!(
+            login(&broker, protocol, "dev1", &expired),
+            ReasonCode::BadUserNameOrPassword
+        );
+    }
+    let mut device =
+        RawClient::connected(broker.addr(), login_packet(V5, "d1", Some("dev1"), &token));
+    let ack = device.subscribe_with(subscribe_packet(1, "cmd/1", qos_options(QoS::AtLeastOnce)));
+    assert_eq!(ack.reason_codes, vec![ReasonCode::GrantedQoS1]);
+    let ack = device.subscribe_with(subscribe_packet(2, "cmd/2", qos_options(QoS::AtLeastOnce)));
+    assert_eq!(ack.reason_codes, vec![ReasonCode::NotAuthorized]);
+    let id = device.next_packet_id();
+    let allowed = device.publish(publish_packet(
+        "dev/1/temp",
+        b"21",
+        QoS::AtLeastOnce,
+        Some(id),
+    ));
+    assert!(accepted(allowed));
+    let id = device.next_packet_id();
+    let refused = device.publish(publish_packet(
+        "dev/2/temp",
+        b"21",
+        QoS::AtLeastOnce,
+        Some(id),
+    ));
+    assert_eq!(refused, ReasonCode::NotAuthorized);
+}
+
+#[test]
+fn a_client_is_disconnected_when_its_jwt_expires() {
+    let secret = b"test-secret-0123456789abcdef";
+    let (broker, _dir) = jwt_broker(secret);
+    let token = hs256_token(secret, "dev1", Duration::from_secs(3), &["dev/1/#"], &[]);
+    let mut v5 = RawClient::connected(broker.addr(), login_packet(V5, "a", Some("dev1"), &token));
+    let mut v311 =
+        RawClient::connected(broker.addr(), login_packet(V311, "b", Some("dev1"), &token));
+    v5.expect_disconnect(ReasonCode::MaximumConnectTime);
+    let packets = v311.expect_closed();
+    assert!(
+        packets.is_empty(),
+        "3.1.1 has no DISCONNECT from the server: {packets:?}"
+    );
+}
