@@ -65,6 +65,8 @@ pub struct Shared {
     pub(crate) acl: Option<crate::swap::Swap<crate::access::AclFile>>,
     /// The `[ip]` guard: address lists and per-address limits.
     pub(crate) guard: crate::guard::IpGuard,
+    /// Publish rates and overload mode (reloadable).
+    pub(crate) abuse: crate::abuse::AbuseLimits,
     /// When the broker started (for `$SYS/broker/uptime`), on [`Self::clock`].
     pub started: Instant,
     /// The runtime's clock (the shards read it through `ShardCtx::now`).
@@ -134,6 +136,7 @@ impl Shared {
         let partial_frames = ByteBudget::new(config.limits.max_partial_frame_bytes);
         let queue_limits = queue_limits(&config);
         let guard = crate::guard::IpGuard::new(config.ip.clone());
+        let abuse = crate::abuse::AbuseLimits::new(&config);
         Self {
             partial_frames,
             queue_limits,
@@ -150,6 +153,7 @@ impl Shared {
             passwords: None,
             acl: None,
             guard,
+            abuse,
             started: clock.now(),
             clock,
             applied: (0..shards.max(1))

@@ -10,8 +10,8 @@
 //! This module only parses and answers questions; the broker decides where to ask them.
 
 pub mod acl;
-pub mod backend;
 mod acl_line;
+pub mod backend;
 mod filter;
 pub mod passwd;
 

@@ -21,6 +21,7 @@ mod gate;
 mod inbound;
 mod memory;
 mod mobility;
+mod overload;
 mod publish;
 mod recover;
 mod replica;
@@ -30,6 +31,7 @@ mod spill;
 mod subscribe;
 mod sys;
 mod takeover;
+mod throttle;
 mod timers;
 mod transport;
 
@@ -85,6 +87,8 @@ pub struct BrokerShard {
     acl_clients: FastMap<ConnId, acl::AclClient>,
     /// Connections the `[ip]` guard admitted: their address and what to give back at close.
     admitted: FastMap<ConnId, (std::net::IpAddr, crate::guard::Admission)>,
+    /// Publish rate buckets of connections (`throttle.rs`).
+    throttle: throttle::Throttle,
     /// Recovered sessions whose timers are armed when the shard starts.
     recovered: Vec<MqttStr>,
     /// When each recovered session that was disconnected at the restart disconnected.
@@ -111,6 +115,7 @@ impl BrokerShard {
             durable,
             acl_clients: FastMap::default(),
             admitted: FastMap::default(),
+            throttle: throttle::Throttle::default(),
             recovered: Vec::new(),
             recovered_down_since: Vec::new(),
         };

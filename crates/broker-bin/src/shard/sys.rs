@@ -41,7 +41,7 @@ impl BrokerShard {
         }
         let snapshot = self.shared.metrics.snapshot();
         let uptime = self.shared.uptime().as_secs();
-        let values: [(&str, String); 13] = [
+        let values: [(&str, String); 15] = [
             (
                 "$SYS/broker/version",
                 format!("ringmq {}", env!("CARGO_PKG_VERSION")),
@@ -87,6 +87,14 @@ impl BrokerShard {
             (
                 "$SYS/broker/connections/partial_frame_closed",
                 snapshot.partial_frame_closed.to_string(),
+            ),
+            (
+                "$SYS/broker/clients/throttled",
+                snapshot.publishers_throttled.to_string(),
+            ),
+            (
+                "$SYS/broker/connections/refused_overload",
+                snapshot.refused_overload.to_string(),
             ),
         ];
         let broker = MqttStr::default();

@@ -30,6 +30,8 @@ pub enum TimerPurpose {
     FencesOverdue(router::SubscriberId),
     /// The trailing collection after a burst of frees (`memory.rs`).
     CollectAgain,
+    /// The end of a connection's pause for its publish rate (`throttle.rs`).
+    Throttle(ConnId),
 }
 
 /// A timer armed through the book: its runtime id and its key.
@@ -129,6 +131,7 @@ impl BrokerShard {
             }
             TimerPurpose::FencesOverdue(subscriber) => self.fences_overdue(ctx, subscriber),
             TimerPurpose::CollectAgain => self.collect_again(),
+            TimerPurpose::Throttle(conn) => self.throttle_elapsed(ctx, conn),
         }
     }
 }
