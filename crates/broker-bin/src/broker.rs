@@ -184,10 +184,12 @@ impl Broker {
     }
 
     /// Applies what of `config` takes effect without a restart: the `[ip]` section (later
-    /// connections and logins are judged by it; open connections stay). Other sections take
-    /// effect at the next start.
+    /// connections and logins are judged by it; open connections stay), the publish rates
+    /// (`limits.max_publish_rate`, `limits.max_publish_bytes_rate`: later PUBLISH packets) and
+    /// `[overload]` (later accepts). Other sections take effect at the next start.
     pub fn apply_reloadable(&self, config: &Config) {
         self.shared.guard.update(config.ip.clone());
+        self.shared.abuse.update(config);
     }
 
     /// The I/O backend in use.

@@ -32,7 +32,9 @@ pub enum Phase {
     /// CONNACK sent; packets flow.
     Connected,
     /// Connected, but its packets wait for a SUBSCRIBE or UNSUBSCRIBE of its own to take effect
-    /// on every shard (what it sends meanwhile is kept in the carry; see `shard/gate.rs`).
+    /// on every shard (what it sends meanwhile is kept in the carry; see `shard/gate.rs`), for
+    /// acknowledgements held for the disk (`shard/durable.rs`) or for its publish rate
+    /// (`shard/throttle.rs`).
     AwaitingAck,
     /// Closing: nothing more is read from it.
     Closing,

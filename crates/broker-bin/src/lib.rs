@@ -4,6 +4,7 @@
 //! follows one PUBLISH through these modules.
 #![forbid(unsafe_code)]
 
+mod abuse;
 pub mod access;
 pub mod alias;
 pub mod auth;

@@ -98,8 +98,9 @@ fn run_until_stop(broker: &Broker, mut signals: Signals, cli: &Cli) -> anyhow::R
 }
 
 /// SIGHUP: new TLS handshakes use the certificates and keys on disk now (open connections keep
-/// theirs), new CONNECTs the password file and the ACL on disk now, and new connections the
-/// `[ip]` section of the config file. Whatever fails to load keeps its old contents.
+/// theirs), new CONNECTs the password file and the ACL on disk now, new connections the
+/// `[ip]` and `[overload]` sections of the config file, later PUBLISH packets its publish rates.
+/// Whatever fails to load keeps its old contents.
 fn reload(broker: &Broker, cli: &Cli) {
     let mut errors = broker.reload();
     match cli.config() {
@@ -107,7 +108,9 @@ fn reload(broker: &Broker, cli: &Cli) {
         Err(error) => errors.push(format!("config: {error}")),
     }
     if errors.is_empty() {
-        tracing::info!("SIGHUP: certificates, password file, ACL file and [ip] reloaded");
+        tracing::info!(
+            "SIGHUP: certificates, password file, ACL file, [ip], publish rates and [overload] reloaded"
+        );
     }
     for error in errors {
         tracing::error!(%error, "SIGHUP: reload failed; the old one stays in use");

@@ -44,6 +44,8 @@ counters! {
     subscriptions: "Subscriptions held (gauge).",
     retained_messages: "Retained messages held (gauge, kept by the retained owner).",
     partial_frame_closed: "Connections closed because their partial packet did not fit in limits.max_partial_frame_bytes.",
+    publishers_throttled: "Times a connection's reading was paused for going over limits.max_publish_rate or limits.max_publish_bytes_rate.",
+    refused_overload: "Connections refused at accept in overload mode (overload.memory_high_bytes).",
 }
 
 impl ShardCounters {

@@ -67,6 +67,8 @@ pub struct Shared {
     pub(crate) gatekeeper: Option<crate::gatekeeper::Gatekeeper>,
     /// The `[ip]` guard: address lists and per-address limits.
     pub(crate) guard: crate::guard::IpGuard,
+    /// Publish rates and overload mode (reloadable).
+    pub(crate) abuse: crate::abuse::AbuseLimits,
     /// When the broker started (for `$SYS/broker/uptime`), on [`Self::clock`].
     pub started: Instant,
     /// The runtime's clock (the shards read it through `ShardCtx::now`).
@@ -136,6 +138,7 @@ impl Shared {
         let partial_frames = ByteBudget::new(config.limits.max_partial_frame_bytes);
         let queue_limits = queue_limits(&config);
         let guard = crate::guard::IpGuard::new(config.ip.clone());
+        let abuse = crate::abuse::AbuseLimits::new(&config);
         Self {
             partial_frames,
             queue_limits,
@@ -153,6 +156,7 @@ impl Shared {
             acl: None,
             gatekeeper: None,
             guard,
+            abuse,
             started: clock.now(),
             clock,
             applied: (0..shards.max(1))

@@ -74,6 +74,10 @@ pub(crate) struct Conn {
     pub(crate) last_write_us: u32,
     /// A [`crate::StreamLayer`] sits between its socket and the handler (`ShardCtx::layers`).
     pub(crate) layered: bool,
+    /// The handler paused reading ([`crate::ShardCtx::pause_reading`]): no receive is armed
+    /// (an armed one is cancelled in the apply step), and what was already on its way waits in
+    /// the shard until [`crate::ShardCtx::resume_reading`].
+    pub(crate) read_paused: bool,
 }
 
 impl Conn {
@@ -110,6 +114,7 @@ impl Conn {
             dense: false,
             last_write_us: 0,
             layered: false,
+            read_paused: false,
         }
     }
 
@@ -310,7 +315,7 @@ mod tests {
     #[test]
     #[cfg(target_pointer_width = "64")]
     fn an_idle_connection_record_stays_small() {
-        // 80 bytes (76 used: four flags fit in the padding before the record grows).
+        // 80 bytes (77 used: three more flags fit in the padding before the record grows).
         assert!(std::mem::size_of::<Conn>() <= 80);
         assert_eq!(
             std::mem::size_of::<Option<TcpStream>>(),

@@ -64,6 +64,8 @@ pub struct ShardCtx<M> {
     pub(crate) coalesce_below: usize,
     pub(crate) shutting_down: bool,
     pub(crate) stats: ShardStats,
+    /// Connections whose reading was paused or resumed this turn, for the apply step.
+    pub(crate) read_changes: Vec<ConnId>,
 }
 
 impl<M> ShardCtx<M> {
@@ -84,6 +86,7 @@ impl<M> ShardCtx<M> {
             coalesce_below: config.coalesce_below,
             shutting_down: false,
             stats: ShardStats::default(),
+            read_changes: Vec::new(),
         }
     }
 
@@ -151,6 +154,40 @@ impl<M> ShardCtx<M> {
         if let Some(record) = self.conns.get_mut(conn) {
             record.expedite = true;
         }
+    }
+
+    /// Stops reading `conn`'s socket until [`Self::resume_reading`]: no more `on_data` (nor
+    /// `on_read_closed`) for it, and the runtime stops receiving from the socket, so the
+    /// kernel's receive buffer fills and TCP flow control slows the peer down. Bytes the
+    /// runtime had already received wait and are handed over, in order, after the resume.
+    /// Sending, timers and closes work as usual; other connections are not affected. No
+    /// effect on a closing connection.
+    pub fn pause_reading(&mut self, conn: ConnId) {
+        if let Some(record) = self.conns.get_mut(conn)
+            && record.is_usable()
+            && !record.read_paused
+        {
+            record.read_paused = true;
+            self.read_changes.push(conn);
+        }
+    }
+
+    /// Reads `conn` again after [`Self::pause_reading`]: what arrived meanwhile is handed to
+    /// `on_data` from the next turn on, in order.
+    pub fn resume_reading(&mut self, conn: ConnId) {
+        if let Some(record) = self.conns.get_mut(conn)
+            && record.read_paused
+        {
+            record.read_paused = false;
+            self.read_changes.push(conn);
+        }
+    }
+
+    /// Whether reading `conn` is paused ([`Self::pause_reading`]).
+    pub fn is_reading_paused(&self, conn: ConnId) -> bool {
+        self.conns
+            .get(conn)
+            .is_some_and(|record| record.read_paused)
     }
 
     /// Frames shorter than this are copied into a connection's contiguous send buffer

@@ -135,6 +135,12 @@ impl Backend for EpollBackend {
         conn.reading = false;
     }
 
+    fn pause_read(&mut self, _id: ConnId, conn: &mut Conn) {
+        // Readiness of a connection that is not reading is ignored (edge-triggered: no spin);
+        // `start_read` finds it registered and reads it on the next turn.
+        conn.reading = false;
+    }
+
     fn start_write(&mut self, _id: ConnId, conn: &mut Conn) -> io::Result<()> {
         let fd = conn.fd();
         while conn.send.has_unsent() {

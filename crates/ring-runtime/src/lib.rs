@@ -40,5 +40,6 @@ pub use ids::{ConnId, ShardId, TimerId};
 pub use layer::{LayerError, LayerOutput, LayerState, StreamLayer};
 pub use runtime::{Runtime, RuntimeControl, RuntimeHandle};
 pub use sys::alloc::return_free_memory;
+pub use sys::rss::resident_memory_bytes;
 pub use sys::socket::kernel_max_listen_backlog;
 pub use sys::thread::raise_fd_limit;

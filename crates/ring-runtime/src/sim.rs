@@ -37,6 +37,8 @@ struct Peer {
     closed: Option<CloseReason>,
     /// The handler shut down the write side (FIN after `output`).
     write_shut: bool,
+    /// Bytes that arrived while the handler had paused reading, in order.
+    held: Vec<Bytes>,
 }
 
 /// One shard (shard 0 of 1) on virtual connections and a manual clock.
@@ -48,6 +50,8 @@ pub struct SimShard<H: Handler> {
     fired: Vec<(TimerId, TimerTarget)>,
     batch: WriteBatch,
     settled: bool,
+    /// Resumed connections with held bytes to hand over.
+    resumed: Vec<ConnId>,
 }
 
 impl<H: Handler> SimShard<H> {
@@ -64,6 +68,7 @@ impl<H: Handler> SimShard<H> {
             fired: Vec::new(),
             batch: WriteBatch::default(),
             settled: true,
+            resumed: Vec::new(),
         }
     }
 
@@ -103,8 +108,13 @@ impl<H: Handler> SimShard<H> {
         conn
     }
 
-    /// `data` arrives on `conn` (`on_data`, if the handler still reads it).
+    /// `data` arrives on `conn` (`on_data`, if the handler still reads it; held until it
+    /// resumes while it has paused reading).
     pub fn data(&mut self, conn: ConnId, data: Bytes) {
+        if self.ctx.is_open(conn) && self.ctx.is_reading_paused(conn) {
+            self.peers.entry(conn).or_default().held.push(data);
+            return;
+        }
         self.run(|handler, ctx| {
             if ctx.is_open(conn) {
                 handler.on_data(ctx, conn, data);
@@ -173,10 +183,12 @@ impl<H: Handler> SimShard<H> {
         self.finish_turn();
         self.settled = false;
         for _ in 0..MAX_TURNS {
-            if self.ctx.local_inbox.is_empty() && !self.ctx.conns.has_dirty() {
+            let idle = self.ctx.local_inbox.is_empty() && !self.ctx.conns.has_dirty();
+            if idle && self.resumed.is_empty() {
                 self.settled = true;
                 return;
             }
+            self.hand_over_held();
             self.finish_turn();
         }
     }
@@ -207,8 +219,47 @@ impl<H: Handler> SimShard<H> {
         }
     }
 
+    /// The I/O step of a turn after a resume: the bytes held for resumed connections, in order
+    /// (those of a connection paused again meanwhile stay held).
+    fn hand_over_held(&mut self) {
+        for conn in std::mem::take(&mut self.resumed) {
+            let held = self
+                .peers
+                .get_mut(&conn)
+                .map(|peer| std::mem::take(&mut peer.held))
+                .unwrap_or_default();
+            for (index, data) in held.iter().enumerate() {
+                if !self.ctx.is_open(conn) {
+                    break;
+                }
+                if self.ctx.is_reading_paused(conn) {
+                    if let Some(peer) = self.peers.get_mut(&conn) {
+                        peer.held = held[index..].to_vec();
+                    }
+                    break;
+                }
+                self.handler.on_data(&mut self.ctx, conn, data.clone());
+            }
+        }
+    }
+
+    /// Notes the connections resumed this turn that have bytes held.
+    fn take_read_changes(&mut self) {
+        for conn in std::mem::take(&mut self.ctx.read_changes) {
+            let resumed = !self.ctx.is_reading_paused(conn);
+            let held = self
+                .peers
+                .get(&conn)
+                .is_some_and(|peer| !peer.held.is_empty());
+            if resumed && held && !self.resumed.contains(&conn) {
+                self.resumed.push(conn);
+            }
+        }
+    }
+
     /// Completes every queued write, then releases closing connections and reports them.
     fn apply(&mut self) {
+        self.take_read_changes();
         let dirty = self.ctx.conns.take_dirty(Vec::new());
         let mut ended = Vec::new();
         for id in dirty {
@@ -309,6 +360,45 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// Echoes data; "pause" pauses reading until a timer a second later resumes it.
+    #[derive(Default)]
+    struct PausingEcho;
+
+    impl Handler for PausingEcho {
+        type Message = ();
+
+        fn on_accept(&mut self, _: &mut ShardCtx<()>, _: ConnId, _: SocketAddr) {}
+
+        fn on_data(&mut self, ctx: &mut ShardCtx<()>, conn: ConnId, data: Bytes) {
+            assert!(!ctx.is_reading_paused(conn), "no on_data while paused");
+            if data.as_ref() == b"pause" {
+                ctx.pause_reading(conn);
+                ctx.arm_timer(Duration::from_secs(1), conn.to_u64());
+            }
+            ctx.send(conn, data).expect("open");
+        }
+
+        fn on_timer(&mut self, ctx: &mut ShardCtx<()>, _: TimerId, key: u64) {
+            ctx.resume_reading(ConnId::from_u64(key));
+        }
+    }
+
+    #[test]
+    fn a_paused_connection_gets_its_bytes_in_order_after_the_resume() {
+        let mut sim = SimShard::new(PausingEcho, &RuntimeConfig::default(), ManualClock::new());
+        let conn = sim.accept(peer());
+        let other = sim.accept(peer());
+        sim.data(conn, Bytes::from_static(b"pause"));
+        sim.data(conn, Bytes::from_static(b"a"));
+        sim.data(conn, Bytes::from_static(b"b"));
+        sim.data(other, Bytes::from_static(b"flows"));
+        assert_eq!(sim.take_output(conn).as_ref(), b"pause");
+        assert_eq!(sim.take_output(other).as_ref(), b"flows");
+        sim.advance(Duration::from_secs(1));
+        assert_eq!(sim.take_output(conn).as_ref(), b"ab");
+        assert!(sim.settled());
     }
 
     fn peer() -> SocketAddr {

@@ -1,6 +1,7 @@
 //! Broker configuration: the embedded defaults, an optional file over them, then CLI overrides,
 //! validated into typed values (two phases: [`raw`] then [`typed`]).
 
+mod abuse;
 mod auth;
 mod auth_backends;
 mod error;
@@ -12,6 +13,7 @@ mod validate;
 
 use std::path::Path;
 
+pub use abuse::{OverloadSettings, PublishRates};
 pub use auth::{AuthSettings, BackendKind, JwtConfig};
 pub use error::ConfigError;
 pub use listeners::{ListenerKind, ListenerSettings, TlsSettings, TransportListener};

@@ -74,6 +74,8 @@ raw_section!(
         max_connect_size: u64,
         max_partial_frame_bytes: u64,
         return_memory_after_bytes: u64,
+        max_publish_rate: u64,
+        max_publish_bytes_rate: u64,
     }
 );
 raw_section!(
@@ -114,6 +116,13 @@ raw_section!(
         auth_failure_window: u64,
         ban_duration: u64,
         max_tracked: u64,
+    }
+);
+raw_section!(
+    /// `[overload]`
+    RawOverload {
+        memory_high_bytes: u64,
+        memory_low_bytes: u64,
     }
 );
 raw_section!(
@@ -240,6 +249,8 @@ pub struct RawConfig {
     pub auth: RawAuth,
     #[serde(default)]
     pub ip: RawIp,
+    #[serde(default)]
+    pub overload: RawOverload,
 }
 
 impl RawConfig {
@@ -258,5 +269,6 @@ impl RawConfig {
         self.persistence.overlay(over.persistence);
         self.auth.overlay(over.auth);
         self.ip.overlay(over.ip);
+        self.overload.overlay(over.overload);
     }
 }

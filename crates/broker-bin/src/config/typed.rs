@@ -39,6 +39,10 @@ pub struct Config {
     pub persistence: PersistenceSettings,
     pub auth: super::auth::AuthSettings,
     pub ip: crate::guard::IpSettings,
+    /// `[limits] max_publish_rate`, `max_publish_bytes_rate` (reloadable).
+    pub publish_rates: super::abuse::PublishRates,
+    /// `[overload]` (reloadable).
+    pub overload: super::abuse::OverloadSettings,
 }
 
 /// Which storage engine keeps sessions and retained messages.

@@ -87,6 +87,8 @@ impl RawConfig {
         Ok(Config {
             auth: self.auth.validate(&listeners)?,
             ip: self.ip.validate()?,
+            publish_rates: self.limits.publish_rates()?,
+            overload: self.overload.validate()?,
             listeners,
             runtime: self.runtime()?,
             log_level: self.log_level()?,

@@ -100,15 +100,27 @@ impl Gatekeeper {
         self.workers.core.topics.clear();
     }
 
-    /// Figures for `$SYS` and `/metrics`: jobs waiting, cached logins, cached topic answers,
-    /// backend failures so far.
-    pub(crate) fn figures(&self) -> (usize, usize, usize, usize) {
+    /// Figures for `$SYS`.
+    pub(crate) fn figures(&self) -> AuthFigures {
         let core = &self.workers.core;
-        (
-            self.workers.pending(),
-            core.logins.len(),
-            core.topics.len(),
-            core.failures.load(std::sync::atomic::Ordering::Relaxed),
-        )
+        AuthFigures {
+            pending: self.workers.pending(),
+            cached_logins: core.logins.len(),
+            cached_topics: core.topics.len(),
+            backend_failures: core.failures.load(std::sync::atomic::Ordering::Relaxed),
+        }
     }
+}
+
+/// What the gatekeeper reports in `$SYS/broker/auth/...`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct AuthFigures {
+    /// Logins and topic checks queued or being asked.
+    pub(crate) pending: usize,
+    /// Logins cached.
+    pub(crate) cached_logins: usize,
+    /// Topic answers cached.
+    pub(crate) cached_topics: usize,
+    /// Backend questions that failed (down, timed out, bad answer) so far.
+    pub(crate) backend_failures: usize,
 }

@@ -72,6 +72,7 @@ impl BrokerShard {
         }
         self.routes.backlog.remove(&conn);
         self.disarm_connection_timer(ctx, connection.timer);
+        self.throttle_closed(ctx, conn);
         debug!(?reason, "connection closed");
         let Some(client_id) = connection
             .session()
@@ -231,6 +232,7 @@ impl BrokerShard {
                 ctx.abort(conn);
             }
             (Phase::Connected | Phase::AwaitingAck, Some(deadline)) => {
+                let deadline = self.keep_alive_while_throttled(ctx, conn, deadline);
                 if now >= deadline {
                     debug!("keep-alive expired");
                     self.send_disconnect(ctx, conn, ReasonCode::KeepAliveTimeout);

@@ -104,13 +104,14 @@ impl BrokerShard {
         self.unpark_if_free(ctx, conn);
     }
 
-    /// Lets a parked connection read again unless it still waits for a SUBACK/UNSUBACK or has
-    /// its bound of acknowledgements held for the disk (`durable.rs`).
+    /// Lets a parked connection read again unless it still waits for a SUBACK/UNSUBACK, has
+    /// its bound of acknowledgements held for the disk (`durable.rs`) or waits for its publish
+    /// rate (`throttle.rs`).
     pub(super) fn unpark_if_free(&mut self, ctx: &mut Ctx, conn: ConnId) {
         let awaiting_ack =
             self.gate.pending.iter().any(|p| p.conn == conn) || self.waits_for_topics(conn);
         let held_full = self.durable.held_acks(conn) >= self.held_ack_limit();
-        if awaiting_ack || held_full {
+        if awaiting_ack || held_full || self.is_throttled(conn) {
             return;
         }
         if let Some(connection) = self.conns.get_mut(&conn) {

@@ -20,7 +20,7 @@ const CONNECT_TYPE: u8 = codec::PacketType::Connect as u8;
 impl BrokerShard {
     /// A new socket: refuse it beyond `max_connections`, else wait for its CONNECT.
     pub(super) fn accept(&mut self, ctx: &mut Ctx, conn: ConnId, peer: SocketAddr) {
-        if !self.admit_address(ctx, conn, peer) {
+        if self.refuse_in_overload(ctx, conn, peer) || !self.admit_address(ctx, conn, peer) {
             return;
         }
         let max = self.shared.config.connection.max_connections as usize;
@@ -171,8 +171,17 @@ impl BrokerShard {
         buf: &mut BytesMut,
         mut limits: Limits,
     ) -> Result<(), Fault> {
-        while let Some(packet) = codec::decode(buf, &limits)? {
+        loop {
+            let before = buf.len();
+            let Some(packet) = codec::decode(buf, &limits)? else {
+                break;
+            };
+            let publish_len = matches!(packet, Packet::Publish(_)).then(|| before - buf.len());
             self.handle_packet(ctx, conn, packet)?;
+            if let Some(len) = publish_len {
+                // Over a publish rate the connection is parked: the loop stops below.
+                self.charge_publish(ctx, conn, len);
+            }
             match self.conns.get(&conn) {
                 Some(c) if matches!(c.phase, Phase::AwaitingConnect | Phase::Connected) => {
                     limits.protocol = c.protocol;

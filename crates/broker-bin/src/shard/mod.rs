@@ -21,6 +21,7 @@ mod inbound;
 mod login;
 mod memory;
 mod mobility;
+mod overload;
 mod publish;
 mod recover;
 mod replica;
@@ -30,6 +31,7 @@ mod spill;
 mod subscribe;
 mod sys;
 mod takeover;
+mod throttle;
 mod timers;
 mod topic_checks;
 mod transport;
@@ -90,6 +92,8 @@ pub struct BrokerShard {
     topic_waits: topic_checks::TopicWaits,
     /// Connections the `[ip]` guard admitted: their address and what to give back at close.
     admitted: FastMap<ConnId, (std::net::IpAddr, crate::guard::Admission)>,
+    /// Publish rate buckets of connections (`throttle.rs`).
+    throttle: throttle::Throttle,
     /// Recovered sessions whose timers are armed when the shard starts.
     recovered: Vec<MqttStr>,
     /// When each recovered session that was disconnected at the restart disconnected.
@@ -118,6 +122,7 @@ impl BrokerShard {
             admitted: FastMap::default(),
             logins: login::Logins::default(),
             topic_waits: topic_checks::TopicWaits::default(),
+            throttle: throttle::Throttle::default(),
             recovered: Vec::new(),
             recovered_down_since: Vec::new(),
         };

@@ -41,7 +41,7 @@ impl BrokerShard {
         }
         let snapshot = self.shared.metrics.snapshot();
         let uptime = self.shared.uptime().as_secs();
-        let values: [(&str, String); 13] = [
+        let values: [(&str, String); 15] = [
             (
                 "$SYS/broker/version",
                 format!("ringmq {}", env!("CARGO_PKG_VERSION")),
@@ -88,10 +88,33 @@ impl BrokerShard {
                 "$SYS/broker/connections/partial_frame_closed",
                 snapshot.partial_frame_closed.to_string(),
             ),
+            (
+                "$SYS/broker/clients/throttled",
+                snapshot.publishers_throttled.to_string(),
+            ),
+            (
+                "$SYS/broker/connections/refused_overload",
+                snapshot.refused_overload.to_string(),
+            ),
         ];
         let broker = MqttStr::default();
         for (name, value) in values {
             self.publish_sys_value(ctx, name, value, &broker);
+        }
+        if let Some(gatekeeper) = &self.shared.gatekeeper {
+            let figures = gatekeeper.figures();
+            let auth: [(&str, usize); 4] = [
+                ("$SYS/broker/auth/pending", figures.pending),
+                ("$SYS/broker/auth/cached_logins", figures.cached_logins),
+                ("$SYS/broker/auth/cached_topics", figures.cached_topics),
+                (
+                    "$SYS/broker/auth/backend_failures",
+                    figures.backend_failures,
+                ),
+            ];
+            for (name, value) in auth {
+                self.publish_sys_value(ctx, name, value.to_string(), &broker);
+            }
         }
     }
 

@@ -32,6 +32,8 @@ pub enum TimerPurpose {
     CollectAgain,
     /// A client's credentials expire (a JWT's `exp`): it is disconnected.
     CredentialsExpired(ConnId),
+    /// The end of a connection's pause for its publish rate (`throttle.rs`).
+    Throttle(ConnId),
 }
 
 /// A timer armed through the book: its runtime id and its key.
@@ -132,6 +134,7 @@ impl BrokerShard {
             TimerPurpose::FencesOverdue(subscriber) => self.fences_overdue(ctx, subscriber),
             TimerPurpose::CollectAgain => self.collect_again(),
             TimerPurpose::CredentialsExpired(conn) => self.credentials_expired(ctx, conn),
+            TimerPurpose::Throttle(conn) => self.throttle_elapsed(ctx, conn),
         }
     }
 }

@@ -12,6 +12,7 @@ use crate::sys::socket;
 
 impl<H: Handler, B: Backend> Shard<H, B> {
     pub(super) fn apply(&mut self) {
+        self.apply_read_changes();
         let spare = std::mem::take(&mut self.spare_dirty);
         let mut dirty = self.ctx.conns.take_dirty(spare);
         for conn in dirty.drain(..) {
@@ -139,6 +140,7 @@ impl<H: Handler, B: Backend> Shard<H, B> {
         if conn.layered {
             self.ctx.layers.remove(id);
         }
+        self.held.forget(id);
         self.backend.release(id, &mut conn);
         if let Some(timer) = conn.drain_timer.take() {
             self.ctx.timers.cancel(timer);

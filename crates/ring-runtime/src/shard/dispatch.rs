@@ -11,6 +11,7 @@ use crate::sys::socket;
 
 impl<H: Handler, B: Backend> Shard<H, B> {
     pub(super) fn dispatch_events(&mut self) {
+        self.dispatch_held();
         let mut events = std::mem::take(&mut self.events);
         for event in events.drain(..) {
             self.dispatch(event);
@@ -18,7 +19,7 @@ impl<H: Handler, B: Backend> Shard<H, B> {
         self.events = events;
     }
 
-    fn dispatch(&mut self, event: Event) {
+    pub(super) fn dispatch(&mut self, event: Event) {
         let ctx = &mut self.ctx;
         match event {
             Event::Accepted { stream, peer } => {
@@ -35,6 +36,9 @@ impl<H: Handler, B: Backend> Shard<H, B> {
                 self.handler.on_accept(ctx, conn, peer);
             }
             Event::Data { conn, data } => match ctx.conns.get(conn) {
+                Some(record) if record.is_usable() && record.read_paused => {
+                    self.held.hold(Event::Data { conn, data });
+                }
                 Some(record) if record.is_usable() && record.layered => {
                     self.receive_layered(conn, data);
                 }
@@ -46,7 +50,11 @@ impl<H: Handler, B: Backend> Shard<H, B> {
                     return;
                 };
                 record.read_done = true;
-                if record.is_usable() {
+                if record.is_usable() && record.read_paused {
+                    // After the data held before it; `read_done` keeps the resume from arming
+                    // another receive.
+                    self.held.hold(Event::Eof { conn });
+                } else if record.is_usable() {
                     self.handler.on_read_closed(ctx, conn);
                 }
             }
@@ -83,7 +91,8 @@ impl<H: Handler, B: Backend> Shard<H, B> {
         match result {
             Ok(()) => {
                 record.phase = Phase::Open;
-                if let Err(error) = self.backend.start_read(conn, record) {
+                let paused = record.read_paused;
+                if !paused && let Err(error) = self.backend.start_read(conn, record) {
                     let reason = CloseReason::Error { kind: error.kind() };
                     ctx.request_close(conn, CloseMode::Abort, Some(reason));
                 }

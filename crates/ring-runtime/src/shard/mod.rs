@@ -5,6 +5,7 @@ mod apply;
 mod dispatch;
 mod layered;
 mod pacing;
+mod paused;
 
 use std::io;
 use std::sync::Arc;
@@ -42,6 +43,8 @@ pub(crate) struct Shard<H: Handler, B: Backend> {
     batches_per_turn: usize,
     pacing: pacing::Pacing,
     accept_pause: accept::AcceptPause,
+    /// What arrived for connections whose reading is paused.
+    held: paused::Held,
 }
 
 impl<H: Handler, B: Backend> Shard<H, B> {
@@ -68,6 +71,7 @@ impl<H: Handler, B: Backend> Shard<H, B> {
             batches_per_turn: config.mailbox_batches,
             pacing,
             accept_pause: accept::AcceptPause::new(config.accept_backoff),
+            held: paused::Held::default(),
         }
     }
 
@@ -106,7 +110,11 @@ impl<H: Handler, B: Backend> Shard<H, B> {
         let ctx = &self.ctx;
         let blocked = ctx.outboxes.is_blocked();
         let posts_waiting = ctx.outboxes.has_pending() && !blocked;
-        if ctx.conns.has_dirty() || !ctx.local_inbox.is_empty() || posts_waiting {
+        if ctx.conns.has_dirty()
+            || !ctx.local_inbox.is_empty()
+            || posts_waiting
+            || self.held.is_due()
+        {
             return Some(Duration::ZERO);
         }
         let now = ctx.clock.now();

@@ -4,6 +4,7 @@
 pub(crate) mod alloc;
 pub(crate) mod epoll;
 pub(crate) mod eventfd;
+pub(crate) mod rss;
 pub(crate) mod socket;
 pub(crate) mod thread;
 

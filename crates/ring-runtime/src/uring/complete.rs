@@ -140,7 +140,9 @@ impl UringBackend {
             return;
         };
         record.reading = false;
-        let still_wanted = record.read_op != 0 && !self.quiescing;
+        // Not wanted: stopped for a close, the backend quiescing, or paused (the resume arms
+        // a new receive).
+        let still_wanted = record.read_op != 0 && !self.quiescing && !record.read_paused;
         record.read_op = 0;
         match result {
             0 => events.push(Event::Eof { conn }),
@@ -154,7 +156,12 @@ impl UringBackend {
                     events.push(Event::Failed { conn, error });
                 }
             }
-            result if result == -libc::ECANCELED => {}
+            result if result == -libc::ECANCELED => {
+                // Cancelled by a pause that was lifted before the cancel landed.
+                if still_wanted && let Err(error) = self.start_read(conn, record) {
+                    events.push(Event::Failed { conn, error });
+                }
+            }
             result => events.push(Event::Failed {
                 conn,
                 error: os_error(result),

@@ -150,6 +150,14 @@ impl Backend for UringBackend {
         }
     }
 
+    fn pause_read(&mut self, _id: ConnId, conn: &mut Conn) {
+        // `read_op` stays set: what the receive still produces before the cancel lands is
+        // reported (the shard holds it), and its end re-arms it only if no longer paused.
+        if conn.read_op != 0 {
+            self.cancel(conn.read_op);
+        }
+    }
+
     fn start_write(&mut self, id: ConnId, conn: &mut Conn) -> io::Result<()> {
         let mut write = self.write_pool.pop().unwrap_or_default();
         conn.send.take_batch(self.max_iovecs, &mut write.batch);
@@ -266,7 +274,8 @@ impl UringBackend {
             let Some(record) = conns.get_mut(conn) else {
                 continue;
             };
-            if record.reading || record.close.is_some() || self.quiescing {
+            if record.reading || record.read_paused || record.close.is_some() || self.quiescing {
+                // A paused connection is armed again by its resume.
                 continue;
             }
             self.stats.recv_rearms_enobufs += 1;

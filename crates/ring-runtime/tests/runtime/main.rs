@@ -18,5 +18,6 @@ mod layer;
 mod mailbox;
 mod pacing;
 mod panic;
+mod pause;
 mod shutdown;
 mod timers;

@@ -1,0 +1,155 @@
+//! The abuse-defence keys beyond `[ip]` (both reloadable on SIGHUP): per-connection publish
+//! rates (`[limits] max_publish_rate`, `max_publish_bytes_rate`) and the memory thresholds of
+//! overload mode (`[overload]`).
+
+use super::error::ConfigError;
+use super::raw::{RawLimits, RawOverload};
+
+/// Most PUBLISH packets per second a connection may send (well above any real client).
+const MAX_MESSAGE_RATE: u64 = 100_000_000;
+/// Most PUBLISH bytes per second (1 TiB/s).
+const MAX_BYTES_RATE: u64 = 1 << 40;
+/// Largest memory threshold (1 PiB).
+const MAX_MEMORY: u64 = 1 << 50;
+
+/// Per-connection publish rates; 0 means no limit. Each is a token bucket holding one
+/// second's worth (the burst).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct PublishRates {
+    /// PUBLISH packets per second.
+    pub messages: u64,
+    /// PUBLISH bytes (whole packets as sent) per second.
+    pub bytes: u64,
+}
+
+impl PublishRates {
+    /// Whether either rate is limited.
+    pub fn any(&self) -> bool {
+        self.messages != 0 || self.bytes != 0
+    }
+}
+
+/// `[overload]`: while the resident memory is above `memory_high` new connections are
+/// refused, until it falls below `memory_low`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct OverloadSettings {
+    /// Bytes of RSS above which the broker refuses new connections (0: never).
+    pub memory_high: u64,
+    /// Bytes of RSS below which it accepts again (below `memory_high`).
+    pub memory_low: u64,
+}
+
+impl OverloadSettings {
+    /// Whether overload mode is on at all.
+    pub fn enabled(&self) -> bool {
+        self.memory_high != 0
+    }
+}
+
+/// A required integer in `0..=max`, or an error naming `key`.
+fn up_to(key: &'static str, value: Option<u64>, max: u64) -> Result<u64, ConfigError> {
+    let value = value.ok_or_else(|| ConfigError::invalid(key, "missing (and no default)"))?;
+    if value > max {
+        return Err(ConfigError::invalid(
+            key,
+            format!("{value} is out of range 0..={max}"),
+        ));
+    }
+    Ok(value)
+}
+
+impl RawLimits {
+    pub(super) fn publish_rates(&self) -> Result<PublishRates, ConfigError> {
+        Ok(PublishRates {
+            messages: up_to(
+                "limits.max_publish_rate",
+                self.max_publish_rate,
+                MAX_MESSAGE_RATE,
+            )?,
+            bytes: up_to(
+                "limits.max_publish_bytes_rate",
+                self.max_publish_bytes_rate,
+                MAX_BYTES_RATE,
+            )?,
+        })
+    }
+}
+
+impl RawOverload {
+    pub(super) fn validate(&self) -> Result<OverloadSettings, ConfigError> {
+        let high = up_to(
+            "overload.memory_high_bytes",
+            self.memory_high_bytes,
+            MAX_MEMORY,
+        )?;
+        let low = up_to(
+            "overload.memory_low_bytes",
+            self.memory_low_bytes,
+            MAX_MEMORY,
+        )?;
+        if high == 0 {
+            return Ok(OverloadSettings::default());
+        }
+        if low >= high {
+            return Err(ConfigError::invalid(
+                "overload.memory_low_bytes",
+                format!("{low} must be below overload.memory_high_bytes ({high})"),
+            ));
+        }
+        Ok(OverloadSettings {
+            memory_high: high,
+            // 0: 90% of the high mark.
+            memory_low: if low == 0 { high / 10 * 9 } else { low },
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::config::{default_raw, parse_raw};
+
+    fn validate(text: &str) -> Result<crate::config::Config, String> {
+        let mut raw = default_raw().unwrap();
+        raw.overlay(parse_raw("t", text).map_err(|e| e.to_string())?);
+        raw.validate().map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn defaults_limit_nothing() {
+        let config = validate("").unwrap();
+        assert!(!config.publish_rates.any());
+        assert!(!config.overload.enabled());
+    }
+
+    #[test]
+    fn rates_and_thresholds_are_read() {
+        let config = validate(
+            "[limits]\nmax_publish_rate = 5\nmax_publish_bytes_rate = 1000\n\
+             [overload]\nmemory_high_bytes = 1000\n",
+        )
+        .unwrap();
+        assert_eq!(
+            (config.publish_rates.messages, config.publish_rates.bytes),
+            (5, 1000)
+        );
+        assert_eq!(
+            (config.overload.memory_high, config.overload.memory_low),
+            (1000, 900),
+            "low defaults to 90% of high"
+        );
+        let config = validate("[overload]\nmemory_high_bytes = 1000\nmemory_low_bytes = 10\n");
+        assert_eq!(config.unwrap().overload.memory_low, 10);
+    }
+
+    #[test]
+    fn errors_name_the_key() {
+        let error = validate("[overload]\nmemory_high_bytes = 100\nmemory_low_bytes = 100\n");
+        assert!(error.unwrap_err().contains("overload.memory_low_bytes"));
+        let error = validate("[limits]\nmax_publish_rate = 1000000000\n");
+        assert!(error.unwrap_err().contains("limits.max_publish_rate"));
+        let error = validate("[limits]\nmax_publish_bytes_rate = -1\n");
+        assert!(error.unwrap_err().contains("max_publish_bytes_rate"));
+        let error = validate("[overload]\nmemory_hihg_bytes = 1\n");
+        assert!(error.unwrap_err().contains("memory_hihg_bytes"));
+    }
+}

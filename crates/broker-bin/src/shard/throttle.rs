@@ -1,0 +1,246 @@
+//! Per-connection publish rate limits (`limits.max_publish_rate`,
+//! `limits.max_publish_bytes_rate`): two token buckets per connection, each holding one
+//! second's worth. Every PUBLISH handled is charged (one message, its packet's bytes) and may
+//! take a bucket into debt; a connection in debt is slowed, never dropped from: its packets
+//! wait in its carry (it is parked, like behind a SUBSCRIBE, `gate.rs`) and the runtime stops
+//! reading its socket (`ShardCtx::pause_reading`), so TCP flow control pushes back on the
+//! client, until a timer finds the debt paid. Other connections are not affected.
+//!
+//! Buckets exist only for connections that published while a limit was set; with no limit a
+//! PUBLISH costs two relaxed loads. The limits are read at every charge, so a reload applies
+//! to later packets.
+
+use std::time::{Duration, Instant};
+
+use ring_runtime::ConnId;
+use tracing::debug;
+
+use super::timers::TimerPurpose;
+use super::{ArmedTimer, BrokerShard, Ctx, FastMap};
+use crate::config::PublishRates;
+use crate::metrics::ShardCounters;
+
+/// Debt smaller than this is rounding, not debt.
+const EPSILON: f64 = 1e-9;
+
+/// This shard's buckets, by connection.
+#[derive(Debug, Default)]
+pub(super) struct Throttle {
+    buckets: FastMap<ConnId, Buckets>,
+}
+
+/// One connection's buckets.
+#[derive(Debug)]
+struct Buckets {
+    /// PUBLISH packets it may still send now (negative: debt).
+    messages: f64,
+    /// PUBLISH bytes it may still send now (negative: debt).
+    bytes: f64,
+    /// When the buckets were last refilled.
+    refilled: Instant,
+    /// While its reading is paused: the timer that ends the pause.
+    resume: Option<ArmedTimer>,
+}
+
+impl Buckets {
+    /// Full buckets: a second's worth of each limit.
+    fn full(rates: PublishRates, now: Instant) -> Self {
+        Self {
+            messages: rates.messages as f64,
+            bytes: rates.bytes as f64,
+            refilled: now,
+            resume: None,
+        }
+    }
+
+    /// Adds what the time since the last refill earned, up to a second's worth.
+    fn refill(&mut self, rates: PublishRates, now: Instant) {
+        let elapsed = now.saturating_duration_since(self.refilled).as_secs_f64();
+        self.refilled = now;
+        self.messages = refilled(self.messages, rates.messages, elapsed);
+        self.bytes = refilled(self.bytes, rates.bytes, elapsed);
+    }
+
+    fn charge(&mut self, bytes: usize) {
+        self.messages -= 1.0;
+        self.bytes -= bytes as f64;
+    }
+
+    /// How long until no limited bucket is in debt; `None` when none is.
+    fn debt_wait(&self, rates: PublishRates) -> Option<Duration> {
+        let wait = |tokens: f64, rate: u64| {
+            if rate == 0 || tokens > -EPSILON {
+                0.0
+            } else {
+                -tokens / rate as f64
+            }
+        };
+        let secs = wait(self.messages, rates.messages).max(wait(self.bytes, rates.bytes));
+        (secs > 0.0).then(|| Duration::from_secs_f64(secs))
+    }
+}
+
+/// A bucket's tokens after `elapsed` seconds at `rate` per second (0: no limit, nothing owed).
+fn refilled(tokens: f64, rate: u64, elapsed: f64) -> f64 {
+    if rate == 0 {
+        return 0.0;
+    }
+    let burst = rate as f64;
+    (tokens + elapsed * burst).min(burst)
+}
+
+impl BrokerShard {
+    /// A PUBLISH of `len` bytes (its whole packet) from `conn` was handled: charge it, and
+    /// pause the connection when that put it in debt.
+    pub(super) fn charge_publish(&mut self, ctx: &mut Ctx, conn: ConnId, len: usize) {
+        let rates = self.shared.abuse.publish_rates();
+        if !rates.any() {
+            return;
+        }
+        let now = ctx.now();
+        let bucket = self
+            .throttle
+            .buckets
+            .entry(conn)
+            .or_insert_with(|| Buckets::full(rates, now));
+        bucket.refill(rates, now);
+        bucket.charge(len);
+        if bucket.resume.is_some() {
+            return;
+        }
+        if let Some(wait) = bucket.debt_wait(rates) {
+            self.pause_publisher(ctx, conn, now + wait);
+        }
+    }
+
+    /// Parks `conn` and stops reading its socket until `until`.
+    fn pause_publisher(&mut self, ctx: &mut Ctx, conn: ConnId, until: Instant) {
+        let Some(connection) = self.conns.get_mut(&conn) else {
+            return;
+        };
+        if !connection.is_connected() {
+            return;
+        }
+        connection.park();
+        ctx.pause_reading(conn);
+        ShardCounters::add(&self.counters().publishers_throttled, 1);
+        debug!(
+            pause_ms = until.saturating_duration_since(ctx.now()).as_millis(),
+            "over the publish rate: reading paused"
+        );
+        self.arm_resume(ctx, conn, until);
+    }
+
+    fn arm_resume(&mut self, ctx: &mut Ctx, conn: ConnId, until: Instant) {
+        let timer = self.arm(ctx, until, TimerPurpose::Throttle(conn));
+        match self.throttle.buckets.get_mut(&conn) {
+            Some(bucket) => bucket.resume = Some(timer),
+            None => self.disarm(ctx, Some(timer)),
+        }
+    }
+
+    /// The pause of `conn` is due to end: read it again unless it is still in debt (the limit
+    /// was lowered meanwhile), then handle what waited in its carry.
+    pub(super) fn throttle_elapsed(&mut self, ctx: &mut Ctx, conn: ConnId) {
+        let rates = self.shared.abuse.publish_rates();
+        let now = ctx.now();
+        let Some(bucket) = self.throttle.buckets.get_mut(&conn) else {
+            return;
+        };
+        bucket.resume = None;
+        bucket.refill(rates, now);
+        if let Some(wait) = bucket.debt_wait(rates) {
+            self.arm_resume(ctx, conn, now + wait);
+            return;
+        }
+        ctx.resume_reading(conn);
+        self.unpark_if_free(ctx, conn);
+    }
+
+    /// Whether `conn` waits for its publish budget (its reading is paused).
+    pub(super) fn is_throttled(&self, conn: ConnId) -> bool {
+        !self.throttle.buckets.is_empty()
+            && self
+                .throttle
+                .buckets
+                .get(&conn)
+                .is_some_and(|bucket| bucket.resume.is_some())
+    }
+
+    /// `conn`'s keep-alive deadline: a connection paused for its publish rate is not read, so
+    /// its silence is ours and it counts as active now.
+    pub(super) fn keep_alive_while_throttled(
+        &mut self,
+        ctx: &Ctx,
+        conn: ConnId,
+        deadline: Instant,
+    ) -> Instant {
+        if ctx.now() < deadline || !self.is_throttled(conn) {
+            return deadline;
+        }
+        let since_start = self.since_start(ctx);
+        let Some(connection) = self.conns.get_mut(&conn) else {
+            return deadline;
+        };
+        connection.touch(since_start);
+        connection
+            .keep_alive_deadline(self.shared.started)
+            .unwrap_or(deadline)
+    }
+
+    /// `conn` closed: forget its buckets.
+    pub(super) fn throttle_closed(&mut self, ctx: &mut Ctx, conn: ConnId) {
+        if let Some(bucket) = self.throttle.buckets.remove(&conn) {
+            self.disarm(ctx, bucket.resume);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const RATES: PublishRates = PublishRates {
+        messages: 5,
+        bytes: 1000,
+    };
+
+    #[test]
+    fn a_burst_of_one_second_then_the_rate() {
+        let start = Instant::now();
+        let mut bucket = Buckets::full(RATES, start);
+        for _ in 0..5 {
+            bucket.charge(10);
+            assert_eq!(bucket.debt_wait(RATES), None, "within the burst");
+        }
+        bucket.charge(10);
+        assert_eq!(bucket.debt_wait(RATES), Some(Duration::from_millis(200)));
+        bucket.refill(RATES, start + Duration::from_millis(200));
+        assert_eq!(bucket.debt_wait(RATES), None, "paid after 1/rate");
+    }
+
+    #[test]
+    fn bytes_debt_waits_for_the_bytes_rate() {
+        let start = Instant::now();
+        let mut bucket = Buckets::full(RATES, start);
+        bucket.charge(3000);
+        assert_eq!(bucket.debt_wait(RATES), Some(Duration::from_secs(2)));
+        bucket.refill(RATES, start + Duration::from_secs(60));
+        assert_eq!(bucket.bytes, 1000.0, "refills to one second's worth only");
+    }
+
+    #[test]
+    fn an_unlimited_bucket_owes_nothing() {
+        let rates = PublishRates {
+            messages: 0,
+            bytes: 100,
+        };
+        let start = Instant::now();
+        let mut bucket = Buckets::full(rates, start);
+        for _ in 0..1000 {
+            bucket.charge(0);
+        }
+        bucket.refill(rates, start);
+        assert_eq!(bucket.debt_wait(rates), None);
+    }
+}

@@ -1,0 +1,104 @@
+//! Connections whose reading the handler paused ([`crate::ShardCtx::pause_reading`]): the
+//! backend stops receiving from their sockets (TCP flow control then slows the peer), and what
+//! had already been received when the pause took effect waits here, in order, until the
+//! handler resumes the connection; it is handed over on the turn after the resume, before that
+//! turn's new events.
+
+use super::Shard;
+use crate::backend::{Backend, Event};
+use crate::conn::{CloseMode, Phase};
+use crate::handler::{CloseReason, Handler};
+use crate::ids::ConnId;
+
+/// Events of paused connections, held back.
+#[derive(Default)]
+pub(super) struct Held {
+    /// In arrival order; only `Data` and `Eof`.
+    events: Vec<Event>,
+    /// A connection with held events was resumed: hand them over next turn.
+    due: bool,
+}
+
+impl Held {
+    /// Whether held events wait to be handed over (the next wait must not block).
+    pub(super) fn is_due(&self) -> bool {
+        self.due
+    }
+
+    /// Keeps `event` of a paused connection.
+    pub(super) fn hold(&mut self, event: Event) {
+        self.events.push(event);
+    }
+
+    /// Forgets what is held for a released connection.
+    pub(super) fn forget(&mut self, id: ConnId) {
+        if !self.events.is_empty() {
+            self.events.retain(|event| event_conn(event) != Some(id));
+        }
+    }
+
+    fn holds_for(&self, id: ConnId) -> bool {
+        self.events
+            .iter()
+            .any(|event| event_conn(event) == Some(id))
+    }
+}
+
+/// The connection an event is about (held events always have one).
+fn event_conn(event: &Event) -> Option<ConnId> {
+    match event {
+        Event::Data { conn, .. } | Event::Eof { conn } => Some(*conn),
+        _ => None,
+    }
+}
+
+impl<H: Handler, B: Backend> Shard<H, B> {
+    /// Hands the held events of resumed connections to the handler (those of connections still
+    /// paused are held again, in order).
+    pub(super) fn dispatch_held(&mut self) {
+        if !std::mem::take(&mut self.held.due) {
+            return;
+        }
+        for event in std::mem::take(&mut self.held.events) {
+            self.dispatch(event);
+        }
+    }
+
+    /// The apply step's part for this turn's pauses and resumes: cancels the receive of a
+    /// connection paused (its final state this turn), arms one for a resumed connection.
+    pub(super) fn apply_read_changes(&mut self) {
+        if self.ctx.read_changes.is_empty() {
+            return;
+        }
+        let mut changes = std::mem::take(&mut self.ctx.read_changes);
+        for id in changes.drain(..) {
+            let Some(conn) = self.ctx.conns.get_mut(id) else {
+                continue;
+            };
+            if conn.phase != Phase::Open || conn.close.is_some() {
+                // A closing connection stops reading anyway; a connecting one starts reading
+                // (or not, if paused) when its connect completes.
+                continue;
+            }
+            if conn.read_paused {
+                if conn.reading {
+                    self.backend.pause_read(id, conn);
+                }
+                continue;
+            }
+            // With io_uring a receive whose cancel has not landed yet is still `reading`: its
+            // end arms the next one.
+            if !conn.reading
+                && !conn.read_done
+                && let Err(error) = self.backend.start_read(id, conn)
+            {
+                let reason = Some(CloseReason::Error { kind: error.kind() });
+                self.ctx.request_close(id, CloseMode::Abort, reason);
+            }
+            if self.held.holds_for(id) {
+                self.held.due = true;
+            }
+        }
+        self.ctx.read_changes = changes;
+    }
+}
