@@ -31,6 +31,12 @@ fn login_packet(
     connect
 }
 
+/// Publishes at QoS 1; the PUBACK's reason.
+fn publish_qos1(client: &mut RawClient, topic: &str, payload: &[u8]) -> ReasonCode {
+    let id = client.next_packet_id();
+    client.publish(publish_packet(topic, payload, QoS::AtLeastOnce, Some(id)))
+}
+
 /// A PUBACK reason that accepts the message (5.0 says when nobody subscribed).
 fn accepted(reason: ReasonCode) -> bool {
     matches!(
@@ -154,8 +160,7 @@ fn a_slow_http_backend_does_not_hold_up_other_clients() {
     );
     let ack = fast.subscribe_with(subscribe_packet(1, "ok/t", qos_options(QoS::AtLeastOnce)));
     assert_eq!(ack.reason_codes, vec![ReasonCode::GrantedQoS1]);
-    let id = fast.next_packet_id();
-    let reason = fast.publish(publish_packet("ok/t", b"hi", QoS::AtLeastOnce, Some(id)));
+    let reason = publish_qos1(&mut fast, "ok/t", b"hi");
     assert_eq!(reason, ReasonCode::Success);
     assert_eq!(fast.expect_publish_on("ok/t").payload(), b"hi");
     assert!(
@@ -238,16 +243,13 @@ fn http_topic_checks_decide_publish_and_subscribe_and_are_cached() {
     assert_eq!(ack.reason_codes, vec![ReasonCode::GrantedQoS1]);
     let ack = alice.subscribe_with(subscribe_packet(2, "no/#", qos_options(QoS::AtLeastOnce)));
     assert_eq!(ack.reason_codes, vec![ReasonCode::NotAuthorized]);
-    let id = alice.next_packet_id();
-    let refused = alice.publish(publish_packet("no/a", b"x", QoS::AtLeastOnce, Some(id)));
+    let refused = publish_qos1(&mut alice, "no/a", b"x");
     assert_eq!(refused, ReasonCode::NotAuthorized);
-    let id = alice.next_packet_id();
-    let allowed = alice.publish(publish_packet("ok/a", b"y", QoS::AtLeastOnce, Some(id)));
+    let allowed = publish_qos1(&mut alice, "ok/a", b"y");
     assert!(accepted(allowed));
     assert_eq!(alice.expect_publish_on("ok/a").payload(), b"y");
     let asked = server.requests();
-    let id = alice.next_packet_id();
-    let again = alice.publish(publish_packet("ok/a", b"z", QoS::AtLeastOnce, Some(id)));
+    let again = publish_qos1(&mut alice, "ok/a", b"z");
     assert_eq!(again, ReasonCode::Success);
     assert_eq!(
         server.requests(),
@@ -323,30 +325,12 @@ fn redis_users_and_acl_sets_decide_logins_and_topics() {
         granted(&mut alice, 3, "in/dev8/#"),
         vec![ReasonCode::NotAuthorized]
     );
-    let id = alice.next_packet_id();
-    let allowed = alice.publish(publish_packet(
-        "out/alice/t",
-        b"x",
-        QoS::AtLeastOnce,
-        Some(id),
-    ));
+    let allowed = publish_qos1(&mut alice, "out/alice/t", b"x");
     assert!(accepted(allowed));
-    let id = alice.next_packet_id();
-    let refused = alice.publish(publish_packet(
-        "out/bob/t",
-        b"x",
-        QoS::AtLeastOnce,
-        Some(id),
-    ));
+    let refused = publish_qos1(&mut alice, "out/bob/t", b"x");
     assert_eq!(refused, ReasonCode::NotAuthorized);
     let mut root = RawClient::connected(broker.addr(), login_packet(V5, "r", Some("root"), "toor"));
-    let id = root.next_packet_id();
-    let anything = root.publish(publish_packet(
-        "in/dev7/cmd",
-        b"go",
-        QoS::AtLeastOnce,
-        Some(id),
-    ));
+    let anything = publish_qos1(&mut root, "in/dev7/cmd", b"go");
     assert!(accepted(anything), "a superuser may publish anywhere");
     assert_eq!(alice.expect_publish_on("in/dev7/cmd").payload(), b"go");
 }
@@ -447,21 +431,9 @@ fn a_jwt_logs_in_carries_its_topics_and_is_refused_when_forged() {
     assert_eq!(ack.reason_codes, vec![ReasonCode::GrantedQoS1]);
     let ack = device.subscribe_with(subscribe_packet(2, "cmd/2", qos_options(QoS::AtLeastOnce)));
     assert_eq!(ack.reason_codes, vec![ReasonCode::NotAuthorized]);
-    let id = device.next_packet_id();
-    let allowed = device.publish(publish_packet(
-        "dev/1/temp",
-        b"21",
-        QoS::AtLeastOnce,
-        Some(id),
-    ));
+    let allowed = publish_qos1(&mut device, "dev/1/temp", b"21");
     assert!(accepted(allowed));
-    let id = device.next_packet_id();
-    let refused = device.publish(publish_packet(
-        "dev/2/temp",
-        b"21",
-        QoS::AtLeastOnce,
-        Some(id),
-    ));
+    let refused = publish_qos1(&mut device, "dev/2/temp", b"21");
     assert_eq!(refused, ReasonCode::NotAuthorized);
 }
 

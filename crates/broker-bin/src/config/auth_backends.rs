@@ -9,7 +9,7 @@ use super::error::ConfigError;
 use super::raw::{RawAuth, RawAuthJwt};
 use crate::access::backend::SaltEncoding;
 use crate::access::backend::http::HttpSettings;
-use crate::access::backend::jwt::TokenSource;
+use crate::access::backend::jwt::{JwtSettings, TokenSource};
 use crate::access::backend::redis::RedisSettings;
 use crate::gatekeeper::GatekeeperSettings;
 
@@ -26,29 +26,18 @@ pub enum BackendKind {
     Jwt,
 }
 
-/// `[auth.jwt]`, validated; the key files are read when the broker starts.
+/// `[auth.jwt]`, validated: the backend's settings without its keys, and the files they are
+/// read from when the broker starts.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct JwtConfig {
-    /// Where the token is: the CONNECT password or username.
-    pub from: TokenSource,
+    /// Everything but the keys (left `None` here).
+    pub settings: JwtSettings,
     /// A file holding the HS256 shared secret (its bytes, a trailing newline removed).
     pub hs256_secret_file: Option<PathBuf>,
     /// A PEM file with the RS256 public key.
     pub rs256_public_key_file: Option<PathBuf>,
     /// A PEM file with the ES256 (P-256) public key.
     pub es256_public_key_file: Option<PathBuf>,
-    /// Required `iss`, if any.
-    pub issuer: Option<String>,
-    /// Required `aud`, if any.
-    pub audience: Option<String>,
-    /// A claim that must equal the CONNECT username, if any.
-    pub username_claim: Option<String>,
-    /// The claim listing the filters the client may publish to.
-    pub publish_claim: String,
-    /// The claim listing the filters the client may subscribe to.
-    pub subscribe_claim: String,
-    /// Clock skew allowed on `exp` and `nbf`.
-    pub leeway: Duration,
 }
 
 const DEFAULT_TIMEOUT_MS: u64 = 2_000;
@@ -226,7 +215,7 @@ impl RawAuth {
 }
 
 fn jwt_config(jwt: &RawAuthJwt) -> Result<JwtConfig, ConfigError> {
-    let from = match jwt.from.as_deref().unwrap_or("password") {
+    let token_from = match jwt.from.as_deref().unwrap_or("password") {
         "password" => TokenSource::Password,
         "username" => TokenSource::Username,
         other => {
@@ -237,11 +226,8 @@ fn jwt_config(jwt: &RawAuthJwt) -> Result<JwtConfig, ConfigError> {
         }
     };
     let path = |value: &Option<String>| text(value).map(PathBuf::from);
-    let config = JwtConfig {
-        from,
-        hs256_secret_file: path(&jwt.hs256_secret_file),
-        rs256_public_key_file: path(&jwt.rs256_public_key_file),
-        es256_public_key_file: path(&jwt.es256_public_key_file),
+    let settings = JwtSettings {
+        token_from,
         issuer: text(&jwt.issuer),
         audience: text(&jwt.audience),
         username_claim: text(&jwt.username_claim),
@@ -253,6 +239,13 @@ fn jwt_config(jwt: &RawAuthJwt) -> Result<JwtConfig, ConfigError> {
             0,
             3_600,
         )?),
+        ..JwtSettings::default()
+    };
+    let config = JwtConfig {
+        settings,
+        hs256_secret_file: path(&jwt.hs256_secret_file),
+        rs256_public_key_file: path(&jwt.rs256_public_key_file),
+        es256_public_key_file: path(&jwt.es256_public_key_file),
     };
     let keys = [
         &config.hs256_secret_file,

@@ -99,16 +99,10 @@ fn jwt_settings(config: &JwtConfig) -> Result<JwtSettings, BackendStartError> {
         bytes
     });
     Ok(JwtSettings {
-        token_from: config.from,
         hs256_secret: secret,
         rs256_public_key_pem: read(&config.rs256_public_key_file)?,
         es256_public_key_pem: read(&config.es256_public_key_file)?,
-        issuer: config.issuer.clone(),
-        audience: config.audience.clone(),
-        username_claim: config.username_claim.clone(),
-        publish_claim: config.publish_claim.clone(),
-        subscribe_claim: config.subscribe_claim.clone(),
-        leeway: config.leeway,
+        ..config.settings.clone()
     })
 }
 
