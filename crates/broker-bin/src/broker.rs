@@ -192,6 +192,11 @@ impl Broker {
         self.shared.abuse.update(config);
     }
 
+    /// What the operations HTTP server answers admin requests with.
+    pub fn admin_port(&self) -> crate::admin::AdminPort {
+        crate::admin::AdminPort::new(self.runtime.poster(), Arc::clone(&self.shared))
+    }
+
     /// The I/O backend in use.
     pub fn backend(&self) -> BackendKind {
         self.runtime.backend()

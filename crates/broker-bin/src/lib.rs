@@ -8,6 +8,7 @@ mod abuse;
 pub mod access;
 pub mod alias;
 pub mod auth;
+pub mod admin;
 mod broker;
 mod carry;
 pub mod cli;

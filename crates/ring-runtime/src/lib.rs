@@ -38,7 +38,7 @@ pub use exit::{ExitCause, ShardExit, ShardExits};
 pub use handler::{CloseReason, Handler};
 pub use ids::{ConnId, ShardId, TimerId};
 pub use layer::{LayerError, LayerOutput, LayerState, StreamLayer};
-pub use runtime::{Runtime, RuntimeControl, RuntimeHandle};
+pub use runtime::{Poster, Runtime, RuntimeControl, RuntimeHandle};
 pub use sys::alloc::return_free_memory;
 pub use sys::rss::resident_memory_bytes;
 pub use sys::socket::kernel_max_listen_backlog;

@@ -235,6 +235,44 @@ impl<M: Send + 'static> ShardStart<M> {
     }
 }
 
+/// Posts batches to the shards from any thread; cheap to clone. Outliving the runtime is
+/// harmless: posts then wait in mailboxes nobody reads.
+pub struct Poster<M> {
+    shared: Arc<Shared<M>>,
+}
+
+impl<M> Clone for Poster<M> {
+    fn clone(&self) -> Self {
+        Self {
+            shared: Arc::clone(&self.shared),
+        }
+    }
+}
+
+impl<M> std::fmt::Debug for Poster<M> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Poster").finish_non_exhaustive()
+    }
+}
+
+impl<M: Send> Poster<M> {
+    /// Posts a batch to `shard` (one wake-up). When the mailbox is full the messages come
+    /// back in the error.
+    pub fn post(&self, shard: ShardId, messages: Vec<M>) -> Result<(), PostRejected<M>> {
+        match self.shared.mailboxes.get(shard.index()) {
+            Some(mailbox) => mailbox
+                .push(messages)
+                .map_err(|messages| PostRejected { shard, messages }),
+            None => Err(PostRejected { shard, messages }),
+        }
+    }
+
+    /// Number of shards.
+    pub fn shard_count(&self) -> usize {
+        self.shared.mailboxes.len()
+    }
+}
+
 /// Held by the thread that started the runtime (or shared by reference).
 pub struct RuntimeHandle<M> {
     shared: Arc<Shared<M>>,
@@ -281,11 +319,13 @@ impl<M: Send + 'static> RuntimeHandle<M> {
     /// Posts a batch to `shard` from any thread (one wake-up). When the mailbox is full the
     /// messages come back in the error.
     pub fn post(&self, shard: ShardId, messages: Vec<M>) -> Result<(), PostRejected<M>> {
-        match self.shared.mailboxes.get(shard.index()) {
-            Some(mailbox) => mailbox
-                .push(messages)
-                .map_err(|messages| PostRejected { shard, messages }),
-            None => Err(PostRejected { shard, messages }),
+        self.poster().post(shard, messages)
+    }
+
+    /// A cloneable handle another thread keeps to post to the shards.
+    pub fn poster(&self) -> Poster<M> {
+        Poster {
+            shared: Arc::clone(&self.shared),
         }
     }
 
