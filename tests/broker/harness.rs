@@ -153,6 +153,11 @@ impl TestBroker {
         self.broker.as_ref().expect("broker runs until drop")
     }
 
+    /// What the operations HTTP server answers admin requests with.
+    pub fn admin(&self) -> ringmq::admin::AdminPort {
+        self.broker().admin_port()
+    }
+
     /// The summed counters now.
     pub fn metrics(&self) -> Snapshot {
         self.broker().metrics().snapshot()

@@ -3,6 +3,7 @@
 //! Run on both backends: `RINGMQ_BACKEND=epoll cargo test -p ringmq --test broker`.
 
 mod acl;
+mod admin;
 mod auth;
 mod backends;
 mod client;

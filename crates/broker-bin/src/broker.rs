@@ -165,22 +165,7 @@ impl Broker {
     /// What SIGHUP does: reloads the TLS certificates, the password file and the ACL file. Whatever fails
     /// to load keeps its old contents; the errors are returned.
     pub fn reload(&self) -> Vec<String> {
-        let mut errors: Vec<String> = self
-            .reload_certificates()
-            .iter()
-            .map(ToString::to_string)
-            .collect();
-        if let Err(error) = self.shared.reload_passwords() {
-            errors.push(error.to_string());
-        }
-        if let Err(error) = self.shared.reload_acl() {
-            errors.push(error.to_string());
-        }
-        if let Some(gatekeeper) = &self.shared.gatekeeper {
-            // Credentials or rules may have changed behind the backends too.
-            gatekeeper.forget_answers();
-        }
-        errors
+        self.shared.reload_files()
     }
 
     /// Applies what of `config` takes effect without a restart: the `[ip]` section (later

@@ -65,6 +65,9 @@ pub struct Connection {
     aliases: Option<Box<TopicAliases>>,
     /// Largest packet the client accepts.
     pub client_max_packet: u32,
+    /// When its CONNECT was accepted, in whole seconds since the broker started (for the
+    /// admin API; 4 bytes that fit the record's padding).
+    pub connected_at_s: u32,
     /// Whether the will is published when this connection ends (false after a normal
     /// DISCONNECT).
     pub publish_will: bool,
@@ -117,6 +120,7 @@ impl Connection {
             inbound_alias_max: 0,
             aliases: None,
             client_max_packet: u32::MAX,
+            connected_at_s: 0,
             publish_will: true,
             counted: false,
         }

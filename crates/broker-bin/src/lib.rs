@@ -6,9 +6,9 @@
 
 mod abuse;
 pub mod access;
+pub mod admin;
 pub mod alias;
 pub mod auth;
-pub mod admin;
 mod broker;
 mod carry;
 pub mod cli;

@@ -191,6 +191,8 @@ pub enum ShardMsg {
     Applied,
     /// Large amounts of memory were freed: hand this shard's free allocator memory to the OS.
     ReturnMemory,
+    /// A question from the admin API.
+    Admin(crate::admin::query::AdminQuery),
 }
 
 /// The protocol version of a connection before its CONNECT is known.

@@ -65,6 +65,8 @@ pub struct Shared {
     pub(crate) acl: Option<crate::swap::Swap<crate::access::AclFile>>,
     /// The external authentication backends and their workers (`auth.backends` naming any).
     pub(crate) gatekeeper: Option<crate::gatekeeper::Gatekeeper>,
+    /// What the admin API's reload does (set by the binary, which knows the config file).
+    pub(crate) reload_hook: std::sync::OnceLock<crate::admin::ReloadHook>,
     /// The `[ip]` guard: address lists and per-address limits.
     pub(crate) guard: crate::guard::IpGuard,
     /// Publish rates and overload mode (reloadable).
@@ -107,6 +109,29 @@ impl Shared {
         };
         acl.replace(crate::access::AclFile::load(path)?);
         Ok(())
+    }
+
+    /// Reloads the TLS certificates, the password file and the ACL file, and empties the
+    /// backends' caches. Whatever fails to load keeps its old contents; the errors are
+    /// returned.
+    pub(crate) fn reload_files(&self) -> Vec<String> {
+        let mut errors: Vec<String> = self
+            .transports
+            .reload()
+            .iter()
+            .map(ToString::to_string)
+            .collect();
+        if let Err(error) = self.reload_passwords() {
+            errors.push(error.to_string());
+        }
+        if let Err(error) = self.reload_acl() {
+            errors.push(error.to_string());
+        }
+        if let Some(gatekeeper) = &self.gatekeeper {
+            // Credentials or rules may have changed behind the backends too.
+            gatekeeper.forget_answers();
+        }
+        errors
     }
 
     /// Reads the password file again; on failure the old users stay in force.
@@ -155,6 +180,7 @@ impl Shared {
             passwords: None,
             acl: None,
             gatekeeper: None,
+            reload_hook: std::sync::OnceLock::new(),
             guard,
             abuse,
             started: clock.now(),

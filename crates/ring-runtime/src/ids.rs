@@ -68,10 +68,29 @@ impl fmt::Display for ShardId {
 }
 
 /// A timer armed on a shard's wheel; stale after it fires or is cancelled.
+///
+/// Its slab index is kept plus one, so that `Option<TimerId>` is 8 bytes (a handler's
+/// per-connection record keeps one).
 #[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
 pub struct TimerId {
-    pub(crate) index: u32,
-    pub(crate) generation: u32,
+    slot: std::num::NonZeroU32,
+    generation: u32,
+}
+
+impl TimerId {
+    pub(crate) fn new(index: u32, generation: u32) -> Self {
+        let slot = std::num::NonZeroU32::new(index.wrapping_add(1))
+            .expect("invariant: a timer slab never holds 2^32 entries");
+        Self { slot, generation }
+    }
+
+    pub(crate) fn index(self) -> u32 {
+        self.slot.get() - 1
+    }
+
+    pub(crate) fn generation(self) -> u32 {
+        self.generation
+    }
 }
 
 #[cfg(test)]
@@ -84,5 +103,12 @@ mod tests {
         assert_eq!(ConnId::from_u64(id.to_u64()), id);
         assert_eq!(std::mem::size_of::<ConnId>(), 8);
         assert_eq!(format!("{id:?}"), "conn#7.3735928559");
+    }
+
+    #[test]
+    fn an_optional_timer_id_takes_no_more_room_than_one() {
+        assert_eq!(std::mem::size_of::<Option<TimerId>>(), 8);
+        let id = TimerId::new(0, 5);
+        assert_eq!((id.index(), id.generation()), (0, 5));
     }
 }

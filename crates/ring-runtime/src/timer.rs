@@ -95,27 +95,27 @@ impl<T> TimerWheel<T> {
         entry.set_when(when);
         let (index, generation) = self.entries.insert(entry);
         self.place(index);
-        TimerId { index, generation }
+        TimerId::new(index, generation)
     }
 
     /// Moves a live timer to a new deadline. `false` when the id is stale.
     pub(crate) fn reset(&mut self, id: TimerId, deadline: Instant) -> bool {
         let when = self.deadline_tick(deadline);
-        let Some(entry) = self.entries.get_mut(id.index, id.generation) else {
+        let Some(entry) = self.entries.get_mut(id.index(), id.generation()) else {
             return false;
         };
         entry.set_when(when);
-        self.unlink(id.index);
-        self.place(id.index);
+        self.unlink(id.index());
+        self.place(id.index());
         true
     }
 
     /// Disarms a timer, returning its payload. `None` when the id is stale.
     pub(crate) fn cancel(&mut self, id: TimerId) -> Option<T> {
-        self.entries.get(id.index, id.generation)?;
-        self.unlink(id.index);
+        self.entries.get(id.index(), id.generation())?;
+        self.unlink(id.index());
         self.entries
-            .remove(id.index, id.generation)
+            .remove(id.index(), id.generation())
             .map(|entry| entry.payload)
     }
 
@@ -157,13 +157,7 @@ impl<T> TimerWheel<T> {
                 .entries
                 .remove(cursor, generation)
                 .expect("invariant: generation read just above");
-            fired.push((
-                TimerId {
-                    index: cursor,
-                    generation,
-                },
-                entry.payload,
-            ));
+            fired.push((TimerId::new(cursor, generation), entry.payload));
             cursor = next;
         }
     }

@@ -147,8 +147,8 @@ fn check_advance(
     let mut expected: Vec<TimerId> = model.iter().filter(|m| m.1 <= now).map(|m| m.0).collect();
     model.retain(|m| m.1 > now);
     let mut got: Vec<TimerId> = fired.iter().map(|f| f.0).collect();
-    expected.sort_by_key(|id| (id.index, id.generation));
-    got.sort_by_key(|id| (id.index, id.generation));
+    expected.sort_by_key(|id| (id.index(), id.generation()));
+    got.sort_by_key(|id| (id.index(), id.generation()));
     assert_eq!(got, expected);
 }
 

@@ -57,6 +57,17 @@ impl<V> RetainedStore<V> {
         Self::default()
     }
 
+    /// Calls `visit` with every stored topic and value (in no particular order).
+    pub fn for_each<'s>(&'s self, mut visit: impl FnMut(&'s TopicName, &'s V)) {
+        let mut pending = vec![ROOT];
+        while let Some(id) = pending.pop() {
+            if let Some(entry) = &self.trie.value(id).0 {
+                visit(&entry.topic, &entry.value);
+            }
+            self.trie.for_each_child(id, |_, child| pending.push(child));
+        }
+    }
+
     /// Stores `value` as the retained message of `topic`, replacing and returning the previous
     /// one. `size` is what the value counts towards [`Self::total_bytes`]. The topic is copied
     /// into its own allocation.

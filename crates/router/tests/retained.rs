@@ -123,3 +123,31 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn for_each_visits_every_stored_topic_once_dollar_topics_included() {
+    let mut store = RetainedStore::new();
+    let topics = ["a", "a/b", "a/b/c", "/x", "$SYS/uptime", "z/"];
+    for (i, topic) in topics.iter().enumerate() {
+        store.store(&name(topic), i as u32, 1);
+    }
+    store.remove(&name("a/b"));
+    let mut seen = BTreeMap::new();
+    store.for_each(|topic, value| {
+        assert!(
+            seen.insert(topic.to_string(), *value).is_none(),
+            "visited twice"
+        );
+    });
+    let expected: BTreeMap<String, u32> = [
+        ("a", 0),
+        ("a/b/c", 2),
+        ("/x", 3),
+        ("$SYS/uptime", 4),
+        ("z/", 5),
+    ]
+    .into_iter()
+    .map(|(t, v)| (t.to_owned(), v))
+    .collect();
+    assert_eq!(seen, expected);
+}

@@ -52,6 +52,11 @@ impl<T: SessionTypes> Sessions<T> {
         self.by_subscriber.is_empty()
     }
 
+    /// Every session held (in no particular order).
+    pub fn iter(&self) -> impl Iterator<Item = &Session<T>> {
+        self.slots.iter().filter_map(|slot| slot.as_deref())
+    }
+
     fn hash(&self, client_id: &MqttStr) -> u64 {
         self.hasher.hash_one(client_id.as_bytes())
     }

@@ -1,13 +1,27 @@
-//! The admin API (`/api/v1/...` on the operations HTTP listener): clients, retained messages,
-//! subscriptions, publishing, the effective config and reload, answered by asking the shards
-//! through their mailboxes (never by touching their state from another thread).
+//! The admin API (`/api/v1/...` on the operations HTTP listener): clients, subscriptions,
+//! retained messages, publishing, the effective config and reload. Questions go to the shards
+//! through their mailboxes ([`query::AdminQuery`]); no other thread touches their state.
+//! Lists are paginated with a cursor (`after`) and bounded (`limit`, at most [`MAX_LIMIT`]).
+
+pub mod query;
+mod routes;
 
 use std::sync::Arc;
+use std::time::Duration;
 
-use ring_runtime::Poster;
+use crossbeam_channel::Sender;
+use ring_runtime::{Poster, ShardId};
 
 use crate::message::ShardMsg;
 use crate::shared::Shared;
+use query::AdminQuery;
+
+/// The most items one page holds.
+pub const MAX_LIMIT: usize = 1_000;
+/// Items per page when the request does not say.
+pub const DEFAULT_LIMIT: usize = 100;
+/// How long a shard may take to answer.
+const SHARD_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// One admin request, as the operations HTTP server parsed it.
 #[derive(Debug, Clone, Copy)]
@@ -22,6 +36,16 @@ pub struct AdminRequest<'a> {
     pub body: &'a [u8],
 }
 
+impl AdminRequest<'_> {
+    /// The value of query parameter `key`, if given.
+    pub fn param(&self, key: &str) -> Option<&str> {
+        self.query
+            .iter()
+            .find(|(k, _)| k == key)
+            .map(|(_, v)| v.as_str())
+    }
+}
+
 /// An admin answer: an HTTP status and a JSON body.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AdminResponse {
@@ -31,6 +55,27 @@ pub struct AdminResponse {
     pub body: String,
 }
 
+impl AdminResponse {
+    /// 200 with `value` as JSON.
+    pub(crate) fn ok(value: &impl serde::Serialize) -> Self {
+        Self {
+            status: 200,
+            body: serde_json::to_string(value).unwrap_or_else(|_| "{}".into()),
+        }
+    }
+
+    /// `status` with `{"error": message}`.
+    pub(crate) fn error(status: u16, message: impl std::fmt::Display) -> Self {
+        Self {
+            status,
+            body: serde_json::json!({ "error": message.to_string() }).to_string(),
+        }
+    }
+}
+
+/// What reloading does, set by whoever knows where the config file is (`main.rs`).
+pub type ReloadHook = Box<dyn Fn() -> Result<serde_json::Value, String> + Send + Sync>;
+
 /// What the operations HTTP server holds to answer admin requests.
 #[derive(Clone)]
 pub struct AdminPort {
@@ -38,17 +83,75 @@ pub struct AdminPort {
     shared: Arc<Shared>,
 }
 
+/// Why a shard gave no answer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct NoAnswer;
+
 impl AdminPort {
     pub(crate) fn new(poster: Poster<ShardMsg>, shared: Arc<Shared>) -> Self {
         Self { poster, shared }
     }
 
+    /// Sets what `POST /api/v1/reload` does (once, for every port of this broker).
+    pub fn set_reload(&self, hook: ReloadHook) {
+        let _ = self.shared.reload_hook.set(hook);
+    }
+
     /// The answer to `request`, or `None` when its path is not the admin API's.
     pub fn route(&self, request: &AdminRequest<'_>) -> Option<AdminResponse> {
-        let _ = (&self.poster, &self.shared);
-        if !request.path.starts_with("/api/") {
-            return None;
+        routes::route(self, request)
+    }
+
+    pub(crate) fn shared(&self) -> &Shared {
+        &self.shared
+    }
+
+    pub(crate) fn reload_hook(&self) -> Option<&ReloadHook> {
+        self.shared.reload_hook.get()
+    }
+
+    /// Asks every shard; one answer each.
+    pub(crate) fn ask_all<T: Send>(
+        &self,
+        make: impl Fn(Sender<T>) -> AdminQuery,
+    ) -> Result<Vec<T>, NoAnswer> {
+        let shards = self.poster.shard_count();
+        let (reply, answers) = crossbeam_channel::bounded(shards);
+        for index in 0..shards {
+            let shard = ShardId::new(index as u16);
+            let message = ShardMsg::Admin(make(reply.clone()));
+            self.poster
+                .post(shard, vec![message])
+                .map_err(|_| NoAnswer)?;
         }
-        None
+        drop(reply);
+        (0..shards)
+            .map(|_| answers.recv_timeout(SHARD_TIMEOUT).map_err(|_| NoAnswer))
+            .collect()
+    }
+
+    /// Asks the shard that holds `client_id`'s session, if any.
+    pub(crate) fn ask_owner<T: Send>(
+        &self,
+        client_id: &str,
+        make: impl FnOnce(Sender<T>) -> AdminQuery,
+    ) -> Result<Option<T>, NoAnswer> {
+        let Some(shard) = self.shared.sessions.get(client_id).map(|l| l.shard) else {
+            return Ok(None);
+        };
+        self.ask(shard, make).map(Some)
+    }
+
+    /// Asks one shard.
+    pub(crate) fn ask<T: Send>(
+        &self,
+        shard: ShardId,
+        make: impl FnOnce(Sender<T>) -> AdminQuery,
+    ) -> Result<T, NoAnswer> {
+        let (reply, answer) = crossbeam_channel::bounded(1);
+        self.poster
+            .post(shard, vec![ShardMsg::Admin(make(reply))])
+            .map_err(|_| NoAnswer)?;
+        answer.recv_timeout(SHARD_TIMEOUT).map_err(|_| NoAnswer)
     }
 }

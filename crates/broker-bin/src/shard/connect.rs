@@ -395,6 +395,7 @@ impl BrokerShard {
         subscriber: router::SubscriberId,
         keep_alive: u16,
     ) {
+        let since_start = self.since_start(ctx);
         let limits = &self.shared.config.limits;
         let props = &connect.properties;
         let outbound_aliases = props
@@ -423,6 +424,7 @@ impl BrokerShard {
             connection.client_max_packet =
                 props.maximum_packet_size.map_or(u32::MAX, NonZeroU32::get);
             connection.publish_will = true;
+            connection.connected_at_s = u32::try_from(since_start.as_secs()).unwrap_or(u32::MAX);
             connection.timer.take()
         };
         self.disarm_connection_timer(ctx, old_timer);

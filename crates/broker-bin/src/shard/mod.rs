@@ -6,6 +6,7 @@
 
 mod acks;
 mod acl;
+mod admin;
 mod changes;
 mod claims;
 mod close;
@@ -220,6 +221,7 @@ impl Handler for BrokerShard {
                 }
                 ShardMsg::Applied => {}
                 ShardMsg::ReturnMemory => self.collect_freed_memory(ctx),
+                ShardMsg::Admin(query) => self.answer_admin(ctx, query),
             }
         }
         self.publish_applied_watermark();

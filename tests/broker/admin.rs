@@ -1,0 +1,190 @@
+//! The admin API (`/api/v1/...`) against a running broker with real clients, through
+//! `AdminPort::route` (the operations HTTP server hands it every `/api/` request).
+
+#![allow(
+    clippy::unwrap_used,
+    reason = "test code: a failed unwrap is a failed test, with its location"
+)]
+
+use codec::{ProtocolVersion, QoS, ReasonCode};
+use ringmq::admin::{AdminRequest, AdminResponse};
+use serde_json::Value;
+
+use crate::client::{RawClient, V5, persistent_connect};
+use crate::harness::TestBroker;
+
+fn call(broker: &TestBroker, method: &str, path_and_query: &str, body: &str) -> (u16, Value) {
+    let (path, query) = path_and_query
+        .split_once('?')
+        .unwrap_or((path_and_query, ""));
+    let query: Vec<(String, String)> = query
+        .split('&')
+        .filter(|pair| !pair.is_empty())
+        .map(|pair| {
+            let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
+            (k.to_owned(), v.to_owned())
+        })
+        .collect();
+    let request = AdminRequest {
+        method,
+        path,
+        query: &query,
+        body: body.as_bytes(),
+    };
+    let AdminResponse { status, body } = broker.admin().route(&request).expect("an /api/ path");
+    (status, serde_json::from_str(&body).unwrap())
+}
+
+fn get(broker: &TestBroker, path: &str) -> Value {
+    let (status, body) = call(broker, "GET", path, "");
+    assert_eq!(status, 200, "{path}: {body}");
+    body
+}
+
+fn ids(list: &Value) -> Vec<&str> {
+    list.as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["client_id"].as_str().unwrap())
+        .collect()
+}
+
+#[test]
+fn clients_are_listed_in_pages_and_shown_one_by_one() {
+    let broker = TestBroker::with_config("[runtime]\nshards = 2\n");
+    let mut a = RawClient::connected_clean(broker.addr(), V5, "a-client");
+    a.subscribe("sensors/#", QoS::AtLeastOnce);
+    let _b = RawClient::connected_clean(broker.addr(), ProtocolVersion::V3_1_1, "b-client");
+    let c = RawClient::connected(broker.addr(), persistent_connect(V5, "c-client", 600));
+    drop(c);
+    crate::harness::wait_until("c-client's connection is gone", || {
+        let page = get(&broker, "/api/v1/clients/c-client");
+        (page["connected"] == false).then_some(())
+    });
+    let first = get(&broker, "/api/v1/clients?limit=2");
+    assert_eq!(ids(&first["clients"]), ["a-client", "b-client"]);
+    assert_eq!(first["next"], "b-client");
+    let second = get(&broker, "/api/v1/clients?limit=2&after=b-client");
+    assert_eq!(ids(&second["clients"]), ["c-client"]);
+    assert_eq!(second["next"], Value::Null);
+    let a_info = &first["clients"][0];
+    assert_eq!(a_info["connected"], true);
+    assert_eq!(a_info["protocol"], "5.0");
+    assert_eq!(a_info["subscriptions"], 1);
+    assert!(
+        a_info["address"]
+            .as_str()
+            .unwrap()
+            .starts_with("127.0.0.1:")
+    );
+    assert!(a_info["connected_since"].as_u64().unwrap() > 1_700_000_000);
+    assert_eq!(first["clients"][1]["protocol"], "3.1.1");
+    let detail = get(&broker, "/api/v1/clients/a-client");
+    assert_eq!(detail["subscription_list"][0]["filter"], "sensors/#");
+    assert_eq!(detail["subscription_list"][0]["qos"], 1);
+    assert_eq!(
+        get(&broker, "/api/v1/clients/c-client")["session_expiry"],
+        600
+    );
+    let (status, _) = call(&broker, "GET", "/api/v1/clients/nobody", "");
+    assert_eq!(status, 404);
+}
+
+#[test]
+fn a_client_disconnected_by_the_api_gets_the_reason() {
+    let broker = TestBroker::start();
+    let mut kicked = RawClient::connected_clean(broker.addr(), V5, "kicked");
+    let (status, body) = call(&broker, "DELETE", "/api/v1/clients/kicked", "");
+    assert_eq!(status, 200, "{body}");
+    kicked.expect_disconnect(ReasonCode::AdministrativeAction);
+    let mut other = RawClient::connected_clean(broker.addr(), V5, "other");
+    let (status, _) = call(&broker, "DELETE", "/api/v1/clients/other?reason=0x9C", "");
+    assert_eq!(status, 200);
+    other.expect_disconnect(ReasonCode::UseAnotherServer);
+    let (status, _) = call(&broker, "DELETE", "/api/v1/clients/kicked", "");
+    assert_eq!(status, 404, "no longer connected");
+    let _third = RawClient::connected_clean(broker.addr(), V5, "third");
+    let (status, body) = call(&broker, "DELETE", "/api/v1/clients/third?reason=0x01", "");
+    assert_eq!(status, 400, "0x01 is not a DISCONNECT reason: {body}");
+}
+
+#[test]
+fn messages_published_by_the_api_reach_subscribers_and_retained_ones_can_be_cleared() {
+    let broker = TestBroker::start();
+    let mut listener = RawClient::connected_clean(broker.addr(), V5, "listener");
+    listener.subscribe("news/#", QoS::AtLeastOnce);
+    let body = r#"{"topic": "news/today", "payload": "hello", "qos": 1, "retain": true}"#;
+    let (status, answer) = call(&broker, "POST", "/api/v1/publish", body);
+    assert_eq!(status, 200, "{answer}");
+    assert_eq!(listener.expect_publish_acked().payload(), b"hello");
+    let body = r#"{"topic": "news/raw", "payload_base64": "AAEC"}"#;
+    assert_eq!(call(&broker, "POST", "/api/v1/publish", body).0, 200);
+    assert_eq!(listener.expect_publish_on("news/raw").payload(), [0, 1, 2]);
+    let retained = get(&broker, "/api/v1/retained");
+    assert_eq!(retained["retained"][0]["topic"], "news/today");
+    assert_eq!(retained["retained"][0]["payload_bytes"], 5);
+    assert_eq!(
+        call(&broker, "DELETE", "/api/v1/retained/news/today", "").0,
+        200
+    );
+    crate::harness::wait_until("the retained message is gone", || {
+        let list = get(&broker, "/api/v1/retained");
+        list["retained"]
+            .as_array()
+            .unwrap()
+            .is_empty()
+            .then_some(())
+    });
+    for bad in [
+        r#"{"topic": "a/#", "payload": "x"}"#,
+        r#"{"topic": "$SYS/x", "payload": "x"}"#,
+        r#"{"topic": "a", "qos": 3}"#,
+        r#"{"topic": "a", "payload": "x", "payload_base64": "eA=="}"#,
+        r#"not json"#,
+    ] {
+        let (status, answer) = call(&broker, "POST", "/api/v1/publish", bad);
+        assert_eq!(status, 400, "{bad}: {answer}");
+        assert!(answer["error"].is_string());
+    }
+    broker.assert_serving();
+}
+
+#[test]
+fn subscriptions_are_listed_and_requests_are_checked() {
+    let broker = TestBroker::with_config("[runtime]\nshards = 2\n");
+    let mut one = RawClient::connected_clean(broker.addr(), V5, "one");
+    one.subscribe("x/1", QoS::AtMostOnce);
+    one.subscribe("x/2", QoS::ExactlyOnce);
+    let mut two = RawClient::connected_clean(broker.addr(), V5, "two");
+    two.subscribe("y/#", QoS::AtLeastOnce);
+    let page = get(&broker, "/api/v1/subscriptions?limit=2");
+    let list = page["subscriptions"].as_array().unwrap();
+    let pairs: Vec<(&str, &str)> = list
+        .iter()
+        .map(|s| {
+            (
+                s["client_id"].as_str().unwrap(),
+                s["filter"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(pairs, [("one", "x/1"), ("one", "x/2")]);
+    let next = &page["next"];
+    let path = format!(
+        "/api/v1/subscriptions?after_client={}&after_filter={}",
+        next["after_client"].as_str().unwrap(),
+        next["after_filter"].as_str().unwrap()
+    );
+    let rest = get(&broker, &path);
+    assert_eq!(rest["subscriptions"][0]["filter"], "y/#");
+    assert_eq!(rest["subscriptions"][0]["qos"], 1);
+    assert_eq!(call(&broker, "GET", "/api/v1/clients?limit=0", "").0, 400);
+    assert_eq!(
+        call(&broker, "GET", "/api/v1/clients?limit=5000", "").0,
+        400
+    );
+    assert_eq!(call(&broker, "GET", "/api/v1/nothing", "").0, 404);
+    assert_eq!(call(&broker, "GET", "/api/v2/clients", "").0, 404);
+    assert_eq!(call(&broker, "POST", "/api/v1/clients", "").0, 405);
+    assert_eq!(call(&broker, "POST", "/api/v1/reload", "").0, 200);
+}
