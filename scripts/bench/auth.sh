@@ -19,8 +19,9 @@
 #                         jwt       RingMQ only: auth.backends = ["jwt"], an HS256 secret file;
 #                                   the password is a token for the bench user (exp in an hour)
 #                       (mosquitto has no built-in HTTP, Redis or JWT authentication.)
-#   auth-backend.jsonl  per external-backend storm: the logins the service answered during it
-#                       (http: allowed + refused; redis: commands processed)
+#   auth-backend.jsonl  per external-backend storm: what the service answered during it (http:
+#                       logins allowed + refused; redis: commands processed, one INFO included)
+#                       and the CPU seconds it used
 #   auth-fanout.jsonl   10 publishers -> 1 topic -> 500 subscribers, 16 B, QoS 0, AUTH_FANOUT_RATE
 #                       msg/s per publisher for WINDOW s, with no ACL, then logged in with an ACL of
 #                       AUTH_ACL_RULES rules for the bench user: messages per broker CPU-second
@@ -88,6 +89,15 @@ with_auth() {
   AUTH_MODE=$1
 }
 
+# The external service's process (http: the Python server; redis: redis-server under its
+# timeout); empty for the other modes.
+service_pid() {
+  case $AUTH_MODE in
+    http) echo "$HTTP_AUTH_PID" ;;
+    redis) pgrep -P "$REDIS_AUTH_PID" -x redis-server ;;
+  esac
+}
+
 # The logins the running external service has answered so far (http: allowed + refused; redis:
 # commands processed); 0 for the other modes.
 backend_requests() {
@@ -102,13 +112,15 @@ backend_requests() {
 # Two storms on one broker start: cold (fresh broker and login cache), then warm (the same
 # client ids, username and password again, once the first storm's connections are gone).
 auth_connect() {
-  local storm before left asked
+  local storm before left asked service cpu0=0
   for storm in cold warm; do
     if [[ $storm == warm ]]; then
       left=$(wait_no_conns 30)
       ((left == 0)) || log "$BROKER_NAME: $left connections of the cold storm still open"
     fi
     before=$(backend_requests)
+    service=$(service_pid)
+    [[ -n $service ]] && cpu0=$(cpu_s "$service")
     measured_bench auth-connect \
       "{\"auth\":\"$AUTH_MODE\",\"storm\":\"$storm\",\"clients\":$AUTH_CLIENTS}" \
       conn -c "$AUTH_CLIENTS" --connect-rate 0 --keep-alive 300 --hold 1 -d 60 --quiet \
@@ -120,7 +132,8 @@ auth_connect() {
     case $AUTH_MODE in
       http | redis)
         asked=$(($(backend_requests) - before))
-        record auth-backend "{\"auth\":\"$AUTH_MODE\",\"storm\":\"$storm\",\"requests\":$asked}" ;;
+        record auth-backend "{\"auth\":\"$AUTH_MODE\",\"storm\":\"$storm\",\"requests\":$asked,
+          \"service_cpu_s\":$(fsub "$(cpu_s "$service")" "$cpu0")}" ;;
     esac
   done
 }
