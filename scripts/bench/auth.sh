@@ -219,9 +219,12 @@ stop_auth_services() {
   HTTP_AUTH_PID="" REDIS_AUTH_PID=""
 }
 
+# Then lib.sh's on_exit with the exit status (set +e: under errexit a failing `(exit rc)` would
+# end the trap before on_exit stops the broker).
 auth_on_exit() {
   local rc=$?
   stop_auth_services
+  set +e
   (exit "$rc")
   on_exit
 }
