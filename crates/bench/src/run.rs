@@ -17,6 +17,11 @@ use crate::transport::Connector;
 
 /// How long the run waits, after publishers finished, for the last messages to arrive.
 const DRAIN: Duration = Duration::from_secs(3);
+/// How often progress is printed and the end of the run checked.
+const TICK: Duration = Duration::from_millis(100);
+/// How often, within a tick and until every client is ready, readiness is checked: `ready_after`
+/// (and the connect rate made of it) is known to this much rather than to a whole tick.
+const READY_STEP: Duration = Duration::from_millis(5);
 
 /// Runs `plan` to the end and returns its summary.
 pub fn run(plan: RunPlan) -> anyhow::Result<Summary> {
@@ -53,7 +58,7 @@ pub fn run(plan: RunPlan) -> anyhow::Result<Summary> {
     let mut per_subscriber = Vec::new();
     let mut watch = Watch::new(&plan, &stats);
     while !watch.finished(started) {
-        std::thread::sleep(Duration::from_millis(100));
+        watch.tick(started);
         let interval = drain_reports(&reports, &mut total, &mut per_subscriber);
         watch.progress(started, interval.as_ref(), plan.common.quiet);
     }
@@ -150,6 +155,29 @@ impl<'a> Watch<'a> {
         to.checked_sub(from).filter(|w| !w.is_zero())
     }
 
+    /// Sleeps one [`TICK`]; until every client is ready, in [`READY_STEP`]s, noting the moment.
+    fn tick(&mut self, started: Instant) {
+        let until = Instant::now() + TICK;
+        while self.ready_after.is_none() {
+            let now = Instant::now();
+            if now >= until {
+                return;
+            }
+            std::thread::sleep(READY_STEP.min(until - now));
+            self.note_ready(&self.stats.totals(), started);
+        }
+        std::thread::sleep(until.saturating_duration_since(Instant::now()));
+    }
+
+    /// Sets `ready_after` the first time every client is ready or has failed.
+    fn note_ready(&mut self, t: &Totals, started: Instant) {
+        if self.ready_after.is_none()
+            && t.ready + t.connect_failures >= self.plan.clients.len() as u64
+        {
+            self.ready_after = Some(started.elapsed());
+        }
+    }
+
     /// The duration passed; or the hold time after every client was ready passed; or there are
     /// no publishers and every expected message arrived; or every publisher finished and every
     /// expected message arrived (or the drain time after the publishers finished passed).
@@ -159,11 +187,7 @@ impl<'a> Watch<'a> {
         }
         let t = self.stats.totals();
         self.observe(&t, started);
-        if self.ready_after.is_none()
-            && t.ready + t.connect_failures >= self.plan.clients.len() as u64
-        {
-            self.ready_after = Some(started.elapsed());
-        }
+        self.note_ready(&t, started);
         if let (Some(hold), Some(ready)) = (self.plan.common.hold, self.ready_after)
             && started.elapsed() >= ready + Duration::from_secs(hold)
         {
@@ -239,5 +263,50 @@ impl<'a> Watch<'a> {
         }
         self.last = t;
         self.last_print = Instant::now();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser as _;
+
+    use super::*;
+    use crate::cli::Cli;
+    use crate::stats::Counters;
+
+    fn conn_plan(clients: usize) -> RunPlan {
+        let count = clients.to_string();
+        let cli = Cli::try_parse_from(["ringmq-bench", "conn", "-c", &count, "--quiet"])
+            .expect("the arguments parse");
+        crate::plan::build(cli.command).expect("the plan builds")
+    }
+
+    #[test]
+    fn tick_notes_when_every_client_is_ready_or_failed() {
+        let plan = conn_plan(3);
+        let stats = Stats::new(1);
+        let mut watch = Watch::new(&plan, &stats);
+        let started = Instant::now();
+        Counters::bump(&stats.thread(0).ready, 1);
+        Counters::bump(&stats.thread(0).connect_failures, 1);
+        watch.tick(started);
+        assert_eq!(
+            watch.ready_after, None,
+            "one client is neither ready nor failed"
+        );
+
+        Counters::bump(&stats.thread(0).ready, 1);
+        let before = started.elapsed();
+        watch.tick(started);
+        let after = started.elapsed();
+        let ready = watch.ready_after.expect("every client is ready or failed");
+        assert!(
+            before <= ready && ready <= after,
+            "{before:?} <= {ready:?} <= {after:?}"
+        );
+        assert!(after >= before + TICK, "a tick lasts a tick still");
+
+        watch.tick(started);
+        assert_eq!(watch.ready_after, Some(ready), "noted once");
     }
 }
