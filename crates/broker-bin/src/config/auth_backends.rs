@@ -94,7 +94,7 @@ impl RawAuth {
             workers: ranged("auth.workers", self.workers.unwrap_or(4), 1, 256)? as usize,
             max_pending: ranged(
                 "auth.max_pending",
-                self.max_pending.unwrap_or(1024),
+                self.max_pending.unwrap_or(16_384),
                 1,
                 1 << 20,
             )? as usize,
