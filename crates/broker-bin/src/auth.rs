@@ -1,5 +1,7 @@
-//! The authentication and authorization hook. RingMQ allows everything by default; later
-//! integrations (password files, external stores) implement [`Authenticator`].
+//! The embedding hook for authentication and authorization: a program that runs the broker
+//! as a library (`Broker::start_with_auth`) decides here, on the reactor, after the configured
+//! `[auth]` (password and ACL files, `auth.backends`). The binary uses [`AllowAll`]: its
+//! decisions come from `[auth]` alone. A hook must answer at once (no network).
 
 use codec::{Connect, ReasonCode};
 
