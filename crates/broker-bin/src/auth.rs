@@ -1,5 +1,5 @@
 //! The embedding hook for authentication and authorization: a program that runs the broker
-//! as a library (`Broker::start_with_auth`) decides here, on the reactor, after the configured
+//! as a library (`Broker::start_with_auth`) decides here, on the reactor, besides the configured
 //! `[auth]` (password and ACL files, `auth.backends`). The binary uses [`AllowAll`]: its
 //! decisions come from `[auth]` alone. A hook must answer at once (no network).
 
