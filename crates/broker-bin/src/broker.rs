@@ -190,6 +190,9 @@ impl Broker {
     pub fn apply_reloadable(&self, config: &Config) {
         self.shared.guard.update(config.ip.clone());
         self.shared.abuse.update(config);
+        self.shared
+            .lifecycle
+            .set_limit(config.log.max_lifecycle_per_sec);
     }
 
     /// What the operations HTTP server answers admin requests with.

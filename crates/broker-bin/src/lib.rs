@@ -19,6 +19,7 @@ pub mod detach;
 pub mod fault_injection;
 pub mod gatekeeper;
 pub mod guard;
+pub mod logging;
 pub mod message;
 pub mod metrics;
 pub mod session;

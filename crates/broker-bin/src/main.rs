@@ -11,7 +11,6 @@ use ringmq::cli::Cli;
 use ringmq::config::DEFAULT_CONFIG_TOML;
 use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
 use signal_hook::iterator::Signals;
-use tracing_subscriber::EnvFilter;
 
 #[cfg(feature = "mimalloc")]
 #[global_allocator]
@@ -28,12 +27,7 @@ fn main() -> anyhow::Result<()> {
         println!("{config:#?}");
         return Ok(());
     }
-    let filter = EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| EnvFilter::new(config.log_level.as_str().to_ascii_lowercase()));
-    tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .init();
+    ringmq::logging::init(&config)?;
     if let Err(error) = ring_runtime::raise_fd_limit(u64::MAX) {
         tracing::warn!(%error, "could not raise the open-file limit");
     }

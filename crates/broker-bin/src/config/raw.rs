@@ -48,7 +48,11 @@ raw_section!(
 );
 raw_section!(
     /// `[log]`
-    RawLog { level: String }
+    RawLog {
+        level: String,
+        format: String,
+        max_lifecycle_per_sec: u64,
+    }
 );
 raw_section!(
     /// `[connection]`
