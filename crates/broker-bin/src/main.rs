@@ -22,11 +22,10 @@ fn main() -> anyhow::Result<()> {
         print!("{DEFAULT_CONFIG_TOML}");
         return Ok(());
     }
-    let config = cli.config()?;
     if cli.check_config {
-        println!("{config:#?}");
-        return Ok(());
+        return check_config(&cli);
     }
+    let config = cli.config()?;
     ringmq::logging::init(&config)?;
     if let Err(error) = ring_runtime::raise_fd_limit(u64::MAX) {
         tracing::warn!(%error, "could not raise the open-file limit");
@@ -109,6 +108,17 @@ fn reload(broker: &Broker, cli: &Cli) {
     for error in errors {
         tracing::error!(%error, "SIGHUP: reload failed; the old one stays in use");
     }
+}
+
+/// `--check-config`: validates the configuration and prints it, every key with its effective
+/// value, as TOML (usable as a config file); a bad one is an error naming the key.
+fn check_config(cli: &Cli) -> anyhow::Result<()> {
+    let raw = cli.raw_config()?;
+    let config = raw.validate()?;
+    let text = ringmq::config::effective_toml(&raw, &config)
+        .context("printing the effective configuration")?;
+    print!("{text}");
+    Ok(())
 }
 
 /// A shard ended by itself: log the cause, stop the other shards, exit non-zero. (A store

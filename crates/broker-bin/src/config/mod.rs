@@ -8,6 +8,7 @@ mod error;
 mod ip;
 mod listeners;
 mod log;
+mod print;
 mod raw;
 mod typed;
 mod validate;
@@ -19,6 +20,7 @@ pub use auth::{AuthSettings, BackendKind, JwtConfig};
 pub use error::ConfigError;
 pub use listeners::{ListenerKind, ListenerSettings, TlsSettings, TransportListener};
 pub use log::{LogFormat, LogSettings};
+pub use print::effective_toml;
 pub use raw::RawConfig;
 pub use typed::{
     BackendChoice, Config, ConnectionSettings, LimitSettings, PersistenceSettings, QueueSettings,
