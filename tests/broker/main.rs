@@ -5,6 +5,7 @@
 mod acl;
 mod auth;
 mod backends;
+mod binary;
 mod client;
 mod connect;
 mod crash;
@@ -26,6 +27,7 @@ mod queue_bytes;
 mod quotas;
 mod real_clients;
 mod redis_server;
+mod reload;
 mod retained;
 #[cfg(debug_assertions)]
 mod shard_exit;

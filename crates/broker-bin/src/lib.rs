@@ -6,9 +6,9 @@
 
 mod abuse;
 pub mod access;
+pub mod admin;
 pub mod alias;
 pub mod auth;
-pub mod admin;
 mod broker;
 mod carry;
 pub mod cli;
@@ -22,6 +22,7 @@ pub mod guard;
 pub mod logging;
 pub mod message;
 pub mod metrics;
+pub mod reload;
 pub mod session;
 pub mod shard;
 pub mod shared;
@@ -32,3 +33,4 @@ mod swap;
 pub mod transport;
 
 pub use broker::{Broker, StartError};
+pub use reload::ReloadReport;

@@ -26,7 +26,7 @@ fn main() -> anyhow::Result<()> {
         return check_config(&cli);
     }
     let config = cli.config()?;
-    ringmq::logging::init(&config)?;
+    let log_control = ringmq::logging::init(&config)?;
     if let Err(error) = ring_runtime::raise_fd_limit(u64::MAX) {
         tracing::warn!(%error, "could not raise the open-file limit");
     }
@@ -34,6 +34,8 @@ fn main() -> anyhow::Result<()> {
     // starts is handled like any later one, never the default action (terminate).
     let signals = Signals::new([SIGINT, SIGTERM, SIGHUP]).context("installing signal handlers")?;
     let broker = Broker::start(config).context("starting the broker")?;
+    // The only control handed over: it cannot be refused.
+    let _ = broker.set_log_control(log_control);
     tracing::info!(
         addrs = ?broker.local_addrs(),
         backend = ?broker.backend(),
@@ -90,24 +92,16 @@ fn run_until_stop(broker: &Broker, mut signals: Signals, cli: &Cli) -> anyhow::R
     }
 }
 
-/// SIGHUP: new TLS handshakes use the certificates and keys on disk now (open connections keep
-/// theirs), new CONNECTs the password file and the ACL on disk now, new connections the
-/// `[ip]` and `[overload]` sections of the config file, later PUBLISH packets its publish rates.
-/// Whatever fails to load keeps its old contents.
+/// SIGHUP: reads the config file again and reloads what can change live (the certificates,
+/// password and ACL files, `[ip]`, publish rates, `[overload]`, the log level and lifecycle
+/// bound); every other changed key is logged as taking effect at the next start. A config file
+/// that no longer loads is refused whole and the running configuration stays.
 fn reload(broker: &Broker, cli: &Cli) {
-    let mut errors = broker.reload();
-    match cli.config() {
-        Ok(config) => broker.apply_reloadable(&config),
-        Err(error) => errors.push(format!("config: {error}")),
-    }
-    if errors.is_empty() {
-        tracing::info!(
-            "SIGHUP: certificates, password file, ACL file, [ip], publish rates and [overload] reloaded"
-        );
-    }
-    for error in errors {
-        tracing::error!(%error, "SIGHUP: reload failed; the old one stays in use");
-    }
+    let report = match cli.config() {
+        Ok(config) => broker.reload_config(&config),
+        Err(error) => broker.reload_refused(&error),
+    };
+    report.log("SIGHUP");
 }
 
 /// `--check-config`: validates the configuration and prints it, every key with its effective
