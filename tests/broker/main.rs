@@ -9,6 +9,7 @@ mod binary;
 mod client;
 mod connect;
 mod crash;
+mod examples;
 mod expiry;
 mod harness;
 mod http_auth_server;
