@@ -131,11 +131,28 @@ impl TestBroker {
     /// Applies the reloadable part of the test defaults with `overrides` (what SIGHUP does
     /// with the config file).
     pub fn apply_reloadable(&self, overrides: &str) {
-        let mut raw = default_raw().expect("embedded defaults parse");
-        raw.overlay(parse_raw("test base", BASE).expect("test base parses"));
-        raw.overlay(parse_raw("test overrides", overrides).expect("test overrides parse"));
-        let config = raw.validate().expect("test config validates");
-        self.broker().apply_reloadable(&config);
+        self.broker().apply_reloadable(&test_config(overrides));
+    }
+
+    /// Reloads with the test defaults and `overrides` as the new configuration (what SIGHUP
+    /// does with a config file that loads); the report.
+    pub fn reload_config(&self, overrides: &str) -> ringmq::ReloadReport {
+        self.broker().reload_config(&test_config(overrides))
+    }
+
+    /// A reload whose configuration did not load (what SIGHUP does then); the report.
+    pub fn reload_refused(&self, error: &ringmq::config::ConfigError) -> ringmq::ReloadReport {
+        self.broker().reload_refused(error)
+    }
+
+    /// Hands the broker a log level control (see `ringmq::logging::LogControl::detached`).
+    pub fn set_log_control(&self, control: ringmq::logging::LogControl) {
+        assert!(self.broker().set_log_control(control).is_ok());
+    }
+
+    /// The broker's log filter in force.
+    pub fn log_filter(&self) -> Option<String> {
+        self.broker().log_filter()
     }
 
     /// Reloads certificates and the password file (what SIGHUP does); the errors.
@@ -227,6 +244,14 @@ impl Drop for TestBroker {
             }
         }
     }
+}
+
+/// The embedded defaults, the test base and `overrides`, validated.
+pub fn test_config(overrides: &str) -> ringmq::config::Config {
+    let mut raw = default_raw().expect("embedded defaults parse");
+    raw.overlay(parse_raw("test base", BASE).expect("test base parses"));
+    raw.overlay(parse_raw("test overrides", overrides).expect("test overrides parse"));
+    raw.validate().expect("test config validates")
 }
 
 /// Polls `probe` until it returns a value; fails the test after [`POLL_DEADLINE`].

@@ -20,6 +20,8 @@ pub struct Broker {
     shared: Arc<Shared>,
     /// The store thread, when something is stored.
     store: Option<StoreThread>,
+    /// The log level's control and the live configuration in force (`reload_config`).
+    live: crate::reload::ReloadState,
 }
 
 /// Why a broker did not start.
@@ -125,6 +127,7 @@ impl Broker {
             }
         }
         Ok(Self {
+            live: crate::reload::ReloadState::new(shared.config.clone()),
             runtime,
             shared,
             store,
@@ -175,6 +178,47 @@ impl Broker {
     pub fn apply_reloadable(&self, config: &Config) {
         self.shared.guard.update(config.ip.clone());
         self.shared.abuse.update(config);
+        self.shared
+            .lifecycle
+            .set_limit(config.log.max_lifecycle_per_sec);
+    }
+
+    /// What SIGHUP and the admin API's reload do with a configuration that loaded: reads the
+    /// certificates, password file and ACL file again ([`Broker::reload`]), puts the live keys
+    /// of `config` in force (`[ip]`, the publish rates, `[overload]`, `log.level`,
+    /// `log.max_lifecycle_per_sec`), and reports every other key that differs from the running
+    /// configuration as taking effect at the next start.
+    pub fn reload_config(&self, config: &Config) -> crate::ReloadReport {
+        let mut report = crate::ReloadReport {
+            errors: self.reload(),
+            ..Default::default()
+        };
+        self.live.apply(&self.shared, config, &mut report);
+        report
+    }
+
+    /// A reload whose new configuration did not load: it is refused whole (the running one
+    /// stays); the certificates, password file and ACL file are still read again.
+    pub fn reload_refused(&self, error: &crate::config::ConfigError) -> crate::ReloadReport {
+        crate::ReloadReport {
+            refused: Some(error.to_string()),
+            errors: self.reload(),
+            ..Default::default()
+        }
+    }
+
+    /// Hands the broker the control of the process's log level (from
+    /// [`crate::logging::init`]), so that reloads can change it; a second control is returned.
+    pub fn set_log_control(
+        &self,
+        control: crate::logging::LogControl,
+    ) -> Result<(), crate::logging::LogControl> {
+        self.live.set_log_control(control)
+    }
+
+    /// The log filter in force (as `RUST_LOG` would write it), once a control was handed over.
+    pub fn log_filter(&self) -> Option<String> {
+        self.live.log_filter()
     }
 
     /// What the operations HTTP server answers admin requests with.

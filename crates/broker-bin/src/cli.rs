@@ -26,7 +26,8 @@ pub struct Cli {
     #[arg(long)]
     pub print_default_config: bool,
 
-    /// Validate the configuration, print the effective values and exit.
+    /// Validate the configuration, print it with every key's effective value as TOML (usable as
+    /// a config file) and exit; a bad value exits non-zero naming the key.
     #[arg(long)]
     pub check_config: bool,
 }

@@ -19,8 +19,10 @@ pub mod detach;
 pub mod fault_injection;
 pub mod gatekeeper;
 pub mod guard;
+pub mod logging;
 pub mod message;
 pub mod metrics;
+pub mod reload;
 pub mod session;
 pub mod shard;
 pub mod shared;
@@ -31,3 +33,4 @@ mod swap;
 pub mod transport;
 
 pub use broker::{Broker, StartError};
+pub use reload::ReloadReport;

@@ -11,7 +11,6 @@ use ringmq::cli::Cli;
 use ringmq::config::DEFAULT_CONFIG_TOML;
 use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
 use signal_hook::iterator::Signals;
-use tracing_subscriber::EnvFilter;
 
 #[cfg(feature = "mimalloc")]
 #[global_allocator]
@@ -23,17 +22,11 @@ fn main() -> anyhow::Result<()> {
         print!("{DEFAULT_CONFIG_TOML}");
         return Ok(());
     }
-    let config = cli.config()?;
     if cli.check_config {
-        println!("{config:#?}");
-        return Ok(());
+        return check_config(&cli);
     }
-    let filter = EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| EnvFilter::new(config.log_level.as_str().to_ascii_lowercase()));
-    tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .init();
+    let config = cli.config()?;
+    let log_control = ringmq::logging::init(&config)?;
     if let Err(error) = ring_runtime::raise_fd_limit(u64::MAX) {
         tracing::warn!(%error, "could not raise the open-file limit");
     }
@@ -41,6 +34,8 @@ fn main() -> anyhow::Result<()> {
     // starts is handled like any later one, never the default action (terminate).
     let signals = Signals::new([SIGINT, SIGTERM, SIGHUP]).context("installing signal handlers")?;
     let broker = Broker::start(config).context("starting the broker")?;
+    // The only control handed over: it cannot be refused.
+    let _ = broker.set_log_control(log_control);
     tracing::info!(
         addrs = ?broker.local_addrs(),
         backend = ?broker.backend(),
@@ -97,24 +92,27 @@ fn run_until_stop(broker: &Broker, mut signals: Signals, cli: &Cli) -> anyhow::R
     }
 }
 
-/// SIGHUP: new TLS handshakes use the certificates and keys on disk now (open connections keep
-/// theirs), new CONNECTs the password file and the ACL on disk now, new connections the
-/// `[ip]` and `[overload]` sections of the config file, later PUBLISH packets its publish rates.
-/// Whatever fails to load keeps its old contents.
+/// SIGHUP: reads the config file again and reloads what can change live (the certificates,
+/// password and ACL files, `[ip]`, publish rates, `[overload]`, the log level and lifecycle
+/// bound); every other changed key is logged as taking effect at the next start. A config file
+/// that no longer loads is refused whole and the running configuration stays.
 fn reload(broker: &Broker, cli: &Cli) {
-    let mut errors = broker.reload();
-    match cli.config() {
-        Ok(config) => broker.apply_reloadable(&config),
-        Err(error) => errors.push(format!("config: {error}")),
-    }
-    if errors.is_empty() {
-        tracing::info!(
-            "SIGHUP: certificates, password file, ACL file, [ip], publish rates and [overload] reloaded"
-        );
-    }
-    for error in errors {
-        tracing::error!(%error, "SIGHUP: reload failed; the old one stays in use");
-    }
+    let report = match cli.config() {
+        Ok(config) => broker.reload_config(&config),
+        Err(error) => broker.reload_refused(&error),
+    };
+    report.log("SIGHUP");
+}
+
+/// `--check-config`: validates the configuration and prints it, every key with its effective
+/// value, as TOML (usable as a config file); a bad one is an error naming the key.
+fn check_config(cli: &Cli) -> anyhow::Result<()> {
+    let raw = cli.raw_config()?;
+    let config = raw.validate()?;
+    let text = ringmq::config::effective_toml(&raw, &config)
+        .context("printing the effective configuration")?;
+    print!("{text}");
+    Ok(())
 }
 
 /// A shard ended by itself: log the cause, stop the other shards, exit non-zero. (A store

@@ -71,6 +71,8 @@ pub struct Shared {
     pub(crate) guard: crate::guard::IpGuard,
     /// Publish rates and overload mode (reloadable).
     pub(crate) abuse: crate::abuse::AbuseLimits,
+    /// The bound on connection lifecycle log lines (`log.max_lifecycle_per_sec`, reloadable).
+    pub lifecycle: crate::logging::LifecycleLog,
     /// When the broker started (for `$SYS/broker/uptime`), on [`Self::clock`].
     pub started: Instant,
     /// The runtime's clock (the shards read it through `ShardCtx::now`).
@@ -164,6 +166,7 @@ impl Shared {
         let queue_limits = queue_limits(&config);
         let guard = crate::guard::IpGuard::new(config.ip.clone());
         let abuse = crate::abuse::AbuseLimits::new(&config);
+        let lifecycle = crate::logging::LifecycleLog::new(config.log.max_lifecycle_per_sec);
         Self {
             partial_frames,
             queue_limits,
@@ -183,6 +186,7 @@ impl Shared {
             reload_hook: std::sync::OnceLock::new(),
             guard,
             abuse,
+            lifecycle,
             started: clock.now(),
             clock,
             applied: (0..shards.max(1))

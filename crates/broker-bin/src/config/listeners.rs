@@ -4,42 +4,57 @@
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
 use super::error::ConfigError;
 use super::raw::RawListeners;
 use super::validate::parse_listen_addr;
 
 /// `[[listeners.tls]]` as written.
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Debug, Clone, Default, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct RawTlsListener {
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub bind: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub cert: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub key: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub client_ca: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub require_client_cert: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub identity_as_username: Option<bool>,
 }
 
 /// `[[listeners.ws]]` as written.
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Debug, Clone, Default, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct RawWsListener {
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub bind: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub path: Option<String>,
 }
 
 /// `[[listeners.wss]]` as written.
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Debug, Clone, Default, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct RawWssListener {
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub bind: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub path: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub cert: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub key: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub client_ca: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub require_client_cert: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub identity_as_username: Option<bool>,
 }
 

@@ -7,6 +7,8 @@ mod auth_backends;
 mod error;
 mod ip;
 mod listeners;
+mod log;
+mod print;
 mod raw;
 mod typed;
 mod validate;
@@ -17,6 +19,8 @@ pub use abuse::{OverloadSettings, PublishRates};
 pub use auth::{AuthSettings, BackendKind, JwtConfig};
 pub use error::ConfigError;
 pub use listeners::{ListenerKind, ListenerSettings, TlsSettings, TransportListener};
+pub use log::{LogFormat, LogSettings};
+pub use print::effective_toml;
 pub use raw::RawConfig;
 pub use typed::{
     BackendChoice, Config, ConnectionSettings, LimitSettings, PersistenceSettings, QueueSettings,

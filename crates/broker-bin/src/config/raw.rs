@@ -1,15 +1,15 @@
 //! The raw configuration layer: TOML as written, every field optional so files can be overlaid.
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
 /// Declares a raw section struct whose fields are all optional, plus `overlay` (later wins).
 macro_rules! raw_section {
     ($(#[$meta:meta])* $name:ident { $($field:ident : $ty:ty),* $(,)? }) => {
         $(#[$meta])*
-        #[derive(Debug, Clone, Default, Deserialize)]
+        #[derive(Debug, Clone, Default, Deserialize, Serialize)]
         #[serde(deny_unknown_fields)]
         pub struct $name {
-            $(pub $field: Option<$ty>,)*
+            $(#[serde(skip_serializing_if = "Option::is_none")] pub $field: Option<$ty>,)*
         }
 
         impl $name {
@@ -48,7 +48,11 @@ raw_section!(
 );
 raw_section!(
     /// `[log]`
-    RawLog { level: String }
+    RawLog {
+        level: String,
+        format: String,
+        max_lifecycle_per_sec: u64,
+    }
 );
 raw_section!(
     /// `[connection]`
@@ -160,19 +164,30 @@ raw_section!(
 
 /// `[auth]`, with its backends' tables (`[auth.http]`, `[auth.redis]`, `[auth.jwt]`), each
 /// overlaid key by key.
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Debug, Clone, Default, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct RawAuth {
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub allow_anonymous: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub password_file: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub acl_file: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub backends: Option<Vec<String>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub workers: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub max_pending: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub cache_entries: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub cache_ttl: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub http: Option<RawAuthHttp>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub redis: Option<RawAuthRedis>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub jwt: Option<RawAuthJwt>,
 }
 
@@ -220,7 +235,7 @@ raw_section!(
 );
 
 /// The whole raw configuration file.
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Debug, Clone, Default, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct RawConfig {
     #[serde(default)]

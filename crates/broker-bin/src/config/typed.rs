@@ -28,6 +28,8 @@ pub struct Config {
     pub listeners: super::listeners::ListenerSettings,
     pub runtime: RuntimeSettings,
     pub log_level: tracing::Level,
+    /// `[log]` format and lifecycle-line bound.
+    pub log: super::log::LogSettings,
     pub connection: ConnectionSettings,
     pub limits: LimitSettings,
     pub routing: RoutingSettings,

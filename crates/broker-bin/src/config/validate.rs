@@ -92,6 +92,7 @@ impl RawConfig {
             listeners,
             runtime: self.runtime()?,
             log_level: self.log_level()?,
+            log: self.log.settings()?,
             connection: self.connection()?,
             limits: self.limits()?,
             routing: self.routing()?,

@@ -80,6 +80,7 @@ impl BrokerShard {
         else {
             return;
         };
+        self.log_disconnected(ctx, &client_id, connection.protocol, reason);
         let owns_session = self
             .sessions
             .get(&client_id)

@@ -332,6 +332,7 @@ impl BrokerShard {
             requested_expiry,
         );
         self.send_packet(ctx, conn, &Packet::from(connack));
+        self.log_connected(ctx, conn, &session.client_id, &connect, keep_alive);
         if session_present {
             // What a resumed session owes goes out (a fresh session owes nothing).
             let client_id = session.client_id.clone();

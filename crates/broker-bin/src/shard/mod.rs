@@ -19,6 +19,7 @@ mod fence;
 mod frame_cache;
 mod gate;
 mod inbound;
+mod lifecycle;
 mod login;
 mod memory;
 mod mobility;

@@ -34,6 +34,8 @@ pub enum TimerPurpose {
     CredentialsExpired(ConnId),
     /// The end of a connection's pause for its publish rate (`throttle.rs`).
     Throttle(ConnId),
+    /// The summary of suppressed lifecycle lines of one kind is due (`lifecycle.rs`).
+    LifecycleSummary(crate::logging::Lifecycle),
 }
 
 /// A timer armed through the book: its runtime id and its key.
@@ -135,6 +137,7 @@ impl BrokerShard {
             TimerPurpose::CollectAgain => self.collect_again(),
             TimerPurpose::CredentialsExpired(conn) => self.credentials_expired(ctx, conn),
             TimerPurpose::Throttle(conn) => self.throttle_elapsed(ctx, conn),
+            TimerPurpose::LifecycleSummary(kind) => self.lifecycle_summary_due(kind),
         }
     }
 }

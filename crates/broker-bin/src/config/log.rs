@@ -1,0 +1,97 @@
+//! `[log]`: the level (validated with the rest in `validate.rs`), the output format and the
+//! bound on connection lifecycle lines.
+
+use super::error::ConfigError;
+use super::raw::RawLog;
+
+/// Most connection lifecycle lines per second that `log.max_lifecycle_per_sec` may allow.
+const MAX_LIFECYCLE_PER_SEC: u64 = 1_000_000;
+
+/// How log lines are written to stderr.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LogFormat {
+    /// One human-readable line per event (coloured only when stderr is a terminal).
+    Text,
+    /// One JSON object per line, for log collectors.
+    Json,
+}
+
+impl LogFormat {
+    /// The name the config file uses.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Text => "text",
+            Self::Json => "json",
+        }
+    }
+}
+
+/// `[log]` beyond the level (which stays in [`super::Config::log_level`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LogSettings {
+    /// `log.format`; takes effect at start.
+    pub format: LogFormat,
+    /// `log.max_lifecycle_per_sec`: most `client connected` and most `client disconnected`
+    /// lines per second (each kind counted on its own); 0 turns them off. Reloadable.
+    pub max_lifecycle_per_sec: u32,
+}
+
+impl RawLog {
+    pub(super) fn settings(&self) -> Result<LogSettings, ConfigError> {
+        let format = match self.format.as_deref().unwrap_or("text") {
+            "text" => LogFormat::Text,
+            "json" => LogFormat::Json,
+            other => {
+                return Err(ConfigError::invalid(
+                    "log.format",
+                    format!("unknown format {other:?} (expected \"text\" or \"json\")"),
+                ));
+            }
+        };
+        let rate = self.max_lifecycle_per_sec.unwrap_or(100);
+        if rate > MAX_LIFECYCLE_PER_SEC {
+            return Err(ConfigError::invalid(
+                "log.max_lifecycle_per_sec",
+                format!("{rate} is out of range 0..={MAX_LIFECYCLE_PER_SEC}"),
+            ));
+        }
+        Ok(LogSettings {
+            format,
+            max_lifecycle_per_sec: rate as u32,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::{default_raw, parse_raw};
+
+    fn validate(text: &str) -> Result<crate::config::Config, String> {
+        let mut raw = default_raw().map_err(|e| e.to_string())?;
+        raw.overlay(parse_raw("t", text).map_err(|e| e.to_string())?);
+        raw.validate().map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn defaults_are_text_and_a_hundred_lines_a_second() {
+        let config = validate("").unwrap();
+        assert_eq!(config.log.format, LogFormat::Text);
+        assert_eq!(config.log.max_lifecycle_per_sec, 100);
+    }
+
+    #[test]
+    fn json_and_a_rate_are_read() {
+        let config = validate("[log]\nformat = \"json\"\nmax_lifecycle_per_sec = 0\n").unwrap();
+        assert_eq!(config.log.format, LogFormat::Json);
+        assert_eq!(config.log.max_lifecycle_per_sec, 0);
+    }
+
+    #[test]
+    fn errors_name_the_key() {
+        let error = validate("[log]\nformat = \"xml\"\n").unwrap_err();
+        assert!(error.contains("log.format"), "{error}");
+        let error = validate("[log]\nmax_lifecycle_per_sec = 2000000\n").unwrap_err();
+        assert!(error.contains("log.max_lifecycle_per_sec"), "{error}");
+    }
+}

@@ -1,0 +1,153 @@
+//! Which configuration keys a reload can put in force and which only a restart can, each
+//! with how to tell whether two configurations agree on it.
+
+use crate::config::Config;
+
+/// A config key and whether two configurations agree on it.
+pub(crate) type KeyCheck = (&'static str, fn(&Config, &Config) -> bool);
+
+/// `same!("key", field.path)`: the key and a comparison of that typed field.
+macro_rules! same {
+    ($key:literal, $($field:ident).+) => {
+        ($key, |a: &Config, b: &Config| a.$($field).+ == b.$($field).+)
+    };
+}
+
+/// Keys a reload applies at once (`log.level` is applied apart: it may fail).
+pub(crate) const LIVE: &[KeyCheck] = &[
+    same!("ip.allow", ip.allow),
+    same!("ip.deny", ip.deny),
+    same!("ip.max_connections", ip.max_connections),
+    same!("ip.max_connect_rate", ip.max_connect_rate),
+    same!("ip.ban_after_auth_failures", ip.ban_after_auth_failures),
+    same!("ip.auth_failure_window", ip.auth_failure_window),
+    same!("ip.ban_duration", ip.ban_duration),
+    same!("ip.max_tracked", ip.max_tracked),
+    same!("limits.max_publish_rate", publish_rates.messages),
+    same!("limits.max_publish_bytes_rate", publish_rates.bytes),
+    same!("overload.memory_high_bytes", overload.memory_high),
+    same!("overload.memory_low_bytes", overload.memory_low),
+    same!("log.max_lifecycle_per_sec", log.max_lifecycle_per_sec),
+];
+
+/// Keys read once at start: a new value takes effect at the next start.
+pub(crate) const RESTART: &[KeyCheck] = &[
+    same!("listeners.tcp", listeners.tcp),
+    same!(
+        "listeners.tls, listeners.ws, listeners.wss",
+        listeners.transports
+    ),
+    same!("runtime.shards", runtime.shards),
+    same!("runtime.backend", runtime.backend),
+    same!("runtime.max_pending_changes", runtime.max_pending_changes),
+    same!("runtime.mailbox_batches", runtime.mailbox_batches),
+    same!("runtime.max_pending_posts", runtime.max_pending_posts),
+    same!("runtime.write_interval_us", runtime.write_interval),
+    same!("runtime.coalesce_below", runtime.coalesce_below),
+    same!("runtime.listen_backlog", runtime.listen_backlog),
+    same!("runtime.accept_backoff_ms", runtime.accept_backoff),
+    same!("runtime.recv_buffers", runtime.recv_buffers),
+    same!("runtime.recv_buffer_size", runtime.recv_buffer_size),
+    same!("log.format", log.format),
+    same!("connection.max_connections", connection.max_connections),
+    same!("connection.connect_timeout", connection.connect_timeout),
+    same!("connection.max_keep_alive", connection.max_keep_alive),
+    same!(
+        "connection.default_keep_alive",
+        connection.default_keep_alive
+    ),
+    same!("connection.max_client_id_len", connection.max_client_id_len),
+    same!("limits.max_packet_size", limits.max_packet_size),
+    same!("limits.receive_maximum", limits.receive_maximum),
+    same!("limits.max_inflight_outbound", limits.max_inflight_outbound),
+    same!("limits.topic_alias_maximum", limits.topic_alias_maximum),
+    same!(
+        "limits.outbound_topic_alias_maximum",
+        limits.outbound_topic_alias_maximum
+    ),
+    same!("limits.max_topic_length", limits.max_topic_length),
+    same!("limits.max_topic_levels", limits.max_topic_levels),
+    same!(
+        "limits.max_subscriptions_per_client",
+        limits.max_subscriptions_per_client
+    ),
+    same!("limits.max_connect_size", limits.max_connect_size),
+    same!(
+        "limits.max_partial_frame_bytes",
+        limits.max_partial_frame_bytes
+    ),
+    same!(
+        "limits.return_memory_after_bytes",
+        limits.return_memory_after_bytes
+    ),
+    same!("routing.shared_strategy", routing.shared_strategy),
+    same!("queues.outbound_bytes", queues.outbound_bytes),
+    same!("queues.backlog_retry_ms", queues.backlog_retry),
+    same!("queues.max_queued_messages", queues.max_queued_messages),
+    same!("queues.max_queued_bytes", queues.max_queued_bytes),
+    same!(
+        "queues.max_total_queued_bytes",
+        queues.max_total_queued_bytes
+    ),
+    same!("queues.slow_consumer_policy", queues.slow_consumer_policy),
+    same!("sessions.max_session_expiry", sessions.max_session_expiry),
+    same!("sessions.max_sessions", sessions.max_sessions),
+    same!("retained.max_messages", retained.max_messages),
+    same!("retained.max_bytes", retained.max_bytes),
+    same!("sys.interval", sys_interval),
+    same!("persistence.engine", persistence.engine),
+    same!("persistence.dir", persistence.dir),
+    same!("persistence.sync", persistence.sync),
+    same!("persistence.sync_interval_ms", persistence.sync_interval),
+    same!(
+        "persistence.memory_queue_messages",
+        persistence.memory_queue_messages
+    ),
+    same!("persistence.cache_mb", persistence.cache_bytes),
+    same!("auth.allow_anonymous", auth.allow_anonymous),
+    same!("auth.password_file", auth.password_file),
+    same!("auth.acl_file", auth.acl_file),
+    same!("auth.backends", auth.backends),
+    same!("auth.workers", auth.gatekeeper.workers),
+    same!("auth.max_pending", auth.gatekeeper.max_pending),
+    same!("auth.cache_entries", auth.gatekeeper.cache_entries),
+    same!("auth.cache_ttl", auth.gatekeeper.cache_ttl),
+    same!("auth.http", auth.http),
+    same!("auth.redis", auth.redis),
+    same!("auth.jwt", auth.jwt),
+];
+
+/// The keys of `checks` on which `a` and `b` differ, in table order.
+pub(crate) fn changed(checks: &[KeyCheck], a: &Config, b: &Config) -> Vec<&'static str> {
+    checks
+        .iter()
+        .filter(|(_, same)| !same(a, b))
+        .map(|(key, _)| *key)
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::default_raw;
+
+    /// A key nobody classified would be silently ignored by a reload: every key of the
+    /// embedded defaults is live, restart-only or `log.level`.
+    #[test]
+    fn every_key_of_the_defaults_is_classified() {
+        let raw = toml::Value::try_from(default_raw().unwrap()).unwrap();
+        let classified = |name: &str| {
+            name == "log.level"
+                || LIVE
+                    .iter()
+                    .chain(RESTART)
+                    .any(|(keys, _)| keys.split(", ").any(|key| key == name))
+        };
+        for (section, table) in raw.as_table().unwrap() {
+            for key in table.as_table().unwrap().keys() {
+                let name = format!("{section}.{key}");
+                assert!(classified(&name), "{name}: add it to LIVE or RESTART");
+            }
+        }
+    }
+}

@@ -1,0 +1,97 @@
+//! The connection lifecycle lines at info level (`client connected`, `client disconnected`),
+//! bounded by `log.max_lifecycle_per_sec` (`crate::logging::lifecycle`). Nothing is formatted,
+//! and the peer address is not looked up, unless the line is enabled and admitted.
+
+use codec::{Connect, MqttStr, ProtocolVersion};
+use ring_runtime::{CloseReason, ConnId};
+use tracing::Level;
+
+use super::timers::TimerPurpose;
+use super::{BrokerShard, Ctx};
+use crate::logging::lifecycle::{Admit, Lifecycle, TARGET};
+
+/// How long after the first suppressed line its summary is written.
+const SUMMARY_AFTER: std::time::Duration = std::time::Duration::from_secs(1);
+
+impl BrokerShard {
+    /// A CONNECT was accepted: `client connected` with its id, address, protocol, clean start,
+    /// keep-alive in force and username.
+    pub(super) fn log_connected(
+        &mut self,
+        ctx: &mut Ctx,
+        conn: ConnId,
+        client_id: &MqttStr,
+        connect: &Connect,
+        keep_alive: u16,
+    ) {
+        if !self.lifecycle_admitted(ctx, Lifecycle::Connected) {
+            return;
+        }
+        let peer = ctx.peer_addr(conn).ok();
+        tracing::info!(
+            target: TARGET,
+            client = client_id.as_str(),
+            peer = peer.map(tracing::field::display),
+            protocol = protocol_name(connect.protocol),
+            clean_start = connect.clean_start,
+            keep_alive,
+            username = connect.username.as_ref().map(MqttStr::as_str),
+            shard = self.id.index(),
+            "client connected"
+        );
+    }
+
+    /// A connected client's connection closed: `client disconnected` with its id, protocol
+    /// and why the connection ended.
+    pub(super) fn log_disconnected(
+        &mut self,
+        ctx: &mut Ctx,
+        client_id: &MqttStr,
+        protocol: ProtocolVersion,
+        reason: CloseReason,
+    ) {
+        if !self.lifecycle_admitted(ctx, Lifecycle::Disconnected) {
+            return;
+        }
+        tracing::info!(
+            target: TARGET,
+            client = client_id.as_str(),
+            protocol = protocol_name(protocol),
+            ?reason,
+            shard = self.id.index(),
+            "client disconnected"
+        );
+    }
+
+    /// The summary timer of `kind` fired: write how many lines were suppressed.
+    pub(super) fn lifecycle_summary_due(&self, kind: Lifecycle) {
+        self.shared.lifecycle.summarise(kind);
+    }
+
+    /// Whether a line of `kind` is written now; a suppressed one is counted, and the first of a
+    /// run arms its summary.
+    fn lifecycle_admitted(&mut self, ctx: &mut Ctx, kind: Lifecycle) -> bool {
+        if !tracing::enabled!(target: TARGET, Level::INFO) {
+            return false;
+        }
+        let second = self.since_start(ctx).as_secs();
+        match self.shared.lifecycle.admit(kind, second) {
+            Admit::Log => true,
+            Admit::Off | Admit::Suppressed { first: false } => false,
+            Admit::Suppressed { first: true } => {
+                let at = ctx.now() + SUMMARY_AFTER;
+                self.arm(ctx, at, TimerPurpose::LifecycleSummary(kind));
+                false
+            }
+        }
+    }
+}
+
+/// The MQTT version as operators write it.
+fn protocol_name(protocol: ProtocolVersion) -> &'static str {
+    match protocol {
+        ProtocolVersion::V3_1 => "3.1",
+        ProtocolVersion::V3_1_1 => "3.1.1",
+        ProtocolVersion::V5 => "5.0",
+    }
+}

@@ -1,0 +1,152 @@
+//! The `ringmq` binary as operators run it: a process with a config file, its stderr collected,
+//! signalled with `kill -HUP`. Tests: connection lifecycle lines (bounded), no colour codes on a
+//! pipe, JSON lines, and the SIGHUP reload report in the log.
+
+use std::io::{BufRead, BufReader};
+use std::net::SocketAddr;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+
+use crate::client::{RawClient, V5};
+use crate::harness::wait_until;
+
+/// A `ringmq` process, killed at drop.
+pub struct BrokerProcess {
+    child: Child,
+    log: Arc<Mutex<String>>,
+}
+
+impl BrokerProcess {
+    /// Starts the binary with `--config config` (RUST_LOG unset, so `[log]` decides) and waits
+    /// until it listens.
+    pub fn start(config: &Path) -> Self {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_ringmq"))
+            .arg("--config")
+            .arg(config)
+            .env_remove("RUST_LOG")
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("start the broker binary");
+        let stderr = child.stderr.take().expect("stderr is piped");
+        let log = Arc::new(Mutex::new(String::new()));
+        let sink = Arc::clone(&log);
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                let mut log = sink.lock().unwrap_or_else(|e| e.into_inner());
+                log.push_str(&line);
+                log.push('\n');
+            }
+        });
+        let process = Self { child, log };
+        process.wait_for_log("ringmq listening");
+        process
+    }
+
+    /// Everything the process wrote to stderr so far.
+    pub fn log(&self) -> String {
+        self.log.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// Waits until stderr holds `needle`; the log then.
+    pub fn wait_for_log(&self, needle: &str) -> String {
+        wait_until(&format!("{needle:?} in the broker's log"), || {
+            let log = self.log();
+            log.contains(needle).then_some(log)
+        })
+    }
+
+    /// Sends SIGHUP.
+    pub fn sighup(&self) {
+        let pid = self.child.id().to_string();
+        let status = Command::new("kill")
+            .args(["-HUP", &pid])
+            .status()
+            .expect("run kill");
+        assert!(status.success(), "kill -HUP {pid}");
+    }
+}
+
+impl Drop for BrokerProcess {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A TCP port free a moment ago on 127.0.0.1.
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|listener| listener.local_addr())
+        .expect("an ephemeral port")
+        .port()
+}
+
+/// A config on `port` with nothing stored, plus `extra`.
+fn config_text(port: u16, extra: &str) -> String {
+    format!(
+        "[listeners]\ntcp = [\"127.0.0.1:{port}\"]\n[runtime]\nshards = 2\n\
+         [persistence]\nengine = \"none\"\n{extra}"
+    )
+}
+
+#[test]
+fn the_binary_logs_bounded_lifecycle_lines_and_reports_a_sighup_reload() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("ringmq.toml");
+    let port = free_port();
+    let lifecycle = "[log]\nmax_lifecycle_per_sec = 3\n";
+    std::fs::write(&config, config_text(port, lifecycle)).unwrap();
+    let broker = BrokerProcess::start(&config);
+    let addr = SocketAddr::from(([127, 0, 0, 1], port));
+    drop(RawClient::connected_clean(addr, V5, "lifecycle-1"));
+    let log = broker.wait_for_log("client disconnected");
+    assert!(
+        log.contains("client connected") && log.contains("lifecycle-1"),
+        "{log}"
+    );
+    assert!(log.contains("protocol=\"5.0\""), "{log}");
+    assert!(!log.contains('\u{1b}'), "no colour codes on a pipe: {log}");
+
+    // A storm beyond the bound: a few lines, then one summary of the rest.
+    let clients: Vec<_> = (0..8)
+        .map(|i| RawClient::connected_clean(addr, V5, &format!("storm-{i}")))
+        .collect();
+    let log = broker.wait_for_log("lifecycle lines suppressed");
+    assert!(log.matches("storm-").count() < 8, "{log}");
+    drop(clients);
+
+    // A file that no longer validates is refused whole.
+    let broken = format!("{lifecycle}[limits]\nreceive_maximum = 0\n");
+    std::fs::write(&config, config_text(port, &broken)).unwrap();
+    broker.sighup();
+    let log = broker.wait_for_log("the new configuration is refused");
+    assert!(log.contains("limits.receive_maximum"), "{log}");
+
+    // A new listener address is reported, not applied; the log level is applied.
+    let other = free_port();
+    let level = "[log]\nlevel = \"debug\"\nmax_lifecycle_per_sec = 3\n";
+    std::fs::write(&config, config_text(other, level)).unwrap();
+    broker.sighup();
+    let log = broker.wait_for_log("listeners.tcp changed: takes effect at the next start");
+    assert!(log.contains("log.level"), "{log}");
+    drop(RawClient::connected_clean(addr, V5, "after-reload"));
+}
+
+#[test]
+fn the_binary_writes_json_lines_when_asked() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("ringmq.toml");
+    let port = free_port();
+    std::fs::write(&config, config_text(port, "[log]\nformat = \"json\"\n")).unwrap();
+    let broker = BrokerProcess::start(&config);
+    let log = broker.log();
+    let lines: Vec<_> = log.lines().filter(|l| !l.trim().is_empty()).collect();
+    assert!(!lines.is_empty());
+    for line in lines {
+        let value: serde_json::Value =
+            serde_json::from_str(line).unwrap_or_else(|e| panic!("not a JSON line ({e}): {line}"));
+        assert!(value.get("level").is_some(), "{line}");
+    }
+}
