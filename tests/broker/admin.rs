@@ -188,3 +188,66 @@ fn subscriptions_are_listed_and_requests_are_checked() {
     assert_eq!(call(&broker, "POST", "/api/v1/clients", "").0, 405);
     assert_eq!(call(&broker, "POST", "/api/v1/reload", "").0, 200);
 }
+
+#[test]
+fn reload_reads_the_config_source_and_reports_what_waits_for_a_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("ringmq.toml");
+    std::fs::write(&file, "[ip]\nmax_connections = 0\n").unwrap();
+    let broker = TestBroker::start();
+    let config = get(&broker, "/api/v1/config");
+    assert_eq!(config["toml"], Value::Null, "no source yet");
+    broker.set_config_source(file.clone());
+    let config = get(&broker, "/api/v1/config");
+    assert!(config["toml"].as_str().unwrap().contains("[listeners]"));
+    std::fs::write(
+        &file,
+        "[ip]\nmax_connections = 50\n[listeners]\ntcp = [\"127.0.0.1:0\", \"127.0.0.2:0\"]\n",
+    )
+    .unwrap();
+    let (status, report) = call(&broker, "POST", "/api/v1/reload", "");
+    assert_eq!(status, 200, "{report}");
+    assert!(
+        report["applied"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|k| k == "ip.max_connections"),
+        "{report}"
+    );
+    assert!(
+        report["restart_required"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|k| k == "listeners.tcp"),
+        "{report}"
+    );
+    let config = get(&broker, "/api/v1/config");
+    assert!(
+        config["toml"]
+            .as_str()
+            .unwrap()
+            .contains("max_connections = 50")
+    );
+    assert_eq!(config["restart_required"][0], "listeners.tcp");
+    std::fs::write(&file, "[ip]\nmax_connections = \"many\"\n").unwrap();
+    let (status, report) = call(&broker, "POST", "/api/v1/reload", "");
+    assert_eq!(status, 400);
+    assert!(
+        report["refused"]
+            .as_str()
+            .unwrap()
+            .contains("max_connections"),
+        "{report}"
+    );
+    let config = get(&broker, "/api/v1/config");
+    assert!(
+        config["toml"]
+            .as_str()
+            .unwrap()
+            .contains("max_connections = 50"),
+        "the old one stays"
+    );
+    broker.assert_serving();
+}

@@ -170,6 +170,28 @@ impl TestBroker {
         self.broker.as_ref().expect("broker runs until drop")
     }
 
+    /// Makes reloads read `overrides` (TOML over the test defaults) from `file`, as the binary
+    /// reads its config file; `raw` is what the broker is said to have started with.
+    pub fn set_config_source(&self, file: std::path::PathBuf) {
+        let layers = |text: &str| {
+            let mut raw = default_raw()?;
+            raw.overlay(parse_raw("test base", BASE)?);
+            raw.overlay(parse_raw("test file", text)?);
+            Ok::<_, ringmq::config::ConfigError>(raw)
+        };
+        let text = std::fs::read_to_string(&file).expect("the source file exists");
+        let started = layers(&text).expect("the source parses");
+        self.broker().set_config_source(
+            &started,
+            Box::new(move || {
+                let text = std::fs::read_to_string(&file).unwrap_or_default();
+                let raw = layers(&text)?;
+                let config = raw.validate()?;
+                Ok((raw, config))
+            }),
+        );
+    }
+
     /// What the operations HTTP server answers admin requests with.
     pub fn admin(&self) -> ringmq::admin::AdminPort {
         self.broker().admin_port()

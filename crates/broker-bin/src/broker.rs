@@ -20,8 +20,6 @@ pub struct Broker {
     shared: Arc<Shared>,
     /// The store thread, when something is stored.
     store: Option<StoreThread>,
-    /// The log level's control and the live configuration in force (`reload_config`).
-    live: crate::reload::ReloadState,
 }
 
 /// Why a broker did not start.
@@ -127,7 +125,6 @@ impl Broker {
             }
         }
         Ok(Self {
-            live: crate::reload::ReloadState::new(shared.config.clone()),
             runtime,
             shared,
             store,
@@ -189,22 +186,13 @@ impl Broker {
     /// `log.max_lifecycle_per_sec`), and reports every other key that differs from the running
     /// configuration as taking effect at the next start.
     pub fn reload_config(&self, config: &Config) -> crate::ReloadReport {
-        let mut report = crate::ReloadReport {
-            errors: self.reload(),
-            ..Default::default()
-        };
-        self.live.apply(&self.shared, config, &mut report);
-        report
+        self.shared.live.reload_with(&self.shared, config)
     }
 
     /// A reload whose new configuration did not load: it is refused whole (the running one
     /// stays); the certificates, password file and ACL file are still read again.
     pub fn reload_refused(&self, error: &crate::config::ConfigError) -> crate::ReloadReport {
-        crate::ReloadReport {
-            refused: Some(error.to_string()),
-            errors: self.reload(),
-            ..Default::default()
-        }
+        crate::reload::ReloadState::refused(&self.shared, error)
     }
 
     /// Hands the broker the control of the process's log level (from
@@ -213,12 +201,31 @@ impl Broker {
         &self,
         control: crate::logging::LogControl,
     ) -> Result<(), crate::logging::LogControl> {
-        self.live.set_log_control(control)
+        self.shared.live.set_log_control(control)
     }
 
     /// The log filter in force (as `RUST_LOG` would write it), once a control was handed over.
     pub fn log_filter(&self) -> Option<String> {
-        self.live.log_filter()
+        self.shared.live.log_filter()
+    }
+
+    /// Where reloads read the configuration from (the binary: the config file and flags);
+    /// `raw` is what the broker started with (the admin API prints it).
+    pub fn set_config_source(
+        &self,
+        raw: &crate::config::RawConfig,
+        source: crate::reload::ConfigSource,
+    ) {
+        self.shared
+            .live
+            .set_source(raw, &self.shared.config, source);
+    }
+
+    /// What SIGHUP does: reads the configuration from its source (see
+    /// [`Self::set_config_source`]) and reloads it ([`Self::reload_config`]); without a source,
+    /// reloads the certificates, password file and ACL file only.
+    pub fn reload_from_source(&self) -> crate::ReloadReport {
+        self.shared.live.reload_from_source(&self.shared)
     }
 
     /// What the operations HTTP server answers admin requests with.

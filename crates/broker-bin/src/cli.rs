@@ -7,7 +7,7 @@ use clap::Parser;
 use crate::config::{self, Config, ConfigError, RawConfig};
 
 /// RingMQ: an MQTT 3.1.1 and 5.0 broker on thread-per-core io_uring reactors.
-#[derive(Debug, Parser)]
+#[derive(Debug, Clone, Parser)]
 #[command(name = "ringmq", version, about)]
 pub struct Cli {
     /// TOML config file; its keys override the embedded defaults (see --print-default-config).

@@ -25,7 +25,8 @@ fn main() -> anyhow::Result<()> {
     if cli.check_config {
         return check_config(&cli);
     }
-    let config = cli.config()?;
+    let raw = cli.raw_config()?;
+    let config = raw.validate()?;
     let log_control = ringmq::logging::init(&config)?;
     if let Err(error) = ring_runtime::raise_fd_limit(u64::MAX) {
         tracing::warn!(%error, "could not raise the open-file limit");
@@ -36,13 +37,22 @@ fn main() -> anyhow::Result<()> {
     let broker = Broker::start(config).context("starting the broker")?;
     // The only control handed over: it cannot be refused.
     let _ = broker.set_log_control(log_control);
+    let source_cli = cli.clone();
+    broker.set_config_source(
+        &raw,
+        Box::new(move || {
+            let raw = source_cli.raw_config()?;
+            let config = raw.validate()?;
+            Ok((raw, config))
+        }),
+    );
     tracing::info!(
         addrs = ?broker.local_addrs(),
         backend = ?broker.backend(),
         shards = broker.shard_count(),
         "ringmq listening"
     );
-    match run_until_stop(&broker, signals, &cli)? {
+    match run_until_stop(&broker, signals)? {
         Stop::Signal(signal) => {
             tracing::info!(signal, "shutting down");
             broker.shutdown();
@@ -64,7 +74,7 @@ enum Stop {
 
 /// Blocks until SIGINT or SIGTERM arrives or a shard ends, whichever comes first; SIGHUP
 /// reloads the TLS certificates meanwhile.
-fn run_until_stop(broker: &Broker, mut signals: Signals, cli: &Cli) -> anyhow::Result<Stop> {
+fn run_until_stop(broker: &Broker, mut signals: Signals) -> anyhow::Result<Stop> {
     let (stop_tx, stop_rx) = mpsc::channel();
     let signal_tx = stop_tx.clone();
     std::thread::Builder::new()
@@ -86,7 +96,7 @@ fn run_until_stop(broker: &Broker, mut signals: Signals, cli: &Cli) -> anyhow::R
         .context("starting the shard watcher")?;
     loop {
         match stop_rx.recv().context("waiting for a stop signal")? {
-            Stop::Signal(SIGHUP) => reload(broker, cli),
+            Stop::Signal(SIGHUP) => reload(broker),
             stop => return Ok(stop),
         }
     }
@@ -96,12 +106,8 @@ fn run_until_stop(broker: &Broker, mut signals: Signals, cli: &Cli) -> anyhow::R
 /// password and ACL files, `[ip]`, publish rates, `[overload]`, the log level and lifecycle
 /// bound); every other changed key is logged as taking effect at the next start. A config file
 /// that no longer loads is refused whole and the running configuration stays.
-fn reload(broker: &Broker, cli: &Cli) {
-    let report = match cli.config() {
-        Ok(config) => broker.reload_config(&config),
-        Err(error) => broker.reload_refused(&error),
-    };
-    report.log("SIGHUP");
+fn reload(broker: &Broker) {
+    broker.reload_from_source().log("SIGHUP");
 }
 
 /// `--check-config`: validates the configuration and prints it, every key with its effective

@@ -65,8 +65,9 @@ pub struct Shared {
     pub(crate) acl: Option<crate::swap::Swap<crate::access::AclFile>>,
     /// The external authentication backends and their workers (`auth.backends` naming any).
     pub(crate) gatekeeper: Option<crate::gatekeeper::Gatekeeper>,
-    /// What the admin API's reload does (set by the binary, which knows the config file).
-    pub(crate) reload_hook: std::sync::OnceLock<crate::admin::ReloadHook>,
+    /// The log level's control, the configuration in force, and where a reload reads the
+    /// configuration from (SIGHUP and the admin API).
+    pub(crate) live: crate::reload::ReloadState,
     /// The `[ip]` guard: address lists and per-address limits.
     pub(crate) guard: crate::guard::IpGuard,
     /// Publish rates and overload mode (reloadable).
@@ -167,6 +168,7 @@ impl Shared {
         let guard = crate::guard::IpGuard::new(config.ip.clone());
         let abuse = crate::abuse::AbuseLimits::new(&config);
         let lifecycle = crate::logging::LifecycleLog::new(config.log.max_lifecycle_per_sec);
+        let live = crate::reload::ReloadState::new(config.clone());
         Self {
             partial_frames,
             queue_limits,
@@ -183,7 +185,7 @@ impl Shared {
             passwords: None,
             acl: None,
             gatekeeper: None,
-            reload_hook: std::sync::OnceLock::new(),
+            live,
             guard,
             abuse,
             lifecycle,

@@ -73,9 +73,6 @@ impl AdminResponse {
     }
 }
 
-/// What reloading does, set by whoever knows where the config file is (`main.rs`).
-pub type ReloadHook = Box<dyn Fn() -> Result<serde_json::Value, String> + Send + Sync>;
-
 /// What the operations HTTP server holds to answer admin requests.
 #[derive(Clone)]
 pub struct AdminPort {
@@ -92,11 +89,6 @@ impl AdminPort {
         Self { poster, shared }
     }
 
-    /// Sets what `POST /api/v1/reload` does (once, for every port of this broker).
-    pub fn set_reload(&self, hook: ReloadHook) {
-        let _ = self.shared.reload_hook.set(hook);
-    }
-
     /// The answer to `request`, or `None` when its path is not the admin API's.
     pub fn route(&self, request: &AdminRequest<'_>) -> Option<AdminResponse> {
         routes::route(self, request)
@@ -104,10 +96,6 @@ impl AdminPort {
 
     pub(crate) fn shared(&self) -> &Shared {
         &self.shared
-    }
-
-    pub(crate) fn reload_hook(&self) -> Option<&ReloadHook> {
-        self.shared.reload_hook.get()
     }
 
     /// Asks every shard; one answer each.

@@ -9,7 +9,8 @@
 //! | `GET /api/v1/retained?after=&limit=` | retained messages by topic, a page |
 //! | `DELETE /api/v1/retained/{topic}` | clears the topic's retained message |
 //! | `POST /api/v1/publish` | publishes `{"topic", "payload" or "payload_base64", "qos", "retain"}` |
-//! | `POST /api/v1/reload` | what SIGHUP does |
+//! | `GET /api/v1/config` | the last configuration loaded, as TOML, and its keys waiting for a restart |
+//! | `POST /api/v1/reload` | what SIGHUP does, answered with its report |
 
 use base64::Engine;
 use bytes::Bytes;
@@ -44,7 +45,8 @@ pub(super) fn route(port: &AdminPort, request: &AdminRequest<'_>) -> Option<Admi
         }
         ("POST", "publish") => publish(port, request),
         ("POST", "reload") => Ok(reload(port)),
-        (_, "clients" | "subscriptions" | "retained" | "publish" | "reload") => {
+        ("GET", "config") => Ok(config(port)),
+        (_, "clients" | "subscriptions" | "retained" | "publish" | "reload" | "config") => {
             Err(method_not_allowed())
         }
         (_, path) if path.starts_with("retained/") => Err(method_not_allowed()),
@@ -269,19 +271,24 @@ fn send_publish(
     outcome.map_err(|problem| AdminResponse::error(400, problem))
 }
 
+/// What SIGHUP does, answered with the report (200 when everything was applied or reported,
+/// 400 when the configuration was refused or a file failed to load).
 fn reload(port: &AdminPort) -> AdminResponse {
-    match port.reload_hook() {
-        Some(hook) => match hook() {
-            Ok(report) => AdminResponse::ok(&report),
-            Err(error) => AdminResponse::error(400, error),
-        },
-        None => {
-            let errors = port.shared().reload_files();
-            let status = if errors.is_empty() { 200 } else { 400 };
-            AdminResponse {
-                status,
-                body: serde_json::json!({ "reloaded": ["certificates", "password_file", "acl_file"], "errors": errors }).to_string(),
-            }
-        }
+    let shared = port.shared();
+    let report = shared.live.reload_from_source(shared);
+    report.log("admin API");
+    let status = if report.refused.is_none() && report.errors.is_empty() {
+        200
+    } else {
+        400
+    };
+    AdminResponse {
+        status,
+        ..AdminResponse::ok(&report)
     }
+}
+
+/// The last configuration loaded, as TOML, and its keys that wait for a restart.
+fn config(port: &AdminPort) -> AdminResponse {
+    AdminResponse::ok(&port.shared().live.view())
 }

@@ -7,7 +7,7 @@ mod report;
 
 use std::sync::{Mutex, OnceLock};
 
-use crate::config::Config;
+use crate::config::{Config, ConfigError, RawConfig};
 use crate::logging::{LogControl, LogLevelError};
 use crate::shared::Shared;
 
@@ -15,10 +15,34 @@ pub use report::ReloadReport;
 
 /// What reloads need besides the shared state: the log level's control and the configuration
 /// whose live keys are in force.
-#[derive(Debug)]
 pub(crate) struct ReloadState {
     log: OnceLock<LogControl>,
     in_force: Mutex<Config>,
+    /// Where a reload reads the configuration (the binary: file and flags).
+    source: OnceLock<ConfigSource>,
+    /// What the admin API shows: the last configuration loaded, as TOML, and the keys of it
+    /// that wait for a restart.
+    view: Mutex<ConfigView>,
+}
+
+/// Reads the configuration again: the raw layers and their validation.
+pub type ConfigSource = Box<dyn Fn() -> Result<(RawConfig, Config), ConfigError> + Send + Sync>;
+
+/// The configuration as the admin API shows it.
+#[derive(Debug, Clone, Default, serde::Serialize)]
+pub struct ConfigView {
+    /// The last configuration loaded (at start or by a reload), every key, as TOML; `None`
+    /// when the broker was started without a source (embedded in a program).
+    pub toml: Option<String>,
+    /// Keys of it that differ from the running configuration and take effect at the next
+    /// start.
+    pub restart_required: Vec<&'static str>,
+}
+
+impl std::fmt::Debug for ReloadState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ReloadState").finish_non_exhaustive()
+    }
 }
 
 impl ReloadState {
@@ -27,6 +51,67 @@ impl ReloadState {
         Self {
             log: OnceLock::new(),
             in_force: Mutex::new(config),
+            source: OnceLock::new(),
+            view: Mutex::new(ConfigView::default()),
+        }
+    }
+
+    /// Sets where reloads read the configuration; `raw` and `config` are what the broker
+    /// started with.
+    pub(crate) fn set_source(&self, raw: &RawConfig, config: &Config, source: ConfigSource) {
+        if self.source.set(source).is_ok() {
+            self.lock_view().toml = crate::config::effective_toml(raw, config).ok();
+        }
+    }
+
+    /// The configuration as the admin API shows it.
+    pub(crate) fn view(&self) -> ConfigView {
+        self.lock_view().clone()
+    }
+
+    fn lock_view(&self) -> std::sync::MutexGuard<'_, ConfigView> {
+        self.view.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Reads the configuration from the source and reloads it; without a source, reloads
+    /// the certificates, password file and ACL file only.
+    pub(crate) fn reload_from_source(&self, shared: &Shared) -> ReloadReport {
+        let Some(source) = self.source.get() else {
+            return ReloadReport {
+                errors: shared.reload_files(),
+                ..Default::default()
+            };
+        };
+        match source() {
+            Ok((raw, config)) => {
+                let report = self.reload_with(shared, &config);
+                let mut view = self.lock_view();
+                view.toml = crate::config::effective_toml(&raw, &config).ok();
+                view.restart_required = report.restart_required.clone();
+                report
+            }
+            Err(error) => Self::refused(shared, &error),
+        }
+    }
+
+    /// A reload with `config`, which loaded: the files are read again, its live keys put in
+    /// force, the rest reported.
+    pub(crate) fn reload_with(&self, shared: &Shared, config: &Config) -> ReloadReport {
+        let mut report = ReloadReport {
+            errors: shared.reload_files(),
+            ..Default::default()
+        };
+        self.apply(shared, config, &mut report);
+        report
+    }
+
+    /// A reload whose configuration did not load: refused whole; the files are still read
+    /// again.
+    pub(crate) fn refused(shared: &Shared, error: &ConfigError) -> ReloadReport {
+        ReloadReport {
+            refused: Some(error.to_string()),
+            errors: shared.reload_files(),
+            ..Default::default()
         }
     }
 
