@@ -215,8 +215,9 @@ impl BrokerShard {
     }
 
     /// Whether a message on `topic` may leave to `conn`: checked only for a client with a
-    /// partly readable subscription.
-    pub(super) fn acl_allows_delivery(&self, conn: ConnId, topic: &str) -> bool {
+    /// partly readable subscription (the topic's text is looked at only then: `as_str`
+    /// re-checks its UTF-8).
+    pub(super) fn acl_allows_delivery(&self, conn: ConnId, topic: &MqttStr) -> bool {
         if self.acl_clients.is_empty() {
             return true;
         }
@@ -226,6 +227,7 @@ impl BrokerShard {
         let Some(client_id) = self.client_id_of(conn) else {
             return true;
         };
+        let topic = topic.as_str();
         let identity = identity(&client_id, client.username.as_ref());
         let by_file = self
             .acl()

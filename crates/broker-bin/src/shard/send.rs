@@ -68,7 +68,7 @@ impl BrokerShard {
         packet_id: Option<PacketId>,
         dup: bool,
     ) -> Result<(), NotSent> {
-        if !self.acl_allows_delivery(conn, copy.message.publish.topic().as_str()) {
+        if !self.acl_allows_delivery(conn, copy.message.publish.topic()) {
             return Err(NotSent::NotAuthorized);
         }
         let message_expiry_interval = match copy.message.expiry(ctx.now()) {
