@@ -6,9 +6,10 @@
 
 mod abuse;
 pub mod access;
+pub mod admin;
 pub mod alias;
 pub mod auth;
-pub mod admin;
+pub mod bridge;
 mod broker;
 mod carry;
 pub mod cli;

@@ -99,7 +99,8 @@ fn run_until_stop(broker: &Broker, mut signals: Signals, cli: &Cli) -> anyhow::R
 
 /// SIGHUP: new TLS handshakes use the certificates and keys on disk now (open connections keep
 /// theirs), new CONNECTs the password file and the ACL on disk now, new connections the
-/// `[ip]` and `[overload]` sections of the config file, later PUBLISH packets its publish rates.
+/// `[ip]` and `[overload]` sections of the config file, later PUBLISH packets its publish rates;
+/// `[[bridges]]` added, removed or changed start, stop or restart.
 /// Whatever fails to load keeps its old contents.
 fn reload(broker: &Broker, cli: &Cli) {
     let mut errors = broker.reload();
@@ -109,7 +110,7 @@ fn reload(broker: &Broker, cli: &Cli) {
     }
     if errors.is_empty() {
         tracing::info!(
-            "SIGHUP: certificates, password file, ACL file, [ip], publish rates and [overload] reloaded"
+            "SIGHUP: certificates, password file, ACL file, [ip], publish rates, [overload] and bridges reloaded"
         );
     }
     for error in errors {
