@@ -153,6 +153,11 @@ impl TestBroker {
         self.broker.as_ref().expect("broker runs until drop")
     }
 
+    /// Each bridge's figures now.
+    pub fn bridge_stats(&self) -> Vec<ringmq::bridge::BridgeStats> {
+        self.broker().bridge_stats()
+    }
+
     /// The summed counters now.
     pub fn metrics(&self) -> Snapshot {
         self.broker().metrics().snapshot()

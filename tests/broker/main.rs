@@ -5,6 +5,7 @@
 mod acl;
 mod auth;
 mod backends;
+mod bridge;
 mod client;
 mod connect;
 mod crash;
