@@ -15,8 +15,9 @@ use std::time::Duration;
 use codec::{QoS, ReasonCode};
 use ringmq::config::{default_raw, parse_raw};
 
-use crate::client::{RawClient, V5, V311, persistent_connect};
+use crate::client::{RawClient, V5, V311, connect_packet, persistent_connect, s};
 use crate::harness::{TestBroker, wait_until};
+use crate::passwords::passwd_file;
 use crate::pki::TestPki;
 
 /// How long "no second copy arrives" is watched for.
@@ -347,6 +348,58 @@ fn reload_starts_restarts_and_stops_bridges() {
     assert!(local.bridge_stats().is_empty());
     publisher.publish_simple("b/3", b"3", QoS::AtLeastOnce);
     remote_sub.expect_silence(NO_ECHO);
+}
+
+/// The bridge logs in to a local broker that has a password file (`local_username`,
+/// `local_password`) and to a remote that asks for a password and a client certificate; a QoS 2
+/// message crosses as QoS 2.
+#[test]
+fn bridge_logs_in_on_both_sides_and_carries_qos2_out() {
+    let pki = TestPki::new();
+    let dir = pki.dir.path();
+    let client = pki.ca.client(dir, "edge");
+    let (remote_users, local_users) = (dir.join("remote.passwd"), dir.join("local.passwd"));
+    passwd_file(&remote_users, "edge", "remote-secret");
+    passwd_file(&local_users, "bridge", "local-secret");
+    let remote = TestBroker::with_config(&format!(
+        "[auth]\npassword_file = {:?}\nallow_anonymous = true\n\
+         [[listeners.tls]]\nbind = \"127.0.0.1:0\"\n{}client_ca = {:?}\nrequire_client_cert = true\n",
+        remote_users.display().to_string(),
+        pki.listener_keys(),
+        pki.ca.cert.display().to_string()
+    ));
+    let keys = format!(
+        "username = \"edge\"\npassword = \"remote-secret\"\ntls = true\ntls_ca_file = {:?}\n\
+         tls_cert_file = {:?}\ntls_key_file = {:?}\nlocal_username = \"bridge\"\n\
+         local_password = \"local-secret\"\n",
+        pki.ca.cert.display().to_string(),
+        client.cert.display().to_string(),
+        client.key.display().to_string()
+    );
+    let rule = r#"{ pattern = "q2/#", direction = "out", qos = 2 }"#;
+    let local = TestBroker::with_config(&format!(
+        "[auth]\npassword_file = {:?}\nallow_anonymous = false\n{}",
+        local_users.display().to_string(),
+        bridge("auth", remote.addr_of("tls"), "5.0", rule, &keys)
+    ));
+    wait_connected(&local, "auth");
+    let mut remote_sub = RawClient::connected_clean(remote.addr(), V5, "remote-sub");
+    remote_sub.subscribe("q2/#", QoS::ExactlyOnce);
+    let mut login = connect_packet(V5, "local-pub", true);
+    login.username = Some(s("bridge"));
+    login.password = Some(bytes::Bytes::from_static(b"local-secret"));
+    let mut publisher = RawClient::connected(local.addr(), login);
+    let reason = publisher.publish_simple("q2/x", b"exactly", QoS::ExactlyOnce);
+    assert_eq!(reason, ReasonCode::Success);
+    let got = remote_sub.expect_publish_on("q2/x");
+    assert_eq!(
+        (got.payload(), got.qos),
+        (&b"exactly"[..], QoS::ExactlyOnce)
+    );
+    remote_sub.acknowledge(&got);
+    wait_stats(&local, "auth", "one QoS 2 message out", |s| {
+        s.messages_out == 1
+    });
 }
 
 #[test]
