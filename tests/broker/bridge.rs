@@ -157,12 +157,13 @@ fn wait_stats(
 
 /// Messages cross out, in and both ways with their prefixes mapped; a `both` message crosses
 /// once and is not echoed back.
-fn crosses_three_ways(protocol: &str, remote_protocol: codec::ProtocolVersion) {
+fn crosses_three_ways(protocol: &str, remote_protocol: codec::ProtocolVersion, extra: &str) {
     let remote = Mosquitto::start();
     let mut remote_sub = RawClient::connected_clean(remote.addr(), remote_protocol, "remote-sub");
     remote_sub.subscribe("edge1/#", QoS::AtLeastOnce);
     remote_sub.subscribe("both/#", QoS::AtLeastOnce);
-    let local = TestBroker::with_config(&bridge("cloud", remote.addr(), protocol, THREE_WAYS, ""));
+    let local =
+        TestBroker::with_config(&bridge("cloud", remote.addr(), protocol, THREE_WAYS, extra));
     wait_connected(&local, "cloud");
     let mut local_sub = RawClient::connected_clean(local.addr(), V5, "local-sub");
     local_sub.subscribe("cloud/#", QoS::ExactlyOnce);
@@ -203,12 +204,19 @@ fn crosses_three_ways(protocol: &str, remote_protocol: codec::ProtocolVersion) {
 
 #[test]
 fn bridge_to_mosquitto_over_5_0_crosses_three_ways_without_echo() {
-    crosses_three_ways("5.0", V5);
+    crosses_three_ways("5.0", V5, "");
 }
 
 #[test]
 fn bridge_to_mosquitto_over_3_1_1_with_the_bridge_marker_crosses_without_echo() {
-    crosses_three_ways("3.1.1", V311);
+    crosses_three_ways("3.1.1", V311, "");
+}
+
+/// Without the marker mosquitto sends the bridge its own `both` message back: the echo guard
+/// drops it.
+#[test]
+fn bridge_to_mosquitto_over_3_1_1_without_the_marker_drops_the_echo() {
+    crosses_three_ways("3.1.1", V311, "try_private = false\n");
 }
 
 #[test]

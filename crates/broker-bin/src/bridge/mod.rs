@@ -24,11 +24,12 @@ mod tls;
 mod topics;
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 
 use codec::ReasonCode;
-use crossbeam_channel::{Sender, TrySendError};
+use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
 
 pub use stats::{BridgeCounters, BridgeStats};
 
@@ -38,6 +39,8 @@ use supervisor::Supervisor;
 
 /// Events a bridge's thread holds before its reader threads wait (pushing back on the sockets).
 const EVENT_CAPACITY: usize = 1024;
+/// Longest a stop (reload, shutdown) waits for a bridge's thread.
+const STOP_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
 
 /// Why a bridge's connection failed (it is retried after the backoff).
 #[derive(Debug, thiserror::Error)]
@@ -85,19 +88,29 @@ struct Running {
     settings: Arc<BridgeSettings>,
     counters: Arc<BridgeCounters>,
     wake: Sender<Event>,
-    thread: Option<JoinHandle<()>>,
+    /// Set to stop: the thread checks it between packets, ticks and connection attempts.
+    stop: Arc<AtomicBool>,
+    /// Disconnected (or sent to) when the thread ends.
+    done: Receiver<()>,
+    thread: JoinHandle<()>,
 }
 
 impl Running {
-    /// Tells the thread to stop and waits for it (the local and remote sessions stay).
-    fn stop(mut self) {
-        // A full channel: the thread is busy forwarding; it reads Stop after what is queued
-        // (or has ended, and the send fails).
-        if let Err(TrySendError::Full(stop)) = self.wake.try_send(Event::Stop) {
-            let _ = self.wake.send(stop);
-        }
-        if let Some(thread) = self.thread.take() {
-            let _ = thread.join();
+    /// Tells the thread to stop and waits for it (the local and remote sessions stay). A
+    /// thread still inside a connection attempt (TCP, TLS, CONNACK: at most
+    /// `supervisor::CONNECT_TIMEOUT` each) is not waited for beyond [`STOP_WAIT`]: it ends on
+    /// its own when the attempt does, without connecting to this broker.
+    fn stop(self) {
+        self.stop.store(true, Ordering::Relaxed);
+        // A full channel: the flag is seen at the next packet or tick.
+        let _ = self.wake.try_send(Event::Stop);
+        match self.done.recv_timeout(STOP_WAIT) {
+            Err(RecvTimeoutError::Timeout) => {
+                tracing::warn!(bridge = %self.settings.name, "bridge still connecting; left to end on its own");
+            }
+            Ok(()) | Err(RecvTimeoutError::Disconnected) => {
+                let _ = self.thread.join();
+            }
         }
     }
 }
@@ -195,25 +208,33 @@ impl Bridges {
         })?;
         let settings = Arc::new(settings.clone());
         let counters = Arc::new(BridgeCounters::default());
+        let stop = Arc::new(AtomicBool::new(false));
         let (sender, events) = crossbeam_channel::bounded(EVENT_CAPACITY);
+        let (done_sender, done) = crossbeam_channel::bounded(1);
         let supervisor = Supervisor {
             settings: Arc::clone(&settings),
             counters: Arc::clone(&counters),
             local,
             events,
             sender: sender.clone(),
+            stop: Arc::clone(&stop),
             fresh_local,
             marker_ok: true,
             epoch: 0,
         };
         let thread = std::thread::Builder::new()
             .name(format!("bridge-{}", settings.name))
-            .spawn(move || supervisor.run())?;
+            .spawn(move || {
+                supervisor.run();
+                let _ = done_sender.send(());
+            })?;
         Ok(Running {
             settings,
             counters,
             wake: sender,
-            thread: Some(thread),
+            stop,
+            done,
+            thread,
         })
     }
 
@@ -246,4 +267,21 @@ fn loopback(addr: SocketAddr) -> SocketAddr {
         ip => ip,
     };
     SocketAddr::new(ip, addr.port())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::loopback;
+
+    #[test]
+    fn a_listener_on_every_address_is_reached_over_loopback() {
+        let cases = [
+            ("0.0.0.0:1883", "127.0.0.1:1883"),
+            ("[::]:1883", "[::1]:1883"),
+            ("10.1.2.3:1883", "10.1.2.3:1883"),
+        ];
+        for (bound, reached) in cases {
+            assert_eq!(loopback(bound.parse().unwrap()), reached.parse().unwrap());
+        }
+    }
 }

@@ -2,6 +2,7 @@
 //! threads feeding packets in as [`Event`]s, and this thread forwarding messages both ways
 //! and acknowledging each source only after its destination did.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use codec::{
@@ -18,11 +19,9 @@ use super::flow::{Forwarded, Lane, SUBSCRIBE_ID};
 use super::link::LinkWriter;
 use super::mqtt::{self, mqtt_str};
 use super::stats::BridgeCounters;
+use super::supervisor::TICK;
 use super::topics::map_first;
 use crate::config::{BridgeSettings, TopicRule};
-
-/// How often keep-alives are checked when nothing arrives.
-const TICK: Duration = Duration::from_millis(250);
 
 /// Which connection a packet came from or goes to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -187,6 +186,7 @@ impl<'a> Session<'a> {
         &mut self,
         events: &Receiver<Event>,
         epoch: u64,
+        stop: &AtomicBool,
     ) -> Result<Ended, BridgeError> {
         self.subscribe(Side::Local)?;
         self.subscribe(Side::Remote)?;
@@ -194,6 +194,10 @@ impl<'a> Session<'a> {
             self.counters.set_connected(true);
         }
         loop {
+            if stop.load(Ordering::Relaxed) {
+                self.goodbye();
+                return Ok(Ended::Stopped);
+            }
             match events.recv_timeout(TICK) {
                 Ok(Event::Stop) => {
                     self.goodbye();

@@ -4,6 +4,7 @@
 use std::net::SocketAddr;
 use std::num::NonZeroU16;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
@@ -21,7 +22,9 @@ use super::tls::TlsClient;
 use crate::config::{BridgeSettings, Secret};
 
 /// Longest wait for a TCP connection, a TLS handshake or a CONNACK.
-const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+pub(crate) const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+/// Longest wait for an event before the stop flag is looked at again.
+pub(crate) const TICK: Duration = Duration::from_millis(250);
 /// Keep-alive of the local connection, seconds.
 const LOCAL_KEEP_ALIVE: u16 = 60;
 
@@ -42,6 +45,8 @@ pub(crate) struct Supervisor {
     pub(crate) events: Receiver<Event>,
     /// Handed to each period's reader threads.
     pub(crate) sender: Sender<Event>,
+    /// Set when the bridge is to stop.
+    pub(crate) stop: Arc<AtomicBool>,
     /// Start the local session afresh (the bridge's rules changed: old subscriptions go).
     pub(crate) fresh_local: bool,
     /// The remote accepted (or was not yet offered) the 3.1.1 bridge marker.
@@ -56,7 +61,7 @@ impl Supervisor {
         let _span = tracing::info_span!("bridge", bridge = %name).entered();
         self.prepare_local_session();
         let mut backoff = Backoff::new(self.settings.reconnect_min, self.settings.reconnect_max);
-        loop {
+        while !self.stopped() {
             let started = Instant::now();
             match self.connected_period() {
                 Ok(Ended::Stopped) => return,
@@ -78,13 +83,21 @@ impl Supervisor {
     fn wait(&self, delay: Duration) -> bool {
         let deadline = Instant::now() + delay;
         loop {
+            if self.stopped() {
+                return true;
+            }
             let left = deadline.saturating_duration_since(Instant::now());
-            match self.events.recv_timeout(left) {
+            match self.events.recv_timeout(left.min(TICK)) {
                 Ok(Event::Stop) | Err(RecvTimeoutError::Disconnected) => return true,
                 Ok(_) => {}
-                Err(RecvTimeoutError::Timeout) => return false,
+                Err(RecvTimeoutError::Timeout) if left <= TICK => return false,
+                Err(RecvTimeoutError::Timeout) => {}
             }
         }
+    }
+
+    fn stopped(&self) -> bool {
+        self.stop.load(Ordering::Relaxed)
     }
 
     /// Creates (or renews) the local session and its subscriptions before the remote is
@@ -118,6 +131,11 @@ impl Supervisor {
     fn connected_period(&mut self) -> Result<Ended, BridgeError> {
         self.epoch += 1;
         let remote = self.open_remote()?;
+        // Stopped while connecting (and no longer waited for): this broker's session may belong
+        // to a restarted bridge of the same name by now.
+        if self.stopped() {
+            return Ok(Ended::Stopped);
+        }
         let local = self.open_local(self.fresh_local)?;
         self.fresh_local = false;
         let Opened {
@@ -147,7 +165,7 @@ impl Supervisor {
             (local_peer, local_window),
             guard_echo,
         );
-        let ended = session.run(&self.events, self.epoch);
+        let ended = session.run(&self.events, self.epoch, &self.stop);
         drop((remote_closer, local_closer));
         ended
     }
