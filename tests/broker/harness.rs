@@ -197,6 +197,11 @@ impl TestBroker {
         self.broker().admin_port()
     }
 
+    /// Each bridge's figures now.
+    pub fn bridge_stats(&self) -> Vec<ringmq::bridge::BridgeStats> {
+        self.broker().bridge_stats()
+    }
+
     /// The summed counters now.
     pub fn metrics(&self) -> Snapshot {
         self.broker().metrics().snapshot()

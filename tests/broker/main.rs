@@ -7,6 +7,7 @@ mod admin;
 mod auth;
 mod backends;
 mod binary;
+mod bridge;
 mod client;
 mod connect;
 mod crash;

@@ -18,7 +18,7 @@ const V311: ProtocolVersion = ProtocolVersion::V3_1_1;
 
 /// Writes `file` with one user through `mosquitto_passwd -c -b` (Debian's mosquitto package,
 /// installed by the test command).
-fn passwd_file(file: &Path, user: &str, password: &str) {
+pub fn passwd_file(file: &Path, user: &str, password: &str) {
     let status = Command::new("mosquitto_passwd")
         .arg("-c")
         .arg("-b")

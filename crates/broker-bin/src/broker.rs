@@ -20,6 +20,8 @@ pub struct Broker {
     shared: Arc<Shared>,
     /// The store thread, when something is stored.
     store: Option<StoreThread>,
+    /// The `[[bridges]]` to other brokers, each on its own thread.
+    bridges: Arc<crate::bridge::Bridges>,
 }
 
 /// Why a broker did not start.
@@ -124,10 +126,25 @@ impl Broker {
                 tracing::error!(%shard, "could not start the shard's periodic work");
             }
         }
+        let local_tcp = shared.transports.addrs_of("tcp").first().copied();
+        let bridges = Arc::new(crate::bridge::Bridges::start(
+            &shared.config.bridges,
+            local_tcp,
+            Arc::clone(&shared),
+        ));
+        // Reloads reach the bridges through a weak handle: the shared state must not keep
+        // them (they keep it).
+        let weak = Arc::downgrade(&bridges);
+        shared.live.set_bridge_update(Box::new(move |config| {
+            if let Some(bridges) = weak.upgrade() {
+                bridges.update(&config.bridges);
+            }
+        }));
         Ok(Self {
             runtime,
             shared,
             store,
+            bridges,
         })
     }
 
@@ -171,13 +188,15 @@ impl Broker {
     /// Applies what of `config` takes effect without a restart: the `[ip]` section (later
     /// connections and logins are judged by it; open connections stay), the publish rates
     /// (`limits.max_publish_rate`, `limits.max_publish_bytes_rate`: later PUBLISH packets) and
-    /// `[overload]` (later accepts). Other sections take effect at the next start.
+    /// `[overload]` (later accepts) and `[[bridges]]` (added, removed and changed bridges
+    /// start, stop and restart). Other sections take effect at the next start.
     pub fn apply_reloadable(&self, config: &Config) {
         self.shared.guard.update(config.ip.clone());
         self.shared.abuse.update(config);
         self.shared
             .lifecycle
             .set_limit(config.log.max_lifecycle_per_sec);
+        self.bridges.update(&config.bridges);
     }
 
     /// What SIGHUP and the admin API's reload do with a configuration that loaded: reads the
@@ -228,6 +247,12 @@ impl Broker {
         self.shared.live.reload_from_source(&self.shared)
     }
 
+    /// Each bridge's figures (connected, messages in and out, dropped, reconnects), in config
+    /// order.
+    pub fn bridge_stats(&self) -> Vec<crate::bridge::BridgeStats> {
+        self.bridges.stats()
+    }
+
     /// What the operations HTTP server answers admin requests with.
     pub fn admin_port(&self) -> crate::admin::AdminPort {
         crate::admin::AdminPort::new(self.runtime.poster(), Arc::clone(&self.shared))
@@ -262,6 +287,8 @@ impl Broker {
 
     /// Starts a graceful shutdown: clients get DISCONNECT 0x8B, wills go out, writes drain.
     pub fn shutdown(&self) {
+        // The bridges first: their DISCONNECTs reach the shards while they still run.
+        self.bridges.stop_all();
         self.runtime.shutdown();
     }
 

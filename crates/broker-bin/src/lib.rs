@@ -9,6 +9,7 @@ pub mod access;
 pub mod admin;
 pub mod alias;
 pub mod auth;
+pub mod bridge;
 mod broker;
 mod carry;
 pub mod cli;

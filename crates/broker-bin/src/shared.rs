@@ -90,6 +90,8 @@ pub struct Shared {
     pub recovery: Recovery,
     /// The next stored-queue sequence number (above every recovered one).
     pub next_seq: AtomicU64,
+    /// The running bridges' counters (for `$SYS/broker/bridges/...`).
+    pub(crate) bridges: crate::bridge::BridgeBoard,
 }
 
 impl Shared {
@@ -197,6 +199,7 @@ impl Shared {
             store: None,
             recovery: Recovery::default(),
             next_seq: AtomicU64::new(1),
+            bridges: crate::bridge::BridgeBoard::default(),
         }
     }
 

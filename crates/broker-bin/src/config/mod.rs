@@ -4,6 +4,7 @@
 mod abuse;
 mod auth;
 mod auth_backends;
+mod bridges;
 mod error;
 mod ip;
 mod listeners;
@@ -17,6 +18,9 @@ use std::path::Path;
 
 pub use abuse::{OverloadSettings, PublishRates};
 pub use auth::{AuthSettings, BackendKind, JwtConfig};
+pub use bridges::{
+    BridgeSettings, BridgeTls, Direction, RawBridge, RawBridgeTopic, Secret, TopicRule,
+};
 pub use error::ConfigError;
 pub use listeners::{ListenerKind, ListenerSettings, TlsSettings, TransportListener};
 pub use log::{LogFormat, LogSettings};

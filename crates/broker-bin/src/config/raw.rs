@@ -266,6 +266,9 @@ pub struct RawConfig {
     pub ip: RawIp,
     #[serde(default)]
     pub overload: RawOverload,
+    /// `[[bridges]]`: a later file's list replaces the earlier one whole.
+    #[serde(default)]
+    pub bridges: Option<Vec<super::bridges::RawBridge>>,
 }
 
 impl RawConfig {
@@ -285,5 +288,6 @@ impl RawConfig {
         self.auth.overlay(over.auth);
         self.ip.overlay(over.ip);
         self.overload.overlay(over.overload);
+        set_if_some(&mut self.bridges, over.bridges);
     }
 }

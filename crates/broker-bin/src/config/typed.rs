@@ -45,6 +45,8 @@ pub struct Config {
     pub publish_rates: super::abuse::PublishRates,
     /// `[overload]` (reloadable).
     pub overload: super::abuse::OverloadSettings,
+    /// `[[bridges]]` (reloadable: added, removed and changed bridges start, stop, restart).
+    pub bridges: Vec<super::bridges::BridgeSettings>,
 }
 
 /// Which storage engine keeps sessions and retained messages.

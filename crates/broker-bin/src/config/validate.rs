@@ -89,6 +89,10 @@ impl RawConfig {
             ip: self.ip.validate()?,
             publish_rates: self.limits.publish_rates()?,
             overload: self.overload.validate()?,
+            bridges: super::bridges::validate(
+                self.bridges.as_deref().unwrap_or_default(),
+                &listeners,
+            )?,
             listeners,
             runtime: self.runtime()?,
             log_level: self.log_level()?,

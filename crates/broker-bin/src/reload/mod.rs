@@ -23,7 +23,12 @@ pub(crate) struct ReloadState {
     /// What the admin API shows: the last configuration loaded, as TOML, and the keys of it
     /// that wait for a restart.
     view: Mutex<ConfigView>,
+    /// Applies `[[bridges]]` (the broker's bridge threads, which the shared state cannot own).
+    bridges: OnceLock<BridgeUpdate>,
 }
+
+/// Starts, stops and restarts bridges for a new configuration.
+pub(crate) type BridgeUpdate = Box<dyn Fn(&Config) + Send + Sync>;
 
 /// Reads the configuration again: the raw layers and their validation.
 pub type ConfigSource = Box<dyn Fn() -> Result<(RawConfig, Config), ConfigError> + Send + Sync>;
@@ -53,7 +58,13 @@ impl ReloadState {
             in_force: Mutex::new(config),
             source: OnceLock::new(),
             view: Mutex::new(ConfigView::default()),
+            bridges: OnceLock::new(),
         }
+    }
+
+    /// Sets how reloads apply `[[bridges]]`.
+    pub(crate) fn set_bridge_update(&self, update: BridgeUpdate) {
+        let _ = self.bridges.set(update);
     }
 
     /// Sets where reloads read the configuration; `raw` and `config` are what the broker
@@ -131,6 +142,12 @@ impl ReloadState {
     pub(crate) fn apply(&self, shared: &Shared, new: &Config, report: &mut ReloadReport) {
         let mut in_force = self.in_force.lock().unwrap_or_else(|e| e.into_inner());
         report.applied = keys::changed(keys::LIVE, &in_force, new);
+        if in_force.bridges != new.bridges {
+            report.applied.push("bridges");
+        }
+        if let Some(update) = self.bridges.get() {
+            update(new);
+        }
         shared.guard.update(new.ip.clone());
         shared.abuse.update(new);
         shared.lifecycle.set_limit(new.log.max_lifecycle_per_sec);

@@ -116,18 +116,24 @@ impl BrokerShard {
                 self.publish_sys_value(ctx, name, value.to_string(), &broker);
             }
         }
+        for bridge in self.shared.bridges.stats() {
+            let figures = [
+                ("connected", u64::from(bridge.connected)),
+                ("messages/in", bridge.messages_in),
+                ("messages/out", bridge.messages_out),
+                ("dropped", bridge.dropped),
+                ("reconnects", bridge.reconnects),
+            ];
+            for (leaf, value) in figures {
+                let name = format!("$SYS/broker/bridges/{}/{leaf}", bridge.name);
+                self.publish_sys_value(ctx, &name, value.to_string(), &broker);
+            }
+        }
     }
 
-    fn publish_sys_value(
-        &mut self,
-        ctx: &mut Ctx,
-        name: &'static str,
-        value: String,
-        broker: &MqttStr,
-    ) {
+    fn publish_sys_value(&mut self, ctx: &mut Ctx, name: &str, value: String, broker: &MqttStr) {
         let limits = router::TopicLimits::default();
-        let (Ok(topic), Ok(topic_text)) =
-            (TopicName::new(name, &limits), MqttStr::from_static(name))
+        let (Ok(topic), Ok(topic_text)) = (TopicName::new(name, &limits), MqttStr::try_from(name))
         else {
             return;
         };
