@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Instruction counts of a fixed fan-out under callgrind (repeatable where wall-clock figures are
+# not): the broker runs under `valgrind --tool=callgrind` with one shard on epoll, then
+# `ringmq-bench fanout --threads 1 --pubs 2 --subs 200 -s 16 -r 100 -L 300` (120,000 deliveries).
+#   scripts/bench/callgrind-fanout.sh [BROKER_BINARY] [TAG]
+# Prints the broker's total instructions and its top functions; the profile stays in
+# bench-results/callgrind/<TAG>.out for callgrind_annotate.
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/../.."
+BIN=${1:-target/release/ringmq}
+TAG=${2:-fanout-$(date +%Y%m%d-%H%M%S)}
+BENCH=${BENCH_BIN:-target/release/ringmq-bench}
+OUT=bench-results/callgrind
+mkdir -p "$OUT"
+CONFIG=$(mktemp)
+printf '[runtime]\nshards = 1\nbackend = "epoll"\n[sys]\ninterval = 0\n[persistence]\nengine = "none"\n' >"$CONFIG"
+PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+timeout 600 valgrind --tool=callgrind --callgrind-out-file="$OUT/$TAG.out" \
+  "$BIN" --config "$CONFIG" --listen "127.0.0.1:$PORT" >"$OUT/$TAG.log" 2>&1 &
+VPID=$!
+trap 'kill -TERM $VPID 2>/dev/null || true; rm -f "$CONFIG"' EXIT
+for _ in $(seq 1 120); do
+  (echo >"/dev/tcp/127.0.0.1/$PORT") 2>/dev/null && break
+  sleep 0.5
+done
+timeout 300 "$BENCH" fanout -H "127.0.0.1:$PORT" --threads 1 --pubs 2 --subs 200 -s 16 -r 100 \
+  -L 300 --quiet >"$OUT/$TAG.bench.json"
+kill -TERM $VPID
+wait $VPID || true
+echo "$TAG total instructions: $(awk '/^summary:/ { print $2 }' "$OUT/$TAG.out")"
+callgrind_annotate "$OUT/$TAG.out" 2>/dev/null | sed -n '/file:function/,$p' | sed -n '2,16p'
