@@ -23,6 +23,9 @@ pub struct Message {
     pub retain: bool,
     /// When its Message Expiry Interval runs out, if it has one.
     pub expires_at: Option<Instant>,
+    /// The turn it was received in (`ShardCtx::now` of the receiving shard), for the delivery
+    /// latency; `None` for a message read back from the store.
+    pub received_at: Option<Instant>,
 }
 
 /// How long a message still lives, for forwarding.
