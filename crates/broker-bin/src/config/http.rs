@@ -127,44 +127,50 @@ impl RawHttp {
     }
 
     fn basic(&self) -> Result<Option<BasicCredentials>, ConfigError> {
-        match (text(&self.username), text(&self.password)) {
-            (None, None) => Ok(None),
-            (Some(username), Some(password)) => {
-                if username.contains(':') {
-                    return Err(ConfigError::invalid(
-                        "http.username",
-                        "must not contain ':' (HTTP basic authentication splits on it)",
-                    ));
-                }
-                Ok(Some(BasicCredentials {
-                    username: username.to_owned(),
-                    password: Secret(password.to_owned()),
-                }))
-            }
-            (Some(_), None) => Err(ConfigError::invalid(
-                "http.password",
-                "http.username is set without a password",
-            )),
-            (None, Some(_)) => Err(ConfigError::invalid(
+        let pair = both(
+            ("http.username", &self.username),
+            ("http.password", &self.password),
+        )?;
+        let Some((username, password)) = pair else {
+            return Ok(None);
+        };
+        if username.contains(':') {
+            return Err(ConfigError::invalid(
                 "http.username",
-                "http.password is set without a username",
-            )),
+                "must not contain ':' (HTTP basic authentication splits on it)",
+            ));
         }
+        Ok(Some(BasicCredentials {
+            username: username.to_owned(),
+            password: Secret(password.to_owned()),
+        }))
     }
 
     fn tls(&self) -> Result<Option<(PathBuf, PathBuf)>, ConfigError> {
-        match (text(&self.tls_cert_file), text(&self.tls_key_file)) {
-            (None, None) => Ok(None),
-            (Some(cert), Some(key)) => Ok(Some((cert.into(), key.into()))),
-            (Some(_), None) => Err(ConfigError::invalid(
-                "http.tls_key_file",
-                "http.tls_cert_file is set without its key",
-            )),
-            (None, Some(_)) => Err(ConfigError::invalid(
-                "http.tls_cert_file",
-                "http.tls_key_file is set without a certificate",
-            )),
-        }
+        let pair = both(
+            ("http.tls_cert_file", &self.tls_cert_file),
+            ("http.tls_key_file", &self.tls_key_file),
+        )?;
+        Ok(pair.map(|(cert, key)| (cert.into(), key.into())))
+    }
+}
+
+/// Two keys that go together: both set, or neither; the error names the one missing.
+fn both<'a>(
+    (a_key, a): (&'static str, &'a Option<String>),
+    (b_key, b): (&'static str, &'a Option<String>),
+) -> Result<Option<(&'a str, &'a str)>, ConfigError> {
+    match (text(a), text(b)) {
+        (None, None) => Ok(None),
+        (Some(a), Some(b)) => Ok(Some((a, b))),
+        (Some(_), None) => Err(ConfigError::invalid(
+            b_key,
+            format!("{a_key} is set without it"),
+        )),
+        (None, Some(_)) => Err(ConfigError::invalid(
+            a_key,
+            format!("{b_key} is set without it"),
+        )),
     }
 }
 

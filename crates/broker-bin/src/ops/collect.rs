@@ -247,67 +247,72 @@ fn queues(doc: &mut Exposition, state: &OpsState, metrics: &Metrics) {
 
 fn shards(doc: &mut Exposition, state: &OpsState, metrics: &Metrics) {
     let ended = state.ended_shards();
-    let count = metrics.shard_count();
-    let labels: Vec<String> = (0..count).map(|shard| shard.to_string()).collect();
-    doc.family(
-        "ringmq_shard_up",
-        Kind::Gauge,
+    let shards = PerShard::new(metrics.shard_count());
+    shards.family(
+        doc,
+        ("ringmq_shard_up", Kind::Gauge),
         "1 while the shard's thread runs, 0 once it ended.",
+        |shard| u64::from(!ended.contains(&shard)),
     );
-    for (shard, label) in labels.iter().enumerate() {
-        doc.sample(
-            "ringmq_shard_up",
-            &[("shard", label.as_str())],
-            u8::from(!ended.contains(&shard)),
-        );
-    }
-    doc.family(
-        "ringmq_shard_turns_total",
-        Kind::Counter,
+    shards.family(
+        doc,
+        ("ringmq_shard_turns_total", Kind::Counter),
         "Loop turns of the shard.",
+        |shard| metrics.detail(shard).turns.load(Ordering::Relaxed),
     );
-    for (shard, label) in labels.iter().enumerate() {
-        let turns = metrics.detail(shard).turns.load(Ordering::Relaxed);
-        doc.sample(
-            "ringmq_shard_turns_total",
-            &[("shard", label.as_str())],
-            turns,
-        );
-    }
-    doc.family(
-        "ringmq_shard_busy_seconds_total",
-        Kind::Counter,
+    shards.family(
+        doc,
+        ("ringmq_shard_busy_seconds_total", Kind::Counter),
         "Seconds the shard spent working rather than waiting for events.",
+        |shard| metrics.detail(shard).busy_ns.load(Ordering::Relaxed) as f64 / 1e9,
     );
-    for (shard, label) in labels.iter().enumerate() {
-        let busy = metrics.detail(shard).busy_ns.load(Ordering::Relaxed) as f64 / 1e9;
-        doc.sample(
-            "ringmq_shard_busy_seconds_total",
-            &[("shard", label.as_str())],
-            busy,
-        );
-    }
-    doc.family(
-        "ringmq_shard_replica_subscriptions",
-        Kind::Gauge,
+    shards.family(
+        doc,
+        ("ringmq_shard_replica_subscriptions", Kind::Gauge),
         "Subscriptions in the shard's replica of the table.",
+        |shard| {
+            let counters = metrics.shard(shard);
+            counters.replica_subscriptions.load(Ordering::Relaxed)
+        },
     );
-    for (shard, label) in labels.iter().enumerate() {
-        let subscriptions = metrics
-            .shard(shard)
-            .replica_subscriptions
-            .load(Ordering::Relaxed);
-        doc.sample(
-            "ringmq_shard_replica_subscriptions",
-            &[("shard", label.as_str())],
-            subscriptions,
-        );
-    }
     let name = "ringmq_delivery_latency_seconds";
-    doc.family(name, Kind::Histogram, "In-broker delivery latency: from the loop turn a PUBLISH was received to the turn its copy was queued on the subscriber's connection, by the delivering shard (turn clock; first sends of live copies only).");
-    for (shard, label) in labels.iter().enumerate() {
+    doc.family(
+        name,
+        Kind::Histogram,
+        "In-broker delivery latency: from the loop turn a PUBLISH was received to the turn its \
+         copy was queued on the subscriber's connection, by the delivering shard (turn clock; \
+         first sends of live copies only).",
+    );
+    for (shard, label) in shards.labels.iter().enumerate() {
         let snapshot: HistogramSnapshot = metrics.detail(shard).delivery_latency.snapshot();
         doc.histogram(name, &[("shard", label.as_str())], &snapshot);
+    }
+}
+
+/// The `shard` label values.
+struct PerShard {
+    labels: Vec<String>,
+}
+
+impl PerShard {
+    fn new(count: usize) -> Self {
+        Self {
+            labels: (0..count).map(|shard| shard.to_string()).collect(),
+        }
+    }
+
+    /// A family with one sample per shard.
+    fn family<V: std::fmt::Display>(
+        &self,
+        doc: &mut Exposition,
+        (name, kind): (&str, Kind),
+        help: &str,
+        value: impl Fn(usize) -> V,
+    ) {
+        doc.family(name, kind, help);
+        for (shard, label) in self.labels.iter().enumerate() {
+            doc.sample(name, &[("shard", label.as_str())], value(shard));
+        }
     }
 }
 
