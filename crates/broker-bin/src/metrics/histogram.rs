@@ -24,6 +24,17 @@ pub const BOUNDS: [Duration; 14] = [
     Duration::from_secs(1),
 ];
 
+/// [`BOUNDS`] in nanoseconds.
+const BOUND_NANOS: [u64; BOUNDS.len()] = {
+    let mut nanos = [0; BOUNDS.len()];
+    let mut i = 0;
+    while i < BOUNDS.len() {
+        nanos[i] = BOUNDS[i].as_nanos() as u64;
+        i += 1;
+    }
+    nanos
+};
+
 /// Observations per bucket (not cumulative) and their sum.
 #[derive(Debug, Default)]
 pub struct Histogram {
@@ -43,18 +54,22 @@ pub struct HistogramSnapshot {
 }
 
 impl Histogram {
-    /// Records one observation. Only the histogram's owner calls it (single writer): one
-    /// bucket add, plus one add to the sum when `value` is not zero (a copy written in the
-    /// turn its PUBLISH arrived measures zero on the turn clock).
-    #[inline]
+    /// Records one observation. Only the histogram's owner calls it (single writer).
     pub fn record(&self, value: Duration) {
-        let index = BOUNDS
+        self.record_nanos(u64::try_from(value.as_nanos()).unwrap_or(u64::MAX));
+    }
+
+    /// Records one observation in nanoseconds: one bucket add, plus one add to the sum when it
+    /// is not zero (a copy written in the turn its PUBLISH arrived measures zero on the turn
+    /// clock, and finds its bucket at the first comparison).
+    #[inline]
+    pub fn record_nanos(&self, nanos: u64) {
+        let index = BOUND_NANOS
             .iter()
-            .position(|bound| value <= *bound)
+            .position(|bound| nanos <= *bound)
             .unwrap_or(BOUNDS.len());
         ShardCounters::add(&self.buckets[index], 1);
-        if !value.is_zero() {
-            let nanos = u64::try_from(value.as_nanos()).unwrap_or(u64::MAX);
+        if nanos != 0 {
             ShardCounters::add(&self.sum_ns, nanos);
         }
     }

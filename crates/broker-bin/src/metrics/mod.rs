@@ -113,6 +113,13 @@ impl Metrics {
         &self.shards[index].counters
     }
 
+    /// Both blocks of shard `index` (one lookup for a writer that touches both).
+    #[inline]
+    pub fn block(&self, index: usize) -> (&ShardCounters, &ShardDetail) {
+        let block = &self.shards[index];
+        (&block.counters, &block.detail)
+    }
+
     /// The labelled figures shard `index` writes.
     pub fn detail(&self, index: usize) -> &ShardDetail {
         &self.shards[index].detail

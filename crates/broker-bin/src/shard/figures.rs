@@ -31,24 +31,41 @@ impl BrokerShard {
         ShardCounters::add(&detail.received_payload_bytes[q], payload_len as u64);
     }
 
-    /// Counts a PUBLISH queued on a connection; a first send of a live copy also records its
-    /// delivery latency on the turn clock. Re-sends (DUP) and copies sent with RETAIN set
-    /// (retained messages for a new subscription, retain-as-published copies) are not
-    /// measured: their age is not delivery latency.
+    /// Counts a PUBLISH frame of `len` bytes queued on a connection; a first send of a live
+    /// copy also records its delivery latency on the turn clock. Re-sends (DUP) and copies
+    /// sent with RETAIN set (retained messages for a new subscription, retain-as-published
+    /// copies) are not measured: their age is not delivery latency.
     #[inline]
-    pub(super) fn count_sent(&self, ctx: &Ctx, copy: CopyView<'_>, dup: bool) {
-        let detail = self.detail();
+    pub(super) fn count_sent(&mut self, ctx: &Ctx, copy: CopyView<'_>, dup: bool, len: usize) {
+        let received = copy.message.received_ns;
+        let measured = received != 0 && !dup && !copy.retain;
+        let now = if measured { self.turn_nanos(ctx) } else { 0 };
+        let (counters, detail) = self.shared.metrics.block(self.id.index());
+        ShardCounters::add(&counters.messages_sent, 1);
+        ShardCounters::add(&counters.bytes_sent, len as u64);
         let q = qos_index(copy.qos);
         ShardCounters::add(&detail.sent[q], 1);
         let payload = copy.message.publish.payload().len() as u64;
         ShardCounters::add(&detail.sent_payload_bytes[q], payload);
-        if let Some(received) = copy.message.received_at
-            && !dup
-            && !copy.retain
-        {
-            let latency = ctx.now().saturating_duration_since(received);
-            detail.delivery_latency.record(latency);
+        if measured {
+            detail
+                .delivery_latency
+                .record_nanos(now.saturating_sub(received));
         }
+    }
+
+    /// This turn's `ctx.now()` in nanoseconds since the broker started: converted once per
+    /// turn, then compared, so the per-message cost is one `Instant` comparison.
+    #[inline]
+    pub(super) fn turn_nanos(&mut self, ctx: &Ctx) -> u64 {
+        let now = ctx.now();
+        if self.turn_clock.0 != now {
+            let since = now.saturating_duration_since(self.shared.started);
+            // At least 1: 0 stands for "not measured".
+            let nanos = u64::try_from(since.as_nanos()).unwrap_or(u64::MAX).max(1);
+            self.turn_clock = (now, nanos);
+        }
+        self.turn_clock.1
     }
 
     /// A connection accepted on a `kind` listener is now served by this shard.

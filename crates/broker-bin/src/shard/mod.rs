@@ -93,6 +93,9 @@ pub struct BrokerShard {
     logins: login::Logins,
     /// Packets waiting for a backend's topic answers.
     topic_waits: topic_checks::TopicWaits,
+    /// The last turn's `ctx.now()` and the same in nanoseconds since the broker started
+    /// (`figures.rs`, `turn_nanos`).
+    turn_clock: (std::time::Instant, u64),
     /// The listener kind of this shard's connections that did not come in over plain TCP.
     listeners: FastMap<ConnId, crate::metrics::Listener>,
     /// Connections the `[ip]` guard admitted: their address and what to give back at close.
@@ -111,6 +114,7 @@ impl BrokerShard {
         let replica = replica::ReplicaState::new(&shared.config, id);
         let sender = shared.store.as_ref().and_then(|store| store.sender());
         let durable = durable::Durability::new(sender, shared.config.persistence.acks_wait());
+        let shared_started = shared.started;
         let mut shard = Self {
             shared,
             id,
@@ -126,6 +130,7 @@ impl BrokerShard {
             acl_clients: FastMap::default(),
             admitted: FastMap::default(),
             listeners: FastMap::default(),
+            turn_clock: (shared_started, 0),
             logins: login::Logins::default(),
             topic_waits: topic_checks::TopicWaits::default(),
             throttle: throttle::Throttle::default(),

@@ -244,7 +244,7 @@ impl BrokerShard {
             qos: input.qos,
             retain: input.retain,
             expires_at,
-            received_at: Some(ctx.now()),
+            received_ns: self.turn_nanos(ctx),
         });
         if input.retain {
             self.retain(ctx, &input.topic, &message);

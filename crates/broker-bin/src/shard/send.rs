@@ -115,10 +115,7 @@ impl BrokerShard {
             Some(frame) => queue_cached(ctx, conn, frame, max_packet)?,
             None => self.encode_publish(ctx, conn, copy.message, options, max_packet, cache_key)?,
         };
-        let counters = self.counters();
-        ShardCounters::add(&counters.messages_sent, 1);
-        ShardCounters::add(&counters.bytes_sent, len as u64);
-        self.count_sent(ctx, copy, dup);
+        self.count_sent(ctx, copy, dup, len);
         Ok(())
     }
 
