@@ -163,6 +163,7 @@ fn metrics_move_with_mqtt_traffic() {
     assert_eq!(tcp, Some(2.0));
     assert!(after.value("ringmq_subscriptions", &[]).unwrap() >= 1.0);
     assert!(after.sum("ringmq_shard_turns_total") > before.sum("ringmq_shard_turns_total"));
+    assert!(after.sum("ringmq_shard_busy_seconds_total") > 0.0);
     assert_eq!(after.sum("ringmq_shard_up"), 2.0);
 }
 
