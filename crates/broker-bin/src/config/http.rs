@@ -1,35 +1,18 @@
 //! `[http]`: the operations HTTP listener (`/metrics`, `/healthz`, `/readyz`, `/api/`),
 //! validated; like `[auth]`, a listener reachable from other hosts never starts open.
 
-use std::fmt;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
 use super::auth::is_loopback;
+use super::bridges::Secret;
 use super::error::ConfigError;
 use super::raw::RawHttp;
 use super::validate::parse_listen_addr;
 
-/// A credential: compared, never printed (`--check-config` prints the config).
-#[derive(Clone, PartialEq, Eq)]
-pub struct Secret(String);
-
-impl Secret {
-    /// The secret's bytes, for the comparison.
-    pub fn expose(&self) -> &[u8] {
-        self.0.as_bytes()
-    }
-}
-
-impl fmt::Debug for Secret {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("<redacted>")
-    }
-}
-
 /// HTTP basic credentials.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct BasicCredentials {
     /// `http.username`.
     pub username: String,

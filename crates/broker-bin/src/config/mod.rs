@@ -23,7 +23,7 @@ pub use bridges::{
     BridgeSettings, BridgeTls, Direction, RawBridge, RawBridgeTopic, Secret, TopicRule,
 };
 pub use error::ConfigError;
-pub use http::{BasicCredentials, HttpSettings, Secret};
+pub use http::{BasicCredentials, HttpSettings};
 pub use listeners::{ListenerKind, ListenerSettings, TlsSettings, TransportListener};
 pub use log::{LogFormat, LogSettings};
 pub use print::effective_toml;

@@ -38,7 +38,7 @@ impl Credentials {
             return self
                 .token
                 .as_ref()
-                .is_some_and(|token| same(value.as_bytes(), token.expose()));
+                .is_some_and(|token| same(value.as_bytes(), token.0.as_bytes()));
         }
         if scheme.eq_ignore_ascii_case("basic") {
             return self
@@ -76,7 +76,7 @@ fn basic_matches(basic: &BasicCredentials, encoded: &str) -> bool {
     };
     let (user, password) = (&decoded[..colon], &decoded[colon + 1..]);
     let user_ok = same(user, basic.username.as_bytes());
-    let password_ok = same(password, basic.password.expose());
+    let password_ok = same(password, basic.password.0.as_bytes());
     user_ok & password_ok
 }
 
