@@ -128,6 +128,13 @@ impl TestBroker {
             .unwrap_or_else(|| panic!("the test broker has no {kind} listener"))
     }
 
+    /// The bound address of the operations HTTP listener (`[http] bind`).
+    pub fn http_addr(&self) -> SocketAddr {
+        self.broker()
+            .http_addr()
+            .expect("the test broker has an [http] listener")
+    }
+
     /// Applies the reloadable part of the test defaults with `overrides` (what SIGHUP does
     /// with the config file).
     pub fn apply_reloadable(&self, overrides: &str) {

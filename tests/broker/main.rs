@@ -20,6 +20,7 @@ mod limits;
 mod mailbox_stress;
 mod malformed;
 mod memory;
+mod ops;
 mod overload;
 mod passwords;
 mod persistence;

@@ -10,6 +10,7 @@ use ring_runtime::{
 use crate::auth::{AllowAll, Authenticator};
 use crate::config::{BackendChoice, Config};
 use crate::message::ShardMsg;
+use crate::ops::{Lifecycle, OpsListener, OpsServer, OpsState};
 use crate::shard::BrokerShard;
 use crate::shared::Shared;
 use crate::store::{CHANNEL_BATCHES, StoreOpenError, StoreState, StoreThread, open_and_recover};
@@ -22,6 +23,10 @@ pub struct Broker {
     store: Option<StoreThread>,
     /// The `[[bridges]]` to other brokers, each on its own thread.
     bridges: Arc<crate::bridge::Bridges>,
+    /// The operations HTTP listener, when `[http]` configures one.
+    ops: Option<OpsServer>,
+    /// Serving or shutting down, for `/readyz`.
+    lifecycle: Arc<Lifecycle>,
 }
 
 /// Why a broker did not start.
@@ -45,6 +50,9 @@ pub enum StartError {
     /// An authentication backend could not be set up (a key file, a URL, the workers).
     #[error(transparent)]
     Backend(#[from] crate::gatekeeper::build::BackendStartError),
+    /// The operations HTTP listener (`[http]`) could not be set up.
+    #[error(transparent)]
+    Ops(#[from] crate::ops::OpsError),
 }
 
 impl Broker {
@@ -83,6 +91,7 @@ impl Broker {
             Some(path) => Some(crate::access::AclFile::load(path)?),
             None => None,
         };
+        let ops_listener = OpsListener::bind(&config.http)?;
         let opened = open_and_recover(&config.persistence)?;
         let sync = (config.persistence.sync, config.persistence.sync_interval);
         let mut shared = Shared::with_clock(config, shards, auth, clock);
@@ -140,12 +149,46 @@ impl Broker {
                 bridges.update(&config.bridges);
             }
         }));
-        Ok(Self {
+        let mut broker = Self {
             runtime,
             shared,
             store,
             bridges,
-        })
+            ops: None,
+            lifecycle: Arc::new(Lifecycle::default()),
+        };
+        if let Some(listener) = ops_listener {
+            broker.serve_operations(listener)?;
+        }
+        broker.lifecycle.set_serving();
+        Ok(broker)
+    }
+
+    /// Starts the operations HTTP listener; on failure the shards are stopped again.
+    fn serve_operations(&mut self, listener: OpsListener) -> Result<(), StartError> {
+        let state = OpsState {
+            shared: Arc::clone(&self.shared),
+            exits: self.runtime.exits(),
+            admin: self.admin_port(),
+            lifecycle: Arc::clone(&self.lifecycle),
+            backend: self.runtime.backend(),
+        };
+        match listener.serve(state) {
+            Ok(server) => {
+                self.ops = Some(server);
+                Ok(())
+            }
+            Err(error) => {
+                self.bridges.stop_all();
+                self.runtime.shutdown();
+                Err(error.into())
+            }
+        }
+    }
+
+    /// The address of the operations HTTP listener (port 0 resolved), when one runs.
+    pub fn http_addr(&self) -> Option<SocketAddr> {
+        self.ops.as_ref().map(OpsServer::addr)
     }
 
     /// Stored writes the engine skipped so far as not following the stored state (0 unless
@@ -285,16 +328,23 @@ impl Broker {
         self.runtime.exits()
     }
 
-    /// Starts a graceful shutdown: clients get DISCONNECT 0x8B, wills go out, writes drain.
+    /// Starts a graceful shutdown: clients get DISCONNECT 0x8B, wills go out, writes drain;
+    /// `/readyz` answers 503 from now on.
     pub fn shutdown(&self) {
+        self.lifecycle.set_stopping();
         // The bridges first: their DISCONNECTs reach the shards while they still run.
         self.bridges.stop_all();
         self.runtime.shutdown();
     }
 
-    /// Waits for every shard to stop; logs each shard's I/O counters.
-    pub fn join(self) -> Result<(), RuntimeError> {
+    /// Waits for every shard to stop, then stops the operations listener; logs each shard's
+    /// I/O counters.
+    pub fn join(mut self) -> Result<(), RuntimeError> {
+        let ops = self.ops.take();
         let stats = self.runtime.join();
+        if let Some(mut ops) = ops {
+            ops.stop();
+        }
         // The shards are gone, and with them the last senders: the store thread commits what
         // is left and ends.
         if let Some(store) = self.store {

@@ -23,6 +23,7 @@ pub mod guard;
 pub mod logging;
 pub mod message;
 pub mod metrics;
+pub mod ops;
 pub mod reload;
 pub mod session;
 pub mod shard;

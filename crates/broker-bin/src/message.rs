@@ -23,6 +23,10 @@ pub struct Message {
     pub retain: bool,
     /// When its Message Expiry Interval runs out, if it has one.
     pub expires_at: Option<Instant>,
+    /// The turn it was received in: the receiving shard's `ShardCtx::now`, in nanoseconds
+    /// since the broker started, for the delivery latency; 0 for a message read back from the
+    /// store (not measured).
+    pub received_ns: u64,
 }
 
 /// How long a message still lives, for forwarding.

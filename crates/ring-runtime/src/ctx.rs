@@ -47,6 +47,12 @@ pub struct ShardStats {
     pub mailbox_full: u64,
     /// Control messages kept for a destination beyond `max_pending_posts` (never refused).
     pub control_over_bound: u64,
+    /// Loop turns begun (each wait for I/O, timers or mail starts one).
+    pub turns: u64,
+    /// Nanoseconds spent working, not waiting: from the start of each turn until its wait
+    /// began (the whole turn when the wait could not block). Measured with the clock
+    /// readings the loop takes anyway (after a wait, and when sizing a wait that may block).
+    pub busy_ns: u64,
 }
 
 /// The per-shard context handed to every [`crate::Handler`] callback.

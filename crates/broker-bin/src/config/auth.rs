@@ -95,7 +95,8 @@ impl RawAuth {
     }
 }
 
-fn is_loopback(addr: &SocketAddr) -> bool {
+/// Whether `addr` is reachable only from this host.
+pub(super) fn is_loopback(addr: &SocketAddr) -> bool {
     match addr {
         SocketAddr::V4(v4) => v4.ip().is_loopback(),
         SocketAddr::V6(v6) => {

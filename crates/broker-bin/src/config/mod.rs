@@ -6,6 +6,7 @@ mod auth;
 mod auth_backends;
 mod bridges;
 mod error;
+mod http;
 mod ip;
 mod listeners;
 mod log;
@@ -22,6 +23,7 @@ pub use bridges::{
     BridgeSettings, BridgeTls, Direction, RawBridge, RawBridgeTopic, Secret, TopicRule,
 };
 pub use error::ConfigError;
+pub use http::{BasicCredentials, HttpSettings};
 pub use listeners::{ListenerKind, ListenerSettings, TlsSettings, TransportListener};
 pub use log::{LogFormat, LogSettings};
 pub use print::effective_toml;

@@ -123,6 +123,21 @@ raw_section!(
     }
 );
 raw_section!(
+    /// `[http]`
+    RawHttp {
+        bind: String,
+        token: String,
+        username: String,
+        password: String,
+        tls_cert_file: String,
+        tls_key_file: String,
+        max_connections: u64,
+        max_head_bytes: u64,
+        max_body_bytes: u64,
+        read_timeout_ms: u64,
+    }
+);
+raw_section!(
     /// `[overload]`
     RawOverload {
         memory_high_bytes: u64,
@@ -269,6 +284,8 @@ pub struct RawConfig {
     /// `[[bridges]]`: a later file's list replaces the earlier one whole.
     #[serde(default)]
     pub bridges: Option<Vec<super::bridges::RawBridge>>,
+    #[serde(default)]
+    pub http: RawHttp,
 }
 
 impl RawConfig {
@@ -289,5 +306,6 @@ impl RawConfig {
         self.ip.overlay(over.ip);
         self.overload.overlay(over.overload);
         set_if_some(&mut self.bridges, over.bridges);
+        self.http.overlay(over.http);
     }
 }

@@ -47,6 +47,8 @@ pub struct Config {
     pub overload: super::abuse::OverloadSettings,
     /// `[[bridges]]` (reloadable: added, removed and changed bridges start, stop, restart).
     pub bridges: Vec<super::bridges::BridgeSettings>,
+    /// `[http]`: the operations HTTP listener.
+    pub http: super::http::HttpSettings,
 }
 
 /// Which storage engine keeps sessions and retained messages.

@@ -93,6 +93,7 @@ impl RawConfig {
                 self.bridges.as_deref().unwrap_or_default(),
                 &listeners,
             )?,
+            http: self.http.validate()?,
             listeners,
             runtime: self.runtime()?,
             log_level: self.log_level()?,

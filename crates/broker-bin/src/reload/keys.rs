@@ -115,6 +115,14 @@ pub(crate) const RESTART: &[KeyCheck] = &[
     same!("auth.http", auth.http),
     same!("auth.redis", auth.redis),
     same!("auth.jwt", auth.jwt),
+    same!("http.bind", http.bind),
+    same!("http.token", http.token),
+    same!("http.username, http.password", http.basic),
+    same!("http.tls_cert_file, http.tls_key_file", http.tls),
+    same!("http.max_connections", http.max_connections),
+    same!("http.max_head_bytes", http.max_head_bytes),
+    same!("http.max_body_bytes", http.max_body_bytes),
+    same!("http.read_timeout_ms", http.read_timeout),
 ];
 
 /// The keys of `checks` on which `a` and `b` differ, in table order.

@@ -11,7 +11,7 @@ use super::timers::TimerPurpose;
 use super::{BrokerShard, Ctx, Fault};
 use crate::conn::Phase;
 use crate::message::Change;
-use crate::metrics::ShardCounters;
+use crate::metrics::DropReason;
 use crate::session::Session;
 use session_store::SessionExpiry;
 use session_store::storage::SessionWrite;
@@ -64,6 +64,7 @@ impl BrokerShard {
         };
         connection.discard_carry(&self.shared.partial_frames);
         self.shared.connections.fetch_sub(1, Ordering::Relaxed);
+        self.connection_ended(conn);
         self.acl_closed(conn);
         self.login_closed(ctx, conn);
         self.topic_wait_closed(conn);
@@ -216,7 +217,7 @@ impl BrokerShard {
         }
         self.broadcast(ctx, Change::Gone { subscriber });
         let undelivered = session.inflight.len() + session.queue.len();
-        ShardCounters::add(&self.counters().messages_dropped, undelivered as u64);
+        self.count_dropped(DropReason::SessionEnded, undelivered as u64);
     }
 
     /// A connection timer fired: CONNECT timeout before CONNACK, keep-alive check after.

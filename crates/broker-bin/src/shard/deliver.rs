@@ -11,7 +11,7 @@ use tracing::debug;
 use super::send::NotSent;
 use super::{BrokerShard, Ctx};
 use crate::message::{CopyView, Expiry, Outgoing, Recipient, ShardMsg};
-use crate::metrics::ShardCounters;
+use crate::metrics::{DropReason, ShardCounters};
 use crate::session::Session;
 use crate::store::stored_message;
 use session_store::storage::SessionWrite;
@@ -45,7 +45,7 @@ impl BrokerShard {
             return;
         }
         if recipient.outgoing.message.expiry(ctx.now()) == Expiry::Expired {
-            self.count_dropped(1);
+            self.count_dropped(DropReason::Expired, 1);
             return;
         }
         if let Some(client_id) = self.sessions.client_id(recipient.subscriber).cloned() {
@@ -64,7 +64,7 @@ impl BrokerShard {
             .filter(|shard| *shard != self.id);
         match target {
             Some(shard) => self.routes.forward_buf[shard.index()].push(recipient),
-            None => self.count_dropped(1),
+            None => self.count_dropped(DropReason::Offline, 1),
         }
     }
 
@@ -92,19 +92,19 @@ impl BrokerShard {
     fn deliver_qos0(&mut self, ctx: &mut Ctx, conn: Option<ConnId>, copy: CopyView<'_>) {
         match conn {
             Some(conn) => self.send_qos0(ctx, conn, copy),
-            None => self.count_dropped(1),
+            None => self.count_dropped(DropReason::Offline, 1),
         }
     }
 
     fn send_qos0(&mut self, ctx: &mut Ctx, conn: ConnId, copy: CopyView<'_>) {
         if ctx.queued_bytes(conn) as u64 > self.shared.config.queues.outbound_bytes {
-            self.count_dropped(1);
+            self.count_dropped(DropReason::SlowConsumer, 1);
             return;
         }
         match self.send_publish(ctx, conn, copy, None, false) {
             // Not the client's to read: filtered, not lost.
             Ok(()) | Err(NotSent::NotAuthorized) => {}
-            Err(NotSent::Expired | NotSent::TooLarge | NotSent::Closed) => self.count_dropped(1),
+            Err(not_sent) => self.count_dropped(not_sent.drop_reason(), 1),
         }
     }
 
@@ -145,10 +145,10 @@ impl BrokerShard {
         if let Some(write) = queued_write.filter(|_| queued) {
             self.durable.record(write);
         }
-        self.count_dropped(dropped.len() as u64);
+        self.count_dropped(DropReason::QueueFull, dropped.len() as u64);
         self.forget_stored_copies(client_id, &dropped);
         if !queued {
-            self.count_dropped(1);
+            self.count_dropped(DropReason::QueueFull, 1);
             if let Some(conn) = refuse_conn {
                 self.disconnect_slow_consumer(ctx, client_id, conn);
             }
@@ -248,9 +248,9 @@ impl BrokerShard {
             }
             Err(NotSent::Closed) => {}
             Err(NotSent::NotAuthorized) => self.abandon_inflight(client_id, packet_id),
-            Err(NotSent::Expired | NotSent::TooLarge) => {
+            Err(not_sent @ (NotSent::Expired | NotSent::TooLarge)) => {
                 self.abandon_inflight(client_id, packet_id);
-                self.count_dropped(1);
+                self.count_dropped(not_sent.drop_reason(), 1);
             }
         }
     }
@@ -277,13 +277,12 @@ impl BrokerShard {
         for (packet_id, outgoing) in resends {
             match outgoing {
                 Some(outgoing) => {
-                    if self
-                        .send_publish(ctx, conn, outgoing.view(), Some(packet_id), true)
-                        .is_err()
+                    let sent = self.send_publish(ctx, conn, outgoing.view(), Some(packet_id), true);
+                    if let Err(not_sent) = sent
                         && self.sessions.get(client_id).is_some()
                     {
                         self.abandon_inflight(client_id, packet_id);
-                        self.count_dropped(1);
+                        self.count_dropped(not_sent.drop_reason(), 1);
                     }
                 }
                 None => self.send_packet(ctx, conn, &Packet::PubRel(PubRel::new(packet_id))),
@@ -350,15 +349,11 @@ impl BrokerShard {
                 match self.replica.owner(subscriber) {
                     Some(owner) if owner == self.id => self.deliver(ctx, recipient),
                     Some(owner) => self.routes.route_buf[owner.index()].push(recipient),
-                    None => self.count_dropped(1),
+                    None => self.count_dropped(DropReason::Offline, 1),
                 }
             }
-            None => self.count_dropped(1),
+            None => self.count_dropped(DropReason::Offline, 1),
         }
-    }
-
-    pub(super) fn count_dropped(&self, n: u64) {
-        ShardCounters::add(&self.counters().messages_dropped, n);
     }
 
     /// Posts to a shard, in the lane the message needs:
@@ -388,9 +383,8 @@ impl BrokerShard {
         };
         if let Err(error) = ctx.post(shard, message) {
             debug!(%error, %shard, copies, "deliveries dropped: mailbox bound exceeded");
-            let counters = self.counters();
-            ShardCounters::add(&counters.deliveries_dropped_mailbox_full, copies);
-            ShardCounters::add(&counters.messages_dropped, copies);
+            ShardCounters::add(&self.counters().deliveries_dropped_mailbox_full, copies);
+            self.count_dropped(DropReason::MailboxFull, copies);
             return false;
         }
         true

@@ -423,9 +423,9 @@ impl BrokerShard {
         match self.send_publish(ctx, conn, outgoing.view(), Some(packet_id), false) {
             Ok(()) | Err(NotSent::Closed) => {}
             Err(NotSent::NotAuthorized) => self.abandon_inflight(client_id, packet_id),
-            Err(NotSent::Expired | NotSent::TooLarge) => {
+            Err(not_sent @ (NotSent::Expired | NotSent::TooLarge)) => {
                 self.abandon_inflight(client_id, packet_id);
-                self.count_dropped(1);
+                self.count_dropped(not_sent.drop_reason(), 1);
             }
         }
     }

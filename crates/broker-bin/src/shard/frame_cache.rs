@@ -78,6 +78,7 @@ mod tests {
             qos: QoS::AtMostOnce,
             retain: false,
             expires_at: None,
+            received_ns: 0,
         })
     }
 

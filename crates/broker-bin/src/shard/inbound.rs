@@ -31,15 +31,16 @@ impl BrokerShard {
             return;
         }
         debug!(%peer, "accepted");
-        if !self.add_transport(ctx, conn, peer) {
+        let Some(listener) = self.add_transport(ctx, conn, peer) else {
             self.shared.connections.fetch_sub(1, Ordering::Relaxed);
             ctx.abort(conn);
             return;
-        }
+        };
         let mut connection = Connection::new(self.since_start(ctx));
         let deadline = ctx.now() + self.shared.config.connection.connect_timeout;
         connection.timer = Some(self.arm_connection_timer(ctx, deadline, conn));
         self.conns.insert(conn, connection);
+        self.connection_opened(conn, listener);
     }
 
     /// Bytes arrived: decode every complete frame, keep a partial one.

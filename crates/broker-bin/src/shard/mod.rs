@@ -16,6 +16,7 @@ mod door;
 mod durable;
 mod fault;
 mod fence;
+mod figures;
 mod frame_cache;
 mod gate;
 mod inbound;
@@ -92,6 +93,11 @@ pub struct BrokerShard {
     logins: login::Logins,
     /// Packets waiting for a backend's topic answers.
     topic_waits: topic_checks::TopicWaits,
+    /// The last turn's `ctx.now()` and the same in nanoseconds since the broker started
+    /// (`figures.rs`, `turn_nanos`).
+    turn_clock: (std::time::Instant, u64),
+    /// The listener kind of this shard's connections that did not come in over plain TCP.
+    listeners: FastMap<ConnId, crate::metrics::Listener>,
     /// Connections the `[ip]` guard admitted: their address and what to give back at close.
     admitted: FastMap<ConnId, (std::net::IpAddr, crate::guard::Admission)>,
     /// Publish rate buckets of connections (`throttle.rs`).
@@ -108,6 +114,7 @@ impl BrokerShard {
         let replica = replica::ReplicaState::new(&shared.config, id);
         let sender = shared.store.as_ref().and_then(|store| store.sender());
         let durable = durable::Durability::new(sender, shared.config.persistence.acks_wait());
+        let shared_started = shared.started;
         let mut shard = Self {
             shared,
             id,
@@ -122,6 +129,8 @@ impl BrokerShard {
             durable,
             acl_clients: FastMap::default(),
             admitted: FastMap::default(),
+            listeners: FastMap::default(),
+            turn_clock: (shared_started, 0),
             logins: login::Logins::default(),
             topic_waits: topic_checks::TopicWaits::default(),
             throttle: throttle::Throttle::default(),
@@ -244,6 +253,7 @@ impl Handler for BrokerShard {
         self.drain_backlog(ctx);
         self.flush_routes(ctx);
         self.update_gauges();
+        self.copy_turn_stats(ctx);
         self.routes.frame_cache.clear();
         self.return_freed_memory(ctx);
         self.submit_durable_writes();

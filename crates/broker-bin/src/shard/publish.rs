@@ -18,7 +18,7 @@ use tracing::debug;
 use super::{BrokerShard, Ctx, Fault};
 use crate::detach;
 use crate::message::{Change, CopyView, Message, Outgoing, Recipient, ShardMsg};
-use crate::metrics::ShardCounters;
+use crate::metrics::{DropReason, ShardCounters};
 use crate::store::stored_retained;
 use session_store::storage::SessionWrite;
 
@@ -35,6 +35,7 @@ impl BrokerShard {
         mut publish: Publish,
     ) -> Result<(), Fault> {
         ShardCounters::add(&self.counters().messages_received, 1);
+        self.count_received(publish.qos, publish.payload().len());
         let Some(connection) = self.conns.get_mut(&conn) else {
             return Ok(());
         };
@@ -243,6 +244,7 @@ impl BrokerShard {
             qos: input.qos,
             retain: input.retain,
             expires_at,
+            received_ns: self.turn_nanos(ctx),
         });
         if input.retain {
             self.retain(ctx, &input.topic, &message);
@@ -271,7 +273,7 @@ impl BrokerShard {
                 topic = topic.as_str(),
                 "retained limit reached: message delivered, not retained"
             );
-            ShardCounters::add(&self.counters().messages_dropped, 1);
+            self.count_dropped(DropReason::RetainedFull, 1);
             return;
         }
         // `$SYS` values are the running broker's own: republished on their interval, never

@@ -11,7 +11,7 @@ use std::sync::Arc;
 
 use super::frame_cache::{FrameCache, FrameKey};
 use crate::message::{CopyView, Expiry, Message};
-use crate::metrics::ShardCounters;
+use crate::metrics::{DropReason, ShardCounters};
 
 /// Why a PUBLISH was not put on the wire.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -24,6 +24,18 @@ pub(super) enum NotSent {
     NotAuthorized,
     /// The connection is gone.
     Closed,
+}
+
+impl NotSent {
+    /// The drop reason a copy not sent for this reason is counted under.
+    pub(super) fn drop_reason(self) -> DropReason {
+        match self {
+            Self::Expired => DropReason::Expired,
+            Self::TooLarge => DropReason::Oversize,
+            Self::NotAuthorized => DropReason::NotAuthorized,
+            Self::Closed => DropReason::Offline,
+        }
+    }
 }
 
 impl BrokerShard {
@@ -103,9 +115,7 @@ impl BrokerShard {
             Some(frame) => queue_cached(ctx, conn, frame, max_packet)?,
             None => self.encode_publish(ctx, conn, copy.message, options, max_packet, cache_key)?,
         };
-        let counters = self.counters();
-        ShardCounters::add(&counters.messages_sent, 1);
-        ShardCounters::add(&counters.bytes_sent, len as u64);
+        self.count_sent(ctx, copy, dup, len);
         Ok(())
     }
 

@@ -10,6 +10,7 @@ use session_store::{OverflowPolicy, Pushed, SpilledQueue};
 
 use super::{BrokerShard, Ctx};
 use crate::message::Outgoing;
+use crate::metrics::DropReason;
 use crate::store::{QueueReadDone, outgoing_from_stored};
 
 impl BrokerShard {
@@ -38,7 +39,7 @@ impl BrokerShard {
                 OverflowPolicy::Refuse => None,
             };
             let conn = session.conn;
-            self.count_dropped(1);
+            self.count_dropped(DropReason::QueueFull, 1);
             match oldest {
                 Some(oldest) => self.forget_stored_copies(client_id, &[oldest]),
                 None => {
@@ -158,7 +159,7 @@ impl BrokerShard {
         if spilled.on_disk == 0 {
             session.set_spilled(None);
         }
-        self.count_dropped(dropped.len() as u64);
+        self.count_dropped(DropReason::QueueFull, dropped.len() as u64);
         self.forget_stored_copies(&done.client_id, &dropped);
         true
     }

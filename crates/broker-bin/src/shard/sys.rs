@@ -2,6 +2,7 @@
 //! Filters starting with a wildcard never match `$` topics, so `#` subscribers do not see them.
 
 use std::sync::atomic::Ordering;
+use std::time::Duration;
 
 use bytes::Bytes;
 use codec::{MqttStr, PublishProperties, QoS};
@@ -21,22 +22,37 @@ pub(super) struct Gauges {
     pub(super) connected_clients: usize,
 }
 
+/// How often the gauges that cost a walk over the sessions are refreshed when `$SYS` is off
+/// but the operations HTTP listener is on.
+const GAUGE_INTERVAL: Duration = Duration::from_secs(5);
+
 impl BrokerShard {
-    /// Starts the `$SYS` timer. Every shard refreshes its gauges on it; shard 0 also publishes
-    /// the sums.
+    /// The gauge tick: `sys.interval`, else [`GAUGE_INTERVAL`] when `/metrics` is served.
+    fn gauge_interval(&self) -> Option<Duration> {
+        let config = &self.shared.config;
+        config
+            .sys_interval
+            .or_else(|| config.http.enabled().then_some(GAUGE_INTERVAL))
+    }
+
+    /// Starts the `$SYS` (gauge) timer. Every shard refreshes its gauges on it; shard 0 also
+    /// publishes the sums when `$SYS` is on.
     pub(super) fn start_sys(&mut self, ctx: &mut Ctx) {
-        if let Some(interval) = self.shared.config.sys_interval {
+        self.refresh_queue_gauges();
+        if let Some(interval) = self.gauge_interval() {
             self.arm(ctx, ctx.now() + interval, TimerPurpose::Sys);
         }
     }
 
-    /// Publishes every `$SYS` topic once and re-arms the timer.
+    /// Refreshes the costly gauges, publishes every `$SYS` topic once (shard 0, when `$SYS` is
+    /// on) and re-arms the timer.
     pub(super) fn publish_sys(&mut self, ctx: &mut Ctx) {
-        let Some(interval) = self.shared.config.sys_interval else {
+        let Some(interval) = self.gauge_interval() else {
             return;
         };
         self.arm(ctx, ctx.now() + interval, TimerPurpose::Sys);
-        if self.id.index() != 0 {
+        self.refresh_queue_gauges();
+        if self.id.index() != 0 || self.shared.config.sys_interval.is_none() {
             return;
         }
         let snapshot = self.shared.metrics.snapshot();
@@ -163,10 +179,9 @@ impl BrokerShard {
         ShardCounters::set(&counters.clients_total, self.sessions.len() as u64);
         ShardCounters::set(&counters.subscriptions, self.gauges.subscriptions as u64);
         if self.id.index() == 0 {
-            ShardCounters::set(
-                &counters.retained_messages,
-                self.replica.retained.len() as u64,
-            );
+            let retained = &self.replica.retained;
+            ShardCounters::set(&counters.retained_messages, retained.len() as u64);
+            ShardCounters::set(&counters.retained_bytes, retained.total_bytes() as u64);
         }
     }
 }

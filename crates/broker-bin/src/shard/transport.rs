@@ -8,32 +8,39 @@ use ring_runtime::{ConnId, LayerError};
 use tracing::debug;
 
 use super::{BrokerShard, Ctx};
+use crate::metrics::Listener;
 use crate::transport::MqttTransport;
 
 impl BrokerShard {
-    /// Gives `conn` the layer of the listener that accepted it; false when the connection
-    /// cannot be served (logged).
-    pub(super) fn add_transport(&mut self, ctx: &mut Ctx, conn: ConnId, peer: SocketAddr) -> bool {
+    /// Gives `conn` the layer of the listener that accepted it; the listener's kind, or `None`
+    /// when the connection cannot be served (logged).
+    pub(super) fn add_transport(
+        &mut self,
+        ctx: &mut Ctx,
+        conn: ConnId,
+        peer: SocketAddr,
+    ) -> Option<Listener> {
         let transports = &self.shared.transports;
         if !transports.any() {
-            return true;
+            return Some(Listener::Tcp);
         }
         let local = match ctx.local_addr(conn) {
             Ok(local) => local,
             Err(error) => {
                 debug!(%peer, %error, "accepted connection has no local address: closing");
-                return false;
+                return None;
             }
         };
         match transports.layer_for(local, peer) {
-            None => true,
+            None => Some(Listener::Tcp),
             Some(Ok(layer)) => {
+                let kind = layer.listener();
                 ctx.set_layer(conn, Box::new(layer));
-                true
+                Some(kind)
             }
             Some(Err(error)) => {
                 debug!(%peer, %local, %error, "cannot serve this connection: closing");
-                false
+                None
             }
         }
     }

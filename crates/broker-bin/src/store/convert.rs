@@ -63,6 +63,7 @@ pub fn message_from_stored(stored: &StoredMessage, now: Instant) -> Option<Arc<M
         qos: stored.qos,
         retain: stored.retain,
         expires_at: stored.expires_at.map(|at| system_to_instant(at, now)),
+        received_ns: 0,
     }))
 }
 

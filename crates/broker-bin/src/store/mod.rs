@@ -102,6 +102,8 @@ pub struct StoreState {
     pub skipped_writes: AtomicU64,
     /// Group commits done.
     pub commits: AtomicU64,
+    /// How long each group commit took (written by the store thread only).
+    pub commit_latency: crate::metrics::Histogram,
 }
 
 impl std::fmt::Debug for StoreState {
@@ -127,6 +129,7 @@ impl StoreState {
             reads: (0..shards).map(|_| Mutex::new(Vec::new())).collect(),
             skipped_writes: AtomicU64::new(0),
             commits: AtomicU64::new(0),
+            commit_latency: crate::metrics::Histogram::default(),
         }
     }
 

@@ -155,7 +155,9 @@ impl Writer {
             self.writes.append(&mut batch.writes);
         }
         if !self.writes.is_empty() {
+            let started = Instant::now();
             let committed = self.storage.commit(&self.writes)?;
+            self.state.commit_latency.record(started.elapsed());
             self.writes.clear();
             self.state.commits.fetch_add(1, Ordering::Relaxed);
             self.report_skipped(&committed.skipped);

@@ -39,6 +39,17 @@ impl MqttTransport {
         self.peer
     }
 
+    /// The kind of listener this layer serves.
+    pub(crate) fn listener(&self) -> crate::metrics::Listener {
+        use crate::metrics::Listener;
+        match (self.tls.is_some(), self.ws.is_some()) {
+            (false, false) => Listener::Tcp,
+            (true, false) => Listener::Tls,
+            (false, true) => Listener::Ws,
+            (true, true) => Listener::Wss,
+        }
+    }
+
     /// For a listener with `identity_as_username`: the verified client certificate's Common
     /// Name (`Err` when there is none). `None` for other listeners.
     pub(crate) fn username_from_certificate(&self) -> Option<Result<String, ()>> {

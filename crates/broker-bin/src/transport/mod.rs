@@ -12,6 +12,7 @@ use std::sync::{Arc, OnceLock};
 
 pub(crate) use layer::MqttTransport;
 use tls::TlsSource;
+pub(crate) use tls::load_server_config;
 use ws::WsSession;
 
 use crate::config::{ListenerKind, ListenerSettings};

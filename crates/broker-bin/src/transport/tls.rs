@@ -49,6 +49,18 @@ impl TlsSource {
     }
 }
 
+/// A server config for a certificate chain and key without client authentication (the
+/// operations HTTP listener's HTTPS); an error names the file.
+pub(crate) fn load_server_config(cert: &Path, key: &Path) -> Result<ServerConfig, TransportError> {
+    server_config(&TlsSettings {
+        cert: cert.to_owned(),
+        key: key.to_owned(),
+        client_ca: None,
+        require_client_cert: false,
+        identity_as_username: false,
+    })
+}
+
 fn provider() -> Arc<CryptoProvider> {
     Arc::new(rustls::crypto::ring::default_provider())
 }

@@ -9,7 +9,7 @@ mod paused;
 
 use std::io;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use crate::backend::{Backend, Event};
 use crate::ctx::{ShardCtx, ShardStats, TimerTarget};
@@ -45,6 +45,8 @@ pub(crate) struct Shard<H: Handler, B: Backend> {
     accept_pause: accept::AcceptPause,
     /// What arrived for connections whose reading is paused.
     held: paused::Held,
+    /// When the wait about to begin was sized (`None` when it could not block).
+    wait_began: Option<Instant>,
 }
 
 impl<H: Handler, B: Backend> Shard<H, B> {
@@ -72,6 +74,7 @@ impl<H: Handler, B: Backend> Shard<H, B> {
             pacing,
             accept_pause: accept::AcceptPause::new(config.accept_backoff),
             held: paused::Held::default(),
+            wait_began: None,
         }
     }
 
@@ -82,7 +85,9 @@ impl<H: Handler, B: Backend> Shard<H, B> {
             self.backend
                 .wait(&mut self.ctx.conns, timeout, &mut self.events)?;
             self.backend.add_stats(&mut self.ctx.stats);
-            self.ctx.now = self.ctx.clock.now();
+            let now = self.ctx.clock.now();
+            self.count_turn(now);
+            self.ctx.now = now;
             self.pacing.release_due(&mut self.ctx.conns, self.ctx.now);
             self.dispatch_events();
             self.fire_timers();
@@ -104,9 +109,20 @@ impl<H: Handler, B: Backend> Shard<H, B> {
         self.ctx.shard
     }
 
+    /// Counts the turn that begins at `now`, and the busy time of the one before: from its
+    /// start until its wait began (until `now` when that wait could not block).
+    fn count_turn(&mut self, now: Instant) {
+        let busy_until = self.wait_began.take().unwrap_or(now);
+        let busy = busy_until.saturating_duration_since(self.ctx.now);
+        let stats = &mut self.ctx.stats;
+        stats.turns += 1;
+        stats.busy_ns += u64::try_from(busy.as_nanos()).unwrap_or(u64::MAX);
+    }
+
     /// Zero when work is already waiting; otherwise until the next timer (or the mailbox
-    /// retry interval while a batch waits for room, or until a paced write is due).
-    fn wait_timeout(&self) -> Option<Duration> {
+    /// retry interval while a batch waits for room, or until a paced write is due). Records
+    /// when a wait that may block began, for the busy time.
+    fn wait_timeout(&mut self) -> Option<Duration> {
         let ctx = &self.ctx;
         let blocked = ctx.outboxes.is_blocked();
         let posts_waiting = ctx.outboxes.has_pending() && !blocked;
@@ -118,6 +134,8 @@ impl<H: Handler, B: Backend> Shard<H, B> {
             return Some(Duration::ZERO);
         }
         let now = ctx.clock.now();
+        self.wait_began = Some(now);
+        let ctx = &self.ctx;
         let deadline = match (ctx.timers.next_deadline(), self.pacing.next_due()) {
             (Some(timer), Some(paced)) => Some(timer.min(paced)),
             (timer, paced) => timer.or(paced),

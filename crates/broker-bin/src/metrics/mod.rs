@@ -1,10 +1,17 @@
-//! Broker counters for `$SYS/broker/...`: one padded block per shard, written only by its shard
-//! (relaxed stores, no contended cache line), summed when `$SYS` is published.
+//! Broker counters for `$SYS/broker/...` and the operations listener's `/metrics`: one padded
+//! block per shard, written only by its shard (relaxed stores, no contended cache line), summed
+//! when `$SYS` is published or `/metrics` is scraped.
+
+mod detail;
+pub mod histogram;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use crossbeam_utils::CachePadded;
+
+pub use detail::{DropReason, Listener, PerQos, ShardDetail, qos_index};
+pub use histogram::{Histogram, HistogramSnapshot};
 
 /// Declares the counter names once: the per-shard block, its snapshot and the sum.
 macro_rules! counters {
@@ -43,6 +50,7 @@ counters! {
     bytes_sent: "Bytes sent to clients.",
     subscriptions: "Subscriptions held (gauge).",
     retained_messages: "Retained messages held (gauge, kept by the retained owner).",
+    retained_bytes: "Payload bytes of the retained messages held (gauge, kept by the retained owner).",
     partial_frame_closed: "Connections closed because their partial packet did not fit in limits.max_partial_frame_bytes.",
     publishers_throttled: "Times a connection's reading was paused for going over limits.max_publish_rate or limits.max_publish_bytes_rate.",
     refused_overload: "Connections refused at accept in overload mode (overload.memory_high_bytes).",
@@ -58,16 +66,31 @@ impl ShardCounters {
         );
     }
 
+    /// Subtracts `n` from a gauge of this shard's own block.
+    pub fn sub(counter: &AtomicU64, n: u64) {
+        counter.store(
+            counter.load(Ordering::Relaxed).saturating_sub(n),
+            Ordering::Relaxed,
+        );
+    }
+
     /// Sets a gauge of this shard's own block.
     pub fn set(counter: &AtomicU64, value: u64) {
         counter.store(value, Ordering::Relaxed);
     }
 }
 
+/// One shard's counters and labelled figures, on cache lines of their own.
+#[derive(Debug, Default)]
+struct ShardBlock {
+    counters: ShardCounters,
+    detail: ShardDetail,
+}
+
 /// Every shard's counter block; cloned into each shard, which writes only its own.
 #[derive(Debug, Clone)]
 pub struct Metrics {
-    shards: Arc<[CachePadded<ShardCounters>]>,
+    shards: Arc<[CachePadded<ShardBlock>]>,
 }
 
 impl Metrics {
@@ -75,21 +98,38 @@ impl Metrics {
     pub fn new(shards: usize) -> Self {
         Self {
             shards: (0..shards.max(1))
-                .map(|_| CachePadded::new(ShardCounters::default()))
+                .map(|_| CachePadded::new(ShardBlock::default()))
                 .collect(),
         }
     }
 
+    /// The number of shard blocks.
+    pub fn shard_count(&self) -> usize {
+        self.shards.len()
+    }
+
     /// The block shard `index` writes.
     pub fn shard(&self, index: usize) -> &ShardCounters {
-        &self.shards[index]
+        &self.shards[index].counters
+    }
+
+    /// Both blocks of shard `index` (one lookup for a writer that touches both).
+    #[inline]
+    pub fn block(&self, index: usize) -> (&ShardCounters, &ShardDetail) {
+        let block = &self.shards[index];
+        (&block.counters, &block.detail)
+    }
+
+    /// The labelled figures shard `index` writes.
+    pub fn detail(&self, index: usize) -> &ShardDetail {
+        &self.shards[index].detail
     }
 
     /// The sum over all shards.
     pub fn snapshot(&self) -> Snapshot {
         let mut total = Snapshot::default();
         for block in self.shards.iter() {
-            total.add(block);
+            total.add(&block.counters);
         }
         total
     }

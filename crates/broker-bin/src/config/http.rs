@@ -1,0 +1,202 @@
+//! `[http]`: the operations HTTP listener (`/metrics`, `/healthz`, `/readyz`, `/api/`),
+//! validated; like `[auth]`, a listener reachable from other hosts never starts open.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use super::auth::is_loopback;
+use super::bridges::Secret;
+use super::error::ConfigError;
+use super::raw::RawHttp;
+use super::validate::parse_listen_addr;
+
+/// HTTP basic credentials.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BasicCredentials {
+    /// `http.username`.
+    pub username: String,
+    /// `http.password`.
+    pub password: Secret,
+}
+
+/// `[http]`, validated.
+#[derive(Debug, Clone)]
+pub struct HttpSettings {
+    /// Where to listen; `None`: no operations listener.
+    pub bind: Option<SocketAddr>,
+    /// A request with `Authorization: Bearer <token>` is let in.
+    pub token: Option<Secret>,
+    /// A request with `Authorization: Basic ...` naming these is let in.
+    pub basic: Option<BasicCredentials>,
+    /// Certificate chain and private key (PEM): serve HTTPS.
+    pub tls: Option<(PathBuf, PathBuf)>,
+    /// Connections served at once; more are answered 503 and closed.
+    pub max_connections: usize,
+    /// Largest request line plus headers (431 beyond).
+    pub max_head_bytes: usize,
+    /// Largest request body (413 beyond).
+    pub max_body_bytes: usize,
+    /// Longest wait for a request's next bytes (and for a write to drain).
+    pub read_timeout: Duration,
+}
+
+impl HttpSettings {
+    /// Whether the listener is configured.
+    pub fn enabled(&self) -> bool {
+        self.bind.is_some()
+    }
+
+    /// Whether requests must carry credentials.
+    pub fn requires_credentials(&self) -> bool {
+        self.token.is_some() || self.basic.is_some()
+    }
+}
+
+/// A string key's value; empty means unset.
+fn text(value: &Option<String>) -> Option<&str> {
+    value.as_deref().filter(|text| !text.is_empty())
+}
+
+/// A required integer in `min..=max`, as `usize`.
+fn bounded(key: &'static str, value: Option<u64>, min: u64, max: u64) -> Result<u64, ConfigError> {
+    let value = value.ok_or_else(|| ConfigError::invalid(key, "missing (and no default)"))?;
+    if !(min..=max).contains(&value) {
+        return Err(ConfigError::invalid(
+            key,
+            format!("{value} is out of range {min}..={max}"),
+        ));
+    }
+    Ok(value)
+}
+
+impl RawHttp {
+    pub(super) fn validate(&self) -> Result<HttpSettings, ConfigError> {
+        let bind = text(&self.bind)
+            .map(|addr| parse_listen_addr("http.bind", addr))
+            .transpose()?;
+        let settings = HttpSettings {
+            bind,
+            token: text(&self.token).map(|t| Secret(t.to_owned())),
+            basic: self.basic()?,
+            tls: self.tls()?,
+            max_connections: bounded("http.max_connections", self.max_connections, 1, 1024)?
+                as usize,
+            max_head_bytes: bounded("http.max_head_bytes", self.max_head_bytes, 1024, 1 << 20)?
+                as usize,
+            max_body_bytes: bounded("http.max_body_bytes", self.max_body_bytes, 0, 64 << 20)?
+                as usize,
+            read_timeout: Duration::from_millis(bounded(
+                "http.read_timeout_ms",
+                self.read_timeout_ms,
+                100,
+                600_000,
+            )?),
+        };
+        if let Some(addr) = settings.bind
+            && !is_loopback(&addr)
+            && !settings.requires_credentials()
+        {
+            return Err(ConfigError::invalid(
+                "http.token",
+                format!(
+                    "the operations listener {addr} is reachable from other hosts and has no \
+                     credentials: set http.token, or http.username and http.password (or bind \
+                     it to a loopback address)"
+                ),
+            ));
+        }
+        Ok(settings)
+    }
+
+    fn basic(&self) -> Result<Option<BasicCredentials>, ConfigError> {
+        let pair = both(
+            ("http.username", &self.username),
+            ("http.password", &self.password),
+        )?;
+        let Some((username, password)) = pair else {
+            return Ok(None);
+        };
+        if username.contains(':') {
+            return Err(ConfigError::invalid(
+                "http.username",
+                "must not contain ':' (HTTP basic authentication splits on it)",
+            ));
+        }
+        Ok(Some(BasicCredentials {
+            username: username.to_owned(),
+            password: Secret(password.to_owned()),
+        }))
+    }
+
+    fn tls(&self) -> Result<Option<(PathBuf, PathBuf)>, ConfigError> {
+        let pair = both(
+            ("http.tls_cert_file", &self.tls_cert_file),
+            ("http.tls_key_file", &self.tls_key_file),
+        )?;
+        Ok(pair.map(|(cert, key)| (cert.into(), key.into())))
+    }
+}
+
+/// Two keys that go together: both set, or neither; the error names the one missing.
+fn both<'a>(
+    (a_key, a): (&'static str, &'a Option<String>),
+    (b_key, b): (&'static str, &'a Option<String>),
+) -> Result<Option<(&'a str, &'a str)>, ConfigError> {
+    match (text(a), text(b)) {
+        (None, None) => Ok(None),
+        (Some(a), Some(b)) => Ok(Some((a, b))),
+        (Some(_), None) => Err(ConfigError::invalid(
+            b_key,
+            format!("{a_key} is set without it"),
+        )),
+        (None, Some(_)) => Err(ConfigError::invalid(
+            a_key,
+            format!("{b_key} is set without it"),
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::config::{default_raw, parse_raw};
+
+    fn validate(text: &str) -> Result<super::HttpSettings, String> {
+        let mut raw = default_raw().expect("defaults parse");
+        raw.overlay(parse_raw("t", text).expect("test TOML parses"));
+        raw.validate().map(|c| c.http).map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn off_by_default() {
+        let http = validate("").expect("defaults validate");
+        assert!(!http.enabled());
+        assert_eq!(http.max_connections, 16);
+    }
+
+    #[test]
+    fn a_public_bind_needs_credentials() {
+        let error = validate("[http]\nbind = \"0.0.0.0:18083\"\n").unwrap_err();
+        assert!(error.contains("http.token"), "{error}");
+        assert!(validate("[http]\nbind = \"0.0.0.0:18083\"\ntoken = \"t\"\n").is_ok());
+        let basic = "[http]\nbind = \"0.0.0.0:18083\"\nusername = \"u\"\npassword = \"p\"\n";
+        assert!(validate(basic).is_ok());
+        assert!(validate("[http]\nbind = \"127.0.0.1:18083\"\n").is_ok());
+    }
+
+    #[test]
+    fn half_set_pairs_name_the_missing_key() {
+        let error = validate("[http]\nusername = \"u\"\n").unwrap_err();
+        assert!(error.contains("http.password"), "{error}");
+        let error = validate("[http]\ntls_cert_file = \"c.pem\"\n").unwrap_err();
+        assert!(error.contains("http.tls_key_file"), "{error}");
+        let error = validate("[http]\nmax_connections = 0\n").unwrap_err();
+        assert!(error.contains("http.max_connections"), "{error}");
+    }
+
+    #[test]
+    fn secrets_are_not_printed() {
+        let http = validate("[http]\ntoken = \"hunter2\"\n").expect("validates");
+        assert!(!format!("{http:?}").contains("hunter2"));
+    }
+}

@@ -1,0 +1,124 @@
+//! The operations HTTP listener (`[http]`): `GET /metrics` (Prometheus text format), `/healthz`,
+//! `/readyz`, and the admin API under `/api/` (answered by [`crate::admin::AdminPort`]). It runs
+//! on threads of its own with blocking sockets (`server.rs`), never on a reactor.
+
+mod collect;
+mod credentials;
+pub mod exposition;
+mod request;
+mod response;
+mod routes;
+pub mod scrape;
+mod server;
+mod state;
+mod target;
+
+use std::net::{SocketAddr, TcpListener};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+
+use rustls::ServerConfig;
+
+pub use scrape::Scrape;
+pub use state::Lifecycle;
+pub(crate) use state::OpsState;
+
+use crate::config::HttpSettings;
+use server::Server;
+
+/// Why the operations listener did not start.
+#[derive(Debug, thiserror::Error)]
+pub enum OpsError {
+    /// Its address could not be bound.
+    #[error("operations listener (http.bind): cannot bind {addr}: {source}")]
+    Bind {
+        addr: SocketAddr,
+        source: std::io::Error,
+    },
+    /// Its certificate or key is unusable.
+    #[error("operations listener (http.tls_cert_file, http.tls_key_file): {0}")]
+    Tls(#[from] crate::transport::TransportError),
+    /// Its thread could not be started.
+    #[error("operations listener: cannot start its thread: {0}")]
+    Thread(std::io::Error),
+}
+
+/// A bound listener, not serving yet: binding and loading the certificate happen before the
+/// shards start, so a bad `[http]` stops the start with nothing to undo.
+pub struct OpsListener {
+    listener: TcpListener,
+    addr: SocketAddr,
+    tls: Option<Arc<ServerConfig>>,
+    settings: HttpSettings,
+}
+
+impl OpsListener {
+    /// Binds `settings.bind` and loads its certificate; `Ok(None)` when no listener is
+    /// configured.
+    pub fn bind(settings: &HttpSettings) -> Result<Option<Self>, OpsError> {
+        let Some(addr) = settings.bind else {
+            return Ok(None);
+        };
+        let tls = match &settings.tls {
+            Some((cert, key)) => Some(Arc::new(crate::transport::load_server_config(cert, key)?)),
+            None => None,
+        };
+        let listener = TcpListener::bind(addr).map_err(|source| OpsError::Bind { addr, source })?;
+        let addr = listener
+            .local_addr()
+            .map_err(|source| OpsError::Bind { addr, source })?;
+        Ok(Some(Self {
+            listener,
+            addr,
+            tls,
+            settings: settings.clone(),
+        }))
+    }
+
+    /// Starts serving with `state`.
+    pub(crate) fn serve(self, state: OpsState) -> Result<OpsServer, OpsError> {
+        let server = Arc::new(Server::new(state, &self.settings, self.tls));
+        let acceptor =
+            server::spawn_acceptor(Arc::clone(&server), self.listener).map_err(OpsError::Thread)?;
+        tracing::info!(addr = %self.addr, https = server.tls.is_some(), "operations listener serving");
+        Ok(OpsServer {
+            addr: self.addr,
+            server,
+            acceptor: Some(acceptor),
+        })
+    }
+}
+
+/// The running listener; stopped by [`OpsServer::stop`] or when dropped.
+pub struct OpsServer {
+    addr: SocketAddr,
+    server: Arc<Server>,
+    acceptor: Option<JoinHandle<()>>,
+}
+
+impl OpsServer {
+    /// The bound address (port 0 resolved).
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// Stops accepting, closes the open connections and waits for the threads (boundedly).
+    pub fn stop(&mut self) {
+        let Some(acceptor) = self.acceptor.take() else {
+            return;
+        };
+        self.server
+            .stopping
+            .store(true, std::sync::atomic::Ordering::Release);
+        if server::wake(self.addr) {
+            let _ = acceptor.join();
+        }
+        self.server.stop();
+    }
+}
+
+impl Drop for OpsServer {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
