@@ -353,3 +353,29 @@ fn https_with_a_generated_certificate() {
         .unwrap();
     assert_eq!(read_answer(&mut again).status, 200);
 }
+
+#[test]
+fn bridge_figures_are_in_the_metrics() {
+    let remote = TestBroker::start();
+    let config = format!(
+        "{HTTP}[[bridges]]\nname = \"up\"\naddress = \"{}\"\nclient_id = \"bridge-up\"\n\
+         reconnect_min_ms = 100\nreconnect_max_ms = 1000\n\
+         topics = [{{ pattern = \"a/#\", direction = \"out\", qos = 1 }}]\n",
+        remote.addr()
+    );
+    let local = TestBroker::with_config(&config);
+    let bridge = [("bridge", "up")];
+    scrape_until(&local, "the bridge is connected", |s| {
+        s.value("ringmq_bridge_connected", &bridge) == Some(1.0)
+    });
+    let mut listener = RawClient::connected_clean(remote.addr(), V5, "listener");
+    listener.subscribe("a/#", QoS::AtLeastOnce);
+    let mut publisher = RawClient::connected_clean(local.addr(), V5, "publisher");
+    publisher.publish_simple("a/1", b"x", QoS::AtLeastOnce);
+    assert_eq!(listener.expect_publish_acked().payload(), b"x");
+    let scrape = scrape_until(&local, "the message is counted out", |s| {
+        s.value("ringmq_bridge_messages_out_total", &bridge) == Some(1.0)
+    });
+    assert_eq!(scrape.value("ringmq_bridge_dropped_total", &bridge), Some(0.0));
+    assert!(scrape.value("ringmq_bridge_reconnects_total", &bridge).is_some());
+}

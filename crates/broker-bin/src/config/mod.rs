@@ -26,7 +26,7 @@ pub use error::ConfigError;
 pub use http::{BasicCredentials, HttpSettings};
 pub use listeners::{ListenerKind, ListenerSettings, TlsSettings, TransportListener};
 pub use log::{LogFormat, LogSettings};
-pub use print::effective_toml;
+pub use print::{effective_toml, redacted_toml};
 pub use raw::RawConfig;
 pub use typed::{
     BackendChoice, Config, ConnectionSettings, LimitSettings, PersistenceSettings, QueueSettings,

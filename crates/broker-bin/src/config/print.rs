@@ -15,10 +15,60 @@ const HEADER: &str = "# The effective RingMQ configuration: the embedded default
 
 /// `raw` (the layers `config` was validated from) as a TOML document with every key.
 pub fn effective_toml(raw: &RawConfig, config: &Config) -> Result<String, toml::ser::Error> {
+    Ok(format!(
+        "{HEADER}{}",
+        toml::to_string(&complete(raw, config))?
+    ))
+}
+
+/// `raw` with the keys validation fills in written with the values in force.
+fn complete(raw: &RawConfig, config: &Config) -> RawConfig {
     let mut complete = raw.clone();
     fill_listeners(&mut complete.listeners, config);
     fill_auth(&mut complete.auth, config);
-    Ok(format!("{HEADER}{}", toml::to_string(&complete)?))
+    complete
+}
+
+/// What stands for a secret in [`redacted_toml`].
+pub const REDACTED: &str = "<redacted>";
+
+/// [`effective_toml`] with every secret replaced by [`REDACTED`]: the operations listener's
+/// token and password, bridges' passwords, and a password inside `auth.redis.url` (what the
+/// admin API shows; `--check-config` prints them as written, for the operator who owns the
+/// file).
+pub fn redacted_toml(raw: &RawConfig, config: &Config) -> Result<String, toml::ser::Error> {
+    let mut redacted = complete(raw, config);
+    let hide = |value: &mut Option<String>| {
+        if value.as_deref().is_some_and(|v| !v.is_empty()) {
+            *value = Some(REDACTED.to_owned());
+        }
+    };
+    hide(&mut redacted.http.token);
+    hide(&mut redacted.http.password);
+    for bridge in redacted.bridges.iter_mut().flatten() {
+        hide(&mut bridge.password);
+        hide(&mut bridge.local_password);
+    }
+    if let Some(redis) = redacted.auth.redis.as_mut()
+        && let Some(url) = redis.url.as_mut()
+    {
+        *url = without_url_password(url);
+    }
+    Ok(format!("{HEADER}{}", toml::to_string(&redacted)?))
+}
+
+/// `scheme://user:password@host...` with the password replaced by [`REDACTED`].
+fn without_url_password(url: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return url.to_owned();
+    };
+    let Some((credentials, host)) = rest.split_once('@') else {
+        return url.to_owned();
+    };
+    let user = credentials
+        .split_once(':')
+        .map_or(credentials, |(user, _)| user);
+    format!("{scheme}://{user}:{REDACTED}@{host}")
 }
 
 /// The listener keys with defaults (`path`, the client-certificate switches), from `config`.
@@ -93,6 +143,31 @@ fn token_source_name(source: TokenSource) -> &'static str {
     match source {
         TokenSource::Password => "password",
         TokenSource::Username => "username",
+    }
+}
+
+#[cfg(test)]
+mod redaction_tests {
+    use super::*;
+
+    #[test]
+    fn secrets_are_hidden_and_the_rest_is_kept() {
+        let text = "[http]\nbind = \"127.0.0.1:0\"\ntoken = \"t0ken\"\n\
+                    [auth]\nbackends = [\"redis\"]\n[auth.redis]\nurl = \"redis://:pa55@127.0.0.1:6379/0\"\n";
+        let mut raw = crate::config::default_raw().unwrap();
+        raw.overlay(crate::config::parse_raw("test", text).unwrap());
+        let config = raw.validate().unwrap();
+        let shown = redacted_toml(&raw, &config).unwrap();
+        assert!(
+            !shown.contains("t0ken") && !shown.contains("pa55"),
+            "{shown}"
+        );
+        assert!(
+            shown.contains("redis://:<redacted>@127.0.0.1:6379/0"),
+            "{shown}"
+        );
+        assert!(shown.contains("127.0.0.1:0"));
+        assert!(effective_toml(&raw, &config).unwrap().contains("t0ken"));
     }
 }
 

@@ -30,6 +30,7 @@ pub fn render(state: &OpsState) -> String {
     shards(&mut doc, state, metrics);
     auth(&mut doc, state);
     store(&mut doc, state);
+    bridges(&mut doc, state);
     doc.finish()
 }
 
@@ -348,6 +349,53 @@ fn auth(doc: &mut Exposition, state: &OpsState) {
         help,
         figures.backend_failures,
     );
+}
+
+/// Each `[[bridges]]` entry's figures, labelled `bridge="<name>"` (nothing without bridges).
+fn bridges(doc: &mut Exposition, state: &OpsState) {
+    let stats = state.shared.bridges.stats();
+    if stats.is_empty() {
+        return;
+    }
+    type Figure = fn(&crate::bridge::BridgeStats) -> u64;
+    let families: [(&str, Kind, &str, Figure); 5] = [
+        (
+            "ringmq_bridge_connected",
+            Kind::Gauge,
+            "1 while both the bridge's connections (remote and local) are up and subscribed.",
+            |s| u64::from(s.connected),
+        ),
+        (
+            "ringmq_bridge_messages_in_total",
+            Kind::Counter,
+            "Messages brought in from the remote broker and accepted here.",
+            |s| s.messages_in,
+        ),
+        (
+            "ringmq_bridge_messages_out_total",
+            Kind::Counter,
+            "Messages sent to the remote broker (QoS 1/2: acknowledged by it).",
+            |s| s.messages_out,
+        ),
+        (
+            "ringmq_bridge_dropped_total",
+            Kind::Counter,
+            "Messages the bridge gave up on (no rule maps the topic, or the destination refused them).",
+            |s| s.dropped,
+        ),
+        (
+            "ringmq_bridge_reconnects_total",
+            Kind::Counter,
+            "Connection attempts after the first.",
+            |s| s.reconnects,
+        ),
+    ];
+    for (name, kind, help, figure) in families {
+        doc.family(name, kind, help);
+        for stat in &stats {
+            doc.sample(name, &[("bridge", stat.name.as_str())], figure(stat));
+        }
+    }
 }
 
 fn store(doc: &mut Exposition, state: &OpsState) {

@@ -71,7 +71,7 @@ impl ReloadState {
     /// started with.
     pub(crate) fn set_source(&self, raw: &RawConfig, config: &Config, source: ConfigSource) {
         if self.source.set(source).is_ok() {
-            self.lock_view().toml = crate::config::effective_toml(raw, config).ok();
+            self.lock_view().toml = crate::config::redacted_toml(raw, config).ok();
         }
     }
 
@@ -97,7 +97,7 @@ impl ReloadState {
             Ok((raw, config)) => {
                 let report = self.reload_with(shared, &config);
                 let mut view = self.lock_view();
-                view.toml = crate::config::effective_toml(&raw, &config).ok();
+                view.toml = crate::config::redacted_toml(&raw, &config).ok();
                 view.restart_required = report.restart_required.clone();
                 report
             }
