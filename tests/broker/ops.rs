@@ -218,6 +218,19 @@ fn credentials_are_required_for_metrics_but_not_for_health() {
     assert_eq!(get(addr, "/metrics", &header).status, 200);
     assert_eq!(get(addr, "/healthz", "").status, 200);
     assert_eq!(get(addr, "/readyz", "").status, 200);
+    let _client = RawClient::connected_clean(broker.addr(), V5, "seen-by-the-api");
+    let clients = get(addr, "/api/v1/clients", "Authorization: Bearer s3cret\r\n");
+    assert_eq!(clients.status, 200, "{}", clients.body);
+    assert!(
+        clients.body.contains("\"seen-by-the-api\""),
+        "{}",
+        clients.body
+    );
+    let kicked = exchange(
+        addr,
+        b"DELETE /api/v1/clients/seen-by-the-api HTTP/1.1\r\nHost: t\r\nAuthorization: Bearer s3cret\r\nConnection: close\r\n\r\n",
+    );
+    assert_eq!(kicked.status, 200, "{}", kicked.body);
 }
 
 #[test]
@@ -298,6 +311,7 @@ fn store_figures_appear_with_persistence() {
         s.value("ringmq_store_commits_total", &[]) >= Some(1.0)
     });
     assert!(scrape.value("ringmq_store_commit_duration_seconds_count", &[]) >= Some(1.0));
+    assert!(scrape.value("ringmq_store_size_bytes", &[]) > Some(0.0));
 }
 
 /// A rustls client trusting `pki`'s CA.
@@ -376,6 +390,13 @@ fn bridge_figures_are_in_the_metrics() {
     let scrape = scrape_until(&local, "the message is counted out", |s| {
         s.value("ringmq_bridge_messages_out_total", &bridge) == Some(1.0)
     });
-    assert_eq!(scrape.value("ringmq_bridge_dropped_total", &bridge), Some(0.0));
-    assert!(scrape.value("ringmq_bridge_reconnects_total", &bridge).is_some());
+    assert_eq!(
+        scrape.value("ringmq_bridge_dropped_total", &bridge),
+        Some(0.0)
+    );
+    assert!(
+        scrape
+            .value("ringmq_bridge_reconnects_total", &bridge)
+            .is_some()
+    );
 }

@@ -411,9 +411,41 @@ fn store(doc: &mut Exposition, state: &OpsState) {
     );
     let skipped = store.skipped_writes.load(Ordering::Relaxed);
     doc.single("ringmq_store_skipped_writes_total", Kind::Counter, "Stored writes the engine skipped as not following the stored state (0 unless something is wrong).", skipped);
+    doc.single(
+        "ringmq_store_size_bytes",
+        Kind::Gauge,
+        "Bytes the store's files take in persistence.dir (read at each scrape).",
+        directory_bytes(&state.shared.config.persistence.dir),
+    );
     let name = "ringmq_store_commit_duration_seconds";
     doc.family(name, Kind::Histogram, "Time of one group commit (the engine's commit call, sync included with persistence.sync = \"batch\").");
     doc.histogram(name, &[], &store.commit_latency.snapshot());
+}
+
+/// The size of the files under `dir` (one level of subdirectories, as the engines keep them);
+/// what cannot be read counts 0.
+fn directory_bytes(dir: &std::path::Path) -> u64 {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return 0;
+    };
+    entries
+        .flatten()
+        .filter_map(|entry| {
+            let meta = entry.metadata().ok()?;
+            Some(if meta.is_dir() {
+                std::fs::read_dir(entry.path())
+                    .into_iter()
+                    .flatten()
+                    .flatten()
+                    .filter_map(|inner| inner.metadata().ok())
+                    .filter(std::fs::Metadata::is_file)
+                    .map(|m| m.len())
+                    .sum()
+            } else {
+                meta.len()
+            })
+        })
+        .sum()
 }
 
 /// The sum over shards of `value(shard)`.
