@@ -251,3 +251,49 @@ fn reload_reads_the_config_source_and_reports_what_waits_for_a_restart() {
     );
     broker.assert_serving();
 }
+
+/// A reload through the admin API with a changed publish rate and a changed password file:
+/// connected clients stay, later logins follow the new file, the new rate is in force.
+#[test]
+fn a_reload_changes_a_limit_and_the_password_file_while_clients_stay_connected() {
+    let dir = tempfile::tempdir().unwrap();
+    let passwd = dir.path().join("passwd");
+    crate::passwords::passwd_file(&passwd, "alice", "old-password");
+    let file = dir.path().join("ringmq.toml");
+    let auth = format!(
+        "[auth]\npassword_file = {:?}\n",
+        passwd.display().to_string()
+    );
+    std::fs::write(&file, &auth).unwrap();
+    let broker = TestBroker::with_config(&auth);
+    broker.set_config_source(file.clone());
+    let login = |password: &str| {
+        let mut connect = crate::client::connect_packet(V5, "alice-2", true);
+        connect.username = Some(crate::client::s("alice"));
+        connect.password = Some(bytes::Bytes::copy_from_slice(password.as_bytes()));
+        RawClient::connect(broker.addr(), connect).1.reason_code
+    };
+    let mut connect = crate::client::connect_packet(V5, "alice-1", true);
+    connect.username = Some(crate::client::s("alice"));
+    connect.password = Some(bytes::Bytes::from_static(b"old-password"));
+    let mut stays = RawClient::connected(broker.addr(), connect);
+    stays.subscribe("t", QoS::AtLeastOnce);
+
+    crate::passwords::passwd_file(&passwd, "alice", "new-password");
+    std::fs::write(&file, format!("{auth}[limits]\nmax_publish_rate = 5\n")).unwrap();
+    let (status, report) = call(&broker, "POST", "/api/v1/reload", "");
+    assert_eq!(status, 200, "{report}");
+    assert!(
+        report["applied"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|k| k == "limits.max_publish_rate"),
+        "{report}"
+    );
+    assert_eq!(login("old-password"), ReasonCode::BadUserNameOrPassword);
+    assert_eq!(login("new-password"), ReasonCode::Success);
+    stays.publish_simple("t", b"still here", QoS::AtLeastOnce);
+    assert_eq!(stays.expect_publish_acked().payload(), b"still here");
+    assert_eq!(get(&broker, "/api/v1/clients/alice-1")["connected"], true);
+}

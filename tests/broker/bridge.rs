@@ -454,3 +454,48 @@ fn bad_bridge_configs_are_refused_naming_the_key() {
         "{message}"
     );
 }
+
+/// Two RingMQ brokers each bridge `fleet/#` both ways to one mosquitto (a star): a message
+/// published on one edge reaches the other edge and mosquitto's subscriber exactly once, and
+/// nothing comes back around.
+#[test]
+fn two_bridges_to_one_mosquitto_carry_each_message_once_without_a_loop() {
+    let hub = Mosquitto::start();
+    let mut hub_sub = RawClient::connected_clean(hub.addr(), V5, "hub-sub");
+    hub_sub.subscribe("fleet/#", QoS::AtLeastOnce);
+    let rule = r#"{ pattern = "fleet/#", direction = "both", qos = 1 }"#;
+    let edge_a = TestBroker::with_config(&bridge("a", hub.addr(), "5.0", rule, ""));
+    let edge_b = TestBroker::with_config(&bridge("b", hub.addr(), "5.0", rule, ""));
+    wait_connected(&edge_a, "a");
+    wait_connected(&edge_b, "b");
+    let mut sub_a = RawClient::connected_clean(edge_a.addr(), V5, "sub-a");
+    sub_a.subscribe("fleet/#", QoS::AtLeastOnce);
+    let mut sub_b = RawClient::connected_clean(edge_b.addr(), V5, "sub-b");
+    sub_b.subscribe("fleet/#", QoS::AtLeastOnce);
+    let mut pub_a = RawClient::connected_clean(edge_a.addr(), V5, "pub-a");
+    assert_eq!(
+        pub_a.publish_simple("fleet/1", b"from-a", QoS::AtLeastOnce),
+        ReasonCode::Success
+    );
+    for client in [&mut sub_a, &mut sub_b, &mut hub_sub] {
+        let copy = client.expect_publish_on("fleet/1");
+        assert_eq!(copy.payload(), b"from-a");
+        client.acknowledge(&copy);
+    }
+    let mut pub_b = RawClient::connected_clean(edge_b.addr(), V5, "pub-b");
+    pub_b.publish_simple("fleet/2", b"from-b", QoS::AtLeastOnce);
+    for client in [&mut sub_a, &mut sub_b, &mut hub_sub] {
+        let copy = client.expect_publish_on("fleet/2");
+        assert_eq!(copy.payload(), b"from-b");
+        client.acknowledge(&copy);
+    }
+    for client in [&mut sub_a, &mut sub_b, &mut hub_sub] {
+        client.expect_silence(NO_ECHO);
+    }
+    wait_stats(&edge_a, "a", "one out, one in", |s| {
+        s.messages_out == 1 && s.messages_in == 1
+    });
+    wait_stats(&edge_b, "b", "one out, one in", |s| {
+        s.messages_out == 1 && s.messages_in == 1
+    });
+}
