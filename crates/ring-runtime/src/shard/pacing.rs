@@ -18,6 +18,9 @@ pub(super) struct Pacing {
     epoch: Instant,
     waiting: Vec<ConnId>,
     next_due: Option<Instant>,
+    /// The last `now` converted by [`Self::clock`] and its value: every connection of a turn
+    /// asks with the turn's `now`, so it is converted once per turn, not once per write.
+    clock_cache: (Instant, u32),
 }
 
 impl Pacing {
@@ -28,6 +31,7 @@ impl Pacing {
             epoch: now,
             waiting: Vec::new(),
             next_due: None,
+            clock_cache: (now, 0),
         }
     }
 
@@ -86,7 +90,7 @@ impl Pacing {
     }
 
     /// Records that `conn`'s write of `frames` frames starts now.
-    pub(super) fn wrote(&self, conn: &mut Conn, now: Instant, frames: u32) {
+    pub(super) fn wrote(&mut self, conn: &mut Conn, now: Instant, frames: u32) {
         conn.expedite = false;
         if self.interval_us != 0 {
             let clock = self.clock(now).max(1);
@@ -99,7 +103,11 @@ impl Pacing {
 
     /// Microseconds since the shard started, wrapping (only differences under the interval
     /// matter).
-    fn clock(&self, now: Instant) -> u32 {
-        now.saturating_duration_since(self.epoch).as_micros() as u32
+    fn clock(&mut self, now: Instant) -> u32 {
+        if self.clock_cache.0 != now {
+            let micros = now.saturating_duration_since(self.epoch).as_micros() as u32;
+            self.clock_cache = (now, micros);
+        }
+        self.clock_cache.1
     }
 }
