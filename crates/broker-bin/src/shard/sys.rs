@@ -165,6 +165,7 @@ impl BrokerShard {
                 expiry: None,
                 publisher: None,
                 client_id: broker,
+                to_cluster: false,
             },
         );
     }
