@@ -32,7 +32,7 @@ fn start_cluster() -> Cluster {
     let nodes: Vec<TestBroker> = (0..3)
         .map(|index| {
             TestBroker::with_config(&format!(
-                "[cluster]\nnode_id = \"n{index}\"\nnats = [\"{}\"]\n",
+                "[cluster]\nnode_id = \"n{index}\"\nnats = [\"{}\"]\n[http]\nbind = \"127.0.0.1:0\"\n",
                 nats.url(index)
             ))
         })
@@ -259,6 +259,21 @@ fn a_node_does_not_receive_its_own_publishes_back() {
     let figures = cluster.nodes[0].cluster_figures().unwrap();
     assert_eq!(figures.messages_in, 0, "{figures:?}");
     assert!(figures.messages_out >= 5, "{figures:?}");
+    let metrics = http_get(cluster.nodes[0].http_addr().port(), "/metrics").unwrap();
+    assert_eq!(
+        metric(&metrics, "ringmq_cluster_messages_in_total"),
+        Some(0)
+    );
+    assert!(metric(&metrics, "ringmq_cluster_messages_out_total") >= Some(5));
+    assert_eq!(metric(&metrics, "ringmq_cluster_connected"), Some(1));
+}
+
+/// The value of the unlabelled sample `name` in a `/metrics` document.
+fn metric(document: &str, name: &str) -> Option<u64> {
+    document.lines().find_map(|line| {
+        let (key, value) = line.split_once(' ')?;
+        (key == name).then(|| value.trim().parse().ok())?
+    })
 }
 
 /// The subjects server `index` holds subscriptions on for the client named `name`.
@@ -320,8 +335,11 @@ fn unsubscribe_stops_the_flow() {
 #[test]
 fn a_node_without_cluster_is_unaffected() {
     let cluster = start_cluster();
-    let single = TestBroker::start();
+    let single = TestBroker::with_config("[http]\nbind = \"127.0.0.1:0\"\n");
     assert!(single.cluster_figures().is_none());
+    let metrics = http_get(single.http_addr().port(), "/metrics").unwrap();
+    assert!(metrics.contains("ringmq_messages"), "{metrics}");
+    assert!(!metrics.contains("ringmq_cluster_"), "{metrics}");
     let mut subscriber = RawClient::connected_clean(single.addr(), V5, "sub");
     subscriber.subscribe("s/#", QoS::AtLeastOnce);
     let mut remote = RawClient::connected_clean(cluster.nodes[1].addr(), V5, "remote");

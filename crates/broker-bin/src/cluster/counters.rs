@@ -46,6 +46,15 @@ impl ClusterCounters {
         counter.fetch_add(n, Ordering::Relaxed);
     }
 
+    /// Counts one dropped message in `counter`, and logs a warning at the 1st, 2nd, 4th, 8th...
+    /// (never silent, never a flood).
+    pub fn drop_one(counter: &AtomicU64, why: &'static str) {
+        let count = counter.fetch_add(1, Ordering::Relaxed) + 1;
+        if count.is_power_of_two() {
+            tracing::warn!(count, "cluster: message dropped: {why}");
+        }
+    }
+
     /// Sets a gauge.
     pub fn set(gauge: &AtomicU64, value: u64) {
         gauge.store(value, Ordering::Relaxed);

@@ -185,7 +185,7 @@ async fn outbound(link: Arc<Link>, mut queue: mpsc::Receiver<Arc<Message>>) {
     let mut seq = 0u64;
     while let Some(message) = queue.recv().await {
         if link.client.connection_state() != State::Connected {
-            ClusterCounters::add(&link.counters.dropped_disconnected, 1);
+            ClusterCounters::drop_one(&link.counters.dropped_disconnected, "NATS is not connected");
             continue;
         }
         seq += 1;
@@ -202,7 +202,10 @@ async fn outbound(link: Arc<Link>, mut queue: mpsc::Receiver<Arc<Message>>) {
             Ok(()) => ClusterCounters::add(&link.counters.messages_out, 1),
             Err(e) => {
                 debug!(error = %e, "cluster: publish failed");
-                ClusterCounters::add(&link.counters.dropped_disconnected, 1);
+                ClusterCounters::drop_one(
+                    &link.counters.dropped_disconnected,
+                    "NATS publish failed",
+                );
             }
         }
     }
@@ -309,8 +312,11 @@ fn accept(
         Ok(Some(publish)) => Some(publish),
         Ok(None) => None,
         Err(e) => {
-            debug!(error = %e, "cluster: malformed message dropped");
-            ClusterCounters::add(&link.counters.dropped_inbound, 1);
+            debug!(error = %e, "cluster: malformed message");
+            ClusterCounters::drop_one(
+                &link.counters.dropped_inbound,
+                "malformed message from NATS",
+            );
             None
         }
     }

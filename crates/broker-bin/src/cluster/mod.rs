@@ -105,7 +105,10 @@ impl ClusterLink {
     /// Hands a locally published message to the cluster; a full queue drops it, counted.
     pub(crate) fn send(&self, message: &Arc<Message>) {
         if self.outbound.try_send(Arc::clone(message)).is_err() {
-            ClusterCounters::add(&self.counters.dropped_queue_full, 1);
+            ClusterCounters::drop_one(
+                &self.counters.dropped_queue_full,
+                "cluster.max_outbound_messages are waiting for NATS",
+            );
         }
     }
 

@@ -6,7 +6,6 @@ use std::sync::Arc;
 
 use codec::SharedPublish;
 use router::{Publisher, SharedFilter, SubscriptionChange, TopicName};
-use tracing::debug;
 
 use super::{BrokerShard, Ctx};
 use crate::cluster::{ClusterCounters, ClusterPublish, Scope};
@@ -82,9 +81,9 @@ impl BrokerShard {
             TopicName::from_bytes(topic_bytes, &self.shared.topic_limits),
             SharedPublish::from_parts(publish.topic, publish.payload, publish.properties),
         ) else {
-            debug!("cluster: message with an invalid topic dropped");
             if let Some(link) = &self.shared.cluster {
-                ClusterCounters::add(&link.counters.dropped_inbound, 1);
+                let why = "a message from NATS has an invalid topic";
+                ClusterCounters::drop_one(&link.counters.dropped_inbound, why);
             }
             return;
         };
