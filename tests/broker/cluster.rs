@@ -353,3 +353,27 @@ fn a_node_without_cluster_is_unaffected() {
     assert_eq!(next_message(&mut subscriber).payload(), b"single");
     expect_no_message(&mut subscriber);
 }
+
+/// With NATS down, a node still acknowledges its publishers and serves its local subscribers;
+/// what could not go to the cluster is dropped and counted.
+#[test]
+fn with_nats_down_messages_for_the_cluster_are_dropped_and_counted() {
+    let mut cluster = start_cluster();
+    let mut local = RawClient::connected_clean(cluster.nodes[0].addr(), V5, "local");
+    local.subscribe("down/#", QoS::AtLeastOnce);
+    cluster.nats.stop_all();
+    wait_until("node 0 disconnected from NATS", || {
+        (cluster.nodes[0].cluster_figures()?.connected == 0).then_some(())
+    });
+    let mut publisher = RawClient::connected_clean(cluster.nodes[0].addr(), V5, "pub");
+    for index in 0..3 {
+        let reason = publisher.publish_simple(&format!("down/{index}"), b"m", QoS::AtLeastOnce);
+        assert_eq!(reason, codec::ReasonCode::Success);
+        assert_eq!(next_message(&mut local).topic(), format!("down/{index}"));
+    }
+    let figures = wait_until("three drops counted", || {
+        let figures = cluster.nodes[0].cluster_figures()?;
+        (figures.dropped_disconnected >= 3).then_some(figures)
+    });
+    assert_eq!(figures.dropped_disconnected, 3, "{figures:?}");
+}

@@ -93,6 +93,14 @@ impl NatsCluster {
         format!("nats://127.0.0.1:{}", self.ports[index].client)
     }
 
+    /// Stops every server (NATS down for every node).
+    pub fn stop_all(&mut self) {
+        for child in &mut self.children {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
     /// Server `index`'s monitoring port.
     pub fn monitor_port(&self, index: usize) -> u16 {
         self.ports[index].monitor
@@ -129,9 +137,6 @@ fn spawn(dir: &Path, index: usize, ports: &[Ports]) -> Child {
 
 impl Drop for NatsCluster {
     fn drop(&mut self) {
-        for child in &mut self.children {
-            let _ = child.kill();
-            let _ = child.wait();
-        }
+        self.stop_all();
     }
 }
