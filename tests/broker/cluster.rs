@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 
 use codec::{Packet, Publish, QoS};
 
-use crate::client::{Event, QUIET, RawClient, V5, V311};
+use crate::client::{Event, ProtocolVersion, QUIET, RawClient, V5, V311};
 use crate::harness::{POLL_DEADLINE, TestBroker, wait_until};
 use crate::nats_cluster::{NatsCluster, http_get};
 
@@ -43,6 +43,23 @@ fn start_cluster() -> Cluster {
         });
     }
     Cluster { nodes, nats }
+}
+
+impl Cluster {
+    /// A clean-session client `id` on node `node`, subscribed to `filters` at QoS 1.
+    fn client(
+        &self,
+        node: usize,
+        protocol: ProtocolVersion,
+        id: &str,
+        filters: &[&str],
+    ) -> RawClient {
+        let mut client = RawClient::connected_clean(self.nodes[node].addr(), protocol, id);
+        for filter in filters {
+            client.subscribe(filter, QoS::AtLeastOnce);
+        }
+        client
+    }
 }
 
 fn is_probe(publish: &Publish) -> bool {
@@ -111,8 +128,7 @@ const QOS: [QoS; 3] = [QoS::AtMostOnce, QoS::AtLeastOnce, QoS::ExactlyOnce];
 fn cross_node_publish_subscribe_at_every_qos_on_both_protocols() {
     let cluster = start_cluster();
     for (p, protocol) in [V311, V5].into_iter().enumerate() {
-        let mut publisher =
-            RawClient::connected_clean(cluster.nodes[0].addr(), protocol, &format!("pub{p}"));
+        let mut publisher = cluster.client(0, protocol, &format!("pub{p}"), &[]);
         let mut subscribers: Vec<RawClient> = QOS
             .iter()
             .map(|qos| {
@@ -148,12 +164,9 @@ fn cross_node_publish_subscribe_at_every_qos_on_both_protocols() {
 #[test]
 fn wildcards_cross_nodes_and_hash_matches_the_parent_level() {
     let cluster = start_cluster();
-    let mut publisher = RawClient::connected_clean(cluster.nodes[0].addr(), V5, "pub");
-    let mut plus = RawClient::connected_clean(cluster.nodes[1].addr(), V5, "plus");
-    plus.subscribe("w/+/x", QoS::AtLeastOnce);
-    let mut hash = RawClient::connected_clean(cluster.nodes[2].addr(), V311, "hash");
-    hash.subscribe("w/#", QoS::AtLeastOnce);
-    hash.subscribe("w/a/+", QoS::AtLeastOnce);
+    let mut publisher = cluster.client(0, V5, "pub", &[]);
+    let mut plus = cluster.client(1, V5, "plus", &["w/+/x"]);
+    let mut hash = cluster.client(2, V311, "hash", &["w/#", "w/a/+"]);
     until_routed(&mut publisher, "w/p/x", &mut [&mut plus, &mut hash]);
     let topics = ["w", "w/a/x", "w/a/y", "w/a/x/z", "v/a/x"];
     for topic in topics {
@@ -174,17 +187,11 @@ fn wildcards_cross_nodes_and_hash_matches_the_parent_level() {
 #[test]
 fn a_shared_subscription_across_nodes_delivers_each_message_once() {
     let cluster = start_cluster();
-    let mut publisher = RawClient::connected_clean(cluster.nodes[2].addr(), V5, "pub");
+    let mut publisher = cluster.client(2, V5, "pub", &[]);
     let mut members: Vec<RawClient> = (0..2)
-        .map(|node| {
-            let mut client =
-                RawClient::connected_clean(cluster.nodes[node].addr(), V5, &format!("m{node}"));
-            client.subscribe("$share/g/sh/#", QoS::AtLeastOnce);
-            client
-        })
+        .map(|node| cluster.client(node, V5, &format!("m{node}"), &["$share/g/sh/#"]))
         .collect();
-    let mut plain = RawClient::connected_clean(cluster.nodes[1].addr(), V5, "plain");
-    plain.subscribe("sh/#", QoS::AtLeastOnce);
+    let mut plain = cluster.client(1, V5, "plain", &["sh/#"]);
     {
         let (first, second) = members.split_at_mut(1);
         until_routed(
@@ -239,11 +246,9 @@ fn a_shared_subscription_across_nodes_delivers_each_message_once() {
 #[test]
 fn a_node_does_not_receive_its_own_publishes_back() {
     let cluster = start_cluster();
-    let mut publisher = RawClient::connected_clean(cluster.nodes[0].addr(), V5, "pub");
-    let mut local = RawClient::connected_clean(cluster.nodes[0].addr(), V5, "local");
-    local.subscribe("loop/#", QoS::AtLeastOnce);
-    let mut remote = RawClient::connected_clean(cluster.nodes[1].addr(), V5, "remote");
-    remote.subscribe("loop/#", QoS::AtLeastOnce);
+    let mut publisher = cluster.client(0, V5, "pub", &[]);
+    let mut local = cluster.client(0, V5, "local", &["loop/#"]);
+    let mut remote = cluster.client(1, V5, "remote", &["loop/#"]);
     until_routed(&mut publisher, "loop/p", &mut [&mut local, &mut remote]);
     for index in 0..5 {
         publisher.publish_simple(&format!("loop/{index}"), b"m", QoS::AtLeastOnce);
@@ -301,10 +306,8 @@ fn subscriptions_of(cluster: &Cluster, index: usize, name: &str) -> Option<Vec<S
 #[test]
 fn unsubscribe_stops_the_flow() {
     let cluster = start_cluster();
-    let mut publisher = RawClient::connected_clean(cluster.nodes[0].addr(), V5, "pub");
-    let mut subscriber = RawClient::connected_clean(cluster.nodes[1].addr(), V5, "sub");
-    subscriber.subscribe("u/#", QoS::AtLeastOnce);
-    subscriber.subscribe("fence", QoS::AtLeastOnce);
+    let mut publisher = cluster.client(0, V5, "pub", &[]);
+    let mut subscriber = cluster.client(1, V5, "sub", &["u/#", "fence"]);
     until_routed(&mut publisher, "u/p", &mut [&mut subscriber]);
     until_routed(&mut publisher, "fence", &mut [&mut subscriber]);
     publisher.publish_simple("u/x", b"before", QoS::AtLeastOnce);
@@ -342,9 +345,8 @@ fn a_node_without_cluster_is_unaffected() {
     assert!(!metrics.contains("ringmq_cluster_"), "{metrics}");
     let mut subscriber = RawClient::connected_clean(single.addr(), V5, "sub");
     subscriber.subscribe("s/#", QoS::AtLeastOnce);
-    let mut remote = RawClient::connected_clean(cluster.nodes[1].addr(), V5, "remote");
-    remote.subscribe("s/#", QoS::AtLeastOnce);
-    let mut publisher = RawClient::connected_clean(cluster.nodes[0].addr(), V5, "pub");
+    let mut remote = cluster.client(1, V5, "remote", &["s/#"]);
+    let mut publisher = cluster.client(0, V5, "pub", &[]);
     until_routed(&mut publisher, "s/p", &mut [&mut remote]);
     publisher.publish_simple("s/1", b"cluster", QoS::AtLeastOnce);
     assert_eq!(next_message(&mut remote).payload(), b"cluster");
@@ -359,13 +361,12 @@ fn a_node_without_cluster_is_unaffected() {
 #[test]
 fn with_nats_down_messages_for_the_cluster_are_dropped_and_counted() {
     let mut cluster = start_cluster();
-    let mut local = RawClient::connected_clean(cluster.nodes[0].addr(), V5, "local");
-    local.subscribe("down/#", QoS::AtLeastOnce);
+    let mut local = cluster.client(0, V5, "local", &["down/#"]);
     cluster.nats.stop_all();
     wait_until("node 0 disconnected from NATS", || {
         (cluster.nodes[0].cluster_figures()?.connected == 0).then_some(())
     });
-    let mut publisher = RawClient::connected_clean(cluster.nodes[0].addr(), V5, "pub");
+    let mut publisher = cluster.client(0, V5, "pub", &[]);
     for index in 0..3 {
         let reason = publisher.publish_simple(&format!("down/{index}"), b"m", QoS::AtLeastOnce);
         assert_eq!(reason, codec::ReasonCode::Success);
