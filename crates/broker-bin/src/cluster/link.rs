@@ -204,7 +204,7 @@ async fn outbound(link: Arc<Link>, mut queue: mpsc::Receiver<Arc<Message>>) {
                 debug!(error = %e, "cluster: publish failed");
                 ClusterCounters::drop_one(
                     &link.counters.dropped_disconnected,
-                    "NATS publish failed",
+                    "NATS refused the publish (over its max_payload?)",
                 );
             }
         }
