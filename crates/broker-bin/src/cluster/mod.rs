@@ -15,6 +15,7 @@
 
 mod counters;
 mod headers;
+mod inbound;
 mod interest;
 mod link;
 pub mod subject;
