@@ -29,11 +29,24 @@ ensure_redis_server() {
   $sudo DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-server
 }
 
+# The cluster tests run a real 3-server NATS cluster (tests/broker/nats_cluster.rs, Debian's
+# nats-server, installed in /usr/sbin).
+ensure_nats_server() {
+  if [ -x /usr/sbin/nats-server ] || command -v nats-server >/dev/null; then
+    return
+  fi
+  local sudo=""
+  [ "$(id -u)" -eq 0 ] || sudo="sudo"
+  $sudo apt-get update -qq
+  $sudo DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nats-server
+}
+
 test_tools() {
   ensure_rust_components
   ensure_mosquitto_passwd
   # The broker tests drive mosquitto_pub/mosquitto_sub over TLS (tests/broker/tls.rs).
   ensure_mosquitto_clients
   ensure_redis_server
+  ensure_nats_server
   cargo --version
 }

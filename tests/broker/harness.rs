@@ -209,6 +209,11 @@ impl TestBroker {
         self.broker().bridge_stats()
     }
 
+    /// The cluster link's figures now (`None` without `[cluster]`).
+    pub fn cluster_figures(&self) -> Option<ringmq::cluster::ClusterFigures> {
+        self.broker().cluster_figures()
+    }
+
     /// The summed counters now.
     pub fn metrics(&self) -> Snapshot {
         self.broker().metrics().snapshot()

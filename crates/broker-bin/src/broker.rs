@@ -23,6 +23,8 @@ pub struct Broker {
     store: Option<StoreThread>,
     /// The `[[bridges]]` to other brokers, each on its own thread.
     bridges: Arc<crate::bridge::Bridges>,
+    /// The cluster thread, when `[cluster]` configures one.
+    cluster: Option<crate::cluster::ClusterThread>,
     /// The operations HTTP listener, when `[http]` configures one.
     ops: Option<OpsServer>,
     /// Serving or shutting down, for `/readyz`.
@@ -47,6 +49,9 @@ pub enum StartError {
     /// The store thread could not be started.
     #[error("starting the store thread: {0}")]
     StoreThread(std::io::Error),
+    /// The cluster thread could not be started.
+    #[error("starting the cluster thread: {0}")]
+    ClusterThread(std::io::Error),
     /// An authentication backend could not be set up (a key file, a URL, the workers).
     #[error(transparent)]
     Backend(#[from] crate::gatekeeper::build::BackendStartError),
@@ -99,6 +104,12 @@ impl Broker {
         shared.passwords = passwords.map(crate::swap::Swap::new);
         shared.acl = acl.map(crate::swap::Swap::new);
         shared.gatekeeper = crate::gatekeeper::build::start(&shared.config.auth, shards)?;
+        let mut cluster_queues = None;
+        if let Some(settings) = &shared.config.cluster {
+            let (link, queues) = crate::cluster::ClusterLink::new(settings);
+            shared.cluster = Some(link);
+            cluster_queues = Some(queues);
+        }
         let mut store = None;
         if let Some(opened) = opened {
             shared.next_seq = std::sync::atomic::AtomicU64::new(opened.max_queued_seq + 1);
@@ -126,6 +137,13 @@ impl Broker {
             state.close_original_sender();
         }
         shared.recovery.release_seed();
+        let cluster = match start_cluster(&shared, cluster_queues, &runtime) {
+            Ok(cluster) => cluster,
+            Err(error) => {
+                runtime.shutdown();
+                return Err(StartError::ClusterThread(error));
+            }
+        };
         // Loading decoded everything once on this thread and the shards copied what they keep:
         // hand the loading buffers back to the OS (each shard collects its own at `Start`).
         ring_runtime::return_free_memory();
@@ -154,6 +172,7 @@ impl Broker {
             shared,
             store,
             bridges,
+            cluster,
             ops: None,
             lifecycle: Arc::new(Lifecycle::default()),
         };
@@ -296,6 +315,12 @@ impl Broker {
         self.bridges.stats()
     }
 
+    /// The cluster link's figures, `None` on a single node.
+    pub fn cluster_figures(&self) -> Option<crate::cluster::ClusterFigures> {
+        let link = self.shared.cluster.as_ref()?;
+        Some(link.counters.figures())
+    }
+
     /// What the operations HTTP server answers admin requests with.
     pub fn admin_port(&self) -> crate::admin::AdminPort {
         crate::admin::AdminPort::new(self.runtime.poster(), Arc::clone(&self.shared))
@@ -345,6 +370,10 @@ impl Broker {
         if let Some(mut ops) = ops {
             ops.stop();
         }
+        // After the shards: the wills they published while stopping have been handed over.
+        if let Some(mut cluster) = self.cluster.take() {
+            cluster.stop();
+        }
         // The shards are gone, and with them the last senders: the store thread commits what
         // is left and ends.
         if let Some(store) = self.store {
@@ -369,6 +398,27 @@ impl Broker {
         }
         Ok(())
     }
+}
+
+/// Starts the cluster thread when `[cluster]` is configured.
+fn start_cluster(
+    shared: &Shared,
+    queues: Option<crate::cluster::ClusterQueues>,
+    runtime: &RuntimeHandle<ShardMsg>,
+) -> std::io::Result<Option<crate::cluster::ClusterThread>> {
+    let (Some(queues), Some(settings), Some(link)) =
+        (queues, &shared.config.cluster, &shared.cluster)
+    else {
+        return Ok(None);
+    };
+    crate::cluster::ClusterThread::start(
+        settings.clone(),
+        queues,
+        Arc::clone(&link.counters),
+        runtime.poster(),
+        shared.clock.clone(),
+    )
+    .map(Some)
 }
 
 /// Debug builds only: the test-only fault hooks of [`crate::fault_injection`].

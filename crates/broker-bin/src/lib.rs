@@ -13,6 +13,7 @@ pub mod bridge;
 mod broker;
 mod carry;
 pub mod cli;
+pub mod cluster;
 pub mod config;
 pub mod conn;
 pub mod detach;

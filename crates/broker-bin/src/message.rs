@@ -197,6 +197,8 @@ pub enum ShardMsg {
     ReturnMemory,
     /// A question from the admin API.
     Admin(crate::admin::query::AdminQuery),
+    /// A message from another node of the cluster, for local subscribers only.
+    Cluster(Box<crate::cluster::ClusterPublish>),
 }
 
 /// The protocol version of a connection before its CONNECT is known.

@@ -92,6 +92,8 @@ pub struct Shared {
     pub next_seq: AtomicU64,
     /// The running bridges' counters (for `$SYS/broker/bridges/...`).
     pub(crate) bridges: crate::bridge::BridgeBoard,
+    /// The cluster link (`[cluster]`), `None` on a single node.
+    pub cluster: Option<crate::cluster::ClusterLink>,
 }
 
 impl Shared {
@@ -200,6 +202,7 @@ impl Shared {
             recovery: Recovery::default(),
             next_seq: AtomicU64::new(1),
             bridges: crate::bridge::BridgeBoard::default(),
+            cluster: None,
         }
     }
 

@@ -5,6 +5,7 @@ mod abuse;
 mod auth;
 mod auth_backends;
 mod bridges;
+mod cluster;
 mod error;
 mod http;
 mod ip;
@@ -22,6 +23,7 @@ pub use auth::{AuthSettings, BackendKind, JwtConfig};
 pub use bridges::{
     BridgeSettings, BridgeTls, Direction, RawBridge, RawBridgeTopic, Secret, TopicRule,
 };
+pub use cluster::ClusterSettings;
 pub use error::ConfigError;
 pub use http::{BasicCredentials, HttpSettings};
 pub use listeners::{ListenerKind, ListenerSettings, TlsSettings, TransportListener};

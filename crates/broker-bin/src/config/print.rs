@@ -26,6 +26,10 @@ fn complete(raw: &RawConfig, config: &Config) -> RawConfig {
     let mut complete = raw.clone();
     fill_listeners(&mut complete.listeners, config);
     fill_auth(&mut complete.auth, config);
+    if let (Some(table), Some(cluster)) = (complete.cluster.as_mut(), &config.cluster) {
+        table.max_outbound_messages = Some(cluster.max_outbound_messages as u64);
+        table.subject_prefix = Some(cluster.subject_prefix.clone());
+    }
     complete
 }
 
@@ -33,7 +37,8 @@ fn complete(raw: &RawConfig, config: &Config) -> RawConfig {
 pub const REDACTED: &str = "<redacted>";
 
 /// [`effective_toml`] with every secret replaced by [`REDACTED`]: the operations listener's
-/// token and password, bridges' passwords, and a password inside `auth.redis.url` (what the
+/// token and password, bridges' passwords, a password inside `auth.redis.url` or a
+/// `cluster.nats` URL (what the
 /// admin API shows; `--check-config` prints them as written, for the operator who owns the
 /// file).
 pub fn redacted_toml(raw: &RawConfig, config: &Config) -> Result<String, toml::ser::Error> {
@@ -48,6 +53,13 @@ pub fn redacted_toml(raw: &RawConfig, config: &Config) -> Result<String, toml::s
     for bridge in redacted.bridges.iter_mut().flatten() {
         hide(&mut bridge.password);
         hide(&mut bridge.local_password);
+    }
+    for url in redacted
+        .cluster
+        .iter_mut()
+        .flat_map(|c| c.nats.iter_mut().flatten())
+    {
+        *url = without_url_password(url);
     }
     if let Some(redis) = redacted.auth.redis.as_mut()
         && let Some(url) = redis.url.as_mut()

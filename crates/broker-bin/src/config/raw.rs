@@ -249,6 +249,16 @@ raw_section!(
     }
 );
 
+raw_section!(
+    /// `[cluster]`: present only on a node of a cluster.
+    RawCluster {
+        node_id: String,
+        nats: Vec<String>,
+        max_outbound_messages: u64,
+        subject_prefix: String,
+    }
+);
+
 /// The whole raw configuration file.
 #[derive(Debug, Clone, Default, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
@@ -286,6 +296,9 @@ pub struct RawConfig {
     pub bridges: Option<Vec<super::bridges::RawBridge>>,
     #[serde(default)]
     pub http: RawHttp,
+    /// `[cluster]`: absent on a single node (the default).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cluster: Option<RawCluster>,
 }
 
 impl RawConfig {
@@ -307,5 +320,6 @@ impl RawConfig {
         self.overload.overlay(over.overload);
         set_if_some(&mut self.bridges, over.bridges);
         self.http.overlay(over.http);
+        overlay_table(&mut self.cluster, over.cluster, RawCluster::overlay);
     }
 }

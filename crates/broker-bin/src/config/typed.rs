@@ -39,6 +39,8 @@ pub struct Config {
     /// Interval between `$SYS` updates; `None` disables `$SYS`.
     pub sys_interval: Option<Duration>,
     pub persistence: PersistenceSettings,
+    /// `[cluster]`: `None` on a single node.
+    pub cluster: Option<super::cluster::ClusterSettings>,
     pub auth: super::auth::AuthSettings,
     pub ip: crate::guard::IpSettings,
     /// `[limits] max_publish_rate`, `max_publish_bytes_rate` (reloadable).

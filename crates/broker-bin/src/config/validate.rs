@@ -94,6 +94,11 @@ impl RawConfig {
                 &listeners,
             )?,
             http: self.http.validate()?,
+            cluster: self
+                .cluster
+                .as_ref()
+                .map(super::cluster::validate)
+                .transpose()?,
             listeners,
             runtime: self.runtime()?,
             log_level: self.log_level()?,

@@ -31,6 +31,7 @@ pub fn render(state: &OpsState) -> String {
     auth(&mut doc, state);
     store(&mut doc, state);
     bridges(&mut doc, state);
+    cluster(&mut doc, state);
     doc.finish()
 }
 
@@ -395,6 +396,62 @@ fn bridges(doc: &mut Exposition, state: &OpsState) {
         for stat in &stats {
             doc.sample(name, &[("bridge", stat.name.as_str())], figure(stat));
         }
+    }
+}
+
+/// The cluster link's figures (`[cluster]`; nothing on a single node).
+fn cluster(doc: &mut Exposition, state: &OpsState) {
+    let Some(link) = &state.shared.cluster else {
+        return;
+    };
+    let f = link.counters.figures();
+    let families: [(&str, Kind, &str, u64); 7] = [
+        (
+            "ringmq_cluster_connected",
+            Kind::Gauge,
+            "1 while the NATS connection is up.",
+            f.connected,
+        ),
+        (
+            "ringmq_cluster_messages_out_total",
+            Kind::Counter,
+            "Messages published on this node and sent to NATS.",
+            f.messages_out,
+        ),
+        (
+            "ringmq_cluster_messages_in_total",
+            Kind::Counter,
+            "Messages from other nodes received from NATS and handed to a shard.",
+            f.messages_in,
+        ),
+        (
+            "ringmq_cluster_dropped_queue_full_total",
+            Kind::Counter,
+            "Messages for the cluster dropped: cluster.max_outbound_messages were waiting.",
+            f.dropped_queue_full,
+        ),
+        (
+            "ringmq_cluster_dropped_disconnected_total",
+            Kind::Counter,
+            "Messages for the cluster dropped: NATS was not connected, or refused the publish (e.g. over its max_payload).",
+            f.dropped_disconnected,
+        ),
+        (
+            "ringmq_cluster_dropped_inbound_total",
+            Kind::Counter,
+            "Messages from the cluster dropped: malformed, or a shard's mailbox was full.",
+            f.dropped_inbound,
+        ),
+        (
+            "ringmq_cluster_subscriptions",
+            Kind::Gauge,
+            "NATS subscriptions held for this node's subscriptions.",
+            f.subscriptions,
+        ),
+    ];
+    for (name, kind, help, value) in families {
+        doc.family(name, kind, help);
+        doc.sample(name, &[], value);
     }
 }
 

@@ -123,6 +123,10 @@ pub(crate) const RESTART: &[KeyCheck] = &[
     same!("http.max_head_bytes", http.max_head_bytes),
     same!("http.max_body_bytes", http.max_body_bytes),
     same!("http.read_timeout_ms", http.read_timeout),
+    same!(
+        "cluster.node_id, cluster.nats, cluster.max_outbound_messages, cluster.subject_prefix",
+        cluster
+    ),
 ];
 
 /// The keys of `checks` on which `a` and `b` differ, in table order.
@@ -151,6 +155,13 @@ mod tests {
                     .chain(RESTART)
                     .any(|(keys, _)| keys.split(", ").any(|key| key == name))
         };
+        let mut raw = raw;
+        // `[cluster]` is absent from the defaults: classify its keys too.
+        let cluster = "node_id = \"n1\"\nnats = [\"nats://a:1\"]\n\
+                       max_outbound_messages = 1\nsubject_prefix = \"r\"\n";
+        raw.as_table_mut()
+            .unwrap()
+            .insert("cluster".into(), toml::from_str(cluster).unwrap());
         for (section, table) in raw.as_table().unwrap() {
             for key in table.as_table().unwrap().keys() {
                 let name = format!("{section}.{key}");

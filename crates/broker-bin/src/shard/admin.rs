@@ -204,6 +204,7 @@ impl BrokerShard {
                 expiry: None,
                 publisher: None,
                 client_id: &broker,
+                to_cluster: true,
             },
         );
         Ok(())

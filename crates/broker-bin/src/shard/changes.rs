@@ -56,9 +56,13 @@ impl BrokerShard {
 
     /// Applies one change to the replica, then does what it asks of the rest of the shard.
     fn apply(&mut self, change: Sequenced<Change>) {
+        let filter = self.cluster_filter(&change.change);
         let effect = self.replica.apply(change.change);
         match effect {
-            Applied::Subscription { owner } => {
+            Applied::Subscription { owner, delta } => {
+                if let Some(filter) = filter {
+                    self.report_interest(&filter, delta);
+                }
                 if let Some(owner) = owner.filter(|owner| *owner != self.id) {
                     self.gate.to_nudge.insert(owner);
                 }

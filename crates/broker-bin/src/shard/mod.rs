@@ -10,6 +10,7 @@ mod admin;
 mod changes;
 mod claims;
 mod close;
+mod cluster;
 mod connect;
 mod deliver;
 mod door;
@@ -232,6 +233,7 @@ impl Handler for BrokerShard {
                 ShardMsg::Applied => {}
                 ShardMsg::ReturnMemory => self.collect_freed_memory(ctx),
                 ShardMsg::Admin(query) => self.answer_admin(ctx, query),
+                ShardMsg::Cluster(publish) => self.publish_from_cluster(ctx, *publish),
             }
         }
         self.publish_applied_watermark();

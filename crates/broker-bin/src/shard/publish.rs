@@ -15,6 +15,7 @@ use router::{Publisher, SubscriberId, TopicName};
 use session_store::InboundQos2;
 use tracing::debug;
 
+use super::cluster::RouteScope;
 use super::{BrokerShard, Ctx, Fault};
 use crate::detach;
 use crate::message::{Change, CopyView, Message, Outgoing, Recipient, ShardMsg};
@@ -173,6 +174,7 @@ impl BrokerShard {
                 expiry,
                 publisher,
                 client_id,
+                to_cluster: true,
             },
         )
     }
@@ -213,6 +215,7 @@ impl BrokerShard {
                 // The will's own connection is gone: no-local has no connection to exclude.
                 publisher: None,
                 client_id,
+                to_cluster: true,
             },
         );
     }
@@ -236,28 +239,41 @@ impl BrokerShard {
         let Ok(shared) = SharedPublish::new(topic_text, payload, &input.properties) else {
             return ReasonCode::ImplementationSpecificError;
         };
-        let expires_at = input
-            .expiry
-            .map(|secs| ctx.now() + Duration::from_secs(u64::from(secs)));
-        let message = Arc::new(Message {
-            publish: shared,
-            qos: input.qos,
-            retain: input.retain,
-            expires_at,
-            received_ns: self.turn_nanos(ctx),
-        });
+        let message = self.message(ctx, shared, (input.qos, input.retain), input.expiry);
         if input.retain {
             self.retain(ctx, &input.topic, &message);
+        }
+        if input.to_cluster {
+            self.hand_to_cluster(&message);
         }
         let publisher = Publisher {
             subscriber: input.publisher,
             client_id: input.client_id.as_str(),
         };
-        if self.route(ctx, &input.topic, &message, &publisher) == 0 {
+        if self.route(ctx, &input.topic, &message, &publisher, RouteScope::All) == 0 {
             ReasonCode::NoMatchingSubscribers
         } else {
             ReasonCode::Success
         }
+    }
+
+    /// A message received this turn: `flags` are its QoS and RETAIN, `expiry` its Message
+    /// Expiry Interval (from now).
+    pub(super) fn message(
+        &mut self,
+        ctx: &Ctx,
+        publish: SharedPublish,
+        flags: (QoS, bool),
+        expiry: Option<u32>,
+    ) -> Arc<Message> {
+        let expires_at = expiry.map(|secs| ctx.now() + Duration::from_secs(u64::from(secs)));
+        Arc::new(Message {
+            publish,
+            qos: flags.0,
+            retain: flags.1,
+            expires_at,
+            received_ns: self.turn_nanos(ctx),
+        })
     }
 
     /// Replicates a retained message (an empty payload clears the topic's retained message).
@@ -300,20 +316,26 @@ impl BrokerShard {
         );
     }
 
-    /// Matches `topic` and sends each matching session its copy; the number of copies.
-    fn route(
+    /// Matches `topic` and sends each matching session in `scope` its copy; the number of
+    /// copies.
+    pub(super) fn route(
         &mut self,
         ctx: &mut Ctx,
         topic: &TopicName,
         message: &Arc<Message>,
         publisher: &Publisher<'_>,
+        scope: RouteScope<'_>,
     ) -> usize {
         let mut matches = mem::take(&mut self.routes.matches);
         self.replica
             .table
             .match_topic(topic, publisher, &mut matches);
-        let count = matches.len();
+        let mut count = 0;
         for delivery in matches.iter() {
+            if !scope.admits(delivery.shared) {
+                continue;
+            }
+            count += 1;
             let Some(owner) = self.replica.owner(delivery.subscriber) else {
                 continue;
             };
@@ -402,4 +424,7 @@ pub(super) struct PublishInput<'a> {
     pub expiry: Option<u32>,
     pub publisher: Option<SubscriberId>,
     pub client_id: &'a MqttStr,
+    /// Whether it is also handed to the cluster (`[cluster]`): a message published on this
+    /// node, not a `$SYS` value (per node) and never one that came from the cluster.
+    pub to_cluster: bool,
 }

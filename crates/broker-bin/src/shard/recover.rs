@@ -36,6 +36,11 @@ impl BrokerShard {
     fn install_seed(&mut self, seed: &ReplicaSeed) {
         for change in &seed.subscriptions {
             change.apply_to(&mut self.replica.table);
+            if self.reports_interest()
+                && let router::SubscriptionChange::Subscribe { filter, .. } = change
+            {
+                self.report_interest(filter.as_str(), 1);
+            }
         }
         for (subscriber, shard) in &seed.owners {
             self.replica.owners.insert(*subscriber, *shard);

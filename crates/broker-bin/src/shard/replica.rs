@@ -6,7 +6,8 @@ use std::sync::Arc;
 
 use ring_runtime::ShardId;
 use router::{
-    ReorderBuffer, RetainedStore, SubscriberId, SubscriptionChange, SubscriptionTable, TableConfig,
+    ChangeOutcome, ReorderBuffer, RetainedStore, SubscribeOutcome, SubscriberId,
+    SubscriptionChange, SubscriptionTable, TableConfig,
 };
 
 use super::FastMap;
@@ -17,8 +18,9 @@ use crate::message::{Change, Message};
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Applied {
     /// A subscription changed; `owner` holds the subscribing session (its acknowledgement
-    /// waits for this shard: wake it).
-    Subscription { owner: Option<ShardId> },
+    /// waits for this shard: wake it). `delta`: 1 for a new subscription, -1 for a removed
+    /// one, 0 for a replaced one or a removal of nothing.
+    Subscription { owner: Option<ShardId>, delta: i32 },
     /// A session moved away from shard `from`: it is owed a fence behind everything this shard
     /// routed there.
     Moved {
@@ -63,8 +65,12 @@ impl ReplicaState {
                 let (SubscriptionChange::Subscribe { subscriber, .. }
                 | SubscriptionChange::Unsubscribe { subscriber, .. }) = &subscription;
                 let owner = self.owner(*subscriber);
-                subscription.apply_to(&mut self.table);
-                Applied::Subscription { owner }
+                let delta = match subscription.apply_to(&mut self.table) {
+                    ChangeOutcome::Subscribed(SubscribeOutcome::New) => 1,
+                    ChangeOutcome::Unsubscribed(Some(_)) => -1,
+                    _ => 0,
+                };
+                Applied::Subscription { owner, delta }
             }
             Change::Owner { subscriber, shard } => match self.owners.insert(subscriber, shard) {
                 Some(from) if from != shard => Applied::Moved { subscriber, from },

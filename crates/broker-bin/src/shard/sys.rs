@@ -145,6 +145,28 @@ impl BrokerShard {
                 self.publish_sys_value(ctx, &name, value.to_string(), &broker);
             }
         }
+        self.publish_cluster_sys(ctx, &broker);
+    }
+
+    /// `$SYS/broker/cluster/...`: this node's cluster link figures (nothing on a single node).
+    fn publish_cluster_sys(&mut self, ctx: &mut Ctx, broker: &MqttStr) {
+        let Some(link) = &self.shared.cluster else {
+            return;
+        };
+        let f = link.counters.figures();
+        let figures = [
+            ("connected", f.connected),
+            ("messages/out", f.messages_out),
+            ("messages/in", f.messages_in),
+            ("dropped/queue_full", f.dropped_queue_full),
+            ("dropped/disconnected", f.dropped_disconnected),
+            ("dropped/inbound", f.dropped_inbound),
+            ("subscriptions", f.subscriptions),
+        ];
+        for (leaf, value) in figures {
+            let name = format!("$SYS/broker/cluster/{leaf}");
+            self.publish_sys_value(ctx, &name, value.to_string(), broker);
+        }
     }
 
     fn publish_sys_value(&mut self, ctx: &mut Ctx, name: &str, value: String, broker: &MqttStr) {
@@ -165,6 +187,7 @@ impl BrokerShard {
                 expiry: None,
                 publisher: None,
                 client_id: broker,
+                to_cluster: false,
             },
         );
     }

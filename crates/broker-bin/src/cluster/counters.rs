@@ -1,0 +1,76 @@
+//! The cluster link's counters (`/metrics` `ringmq_cluster_*`, `$SYS/broker/cluster/...`).
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// Counters the shards and the cluster thread update.
+#[derive(Debug, Default)]
+pub struct ClusterCounters {
+    /// 1 while the NATS connection is up.
+    pub connected: AtomicU64,
+    /// Messages published to NATS.
+    pub messages_out: AtomicU64,
+    /// Messages received from NATS and handed to a shard.
+    pub messages_in: AtomicU64,
+    /// Outbound messages dropped: the queue to the cluster thread was full.
+    pub dropped_queue_full: AtomicU64,
+    /// Outbound messages dropped: NATS was not connected (or refused the publish).
+    pub dropped_disconnected: AtomicU64,
+    /// Inbound messages dropped: malformed, or the shard's mailbox was full.
+    pub dropped_inbound: AtomicU64,
+    /// NATS subscriptions held for local interest.
+    pub subscriptions: AtomicU64,
+}
+
+/// A snapshot of [`ClusterCounters`].
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ClusterFigures {
+    /// 1 while the NATS connection is up.
+    pub connected: u64,
+    /// Messages published to NATS.
+    pub messages_out: u64,
+    /// Messages received from NATS.
+    pub messages_in: u64,
+    /// Outbound messages dropped at the full queue.
+    pub dropped_queue_full: u64,
+    /// Outbound messages dropped while NATS was down.
+    pub dropped_disconnected: u64,
+    /// Inbound messages dropped.
+    pub dropped_inbound: u64,
+    /// NATS subscriptions held.
+    pub subscriptions: u64,
+}
+
+impl ClusterCounters {
+    /// Adds `n` to `counter`.
+    pub fn add(counter: &AtomicU64, n: u64) {
+        counter.fetch_add(n, Ordering::Relaxed);
+    }
+
+    /// Counts one dropped message in `counter`, and logs a warning at the 1st, 2nd, 4th, 8th...
+    /// (never silent, never a flood).
+    pub fn drop_one(counter: &AtomicU64, why: &'static str) {
+        let count = counter.fetch_add(1, Ordering::Relaxed) + 1;
+        if count.is_power_of_two() {
+            tracing::warn!(count, "cluster: message dropped: {why}");
+        }
+    }
+
+    /// Sets a gauge.
+    pub fn set(gauge: &AtomicU64, value: u64) {
+        gauge.store(value, Ordering::Relaxed);
+    }
+
+    /// The current values.
+    pub fn figures(&self) -> ClusterFigures {
+        let get = |c: &AtomicU64| c.load(Ordering::Relaxed);
+        ClusterFigures {
+            connected: get(&self.connected),
+            messages_out: get(&self.messages_out),
+            messages_in: get(&self.messages_in),
+            dropped_queue_full: get(&self.dropped_queue_full),
+            dropped_disconnected: get(&self.dropped_disconnected),
+            dropped_inbound: get(&self.dropped_inbound),
+            subscriptions: get(&self.subscriptions),
+        }
+    }
+}

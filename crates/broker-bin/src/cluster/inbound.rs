@@ -1,0 +1,201 @@
+//! The inbound half of the cluster thread: NATS messages to the shards, duplicates dropped,
+//! batches posted with the runtime's `Poster`, one per shard.
+
+use std::collections::HashMap;
+use std::hash::{Hash, Hasher};
+use std::sync::Arc;
+
+use codec::MqttStr;
+use ring_runtime::{Poster, ShardId};
+use tokio::sync::mpsc;
+use tracing::{debug, warn};
+
+use super::headers::{self, Origin};
+use super::link::Link;
+use super::subject::subject_to_topic;
+use super::{ClusterCounters, ClusterPublish, Scope};
+use crate::message::ShardMsg;
+
+/// Most messages posted to the shards in one round.
+const INBOUND_BATCH: usize = 512;
+
+/// Hands NATS messages to the shards: duplicates (one message matching several of this
+/// node's plain subscriptions) dropped, the rest posted in batches, one per shard.
+pub(super) async fn inbound(
+    link: Arc<Link>,
+    mut messages: mpsc::Receiver<(Scope, async_nats::Message)>,
+    poster: Poster<ShardMsg>,
+) {
+    let mut seen = Seen::default();
+    let shards = poster.shard_count().max(1);
+    let mut batches: Vec<Vec<ShardMsg>> = (0..shards).map(|_| Vec::new()).collect();
+    while let Some(first) = messages.recv().await {
+        let mut next = Some(first);
+        let mut taken = 0;
+        while let Some((scope, message)) = next.take() {
+            taken += 1;
+            if let Some(publish) = accept(&link, &mut seen, scope, message) {
+                let shard = shard_of(publish.topic.as_str(), shards);
+                batches[shard].push(ShardMsg::Cluster(Box::new(publish)));
+            }
+            if taken < INBOUND_BATCH {
+                next = messages.try_recv().ok();
+            }
+        }
+        post_batches(&link.counters, &poster, &mut batches);
+    }
+}
+
+/// The message a NATS message carries, unless it is a duplicate or malformed (counted).
+fn accept(
+    link: &Link,
+    seen: &mut Seen,
+    scope: Scope,
+    message: async_nats::Message,
+) -> Option<ClusterPublish> {
+    let decoded = decode(link, scope, message, seen);
+    match decoded {
+        Ok(Some(publish)) => Some(publish),
+        Ok(None) => None,
+        Err(e) => {
+            debug!(error = %e, "cluster: malformed message");
+            ClusterCounters::drop_one(
+                &link.counters.dropped_inbound,
+                "malformed message from NATS",
+            );
+            None
+        }
+    }
+}
+
+/// Why a NATS message was not taken.
+#[derive(Debug, thiserror::Error)]
+enum InboundError {
+    #[error(transparent)]
+    Subject(#[from] super::subject::SubjectError),
+    #[error(transparent)]
+    Header(#[from] headers::HeaderError),
+    #[error("no headers")]
+    NoHeaders,
+    #[error("topic is not an MQTT string")]
+    Topic,
+}
+
+fn decode(
+    link: &Link,
+    scope: Scope,
+    message: async_nats::Message,
+    seen: &mut Seen,
+) -> Result<Option<ClusterPublish>, InboundError> {
+    let headers = message.headers.as_ref().ok_or(InboundError::NoHeaders)?;
+    if scope == Scope::Plain && !seen.first(headers::origin(headers)?) {
+        return Ok(None);
+    }
+    let topic = subject_to_topic(&link.prefix, message.subject.as_str())?;
+    let topic = MqttStr::try_from(topic).map_err(|_| InboundError::Topic)?;
+    Ok(Some(headers::decode(
+        topic,
+        message.payload,
+        headers,
+        scope,
+    )?))
+}
+
+/// The message numbers recently seen from each node run, for plain subscriptions: a message
+/// that matches several of this node's plain subscriptions (`a/#` and `a/+`) comes once per
+/// subscription, and only its first copy is routed. Each reader task forwards its
+/// subscription's copies in order but the readers interleave freely, so the check is by
+/// number, not by order. The last [`SEEN_WINDOW`] numbers per run are kept.
+#[derive(Debug, Default)]
+struct Seen {
+    runs: HashMap<String, Recent>,
+}
+
+/// The most message numbers remembered per node run.
+const SEEN_WINDOW: usize = 65_536;
+
+/// One node run's recent message numbers.
+#[derive(Debug, Default)]
+struct Recent {
+    numbers: std::collections::HashSet<u64>,
+    order: std::collections::VecDeque<u64>,
+}
+
+impl Seen {
+    /// Whether `origin`'s message is seen for the first time (and remembers it).
+    fn first(&mut self, origin: Origin) -> bool {
+        let recent = self.runs.entry(origin.node).or_default();
+        if !recent.numbers.insert(origin.seq) {
+            return false;
+        }
+        recent.order.push_back(origin.seq);
+        if recent.order.len() > SEEN_WINDOW
+            && let Some(oldest) = recent.order.pop_front()
+        {
+            recent.numbers.remove(&oldest);
+        }
+        true
+    }
+}
+
+/// The shard that routes messages on `topic` (one topic, one shard: its order is kept).
+fn shard_of(topic: &str, shards: usize) -> usize {
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    topic.hash(&mut hasher);
+    (hasher.finish() % shards as u64) as usize
+}
+
+/// Posts each shard's batch; a full mailbox drops its batch, counted.
+fn post_batches(
+    counters: &ClusterCounters,
+    poster: &Poster<ShardMsg>,
+    batches: &mut [Vec<ShardMsg>],
+) {
+    for (index, batch) in batches.iter_mut().enumerate() {
+        if batch.is_empty() {
+            continue;
+        }
+        let messages = std::mem::take(batch);
+        let count = messages.len() as u64;
+        match poster.post(ShardId::new(index as u16), messages) {
+            Ok(()) => ClusterCounters::add(&counters.messages_in, count),
+            Err(_) => {
+                warn!(
+                    shard = index,
+                    count, "cluster: shard mailbox full, messages from the cluster dropped"
+                );
+                ClusterCounters::add(&counters.dropped_inbound, count);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn later_copies_of_a_message_are_duplicates() {
+        let mut seen = Seen::default();
+        let origin = |node: &str, seq| Origin {
+            node: node.into(),
+            seq,
+        };
+        assert!(seen.first(origin("n1/1", 1)));
+        assert!(!seen.first(origin("n1/1", 1)));
+        assert!(seen.first(origin("n1/1", 3)));
+        assert!(
+            seen.first(origin("n1/1", 2)),
+            "another subscription's reader lagged"
+        );
+        assert!(!seen.first(origin("n1/1", 2)));
+        assert!(seen.first(origin("n2/1", 2)));
+        assert!(seen.first(origin("n1/2", 1)), "a new run starts over");
+    }
+
+    #[test]
+    fn one_topic_always_goes_to_one_shard() {
+        assert_eq!(shard_of("a/b", 4), shard_of("a/b", 4));
+        assert!(shard_of("a/b", 4) < 4);
+    }
+}

@@ -1,0 +1,271 @@
+//! The cluster thread: a NATS client on a single-threaded tokio runtime of its own.
+//!
+//! Three loops share the one client: outbound (the shards' queue to NATS), interest (local
+//! subscriptions to NATS subscriptions, each read by a small task) and inbound (NATS
+//! messages, duplicates dropped, posted to the shards in batches: `inbound.rs`).
+
+use std::collections::HashMap;
+use std::hash::{Hash, Hasher};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+
+use async_nats::connection::State;
+use async_nats::{Client, ConnectOptions, Event};
+use futures_util::StreamExt;
+use ring_runtime::{Clock, Poster};
+use tokio::sync::{mpsc, oneshot};
+use tokio::task::AbortHandle;
+use tracing::{debug, error, info, warn};
+
+use super::headers;
+use super::interest::{Action, InterestTable, NatsSubscription};
+use super::subject::topic_to_subject;
+use super::{ClusterCounters, ClusterQueues, Interest, Scope};
+use crate::config::ClusterSettings;
+use crate::message::{Message, ShardMsg};
+
+/// NATS messages read but not yet handed to a shard (the subscription readers wait beyond).
+const INBOUND_CAPACITY: usize = 4096;
+
+/// The running cluster thread.
+#[derive(Debug)]
+pub struct ClusterThread {
+    stop: Option<oneshot::Sender<()>>,
+    thread: Option<JoinHandle<()>>,
+}
+
+/// What the loops share.
+pub(super) struct Link {
+    pub(super) client: Client,
+    pub(super) prefix: String,
+    /// `<node_id>/<start nonce>`: this node in this run.
+    pub(super) origin: String,
+    pub(super) counters: Arc<ClusterCounters>,
+    pub(super) clock: Clock,
+}
+
+impl ClusterThread {
+    /// Starts the thread; it connects (and reconnects) to NATS in the background.
+    pub fn start(
+        settings: ClusterSettings,
+        queues: ClusterQueues,
+        counters: Arc<ClusterCounters>,
+        poster: Poster<ShardMsg>,
+        clock: Clock,
+    ) -> std::io::Result<Self> {
+        let (stop, stopped) = oneshot::channel();
+        let thread = std::thread::Builder::new()
+            .name("ringmq-cluster".into())
+            .spawn(move || {
+                let runtime = match tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()
+                {
+                    Ok(runtime) => runtime,
+                    Err(e) => {
+                        error!(error = %e, "cluster: no tokio runtime");
+                        return;
+                    }
+                };
+                runtime.block_on(async move {
+                    tokio::select! {
+                        _ = stopped => {}
+                        () = run(settings, queues, counters, poster, clock) => {}
+                    }
+                });
+            })?;
+        Ok(Self {
+            stop: Some(stop),
+            thread: Some(thread),
+        })
+    }
+
+    /// Stops the thread and waits for it.
+    pub fn stop(&mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+impl Drop for ClusterThread {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+/// Connects, then runs the three loops until the thread is stopped.
+async fn run(
+    settings: ClusterSettings,
+    queues: ClusterQueues,
+    counters: Arc<ClusterCounters>,
+    poster: Poster<ShardMsg>,
+    clock: Clock,
+) {
+    let client = match connect(&settings, Arc::clone(&counters)).await {
+        Ok(client) => client,
+        Err(e) => {
+            error!(error = %e, "cluster: NATS client not started");
+            return;
+        }
+    };
+    let link = Arc::new(Link {
+        client,
+        prefix: settings.subject_prefix.clone(),
+        origin: format!("{}/{:016x}", settings.node_id, start_nonce()),
+        counters,
+        clock,
+    });
+    let (inbound_tx, inbound_rx) = mpsc::channel(INBOUND_CAPACITY);
+    tokio::join!(
+        outbound(Arc::clone(&link), queues.outbound),
+        interest(Arc::clone(&link), queues.interest, inbound_tx),
+        super::inbound::inbound(link, inbound_rx, poster),
+    );
+}
+
+/// A NATS client that never receives its own publishes and reconnects forever, logging
+/// its connection state.
+async fn connect(
+    settings: &ClusterSettings,
+    counters: Arc<ClusterCounters>,
+) -> Result<Client, async_nats::ConnectError> {
+    let servers: Vec<async_nats::ServerAddr> = settings
+        .nats
+        .iter()
+        .filter_map(|url| url.parse().ok())
+        .collect();
+    info!(node = %settings.node_id, servers = ?settings.nats, "cluster: connecting to NATS");
+    ConnectOptions::new()
+        .no_echo()
+        .name(format!("ringmq-{}", settings.node_id))
+        .retry_on_initial_connect()
+        .max_reconnects(None)
+        .event_callback(move |event| {
+            let counters = Arc::clone(&counters);
+            async move { log_event(&counters, event) }
+        })
+        .connect(servers)
+        .await
+}
+
+fn log_event(counters: &ClusterCounters, event: Event) {
+    match event {
+        Event::Connected => {
+            ClusterCounters::set(&counters.connected, 1);
+            info!("cluster: connected to NATS");
+        }
+        Event::Disconnected => {
+            ClusterCounters::set(&counters.connected, 0);
+            warn!(
+                "cluster: disconnected from NATS (reconnecting; messages to the cluster are dropped meanwhile)"
+            );
+        }
+        other => warn!(event = %other, "cluster: NATS event"),
+    }
+}
+
+/// A number that differs between runs of a node (duplicate suppression keys on it).
+fn start_nonce() -> u64 {
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    std::time::SystemTime::now().hash(&mut hasher);
+    std::process::id().hash(&mut hasher);
+    hasher.finish()
+}
+
+/// Publishes every message the shards hand over, in order; while NATS is down, drops them
+/// (counted).
+async fn outbound(link: Arc<Link>, mut queue: mpsc::Receiver<Arc<Message>>) {
+    let mut seq = 0u64;
+    while let Some(message) = queue.recv().await {
+        if link.client.connection_state() != State::Connected {
+            ClusterCounters::drop_one(&link.counters.dropped_disconnected, "NATS is not connected");
+            continue;
+        }
+        seq += 1;
+        let Ok(headers) = headers::encode(&message, &link.origin, seq, link.clock.now()) else {
+            continue; // expired on the way: nobody may receive it
+        };
+        let subject = topic_to_subject(&link.prefix, message.publish.topic().as_str());
+        let payload = message.publish.payload().clone();
+        match link
+            .client
+            .publish_with_headers(subject, headers, payload)
+            .await
+        {
+            Ok(()) => ClusterCounters::add(&link.counters.messages_out, 1),
+            Err(e) => {
+                debug!(error = %e, "cluster: publish failed");
+                ClusterCounters::drop_one(
+                    &link.counters.dropped_disconnected,
+                    "NATS refused the publish (over its max_payload?)",
+                );
+            }
+        }
+    }
+}
+
+/// Keeps the NATS subscriptions in step with local interest.
+async fn interest(
+    link: Arc<Link>,
+    mut changes: mpsc::UnboundedReceiver<Interest>,
+    inbound: mpsc::Sender<(Scope, async_nats::Message)>,
+) {
+    let mut table = InterestTable::default();
+    let mut readers: HashMap<String, Vec<AbortHandle>> = HashMap::new();
+    while let Some(change) = changes.recv().await {
+        match table.apply(&link.prefix, &change) {
+            Action::Subscribe(subscriptions) => {
+                let mut handles = Vec::with_capacity(subscriptions.len());
+                for subscription in subscriptions {
+                    if let Some(handle) = subscribe(&link, subscription, inbound.clone()).await {
+                        handles.push(handle);
+                    }
+                }
+                readers.insert(change.filter, handles);
+            }
+            Action::Unsubscribe => {
+                for handle in readers.remove(&change.filter).into_iter().flatten() {
+                    // Dropping the reader drops its subscriber, which unsubscribes.
+                    handle.abort();
+                }
+            }
+            Action::Nothing => {}
+        }
+        let held: usize = readers.values().map(Vec::len).sum();
+        ClusterCounters::set(&link.counters.subscriptions, held as u64);
+    }
+}
+
+/// Takes one NATS subscription and starts the task that reads it.
+async fn subscribe(
+    link: &Link,
+    subscription: NatsSubscription,
+    inbound: mpsc::Sender<(Scope, async_nats::Message)>,
+) -> Option<AbortHandle> {
+    let subject = subscription.subject.clone();
+    let subscribed = match subscription.queue {
+        Some(queue) => link.client.queue_subscribe(subject.clone(), queue).await,
+        None => link.client.subscribe(subject.clone()).await,
+    };
+    let mut subscriber = match subscribed {
+        Ok(subscriber) => subscriber,
+        Err(e) => {
+            error!(subject, error = %e, "cluster: NATS subscription failed");
+            return None;
+        }
+    };
+    debug!(subject, "cluster: subscribed");
+    let scope = subscription.scope;
+    let task = tokio::spawn(async move {
+        while let Some(message) = subscriber.next().await {
+            if inbound.send((scope.clone(), message)).await.is_err() {
+                break;
+            }
+        }
+    });
+    Some(task.abort_handle())
+}

@@ -1,0 +1,127 @@
+//! The cluster link (`[cluster]`, docs/cluster.md): RingMQ nodes exchange messages over NATS.
+//!
+//! One thread per node runs a NATS client on a small single-threaded tokio runtime
+//! ([`link`]); no reactor ever touches the network for it. The shards talk to it through
+//! [`ClusterLink`]:
+//! - outbound: every PUBLISH accepted from a local client (not one that came from NATS) is
+//!   one `try_send` of its shared [`Message`] into a bounded queue; a full queue drops it,
+//!   counted;
+//! - interest: shard 0 reports each subscription its replica adds or removes (in the total
+//!   order of the replicated table); the link counts references per filter and holds one
+//!   NATS subscription per subject while the count is above zero ([`interest`]);
+//! - inbound: messages NATS delivers are posted to a shard (chosen by the topic, so one
+//!   topic's messages keep their order) as [`ShardMsg::Cluster`], which routes them to local
+//!   subscribers only.
+
+mod counters;
+mod headers;
+mod inbound;
+mod interest;
+mod link;
+pub mod subject;
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+use codec::{MqttStr, QoS};
+use tokio::sync::mpsc;
+
+pub use counters::{ClusterCounters, ClusterFigures};
+pub use link::ClusterThread;
+
+use crate::config::ClusterSettings;
+use crate::message::Message;
+
+/// Which local subscribers a message from the cluster is for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Scope {
+    /// Ordinary (non-shared) subscriptions: it came through a plain NATS subscription.
+    Plain,
+    /// The shared subscription with this whole `$share/group/filter` text: it came through that
+    /// share's NATS queue group, which picked this node.
+    Group(Arc<str>),
+}
+
+/// A message received from another node, for a shard to route locally.
+#[derive(Debug)]
+pub struct ClusterPublish {
+    /// The topic name (validated by the shard).
+    pub topic: MqttStr,
+    /// The payload.
+    pub payload: Bytes,
+    /// The MQTT 5.0 properties that travel, encoded as in a PUBLISH (see [`headers`]).
+    pub properties: Bytes,
+    /// The QoS it was published with.
+    pub qos: QoS,
+    /// The RETAIN flag it was published with.
+    pub retain: bool,
+    /// Message Expiry Interval left when it left its node.
+    pub expiry: Option<u32>,
+    /// Which local subscribers it is for.
+    pub scope: Scope,
+}
+
+/// A change of the local interest in one filter.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Interest {
+    /// The whole filter text (`$share/...` included).
+    pub filter: String,
+    /// +1: one more local subscription; -1: one fewer.
+    pub delta: i32,
+}
+
+/// What the shards hold of the cluster link.
+#[derive(Debug)]
+pub struct ClusterLink {
+    outbound: mpsc::Sender<Arc<Message>>,
+    interest: mpsc::UnboundedSender<Interest>,
+    /// The link's counters.
+    pub counters: Arc<ClusterCounters>,
+}
+
+/// The receiving ends the cluster thread takes at start.
+#[derive(Debug)]
+pub struct ClusterQueues {
+    outbound: mpsc::Receiver<Arc<Message>>,
+    interest: mpsc::UnboundedReceiver<Interest>,
+}
+
+impl ClusterLink {
+    /// A link bounded by `settings`, and the queues its thread will read.
+    pub fn new(settings: &ClusterSettings) -> (Self, ClusterQueues) {
+        let (outbound, outbound_rx) = mpsc::channel(settings.max_outbound_messages);
+        let (interest, interest_rx) = mpsc::unbounded_channel();
+        let link = Self {
+            outbound,
+            interest,
+            counters: Arc::new(ClusterCounters::default()),
+        };
+        let queues = ClusterQueues {
+            outbound: outbound_rx,
+            interest: interest_rx,
+        };
+        (link, queues)
+    }
+
+    /// Hands a locally published message to the cluster; a full queue drops it, counted.
+    pub(crate) fn send(&self, message: &Arc<Message>) {
+        if self.outbound.try_send(Arc::clone(message)).is_err() {
+            ClusterCounters::drop_one(
+                &self.counters.dropped_queue_full,
+                "cluster.max_outbound_messages are waiting for NATS",
+            );
+        }
+    }
+
+    /// Reports one more (`delta` 1) or one fewer (-1) local subscription to `filter`.
+    /// Interest changes are never dropped (a lost one would leave a NATS subscription
+    /// forever or miss one).
+    pub(crate) fn interest(&self, filter: &str, delta: i32) {
+        let change = Interest {
+            filter: filter.to_owned(),
+            delta,
+        };
+        // Fails only once the thread is gone (shutdown): nothing to keep in step then.
+        let _ = self.interest.send(change);
+    }
+}

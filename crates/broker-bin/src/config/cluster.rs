@@ -1,0 +1,145 @@
+//! `[cluster]`: joining a RingMQ cluster over NATS (see docs/cluster.md). Absent: one node.
+
+use super::error::ConfigError;
+use super::raw::RawCluster;
+
+/// Messages waiting for the NATS link when `cluster.max_outbound_messages` is not set.
+pub const DEFAULT_MAX_OUTBOUND: u64 = 65_536;
+/// The first subject tokens when `cluster.subject_prefix` is not set.
+pub const DEFAULT_SUBJECT_PREFIX: &str = "ringmq";
+/// The longest node id.
+const MAX_NODE_ID: usize = 64;
+
+/// `[cluster]`, validated.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClusterSettings {
+    /// `cluster.node_id`: unique per node (letters, digits, `-`, `_`).
+    pub node_id: String,
+    /// `cluster.nats`: the NATS servers (one NATS cluster), as `nats://host:port` URLs.
+    pub nats: Vec<String>,
+    /// `cluster.max_outbound_messages`: messages waiting to go to NATS; beyond, dropped and
+    /// counted.
+    pub max_outbound_messages: usize,
+    /// `cluster.subject_prefix`: the subjects' first token(s).
+    pub subject_prefix: String,
+}
+
+/// Validates `[cluster]`.
+pub(super) fn validate(raw: &RawCluster) -> Result<ClusterSettings, ConfigError> {
+    let node_id = raw
+        .node_id
+        .clone()
+        .ok_or_else(|| ConfigError::invalid("cluster.node_id", "missing: every node needs one"))?;
+    let valid = |c: char| c.is_ascii_alphanumeric() || c == '-' || c == '_';
+    if node_id.is_empty() || node_id.len() > MAX_NODE_ID || !node_id.chars().all(valid) {
+        return Err(ConfigError::invalid(
+            "cluster.node_id",
+            format!("`{node_id}`: 1 to {MAX_NODE_ID} letters, digits, `-` or `_`"),
+        ));
+    }
+    Ok(ClusterSettings {
+        node_id,
+        nats: servers(raw.nats.as_deref().unwrap_or_default())?,
+        max_outbound_messages: outbound_bound(raw.max_outbound_messages)?,
+        subject_prefix: prefix(raw.subject_prefix.as_deref())?,
+    })
+}
+
+/// `cluster.nats`: at least one server, each a URL the NATS client accepts.
+fn servers(list: &[String]) -> Result<Vec<String>, ConfigError> {
+    if list.is_empty() {
+        return Err(ConfigError::invalid(
+            "cluster.nats",
+            "empty: name at least one NATS server, e.g. \"nats://127.0.0.1:4222\"",
+        ));
+    }
+    for url in list {
+        url.parse::<async_nats::ServerAddr>().map_err(|e| {
+            ConfigError::invalid("cluster.nats", format!("`{url}` is not a NATS URL: {e}"))
+        })?;
+    }
+    Ok(list.to_vec())
+}
+
+/// `cluster.max_outbound_messages`: 1 to 10,000,000.
+fn outbound_bound(value: Option<u64>) -> Result<usize, ConfigError> {
+    let value = value.unwrap_or(DEFAULT_MAX_OUTBOUND);
+    if !(1..=10_000_000).contains(&value) {
+        return Err(ConfigError::invalid(
+            "cluster.max_outbound_messages",
+            format!("{value} is out of range 1..=10000000"),
+        ));
+    }
+    Ok(value as usize)
+}
+
+/// `cluster.subject_prefix`: NATS tokens joined by `.`, none empty, no wildcard, whitespace or
+/// `%`.
+fn prefix(value: Option<&str>) -> Result<String, ConfigError> {
+    let prefix = value.unwrap_or(DEFAULT_SUBJECT_PREFIX);
+    let bad_char = |c: char| matches!(c, '*' | '>' | '%') || c.is_whitespace() || c.is_control();
+    if prefix.split('.').any(str::is_empty) || prefix.chars().any(bad_char) {
+        return Err(ConfigError::invalid(
+            "cluster.subject_prefix",
+            format!(
+                "`{prefix}`: NATS tokens joined by `.`, none empty, without `*`, `>`, `%` or \
+                 whitespace"
+            ),
+        ));
+    }
+    Ok(prefix.to_owned())
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::config::{default_raw, parse_raw};
+
+    fn load(text: &str) -> Result<crate::config::Config, crate::config::ConfigError> {
+        let mut raw = default_raw().unwrap();
+        raw.overlay(parse_raw("test", text).unwrap());
+        raw.validate()
+    }
+
+    #[test]
+    fn no_section_is_a_single_node() {
+        assert!(load("").unwrap().cluster.is_none());
+    }
+
+    #[test]
+    fn defaults_fill_the_optional_keys() {
+        let config =
+            load("[cluster]\nnode_id = \"n1\"\nnats = [\"nats://127.0.0.1:4222\"]\n").unwrap();
+        let cluster = config.cluster.unwrap();
+        assert_eq!(cluster.node_id, "n1");
+        assert_eq!(cluster.max_outbound_messages, 65_536);
+        assert_eq!(cluster.subject_prefix, "ringmq");
+    }
+
+    #[test]
+    fn errors_name_the_key() {
+        let cases = [
+            ("[cluster]\nnats = [\"nats://a:1\"]\n", "cluster.node_id"),
+            (
+                "[cluster]\nnode_id = \"a.b\"\nnats = [\"nats://a:1\"]\n",
+                "cluster.node_id",
+            ),
+            ("[cluster]\nnode_id = \"n1\"\n", "cluster.nats"),
+            (
+                "[cluster]\nnode_id = \"n1\"\nnats = [\"http://a b\"]\n",
+                "cluster.nats",
+            ),
+            (
+                "[cluster]\nnode_id = \"n1\"\nnats = [\"nats://a:1\"]\nmax_outbound_messages = 0\n",
+                "cluster.max_outbound_messages",
+            ),
+            (
+                "[cluster]\nnode_id = \"n1\"\nnats = [\"nats://a:1\"]\nsubject_prefix = \"a.>\"\n",
+                "cluster.subject_prefix",
+            ),
+        ];
+        for (text, key) in cases {
+            let error = load(text).unwrap_err().to_string();
+            assert!(error.contains(key), "{text}: {error}");
+        }
+    }
+}

@@ -1,0 +1,120 @@
+//! The shard's side of the cluster link (`crate::cluster`): local publishes handed to it,
+//! local interest reported to it (shard 0), and messages from other nodes routed to local
+//! subscribers only.
+
+use std::sync::Arc;
+
+use codec::SharedPublish;
+use router::{Publisher, SharedFilter, SubscriptionChange, TopicName};
+
+use super::{BrokerShard, Ctx};
+use crate::cluster::{ClusterCounters, ClusterPublish, Scope};
+use crate::message::{Change, Message};
+
+/// Which of the matching local subscriptions a routed message goes to.
+#[derive(Debug, Clone, Copy)]
+pub(super) enum RouteScope<'a> {
+    /// All of them: a message published on this node.
+    All,
+    /// The non-shared ones: a message from the cluster through a plain NATS subscription.
+    Plain,
+    /// The one shared subscription with this whole `$share/...` text: a message from the
+    /// cluster through that share's NATS queue group.
+    Group(&'a str),
+}
+
+impl RouteScope<'_> {
+    /// Whether a delivery (`shared`: the group it was picked from) is in scope.
+    pub(super) fn admits(self, shared: Option<&SharedFilter>) -> bool {
+        match (self, shared) {
+            (Self::All, _) => true,
+            (Self::Plain, shared) => shared.is_none(),
+            (Self::Group(group), Some(shared)) => shared.as_str() == group,
+            (Self::Group(_), None) => false,
+        }
+    }
+}
+
+impl BrokerShard {
+    /// Hands a message published on this node to the cluster (nothing on a single node).
+    pub(super) fn hand_to_cluster(&self, message: &Arc<Message>) {
+        if let Some(link) = &self.shared.cluster {
+            link.send(message);
+        }
+    }
+
+    /// The filter text of a subscription change whose effect shard 0 reports to the cluster
+    /// link (`None` on other shards, on a single node, and for other changes).
+    pub(super) fn cluster_filter(&self, change: &Change) -> Option<String> {
+        if !self.reports_interest() {
+            return None;
+        }
+        match change {
+            Change::Subscription(
+                SubscriptionChange::Subscribe { filter, .. }
+                | SubscriptionChange::Unsubscribe { filter, .. },
+            ) => Some(filter.as_str().to_owned()),
+            _ => None,
+        }
+    }
+
+    /// Whether this shard reports local interest to the cluster link: shard 0 (every shard
+    /// applies every subscription change, in the same order; one of them reports), when
+    /// `[cluster]` is on.
+    pub(super) fn reports_interest(&self) -> bool {
+        self.id.index() == 0 && self.shared.cluster.is_some()
+    }
+
+    /// Reports one more (`delta` 1) or one fewer (-1) local subscription to `filter`.
+    pub(super) fn report_interest(&self, filter: &str, delta: i32) {
+        if let Some(link) = self.shared.cluster.as_ref().filter(|_| delta != 0) {
+            link.interest(filter, delta);
+        }
+    }
+
+    /// A message from another node: routed to this node's subscribers in its scope, never
+    /// stored as retained here (retained messages are per node in this version) and never
+    /// sent back to the cluster.
+    pub(super) fn publish_from_cluster(&mut self, ctx: &mut Ctx, publish: ClusterPublish) {
+        let topic_bytes = publish.topic.as_shared_bytes().clone();
+        let (Ok(topic), Ok(shared)) = (
+            TopicName::from_bytes(topic_bytes, &self.shared.topic_limits),
+            SharedPublish::from_parts(publish.topic, publish.payload, publish.properties),
+        ) else {
+            if let Some(link) = &self.shared.cluster {
+                let why = "a message from NATS has an invalid topic";
+                ClusterCounters::drop_one(&link.counters.dropped_inbound, why);
+            }
+            return;
+        };
+        let message = self.message(ctx, shared, (publish.qos, publish.retain), publish.expiry);
+        let publisher = Publisher {
+            subscriber: None,
+            client_id: "",
+        };
+        let scope = match &publish.scope {
+            Scope::Plain => RouteScope::Plain,
+            Scope::Group(group) => RouteScope::Group(group),
+        };
+        self.route(ctx, &topic, &message, &publisher, scope);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use router::{SharedFilter, TopicLimits};
+
+    use super::RouteScope;
+
+    #[test]
+    fn a_scope_admits_its_own_deliveries_only() {
+        let limits = TopicLimits::default();
+        let g = SharedFilter::new("$share/g/a/#", &limits).unwrap();
+        let h = SharedFilter::new("$share/h/a/#", &limits).unwrap();
+        assert!(RouteScope::All.admits(None) && RouteScope::All.admits(Some(&g)));
+        assert!(RouteScope::Plain.admits(None) && !RouteScope::Plain.admits(Some(&g)));
+        let group = RouteScope::Group("$share/g/a/#");
+        assert!(group.admits(Some(&g)));
+        assert!(!group.admits(Some(&h)) && !group.admits(None));
+    }
+}

@@ -1,0 +1,142 @@
+//! A real 3-server NATS cluster for the tests (Debian's `nats-server`, installed by the test
+//! command): each server on free loopback ports (client, cluster route, monitoring), routes
+//! to the other two, killed on drop. Ready once every server reports its two routes.
+
+#![allow(
+    clippy::unwrap_used,
+    reason = "test code: a failed unwrap is a failed test, with its location"
+)]
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+/// One server's ports.
+#[derive(Debug, Clone, Copy)]
+struct Ports {
+    client: u16,
+    route: u16,
+    monitor: u16,
+}
+
+/// Three clustered NATS servers.
+pub struct NatsCluster {
+    children: Vec<Child>,
+    ports: Vec<Ports>,
+    _dir: tempfile::TempDir,
+}
+
+/// A free loopback port (free when asked; the servers bind it right after).
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// The server binary: Debian installs it in /usr/sbin, which may not be on PATH.
+fn binary() -> &'static str {
+    if Path::new("/usr/sbin/nats-server").exists() {
+        "/usr/sbin/nats-server"
+    } else {
+        "nats-server"
+    }
+}
+
+/// A plain HTTP GET on loopback; the body, or `None` while the server is not up.
+pub fn http_get(port: u16, path: &str) -> Option<String> {
+    let mut stream = TcpStream::connect(("127.0.0.1", port)).ok()?;
+    stream.set_read_timeout(Some(Duration::from_secs(2))).ok()?;
+    let request = format!("GET {path} HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n");
+    stream.write_all(request.as_bytes()).ok()?;
+    let mut response = String::new();
+    stream.read_to_string(&mut response).ok()?;
+    response
+        .split_once("\r\n\r\n")
+        .map(|(_, body)| body.to_owned())
+}
+
+impl NatsCluster {
+    /// Starts three servers and waits until each has routes to the other two.
+    pub fn start() -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let ports: Vec<Ports> = (0..3)
+            .map(|_| Ports {
+                client: free_port(),
+                route: free_port(),
+                monitor: free_port(),
+            })
+            .collect();
+        let children = (0..3)
+            .map(|index| spawn(dir.path(), index, &ports))
+            .collect();
+        let cluster = Self {
+            children,
+            ports,
+            _dir: dir,
+        };
+        for ports in &cluster.ports {
+            crate::harness::wait_until("a NATS server with routes to the other two", || {
+                let body = http_get(ports.monitor, "/routez")?;
+                let routes = serde_json::from_str::<serde_json::Value>(&body).ok()?;
+                (routes["num_routes"].as_u64()? >= 2).then_some(())
+            });
+        }
+        cluster
+    }
+
+    /// The client URL of server `index`.
+    pub fn url(&self, index: usize) -> String {
+        format!("nats://127.0.0.1:{}", self.ports[index].client)
+    }
+
+    /// Stops every server (NATS down for every node).
+    pub fn stop_all(&mut self) {
+        for child in &mut self.children {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    /// Server `index`'s monitoring port.
+    pub fn monitor_port(&self, index: usize) -> u16 {
+        self.ports[index].monitor
+    }
+}
+
+/// Writes server `index`'s config and starts it.
+fn spawn(dir: &Path, index: usize, ports: &[Ports]) -> Child {
+    let me = ports[index];
+    let routes: Vec<String> = ports
+        .iter()
+        .enumerate()
+        .filter(|(other, _)| *other != index)
+        .map(|(_, p)| format!("\"nats-route://127.0.0.1:{}\"", p.route))
+        .collect();
+    let config = format!(
+        "server_name: s{index}\nhost: 127.0.0.1\nport: {}\nhttp: \"127.0.0.1:{}\"\n\
+         cluster {{\n  name: ringmq-test\n  listen: \"127.0.0.1:{}\"\n  routes: [{}]\n}}\n",
+        me.client,
+        me.monitor,
+        me.route,
+        routes.join(", ")
+    );
+    let path = dir.join(format!("s{index}.conf"));
+    std::fs::write(&path, config).unwrap();
+    Command::new(binary())
+        .arg("-c")
+        .arg(&path)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("nats-server runs (scripts/test.sh installs Debian's nats-server)")
+}
+
+impl Drop for NatsCluster {
+    fn drop(&mut self) {
+        self.stop_all();
+    }
+}
