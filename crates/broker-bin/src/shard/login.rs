@@ -56,14 +56,22 @@ impl BrokerShard {
         if certified || !auth.authenticates() {
             return Judgement::Admit(Box::default());
         }
-        let request = self.login_request(ctx, conn, connect);
         let passwords = self.shared.passwords();
         let Some(gatekeeper) = &self.shared.gatekeeper else {
-            return match file_login(passwords.as_deref(), &request) {
-                crate::access::backend::LoginAnswer::Allow(_) => Judgement::Admit(Box::default()),
-                _ => refused(&request),
+            // The password file alone: checked in place, nothing copied for a backend.
+            return match (passwords, &connect.username) {
+                (Some(passwords), Some(username)) => {
+                    let password = connect.password.as_deref().unwrap_or_default();
+                    if passwords.verify(username.as_str(), password) {
+                        Judgement::Admit(Box::default())
+                    } else {
+                        refused(Some(username.as_str()))
+                    }
+                }
+                _ => refused(connect.username.as_ref().map(|u| u.as_str())),
             };
         };
+        let request = self.login_request(ctx, conn, connect);
         for (index, link) in gatekeeper.chain().links().iter().enumerate() {
             match link {
                 Link::File => {
@@ -76,7 +84,7 @@ impl BrokerShard {
                 Link::External(_) => return self.ask_backends(conn, request, index),
             }
         }
-        refused(&request)
+        refused(request.username.as_deref())
     }
 
     /// The chain from link `start` on: a cached verdict, or a job for the workers.
@@ -123,7 +131,7 @@ impl BrokerShard {
                     }
                 }
             }
-            LoginVerdict::Refused => refused(request),
+            LoginVerdict::Refused => refused(request.username.as_deref()),
             LoginVerdict::Unavailable(error) => {
                 debug!(%error, "CONNECT refused: an authentication backend is unavailable");
                 Judgement::Refuse(ReasonCode::ServerUnavailable)
@@ -221,9 +229,9 @@ impl BrokerShard {
 }
 
 /// The refusal for credentials no backend accepted.
-fn refused(request: &LoginRequest) -> Judgement {
+fn refused(user: Option<&str>) -> Judgement {
     debug!(
-        user = request.username.as_deref().unwrap_or(""),
+        user = user.unwrap_or(""),
         "CONNECT refused: bad user name or password"
     );
     Judgement::Refuse(ReasonCode::BadUserNameOrPassword)
