@@ -267,16 +267,18 @@ fn a_reload_changes_a_limit_and_the_password_file_while_clients_stay_connected()
     std::fs::write(&file, &auth).unwrap();
     let broker = TestBroker::with_config(&auth);
     broker.set_config_source(file.clone());
-    let login = |password: &str| {
-        let mut connect = crate::client::connect_packet(V5, "alice-2", true);
+    let alice = |client_id: &str, password: &str| {
+        let mut connect = crate::client::connect_packet(V5, client_id, true);
         connect.username = Some(crate::client::s("alice"));
         connect.password = Some(bytes::Bytes::copy_from_slice(password.as_bytes()));
-        RawClient::connect(broker.addr(), connect).1.reason_code
+        connect
     };
-    let mut connect = crate::client::connect_packet(V5, "alice-1", true);
-    connect.username = Some(crate::client::s("alice"));
-    connect.password = Some(bytes::Bytes::from_static(b"old-password"));
-    let mut stays = RawClient::connected(broker.addr(), connect);
+    let login = |password: &str| {
+        RawClient::connect(broker.addr(), alice("alice-2", password))
+            .1
+            .reason_code
+    };
+    let mut stays = RawClient::connected(broker.addr(), alice("alice-1", "old-password"));
     stays.subscribe("t", QoS::AtLeastOnce);
 
     crate::passwords::passwd_file(&passwd, "alice", "new-password");

@@ -93,7 +93,7 @@ impl BrokerShard {
             return Judgement::Refuse(ReasonCode::NotAuthorized);
         };
         if let Some(verdict) = gatekeeper.cached_login(&request, start) {
-            return self.judgement_of(verdict, &request);
+            return self.judgement_of(verdict, request.username.as_deref());
         }
         self.logins.next_token += 1;
         let token = self.logins.next_token;
@@ -113,7 +113,7 @@ impl BrokerShard {
     }
 
     /// What a chain verdict means for the client.
-    fn judgement_of(&self, verdict: LoginVerdict, request: &LoginRequest) -> Judgement {
+    fn judgement_of(&self, verdict: LoginVerdict, user: Option<&str>) -> Judgement {
         match verdict {
             LoginVerdict::Allowed { grant, link } => {
                 let Some(gatekeeper) = &self.shared.gatekeeper else {
@@ -131,7 +131,7 @@ impl BrokerShard {
                     }
                 }
             }
-            LoginVerdict::Refused => refused(request.username.as_deref()),
+            LoginVerdict::Refused => refused(user),
             LoginVerdict::Unavailable(error) => {
                 debug!(%error, "CONNECT refused: an authentication backend is unavailable");
                 Judgement::Refuse(ReasonCode::ServerUnavailable)
@@ -208,8 +208,8 @@ impl BrokerShard {
             return;
         };
         connection.phase = Phase::AwaitingConnect;
-        let request = self.login_request(ctx, conn, &pending.connect);
-        match self.judgement_of(outcome, &request) {
+        let user = pending.connect.username.as_ref().map(|u| u.as_str());
+        match self.judgement_of(outcome, user) {
             Judgement::Admit(grant) => self.admit(ctx, conn, pending.connect, grant),
             Judgement::Refuse(reason) => self.refuse_login(ctx, conn, reason),
             Judgement::Wait(_) => {}
