@@ -22,32 +22,34 @@ use crate::nats_cluster::{NatsCluster, http_get};
 const PROBE: &[u8] = b"probe";
 
 /// Three nodes on three NATS servers (the nodes drop first).
-struct Cluster {
-    nodes: Vec<TestBroker>,
-    nats: NatsCluster,
+pub(crate) struct Cluster {
+    pub(crate) nodes: Vec<TestBroker>,
+    pub(crate) nats: NatsCluster,
 }
 
-fn start_cluster() -> Cluster {
+pub(crate) fn start_cluster() -> Cluster {
     let nats = NatsCluster::start();
-    let nodes: Vec<TestBroker> = (0..3)
-        .map(|index| {
-            TestBroker::with_config(&format!(
-                "[cluster]\nnode_id = \"n{index}\"\nnats = [\"{}\"]\n[http]\nbind = \"127.0.0.1:0\"\n",
-                nats.url(index)
-            ))
-        })
-        .collect();
-    for node in &nodes {
-        wait_until("a node connected to NATS", || {
-            (node.cluster_figures()?.connected == 1).then_some(())
-        });
-    }
+    let nodes: Vec<TestBroker> = (0..3).map(|index| start_node(&nats, index)).collect();
     Cluster { nodes, nats }
+}
+
+/// Node `n<index>` on NATS server `index`, its buckets kept on all three servers; returned once
+/// connected to NATS.
+pub(crate) fn start_node(nats: &NatsCluster, index: usize) -> TestBroker {
+    let node = TestBroker::with_config(&format!(
+        "[cluster]\nnode_id = \"n{index}\"\nnats = [\"{}\"]\nreplicas = 3\n\
+         [http]\nbind = \"127.0.0.1:0\"\n",
+        nats.url(index)
+    ));
+    wait_until("a node connected to NATS", || {
+        (node.cluster_figures()?.connected == 1).then_some(())
+    });
+    node
 }
 
 impl Cluster {
     /// A clean-session client `id` on node `node`, subscribed to `filters` at QoS 1.
-    fn client(
+    pub(crate) fn client(
         &self,
         node: usize,
         protocol: ProtocolVersion,
@@ -183,44 +185,60 @@ fn wildcards_cross_nodes_and_hash_matches_the_parent_level() {
 }
 
 /// A shared subscription with members on two nodes: each message goes to exactly one member
-/// cluster-wide, while a plain subscriber on one of those nodes gets every message once.
+/// cluster-wide, while a plain subscriber on one of those nodes gets every message once;
+/// published on a node without a member, then on a member's node (whose member takes part in
+/// NATS's choice like the others: no second copy from the publishing node).
 #[test]
 fn a_shared_subscription_across_nodes_delivers_each_message_once() {
     let cluster = start_cluster();
-    let mut publisher = cluster.client(2, V5, "pub", &[]);
     let mut members: Vec<RawClient> = (0..2)
         .map(|node| cluster.client(node, V5, &format!("m{node}"), &["$share/g/sh/#"]))
         .collect();
     let mut plain = cluster.client(1, V5, "plain", &["sh/#"]);
-    {
-        let (first, second) = members.split_at_mut(1);
-        until_routed(
-            &mut publisher,
-            "sh/p",
-            &mut [&mut first[0], &mut second[0], &mut plain],
-        );
+    for publisher_node in [2, 0] {
+        let mut publisher =
+            cluster.client(publisher_node, V5, &format!("pub{publisher_node}"), &[]);
+        {
+            let (first, second) = members.split_at_mut(1);
+            until_routed(
+                &mut publisher,
+                "sh/p",
+                &mut [&mut first[0], &mut second[0], &mut plain],
+            );
+        }
+        let topics: Vec<String> = (0..20)
+            .map(|i| format!("sh/{publisher_node}/{i}"))
+            .collect();
+        for topic in &topics {
+            publisher.publish_simple(topic, b"m", QoS::AtLeastOnce);
+        }
+        each_once_to_plain_and_one_member(&topics, &mut plain, &mut members);
     }
-    const COUNT: usize = 20;
-    for index in 0..COUNT {
-        publisher.publish_simple(&format!("sh/{index}"), b"m", QoS::AtLeastOnce);
-    }
-    let mut plain_got: Vec<String> = (0..COUNT)
-        .map(|_| next_message(&mut plain).topic().to_owned())
+}
+
+/// `plain` gets each of `topics` once, and each reaches exactly one of `members`.
+fn each_once_to_plain_and_one_member(
+    topics: &[String],
+    plain: &mut RawClient,
+    members: &mut [RawClient],
+) {
+    let mut plain_got: Vec<String> = (0..topics.len())
+        .map(|_| next_message(plain).topic().to_owned())
         .collect();
     plain_got.sort();
     plain_got.dedup();
     assert_eq!(
         plain_got.len(),
-        COUNT,
+        topics.len(),
         "the plain subscriber got each message once"
     );
-    expect_no_message(&mut plain);
+    expect_no_message(plain);
     // Every message reached one member: count them as they come, from both.
     let mut seen: BTreeMap<String, usize> = BTreeMap::new();
     let deadline = Instant::now() + POLL_DEADLINE;
-    while seen.values().sum::<usize>() < COUNT {
+    while seen.values().sum::<usize>() < topics.len() {
         assert!(Instant::now() < deadline, "members got only {seen:?}");
-        for member in &mut members {
+        for member in members.iter_mut() {
             if let Event::Packet(packet) = member.next_event(Duration::from_millis(20))
                 && let Packet::Publish(publish) = *packet
             {
@@ -231,10 +249,10 @@ fn a_shared_subscription_across_nodes_delivers_each_message_once() {
             }
         }
     }
-    for member in &mut members {
+    for member in members.iter_mut() {
         expect_no_message(member);
     }
-    assert_eq!(seen.len(), COUNT, "{seen:?}");
+    assert_eq!(seen.len(), topics.len(), "{seen:?}");
     assert!(
         seen.values().all(|n| *n == 1),
         "a message reached two members: {seen:?}"

@@ -10,6 +10,7 @@ mod binary;
 mod bridge;
 mod client;
 mod cluster;
+mod cluster_retained;
 mod connect;
 mod crash;
 mod examples;

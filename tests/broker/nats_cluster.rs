@@ -1,6 +1,7 @@
 //! A real 3-server NATS cluster for the tests (Debian's `nats-server`, installed by the test
 //! command): each server on free loopback ports (client, cluster route, monitoring), routes
-//! to the other two, killed on drop. Ready once every server reports its two routes.
+//! to the other two, JetStream on (its store in the cluster's temporary directory), killed on
+//! drop. Ready once every server reports its two routes and a JetStream meta leader.
 
 #![allow(
     clippy::unwrap_used,
@@ -84,6 +85,12 @@ impl NatsCluster {
                 let routes = serde_json::from_str::<serde_json::Value>(&body).ok()?;
                 (routes["num_routes"].as_u64()? >= 2).then_some(())
             });
+            crate::harness::wait_until("a NATS server that knows its JetStream leader", || {
+                let body = http_get(ports.monitor, "/jsz")?;
+                let jsz = serde_json::from_str::<serde_json::Value>(&body).ok()?;
+                let leader = jsz["meta_cluster"]["leader"].as_str()?;
+                (!leader.is_empty()).then_some(())
+            });
         }
         cluster
     }
@@ -118,11 +125,13 @@ fn spawn(dir: &Path, index: usize, ports: &[Ports]) -> Child {
         .collect();
     let config = format!(
         "server_name: s{index}\nhost: 127.0.0.1\nport: {}\nhttp: \"127.0.0.1:{}\"\n\
-         cluster {{\n  name: ringmq-test\n  listen: \"127.0.0.1:{}\"\n  routes: [{}]\n}}\n",
+         cluster {{\n  name: ringmq-test\n  listen: \"127.0.0.1:{}\"\n  routes: [{}]\n}}\n\
+         jetstream {{\n  store_dir: \"{}\"\n  max_memory_store: 64MB\n  max_file_store: 256MB\n}}\n",
         me.client,
         me.monitor,
         me.route,
-        routes.join(", ")
+        routes.join(", "),
+        dir.join(format!("js{index}")).display()
     );
     let path = dir.join(format!("s{index}.conf"));
     std::fs::write(&path, config).unwrap();

@@ -19,6 +19,12 @@ pub struct ClusterCounters {
     pub dropped_inbound: AtomicU64,
     /// NATS subscriptions held for local interest.
     pub subscriptions: AtomicU64,
+    /// Retained messages (and clears) written to the cluster's bucket.
+    pub retained_out: AtomicU64,
+    /// Retained messages (and clears) from the bucket applied to this node's store.
+    pub retained_in: AtomicU64,
+    /// Retained messages not written to the bucket (queue full, NATS down, write refused).
+    pub retained_failures: AtomicU64,
 }
 
 /// A snapshot of [`ClusterCounters`].
@@ -38,6 +44,12 @@ pub struct ClusterFigures {
     pub dropped_inbound: u64,
     /// NATS subscriptions held.
     pub subscriptions: u64,
+    /// Retained messages written to the bucket.
+    pub retained_out: u64,
+    /// Retained messages from the bucket applied here.
+    pub retained_in: u64,
+    /// Retained messages not written to the bucket.
+    pub retained_failures: u64,
 }
 
 impl ClusterCounters {
@@ -71,6 +83,9 @@ impl ClusterCounters {
             dropped_disconnected: get(&self.dropped_disconnected),
             dropped_inbound: get(&self.dropped_inbound),
             subscriptions: get(&self.subscriptions),
+            retained_out: get(&self.retained_out),
+            retained_in: get(&self.retained_in),
+            retained_failures: get(&self.retained_failures),
         }
     }
 }

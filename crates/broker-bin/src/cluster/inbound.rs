@@ -145,6 +145,21 @@ fn shard_of(topic: &str, shards: usize) -> usize {
     (hasher.finish() % shards as u64) as usize
 }
 
+/// Posts `publishes` to the shards that route their topics, one batch per shard.
+pub(super) fn post_publishes(
+    counters: &ClusterCounters,
+    poster: &Poster<ShardMsg>,
+    publishes: Vec<ClusterPublish>,
+) {
+    let shards = poster.shard_count().max(1);
+    let mut batches: Vec<Vec<ShardMsg>> = (0..shards).map(|_| Vec::new()).collect();
+    for publish in publishes {
+        let shard = shard_of(publish.topic.as_str(), shards);
+        batches[shard].push(ShardMsg::Cluster(Box::new(publish)));
+    }
+    post_batches(counters, poster, &mut batches);
+}
+
 /// Posts each shard's batch; a full mailbox drops its batch, counted.
 fn post_batches(
     counters: &ClusterCounters,

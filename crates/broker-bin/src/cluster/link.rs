@@ -36,7 +36,12 @@ pub struct ClusterThread {
 
 /// What the loops share.
 pub(super) struct Link {
+    /// Publishes, plain subscriptions and the buckets; `no_echo`, so NATS never delivers
+    /// this node's publishes back to its plain subscriptions.
     pub(super) client: Client,
+    /// Queue (shared) subscriptions only, with echo: this node's members then take part in
+    /// NATS's choice of one member for the node's own publishes too.
+    pub(super) queue_client: Client,
     pub(super) prefix: String,
     /// `<node_id>/<start nonce>`: this node in this run.
     pub(super) origin: String,
@@ -105,8 +110,13 @@ async fn run(
     poster: Poster<ShardMsg>,
     clock: Clock,
 ) {
-    let client = match connect(&settings, Arc::clone(&counters)).await {
-        Ok(client) => client,
+    let connected = async {
+        let client = connect(&settings, Some(Arc::clone(&counters))).await?;
+        let queue_client = connect(&settings, None).await?;
+        Ok::<_, async_nats::ConnectError>((client, queue_client))
+    };
+    let (client, queue_client) = match connected.await {
+        Ok(clients) => clients,
         Err(e) => {
             error!(error = %e, "cluster: NATS client not started");
             return;
@@ -114,42 +124,60 @@ async fn run(
     };
     let link = Arc::new(Link {
         client,
+        queue_client,
         prefix: settings.subject_prefix.clone(),
         origin: format!("{}/{:016x}", settings.node_id, start_nonce()),
         counters,
         clock,
     });
     let (inbound_tx, inbound_rx) = mpsc::channel(INBOUND_CAPACITY);
+    let (retained_tx, retained_rx) = mpsc::channel(settings.max_outbound_messages);
     tokio::join!(
-        outbound(Arc::clone(&link), queues.outbound),
+        outbound(Arc::clone(&link), queues.outbound, retained_tx),
         interest(Arc::clone(&link), queues.interest, inbound_tx),
+        super::retained::retained(
+            Arc::clone(&link),
+            retained_rx,
+            poster.clone(),
+            settings.replicas
+        ),
         super::inbound::inbound(link, inbound_rx, poster),
     );
 }
 
-/// A NATS client that never receives its own publishes and reconnects forever, logging
-/// its connection state.
+/// A NATS client that reconnects forever. The main one (`counters` given) never receives its
+/// own publishes and logs its connection state into the counters; the other is the queue
+/// subscriptions' (echo on, events logged at debug level).
 async fn connect(
     settings: &ClusterSettings,
-    counters: Arc<ClusterCounters>,
+    counters: Option<Arc<ClusterCounters>>,
 ) -> Result<Client, async_nats::ConnectError> {
     let servers: Vec<async_nats::ServerAddr> = settings
         .nats
         .iter()
         .filter_map(|url| url.parse().ok())
         .collect();
-    info!(node = %settings.node_id, servers = ?settings.nats, "cluster: connecting to NATS");
-    ConnectOptions::new()
-        .no_echo()
-        .name(format!("ringmq-{}", settings.node_id))
+    let options = ConnectOptions::new()
         .retry_on_initial_connect()
-        .max_reconnects(None)
-        .event_callback(move |event| {
-            let counters = Arc::clone(&counters);
-            async move { log_event(&counters, event) }
-        })
-        .connect(servers)
-        .await
+        .max_reconnects(None);
+    let options = match counters {
+        Some(counters) => {
+            info!(node = %settings.node_id, servers = ?settings.nats, "cluster: connecting to NATS");
+            options
+                .no_echo()
+                .name(format!("ringmq-{}", settings.node_id))
+                .event_callback(move |event| {
+                    let counters = Arc::clone(&counters);
+                    async move { log_event(&counters, event) }
+                })
+        }
+        None => options
+            .name(format!("ringmq-{}-queues", settings.node_id))
+            .event_callback(
+                |event| async move { debug!(event = %event, "cluster: queue connection") },
+            ),
+    };
+    options.connect(servers).await
 }
 
 fn log_event(counters: &ClusterCounters, event: Event) {
@@ -177,10 +205,20 @@ fn start_nonce() -> u64 {
 }
 
 /// Publishes every message the shards hand over, in order; while NATS is down, drops them
-/// (counted).
-async fn outbound(link: Arc<Link>, mut queue: mpsc::Receiver<Arc<Message>>) {
+/// (counted). Retained ones also go to the retained bucket's writer.
+async fn outbound(
+    link: Arc<Link>,
+    mut queue: mpsc::Receiver<Arc<Message>>,
+    retained: mpsc::Sender<Arc<Message>>,
+) {
     let mut seq = 0u64;
     while let Some(message) = queue.recv().await {
+        if message.retain && retained.try_send(Arc::clone(&message)).is_err() {
+            ClusterCounters::drop_one(
+                &link.counters.retained_failures,
+                "cluster.max_outbound_messages retained messages wait for the bucket",
+            );
+        }
         if link.client.connection_state() != State::Connected {
             ClusterCounters::drop_one(&link.counters.dropped_disconnected, "NATS is not connected");
             continue;
@@ -248,7 +286,10 @@ async fn subscribe(
 ) -> Option<AbortHandle> {
     let subject = subscription.subject.clone();
     let subscribed = match subscription.queue {
-        Some(queue) => link.client.queue_subscribe(subject.clone(), queue).await,
+        Some(queue) => {
+            let client = &link.queue_client;
+            client.queue_subscribe(subject.clone(), queue).await
+        }
         None => link.client.subscribe(subject.clone()).await,
     };
     let mut subscriber = match subscribed {

@@ -18,6 +18,8 @@ mod headers;
 mod inbound;
 mod interest;
 mod link;
+mod retained;
+pub mod retained_value;
 pub mod subject;
 
 use std::sync::Arc;
@@ -40,6 +42,9 @@ pub enum Scope {
     /// The shared subscription with this whole `$share/group/filter` text: it came through that
     /// share's NATS queue group, which picked this node.
     Group(Arc<str>),
+    /// No one: it is the topic's retained message from the cluster's bucket, for the node's
+    /// retained store only (an empty payload clears it).
+    Retained,
 }
 
 /// A message received from another node, for a shard to route locally.

@@ -22,6 +22,8 @@ pub struct ClusterSettings {
     pub max_outbound_messages: usize,
     /// `cluster.subject_prefix`: the subjects' first token(s).
     pub subject_prefix: String,
+    /// `cluster.replicas`: copies JetStream keeps of the cluster's buckets.
+    pub replicas: usize,
 }
 
 /// Validates `[cluster]`.
@@ -42,6 +44,7 @@ pub(super) fn validate(raw: &RawCluster) -> Result<ClusterSettings, ConfigError>
         nats: servers(raw.nats.as_deref().unwrap_or_default())?,
         max_outbound_messages: outbound_bound(raw.max_outbound_messages)?,
         subject_prefix: prefix(raw.subject_prefix.as_deref())?,
+        replicas: replicas(raw.replicas)?,
     })
 }
 
@@ -68,6 +71,18 @@ fn outbound_bound(value: Option<u64>) -> Result<usize, ConfigError> {
         return Err(ConfigError::invalid(
             "cluster.max_outbound_messages",
             format!("{value} is out of range 1..=10000000"),
+        ));
+    }
+    Ok(value as usize)
+}
+
+/// `cluster.replicas`: 1 to 5 (JetStream's own bound; at most the NATS servers).
+fn replicas(value: Option<u64>) -> Result<usize, ConfigError> {
+    let value = value.unwrap_or(1);
+    if !(1..=5).contains(&value) {
+        return Err(ConfigError::invalid(
+            "cluster.replicas",
+            format!("{value} is out of range 1..=5"),
         ));
     }
     Ok(value as usize)
@@ -113,6 +128,7 @@ mod tests {
         assert_eq!(cluster.node_id, "n1");
         assert_eq!(cluster.max_outbound_messages, 65_536);
         assert_eq!(cluster.subject_prefix, "ringmq");
+        assert_eq!(cluster.replicas, 1);
     }
 
     #[test]
@@ -135,6 +151,10 @@ mod tests {
             (
                 "[cluster]\nnode_id = \"n1\"\nnats = [\"nats://a:1\"]\nsubject_prefix = \"a.>\"\n",
                 "cluster.subject_prefix",
+            ),
+            (
+                "[cluster]\nnode_id = \"n1\"\nnats = [\"nats://a:1\"]\nreplicas = 6\n",
+                "cluster.replicas",
             ),
         ];
         for (text, key) in cases {

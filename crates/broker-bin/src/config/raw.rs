@@ -256,6 +256,7 @@ raw_section!(
         nats: Vec<String>,
         max_outbound_messages: u64,
         subject_prefix: String,
+        replicas: u64,
     }
 );
 

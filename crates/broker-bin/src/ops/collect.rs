@@ -405,7 +405,7 @@ fn cluster(doc: &mut Exposition, state: &OpsState) {
         return;
     };
     let f = link.counters.figures();
-    let families: [(&str, Kind, &str, u64); 7] = [
+    let families: [(&str, Kind, &str, u64); 10] = [
         (
             "ringmq_cluster_connected",
             Kind::Gauge,
@@ -447,6 +447,24 @@ fn cluster(doc: &mut Exposition, state: &OpsState) {
             Kind::Gauge,
             "NATS subscriptions held for this node's subscriptions.",
             f.subscriptions,
+        ),
+        (
+            "ringmq_cluster_retained_out_total",
+            Kind::Counter,
+            "Retained messages (and clears) written to the cluster's retained bucket.",
+            f.retained_out,
+        ),
+        (
+            "ringmq_cluster_retained_in_total",
+            Kind::Counter,
+            "Retained messages (and clears) from the cluster's bucket applied to this node's store.",
+            f.retained_in,
+        ),
+        (
+            "ringmq_cluster_retained_failures_total",
+            Kind::Counter,
+            "Retained messages not written to the cluster's bucket (queue full, NATS down, write refused).",
+            f.retained_failures,
         ),
     ];
     for (name, kind, help, value) in families {

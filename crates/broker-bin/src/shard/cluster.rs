@@ -3,6 +3,7 @@
 //! subscribers only.
 
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
 
 use codec::SharedPublish;
 use router::{Publisher, SharedFilter, SubscriptionChange, TopicName};
@@ -36,11 +37,24 @@ impl RouteScope<'_> {
 }
 
 impl BrokerShard {
-    /// Hands a message published on this node to the cluster (nothing on a single node).
-    pub(super) fn hand_to_cluster(&self, message: &Arc<Message>) {
-        if let Some(link) = &self.shared.cluster {
-            link.send(message);
-        }
+    /// Hands a message published on this node to the cluster (nothing on a single node);
+    /// whether it was a node of a cluster.
+    pub(super) fn hand_to_cluster(&self, message: &Arc<Message>) -> bool {
+        let Some(link) = &self.shared.cluster else {
+            return false;
+        };
+        link.send(message);
+        true
+    }
+
+    /// Whether the shared subscriptions matching a message on `topic`, handed to the cluster,
+    /// are served by NATS's queue groups rather than here: while NATS is connected, for every
+    /// topic but `$SYS` (whose filters take no NATS subscription).
+    pub(super) fn shares_served_by_cluster(&self, topic: &TopicName) -> bool {
+        self.shared.cluster.as_ref().is_some_and(|link| {
+            link.counters.connected.load(Ordering::Relaxed) == 1
+                && !topic.as_str().starts_with("$SYS")
+        })
     }
 
     /// The filter text of a subscription change whose effect shard 0 reports to the cluster
@@ -72,9 +86,9 @@ impl BrokerShard {
         }
     }
 
-    /// A message from another node: routed to this node's subscribers in its scope, never
-    /// stored as retained here (retained messages are per node in this version) and never
-    /// sent back to the cluster.
+    /// A message from another node: routed to this node's subscribers in its scope and never
+    /// sent back to the cluster; or (scope `Retained`) a topic's retained message from the
+    /// cluster's bucket, stored here and routed to no one.
     pub(super) fn publish_from_cluster(&mut self, ctx: &mut Ctx, publish: ClusterPublish) {
         let topic_bytes = publish.topic.as_shared_bytes().clone();
         let (Ok(topic), Ok(shared)) = (
@@ -95,6 +109,7 @@ impl BrokerShard {
         let scope = match &publish.scope {
             Scope::Plain => RouteScope::Plain,
             Scope::Group(group) => RouteScope::Group(group),
+            Scope::Retained => return self.retain(ctx, &topic, &message),
         };
         self.route(ctx, &topic, &message, &publisher, scope);
     }

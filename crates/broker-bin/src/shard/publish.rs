@@ -243,14 +243,20 @@ impl BrokerShard {
         if input.retain {
             self.retain(ctx, &input.topic, &message);
         }
-        if input.to_cluster {
-            self.hand_to_cluster(&message);
-        }
+        let clustered = input.to_cluster && self.hand_to_cluster(&message);
         let publisher = Publisher {
             subscriber: input.publisher,
             client_id: input.client_id.as_str(),
         };
-        if self.route(ctx, &input.topic, &message, &publisher, RouteScope::All) == 0 {
+        // Shared subscriptions of a clustered message are served through NATS's queue groups,
+        // where this node's members take part in the choice (docs/cluster.md).
+        let scope = match clustered && self.shares_served_by_cluster(&input.topic) {
+            true => RouteScope::Plain,
+            false => RouteScope::All,
+        };
+        let copies = self.route(ctx, &input.topic, &message, &publisher, scope);
+        // With other nodes, subscribers elsewhere are unknown here: 0x10 only on a single node.
+        if copies == 0 && !clustered {
             ReasonCode::NoMatchingSubscribers
         } else {
             ReasonCode::Success
@@ -277,7 +283,7 @@ impl BrokerShard {
     }
 
     /// Replicates a retained message (an empty payload clears the topic's retained message).
-    fn retain(&mut self, ctx: &mut Ctx, topic: &TopicName, message: &Arc<Message>) {
+    pub(super) fn retain(&mut self, ctx: &mut Ctx, topic: &TopicName, message: &Arc<Message>) {
         let limits = &self.shared.config.retained;
         let clear = message.publish.payload().is_empty();
         let replacing = self.replica.retained.get(topic).is_some();

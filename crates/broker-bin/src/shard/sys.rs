@@ -162,6 +162,9 @@ impl BrokerShard {
             ("dropped/disconnected", f.dropped_disconnected),
             ("dropped/inbound", f.dropped_inbound),
             ("subscriptions", f.subscriptions),
+            ("retained/out", f.retained_out),
+            ("retained/in", f.retained_in),
+            ("retained/failures", f.retained_failures),
         ];
         for (leaf, value) in figures {
             let name = format!("$SYS/broker/cluster/{leaf}");
