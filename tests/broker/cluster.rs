@@ -36,14 +36,23 @@ pub(crate) fn start_cluster() -> Cluster {
 /// Node `n<index>` on NATS server `index`, its buckets kept on all three servers; returned once
 /// connected to NATS.
 pub(crate) fn start_node(nats: &NatsCluster, index: usize) -> TestBroker {
+    start_node_with(nats, index, "")
+}
+
+/// [`start_node`] with `extra` keys in its `[cluster]` section.
+pub(crate) fn start_node_with(nats: &NatsCluster, index: usize, extra: &str) -> TestBroker {
     let node = TestBroker::with_config(&format!(
-        "[cluster]\nnode_id = \"n{index}\"\nnats = [\"{}\"]\nreplicas = 3\n\
+        "[cluster]\nnode_id = \"n{index}\"\nnats = [\"{}\"]\nreplicas = 3\n{extra}\n\
          [http]\nbind = \"127.0.0.1:0\"\n",
         nats.url(index)
     ));
-    wait_until("a node connected to NATS", || {
-        (node.cluster_figures()?.connected == 1).then_some(())
-    });
+    wait_until(
+        "a node connected to NATS, its ownership buckets open",
+        || {
+            let figures = node.cluster_figures()?;
+            (figures.connected == 1 && figures.ownership_ready == 1).then_some(())
+        },
+    );
     node
 }
 
@@ -64,12 +73,16 @@ impl Cluster {
     }
 }
 
-fn is_probe(publish: &Publish) -> bool {
+pub(crate) fn is_probe(publish: &Publish) -> bool {
     publish.payload() == PROBE
 }
 
 /// Publishes probes on `topic` until each of `subscribers` received one.
-fn until_routed(publisher: &mut RawClient, topic: &str, subscribers: &mut [&mut RawClient]) {
+pub(crate) fn until_routed(
+    publisher: &mut RawClient,
+    topic: &str,
+    subscribers: &mut [&mut RawClient],
+) {
     let deadline = Instant::now() + POLL_DEADLINE;
     let mut reached = vec![false; subscribers.len()];
     while reached.contains(&false) {

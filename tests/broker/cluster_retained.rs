@@ -136,6 +136,12 @@ fn racing_retained_publishes_end_the_same_on_every_node() {
             .iter()
             .map(|node| retained_on(node, "race").pop().map(|(_, p, _)| p))
             .collect::<Option<_>>()?;
+        eprintln!(
+            "seen {:?}",
+            seen.iter()
+                .map(|p| String::from_utf8_lossy(p).into_owned())
+                .collect::<Vec<_>>()
+        );
         seen.windows(2)
             .all(|w| w[0] == w[1])
             .then(|| seen[0].clone())

@@ -11,6 +11,7 @@ mod bridge;
 mod client;
 mod cluster;
 mod cluster_retained;
+mod cluster_sessions;
 mod connect;
 mod crash;
 mod examples;

@@ -12,6 +12,7 @@ use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
+use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
 
 /// One server's ports.
@@ -27,7 +28,13 @@ pub struct NatsCluster {
     children: Vec<Child>,
     ports: Vec<Ports>,
     _dir: tempfile::TempDir,
+    /// One NATS cluster at a time: three JetStream servers per test, started side by side in
+    /// every cluster test, would starve each other on a small CI machine.
+    _turn: MutexGuard<'static, ()>,
 }
+
+/// Whose turn it is to run a NATS cluster.
+static TURN: Mutex<()> = Mutex::new(());
 
 /// A free loopback port (free when asked; the servers bind it right after).
 fn free_port() -> u16 {
@@ -63,6 +70,10 @@ pub fn http_get(port: u16, path: &str) -> Option<String> {
 impl NatsCluster {
     /// Starts three servers and waits until each has routes to the other two.
     pub fn start() -> Self {
+        // A test that failed while holding the turn poisons it; the next one still runs.
+        let turn = TURN
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         let dir = tempfile::tempdir().unwrap();
         let ports: Vec<Ports> = (0..3)
             .map(|_| Ports {
@@ -78,6 +89,7 @@ impl NatsCluster {
             children,
             ports,
             _dir: dir,
+            _turn: turn,
         };
         for ports in &cluster.ports {
             crate::harness::wait_until("a NATS server with routes to the other two", || {

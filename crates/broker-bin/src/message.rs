@@ -199,6 +199,10 @@ pub enum ShardMsg {
     Admin(crate::admin::query::AdminQuery),
     /// A message from another node of the cluster, for local subscribers only.
     Cluster(Box<crate::cluster::ClusterPublish>),
+    /// The cluster's answer to a CONNECT waiting for its client id.
+    ClusterOwnership(Box<crate::cluster::OwnershipAnswer>),
+    /// Another node takes a client over: release its session (forwarded to its shard).
+    ClusterRelease(Box<crate::cluster::ReleaseRequest>),
 }
 
 /// The protocol version of a connection before its CONNECT is known.

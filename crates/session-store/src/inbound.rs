@@ -45,6 +45,11 @@ impl AwaitingRelease {
         }
     }
 
+    /// The ids awaiting release, oldest first.
+    pub fn iter(&self) -> impl Iterator<Item = PacketId> + '_ {
+        self.ids.iter().copied()
+    }
+
     /// Ids awaiting release.
     pub fn len(&self) -> usize {
         self.ids.len()

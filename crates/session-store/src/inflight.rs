@@ -188,6 +188,11 @@ impl<M> InflightWindow<M> {
         self.remove_at(at)
     }
 
+    /// The entries in send order, with their packet ids (to store or move the session).
+    pub fn iter(&self) -> impl Iterator<Item = (PacketId, &InflightState<M>)> {
+        self.entries.iter().map(|entry| (entry.id, &entry.state))
+    }
+
     /// Puts back an entry a restart found in flight under `id`, behind those restored before it
     /// (in their original send order), unsent: the resumed connection re-sends it. Packet ids
     /// allocated later skip it.

@@ -26,7 +26,6 @@ impl<T> LazyDeque<T> {
         self.len() == 0
     }
 
-    #[cfg(test)]
     pub(crate) fn iter(&self) -> impl Iterator<Item = &T> {
         self.0.iter().flat_map(|d| d.iter())
     }

@@ -25,6 +25,17 @@ pub struct ClusterCounters {
     pub retained_in: AtomicU64,
     /// Retained messages not written to the bucket (queue full, NATS down, write refused).
     pub retained_failures: AtomicU64,
+    /// 1 once the session ownership buckets are open.
+    pub ownership_ready: AtomicU64,
+    /// Sessions taken over from another node.
+    pub sessions_taken_over: AtomicU64,
+    /// Sessions released to another node.
+    pub sessions_released: AtomicU64,
+    /// Client ids taken from a node that was gone (its sessions' state lost).
+    pub sessions_lost: AtomicU64,
+    /// CONNECTs admitted without checking the client id across nodes (no ownership bucket,
+    /// or NATS did not answer).
+    pub ownership_unchecked: AtomicU64,
 }
 
 /// A snapshot of [`ClusterCounters`].
@@ -50,6 +61,16 @@ pub struct ClusterFigures {
     pub retained_in: u64,
     /// Retained messages not written to the bucket.
     pub retained_failures: u64,
+    /// 1 once the session ownership buckets are open.
+    pub ownership_ready: u64,
+    /// Sessions taken over from another node.
+    pub sessions_taken_over: u64,
+    /// Sessions released to another node.
+    pub sessions_released: u64,
+    /// Client ids taken from a node that was gone.
+    pub sessions_lost: u64,
+    /// CONNECTs admitted without the check across nodes.
+    pub ownership_unchecked: u64,
 }
 
 impl ClusterCounters {
@@ -86,6 +107,11 @@ impl ClusterCounters {
             retained_out: get(&self.retained_out),
             retained_in: get(&self.retained_in),
             retained_failures: get(&self.retained_failures),
+            ownership_ready: get(&self.ownership_ready),
+            sessions_taken_over: get(&self.sessions_taken_over),
+            sessions_released: get(&self.sessions_released),
+            sessions_lost: get(&self.sessions_lost),
+            ownership_unchecked: get(&self.ownership_unchecked),
         }
     }
 }

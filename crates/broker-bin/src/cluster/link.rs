@@ -141,6 +141,13 @@ async fn run(
             poster.clone(),
             settings.replicas
         ),
+        super::ownership::ownership(
+            Arc::clone(&link),
+            queues.claims,
+            poster.clone(),
+            settings.node_timeout,
+            settings.replicas
+        ),
         super::inbound::inbound(link, inbound_rx, poster),
     );
 }

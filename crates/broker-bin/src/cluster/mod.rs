@@ -13,11 +13,13 @@
 //!   topic's messages keep their order) as [`ShardMsg::Cluster`], which routes them to local
 //!   subscribers only.
 
+mod buckets;
 mod counters;
 mod headers;
 mod inbound;
 mod interest;
 mod link;
+mod ownership;
 mod retained;
 pub mod retained_value;
 pub mod subject;
@@ -66,6 +68,51 @@ pub struct ClusterPublish {
     pub scope: Scope,
 }
 
+/// A CONNECT's question to the cluster: may this node own `client_id`'s session?
+#[derive(Debug)]
+pub(crate) struct ClaimRequest {
+    /// The client identifier.
+    pub client_id: MqttStr,
+    /// The CONNECT's Clean Start: the old session's state is not wanted.
+    pub clean_start: bool,
+    /// Where the CONNECT waits.
+    pub shard: ring_runtime::ShardId,
+    pub conn: ring_runtime::ConnId,
+    /// The shard's number for this question (a stale answer is ignored).
+    pub token: u64,
+}
+
+/// The cluster's answer to a [`ClaimRequest`].
+#[derive(Debug)]
+pub enum Ownership {
+    /// This node owns the client id now; with the session's state (a snapshot) when another
+    /// node released one.
+    Owned(Option<Bytes>),
+    /// The owning node is alive but did not release the session: refuse the CONNECT (0x88,
+    /// the client retries).
+    Unavailable,
+}
+
+/// A claim's outcome, posted to the shard where the CONNECT waits.
+#[derive(Debug)]
+pub struct OwnershipAnswer {
+    pub conn: ring_runtime::ConnId,
+    pub token: u64,
+    pub client_id: MqttStr,
+    pub outcome: Ownership,
+}
+
+/// Another node takes `client_id` over: release its session here (the connection closes with
+/// 0x8E) and reply with its state (`None`: no session, or Clean Start).
+#[derive(Debug)]
+pub struct ReleaseRequest {
+    pub client_id: MqttStr,
+    pub clean_start: bool,
+    pub reply: tokio::sync::oneshot::Sender<Option<Vec<u8>>>,
+    /// Times forwarded between shards looking for the session.
+    pub hops: u8,
+}
+
 /// A change of the local interest in one filter.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Interest {
@@ -80,6 +127,7 @@ pub(crate) struct Interest {
 pub struct ClusterLink {
     outbound: mpsc::Sender<Arc<Message>>,
     interest: mpsc::UnboundedSender<Interest>,
+    claims: mpsc::Sender<ClaimRequest>,
     /// The link's counters.
     pub counters: Arc<ClusterCounters>,
 }
@@ -89,6 +137,7 @@ pub struct ClusterLink {
 pub struct ClusterQueues {
     outbound: mpsc::Receiver<Arc<Message>>,
     interest: mpsc::UnboundedReceiver<Interest>,
+    claims: mpsc::Receiver<ClaimRequest>,
 }
 
 impl ClusterLink {
@@ -96,14 +145,17 @@ impl ClusterLink {
     pub fn new(settings: &ClusterSettings) -> (Self, ClusterQueues) {
         let (outbound, outbound_rx) = mpsc::channel(settings.max_outbound_messages);
         let (interest, interest_rx) = mpsc::unbounded_channel();
+        let (claims, claims_rx) = mpsc::channel(settings.max_outbound_messages);
         let link = Self {
             outbound,
             interest,
+            claims,
             counters: Arc::new(ClusterCounters::default()),
         };
         let queues = ClusterQueues {
             outbound: outbound_rx,
             interest: interest_rx,
+            claims: claims_rx,
         };
         (link, queues)
     }
@@ -116,6 +168,12 @@ impl ClusterLink {
                 "cluster.max_outbound_messages are waiting for NATS",
             );
         }
+    }
+
+    /// Asks the cluster whether this node may own a client id; `false` when
+    /// `cluster.max_outbound_messages` questions wait already.
+    pub(crate) fn claim(&self, request: ClaimRequest) -> bool {
+        self.claims.try_send(request).is_ok()
     }
 
     /// Reports one more (`delta` 1) or one fewer (-1) local subscription to `filter`.

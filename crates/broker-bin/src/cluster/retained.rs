@@ -3,13 +3,12 @@
 //! retained publishes there and applies the bucket's entries, in the bucket's order, to its own
 //! retained store (a cache of the bucket that serves its subscribers).
 //!
-//! Converging: every node applies the same sequence of entries, so all end with the bucket's
-//! last record per topic. A node's own write that has not come back through the watch yet is
-//! newer than anything the watch delivers before it, so while a topic has such writes pending,
-//! entries of other nodes for it are skipped (each would be overwritten by the pending write);
-//! the node's own entry is applied when it is the last one pending (it restores the bucket's
-//! order if another node's entry was applied in the moment between the local publish and its
-//! write being counted).
+//! Converging: the watch always delivers each topic's last record (a record the bucket replaced
+//! before the watch got to it is skipped, never the last one), and a node applies what it
+//! delivers, so every node ends with the bucket's last record per topic. While a node's own
+//! write of a topic awaits JetStream's acknowledgement, entries for that topic are not applied
+//! (they would replace the newer local message for a moment); if any was held back, the node
+//! reads the topic's record once its last write is acknowledged and applies that.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -22,6 +21,7 @@ use ring_runtime::Poster;
 use tokio::sync::mpsc;
 use tracing::{debug, info, warn};
 
+use super::buckets::{bucket_base, kv_stream, open_kv};
 use super::inbound::post_publishes;
 use super::link::Link;
 use super::retained_value::{RetainedRecord, key_of, topic_of};
@@ -64,8 +64,9 @@ pub(super) async fn retained(
                 }
             }
             Some((topic, acked)) = acks.next(), if !acks.is_empty() => {
-                if acked.is_err() {
-                    sync.write_failed(&topic);
+                if sync.acknowledged(&topic, acked.is_ok()) {
+                    let current = sync.read_back(&store, &topic).await;
+                    post_publishes(&link.counters, &poster, current.into_iter().collect());
                 }
             }
             entry = watch.next() => {
@@ -85,19 +86,9 @@ pub(super) async fn retained(
     warn!("cluster: retained bucket watch ended");
 }
 
-/// The bucket of the cluster with subject prefix `prefix`: `<prefix>_retained`, characters
-/// other than letters, digits, `-` and `_` written as `_`.
-pub(super) fn bucket_name(prefix: &str) -> String {
-    let clean: String = prefix
-        .chars()
-        .map(
-            |c| match c.is_ascii_alphanumeric() || c == '-' || c == '_' {
-                true => c,
-                false => '_',
-            },
-        )
-        .collect();
-    format!("{clean}_retained")
+/// The retained messages' bucket of the cluster with subject prefix `prefix`.
+fn bucket_name(prefix: &str) -> String {
+    format!("{}_retained", bucket_base(prefix))
 }
 
 /// The bucket, created if missing (one record per topic, file storage, `replicas` copies);
@@ -105,11 +96,7 @@ pub(super) fn bucket_name(prefix: &str) -> String {
 async fn open_bucket(js: &jetstream::Context, bucket: &str, replicas: usize) -> kv::Store {
     let mut warned = false;
     loop {
-        let opened = match js.get_key_value(bucket).await {
-            Ok(store) => Ok(store),
-            Err(_) => create_bucket(js, bucket, replicas).await,
-        };
-        match opened {
+        match open_kv(js, bucket, kv_stream(bucket, replicas, None)).await {
             Ok(store) => {
                 info!(bucket, "cluster: retained messages bucket open");
                 return store;
@@ -121,36 +108,6 @@ async fn open_bucket(js: &jetstream::Context, bucket: &str, replicas: usize) -> 
             Err(e) => debug!(bucket, error = %e, "cluster: retained bucket still not available"),
         }
         tokio::time::sleep(RETRY).await;
-    }
-}
-
-/// Creates the bucket's stream as NATS's key-value layout defines it (`KV_<bucket>` on
-/// `$KV.<bucket>.>`), then opens it. Not `create_key_value`: that first reads the account's
-/// JetStream info in a form NATS 2.9 servers (Debian's) do not send. Creating an existing
-/// bucket with the same settings (another node did it first) succeeds.
-async fn create_bucket(
-    js: &jetstream::Context,
-    bucket: &str,
-    replicas: usize,
-) -> Result<kv::Store, async_nats::Error> {
-    js.get_or_create_stream(bucket_stream(bucket, replicas))
-        .await?;
-    Ok(js.get_key_value(bucket).await?)
-}
-
-fn bucket_stream(bucket: &str, replicas: usize) -> jetstream::stream::Config {
-    jetstream::stream::Config {
-        name: format!("KV_{bucket}"),
-        description: Some("RingMQ retained messages, one record per topic".into()),
-        subjects: vec![format!("$KV.{bucket}.>")],
-        max_messages_per_subject: 1,
-        storage: jetstream::stream::StorageType::File,
-        allow_rollup: true,
-        deny_delete: true,
-        allow_direct: true,
-        num_replicas: replicas,
-        discard: jetstream::stream::DiscardPolicy::New,
-        ..jetstream::stream::Config::default()
     }
 }
 
@@ -227,31 +184,49 @@ impl BucketSync {
         }
     }
 
-    /// A write the bucket refused: no longer pending (counted).
-    fn write_failed(&mut self, topic: &str) {
-        self.pending.settle(topic);
-        ClusterCounters::drop_one(
-            &self.counters.retained_failures,
-            "the retained bucket refused a write",
-        );
+    /// A write of `topic` was acknowledged (`stored`) or failed (counted); whether entries
+    /// were held back meanwhile and none of its writes awaits an acknowledgement any more (then
+    /// the topic's record is read back).
+    fn acknowledged(&mut self, topic: &str, stored: bool) -> bool {
+        if !stored {
+            ClusterCounters::drop_one(
+                &self.counters.retained_failures,
+                "the retained bucket refused a write",
+            );
+        }
+        self.pending.settle(topic)
     }
 
-    /// Applies one bucket entry: pushes what this node's retained store should take.
-    fn apply(&mut self, entry: Result<kv::Entry, kv::WatcherError>, out: &mut Vec<ClusterPublish>) {
-        let entry = match entry {
-            Ok(entry) => entry,
+    /// The topic's record as the bucket has it now, for this node's store.
+    async fn read_back(&mut self, store: &kv::Store, topic: &str) -> Option<ClusterPublish> {
+        match store.entry(key_of(topic)).await {
+            Ok(Some(entry)) => self.publish_of(entry),
+            Ok(None) => None,
             Err(e) => {
-                debug!(error = %e, "cluster: retained watch error");
-                return;
+                debug!(error = %e, "cluster: retained record not read back");
+                None
             }
-        };
+        }
+    }
+
+    /// Applies one watched entry: pushes what this node's retained store should take.
+    fn apply(&mut self, entry: Result<kv::Entry, kv::WatcherError>, out: &mut Vec<ClusterPublish>) {
+        match entry {
+            Ok(entry) => out.extend(self.publish_of(entry)),
+            Err(e) => debug!(error = %e, "cluster: retained watch error"),
+        }
+    }
+
+    /// What this node's retained store takes of a bucket entry (nothing while held back, or
+    /// when malformed: counted).
+    fn publish_of(&mut self, entry: kv::Entry) -> Option<ClusterPublish> {
         // `$SYS` is each node's own: never taken from the bucket (no node writes it there).
         let topic = match topic_of(&entry.key) {
             Ok(topic) if !topic.as_str().starts_with("$SYS") => topic,
             _ => {
                 let why = "a retained key is not a topic a node writes";
                 ClusterCounters::drop_one(&self.counters.dropped_inbound, why);
-                return;
+                return None;
             }
         };
         let record = match entry.operation {
@@ -260,19 +235,18 @@ impl BucketSync {
                 Err(_) => {
                     let why = "a retained record is malformed";
                     ClusterCounters::drop_one(&self.counters.dropped_inbound, why);
-                    return;
+                    return None;
                 }
             },
             // Removed with other tools (`nats kv del`): a clear from nobody in particular.
             kv::Operation::Delete | kv::Operation::Purge => None,
         };
-        let ours = record.as_ref().is_some_and(|r| r.origin == self.origin);
-        if !self.pending.takes(topic.as_str(), ours) {
-            return;
+        if self.pending.holds_back(topic.as_str()) {
+            return None;
         }
         let record = record.unwrap_or_else(|| cleared(&self.origin));
         ClusterCounters::add(&self.counters.retained_in, 1);
-        out.push(record.into_publish(topic, unix_now()));
+        Some(record.into_publish(topic, unix_now()))
     }
 }
 
@@ -299,39 +273,52 @@ fn unix_now() -> u64 {
         .map_or(0, |d| d.as_secs())
 }
 
-/// Per topic, this node's writes sent to the bucket but not yet delivered back by the watch
-/// (bounded by the writes in flight and the update queue).
+/// Per topic, this node's writes to the bucket awaiting JetStream's acknowledgement, and
+/// whether an entry was held back meanwhile (bounded by the writes in flight).
 #[derive(Debug, Default)]
 struct Pending {
-    writes: HashMap<String, u32>,
+    writes: HashMap<String, PendingTopic>,
+}
+
+#[derive(Debug, Default)]
+struct PendingTopic {
+    unacknowledged: u32,
+    held_back: bool,
 }
 
 impl Pending {
     /// One more write of `topic` sent.
     fn sent(&mut self, topic: &str) {
-        *self.writes.entry(topic.to_owned()).or_insert(0) += 1;
+        self.writes
+            .entry(topic.to_owned())
+            .or_default()
+            .unacknowledged += 1;
     }
 
-    /// One write of `topic` came back or failed; whether none is pending any more.
+    /// One write of `topic` acknowledged or failed; whether that was the last one and an entry
+    /// was held back meanwhile (the topic is to be read back).
     fn settle(&mut self, topic: &str) -> bool {
-        let Some(count) = self.writes.get_mut(topic) else {
-            return true;
+        let Some(pending) = self.writes.get_mut(topic) else {
+            return false;
         };
-        *count = count.saturating_sub(1);
-        if *count == 0 {
-            self.writes.remove(topic);
-            return true;
+        pending.unacknowledged = pending.unacknowledged.saturating_sub(1);
+        if pending.unacknowledged > 0 {
+            return false;
         }
-        false
+        let held_back = pending.held_back;
+        self.writes.remove(topic);
+        held_back
     }
 
-    /// Whether an entry for `topic` (`ours`: written by this node in this run) is applied:
-    /// another node's only while none of ours is pending (ours come later in the bucket and
-    /// overwrite it); ours when it is the last pending.
-    fn takes(&mut self, topic: &str, ours: bool) -> bool {
-        match ours {
-            true => self.settle(topic),
-            false => !self.writes.contains_key(topic),
+    /// Whether an entry for `topic` waits (a write of ours awaits its acknowledgement): it is
+    /// remembered, so the topic is read back once the write settles.
+    fn holds_back(&mut self, topic: &str) -> bool {
+        match self.writes.get_mut(topic) {
+            Some(pending) => {
+                pending.held_back = true;
+                true
+            }
+            None => false,
         }
     }
 }
@@ -341,39 +328,34 @@ mod tests {
     use super::*;
 
     #[test]
-    fn entries_of_others_wait_for_our_pending_writes() {
+    fn entries_wait_for_our_unacknowledged_writes_then_the_topic_is_read_back() {
         let mut pending = Pending::default();
         assert!(
-            pending.takes("t", false),
-            "nothing pending: another node's entry applies"
+            !pending.holds_back("t"),
+            "nothing pending: an entry applies"
         );
         pending.sent("t");
         pending.sent("t");
+        assert!(!pending.settle("t"), "nothing held back yet");
         assert!(
-            !pending.takes("t", false),
-            "our later write will overwrite it"
+            pending.holds_back("t"),
+            "a write awaits its acknowledgement"
         );
         assert!(
-            !pending.takes("t", true),
-            "our first write: the second is still pending"
+            pending.settle("t"),
+            "the last write settled: read the topic back"
         );
-        assert!(pending.takes("t", true), "our last write applies");
-        assert!(
-            pending.takes("t", false),
-            "after it, another node's entry applies"
-        );
+        assert!(!pending.holds_back("t"), "nothing pending any more");
         pending.sent("u");
-        assert!(pending.settle("u"), "a failed write is no longer pending");
-        assert!(pending.takes("u", false));
+        assert!(!pending.settle("u"), "nothing was held back: no read");
         assert!(
-            pending.takes("v", true),
-            "an own entry from before a restart applies"
+            !pending.settle("u"),
+            "a stray acknowledgement changes nothing"
         );
     }
 
     #[test]
-    fn bucket_names_are_valid_and_follow_the_prefix() {
-        assert_eq!(bucket_name("ringmq"), "ringmq_retained");
+    fn the_bucket_is_named_after_the_prefix() {
         assert_eq!(bucket_name("site.a"), "site_a_retained");
     }
 }

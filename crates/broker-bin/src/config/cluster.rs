@@ -24,6 +24,8 @@ pub struct ClusterSettings {
     pub subject_prefix: String,
     /// `cluster.replicas`: copies JetStream keeps of the cluster's buckets.
     pub replicas: usize,
+    /// `cluster.node_timeout_ms`: a node without a heartbeat this long is gone.
+    pub node_timeout: std::time::Duration,
 }
 
 /// Validates `[cluster]`.
@@ -45,6 +47,7 @@ pub(super) fn validate(raw: &RawCluster) -> Result<ClusterSettings, ConfigError>
         max_outbound_messages: outbound_bound(raw.max_outbound_messages)?,
         subject_prefix: prefix(raw.subject_prefix.as_deref())?,
         replicas: replicas(raw.replicas)?,
+        node_timeout: node_timeout(raw.node_timeout_ms)?,
     })
 }
 
@@ -88,6 +91,18 @@ fn replicas(value: Option<u64>) -> Result<usize, ConfigError> {
     Ok(value as usize)
 }
 
+/// `cluster.node_timeout_ms`: 1,000 to 600,000 (10,000 when not set).
+fn node_timeout(value: Option<u64>) -> Result<std::time::Duration, ConfigError> {
+    let value = value.unwrap_or(10_000);
+    if !(1_000..=600_000).contains(&value) {
+        return Err(ConfigError::invalid(
+            "cluster.node_timeout_ms",
+            format!("{value} is out of range 1000..=600000"),
+        ));
+    }
+    Ok(std::time::Duration::from_millis(value))
+}
+
 /// `cluster.subject_prefix`: NATS tokens joined by `.`, none empty, no wildcard, whitespace or
 /// `%`.
 fn prefix(value: Option<&str>) -> Result<String, ConfigError> {
@@ -129,6 +144,7 @@ mod tests {
         assert_eq!(cluster.max_outbound_messages, 65_536);
         assert_eq!(cluster.subject_prefix, "ringmq");
         assert_eq!(cluster.replicas, 1);
+        assert_eq!(cluster.node_timeout, std::time::Duration::from_secs(10));
     }
 
     #[test]
@@ -155,6 +171,10 @@ mod tests {
             (
                 "[cluster]\nnode_id = \"n1\"\nnats = [\"nats://a:1\"]\nreplicas = 6\n",
                 "cluster.replicas",
+            ),
+            (
+                "[cluster]\nnode_id = \"n1\"\nnats = [\"nats://a:1\"]\nnode_timeout_ms = 10\n",
+                "cluster.node_timeout_ms",
             ),
         ];
         for (text, key) in cases {

@@ -257,6 +257,7 @@ raw_section!(
         max_outbound_messages: u64,
         subject_prefix: String,
         replicas: u64,
+        node_timeout_ms: u64,
     }
 );
 

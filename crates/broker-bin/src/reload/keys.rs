@@ -125,7 +125,7 @@ pub(crate) const RESTART: &[KeyCheck] = &[
     same!("http.read_timeout_ms", http.read_timeout),
     same!(
         "cluster.node_id, cluster.nats, cluster.max_outbound_messages, cluster.subject_prefix, \
-         cluster.replicas",
+         cluster.replicas, cluster.node_timeout_ms",
         cluster
     ),
 ];
@@ -159,7 +159,7 @@ mod tests {
         let mut raw = raw;
         // `[cluster]` is absent from the defaults: classify its keys too.
         let cluster = "node_id = \"n1\"\nnats = [\"nats://a:1\"]\n\
-                       max_outbound_messages = 1\nsubject_prefix = \"r\"\nreplicas = 1\n";
+                       max_outbound_messages = 1\nsubject_prefix = \"r\"\nreplicas = 1\nnode_timeout_ms = 1000\n";
         raw.as_table_mut()
             .unwrap()
             .insert("cluster".into(), toml::from_str(cluster).unwrap());

@@ -88,16 +88,26 @@ impl BrokerShard {
         if let Some(will) = connect.will.as_mut() {
             detach::will(will);
         }
+        // A client id the client chose may be owned by another node of a cluster.
+        if assigned.is_none() && self.shared.cluster.is_some() {
+            return self.ask_cluster_owner(ctx, conn, connect);
+        }
+        self.claim_session(ctx, conn, connect, assigned.is_some(), None);
+    }
+
+    /// Claims the client's session on this node; `imported`: the snapshot of the session another
+    /// node of the cluster released to this CONNECT.
+    pub(super) fn claim_session(
+        &mut self,
+        ctx: &mut Ctx,
+        conn: ConnId,
+        mut connect: Connect,
+        assigned: bool,
+        imported: Option<bytes::Bytes>,
+    ) {
         match self.claim(&connect.client_id) {
             Err(reason) => self.refuse_connect(ctx, conn, reason),
             Ok(Claim::Fresh(subscriber)) => {
-                // Moved, not cloned: a client id with one owner needs no shared allocation.
-                let client_id = std::mem::take(&mut connect.client_id);
-                let session = Session::new(
-                    client_id,
-                    subscriber,
-                    self.shared.config.limits.max_inflight_outbound,
-                );
                 self.broadcast(
                     ctx,
                     Change::Owner {
@@ -105,7 +115,18 @@ impl BrokerShard {
                         shard: self.id,
                     },
                 );
-                self.complete_connect(ctx, conn, connect, session, false, assigned.is_some());
+                let expiry = self.requested_expiry(&connect);
+                let imported = imported
+                    .filter(|_| !connect.clean_start)
+                    .and_then(|snapshot| self.import_session(ctx, &snapshot, subscriber, expiry));
+                let present = imported.is_some();
+                let session = imported.unwrap_or_else(|| {
+                    // Moved, not cloned: a client id with one owner needs no shared allocation.
+                    let client_id = std::mem::take(&mut connect.client_id);
+                    let max_inflight = self.shared.config.limits.max_inflight_outbound;
+                    Session::new(client_id, subscriber, max_inflight)
+                });
+                self.complete_connect(ctx, conn, connect, session, present, assigned);
             }
             Ok(Claim::Local(claim)) => self.connect_local(ctx, conn, connect, claim),
             Ok(Claim::Remote {
@@ -289,18 +310,11 @@ impl BrokerShard {
             self.keep_detached(ctx, session, connect.protocol);
             return;
         }
+        let was_stored = self.is_stored(session.expiry);
+        let requested_expiry = requested_expiry_interval(&connect);
+        session.expiry = self.requested_expiry(&connect);
         let config = &self.shared.config;
         let props = &connect.properties;
-        let requested_expiry = if connect.protocol.is_v5() {
-            props.session_expiry_interval.unwrap_or(0)
-        } else if connect.clean_start {
-            0
-        } else {
-            u32::MAX
-        };
-        let was_stored = self.is_stored(session.expiry);
-        session.expiry =
-            SessionExpiry::from_interval(requested_expiry, config.sessions.max_session_expiry);
         session.protocol = connect.protocol;
         session.will = connect.will.clone().map(|will| {
             Box::new(PendingWill {
@@ -342,6 +356,12 @@ impl BrokerShard {
             self.sessions.insert(session);
         }
         self.resume_reading(ctx, conn);
+    }
+
+    /// The session expiry `connect` asks for, within `sessions.max_session_expiry`.
+    pub(super) fn requested_expiry(&self, connect: &Connect) -> SessionExpiry {
+        let max = self.shared.config.sessions.max_session_expiry;
+        SessionExpiry::from_interval(requested_expiry_interval(connect), max)
     }
 
     /// A session got a connection: store its connection-scoped state if it outlives it (with its
@@ -472,6 +492,17 @@ impl BrokerShard {
 }
 
 /// CONNACK reason codes a 5.0 client may receive; anything else becomes Unspecified error.
+/// The Session Expiry Interval `connect` asks for (3.x: 0 on Clean Session, else forever).
+fn requested_expiry_interval(connect: &Connect) -> u32 {
+    if connect.protocol.is_v5() {
+        connect.properties.session_expiry_interval.unwrap_or(0)
+    } else if connect.clean_start {
+        0
+    } else {
+        u32::MAX
+    }
+}
+
 fn connack_v5_code(reason: ReasonCode) -> ReasonCode {
     if reason.is_allowed_in(codec::PacketType::ConnAck) {
         reason

@@ -26,6 +26,7 @@ mod login;
 mod memory;
 mod mobility;
 mod overload;
+mod ownership;
 mod publish;
 mod recover;
 mod replica;
@@ -92,6 +93,7 @@ pub struct BrokerShard {
     acl_clients: FastMap<ConnId, acl::AclClient>,
     /// Logins waiting for the authentication backends, and grants not yet attached.
     logins: login::Logins,
+    owning: ownership::Owning,
     /// Packets waiting for a backend's topic answers.
     topic_waits: topic_checks::TopicWaits,
     /// The last turn's `ctx.now()` and the same in nanoseconds since the broker started
@@ -133,6 +135,7 @@ impl BrokerShard {
             listeners: FastMap::default(),
             turn_clock: (shared_started, 0),
             logins: login::Logins::default(),
+            owning: ownership::Owning::default(),
             topic_waits: topic_checks::TopicWaits::default(),
             throttle: throttle::Throttle::default(),
             recovered: Vec::new(),
@@ -234,6 +237,8 @@ impl Handler for BrokerShard {
                 ShardMsg::ReturnMemory => self.collect_freed_memory(ctx),
                 ShardMsg::Admin(query) => self.answer_admin(ctx, query),
                 ShardMsg::Cluster(publish) => self.publish_from_cluster(ctx, *publish),
+                ShardMsg::ClusterOwnership(answer) => self.ownership_answered(ctx, *answer),
+                ShardMsg::ClusterRelease(request) => self.release_to_cluster(ctx, *request),
             }
         }
         self.publish_applied_watermark();

@@ -55,7 +55,7 @@ impl BrokerShard {
 
     /// A session as it was stored: subscriptions, queue, inflight window (unsent: resent on
     /// resume) and inbound QoS 2 ids.
-    fn rebuild_session(
+    pub(super) fn rebuild_session(
         &mut self,
         stored: StoredSession,
         subscriber: router::SubscriberId,

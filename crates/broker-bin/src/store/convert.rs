@@ -6,9 +6,11 @@ use std::sync::Arc;
 use std::time::{Instant, SystemTime};
 
 use codec::SharedPublish;
-use session_store::storage::StoredMessage;
+use session_store::InflightState;
+use session_store::storage::{StoredMessage, StoredSession, StoredSubscription};
 
 use crate::message::{Message, Outgoing};
+use crate::session::Session;
 
 /// `at` (on the broker's clock, which reads `now`) as a wall-clock time.
 pub fn instant_to_system(at: Instant, now: Instant) -> SystemTime {
@@ -33,6 +35,47 @@ pub fn stored_message(outgoing: &Outgoing, now: Instant) -> StoredMessage {
     let mut stored = stored_parts(&outgoing.message, outgoing.qos, outgoing.retain, now);
     stored.sub_ids = outgoing.sub_ids.to_vec();
     stored
+}
+
+/// A whole session as the engines store it (to move it to another node): its queue and
+/// inflight copies, subscriptions and inbound QoS 2 ids; no will (a session that moves leaves
+/// it behind, as in any takeover) and no disconnect time (a client is taking it over now).
+pub fn stored_session_of(session: &Session, now: Instant) -> StoredSession {
+    let mut stored = StoredSession::new(
+        session.client_id.clone(),
+        session.protocol,
+        session.expiry,
+        None,
+    );
+    stored.subscriptions = session
+        .subscriptions
+        .iter()
+        .map(|(filter, subscription)| StoredSubscription {
+            filter: filter.clone(),
+            options: subscription.options,
+            id: subscription.id,
+        })
+        .collect();
+    stored.queued = session
+        .queue
+        .iter()
+        .map(|outgoing| (outgoing.seq, stored_message(outgoing, now)))
+        .collect();
+    stored.inflight = session
+        .inflight
+        .iter()
+        .map(|(id, state)| (id, stored_state(state, now)))
+        .collect();
+    stored.awaiting_release = session.awaiting_release.iter().collect();
+    stored
+}
+
+fn stored_state(state: &InflightState<Outgoing>, now: Instant) -> InflightState<StoredMessage> {
+    match state {
+        InflightState::AwaitingPubAck(m) => InflightState::AwaitingPubAck(stored_message(m, now)),
+        InflightState::AwaitingPubRec(m) => InflightState::AwaitingPubRec(stored_message(m, now)),
+        InflightState::AwaitingPubComp => InflightState::AwaitingPubComp,
+    }
 }
 
 /// What the engines store of a retained message (delivered with the QoS it was published

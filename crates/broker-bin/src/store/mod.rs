@@ -24,7 +24,7 @@ use session_store::storage::{SessionWrite, StoredMessage};
 
 pub use convert::{
     instant_to_system, message_from_stored, outgoing_from_stored, stored_message, stored_retained,
-    system_to_instant,
+    stored_session_of, system_to_instant,
 };
 pub use recovery::{
     Opened, RecoveredSession, Recovery, ReplicaSeed, StoreOpenError, open_and_recover,

@@ -23,14 +23,18 @@ const VERSION: u8 = 3;
 #[derive(Debug)]
 pub(in crate::storage) struct Malformed;
 
-type Decoded<T> = Result<T, Malformed>;
+pub(in crate::storage) type Decoded<T> = Result<T, Malformed>;
 
 /// Appends the encoding of values to a buffer.
-struct Writer(Vec<u8>);
+pub(in crate::storage) struct Writer(Vec<u8>);
 
 impl Writer {
-    fn new() -> Self {
+    pub(in crate::storage) fn new() -> Self {
         Self(vec![VERSION])
+    }
+    /// The encoded value.
+    pub(in crate::storage) fn into_inner(self) -> Vec<u8> {
+        self.0
     }
     /// A writer with room for `len` bytes after the version (one allocation for a value
     /// whose size is known).
@@ -39,16 +43,16 @@ impl Writer {
         buf.push(VERSION);
         Self(buf)
     }
-    fn u8(&mut self, v: u8) {
+    pub(in crate::storage) fn u8(&mut self, v: u8) {
         self.0.push(v);
     }
-    fn u32(&mut self, v: u32) {
+    pub(in crate::storage) fn u32(&mut self, v: u32) {
         self.0.extend_from_slice(&v.to_be_bytes());
     }
-    fn u64(&mut self, v: u64) {
+    pub(in crate::storage) fn u64(&mut self, v: u64) {
         self.0.extend_from_slice(&v.to_be_bytes());
     }
-    fn bytes(&mut self, v: &[u8]) {
+    pub(in crate::storage) fn bytes(&mut self, v: &[u8]) {
         // Values come from MQTT packets, far below 4 GiB.
         self.u32(u32::try_from(v.len()).expect("invariant: an MQTT value fits a u32 length"));
         self.0.extend_from_slice(v);
@@ -81,10 +85,10 @@ impl Writer {
 }
 
 /// Reads values back, checking each.
-struct Reader<'a>(&'a [u8]);
+pub(in crate::storage) struct Reader<'a>(&'a [u8]);
 
 impl<'a> Reader<'a> {
-    fn new(value: &'a [u8]) -> Decoded<Self> {
+    pub(in crate::storage) fn new(value: &'a [u8]) -> Decoded<Self> {
         match value.split_first() {
             Some((&VERSION, rest)) => Ok(Self(rest)),
             _ => Err(Malformed),
@@ -101,16 +105,16 @@ impl<'a> Reader<'a> {
     fn array<const N: usize>(&mut self) -> Decoded<[u8; N]> {
         self.take(N)?.try_into().map_err(|_| Malformed)
     }
-    fn u8(&mut self) -> Decoded<u8> {
+    pub(in crate::storage) fn u8(&mut self) -> Decoded<u8> {
         Ok(self.array::<1>()?[0])
     }
     fn u16(&mut self) -> Decoded<u16> {
         Ok(u16::from_be_bytes(self.array()?))
     }
-    fn u32(&mut self) -> Decoded<u32> {
+    pub(in crate::storage) fn u32(&mut self) -> Decoded<u32> {
         Ok(u32::from_be_bytes(self.array()?))
     }
-    fn u64(&mut self) -> Decoded<u64> {
+    pub(in crate::storage) fn u64(&mut self) -> Decoded<u64> {
         Ok(u64::from_be_bytes(self.array()?))
     }
     fn bool(&mut self) -> Decoded<bool> {
@@ -120,11 +124,11 @@ impl<'a> Reader<'a> {
             _ => Err(Malformed),
         }
     }
-    fn bytes(&mut self) -> Decoded<Bytes> {
+    pub(in crate::storage) fn bytes(&mut self) -> Decoded<Bytes> {
         let len = usize::try_from(self.u32()?).map_err(|_| Malformed)?;
         Ok(Bytes::copy_from_slice(self.take(len)?))
     }
-    fn text(&mut self) -> Decoded<MqttStr> {
+    pub(in crate::storage) fn text(&mut self) -> Decoded<MqttStr> {
         MqttStr::from_bytes(self.bytes()?).map_err(|_| Malformed)
     }
     fn opt<T>(&mut self, f: impl FnOnce(&mut Self) -> Decoded<T>) -> Decoded<Option<T>> {
@@ -134,12 +138,15 @@ impl<'a> Reader<'a> {
             Ok(None)
         }
     }
-    fn vec<T>(&mut self, mut f: impl FnMut(&mut Self) -> Decoded<T>) -> Decoded<Vec<T>> {
+    pub(in crate::storage) fn vec<T>(
+        &mut self,
+        mut f: impl FnMut(&mut Self) -> Decoded<T>,
+    ) -> Decoded<Vec<T>> {
         let len = self.u32()?;
         // No pre-allocation from an untrusted length.
         (0..len).map(|_| f(self)).collect()
     }
-    fn packet_id(&mut self) -> Decoded<PacketId> {
+    pub(in crate::storage) fn packet_id(&mut self) -> Decoded<PacketId> {
         PacketId::new(self.u16()?).ok_or(Malformed)
     }
     fn qos(&mut self) -> Decoded<QoS> {
@@ -166,7 +173,7 @@ impl<'a> Reader<'a> {
         };
         t.ok_or(Malformed)
     }
-    fn finish<T>(self, value: T) -> Decoded<T> {
+    pub(in crate::storage) fn finish<T>(self, value: T) -> Decoded<T> {
         if self.0.is_empty() {
             Ok(value)
         } else {
@@ -175,7 +182,7 @@ impl<'a> Reader<'a> {
     }
 }
 
-fn len_u32(n: usize) -> u32 {
+pub(in crate::storage) fn len_u32(n: usize) -> u32 {
     u32::try_from(n).expect("invariant: a stored list is shorter than 2^32")
 }
 

@@ -75,6 +75,7 @@ mod none;
 mod recording;
 mod redb;
 mod sled;
+mod snapshot;
 mod write;
 
 #[cfg(test)]
@@ -89,6 +90,7 @@ pub use self::sled::SledStorage;
 pub use committed::{Committed, Skipped, SyncMode};
 pub use none::NoStorage;
 pub use recording::RecordingStorage;
+pub use snapshot::{SnapshotError, decode_session_snapshot, encode_session_snapshot};
 pub use write::{
     MessageSeq, PagedRecovered, Recovered, SessionWrite, StoredMessage, StoredSession,
     StoredSubscription,

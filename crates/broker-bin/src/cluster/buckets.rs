@@ -1,0 +1,69 @@
+//! The cluster's JetStream key-value buckets: names, layout, opening.
+
+use std::time::Duration;
+
+use async_nats::jetstream::{self, kv};
+
+/// The first part of the cluster's bucket names: the subject prefix with characters other than
+/// letters, digits, `-` and `_` written as `_` (`<base>_retained`, `<base>_sessions`, ...).
+pub(super) fn bucket_base(prefix: &str) -> String {
+    prefix
+        .chars()
+        .map(
+            |c| match c.is_ascii_alphanumeric() || c == '-' || c == '_' {
+                true => c,
+                false => '_',
+            },
+        )
+        .collect()
+}
+
+/// The stream behind a key-value bucket as NATS's key-value layout defines it (`KV_<bucket>`
+/// on `$KV.<bucket>.>`, one record per key, file storage, `replicas` copies; `max_age`:
+/// records expire after it).
+pub(super) fn kv_stream(
+    bucket: &str,
+    replicas: usize,
+    max_age: Option<Duration>,
+) -> jetstream::stream::Config {
+    jetstream::stream::Config {
+        name: format!("KV_{bucket}"),
+        description: Some(format!("RingMQ cluster: {bucket}")),
+        subjects: vec![format!("$KV.{bucket}.>")],
+        max_messages_per_subject: 1,
+        max_age: max_age.unwrap_or_default(),
+        storage: jetstream::stream::StorageType::File,
+        allow_rollup: true,
+        deny_delete: true,
+        allow_direct: true,
+        num_replicas: replicas,
+        discard: jetstream::stream::DiscardPolicy::New,
+        ..jetstream::stream::Config::default()
+    }
+}
+
+/// Opens `bucket`, creating its stream from `config` if missing. Not `create_key_value`: that
+/// first reads the account's JetStream info in a form NATS 2.9 servers (Debian's) do not send.
+/// Creating an existing bucket with the same settings (another node did it first) succeeds.
+pub(super) async fn open_kv(
+    js: &jetstream::Context,
+    bucket: &str,
+    config: jetstream::stream::Config,
+) -> Result<kv::Store, async_nats::Error> {
+    if let Ok(store) = js.get_key_value(bucket).await {
+        return Ok(store);
+    }
+    js.get_or_create_stream(config).await?;
+    Ok(js.get_key_value(bucket).await?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bucket_names_follow_the_prefix() {
+        assert_eq!(bucket_base("ringmq"), "ringmq");
+        assert_eq!(bucket_base("site.a"), "site_a");
+    }
+}

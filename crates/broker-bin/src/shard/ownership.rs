@@ -1,0 +1,245 @@
+//! The shard's side of client id ownership across nodes (`cluster/ownership.rs`,
+//! docs/cluster.md "Sessions across nodes"): a CONNECT with a client id the client chose waits
+//! (`Phase::AwaitingSession`) while the cluster thread makes this node the id's owner, and
+//! continues with the session another node released, if any; and the other way round, a
+//! session another node takes over is released here: its connection closes with 0x8E and its
+//! state leaves as a snapshot.
+
+use codec::{Connect, ReasonCode};
+use ring_runtime::ConnId;
+use session_store::storage::{SessionWrite, decode_session_snapshot, encode_session_snapshot};
+use session_store::{InflightState, SessionExpiry};
+use tracing::{debug, warn};
+
+use super::{BrokerShard, Ctx, FastMap};
+use crate::cluster::{ClaimRequest, Ownership, OwnershipAnswer, ReleaseRequest};
+use crate::conn::Phase;
+use crate::message::ShardMsg;
+use crate::session::Session;
+use crate::store::stored_session_of;
+
+/// Shards a release request is forwarded through at most, looking for the session.
+const MAX_RELEASE_HOPS: u8 = 4;
+
+/// CONNECTs on this shard waiting for the cluster's answer.
+#[derive(Default)]
+pub(super) struct Owning {
+    pending: FastMap<ConnId, PendingOwnership>,
+    next_token: u64,
+}
+
+struct PendingOwnership {
+    token: u64,
+    connect: Connect,
+}
+
+impl BrokerShard {
+    /// Asks the cluster to make this node the owner of `connect`'s client id; the CONNECT
+    /// waits for the answer (`cluster.max_outbound_messages` questions waiting: 0x89).
+    pub(super) fn ask_cluster_owner(&mut self, ctx: &mut Ctx, conn: ConnId, connect: Connect) {
+        let Some(link) = &self.shared.cluster else {
+            return self.claim_session(ctx, conn, connect, false, None);
+        };
+        self.owning.next_token += 1;
+        let token = self.owning.next_token;
+        let request = ClaimRequest {
+            client_id: connect.client_id.clone(),
+            clean_start: connect.clean_start,
+            shard: self.id,
+            conn,
+            token,
+        };
+        if !link.claim(request) {
+            debug!("CONNECT refused: cluster.max_outbound_messages ownership questions wait");
+            return self.refuse_connect(ctx, conn, ReasonCode::ServerBusy);
+        }
+        if let Some(connection) = self.conns.get_mut(&conn) {
+            connection.phase = Phase::AwaitingSession;
+        }
+        let pending = PendingOwnership { token, connect };
+        self.owning.pending.insert(conn, pending);
+    }
+
+    /// The cluster answered a waiting CONNECT. A client gone meanwhile still gets a session
+    /// released to it kept here (detached), never lost.
+    pub(super) fn ownership_answered(&mut self, ctx: &mut Ctx, answer: OwnershipAnswer) {
+        let Some(pending) = self.owning.pending.remove(&answer.conn) else {
+            return;
+        };
+        if pending.token != answer.token {
+            self.owning.pending.insert(answer.conn, pending);
+            return;
+        }
+        let waiting = self
+            .conns
+            .get_mut(&answer.conn)
+            .filter(|c| c.phase == Phase::AwaitingSession);
+        if let Some(connection) = waiting {
+            connection.phase = Phase::AwaitingConnect;
+        }
+        match answer.outcome {
+            Ownership::Owned(snapshot) => {
+                self.claim_session(ctx, answer.conn, pending.connect, false, snapshot);
+            }
+            Ownership::Unavailable => {
+                debug!(client = %answer.client_id, "CONNECT refused: the session's node did not release it");
+                self.refuse_connect(ctx, answer.conn, ReasonCode::ServerUnavailable);
+            }
+        }
+    }
+
+    /// Rebuilds a session another node released, under `subscriber`, and makes it this
+    /// node's: its subscriptions replicated to every shard, and (if the CONNECT's `expiry` is
+    /// stored) every part of it written to the store. `None` if the snapshot does not decode
+    /// (logged).
+    pub(super) fn import_session(
+        &mut self,
+        ctx: &mut Ctx,
+        snapshot: &[u8],
+        subscriber: router::SubscriberId,
+        expiry: SessionExpiry,
+    ) -> Option<Box<Session>> {
+        let mut stored = match decode_session_snapshot(snapshot) {
+            Ok(stored) => stored,
+            Err(e) => {
+                warn!(error = %e, "cluster: a released session could not be read; the client starts afresh");
+                return None;
+            }
+        };
+        // This node's queue numbers: the other node's mean nothing here.
+        for (seq, _) in &mut stored.queued {
+            *seq = self.shared.new_seq();
+        }
+        // Stored (or not) as the new connection asks: `complete_connect` then finds it stored
+        // already, and keeps or removes it.
+        stored.expiry = expiry;
+        if self.is_stored(expiry) {
+            self.record_imported(&stored);
+        }
+        let session = self.rebuild_session(stored, subscriber, ctx.now());
+        for (_, subscription) in session.subscriptions.iter() {
+            let change = router::SubscriptionChange::Subscribe {
+                subscriber,
+                filter: subscription.filter.clone(),
+                options: subscription.options,
+                id: subscription.id,
+            };
+            self.broadcast(ctx, crate::message::Change::Subscription(change));
+        }
+        Some(session)
+    }
+
+    /// Writes every part of an imported session to the store: its record, subscriptions,
+    /// queue, inflight entries and inbound QoS 2 ids.
+    fn record_imported(&mut self, stored: &session_store::storage::StoredSession) {
+        let client_id = &stored.client_id;
+        self.durable.record(SessionWrite::SessionSaved {
+            client_id: client_id.clone(),
+            protocol: stored.protocol,
+            expiry: stored.expiry,
+            will: None,
+        });
+        for subscription in &stored.subscriptions {
+            self.durable.record(SessionWrite::Subscribed {
+                client_id: client_id.clone(),
+                filter: subscription.filter.clone(),
+                options: subscription.options,
+                id: subscription.id,
+            });
+        }
+        for (seq, message) in &stored.queued {
+            self.durable.record(SessionWrite::MessageQueued {
+                client_id: client_id.clone(),
+                seq: *seq,
+                message: message.clone(),
+            });
+        }
+        for (packet_id, state) in &stored.inflight {
+            // The store's own path to each state: queued, then sent, then (PUBREL owed)
+            // released, which drops the message (a placeholder serves there).
+            let seq = self.shared.new_seq();
+            let message = match state {
+                InflightState::AwaitingPubAck(m) | InflightState::AwaitingPubRec(m) => m.clone(),
+                InflightState::AwaitingPubComp => released_placeholder(),
+            };
+            let (client_id, packet_id) = (client_id.clone(), *packet_id);
+            self.durable.record(SessionWrite::MessageQueued {
+                client_id: client_id.clone(),
+                seq,
+                message,
+            });
+            self.durable.record(SessionWrite::InflightSent {
+                client_id: client_id.clone(),
+                seq,
+                packet_id,
+            });
+            if matches!(state, InflightState::AwaitingPubComp) {
+                self.durable.record(SessionWrite::InflightReleased {
+                    client_id,
+                    packet_id,
+                });
+            }
+        }
+        for packet_id in &stored.awaiting_release {
+            self.durable.record(SessionWrite::Qos2Received {
+                client_id: client_id.clone(),
+                packet_id: *packet_id,
+            });
+        }
+    }
+
+    /// Another node takes a client over: releases its session if this shard holds it (else
+    /// forwards the request to the shard the directory names), and replies with its state.
+    pub(super) fn release_to_cluster(&mut self, ctx: &mut Ctx, mut request: ReleaseRequest) {
+        let holder = self
+            .shared
+            .sessions
+            .get(request.client_id.as_str())
+            .map(|location| location.shard);
+        if let Some(holder) = holder.filter(|h| *h != self.id)
+            && request.hops < MAX_RELEASE_HOPS
+        {
+            request.hops += 1;
+            let message = ShardMsg::ClusterRelease(Box::new(request));
+            self.post(ctx, holder, message);
+            return;
+        }
+        let snapshot = self.release_session(ctx, &request);
+        let _ = request.reply.send(snapshot);
+    }
+
+    /// Ends the session here (connection closed with 0x8E, timers off, a pending will
+    /// discarded as in any takeover); its snapshot unless there was none or Clean Start.
+    fn release_session(&mut self, ctx: &mut Ctx, request: &ReleaseRequest) -> Option<Vec<u8>> {
+        let mut session = self.sessions.remove(&request.client_id)?;
+        self.detach_connection(ctx, &mut session, true);
+        self.disarm_session_timers(ctx, &mut session);
+        session.will = None;
+        let snapshot = (!request.clean_start)
+            .then(|| encode_session_snapshot(&stored_session_of(&session, ctx.now())));
+        if session.spilled().is_some_and(|s| s.on_disk > 0) {
+            warn!(client = %request.client_id, "cluster: a session moved to another node without the queued messages it held on disk only");
+        }
+        self.shared.sessions.remove(request.client_id.as_str());
+        // Its messages leave with it: not counted as dropped where it ends.
+        let capacity = self.shared.config.limits.max_inflight_outbound;
+        session.queue = session_store::MessageQueue::new();
+        session.inflight = session_store::InflightWindow::new(capacity);
+        self.end_session_state(ctx, *session);
+        snapshot
+    }
+}
+
+/// The stand-in for a QoS 2 message already released (its PUBREL owed): stored only to take
+/// the store's path to that state, which drops it.
+fn released_placeholder() -> session_store::storage::StoredMessage {
+    session_store::storage::StoredMessage {
+        topic: bytes::Bytes::new(),
+        payload: bytes::Bytes::new(),
+        qos: codec::QoS::ExactlyOnce,
+        retain: false,
+        properties: bytes::Bytes::new(),
+        expires_at: None,
+        sub_ids: Vec::new(),
+    }
+}

@@ -1,0 +1,145 @@
+//! Client ids across the nodes of a cluster (docs/cluster.md, "Sessions across nodes"): a
+//! client that connects to another node takes its session over, the old connection closed with
+//! 0x8E, its subscriptions, queue and messages in flight moved with it; a node that is gone
+//! loses its client ids after `cluster.node_timeout_ms`.
+
+#![allow(
+    clippy::unwrap_used,
+    reason = "test code: a failed unwrap is a failed test, with its location"
+)]
+
+use std::time::{Duration, Instant};
+
+use codec::{Publish, QoS, ReasonCode};
+
+use crate::client::{ProtocolVersion, RawClient, V5, V311, persistent_connect};
+use crate::cluster::{is_probe, start_cluster, start_node_with, until_routed};
+use crate::harness::{POLL_DEADLINE, TestBroker};
+use crate::nats_cluster::NatsCluster;
+
+/// The next PUBLISH that is not a probe, left unacknowledged.
+fn next_real(client: &mut RawClient) -> Publish {
+    loop {
+        let publish = client.expect_publish();
+        if !is_probe(&publish) {
+            return publish;
+        }
+        client.acknowledge(&publish);
+    }
+}
+
+/// Connects `id` with a persistent session to `node`; CONNACK's Session Present.
+fn connect_persistent(node: &TestBroker, protocol: ProtocolVersion, id: &str) -> (RawClient, bool) {
+    let (client, connack) = RawClient::connect(node.addr(), persistent_connect(protocol, id, 300));
+    assert_eq!(connack.reason_code, ReasonCode::Success, "{connack:?}");
+    (client, connack.session_present)
+}
+
+#[test]
+fn a_client_moving_to_another_node_keeps_its_subscriptions_queue_and_messages_in_flight() {
+    let cluster = start_cluster();
+    for (round, protocol) in [V5, V311].into_iter().enumerate() {
+        let id = format!("mover{round}");
+        let topic = format!("move{round}");
+        let (mut device, present) = connect_persistent(&cluster.nodes[0], protocol, &id);
+        assert!(!present);
+        device.subscribe(&format!("{topic}/#"), QoS::AtLeastOnce);
+        let mut publisher = cluster.client(0, V5, &format!("pub{round}"), &[]);
+        // Two copies sent and not acknowledged (in flight), then three queued while offline.
+        for n in 0..2 {
+            publisher.publish_simple(&format!("{topic}/{n}"), b"m", QoS::AtLeastOnce);
+        }
+        let unacked: Vec<Publish> = (0..2).map(|_| next_real(&mut device)).collect();
+        device.drop_abruptly();
+        for n in 2..5 {
+            publisher.publish_simple(&format!("{topic}/{n}"), b"m", QoS::AtLeastOnce);
+        }
+        let (mut moved, present) = connect_persistent(&cluster.nodes[1], protocol, &id);
+        assert!(present, "the session came from node 0");
+        // In flight first, again with DUP under the same packet ids, then the queue, in order.
+        for before in &unacked {
+            let again = moved.expect_publish();
+            assert!(again.dup, "{again:?}");
+            assert_eq!(again.packet_id, before.packet_id);
+            assert_eq!(again.topic(), before.topic());
+            moved.acknowledge(&again);
+        }
+        for n in 2..5 {
+            let publish = moved.expect_publish();
+            assert_eq!(publish.topic(), format!("{topic}/{n}"));
+            moved.acknowledge(&publish);
+        }
+        // The subscription moved too: messages published on a third node arrive here.
+        let mut far = cluster.client(2, V5, &format!("far{round}"), &[]);
+        until_routed(&mut far, &format!("{topic}/p"), &mut [&mut moved]);
+        far.publish_simple(&format!("{topic}/after"), b"m", QoS::AtLeastOnce);
+        assert_eq!(next_real(&mut moved).topic(), format!("{topic}/after"));
+    }
+    let taken = cluster.nodes[1]
+        .cluster_figures()
+        .unwrap()
+        .sessions_taken_over;
+    let released = cluster.nodes[0]
+        .cluster_figures()
+        .unwrap()
+        .sessions_released;
+    assert!(
+        taken >= 2 && released >= 2,
+        "{taken} taken over, {released} released"
+    );
+}
+
+#[test]
+fn a_connected_client_is_taken_over_from_another_node_with_0x8e() {
+    let cluster = start_cluster();
+    for (round, protocol) in [V5, V311].into_iter().enumerate() {
+        let id = format!("twin{round}");
+        let (mut first, _) = connect_persistent(&cluster.nodes[0], protocol, &id);
+        first.subscribe("twin/#", QoS::AtLeastOnce);
+        let (_second, present) = connect_persistent(&cluster.nodes[2], protocol, &id);
+        assert!(present);
+        first.expect_disconnect(ReasonCode::SessionTakenOver);
+    }
+    // A Clean Start on another node discards the session there and starts afresh.
+    let (mut third, present) = RawClient::connect(
+        cluster.nodes[1].addr(),
+        crate::client::connect_packet(V5, "twin0", true),
+    );
+    assert!(!present.session_present);
+    third.ping();
+}
+
+/// A node that is gone (stopped without handing anything over) loses its client ids once its
+/// heartbeat has expired: the client connects to another node, refused with 0x88 (Server
+/// unavailable, 3.1.1: 3) only while the node may still be alive.
+#[test]
+fn the_client_ids_of_a_node_that_is_gone_are_taken_after_the_node_timeout() {
+    let nats = NatsCluster::start();
+    let quick = "node_timeout_ms = 2000";
+    let doomed = start_node_with(&nats, 0, quick);
+    let survivor = start_node_with(&nats, 1, quick);
+    let (client, _) = connect_persistent(&doomed, V5, "orphan");
+    client.drop_abruptly();
+    drop(doomed);
+    let started = Instant::now();
+    let deadline = started + POLL_DEADLINE;
+    loop {
+        assert!(
+            Instant::now() < deadline,
+            "the client id was never released"
+        );
+        let connect = persistent_connect(V5, "orphan", 300);
+        let (mut client, connack) = RawClient::connect(survivor.addr(), connect);
+        if connack.reason_code == ReasonCode::Success {
+            assert!(
+                !connack.session_present,
+                "the session was on the node that is gone"
+            );
+            client.ping();
+            break;
+        }
+        assert_eq!(connack.reason_code, ReasonCode::ServerUnavailable);
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    assert!(survivor.cluster_figures().unwrap().sessions_lost >= 1);
+}
