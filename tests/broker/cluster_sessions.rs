@@ -87,6 +87,10 @@ fn a_client_moving_to_another_node_keeps_its_subscriptions_queue_and_messages_in
         taken >= 2 && released >= 2,
         "{taken} taken over, {released} released"
     );
+    let port = cluster.nodes[1].http_addr().port();
+    let metrics = crate::nats_cluster::http_get(port, "/metrics").unwrap();
+    let line = format!("ringmq_cluster_sessions_taken_over_total {taken}");
+    assert!(metrics.contains(&line), "{metrics}");
 }
 
 #[test]

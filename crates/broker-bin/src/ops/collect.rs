@@ -405,7 +405,7 @@ fn cluster(doc: &mut Exposition, state: &OpsState) {
         return;
     };
     let f = link.counters.figures();
-    let families: [(&str, Kind, &str, u64); 10] = [
+    let families: [(&str, Kind, &str, u64); 15] = [
         (
             "ringmq_cluster_connected",
             Kind::Gauge,
@@ -465,6 +465,36 @@ fn cluster(doc: &mut Exposition, state: &OpsState) {
             Kind::Counter,
             "Retained messages not written to the cluster's bucket (queue full, NATS down, write refused).",
             f.retained_failures,
+        ),
+        (
+            "ringmq_cluster_ownership_ready",
+            Kind::Gauge,
+            "1 once the session ownership buckets are open.",
+            f.ownership_ready,
+        ),
+        (
+            "ringmq_cluster_sessions_taken_over_total",
+            Kind::Counter,
+            "Sessions taken over from another node.",
+            f.sessions_taken_over,
+        ),
+        (
+            "ringmq_cluster_sessions_released_total",
+            Kind::Counter,
+            "Sessions released to another node.",
+            f.sessions_released,
+        ),
+        (
+            "ringmq_cluster_sessions_lost_total",
+            Kind::Counter,
+            "Client ids taken from a node that was gone (their sessions' state not recovered).",
+            f.sessions_lost,
+        ),
+        (
+            "ringmq_cluster_ownership_unchecked_total",
+            Kind::Counter,
+            "CONNECTs admitted without checking the client id across nodes (NATS down, or no bucket).",
+            f.ownership_unchecked,
         ),
     ];
     for (name, kind, help, value) in families {

@@ -165,6 +165,11 @@ impl BrokerShard {
             ("retained/out", f.retained_out),
             ("retained/in", f.retained_in),
             ("retained/failures", f.retained_failures),
+            ("sessions/ready", f.ownership_ready),
+            ("sessions/taken_over", f.sessions_taken_over),
+            ("sessions/released", f.sessions_released),
+            ("sessions/lost", f.sessions_lost),
+            ("sessions/unchecked", f.ownership_unchecked),
         ];
         for (leaf, value) in figures {
             let name = format!("$SYS/broker/cluster/{leaf}");
