@@ -12,6 +12,7 @@ mod client;
 mod cluster;
 mod cluster_retained;
 mod cluster_sessions;
+mod cluster_tls;
 mod connect;
 mod crash;
 mod examples;

@@ -31,6 +31,8 @@ pub struct NatsCluster {
     /// One NATS cluster at a time: three JetStream servers per test, started side by side in
     /// every cluster test, would starve each other on a small CI machine.
     _turn: MutexGuard<'static, ()>,
+    /// The client URLs' scheme: `nats`, or `tls` for [`NatsCluster::start_tls`].
+    scheme: &'static str,
 }
 
 /// Whose turn it is to run a NATS cluster.
@@ -90,6 +92,7 @@ impl NatsCluster {
             ports,
             _dir: dir,
             _turn: turn,
+            scheme: "nats",
         };
         for ports in &cluster.ports {
             crate::harness::wait_until("a NATS server with routes to the other two", || {
@@ -107,9 +110,49 @@ impl NatsCluster {
         cluster
     }
 
+    /// One server with JetStream that speaks only TLS (its certificate `server`) and requires
+    /// client certificates signed by the CA in `ca` (`verify: true`).
+    pub fn start_tls(ca: &Path, server: (&Path, &Path)) -> Self {
+        let turn = TURN
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let dir = tempfile::tempdir().unwrap();
+        let ports = Ports {
+            client: free_port(),
+            route: 0,
+            monitor: free_port(),
+        };
+        let config = format!(
+            "server_name: tls0\nhost: 127.0.0.1\nport: {}\nhttp: \"127.0.0.1:{}\"\n\
+             tls {{\n  cert_file: {:?}\n  key_file: {:?}\n  ca_file: {:?}\n  verify: true\n}}\n\
+             jetstream {{\n  store_dir: {:?}\n  max_memory_store: 64MB\n  max_file_store: 256MB\n}}\n",
+            ports.client,
+            ports.monitor,
+            server.0.display().to_string(),
+            server.1.display().to_string(),
+            ca.display().to_string(),
+            dir.path().join("js").display().to_string(),
+        );
+        let path = dir.path().join("tls.conf");
+        std::fs::write(&path, config).unwrap();
+        let child = run_server(&path);
+        crate::harness::wait_until("the TLS NATS server healthy", || {
+            http_get(ports.monitor, "/healthz")?
+                .contains("ok")
+                .then_some(())
+        });
+        Self {
+            children: vec![child],
+            ports: vec![ports],
+            _dir: dir,
+            _turn: turn,
+            scheme: "tls",
+        }
+    }
+
     /// The client URL of server `index`.
     pub fn url(&self, index: usize) -> String {
-        format!("nats://127.0.0.1:{}", self.ports[index].client)
+        format!("{}://127.0.0.1:{}", self.scheme, self.ports[index].client)
     }
 
     /// Stops every server (NATS down for every node).
@@ -147,9 +190,14 @@ fn spawn(dir: &Path, index: usize, ports: &[Ports]) -> Child {
     );
     let path = dir.join(format!("s{index}.conf"));
     std::fs::write(&path, config).unwrap();
+    run_server(&path)
+}
+
+/// Starts a server with the config file at `path`.
+fn run_server(path: &Path) -> Child {
     Command::new(binary())
         .arg("-c")
-        .arg(&path)
+        .arg(path)
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()

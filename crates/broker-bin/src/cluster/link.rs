@@ -113,7 +113,7 @@ async fn run(
     let connected = async {
         let client = connect(&settings, Some(Arc::clone(&counters))).await?;
         let queue_client = connect(&settings, None).await?;
-        Ok::<_, async_nats::ConnectError>((client, queue_client))
+        Ok::<_, ConnectFailure>((client, queue_client))
     };
     let (client, queue_client) = match connected.await {
         Ok(clients) => clients,
@@ -158,15 +158,19 @@ async fn run(
 async fn connect(
     settings: &ClusterSettings,
     counters: Option<Arc<ClusterCounters>>,
-) -> Result<Client, async_nats::ConnectError> {
+) -> Result<Client, ConnectFailure> {
     let servers: Vec<async_nats::ServerAddr> = settings
         .nats
         .iter()
         .filter_map(|url| url.parse().ok())
         .collect();
-    let options = ConnectOptions::new()
-        .retry_on_initial_connect()
-        .max_reconnects(None);
+    let options = secured(
+        ConnectOptions::new()
+            .retry_on_initial_connect()
+            .max_reconnects(None),
+        &settings.security,
+    )
+    .await?;
     let options = match counters {
         Some(counters) => {
             info!(node = %settings.node_id, servers = ?settings.nats, "cluster: connecting to NATS");
@@ -184,7 +188,36 @@ async fn connect(
                 |event| async move { debug!(event = %event, "cluster: queue connection") },
             ),
     };
-    options.connect(servers).await
+    Ok(options.connect(servers).await?)
+}
+
+/// `options` with the node's TLS settings and credentials (`[cluster]` `tls_*`, `creds_file`).
+async fn secured(
+    mut options: ConnectOptions,
+    security: &crate::config::NatsSecurity,
+) -> Result<ConnectOptions, ConnectFailure> {
+    if let Some(ca) = &security.tls_ca_file {
+        options = options.add_root_certificates(ca.clone()).require_tls(true);
+    }
+    if let Some((cert, key)) = &security.tls_client {
+        options = options.add_client_certificate(cert.clone(), key.clone());
+    }
+    if let Some(creds) = &security.creds_file {
+        options = options
+            .credentials_file(creds)
+            .await
+            .map_err(ConnectFailure::Credentials)?;
+    }
+    Ok(options)
+}
+
+/// Why the NATS client did not start.
+#[derive(Debug, thiserror::Error)]
+enum ConnectFailure {
+    #[error("cluster.creds_file: {0}")]
+    Credentials(std::io::Error),
+    #[error(transparent)]
+    Nats(#[from] async_nats::ConnectError),
 }
 
 fn log_event(counters: &ClusterCounters, event: Event) {

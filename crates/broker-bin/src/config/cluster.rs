@@ -26,6 +26,20 @@ pub struct ClusterSettings {
     pub replicas: usize,
     /// `cluster.node_timeout_ms`: a node without a heartbeat this long is gone.
     pub node_timeout: std::time::Duration,
+    /// TLS and credentials for the NATS connections.
+    pub security: NatsSecurity,
+}
+
+/// `cluster.tls_ca_file`, `tls_cert_file`, `tls_key_file`, `creds_file`: how a node proves
+/// itself to NATS and checks the servers (user and password or a token go in the URLs).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct NatsSecurity {
+    /// CA certificates (PEM) the NATS servers' certificates must chain to; TLS required.
+    pub tls_ca_file: Option<std::path::PathBuf>,
+    /// The node's client certificate and key (PEM), for servers that verify clients.
+    pub tls_client: Option<(std::path::PathBuf, std::path::PathBuf)>,
+    /// A NATS credentials file (JWT and NKey seed).
+    pub creds_file: Option<std::path::PathBuf>,
 }
 
 /// Validates `[cluster]`.
@@ -48,6 +62,7 @@ pub(super) fn validate(raw: &RawCluster) -> Result<ClusterSettings, ConfigError>
         subject_prefix: prefix(raw.subject_prefix.as_deref())?,
         replicas: replicas(raw.replicas)?,
         node_timeout: node_timeout(raw.node_timeout_ms)?,
+        security: security(raw)?,
     })
 }
 
@@ -89,6 +104,33 @@ fn replicas(value: Option<u64>) -> Result<usize, ConfigError> {
         ));
     }
     Ok(value as usize)
+}
+
+/// The TLS and credentials keys: every file named must be readable now; a client certificate
+/// needs its key.
+fn security(raw: &RawCluster) -> Result<NatsSecurity, ConfigError> {
+    let readable = |key: &'static str, path: &Option<String>| match path {
+        None => Ok(None),
+        Some(path) => match std::fs::File::open(path) {
+            Ok(_) => Ok(Some(std::path::PathBuf::from(path))),
+            Err(e) => Err(ConfigError::invalid(key, format!("`{path}`: {e}"))),
+        },
+    };
+    let cert = readable("cluster.tls_cert_file", &raw.tls_cert_file)?;
+    let key = readable("cluster.tls_key_file", &raw.tls_key_file)?;
+    let tls_client = match (cert, key) {
+        (Some(cert), Some(key)) => Some((cert, key)),
+        (None, None) => None,
+        _ => {
+            let why = "set both cluster.tls_cert_file and cluster.tls_key_file, or neither";
+            return Err(ConfigError::invalid("cluster.tls_cert_file", why));
+        }
+    };
+    Ok(NatsSecurity {
+        tls_ca_file: readable("cluster.tls_ca_file", &raw.tls_ca_file)?,
+        tls_client,
+        creds_file: readable("cluster.creds_file", &raw.creds_file)?,
+    })
 }
 
 /// `cluster.node_timeout_ms`: 1,000 to 600,000 (10,000 when not set).
@@ -175,6 +217,14 @@ mod tests {
             (
                 "[cluster]\nnode_id = \"n1\"\nnats = [\"nats://a:1\"]\nnode_timeout_ms = 10\n",
                 "cluster.node_timeout_ms",
+            ),
+            (
+                "[cluster]\nnode_id = \"n1\"\nnats = [\"nats://a:1\"]\ntls_ca_file = \"/nonexistent/ca.pem\"\n",
+                "cluster.tls_ca_file",
+            ),
+            (
+                "[cluster]\nnode_id = \"n1\"\nnats = [\"nats://a:1\"]\ntls_cert_file = \"Cargo.toml\"\n",
+                "cluster.tls_cert_file",
             ),
         ];
         for (text, key) in cases {

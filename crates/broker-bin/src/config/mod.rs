@@ -23,7 +23,7 @@ pub use auth::{AuthSettings, BackendKind, JwtConfig};
 pub use bridges::{
     BridgeSettings, BridgeTls, Direction, RawBridge, RawBridgeTopic, Secret, TopicRule,
 };
-pub use cluster::ClusterSettings;
+pub use cluster::{ClusterSettings, NatsSecurity};
 pub use error::ConfigError;
 pub use http::{BasicCredentials, HttpSettings};
 pub use listeners::{ListenerKind, ListenerSettings, TlsSettings, TransportListener};

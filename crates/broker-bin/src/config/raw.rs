@@ -258,6 +258,10 @@ raw_section!(
         subject_prefix: String,
         replicas: u64,
         node_timeout_ms: u64,
+        tls_ca_file: String,
+        tls_cert_file: String,
+        tls_key_file: String,
+        creds_file: String,
     }
 );
 
