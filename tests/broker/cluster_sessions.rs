@@ -147,3 +147,27 @@ fn the_client_ids_of_a_node_that_is_gone_are_taken_after_the_node_timeout() {
     }
     assert!(survivor.cluster_figures().unwrap().sessions_lost >= 1);
 }
+
+/// Every node sums the live nodes' heartbeats into the cluster's totals
+/// (`ringmq_cluster_total_*`, `$SYS/broker/cluster/total/...`).
+#[test]
+fn every_node_reports_the_cluster_totals() {
+    let cluster = start_cluster();
+    let _clients: Vec<RawClient> = [0, 0, 2]
+        .iter()
+        .enumerate()
+        .map(|(n, node)| cluster.client(*node, V5, &format!("counted{n}"), &["t/#"]))
+        .collect();
+    for node in &cluster.nodes {
+        crate::harness::wait_until("totals over three nodes and three clients", || {
+            let f = node.cluster_figures()?;
+            (f.total_nodes == 3 && f.total_clients == 3 && f.total_subscriptions == 3).then_some(())
+        });
+    }
+    let port = cluster.nodes[1].http_addr().port();
+    let metrics = crate::nats_cluster::http_get(port, "/metrics").unwrap();
+    assert!(
+        metrics.contains("ringmq_cluster_total_clients 3"),
+        "{metrics}"
+    );
+}

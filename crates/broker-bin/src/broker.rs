@@ -402,7 +402,7 @@ impl Broker {
 
 /// Starts the cluster thread when `[cluster]` is configured.
 fn start_cluster(
-    shared: &Shared,
+    shared: &Arc<Shared>,
     queues: Option<crate::cluster::ClusterQueues>,
     runtime: &RuntimeHandle<ShardMsg>,
 ) -> std::io::Result<Option<crate::cluster::ClusterThread>> {
@@ -417,8 +417,24 @@ fn start_cluster(
         Arc::clone(&link.counters),
         runtime.poster(),
         shared.clock.clone(),
+        node_figures(shared),
     )
     .map(Some)
+}
+
+/// This node's figures for the cluster's totals, read from the shards' counters.
+fn node_figures(shared: &Arc<Shared>) -> crate::cluster::totals::FiguresSource {
+    let shared = Arc::clone(shared);
+    Arc::new(move || {
+        let snapshot = shared.metrics.snapshot();
+        crate::cluster::totals::NodeFigures {
+            clients: snapshot.clients_connected,
+            sessions: snapshot.clients_total,
+            subscriptions: snapshot.subscriptions,
+            received: snapshot.messages_received,
+            sent: snapshot.messages_sent,
+        }
+    })
 }
 
 /// Debug builds only: the test-only fault hooks of [`crate::fault_injection`].

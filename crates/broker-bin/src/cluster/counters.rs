@@ -36,6 +36,8 @@ pub struct ClusterCounters {
     /// CONNECTs admitted without checking the client id across nodes (no ownership bucket,
     /// or NATS did not answer).
     pub ownership_unchecked: AtomicU64,
+    /// The cluster's totals, summed from the nodes' heartbeats.
+    pub totals: super::totals::TotalCounters,
 }
 
 /// A snapshot of [`ClusterCounters`].
@@ -71,6 +73,13 @@ pub struct ClusterFigures {
     pub sessions_lost: u64,
     /// CONNECTs admitted without the check across nodes.
     pub ownership_unchecked: u64,
+    /// Nodes with a live heartbeat (this one included), and their summed figures.
+    pub total_nodes: u64,
+    pub total_clients: u64,
+    pub total_sessions: u64,
+    pub total_subscriptions: u64,
+    pub total_received: u64,
+    pub total_sent: u64,
 }
 
 impl ClusterCounters {
@@ -112,6 +121,12 @@ impl ClusterCounters {
             sessions_released: get(&self.sessions_released),
             sessions_lost: get(&self.sessions_lost),
             ownership_unchecked: get(&self.ownership_unchecked),
+            total_nodes: get(&self.totals.nodes),
+            total_clients: get(&self.totals.clients),
+            total_sessions: get(&self.totals.sessions),
+            total_subscriptions: get(&self.totals.subscriptions),
+            total_received: get(&self.totals.received),
+            total_sent: get(&self.totals.sent),
         }
     }
 }

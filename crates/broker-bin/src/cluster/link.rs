@@ -20,6 +20,7 @@ use tracing::{debug, error, info, warn};
 use super::headers;
 use super::interest::{Action, InterestTable, NatsSubscription};
 use super::subject::topic_to_subject;
+use super::totals::FiguresSource;
 use super::{ClusterCounters, ClusterQueues, Interest, Scope};
 use crate::config::ClusterSettings;
 use crate::message::{Message, ShardMsg};
@@ -57,6 +58,7 @@ impl ClusterThread {
         counters: Arc<ClusterCounters>,
         poster: Poster<ShardMsg>,
         clock: Clock,
+        figures: FiguresSource,
     ) -> std::io::Result<Self> {
         let (stop, stopped) = oneshot::channel();
         let thread = std::thread::Builder::new()
@@ -75,7 +77,7 @@ impl ClusterThread {
                 runtime.block_on(async move {
                     tokio::select! {
                         _ = stopped => {}
-                        () = run(settings, queues, counters, poster, clock) => {}
+                        () = run(settings, queues, counters, poster, clock, figures) => {}
                     }
                 });
             })?;
@@ -109,6 +111,7 @@ async fn run(
     counters: Arc<ClusterCounters>,
     poster: Poster<ShardMsg>,
     clock: Clock,
+    figures: FiguresSource,
 ) {
     let connected = async {
         let client = connect(&settings, Some(Arc::clone(&counters))).await?;
@@ -146,7 +149,8 @@ async fn run(
             queues.claims,
             poster.clone(),
             settings.node_timeout,
-            settings.replicas
+            settings.replicas,
+            figures
         ),
         super::inbound::inbound(link, inbound_rx, poster),
     );

@@ -23,6 +23,7 @@ mod ownership;
 mod retained;
 pub mod retained_value;
 pub mod subject;
+pub mod totals;
 
 use std::sync::Arc;
 

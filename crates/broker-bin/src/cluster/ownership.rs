@@ -20,6 +20,7 @@ use tracing::{debug, info, warn};
 use super::buckets::{bucket_base, kv_stream, open_kv};
 use super::link::Link;
 use super::retained_value::key_of;
+use super::totals::{FiguresSource, sum_totals};
 use super::{ClaimRequest, ClusterCounters, Ownership, OwnershipAnswer, ReleaseRequest};
 use crate::message::ShardMsg;
 
@@ -53,13 +54,20 @@ pub(super) async fn ownership(
     poster: Poster<ShardMsg>,
     node_timeout: Duration,
     replicas: usize,
+    figures: FiguresSource,
 ) {
     let owners = Arc::new(Owners {
         link,
         buckets: OnceCell::new(),
         poster,
     });
-    tokio::spawn(keep_buckets(Arc::clone(&owners), node_timeout, replicas));
+    let heartbeat = Heartbeat {
+        every: node_timeout / 3,
+        node_timeout,
+        replicas,
+        figures,
+    };
+    tokio::spawn(keep_buckets(Arc::clone(&owners), heartbeat));
     tokio::spawn(serve_releases(Arc::clone(&owners)));
     let limit = Arc::new(Semaphore::new(CONCURRENT_CLAIMS));
     while let Some(claim) = claims.recv().await {
@@ -90,14 +98,24 @@ fn heartbeat_key(origin: &str) -> String {
     origin.replace('/', ".")
 }
 
-/// Opens (creating if missing) both buckets, then puts this node's heartbeat every third of
-/// the node timeout, forever.
-async fn keep_buckets(owners: Arc<Owners>, node_timeout: Duration, replicas: usize) {
+/// What the heartbeat needs.
+struct Heartbeat {
+    every: Duration,
+    node_timeout: Duration,
+    replicas: usize,
+    figures: FiguresSource,
+}
+
+/// Opens (creating if missing) both buckets, then puts this node's heartbeat (its figures)
+/// every third of the node timeout, forever, and sums the cluster's totals after each.
+async fn keep_buckets(owners: Arc<Owners>, heartbeat: Heartbeat) {
     let link = &owners.link;
     let js = jetstream::new(link.client.clone());
     let base = bucket_base(&link.prefix);
+    let replicas = heartbeat.replicas;
     let sessions = open(&js, &format!("{base}_sessions"), replicas, None).await;
-    let nodes = open(&js, &format!("{base}_nodes"), replicas, Some(node_timeout)).await;
+    let max_age = Some(heartbeat.node_timeout);
+    let nodes = open(&js, &format!("{base}_nodes"), replicas, max_age).await;
     let key = heartbeat_key(&link.origin);
     let _ = owners.buckets.set(Buckets {
         sessions,
@@ -105,12 +123,14 @@ async fn keep_buckets(owners: Arc<Owners>, node_timeout: Duration, replicas: usi
     });
     info!("cluster: session ownership buckets open");
     ClusterCounters::set(&link.counters.ownership_ready, 1);
-    let mut beat = tokio::time::interval(node_timeout / 3);
+    let mut beat = tokio::time::interval(heartbeat.every);
     loop {
         beat.tick().await;
-        if let Err(e) = nodes.put(&key, Bytes::from_static(b"alive")).await {
+        let value = Bytes::from((heartbeat.figures)().encode());
+        if let Err(e) = nodes.put(&key, value).await {
             debug!(error = %e, "cluster: heartbeat not written");
         }
+        sum_totals(&nodes, &link.counters).await;
     }
 }
 

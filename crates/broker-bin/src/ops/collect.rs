@@ -501,6 +501,47 @@ fn cluster(doc: &mut Exposition, state: &OpsState) {
         doc.family(name, kind, help);
         doc.sample(name, &[], value);
     }
+    cluster_totals(doc, &f);
+}
+
+/// The cluster's totals, summed from every live node's heartbeat.
+fn cluster_totals(doc: &mut Exposition, f: &crate::cluster::ClusterFigures) {
+    let totals: [(&str, &str, u64); 6] = [
+        (
+            "ringmq_cluster_total_nodes",
+            "Nodes of the cluster with a live heartbeat.",
+            f.total_nodes,
+        ),
+        (
+            "ringmq_cluster_total_clients",
+            "Clients connected to all live nodes.",
+            f.total_clients,
+        ),
+        (
+            "ringmq_cluster_total_sessions",
+            "Sessions held by all live nodes.",
+            f.total_sessions,
+        ),
+        (
+            "ringmq_cluster_total_subscriptions",
+            "Subscriptions held by all live nodes.",
+            f.total_subscriptions,
+        ),
+        (
+            "ringmq_cluster_total_messages_received",
+            "PUBLISH packets all live nodes received from clients since they started.",
+            f.total_received,
+        ),
+        (
+            "ringmq_cluster_total_messages_sent",
+            "PUBLISH packets all live nodes sent to clients since they started.",
+            f.total_sent,
+        ),
+    ];
+    for (name, help, value) in totals {
+        doc.family(name, Kind::Gauge, help);
+        doc.sample(name, &[], value);
+    }
 }
 
 fn store(doc: &mut Exposition, state: &OpsState) {

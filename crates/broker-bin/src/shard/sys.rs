@@ -170,6 +170,12 @@ impl BrokerShard {
             ("sessions/released", f.sessions_released),
             ("sessions/lost", f.sessions_lost),
             ("sessions/unchecked", f.ownership_unchecked),
+            ("total/nodes", f.total_nodes),
+            ("total/clients", f.total_clients),
+            ("total/sessions", f.total_sessions),
+            ("total/subscriptions", f.total_subscriptions),
+            ("total/messages/received", f.total_received),
+            ("total/messages/sent", f.total_sent),
         ];
         for (leaf, value) in figures {
             let name = format!("$SYS/broker/cluster/{leaf}");

@@ -1,0 +1,118 @@
+//! Cluster totals (`$SYS/broker/cluster/total/...`, `ringmq_cluster_total_*`): each node's
+//! heartbeat record carries its own figures; every node sums the records of the nodes alive
+//! (those whose heartbeat has not expired) each heartbeat.
+
+use std::sync::Arc;
+use std::sync::atomic::AtomicU64;
+
+use async_nats::jetstream::kv;
+use futures_util::StreamExt;
+use tracing::debug;
+
+use super::ClusterCounters;
+
+/// One node's figures, as its heartbeat carries them.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct NodeFigures {
+    /// Clients connected now.
+    pub clients: u64,
+    /// Sessions held now, connected or not.
+    pub sessions: u64,
+    /// Subscriptions held now.
+    pub subscriptions: u64,
+    /// PUBLISH packets received from clients since the node started.
+    pub received: u64,
+    /// PUBLISH packets sent to clients since the node started.
+    pub sent: u64,
+}
+
+/// Where the cluster thread reads this node's figures.
+pub type FiguresSource = Arc<dyn Fn() -> NodeFigures + Send + Sync>;
+
+impl NodeFigures {
+    /// The heartbeat value: `clients sessions subscriptions received sent`, decimal.
+    pub fn encode(&self) -> String {
+        format!(
+            "{} {} {} {} {}",
+            self.clients, self.sessions, self.subscriptions, self.received, self.sent
+        )
+    }
+
+    /// A heartbeat value; `None` if it is not five numbers.
+    pub fn decode(text: &str) -> Option<Self> {
+        let mut numbers = text.split(' ').map(|n| n.parse::<u64>().ok());
+        let mut next = || numbers.next().flatten();
+        let figures = Self {
+            clients: next()?,
+            sessions: next()?,
+            subscriptions: next()?,
+            received: next()?,
+            sent: next()?,
+        };
+        numbers.next().is_none().then_some(figures)
+    }
+
+    fn add(&mut self, other: &Self) {
+        self.clients += other.clients;
+        self.sessions += other.sessions;
+        self.subscriptions += other.subscriptions;
+        self.received += other.received;
+        self.sent += other.sent;
+    }
+}
+
+/// The cluster's totals as last summed.
+#[derive(Debug, Default)]
+pub struct TotalCounters {
+    /// Nodes with a live heartbeat.
+    pub nodes: AtomicU64,
+    pub clients: AtomicU64,
+    pub sessions: AtomicU64,
+    pub subscriptions: AtomicU64,
+    pub received: AtomicU64,
+    pub sent: AtomicU64,
+}
+
+/// Sums the live heartbeat records of `nodes` into the counters' totals.
+pub(super) async fn sum_totals(nodes: &kv::Store, counters: &ClusterCounters) {
+    let mut keys = match nodes.keys().await {
+        Ok(keys) => keys,
+        Err(e) => return debug!(error = %e, "cluster: heartbeats not listed"),
+    };
+    let (mut live, mut total) = (0, NodeFigures::default());
+    while let Some(Ok(key)) = keys.next().await {
+        let value = nodes.get(&key).await.ok().flatten();
+        let figures = value.and_then(|v| NodeFigures::decode(std::str::from_utf8(&v).ok()?));
+        if let Some(figures) = figures {
+            live += 1;
+            total.add(&figures);
+        }
+    }
+    let totals = &counters.totals;
+    ClusterCounters::set(&totals.nodes, live);
+    ClusterCounters::set(&totals.clients, total.clients);
+    ClusterCounters::set(&totals.sessions, total.sessions);
+    ClusterCounters::set(&totals.subscriptions, total.subscriptions);
+    ClusterCounters::set(&totals.received, total.received);
+    ClusterCounters::set(&totals.sent, total.sent);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn figures_round_trip_and_junk_is_refused() {
+        let figures = NodeFigures {
+            clients: 3,
+            sessions: 5,
+            subscriptions: 7,
+            received: 11,
+            sent: 13,
+        };
+        assert_eq!(NodeFigures::decode(&figures.encode()), Some(figures));
+        for junk in ["", "alive", "1 2 3 4", "1 2 3 4 5 6", "1 2 x 4 5"] {
+            assert_eq!(NodeFigures::decode(junk), None, "{junk}");
+        }
+    }
+}
