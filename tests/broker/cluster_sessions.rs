@@ -122,9 +122,10 @@ fn the_client_ids_of_a_node_that_is_gone_are_taken_after_the_node_timeout() {
     let quick = "node_timeout_ms = 2000";
     let doomed = start_node_with(&nats, 0, quick);
     let survivor = start_node_with(&nats, 1, quick);
-    let (client, _) = connect_persistent(&doomed, V5, "orphan");
-    client.drop_abruptly();
+    // A session that ends with its connection: nothing of it is mirrored.
+    let client = RawClient::connected_clean(doomed.addr(), V5, "orphan");
     drop(doomed);
+    drop(client);
     let started = Instant::now();
     let deadline = started + POLL_DEADLINE;
     loop {
@@ -170,4 +171,56 @@ fn every_node_reports_the_cluster_totals() {
         metrics.contains("ringmq_cluster_total_clients 3"),
         "{metrics}"
     );
+}
+
+/// A node that is gone while a client's persistent session is offline there: the QoS 1
+/// copies queued for it (mirrored in JetStream) reach the client when it reconnects to another
+/// node, in order, with its subscription.
+#[test]
+fn a_session_offline_on_a_node_that_is_gone_resumes_elsewhere_with_its_queue() {
+    let nats = NatsCluster::start();
+    let quick = "node_timeout_ms = 2000";
+    let doomed = start_node_with(&nats, 0, quick);
+    let survivor = start_node_with(&nats, 1, quick);
+    let (mut sleeper, _) = connect_persistent(&doomed, V5, "sleeper");
+    sleeper.subscribe("dead/#", QoS::AtLeastOnce);
+    sleeper.disconnect();
+    let mut publisher = RawClient::connected_clean(doomed.addr(), V5, "last-words");
+    for n in 1..=3 {
+        publisher.publish_simple(&format!("dead/{n}"), b"m", QoS::AtLeastOnce);
+    }
+    // The record and the three copies are in JetStream.
+    crate::harness::wait_until("the offline session mirrored", || {
+        (doomed.cluster_figures()?.mirror_writes >= 4).then_some(())
+    });
+    drop(publisher);
+    drop(doomed);
+    let deadline = Instant::now() + POLL_DEADLINE;
+    let mut resumed = loop {
+        assert!(
+            Instant::now() < deadline,
+            "the client id was never released"
+        );
+        let connect = persistent_connect(V5, "sleeper", 300);
+        let (client, connack) = RawClient::connect(survivor.addr(), connect);
+        if connack.reason_code == ReasonCode::Success {
+            assert!(
+                connack.session_present,
+                "the session came back from the mirror"
+            );
+            break client;
+        }
+        assert_eq!(connack.reason_code, ReasonCode::ServerUnavailable);
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    for n in 1..=3 {
+        let publish = resumed.expect_publish();
+        assert_eq!(publish.topic(), format!("dead/{n}"));
+        resumed.acknowledge(&publish);
+    }
+    assert_eq!(survivor.cluster_figures().unwrap().sessions_recovered, 1);
+    // Its subscription lives on the survivor now.
+    let mut local = RawClient::connected_clean(survivor.addr(), V5, "afterwards");
+    local.publish_simple("dead/after", b"m", QoS::AtLeastOnce);
+    assert_eq!(next_real(&mut resumed).topic(), "dead/after");
 }

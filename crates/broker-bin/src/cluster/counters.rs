@@ -33,9 +33,15 @@ pub struct ClusterCounters {
     pub sessions_released: AtomicU64,
     /// Client ids taken from a node that was gone (its sessions' state lost).
     pub sessions_lost: AtomicU64,
+    /// Sessions of a node that was gone resumed here from the JetStream mirror.
+    pub sessions_recovered: AtomicU64,
     /// CONNECTs admitted without checking the client id across nodes (no ownership bucket,
     /// or NATS did not answer).
     pub ownership_unchecked: AtomicU64,
+    /// Offline sessions' state mirrored to JetStream: records, queued copies and removals.
+    pub mirror_writes: AtomicU64,
+    /// Offline sessions' state not mirrored to JetStream (queue full, NATS down, refused).
+    pub mirror_failures: AtomicU64,
     /// The cluster's totals, summed from the nodes' heartbeats.
     pub totals: super::totals::TotalCounters,
 }
@@ -71,8 +77,14 @@ pub struct ClusterFigures {
     pub sessions_released: u64,
     /// Client ids taken from a node that was gone.
     pub sessions_lost: u64,
+    /// Sessions of a node that was gone resumed here from the mirror.
+    pub sessions_recovered: u64,
     /// CONNECTs admitted without the check across nodes.
     pub ownership_unchecked: u64,
+    /// Offline sessions' state mirrored.
+    pub mirror_writes: u64,
+    /// Offline sessions' state not mirrored.
+    pub mirror_failures: u64,
     /// Nodes with a live heartbeat (this one included), and their summed figures.
     pub total_nodes: u64,
     pub total_clients: u64,
@@ -120,7 +132,10 @@ impl ClusterCounters {
             sessions_taken_over: get(&self.sessions_taken_over),
             sessions_released: get(&self.sessions_released),
             sessions_lost: get(&self.sessions_lost),
+            sessions_recovered: get(&self.sessions_recovered),
             ownership_unchecked: get(&self.ownership_unchecked),
+            mirror_writes: get(&self.mirror_writes),
+            mirror_failures: get(&self.mirror_failures),
             total_nodes: get(&self.totals.nodes),
             total_clients: get(&self.totals.clients),
             total_sessions: get(&self.totals.sessions),

@@ -20,7 +20,7 @@ use tracing::{debug, error, info, warn};
 use super::headers;
 use super::interest::{Action, InterestTable, NatsSubscription};
 use super::subject::topic_to_subject;
-use super::totals::FiguresSource;
+use super::totals::NodeContext;
 use super::{ClusterCounters, ClusterQueues, Interest, Scope};
 use crate::config::ClusterSettings;
 use crate::message::{Message, ShardMsg};
@@ -58,7 +58,7 @@ impl ClusterThread {
         counters: Arc<ClusterCounters>,
         poster: Poster<ShardMsg>,
         clock: Clock,
-        figures: FiguresSource,
+        node: NodeContext,
     ) -> std::io::Result<Self> {
         let (stop, stopped) = oneshot::channel();
         let thread = std::thread::Builder::new()
@@ -77,7 +77,7 @@ impl ClusterThread {
                 runtime.block_on(async move {
                     tokio::select! {
                         _ = stopped => {}
-                        () = run(settings, queues, counters, poster, clock, figures) => {}
+                        () = run(settings, queues, counters, poster, clock, node) => {}
                     }
                 });
             })?;
@@ -111,7 +111,7 @@ async fn run(
     counters: Arc<ClusterCounters>,
     poster: Poster<ShardMsg>,
     clock: Clock,
-    figures: FiguresSource,
+    node: NodeContext,
 ) {
     let connected = async {
         let client = connect(&settings, Some(Arc::clone(&counters))).await?;
@@ -148,9 +148,12 @@ async fn run(
             Arc::clone(&link),
             queues.claims,
             poster.clone(),
-            settings.node_timeout,
-            settings.replicas,
-            figures
+            super::ownership::Setup {
+                node_timeout: settings.node_timeout,
+                replicas: settings.replicas,
+                node,
+                mirror_ops: queues.mirror,
+            }
         ),
         super::inbound::inbound(link, inbound_rx, poster),
     );

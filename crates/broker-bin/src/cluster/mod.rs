@@ -19,6 +19,7 @@ mod headers;
 mod inbound;
 mod interest;
 mod link;
+mod mirror;
 mod ownership;
 mod retained;
 pub mod retained_value;
@@ -112,6 +113,20 @@ pub struct ReleaseRequest {
     pub reply: tokio::sync::oneshot::Sender<Option<Vec<u8>>>,
     /// Times forwarded between shards looking for the session.
     pub hops: u8,
+    /// A copy this node recovered from its store while another node owns the client id now:
+    /// ended here without touching what is mirrored (the owner's now).
+    pub stale: bool,
+}
+
+/// What a shard asks the cluster thread to mirror of an offline session (`cluster/mirror.rs`).
+#[derive(Debug)]
+pub(crate) enum MirrorOp {
+    /// The stored session's client disconnected: its snapshot.
+    Offline { client_id: MqttStr, snapshot: Bytes },
+    /// A QoS 1/2 copy queued for it while offline (`encode_queued_message`).
+    Queued { client_id: MqttStr, message: Bytes },
+    /// It is back on its node, or ended or moved: nothing of it is mirrored any more.
+    Online { client_id: MqttStr },
 }
 
 /// A change of the local interest in one filter.
@@ -129,6 +144,7 @@ pub struct ClusterLink {
     outbound: mpsc::Sender<Arc<Message>>,
     interest: mpsc::UnboundedSender<Interest>,
     claims: mpsc::Sender<ClaimRequest>,
+    mirror: mpsc::Sender<MirrorOp>,
     /// The link's counters.
     pub counters: Arc<ClusterCounters>,
 }
@@ -139,6 +155,7 @@ pub struct ClusterQueues {
     outbound: mpsc::Receiver<Arc<Message>>,
     interest: mpsc::UnboundedReceiver<Interest>,
     claims: mpsc::Receiver<ClaimRequest>,
+    mirror: mpsc::Receiver<MirrorOp>,
 }
 
 impl ClusterLink {
@@ -147,16 +164,19 @@ impl ClusterLink {
         let (outbound, outbound_rx) = mpsc::channel(settings.max_outbound_messages);
         let (interest, interest_rx) = mpsc::unbounded_channel();
         let (claims, claims_rx) = mpsc::channel(settings.max_outbound_messages);
+        let (mirror, mirror_rx) = mpsc::channel(settings.max_outbound_messages);
         let link = Self {
             outbound,
             interest,
             claims,
+            mirror,
             counters: Arc::new(ClusterCounters::default()),
         };
         let queues = ClusterQueues {
             outbound: outbound_rx,
             interest: interest_rx,
             claims: claims_rx,
+            mirror: mirror_rx,
         };
         (link, queues)
     }
@@ -175,6 +195,16 @@ impl ClusterLink {
     /// `cluster.max_outbound_messages` questions wait already.
     pub(crate) fn claim(&self, request: ClaimRequest) -> bool {
         self.claims.try_send(request).is_ok()
+    }
+
+    /// Hands a mirror operation to the cluster thread; a full queue drops it, counted.
+    pub(crate) fn mirror(&self, op: MirrorOp) {
+        if self.mirror.try_send(op).is_err() {
+            ClusterCounters::drop_one(
+                &self.counters.mirror_failures,
+                "cluster.max_outbound_messages mirror writes are waiting",
+            );
+        }
     }
 
     /// Reports one more (`delta` 1) or one fewer (-1) local subscription to `filter`.

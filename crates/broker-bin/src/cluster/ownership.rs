@@ -19,9 +19,10 @@ use tracing::{debug, info, warn};
 
 use super::buckets::{bucket_base, kv_stream, open_kv};
 use super::link::Link;
+use super::mirror::Mirror;
 use super::retained_value::key_of;
-use super::totals::{FiguresSource, sum_totals};
-use super::{ClaimRequest, ClusterCounters, Ownership, OwnershipAnswer, ReleaseRequest};
+use super::totals::{FiguresSource, NodeContext, sum_totals};
+use super::{ClaimRequest, ClusterCounters, MirrorOp, Ownership, OwnershipAnswer, ReleaseRequest};
 use crate::message::ShardMsg;
 
 /// Claims worked on at once (each waits on NATS round trips).
@@ -33,10 +34,20 @@ const RELEASE_TIMEOUT: Duration = Duration::from_secs(3);
 /// Wait between attempts to open the buckets.
 const RETRY: Duration = Duration::from_secs(2);
 
-/// The two buckets, once open.
+/// The buckets, once open.
 struct Buckets {
     sessions: kv::Store,
     nodes: kv::Store,
+    mirror: Mirror,
+}
+
+/// What ownership needs beyond the link.
+pub(super) struct Setup {
+    pub(super) node_timeout: Duration,
+    pub(super) replicas: usize,
+    pub(super) node: NodeContext,
+    /// The shards' mirror operations (`cluster/mirror.rs`).
+    pub(super) mirror_ops: mpsc::Receiver<MirrorOp>,
 }
 
 /// What the claim tasks share.
@@ -52,9 +63,7 @@ pub(super) async fn ownership(
     link: Arc<Link>,
     mut claims: mpsc::Receiver<ClaimRequest>,
     poster: Poster<ShardMsg>,
-    node_timeout: Duration,
-    replicas: usize,
-    figures: FiguresSource,
+    setup: Setup,
 ) {
     let owners = Arc::new(Owners {
         link,
@@ -62,12 +71,18 @@ pub(super) async fn ownership(
         poster,
     });
     let heartbeat = Heartbeat {
-        every: node_timeout / 3,
-        node_timeout,
-        replicas,
-        figures,
+        every: setup.node_timeout / 3,
+        node_timeout: setup.node_timeout,
+        replicas: setup.replicas,
+        max_queued: setup.node.max_queued,
+        figures: setup.node.figures,
     };
     tokio::spawn(keep_buckets(Arc::clone(&owners), heartbeat));
+    tokio::spawn(reconcile(Arc::clone(&owners), setup.node.recovered));
+    tokio::spawn(mirror_offline_sessions(
+        Arc::clone(&owners),
+        setup.mirror_ops,
+    ));
     tokio::spawn(serve_releases(Arc::clone(&owners)));
     let limit = Arc::new(Semaphore::new(CONCURRENT_CLAIMS));
     while let Some(claim) = claims.recv().await {
@@ -98,12 +113,53 @@ fn heartbeat_key(origin: &str) -> String {
     origin.replace('/', ".")
 }
 
+/// Once the buckets are open: each session recovered from this node's store is checked
+/// against its owner record. One another node owns now (it took the client over while this
+/// node was down) is a stale copy and ends here; the others are recorded as this run's.
+async fn reconcile(owners: Arc<Owners>, recovered: Vec<String>) {
+    let Some(buckets) = owners.wait_for_buckets().await else {
+        return;
+    };
+    let own = Bytes::from(owners.link.origin.clone());
+    let mut stale = 0u64;
+    for client_id in recovered {
+        let key = key_of(&client_id);
+        let entry = buckets.sessions.entry(key.clone()).await.ok().flatten();
+        match entry.filter(|e| e.operation == kv::Operation::Put) {
+            None => {
+                let _ = buckets.sessions.create(&key, own.clone()).await;
+            }
+            Some(e) if same_node(&String::from_utf8_lossy(&e.value), &owners.link.origin) => {
+                let _ = buckets.sessions.update(&key, own.clone(), e.revision).await;
+            }
+            Some(_) => {
+                stale += 1;
+                owners.end_stale(client_id);
+            }
+        }
+    }
+    if stale > 0 {
+        warn!(stale, "cluster: sessions recovered from the store that other nodes took over while this node was down were ended here");
+    }
+}
+
 /// What the heartbeat needs.
 struct Heartbeat {
     every: Duration,
     node_timeout: Duration,
     replicas: usize,
+    max_queued: u64,
     figures: FiguresSource,
+}
+
+/// Carries out the shards' mirror operations once the buckets are open (until then they
+/// wait in their bounded queue).
+async fn mirror_offline_sessions(owners: Arc<Owners>, mut ops: mpsc::Receiver<MirrorOp>) {
+    let Some(buckets) = owners.wait_for_buckets().await else {
+        return;
+    };
+    let js = jetstream::new(owners.link.client.clone());
+    super::mirror::run(js, &buckets.mirror, &mut ops, &owners.link.counters).await;
 }
 
 /// Opens (creating if missing) both buckets, then puts this node's heartbeat (its figures)
@@ -116,10 +172,21 @@ async fn keep_buckets(owners: Arc<Owners>, heartbeat: Heartbeat) {
     let sessions = open(&js, &format!("{base}_sessions"), replicas, None).await;
     let max_age = Some(heartbeat.node_timeout);
     let nodes = open(&js, &format!("{base}_nodes"), replicas, max_age).await;
+    let per_client = i64::try_from(heartbeat.max_queued).unwrap_or(i64::MAX);
+    let mirror = loop {
+        match Mirror::open(&js, &base, &link.prefix, replicas, per_client).await {
+            Ok(mirror) => break mirror,
+            Err(e) => {
+                debug!(error = %e, "cluster: offline mirror not open yet");
+                tokio::time::sleep(RETRY).await;
+            }
+        }
+    };
     let key = heartbeat_key(&link.origin);
     let _ = owners.buckets.set(Buckets {
         sessions,
         nodes: nodes.clone(),
+        mirror,
     });
     info!("cluster: session ownership buckets open");
     ClusterCounters::set(&link.counters.ownership_ready, 1);
@@ -233,6 +300,10 @@ impl Owners {
                 .is_ok()
             {
                 ClusterCounters::add(&self.link.counters.sessions_taken_over, 1);
+                // Whatever was mirrored of it is in the session now (or was released live).
+                if let Err(e) = buckets.mirror.forget(claim.client_id.as_str()).await {
+                    debug!(error = %e, "cluster: mirrored session not removed");
+                }
                 return Ownership::Owned(session);
             }
             if session.is_some() {
@@ -240,6 +311,33 @@ impl Owners {
             }
         }
         Ownership::Unavailable
+    }
+
+    /// The buckets, once open (`None` if the thread stops first).
+    async fn wait_for_buckets(&self) -> Option<&Buckets> {
+        loop {
+            if let Some(buckets) = self.buckets.get() {
+                return Some(buckets);
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    /// Ends a stale recovered copy of `client_id`'s session on its shard.
+    fn end_stale(&self, client_id: String) {
+        let Ok(client_id) = codec::MqttStr::try_from(client_id) else {
+            return;
+        };
+        let (reply, _) = oneshot::channel();
+        let request = ReleaseRequest {
+            client_id,
+            clean_start: true,
+            reply,
+            hops: 0,
+            stale: true,
+        };
+        let message = ShardMsg::ClusterRelease(Box::new(request));
+        let _ = self.poster.post(ShardId::new(0), vec![message]);
     }
 
     /// The buckets, waiting up to [`RELEASE_TIMEOUT`] for them to open (a node just started).
@@ -278,9 +376,18 @@ impl Owners {
                     None
                 }
                 _ => {
-                    warn!(owner, client = %claim.client_id, "cluster: the session's node is gone; the client starts a new session here");
-                    ClusterCounters::add(&self.link.counters.sessions_lost, 1);
-                    Some(None)
+                    let mirrored = buckets.mirror.recover(claim.client_id.as_str()).await;
+                    match &mirrored {
+                        Some(_) => {
+                            warn!(owner, client = %claim.client_id, "cluster: the session's node is gone; its session resumes here from the JetStream mirror");
+                            ClusterCounters::add(&self.link.counters.sessions_recovered, 1);
+                        }
+                        None => {
+                            warn!(owner, client = %claim.client_id, "cluster: the session's node is gone and nothing of it is mirrored; the client starts a new session here");
+                            ClusterCounters::add(&self.link.counters.sessions_lost, 1);
+                        }
+                    }
+                    Some(mirrored.filter(|_| !claim.clean_start))
                 }
             },
         }
@@ -326,6 +433,7 @@ impl Owners {
             clean_start,
             reply,
             hops: 0,
+            stale: false,
         };
         let message = ShardMsg::ClusterRelease(Box::new(request));
         if self.poster.post(ShardId::new(0), vec![message]).is_err() {

@@ -29,6 +29,27 @@ pub struct NodeFigures {
 /// Where the cluster thread reads this node's figures.
 pub type FiguresSource = Arc<dyn Fn() -> NodeFigures + Send + Sync>;
 
+/// What the cluster thread needs of the node beyond `[cluster]`.
+#[derive(Clone)]
+pub struct NodeContext {
+    /// This node's figures, for the cluster's totals.
+    pub figures: FiguresSource,
+    /// `queues.max_queued_messages`: the most copies mirrored per offline session.
+    pub max_queued: u64,
+    /// The client ids of the sessions recovered from this node's store at start: checked
+    /// against their owner records once the buckets are open (`ownership::reconcile`).
+    pub recovered: Vec<String>,
+}
+
+impl std::fmt::Debug for NodeContext {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("NodeContext")
+            .field("max_queued", &self.max_queued)
+            .field("recovered", &self.recovered.len())
+            .finish_non_exhaustive()
+    }
+}
+
 impl NodeFigures {
     /// The heartbeat value: `clients sessions subscriptions received sent`, decimal.
     pub fn encode(&self) -> String {

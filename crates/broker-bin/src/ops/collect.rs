@@ -405,7 +405,7 @@ fn cluster(doc: &mut Exposition, state: &OpsState) {
         return;
     };
     let f = link.counters.figures();
-    let families: [(&str, Kind, &str, u64); 15] = [
+    let families: [(&str, Kind, &str, u64); 18] = [
         (
             "ringmq_cluster_connected",
             Kind::Gauge,
@@ -495,6 +495,24 @@ fn cluster(doc: &mut Exposition, state: &OpsState) {
             Kind::Counter,
             "CONNECTs admitted without checking the client id across nodes (NATS down, or no bucket).",
             f.ownership_unchecked,
+        ),
+        (
+            "ringmq_cluster_sessions_recovered_total",
+            Kind::Counter,
+            "Sessions of a node that was gone resumed here from the JetStream mirror.",
+            f.sessions_recovered,
+        ),
+        (
+            "ringmq_cluster_mirror_writes_total",
+            Kind::Counter,
+            "Offline sessions' records, queued copies and removals mirrored to JetStream.",
+            f.mirror_writes,
+        ),
+        (
+            "ringmq_cluster_mirror_failures_total",
+            Kind::Counter,
+            "Offline sessions' state not mirrored to JetStream (queue full, NATS down, refused).",
+            f.mirror_failures,
         ),
     ];
     for (name, kind, help, value) in families {

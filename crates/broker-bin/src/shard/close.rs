@@ -125,6 +125,7 @@ impl BrokerShard {
         if self.is_stored(session.expiry) {
             record_disconnected(&mut self.durable, &session);
         }
+        self.mirror_offline(ctx, &session);
         match session.expiry {
             SessionExpiry::OnClose => {
                 self.end_session(ctx, *session);
@@ -201,6 +202,7 @@ impl BrokerShard {
     /// as dropped. The directory is not touched (the caller knows whether it still names it).
     pub(super) fn end_session_state(&mut self, ctx: &mut Ctx, mut session: Session) {
         self.disarm_session_timers(ctx, &mut session);
+        self.mirror_online(&session.client_id);
         if self.is_stored(session.expiry) {
             let client_id = session.client_id.clone();
             self.durable

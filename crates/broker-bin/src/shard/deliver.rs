@@ -112,6 +112,14 @@ impl BrokerShard {
     /// is), then sends what fits.
     fn enqueue(&mut self, ctx: &mut Ctx, client_id: &MqttStr, mut outgoing: Outgoing) {
         let memory_limit = self.memory_queue_limit();
+        if self.shared.cluster.is_some()
+            && self
+                .sessions
+                .get(client_id)
+                .is_some_and(|s| s.conn.is_none())
+        {
+            self.mirror_queued(ctx, client_id, &outgoing);
+        }
         let Some(session) = self.sessions.get_mut(client_id) else {
             return;
         };

@@ -29,6 +29,7 @@ impl BrokerShard {
             let mut session = self.rebuild_session(recovered.stored, recovered.subscriber, now);
             spill_recovered_tail(&mut session, recovered.queued_total);
             self.sessions.insert(session);
+            self.mirror_recovered(&client_id);
             self.recovered.push(client_id);
         }
     }

@@ -90,7 +90,10 @@ pub use self::sled::SledStorage;
 pub use committed::{Committed, Skipped, SyncMode};
 pub use none::NoStorage;
 pub use recording::RecordingStorage;
-pub use snapshot::{SnapshotError, decode_session_snapshot, encode_session_snapshot};
+pub use snapshot::{
+    SnapshotError, decode_queued_message, decode_session_snapshot, encode_queued_message,
+    encode_session_snapshot,
+};
 pub use write::{
     MessageSeq, PagedRecovered, Recovered, SessionWrite, StoredMessage, StoredSession,
     StoredSubscription,

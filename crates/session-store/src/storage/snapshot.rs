@@ -38,6 +38,16 @@ pub fn encode_session_snapshot(session: &StoredSession) -> Vec<u8> {
     w.into_inner()
 }
 
+/// One queued message in the engines' encoding (to mirror it elsewhere).
+pub fn encode_queued_message(message: &super::StoredMessage) -> Vec<u8> {
+    encode_message(message)
+}
+
+/// A message from [`encode_queued_message`].
+pub fn decode_queued_message(value: &[u8]) -> Result<super::StoredMessage, SnapshotError> {
+    decode_message(value).map_err(|Malformed| SnapshotError)
+}
+
 /// A session from [`encode_session_snapshot`].
 pub fn decode_session_snapshot(value: &[u8]) -> Result<StoredSession, SnapshotError> {
     decode(value).map_err(|Malformed| SnapshotError)

@@ -1,0 +1,191 @@
+//! Offline sessions mirrored in JetStream (docs/cluster.md, "When a node dies"): when a stored
+//! session's client disconnects, its node writes the session's snapshot (subscriptions,
+//! inflight, QoS 2 ids, queue) to the key-value bucket `<base>_offline`, and every QoS 1/2 copy
+//! queued for it afterwards to the stream `<base>_queues` (subject
+//! `<prefix>.queue.<client key>`, at most `queues.max_queued_messages` per client, oldest
+//! dropped first). When the client comes back to that node, or the session ends there or moves
+//! to a live node, both are removed. When the node dies, the node that takes the client id over
+//! rebuilds the session from them.
+
+use std::time::Duration;
+
+use async_nats::jetstream::{self, consumer, kv, stream};
+use bytes::Bytes;
+use futures_util::StreamExt;
+use session_store::storage::{
+    decode_queued_message, decode_session_snapshot, encode_session_snapshot,
+};
+use tokio::sync::mpsc;
+use tracing::{debug, warn};
+
+use super::retained_value::key_of;
+use super::{ClusterCounters, MirrorOp};
+
+/// How long reading a dead node's mirrored queue may take.
+const READ_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// The mirror's bucket and stream.
+pub(super) struct Mirror {
+    pub(super) offline: kv::Store,
+    pub(super) queues: stream::Stream,
+    subject_prefix: String,
+}
+
+impl Mirror {
+    /// Opens (creating if missing) the bucket and the stream of the cluster `base`.
+    pub(super) async fn open(
+        js: &jetstream::Context,
+        base: &str,
+        prefix: &str,
+        replicas: usize,
+        per_client: i64,
+    ) -> Result<Self, async_nats::Error> {
+        let bucket = format!("{base}_offline");
+        let offline = super::buckets::open_kv(
+            js,
+            &bucket,
+            super::buckets::kv_stream(&bucket, replicas, None),
+        )
+        .await?;
+        let subject_prefix = format!("{prefix}.queue.");
+        let queues = js
+            .get_or_create_stream(stream::Config {
+                name: format!("{base}_queues"),
+                description: Some("RingMQ: QoS 1/2 copies queued for offline sessions".into()),
+                subjects: vec![format!("{subject_prefix}>")],
+                max_messages_per_subject: per_client,
+                storage: stream::StorageType::File,
+                num_replicas: replicas,
+                discard: stream::DiscardPolicy::Old,
+                ..stream::Config::default()
+            })
+            .await?;
+        Ok(Self {
+            offline,
+            queues,
+            subject_prefix,
+        })
+    }
+
+    fn subject(&self, client_id: &str) -> String {
+        format!("{}{}", self.subject_prefix, key_of(client_id))
+    }
+
+    /// Carries out one operation of a shard.
+    pub(super) async fn apply(&self, js: &jetstream::Context, op: MirrorOp) -> Result<(), String> {
+        match op {
+            MirrorOp::Offline {
+                client_id,
+                snapshot,
+            } => self
+                .offline
+                .put(key_of(client_id.as_str()), snapshot)
+                .await
+                .map(drop)
+                .map_err(|e| e.to_string()),
+            MirrorOp::Queued { client_id, message } => {
+                let subject = self.subject(client_id.as_str());
+                let ack = js
+                    .publish(subject, message)
+                    .await
+                    .map_err(|e| e.to_string())?;
+                ack.await.map(drop).map_err(|e| e.to_string())
+            }
+            MirrorOp::Online { client_id } => self.forget(client_id.as_str()).await,
+        }
+    }
+
+    /// Removes what is mirrored of `client_id`'s session.
+    pub(super) async fn forget(&self, client_id: &str) -> Result<(), String> {
+        let purged = self.queues.purge().filter(self.subject(client_id)).await;
+        let deleted = self.offline.purge(key_of(client_id)).await;
+        purged.map_err(|e| e.to_string())?;
+        deleted.map_err(|e| e.to_string())
+    }
+
+    /// The session of a dead node's client, rebuilt from the mirror: its snapshot at the
+    /// disconnect with every copy queued since appended; `None` when nothing is mirrored.
+    pub(super) async fn recover(&self, client_id: &str) -> Option<Bytes> {
+        let record = self.offline.get(key_of(client_id)).await.ok().flatten()?;
+        let mut session = match decode_session_snapshot(&record) {
+            Ok(session) => session,
+            Err(e) => {
+                warn!(client = client_id, error = %e, "cluster: a mirrored session could not be read");
+                return None;
+            }
+        };
+        let queued = self.read_queue(client_id).await;
+        let next = session.queued.last().map_or(1, |(seq, _)| seq + 1);
+        session.queued.extend(
+            (next..).zip(
+                queued
+                    .into_iter()
+                    .filter_map(|raw| decode_queued_message(&raw).ok()),
+            ),
+        );
+        Some(Bytes::from(encode_session_snapshot(&session)))
+    }
+
+    /// Every copy mirrored for `client_id`, in queue order.
+    async fn read_queue(&self, client_id: &str) -> Vec<Bytes> {
+        let reading = async {
+            let config = consumer::push::OrderedConfig {
+                deliver_subject: self.queues_inbox(),
+                filter_subject: self.subject(client_id),
+                deliver_policy: consumer::DeliverPolicy::All,
+                ..Default::default()
+            };
+            let mut consumer = self.queues.create_consumer(config).await.ok()?;
+            let pending = consumer.info().await.ok()?.num_pending;
+            let mut messages = consumer.messages().await.ok()?;
+            let mut out = Vec::new();
+            while (out.len() as u64) < pending {
+                let message = messages.next().await?.ok()?;
+                out.push(message.payload.clone());
+            }
+            Some(out)
+        };
+        match tokio::time::timeout(READ_TIMEOUT, reading).await {
+            Ok(Some(out)) => out,
+            other => {
+                debug!(
+                    ?other,
+                    "cluster: a mirrored queue could not be read in full"
+                );
+                Vec::new()
+            }
+        }
+    }
+
+    fn queues_inbox(&self) -> String {
+        format!("_INBOX.ringmq.mirror.{:016x}", rand_u64())
+    }
+}
+
+/// A number that differs between calls (inbox names).
+fn rand_u64() -> u64 {
+    use std::hash::{BuildHasher, RandomState};
+    RandomState::new().hash_one(std::time::Instant::now())
+}
+
+/// Runs the shards' mirror operations, in order, once `mirror` is open.
+pub(super) async fn run(
+    js: jetstream::Context,
+    mirror: &Mirror,
+    ops: &mut mpsc::Receiver<MirrorOp>,
+    counters: &ClusterCounters,
+) {
+    while let Some(op) = ops.recv().await {
+        let applied = mirror.apply(&js, op).await;
+        if applied.is_ok() {
+            ClusterCounters::add(&counters.mirror_writes, 1);
+        }
+        if let Err(e) = applied {
+            debug!(error = %e, "cluster: mirror write failed");
+            ClusterCounters::drop_one(
+                &counters.mirror_failures,
+                "an offline session's state was not mirrored to JetStream",
+            );
+        }
+    }
+}
