@@ -113,6 +113,24 @@ fn a_connected_client_is_taken_over_from_another_node_with_0x8e() {
     third.ping();
 }
 
+/// Connects `id` (persistent, 5.0) to `node` until its old node's heartbeat has expired: 0x88
+/// (Server unavailable) before that; the client and Session Present.
+fn reconnect_once_released(node: &TestBroker, id: &str) -> (RawClient, bool) {
+    let deadline = Instant::now() + POLL_DEADLINE;
+    loop {
+        assert!(
+            Instant::now() < deadline,
+            "the client id was never released"
+        );
+        let (client, connack) = RawClient::connect(node.addr(), persistent_connect(V5, id, 300));
+        if connack.reason_code == ReasonCode::Success {
+            return (client, connack.session_present);
+        }
+        assert_eq!(connack.reason_code, ReasonCode::ServerUnavailable);
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
 /// A node that is gone (stopped without handing anything over) loses its client ids once its
 /// heartbeat has expired: the client connects to another node, refused with 0x88 (Server
 /// unavailable, 3.1.1: 3) only while the node may still be alive.
@@ -126,26 +144,9 @@ fn the_client_ids_of_a_node_that_is_gone_are_taken_after_the_node_timeout() {
     let client = RawClient::connected_clean(doomed.addr(), V5, "orphan");
     drop(doomed);
     drop(client);
-    let started = Instant::now();
-    let deadline = started + POLL_DEADLINE;
-    loop {
-        assert!(
-            Instant::now() < deadline,
-            "the client id was never released"
-        );
-        let connect = persistent_connect(V5, "orphan", 300);
-        let (mut client, connack) = RawClient::connect(survivor.addr(), connect);
-        if connack.reason_code == ReasonCode::Success {
-            assert!(
-                !connack.session_present,
-                "the session was on the node that is gone"
-            );
-            client.ping();
-            break;
-        }
-        assert_eq!(connack.reason_code, ReasonCode::ServerUnavailable);
-        std::thread::sleep(Duration::from_millis(200));
-    }
+    let (mut client, present) = reconnect_once_released(&survivor, "orphan");
+    assert!(!present, "the session was on the node that is gone");
+    client.ping();
     assert!(survivor.cluster_figures().unwrap().sessions_lost >= 1);
 }
 
@@ -195,24 +196,8 @@ fn a_session_offline_on_a_node_that_is_gone_resumes_elsewhere_with_its_queue() {
     });
     drop(publisher);
     drop(doomed);
-    let deadline = Instant::now() + POLL_DEADLINE;
-    let mut resumed = loop {
-        assert!(
-            Instant::now() < deadline,
-            "the client id was never released"
-        );
-        let connect = persistent_connect(V5, "sleeper", 300);
-        let (client, connack) = RawClient::connect(survivor.addr(), connect);
-        if connack.reason_code == ReasonCode::Success {
-            assert!(
-                connack.session_present,
-                "the session came back from the mirror"
-            );
-            break client;
-        }
-        assert_eq!(connack.reason_code, ReasonCode::ServerUnavailable);
-        std::thread::sleep(Duration::from_millis(200));
-    };
+    let (mut resumed, present) = reconnect_once_released(&survivor, "sleeper");
+    assert!(present, "the session came back from the mirror");
     for n in 1..=3 {
         let publish = resumed.expect_publish();
         assert_eq!(publish.topic(), format!("dead/{n}"));

@@ -420,7 +420,11 @@ fn start_cluster(
         crate::cluster::totals::NodeContext {
             figures: node_figures(shared),
             max_queued: u64::from(shared.config.queues.max_queued_messages),
-            recovered: shared.sessions.iter().map(|e| e.key().to_string()).collect(),
+            recovered: shared
+                .sessions
+                .iter()
+                .map(|e| e.key().to_string())
+                .collect(),
         },
     )
     .map(Some)

@@ -139,7 +139,10 @@ async fn reconcile(owners: Arc<Owners>, recovered: Vec<String>) {
         }
     }
     if stale > 0 {
-        warn!(stale, "cluster: sessions recovered from the store that other nodes took over while this node was down were ended here");
+        warn!(
+            stale,
+            "cluster: sessions recovered from the store that other nodes took over while this node was down were ended here"
+        );
     }
 }
 
