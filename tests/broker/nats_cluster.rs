@@ -163,6 +163,22 @@ impl NatsCluster {
         }
     }
 
+    /// Starts every server again after [`Self::stop_all`], on the same ports and store
+    /// directories, and waits until the cluster is whole again.
+    pub fn restart_all(&mut self) {
+        for index in 0..self.ports.len() {
+            let path = self._dir.path().join(format!("s{index}.conf"));
+            self.children[index] = run_server(&path);
+        }
+        for ports in &self.ports {
+            crate::harness::wait_until("a restarted NATS server with its routes", || {
+                let body = http_get(ports.monitor, "/routez")?;
+                let routes = serde_json::from_str::<serde_json::Value>(&body).ok()?;
+                (routes["num_routes"].as_u64()? >= 2).then_some(())
+            });
+        }
+    }
+
     /// Server `index`'s monitoring port.
     pub fn monitor_port(&self, index: usize) -> u16 {
         self.ports[index].monitor

@@ -13,7 +13,7 @@ pub struct ClusterCounters {
     pub messages_in: AtomicU64,
     /// Outbound messages dropped: the queue to the cluster thread was full.
     pub dropped_queue_full: AtomicU64,
-    /// Outbound messages dropped: NATS was not connected (or refused the publish).
+    /// Outbound messages dropped: NATS refused the publish.
     pub dropped_disconnected: AtomicU64,
     /// Inbound messages dropped: malformed, or the shard's mailbox was full.
     pub dropped_inbound: AtomicU64,
@@ -57,7 +57,7 @@ pub struct ClusterFigures {
     pub messages_in: u64,
     /// Outbound messages dropped at the full queue.
     pub dropped_queue_full: u64,
-    /// Outbound messages dropped while NATS was down.
+    /// Outbound messages NATS refused.
     pub dropped_disconnected: u64,
     /// Inbound messages dropped.
     pub dropped_inbound: u64,

@@ -8,6 +8,7 @@
 //! | `Mqtt-Properties` | base64 of the MQTT 5.0 properties every subscriber gets (payload format, response topic, correlation data, user properties, content type), encoded as in a PUBLISH (absent: none) |
 //! | `Ringmq-Origin`   | `<node_id>/<start nonce>`: the sending node in this run         |
 //! | `Ringmq-Seq`      | the sending node's message number (duplicate suppression)       |
+//! | `Ringmq-Shares-Served` | `1`: published while its node's NATS link was down, its shares served there |
 
 use std::time::Instant;
 
@@ -26,6 +27,7 @@ const EXPIRY: &str = "Mqtt-Expiry";
 const PROPERTIES: &str = "Mqtt-Properties";
 const ORIGIN: &str = "Ringmq-Origin";
 const SEQ: &str = "Ringmq-Seq";
+const SHARES_SERVED: &str = "Ringmq-Shares-Served";
 
 /// Why a NATS message is not a RingMQ message.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -71,6 +73,17 @@ pub fn encode(
     headers.insert(ORIGIN, origin);
     headers.insert(SEQ, seq.to_string());
     Ok(headers)
+}
+
+/// Marks a message whose node served its shared subscriptions itself (published while NATS
+/// was down): queue groups do not serve it again.
+pub fn mark_shares_served(headers: &mut HeaderMap) {
+    headers.insert(SHARES_SERVED, "1");
+}
+
+/// Whether `headers` carry [`mark_shares_served`]'s mark.
+pub fn shares_served(headers: &HeaderMap) -> bool {
+    headers.get(SHARES_SERVED).is_some()
 }
 
 /// The origin named by `headers`.

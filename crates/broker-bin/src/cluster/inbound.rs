@@ -91,6 +91,10 @@ fn decode(
     if scope == Scope::Plain && !seen.first(headers::origin(headers)?) {
         return Ok(None);
     }
+    // Its node served this share itself while NATS was down.
+    if matches!(scope, Scope::Group(_)) && headers::shares_served(headers) {
+        return Ok(None);
+    }
     let topic = subject_to_topic(&link.prefix, message.subject.as_str())?;
     let topic = MqttStr::try_from(topic).map_err(|_| InboundError::Topic)?;
     Ok(Some(headers::decode(

@@ -21,7 +21,7 @@ use super::headers;
 use super::interest::{Action, InterestTable, NatsSubscription};
 use super::subject::topic_to_subject;
 use super::totals::NodeContext;
-use super::{ClusterCounters, ClusterQueues, Interest, Scope};
+use super::{ClusterCounters, ClusterQueues, Interest, Outbound, Scope};
 use crate::config::ClusterSettings;
 use crate::message::{Message, ShardMsg};
 
@@ -236,7 +236,7 @@ fn log_event(counters: &ClusterCounters, event: Event) {
         Event::Disconnected => {
             ClusterCounters::set(&counters.connected, 0);
             warn!(
-                "cluster: disconnected from NATS (reconnecting; messages to the cluster are dropped meanwhile)"
+                "cluster: disconnected from NATS (reconnecting; messages for the cluster wait in cluster.max_outbound_messages meanwhile, beyond it dropped and counted)"
             );
         }
         other => warn!(event = %other, "cluster: NATS event"),
@@ -255,25 +255,37 @@ fn start_nonce() -> u64 {
 /// (counted). Retained ones also go to the retained bucket's writer.
 async fn outbound(
     link: Arc<Link>,
-    mut queue: mpsc::Receiver<Arc<Message>>,
+    mut queue: mpsc::Receiver<Outbound>,
     retained: mpsc::Sender<Arc<Message>>,
 ) {
     let mut seq = 0u64;
-    while let Some(message) = queue.recv().await {
+    loop {
+        // While NATS is down nothing is taken: the queue (cluster.max_outbound_messages) is
+        // the buffer, and what does not fit is dropped by the shards, counted.
+        wait_connected(&link).await;
+        let Some(Outbound {
+            message,
+            shares_served,
+        }) = queue.recv().await
+        else {
+            break;
+        };
         if message.retain && retained.try_send(Arc::clone(&message)).is_err() {
             ClusterCounters::drop_one(
                 &link.counters.retained_failures,
                 "cluster.max_outbound_messages retained messages wait for the bucket",
             );
         }
-        if link.client.connection_state() != State::Connected {
-            ClusterCounters::drop_one(&link.counters.dropped_disconnected, "NATS is not connected");
-            continue;
-        }
         seq += 1;
-        let Ok(headers) = headers::encode(&message, &link.origin, seq, link.clock.now()) else {
+        let now = link.clock.now();
+        let Ok(mut headers) = headers::encode(&message, &link.origin, seq, now) else {
             continue; // expired on the way: nobody may receive it
         };
+        if shares_served {
+            headers::mark_shares_served(&mut headers);
+        }
+        // Taken just as NATS went down: it waits here, one beyond the queue's bound.
+        wait_connected(&link).await;
         let subject = topic_to_subject(&link.prefix, message.publish.topic().as_str());
         let payload = message.publish.payload().clone();
         match link
@@ -290,6 +302,13 @@ async fn outbound(
                 );
             }
         }
+    }
+}
+
+/// Returns once the main NATS connection is up.
+async fn wait_connected(link: &Link) {
+    while link.client.connection_state() != State::Connected {
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
     }
 }
 

@@ -138,10 +138,19 @@ pub(crate) struct Interest {
     pub delta: i32,
 }
 
+/// A message on its way to NATS.
+#[derive(Debug)]
+pub(crate) struct Outbound {
+    pub message: Arc<Message>,
+    /// Its node served the matching shared subscriptions itself (NATS was down when it was
+    /// published): the other nodes' queue groups must not serve them again.
+    pub shares_served: bool,
+}
+
 /// What the shards hold of the cluster link.
 #[derive(Debug)]
 pub struct ClusterLink {
-    outbound: mpsc::Sender<Arc<Message>>,
+    outbound: mpsc::Sender<Outbound>,
     interest: mpsc::UnboundedSender<Interest>,
     claims: mpsc::Sender<ClaimRequest>,
     mirror: mpsc::Sender<MirrorOp>,
@@ -152,7 +161,7 @@ pub struct ClusterLink {
 /// The receiving ends the cluster thread takes at start.
 #[derive(Debug)]
 pub struct ClusterQueues {
-    outbound: mpsc::Receiver<Arc<Message>>,
+    outbound: mpsc::Receiver<Outbound>,
     interest: mpsc::UnboundedReceiver<Interest>,
     claims: mpsc::Receiver<ClaimRequest>,
     mirror: mpsc::Receiver<MirrorOp>,
@@ -181,9 +190,14 @@ impl ClusterLink {
         (link, queues)
     }
 
-    /// Hands a locally published message to the cluster; a full queue drops it, counted.
-    pub(crate) fn send(&self, message: &Arc<Message>) {
-        if self.outbound.try_send(Arc::clone(message)).is_err() {
+    /// Hands a locally published message to the cluster (`shares_served`: see [`Outbound`]);
+    /// a full queue drops it, counted. While NATS is down the queue is the node's buffer.
+    pub(crate) fn send(&self, message: &Arc<Message>, shares_served: bool) {
+        let outbound = Outbound {
+            message: Arc::clone(message),
+            shares_served,
+        };
+        if self.outbound.try_send(outbound).is_err() {
             ClusterCounters::drop_one(
                 &self.counters.dropped_queue_full,
                 "cluster.max_outbound_messages are waiting for NATS",

@@ -433,7 +433,7 @@ fn cluster(doc: &mut Exposition, state: &OpsState) {
         (
             "ringmq_cluster_dropped_disconnected_total",
             Kind::Counter,
-            "Messages for the cluster dropped: NATS was not connected, or refused the publish (e.g. over its max_payload).",
+            "Messages for the cluster dropped: NATS refused the publish (e.g. over its max_payload).",
             f.dropped_disconnected,
         ),
         (

@@ -37,13 +37,14 @@ impl RouteScope<'_> {
 }
 
 impl BrokerShard {
-    /// Hands a message published on this node to the cluster (nothing on a single node);
-    /// whether it was a node of a cluster.
-    pub(super) fn hand_to_cluster(&self, message: &Arc<Message>) -> bool {
+    /// Hands a message published on this node to the cluster (nothing on a single node;
+    /// `shares_served`: this node serves its shared subscriptions); whether it was a node of a
+    /// cluster.
+    pub(super) fn hand_to_cluster(&self, message: &Arc<Message>, shares_served: bool) -> bool {
         let Some(link) = &self.shared.cluster else {
             return false;
         };
-        link.send(message);
+        link.send(message, shares_served);
         true
     }
 

@@ -243,14 +243,16 @@ impl BrokerShard {
         if input.retain {
             self.retain(ctx, &input.topic, &message);
         }
-        let clustered = input.to_cluster && self.hand_to_cluster(&message);
+        // Shared subscriptions of a clustered message are served through NATS's queue groups,
+        // where this node's members take part in the choice (docs/cluster.md); while NATS is
+        // down, here.
+        let via_nats = self.shares_served_by_cluster(&input.topic);
+        let clustered = input.to_cluster && self.hand_to_cluster(&message, !via_nats);
         let publisher = Publisher {
             subscriber: input.publisher,
             client_id: input.client_id.as_str(),
         };
-        // Shared subscriptions of a clustered message are served through NATS's queue groups,
-        // where this node's members take part in the choice (docs/cluster.md).
-        let scope = match clustered && self.shares_served_by_cluster(&input.topic) {
+        let scope = match clustered && via_nats {
             true => RouteScope::Plain,
             false => RouteScope::All,
         };
