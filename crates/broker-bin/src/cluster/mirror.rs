@@ -15,7 +15,6 @@ use futures_util::StreamExt;
 use session_store::storage::{
     decode_queued_message, decode_session_snapshot, encode_session_snapshot,
 };
-use tokio::sync::mpsc;
 use tracing::{debug, warn};
 
 use super::retained_value::key_of;
@@ -92,6 +91,7 @@ impl Mirror {
                 ack.await.map(drop).map_err(|e| e.to_string())
             }
             MirrorOp::Online { client_id } => self.forget(client_id.as_str()).await,
+            MirrorOp::Ended { .. } => Ok(()),
         }
     }
 
@@ -168,19 +168,11 @@ fn rand_u64() -> u64 {
     RandomState::new().hash_one(std::time::Instant::now())
 }
 
-/// Runs the shards' mirror operations, in order, once `mirror` is open.
-pub(super) async fn run(
-    js: jetstream::Context,
-    mirror: &Mirror,
-    ops: &mut mpsc::Receiver<MirrorOp>,
-    counters: &ClusterCounters,
-) {
-    while let Some(op) = ops.recv().await {
-        let applied = mirror.apply(&js, op).await;
-        if applied.is_ok() {
-            ClusterCounters::add(&counters.mirror_writes, 1);
-        }
-        if let Err(e) = applied {
+/// Counts how a mirror operation went.
+pub(super) fn count(applied: Result<(), String>, counters: &ClusterCounters) {
+    match applied {
+        Ok(()) => ClusterCounters::add(&counters.mirror_writes, 1),
+        Err(e) => {
             debug!(error = %e, "cluster: mirror write failed");
             ClusterCounters::drop_one(
                 &counters.mirror_failures,

@@ -127,6 +127,9 @@ pub(crate) enum MirrorOp {
     Queued { client_id: MqttStr, message: Bytes },
     /// It is back on its node, or ended or moved: nothing of it is mirrored any more.
     Online { client_id: MqttStr },
+    /// It ended on this node (not moved): the client id's owner record goes, if it still
+    /// names this node run (compare-and-set on its revision), so ids used once do not stay.
+    Ended { client_id: MqttStr },
 }
 
 /// A change of the local interest in one filter.

@@ -162,7 +162,31 @@ async fn mirror_offline_sessions(owners: Arc<Owners>, mut ops: mpsc::Receiver<Mi
         return;
     };
     let js = jetstream::new(owners.link.client.clone());
-    super::mirror::run(js, &buckets.mirror, &mut ops, &owners.link.counters).await;
+    let counters = &owners.link.counters;
+    while let Some(op) = ops.recv().await {
+        match op {
+            MirrorOp::Ended { client_id } => {
+                drop_owner_record(&buckets.sessions, client_id.as_str(), &owners.link.origin)
+                    .await;
+            }
+            op => super::mirror::count(buckets.mirror.apply(&js, op).await, counters),
+        }
+    }
+}
+
+/// Removes `client_id`'s owner record if it still names `origin` (compare-and-set on the
+/// revision read: a record another node wrote meanwhile stays).
+async fn drop_owner_record(sessions: &kv::Store, client_id: &str, origin: &str) {
+    let key = key_of(client_id);
+    let Ok(Some(entry)) = sessions.entry(key.clone()).await else {
+        return;
+    };
+    if entry.operation == kv::Operation::Put && entry.value == origin.as_bytes() {
+        let purged = sessions.purge_expect_revision(&key, Some(entry.revision)).await;
+        if let Err(e) = purged {
+            debug!(error = %e, "cluster: owner record not removed");
+        }
+    }
 }
 
 /// Opens (creating if missing) both buckets, then puts this node's heartbeat (its figures)

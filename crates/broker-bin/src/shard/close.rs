@@ -195,6 +195,7 @@ impl BrokerShard {
         let client_id = session.client_id.clone();
         let subscriber = session.subscriber;
         self.end_session_state(ctx, session);
+        self.owner_record_ended(&client_id);
         self.forget_directory_entry(&client_id, Some(subscriber));
     }
 

@@ -281,6 +281,15 @@ impl BrokerShard {
         }
     }
 
+    /// The session ended here (not moved): its owner record goes (`MirrorOp::Ended`).
+    pub(super) fn owner_record_ended(&self, client_id: &MqttStr) {
+        if let Some(link) = &self.shared.cluster {
+            link.mirror(MirrorOp::Ended {
+                client_id: client_id.clone(),
+            });
+        }
+    }
+
     /// The session is back on this node, or ended: nothing of it stays mirrored.
     pub(super) fn mirror_online(&mut self, client_id: &MqttStr) {
         let Some(link) = &self.shared.cluster else {
