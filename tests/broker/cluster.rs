@@ -114,7 +114,7 @@ fn next_message(client: &mut RawClient) -> Publish {
 }
 
 /// Fails if a PUBLISH other than a probe arrives within [`QUIET`].
-fn expect_no_message(client: &mut RawClient) {
+pub(crate) fn expect_no_message(client: &mut RawClient) {
     let deadline = Instant::now() + QUIET;
     loop {
         let left = deadline.saturating_duration_since(Instant::now());
@@ -305,7 +305,7 @@ fn a_node_does_not_receive_its_own_publishes_back() {
 }
 
 /// The value of the unlabelled sample `name` in a `/metrics` document.
-fn metric(document: &str, name: &str) -> Option<u64> {
+pub(crate) fn metric(document: &str, name: &str) -> Option<u64> {
     document.lines().find_map(|line| {
         let (key, value) = line.split_once(' ')?;
         (key == name).then(|| value.trim().parse().ok())?

@@ -209,3 +209,40 @@ fn a_session_offline_on_a_node_that_is_gone_resumes_elsewhere_with_its_queue() {
     local.publish_simple("dead/after", b"m", QoS::AtLeastOnce);
     assert_eq!(next_real(&mut resumed).topic(), "dead/after");
 }
+
+/// A node that comes back (same `node_id`, same store) after its offline client resumed on
+/// another node ends the stale copy it recovered from its store: it holds no session any more,
+/// and a message published there reaches the client once, through the node that owns it now.
+#[test]
+fn a_node_back_after_its_client_moved_ends_its_stale_copy() {
+    let nats = NatsCluster::start();
+    let dir = tempfile::tempdir().unwrap();
+    let stored = format!(
+        "node_timeout_ms = 2000\n[persistence]\nengine = \"redb\"\ndir = \"{}\"\n",
+        dir.path().display()
+    );
+    let first_run = start_node_with(&nats, 0, &stored);
+    let survivor = start_node_with(&nats, 1, "node_timeout_ms = 2000");
+    let (mut roamer, _) = connect_persistent(&first_run, V5, "roamer");
+    roamer.subscribe("roam/#", QoS::AtLeastOnce);
+    roamer.disconnect();
+    crate::harness::wait_until("the offline session mirrored", || {
+        (first_run.cluster_figures()?.mirror_writes >= 1).then_some(())
+    });
+    drop(first_run);
+    let (mut roamer, present) = reconnect_once_released(&survivor, "roamer");
+    assert!(present);
+    let back = start_node_with(&nats, 0, &stored);
+    let port = back.http_addr().port();
+    crate::harness::wait_until("the stale copy ended on the node that came back", || {
+        let metrics = crate::nats_cluster::http_get(port, "/metrics")?;
+        (crate::cluster::metric(&metrics, "ringmq_sessions")? == 0).then_some(())
+    });
+    let mut publisher = RawClient::connected_clean(back.addr(), V5, "roam-pub");
+    until_routed(&mut publisher, "roam/p", &mut [&mut roamer]);
+    publisher.publish_simple("roam/x", b"m", QoS::AtLeastOnce);
+    let publish = next_real(&mut roamer);
+    assert_eq!(publish.topic(), "roam/x");
+    roamer.acknowledge(&publish);
+    crate::cluster::expect_no_message(&mut roamer);
+}
