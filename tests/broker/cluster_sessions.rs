@@ -16,6 +16,7 @@ use crate::client::{ProtocolVersion, RawClient, V5, V311, persistent_connect};
 use crate::cluster::{is_probe, start_cluster, start_node_with, until_routed};
 use crate::harness::{POLL_DEADLINE, TestBroker};
 use crate::nats_cluster::NatsCluster;
+use crate::process::{BrokerProcess, free_port};
 
 /// The next PUBLISH that is not a probe, left unacknowledged.
 fn next_real(client: &mut RawClient) -> Publish {
@@ -30,9 +31,7 @@ fn next_real(client: &mut RawClient) -> Publish {
 
 /// Connects `id` with a persistent session to `node`; CONNACK's Session Present.
 fn connect_persistent(node: &TestBroker, protocol: ProtocolVersion, id: &str) -> (RawClient, bool) {
-    let (client, connack) = RawClient::connect(node.addr(), persistent_connect(protocol, id, 300));
-    assert_eq!(connack.reason_code, ReasonCode::Success, "{connack:?}");
-    (client, connack.session_present)
+    connect_persistent_to(node.addr(), protocol, id)
 }
 
 #[test]
@@ -174,28 +173,25 @@ fn every_node_reports_the_cluster_totals() {
     );
 }
 
-/// A node that is gone while a client's persistent session is offline there: the QoS 1
+/// A node killed with SIGKILL while a client's persistent session is offline there: the QoS 1
 /// copies queued for it (mirrored in JetStream) reach the client when it reconnects to another
 /// node, in order, with its subscription.
 #[test]
-fn a_session_offline_on_a_node_that_is_gone_resumes_elsewhere_with_its_queue() {
+fn a_session_offline_on_a_node_killed_with_sigkill_resumes_elsewhere_with_its_queue() {
     let nats = NatsCluster::start();
-    let quick = "node_timeout_ms = 2000";
-    let doomed = start_node_with(&nats, 0, quick);
-    let survivor = start_node_with(&nats, 1, quick);
-    let (mut sleeper, _) = connect_persistent(&doomed, V5, "sleeper");
+    let work = tempfile::tempdir().unwrap();
+    let (doomed, metrics_port) = cluster_process(&nats, work.path());
+    let survivor = start_node_with(&nats, 1, "node_timeout_ms = 2000");
+    let (mut sleeper, _) = connect_persistent_to(doomed.addr, V5, "sleeper");
     sleeper.subscribe("dead/#", QoS::AtLeastOnce);
     sleeper.disconnect();
-    let mut publisher = RawClient::connected_clean(doomed.addr(), V5, "last-words");
+    let mut publisher = RawClient::connected_clean(doomed.addr, V5, "last-words");
     for n in 1..=3 {
         publisher.publish_simple(&format!("dead/{n}"), b"m", QoS::AtLeastOnce);
     }
     // The record and the three copies are in JetStream.
-    crate::harness::wait_until("the offline session mirrored", || {
-        (doomed.cluster_figures()?.mirror_writes >= 4).then_some(())
-    });
-    drop(publisher);
-    drop(doomed);
+    wait_for_metric(metrics_port, "ringmq_cluster_mirror_writes_total", 4);
+    doomed.kill_9();
     let (mut resumed, present) = reconnect_once_released(&survivor, "sleeper");
     assert!(present, "the session came back from the mirror");
     for n in 1..=3 {
@@ -208,6 +204,39 @@ fn a_session_offline_on_a_node_that_is_gone_resumes_elsewhere_with_its_queue() {
     let mut local = RawClient::connected_clean(survivor.addr(), V5, "afterwards");
     local.publish_simple("dead/after", b"m", QoS::AtLeastOnce);
     assert_eq!(next_real(&mut resumed).topic(), "dead/after");
+}
+
+/// Node `n0` as a real process on NATS server 0 (`node_timeout_ms = 2000`), its operations
+/// listener on a free port; returned once connected with its buckets open.
+fn cluster_process(nats: &NatsCluster, dir: &std::path::Path) -> (BrokerProcess, u16) {
+    let http = free_port();
+    let config = format!(
+        "[cluster]\nnode_id = \"n0\"\nnats = [\"{}\"]\nreplicas = 3\nnode_timeout_ms = 2000\n\
+         [http]\nbind = \"127.0.0.1:{http}\"\n[persistence]\nengine = \"none\"\n",
+        nats.url(0)
+    );
+    let process = BrokerProcess::start(&config, &dir.join("n0.toml"));
+    wait_for_metric(http, "ringmq_cluster_ownership_ready", 1);
+    (process, http)
+}
+
+/// Waits until the unlabelled metric `name` on the operations listener at `port` is `at_least`.
+fn wait_for_metric(port: u16, name: &str, at_least: u64) {
+    crate::harness::wait_until(name, || {
+        let document = crate::nats_cluster::http_get(port, "/metrics")?;
+        (crate::cluster::metric(&document, name)? >= at_least).then_some(())
+    });
+}
+
+/// [`connect_persistent`] to an address.
+fn connect_persistent_to(
+    addr: std::net::SocketAddr,
+    protocol: ProtocolVersion,
+    id: &str,
+) -> (RawClient, bool) {
+    let (client, connack) = RawClient::connect(addr, persistent_connect(protocol, id, 300));
+    assert_eq!(connack.reason_code, ReasonCode::Success, "{connack:?}");
+    (client, connack.session_present)
 }
 
 /// A node that comes back (same `node_id`, same store) after its offline client resumed on

@@ -6,9 +6,8 @@
 //! engine (2 here; `scripts/crash-test.sh` runs many more).
 
 use std::collections::{HashMap, HashSet};
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::net::SocketAddr;
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -16,6 +15,7 @@ use codec::{Packet, ProtocolVersion, PubAck, PubComp, PubRec, PubRel, Publish, Q
 
 use crate::client::{Event, RawClient, persistent_connect, publish_packet};
 use crate::persistence::{ENGINES, store_config};
+use crate::process::BrokerProcess;
 
 const V5: ProtocolVersion = ProtocolVersion::V5;
 const SUBSCRIBER: &str = "crash-sub";
@@ -36,58 +36,13 @@ fn acknowledged_messages_survive_kill_9() {
     }
 }
 
-/// A broker process on a free port, storing in `dir`.
-struct BrokerProcess {
-    child: Child,
-    addr: SocketAddr,
-}
-
-impl BrokerProcess {
-    fn start(engine: &str, dir: &Path) -> Self {
-        let port = TcpListener::bind("127.0.0.1:0")
-            .and_then(|l| l.local_addr())
-            .expect("a free port")
-            .port();
-        let addr: SocketAddr = ([127, 0, 0, 1], port).into();
-        let config = dir.with_extension("toml");
-        let text = format!(
-            "[runtime]\nshards = 2\n[sys]\ninterval = 0\n{}",
-            store_config(engine, dir)
-        );
-        std::fs::write(&config, text).expect("write the config");
-        let child = Command::new(env!("CARGO_BIN_EXE_ringmq"))
-            .arg("--config")
-            .arg(&config)
-            .arg("--listen")
-            .arg(addr.to_string())
-            .env("NO_COLOR", "1")
-            .env_remove("RUST_LOG")
-            .stdout(Stdio::null())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .expect("start the broker binary");
-        let deadline = Instant::now() + Duration::from_secs(20);
-        while TcpStream::connect(addr).is_err() {
-            assert!(
-                Instant::now() < deadline,
-                "the broker did not start listening"
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        Self { child, addr }
-    }
-
-    fn kill_9(mut self) {
-        self.child.kill().expect("SIGKILL the broker");
-        self.child.wait().expect("reap the broker");
-    }
-}
-
-impl Drop for BrokerProcess {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
+/// A broker process storing in `dir` with `engine`.
+fn start_broker(engine: &str, dir: &Path) -> BrokerProcess {
+    let text = format!(
+        "[runtime]\nshards = 2\n[sys]\ninterval = 0\n{}",
+        store_config(engine, dir)
+    );
+    BrokerProcess::start(&text, &dir.with_extension("toml"))
 }
 
 /// What the subscriber saw: how often each message number arrived, and the QoS 2 packet ids it
@@ -194,7 +149,7 @@ fn crash_round(engine: &str, round: usize) {
         .tempdir()
         .expect("temp dir");
     let store = dir.path().join("data");
-    let broker = BrokerProcess::start(engine, &store);
+    let broker = start_broker(engine, &store);
     let mut sub = RawClient::connected(broker.addr, persistent_connect(V5, SUBSCRIBER, 3600));
     sub.subscribe("crash/1", QoS::AtLeastOnce);
     sub.subscribe("crash/2", QoS::ExactlyOnce);
@@ -228,7 +183,7 @@ fn crash_round(engine: &str, round: usize) {
         "{engine} round {round}: nothing was acknowledged before the kill"
     );
 
-    let broker = BrokerProcess::start(engine, &store);
+    let broker = start_broker(engine, &store);
     let (mut sub, connack) =
         RawClient::connect(broker.addr, persistent_connect(V5, SUBSCRIBER, 3600));
     assert!(
@@ -307,11 +262,11 @@ fn a_subscription_acknowledged_before_a_kill_is_kept() {
             .tempdir()
             .expect("temp dir");
         let store = dir.path().join("data");
-        let broker = BrokerProcess::start(engine, &store);
+        let broker = start_broker(engine, &store);
         let mut sub = RawClient::connected(broker.addr, persistent_connect(V5, "kept-sub", 3600));
         sub.subscribe("kept/#", QoS::AtLeastOnce);
         broker.kill_9();
-        let broker = BrokerProcess::start(engine, &store);
+        let broker = start_broker(engine, &store);
         let (mut sub, connack) =
             RawClient::connect(broker.addr, persistent_connect(V5, "kept-sub", 3600));
         assert!(
@@ -341,7 +296,7 @@ fn the_will_of_a_session_connected_at_the_kill_is_published_after_the_restart() 
             .tempdir()
             .expect("temp dir");
         let store = dir.path().join("data");
-        let broker = BrokerProcess::start(engine, &store);
+        let broker = start_broker(engine, &store);
         let mut watcher =
             RawClient::connected(broker.addr, persistent_connect(V5, "will-watcher", 3600));
         watcher.subscribe("wills/#", QoS::AtLeastOnce);
@@ -364,7 +319,7 @@ fn the_will_of_a_session_connected_at_the_kill_is_published_after_the_restart() 
         owner.subscribe("owner/own", QoS::AtLeastOnce);
         broker.kill_9();
         drop(owner);
-        let broker = BrokerProcess::start(engine, &store);
+        let broker = start_broker(engine, &store);
         let mut watcher =
             RawClient::connected(broker.addr, persistent_connect(V5, "will-watcher", 3600));
         let will = watcher.expect_publish_on("wills/owner");

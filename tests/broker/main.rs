@@ -31,6 +31,7 @@ mod passwords;
 mod persistence;
 mod pipelined;
 mod pki;
+mod process;
 mod qos;
 mod queue_bytes;
 mod quotas;

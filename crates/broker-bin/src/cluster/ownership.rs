@@ -166,8 +166,7 @@ async fn mirror_offline_sessions(owners: Arc<Owners>, mut ops: mpsc::Receiver<Mi
     while let Some(op) = ops.recv().await {
         match op {
             MirrorOp::Ended { client_id } => {
-                drop_owner_record(&buckets.sessions, client_id.as_str(), &owners.link.origin)
-                    .await;
+                drop_owner_record(&buckets.sessions, client_id.as_str(), &owners.link.origin).await;
             }
             op => super::mirror::count(buckets.mirror.apply(&js, op).await, counters),
         }
@@ -182,7 +181,9 @@ async fn drop_owner_record(sessions: &kv::Store, client_id: &str, origin: &str) 
         return;
     };
     if entry.operation == kv::Operation::Put && entry.value == origin.as_bytes() {
-        let purged = sessions.purge_expect_revision(&key, Some(entry.revision)).await;
+        let purged = sessions
+            .purge_expect_revision(&key, Some(entry.revision))
+            .await;
         if let Err(e) = purged {
             debug!(error = %e, "cluster: owner record not removed");
         }

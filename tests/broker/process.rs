@@ -1,0 +1,63 @@
+//! A real broker process (the `ringmq` binary) for tests that kill it with SIGKILL: on a free
+//! loopback port, killed and reaped on drop.
+
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// A free loopback port (free when asked; the broker binds it right after).
+pub fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .port()
+}
+
+/// A running `ringmq` binary.
+pub struct BrokerProcess {
+    child: Child,
+    pub addr: SocketAddr,
+}
+
+impl BrokerProcess {
+    /// Writes `config` (TOML) to `config_path` and starts the binary with it on a free port;
+    /// returns once it accepts connections.
+    pub fn start(config: &str, config_path: &Path) -> Self {
+        let addr: SocketAddr = ([127, 0, 0, 1], free_port()).into();
+        std::fs::write(config_path, config).expect("write the config");
+        let child = Command::new(env!("CARGO_BIN_EXE_ringmq"))
+            .arg("--config")
+            .arg(config_path)
+            .arg("--listen")
+            .arg(addr.to_string())
+            .env("NO_COLOR", "1")
+            .env_remove("RUST_LOG")
+            .stdout(Stdio::null())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("start the broker binary");
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while TcpStream::connect(addr).is_err() {
+            assert!(
+                Instant::now() < deadline,
+                "the broker did not start listening"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        Self { child, addr }
+    }
+
+    /// SIGKILL, then reap.
+    pub fn kill_9(mut self) {
+        self.child.kill().expect("SIGKILL the broker");
+        self.child.wait().expect("reap the broker");
+    }
+}
+
+impl Drop for BrokerProcess {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
