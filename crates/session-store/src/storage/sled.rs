@@ -58,7 +58,7 @@ impl SledStorage {
 
     fn apply(&self, writes: Vec<keyed::KeyWrite>) -> Result<(), StorageError> {
         let mut batch = ::sled::Batch::default();
-        for (key, value) in writes {
+        for keyed::KeyWrite { key, value, .. } in writes {
             match value {
                 Some(value) => batch.insert(key, value),
                 None => batch.remove(key),

@@ -45,18 +45,20 @@ struct Planned<'b> {
 ///
 /// Planned writes are hashed, not ordered: keys share long prefixes (tag and client id), so a
 /// tree's comparisons cost more than hashing; the rare ordered questions (a prefix's keys, its
-/// last key) scan the planned writes, and `into_writes` sorts once.
+/// last key) scan the planned writes, and an engine that wants the writes in key order sorts
+/// them once.
 pub(in crate::storage) struct Overlay<'a, 'b, K> {
     kv: &'a K,
     planned: HashMap<Vec<u8>, Planned<'b>, ahash::RandomState>,
 }
 
 impl<'a, 'b, K: KvRead> Overlay<'a, 'b, K> {
-    /// Nothing planned yet over `kv`.
-    pub(in crate::storage) fn new(kv: &'a K) -> Self {
+    /// Nothing planned yet over `kv`, with room for `writes` planned writes (a batch plans
+    /// about one per write: sized once, not grown step by step through a large group commit).
+    pub(in crate::storage) fn new(kv: &'a K, writes: usize) -> Self {
         Self {
             kv,
-            planned: HashMap::default(),
+            planned: HashMap::with_capacity_and_hasher(writes, ahash::RandomState::default()),
         }
     }
 
@@ -163,12 +165,14 @@ impl<'a, 'b, K: KvRead> Overlay<'a, 'b, K> {
         under.into_iter()
     }
 
-    /// The planned writes, in key order.
+    /// The planned writes, in no particular order (each key once).
     pub(in crate::storage) fn into_writes(self) -> Vec<KeyWrite> {
-        let mut writes: Vec<KeyWrite> = (self.planned.into_iter())
-            .map(|(key, planned)| (key, planned.value.map(Value::encode)))
-            .collect();
-        writes.sort_unstable_by(|a, b| a.0.cmp(&b.0));
-        writes
+        (self.planned.into_iter())
+            .map(|(key, planned)| KeyWrite {
+                key,
+                value: planned.value.map(Value::encode),
+                absent_before: planned.absent_before,
+            })
+            .collect()
     }
 }

@@ -42,7 +42,7 @@ pub(in crate::storage) fn plan(
     batch: &[SessionWrite],
 ) -> Result<(Vec<KeyWrite>, Committed), StorageError> {
     let mut planner = Planner {
-        overlay: Overlay::new(kv),
+        overlay: Overlay::new(kv, batch.len()),
         index,
         dirty: Dirty::default(),
     };
