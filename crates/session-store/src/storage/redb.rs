@@ -220,7 +220,8 @@ impl SessionStorage for RedbStorage {
                 table: &*table,
                 path: &path,
             };
-            let (mut writes, committed) = keyed.plan(&reads, batch)?;
+            let mut writes = Vec::new();
+            let committed = keyed.plan(&reads, batch, &mut writes)?;
             // In key order: neighbouring keys share pages.
             writes.sort_unstable_by(|a, b| a.key.cmp(&b.key));
             for keyed::KeyWrite { key, value, .. } in writes {

@@ -157,7 +157,8 @@ impl SessionStorage for SledStorage {
             db: &self.db,
             path: &self.path,
         };
-        let (writes, committed) = self.keyed.plan(&reads, batch)?;
+        let mut writes = Vec::new();
+        let committed = self.keyed.plan(&reads, batch, &mut writes)?;
         if let Err(error) = self.apply(writes) {
             // A failed flush may leave the batch applied but not durable: rebuild either way.
             self.keyed.forget();

@@ -32,8 +32,8 @@ pub(super) fn apply(
         let mut table = txn.open_table(TABLE).map_err(|e| error(&e))?;
         for (key, value) in pending.writes() {
             let done = match value {
-                Some(value) => table.insert(key, value).map(drop),
-                None => table.remove(key).map(drop),
+                Some(value) => table.insert(key.as_slice(), value).map(drop),
+                None => table.remove(key.as_slice()).map(drop),
             };
             done.map_err(|e| error(&e))?;
         }

@@ -6,7 +6,7 @@ use std::iter::Peekable;
 
 use super::pending::Pending;
 use crate::storage::StorageError;
-use crate::storage::keyed::{KvRead, Visit, prefix_end};
+use crate::storage::keyed::{KvRead, Visit};
 
 /// The store as the log's epochs and the B-tree below them add up to.
 pub(super) struct Layered<'a, B> {
@@ -21,13 +21,18 @@ impl<B: KvRead> Layered<'_, B> {
         (self.epochs.iter().flatten()).find_map(|epoch| epoch.get(key))
     }
 
-    /// The epochs' keys from `start` to `end` (excluded), the newest write of each, in order.
-    fn logged_range(&self, start: &[u8], end: Option<&[u8]>) -> Vec<(&[u8], Option<&[u8]>)> {
-        let mut merged = BTreeMap::new();
-        for epoch in self.epochs.iter().rev().flatten() {
-            merged.extend(epoch.range(start, end));
+    /// The epochs' keys starting with `prefix` from `start` on, the newest write of each, in
+    /// key order.
+    fn logged_under(&self, prefix: &[u8], start: &[u8]) -> Vec<(Vec<u8>, Option<&[u8]>)> {
+        match self.epochs {
+            [Some(only), None] | [None, Some(only)] => only.under(prefix, start),
+            [None, None] => Vec::new(),
+            [Some(newer), Some(older)] => {
+                let mut merged: BTreeMap<_, _> = older.under(prefix, start).into_iter().collect();
+                merged.extend(newer.under(prefix, start));
+                merged.into_iter().collect()
+            }
         }
-        merged.into_iter().collect()
     }
 }
 
@@ -47,22 +52,24 @@ impl<B: KvRead> KvRead for Layered<'_, B> {
     }
 
     fn scan(&self, start: &[u8], prefix: &[u8], visit: Visit<'_>) -> Result<(), StorageError> {
-        let end = prefix_end(prefix);
-        let logged = self.logged_range(start.max(prefix), end.as_deref());
-        let mut merge = Merge::new(logged.into_iter(), Ascending, visit);
+        let logged = self.logged_under(prefix, start.max(prefix));
+        let mut merge = Merge::new(logged.iter().map(as_slices), Ascending, visit);
         self.base
             .scan(start, prefix, &mut |key, value| merge.base(key, value))?;
         merge.rest()
     }
 
     fn scan_back(&self, prefix: &[u8], visit: Visit<'_>) -> Result<(), StorageError> {
-        let end = prefix_end(prefix);
-        let logged = self.logged_range(prefix, end.as_deref());
-        let mut merge = Merge::new(logged.into_iter().rev(), Descending, visit);
+        let logged = self.logged_under(prefix, prefix);
+        let mut merge = Merge::new(logged.iter().rev().map(as_slices), Descending, visit);
         self.base
             .scan_back(prefix, &mut |key, value| merge.base(key, value))?;
         merge.rest()
     }
+}
+
+fn as_slices<'a>((key, value): &'a (Vec<u8>, Option<&'a [u8]>)) -> (&'a [u8], Option<&'a [u8]>) {
+    (key.as_slice(), *value)
 }
 
 /// Which way a scan goes.

@@ -69,6 +69,8 @@ pub struct LoggedStorage {
     checkpointer: Checkpointer,
     /// The record being appended (kept between commits).
     record: Vec<u8>,
+    /// The key writes of the batch being committed (kept between commits, empty between).
+    writes: Vec<KeyWrite>,
 }
 
 impl LoggedStorage {
@@ -104,6 +106,7 @@ impl LoggedStorage {
             active: Pending::default(),
             checkpointing: None,
             record: Vec::new(),
+            writes: Vec::new(),
         };
         storage.epoch = storage.replay()? + 1;
         Ok(storage)
@@ -164,25 +167,31 @@ impl LoggedStorage {
         keyed: &mut Keyed,
         batch: &[SessionWrite],
     ) -> Result<Committed, StorageError> {
-        let (writes, committed) = self.read(|reads| keyed.plan(reads, batch))??;
-        self.log(writes).inspect_err(|_| keyed.forget())?;
-        Ok(committed)
+        let mut writes = std::mem::take(&mut self.writes);
+        writes.clear();
+        let planned = self.read(|reads| keyed.plan(reads, batch, &mut writes));
+        let logged = planned
+            .and_then(|planned| planned)
+            .and_then(|committed| self.log(&mut writes).map(|()| committed));
+        self.writes = writes;
+        logged.inspect_err(|_| keyed.forget())
     }
 
-    /// Appends `writes` to the log (durably with [`SyncMode::EveryCommit`]) and to the epoch.
-    fn log(&mut self, writes: Vec<KeyWrite>) -> Result<(), StorageError> {
+    /// Appends `writes` to the log (durably with [`SyncMode::EveryCommit`]) and moves them to
+    /// the epoch.
+    fn log(&mut self, writes: &mut Vec<KeyWrite>) -> Result<(), StorageError> {
         if writes.is_empty() {
             return Ok(());
         }
-        if self.active_file().is_full_for(record::encoded_len(&writes)) {
+        if self.active_file().is_full_for(record::encoded_len(writes)) {
             self.next_epoch()?;
         }
         self.record.clear();
-        record::encode(self.epoch, &writes, &mut self.record);
+        record::encode(self.epoch, writes, &mut self.record);
         let sync = self.sync == SyncMode::EveryCommit;
         let index = self.file_index();
         self.files[index].append(&self.record, sync)?;
-        for write in writes {
+        for write in writes.drain(..) {
             self.active.apply(write);
         }
         Ok(())
@@ -220,7 +229,7 @@ impl LoggedStorage {
             value: Some(value.to_vec()),
             absent_before: false,
         };
-        self.log(vec![write]).expect("test: log write");
+        self.log(&mut vec![write]).expect("test: log write");
     }
 }
 

@@ -100,10 +100,6 @@ fn a_flow_completed_between_checkpoints_never_reaches_the_b_tree() {
     batches.push(vec![released(3), qos2_released(3), acked(2)]);
     batches.push(vec![acked(3)]);
     commit_all(&mut storage, &batches);
-    let written: Vec<_> = storage
-        .active
-        .writes()
-        .map(|(key, _)| key.to_vec())
-        .collect();
+    let written: Vec<_> = storage.active.writes().map(|(key, _)| key).collect();
     assert_eq!(written, [crate::storage::keyed::session_key(&text("a"))]);
 }
