@@ -15,12 +15,14 @@ const V5: ProtocolVersion = ProtocolVersion::V5;
 const V311: ProtocolVersion = ProtocolVersion::V3_1_1;
 
 /// Every durable engine.
-pub const ENGINES: [&str; 2] = ["sled", "redb"];
+pub const ENGINES: [&str; 3] = ["sled", "redb", "log"];
 
-/// The TOML that stores the broker's state with `engine` in `dir`.
+/// The TOML that stores the broker's state with `engine` in `dir`. The log engine gets its
+/// smallest log files (1 MiB), so that it checkpoints during the tests (and is killed while
+/// checkpointing in the crash test), not only replays its log.
 pub fn store_config(engine: &str, dir: &Path) -> String {
     format!(
-        "[persistence]\nengine = \"{engine}\"\ndir = \"{}\"\n",
+        "[persistence]\nengine = \"{engine}\"\ndir = \"{}\"\nlog_mb = 1\n",
         dir.display()
     )
 }

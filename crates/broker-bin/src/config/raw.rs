@@ -246,6 +246,7 @@ raw_section!(
         sync_interval_ms: u64,
         memory_queue_messages: u64,
         cache_mb: u64,
+        log_mb: u64,
     }
 );
 

@@ -60,6 +60,8 @@ pub enum StorageEngine {
     Sled,
     /// redb, in `persistence.dir`.
     Redb,
+    /// A log checkpointed into redb, in `persistence.dir`.
+    Log,
     /// Memory only: everything is lost on restart.
     None,
 }
@@ -70,6 +72,7 @@ impl StorageEngine {
         match self {
             Self::Sled => "sled",
             Self::Redb => "redb",
+            Self::Log => "log",
             Self::None => "none",
         }
     }
@@ -97,6 +100,8 @@ pub struct PersistenceSettings {
     pub memory_queue_messages: u32,
     /// The engine's page cache, at most (bytes).
     pub cache_bytes: u64,
+    /// The `log` engine: the size of each of its two log files (bytes).
+    pub log_bytes: u64,
 }
 
 impl PersistenceSettings {

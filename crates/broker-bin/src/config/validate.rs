@@ -122,11 +122,14 @@ impl RawConfig {
         let engine = match need("persistence.engine", &p.engine)?.as_str() {
             "sled" => StorageEngine::Sled,
             "redb" => StorageEngine::Redb,
+            "log" => StorageEngine::Log,
             "none" => StorageEngine::None,
             other => {
                 return Err(ConfigError::invalid(
                     "persistence.engine",
-                    format!("unknown engine {other:?} (expected \"sled\", \"redb\" or \"none\")"),
+                    format!(
+                        "unknown engine {other:?} (expected \"log\", \"redb\", \"sled\" or \"none\")"
+                    ),
                 ));
             }
         };
@@ -162,6 +165,7 @@ impl RawConfig {
                 1_000_000,
             )?,
             cache_bytes: in_range("persistence.cache_mb", &p.cache_mb, 1, 1 << 20)? << 20,
+            log_bytes: in_range("persistence.log_mb", &p.log_mb, 1, 4096)? << 20,
         })
     }
 

@@ -104,6 +104,7 @@ pub(crate) const RESTART: &[KeyCheck] = &[
         persistence.memory_queue_messages
     ),
     same!("persistence.cache_mb", persistence.cache_bytes),
+    same!("persistence.log_mb", persistence.log_bytes),
     same!("auth.allow_anonymous", auth.allow_anonymous),
     same!("auth.password_file", auth.password_file),
     same!("auth.acl_file", auth.acl_file),

@@ -11,8 +11,8 @@ use ring_runtime::ShardId;
 use router::{SubscriberId, SubscriptionChange, SubscriptionFilter, TopicName};
 use session_store::SessionExpiry;
 use session_store::storage::{
-    RedbStorage, SessionStorage, SessionWrite, SledStorage, StorageError, StoredMessage,
-    StoredSession, SyncMode,
+    LoggedStorage, RedbStorage, SessionStorage, SessionWrite, SledStorage, StorageError,
+    StoredMessage, StoredSession, SyncMode,
 };
 
 use super::message_from_stored;
@@ -195,6 +195,15 @@ pub fn open_and_recover(settings: &PersistenceSettings) -> Result<Option<Opened>
         StorageEngine::Redb => Box::new(
             RedbStorage::open_with_cache(&settings.dir, sync, settings.cache_bytes)
                 .map_err(fail)?,
+        ),
+        StorageEngine::Log => Box::new(
+            LoggedStorage::open_with(
+                &settings.dir,
+                sync,
+                settings.cache_bytes,
+                settings.log_bytes,
+            )
+            .map_err(fail)?,
         ),
     };
     let memory_queue = settings.memory_queue_messages as usize;

@@ -120,31 +120,31 @@ macro_rules! contract_suite {
 }
 
 macro_rules! durable_suite {
-    ($engine:ty) => {
-        contract_suite!(|| fresh(<$engine>::open, SyncMode::EveryCommit));
+    ($open:expr) => {
+        contract_suite!(|| fresh($open, SyncMode::EveryCommit));
 
         mod deferred {
-            contract_suite!(|| fresh(<$engine>::open, SyncMode::Deferred));
+            contract_suite!(|| fresh($open, SyncMode::Deferred));
         }
 
         #[test]
         fn state_survives_a_reopen() {
-            durable_state_survives_a_reopen(<$engine>::open, SyncMode::EveryCommit);
+            durable_state_survives_a_reopen($open, SyncMode::EveryCommit);
         }
 
         #[test]
         fn synced_state_survives_a_reopen() {
-            durable_state_survives_a_reopen(<$engine>::open, SyncMode::Deferred);
+            durable_state_survives_a_reopen($open, SyncMode::Deferred);
         }
 
         #[test]
         fn skipped_writes_stay_skipped_after_a_reopen() {
-            durable_skipped_writes_stay_skipped(<$engine>::open);
+            durable_skipped_writes_stay_skipped($open);
         }
 
         #[test]
         fn a_corrupt_record_loads_as_corrupt() {
-            let mut store = fresh(<$engine>::open, SyncMode::EveryCommit);
+            let mut store = fresh($open, SyncMode::EveryCommit);
             store.commit(&[saved("a", SessionExpiry::Never)]).unwrap();
             store
                 .storage
@@ -154,12 +154,12 @@ macro_rules! durable_suite {
 
         #[test]
         fn a_commit_before_any_load_follows_the_stored_state() {
-            durable_commit_before_load(<$engine>::open);
+            durable_commit_before_load($open);
         }
 
         #[test]
         fn an_entry_of_no_stored_session_is_corrupt() {
-            let mut store = fresh(<$engine>::open, SyncMode::EveryCommit);
+            let mut store = fresh($open, SyncMode::EveryCommit);
             store
                 .storage
                 .put_raw(&keyed::queued_key(&text("a"), 1), b"\x02");
@@ -173,7 +173,7 @@ macro_rules! durable_suite {
 
         #[test]
         fn a_corrupt_inflight_entry_loads_as_corrupt() {
-            let mut store = fresh(<$engine>::open, SyncMode::EveryCommit);
+            let mut store = fresh($open, SyncMode::EveryCommit);
             store.commit(&[saved("a", SessionExpiry::Never)]).unwrap();
             store
                 .storage
@@ -183,7 +183,7 @@ macro_rules! durable_suite {
 
         #[test]
         fn a_regular_file_is_not_a_store() {
-            durable_regular_file_is_not_a_store(<$engine>::open);
+            durable_regular_file_is_not_a_store($open);
         }
     };
 }
@@ -193,11 +193,21 @@ mod recording {
 }
 
 mod sled {
-    durable_suite!(SledStorage);
+    durable_suite!(SledStorage::open);
 }
 
 mod redb {
-    durable_suite!(RedbStorage);
+    durable_suite!(RedbStorage::open);
+}
+
+/// With log files so small that most commits end an epoch (checkpoints all the time).
+mod log_checkpointing {
+    durable_suite!(LoggedStorage::open_tiny);
+}
+
+/// With log files that hold every test's writes (a reopen replays them).
+mod log_replaying {
+    durable_suite!(LoggedStorage::open_roomy);
 }
 
 /// Opens `path` again after the previous handle was dropped. sled releases its file lock from

@@ -2,15 +2,17 @@
 //! of [`SessionWrite`]s and gives back what they add up to ([`Recovered`]) after a restart.
 //! Engines: [`NoStorage`] (memory only, the default); [`RecordingStorage`], the in-memory model
 //! every durable engine must agree with; and the durable engines [`SledStorage`] (sled, the
-//! design's engine) and [`RedbStorage`] (redb, the measured alternative). Their types never leave
-//! this crate: both open a directory and report failures as [`StorageError`].
+//! design's engine), [`RedbStorage`] (redb, the measured alternative) and [`LoggedStorage`]
+//! (group commits appended to a log, their net effect checkpointed into redb in the
+//! background). Their types never leave this crate: each opens a directory and reports
+//! failures as [`StorageError`].
 //!
 //! The durable engines share a key layout, an in-memory index and a planning step (`keyed/`):
 //! each engine keeps, per stored session, its record, its queue's length and its inflight
 //! entries in memory (never a queued message), so a batch becomes direct key writes with the
 //! model's own rules (every engine skips the same writes, reported as [`Skipped`]) and a commit
 //! costs the same whatever a session has queued; the writes go in one atomic step (a sled
-//! `Batch`; one redb write transaction). They open with a [`SyncMode`]: durable at every commit
+//! `Batch`; one redb write transaction; one log record). They open with a [`SyncMode`]: durable at every commit
 //! (sled `flush`; redb `Durability::Immediate`), or deferred to [`SessionStorage::sync`]. Values
 //! use a small versioned binary format (`encoding.rs`); one that does not decode, or an entry
 //! of no stored session, is [`StorageError::Corrupt`] naming its key. The contract is one
@@ -71,6 +73,7 @@
 mod committed;
 mod encoding;
 mod keyed;
+mod logged;
 mod none;
 mod recording;
 mod redb;
@@ -88,6 +91,7 @@ mod model_tests;
 pub use self::redb::RedbStorage;
 pub use self::sled::SledStorage;
 pub use committed::{Committed, Skipped, SyncMode};
+pub use logged::{DEFAULT_LOG_BYTES, LoggedStorage};
 pub use none::NoStorage;
 pub use recording::RecordingStorage;
 pub use snapshot::{

@@ -214,29 +214,37 @@ fn agree_with_the_model<S: SessionStorage>(
 }
 
 macro_rules! model_suite {
-    ($engine:ty) => {
+    ($open:expr) => {
         use super::*;
 
         #[test]
         fn every_commit_agrees_with_the_model() {
             for seed in 1..=6 {
-                agree_with_the_model(<$engine>::open, SyncMode::EveryCommit, seed, 120);
+                agree_with_the_model($open, SyncMode::EveryCommit, seed, 120);
             }
         }
 
         #[test]
         fn deferred_agrees_with_the_model() {
             for seed in 101..=106 {
-                agree_with_the_model(<$engine>::open, SyncMode::Deferred, seed, 120);
+                agree_with_the_model($open, SyncMode::Deferred, seed, 120);
             }
         }
     };
 }
 
 mod sled {
-    model_suite!(SledStorage);
+    model_suite!(SledStorage::open);
 }
 
 mod redb {
-    model_suite!(RedbStorage);
+    model_suite!(RedbStorage::open);
+}
+
+mod log_checkpointing {
+    model_suite!(LoggedStorage::open_tiny);
+}
+
+mod log_replaying {
+    model_suite!(LoggedStorage::open_roomy);
 }

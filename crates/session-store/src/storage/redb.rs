@@ -23,7 +23,7 @@ const ENGINE: &str = "redb";
 const FILE: &str = "sessions.redb";
 
 /// Every key of the layout in [`super::keyed`] lives in this one table.
-const TABLE: TableDefinition<'_, &[u8], &[u8]> = TableDefinition::new("sessions");
+pub(super) const TABLE: TableDefinition<'_, &[u8], &[u8]> = TableDefinition::new("sessions");
 
 /// Sessions in a redb database in a directory.
 #[derive(Debug)]
@@ -46,12 +46,7 @@ impl RedbStorage {
         sync: SyncMode,
         cache_bytes: u64,
     ) -> Result<Self, StorageError> {
-        std::fs::create_dir_all(dir).map_err(|e| engine_error(dir, &e))?;
-        let path = dir.join(FILE);
-        let db = ::redb::Builder::new()
-            .set_cache_size(usize::try_from(cache_bytes).unwrap_or(usize::MAX))
-            .create(&path)
-            .map_err(|e| engine_error(&path, &e))?;
+        let (db, path) = open_database(dir, FILE, cache_bytes)?;
         let storage = Self {
             db,
             path,
@@ -116,7 +111,23 @@ impl RedbStorage {
     }
 }
 
-fn engine_error(path: &Path, e: &dyn std::fmt::Display) -> StorageError {
+/// Opens (or creates) the redb database `file` in `dir` (created if missing) with its page
+/// cache bounded to `cache_bytes`; the database and its path.
+pub(super) fn open_database(
+    dir: &Path,
+    file: &str,
+    cache_bytes: u64,
+) -> Result<(::redb::Database, PathBuf), StorageError> {
+    std::fs::create_dir_all(dir).map_err(|e| engine_error(dir, &e))?;
+    let path = dir.join(file);
+    let db = ::redb::Builder::new()
+        .set_cache_size(usize::try_from(cache_bytes).unwrap_or(usize::MAX))
+        .create(&path)
+        .map_err(|e| engine_error(&path, &e))?;
+    Ok((db, path))
+}
+
+pub(super) fn engine_error(path: &Path, e: &dyn std::fmt::Display) -> StorageError {
     StorageError::Engine {
         engine: ENGINE,
         reason: format!("{}: {e}", path.display()),
@@ -124,12 +135,17 @@ fn engine_error(path: &Path, e: &dyn std::fmt::Display) -> StorageError {
 }
 
 /// Reads from a table inside a transaction.
-struct Reads<'a, T> {
+pub(super) struct Reads<'a, T> {
     table: &'a T,
     path: &'a Path,
 }
 
-impl<T: ReadableTable<&'static [u8], &'static [u8]>> Reads<'_, T> {
+impl<'a, T: ReadableTable<&'static [u8], &'static [u8]>> Reads<'a, T> {
+    /// Reads of `table` in the database at `path` (named in errors).
+    pub(super) fn new(table: &'a T, path: &'a Path) -> Self {
+        Self { table, path }
+    }
+
     fn error(&self, e: impl std::fmt::Display) -> StorageError {
         engine_error(self.path, &e)
     }
@@ -204,8 +220,11 @@ impl SessionStorage for RedbStorage {
                 table: &*table,
                 path: &path,
             };
-            let (writes, committed) = keyed.plan(&reads, batch)?;
-            for (key, value) in writes {
+            let mut writes = Vec::new();
+            let committed = keyed.plan(&reads, batch, &mut writes)?;
+            // In key order: neighbouring keys share pages.
+            writes.sort_unstable_by(|a, b| a.key.cmp(&b.key));
+            for keyed::KeyWrite { key, value, .. } in writes {
                 let done = match value {
                     Some(value) => table.insert(key.as_slice(), value.as_slice()).map(drop),
                     None => table.remove(key.as_slice()).map(drop),

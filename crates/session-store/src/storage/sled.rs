@@ -58,7 +58,7 @@ impl SledStorage {
 
     fn apply(&self, writes: Vec<keyed::KeyWrite>) -> Result<(), StorageError> {
         let mut batch = ::sled::Batch::default();
-        for (key, value) in writes {
+        for keyed::KeyWrite { key, value, .. } in writes {
             match value {
                 Some(value) => batch.insert(key, value),
                 None => batch.remove(key),
@@ -157,7 +157,8 @@ impl SessionStorage for SledStorage {
             db: &self.db,
             path: &self.path,
         };
-        let (writes, committed) = self.keyed.plan(&reads, batch)?;
+        let mut writes = Vec::new();
+        let committed = self.keyed.plan(&reads, batch, &mut writes)?;
         if let Err(error) = self.apply(writes) {
             // A failed flush may leave the batch applied but not durable: rebuild either way.
             self.keyed.forget();

@@ -3,8 +3,17 @@
 
 use crate::storage::StorageError;
 
-/// One key to set (`Some`) or delete (`None`).
-pub(in crate::storage) type KeyWrite = (Vec<u8>, Option<Vec<u8>>);
+/// One key to set or delete.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(in crate::storage) struct KeyWrite {
+    pub(in crate::storage) key: Vec<u8>,
+    /// The value to set (`None`: delete the key).
+    pub(in crate::storage) value: Option<Vec<u8>>,
+    /// The store is known to hold no value under the key before this write (an engine that
+    /// keeps recent writes in memory drops such a key again, rather than deleting it below,
+    /// when a later write deletes it).
+    pub(in crate::storage) absent_before: bool,
+}
 
 /// A visitor of keys (and values) in a scan: `Ok(true)` to go on, `Ok(false)` to stop.
 pub(in crate::storage) type Visit<'a> =

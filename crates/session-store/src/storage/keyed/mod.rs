@@ -39,19 +39,23 @@ mod load;
 mod overlay;
 mod plan;
 
+pub(super) use keys::{AWAITING, INFLIGHT, QUEUED, SESSION, split_client};
 #[cfg(test)]
-pub(super) use keys::{inflight_key, queued_key, session_key};
+pub(super) use keys::{inflight_key, prefix, queued_key, session_key};
 pub(super) use kv::{KeyWrite, KvRead, Visit, prefix_end};
 pub(super) use load::queued_after;
 
 use index::Index;
+use overlay::PlannedWrites;
 
 use super::{Committed, PagedRecovered, SessionWrite, StorageError};
 
-/// The shared state of a durable engine: the index of what it stores, once built.
+/// The shared state of a durable engine: the index of what it stores, once built, and the
+/// room a batch is planned in (kept between batches).
 #[derive(Debug, Default)]
 pub(super) struct Keyed {
     index: Option<Index>,
+    planned: PlannedWrites,
 }
 
 impl Keyed {
@@ -68,18 +72,20 @@ impl Keyed {
         Ok(paged)
     }
 
-    /// The key writes of `batch` and what was skipped. Builds the index first if there is
-    /// none. The engine must apply the writes, or call [`Keyed::forget`] if it cannot.
+    /// Adds the key writes of `batch` to `writes` (in no particular order); what was skipped.
+    /// Builds the index first if there is none. The engine must apply the writes, or call
+    /// [`Keyed::forget`] if it cannot.
     pub(super) fn plan(
         &mut self,
         kv: &impl KvRead,
         batch: &[SessionWrite],
-    ) -> Result<(Vec<KeyWrite>, Committed), StorageError> {
+        writes: &mut Vec<KeyWrite>,
+    ) -> Result<Committed, StorageError> {
         let index = match &mut self.index {
             Some(index) => index,
             None => self.index.insert(load::load_all(kv, 0)?.1),
         };
-        let planned = plan::plan(kv, index, batch);
+        let planned = plan::plan(kv, index, &mut self.planned, batch, writes);
         if planned.is_err() {
             self.forget();
         }

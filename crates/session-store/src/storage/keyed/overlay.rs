@@ -8,60 +8,81 @@ use std::collections::HashMap;
 use super::kv::{KeyWrite, KvRead};
 use crate::InflightState;
 use crate::storage::encoding;
-use crate::storage::{StorageError, StoredMessage};
+use crate::storage::{SessionWrite, StorageError, StoredMessage};
 
 /// A value planned (or read): encoded only when it is written, so a message queued and sent in
 /// one batch is never encoded as queued, and one also acknowledged in it never at all.
 #[derive(Debug)]
-pub(in crate::storage) enum Value<'b> {
+pub(in crate::storage) enum Value {
     /// Encoded bytes (read from the store, or small values encoded at once).
     Encoded(Vec<u8>),
-    /// A queued message, borrowed from the batch.
-    Queued(&'b StoredMessage),
-    /// An inflight entry: its send number and state.
-    Inflight(u64, InflightState<StoredMessage>),
+    /// The message of the batch's write at this index (`MessageQueued`, `RetainSet`).
+    Queued(usize),
+    /// An inflight entry: its send number and state (boxed: a planned write stays small, so
+    /// the map of a large batch moves little).
+    Inflight(u64, Box<InflightState<StoredMessage>>),
 }
 
-impl Value<'_> {
-    fn encode(self) -> Vec<u8> {
+impl Value {
+    fn encode(self, batch: &[SessionWrite]) -> Vec<u8> {
         match self {
             Self::Encoded(bytes) => bytes,
-            Self::Queued(message) => encoding::encode_message(message),
+            Self::Queued(index) => encoding::encode_message(message_of(batch, index)),
             Self::Inflight(send, state) => encoding::encode_inflight(send, &state),
         }
     }
 }
 
+/// The message the batch's write at `index` carries.
+pub(in crate::storage) fn message_of(batch: &[SessionWrite], index: usize) -> &StoredMessage {
+    match &batch[index] {
+        SessionWrite::MessageQueued { message, .. } | SessionWrite::RetainSet { message, .. } => {
+            message
+        }
+        other => panic!("invariant: a planned message names a write with one, not {other:?}"),
+    }
+}
+
 /// A planned key write.
 #[derive(Debug)]
-struct Planned<'b> {
+pub(in crate::storage) struct Planned {
     /// The value (`None`: delete).
-    value: Option<Value<'b>>,
+    value: Option<Value>,
     /// Whether the store held no value under the key before the batch.
     absent_before: bool,
 }
+
+/// The planned writes of a batch by key: kept between batches (emptied, its room kept), so a
+/// large group commit does not fill fresh memory every time. Its room is that of the largest
+/// group commit so far.
+pub(in crate::storage) type PlannedWrites = HashMap<Vec<u8>, Planned, ahash::RandomState>;
 
 /// The planned writes of a batch over the store's reads.
 ///
 /// Planned writes are hashed, not ordered: keys share long prefixes (tag and client id), so a
 /// tree's comparisons cost more than hashing; the rare ordered questions (a prefix's keys, its
-/// last key) scan the planned writes, and `into_writes` sorts once.
-pub(in crate::storage) struct Overlay<'a, 'b, K> {
+/// last key) scan the planned writes, and an engine that wants the writes in key order sorts
+/// them once.
+pub(in crate::storage) struct Overlay<'a, K> {
     kv: &'a K,
-    planned: HashMap<Vec<u8>, Planned<'b>, ahash::RandomState>,
+    planned: &'a mut PlannedWrites,
 }
 
-impl<'a, 'b, K: KvRead> Overlay<'a, 'b, K> {
-    /// Nothing planned yet over `kv`.
-    pub(in crate::storage) fn new(kv: &'a K) -> Self {
-        Self {
-            kv,
-            planned: HashMap::default(),
-        }
+impl<'a, K: KvRead> Overlay<'a, K> {
+    /// Nothing planned yet over `kv`, in `planned`, with room for `writes` planned writes (a
+    /// batch plans about one per write: sized once, not grown step by step).
+    pub(in crate::storage) fn new(
+        kv: &'a K,
+        planned: &'a mut PlannedWrites,
+        writes: usize,
+    ) -> Self {
+        planned.clear();
+        planned.reserve(writes);
+        Self { kv, planned }
     }
 
     /// Plans `value` under `key`; `absent_before`: the store is known to hold nothing there.
-    pub(in crate::storage) fn put(&mut self, key: Vec<u8>, value: Value<'b>, absent_before: bool) {
+    pub(in crate::storage) fn put(&mut self, key: Vec<u8>, value: Value, absent_before: bool) {
         let planned = self.planned.entry(key).or_insert(Planned {
             value: None,
             absent_before,
@@ -88,10 +109,7 @@ impl<'a, 'b, K: KvRead> Overlay<'a, 'b, K> {
 
     /// The value under `key` once the planned writes are applied, and plans deleting it (no copy
     /// of a value planned in this batch).
-    pub(in crate::storage) fn take(
-        &mut self,
-        key: &[u8],
-    ) -> Result<Option<Value<'b>>, StorageError> {
+    pub(in crate::storage) fn take(&mut self, key: &[u8]) -> Result<Option<Value>, StorageError> {
         let value = match self.planned.get_mut(key) {
             Some(planned) if planned.absent_before => {
                 self.planned.remove(key).and_then(|p| p.value)
@@ -155,20 +173,25 @@ impl<'a, 'b, K: KvRead> Overlay<'a, 'b, K> {
     fn planned_under(
         &self,
         prefix: &[u8],
-    ) -> impl DoubleEndedIterator<Item = (&Vec<u8>, &Planned<'b>)> {
-        let mut under: Vec<(&Vec<u8>, &Planned<'b>)> = (self.planned.iter())
+    ) -> impl DoubleEndedIterator<Item = (&Vec<u8>, &Planned)> {
+        let mut under: Vec<(&Vec<u8>, &Planned)> = (self.planned.iter())
             .filter(|(key, _)| key.starts_with(prefix))
             .collect();
         under.sort_unstable_by(|a, b| a.0.cmp(b.0));
         under.into_iter()
     }
 
-    /// The planned writes, in key order.
-    pub(in crate::storage) fn into_writes(self) -> Vec<KeyWrite> {
-        let mut writes: Vec<KeyWrite> = (self.planned.into_iter())
-            .map(|(key, planned)| (key, planned.value.map(Value::encode)))
-            .collect();
-        writes.sort_unstable_by(|a, b| a.0.cmp(&b.0));
-        writes
+    /// Moves the planned writes into `writes`, in no particular order (each key once); the
+    /// values of `batch`'s messages are encoded here.
+    pub(in crate::storage) fn into_writes(
+        self,
+        batch: &[SessionWrite],
+        writes: &mut Vec<KeyWrite>,
+    ) {
+        writes.extend(self.planned.drain().map(|(key, planned)| KeyWrite {
+            key,
+            value: planned.value.map(|value| value.encode(batch)),
+            absent_before: planned.absent_before,
+        }));
     }
 }

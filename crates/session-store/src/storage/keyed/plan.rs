@@ -13,20 +13,19 @@ use codec::{MqttStr, PacketId, QoS};
 use super::index::{Flight, Index, Indexed, LastQueued, Phase};
 use super::keys::{self, QUEUED, corrupt};
 use super::kv::{KeyWrite, KvRead};
-use super::overlay::{Overlay, Value};
+use super::overlay::{Overlay, PlannedWrites, Value, message_of};
 use crate::InflightState;
 use crate::storage::encoding::{self, Malformed};
 use crate::storage::recording::{apply_to_record, save};
-use crate::storage::{
-    Committed, MessageSeq, SessionWrite, Skipped, StorageError, StoredMessage, StoredSession,
-};
+use crate::storage::{Committed, MessageSeq, SessionWrite, Skipped, StorageError, StoredSession};
 
 /// Records to write at the end of the batch: whether the store holds none yet, by client.
 type Dirty = HashMap<MqttStr, bool, ahash::RandomState>;
 
 /// A batch being planned.
 struct Planner<'a, 'b, K> {
-    overlay: Overlay<'a, 'b, K>,
+    overlay: Overlay<'a, K>,
+    batch: &'b [SessionWrite],
     index: &'a mut Index,
     dirty: Dirty,
 }
@@ -39,27 +38,32 @@ type Applied = Result<bool, StorageError>;
 pub(in crate::storage) fn plan(
     kv: &impl KvRead,
     index: &mut Index,
+    planned: &mut PlannedWrites,
     batch: &[SessionWrite],
-) -> Result<(Vec<KeyWrite>, Committed), StorageError> {
+    writes: &mut Vec<KeyWrite>,
+) -> Result<Committed, StorageError> {
     let mut planner = Planner {
-        overlay: Overlay::new(kv),
+        overlay: Overlay::new(kv, planned, batch.len()),
+        batch,
         index,
         dirty: Dirty::default(),
     };
     let mut committed = Committed::default();
-    for write in batch {
-        if !planner.apply(write)? {
+    for (at, write) in batch.iter().enumerate() {
+        if !planner.apply(at, write)? {
             committed.skipped.push(Skipped::of(write));
         }
     }
-    Ok((planner.finish(), committed))
+    planner.finish(writes);
+    Ok(committed)
 }
 
 impl<'b, K: KvRead> Planner<'_, 'b, K> {
-    fn apply(&mut self, write: &'b SessionWrite) -> Applied {
+    /// Plans `write`, the batch's write at `at`.
+    fn apply(&mut self, at: usize, write: &'b SessionWrite) -> Applied {
         match write {
-            SessionWrite::RetainSet { topic, message } => {
-                let value = Value::Queued(message);
+            SessionWrite::RetainSet { topic, .. } => {
+                let value = Value::Queued(at);
                 self.overlay.put(keys::retained_key(topic), value, false);
                 Ok(true)
             }
@@ -78,11 +82,7 @@ impl<'b, K: KvRead> Planner<'_, 'b, K> {
                 write,
             )),
             SessionWrite::SessionRemoved { client_id } => self.remove(client_id),
-            SessionWrite::MessageQueued {
-                client_id,
-                seq,
-                message,
-            } => self.queue(client_id, *seq, message),
+            SessionWrite::MessageQueued { client_id, seq, .. } => self.queue(client_id, *seq, at),
             SessionWrite::MessageDropped { client_id, seq } => self.drop_queued(client_id, *seq),
             SessionWrite::InflightSent {
                 client_id,
@@ -176,12 +176,7 @@ impl<'b, K: KvRead> Planner<'_, 'b, K> {
         Ok(true)
     }
 
-    fn queue(
-        &mut self,
-        client_id: &MqttStr,
-        seq: MessageSeq,
-        message: &'b StoredMessage,
-    ) -> Applied {
+    fn queue(&mut self, client_id: &MqttStr, seq: MessageSeq, at: usize) -> Applied {
         let Some(last) = self.session(client_id).map(|s| s.last_queued) else {
             return Ok(false);
         };
@@ -194,11 +189,8 @@ impl<'b, K: KvRead> Planner<'_, 'b, K> {
             return Ok(false);
         }
         // Above every queued sequence number: the store holds no message under it.
-        self.overlay.put(
-            keys::queued_key(client_id, seq),
-            Value::Queued(message),
-            true,
-        );
+        self.overlay
+            .put(keys::queued_key(client_id, seq), Value::Queued(at), true);
         if let Some(session) = self.session(client_id) {
             session.push_queued(seq);
         }
@@ -241,7 +233,7 @@ impl<'b, K: KvRead> Planner<'_, 'b, K> {
             return Ok(false);
         };
         let message = match &value {
-            Value::Queued(message) => (*message).clone(),
+            Value::Queued(at) => message_of(self.batch, *at).clone(),
             Value::Encoded(bytes) => encoding::decode_message(bytes)
                 .map_err(|Malformed| corrupt(&key, "a malformed queued message"))?,
             Value::Inflight(..) => {
@@ -259,7 +251,7 @@ impl<'b, K: KvRead> Planner<'_, 'b, K> {
         // Not in flight: the store holds no entry under the id.
         self.overlay.put(
             keys::inflight_key(client_id, id),
-            Value::Inflight(send, state),
+            Value::Inflight(send, Box::new(state)),
             true,
         );
         self.index.next_send += 1;
@@ -281,7 +273,7 @@ impl<'b, K: KvRead> Planner<'_, 'b, K> {
             }
             _ => return false,
         };
-        let entry = Value::Inflight(send, InflightState::AwaitingPubComp);
+        let entry = Value::Inflight(send, Box::new(InflightState::AwaitingPubComp));
         self.overlay
             .put(keys::inflight_key(client_id, id), entry, false);
         true
@@ -296,7 +288,7 @@ impl<'b, K: KvRead> Planner<'_, 'b, K> {
     }
 
     /// The planned writes, with the records of the sessions whose record changed.
-    fn finish(mut self) -> Vec<KeyWrite> {
+    fn finish(mut self, writes: &mut Vec<KeyWrite>) {
         for (client_id, absent_before) in self.dirty {
             if let Some(session) = self.index.sessions.get(&client_id) {
                 let record = encoding::encode_record(&session.record);
@@ -307,6 +299,6 @@ impl<'b, K: KvRead> Planner<'_, 'b, K> {
                 );
             }
         }
-        self.overlay.into_writes()
+        self.overlay.into_writes(self.batch, writes);
     }
 }

@@ -1,0 +1,94 @@
+//! One log file: written with zeros to its full size when created, then reused from the start
+//! for each epoch it holds, so that appending and syncing inside it never changes the file's
+//! size or extents (an `fdatasync` then flushes data, not metadata). A record larger than the
+//! room left starts a new epoch; one larger than the whole file grows it.
+
+use std::fs::{File, OpenOptions};
+use std::io::{Read, Write};
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+
+use crate::storage::StorageError;
+
+/// Zeros are written in chunks of this size when a file is created.
+const ZERO_CHUNK: usize = 1 << 20;
+
+/// A log file and where the next record goes.
+#[derive(Debug)]
+pub(super) struct LogFile {
+    file: File,
+    path: PathBuf,
+    /// The bytes an epoch fills before the next one starts.
+    capacity: u64,
+    /// Where the next record is written.
+    pub(super) end: u64,
+}
+
+impl LogFile {
+    /// Opens (or creates, written with zeros to `capacity` bytes) the log at `path`.
+    pub(super) fn open(path: &Path, capacity: u64) -> Result<Self, StorageError> {
+        let error = |e: std::io::Error| super::file_error(path, &e);
+        let mut options = OpenOptions::new();
+        options.read(true).write(true).create(true).truncate(false);
+        let mut file = options.open(path).map_err(error)?;
+        let len = file.metadata().map_err(error)?.len();
+        if len < capacity {
+            fill_with_zeros(&mut file, len, capacity).map_err(error)?;
+        }
+        Ok(Self {
+            file,
+            path: path.to_path_buf(),
+            capacity,
+            end: 0,
+        })
+    }
+
+    /// The whole file (for replay).
+    pub(super) fn read_all(&mut self) -> Result<Vec<u8>, StorageError> {
+        let mut bytes = Vec::new();
+        let read = (&self.file).read_to_end(&mut bytes);
+        read.map_err(|e| super::file_error(&self.path, &e))?;
+        Ok(bytes)
+    }
+
+    /// Whether a record of `len` bytes should start a new epoch instead (it does not fit in
+    /// what is left, and this epoch holds something already).
+    pub(super) fn is_full_for(&self, len: usize) -> bool {
+        self.end > 0 && self.end + len as u64 > self.capacity
+    }
+
+    /// Writes `record` after the previous one (the end moves only if the whole write
+    /// succeeded) and, with `sync`, makes it durable.
+    pub(super) fn append(&mut self, record: &[u8], sync: bool) -> Result<(), StorageError> {
+        let error = |e: std::io::Error| super::file_error(&self.path, &e);
+        self.file.write_all_at(record, self.end).map_err(error)?;
+        if sync {
+            self.file.sync_data().map_err(error)?;
+        }
+        self.end += record.len() as u64;
+        Ok(())
+    }
+
+    /// Makes every record written durable.
+    pub(super) fn sync(&self) -> Result<(), StorageError> {
+        (self.file.sync_data()).map_err(|e| super::file_error(&self.path, &e))
+    }
+
+    /// Starts writing from the beginning again (a new epoch, the old one checkpointed).
+    pub(super) fn restart(&mut self) {
+        self.end = 0;
+    }
+}
+
+/// Writes zeros from `from` to `to` and syncs the file with its new size.
+fn fill_with_zeros(file: &mut File, from: u64, to: u64) -> std::io::Result<()> {
+    let zeros = vec![0; ZERO_CHUNK];
+    let mut at = from;
+    while at < to {
+        let n = usize::try_from(to - at).map_or(ZERO_CHUNK, |left| left.min(ZERO_CHUNK));
+        file.write_all_at(&zeros[..n], at)?;
+        at += n as u64;
+    }
+    file.flush()?;
+    file.sync_all()
+}

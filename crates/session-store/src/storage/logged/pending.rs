@@ -1,0 +1,239 @@
+//! The key writes logged since the last checkpoint, netted: a later write of a key replaces
+//! the earlier one, and a key put by this epoch where the store below held nothing is simply
+//! forgotten when it is deleted again (a message stored, sent, released and acknowledged
+//! between two checkpoints never reaches the B-tree, not even as a deletion).
+//!
+//! A session's keys are grouped by their client prefix (tag and length-prefixed client
+//! identifier), each group ordered by the number that ends its keys (sequence number, packet
+//! id): a write hashes the prefix once and then compares integers, and a scan of one
+//! session's keys is one group's range. Retained messages (and any key of another shape) are
+//! kept apart, by whole key.
+
+use std::collections::{BTreeMap, HashMap};
+
+use crate::storage::keyed::{AWAITING, INFLIGHT, KeyWrite, QUEUED, SESSION, split_client};
+
+/// A logged key's latest state.
+#[derive(Debug)]
+struct Entry {
+    /// Its value (`None`: deleted).
+    value: Option<Vec<u8>>,
+    /// Whether the store below (earlier epochs and the B-tree) may hold the key.
+    below: bool,
+}
+
+/// How many bytes end the keys under `tag` after the client prefix (`None`: not a session
+/// tag).
+fn suffix_len(tag: u8) -> Option<usize> {
+    match tag {
+        SESSION => Some(0),
+        QUEUED => Some(8),
+        INFLIGHT | AWAITING => Some(2),
+        _ => None,
+    }
+}
+
+/// A session key split into its client prefix and the number that ends it; `None` for any
+/// other key.
+fn session_place(key: &[u8]) -> Option<(&[u8], u64)> {
+    let len = suffix_len(*key.first()?)?;
+    let (prefix, rest) = split_client(key).ok()?;
+    (rest.len() == len).then(|| (prefix, number(rest)))
+}
+
+/// A big-endian number of up to 8 bytes.
+fn number(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0, |n, byte| (n << 8) | u64::from(*byte))
+}
+
+/// The key of `number` under `prefix`.
+fn key_of(prefix: &[u8], number: u64) -> Vec<u8> {
+    let len = suffix_len(prefix[0]).expect("invariant: a group's prefix starts with a session tag");
+    [prefix, &number.to_be_bytes()[8 - len..]].concat()
+}
+
+/// The keys and values of a group's `entries` under `prefix`.
+fn entries<'a>(
+    prefix: &'a [u8],
+    entries: impl Iterator<Item = (&'a u64, &'a Entry)>,
+) -> impl Iterator<Item = Found<'a>> {
+    entries.map(|(number, entry)| (key_of(prefix, *number), entry.value.as_deref()))
+}
+
+/// Applies a write of `value` to `map`'s entry for `key`.
+fn apply_entry<K: Ord>(
+    map: &mut BTreeMap<K, Entry>,
+    key: K,
+    value: Option<Vec<u8>>,
+    absent_before: bool,
+) {
+    match map.get_mut(&key) {
+        Some(entry) if value.is_none() && !entry.below => {
+            map.remove(&key);
+        }
+        Some(entry) => entry.value = value,
+        None => {
+            let below = value.is_none() || !absent_before;
+            map.insert(key, Entry { value, below });
+        }
+    }
+}
+
+/// What one epoch of the log changes, by key.
+#[derive(Debug, Default)]
+pub(super) struct Pending {
+    /// Session keys by client prefix, then by their ending number.
+    sessions: HashMap<Vec<u8>, BTreeMap<u64, Entry>, ahash::RandomState>,
+    /// Every other key (retained messages).
+    others: BTreeMap<Vec<u8>, Entry>,
+}
+
+/// A found key and its value (`None`: deleted).
+pub(super) type Found<'a> = (Vec<u8>, Option<&'a [u8]>);
+
+impl Pending {
+    /// Applies one logged write.
+    pub(super) fn apply(&mut self, write: KeyWrite) {
+        let KeyWrite {
+            key,
+            value,
+            absent_before,
+        } = write;
+        let Some((prefix, number)) = session_place(&key) else {
+            return apply_entry(&mut self.others, key, value, absent_before);
+        };
+        let group = match self.sessions.get_mut(prefix) {
+            Some(group) => group,
+            None => self.sessions.entry(prefix.to_vec()).or_default(),
+        };
+        apply_entry(group, number, value, absent_before);
+    }
+
+    /// `Some(value)` if this epoch wrote `key` (`Some(None)`: deleted it).
+    pub(super) fn get(&self, key: &[u8]) -> Option<Option<&[u8]>> {
+        let entry = match session_place(key) {
+            Some((prefix, number)) => self.sessions.get(prefix)?.get(&number)?,
+            None => self.others.get(key)?,
+        };
+        Some(entry.value.as_deref())
+    }
+
+    /// The written keys that start with `prefix`, from `start` on, in key order.
+    pub(super) fn under<'a>(&'a self, prefix: &[u8], start: &[u8]) -> Vec<Found<'a>> {
+        let found = (self.group_under(prefix, start)).unwrap_or_else(|| {
+            // A scan across sessions (loading): every key, sorted.
+            let mut found: Vec<Found<'a>> = self.writes().collect();
+            found.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+            found
+        });
+        (found.into_iter())
+            .filter(|(key, _)| key.starts_with(prefix) && key.as_slice() >= start)
+            .collect()
+    }
+
+    /// With `prefix` one session's prefix under one tag: its group's keys from `start` on, in
+    /// order (a superset of them: the caller filters).
+    fn group_under<'a>(&'a self, prefix: &[u8], start: &[u8]) -> Option<Vec<Found<'a>>> {
+        suffix_len(*prefix.first()?)?;
+        split_client(prefix)
+            .ok()
+            .filter(|(_, rest)| rest.is_empty())?;
+        let Some((prefix, group)) = self.sessions.get_key_value(prefix) else {
+            return Some(Vec::new());
+        };
+        let from = session_place(start).map_or(0, |(_, number)| number);
+        Some(entries(prefix, group.range(from..)).collect())
+    }
+
+    /// Every written key with its value (`None`: delete it below), sessions in key order.
+    pub(super) fn writes(&self) -> impl Iterator<Item = Found<'_>> {
+        let mut groups: Vec<_> = self.sessions.iter().collect();
+        groups.sort_unstable_by(|a, b| a.0.cmp(b.0));
+        let sessions =
+            (groups.into_iter()).flat_map(|(prefix, group)| entries(prefix, group.iter()));
+        let others = (self.others.iter()).map(|(key, entry)| (key.clone(), entry.value.as_deref()));
+        sessions.chain(others)
+    }
+
+    /// Whether this epoch changes nothing.
+    #[cfg(test)]
+    pub(super) fn is_empty(&self) -> bool {
+        self.others.is_empty() && self.sessions.values().all(BTreeMap::is_empty)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::storage::contract_tests::text;
+    use crate::storage::keyed::{QUEUED, inflight_key, prefix, queued_key, session_key};
+
+    fn put(key: &[u8], absent_before: bool) -> KeyWrite {
+        KeyWrite {
+            key: key.to_vec(),
+            value: Some(b"v".to_vec()),
+            absent_before,
+        }
+    }
+
+    fn delete(key: &[u8]) -> KeyWrite {
+        KeyWrite {
+            key: key.to_vec(),
+            value: None,
+            absent_before: false,
+        }
+    }
+
+    #[test]
+    fn a_key_new_in_the_epoch_and_deleted_again_leaves_nothing() {
+        let key = inflight_key(&text("a"), codec::PacketId::new(1).unwrap());
+        let mut pending = Pending::default();
+        pending.apply(put(&key, true));
+        pending.apply(put(&key, false));
+        pending.apply(delete(&key));
+        assert!(pending.is_empty());
+    }
+
+    #[test]
+    fn a_key_the_store_may_hold_is_deleted_below() {
+        let (session, queued) = (session_key(&text("a")), queued_key(&text("a"), 1));
+        let mut pending = Pending::default();
+        pending.apply(put(&session, false));
+        pending.apply(delete(&session));
+        pending.apply(delete(&queued));
+        let writes: Vec<_> = pending.writes().collect();
+        assert_eq!(writes, [(queued, None), (session.clone(), None)]);
+        assert_eq!(pending.get(&session), Some(None));
+        assert_eq!(pending.get(&session_key(&text("b"))), None);
+    }
+
+    #[test]
+    fn a_key_put_again_after_its_deletion_is_still_deleted_below_if_deleted_again() {
+        let key = queued_key(&text("a"), 1);
+        let mut pending = Pending::default();
+        pending.apply(delete(&key));
+        pending.apply(put(&key, true));
+        pending.apply(delete(&key));
+        assert_eq!(pending.get(&key), Some(None));
+    }
+
+    #[test]
+    fn keys_under_a_prefix_come_in_key_order() {
+        let mut pending = Pending::default();
+        for (client, seq) in [("b", 2), ("a", 9), ("b", 1), ("ab", 1), ("b", 3)] {
+            pending.apply(put(&queued_key(&text(client), seq), true));
+        }
+        pending.apply(put(b"tx/y", false));
+        let b = prefix(QUEUED, &text("b"));
+        let from_2 = queued_key(&text("b"), 2);
+        let keys = |found: Vec<(Vec<u8>, _)>| found.into_iter().map(|(k, _)| k).collect::<Vec<_>>();
+        assert_eq!(
+            keys(pending.under(&b, &from_2)),
+            [from_2.clone(), queued_key(&text("b"), 3)]
+        );
+        let all = keys(pending.under(b"q", b"q"));
+        assert_eq!(all.len(), 5);
+        assert!(all.is_sorted());
+        assert_eq!(keys(pending.under(b"t", b"t")), [b"tx/y".to_vec()]);
+    }
+}
