@@ -18,6 +18,7 @@ mod counters;
 mod headers;
 mod inbound;
 mod interest;
+mod lifecycle;
 mod link;
 mod mirror;
 mod ownership;

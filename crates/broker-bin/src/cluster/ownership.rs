@@ -35,10 +35,10 @@ const RELEASE_TIMEOUT: Duration = Duration::from_secs(3);
 const RETRY: Duration = Duration::from_secs(2);
 
 /// The buckets, once open.
-struct Buckets {
-    sessions: kv::Store,
+pub(super) struct Buckets {
+    pub(super) sessions: kv::Store,
     nodes: kv::Store,
-    mirror: Mirror,
+    pub(super) mirror: Mirror,
 }
 
 /// What ownership needs beyond the link.
@@ -51,8 +51,8 @@ pub(super) struct Setup {
 }
 
 /// What the claim tasks share.
-struct Owners {
-    link: Arc<Link>,
+pub(super) struct Owners {
+    pub(super) link: Arc<Link>,
     buckets: OnceCell<Buckets>,
     poster: Poster<ShardMsg>,
 }
@@ -78,8 +78,11 @@ pub(super) async fn ownership(
         figures: setup.node.figures,
     };
     tokio::spawn(keep_buckets(Arc::clone(&owners), heartbeat));
-    tokio::spawn(reconcile(Arc::clone(&owners), setup.node.recovered));
-    tokio::spawn(mirror_offline_sessions(
+    tokio::spawn(super::lifecycle::reconcile(
+        Arc::clone(&owners),
+        setup.node.recovered,
+    ));
+    tokio::spawn(super::lifecycle::mirror_offline_sessions(
         Arc::clone(&owners),
         setup.mirror_ops,
     ));
@@ -104,46 +107,13 @@ fn release_subject(prefix: &str, origin: &str) -> String {
 }
 
 /// Whether two node runs (`<node_id>/<nonce>`) are runs of the same node.
-fn same_node(a: &str, b: &str) -> bool {
+pub(super) fn same_node(a: &str, b: &str) -> bool {
     a.split('/').next() == b.split('/').next()
 }
 
 /// The heartbeat key of the node run `origin`.
 fn heartbeat_key(origin: &str) -> String {
     origin.replace('/', ".")
-}
-
-/// Once the buckets are open: each session recovered from this node's store is checked
-/// against its owner record. One another node owns now (it took the client over while this
-/// node was down) is a stale copy and ends here; the others are recorded as this run's.
-async fn reconcile(owners: Arc<Owners>, recovered: Vec<String>) {
-    let Some(buckets) = owners.wait_for_buckets().await else {
-        return;
-    };
-    let own = Bytes::from(owners.link.origin.clone());
-    let mut stale = 0u64;
-    for client_id in recovered {
-        let key = key_of(&client_id);
-        let entry = buckets.sessions.entry(key.clone()).await.ok().flatten();
-        match entry.filter(|e| e.operation == kv::Operation::Put) {
-            None => {
-                let _ = buckets.sessions.create(&key, own.clone()).await;
-            }
-            Some(e) if same_node(&String::from_utf8_lossy(&e.value), &owners.link.origin) => {
-                let _ = buckets.sessions.update(&key, own.clone(), e.revision).await;
-            }
-            Some(_) => {
-                stale += 1;
-                owners.end_stale(client_id);
-            }
-        }
-    }
-    if stale > 0 {
-        warn!(
-            stale,
-            "cluster: sessions recovered from the store that other nodes took over while this node was down were ended here"
-        );
-    }
 }
 
 /// What the heartbeat needs.
@@ -153,41 +123,6 @@ struct Heartbeat {
     replicas: usize,
     max_queued: u64,
     figures: FiguresSource,
-}
-
-/// Carries out the shards' mirror operations once the buckets are open (until then they
-/// wait in their bounded queue).
-async fn mirror_offline_sessions(owners: Arc<Owners>, mut ops: mpsc::Receiver<MirrorOp>) {
-    let Some(buckets) = owners.wait_for_buckets().await else {
-        return;
-    };
-    let js = jetstream::new(owners.link.client.clone());
-    let counters = &owners.link.counters;
-    while let Some(op) = ops.recv().await {
-        match op {
-            MirrorOp::Ended { client_id } => {
-                drop_owner_record(&buckets.sessions, client_id.as_str(), &owners.link.origin).await;
-            }
-            op => super::mirror::count(buckets.mirror.apply(&js, op).await, counters),
-        }
-    }
-}
-
-/// Removes `client_id`'s owner record if it still names `origin` (compare-and-set on the
-/// revision read: a record another node wrote meanwhile stays).
-async fn drop_owner_record(sessions: &kv::Store, client_id: &str, origin: &str) {
-    let key = key_of(client_id);
-    let Ok(Some(entry)) = sessions.entry(key.clone()).await else {
-        return;
-    };
-    if entry.operation == kv::Operation::Put && entry.value == origin.as_bytes() {
-        let purged = sessions
-            .purge_expect_revision(&key, Some(entry.revision))
-            .await;
-        if let Err(e) = purged {
-            debug!(error = %e, "cluster: owner record not removed");
-        }
-    }
 }
 
 /// Opens (creating if missing) both buckets, then puts this node's heartbeat (its figures)
@@ -342,7 +277,7 @@ impl Owners {
     }
 
     /// The buckets, once open (`None` if the thread stops first).
-    async fn wait_for_buckets(&self) -> Option<&Buckets> {
+    pub(super) async fn wait_for_buckets(&self) -> Option<&Buckets> {
         loop {
             if let Some(buckets) = self.buckets.get() {
                 return Some(buckets);
@@ -352,7 +287,7 @@ impl Owners {
     }
 
     /// Ends a stale recovered copy of `client_id`'s session on its shard.
-    fn end_stale(&self, client_id: String) {
+    pub(super) fn end_stale(&self, client_id: String) {
         let Ok(client_id) = codec::MqttStr::try_from(client_id) else {
             return;
         };
