@@ -8,7 +8,7 @@ use ring_runtime::{
 };
 
 use crate::auth::{AllowAll, Authenticator};
-use crate::config::{BackendChoice, Config};
+use crate::config::{BackendChoice, Config, WritePacingChoice};
 use crate::message::ShardMsg;
 use crate::ops::{Lifecycle, OpsListener, OpsServer, OpsState};
 use crate::shard::BrokerShard;
@@ -474,6 +474,10 @@ pub(crate) fn runtime_config(config: &Config) -> RuntimeConfig {
         mailbox_batches: config.runtime.mailbox_batches,
         max_pending_posts: config.runtime.max_pending_posts,
         write_interval: config.runtime.write_interval,
+        write_pacing: match config.runtime.write_pacing {
+            WritePacingChoice::Adaptive => ring_runtime::WritePacing::Adaptive,
+            WritePacingChoice::Fixed => ring_runtime::WritePacing::Fixed,
+        },
         listen_backlog: config
             .runtime
             .listen_backlog

@@ -45,6 +45,32 @@ impl BackendChoice {
     }
 }
 
+/// How write pacing decides how long a stream waits (see [`RuntimeConfig::write_interval`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum WritePacing {
+    /// The hold follows the shard's load: nothing waits while the shard thread uses little of
+    /// its core, streams wait up to the whole interval once it is busy, and in between the hold
+    /// grows with the load (`shard/load.rs`).
+    #[default]
+    Adaptive,
+    /// Streams always wait the whole interval, whatever the load.
+    Fixed,
+}
+
+impl WritePacing {
+    /// Parses `adaptive` or `fixed` (case-insensitive).
+    pub fn parse(text: &str) -> Result<Self, RuntimeError> {
+        match text.trim().to_ascii_lowercase().as_str() {
+            "adaptive" => Ok(Self::Adaptive),
+            "fixed" => Ok(Self::Fixed),
+            _ => Err(RuntimeError::InvalidConfig {
+                key: "write_pacing",
+                reason: format!("unknown write pacing {text:?} (expected adaptive or fixed)"),
+            }),
+        }
+    }
+}
+
 /// The backend a running runtime actually uses.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum BackendKind {
@@ -90,13 +116,16 @@ pub struct RuntimeConfig {
     /// of a few dozen bytes); longer frames are sent from their shared buffers. 0 turns
     /// coalescing off. Default 512 bytes (see docs/benchmarks.md, fan-out).
     pub coalesce_below: usize,
-    /// Write pacing: a connection written less than this long ago gets its next write when
-    /// the interval has passed, so a stream of small frames to one connection leaves in a few
-    /// large writes instead of one write per turn (each write costs the whole TCP transmit
-    /// and receive path, which dominates small-message fan-out). A connection written to
-    /// less often than this is written at once: pacing adds latency only to streams, at most
-    /// this interval. Default zero (off).
+    /// Write pacing: the longest a stream's frames wait so that they leave in a few large
+    /// writes instead of one write per turn (each write costs the whole TCP transmit and
+    /// receive path, which dominates small-message fan-out). A connection receiving frames
+    /// less often than every half hold is written at once: pacing adds latency only to
+    /// streams, at most this interval. How long they actually wait is [`Self::write_pacing`]'s
+    /// choice. Default zero (off).
     pub write_interval: Duration,
+    /// Whether the hold follows the shard's load (adaptive, the default: an idle shard holds
+    /// nothing) or is always the whole [`Self::write_interval`] (fixed).
+    pub write_pacing: WritePacing,
     /// With pacing on, a connection with at least this many bytes waiting is written at once.
     /// Default 64 KiB.
     pub write_batch_bytes: usize,
@@ -145,6 +174,7 @@ impl Default for RuntimeConfig {
             zerocopy_threshold: None,
             coalesce_below: 512,
             write_interval: Duration::ZERO,
+            write_pacing: WritePacing::Adaptive,
             write_batch_bytes: 64 * 1024,
             timer_tick: Duration::from_millis(1),
             mailbox_batches: 4096,

@@ -67,8 +67,8 @@ pub(crate) struct Conn {
     /// Its next write starts at the end of this turn even under pacing (see
     /// [`crate::ShardCtx::expedite`]).
     pub(crate) expedite: bool,
-    /// Its last write carried more than one frame or came less than half a pacing interval
-    /// after the previous one: a stream, which pacing may hold (see `shard/pacing.rs`).
+    /// Its last write carried more than one frame or came less than half a pacing hold after
+    /// the previous one: a stream, which pacing may hold (see `shard/pacing.rs`).
     pub(crate) dense: bool,
     /// When its last write started, in the pacing clock's microseconds (0: never).
     pub(crate) last_write_us: u32,

@@ -30,7 +30,9 @@ mod timer;
 mod uring;
 
 pub use clock::{Clock, ManualClock};
-pub use config::{BACKEND_ENV, BackendChoice, BackendKind, RuntimeConfig, available_cores};
+pub use config::{
+    BACKEND_ENV, BackendChoice, BackendKind, RuntimeConfig, WritePacing, available_cores,
+};
 pub use conn::ConnMap;
 pub use ctx::{ShardCtx, ShardStats};
 pub use error::{PostRejected, RuntimeError};

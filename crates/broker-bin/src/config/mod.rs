@@ -33,7 +33,7 @@ pub use raw::RawConfig;
 pub use typed::{
     BackendChoice, Config, ConnectionSettings, LimitSettings, PersistenceSettings, QueueSettings,
     RetainedSettings, RoutingSettings, RuntimeSettings, SessionSettings, SlowConsumerPolicy,
-    StorageEngine, SyncPolicy,
+    StorageEngine, SyncPolicy, WritePacingChoice,
 };
 
 /// The default configuration, embedded in the binary; every default lives here.
@@ -83,6 +83,7 @@ mod tests {
             config.runtime.write_interval,
             std::time::Duration::from_millis(10)
         );
+        assert_eq!(config.runtime.write_pacing, WritePacingChoice::Adaptive);
         assert_eq!(
             config.runtime.listen_backlog, None,
             "0: the kernel's maximum"
@@ -126,6 +127,9 @@ mod tests {
         assert!(
             error_for("[runtime]\nwrite_interval_us = 2000000\n")
                 .contains("runtime.write_interval_us")
+        );
+        assert!(
+            error_for("[runtime]\nwrite_pacing = \"sometimes\"\n").contains("runtime.write_pacing")
         );
         assert!(
             error_for("[runtime]\ncoalesce_below = 1000000\n").contains("runtime.coalesce_below")

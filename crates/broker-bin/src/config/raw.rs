@@ -39,6 +39,7 @@ raw_section!(
         mailbox_batches: u64,
         max_pending_posts: u64,
         write_interval_us: u64,
+        write_pacing: String,
         coalesce_below: u64,
         listen_backlog: u64,
         accept_backoff_ms: u64,

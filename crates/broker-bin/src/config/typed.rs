@@ -13,6 +13,15 @@ pub enum BackendChoice {
     Epoll,
 }
 
+/// How long write pacing holds a stream (`runtime.write_pacing`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WritePacingChoice {
+    /// Nothing while a shard has idle time, up to `write_interval` once it is busy.
+    Adaptive,
+    /// Always `write_interval`.
+    Fixed,
+}
+
 /// What happens to a QoS 1/2 message when a session's queue is full.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum SlowConsumerPolicy {
@@ -129,8 +138,10 @@ pub struct RuntimeSettings {
     /// Messages a shard keeps for one destination whose mailbox is full before deliveries to
     /// it are dropped (control messages are never dropped).
     pub max_pending_posts: usize,
-    /// Write pacing interval (zero: off).
+    /// Write pacing interval: the longest hold (zero: off).
     pub write_interval: std::time::Duration,
+    /// Whether the hold follows the shard's load or is always the interval.
+    pub write_pacing: WritePacingChoice,
     /// Frames shorter than this are copied into one send buffer per connection.
     pub coalesce_below: usize,
     /// `listen(2)` backlog per shard listener; `None`: the kernel's maximum.

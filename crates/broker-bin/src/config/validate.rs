@@ -8,7 +8,7 @@ use super::raw::RawConfig;
 use super::typed::{
     BackendChoice, Config, ConnectionSettings, LimitSettings, PersistenceSettings, QueueSettings,
     RetainedSettings, RoutingSettings, RuntimeSettings, SessionSettings, SlowConsumerPolicy,
-    StorageEngine, SyncPolicy,
+    StorageEngine, SyncPolicy, WritePacingChoice,
 };
 use router::SharedStrategy;
 
@@ -189,6 +189,17 @@ impl RawConfig {
                 ));
             }
         };
+        let write_pacing = match need("runtime.write_pacing", &self.runtime.write_pacing)?.as_str()
+        {
+            "adaptive" => WritePacingChoice::Adaptive,
+            "fixed" => WritePacingChoice::Fixed,
+            other => {
+                return Err(ConfigError::invalid(
+                    "runtime.write_pacing",
+                    format!("unknown write pacing {other:?} (expected \"adaptive\" or \"fixed\")"),
+                ));
+            }
+        };
         Ok(RuntimeSettings {
             shards: (shards != 0).then_some(shards as usize),
             backend,
@@ -216,6 +227,7 @@ impl RawConfig {
                 0,
                 1_000_000,
             )?),
+            write_pacing,
             coalesce_below: narrow(
                 "runtime.coalesce_below",
                 &self.runtime.coalesce_below,

@@ -43,6 +43,7 @@ pub(crate) const RESTART: &[KeyCheck] = &[
     same!("runtime.mailbox_batches", runtime.mailbox_batches),
     same!("runtime.max_pending_posts", runtime.max_pending_posts),
     same!("runtime.write_interval_us", runtime.write_interval),
+    same!("runtime.write_pacing", runtime.write_pacing),
     same!("runtime.coalesce_below", runtime.coalesce_below),
     same!("runtime.listen_backlog", runtime.listen_backlog),
     same!("runtime.accept_backoff_ms", runtime.accept_backoff),

@@ -4,6 +4,7 @@ mod accept;
 mod apply;
 mod dispatch;
 mod layered;
+mod load;
 mod pacing;
 mod paused;
 
@@ -88,6 +89,7 @@ impl<H: Handler, B: Backend> Shard<H, B> {
             let now = self.ctx.clock.now();
             self.count_turn(now);
             self.ctx.now = now;
+            self.pacing.adapt(now, self.ctx.stats.busy_ns);
             self.pacing.release_due(&mut self.ctx.conns, self.ctx.now);
             self.dispatch_events();
             self.fire_timers();

@@ -2,6 +2,7 @@
 //! of the runtime outside the io_uring and epoll modules lives here.
 
 pub(crate) mod alloc;
+pub(crate) mod cpu_time;
 pub(crate) mod epoll;
 pub(crate) mod eventfd;
 pub(crate) mod rss;

@@ -1,5 +1,6 @@
-//! Write pacing (`RuntimeConfig::write_interval`): a stream of frames to one connection leaves
-//! in a few writes; expedited frames, sparse traffic and a shutdown are never held. Every test
+//! Write pacing (`RuntimeConfig::write_interval`, `RuntimeConfig::write_pacing`): a stream of
+//! frames to one connection leaves in a few writes; expedited frames, sparse traffic and a
+//! shutdown are never held, and under adaptive pacing an idle shard holds nothing. Every test
 //! runs on a manual clock: a held write can only leave when the test advances the clock past
 //! its interval (or shuts down), so what is held and what is released is checked without
 //! measuring time.
@@ -13,6 +14,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use ring_runtime::{
     Clock, ConnId, Handler, ManualClock, RuntimeConfig, RuntimeHandle, ShardCtx, TimerId,
+    WritePacing,
 };
 
 use crate::common;
@@ -24,10 +26,14 @@ const TICKS: u64 = 40;
 /// write never leaves on a clock that stands still, so this only bounds a false pass.
 const QUIET: Duration = Duration::from_millis(300);
 
-/// Sends one byte per 1 ms timer tick, `TICKS` times, then closes; counts the firings.
+/// Sends one byte per timer tick of `period`, `TICKS` times, then closes; counts the firings.
+/// With `work`, each firing first spins that many rounds of arithmetic (CPU time the shard's
+/// load gauge sees, however long the manual clock says the tick was).
 struct Ticker {
     conn: Option<ConnId>,
     fired: Arc<AtomicU64>,
+    period: Duration,
+    work: u64,
 }
 
 impl Handler for Ticker {
@@ -41,10 +47,14 @@ impl Handler for Ticker {
     fn on_data(&mut self, _ctx: &mut ShardCtx<()>, _conn: ConnId, _data: Bytes) {}
 
     fn on_timer(&mut self, ctx: &mut ShardCtx<()>, _timer: TimerId, key: u64) {
+        let mut spin = 0u64;
+        for round in 0..self.work {
+            spin = std::hint::black_box(spin.wrapping_add(round));
+        }
         let conn = self.conn.expect("armed after accept");
         ctx.send(conn, Bytes::from(vec![key as u8])).unwrap();
         if key + 1 < TICKS {
-            ctx.arm_timer(Duration::from_millis(1), key + 1);
+            ctx.arm_timer(self.period, key + 1);
         } else {
             ctx.close(conn);
         }
@@ -52,29 +62,61 @@ impl Handler for Ticker {
     }
 }
 
-/// A one-shard config on a fresh manual clock with `write_interval`.
-fn manual_config(write_interval: Duration) -> (RuntimeConfig, ManualClock) {
+/// A one-shard config on a fresh manual clock with `write_interval` and `write_pacing`.
+fn manual_config(write_interval: Duration, pacing: WritePacing) -> (RuntimeConfig, ManualClock) {
     let clock = ManualClock::new();
     let mut config = common::config(1);
     config.write_interval = write_interval;
+    config.write_pacing = pacing;
     config.clock = Clock::Manual(clock.clone());
     (config, clock)
 }
 
-/// The bytes the ticker sent and the writes the runtime made, one tick per millisecond the
-/// clock is advanced; `None` when the backend is unavailable.
-fn run_ticker(write_interval: Duration) -> Option<(Vec<u8>, u64)> {
-    let (config, clock) = manual_config(write_interval);
+/// How a ticker run is set up.
+#[derive(Clone, Copy)]
+struct TickerRun {
+    write_interval: Duration,
+    pacing: WritePacing,
+    period: Duration,
+    work: u64,
+}
+
+/// A 1 ms ticker doing no work under fixed pacing at `write_interval`.
+fn fixed(write_interval: Duration) -> TickerRun {
+    TickerRun {
+        write_interval,
+        pacing: WritePacing::Fixed,
+        period: Duration::from_millis(1),
+        work: 0,
+    }
+}
+
+/// A ticker of `period` spinning `work` rounds per tick under adaptive pacing.
+fn adaptive(write_interval: Duration, period: Duration, work: u64) -> TickerRun {
+    TickerRun {
+        write_interval,
+        pacing: WritePacing::Adaptive,
+        period,
+        work,
+    }
+}
+
+/// The bytes the ticker sent and the writes the runtime made, one tick per period the clock
+/// is advanced; `None` when the backend is unavailable.
+fn run_ticker(run: TickerRun) -> Option<(Vec<u8>, u64)> {
+    let (config, clock) = manual_config(run.write_interval, run.pacing);
     let fired = Arc::new(AtomicU64::new(0));
     let for_shard = Arc::clone(&fired);
     let handle = common::start(config, move |_| Ticker {
         conn: None,
         fired: Arc::clone(&for_shard),
+        period: run.period,
+        work: run.work,
     })?;
     let mut stream = common::client(handle.local_addrs()[0]);
     common::wait_until("the first tick", || fired.load(Ordering::SeqCst) == 1);
     for tick in 2..=TICKS {
-        clock.advance(Duration::from_millis(1));
+        clock.advance(run.period);
         common::wait_until("the next tick", || fired.load(Ordering::SeqCst) == tick);
     }
     let bytes = common::read_to_end(&mut stream);
@@ -85,17 +127,50 @@ fn run_ticker(write_interval: Duration) -> Option<(Vec<u8>, u64)> {
 
 #[test]
 fn a_stream_leaves_in_few_writes_in_order() {
-    let Some((bytes, paced_writes)) = run_ticker(Duration::from_millis(400)) else {
+    let Some((bytes, paced_writes)) = run_ticker(fixed(Duration::from_millis(400))) else {
         return;
     };
     assert_eq!(bytes, (0..TICKS as u8).collect::<Vec<_>>());
-    let (bytes, unpaced_writes) = run_ticker(Duration::ZERO).expect("the backend started once");
+    let (bytes, unpaced_writes) =
+        run_ticker(fixed(Duration::ZERO)).expect("the backend started once");
     assert_eq!(bytes, (0..TICKS as u8).collect::<Vec<_>>());
     // 40 ticks of 1 ms fit in one 400 ms interval: the first two writes are sparse (one frame
     // each), the stream is held from the third tick and leaves with the close.
     assert_eq!(paced_writes, 3, "writes with pacing");
     // Without pacing every tick is a turn of its own, and a write.
     assert_eq!(unpaced_writes, TICKS, "writes without pacing");
+}
+
+#[test]
+fn adaptive_pacing_holds_nothing_on_an_idle_shard() {
+    // Ticks 100 ms apart on the manual clock and a 1 s interval: a 50 ms hold would already
+    // make the ticker a stream, but the shard uses a few microseconds of CPU per 100 ms.
+    let idle = adaptive(Duration::from_secs(1), Duration::from_millis(100), 0);
+    let Some((bytes, writes)) = run_ticker(idle) else {
+        return;
+    };
+    assert_eq!(bytes, (0..TICKS as u8).collect::<Vec<_>>());
+    assert_eq!(writes, TICKS, "every tick written at once");
+}
+
+#[test]
+fn adaptive_pacing_holds_a_stream_on_a_busy_shard() {
+    // Each 1 ms tick of the manual clock costs the shard milliseconds of CPU (5M rounds of
+    // arithmetic): the whole core by the gauge's reckoning, so after a few ticks the hold is
+    // the whole 400 ms and the rest of the stream leaves with the close.
+    let busy = adaptive(
+        Duration::from_millis(400),
+        Duration::from_millis(1),
+        5_000_000,
+    );
+    let Some((bytes, writes)) = run_ticker(busy) else {
+        return;
+    };
+    assert_eq!(bytes, (0..TICKS as u8).collect::<Vec<_>>());
+    // The smoothed load passes 15 % of the core within 6 one-millisecond samples at 100 %;
+    // the ticks before that (and one more, whose batch opened before the hold grew) are
+    // written one by one.
+    assert!(writes <= 12, "{writes} writes: the stream was not held");
 }
 
 /// Echoes each read back twice, as two frames (so each write carries more than one frame:
@@ -128,7 +203,7 @@ struct Paced {
 }
 
 fn start_paced(expedite: bool) -> Option<Paced> {
-    let (config, clock) = manual_config(Duration::from_secs(1));
+    let (config, clock) = manual_config(Duration::from_secs(1), WritePacing::Fixed);
     let seen = Arc::new(AtomicU64::new(0));
     let for_shard = Arc::clone(&seen);
     let handle = common::start(config, move |_| PacedEcho {
@@ -214,7 +289,7 @@ impl Handler for SingleEcho {
 fn sparse_traffic_is_never_held() {
     // A request now and then: more than half the 1 s interval apart, one frame per write. The
     // clock moves only between requests, so a held answer would never come.
-    let (config, clock) = manual_config(Duration::from_secs(1));
+    let (config, clock) = manual_config(Duration::from_secs(1), WritePacing::Fixed);
     let Some(handle) = common::start(config, |_| SingleEcho) else {
         return;
     };
