@@ -130,18 +130,20 @@ fn reconnect_once_released(node: &TestBroker, id: &str) -> (RawClient, bool) {
     }
 }
 
-/// A node that is gone (stopped without handing anything over) loses its client ids once its
+/// A node that is gone (killed without handing anything over) loses its client ids once its
 /// heartbeat has expired: the client connects to another node, refused with 0x88 (Server
 /// unavailable, 3.1.1: 3) only while the node may still be alive.
 #[test]
 fn the_client_ids_of_a_node_that_is_gone_are_taken_after_the_node_timeout() {
     let nats = NatsCluster::start();
-    let quick = "node_timeout_ms = 2000";
-    let doomed = start_node_with(&nats, 0, quick);
-    let survivor = start_node_with(&nats, 1, quick);
+    let work = tempfile::tempdir().unwrap();
+    // A real process killed with SIGKILL: it removes nothing on its way out (a node stopped
+    // gracefully removes the owner records of the sessions that end with it).
+    let (doomed, _) = cluster_process(&nats, work.path());
+    let survivor = start_node_with(&nats, 1, "node_timeout_ms = 2000");
     // A session that ends with its connection: nothing of it is mirrored.
-    let client = RawClient::connected_clean(doomed.addr(), V5, "orphan");
-    drop(doomed);
+    let client = RawClient::connected_clean(doomed.addr, V5, "orphan");
+    doomed.kill_9();
     drop(client);
     let (mut client, present) = reconnect_once_released(&survivor, "orphan");
     assert!(!present, "the session was on the node that is gone");
