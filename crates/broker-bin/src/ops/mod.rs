@@ -3,6 +3,7 @@
 //! on threads of its own with blocking sockets (`server.rs`), never on a reactor.
 
 mod collect;
+mod collect_cluster;
 mod credentials;
 pub mod exposition;
 mod request;

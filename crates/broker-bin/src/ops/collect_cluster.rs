@@ -1,0 +1,168 @@
+//! The `[cluster]` families of `/metrics` (`ringmq_cluster_*`): the link's figures and the
+//! cluster's totals (docs/cluster.md, "Metrics").
+
+use super::exposition::{Exposition, Kind};
+use super::state::OpsState;
+
+/// The cluster link's figures (`[cluster]`; nothing on a single node).
+pub(super) fn cluster(doc: &mut Exposition, state: &OpsState) {
+    let Some(link) = &state.shared.cluster else {
+        return;
+    };
+    let f = link.counters.figures();
+    let families: [(&str, Kind, &str, u64); 18] = [
+        (
+            "ringmq_cluster_connected",
+            Kind::Gauge,
+            "1 while the NATS connection is up.",
+            f.connected,
+        ),
+        (
+            "ringmq_cluster_messages_out_total",
+            Kind::Counter,
+            "Messages published on this node and sent to NATS.",
+            f.messages_out,
+        ),
+        (
+            "ringmq_cluster_messages_in_total",
+            Kind::Counter,
+            "Messages from other nodes received from NATS and handed to a shard.",
+            f.messages_in,
+        ),
+        (
+            "ringmq_cluster_dropped_queue_full_total",
+            Kind::Counter,
+            "Messages for the cluster dropped: cluster.max_outbound_messages were waiting.",
+            f.dropped_queue_full,
+        ),
+        (
+            "ringmq_cluster_dropped_disconnected_total",
+            Kind::Counter,
+            "Messages for the cluster dropped: NATS refused the publish (e.g. over its max_payload).",
+            f.dropped_disconnected,
+        ),
+        (
+            "ringmq_cluster_dropped_inbound_total",
+            Kind::Counter,
+            "Messages from the cluster dropped: malformed, or a shard's mailbox was full.",
+            f.dropped_inbound,
+        ),
+        (
+            "ringmq_cluster_subscriptions",
+            Kind::Gauge,
+            "NATS subscriptions held for this node's subscriptions.",
+            f.subscriptions,
+        ),
+        (
+            "ringmq_cluster_retained_out_total",
+            Kind::Counter,
+            "Retained messages (and clears) written to the cluster's retained bucket.",
+            f.retained_out,
+        ),
+        (
+            "ringmq_cluster_retained_in_total",
+            Kind::Counter,
+            "Retained messages (and clears) from the cluster's bucket applied to this node's store.",
+            f.retained_in,
+        ),
+        (
+            "ringmq_cluster_retained_failures_total",
+            Kind::Counter,
+            "Retained messages not written to the cluster's bucket (queue full, NATS down, write refused).",
+            f.retained_failures,
+        ),
+        (
+            "ringmq_cluster_ownership_ready",
+            Kind::Gauge,
+            "1 once the session ownership buckets are open.",
+            f.ownership_ready,
+        ),
+        (
+            "ringmq_cluster_sessions_taken_over_total",
+            Kind::Counter,
+            "Sessions taken over from another node.",
+            f.sessions_taken_over,
+        ),
+        (
+            "ringmq_cluster_sessions_released_total",
+            Kind::Counter,
+            "Sessions released to another node.",
+            f.sessions_released,
+        ),
+        (
+            "ringmq_cluster_sessions_lost_total",
+            Kind::Counter,
+            "Client ids taken from a node that was gone (their sessions' state not recovered).",
+            f.sessions_lost,
+        ),
+        (
+            "ringmq_cluster_ownership_unchecked_total",
+            Kind::Counter,
+            "CONNECTs admitted without checking the client id across nodes (NATS down, or no bucket).",
+            f.ownership_unchecked,
+        ),
+        (
+            "ringmq_cluster_sessions_recovered_total",
+            Kind::Counter,
+            "Sessions of a node that was gone resumed here from the JetStream mirror.",
+            f.sessions_recovered,
+        ),
+        (
+            "ringmq_cluster_mirror_writes_total",
+            Kind::Counter,
+            "Offline sessions' records, queued copies and removals mirrored to JetStream.",
+            f.mirror_writes,
+        ),
+        (
+            "ringmq_cluster_mirror_failures_total",
+            Kind::Counter,
+            "Offline sessions' state not mirrored to JetStream (queue full, NATS down, refused).",
+            f.mirror_failures,
+        ),
+    ];
+    for (name, kind, help, value) in families {
+        doc.family(name, kind, help);
+        doc.sample(name, &[], value);
+    }
+    cluster_totals(doc, &f);
+}
+
+/// The cluster's totals, summed from every live node's heartbeat.
+fn cluster_totals(doc: &mut Exposition, f: &crate::cluster::ClusterFigures) {
+    let totals: [(&str, &str, u64); 6] = [
+        (
+            "ringmq_cluster_total_nodes",
+            "Nodes of the cluster with a live heartbeat.",
+            f.total_nodes,
+        ),
+        (
+            "ringmq_cluster_total_clients",
+            "Clients connected to all live nodes.",
+            f.total_clients,
+        ),
+        (
+            "ringmq_cluster_total_sessions",
+            "Sessions held by all live nodes.",
+            f.total_sessions,
+        ),
+        (
+            "ringmq_cluster_total_subscriptions",
+            "Subscriptions held by all live nodes.",
+            f.total_subscriptions,
+        ),
+        (
+            "ringmq_cluster_total_messages_received",
+            "PUBLISH packets all live nodes received from clients since they started.",
+            f.total_received,
+        ),
+        (
+            "ringmq_cluster_total_messages_sent",
+            "PUBLISH packets all live nodes sent to clients since they started.",
+            f.total_sent,
+        ),
+    ];
+    for (name, help, value) in totals {
+        doc.family(name, Kind::Gauge, help);
+        doc.sample(name, &[], value);
+    }
+}
