@@ -123,7 +123,12 @@ fn replication_survives_full_mailboxes() {
     while broker.mailbox_full_flushes() < FULL_FLUSHES {
         assert!(
             started.elapsed() < FILL_GUARD,
-            "the flood never filled a mailbox"
+            "the flood never filled a mailbox: {} full flushes; bytes received per shard {:?}; \
+             {} copies dropped for full mailboxes; {} publishers still running",
+            broker.mailbox_full_flushes(),
+            broker.bytes_received_per_shard(),
+            broker.metrics().deliveries_dropped_mailbox_full,
+            publishers.iter().filter(|p| !p.is_finished()).count()
         );
         thread::sleep(Duration::from_millis(5));
     }
