@@ -115,13 +115,23 @@ fn a_connected_client_is_taken_over_from_another_node_with_0x8e() {
 /// Connects `id` (persistent, 5.0) to `node` until its old node's heartbeat has expired: 0x88
 /// (Server unavailable) before that; the client and Session Present.
 fn reconnect_once_released(node: &TestBroker, id: &str) -> (RawClient, bool) {
+    reconnect_once_released_with(node, V5, id)
+}
+
+/// [`reconnect_once_released`] with `protocol` (3.1.1 refusals: return code 3, the same).
+fn reconnect_once_released_with(
+    node: &TestBroker,
+    protocol: ProtocolVersion,
+    id: &str,
+) -> (RawClient, bool) {
     let deadline = Instant::now() + POLL_DEADLINE;
     loop {
         assert!(
             Instant::now() < deadline,
             "the client id was never released"
         );
-        let (client, connack) = RawClient::connect(node.addr(), persistent_connect(V5, id, 300));
+        let (client, connack) =
+            RawClient::connect(node.addr(), persistent_connect(protocol, id, 300));
         if connack.reason_code == ReasonCode::Success {
             return (client, connack.session_present);
         }
@@ -191,8 +201,9 @@ fn a_session_offline_on_a_node_killed_with_sigkill_resumes_elsewhere_with_its_qu
     for n in 1..=3 {
         publisher.publish_simple(&format!("dead/{n}"), b"m", QoS::AtLeastOnce);
     }
-    // The record and the three copies are in JetStream.
-    wait_for_metric(metrics_port, "ringmq_cluster_mirror_writes_total", 4);
+    // Its records at the CONNECT, the SUBSCRIBE and the disconnect, and the three copies, are
+    // in JetStream.
+    wait_for_metric(metrics_port, "ringmq_cluster_mirror_writes_total", 6);
     doomed.kill_9();
     let (mut resumed, present) = reconnect_once_released(&survivor, "sleeper");
     assert!(present, "the session came back from the mirror");
@@ -206,6 +217,48 @@ fn a_session_offline_on_a_node_killed_with_sigkill_resumes_elsewhere_with_its_qu
     let mut local = RawClient::connected_clean(survivor.addr(), V5, "afterwards");
     local.publish_simple("dead/after", b"m", QoS::AtLeastOnce);
     assert_eq!(next_real(&mut resumed).topic(), "dead/after");
+}
+
+/// A node killed with SIGKILL while a client with a persistent session is connected there:
+/// its subscriptions (mirrored at its SUBSCRIBE) come back when it reconnects to another node,
+/// with Session Present, on both protocol versions; a client whose session ended with its
+/// connection gets a new one. What the subscriptions match reaches it there.
+#[test]
+fn a_session_connected_on_a_node_killed_with_sigkill_resumes_elsewhere_with_its_subscriptions() {
+    let nats = NatsCluster::start();
+    let work = tempfile::tempdir().unwrap();
+    let (doomed, metrics_port) = cluster_process(&nats, work.path());
+    let survivor = start_node_with(&nats, 1, "node_timeout_ms = 2000");
+    let (mut v5, _) = connect_persistent_to(doomed.addr, V5, "awake-5");
+    v5.subscribe("awake/5/#", QoS::AtLeastOnce);
+    let (mut v311, _) = connect_persistent_to(doomed.addr, V311, "awake-3");
+    v311.subscribe("awake/3/+", QoS::AtLeastOnce);
+    v311.subscribe("awake/3/gone", QoS::AtLeastOnce);
+    v311.unsubscribe("awake/3/gone");
+    let clean = RawClient::connected_clean(doomed.addr, V5, "awake-clean");
+    // Two CONNECTs, three SUBSCRIBEs and one UNSUBSCRIBE mirrored; the clean session not.
+    wait_for_metric(metrics_port, "ringmq_cluster_mirror_writes_total", 6);
+    doomed.kill_9();
+    drop((v5, v311, clean));
+    let (mut v5, present) = reconnect_once_released(&survivor, "awake-5");
+    assert!(present, "the 5.0 session came back from the mirror");
+    let (mut v311, present) = reconnect_once_released_with(&survivor, V311, "awake-3");
+    assert!(present, "the 3.1.1 session came back from the mirror");
+    let (_, present) = reconnect_once_released(&survivor, "awake-clean");
+    assert!(
+        !present,
+        "a session that ended with its connection is not mirrored"
+    );
+    let mut publisher = RawClient::connected_clean(survivor.addr(), V5, "wake-up");
+    for (topic, client) in [("awake/5/a/b", &mut v5), ("awake/3/x", &mut v311)] {
+        publisher.publish_simple(topic, b"m", QoS::AtLeastOnce);
+        let publish = next_real(client);
+        assert_eq!(publish.topic(), topic);
+        client.acknowledge(&publish);
+    }
+    publisher.publish_simple("awake/3/gone/x", b"m", QoS::AtLeastOnce);
+    crate::cluster::expect_no_message(&mut v311);
+    assert_eq!(survivor.cluster_figures().unwrap().sessions_recovered, 2);
 }
 
 /// Node `n0` as a real process on NATS server 0 (`node_timeout_ms = 2000`), its operations
@@ -258,7 +311,8 @@ fn a_node_back_after_its_client_moved_ends_its_stale_copy() {
     roamer.subscribe("roam/#", QoS::AtLeastOnce);
     roamer.disconnect();
     crate::harness::wait_until("the offline session mirrored", || {
-        (first_run.cluster_figures()?.mirror_writes >= 1).then_some(())
+        // At the CONNECT, the SUBSCRIBE and the disconnect.
+        (first_run.cluster_figures()?.mirror_writes >= 3).then_some(())
     });
     drop(first_run);
     let (mut roamer, present) = reconnect_once_released(&survivor, "roamer");

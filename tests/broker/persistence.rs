@@ -270,6 +270,7 @@ fn queues_beyond_the_memory_bound_are_read_back_from_disk_in_order() {
 #[test]
 fn interval_sync_keeps_the_state_across_a_clean_restart() {
     for engine in ENGINES {
+        eprintln!("engine {engine}");
         let dir = temp_dir();
         let config = format!(
             "{}sync = \"interval\"\nsync_interval_ms = 50\n",

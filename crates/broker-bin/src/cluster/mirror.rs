@@ -1,11 +1,12 @@
-//! Offline sessions mirrored in JetStream (docs/cluster.md, "When a node dies"): when a stored
-//! session's client disconnects, its node writes the session's snapshot (subscriptions,
-//! inflight, QoS 2 ids, queue) to the key-value bucket `<base>_offline`, and every QoS 1/2 copy
-//! queued for it afterwards to the stream `<base>_queues` (subject
-//! `<prefix>.queue.<client key>`, at most `queues.max_queued_messages` per client, oldest
-//! dropped first). When the client comes back to that node, or the session ends there or moves
-//! to a live node, both are removed. When the node dies, the node that takes the client id over
-//! rebuilds the session from them.
+//! Sessions mirrored in JetStream (docs/cluster.md, "When a node dies"). While a session that
+//! outlives its connection has its client connected, its node keeps the session's snapshot
+//! without messages (subscriptions, expiry, protocol) in the key-value bucket `<base>_offline`.
+//! When the client disconnects, the node writes the whole snapshot there (subscriptions,
+//! inflight, QoS 2 ids, queue), and every QoS 1/2 copy queued for it afterwards to the stream
+//! `<base>_queues` (subject `<prefix>.queue.<client key>`, at most `queues.max_queued_messages`
+//! per client, oldest dropped first); those copies go when the client comes back. When the
+//! session ends there or moves to a live node, both are removed. When the node dies, the node
+//! that takes the client id over rebuilds the session from them.
 
 use std::time::Duration;
 
@@ -90,7 +91,26 @@ impl Mirror {
                     .map_err(|e| e.to_string())?;
                 ack.await.map(drop).map_err(|e| e.to_string())
             }
-            MirrorOp::Online { client_id } => self.forget(client_id.as_str()).await,
+            MirrorOp::Connected {
+                client_id,
+                snapshot,
+                purge_queue,
+            } => {
+                if purge_queue {
+                    let subject = self.subject(client_id.as_str());
+                    self.queues
+                        .purge()
+                        .filter(subject)
+                        .await
+                        .map_err(|e| e.to_string())?;
+                }
+                self.offline
+                    .put(key_of(client_id.as_str()), snapshot)
+                    .await
+                    .map(drop)
+                    .map_err(|e| e.to_string())
+            }
+            MirrorOp::Forget { client_id } => self.forget(client_id.as_str()).await,
             MirrorOp::Ended { .. } => Ok(()),
         }
     }

@@ -119,15 +119,24 @@ pub struct ReleaseRequest {
     pub stale: bool,
 }
 
-/// What a shard asks the cluster thread to mirror of an offline session (`cluster/mirror.rs`).
+/// What a shard asks the cluster thread to mirror of a session that outlives its connection
+/// (`cluster/mirror.rs`, `shard/mirror.rs`).
 #[derive(Debug)]
 pub(crate) enum MirrorOp {
-    /// The stored session's client disconnected: its snapshot.
+    /// Its client is connected: its snapshot without messages (subscriptions, expiry,
+    /// protocol), written at the CONNECT and at every change of its subscriptions;
+    /// `purge_queue`: it was offline, and the copies mirrored meanwhile go.
+    Connected {
+        client_id: MqttStr,
+        snapshot: Bytes,
+        purge_queue: bool,
+    },
+    /// Its client disconnected: its whole snapshot.
     Offline { client_id: MqttStr, snapshot: Bytes },
     /// A QoS 1/2 copy queued for it while offline (`encode_queued_message`).
     Queued { client_id: MqttStr, message: Bytes },
-    /// It is back on its node, or ended or moved: nothing of it is mirrored any more.
-    Online { client_id: MqttStr },
+    /// It ended: nothing of it is mirrored any more.
+    Forget { client_id: MqttStr },
     /// It ended on this node (not moved): the client id's owner record goes, if it still
     /// names this node run (compare-and-set on its revision), so ids used once do not stay.
     Ended { client_id: MqttStr },

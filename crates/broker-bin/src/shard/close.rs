@@ -203,7 +203,7 @@ impl BrokerShard {
     /// as dropped. The directory is not touched (the caller knows whether it still names it).
     pub(super) fn end_session_state(&mut self, ctx: &mut Ctx, mut session: Session) {
         self.disarm_session_timers(ctx, &mut session);
-        self.mirror_online(&session.client_id);
+        self.mirror_forget(&session.client_id);
         if self.is_stored(session.expiry) {
             let client_id = session.client_id.clone();
             self.durable

@@ -329,7 +329,7 @@ impl BrokerShard {
             .inflight
             .set_capacity(client_receive_max.min(config.limits.max_inflight_outbound));
         self.record_connected(&session, was_stored);
-        self.mirror_online(&session.client_id);
+        self.mirror_connected(ctx, &session);
         self.disarm_session_timers(ctx, &mut session);
         session.conn = Some(conn);
         let filters = session.subscriptions.iter().map(|(filter, _)| filter);

@@ -24,6 +24,7 @@ mod inbound;
 mod lifecycle;
 mod login;
 mod memory;
+mod mirror;
 mod mobility;
 mod overload;
 mod ownership;

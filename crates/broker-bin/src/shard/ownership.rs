@@ -7,19 +7,16 @@
 
 use codec::{Connect, MqttStr, ReasonCode};
 use ring_runtime::ConnId;
-use session_store::storage::{
-    SessionWrite, decode_session_snapshot, encode_queued_message, encode_session_snapshot,
-};
+use session_store::storage::{SessionWrite, decode_session_snapshot, encode_session_snapshot};
 use session_store::{InflightState, SessionExpiry};
 use tracing::{debug, warn};
 
 use super::{BrokerShard, Ctx, FastMap};
-use crate::cluster::{ClaimRequest, MirrorOp, Ownership, OwnershipAnswer, ReleaseRequest};
+use crate::cluster::{ClaimRequest, Ownership, OwnershipAnswer, ReleaseRequest};
 use crate::conn::Phase;
-use crate::message::Outgoing;
 use crate::message::ShardMsg;
 use crate::session::Session;
-use crate::store::{stored_message, stored_session_of};
+use crate::store::stored_session_of;
 
 /// Shards a release request is forwarded through at most, looking for the session.
 const MAX_RELEASE_HOPS: u8 = 4;
@@ -29,9 +26,9 @@ const MAX_RELEASE_HOPS: u8 = 4;
 pub(super) struct Owning {
     pending: FastMap<ConnId, PendingOwnership>,
     next_token: u64,
-    /// Offline sessions of this shard whose state is mirrored in JetStream (at most one entry
-    /// per session held).
-    mirrored: FastMap<MqttStr, ()>,
+    /// Sessions of this shard whose state is mirrored in JetStream (`mirror.rs`; at most one
+    /// entry per session held).
+    pub(super) mirrored: FastMap<MqttStr, ()>,
 }
 
 struct PendingOwnership {
@@ -237,69 +234,6 @@ impl BrokerShard {
         session.inflight = session_store::InflightWindow::new(capacity);
         self.end_session_state(ctx, *session);
         snapshot
-    }
-}
-
-impl BrokerShard {
-    /// A session that outlives its connection lost it: with `[cluster]`, its state is
-    /// mirrored in JetStream until the client comes back (`cluster/mirror.rs`).
-    pub(super) fn mirror_offline(&mut self, ctx: &Ctx, session: &Session) {
-        let Some(link) = &self.shared.cluster else {
-            return;
-        };
-        if session.expiry == SessionExpiry::OnClose {
-            return;
-        }
-        let snapshot = encode_session_snapshot(&stored_session_of(session, ctx.now()));
-        link.mirror(MirrorOp::Offline {
-            client_id: session.client_id.clone(),
-            snapshot: bytes::Bytes::from(snapshot),
-        });
-        self.owning.mirrored.insert(session.client_id.clone(), ());
-    }
-
-    /// A QoS 1/2 copy queued for a mirrored offline session is mirrored too.
-    pub(super) fn mirror_queued(&self, ctx: &Ctx, client_id: &MqttStr, outgoing: &Outgoing) {
-        let Some(link) = &self.shared.cluster else {
-            return;
-        };
-        if !self.owning.mirrored.contains_key(client_id) {
-            return;
-        }
-        let message = encode_queued_message(&stored_message(outgoing, ctx.now()));
-        link.mirror(MirrorOp::Queued {
-            client_id: client_id.clone(),
-            message: bytes::Bytes::from(message),
-        });
-    }
-
-    /// A stored session recovered at start-up may still be mirrored from before the restart
-    /// (`mirror_offline` when its client left): its return here removes that.
-    pub(super) fn mirror_recovered(&mut self, client_id: &MqttStr) {
-        if self.shared.cluster.is_some() {
-            self.owning.mirrored.insert(client_id.clone(), ());
-        }
-    }
-
-    /// The session ended here (not moved): its owner record goes (`MirrorOp::Ended`).
-    pub(super) fn owner_record_ended(&self, client_id: &MqttStr) {
-        if let Some(link) = &self.shared.cluster {
-            link.mirror(MirrorOp::Ended {
-                client_id: client_id.clone(),
-            });
-        }
-    }
-
-    /// The session is back on this node, or ended: nothing of it stays mirrored.
-    pub(super) fn mirror_online(&mut self, client_id: &MqttStr) {
-        let Some(link) = &self.shared.cluster else {
-            return;
-        };
-        if self.owning.mirrored.remove(client_id).is_some() {
-            link.mirror(MirrorOp::Online {
-                client_id: client_id.clone(),
-            });
-        }
     }
 }
 

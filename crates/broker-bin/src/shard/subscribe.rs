@@ -56,6 +56,9 @@ impl BrokerShard {
             properties: Default::default(),
         };
         let packet = Packet::SubAck(suback);
+        if last_change.is_some() {
+            self.mirror_subscriptions(ctx, &client_id);
+        }
         self.ack_when_applied(ctx, conn, client_id, last_change, packet, retained_for);
         Ok(())
     }
@@ -201,6 +204,9 @@ impl BrokerShard {
         };
         // Like SUBACK: once the client sees UNSUBACK, no shard adds new messages for the filter.
         let packet = Packet::UnsubAck(unsuback);
+        if last_change.is_some() {
+            self.mirror_subscriptions(ctx, &client_id);
+        }
         self.ack_when_applied(ctx, conn, client_id, last_change, packet, Vec::new());
     }
 
