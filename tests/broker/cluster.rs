@@ -419,6 +419,7 @@ fn with_nats_down_messages_wait_in_a_bounded_queue_and_are_sent_when_it_returns(
         "four wait, one did not fit: {figures:?}"
     );
     assert_eq!(figures.messages_out, sent_before, "nothing sent while down");
+    assert!(figures.nats_disconnects >= 1, "{figures:?}");
     nats.restart_all();
     wait_until("the four waiting messages sent", || {
         let figures = buffered.cluster_figures()?;

@@ -17,6 +17,12 @@ pub struct ClusterCounters {
     pub dropped_disconnected: AtomicU64,
     /// Inbound messages dropped: malformed, or the shard's mailbox was full.
     pub dropped_inbound: AtomicU64,
+    /// Slow-consumer events of this node's NATS connections: a message arrived for a NATS
+    /// subscription whose reader had no room (`async-nats` drops it; each event is one message
+    /// lost, events beyond the client's event queue go unseen).
+    pub slow_consumer: AtomicU64,
+    /// Times the main NATS connection was lost (messages in flight inside NATS then may be).
+    pub nats_disconnects: AtomicU64,
     /// NATS subscriptions held for local interest.
     pub subscriptions: AtomicU64,
     /// Retained messages (and clears) written to the cluster's bucket.
@@ -61,6 +67,10 @@ pub struct ClusterFigures {
     pub dropped_disconnected: u64,
     /// Inbound messages dropped.
     pub dropped_inbound: u64,
+    /// Slow-consumer events (messages lost at this node's NATS client).
+    pub slow_consumer: u64,
+    /// Times the main NATS connection was lost.
+    pub nats_disconnects: u64,
     /// NATS subscriptions held.
     pub subscriptions: u64,
     /// Retained messages written to the bucket.
@@ -124,6 +134,8 @@ impl ClusterCounters {
             dropped_queue_full: get(&self.dropped_queue_full),
             dropped_disconnected: get(&self.dropped_disconnected),
             dropped_inbound: get(&self.dropped_inbound),
+            slow_consumer: get(&self.slow_consumer),
+            nats_disconnects: get(&self.nats_disconnects),
             subscriptions: get(&self.subscriptions),
             retained_out: get(&self.retained_out),
             retained_in: get(&self.retained_in),

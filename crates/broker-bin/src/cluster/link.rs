@@ -114,8 +114,8 @@ async fn run(
     node: NodeContext,
 ) {
     let connected = async {
-        let client = connect(&settings, Some(Arc::clone(&counters))).await?;
-        let queue_client = connect(&settings, None).await?;
+        let client = connect(&settings, Arc::clone(&counters), Connection::Main).await?;
+        let queue_client = connect(&settings, Arc::clone(&counters), Connection::Queues).await?;
         Ok::<_, ConnectFailure>((client, queue_client))
     };
     let (client, queue_client) = match connected.await {
@@ -159,12 +159,21 @@ async fn run(
     );
 }
 
-/// A NATS client that reconnects forever. The main one (`counters` given) never receives its
-/// own publishes and logs its connection state into the counters; the other is the queue
-/// subscriptions' (echo on, events logged at debug level).
+/// Which of the node's two NATS connections.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Connection {
+    /// Publishes, plain subscriptions, buckets: never receives its own publishes; its
+    /// connection state is logged and kept in the counters.
+    Main,
+    /// The queue subscriptions' (echo on; its connection events logged at debug level).
+    Queues,
+}
+
+/// A NATS client that reconnects forever; both count their slow-consumer events.
 async fn connect(
     settings: &ClusterSettings,
-    counters: Option<Arc<ClusterCounters>>,
+    counters: Arc<ClusterCounters>,
+    which: Connection,
 ) -> Result<Client, ConnectFailure> {
     let servers: Vec<async_nats::ServerAddr> = settings
         .nats
@@ -178,23 +187,19 @@ async fn connect(
         &settings.security,
     )
     .await?;
-    let options = match counters {
-        Some(counters) => {
+    let options = match which {
+        Connection::Main => {
             info!(node = %settings.node_id, servers = ?settings.nats, "cluster: connecting to NATS");
             options
                 .no_echo()
                 .name(format!("ringmq-{}", settings.node_id))
-                .event_callback(move |event| {
-                    let counters = Arc::clone(&counters);
-                    async move { log_event(&counters, event) }
-                })
         }
-        None => options
-            .name(format!("ringmq-{}-queues", settings.node_id))
-            .event_callback(
-                |event| async move { debug!(event = %event, "cluster: queue connection") },
-            ),
+        Connection::Queues => options.name(format!("ringmq-{}-queues", settings.node_id)),
     };
+    let options = options.event_callback(move |event| {
+        let counters = Arc::clone(&counters);
+        async move { log_event(&counters, which, event) }
+    });
     Ok(options.connect(servers).await?)
 }
 
@@ -227,7 +232,18 @@ enum ConnectFailure {
     Nats(#[from] async_nats::ConnectError),
 }
 
-fn log_event(counters: &ClusterCounters, event: Event) {
+fn log_event(counters: &ClusterCounters, which: Connection, event: Event) {
+    if let Event::SlowConsumer(_) = event {
+        ClusterCounters::drop_one(
+            &counters.slow_consumer,
+            "the NATS client had no room in a subscription's reader (slow consumer)",
+        );
+        return;
+    }
+    if which == Connection::Queues {
+        debug!(event = %event, "cluster: queue connection");
+        return;
+    }
     match event {
         Event::Connected => {
             ClusterCounters::set(&counters.connected, 1);
@@ -235,6 +251,7 @@ fn log_event(counters: &ClusterCounters, event: Event) {
         }
         Event::Disconnected => {
             ClusterCounters::set(&counters.connected, 0);
+            ClusterCounters::add(&counters.nats_disconnects, 1);
             warn!(
                 "cluster: disconnected from NATS (reconnecting; messages for the cluster wait in cluster.max_outbound_messages meanwhile, beyond it dropped and counted)"
             );

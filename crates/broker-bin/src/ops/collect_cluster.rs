@@ -10,7 +10,7 @@ pub(super) fn cluster(doc: &mut Exposition, state: &OpsState) {
         return;
     };
     let f = link.counters.figures();
-    let families: [(&str, Kind, &str, u64); 18] = [
+    let families: [(&str, Kind, &str, u64); 20] = [
         (
             "ringmq_cluster_connected",
             Kind::Gauge,
@@ -46,6 +46,18 @@ pub(super) fn cluster(doc: &mut Exposition, state: &OpsState) {
             Kind::Counter,
             "Messages from the cluster dropped: malformed, or a shard's mailbox was full.",
             f.dropped_inbound,
+        ),
+        (
+            "ringmq_cluster_dropped_slow_consumer_total",
+            Kind::Counter,
+            "Messages from the cluster dropped by this node's NATS client: a subscription's reader had no room (slow-consumer events).",
+            f.slow_consumer,
+        ),
+        (
+            "ringmq_cluster_nats_disconnects_total",
+            Kind::Counter,
+            "Times the NATS connection was lost (messages in flight inside NATS may have been lost).",
+            f.nats_disconnects,
         ),
         (
             "ringmq_cluster_subscriptions",

@@ -161,6 +161,8 @@ impl BrokerShard {
             ("dropped/queue_full", f.dropped_queue_full),
             ("dropped/disconnected", f.dropped_disconnected),
             ("dropped/inbound", f.dropped_inbound),
+            ("dropped/slow_consumer", f.slow_consumer),
+            ("nats/disconnects", f.nats_disconnects),
             ("subscriptions", f.subscriptions),
             ("retained/out", f.retained_out),
             ("retained/in", f.retained_in),
