@@ -19,7 +19,7 @@ use crate::client::{Event, ProtocolVersion, QUIET, RawClient, V5, V311};
 use crate::harness::{POLL_DEADLINE, TestBroker, wait_until};
 use crate::nats_cluster::{NatsCluster, http_get};
 
-const PROBE: &[u8] = b"probe";
+pub(crate) const PROBE: &[u8] = b"probe";
 
 /// Three nodes on three NATS servers (the nodes drop first).
 pub(crate) struct Cluster {
@@ -103,7 +103,7 @@ pub(crate) fn until_routed(
 }
 
 /// The next PUBLISH that is not a probe (acknowledged).
-fn next_message(client: &mut RawClient) -> Publish {
+pub(crate) fn next_message(client: &mut RawClient) -> Publish {
     loop {
         let publish = client.expect_publish();
         client.acknowledge(&publish);

@@ -294,8 +294,17 @@ pub fn test_config(overrides: &str) -> ringmq::config::Config {
 }
 
 /// Polls `probe` until it returns a value; fails the test after [`POLL_DEADLINE`].
-pub fn wait_until<T>(what: &str, mut probe: impl FnMut() -> Option<T>) -> T {
-    let deadline = Instant::now() + POLL_DEADLINE;
+pub fn wait_until<T>(what: &str, probe: impl FnMut() -> Option<T>) -> T {
+    wait_until_within(POLL_DEADLINE, what, probe)
+}
+
+/// [`wait_until`] with a hang guard of `guard` instead of [`POLL_DEADLINE`].
+pub fn wait_until_within<T>(
+    guard: Duration,
+    what: &str,
+    mut probe: impl FnMut() -> Option<T>,
+) -> T {
+    let deadline = Instant::now() + guard;
     loop {
         if let Some(value) = probe() {
             return value;

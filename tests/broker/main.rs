@@ -10,6 +10,7 @@ mod binary;
 mod bridge;
 mod client;
 mod cluster;
+mod cluster_replay;
 mod cluster_retained;
 mod cluster_sessions;
 mod cluster_tls;

@@ -163,20 +163,41 @@ impl NatsCluster {
         }
     }
 
+    /// Stops server `index` alone (the nodes connected to it lose NATS).
+    pub fn stop(&mut self, index: usize) {
+        let _ = self.children[index].kill();
+        let _ = self.children[index].wait();
+    }
+
     /// Starts every server again after [`Self::stop_all`], on the same ports and store
     /// directories, and waits until the cluster is whole again.
     pub fn restart_all(&mut self) {
         for index in 0..self.ports.len() {
-            let path = self._dir.path().join(format!("s{index}.conf"));
-            self.children[index] = run_server(&path);
+            self.spawn_again(index);
         }
-        for ports in &self.ports {
-            crate::harness::wait_until("a restarted NATS server with its routes", || {
-                let body = http_get(ports.monitor, "/routez")?;
-                let routes = serde_json::from_str::<serde_json::Value>(&body).ok()?;
-                (routes["num_routes"].as_u64()? >= 2).then_some(())
-            });
+        for index in 0..self.ports.len() {
+            self.wait_for_routes(index);
         }
+    }
+
+    /// Starts server `index` again after [`Self::stop`] and waits until it has its routes.
+    pub fn restart(&mut self, index: usize) {
+        self.spawn_again(index);
+        self.wait_for_routes(index);
+    }
+
+    fn spawn_again(&mut self, index: usize) {
+        let path = self._dir.path().join(format!("s{index}.conf"));
+        self.children[index] = run_server(&path);
+    }
+
+    fn wait_for_routes(&self, index: usize) {
+        let port = self.ports[index].monitor;
+        crate::harness::wait_until("a restarted NATS server with its routes", || {
+            let body = http_get(port, "/routez")?;
+            let routes = serde_json::from_str::<serde_json::Value>(&body).ok()?;
+            (routes["num_routes"].as_u64()? >= 2).then_some(())
+        });
     }
 
     /// Server `index`'s monitoring port.
@@ -185,7 +206,8 @@ impl NatsCluster {
     }
 }
 
-/// Writes server `index`'s config and starts it.
+/// Writes server `index`'s config and starts it. `no_advertise`: a node stays on the server it
+/// was given (a test that stops one server cuts its nodes off instead of moving them).
 fn spawn(dir: &Path, index: usize, ports: &[Ports]) -> Child {
     let me = ports[index];
     let routes: Vec<String> = ports
@@ -196,7 +218,7 @@ fn spawn(dir: &Path, index: usize, ports: &[Ports]) -> Child {
         .collect();
     let config = format!(
         "server_name: s{index}\nhost: 127.0.0.1\nport: {}\nhttp: \"127.0.0.1:{}\"\n\
-         cluster {{\n  name: ringmq-test\n  listen: \"127.0.0.1:{}\"\n  routes: [{}]\n}}\n\
+         cluster {{\n  name: ringmq-test\n  listen: \"127.0.0.1:{}\"\n  routes: [{}]\n  no_advertise: true\n}}\n\
          jetstream {{\n  store_dir: \"{}\"\n  max_memory_store: 64MB\n  max_file_store: 256MB\n}}\n",
         me.client,
         me.monitor,

@@ -23,6 +23,14 @@ pub struct ClusterCounters {
     pub slow_consumer: AtomicU64,
     /// Times the main NATS connection was lost (messages in flight inside NATS then may be).
     pub nats_disconnects: AtomicU64,
+    /// Replays run (after a NATS connection loss or a slow-consumer event).
+    pub replays: AtomicU64,
+    /// Messages replays handed to the inbound path (before its duplicate check).
+    pub replayed: AtomicU64,
+    /// QoS 1/2 messages JetStream acknowledged (kept for replays).
+    pub reliable_stored: AtomicU64,
+    /// QoS 1/2 messages JetStream did not acknowledge (sent, not kept for replays).
+    pub reliable_failures: AtomicU64,
     /// NATS subscriptions held for local interest.
     pub subscriptions: AtomicU64,
     /// Retained messages (and clears) written to the cluster's bucket.
@@ -71,6 +79,14 @@ pub struct ClusterFigures {
     pub slow_consumer: u64,
     /// Times the main NATS connection was lost.
     pub nats_disconnects: u64,
+    /// Replays run.
+    pub replays: u64,
+    /// Messages replays handed on.
+    pub replayed: u64,
+    /// QoS 1/2 messages kept for replays.
+    pub reliable_stored: u64,
+    /// QoS 1/2 messages not kept for replays.
+    pub reliable_failures: u64,
     /// NATS subscriptions held.
     pub subscriptions: u64,
     /// Retained messages written to the bucket.
@@ -136,6 +152,10 @@ impl ClusterCounters {
             dropped_inbound: get(&self.dropped_inbound),
             slow_consumer: get(&self.slow_consumer),
             nats_disconnects: get(&self.nats_disconnects),
+            replays: get(&self.replays),
+            replayed: get(&self.replayed),
+            reliable_stored: get(&self.reliable_stored),
+            reliable_failures: get(&self.reliable_failures),
             subscriptions: get(&self.subscriptions),
             retained_out: get(&self.retained_out),
             retained_in: get(&self.retained_in),

@@ -3,7 +3,7 @@
 
 use std::collections::HashMap;
 
-use super::subject::{filter_subjects, queue_group};
+use super::subject::{Root, filter_subjects, queue_group};
 use super::{Interest, Scope};
 
 /// The `$share/` prefix of a shared subscription's text.
@@ -78,8 +78,9 @@ pub fn nats_subscriptions(prefix: &str, filter: &str) -> Vec<NatsSubscription> {
     if topic_filter.starts_with("$SYS") {
         return Vec::new();
     }
-    filter_subjects(prefix, topic_filter)
+    Root::BOTH
         .into_iter()
+        .flat_map(|root| filter_subjects(prefix, root, topic_filter))
         .map(|subject| NatsSubscription {
             subject,
             queue: queue.clone(),
@@ -103,7 +104,7 @@ mod tests {
     fn the_first_subscribes_and_the_last_unsubscribes() {
         let mut table = InterestTable::default();
         assert!(
-            matches!(table.apply("r", &change("a/#", 1)), Action::Subscribe(s) if s.len() == 2)
+            matches!(table.apply("r", &change("a/#", 1)), Action::Subscribe(s) if s.len() == 4)
         );
         assert_eq!(table.apply("r", &change("a/#", 1)), Action::Nothing);
         assert_eq!(table.apply("r", &change("a/#", -1)), Action::Nothing);
@@ -116,14 +117,12 @@ mod tests {
     #[test]
     fn a_share_is_a_queue_subscription() {
         let subs = nats_subscriptions("r", "$share/g/a/+");
-        assert_eq!(
-            subs,
-            vec![NatsSubscription {
-                subject: "r.msg.a.*".into(),
-                queue: Some("$share/g/a/+".into()),
-                scope: Scope::Group("$share/g/a/+".into()),
-            }]
-        );
+        let share = |subject: &str| NatsSubscription {
+            subject: subject.into(),
+            queue: Some("$share/g/a/+".into()),
+            scope: Scope::Group("$share/g/a/+".into()),
+        };
+        assert_eq!(subs, vec![share("r.msg.a.*"), share("r.rel.a.*")]);
         assert!(nats_subscriptions("r", "$SYS/#").is_empty());
     }
 }

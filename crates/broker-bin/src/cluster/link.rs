@@ -9,7 +9,6 @@ use std::hash::{Hash, Hasher};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 
-use async_nats::connection::State;
 use async_nats::{Client, ConnectOptions, Event};
 use futures_util::StreamExt;
 use ring_runtime::{Clock, Poster};
@@ -17,13 +16,13 @@ use tokio::sync::{mpsc, oneshot};
 use tokio::task::AbortHandle;
 use tracing::{debug, error, info, warn};
 
-use super::headers;
 use super::interest::{Action, InterestTable, NatsSubscription};
-use super::subject::topic_to_subject;
+use super::reliable::{self, Replays, Window};
+use super::subject::{Root, message_root};
 use super::totals::NodeContext;
-use super::{ClusterCounters, ClusterQueues, Interest, Outbound, Scope};
+use super::{ClusterCounters, ClusterQueues, Interest, Scope};
 use crate::config::ClusterSettings;
-use crate::message::{Message, ShardMsg};
+use crate::message::ShardMsg;
 
 /// NATS messages read but not yet handed to a shard (the subscription readers wait beyond).
 const INBOUND_CAPACITY: usize = 4096;
@@ -48,6 +47,8 @@ pub(super) struct Link {
     pub(super) origin: String,
     pub(super) counters: Arc<ClusterCounters>,
     pub(super) clock: Clock,
+    /// QoS 1/2 kept for replays (`reliable.rs`).
+    pub(super) replays: Arc<Replays>,
 }
 
 impl ClusterThread {
@@ -113,9 +114,14 @@ async fn run(
     clock: Clock,
     node: NodeContext,
 ) {
+    let replays = Arc::new(Replays::default());
     let connected = async {
-        let client = connect(&settings, Arc::clone(&counters), Connection::Main).await?;
-        let queue_client = connect(&settings, Arc::clone(&counters), Connection::Queues).await?;
+        let events = Events {
+            counters: Arc::clone(&counters),
+            replays: Arc::clone(&replays),
+        };
+        let client = connect(&settings, events.clone(), Connection::Main).await?;
+        let queue_client = connect(&settings, events, Connection::Queues).await?;
         Ok::<_, ConnectFailure>((client, queue_client))
     };
     let (client, queue_client) = match connected.await {
@@ -132,11 +138,26 @@ async fn run(
         origin: format!("{}/{:016x}", settings.node_id, start_nonce()),
         counters,
         clock,
+        replays,
     });
     let (inbound_tx, inbound_rx) = mpsc::channel(INBOUND_CAPACITY);
+    let replaying = {
+        let (link, inbound) = (Arc::clone(&link), inbound_tx.clone());
+        let window = settings.replay_window.map(|max_age| Window {
+            max_age,
+            max_bytes: settings.replay_max_bytes,
+            replicas: settings.replicas,
+        });
+        async move {
+            match window {
+                Some(window) => reliable::replays(link, window, inbound).await,
+                None => std::future::pending().await,
+            }
+        }
+    };
     let (retained_tx, retained_rx) = mpsc::channel(settings.max_outbound_messages);
     tokio::join!(
-        outbound(Arc::clone(&link), queues.outbound, retained_tx),
+        super::outbound::outbound(Arc::clone(&link), queues.outbound, retained_tx),
         interest(Arc::clone(&link), queues.interest, inbound_tx),
         super::retained::retained(
             Arc::clone(&link),
@@ -156,6 +177,7 @@ async fn run(
             }
         ),
         super::inbound::inbound(link, inbound_rx, poster),
+        replaying,
     );
 }
 
@@ -169,10 +191,17 @@ enum Connection {
     Queues,
 }
 
+/// Where a NATS client's events go.
+#[derive(Clone)]
+struct Events {
+    counters: Arc<ClusterCounters>,
+    replays: Arc<Replays>,
+}
+
 /// A NATS client that reconnects forever; both count their slow-consumer events.
 async fn connect(
     settings: &ClusterSettings,
-    counters: Arc<ClusterCounters>,
+    events: Events,
     which: Connection,
 ) -> Result<Client, ConnectFailure> {
     let servers: Vec<async_nats::ServerAddr> = settings
@@ -197,8 +226,8 @@ async fn connect(
         Connection::Queues => options.name(format!("ringmq-{}-queues", settings.node_id)),
     };
     let options = options.event_callback(move |event| {
-        let counters = Arc::clone(&counters);
-        async move { log_event(&counters, which, event) }
+        let events = events.clone();
+        async move { log_event(&events, which, event) }
     });
     Ok(options.connect(servers).await?)
 }
@@ -232,8 +261,10 @@ enum ConnectFailure {
     Nats(#[from] async_nats::ConnectError),
 }
 
-fn log_event(counters: &ClusterCounters, which: Connection, event: Event) {
+fn log_event(events: &Events, which: Connection, event: Event) {
+    let counters = &events.counters;
     if let Event::SlowConsumer(_) = event {
+        events.replays.slow_consumer();
         ClusterCounters::drop_one(
             &counters.slow_consumer,
             "the NATS client had no room in a subscription's reader (slow consumer)",
@@ -247,11 +278,13 @@ fn log_event(counters: &ClusterCounters, which: Connection, event: Event) {
     match event {
         Event::Connected => {
             ClusterCounters::set(&counters.connected, 1);
+            events.replays.connected();
             info!("cluster: connected to NATS");
         }
         Event::Disconnected => {
             ClusterCounters::set(&counters.connected, 0);
             ClusterCounters::add(&counters.nats_disconnects, 1);
+            events.replays.disconnected();
             warn!(
                 "cluster: disconnected from NATS (reconnecting; messages for the cluster wait in cluster.max_outbound_messages meanwhile, beyond it dropped and counted)"
             );
@@ -268,67 +301,6 @@ fn start_nonce() -> u64 {
     hasher.finish()
 }
 
-/// Publishes every message the shards hand over, in order; while NATS is down, drops them
-/// (counted). Retained ones also go to the retained bucket's writer.
-async fn outbound(
-    link: Arc<Link>,
-    mut queue: mpsc::Receiver<Outbound>,
-    retained: mpsc::Sender<Arc<Message>>,
-) {
-    let mut seq = 0u64;
-    loop {
-        // While NATS is down nothing is taken: the queue (cluster.max_outbound_messages) is
-        // the buffer, and what does not fit is dropped by the shards, counted.
-        wait_connected(&link).await;
-        let Some(Outbound {
-            message,
-            shares_served,
-        }) = queue.recv().await
-        else {
-            break;
-        };
-        if message.retain && retained.try_send(Arc::clone(&message)).is_err() {
-            ClusterCounters::drop_one(
-                &link.counters.retained_failures,
-                "cluster.max_outbound_messages retained messages wait for the bucket",
-            );
-        }
-        seq += 1;
-        let now = link.clock.now();
-        let Ok(mut headers) = headers::encode(&message, &link.origin, seq, now) else {
-            continue; // expired on the way: nobody may receive it
-        };
-        if shares_served {
-            headers::mark_shares_served(&mut headers);
-        }
-        // Taken just as NATS went down: it waits here, one beyond the queue's bound.
-        wait_connected(&link).await;
-        let subject = topic_to_subject(&link.prefix, message.publish.topic().as_str());
-        let payload = message.publish.payload().clone();
-        match link
-            .client
-            .publish_with_headers(subject, headers, payload)
-            .await
-        {
-            Ok(()) => ClusterCounters::add(&link.counters.messages_out, 1),
-            Err(e) => {
-                debug!(error = %e, "cluster: publish failed");
-                ClusterCounters::drop_one(
-                    &link.counters.dropped_disconnected,
-                    "NATS refused the publish (over its max_payload?)",
-                );
-            }
-        }
-    }
-}
-
-/// Returns once the main NATS connection is up.
-async fn wait_connected(link: &Link) {
-    while link.client.connection_state() != State::Connected {
-        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-    }
-}
-
 /// Keeps the NATS subscriptions in step with local interest.
 async fn interest(
     link: Arc<Link>,
@@ -340,6 +312,15 @@ async fn interest(
     while let Some(change) = changes.recv().await {
         match table.apply(&link.prefix, &change) {
             Action::Subscribe(subscriptions) => {
+                let reliable_root = format!("{}.", message_root(&link.prefix, Root::Reliable));
+                let replayed: Vec<String> = subscriptions
+                    .iter()
+                    .filter(|s| s.scope == Scope::Plain && s.subject.starts_with(&reliable_root))
+                    .map(|s| s.subject.clone())
+                    .collect();
+                if !replayed.is_empty() {
+                    link.replays.set_interest(&change.filter, Some(replayed));
+                }
                 let mut handles = Vec::with_capacity(subscriptions.len());
                 for subscription in subscriptions {
                     if let Some(handle) = subscribe(&link, subscription, inbound.clone()).await {
@@ -349,6 +330,7 @@ async fn interest(
                 readers.insert(change.filter, handles);
             }
             Action::Unsubscribe => {
+                link.replays.set_interest(&change.filter, None);
                 for handle in readers.remove(&change.filter).into_iter().flatten() {
                     // Dropping the reader drops its subscriber, which unsubscribes.
                     handle.abort();

@@ -1,7 +1,8 @@
 //! The reversible mapping between MQTT topics and NATS subjects.
 //!
-//! A topic `l1/l2/.../ln` travels on the subject `<prefix>.msg.<t1>.<t2>...<tn>`, one NATS
-//! token per MQTT level. A token is the level's text with every byte NATS reserves written
+//! A topic `l1/l2/.../ln` travels on the subject `<prefix>.<root>.<t1>.<t2>...<tn>`, one NATS
+//! token per MQTT level; the root is `msg` for QoS 0 and `rel` for QoS 1 and 2 (which the
+//! stream `<base>_messages` also keeps, for replays: `reliable.rs`). A token is the level's text with every byte NATS reserves written
 //! as `%` and two upper-case hex digits: `.` (`%2E`), `*` (`%2A`), `>` (`%3E`), the escape
 //! character `%` itself (`%25`), whitespace and the other ASCII control characters. Every
 //! other character (UTF-8 included) is kept. An empty level (as in `a//b` or `/a`) is the
@@ -9,7 +10,7 @@
 //!
 //! A filter becomes the subjects a node subscribes to: `+` becomes `*`, `#` becomes `>`, and
 //! since MQTT's `a/#` also matches `a` itself, a filter ending in `/#` gives two subjects:
-//! `<prefix>.msg.a.>` and `<prefix>.msg.a`. NATS wildcards also match topics starting with
+//! `<prefix>.msg.a.>` and `<prefix>.msg.a` (and the same under `rel`). NATS wildcards also match topics starting with
 //! `$` that MQTT's leading wildcards do not: the router makes the final decision on the
 //! receiving node, so a subject only has to match at least what the filter matches.
 
@@ -23,7 +24,7 @@ const ESCAPE: u8 = b'%';
 /// Why a subject is not one of [`topic_to_subject`]'s.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum SubjectError {
-    /// The subject is not under `<prefix>.msg.`.
+    /// The subject is not under `<prefix>.msg.` or `<prefix>.rel.`.
     #[error("subject `{0}` is not under the cluster's message prefix")]
     OutsidePrefix(String),
     /// A `%` not followed by two hex digits (or `_` alone).
@@ -84,16 +85,46 @@ pub fn unescape_token(token: &str) -> Result<String, SubjectError> {
     String::from_utf8(out).map_err(|_| SubjectError::NotUtf8(token.to_owned()))
 }
 
-/// `<prefix>.msg`: the root of every message subject.
-pub fn message_root(prefix: &str) -> String {
-    format!("{prefix}.msg")
+/// The two roots of message subjects.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Root {
+    /// `msg`: QoS 0, NATS core only.
+    Messages,
+    /// `rel`: QoS 1 and 2, also kept in the stream `<base>_messages` for replays.
+    Reliable,
 }
 
-/// The subject a message on `topic` is published on.
-pub fn topic_to_subject(prefix: &str, topic: &str) -> String {
+impl Root {
+    /// Both, in the order a filter's subscriptions are taken.
+    pub const BOTH: [Root; 2] = [Root::Messages, Root::Reliable];
+
+    /// The root a message published with `qos` travels under.
+    pub fn of(qos: codec::QoS) -> Self {
+        match qos {
+            codec::QoS::AtMostOnce => Root::Messages,
+            _ => Root::Reliable,
+        }
+    }
+
+    fn token(self) -> &'static str {
+        match self {
+            Root::Messages => "msg",
+            Root::Reliable => "rel",
+        }
+    }
+}
+
+/// `<prefix>.msg` or `<prefix>.rel`: the root of message subjects.
+pub fn message_root(prefix: &str, root: Root) -> String {
+    format!("{prefix}.{}", root.token())
+}
+
+/// The subject a message on `topic` is published on under `root`.
+pub fn topic_to_subject(prefix: &str, root: Root, topic: &str) -> String {
     let mut subject = String::with_capacity(prefix.len() + 5 + topic.len() + 8);
     subject.push_str(prefix);
-    subject.push_str(".msg");
+    subject.push('.');
+    subject.push_str(root.token());
     for level in topic.split('/') {
         subject.push('.');
         escape_level(level, &mut subject);
@@ -101,11 +132,14 @@ pub fn topic_to_subject(prefix: &str, topic: &str) -> String {
     subject
 }
 
-/// The topic a subject of [`topic_to_subject`] came from.
+/// The topic a subject of [`topic_to_subject`] (either root) came from.
 pub fn subject_to_topic(prefix: &str, subject: &str) -> Result<String, SubjectError> {
     let tokens = subject
         .strip_prefix(prefix)
-        .and_then(|rest| rest.strip_prefix(".msg."))
+        .and_then(|rest| {
+            rest.strip_prefix(".msg.")
+                .or_else(|| rest.strip_prefix(".rel."))
+        })
         .ok_or_else(|| SubjectError::OutsidePrefix(subject.to_owned()))?;
     let mut topic = String::with_capacity(tokens.len());
     for (index, token) in tokens.split('.').enumerate() {
@@ -117,10 +151,10 @@ pub fn subject_to_topic(prefix: &str, subject: &str) -> Result<String, SubjectEr
     Ok(topic)
 }
 
-/// The subjects a node subscribes to for the MQTT topic filter `filter` (not `$share/...`:
-/// pass its topic filter): one, or two for a filter ending in `#` below the root.
-pub fn filter_subjects(prefix: &str, filter: &str) -> Vec<String> {
-    let mut subject = message_root(prefix);
+/// The subjects under `root` a node subscribes to for the MQTT topic filter `filter` (not
+/// `$share/...`: pass its topic filter): one, or two for a filter ending in `#` below the root.
+pub fn filter_subjects(prefix: &str, root: Root, filter: &str) -> Vec<String> {
+    let mut subject = message_root(prefix, root);
     let levels: Vec<&str> = filter.split('/').collect();
     let mut parent = None;
     for (index, level) in levels.iter().enumerate() {
@@ -137,6 +171,22 @@ pub fn filter_subjects(prefix: &str, filter: &str) -> Vec<String> {
     let mut subjects = vec![subject];
     subjects.extend(parent);
     subjects
+}
+
+/// NATS matching of `subject` against the subscription subject `pattern` (`*`: one token,
+/// `>`: one or more trailing tokens).
+pub fn subject_matches(pattern: &str, subject: &str) -> bool {
+    let mut subject_tokens = subject.split('.');
+    for token in pattern.split('.') {
+        match (token, subject_tokens.next()) {
+            (">", next) => return next.is_some(),
+            (_, None) => return false,
+            ("*", Some(_)) => {}
+            (literal, Some(actual)) if literal == actual => {}
+            _ => return false,
+        }
+    }
+    subject_tokens.next().is_none()
 }
 
 /// The NATS queue group of the shared subscription `$share/<group>/<filter>` (its whole

@@ -7,43 +7,39 @@ use super::*;
 
 const PREFIX: &str = "ringmq";
 
-/// NATS matching of a subject against a subscription subject (`*`: one token, `>`: one or
-/// more trailing tokens).
 fn nats_matches(pattern: &str, subject: &str) -> bool {
-    let pattern: Vec<&str> = pattern.split('.').collect();
-    let subject: Vec<&str> = subject.split('.').collect();
-    for (index, token) in pattern.iter().enumerate() {
-        match *token {
-            ">" => return subject.len() > index,
-            "*" if index < subject.len() => {}
-            literal if subject.get(index) == Some(&literal) => {}
-            _ => return false,
-        }
-    }
-    pattern.len() == subject.len()
+    subject_matches(pattern, subject)
 }
+
+const MSG: Root = Root::Messages;
 
 #[test]
 fn escapes_what_nats_reserves() {
-    assert_eq!(topic_to_subject(PREFIX, "a/b"), "ringmq.msg.a.b");
+    assert_eq!(topic_to_subject(PREFIX, MSG, "a/b"), "ringmq.msg.a.b");
     assert_eq!(
-        topic_to_subject(PREFIX, "v1.2/*/>/50%/x y"),
+        topic_to_subject(PREFIX, MSG, "v1.2/*/>/50%/x y"),
         "ringmq.msg.v1%2E2.%2A.%3E.50%25.x%20y"
     );
-    assert_eq!(topic_to_subject(PREFIX, "/a//"), "ringmq.msg.%_.a.%_.%_");
-    assert_eq!(topic_to_subject(PREFIX, "ü/$SYS"), "ringmq.msg.ü.$SYS");
+    assert_eq!(
+        topic_to_subject(PREFIX, MSG, "/a//"),
+        "ringmq.msg.%_.a.%_.%_"
+    );
+    assert_eq!(topic_to_subject(PREFIX, MSG, "ü/$SYS"), "ringmq.msg.ü.$SYS");
 }
 
 #[test]
 fn filters_map_wildcards_and_the_parent_level() {
-    assert_eq!(filter_subjects(PREFIX, "a/+/c"), vec!["ringmq.msg.a.*.c"]);
     assert_eq!(
-        filter_subjects(PREFIX, "a/b/#"),
+        filter_subjects(PREFIX, MSG, "a/+/c"),
+        vec!["ringmq.msg.a.*.c"]
+    );
+    assert_eq!(
+        filter_subjects(PREFIX, MSG, "a/b/#"),
         vec!["ringmq.msg.a.b.>", "ringmq.msg.a.b"]
     );
-    assert_eq!(filter_subjects(PREFIX, "#"), vec!["ringmq.msg.>"]);
+    assert_eq!(filter_subjects(PREFIX, MSG, "#"), vec!["ringmq.msg.>"]);
     assert_eq!(
-        filter_subjects(PREFIX, "+/#"),
+        filter_subjects(PREFIX, MSG, "+/#"),
         vec!["ringmq.msg.*.>", "ringmq.msg.*"]
     );
 }
@@ -111,7 +107,7 @@ fn filter() -> impl Strategy<Value = String> {
 proptest! {
     #[test]
     fn topics_round_trip(topic in topic()) {
-        let subject = topic_to_subject(PREFIX, &topic);
+        let subject = topic_to_subject(PREFIX, MSG, &topic);
         prop_assert!(!subject.contains(' '));
         prop_assert_eq!(subject.split('.').count(), topic.split('/').count() + 2);
         prop_assert_eq!(subject_to_topic(PREFIX, &subject), Ok(topic));
@@ -123,8 +119,8 @@ proptest! {
         let (Ok(name), Ok(parsed)) = (TopicName::new(&topic, &limits), TopicFilter::new(&filter, &limits)) else {
             return Ok(());
         };
-        let subject = topic_to_subject(PREFIX, &topic);
-        let nats = filter_subjects(PREFIX, &filter).iter().any(|s| nats_matches(s, &subject));
+        let subject = topic_to_subject(PREFIX, MSG, &topic);
+        let nats = filter_subjects(PREFIX, MSG, &filter).iter().any(|s| nats_matches(s, &subject));
         let mqtt = parsed.matches(&name);
         if topic.starts_with('$') {
             // NATS wildcards match `$` topics too; the router decides on the receiving node.
@@ -144,8 +140,8 @@ fn wildcards_match_on_a_corpus() {
     ];
     for topic in topics {
         for filter in filters {
-            let subject = topic_to_subject(PREFIX, topic);
-            let nats = filter_subjects(PREFIX, filter)
+            let subject = topic_to_subject(PREFIX, MSG, topic);
+            let nats = filter_subjects(PREFIX, MSG, filter)
                 .iter()
                 .any(|s| nats_matches(s, &subject));
             let mqtt = TopicFilter::new(filter, &limits)
@@ -156,4 +152,28 @@ fn wildcards_match_on_a_corpus() {
             }
         }
     }
+}
+
+#[test]
+fn qos_1_and_2_travel_under_their_own_root_and_decode_the_same() {
+    assert_eq!(Root::of(codec::QoS::AtMostOnce), Root::Messages);
+    assert_eq!(Root::of(codec::QoS::ExactlyOnce), Root::Reliable);
+    let subject = topic_to_subject(PREFIX, Root::Reliable, "a/b.c");
+    assert_eq!(subject, "ringmq.rel.a.b%2Ec");
+    assert_eq!(subject_to_topic(PREFIX, &subject).unwrap(), "a/b.c");
+    assert_eq!(
+        filter_subjects(PREFIX, Root::Reliable, "a/#"),
+        vec!["ringmq.rel.a.>", "ringmq.rel.a"]
+    );
+    assert!(subject_to_topic(PREFIX, "ringmq.queue.a").is_err());
+}
+
+#[test]
+fn subject_matching_follows_nats() {
+    assert!(subject_matches("r.msg.>", "r.msg.a.b"));
+    assert!(!subject_matches("r.msg.>", "r.msg"));
+    assert!(subject_matches("r.msg.*.b", "r.msg.a.b"));
+    assert!(!subject_matches("r.msg.*", "r.msg.a.b"));
+    assert!(!subject_matches("r.msg.a.b", "r.msg.a"));
+    assert!(!subject_matches("r.rel.a", "r.msg.a"));
 }

@@ -7,6 +7,10 @@ use super::raw::RawCluster;
 pub const DEFAULT_MAX_OUTBOUND: u64 = 65_536;
 /// The first subject tokens when `cluster.subject_prefix` is not set.
 pub const DEFAULT_SUBJECT_PREFIX: &str = "ringmq";
+/// How long QoS 1/2 messages are kept for replays when `cluster.replay_window_ms` is not set.
+pub const DEFAULT_REPLAY_WINDOW_MS: u64 = 60_000;
+/// The most bytes kept for replays when `cluster.replay_max_bytes` is not set.
+pub const DEFAULT_REPLAY_MAX_BYTES: u64 = 64 << 20;
 /// The longest node id.
 const MAX_NODE_ID: usize = 64;
 
@@ -26,6 +30,11 @@ pub struct ClusterSettings {
     pub replicas: usize,
     /// `cluster.node_timeout_ms`: a node without a heartbeat this long is gone.
     pub node_timeout: std::time::Duration,
+    /// `cluster.replay_window_ms`: how long the stream `<base>_messages` keeps QoS 1/2
+    /// messages for replays after a NATS connection loss (`None`: 0, not kept).
+    pub replay_window: Option<std::time::Duration>,
+    /// `cluster.replay_max_bytes`: the most bytes that stream keeps.
+    pub replay_max_bytes: u64,
     /// TLS and credentials for the NATS connections.
     pub security: NatsSecurity,
 }
@@ -62,6 +71,8 @@ pub(super) fn validate(raw: &RawCluster) -> Result<ClusterSettings, ConfigError>
         subject_prefix: prefix(raw.subject_prefix.as_deref())?,
         replicas: replicas(raw.replicas)?,
         node_timeout: node_timeout(raw.node_timeout_ms)?,
+        replay_window: replay_window(raw.replay_window_ms)?,
+        replay_max_bytes: replay_max_bytes(raw.replay_max_bytes)?,
         security: security(raw)?,
     })
 }
@@ -145,6 +156,30 @@ fn node_timeout(value: Option<u64>) -> Result<std::time::Duration, ConfigError> 
     Ok(std::time::Duration::from_millis(value))
 }
 
+/// `cluster.replay_window_ms`: 0 (off) or 1,000 to 86,400,000 (60,000 when not set).
+fn replay_window(value: Option<u64>) -> Result<Option<std::time::Duration>, ConfigError> {
+    match value.unwrap_or(DEFAULT_REPLAY_WINDOW_MS) {
+        0 => Ok(None),
+        ms @ 1_000..=86_400_000 => Ok(Some(std::time::Duration::from_millis(ms))),
+        ms => Err(ConfigError::invalid(
+            "cluster.replay_window_ms",
+            format!("{ms} is out of range: 0 (off) or 1000..=86400000"),
+        )),
+    }
+}
+
+/// `cluster.replay_max_bytes`: 1 MiB to 1 TiB (64 MiB when not set).
+fn replay_max_bytes(value: Option<u64>) -> Result<u64, ConfigError> {
+    let value = value.unwrap_or(DEFAULT_REPLAY_MAX_BYTES);
+    if !(1 << 20..=1 << 40).contains(&value) {
+        return Err(ConfigError::invalid(
+            "cluster.replay_max_bytes",
+            format!("{value} is out of range 1048576..=1099511627776"),
+        ));
+    }
+    Ok(value)
+}
+
 /// `cluster.subject_prefix`: NATS tokens joined by `.`, none empty, no wildcard, whitespace or
 /// `%`.
 fn prefix(value: Option<&str>) -> Result<String, ConfigError> {
@@ -187,6 +222,13 @@ mod tests {
         assert_eq!(cluster.subject_prefix, "ringmq");
         assert_eq!(cluster.replicas, 1);
         assert_eq!(cluster.node_timeout, std::time::Duration::from_secs(10));
+        assert_eq!(
+            cluster.replay_window,
+            Some(std::time::Duration::from_secs(60))
+        );
+        assert_eq!(cluster.replay_max_bytes, 64 << 20);
+        let off = "[cluster]\nnode_id = \"n1\"\nnats = [\"nats://a:1\"]\nreplay_window_ms = 0\n";
+        assert_eq!(load(off).unwrap().cluster.unwrap().replay_window, None);
     }
 
     #[test]
@@ -217,6 +259,14 @@ mod tests {
             (
                 "[cluster]\nnode_id = \"n1\"\nnats = [\"nats://a:1\"]\nnode_timeout_ms = 10\n",
                 "cluster.node_timeout_ms",
+            ),
+            (
+                "[cluster]\nnode_id = \"n1\"\nnats = [\"nats://a:1\"]\nreplay_window_ms = 5\n",
+                "cluster.replay_window_ms",
+            ),
+            (
+                "[cluster]\nnode_id = \"n1\"\nnats = [\"nats://a:1\"]\nreplay_max_bytes = 5\n",
+                "cluster.replay_max_bytes",
             ),
             (
                 "[cluster]\nnode_id = \"n1\"\nnats = [\"nats://a:1\"]\ntls_ca_file = \"/nonexistent/ca.pem\"\n",

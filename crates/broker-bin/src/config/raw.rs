@@ -260,6 +260,8 @@ raw_section!(
         subject_prefix: String,
         replicas: u64,
         node_timeout_ms: u64,
+        replay_window_ms: u64,
+        replay_max_bytes: u64,
         tls_ca_file: String,
         tls_cert_file: String,
         tls_key_file: String,

@@ -10,7 +10,7 @@ pub(super) fn cluster(doc: &mut Exposition, state: &OpsState) {
         return;
     };
     let f = link.counters.figures();
-    let families: [(&str, Kind, &str, u64); 20] = [
+    let families: [(&str, Kind, &str, u64); 24] = [
         (
             "ringmq_cluster_connected",
             Kind::Gauge,
@@ -58,6 +58,30 @@ pub(super) fn cluster(doc: &mut Exposition, state: &OpsState) {
             Kind::Counter,
             "Times the NATS connection was lost (messages in flight inside NATS may have been lost).",
             f.nats_disconnects,
+        ),
+        (
+            "ringmq_cluster_replays_total",
+            Kind::Counter,
+            "Replays of QoS 1/2 messages from JetStream run after a NATS connection loss or a slow-consumer event.",
+            f.replays,
+        ),
+        (
+            "ringmq_cluster_replayed_messages_total",
+            Kind::Counter,
+            "Messages replays handed on (those already received are then dropped as duplicates).",
+            f.replayed,
+        ),
+        (
+            "ringmq_cluster_reliable_stored_total",
+            Kind::Counter,
+            "QoS 1/2 messages published here that JetStream acknowledged (kept for replays).",
+            f.reliable_stored,
+        ),
+        (
+            "ringmq_cluster_reliable_failures_total",
+            Kind::Counter,
+            "QoS 1/2 messages published here that JetStream did not acknowledge (sent, not kept for replays).",
+            f.reliable_failures,
         ),
         (
             "ringmq_cluster_subscriptions",

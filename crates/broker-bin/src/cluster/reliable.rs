@@ -1,0 +1,287 @@
+//! QoS 1/2 messages between nodes, kept for replays (docs/cluster.md, "Replays after a NATS
+//! connection loss").
+//!
+//! A QoS 1/2 message travels under the subject root `rel` (`subject.rs`), which the stream
+//! `<base>_messages` captures: it reaches the nodes with a matching subscriber through their
+//! NATS subscriptions as any message does, and JetStream keeps it for
+//! `cluster.replay_window_ms` (at most `cluster.replay_max_bytes`, oldest dropped first). The
+//! publishing node sends it as a JetStream publish and counts JetStream's acknowledgement.
+//!
+//! A node that may have missed messages (its NATS connection was lost, or its NATS client
+//! dropped a message for want of room) reads the stream back from a little before that moment
+//! and hands every message that matches its plain subscriptions to the inbound path, where the
+//! duplicate check drops those it already had. Shared subscriptions are not replayed: while
+//! this node was away NATS gave their messages to the members that were there.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
+use std::time::{Duration, SystemTime};
+
+use async_nats::jetstream::{self, consumer, context::PublishAckFuture, stream};
+use futures_util::StreamExt;
+use tokio::sync::{Notify, mpsc};
+use tracing::{debug, info, warn};
+
+use super::buckets::bucket_base;
+use super::headers;
+use super::link::Link;
+use super::subject::{Root, message_root, subject_matches};
+use super::{ClusterCounters, Scope};
+
+/// A replay starts this long before the moment messages may have been missed (delivery lag,
+/// and the NATS servers' clocks, which stamp the stream, against this node's).
+const REPLAY_MARGIN: Duration = Duration::from_secs(5);
+/// A replay ends when no message came for this long (before the stream's last one).
+const REPLAY_IDLE: Duration = Duration::from_secs(2);
+/// The longest one replay may take.
+const REPLAY_TIMEOUT: Duration = Duration::from_secs(60);
+/// JetStream acknowledgements awaited at once (the outbound path waits beyond).
+pub(super) const ACKS_IN_FLIGHT: usize = 1024;
+/// Between attempts to open the stream.
+const RETRY: Duration = Duration::from_secs(2);
+/// Between attempts of a replay that failed.
+const REPLAY_RETRY: Duration = Duration::from_secs(1);
+/// The longest a replay's JetStream request waits for its answer.
+const REPLAY_REQUEST_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// What the replays need from the rest of the cluster thread.
+#[derive(Default)]
+pub(crate) struct Replays {
+    /// The JetStream context, once the stream is open (QoS 1/2 are then JetStream publishes).
+    pub(super) js: OnceLock<jetstream::Context>,
+    /// The `rel` subjects of each plain filter of this node (kept by the interest loop).
+    subjects: Mutex<HashMap<String, Vec<String>>>,
+    /// When the main NATS connection was lost, until it is back.
+    disconnected_at: Mutex<Option<SystemTime>>,
+    /// The earliest instant a pending replay starts from.
+    pending: Mutex<Option<SystemTime>>,
+    wake: Notify,
+}
+
+impl Replays {
+    /// The main NATS connection was lost.
+    pub(super) fn disconnected(&self) {
+        lock(&self.disconnected_at).get_or_insert_with(SystemTime::now);
+    }
+
+    /// The main NATS connection is up: a replay from before it was lost, if it was.
+    pub(super) fn connected(&self) {
+        if let Some(at) = lock(&self.disconnected_at).take() {
+            self.request(at);
+        }
+    }
+
+    /// The NATS client dropped a message it had no room for: a replay from just before now.
+    pub(super) fn slow_consumer(&self) {
+        self.request(SystemTime::now());
+    }
+
+    fn request(&self, missed_from: SystemTime) {
+        let from = missed_from
+            .checked_sub(REPLAY_MARGIN)
+            .unwrap_or(missed_from);
+        self.request_from(from);
+    }
+
+    /// A replay from `from` (merged with a pending one: the earlier start).
+    fn request_from(&self, from: SystemTime) {
+        let mut pending = lock(&self.pending);
+        *pending = Some(pending.map_or(from, |earlier| earlier.min(from)));
+        self.wake.notify_one();
+    }
+
+    async fn next_request(&self) -> SystemTime {
+        loop {
+            if let Some(from) = lock(&self.pending).take() {
+                return from;
+            }
+            self.wake.notified().await;
+        }
+    }
+
+    /// A plain filter's NATS subjects were taken (`Some`) or dropped (`None`).
+    pub(super) fn set_interest(&self, filter: &str, subjects: Option<Vec<String>>) {
+        let mut table = lock(&self.subjects);
+        match subjects {
+            Some(subjects) => table.insert(filter.to_owned(), subjects),
+            None => table.remove(filter),
+        };
+    }
+
+    fn matches(&self, subject: &str) -> bool {
+        lock(&self.subjects)
+            .values()
+            .flatten()
+            .any(|pattern| subject_matches(pattern, subject))
+    }
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// What the stream keeps.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Window {
+    pub(super) max_age: Duration,
+    pub(super) max_bytes: u64,
+    pub(super) replicas: usize,
+}
+
+/// Opens the stream (retrying until JetStream answers), then runs the replays requested.
+pub(super) async fn replays(
+    link: Arc<Link>,
+    window: Window,
+    inbound: mpsc::Sender<(Scope, async_nats::Message)>,
+) {
+    let js = jetstream::new(link.client.clone());
+    // The replays' own requests give up sooner: right after an outage a NATS server may not
+    // answer the first ones, and the retry comes sooner.
+    let mut replaying = js.clone();
+    replaying.set_timeout(REPLAY_REQUEST_TIMEOUT);
+    let stream = open(&replaying, &link.prefix, window).await;
+    let _ = link.replays.js.set(js);
+    info!("cluster: QoS 1/2 messages kept for replays");
+    let mut failures = 0u32;
+    loop {
+        let from = link.replays.next_request().await;
+        let replay = replay(&link, &stream, from, &inbound);
+        let failure = match tokio::time::timeout(REPLAY_TIMEOUT, replay).await {
+            Ok(Ok(count)) => {
+                ClusterCounters::add(&link.counters.replays, 1);
+                info!(count, "cluster: replay done");
+                failures = 0;
+                continue;
+            }
+            Ok(Err(e)) => e.to_string(),
+            Err(_) => "it took too long".to_owned(),
+        };
+        // JetStream may still be electing leaders after an outage: the same replay again
+        // shortly (merged with any newer request), until it succeeds.
+        failures += 1;
+        if failures == 1 {
+            warn!(
+                error = failure,
+                "cluster: replay failed; retrying every second"
+            );
+        } else {
+            debug!(error = failure, failures, "cluster: replay failed again");
+        }
+        tokio::time::sleep(REPLAY_RETRY).await;
+        link.replays.request_from(from);
+    }
+}
+
+/// The stream `<base>_messages` on `<prefix>.rel.>`, created if missing.
+async fn open(js: &jetstream::Context, prefix: &str, window: Window) -> stream::Stream {
+    let config = stream::Config {
+        name: format!("{}_messages", bucket_base(prefix)),
+        description: Some("RingMQ: QoS 1/2 messages between nodes, kept for replays".into()),
+        subjects: vec![format!("{}.>", message_root(prefix, Root::Reliable))],
+        max_age: window.max_age,
+        max_bytes: i64::try_from(window.max_bytes).unwrap_or(i64::MAX),
+        storage: stream::StorageType::File,
+        num_replicas: window.replicas,
+        discard: stream::DiscardPolicy::Old,
+        ..stream::Config::default()
+    };
+    let mut warned = false;
+    loop {
+        match js.get_or_create_stream(config.clone()).await {
+            Ok(stream) => return stream,
+            Err(e) if !warned => {
+                warned = true;
+                warn!(error = %e, "cluster: the replay stream is not available (is JetStream enabled on the NATS servers?); QoS 1/2 messages are not kept for replays until it is");
+            }
+            Err(e) => debug!(error = %e, "cluster: replay stream still not available"),
+        }
+        tokio::time::sleep(RETRY).await;
+    }
+}
+
+/// Reads the stream from `from` up to its last message when the replay began (as its leader
+/// reports it: the consumer may sit on a replica still catching up after an outage, whose
+/// own count would stop short); hands every message of another node that matches a plain
+/// subscription here to the inbound path. The count handed.
+async fn replay(
+    link: &Link,
+    stream: &stream::Stream,
+    from: SystemTime,
+    inbound: &mpsc::Sender<(Scope, async_nats::Message)>,
+) -> Result<u64, async_nats::Error> {
+    let last = stream.get_info().await?.state.last_sequence;
+    let config = consumer::push::OrderedConfig {
+        deliver_subject: format!("_INBOX.ringmq.replay.{}", link.client.new_inbox()),
+        filter_subject: format!("{}.>", message_root(&link.prefix, Root::Reliable)),
+        deliver_policy: consumer::DeliverPolicy::ByStartTime {
+            start_time: time::OffsetDateTime::from(from),
+        },
+        ..Default::default()
+    };
+    let mut messages = stream.create_consumer(config).await?.messages().await?;
+    let mut handed = 0;
+    // Nothing kept since `from`: no message comes, and the wait ends after REPLAY_IDLE.
+    while let Ok(Some(message)) = tokio::time::timeout(REPLAY_IDLE, messages.next()).await {
+        let message = message?;
+        let sequence = message.info()?.stream_sequence;
+        if take_replayed(link, &message.message) {
+            if inbound.send((Scope::Plain, message.message)).await.is_err() {
+                break;
+            }
+            handed += 1;
+            ClusterCounters::add(&link.counters.replayed, 1);
+        }
+        if sequence >= last {
+            break;
+        }
+    }
+    Ok(handed)
+}
+
+/// Whether a replayed message is for this node: another node's, matching a plain
+/// subscription here.
+fn take_replayed(link: &Link, message: &async_nats::Message) -> bool {
+    let own = message
+        .headers
+        .as_ref()
+        .and_then(|h| headers::origin(h).ok())
+        .is_some_and(|origin| origin.node == link.origin);
+    !own && link.replays.matches(message.subject.as_str())
+}
+
+/// Awaits JetStream's acknowledgements of QoS 1/2 publishes (up to [`ACKS_IN_FLIGHT`] at
+/// once, each with its own timeout running) and counts them.
+pub(super) async fn await_acks(
+    counters: Arc<ClusterCounters>,
+    mut acks: mpsc::Receiver<PublishAckFuture>,
+) {
+    let mut awaited = futures_util::stream::FuturesUnordered::new();
+    let mut open = true;
+    while open || !awaited.is_empty() {
+        tokio::select! {
+            ack = acks.recv(), if open && awaited.len() < ACKS_IN_FLIGHT => match ack {
+                Some(ack) => awaited.push(std::future::IntoFuture::into_future(ack)),
+                None => open = false,
+            },
+            Some(acked) = awaited.next(), if !awaited.is_empty() => count_ack(&counters, acked),
+        }
+    }
+}
+
+fn count_ack(
+    counters: &ClusterCounters,
+    acked: Result<jetstream::publish::PublishAck, jetstream::context::PublishError>,
+) {
+    match acked {
+        Ok(_) => ClusterCounters::add(&counters.reliable_stored, 1),
+        Err(e) => {
+            let count = counters
+                .reliable_failures
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+                + 1;
+            if count.is_power_of_two() {
+                warn!(count, error = %e, "cluster: a QoS 1/2 message was not kept for replays (JetStream did not acknowledge it; it still went to the nodes subscribed)");
+            }
+        }
+    }
+}
