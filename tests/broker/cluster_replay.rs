@@ -97,3 +97,23 @@ fn messages_missed_while_a_node_lost_nats_are_replayed_once_it_is_back() {
     let figures = sink.cluster_figures().unwrap();
     assert!(figures.replayed >= 4, "{figures:?}");
 }
+
+/// A client's QoS 1/2 PUBLISH is acknowledged (PUBACK, PUBREC) only once JetStream has kept
+/// the message for the other nodes: each acknowledgement finds its message counted as kept.
+#[test]
+fn a_publisher_is_acknowledged_once_jetstream_kept_the_message() {
+    let nats = NatsCluster::start();
+    let node = start_node(&nats, 0);
+    let mut publisher = RawClient::connected_clean(node.addr(), V5, "kept-pub");
+    let mut kept = until_kept(&mut publisher, &node).reliable_stored;
+    for n in 0..20u8 {
+        let qos = [QoS::AtLeastOnce, QoS::ExactlyOnce][usize::from(n % 2)];
+        publisher.publish_simple("kept/t", &[n], qos);
+        let figures = node.cluster_figures().unwrap();
+        assert!(
+            figures.reliable_stored > kept,
+            "acknowledged before JetStream kept message {n}: {figures:?}"
+        );
+        kept = figures.reliable_stored;
+    }
+}

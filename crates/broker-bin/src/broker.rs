@@ -106,7 +106,7 @@ impl Broker {
         shared.gatekeeper = crate::gatekeeper::build::start(&shared.config.auth, shards)?;
         let mut cluster_queues = None;
         if let Some(settings) = &shared.config.cluster {
-            let (link, queues) = crate::cluster::ClusterLink::new(settings);
+            let (link, queues) = crate::cluster::ClusterLink::new(settings, shards);
             shared.cluster = Some(link);
             cluster_queues = Some(queues);
         }
@@ -411,6 +411,7 @@ fn start_cluster(
     else {
         return Ok(None);
     };
+    link.settled.set_control(runtime.control());
     crate::cluster::ClusterThread::start(
         settings.clone(),
         queues,

@@ -119,6 +119,7 @@ async fn run(
         let events = Events {
             counters: Arc::clone(&counters),
             replays: Arc::clone(&replays),
+            settled: Arc::clone(&queues.settled),
         };
         let client = connect(&settings, events.clone(), Connection::Main).await?;
         let queue_client = connect(&settings, events, Connection::Queues).await?;
@@ -157,7 +158,12 @@ async fn run(
     };
     let (retained_tx, retained_rx) = mpsc::channel(settings.max_outbound_messages);
     tokio::join!(
-        super::outbound::outbound(Arc::clone(&link), queues.outbound, retained_tx),
+        super::outbound::outbound(
+            Arc::clone(&link),
+            queues.outbound,
+            retained_tx,
+            queues.settled
+        ),
         interest(Arc::clone(&link), queues.interest, inbound_tx),
         super::retained::retained(
             Arc::clone(&link),
@@ -196,6 +202,8 @@ enum Connection {
 struct Events {
     counters: Arc<ClusterCounters>,
     replays: Arc<Replays>,
+    /// Woken when NATS goes down: the shards stop holding acknowledgements for it.
+    settled: Arc<super::Settled>,
 }
 
 /// A NATS client that reconnects forever; both count their slow-consumer events.
@@ -285,6 +293,7 @@ fn log_event(events: &Events, which: Connection, event: Event) {
             ClusterCounters::set(&counters.connected, 0);
             ClusterCounters::add(&counters.nats_disconnects, 1);
             events.replays.disconnected();
+            events.settled.wake_all();
             warn!(
                 "cluster: disconnected from NATS (reconnecting; messages for the cluster wait in cluster.max_outbound_messages meanwhile, beyond it dropped and counted)"
             );

@@ -26,6 +26,7 @@ mod ownership;
 mod reliable;
 mod retained;
 pub mod retained_value;
+mod settled;
 pub mod subject;
 pub mod totals;
 
@@ -37,6 +38,7 @@ use tokio::sync::mpsc;
 
 pub use counters::{ClusterCounters, ClusterFigures};
 pub use link::ClusterThread;
+pub use settled::Settled;
 
 use crate::config::ClusterSettings;
 use crate::message::Message;
@@ -160,6 +162,9 @@ pub(crate) struct Outbound {
     /// Its node served the matching shared subscriptions itself (NATS was down when it was
     /// published): the other nodes' queue groups must not serve them again.
     pub shares_served: bool,
+    /// A QoS 1/2 message from a client whose acknowledgement waits: its shard and number
+    /// there, settled once it is sent or kept (`settled.rs`).
+    pub settle: Option<(ring_runtime::ShardId, u64)>,
 }
 
 /// What the shards hold of the cluster link.
@@ -171,6 +176,8 @@ pub struct ClusterLink {
     mirror: mpsc::Sender<MirrorOp>,
     /// The link's counters.
     pub counters: Arc<ClusterCounters>,
+    /// How far each shard's messages have settled.
+    pub settled: Arc<Settled>,
 }
 
 /// The receiving ends the cluster thread takes at start.
@@ -180,11 +187,13 @@ pub struct ClusterQueues {
     interest: mpsc::UnboundedReceiver<Interest>,
     claims: mpsc::Receiver<ClaimRequest>,
     mirror: mpsc::Receiver<MirrorOp>,
+    settled: Arc<Settled>,
 }
 
 impl ClusterLink {
-    /// A link bounded by `settings`, and the queues its thread will read.
-    pub fn new(settings: &ClusterSettings) -> (Self, ClusterQueues) {
+    /// A link bounded by `settings` for `shards` shards, and the queues its thread will read.
+    pub fn new(settings: &ClusterSettings, shards: usize) -> (Self, ClusterQueues) {
+        let settled = Arc::new(Settled::new(shards));
         let (outbound, outbound_rx) = mpsc::channel(settings.max_outbound_messages);
         let (interest, interest_rx) = mpsc::unbounded_channel();
         let (claims, claims_rx) = mpsc::channel(settings.max_outbound_messages);
@@ -195,29 +204,48 @@ impl ClusterLink {
             claims,
             mirror,
             counters: Arc::new(ClusterCounters::default()),
+            settled: Arc::clone(&settled),
         };
         let queues = ClusterQueues {
             outbound: outbound_rx,
             interest: interest_rx,
             claims: claims_rx,
             mirror: mirror_rx,
+            settled,
         };
         (link, queues)
     }
 
-    /// Hands a locally published message to the cluster (`shares_served`: see [`Outbound`]);
-    /// a full queue drops it, counted. While NATS is down the queue is the node's buffer.
-    pub(crate) fn send(&self, message: &Arc<Message>, shares_served: bool) {
+    /// Hands a locally published message to the cluster (`shares_served`, `settle`: see
+    /// [`Outbound`]); a full queue drops it, counted, and `false` says so. While NATS is down
+    /// the queue is the node's buffer.
+    pub(crate) fn send(
+        &self,
+        message: &Arc<Message>,
+        shares_served: bool,
+        settle: Option<(ring_runtime::ShardId, u64)>,
+    ) -> bool {
         let outbound = Outbound {
             message: Arc::clone(message),
             shares_served,
+            settle,
         };
         if self.outbound.try_send(outbound).is_err() {
             ClusterCounters::drop_one(
                 &self.counters.dropped_queue_full,
                 "cluster.max_outbound_messages are waiting for NATS",
             );
+            return false;
         }
+        true
+    }
+
+    /// Whether the main NATS connection is up.
+    pub(crate) fn connected(&self) -> bool {
+        self.counters
+            .connected
+            .load(std::sync::atomic::Ordering::Relaxed)
+            == 1
     }
 
     /// Asks the cluster whether this node may own a client id; `false` when

@@ -18,7 +18,8 @@ use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 use std::time::{Duration, SystemTime};
 
 use async_nats::jetstream::{self, consumer, context::PublishAckFuture, stream};
-use futures_util::StreamExt;
+use futures_util::{FutureExt, StreamExt};
+use ring_runtime::ShardId;
 use tokio::sync::{Notify, mpsc};
 use tracing::{debug, info, warn};
 
@@ -26,7 +27,7 @@ use super::buckets::bucket_base;
 use super::headers;
 use super::link::Link;
 use super::subject::{Root, message_root, subject_matches};
-use super::{ClusterCounters, Scope};
+use super::{ClusterCounters, Scope, Settled};
 
 /// A replay starts this long before the moment messages may have been missed (delivery lag,
 /// and the NATS servers' clocks, which stamp the stream, against this node's).
@@ -249,21 +250,53 @@ fn take_replayed(link: &Link, message: &async_nats::Message) -> bool {
     !own && link.replays.matches(message.subject.as_str())
 }
 
+/// A message handed to NATS whose JetStream acknowledgement is awaited (`ack`) or whose
+/// shard waits for it to settle (`settle`: its shard and number there), or both.
+pub(super) struct Pending {
+    pub(super) settle: Option<(ShardId, u64)>,
+    pub(super) ack: Option<PublishAckFuture>,
+}
+
 /// Awaits JetStream's acknowledgements of QoS 1/2 publishes (up to [`ACKS_IN_FLIGHT`] at
-/// once, each with its own timeout running) and counts them.
+/// once, each with its own timeout running), counts them, and settles the messages in the
+/// order they were published: a shard's acknowledgements then leave in its publishers' order.
 pub(super) async fn await_acks(
     counters: Arc<ClusterCounters>,
-    mut acks: mpsc::Receiver<PublishAckFuture>,
+    settled: Arc<Settled>,
+    mut pending: mpsc::Receiver<Pending>,
 ) {
-    let mut awaited = futures_util::stream::FuturesUnordered::new();
+    let mut awaited = futures_util::stream::FuturesOrdered::new();
     let mut open = true;
     while open || !awaited.is_empty() {
         tokio::select! {
-            ack = acks.recv(), if open && awaited.len() < ACKS_IN_FLIGHT => match ack {
-                Some(ack) => awaited.push(std::future::IntoFuture::into_future(ack)),
+            next = pending.recv(), if open && awaited.len() < ACKS_IN_FLIGHT => match next {
+                Some(Pending { settle, ack }) => awaited.push_back(async move {
+                    let acked = match ack {
+                        Some(ack) => Some(std::future::IntoFuture::into_future(ack).await),
+                        None => None,
+                    };
+                    (settle, acked)
+                }),
                 None => open = false,
             },
-            Some(acked) = awaited.next(), if !awaited.is_empty() => count_ack(&counters, acked),
+            Some(first) = awaited.next(), if !awaited.is_empty() => {
+                // Every settlement ready now, then one wake-up per shard.
+                let mut highest: HashMap<ShardId, u64> = HashMap::new();
+                let mut next = Some(first);
+                while let Some((settle, acked)) = next {
+                    if let Some(acked) = acked {
+                        count_ack(&counters, acked);
+                    }
+                    if let Some((shard, number)) = settle {
+                        let entry = highest.entry(shard).or_default();
+                        *entry = (*entry).max(number);
+                    }
+                    next = awaited.next().now_or_never().flatten();
+                }
+                for (shard, number) in highest {
+                    settled.settle(shard, number);
+                }
+            }
         }
     }
 }

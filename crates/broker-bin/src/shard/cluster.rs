@@ -40,11 +40,22 @@ impl BrokerShard {
     /// Hands a message published on this node to the cluster (nothing on a single node;
     /// `shares_served`: this node serves its shared subscriptions); whether it was a node of a
     /// cluster.
-    pub(super) fn hand_to_cluster(&self, message: &Arc<Message>, shares_served: bool) -> bool {
-        let Some(link) = &self.shared.cluster else {
+    /// A QoS 1/2 message's acknowledgement then waits until the cluster settled it
+    /// (`cluster_acks.rs`).
+    pub(super) fn hand_to_cluster(&mut self, message: &Arc<Message>, shares_served: bool) -> bool {
+        if self.shared.cluster.is_none() {
             return false;
-        };
-        link.send(message, shares_served);
+        }
+        let number = self.cluster_ack_number(message.qos);
+        let settle = number.map(|number| (self.id, number));
+        let queued = self
+            .shared
+            .cluster
+            .as_ref()
+            .is_some_and(|link| link.send(message, shares_served, settle));
+        if let (true, Some(number)) = (queued, number) {
+            self.cluster_ack_handed(number);
+        }
         true
     }
 

@@ -318,7 +318,7 @@ impl BrokerShard {
 
     /// Sends an acknowledgement of a client's packet, after this turn's batch is durable when
     /// it must wait (see the module docs).
-    pub(super) fn send_ack(&mut self, ctx: &mut Ctx, conn: ConnId, packet: Packet) {
+    pub(super) fn send_ack_when_durable(&mut self, ctx: &mut Ctx, conn: ConnId, packet: Packet) {
         if !self.durable.ack_must_wait() {
             self.send_packet(ctx, conn, &packet);
             return;

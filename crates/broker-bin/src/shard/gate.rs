@@ -110,7 +110,9 @@ impl BrokerShard {
     pub(super) fn unpark_if_free(&mut self, ctx: &mut Ctx, conn: ConnId) {
         let awaiting_ack =
             self.gate.pending.iter().any(|p| p.conn == conn) || self.waits_for_topics(conn);
-        let held_full = self.durable.held_acks(conn) >= self.held_ack_limit();
+        let limit = self.held_ack_limit();
+        let held_full =
+            self.durable.held_acks(conn) >= limit || self.cluster_acks.held(conn) >= limit;
         if awaiting_ack || held_full || self.is_throttled(conn) {
             return;
         }

@@ -11,6 +11,7 @@ mod changes;
 mod claims;
 mod close;
 mod cluster;
+mod cluster_acks;
 mod connect;
 mod deliver;
 mod door;
@@ -95,6 +96,7 @@ pub struct BrokerShard {
     /// Logins waiting for the authentication backends, and grants not yet attached.
     logins: login::Logins,
     owning: ownership::Owning,
+    cluster_acks: cluster_acks::ClusterAcks,
     /// Packets waiting for a backend's topic answers.
     topic_waits: topic_checks::TopicWaits,
     /// The last turn's `ctx.now()` and the same in nanoseconds since the broker started
@@ -137,6 +139,7 @@ impl BrokerShard {
             turn_clock: (shared_started, 0),
             logins: login::Logins::default(),
             owning: ownership::Owning::default(),
+            cluster_acks: cluster_acks::ClusterAcks::default(),
             topic_waits: topic_checks::TopicWaits::default(),
             throttle: throttle::Throttle::default(),
             recovered: Vec::new(),
@@ -246,6 +249,7 @@ impl Handler for BrokerShard {
         self.send_fences(ctx);
         self.nudge_acknowledging_shards(ctx);
         self.release_acks(ctx);
+        self.release_cluster_acks(ctx);
         self.release_durable(ctx);
         self.take_queue_reads(ctx);
     }
@@ -256,6 +260,7 @@ impl Handler for BrokerShard {
         // to the store below, in this turn (nothing else may wake the shard for it).
         self.take_queue_reads(ctx);
         self.take_auth_verdicts(ctx);
+        self.release_cluster_acks(ctx);
         self.release_durable(ctx);
         self.release_acks(ctx);
         self.drain_backlog(ctx);

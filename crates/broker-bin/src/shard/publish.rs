@@ -37,6 +37,7 @@ impl BrokerShard {
     ) -> Result<(), Fault> {
         ShardCounters::add(&self.counters().messages_received, 1);
         self.count_received(publish.qos, publish.payload().len());
+        self.begin_cluster_ack();
         let Some(connection) = self.conns.get_mut(&conn) else {
             return Ok(());
         };

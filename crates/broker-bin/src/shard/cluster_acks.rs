@@ -1,0 +1,129 @@
+//! Acknowledgements that wait for the cluster (docs/cluster.md, "Guarantees"): with
+//! `[cluster]`, the PUBACK / PUBREC of a client's QoS 1/2 PUBLISH leaves once the cluster
+//! thread has settled the message (`cluster/settled.rs`: kept by JetStream, or sent on NATS
+//! core where nothing keeps it), and then as persistence says (`durable.rs`). While NATS is
+//! down nothing waits: the message stays in the node's bounded buffer and the publisher is
+//! acknowledged at once, as on a single node.
+//!
+//! The acknowledgements of a shard leave in order (one queue), so a connection's leave in the
+//! order of its PUBLISHes. A connection with `limits.receive_maximum` of them waiting is
+//! parked (its further packets wait, TCP pushes back) until some leave.
+
+use std::collections::VecDeque;
+
+use codec::Packet;
+use ring_runtime::ConnId;
+
+use super::{BrokerShard, Ctx, FastMap};
+
+/// This shard's acknowledgements waiting for the cluster.
+#[derive(Debug, Default)]
+pub(super) struct ClusterAcks {
+    /// The number of the last message handed to the cluster with a waiting acknowledgement.
+    last: u64,
+    /// The number the PUBLISH being handled waits for (0: none), taken by its acknowledgement.
+    current: u64,
+    held: VecDeque<HeldAck>,
+    held_per_conn: FastMap<ConnId, u32>,
+}
+
+#[derive(Debug)]
+struct HeldAck {
+    /// Leaves once the cluster settled this number (0: only behind the others).
+    waits_for: u64,
+    conn: ConnId,
+    packet: Packet,
+}
+
+impl ClusterAcks {
+    /// Acknowledgements `conn` has waiting.
+    pub(super) fn held(&self, conn: ConnId) -> u32 {
+        self.held_per_conn.get(&conn).copied().unwrap_or(0)
+    }
+}
+
+impl BrokerShard {
+    /// A new PUBLISH is being handled: nothing of an earlier one is pending.
+    pub(super) fn begin_cluster_ack(&mut self) {
+        self.cluster_acks.current = 0;
+    }
+
+    /// The number a QoS 1/2 message handed to the cluster now settles under (`None`: its
+    /// acknowledgement does not wait: QoS 0, no cluster, or NATS down).
+    pub(super) fn cluster_ack_number(&mut self, qos: codec::QoS) -> Option<u64> {
+        let link = self.shared.cluster.as_ref()?;
+        if qos == codec::QoS::AtMostOnce || !link.connected() {
+            return None;
+        }
+        Some(self.cluster_acks.last + 1)
+    }
+
+    /// The message numbered `number` was queued for the cluster: the acknowledgement of the
+    /// PUBLISH being handled waits for it.
+    pub(super) fn cluster_ack_handed(&mut self, number: u64) {
+        self.cluster_acks.last = number;
+        self.cluster_acks.current = number;
+    }
+
+    /// Sends the acknowledgement of a client's PUBLISH once the cluster settled its message
+    /// (and behind any that wait), then as persistence says.
+    pub(super) fn send_ack(&mut self, ctx: &mut Ctx, conn: ConnId, packet: Packet) {
+        let waits_for = std::mem::take(&mut self.cluster_acks.current);
+        if self.cluster_acks.held.is_empty() && waits_for <= self.cluster_settled() {
+            self.send_ack_when_durable(ctx, conn, packet);
+            return;
+        }
+        let acks = &mut self.cluster_acks;
+        acks.held.push_back(HeldAck {
+            waits_for,
+            conn,
+            packet,
+        });
+        let count = acks.held_per_conn.entry(conn).or_insert(0);
+        *count += 1;
+        if *count >= self.held_ack_limit()
+            && let Some(connection) = self.conns.get_mut(&conn)
+        {
+            connection.park();
+        }
+    }
+
+    /// Sends the acknowledgements whose messages the cluster settled (all while NATS is down).
+    pub(super) fn release_cluster_acks(&mut self, ctx: &mut Ctx) {
+        if self.cluster_acks.held.is_empty() {
+            return;
+        }
+        let settled = self.cluster_settled();
+        let limit = self.held_ack_limit();
+        while self
+            .cluster_acks
+            .held
+            .front()
+            .is_some_and(|held| held.waits_for <= settled)
+        {
+            let Some(held) = self.cluster_acks.held.pop_front() else {
+                break;
+            };
+            let per_conn = &mut self.cluster_acks.held_per_conn;
+            let was_full = per_conn.get(&held.conn).is_some_and(|n| *n >= limit);
+            if let Some(count) = per_conn.get_mut(&held.conn) {
+                *count -= 1;
+                if *count == 0 {
+                    per_conn.remove(&held.conn);
+                }
+            }
+            self.send_ack_when_durable(ctx, held.conn, held.packet);
+            if was_full {
+                self.unpark_if_free(ctx, held.conn);
+            }
+        }
+    }
+
+    /// The highest number the cluster settled for this shard; everything while NATS is down.
+    fn cluster_settled(&self) -> u64 {
+        match &self.shared.cluster {
+            Some(link) if link.connected() => link.settled.of(self.id),
+            _ => u64::MAX,
+        }
+    }
+}
