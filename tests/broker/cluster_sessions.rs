@@ -140,6 +140,35 @@ fn reconnect_once_released_with(
     }
 }
 
+/// A stored session whose queue outgrew `persistence.memory_queue_messages` moves to another
+/// node whole: the copies it held on disk only come along, after those in memory, in order.
+#[test]
+fn a_moving_session_takes_the_part_of_its_queue_held_on_disk_along() {
+    let nats = NatsCluster::start();
+    let dir = tempfile::tempdir().unwrap();
+    let stored = format!(
+        "[persistence]\nengine = \"redb\"\ndir = \"{}\"\nmemory_queue_messages = 3\n",
+        dir.path().display()
+    );
+    let first = start_node_with(&nats, 0, &stored);
+    let second = start_node_with(&nats, 1, "");
+    let (mut deep, _) = connect_persistent(&first, V5, "deep");
+    deep.subscribe("deep/#", QoS::AtLeastOnce);
+    deep.disconnect();
+    let mut publisher = RawClient::connected_clean(first.addr(), V5, "deep-pub");
+    for n in 0..10u8 {
+        publisher.publish_simple("deep/t", &[n], QoS::AtLeastOnce);
+    }
+    let (mut moved, present) = connect_persistent(&second, V5, "deep");
+    assert!(present, "the session moved");
+    for n in 0..10u8 {
+        let publish = next_real(&mut moved);
+        assert_eq!(publish.payload(), &[n], "copy {n}");
+        moved.acknowledge(&publish);
+    }
+    crate::cluster::expect_no_message(&mut moved);
+}
+
 /// A node that is gone (killed without handing anything over) loses its client ids once its
 /// heartbeat has expired: the client connects to another node, refused with 0x88 (Server
 /// unavailable, 3.1.1: 3) only while the node may still be alive.

@@ -31,6 +31,7 @@ mod overload;
 mod ownership;
 mod publish;
 mod recover;
+mod release;
 mod replica;
 mod routes;
 mod send;

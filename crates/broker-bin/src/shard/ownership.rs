@@ -7,19 +7,14 @@
 
 use codec::{Connect, MqttStr, ReasonCode};
 use ring_runtime::ConnId;
-use session_store::storage::{SessionWrite, decode_session_snapshot, encode_session_snapshot};
+use session_store::storage::{SessionWrite, decode_session_snapshot};
 use session_store::{InflightState, SessionExpiry};
 use tracing::{debug, warn};
 
 use super::{BrokerShard, Ctx, FastMap};
-use crate::cluster::{ClaimRequest, Ownership, OwnershipAnswer, ReleaseRequest};
+use crate::cluster::{ClaimRequest, Ownership, OwnershipAnswer};
 use crate::conn::Phase;
-use crate::message::ShardMsg;
 use crate::session::Session;
-use crate::store::stored_session_of;
-
-/// Shards a release request is forwarded through at most, looking for the session.
-const MAX_RELEASE_HOPS: u8 = 4;
 
 /// CONNECTs on this shard waiting for the cluster's answer.
 #[derive(Default)]
@@ -29,6 +24,9 @@ pub(super) struct Owning {
     /// Sessions of this shard whose state is mirrored in JetStream (`mirror.rs`; at most one
     /// entry per session held).
     pub(super) mirrored: FastMap<MqttStr, ()>,
+    /// Sessions released to another node that wait for their on-disk queue, by read number
+    /// (`release.rs`).
+    pub(super) releasing: FastMap<u64, super::release::PendingRelease>,
 }
 
 struct PendingOwnership {
@@ -189,51 +187,6 @@ impl BrokerShard {
                 packet_id: *packet_id,
             });
         }
-    }
-
-    /// Another node takes a client over: releases its session if this shard holds it (else
-    /// forwards the request to the shard the directory names), and replies with its state.
-    pub(super) fn release_to_cluster(&mut self, ctx: &mut Ctx, mut request: ReleaseRequest) {
-        let holder = self
-            .shared
-            .sessions
-            .get(request.client_id.as_str())
-            .map(|location| location.shard);
-        if let Some(holder) = holder.filter(|h| *h != self.id)
-            && request.hops < MAX_RELEASE_HOPS
-        {
-            request.hops += 1;
-            let message = ShardMsg::ClusterRelease(Box::new(request));
-            self.post(ctx, holder, message);
-            return;
-        }
-        let snapshot = self.release_session(ctx, &request);
-        let _ = request.reply.send(snapshot);
-    }
-
-    /// Ends the session here (connection closed with 0x8E, timers off, a pending will
-    /// discarded as in any takeover); its snapshot unless there was none or Clean Start.
-    fn release_session(&mut self, ctx: &mut Ctx, request: &ReleaseRequest) -> Option<Vec<u8>> {
-        let mut session = self.sessions.remove(&request.client_id)?;
-        if request.stale {
-            // What is mirrored of this client is the owner's now.
-            self.owning.mirrored.remove(&request.client_id);
-        }
-        self.detach_connection(ctx, &mut session, true);
-        self.disarm_session_timers(ctx, &mut session);
-        session.will = None;
-        let snapshot = (!request.clean_start)
-            .then(|| encode_session_snapshot(&stored_session_of(&session, ctx.now())));
-        if session.spilled().is_some_and(|s| s.on_disk > 0) {
-            warn!(client = %request.client_id, "cluster: a session moved to another node without the queued messages it held on disk only");
-        }
-        self.shared.sessions.remove(request.client_id.as_str());
-        // Its messages leave with it: not counted as dropped where it ends.
-        let capacity = self.shared.config.limits.max_inflight_outbound;
-        session.queue = session_store::MessageQueue::new();
-        session.inflight = session_store::InflightWindow::new(capacity);
-        self.end_session_state(ctx, *session);
-        snapshot
     }
 }
 

@@ -107,6 +107,9 @@ impl BrokerShard {
         let done = store.take_reads(self.id);
         self.durable.reads_outstanding = self.durable.reads_outstanding.saturating_sub(done.len());
         for done in done {
+            let Some(done) = self.release_read_done(ctx, done) else {
+                continue;
+            };
             let client_id = done.client_id.clone();
             if self.refill(ctx, done) {
                 self.drain_session(ctx, &client_id);
