@@ -8,11 +8,12 @@
     reason = "test code: a failed unwrap is a failed test, with its location"
 )]
 
+use std::sync::{Arc, Barrier};
 use std::time::{Duration, Instant};
 
 use codec::{Publish, QoS, ReasonCode};
 
-use crate::client::{ProtocolVersion, RawClient, V5, V311, persistent_connect};
+use crate::client::{Event, ProtocolVersion, RawClient, V5, V311, persistent_connect};
 use crate::cluster::{is_probe, start_cluster, start_node_with, until_routed};
 use crate::harness::{POLL_DEADLINE, TestBroker};
 use crate::nats_cluster::NatsCluster;
@@ -167,6 +168,58 @@ fn a_moving_session_takes_the_part_of_its_queue_held_on_disk_along() {
         moved.acknowledge(&publish);
     }
     crate::cluster::expect_no_message(&mut moved);
+}
+
+/// Whether `client` is still connected: it answers a PINGREQ (a connection taken over finds
+/// its DISCONNECT 0x8E, or its close, first).
+fn still_connected(client: &mut RawClient) -> bool {
+    client.send(&codec::Packet::PingReq(codec::PingReq));
+    loop {
+        match client.next_event(crate::client::READ_TIMEOUT) {
+            Event::Packet(packet) => match *packet {
+                codec::Packet::PingResp(_) => return true,
+                codec::Packet::Disconnect(_) => return false,
+                _ => {}
+            },
+            Event::Closed => return false,
+            Event::Timeout => panic!("neither PINGRESP nor a close"),
+        }
+    }
+}
+
+/// Two CONNECTs of one client id on two nodes at the same moment, ten rounds: each round
+/// leaves exactly one of them connected (the other taken over with 0x8E, or refused with
+/// 0x88 while its owner is busy), never both.
+#[test]
+fn simultaneous_connects_of_one_client_id_on_two_nodes_leave_one_connected() {
+    let cluster = start_cluster();
+    for round in 0..10 {
+        let id = format!("twin-{round}");
+        let start = Arc::new(Barrier::new(2));
+        let connecting: Vec<_> = [0, 1]
+            .map(|node| {
+                let (addr, start, id) =
+                    (cluster.nodes[node].addr(), Arc::clone(&start), id.clone());
+                std::thread::spawn(move || {
+                    start.wait();
+                    RawClient::connect(addr, persistent_connect(V5, &id, 300))
+                })
+            })
+            .into_iter()
+            .collect();
+        // Both CONNECTs answered first: a takeover is complete once its CONNACK is out.
+        let clients: Vec<_> = connecting.into_iter().map(|h| h.join().unwrap()).collect();
+        let mut connected = 0;
+        for (mut client, connack) in clients {
+            if connack.reason_code == ReasonCode::Success && still_connected(&mut client) {
+                connected += 1;
+            }
+        }
+        assert_eq!(
+            connected, 1,
+            "round {round}: connections left with client id {id}"
+        );
+    }
 }
 
 /// A node that is gone (killed without handing anything over) loses its client ids once its

@@ -14,6 +14,7 @@
 //!   subscribers only.
 
 mod buckets;
+mod claiming;
 mod counters;
 mod headers;
 mod inbound;

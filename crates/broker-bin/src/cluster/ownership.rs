@@ -55,6 +55,8 @@ pub(super) struct Owners {
     pub(super) link: Arc<Link>,
     buckets: OnceCell<Buckets>,
     poster: Poster<ShardMsg>,
+    /// Client ids being claimed here, or claimed a moment ago (`claiming.rs`).
+    claiming: super::claiming::Claiming,
 }
 
 /// Runs ownership: opens the buckets and keeps the heartbeat, answers other nodes' release
@@ -69,6 +71,7 @@ pub(super) async fn ownership(
         link,
         buckets: OnceCell::new(),
         poster,
+        claiming: super::claiming::Claiming::default(),
     });
     let heartbeat = Heartbeat {
         every: setup.node_timeout / 3,
@@ -94,8 +97,13 @@ pub(super) async fn ownership(
         };
         let owners = Arc::clone(&owners);
         tokio::spawn(async move {
+            owners.claiming.begin(claim.client_id.as_str());
             let outcome = owners.claim(&claim).await;
+            let (client_id, shard) = (claim.client_id.clone(), claim.shard);
+            let won = matches!(outcome, Ownership::Owned(_));
+            // The answer first: a release request sent after `answered` queues behind it.
             owners.answer(claim, outcome);
+            owners.claiming.answered(client_id.as_str(), shard, won);
             drop(permit);
         });
     }
@@ -387,9 +395,10 @@ impl Owners {
         }
     }
 
-    /// Asks shard 0 (which forwards to the session's shard) to release `client_id`; the
-    /// encoded reply.
+    /// Asks the shard where a CONNECT claimed `client_id` a moment ago, or else shard 0 (each
+    /// forwards to the session's shard), to release `client_id`; the encoded reply.
     async fn release_here(&self, client_id: codec::MqttStr, clean_start: bool) -> Bytes {
+        let shard = self.claiming.shard_for(client_id.as_str()).await;
         let (reply, released) = oneshot::channel();
         let request = ReleaseRequest {
             client_id,
@@ -399,7 +408,8 @@ impl Owners {
             stale: false,
         };
         let message = ShardMsg::ClusterRelease(Box::new(request));
-        if self.poster.post(ShardId::new(0), vec![message]).is_err() {
+        let shard = shard.unwrap_or(ShardId::new(0));
+        if self.poster.post(shard, vec![message]).is_err() {
             return Bytes::from_static(&[0]);
         }
         match tokio::time::timeout(RELEASE_TIMEOUT / 2, released).await {
