@@ -95,17 +95,25 @@ impl NatsCluster {
             scheme: "nats",
         };
         for ports in &cluster.ports {
-            crate::harness::wait_until("a NATS server with routes to the other two", || {
-                let body = http_get(ports.monitor, "/routez")?;
-                let routes = serde_json::from_str::<serde_json::Value>(&body).ok()?;
-                (routes["num_routes"].as_u64()? >= 2).then_some(())
-            });
-            crate::harness::wait_until("a NATS server that knows its JetStream leader", || {
-                let body = http_get(ports.monitor, "/jsz")?;
-                let jsz = serde_json::from_str::<serde_json::Value>(&body).ok()?;
-                let leader = jsz["meta_cluster"]["leader"].as_str()?;
-                (!leader.is_empty()).then_some(())
-            });
+            crate::harness::wait_until_within(
+                SERVER_START_GUARD,
+                "a NATS server with routes to the other two",
+                || {
+                    let body = http_get(ports.monitor, "/routez")?;
+                    let routes = serde_json::from_str::<serde_json::Value>(&body).ok()?;
+                    (routes["num_routes"].as_u64()? >= 2).then_some(())
+                },
+            );
+            crate::harness::wait_until_within(
+                SERVER_START_GUARD,
+                "a NATS server that knows its JetStream leader",
+                || {
+                    let body = http_get(ports.monitor, "/jsz")?;
+                    let jsz = serde_json::from_str::<serde_json::Value>(&body).ok()?;
+                    let leader = jsz["meta_cluster"]["leader"].as_str()?;
+                    (!leader.is_empty()).then_some(())
+                },
+            );
         }
         cluster
     }
@@ -136,11 +144,15 @@ impl NatsCluster {
         let path = dir.path().join("tls.conf");
         std::fs::write(&path, config).unwrap();
         let child = run_server(&path);
-        crate::harness::wait_until("the TLS NATS server healthy", || {
-            http_get(ports.monitor, "/healthz")?
-                .contains("ok")
-                .then_some(())
-        });
+        crate::harness::wait_until_within(
+            SERVER_START_GUARD,
+            "the TLS NATS server healthy",
+            || {
+                http_get(ports.monitor, "/healthz")?
+                    .contains("ok")
+                    .then_some(())
+            },
+        );
         Self {
             children: vec![child],
             ports: vec![ports],
@@ -193,11 +205,15 @@ impl NatsCluster {
 
     fn wait_for_routes(&self, index: usize) {
         let port = self.ports[index].monitor;
-        crate::harness::wait_until("a restarted NATS server with its routes", || {
-            let body = http_get(port, "/routez")?;
-            let routes = serde_json::from_str::<serde_json::Value>(&body).ok()?;
-            (routes["num_routes"].as_u64()? >= 2).then_some(())
-        });
+        crate::harness::wait_until_within(
+            SERVER_START_GUARD,
+            "a restarted NATS server with its routes",
+            || {
+                let body = http_get(port, "/routez")?;
+                let routes = serde_json::from_str::<serde_json::Value>(&body).ok()?;
+                (routes["num_routes"].as_u64()? >= 2).then_some(())
+            },
+        );
     }
 
     /// Server `index`'s monitoring port.
@@ -205,6 +221,11 @@ impl NatsCluster {
         self.ports[index].monitor
     }
 }
+
+/// A hang guard for a NATS server to start and find its routes and JetStream leader (three
+/// servers starting beside other tests on a loaded 2-core CI machine took over 10 s), not a
+/// timing assertion.
+const SERVER_START_GUARD: std::time::Duration = std::time::Duration::from_secs(60);
 
 /// Writes server `index`'s config and starts it. `no_advertise`: a node stays on the server it
 /// was given (a test that stops one server cuts its nodes off instead of moving them).
