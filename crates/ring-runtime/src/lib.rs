@@ -19,6 +19,7 @@ mod layer;
 mod mailbox;
 #[cfg(all(test, loom))]
 mod mailbox_loom;
+mod quiet;
 mod runtime;
 mod send_queue;
 mod shard;

@@ -116,6 +116,11 @@ impl<M> Mailbox<M> {
         self.push_to(Lane::Ordered, batch)
     }
 
+    /// Whether both lanes are empty.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.lanes.iter().all(ArrayQueue::is_empty)
+    }
+
     /// Takes the oldest batch of `lane`.
     pub(crate) fn pop_from(&self, lane: Lane) -> Option<Vec<M>> {
         self.lanes[lane.index()].pop()

@@ -15,6 +15,7 @@ use crate::exit::{ExitBoard, ShardExits};
 use crate::handler::Handler;
 use crate::ids::ShardId;
 use crate::mailbox::Mailbox;
+use crate::quiet::QuietBoard;
 use crate::shard::Shard;
 use crate::sys::{socket, thread};
 use crate::uring::UringBackend;
@@ -29,6 +30,8 @@ pub(crate) struct Shared<M> {
     pub(crate) accepts_refused: AtomicU64,
     /// Flushes that found a destination mailbox full, all shards together.
     pub(crate) mailbox_full: AtomicU64,
+    /// Shards done at shutdown (`quiet.rs`).
+    pub(crate) quiet: QuietBoard,
 }
 
 /// What a [`RuntimeControl`] can do to the shards, without knowing their message type.
@@ -81,7 +84,7 @@ impl<M> Shared<M> {
         self.wake_every_shard();
     }
 
-    fn wake_every_shard(&self) {
+    pub(crate) fn wake_every_shard(&self) {
         for mailbox in &self.mailboxes {
             mailbox.waker().wake();
         }
@@ -127,6 +130,7 @@ impl Runtime {
             exits: Arc::new(ExitBoard::default()),
             accepts_refused: AtomicU64::new(0),
             mailbox_full: AtomicU64::new(0),
+            quiet: QuietBoard::new(shards),
         });
         let wake: std::sync::Weak<dyn WakeShards> = Arc::downgrade(&shared) as _;
         config.clock.register(wake);
@@ -196,12 +200,17 @@ impl<M: Send + 'static> ShardStart<M> {
         F: Fn(ShardId) -> H,
     {
         let shard = self.shard;
+        let shared = Arc::clone(&self.shared);
         let exits = Arc::clone(&self.shared.exits);
         let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| match backend {
             BackendKind::Uring => self.run::<H, UringBackend, _>(factory),
             BackendKind::Epoll => self.run::<H, EpollBackend, _>(factory),
         }));
         exits.record(shard, &outcome);
+        // An ended shard (a panic included) is quiet: the others stop waiting for it.
+        if shared.quiet.mark(shard) {
+            shared.wake_every_shard();
+        }
         outcome.unwrap_or_else(|payload| std::panic::resume_unwind(payload))
     }
 

@@ -48,6 +48,8 @@ pub(crate) struct Shard<H: Handler, B: Backend> {
     held: paused::Held,
     /// When the wait about to begin was sized (`None` when it could not block).
     wait_began: Option<Instant>,
+    /// At shutdown: since when this shard has been quiet, waiting for the others (`quiet.rs`).
+    quiet_since: Option<Instant>,
 }
 
 impl<H: Handler, B: Backend> Shard<H, B> {
@@ -76,6 +78,7 @@ impl<H: Handler, B: Backend> Shard<H, B> {
             accept_pause: accept::AcceptPause::new(config.accept_backoff),
             held: paused::Held::default(),
             wait_began: None,
+            quiet_since: None,
         }
     }
 
@@ -99,7 +102,7 @@ impl<H: Handler, B: Backend> Shard<H, B> {
             self.flush_posts();
             self.check_shutdown();
             self.apply();
-            if self.ctx.shutting_down && self.ctx.conns.len() == 0 && self.backend.is_idle() {
+            if self.shutdown_complete() {
                 break;
             }
         }
@@ -146,6 +149,34 @@ impl<H: Handler, B: Backend> Shard<H, B> {
         if blocked {
             return Some(timer.map_or(self.mailbox_retry, |t| t.min(self.mailbox_retry)));
         }
+        if self.quiet_since.is_some() {
+            let look = crate::quiet::QUIET_LOOK_EVERY;
+            return Some(timer.map_or(look, |t| t.min(look)));
+        }
         timer
+    }
+
+    /// At shutdown, whether this shard may end: its connections closed and its I/O done,
+    /// nothing left to post, and every shard quiet with nothing left in this mailbox (or
+    /// [`crate::quiet::QUIET_WAIT_LIMIT`] spent waiting for them).
+    fn shutdown_complete(&mut self) -> bool {
+        let ctx = &self.ctx;
+        let own_work_done = ctx.shutting_down
+            && ctx.conns.len() == 0
+            && self.backend.is_idle()
+            && !ctx.outboxes.has_pending()
+            && ctx.local_inbox.is_empty();
+        if !own_work_done {
+            return false;
+        }
+        // Real time: a test's manual clock must not hold the limit off.
+        let now = Instant::now();
+        let since = *self.quiet_since.get_or_insert(now);
+        if self.shared.quiet.mark(ctx.shard) {
+            self.shared.wake_every_shard();
+        }
+        let mailbox_empty = self.shared.mailboxes[ctx.shard.index()].is_empty();
+        (self.shared.quiet.all() && mailbox_empty)
+            || now.saturating_duration_since(since) >= crate::quiet::QUIET_WAIT_LIMIT
     }
 }

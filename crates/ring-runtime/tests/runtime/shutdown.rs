@@ -127,3 +127,55 @@ fn shutdown_cuts_off_a_peer_that_never_reads_after_the_drain_timeout() {
         "the aborted connection is reset, not closed cleanly"
     );
 }
+
+/// Batches to count: a slow shard 0 posts them to shard 1 from its shutdown hook.
+const LATE_BATCHES: usize = 50;
+
+/// Shard 0 posts [`LATE_BATCHES`] messages to shard 1 when shutdown begins, after a pause
+/// (a shard slower than its peer); shard 1 counts what it handles.
+struct LatePoster {
+    handled: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+}
+
+impl Handler for LatePoster {
+    type Message = ();
+
+    fn on_accept(&mut self, _ctx: &mut ShardCtx<()>, _conn: ConnId, _peer: SocketAddr) {}
+
+    fn on_data(&mut self, _ctx: &mut ShardCtx<()>, _conn: ConnId, _data: Bytes) {}
+
+    fn on_messages(&mut self, _ctx: &mut ShardCtx<()>, messages: Vec<()>) {
+        let handled = &self.handled;
+        handled.fetch_add(messages.len(), std::sync::atomic::Ordering::Relaxed);
+    }
+
+    fn on_shutdown(&mut self, ctx: &mut ShardCtx<()>) {
+        if ctx.shard_id().index() != 0 {
+            return;
+        }
+        // Shard 1 has long finished its own shutdown by now.
+        std::thread::sleep(Duration::from_millis(200));
+        for _ in 0..LATE_BATCHES {
+            ctx.post(ring_runtime::ShardId::new(1), ()).unwrap();
+        }
+    }
+}
+
+/// What a shard posts while the runtime shuts down is handled by its destination, even one
+/// that had nothing left to do: shards end together, once every one is quiet.
+#[test]
+fn what_a_slow_shard_posts_at_shutdown_is_handled() {
+    let handled = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let counted = std::sync::Arc::clone(&handled);
+    let Some(handle) = common::start(common::config(2), move |_| LatePoster {
+        handled: std::sync::Arc::clone(&counted),
+    }) else {
+        return;
+    };
+    handle.shutdown();
+    handle.join().unwrap();
+    assert_eq!(
+        handled.load(std::sync::atomic::Ordering::Relaxed),
+        LATE_BATCHES
+    );
+}
