@@ -1,7 +1,8 @@
 //! Acknowledgements that wait for the cluster (docs/cluster.md, "Guarantees"): with
-//! `[cluster]`, the PUBACK / PUBREC of a client's QoS 1/2 PUBLISH leaves once the cluster
-//! thread has settled the message (`cluster/settled.rs`: kept by JetStream, or sent on NATS
-//! core where nothing keeps it), and then as persistence says (`durable.rs`). While NATS is
+//! `[cluster]`, the PUBACK / PUBREC of a client's QoS 1/2 PUBLISH leaves once it is durable
+//! where persistence says so (`durable.rs`, first: its batch is that of the PUBLISH's turn)
+//! and the cluster thread has settled the message (`cluster/settled.rs`: kept by JetStream,
+//! or sent on NATS core where nothing keeps it). While NATS is
 //! down nothing waits: the message stays in the node's bounded buffer and the publisher is
 //! acknowledged at once, as on a single node.
 //!
@@ -65,12 +66,25 @@ impl BrokerShard {
         self.cluster_acks.current = number;
     }
 
-    /// Sends the acknowledgement of a client's PUBLISH once the cluster settled its message
-    /// (and behind any that wait), then as persistence says.
+    /// Sends the acknowledgement of a client's packet: first as persistence says
+    /// (`durable.rs`), then once the cluster settled the message of the PUBLISH being handled
+    /// (and behind any acknowledgement that waits for the cluster).
     pub(super) fn send_ack(&mut self, ctx: &mut Ctx, conn: ConnId, packet: Packet) {
         let waits_for = std::mem::take(&mut self.cluster_acks.current);
+        self.send_ack_when_durable(ctx, conn, packet, waits_for);
+    }
+
+    /// Sends an acknowledgement (already durable where it must be) once the cluster settled
+    /// message `waits_for`, in order behind the others that wait.
+    pub(super) fn send_ack_when_settled(
+        &mut self,
+        ctx: &mut Ctx,
+        conn: ConnId,
+        packet: Packet,
+        waits_for: u64,
+    ) {
         if self.cluster_acks.held.is_empty() && waits_for <= self.cluster_settled() {
-            self.send_ack_when_durable(ctx, conn, packet);
+            self.send_packet(ctx, conn, &packet);
             return;
         }
         let acks = &mut self.cluster_acks;
@@ -112,7 +126,7 @@ impl BrokerShard {
                     per_conn.remove(&held.conn);
                 }
             }
-            self.send_ack_when_durable(ctx, held.conn, held.packet);
+            self.send_packet(ctx, held.conn, &held.packet);
             if was_full {
                 self.unpark_if_free(ctx, held.conn);
             }

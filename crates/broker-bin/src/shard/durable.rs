@@ -31,6 +31,12 @@ use crate::store::{QueueRead, StoreBatch, StoreJob};
 #[derive(Debug)]
 enum HeldSend {
     Packet(Packet),
+    /// A client's acknowledgement: once durable, it waits for the cluster to settle message
+    /// `waits_for` too (`cluster_acks.rs`; 0: nothing).
+    Ack {
+        packet: Packet,
+        waits_for: u64,
+    },
     Publish {
         client_id: MqttStr,
         outgoing: Outgoing,
@@ -316,14 +322,22 @@ impl BrokerShard {
         self.durable.stores(expiry)
     }
 
-    /// Sends an acknowledgement of a client's packet, after this turn's batch is durable when
-    /// it must wait (see the module docs).
-    pub(super) fn send_ack_when_durable(&mut self, ctx: &mut Ctx, conn: ConnId, packet: Packet) {
+    /// Sends an acknowledgement of a client's packet once this turn's batch is durable when it
+    /// must wait (see the module docs), then once the cluster settled message `waits_for`
+    /// (`cluster_acks.rs`; 0: nothing to wait for there).
+    pub(super) fn send_ack_when_durable(
+        &mut self,
+        ctx: &mut Ctx,
+        conn: ConnId,
+        packet: Packet,
+        waits_for: u64,
+    ) {
         if !self.durable.ack_must_wait() {
-            self.send_packet(ctx, conn, &packet);
+            self.send_ack_when_settled(ctx, conn, packet, waits_for);
             return;
         }
-        let held = self.durable.hold(conn, HeldSend::Packet(packet), true);
+        let send = HeldSend::Ack { packet, waits_for };
+        let held = self.durable.hold(conn, send, true);
         if held >= self.held_ack_limit()
             && let Some(connection) = self.conns.get_mut(&conn)
         {
@@ -395,6 +409,9 @@ impl BrokerShard {
             }
             match held.send {
                 HeldSend::Packet(packet) => self.send_packet(ctx, held.conn, &packet),
+                HeldSend::Ack { packet, waits_for } => {
+                    self.send_ack_when_settled(ctx, held.conn, packet, waits_for);
+                }
                 HeldSend::Publish {
                     client_id,
                     outgoing,
