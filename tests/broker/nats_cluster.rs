@@ -70,40 +70,45 @@ pub fn http_get(port: u16, path: &str) -> Option<String> {
 }
 
 impl NatsCluster {
-    /// Starts three servers and waits until each has routes to the other two.
+    /// Starts three servers and waits until each has routes to the other two and knows its
+    /// JetStream leader. A port picked free may be taken by another test before its server
+    /// binds it: an attempt whose servers do not form their routes (one exited, or
+    /// [`ROUTES_WAIT`] passed) is stopped and made again on fresh ports.
     pub fn start() -> Self {
         // A test that failed while holding the turn poisons it; the next one still runs.
         let turn = TURN
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
-        let dir = tempfile::tempdir().unwrap();
-        let ports: Vec<Ports> = (0..3)
-            .map(|_| Ports {
-                client: free_port(),
-                route: free_port(),
-                monitor: free_port(),
-            })
-            .collect();
-        let children = (0..3)
-            .map(|index| spawn(dir.path(), index, &ports))
-            .collect();
-        let cluster = Self {
-            children,
-            ports,
-            _dir: dir,
-            _turn: turn,
-            scheme: "nats",
-        };
-        for ports in &cluster.ports {
-            crate::harness::wait_until_within(
-                SERVER_START_GUARD,
-                "a NATS server with routes to the other two",
-                || {
-                    let body = http_get(ports.monitor, "/routez")?;
-                    let routes = serde_json::from_str::<serde_json::Value>(&body).ok()?;
-                    (routes["num_routes"].as_u64()? >= 2).then_some(())
-                },
-            );
+        let mut failures = Vec::new();
+        for _ in 0..START_ATTEMPTS {
+            let dir = tempfile::tempdir().unwrap();
+            let ports: Vec<Ports> = (0..3).map(|_| Ports::fresh()).collect();
+            let mut children: Vec<Child> = (0..3)
+                .map(|index| spawn(dir.path(), index, &ports))
+                .collect();
+            if let Err(why) = routes_formed(&mut children, &ports) {
+                for child in &mut children {
+                    let _ = child.kill();
+                    let _ = child.wait();
+                }
+                failures.push(format!("{why}; server logs: {}", logs(dir.path())));
+                continue;
+            }
+            let cluster = Self {
+                children,
+                ports,
+                _dir: dir,
+                _turn: turn,
+                scheme: "nats",
+            };
+            cluster.wait_for_jetstream_leader();
+            return cluster;
+        }
+        panic!("no NATS cluster in {START_ATTEMPTS} attempts: {failures:#?}");
+    }
+
+    fn wait_for_jetstream_leader(&self) {
+        for ports in &self.ports {
             crate::harness::wait_until_within(
                 SERVER_START_GUARD,
                 "a NATS server that knows its JetStream leader",
@@ -115,7 +120,6 @@ impl NatsCluster {
                 },
             );
         }
-        cluster
     }
 
     /// One server with JetStream that speaks only TLS (its certificate `server`) and requires
@@ -222,6 +226,63 @@ impl NatsCluster {
     }
 }
 
+/// Attempts at starting the three servers, each on fresh ports.
+const START_ATTEMPTS: usize = 3;
+/// How long one attempt waits for its routes before it is made again on fresh ports (a hang
+/// guard, not a timing assertion).
+const ROUTES_WAIT: Duration = Duration::from_secs(20);
+
+impl Ports {
+    /// Three ports free when asked.
+    fn fresh() -> Self {
+        Self {
+            client: free_port(),
+            route: free_port(),
+            monitor: free_port(),
+        }
+    }
+}
+
+/// Server `monitor`'s route count, `None` while it does not answer.
+fn route_count(monitor: u16) -> Option<u64> {
+    let body = http_get(monitor, "/routez")?;
+    let routes = serde_json::from_str::<serde_json::Value>(&body).ok()?;
+    routes["num_routes"].as_u64()
+}
+
+/// Waits until every server has routes to the other two; why not, if one exits first or
+/// [`ROUTES_WAIT`] passes.
+fn routes_formed(children: &mut [Child], ports: &[Ports]) -> Result<(), String> {
+    let deadline = std::time::Instant::now() + ROUTES_WAIT;
+    loop {
+        for (index, child) in children.iter_mut().enumerate() {
+            if let Ok(Some(status)) = child.try_wait() {
+                return Err(format!("server {index} exited ({status})"));
+            }
+        }
+        if ports.iter().all(|p| route_count(p.monitor) >= Some(2)) {
+            return Ok(());
+        }
+        if std::time::Instant::now() >= deadline {
+            return Err("the routes did not form".to_owned());
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// The end of every server log in `dir` (for a failed start).
+fn logs(dir: &Path) -> String {
+    (0..3)
+        .map(|index| {
+            let log =
+                std::fs::read_to_string(dir.join(format!("s{index}.log"))).unwrap_or_default();
+            let tail = &log[log.len().saturating_sub(600)..];
+            format!("[s{index}] {tail}")
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
 /// A hang guard for a NATS server to start and find its routes and JetStream leader (three
 /// servers starting beside other tests on a loaded 2-core CI machine took over 10 s), not a
 /// timing assertion.
@@ -253,12 +314,18 @@ fn spawn(dir: &Path, index: usize, ports: &[Ports]) -> Child {
 }
 
 /// Starts a server with the config file at `path`.
+/// Its log (appended across restarts) goes next to the config file, as `<name>.log`.
 fn run_server(path: &Path) -> Child {
+    let log = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path.with_extension("log"))
+        .unwrap();
     Command::new(binary())
         .arg("-c")
         .arg(path)
         .stdout(Stdio::null())
-        .stderr(Stdio::null())
+        .stderr(Stdio::from(log))
         .spawn()
         .expect("nats-server runs (scripts/test.sh installs Debian's nats-server)")
 }
