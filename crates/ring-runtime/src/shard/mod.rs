@@ -157,26 +157,26 @@ impl<H: Handler, B: Backend> Shard<H, B> {
     }
 
     /// At shutdown, whether this shard may end: its connections closed and its I/O done,
-    /// nothing left to post, and every shard quiet with nothing left in this mailbox (or
-    /// [`crate::quiet::QUIET_WAIT_LIMIT`] spent waiting for them).
+    /// nothing left to post, and every shard quiet with nothing left in this mailbox; or
+    /// [`crate::quiet::QUIET_WAIT_LIMIT`] after its connections closed, whatever else waits
+    /// (a post to a shard that already ended must not hold this one forever).
     fn shutdown_complete(&mut self) -> bool {
         let ctx = &self.ctx;
-        let own_work_done = ctx.shutting_down
-            && ctx.conns.len() == 0
-            && self.backend.is_idle()
-            && !ctx.outboxes.has_pending()
-            && ctx.local_inbox.is_empty();
-        if !own_work_done {
+        if !(ctx.shutting_down && ctx.conns.len() == 0 && self.backend.is_idle()) {
             return false;
         }
         // Real time: a test's manual clock must not hold the limit off.
         let now = Instant::now();
         let since = *self.quiet_since.get_or_insert(now);
+        if now.saturating_duration_since(since) >= crate::quiet::QUIET_WAIT_LIMIT {
+            return true;
+        }
+        if ctx.outboxes.has_pending() || !ctx.local_inbox.is_empty() {
+            return false;
+        }
         if self.shared.quiet.mark(ctx.shard) {
             self.shared.wake_every_shard();
         }
-        let mailbox_empty = self.shared.mailboxes[ctx.shard.index()].is_empty();
-        (self.shared.quiet.all() && mailbox_empty)
-            || now.saturating_duration_since(since) >= crate::quiet::QUIET_WAIT_LIMIT
+        self.shared.quiet.all() && self.shared.mailboxes[ctx.shard.index()].is_empty()
     }
 }
