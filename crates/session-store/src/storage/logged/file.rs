@@ -19,7 +19,7 @@ pub(super) struct LogFile {
     file: File,
     path: PathBuf,
     /// The bytes an epoch fills before the next one starts.
-    capacity: u64,
+    pub(super) capacity: u64,
     /// Where the next record is written.
     pub(super) end: u64,
 }

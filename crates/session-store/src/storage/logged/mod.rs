@@ -4,10 +4,14 @@
 //! A batch is planned from the in-memory index ([`super::keyed`]) as on the other engines; its
 //! key writes become one record appended to the active log file, synced (one `write`, one
 //! `fdatasync`), and are kept in memory, netted per key, as the epoch's [`Pending`] writes.
-//! When a record does not fit in what is left of the file, the epoch ends: its writes go to the
-//! checkpoint thread, which applies them to redb in one transaction with the epoch's number,
-//! and the next epoch starts in the other file. Only the net state of an epoch reaches the
-//! B-tree: a record written and deleted within it (most of a QoS 2 flow's) never does.
+//! When a record does not fit in what is left of the file, the epoch ends: the next epoch
+//! starts in the other file with the ended epoch's young entries (new in it, still live, never
+//! carried before: mostly QoS 1/2 flows in progress) carried over as its first record, synced,
+//! if that record takes at most half the file; the rest of the ended epoch's writes go to the
+//! checkpoint thread, which applies them to redb in one transaction with the epoch's number.
+//! Only the net state of an epoch reaches the B-tree: a record written and deleted within it
+//! (most of a QoS 2 flow's) never does, nor one written in one epoch and deleted in the next
+//! (a flow in progress when its epoch ended); what is still live after two epochs does.
 //!
 //! Two files of `log_bytes`, each written with zeros when created and then reused from its
 //! start, so a sync never commits file metadata. An epoch starts only once the one before the
@@ -197,18 +201,45 @@ impl LoggedStorage {
         Ok(())
     }
 
-    /// Ends the epoch: its file synced, its writes handed to the checkpoint thread once the
-    /// previous checkpoint is done; the next epoch starts in the other file.
+    /// Ends the epoch: its file synced; the next epoch starts in the other file (free once
+    /// the previous checkpoint is done) with the ended epoch's young entries carried over;
+    /// the rest goes to the checkpoint thread.
     fn next_epoch(&mut self) -> Result<(), StorageError> {
         self.active_file().sync()?;
         self.checkpointer.wait()?;
         self.checkpointing = None;
-        let ended = Arc::new(std::mem::take(&mut self.active));
-        self.checkpointer.submit(self.epoch, ended.clone())?;
-        self.checkpointing = Some(ended);
+        let mut ended = std::mem::take(&mut self.active);
         self.epoch += 1;
         let index = self.file_index();
         self.files[index].restart();
+        self.carry(ended.take_young(self.carry_limit()))?;
+        let ended = Arc::new(ended);
+        self.checkpointer.submit(self.epoch - 1, ended.clone())?;
+        self.checkpointing = Some(ended);
+        Ok(())
+    }
+
+    /// The most an epoch carries over into the next one's log: half the file, so that an
+    /// epoch always has room of its own.
+    fn carry_limit(&self) -> usize {
+        usize::try_from(self.active_file().capacity / 2).unwrap_or(usize::MAX)
+    }
+
+    /// Starts the new epoch's log with `carried` (entries of the ended epoch that were new
+    /// there and still live at its end), durably whatever the sync mode: once the ended
+    /// epoch's checkpoint commits, a restart replays from this epoch on, and the carried
+    /// entries are nowhere else.
+    fn carry(&mut self, carried: Vec<KeyWrite>) -> Result<(), StorageError> {
+        if carried.is_empty() {
+            return Ok(());
+        }
+        self.record.clear();
+        record::encode(self.epoch, &carried, &mut self.record);
+        let index = self.file_index();
+        self.files[index].append(&self.record, true)?;
+        for write in carried {
+            self.active.apply_carried(write);
+        }
         Ok(())
     }
 

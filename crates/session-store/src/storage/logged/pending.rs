@@ -11,6 +11,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 
+use super::record;
 use crate::storage::keyed::{AWAITING, INFLIGHT, KeyWrite, QUEUED, SESSION, split_client};
 
 /// A logged key's latest state.
@@ -20,6 +21,24 @@ struct Entry {
     value: Option<Vec<u8>>,
     /// Whether the store below (earlier epochs and the B-tree) may hold the key.
     below: bool,
+    /// Carried over from the epoch before, where it was new and still live at the end: if it
+    /// is still live when this epoch ends, it goes to the B-tree.
+    carried: bool,
+}
+
+impl Entry {
+    /// Live, new in this epoch (the store below does not hold it) and never carried over.
+    fn is_young(&self) -> bool {
+        self.value.is_some() && !self.below && !self.carried
+    }
+
+    /// The bytes it takes in a log record under a key of `key_len` if it is young, else 0.
+    fn young_len(&self, key_len: usize) -> usize {
+        match &self.value {
+            Some(value) if self.is_young() => record::write_len(key_len, Some(value.len())),
+            _ => 0,
+        }
+    }
 }
 
 /// How many bytes end the keys under `tag` after the client prefix (`None`: not a session
@@ -61,12 +80,12 @@ fn entries<'a>(
 }
 
 /// Applies a write of `value` to `map`'s entry for `key`.
-fn apply_entry<K: Ord>(
-    map: &mut BTreeMap<K, Entry>,
-    key: K,
-    value: Option<Vec<u8>>,
-    absent_before: bool,
-) {
+fn apply_entry<K: Ord>(map: &mut BTreeMap<K, Entry>, key: K, write: Write) {
+    let Write {
+        value,
+        absent_before,
+        carried,
+    } = write;
     match map.get_mut(&key) {
         Some(entry) if value.is_none() && !entry.below => {
             map.remove(&key);
@@ -74,9 +93,21 @@ fn apply_entry<K: Ord>(
         Some(entry) => entry.value = value,
         None => {
             let below = value.is_none() || !absent_before;
-            map.insert(key, Entry { value, below });
+            let entry = Entry {
+                value,
+                below,
+                carried,
+            };
+            map.insert(key, entry);
         }
     }
+}
+
+/// A write as an entry takes it.
+struct Write {
+    value: Option<Vec<u8>>,
+    absent_before: bool,
+    carried: bool,
 }
 
 /// What one epoch of the log changes, by key.
@@ -94,19 +125,70 @@ pub(super) type Found<'a> = (Vec<u8>, Option<&'a [u8]>);
 impl Pending {
     /// Applies one logged write.
     pub(super) fn apply(&mut self, write: KeyWrite) {
+        self.apply_as(write, false);
+    }
+
+    /// Applies a write carried over from the epoch before ([`Self::take_young`]).
+    pub(super) fn apply_carried(&mut self, write: KeyWrite) {
+        self.apply_as(write, true);
+    }
+
+    fn apply_as(&mut self, write: KeyWrite, carried: bool) {
         let KeyWrite {
             key,
             value,
             absent_before,
         } = write;
+        let write = Write {
+            value,
+            absent_before,
+            carried,
+        };
         let Some((prefix, number)) = session_place(&key) else {
-            return apply_entry(&mut self.others, key, value, absent_before);
+            return apply_entry(&mut self.others, key, write);
         };
         let group = match self.sessions.get_mut(prefix) {
             Some(group) => group,
             None => self.sessions.entry(prefix.to_vec()).or_default(),
         };
-        apply_entry(group, number, value, absent_before);
+        apply_entry(group, number, write);
+    }
+
+    /// Takes the young entries out (live, new in this epoch, never carried over), as puts of
+    /// keys the store below does not hold, if their log record takes at most `limit` bytes;
+    /// otherwise takes nothing. Carried into the next epoch, most of them (a flow still in
+    /// progress when the epoch ended) are deleted there and never reach the B-tree.
+    pub(super) fn take_young(&mut self, limit: usize) -> Vec<KeyWrite> {
+        let mut size = 0;
+        for (prefix, group) in &self.sessions {
+            let key_len = prefix.len() + suffix_len(prefix[0]).unwrap_or(0);
+            size += group.values().map(|e| e.young_len(key_len)).sum::<usize>();
+        }
+        size += (self.others.iter())
+            .map(|(key, e)| e.young_len(key.len()))
+            .sum::<usize>();
+        if size > limit {
+            return Vec::new();
+        }
+        let mut taken = Vec::new();
+        let mut take = |key: Vec<u8>, entry: &mut Entry| {
+            if !entry.is_young() {
+                return true;
+            }
+            let value = entry.value.take();
+            taken.push(KeyWrite {
+                key,
+                value,
+                absent_before: true,
+            });
+            false
+        };
+        for (prefix, group) in &mut self.sessions {
+            group.retain(|number, entry| take(key_of(prefix, *number), entry));
+        }
+        self.sessions.retain(|_, group| !group.is_empty());
+        self.others.retain(|key, entry| take(key.clone(), entry));
+        taken
     }
 
     /// `Some(value)` if this epoch wrote `key` (`Some(None)`: deleted it).
@@ -235,5 +317,43 @@ mod tests {
         assert_eq!(all.len(), 5);
         assert!(all.is_sorted());
         assert_eq!(keys(pending.under(b"t", b"t")), [b"tx/y".to_vec()]);
+    }
+
+    #[test]
+    fn young_entries_are_carried_once() {
+        let (new, old) = (queued_key(&text("a"), 1), queued_key(&text("a"), 2));
+        let gone = queued_key(&text("a"), 3);
+        let mut ended = Pending::default();
+        ended.apply(put(&new, true));
+        ended.apply(put(&old, false));
+        ended.apply(delete(&gone));
+        let carried = ended.take_young(usize::MAX);
+        assert_eq!(carried.len(), 1);
+        assert_eq!(
+            (carried[0].key.as_slice(), carried[0].absent_before),
+            (new.as_slice(), true)
+        );
+        let left: Vec<_> = ended.writes().map(|(key, _)| key).collect();
+        assert_eq!(left, [old.clone(), gone]);
+        let mut next = Pending::default();
+        for write in carried {
+            next.apply_carried(write);
+        }
+        assert!(next.take_young(usize::MAX).is_empty(), "carried twice");
+        next.apply(delete(&new));
+        assert!(
+            next.is_empty(),
+            "a carried entry deleted again reaches the B-tree"
+        );
+    }
+
+    #[test]
+    fn nothing_is_carried_beyond_the_limit() {
+        let mut ended = Pending::default();
+        ended.apply(put(&queued_key(&text("a"), 1), true));
+        ended.apply(put(b"tx/y", true));
+        assert!(ended.take_young(10).is_empty());
+        assert_eq!(ended.writes().count(), 2);
+        assert_eq!(ended.take_young(1000).len(), 2);
     }
 }

@@ -15,9 +15,15 @@ const PUT_ABSENT: u8 = 2;
 /// The bytes [`encode`] appends for `writes`.
 pub(super) fn encoded_len(writes: &[KeyWrite]) -> usize {
     let body: usize = (writes.iter())
-        .map(|w| 1 + 4 + w.key.len() + w.value.as_ref().map_or(0, |v| 4 + v.len()))
+        .map(|w| write_len(w.key.len(), w.value.as_ref().map(Vec::len)))
         .sum();
     HEADER + 4 + body
+}
+
+/// The bytes one write takes in a record's body: a key of `key_len`, a value of `value_len`
+/// (`None`: a deletion).
+pub(super) fn write_len(key_len: usize, value_len: Option<usize>) -> usize {
+    1 + 4 + key_len + value_len.map_or(0, |len| 4 + len)
 }
 
 /// Appends the record of `writes` in `epoch` to `out`.

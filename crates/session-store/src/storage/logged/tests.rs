@@ -103,3 +103,43 @@ fn a_flow_completed_between_checkpoints_never_reaches_the_b_tree() {
     let written: Vec<_> = storage.active.writes().map(|(key, _)| key).collect();
     assert_eq!(written, [crate::storage::keyed::session_key(&text("a"))]);
 }
+
+#[test]
+fn flows_in_progress_at_an_epoch_end_are_carried_over_not_checkpointed() {
+    let dir = temp_dir();
+    let path = dir.path().join("db");
+    let mut storage =
+        LoggedStorage::open_with(&path, SyncMode::EveryCommit, 1 << 20, 4 << 10).unwrap();
+    let mut model = RecordingStorage::default();
+    for batch in qos2_flows(200) {
+        assert_eq!(
+            storage.commit(&batch).unwrap(),
+            model.commit(&batch).unwrap()
+        );
+        if storage.epoch > 2 {
+            break;
+        }
+    }
+    assert!(storage.epoch > 2, "the flows end no epoch");
+    let inflight = |pending: &super::pending::Pending| {
+        (pending.writes())
+            .filter(|(key, value)| key[0] == crate::storage::keyed::INFLIGHT && value.is_some())
+            .count()
+    };
+    let checkpointing = storage
+        .checkpointing
+        .clone()
+        .expect("an epoch being checkpointed");
+    assert_eq!(
+        inflight(&checkpointing),
+        0,
+        "flows in progress reach the B-tree"
+    );
+    assert!(inflight(&storage.active) > 0, "no flow carried over");
+    let image = dir.path().join("image");
+    storage.checkpointer.wait().unwrap();
+    crash_image(storage, &path, &image);
+    let mut recovered =
+        LoggedStorage::open_with(&image, SyncMode::EveryCommit, 1 << 20, 4 << 10).unwrap();
+    assert_eq!(recovered.load().unwrap(), model.load().unwrap());
+}
