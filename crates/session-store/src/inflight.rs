@@ -20,6 +20,26 @@ pub enum InflightState<M> {
     AwaitingPubComp,
 }
 
+impl<M> InflightState<M> {
+    /// The same state with its message borrowed.
+    pub fn as_ref(&self) -> InflightState<&M> {
+        match self {
+            Self::AwaitingPubAck(message) => InflightState::AwaitingPubAck(message),
+            Self::AwaitingPubRec(message) => InflightState::AwaitingPubRec(message),
+            Self::AwaitingPubComp => InflightState::AwaitingPubComp,
+        }
+    }
+
+    /// The same state with its message mapped by `f`.
+    pub fn map<N>(self, f: impl FnOnce(M) -> N) -> InflightState<N> {
+        match self {
+            Self::AwaitingPubAck(message) => InflightState::AwaitingPubAck(f(message)),
+            Self::AwaitingPubRec(message) => InflightState::AwaitingPubRec(f(message)),
+            Self::AwaitingPubComp => InflightState::AwaitingPubComp,
+        }
+    }
+}
+
 /// Why an acknowledgement was not accepted.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 pub enum AckError {

@@ -128,7 +128,7 @@ impl BrokerShard {
             SessionWrite::MessageQueued {
                 client_id: client_id.clone(),
                 seq: outgoing.seq,
-                message: stored_message(&outgoing, ctx.now()),
+                message: Box::new(stored_message(&outgoing, ctx.now())),
             }
         });
         // A stored queue that spilled, or whose in-memory part is full, grows on disk only.

@@ -14,6 +14,7 @@
 //! acknowledgements leave in order). Held items leave in ticket order.
 
 use std::collections::VecDeque;
+use std::sync::Arc;
 use std::sync::mpsc::{SyncSender, TrySendError};
 
 use codec::{MqttStr, Packet, PacketId};
@@ -25,7 +26,7 @@ use super::send::NotSent;
 use super::{BrokerShard, Ctx};
 use crate::message::Outgoing;
 use crate::session::Session;
-use crate::store::{QueueRead, StoreBatch, StoreJob};
+use crate::store::{QueueRead, StoreBatch, StoreJob, StoreState};
 
 /// Something sent once a ticket is durable.
 #[derive(Debug)]
@@ -58,6 +59,8 @@ struct Held {
 pub(super) struct Durability {
     /// Where batches go (`None`: nothing is stored).
     sender: Option<SyncSender<StoreJob>>,
+    /// The store thread's state (`None`: nothing is stored): spare write buffers come from it.
+    store: Option<Arc<StoreState>>,
     /// Whether acknowledgements wait for the disk (`sync = "batch"`).
     acks_wait: bool,
     /// This turn's writes.
@@ -90,11 +93,13 @@ pub(super) struct Durability {
 }
 
 impl Durability {
-    /// The state for a shard whose batches go to `sender`.
-    pub(super) fn new(sender: Option<SyncSender<StoreJob>>, acks_wait: bool) -> Self {
+    /// The state for a shard whose batches go to `store`'s thread.
+    pub(super) fn new(store: Option<Arc<StoreState>>, acks_wait: bool) -> Self {
+        let sender = store.as_ref().and_then(|store| store.sender());
         Self {
             acks_wait: acks_wait && sender.is_some(),
             sender,
+            store,
             writes: Vec::new(),
             confirms: Vec::new(),
             ticket: 1,
@@ -177,7 +182,7 @@ impl Durability {
             client_id: session.client_id.clone(),
             protocol: session.protocol,
             expiry: session.expiry,
-            will: session.will.as_deref().cloned(),
+            will: session.will.as_deref().cloned().map(Box::new),
         });
     }
 
@@ -262,6 +267,7 @@ impl Durability {
             || self.held_this_turn
             || !self.needs.is_empty();
         if has_work {
+            let spare = self.spare_writes(shard);
             // Only a ticket something waits for keeps its confirmations (so `waits` never
             // outgrows `held`).
             if !self.needs.is_empty() && self.held_this_turn {
@@ -271,7 +277,7 @@ impl Durability {
             self.unsent.push_back(StoreJob::Batch(StoreBatch {
                 shard,
                 ticket: self.ticket,
-                writes: std::mem::take(&mut self.writes),
+                writes: std::mem::replace(&mut self.writes, spare),
                 confirms: std::mem::take(&mut self.confirms),
             }));
             self.ticket += 1;
@@ -295,6 +301,14 @@ impl Durability {
                 }
             }
         }
+    }
+
+    /// An empty buffer for the next turn's writes: a spare one the store thread gave back, if
+    /// any.
+    fn spare_writes(&self, shard: ShardId) -> Vec<SessionWrite> {
+        (self.store.as_ref())
+            .and_then(|store| store.spare_writes(shard))
+            .unwrap_or_default()
     }
 
     /// The next held item whose ticket is durable and confirmed.

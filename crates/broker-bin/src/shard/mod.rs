@@ -119,8 +119,8 @@ impl BrokerShard {
     /// The shard `id` of a broker with `shard_count` shards.
     pub fn new(shared: Arc<Shared>, id: ShardId, shard_count: usize) -> Self {
         let replica = replica::ReplicaState::new(&shared.config, id);
-        let sender = shared.store.as_ref().and_then(|store| store.sender());
-        let durable = durable::Durability::new(sender, shared.config.persistence.acks_wait());
+        let store = shared.store.clone();
+        let durable = durable::Durability::new(store, shared.config.persistence.acks_wait());
         let shared_started = shared.started;
         let mut shard = Self {
             shared,

@@ -152,7 +152,7 @@ impl BrokerShard {
             self.durable.record(SessionWrite::MessageQueued {
                 client_id: client_id.clone(),
                 seq: *seq,
-                message: message.clone(),
+                message: Box::new(message.clone()),
             });
         }
         for (packet_id, state) in &stored.inflight {
@@ -167,7 +167,7 @@ impl BrokerShard {
             self.durable.record(SessionWrite::MessageQueued {
                 client_id: client_id.clone(),
                 seq,
-                message,
+                message: Box::new(message),
             });
             self.durable.record(SessionWrite::InflightSent {
                 client_id: client_id.clone(),

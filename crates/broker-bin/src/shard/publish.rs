@@ -310,7 +310,7 @@ impl BrokerShard {
                 },
                 false => SessionWrite::RetainSet {
                     topic: message.publish.topic().clone(),
-                    message: stored_retained(message, ctx.now()),
+                    message: Box::new(stored_retained(message, ctx.now())),
                 },
             };
             self.durable.record(write);

@@ -18,6 +18,7 @@ use std::sync::mpsc::SyncSender;
 use std::sync::{Mutex, OnceLock};
 
 use codec::MqttStr;
+use crossbeam_queue::ArrayQueue;
 use crossbeam_utils::CachePadded;
 use ring_runtime::{RuntimeControl, ShardId};
 use session_store::storage::{SessionWrite, StoredMessage};
@@ -81,6 +82,11 @@ pub struct StoreBatch {
     pub confirms: Vec<(ShardId, u64)>,
 }
 
+/// Emptied write buffers kept per shard for its next batches.
+const SPARE_BUFFERS: usize = 4;
+/// The largest write buffer kept (bigger ones, left by a burst, are freed).
+const SPARE_BUFFER_WRITES: usize = 8_192;
+
 /// What the store thread publishes to the shards.
 pub struct StoreState {
     shards: usize,
@@ -98,6 +104,9 @@ pub struct StoreState {
     sender: Mutex<Option<SyncSender<StoreJob>>>,
     /// Per shard: queue reads done, waiting for the shard to take them.
     reads: Box<[Mutex<Vec<QueueReadDone>>]>,
+    /// Per shard: emptied write buffers of committed batches, for its next turns (a fresh
+    /// buffer per turn grows step by step into freshly faulted memory).
+    spare_writes: Box<[ArrayQueue<Vec<SessionWrite>>]>,
     /// Writes the engine skipped as not following the stored state.
     pub skipped_writes: AtomicU64,
     /// Group commits done.
@@ -127,6 +136,9 @@ impl StoreState {
             failure: OnceLock::new(),
             sender: Mutex::new(sender),
             reads: (0..shards).map(|_| Mutex::new(Vec::new())).collect(),
+            spare_writes: (0..shards)
+                .map(|_| ArrayQueue::new(SPARE_BUFFERS))
+                .collect(),
             skipped_writes: AtomicU64::new(0),
             commits: AtomicU64::new(0),
             commit_latency: crate::metrics::Histogram::default(),
@@ -170,6 +182,20 @@ impl StoreState {
         match self.reads[shard.index()].lock() {
             Ok(mut reads) if !reads.is_empty() => std::mem::take(&mut *reads),
             _ => Vec::new(),
+        }
+    }
+
+    /// An emptied write buffer for `shard`'s next batch, if one is spare.
+    pub fn spare_writes(&self, shard: ShardId) -> Option<Vec<SessionWrite>> {
+        self.spare_writes[shard.index()].pop()
+    }
+
+    /// Gives `shard` back the emptied buffer of one of its committed batches (kept only while
+    /// at most `SPARE_BUFFERS` wait and if it holds at most `SPARE_BUFFER_WRITES`).
+    fn recycle_writes(&self, shard: ShardId, mut writes: Vec<SessionWrite>) {
+        writes.clear();
+        if writes.capacity() > 0 && writes.capacity() <= SPARE_BUFFER_WRITES {
+            let _ = self.spare_writes[shard.index()].push(writes);
         }
     }
 

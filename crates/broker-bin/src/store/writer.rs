@@ -153,6 +153,8 @@ impl Writer {
         self.writes.clear();
         for batch in group.iter_mut() {
             self.writes.append(&mut batch.writes);
+            let emptied = std::mem::take(&mut batch.writes);
+            self.state.recycle_writes(batch.shard, emptied);
         }
         if !self.writes.is_empty() {
             let started = Instant::now();

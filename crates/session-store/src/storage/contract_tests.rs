@@ -43,7 +43,7 @@ pub(super) fn queued(client: &str, seq: u64, qos: QoS) -> SessionWrite {
     SessionWrite::MessageQueued {
         client_id: text(client),
         seq,
-        message: message("t", qos),
+        message: Box::new(message("t", qos)),
     }
 }
 
@@ -146,7 +146,7 @@ pub(super) fn a_sequence_of_writes_loads_as_the_sessions_it_describes<S: Session
                 client_id: text("b"),
                 protocol: ProtocolVersion::V3_1_1,
                 expiry: SessionExpiry::After(30),
-                will: Some(will.clone()),
+                will: Some(Box::new(will.clone())),
             },
             SessionWrite::SessionDisconnected {
                 client_id: text("b"),
@@ -328,7 +328,7 @@ pub(super) fn retain_set(topic: &str, payload: &'static str) -> SessionWrite {
     message.retain = true;
     SessionWrite::RetainSet {
         topic: text(topic),
-        message,
+        message: Box::new(message),
     }
 }
 
@@ -352,7 +352,7 @@ pub(super) fn retained_messages_are_set_replaced_and_cleared<S: SessionStorage>(
     let expected: Vec<_> = [retain_set("a", "2"), retain_set("b/x", "4")]
         .into_iter()
         .map(|write| match write {
-            SessionWrite::RetainSet { topic, message } => (topic, message),
+            SessionWrite::RetainSet { topic, message } => (topic, *message),
             _ => unreachable!(),
         })
         .collect();
@@ -453,7 +453,7 @@ pub(super) fn a_sequence_number_may_come_again_once_the_queue_is_empty<S: Sessio
             SessionWrite::MessageQueued {
                 client_id: text("a"),
                 seq: 5,
-                message: q2.clone(),
+                message: Box::new(q2.clone()),
             },
             sent("a", 5, 2),
         ])

@@ -361,7 +361,7 @@ pub(in crate::storage) fn decode_message(value: &[u8]) -> Decoded<StoredMessage>
 /// An inflight entry: its send number and state.
 pub(in crate::storage) fn encode_inflight(
     send: u64,
-    state: &InflightState<StoredMessage>,
+    state: &InflightState<&StoredMessage>,
 ) -> Vec<u8> {
     let mut w = match state {
         InflightState::AwaitingPubAck(m) | InflightState::AwaitingPubRec(m) => {

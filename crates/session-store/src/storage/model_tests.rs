@@ -113,7 +113,7 @@ impl Writes {
                 SessionWrite::MessageQueued {
                     client_id,
                     seq,
-                    message,
+                    message: Box::new(message),
                 }
             }
             9 => SessionWrite::MessageDropped {
@@ -145,7 +145,7 @@ impl Writes {
                 let topic = self.rng.name(&["r/1", "r/2", "r/3"]);
                 SessionWrite::RetainSet {
                     topic: text(topic),
-                    message: message(topic, QoS::AtLeastOnce),
+                    message: Box::new(message(topic, QoS::AtLeastOnce)),
                 }
             }
             _ => SessionWrite::RetainCleared {

@@ -68,7 +68,7 @@ impl SessionStorage for RecordingStorage {
         for write in batch {
             let applied = match write {
                 SessionWrite::RetainSet { topic, message } => {
-                    self.retained.insert(topic.clone(), message.clone());
+                    self.retained.insert(topic.clone(), (**message).clone());
                     Ok(())
                 }
                 SessionWrite::RetainCleared { topic } => {
@@ -158,7 +158,7 @@ pub(super) fn save(session: &mut StoredSession, write: &SessionWrite) {
     {
         session.protocol = *protocol;
         session.expiry = *expiry;
-        session.will.clone_from(will);
+        session.will = will.as_deref().cloned();
         session.disconnected_at = None;
     }
 }
@@ -214,7 +214,7 @@ fn apply_to_messages(session: &mut StoredSession, write: &SessionWrite) -> Resul
             if session.queued.last().is_some_and(|(last, _)| last >= seq) {
                 return Err(());
             }
-            session.queued.push((*seq, message.clone()));
+            session.queued.push((*seq, (**message).clone()));
         }
         SessionWrite::MessageDropped { seq, .. } => {
             let at = position(&session.queued, |(s, _)| s == seq)?;

@@ -33,7 +33,7 @@ pub fn encode_session_snapshot(session: &StoredSession) -> Vec<u8> {
     w.u32(len_u32(session.inflight.len()));
     for (id, state) in &session.inflight {
         w.u32(u32::from(id.get()));
-        w.bytes(&encode_inflight(0, state));
+        w.bytes(&encode_inflight(0, &state.as_ref()));
     }
     w.into_inner()
 }

@@ -18,9 +18,29 @@ pub(in crate::storage) enum Value {
     Encoded(Vec<u8>),
     /// The message of the batch's write at this index (`MessageQueued`, `RetainSet`).
     Queued(usize),
-    /// An inflight entry: its send number and state (boxed: a planned write stays small, so
-    /// the map of a large batch moves little).
-    Inflight(u64, Box<InflightState<StoredMessage>>),
+    /// An inflight entry: its send number and state, its message where the batch or a read
+    /// left it (no copy of a message queued in this batch).
+    Inflight(u64, InflightState<MessageAt>),
+}
+
+/// Where the message of a planned inflight entry is.
+#[derive(Debug)]
+pub(in crate::storage) enum MessageAt {
+    /// In the batch's write at this index (`MessageQueued`).
+    Batch(usize),
+    /// Read back from the store (boxed: a planned write stays small, so the map of a large
+    /// batch moves little).
+    Read(Box<StoredMessage>),
+}
+
+impl MessageAt {
+    /// The message, out of `batch` if it is there.
+    pub(in crate::storage) fn get<'a>(&'a self, batch: &'a [SessionWrite]) -> &'a StoredMessage {
+        match self {
+            Self::Batch(index) => message_of(batch, *index),
+            Self::Read(message) => message,
+        }
+    }
 }
 
 impl Value {
@@ -28,7 +48,9 @@ impl Value {
         match self {
             Self::Encoded(bytes) => bytes,
             Self::Queued(index) => encoding::encode_message(message_of(batch, index)),
-            Self::Inflight(send, state) => encoding::encode_inflight(send, &state),
+            Self::Inflight(send, state) => {
+                encoding::encode_inflight(send, &state.as_ref().map(|at| at.get(batch)))
+            }
         }
     }
 }

@@ -13,7 +13,7 @@ use codec::{MqttStr, PacketId, QoS};
 use super::index::{Flight, Index, Indexed, LastQueued, Phase};
 use super::keys::{self, QUEUED, corrupt};
 use super::kv::{KeyWrite, KvRead};
-use super::overlay::{Overlay, PlannedWrites, Value, message_of};
+use super::overlay::{MessageAt, Overlay, PlannedWrites, Value};
 use crate::InflightState;
 use crate::storage::encoding::{self, Malformed};
 use crate::storage::recording::{apply_to_record, save};
@@ -233,14 +233,16 @@ impl<'b, K: KvRead> Planner<'_, 'b, K> {
             return Ok(false);
         };
         let message = match &value {
-            Value::Queued(at) => message_of(self.batch, *at).clone(),
-            Value::Encoded(bytes) => encoding::decode_message(bytes)
-                .map_err(|Malformed| corrupt(&key, "a malformed queued message"))?,
+            Value::Queued(at) => MessageAt::Batch(*at),
+            Value::Encoded(bytes) => MessageAt::Read(Box::new(
+                encoding::decode_message(bytes)
+                    .map_err(|Malformed| corrupt(&key, "a malformed queued message"))?,
+            )),
             Value::Inflight(..) => {
                 return Err(corrupt(&key, "an inflight entry as a queued message"));
             }
         };
-        let (phase, state) = match message.qos {
+        let (phase, state) = match message.get(self.batch).qos {
             QoS::AtMostOnce => {
                 self.overlay.put(key, value, false);
                 return Ok(false);
@@ -251,7 +253,7 @@ impl<'b, K: KvRead> Planner<'_, 'b, K> {
         // Not in flight: the store holds no entry under the id.
         self.overlay.put(
             keys::inflight_key(client_id, id),
-            Value::Inflight(send, Box::new(state)),
+            Value::Inflight(send, state),
             true,
         );
         self.index.next_send += 1;
@@ -273,7 +275,7 @@ impl<'b, K: KvRead> Planner<'_, 'b, K> {
             }
             _ => return false,
         };
-        let entry = Value::Inflight(send, Box::new(InflightState::AwaitingPubComp));
+        let entry = Value::Inflight(send, InflightState::AwaitingPubComp);
         self.overlay
             .put(keys::inflight_key(client_id, id), entry, false);
         true
