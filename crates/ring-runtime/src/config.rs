@@ -98,7 +98,8 @@ pub struct RuntimeConfig {
     pub ring_entries: u32,
     /// Completion queue entries per ring (power of two, >= `ring_entries`). Default 16384.
     pub completion_entries: u32,
-    /// Provided receive buffers per shard (power of two, at most 32768). Default 512.
+    /// Provided receive buffers per shard (power of two, at most 32768), the most the ring offers
+    /// at once (it offers as many as the traffic needs). Default 512.
     pub recv_buffers: u16,
     /// Size of one receive buffer in bytes (also the epoll read chunk). Default 16 KiB.
     pub recv_buffer_size: u32,

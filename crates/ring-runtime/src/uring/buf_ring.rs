@@ -2,16 +2,22 @@
 //! multishot-receive completion, so an idle connection holds no read buffer.
 //!
 //! Ownership rule: a buffer id handed out in a completion belongs to the shard until
-//! [`BufRing::take`] copies its bytes into a fresh `Bytes` (the handler's to keep) and puts the
-//! buffer straight back on the ring. `take` is the only place buffers are returned.
+//! [`BufRing::take`] copies its bytes into a fresh `Bytes` (the handler's to keep) and gives
+//! the buffer back to the [`BufPolicy`], which decides what the ring offers next (only as many
+//! buffers as the traffic needs, warm ones first). `take` is the only place buffers are
+//! returned; a buffer's pages go back to the OS only while it is spare (neither offered nor
+//! held).
 
 use std::io;
 use std::ptr::NonNull;
 use std::sync::atomic::{AtomicU16, Ordering};
+use std::time::Instant;
 
 use bytes::Bytes;
 use io_uring::Submitter;
 use io_uring::types::BufRingEntry;
+
+use super::buf_policy::BufPolicy;
 
 /// An anonymous, page-aligned memory mapping the kernel may write to (so Rust never holds a
 /// reference into it except for the instant of a copy).
@@ -64,11 +70,12 @@ pub(crate) struct BufRing {
     buf_size: usize,
     group: u16,
     tail: u16,
+    policy: BufPolicy,
 }
 
 impl BufRing {
-    /// Allocates `count` buffers of `buf_size` bytes, fills the ring with all of them and
-    /// registers it as buffer group `group`.
+    /// Allocates `count` buffers of `buf_size` bytes, offers the policy's first few and
+    /// registers the ring as buffer group `group`.
     pub(crate) fn register(
         submitter: &Submitter<'_>,
         count: u16,
@@ -83,11 +90,9 @@ impl BufRing {
             buf_size: buf_size as usize,
             group,
             tail: 0,
+            policy: BufPolicy::new(count, Instant::now()),
         };
-        for bid in 0..count {
-            ring.push(bid);
-        }
-        ring.publish();
+        ring.refill();
         // SAFETY: the mapping is page-aligned, holds `count` entries and lives until `self`
         // is dropped, which happens only after the ring fd (and so the registration) is gone;
         // see `UringBackend`'s field order.
@@ -124,9 +129,55 @@ impl BufRing {
                 .add(usize::from(bid) * self.buf_size);
             Bytes::copy_from_slice(std::slice::from_raw_parts(start, len))
         };
-        self.push(bid);
-        self.publish();
+        self.policy.given_back(bid);
+        self.refill();
         data
+    }
+
+    /// A receive found no buffer in the ring (`ENOBUFS`).
+    pub(crate) fn ran_dry(&mut self) {
+        self.policy.ran_dry();
+    }
+
+    /// Once per wait: lets the policy grow or shrink the offer, and hands the pages of the
+    /// spare buffers it no longer keeps warm back to the OS.
+    pub(crate) fn adjust(&mut self, now: Instant) {
+        let cold = self.policy.adjust(now);
+        self.refill();
+        for bid in cold {
+            self.release_pages(bid);
+        }
+    }
+
+    /// Offers buffers until the policy's target is reached, and publishes them.
+    fn refill(&mut self) {
+        let mut pushed = false;
+        while let Some(bid) = self.policy.next_to_offer() {
+            self.push(bid);
+            pushed = true;
+        }
+        if pushed {
+            self.publish();
+        }
+    }
+
+    /// Hands back to the OS the whole pages inside spare buffer `bid` (a page shared with a
+    /// neighbour is kept).
+    fn release_pages(&self, bid: u16) {
+        let page = page_size();
+        let start = self.buffers.ptr.as_ptr() as usize + usize::from(bid) * self.buf_size;
+        let first = start.next_multiple_of(page);
+        let end = (start + self.buf_size) / page * page;
+        if end <= first {
+            return;
+        }
+        // SAFETY: `first..end` lies inside buffer `bid` of the mapping, which is spare: not in
+        // the ring (the kernel cannot write it) and not being read (its bytes were copied out
+        // in `take`). MADV_DONTNEED on private anonymous memory only drops the pages; the next
+        // write faults in zeroed ones. A failure leaves the pages in place, which is harmless.
+        unsafe {
+            libc::madvise(first as *mut libc::c_void, end - first, libc::MADV_DONTNEED);
+        }
     }
 
     /// Writes the entry for `bid` at the local tail.
@@ -153,4 +204,14 @@ impl BufRing {
         };
         tail.store(self.tail, Ordering::Release);
     }
+}
+
+/// The system's page size (4 KiB where it cannot be read).
+fn page_size() -> usize {
+    // SAFETY: sysconf only reads a system value.
+    let size = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+    usize::try_from(size)
+        .ok()
+        .filter(|size| *size > 0)
+        .unwrap_or(4096)
 }

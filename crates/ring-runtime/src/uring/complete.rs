@@ -147,6 +147,7 @@ impl UringBackend {
         match result {
             0 => events.push(Event::Eof { conn }),
             result if result == -libc::ENOBUFS => {
+                self.buf_ring.ran_dry();
                 if still_wanted {
                     self.starved.push_back(conn);
                 }

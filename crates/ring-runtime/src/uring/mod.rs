@@ -7,6 +7,7 @@
 //! removed only at its last completion (also after `ASYNC_CANCEL`). A connection counts its
 //! in-flight operations (`Conn::inflight`); the shard closes its descriptor only at zero.
 
+mod buf_policy;
 mod buf_ring;
 mod complete;
 mod ops;
@@ -267,8 +268,10 @@ impl Backend for UringBackend {
 }
 
 impl UringBackend {
-    /// Re-arms receives that ran out of buffers, as many as the ring has buffers.
+    /// Lets the buffer ring adjust its offer, then re-arms receives that ran out of buffers, as
+    /// many as the ring has buffers.
     fn rearm_starved(&mut self, conns: &mut ConnTable, events: &mut Vec<Event>) {
+        self.buf_ring.adjust(std::time::Instant::now());
         let count = self.starved.len().min(self.recv_buffers);
         for conn in self.starved.drain(..count).collect::<Vec<_>>() {
             let Some(record) = conns.get_mut(conn) else {

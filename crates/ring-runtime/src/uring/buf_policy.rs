@@ -1,0 +1,214 @@
+//! Which provided buffers the ring offers the kernel: only as many as the traffic needs, the
+//! most recently used first, so that the pages an idle or lightly loaded shard touches stay
+//! few (the kernel takes ring entries in order: a ring holding every buffer would have each
+//! of them written once within its first receives).
+//!
+//! The ring offers `target` buffers (from [`MIN_OFFERED`]); a receive that finds none
+//! (`ENOBUFS`) doubles it, at most once per wait, up to every buffer. Buffers given back go on
+//! a stack and the ring is refilled from its top (warm pages first). Once per
+//! [`SHRINK_INTERVAL`], if the ring never had fewer than half its offered buffers left (the
+//! traffic needed under half), the target halves, and spare buffers beyond the target that
+//! were written are handed back to the OS (their pages read as zeros when next used).
+
+use std::time::{Duration, Instant};
+
+/// The fewest buffers the ring offers.
+pub(super) const MIN_OFFERED: u16 = 32;
+/// How often the offer may shrink.
+pub(super) const SHRINK_INTERVAL: Duration = Duration::from_secs(1);
+
+/// The offer's bookkeeping (no memory of its own beyond a stack and a flag per buffer).
+#[derive(Debug)]
+pub(super) struct BufPolicy {
+    /// Buffers neither in the ring nor held by a completion being handled; the last was
+    /// given back last.
+    spare: Vec<u16>,
+    /// Per buffer: offered since its pages were last handed back (it may hold pages).
+    warm: Vec<bool>,
+    /// Buffers in the ring, not yet taken by a receive.
+    offered: u16,
+    /// How many the ring should offer.
+    target: u16,
+    /// The fewest offered since the last shrink check.
+    low_water: u16,
+    /// The ring ran dry since the last wait.
+    starved: bool,
+    /// When the offer was last checked for shrinking.
+    checked: Instant,
+}
+
+impl BufPolicy {
+    /// A policy for `count` buffers (ids `0..count`), none offered yet.
+    pub(super) fn new(count: u16, now: Instant) -> Self {
+        let target = MIN_OFFERED.min(count);
+        Self {
+            spare: (0..count).rev().collect(),
+            warm: vec![false; usize::from(count)],
+            offered: 0,
+            target,
+            low_water: target,
+            starved: false,
+            checked: now,
+        }
+    }
+
+    /// The next buffer to offer, while the ring offers fewer than its target.
+    pub(super) fn next_to_offer(&mut self) -> Option<u16> {
+        if self.offered >= self.target {
+            return None;
+        }
+        let bid = self.spare.pop()?;
+        self.warm[usize::from(bid)] = true;
+        self.offered += 1;
+        Some(bid)
+    }
+
+    /// A receive took `bid` from the ring and it has been copied out: it is spare again.
+    pub(super) fn given_back(&mut self, bid: u16) {
+        self.offered = self.offered.saturating_sub(1);
+        self.low_water = self.low_water.min(self.offered);
+        self.spare.push(bid);
+    }
+
+    /// A receive found the ring empty.
+    pub(super) fn ran_dry(&mut self) {
+        self.starved = true;
+    }
+
+    /// Once per wait: doubles the target after a dry ring; at most every [`SHRINK_INTERVAL`],
+    /// halves it when under half was used. Returns the spare buffers whose pages can go back to
+    /// the OS (no longer warm once returned).
+    pub(super) fn adjust(&mut self, now: Instant) -> Vec<u16> {
+        let count = u16::try_from(self.warm.len()).unwrap_or(u16::MAX);
+        if std::mem::take(&mut self.starved) {
+            self.target = self.target.saturating_mul(2).min(count);
+            self.low_water = 0;
+            self.checked = now;
+            return Vec::new();
+        }
+        if now.duration_since(self.checked) < SHRINK_INTERVAL {
+            return Vec::new();
+        }
+        self.checked = now;
+        let needed_under_half = self.low_water > self.target / 2;
+        self.low_water = self.offered;
+        if !needed_under_half || self.target <= MIN_OFFERED {
+            return Vec::new();
+        }
+        self.target = (self.target / 2).max(MIN_OFFERED);
+        self.cold_spares()
+    }
+
+    /// The warm spare buffers beyond the `target` most recently given back, now cold.
+    fn cold_spares(&mut self) -> Vec<u16> {
+        let keep = usize::from(self.target);
+        let cold = self.spare.len().saturating_sub(keep);
+        let mut released = Vec::new();
+        for &bid in &self.spare[..cold] {
+            let warm = &mut self.warm[usize::from(bid)];
+            if std::mem::take(warm) {
+                released.push(bid);
+            }
+        }
+        released
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn offer_all(policy: &mut BufPolicy) -> Vec<u16> {
+        std::iter::from_fn(|| policy.next_to_offer()).collect()
+    }
+
+    #[test]
+    fn a_quiet_ring_reuses_the_same_few_buffers() {
+        let now = Instant::now();
+        let mut policy = BufPolicy::new(512, now);
+        let mut ring: std::collections::VecDeque<u16> = offer_all(&mut policy).into();
+        assert_eq!(ring.len(), usize::from(MIN_OFFERED));
+        let mut used = std::collections::HashSet::new();
+        for _ in 0..10_000 {
+            let bid = ring.pop_front().unwrap();
+            used.insert(bid);
+            policy.given_back(bid);
+            ring.extend(offer_all(&mut policy));
+        }
+        assert_eq!(used.len(), usize::from(MIN_OFFERED));
+    }
+
+    #[test]
+    fn a_dry_ring_doubles_its_offer_once_per_wait() {
+        let now = Instant::now();
+        let mut policy = BufPolicy::new(512, now);
+        offer_all(&mut policy);
+        policy.ran_dry();
+        policy.ran_dry();
+        assert!(policy.adjust(now).is_empty());
+        assert_eq!(offer_all(&mut policy).len(), usize::from(MIN_OFFERED));
+        assert_eq!(policy.target, 2 * MIN_OFFERED);
+        for _ in 0..10 {
+            policy.ran_dry();
+            policy.adjust(now);
+        }
+        assert_eq!(policy.target, 512);
+    }
+
+    #[test]
+    fn an_offer_used_under_half_shrinks_and_hands_cold_pages_back() {
+        let start = Instant::now();
+        let mut policy = BufPolicy::new(512, start);
+        policy.target = 256;
+        policy.low_water = u16::MAX;
+        let mut ring: std::collections::VecDeque<u16> = offer_all(&mut policy).into();
+        assert_eq!(ring.len(), 256);
+        // Light traffic: one buffer taken at a time, all 256 written in turn.
+        for _ in 0..256 {
+            let bid = ring.pop_front().unwrap();
+            policy.given_back(bid);
+            ring.extend(offer_all(&mut policy));
+        }
+        assert!(
+            policy.adjust(start).is_empty(),
+            "shrunk before the interval"
+        );
+        assert!(policy.adjust(start + SHRINK_INTERVAL).is_empty());
+        assert_eq!(policy.target, 128);
+        // The ring holds more than the target now: buffers taken are not offered again.
+        for _ in 0..200 {
+            let bid = ring.pop_front().unwrap();
+            policy.given_back(bid);
+            ring.extend(offer_all(&mut policy));
+        }
+        assert_eq!(ring.len(), 128);
+        let released = policy.adjust(start + SHRINK_INTERVAL * 2);
+        assert_eq!(policy.target, 64);
+        // 128 taken while the ring held more than its target stayed spare (the other 72 were
+        // offered again): the 64 given back last stay warm, the other 64 are released.
+        assert_eq!(released.len(), 64);
+        assert!(released.iter().all(|bid| !ring.contains(bid)));
+        assert!(released.iter().all(|bid| !policy.warm[usize::from(*bid)]));
+        let again = policy.adjust(start + SHRINK_INTERVAL * 3);
+        assert!(
+            again.iter().all(|bid| !released.contains(bid)),
+            "released twice"
+        );
+    }
+
+    #[test]
+    fn a_busy_offer_does_not_shrink() {
+        let start = Instant::now();
+        let mut policy = BufPolicy::new(512, start);
+        let offered = offer_all(&mut policy);
+        // Every offered buffer taken before any comes back.
+        for bid in offered {
+            policy.given_back(bid);
+        }
+        offer_all(&mut policy);
+        policy.target = 64;
+        policy.low_water = 0;
+        assert!(policy.adjust(start + SHRINK_INTERVAL).is_empty());
+        assert_eq!(policy.target, 64);
+    }
+}
