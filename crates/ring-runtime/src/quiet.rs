@@ -4,7 +4,7 @@
 //! slower one was still posting to it, and what it posted (a QoS 1/2 copy already
 //! acknowledged to its publisher, say) was lost at a clean shutdown.
 
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use crate::ids::ShardId;
@@ -19,14 +19,12 @@ pub(crate) const QUIET_LOOK_EVERY: Duration = Duration::from_millis(50);
 #[derive(Debug)]
 pub(crate) struct QuietBoard {
     quiet: Vec<AtomicBool>,
-    count: AtomicUsize,
 }
 
 impl QuietBoard {
     pub(crate) fn new(shards: usize) -> Self {
         Self {
             quiet: (0..shards).map(|_| AtomicBool::new(false)).collect(),
-            count: AtomicUsize::new(0),
         }
     }
 
@@ -35,16 +33,12 @@ impl QuietBoard {
         let Some(flag) = self.quiet.get(shard.index()) else {
             return false;
         };
-        if flag.swap(true, Ordering::AcqRel) {
-            return false;
-        }
-        self.count.fetch_add(1, Ordering::AcqRel);
-        true
+        !flag.swap(true, Ordering::AcqRel)
     }
 
     /// Whether every shard is quiet (or ended).
     pub(crate) fn all(&self) -> bool {
-        self.count.load(Ordering::Acquire) >= self.quiet.len()
+        self.quiet.iter().all(|flag| flag.load(Ordering::Acquire))
     }
 }
 
