@@ -20,7 +20,7 @@ use std::sync::mpsc::{SyncSender, TrySendError};
 use codec::{MqttStr, Packet, PacketId};
 use ring_runtime::{ConnId, ShardId};
 use session_store::SessionExpiry;
-use session_store::storage::SessionWrite;
+use session_store::storage::{MessageSeq, SessionWrite, StoredMessage};
 
 use super::send::NotSent;
 use super::{BrokerShard, Ctx};
@@ -186,10 +186,57 @@ impl Durability {
         });
     }
 
-    /// Records a write of this turn.
+    /// Records a write of this turn. An `InflightSent` of the message this turn's last write
+    /// queued becomes one `MessageSent` with it (a connected subscriber's copy is usually
+    /// queued and sent at once: one write to build, move and plan instead of two).
     pub(super) fn record(&mut self, write: SessionWrite) {
-        if self.enabled() {
-            self.writes.push(write);
+        if !self.enabled() {
+            return;
+        }
+        let write = match write {
+            SessionWrite::InflightSent {
+                client_id,
+                seq,
+                packet_id,
+            } => match self.take_last_queued(&client_id, seq) {
+                Some(message) => SessionWrite::MessageSent {
+                    client_id,
+                    seq,
+                    packet_id,
+                    message,
+                },
+                None => SessionWrite::InflightSent {
+                    client_id,
+                    seq,
+                    packet_id,
+                },
+            },
+            write => write,
+        };
+        self.writes.push(write);
+    }
+
+    /// The message of this turn's last write, taken out with it, if that write queued `seq`
+    /// for `client_id`.
+    fn take_last_queued(
+        &mut self,
+        client_id: &MqttStr,
+        seq: MessageSeq,
+    ) -> Option<Box<StoredMessage>> {
+        let SessionWrite::MessageQueued {
+            client_id: queued_for,
+            seq: queued,
+            ..
+        } = self.writes.last()?
+        else {
+            return None;
+        };
+        if *queued != seq || queued_for != client_id {
+            return None;
+        }
+        match self.writes.pop() {
+            Some(SessionWrite::MessageQueued { message, .. }) => Some(message),
+            _ => None,
         }
     }
 

@@ -55,6 +55,16 @@ pub(super) fn sent(client: &str, seq: u64, id: u16) -> SessionWrite {
     }
 }
 
+/// `MessageSent` for `client`: a message of `qos` queued as `seq` and sent as `id` at once.
+pub(super) fn queued_and_sent(client: &str, seq: u64, id: u16, qos: QoS) -> SessionWrite {
+    SessionWrite::MessageSent {
+        client_id: text(client),
+        seq,
+        packet_id: pid(id),
+        message: Box::new(message("t", qos)),
+    }
+}
+
 pub(super) fn subscribed(client: &str, filter: &str, qos: QoS) -> SessionWrite {
     SessionWrite::Subscribed {
         client_id: text(client),
@@ -284,6 +294,20 @@ pub(super) fn each_write_that_does_not_follow_the_stored_state_is_skipped<S: Ses
             sent("a", 1, 1),
             sent("a", 2, 1),
         ],
+        vec![
+            saved("a", SessionExpiry::Never),
+            queued("a", 5, QoS::AtLeastOnce),
+            queued_and_sent("a", 5, 1, QoS::AtLeastOnce),
+        ],
+        vec![
+            saved("a", SessionExpiry::Never),
+            queued_and_sent("a", 1, 1, QoS::AtLeastOnce),
+            queued_and_sent("a", 2, 1, QoS::ExactlyOnce),
+        ],
+        vec![
+            saved("a", SessionExpiry::Never),
+            queued_and_sent("a", 1, 1, QoS::AtMostOnce),
+        ],
         vec![saved("a", SessionExpiry::Never), qos2_released(1)],
         vec![
             saved("a", SessionExpiry::Never),
@@ -319,6 +343,44 @@ pub(super) fn each_write_that_does_not_follow_the_stored_state_is_skipped<S: Ses
             "{batch:?}"
         );
     }
+}
+
+/// `MessageSent` stores what `MessageQueued` and then `InflightSent` store, whether the queue
+/// was empty or held older messages, in one batch or across batches, and the flow goes on
+/// from it (released, acknowledged) as from a sent queued message.
+pub(super) fn a_message_queued_and_sent_at_once_is_stored_as_sent<S: SessionStorage>(
+    make: impl Fn() -> S,
+) {
+    let start = [
+        saved("a", SessionExpiry::Never),
+        queued("a", 1, QoS::AtLeastOnce),
+    ];
+    let split = [
+        queued("a", 2, QoS::ExactlyOnce),
+        sent("a", 2, 7),
+        queued("a", 3, QoS::AtLeastOnce),
+        sent("a", 3, 8),
+    ];
+    let merged = [
+        queued_and_sent("a", 2, 7, QoS::ExactlyOnce),
+        queued_and_sent("a", 3, 8, QoS::AtLeastOnce),
+    ];
+    let after = [released(7), acked(8), queued("a", 4, QoS::AtLeastOnce)];
+    let mut expected = make();
+    expected.commit(&start).unwrap();
+    expected.commit(&split).unwrap();
+    let mut storage = make();
+    storage.commit(&start).unwrap();
+    assert_eq!(storage.commit(&merged).unwrap(), Committed::default());
+    assert_eq!(storage.load().unwrap(), expected.load().unwrap());
+    for engine in [&mut storage, &mut expected] {
+        assert_eq!(engine.commit(&after).unwrap(), Committed::default());
+    }
+    assert_eq!(storage.load().unwrap(), expected.load().unwrap());
+    let mut one_batch = make();
+    let all: Vec<SessionWrite> = [&start[..], &merged, &after].concat();
+    assert_eq!(one_batch.commit(&all).unwrap(), Committed::default());
+    assert_eq!(one_batch.load().unwrap(), expected.load().unwrap());
 }
 
 /// `RetainSet` for `topic`, with a payload naming it.

@@ -83,6 +83,11 @@ macro_rules! contract_suite {
         }
 
         #[test]
+        fn a_message_queued_and_sent_at_once_is_stored_as_sent() {
+            contract::a_message_queued_and_sent_at_once_is_stored_as_sent($make);
+        }
+
+        #[test]
         fn retained_messages_are_set_replaced_and_cleared() {
             contract::retained_messages_are_set_replaced_and_cleared($make);
         }

@@ -32,7 +32,8 @@
 //!   other write but `SessionRemoved` needs the session to exist, `InflightSent` and
 //!   `MessageDropped` need the queued message (`InflightSent` a QoS 1/2 one, its packet id not
 //!   in flight), `MessageQueued` a sequence number above every one queued now (any, once the
-//!   queue is empty: sent messages no longer hold theirs), `InflightReleased` an entry awaiting
+//!   queue is empty: sent messages no longer hold theirs), `MessageSent` what `MessageQueued`
+//!   and then `InflightSent` need, `InflightReleased` an entry awaiting
 //!   PUBREC, `InflightAcked` an entry, `Qos2Received` an id not yet recorded, `Qos2Released` a
 //!   recorded one, `Unsubscribed` the subscription. A write that does not follow the stored
 //!   state is skipped and reported in [`Committed::skipped`] (a broker bug or a benign race,
@@ -60,6 +61,7 @@
 //! | `MessageQueued` | `deliver.rs`: `enqueue` (every QoS 1/2 copy, before it may be sent; `spill.rs`: `enqueue_on_disk` beyond the memory bound) |
 //! | `MessageDropped` | `deliver.rs`: `enqueue` (drop-oldest at a bound), `redistribute_shared`; `spill.rs` |
 //! | `InflightSent` | `deliver.rs`: `send_next` (popped from the queue, admitted to the window) |
+//! | `MessageSent` | `durable.rs`: `record` (an `InflightSent` of the copy the turn's last write queued replaces that `MessageQueued`: the same state in one write) |
 //! | `InflightReleased` | `acks.rs`: `handle_pubrec` |
 //! | `InflightAcked` | `acks.rs`: `handle_puback`, `handle_pubcomp`; `deliver.rs`/`acks.rs` where an entry is abandoned |
 //! | `Qos2Received` / `Qos2Released` | `publish.rs`: `handle_publish` (QoS 2 recorded) / `acks.rs`: `handle_pubrel` |

@@ -120,6 +120,16 @@ impl Writes {
                 client_id,
                 seq: near,
             },
+            10 if self.rng.below(2) == 0 => {
+                self.next_seq[c] += 1;
+                let qos = *self.rng.pick(&[QoS::AtLeastOnce, QoS::ExactlyOnce]);
+                SessionWrite::MessageSent {
+                    client_id,
+                    seq: self.next_seq[c],
+                    packet_id: pid(u16::try_from(1 + self.rng.below(8)).unwrap()),
+                    message: Box::new(message(&format!("t/{}", self.next_seq[c]), qos)),
+                }
+            }
             10..=12 => SessionWrite::InflightSent {
                 client_id,
                 seq: near,

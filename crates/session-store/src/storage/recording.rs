@@ -129,6 +129,7 @@ fn apply(sessions: &mut BTreeMap<MqttStr, StoredSession>, write: &SessionWrite) 
         SessionWrite::MessageQueued { .. }
         | SessionWrite::MessageDropped { .. }
         | SessionWrite::InflightSent { .. }
+        | SessionWrite::MessageSent { .. }
         | SessionWrite::InflightReleased { .. }
         | SessionWrite::InflightAcked { .. } => {
             let session = session_of(sessions, write)?;
@@ -207,6 +208,15 @@ pub(super) fn apply_to_record(session: &mut StoredSession, write: &SessionWrite)
     Ok(())
 }
 
+/// The first inflight state of a QoS 1/2 `message` just sent.
+fn awaiting_ack(message: StoredMessage) -> InflightState<StoredMessage> {
+    if message.qos == QoS::AtLeastOnce {
+        InflightState::AwaitingPubAck(message)
+    } else {
+        InflightState::AwaitingPubRec(message)
+    }
+}
+
 /// Applies a queue or inflight write.
 fn apply_to_messages(session: &mut StoredSession, write: &SessionWrite) -> Result<(), ()> {
     match write {
@@ -228,12 +238,20 @@ fn apply_to_messages(session: &mut StoredSession, write: &SessionWrite) -> Resul
                 s == seq && m.qos != QoS::AtMostOnce
             })?;
             let (_, message) = session.queued.remove(at);
-            let state = if message.qos == QoS::AtLeastOnce {
-                InflightState::AwaitingPubAck(message)
-            } else {
-                InflightState::AwaitingPubRec(message)
-            };
-            session.inflight.push((*packet_id, state));
+            session.inflight.push((*packet_id, awaiting_ack(message)));
+        }
+        SessionWrite::MessageSent {
+            seq,
+            packet_id,
+            message,
+            ..
+        } => {
+            let queued_above = session.queued.last().is_some_and(|(last, _)| last >= seq);
+            let in_flight = session.inflight.iter().any(|(id, _)| id == packet_id);
+            if queued_above || in_flight || message.qos == QoS::AtMostOnce {
+                return Err(());
+            }
+            (session.inflight).push((*packet_id, awaiting_ack((**message).clone())));
         }
         SessionWrite::InflightReleased { packet_id, .. } => {
             let at = position(&session.inflight, |(id, state)| {

@@ -78,6 +78,15 @@ pub enum SessionWrite {
         seq: MessageSeq,
         packet_id: PacketId,
     },
+    /// A QoS 1/2 copy was queued and at once sent with `packet_id`: `MessageQueued` followed
+    /// by its `InflightSent`, as one write (the usual case for a connected subscriber with
+    /// room in its window; the queued entry is never stored).
+    MessageSent {
+        client_id: MqttStr,
+        seq: MessageSeq,
+        packet_id: PacketId,
+        message: Box<StoredMessage>,
+    },
     /// PUBREC received and PUBREL sent: the message is released, the id awaits PUBCOMP.
     InflightReleased {
         client_id: MqttStr,
@@ -119,6 +128,7 @@ impl SessionWrite {
             | Self::MessageQueued { client_id, .. }
             | Self::MessageDropped { client_id, .. }
             | Self::InflightSent { client_id, .. }
+            | Self::MessageSent { client_id, .. }
             | Self::InflightReleased { client_id, .. }
             | Self::InflightAcked { client_id, .. }
             | Self::Qos2Received { client_id, .. }
@@ -138,6 +148,7 @@ impl SessionWrite {
             Self::MessageQueued { .. } => "MessageQueued",
             Self::MessageDropped { .. } => "MessageDropped",
             Self::InflightSent { .. } => "InflightSent",
+            Self::MessageSent { .. } => "MessageSent",
             Self::InflightReleased { .. } => "InflightReleased",
             Self::InflightAcked { .. } => "InflightAcked",
             Self::Qos2Received { .. } => "Qos2Received",

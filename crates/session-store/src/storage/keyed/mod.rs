@@ -20,7 +20,8 @@
 //! Subscriptions and QoS 2 ids live in the record: they are small and their order matters.
 //! `InflightSent` moves the message from its `q` key into the `i` key, so the `q` keys are
 //! exactly the queue (a sequence number the broker reuses once its queue emptied cannot meet an
-//! older message). A message queued and sent in one batch is written once, under `i`.
+//! older message). A message queued and sent in one batch is written once, under `i`
+//! (`MessageSent` plans only that key).
 //! Inflight entries load in send order: each carries an engine-wide send number, increasing,
 //! given at `InflightSent` (so the order holds whatever the sequence numbers are).
 //!

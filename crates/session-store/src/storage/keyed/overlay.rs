@@ -26,7 +26,7 @@ pub(in crate::storage) enum Value {
 /// Where the message of a planned inflight entry is.
 #[derive(Debug)]
 pub(in crate::storage) enum MessageAt {
-    /// In the batch's write at this index (`MessageQueued`).
+    /// In the batch's write at this index (`MessageQueued`, `MessageSent`).
     Batch(usize),
     /// Read back from the store (boxed: a planned write stays small, so the map of a large
     /// batch moves little).
@@ -58,9 +58,9 @@ impl Value {
 /// The message the batch's write at `index` carries.
 pub(in crate::storage) fn message_of(batch: &[SessionWrite], index: usize) -> &StoredMessage {
     match &batch[index] {
-        SessionWrite::MessageQueued { message, .. } | SessionWrite::RetainSet { message, .. } => {
-            message
-        }
+        SessionWrite::MessageQueued { message, .. }
+        | SessionWrite::MessageSent { message, .. }
+        | SessionWrite::RetainSet { message, .. } => message,
         other => panic!("invariant: a planned message names a write with one, not {other:?}"),
     }
 }

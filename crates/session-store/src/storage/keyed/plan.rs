@@ -13,7 +13,7 @@ use codec::{MqttStr, PacketId, QoS};
 use super::index::{Flight, Index, Indexed, LastQueued, Phase};
 use super::keys::{self, QUEUED, corrupt};
 use super::kv::{KeyWrite, KvRead};
-use super::overlay::{MessageAt, Overlay, PlannedWrites, Value};
+use super::overlay::{self, MessageAt, Overlay, PlannedWrites, Value};
 use crate::InflightState;
 use crate::storage::encoding::{self, Malformed};
 use crate::storage::recording::{apply_to_record, save};
@@ -89,6 +89,12 @@ impl<'b, K: KvRead> Planner<'_, 'b, K> {
                 seq,
                 packet_id,
             } => self.send(client_id, *seq, *packet_id),
+            SessionWrite::MessageSent {
+                client_id,
+                seq,
+                packet_id,
+                ..
+            } => self.queue_and_send(client_id, *seq, *packet_id, at),
             SessionWrite::InflightReleased {
                 client_id,
                 packet_id,
@@ -180,12 +186,7 @@ impl<'b, K: KvRead> Planner<'_, 'b, K> {
         let Some(last) = self.session(client_id).map(|s| s.last_queued) else {
             return Ok(false);
         };
-        let last = match last {
-            LastQueued::Empty => None,
-            LastQueued::Seq(seq) => Some(seq),
-            LastQueued::Unknown => self.stored_last_queued(client_id)?,
-        };
-        if last.is_some_and(|last| last >= seq) {
+        if !self.above_queued(client_id, last, seq)? {
             return Ok(false);
         }
         // Above every queued sequence number: the store holds no message under it.
@@ -195,6 +196,22 @@ impl<'b, K: KvRead> Planner<'_, 'b, K> {
             session.push_queued(seq);
         }
         Ok(true)
+    }
+
+    /// Whether `seq` is above every message `client_id`'s queue holds (`last`: its last as
+    /// the index knows it).
+    fn above_queued(
+        &self,
+        client_id: &MqttStr,
+        last: LastQueued,
+        seq: MessageSeq,
+    ) -> Result<bool, StorageError> {
+        let last = match last {
+            LastQueued::Empty => None,
+            LastQueued::Seq(seq) => Some(seq),
+            LastQueued::Unknown => self.stored_last_queued(client_id)?,
+        };
+        Ok(last.is_none_or(|last| last < seq))
     }
 
     /// The last queued sequence number as the store (with the batch so far) has it.
@@ -222,7 +239,6 @@ impl<'b, K: KvRead> Planner<'_, 'b, K> {
     }
 
     fn send(&mut self, client_id: &MqttStr, seq: MessageSeq, id: PacketId) -> Applied {
-        let send = self.index.next_send;
         match self.session(client_id) {
             Some(s) if s.queued > 0 && !s.inflight.contains_key(&id) => {}
             _ => return Ok(false),
@@ -242,13 +258,47 @@ impl<'b, K: KvRead> Planner<'_, 'b, K> {
                 return Err(corrupt(&key, "an inflight entry as a queued message"));
             }
         };
+        if message.get(self.batch).qos == QoS::AtMostOnce {
+            self.overlay.put(key, value, false);
+            return Ok(false);
+        }
+        if let Some(session) = self.session(client_id) {
+            session.remove_queued(seq);
+        }
+        self.put_inflight(client_id, id, message);
+        Ok(true)
+    }
+
+    /// `MessageSent`: the message goes straight into its inflight entry; no queued key is
+    /// planned (and none is stored: the sequence number is above every queued one).
+    fn queue_and_send(
+        &mut self,
+        client_id: &MqttStr,
+        seq: MessageSeq,
+        id: PacketId,
+        at: usize,
+    ) -> Applied {
+        let Some(session) = self.index.sessions.get(client_id) else {
+            return Ok(false);
+        };
+        let (last, in_flight) = (session.last_queued, session.inflight.contains_key(&id));
+        if in_flight || overlay::message_of(self.batch, at).qos == QoS::AtMostOnce {
+            return Ok(false);
+        }
+        if !self.above_queued(client_id, last, seq)? {
+            return Ok(false);
+        }
+        self.put_inflight(client_id, id, MessageAt::Batch(at));
+        Ok(true)
+    }
+
+    /// Plans the inflight entry of `message` (QoS 1 or 2), just sent under `id`, which is not
+    /// in flight.
+    fn put_inflight(&mut self, client_id: &MqttStr, id: PacketId, message: MessageAt) {
+        let send = self.index.next_send;
         let (phase, state) = match message.get(self.batch).qos {
-            QoS::AtMostOnce => {
-                self.overlay.put(key, value, false);
-                return Ok(false);
-            }
-            QoS::AtLeastOnce => (Phase::Ack, InflightState::AwaitingPubAck(message)),
             QoS::ExactlyOnce => (Phase::Rec, InflightState::AwaitingPubRec(message)),
+            _ => (Phase::Ack, InflightState::AwaitingPubAck(message)),
         };
         // Not in flight: the store holds no entry under the id.
         self.overlay.put(
@@ -258,10 +308,8 @@ impl<'b, K: KvRead> Planner<'_, 'b, K> {
         );
         self.index.next_send += 1;
         if let Some(session) = self.session(client_id) {
-            session.remove_queued(seq);
             session.inflight.insert(id, Flight { send, phase });
         }
-        Ok(true)
     }
 
     fn release(&mut self, client_id: &MqttStr, id: PacketId) -> bool {
