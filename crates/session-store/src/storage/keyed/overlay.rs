@@ -107,13 +107,20 @@ impl PlannedWrites {
         self.slots.reserve(writes);
     }
 
-    /// The position of `key`'s planned write, if it has one.
-    fn position(&self, key: &[u8]) -> Option<usize> {
+    /// The position of `key`'s planned write (`Ok`), or the key's hash to plan it under
+    /// (`Err`).
+    fn find(&self, key: &[u8]) -> Result<usize, u64> {
         let hash = self.hasher.hash_one(key);
         let slots = &self.slots;
         (self.by_key)
             .find(hash, |&at| slots[at as usize].key == key)
             .map(|&at| at as usize)
+            .ok_or(hash)
+    }
+
+    /// The position of `key`'s planned write, if it has one.
+    fn position(&self, key: &[u8]) -> Option<usize> {
+        self.find(key).ok()
     }
 
     fn get(&self, key: &[u8]) -> Option<&Planned> {
@@ -121,19 +128,13 @@ impl PlannedWrites {
             .and_then(|at| self.slots[at].planned.as_ref())
     }
 
-    fn get_mut(&mut self, key: &[u8]) -> Option<&mut Planned> {
-        let at = self.position(key)?;
-        self.slots[at].planned.as_mut()
-    }
-
     fn at_mut(&mut self, at: usize) -> &mut Planned {
         (self.slots[at].planned.as_mut())
             .expect("invariant: a position in the table names a live planned write")
     }
 
-    /// Plans `planned` under `key`, which has no planned write.
-    fn insert(&mut self, key: Vec<u8>, planned: Planned) {
-        let hash = self.hasher.hash_one(&key);
+    /// Plans `planned` under `key` (of `hash`), which has no planned write.
+    fn insert(&mut self, hash: u64, key: Vec<u8>, planned: Planned) {
         let at = u32::try_from(self.slots.len())
             .expect("invariant: a batch plans fewer than 2^32 key writes");
         let slots = &self.slots;
@@ -192,9 +193,10 @@ impl<'a, K: KvRead> Overlay<'a, K> {
 
     /// Plans `value` under `key`; `absent_before`: the store is known to hold nothing there.
     pub(in crate::storage) fn put(&mut self, key: Vec<u8>, value: Value, absent_before: bool) {
-        match self.planned.get_mut(&key) {
-            Some(planned) => planned.value = Some(value),
-            None => self.planned.insert(
+        match self.planned.find(&key) {
+            Ok(at) => self.planned.at_mut(at).value = Some(value),
+            Err(hash) => self.planned.insert(
+                hash,
                 key,
                 Planned {
                     value: Some(value),
@@ -206,17 +208,17 @@ impl<'a, K: KvRead> Overlay<'a, K> {
 
     /// Plans deleting `key`.
     pub(in crate::storage) fn delete(&mut self, key: Vec<u8>) {
-        match self.planned.position(&key) {
-            Some(at) if self.planned.at_mut(at).absent_before => {
+        match self.planned.find(&key) {
+            Ok(at) if self.planned.at_mut(at).absent_before => {
                 self.planned.remove_at(at);
             }
-            Some(at) => self.planned.at_mut(at).value = None,
-            None => {
+            Ok(at) => self.planned.at_mut(at).value = None,
+            Err(hash) => {
                 let planned = Planned {
                     value: None,
                     absent_before: false,
                 };
-                self.planned.insert(key, planned);
+                self.planned.insert(hash, key, planned);
             }
         }
     }
