@@ -15,7 +15,7 @@ pub fn bytes(bytes: &Bytes) -> Bytes {
 
 /// A copy of `text` in its own allocation.
 pub fn string(text: &MqttStr) -> MqttStr {
-    MqttStr::from_bytes(bytes(text.as_shared_bytes())).unwrap_or_else(|_| text.clone())
+    text.detached()
 }
 
 fn optional(text: &mut Option<MqttStr>) {

@@ -36,6 +36,12 @@ impl MqttStr {
         Self(bytes)
     }
 
+    /// A copy in an allocation of its own (no longer sharing the buffer it was decoded from),
+    /// without validating again: the bytes are the same.
+    pub fn detached(&self) -> Self {
+        Self(Bytes::copy_from_slice(&self.0))
+    }
+
     /// The text. This re-checks UTF-8 (a fast scan; the crate forbids `unsafe`, so the
     /// unchecked conversion is not available). Use [`Self::as_bytes`] where bytes suffice.
     pub fn as_str(&self) -> &str {
@@ -236,6 +242,16 @@ impl fmt::Display for MqttStr {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_detached_copy_is_equal_and_shares_nothing() {
+        let buffer = Bytes::from_static(b"xa/b/\xc3\xa9y");
+        let text = MqttStr::from_bytes(buffer.slice(1..7)).unwrap();
+        let copy = text.detached();
+        assert_eq!(copy, text);
+        assert_eq!(copy.as_str(), "a/b/\u{e9}");
+        assert_ne!(copy.as_bytes().as_ptr(), text.as_bytes().as_ptr());
+    }
 
     #[test]
     fn accepts_the_specification_example() {
