@@ -9,10 +9,10 @@
 
 #[path = "echo_bench/cpu.rs"]
 mod cpu;
+#[path = "echo_bench/sink.rs"]
+mod sink;
 
-use std::io::Read;
 use std::net::{SocketAddr, TcpStream};
-use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
@@ -80,21 +80,9 @@ fn measure(size: usize, zerocopy: bool) -> (f64, f64, u64) {
     })
     .unwrap();
     let addr = handle.local_addrs()[0];
-    let (done_tx, done_rx) = mpsc::channel();
     let (cpu_start, start) = (cpu::process_cpu("self"), Instant::now());
-    std::thread::spawn(move || {
-        let mut stream = TcpStream::connect(addr).unwrap();
-        let mut buf = vec![0u8; 1 << 20];
-        let mut total = 0usize;
-        while let Ok(read) = stream.read(&mut buf) {
-            if read == 0 {
-                break;
-            }
-            total += read;
-        }
-        done_tx.send(total).unwrap();
-    });
-    let received = done_rx.recv().unwrap();
+    let done = sink::drain(TcpStream::connect(addr).unwrap());
+    let received = done.recv().unwrap();
     let (wall, cpu) = (start.elapsed(), cpu::process_cpu("self") - cpu_start);
     assert_eq!(received, TOTAL, "every byte arrives");
     handle.shutdown();
