@@ -26,6 +26,7 @@ mod checkpoint;
 mod file;
 mod layered;
 mod pending;
+mod prefix;
 mod record;
 #[cfg(test)]
 mod tests;

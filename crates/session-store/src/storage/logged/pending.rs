@@ -11,6 +11,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 
+use super::prefix::Prefix;
 use super::record;
 use crate::storage::keyed::{AWAITING, INFLIGHT, KeyWrite, QUEUED, SESSION, split_client};
 
@@ -114,7 +115,7 @@ struct Write {
 #[derive(Debug, Default)]
 pub(super) struct Pending {
     /// Session keys by client prefix, then by their ending number.
-    sessions: HashMap<Vec<u8>, BTreeMap<u64, Entry>, ahash::RandomState>,
+    sessions: HashMap<Prefix, BTreeMap<u64, Entry>, ahash::RandomState>,
     /// Every other key (retained messages).
     others: BTreeMap<Vec<u8>, Entry>,
 }
@@ -149,7 +150,7 @@ impl Pending {
         };
         let group = match self.sessions.get_mut(prefix) {
             Some(group) => group,
-            None => self.sessions.entry(prefix.to_vec()).or_default(),
+            None => self.sessions.entry(Prefix::new(prefix)).or_default(),
         };
         apply_entry(group, number, write);
     }
