@@ -78,7 +78,6 @@ pub(in crate::storage) struct Planned {
 #[derive(Debug)]
 struct Slot {
     key: Vec<u8>,
-    hash: u64,
     /// `None` once dropped again (a key the store does not hold, deleted in the same batch).
     planned: Option<Planned>,
 }
@@ -102,8 +101,8 @@ impl PlannedWrites {
     fn reset(&mut self, writes: usize) {
         self.by_key.clear();
         self.slots.clear();
-        let slots = &self.slots;
-        self.by_key.reserve(writes, |&at| slots[at as usize].hash);
+        let (slots, hasher) = (&self.slots, &self.hasher);
+        (self.by_key).reserve(writes, |&at| hasher.hash_one(&slots[at as usize].key));
         self.slots.reserve(writes);
     }
 
@@ -137,18 +136,19 @@ impl PlannedWrites {
     fn insert(&mut self, hash: u64, key: Vec<u8>, planned: Planned) {
         let at = u32::try_from(self.slots.len())
             .expect("invariant: a batch plans fewer than 2^32 key writes");
-        let slots = &self.slots;
-        (self.by_key).insert_unique(hash, at, |&other| slots[other as usize].hash);
+        let (slots, hasher) = (&self.slots, &self.hasher);
+        (self.by_key).insert_unique(hash, at, |&other| {
+            hasher.hash_one(&slots[other as usize].key)
+        });
         self.slots.push(Slot {
             key,
-            hash,
             planned: Some(planned),
         });
     }
 
     /// Drops the planned write at `at` (as if never planned); what it planned.
     fn remove_at(&mut self, at: usize) -> Planned {
-        let hash = self.slots[at].hash;
+        let hash = self.hasher.hash_one(&self.slots[at].key);
         if let Ok(entry) = self.by_key.find_entry(hash, |&other| other as usize == at) {
             entry.remove();
         }
