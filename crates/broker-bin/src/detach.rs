@@ -13,11 +13,6 @@ pub fn bytes(bytes: &Bytes) -> Bytes {
     Bytes::copy_from_slice(bytes)
 }
 
-/// A message's topic and payload copied into one allocation of their own.
-pub fn topic_and_payload(topic: &MqttStr, payload: &Bytes) -> (MqttStr, Bytes) {
-    topic.detached_with(payload)
-}
-
 /// A copy of `text` in its own allocation.
 pub fn string(text: &MqttStr) -> MqttStr {
     text.detached()

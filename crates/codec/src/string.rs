@@ -2,7 +2,7 @@
 
 use std::fmt;
 
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 
 use crate::DecodeError;
 
@@ -40,18 +40,6 @@ impl MqttStr {
     /// without validating again: the bytes are the same.
     pub fn detached(&self) -> Self {
         Self(Bytes::copy_from_slice(&self.0))
-    }
-
-    /// Detached copies of this string and of `payload` in one allocation of their own (a
-    /// message's topic and payload, kept together: one allocation instead of two, and clones
-    /// of either share one reference count), without validating the string again.
-    pub fn detached_with(&self, payload: &[u8]) -> (Self, Bytes) {
-        let mut both = BytesMut::with_capacity(self.len() + payload.len());
-        both.extend_from_slice(&self.0);
-        both.extend_from_slice(payload);
-        let mut payload = both.freeze();
-        let text = payload.split_to(self.len());
-        (Self(text), payload)
     }
 
     /// The text. This re-checks UTF-8 (a fast scan; the crate forbids `unsafe`, so the
@@ -263,14 +251,6 @@ mod tests {
         assert_eq!(copy, text);
         assert_eq!(copy.as_str(), "a/b/\u{e9}");
         assert_ne!(copy.as_bytes().as_ptr(), text.as_bytes().as_ptr());
-        let (topic, payload) = text.detached_with(b"payload");
-        assert_eq!(
-            (topic.as_str(), payload.as_ref()),
-            ("a/b/\u{e9}", b"payload".as_slice())
-        );
-        assert_ne!(topic.as_bytes().as_ptr(), text.as_bytes().as_ptr());
-        let (topic, payload) = text.detached_with(b"");
-        assert_eq!((topic, payload.len()), (text, 0));
     }
 
     #[test]

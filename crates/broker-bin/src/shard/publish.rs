@@ -230,7 +230,10 @@ impl BrokerShard {
         // A message that may be kept (queued for QoS 1/2 sessions, or retained) gets its own
         // allocation; a QoS 0 message only passes through and keeps borrowing the receive buffer.
         let (topic_text, payload) = if input.qos != QoS::AtMostOnce || input.retain {
-            detach::topic_and_payload(&input.topic_text, &input.payload)
+            (
+                detach::string(&input.topic_text),
+                detach::bytes(&input.payload),
+            )
         } else {
             (input.topic_text, input.payload)
         };
