@@ -84,6 +84,8 @@ mod snapshot;
 mod write;
 
 #[cfg(test)]
+mod contract_skip_tests;
+#[cfg(test)]
 mod contract_tests;
 #[cfg(test)]
 mod engine_tests;
