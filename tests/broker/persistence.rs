@@ -18,11 +18,12 @@ const V311: ProtocolVersion = ProtocolVersion::V3_1_1;
 pub const ENGINES: [&str; 3] = ["sled", "redb", "log"];
 
 /// The TOML that stores the broker's state with `engine` in `dir`. The log engine gets its
-/// smallest log files (1 MiB), so that it checkpoints during the tests (and is killed while
-/// checkpointing in the crash test), not only replays its log.
+/// smallest log files (1 MiB, growing to at most 4 MiB), so that it checkpoints during the
+/// tests (and is killed while checkpointing or growing a file in the crash test), not only
+/// replays its log.
 pub fn store_config(engine: &str, dir: &Path) -> String {
     format!(
-        "[persistence]\nengine = \"{engine}\"\ndir = \"{}\"\nlog_mb = 1\n",
+        "[persistence]\nengine = \"{engine}\"\ndir = \"{}\"\nlog_mb = 1\nlog_max_mb = 4\n",
         dir.display()
     )
 }

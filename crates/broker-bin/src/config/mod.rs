@@ -159,6 +159,11 @@ mod tests {
             error_for("[queues]\nslow_consumer_policy = \"x\"\n")
                 .contains("queues.slow_consumer_policy")
         );
+        let log_max_below_log = error_for("[persistence]\nlog_mb = 128\nlog_max_mb = 64\n");
+        assert!(
+            log_max_below_log.contains("persistence.log_max_mb")
+                && log_max_below_log.contains("below persistence.log_mb")
+        );
     }
 
     #[test]

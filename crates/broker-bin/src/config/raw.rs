@@ -248,6 +248,7 @@ raw_section!(
         memory_queue_messages: u64,
         cache_mb: u64,
         log_mb: u64,
+        log_max_mb: u64,
     }
 );
 

@@ -109,8 +109,10 @@ pub struct PersistenceSettings {
     pub memory_queue_messages: u32,
     /// The engine's page cache, at most (bytes).
     pub cache_bytes: u64,
-    /// The `log` engine: the size of each of its two log files (bytes).
+    /// The `log` engine: the size each of its two log files is created with (bytes).
     pub log_bytes: u64,
+    /// The `log` engine: the most a log file grows to (bytes, at least `log_bytes`).
+    pub log_max_bytes: u64,
 }
 
 impl PersistenceSettings {

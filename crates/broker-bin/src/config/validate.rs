@@ -4,7 +4,7 @@ use std::net::{SocketAddr, ToSocketAddrs};
 use std::time::Duration;
 
 use super::error::ConfigError;
-use super::raw::RawConfig;
+use super::raw::{RawConfig, RawPersistence};
 use super::typed::{
     BackendChoice, Config, ConnectionSettings, LimitSettings, PersistenceSettings, QueueSettings,
     RetainedSettings, RoutingSettings, RuntimeSettings, SessionSettings, SlowConsumerPolicy,
@@ -34,6 +34,20 @@ fn need<T: Clone>(key: &'static str, value: &Option<T>) -> Result<T, ConfigError
 }
 
 /// A required integer in `min..=max`.
+/// `persistence.log_max_mb`: at least `log_mb`.
+fn log_max_mb(p: &RawPersistence, log_mb: u64) -> Result<u64, ConfigError> {
+    let max = in_range("persistence.log_max_mb", &p.log_max_mb, 1, 65_536)?;
+    if max < log_mb {
+        return Err(ConfigError::invalid(
+            "persistence.log_max_mb",
+            format!(
+                "{max} is below persistence.log_mb ({log_mb}): a log file never shrinks below its first size"
+            ),
+        ));
+    }
+    Ok(max)
+}
+
 fn in_range(
     key: &'static str,
     value: &Option<u64>,
@@ -153,6 +167,7 @@ impl RawConfig {
             1,
             60_000,
         )?;
+        let log_mb = in_range("persistence.log_mb", &p.log_mb, 1, 4096)?;
         Ok(PersistenceSettings {
             engine,
             dir: dir.into(),
@@ -165,7 +180,8 @@ impl RawConfig {
                 1_000_000,
             )?,
             cache_bytes: in_range("persistence.cache_mb", &p.cache_mb, 1, 1 << 20)? << 20,
-            log_bytes: in_range("persistence.log_mb", &p.log_mb, 1, 4096)? << 20,
+            log_bytes: log_mb << 20,
+            log_max_bytes: log_max_mb(p, log_mb)? << 20,
         })
     }
 

@@ -106,6 +106,7 @@ pub(crate) const RESTART: &[KeyCheck] = &[
     ),
     same!("persistence.cache_mb", persistence.cache_bytes),
     same!("persistence.log_mb", persistence.log_bytes),
+    same!("persistence.log_max_mb", persistence.log_max_bytes),
     same!("auth.allow_anonymous", auth.allow_anonymous),
     same!("auth.password_file", auth.password_file),
     same!("auth.acl_file", auth.acl_file),

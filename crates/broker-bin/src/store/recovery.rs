@@ -11,7 +11,7 @@ use ring_runtime::ShardId;
 use router::{SubscriberId, SubscriptionChange, SubscriptionFilter, TopicName};
 use session_store::SessionExpiry;
 use session_store::storage::{
-    LoggedStorage, RedbStorage, SessionStorage, SessionWrite, SledStorage, StorageError,
+    LogSize, LoggedStorage, RedbStorage, SessionStorage, SessionWrite, SledStorage, StorageError,
     StoredMessage, StoredSession, SyncMode,
 };
 
@@ -201,7 +201,10 @@ pub fn open_and_recover(settings: &PersistenceSettings) -> Result<Option<Opened>
                 &settings.dir,
                 sync,
                 settings.cache_bytes,
-                settings.log_bytes,
+                LogSize {
+                    bytes: settings.log_bytes,
+                    max_bytes: settings.log_max_bytes,
+                },
             )
             .map_err(fail)?,
         ),

@@ -95,7 +95,7 @@ mod model_tests;
 pub use self::redb::RedbStorage;
 pub use self::sled::SledStorage;
 pub use committed::{Committed, Skipped, SyncMode};
-pub use logged::{DEFAULT_LOG_BYTES, LoggedStorage};
+pub use logged::{DEFAULT_LOG_BYTES, DEFAULT_MAX_LOG_BYTES, LogSize, LoggedStorage};
 pub use none::NoStorage;
 pub use recording::RecordingStorage;
 pub use snapshot::{

@@ -1,13 +1,15 @@
 //! One log file: written with zeros to its full size when created, then reused from the start
 //! for each epoch it holds, so that appending and syncing inside it never changes the file's
 //! size or extents (an `fdatasync` then flushes data, not metadata). A record larger than the
-//! room left starts a new epoch; one larger than the whole file grows it.
+//! room left starts a new epoch; one larger than the whole file grows it. Between epochs a
+//! file can be grown ([`LogFile::grow_to`], written with zeros like a new one).
 
 use std::fs::{File, OpenOptions};
-use std::io::{Read, Write};
+use std::io::Write;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
+use super::record;
 use crate::storage::StorageError;
 
 /// Zeros are written in chunks of this size when a file is created.
@@ -43,12 +45,31 @@ impl LogFile {
         })
     }
 
-    /// The whole file (for replay).
-    pub(super) fn read_all(&mut self) -> Result<Vec<u8>, StorageError> {
-        let mut bytes = Vec::new();
-        let read = (&self.file).read_to_end(&mut bytes);
-        read.map_err(|e| super::file_error(&self.path, &e))?;
-        Ok(bytes)
+    /// The bytes of the record (header and body) that starts at `at` as its header gives its
+    /// length, if the file holds that many (not checked: [`record::read`] does). Replay reads
+    /// a record at a time, never the whole file (a grown file can be hundreds of MiB of which
+    /// the last epoch used little).
+    pub(super) fn read_record(&self, at: u64) -> Result<Option<Vec<u8>>, StorageError> {
+        let error = |e: std::io::Error| super::file_error(&self.path, &e);
+        let len = self.file.metadata().map_err(error)?.len();
+        let mut header = [0; record::HEADER];
+        if at.saturating_add(record::HEADER as u64) > len {
+            return Ok(None);
+        }
+        self.file.read_exact_at(&mut header, at).map_err(error)?;
+        let body_len = u64::from(u32::from_be_bytes([
+            header[0], header[1], header[2], header[3],
+        ]));
+        let end = at + record::HEADER as u64 + body_len;
+        if end > len {
+            return Ok(None);
+        }
+        let whole = usize::try_from(end - at).map_err(|_| {
+            super::file_error(&self.path, &std::io::Error::other("a record beyond memory"))
+        })?;
+        let mut bytes = vec![0; whole];
+        self.file.read_exact_at(&mut bytes, at).map_err(error)?;
+        Ok(Some(bytes))
     }
 
     /// Whether a record of `len` bytes should start a new epoch instead (it does not fit in
@@ -72,6 +93,18 @@ impl LogFile {
     /// Makes every record written durable.
     pub(super) fn sync(&self) -> Result<(), StorageError> {
         (self.file.sync_data()).map_err(|e| super::file_error(&self.path, &e))
+    }
+
+    /// Raises the capacity to `capacity` bytes, writing zeros past the file's end first (a
+    /// file already that long, grown before a restart, is only reused).
+    pub(super) fn grow_to(&mut self, capacity: u64) -> Result<(), StorageError> {
+        let error = |e: std::io::Error| super::file_error(&self.path, &e);
+        let len = self.file.metadata().map_err(error)?.len();
+        if len < capacity {
+            fill_with_zeros(&mut self.file, len, capacity).map_err(error)?;
+        }
+        self.capacity = self.capacity.max(capacity);
+        Ok(())
     }
 
     /// Starts writing from the beginning again (a new epoch, the old one checkpointed).

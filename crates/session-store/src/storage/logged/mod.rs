@@ -7,20 +7,23 @@
 //! When a record does not fit in what is left of the file, the epoch ends: the next epoch
 //! starts in the other file with the ended epoch's young entries (new in it, still live, never
 //! carried before: mostly QoS 1/2 flows in progress) carried over as its first record, synced,
-//! if that record takes at most half the file; the rest of the ended epoch's writes go to the
+//! as many as half the file holds; the rest of the ended epoch's writes go to the
 //! checkpoint thread, which applies them to redb in one transaction with the epoch's number.
 //! Only the net state of an epoch reaches the B-tree: a record written and deleted within it
 //! (most of a QoS 2 flow's) never does, nor one written in one epoch and deleted in the next
 //! (a flow in progress when its epoch ended); what is still live after two epochs does.
 //!
 //! Two files of `log_bytes`, each written with zeros when created and then reused from its
-//! start, so a sync never commits file metadata. An epoch starts only once the one before the
+//! start, so a sync never commits file metadata. When the flows in progress at an epoch's end
+//! take more than half the next file, that file grows (written with zeros, to four times
+//! their size, at least doubled, up to `max_bytes`) before they are carried into it: a heavier load (larger messages, more
+//! of them in flight) gets longer epochs instead of checkpointing every flow in progress. An epoch starts only once the one before the
 //! last is checkpointed (its file is then free); the store thread waits for that, never the
 //! reactors. Reads go through the epoch being written, the one being checkpointed, then redb.
 //! Opening replays the epochs after the last checkpointed one (each file's records up to the
 //! first that is torn or of another epoch) and checkpoints them before anything else.
 //!
-//! Memory: the two epochs' writes, each at most what its log file holds.
+//! Memory: the two epochs' writes, each at most what its log file holds (`max_bytes` at most).
 
 mod checkpoint;
 mod file;
@@ -56,6 +59,36 @@ const LOG_FILES: [&str; 2] = ["log-0", "log-1"];
 
 /// The size of each log file when not given (`persistence.log_mb`'s default).
 pub const DEFAULT_LOG_BYTES: u64 = 64 << 20;
+/// The most each log file grows to when not given (`persistence.log_max_mb`'s default).
+pub const DEFAULT_MAX_LOG_BYTES: u64 = 512 << 20;
+
+/// The size of each of the two log files.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LogSize {
+    /// The size each file is created with (bytes).
+    pub bytes: u64,
+    /// The most a file grows to for the flows in progress at an epoch's end (bytes).
+    pub max_bytes: u64,
+}
+
+impl LogSize {
+    /// Files of `bytes` that never grow.
+    pub fn fixed(bytes: u64) -> Self {
+        Self {
+            bytes,
+            max_bytes: bytes,
+        }
+    }
+}
+
+impl Default for LogSize {
+    fn default() -> Self {
+        Self {
+            bytes: DEFAULT_LOG_BYTES,
+            max_bytes: DEFAULT_MAX_LOG_BYTES,
+        }
+    }
+}
 
 /// Sessions in a log checkpointed into a redb database, in a directory.
 #[derive(Debug)]
@@ -65,6 +98,8 @@ pub struct LoggedStorage {
     sync: SyncMode,
     keyed: Keyed,
     files: [LogFile; 2],
+    /// The most a log file grows to.
+    max_log_bytes: u64,
     /// The epoch being written (into `files[epoch % 2]`).
     epoch: u64,
     /// Its writes.
@@ -79,25 +114,25 @@ pub struct LoggedStorage {
 }
 
 impl LoggedStorage {
-    /// Opens (or creates) the store in `dir` with log files of [`DEFAULT_LOG_BYTES`] and the
+    /// Opens (or creates) the store in `dir` with log files of the default [`LogSize`] and the
     /// default page cache, syncing as `sync` says.
     pub fn open(dir: &Path, sync: SyncMode) -> Result<Self, StorageError> {
-        Self::open_with(dir, sync, super::DEFAULT_CACHE_BYTES, DEFAULT_LOG_BYTES)
+        Self::open_with(dir, sync, super::DEFAULT_CACHE_BYTES, LogSize::default())
     }
 
-    /// Like [`Self::open`], with redb's page cache bounded to `cache_bytes` and each log file
-    /// `log_bytes` long.
+    /// Like [`Self::open`], with redb's page cache bounded to `cache_bytes` and log files of
+    /// `log`.
     pub fn open_with(
         dir: &Path,
         sync: SyncMode,
         cache_bytes: u64,
-        log_bytes: u64,
+        log: LogSize,
     ) -> Result<Self, StorageError> {
         let (db, path) = open_database(dir, DB_FILE, cache_bytes)?;
         let db = Arc::new(db);
         let files = [
-            LogFile::open(&dir.join(LOG_FILES[0]), log_bytes)?,
-            LogFile::open(&dir.join(LOG_FILES[1]), log_bytes)?,
+            LogFile::open(&dir.join(LOG_FILES[0]), log.bytes)?,
+            LogFile::open(&dir.join(LOG_FILES[1]), log.bytes)?,
         ];
         sync_dir(dir)?;
         let mut storage = Self {
@@ -107,6 +142,7 @@ impl LoggedStorage {
             sync,
             keyed: Keyed::default(),
             files,
+            max_log_bytes: log.max_bytes.max(log.bytes),
             epoch: 0,
             active: Pending::default(),
             checkpointing: None,
@@ -122,18 +158,19 @@ impl LoggedStorage {
     fn replay(&mut self) -> Result<u64, StorageError> {
         let checkpointed = checkpoint::checkpointed(&self.db, &self.path)?;
         let mut epochs = Vec::new();
-        for file in &mut self.files {
-            let bytes = file.read_all()?;
-            if let Some(first) = record::read(&bytes).filter(|r| r.epoch > checkpointed) {
-                epochs.push((first.epoch, bytes));
+        for file in &self.files {
+            let first = file.read_record(0)?;
+            let epoch = first.as_deref().and_then(record::read).map(|r| r.epoch);
+            if let Some(epoch) = epoch.filter(|epoch| *epoch > checkpointed) {
+                epochs.push((epoch, file));
             }
         }
         epochs.sort_by_key(|(epoch, _)| *epoch);
         let mut replayed = Pending::default();
         let mut last = checkpointed;
-        for (epoch, bytes) in &epochs {
-            replay_epoch(*epoch, bytes, &mut replayed, &self.path)?;
-            last = *epoch;
+        for (epoch, file) in epochs {
+            replay_epoch(epoch, file, &mut replayed, &self.path)?;
+            last = epoch;
         }
         checkpoint::apply(&self.db, &self.path, last, &replayed)?;
         Ok(last)
@@ -220,10 +257,25 @@ impl LoggedStorage {
         Ok(())
     }
 
-    /// The most an epoch carries over into the next one's log: half the file, so that an
-    /// epoch always has room of its own.
+    /// The most an epoch carries over into the next one's log: half the largest file, so that
+    /// an epoch always has room of its own.
     fn carry_limit(&self) -> usize {
-        usize::try_from(self.active_file().capacity / 2).unwrap_or(usize::MAX)
+        usize::try_from(self.max_log_bytes / 2).unwrap_or(usize::MAX)
+    }
+
+    /// Grows the new epoch's file, if a carried record of `len` bytes takes more than half of
+    /// it, to four times that (at least doubled: few growths; at most `max_log_bytes`): the
+    /// epoch then has three times the room of what was in progress, so that most flows in
+    /// progress end within it rather than being carried twice and checkpointed.
+    fn make_room_to_carry(&mut self, len: usize) -> Result<(), StorageError> {
+        let index = self.file_index();
+        let capacity = self.files[index].capacity;
+        if (len as u64).saturating_mul(2) <= capacity {
+            return Ok(());
+        }
+        let needed = (len as u64).saturating_mul(4);
+        let grown = needed.max(capacity.saturating_mul(2));
+        self.files[index].grow_to(grown.min(self.max_log_bytes).max(capacity))
     }
 
     /// Starts the new epoch's log with `carried` (entries of the ended epoch that were new
@@ -236,6 +288,7 @@ impl LoggedStorage {
         }
         self.record.clear();
         record::encode(self.epoch, &carried, &mut self.record);
+        self.make_room_to_carry(self.record.len())?;
         let index = self.file_index();
         self.files[index].append(&self.record, true)?;
         for write in carried {
@@ -265,15 +318,19 @@ impl LoggedStorage {
     }
 }
 
-/// Adds the records of `epoch` at the start of `bytes` to `replayed`, up to the first that is
+/// Adds the records of `epoch` at the start of `file` to `replayed`, up to the first that is
 /// torn, zeroed or of another epoch (a tail left from an older epoch).
 fn replay_epoch(
     epoch: u64,
-    mut bytes: &[u8],
+    file: &LogFile,
     replayed: &mut Pending,
     path: &Path,
 ) -> Result<(), StorageError> {
-    while let Some(found) = record::read(bytes).filter(|r| r.epoch == epoch) {
+    let mut at = 0;
+    while let Some(bytes) = file.read_record(at)? {
+        let Some(found) = record::read(&bytes).filter(|r| r.epoch == epoch) else {
+            break;
+        };
         let writes =
             record::decode(found.body).map_err(|record::Malformed| StorageError::Corrupt {
                 reason: format!(
@@ -284,7 +341,7 @@ fn replay_epoch(
         for write in writes {
             replayed.apply(write);
         }
-        bytes = &bytes[record::HEADER + found.body.len()..];
+        at += bytes.len() as u64;
     }
     Ok(())
 }
@@ -345,11 +402,21 @@ impl SessionStorage for LoggedStorage {
 impl LoggedStorage {
     /// Log files of 1 KiB: most commits end an epoch.
     pub(super) fn open_tiny(dir: &Path, sync: SyncMode) -> Result<Self, StorageError> {
-        Self::open_with(dir, sync, super::DEFAULT_CACHE_BYTES, 1 << 10)
+        Self::open_with(
+            dir,
+            sync,
+            super::DEFAULT_CACHE_BYTES,
+            LogSize::fixed(1 << 10),
+        )
     }
 
     /// Log files of 1 MiB: a test's writes stay in the log.
     pub(super) fn open_roomy(dir: &Path, sync: SyncMode) -> Result<Self, StorageError> {
-        Self::open_with(dir, sync, super::DEFAULT_CACHE_BYTES, 1 << 20)
+        Self::open_with(
+            dir,
+            sync,
+            super::DEFAULT_CACHE_BYTES,
+            LogSize::fixed(1 << 20),
+        )
     }
 }

@@ -155,40 +155,49 @@ impl Pending {
         apply_entry(group, number, write);
     }
 
-    /// Takes the young entries out (live, new in this epoch, never carried over), as puts of
-    /// keys the store below does not hold, if their log record takes at most `limit` bytes;
-    /// otherwise takes nothing. Carried into the next epoch, most of them (a flow still in
-    /// progress when the epoch ended) are deleted there and never reach the B-tree.
+    /// Takes young entries out (live, new in this epoch, never carried over), as puts of keys
+    /// the store below does not hold, as many as a log record of at most `limit` bytes holds;
+    /// the rest stay (and reach the B-tree with the epoch). Carried into the next epoch, most
+    /// of them (a flow still in progress when the epoch ended) are deleted there and never
+    /// reach the B-tree; when more flows are in progress than half a file holds, the part that
+    /// fits is still spared the B-tree.
     pub(super) fn take_young(&mut self, limit: usize) -> Vec<KeyWrite> {
-        let mut size = 0;
-        for (prefix, group) in &self.sessions {
-            let key_len = prefix.len() + suffix_len(prefix[0]).unwrap_or(0);
-            size += group.values().map(|e| e.young_len(key_len)).sum::<usize>();
-        }
-        size += (self.others.iter())
-            .map(|(key, e)| e.young_len(key.len()))
-            .sum::<usize>();
-        if size > limit {
-            return Vec::new();
-        }
+        let mut room = limit;
         let mut taken = Vec::new();
-        let mut take = |key: Vec<u8>, entry: &mut Entry| {
-            if !entry.is_young() {
-                return true;
+        // Whether to keep the entry (of a key `key_len` long) in the ended epoch.
+        let mut fits = |key_len: usize, entry: &Entry| {
+            let len = entry.young_len(key_len);
+            let fits = len > 0 && len <= room;
+            if fits {
+                room -= len;
             }
-            let value = entry.value.take();
+            fits
+        };
+        let mut take = |key: Vec<u8>, entry: &mut Entry| {
             taken.push(KeyWrite {
                 key,
-                value,
+                value: entry.value.take(),
                 absent_before: true,
             });
-            false
         };
         for (prefix, group) in &mut self.sessions {
-            group.retain(|number, entry| take(key_of(prefix, *number), entry));
+            let key_len = prefix.len() + suffix_len(prefix[0]).unwrap_or(0);
+            group.retain(|number, entry| {
+                let carry = fits(key_len, entry);
+                if carry {
+                    take(key_of(prefix, *number), entry);
+                }
+                !carry
+            });
         }
         self.sessions.retain(|_, group| !group.is_empty());
-        self.others.retain(|key, entry| take(key.clone(), entry));
+        self.others.retain(|key, entry| {
+            let carry = fits(key.len(), entry);
+            if carry {
+                take(key.clone(), entry);
+            }
+            !carry
+        });
         taken
     }
 
@@ -349,12 +358,23 @@ mod tests {
     }
 
     #[test]
-    fn nothing_is_carried_beyond_the_limit() {
+    fn only_what_fits_in_the_limit_is_carried() {
+        let (first, second) = (queued_key(&text("a"), 1), queued_key(&text("a"), 2));
+        let (one, least) = (
+            record::write_len(first.len(), Some(1)),
+            record::write_len(4, Some(1)),
+        );
         let mut ended = Pending::default();
-        ended.apply(put(&queued_key(&text("a"), 1), true));
+        for key in [&first, &second] {
+            ended.apply(put(key, true));
+        }
         ended.apply(put(b"tx/y", true));
-        assert!(ended.take_young(10).is_empty());
-        assert_eq!(ended.writes().count(), 2);
-        assert_eq!(ended.take_young(1000).len(), 2);
+        assert!(ended.take_young(least - 1).is_empty());
+        assert_eq!(ended.writes().count(), 3);
+        let carried = ended.take_young(one);
+        assert_eq!(carried.len(), 1, "one entry fits");
+        assert_eq!(ended.writes().count(), 2, "the rest stays for the B-tree");
+        assert_eq!(ended.take_young(usize::MAX).len(), 2);
+        assert_eq!(ended.writes().count(), 0);
     }
 }

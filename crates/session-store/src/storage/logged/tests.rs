@@ -6,7 +6,7 @@ use std::path::Path;
 
 use codec::QoS;
 
-use super::LoggedStorage;
+use super::{LogSize, LoggedStorage};
 use crate::SessionExpiry;
 use crate::storage::contract_tests::{
     acked, qos2_received, qos2_released, queued, released, saved, sent, text,
@@ -17,17 +17,22 @@ use crate::storage::{RecordingStorage, SessionStorage, SessionWrite, SyncMode};
 /// The batches of `n` QoS 2 flows in step: each batch stores one message, sends it, and moves
 /// the earlier ones on (inbound id recorded and released, PUBREC, PUBCOMP).
 fn qos2_flows(n: u16) -> Vec<Vec<SessionWrite>> {
+    qos2_flows_in_flight(n, 1)
+}
+
+/// Like [`qos2_flows`], with `window` flows waiting for their PUBREC at any time.
+fn qos2_flows_in_flight(n: u16, window: u16) -> Vec<Vec<SessionWrite>> {
     let mut batches = vec![vec![saved("a", SessionExpiry::Never)]];
     for id in 1..=n {
         let seq = u64::from(id);
         let mut batch = vec![queued("a", seq, QoS::ExactlyOnce), sent("a", seq, id)];
         batch.push(qos2_received(id));
-        if id > 1 {
-            batch.push(released(id - 1));
-            batch.push(qos2_released(id - 1));
+        if id > window {
+            batch.push(released(id - window));
+            batch.push(qos2_released(id - window));
         }
-        if id > 2 {
-            batch.push(acked(id - 2));
+        if id > window + 1 {
+            batch.push(acked(id - window - 1));
         }
         batches.push(batch);
     }
@@ -104,12 +109,95 @@ fn a_flow_completed_between_checkpoints_never_reaches_the_b_tree() {
     assert_eq!(written, [crate::storage::keyed::session_key(&text("a"))]);
 }
 
+fn open_sized(path: &Path, size: LogSize) -> LoggedStorage {
+    LoggedStorage::open_with(path, SyncMode::EveryCommit, 1 << 20, size).unwrap()
+}
+
+/// The live inflight entries `pending` holds.
+fn inflight(pending: &super::pending::Pending) -> usize {
+    (pending.writes())
+        .filter(|(key, value)| key[0] == crate::storage::keyed::INFLIGHT && value.is_some())
+        .count()
+}
+
+/// The flows in progress that reach the B-tree with the epoch being checkpointed.
+fn checkpointed_inflight(storage: &LoggedStorage) -> usize {
+    inflight(
+        storage
+            .checkpointing
+            .as_ref()
+            .expect("an epoch being checkpointed"),
+    )
+}
+
+/// Asserts that a crash image of `storage` (in `path`, files of `size`) loads what `model`
+/// holds.
+fn assert_recovers(
+    mut storage: LoggedStorage,
+    path: &Path,
+    size: LogSize,
+    model: &mut RecordingStorage,
+) {
+    let image = path.with_extension("image");
+    storage.checkpointer.wait().unwrap();
+    crash_image(storage, path, &image);
+    let mut recovered = open_sized(&image, size);
+    assert_eq!(recovered.load().unwrap(), model.load().unwrap());
+}
+
+/// Commits `n` QoS 2 flows, `window` in progress at any time, to a store with files of
+/// `size`; with the flows in progress that reached the B-tree at the epochs' ends.
+fn checkpointed_flows(
+    path: &Path,
+    size: LogSize,
+    n: u16,
+    window: u16,
+) -> (LoggedStorage, RecordingStorage, usize) {
+    let mut storage = open_sized(path, size);
+    let mut model = RecordingStorage::default();
+    let mut checkpointed = 0;
+    for batch in qos2_flows_in_flight(n, window) {
+        let epoch = storage.epoch;
+        assert_eq!(
+            storage.commit(&batch).unwrap(),
+            model.commit(&batch).unwrap()
+        );
+        if storage.epoch != epoch {
+            checkpointed += checkpointed_inflight(&storage);
+        }
+    }
+    (storage, model, checkpointed)
+}
+
+#[test]
+fn a_file_grows_for_the_flows_in_progress_rather_than_checkpoint_them() {
+    let dir = temp_dir();
+    let fixed = LogSize::fixed(1 << 10);
+    let growing = LogSize {
+        bytes: 1 << 10,
+        max_bytes: 64 << 10,
+    };
+    // Forty flows in progress at any time: more than half a first file holds.
+    let (_, _, stuck) = checkpointed_flows(&dir.path().join("fixed"), fixed, 600, 40);
+    let path = dir.path().join("growing");
+    let (storage, mut model, spared) = checkpointed_flows(&path, growing, 600, 40);
+    assert!(storage.epoch > 2, "the flows end no epoch");
+    let grown = storage.files.iter().map(|f| f.capacity).max().unwrap();
+    assert!(grown > growing.bytes, "no file grew");
+    assert!(grown <= growing.max_bytes, "a file grew past the most");
+    assert!(
+        spared * 4 < stuck,
+        "flows in progress reaching the B-tree: {spared} with growing files, {stuck} without"
+    );
+    assert_recovers(storage, &path, growing, &mut model);
+}
+
 #[test]
 fn flows_in_progress_at_an_epoch_end_are_carried_over_not_checkpointed() {
     let dir = temp_dir();
     let path = dir.path().join("db");
-    let mut storage =
-        LoggedStorage::open_with(&path, SyncMode::EveryCommit, 1 << 20, 4 << 10).unwrap();
+    let size = LogSize::fixed(4 << 10);
+    let mut storage = open_sized(&path, size);
     let mut model = RecordingStorage::default();
     for batch in qos2_flows(200) {
         assert_eq!(
@@ -121,25 +209,11 @@ fn flows_in_progress_at_an_epoch_end_are_carried_over_not_checkpointed() {
         }
     }
     assert!(storage.epoch > 2, "the flows end no epoch");
-    let inflight = |pending: &super::pending::Pending| {
-        (pending.writes())
-            .filter(|(key, value)| key[0] == crate::storage::keyed::INFLIGHT && value.is_some())
-            .count()
-    };
-    let checkpointing = storage
-        .checkpointing
-        .clone()
-        .expect("an epoch being checkpointed");
     assert_eq!(
-        inflight(&checkpointing),
+        checkpointed_inflight(&storage),
         0,
         "flows in progress reach the B-tree"
     );
     assert!(inflight(&storage.active) > 0, "no flow carried over");
-    let image = dir.path().join("image");
-    storage.checkpointer.wait().unwrap();
-    crash_image(storage, &path, &image);
-    let mut recovered =
-        LoggedStorage::open_with(&image, SyncMode::EveryCommit, 1 << 20, 4 << 10).unwrap();
-    assert_eq!(recovered.load().unwrap(), model.load().unwrap());
+    assert_recovers(storage, &path, size, &mut model);
 }
