@@ -11,6 +11,7 @@ only; every wait is bounded. One JSON line on stdout.
 
     ENGINE=redb SESSIONS=100000 MESSAGES=10 scripts/bench/restart.py
     MEMORY_QUEUE=4 ...   persistence.memory_queue_messages (default 32)
+    PERSISTENCE_EXTRA='log_max_mb = 64' ...   more [persistence] lines
 """
 
 import json
@@ -38,6 +39,10 @@ BIN = os.environ.get("RINGMQ_BIN", "target/release/ringmq")
 SETTLE_S = float(os.environ.get("SETTLE_S", 2))
 KILL = os.environ.get("KILL", "0") == "1"
 THREADS = int(os.environ.get("THREADS", 8))
+# More [persistence] lines, e.g. "log_max_mb = 64\n".
+PERSISTENCE_EXTRA = os.environ.get("PERSISTENCE_EXTRA", "").replace("\\n", "\n")
+if PERSISTENCE_EXTRA and not PERSISTENCE_EXTRA.endswith("\n"):
+    PERSISTENCE_EXTRA += "\n"
 MEMORY_QUEUE = int(os.environ.get("MEMORY_QUEUE", 32))
 WINDOW = 1000
 
@@ -108,7 +113,7 @@ def main():
     config = os.path.join(work, "ringmq.toml")
     with open(config, "w") as f:
         f.write(f'[persistence]\nengine = "{ENGINE}"\ndir = "{data}"\n'
-                f'memory_queue_messages = {MEMORY_QUEUE}\n'
+                f'memory_queue_messages = {MEMORY_QUEUE}\n{PERSISTENCE_EXTRA}'
                 '[queues]\nmax_queued_messages = 100000\n[sessions]\nmax_sessions = 1000000\n')
     log_path = os.path.join(work, "broker.log")
     log = open(log_path, "w")

@@ -15,13 +15,17 @@
 //!
 //! Two files of `log_bytes`, each written with zeros when created and then reused from its
 //! start, so a sync never commits file metadata. When the flows in progress at an epoch's end
-//! take more than half the next file, that file grows (written with zeros, to four times
-//! their size, at least doubled, up to `max_bytes`) before they are carried into it: a heavier load (larger messages, more
-//! of them in flight) gets longer epochs instead of checkpointing every flow in progress. An epoch starts only once the one before the
-//! last is checkpointed (its file is then free); the store thread waits for that, never the
-//! reactors. Reads go through the epoch being written, the one being checkpointed, then redb.
-//! Opening replays the epochs after the last checkpointed one (each file's records up to the
-//! first that is torn or of another epoch) and checkpoints them before anything else.
+//! (inflight entries and inbound QoS 2 ids, new in it or carried into it and still not ended:
+//! the epoch was too short for them) take more than half the next file, that file grows
+//! (written with zeros, to four times their size, at least doubled, up to `max_bytes`) before
+//! they are carried into it, first; other young entries (queued messages, which may wait
+//! long for an offline session) are carried only within half the file: a heavier load (larger messages, more of them in flight) gets longer
+//! epochs instead of checkpointing every flow in progress. An epoch starts only once the one
+//! before the last is checkpointed (its file is then free); the store thread waits for that,
+//! never the reactors. Reads go through the epoch being written, the one being checkpointed,
+//! then redb. Opening replays the epochs after the last checkpointed one (each file's records
+//! up to the first that is torn or of another epoch, read a record at a time) and checkpoints
+//! them before anything else.
 //!
 //! Memory: the two epochs' writes, each at most what its log file holds (`max_bytes` at most).
 
@@ -41,7 +45,7 @@ use checkpoint::Checkpointer;
 use codec::MqttStr;
 use file::LogFile;
 use layered::Layered;
-use pending::Pending;
+use pending::{Pending, Young};
 
 use super::keyed::{self, KeyWrite, Keyed};
 use super::redb::{Reads, TABLE, engine_error, open_database};
@@ -250,30 +254,50 @@ impl LoggedStorage {
         self.epoch += 1;
         let index = self.file_index();
         self.files[index].restart();
-        self.carry(ended.take_young(self.carry_limit()))?;
+        let mut carried = self.carry_flows(&mut ended)?;
+        let room = self
+            .carry_room()
+            .saturating_sub(record::encoded_len(&carried));
+        carried.extend(ended.take_young(Young::Rest, room));
+        self.carry(carried)?;
         let ended = Arc::new(ended);
         self.checkpointer.submit(self.epoch - 1, ended.clone())?;
         self.checkpointing = Some(ended);
         Ok(())
     }
 
-    /// The most an epoch carries over into the next one's log: half the largest file, so that
-    /// an epoch always has room of its own.
-    fn carry_limit(&self) -> usize {
-        usize::try_from(self.max_log_bytes / 2).unwrap_or(usize::MAX)
+    /// Takes the flows in progress at the end of `ended` that the new epoch carries (as many
+    /// as half the largest file holds), after growing the new epoch's file for them if they
+    /// take more than half of it (see [`Self::grow_for_flows`]).
+    fn carry_flows(&mut self, ended: &mut Pending) -> Result<Vec<KeyWrite>, StorageError> {
+        let outlived = ended.outlived_flows_len();
+        let most = usize::try_from(self.max_log_bytes / 2).unwrap_or(usize::MAX);
+        let flows = ended.take_young(Young::Flows, most);
+        self.grow_for_flows(record::encoded_len(&flows).saturating_add(outlived))?;
+        Ok(flows)
     }
 
-    /// Grows the new epoch's file, if a carried record of `len` bytes takes more than half of
-    /// it, to four times that (at least doubled: few growths; at most `max_log_bytes`): the
-    /// epoch then has three times the room of what was in progress, so that most flows in
-    /// progress end within it rather than being carried twice and checkpointed.
-    fn make_room_to_carry(&mut self, len: usize) -> Result<(), StorageError> {
+    /// The most an epoch carries over into its log: half the file, so that it always has room
+    /// of its own.
+    fn carry_room(&self) -> usize {
+        usize::try_from(self.active_file().capacity / 2).unwrap_or(usize::MAX)
+    }
+
+    /// Grows the new epoch's file, if `in_progress` bytes of flows (those just carried, and
+    /// those carried into the ended epoch that outlived it: it was too short for them) take
+    /// more than half of it, to four times that (at least doubled: few growths; at most
+    /// `max_log_bytes`): the epoch then has three times the room of what is in progress, so
+    /// that most flows end within it rather than being carried twice and checkpointed. Only
+    /// flows count: they end with the client's next acknowledgement, whereas queued messages
+    /// (an offline session's queue) may live long, and carrying them would only lengthen the
+    /// log and the replay at start-up.
+    fn grow_for_flows(&mut self, in_progress: usize) -> Result<(), StorageError> {
         let index = self.file_index();
         let capacity = self.files[index].capacity;
-        if (len as u64).saturating_mul(2) <= capacity {
+        if (in_progress as u64).saturating_mul(2) <= capacity {
             return Ok(());
         }
-        let needed = (len as u64).saturating_mul(4);
+        let needed = (in_progress as u64).saturating_mul(4);
         let grown = needed.max(capacity.saturating_mul(2));
         self.files[index].grow_to(grown.min(self.max_log_bytes).max(capacity))
     }
@@ -288,7 +312,6 @@ impl LoggedStorage {
         }
         self.record.clear();
         record::encode(self.epoch, &carried, &mut self.record);
-        self.make_room_to_carry(self.record.len())?;
         let index = self.file_index();
         self.files[index].append(&self.record, true)?;
         for write in carried {

@@ -33,6 +33,15 @@ impl Entry {
         self.value.is_some() && !self.below && !self.carried
     }
 
+    /// The bytes it takes in a log record under a key of `key_len` if it was carried over and
+    /// is still live, else 0.
+    fn carried_live_len(&self, key_len: usize) -> usize {
+        match &self.value {
+            Some(value) if self.carried => record::write_len(key_len, Some(value.len())),
+            _ => 0,
+        }
+    }
+
     /// The bytes it takes in a log record under a key of `key_len` if it is young, else 0.
     fn young_len(&self, key_len: usize) -> usize {
         match &self.value {
@@ -120,6 +129,23 @@ pub(super) struct Pending {
     others: BTreeMap<Vec<u8>, Entry>,
 }
 
+/// Which young entries to carry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Young {
+    /// QoS 1/2 flows in progress (inflight entries, inbound QoS 2 ids awaiting PUBREL): they
+    /// end with the client's next acknowledgement.
+    Flows,
+    /// Everything else (queued messages, session records, retained messages), which may live
+    /// long (an offline session's queue).
+    Rest,
+}
+
+impl Young {
+    fn has_tag(self, tag: u8) -> bool {
+        matches!(tag, INFLIGHT | AWAITING) == (self == Self::Flows)
+    }
+}
+
 /// A found key and its value (`None`: deleted).
 pub(super) type Found<'a> = (Vec<u8>, Option<&'a [u8]>);
 
@@ -155,16 +181,14 @@ impl Pending {
         apply_entry(group, number, write);
     }
 
-    /// Takes young entries out (live, new in this epoch, never carried over), as puts of keys
-    /// the store below does not hold, as many as a log record of at most `limit` bytes holds;
-    /// the rest stay (and reach the B-tree with the epoch). Carried into the next epoch, most
-    /// of them (a flow still in progress when the epoch ended) are deleted there and never
-    /// reach the B-tree; when more flows are in progress than half a file holds, the part that
-    /// fits is still spared the B-tree.
-    pub(super) fn take_young(&mut self, limit: usize) -> Vec<KeyWrite> {
+    /// Takes young entries of `kind` out (live, new in this epoch, never carried over), as
+    /// puts of keys the store below does not hold, as many as a log record of at most `limit`
+    /// bytes holds; the rest stay (and reach the B-tree with the epoch). Carried into the next
+    /// epoch, most flows in progress are deleted there and never reach the B-tree.
+    pub(super) fn take_young(&mut self, kind: Young, limit: usize) -> Vec<KeyWrite> {
         let mut room = limit;
         let mut taken = Vec::new();
-        // Whether to keep the entry (of a key `key_len` long) in the ended epoch.
+        // Whether to carry the entry (of a key `key_len` long).
         let mut fits = |key_len: usize, entry: &Entry| {
             let len = entry.young_len(key_len);
             let fits = len > 0 && len <= room;
@@ -181,24 +205,43 @@ impl Pending {
             });
         };
         for (prefix, group) in &mut self.sessions {
-            let key_len = prefix.len() + suffix_len(prefix[0]).unwrap_or(0);
-            group.retain(|number, entry| {
-                let carry = fits(key_len, entry);
+            if kind.has_tag(prefix[0]) {
+                let key_len = prefix.len() + suffix_len(prefix[0]).unwrap_or(0);
+                group.retain(|number, entry| {
+                    let carry = fits(key_len, entry);
+                    if carry {
+                        take(key_of(prefix, *number), entry);
+                    }
+                    !carry
+                });
+            }
+        }
+        self.sessions.retain(|_, group| !group.is_empty());
+        if kind == Young::Rest {
+            self.others.retain(|key, entry| {
+                let carry = fits(key.len(), entry);
                 if carry {
-                    take(key_of(prefix, *number), entry);
+                    take(key.clone(), entry);
                 }
                 !carry
             });
         }
-        self.sessions.retain(|_, group| !group.is_empty());
-        self.others.retain(|key, entry| {
-            let carry = fits(key.len(), entry);
-            if carry {
-                take(key.clone(), entry);
-            }
-            !carry
-        });
         taken
+    }
+
+    /// The bytes in a log record of the flows carried over from the epoch before and still in
+    /// progress (they outlived this epoch).
+    pub(super) fn outlived_flows_len(&self) -> usize {
+        let flows = (self.sessions.iter()).filter(|(prefix, _)| Young::Flows.has_tag(prefix[0]));
+        let mut len = 0;
+        for (prefix, group) in flows {
+            let key_len = prefix.len() + suffix_len(prefix[0]).unwrap_or(0);
+            len += group
+                .values()
+                .map(|e| e.carried_live_len(key_len))
+                .sum::<usize>();
+        }
+        len
     }
 
     /// `Some(value)` if this epoch wrote `key` (`Some(None)`: deleted it).
@@ -337,7 +380,7 @@ mod tests {
         ended.apply(put(&new, true));
         ended.apply(put(&old, false));
         ended.apply(delete(&gone));
-        let carried = ended.take_young(usize::MAX);
+        let carried = ended.take_young(Young::Rest, usize::MAX);
         assert_eq!(carried.len(), 1);
         assert_eq!(
             (carried[0].key.as_slice(), carried[0].absent_before),
@@ -349,12 +392,33 @@ mod tests {
         for write in carried {
             next.apply_carried(write);
         }
-        assert!(next.take_young(usize::MAX).is_empty(), "carried twice");
+        assert!(
+            next.take_young(Young::Rest, usize::MAX).is_empty(),
+            "carried twice"
+        );
         next.apply(delete(&new));
         assert!(
             next.is_empty(),
             "a carried entry deleted again reaches the B-tree"
         );
+    }
+
+    #[test]
+    fn flows_in_progress_are_taken_apart_from_the_rest() {
+        let flow = inflight_key(&text("a"), codec::PacketId::new(1).unwrap());
+        let queued = queued_key(&text("a"), 1);
+        let mut ended = Pending::default();
+        ended.apply(put(&flow, true));
+        ended.apply(put(&queued, true));
+        ended.apply(put(b"tx/y", true));
+        let flows = ended.take_young(Young::Flows, usize::MAX);
+        assert_eq!(flows.len(), 1);
+        assert_eq!(flows[0].key, flow);
+        let rest: Vec<_> = (ended.take_young(Young::Rest, usize::MAX).into_iter())
+            .map(|w| w.key)
+            .collect();
+        assert_eq!(rest.len(), 2);
+        assert!(rest.contains(&queued) && rest.contains(&b"tx/y".to_vec()));
     }
 
     #[test]
@@ -369,12 +433,12 @@ mod tests {
             ended.apply(put(key, true));
         }
         ended.apply(put(b"tx/y", true));
-        assert!(ended.take_young(least - 1).is_empty());
+        assert!(ended.take_young(Young::Rest, least - 1).is_empty());
         assert_eq!(ended.writes().count(), 3);
-        let carried = ended.take_young(one);
+        let carried = ended.take_young(Young::Rest, one);
         assert_eq!(carried.len(), 1, "one entry fits");
         assert_eq!(ended.writes().count(), 2, "the rest stays for the B-tree");
-        assert_eq!(ended.take_young(usize::MAX).len(), 2);
+        assert_eq!(ended.take_young(Young::Rest, usize::MAX).len(), 2);
         assert_eq!(ended.writes().count(), 0);
     }
 }

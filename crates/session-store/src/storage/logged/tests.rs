@@ -17,15 +17,22 @@ use crate::storage::{RecordingStorage, SessionStorage, SessionWrite, SyncMode};
 /// The batches of `n` QoS 2 flows in step: each batch stores one message, sends it, and moves
 /// the earlier ones on (inbound id recorded and released, PUBREC, PUBCOMP).
 fn qos2_flows(n: u16) -> Vec<Vec<SessionWrite>> {
-    qos2_flows_in_flight(n, 1)
+    qos2_flows_in_flight(n, 1, &[])
 }
 
-/// Like [`qos2_flows`], with `window` flows waiting for their PUBREC at any time.
-fn qos2_flows_in_flight(n: u16, window: u16) -> Vec<Vec<SessionWrite>> {
+/// Like [`qos2_flows`], with `window` flows waiting for their PUBREC at any time, and
+/// `payload` as the messages' payload where it is not empty.
+fn qos2_flows_in_flight(n: u16, window: u16, payload: &[u8]) -> Vec<Vec<SessionWrite>> {
     let mut batches = vec![vec![saved("a", SessionExpiry::Never)]];
     for id in 1..=n {
         let seq = u64::from(id);
-        let mut batch = vec![queued("a", seq, QoS::ExactlyOnce), sent("a", seq, id)];
+        let mut message = queued("a", seq, QoS::ExactlyOnce);
+        if let SessionWrite::MessageQueued { message, .. } = &mut message
+            && !payload.is_empty()
+        {
+            message.payload = bytes::Bytes::copy_from_slice(payload);
+        }
+        let mut batch = vec![message, sent("a", seq, id)];
         batch.push(qos2_received(id));
         if id > window {
             batch.push(released(id - window));
@@ -156,7 +163,7 @@ fn checkpointed_flows(
     let mut storage = open_sized(path, size);
     let mut model = RecordingStorage::default();
     let mut checkpointed = 0;
-    for batch in qos2_flows_in_flight(n, window) {
+    for batch in qos2_flows_in_flight(n, window, &[7; 1000]) {
         let epoch = storage.epoch;
         assert_eq!(
             storage.commit(&batch).unwrap(),
@@ -172,12 +179,13 @@ fn checkpointed_flows(
 #[test]
 fn a_file_grows_for_the_flows_in_progress_rather_than_checkpoint_them() {
     let dir = temp_dir();
-    let fixed = LogSize::fixed(1 << 10);
+    let fixed = LogSize::fixed(4 << 10);
     let growing = LogSize {
-        bytes: 1 << 10,
-        max_bytes: 64 << 10,
+        bytes: 4 << 10,
+        max_bytes: 256 << 10,
     };
-    // Forty flows in progress at any time: more than half a first file holds.
+    // Forty flows of 1,000-byte messages in progress at any time: more than half a first file
+    // holds.
     let (_, _, stuck) = checkpointed_flows(&dir.path().join("fixed"), fixed, 600, 40);
     let path = dir.path().join("growing");
     let (storage, mut model, spared) = checkpointed_flows(&path, growing, 600, 40);
@@ -190,6 +198,36 @@ fn a_file_grows_for_the_flows_in_progress_rather_than_checkpoint_them() {
         "flows in progress reaching the B-tree: {spared} with growing files, {stuck} without"
     );
     assert_recovers(storage, &path, growing, &mut model);
+}
+
+#[test]
+fn long_lived_entries_do_not_grow_a_file() {
+    let dir = temp_dir();
+    let path = dir.path().join("db");
+    let size = LogSize {
+        bytes: 4 << 10,
+        max_bytes: 256 << 10,
+    };
+    let mut storage = open_sized(&path, size);
+    let mut model = RecordingStorage::default();
+    // An offline session's queue: stored, never sent.
+    let mut batches = vec![vec![saved("a", SessionExpiry::Never)]];
+    for seq in 1..=200 {
+        let mut write = queued("a", seq, QoS::AtLeastOnce);
+        if let SessionWrite::MessageQueued { message, .. } = &mut write {
+            message.payload = bytes::Bytes::from_static(&[7; 1000]);
+        }
+        batches.push(vec![write]);
+    }
+    for batch in &batches {
+        assert_eq!(storage.commit(batch).unwrap(), model.commit(batch).unwrap());
+    }
+    assert!(storage.epoch > 2, "the queue ends no epoch");
+    assert!(
+        storage.files.iter().all(|f| f.capacity == size.bytes),
+        "a file grew for a queue nobody takes"
+    );
+    assert_recovers(storage, &path, size, &mut model);
 }
 
 #[test]
