@@ -18,6 +18,7 @@
 #   BENCH_CACHE    where peers are installed (default: ~/.cache/ringmq-bench)
 #   BENCH_THREADS  load generator threads (default 1: the broker keeps the other core)
 #   SKIP_BUILD=1   use the release binaries already built
+#   KEEP_DATA=1    keep each broker's data directory (runs/<id>/*-data-<port>) after it stops
 #   BENCH_TLS=1    ringmq and mosquitto also get TLS, WebSocket (/mqtt) and secure WebSocket
 #                  listeners on free ports (TLS_PORT, WS_PORT, WSS_PORT) with the PEM files
 #                  BENCH_TLS_CERT and BENCH_TLS_KEY (scripts/bench/tls.sh makes them)
@@ -257,6 +258,9 @@ broker_stop() {
   kill -KILL "$BROKER_PID" 2>/dev/null || true
   wait "$BROKER_PID" 2>/dev/null || true
   BROKER_PID=""
+  # Every start stores in a fresh directory (write_config) that nothing reads again, and a
+  # persistent run leaves hundreds of MB there; KEEP_DATA=1 keeps them for a look.
+  [[ -n ${KEEP_DATA:-} ]] || rm -rf "$RUN_DIR"/ringmq-data-* "$RUN_DIR"/mosquitto-data-*
 }
 
 # With PERF_DATA set (scripts/flamegraph.sh), the broker is profiled from start to stop:

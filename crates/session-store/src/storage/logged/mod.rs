@@ -19,8 +19,9 @@
 //! the epoch was too short for them) take more than half the next file, that file grows
 //! (written with zeros, to four times their size, at least doubled, up to `max_bytes`) before
 //! they are carried into it, first; other young entries (queued messages, which may wait
-//! long for an offline session) are carried only within half the file: a heavier load (larger messages, more of them in flight) gets longer
-//! epochs instead of checkpointing every flow in progress. An epoch starts only once the one
+//! long for an offline session) are carried only within half the file. A heavier load
+//! (larger messages, more of them in flight) so gets longer epochs instead of checkpointing
+//! every flow in progress. An epoch starts only once the one
 //! before the last is checkpointed (its file is then free); the store thread waits for that,
 //! never the reactors. Reads go through the epoch being written, the one being checkpointed,
 //! then redb. Opening replays the epochs after the last checkpointed one (each file's records
