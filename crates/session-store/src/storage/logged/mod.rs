@@ -299,8 +299,19 @@ impl LoggedStorage {
             return Ok(());
         }
         let needed = (in_progress as u64).saturating_mul(4);
-        let grown = needed.max(capacity.saturating_mul(2));
-        self.files[index].grow_to(grown.min(self.max_log_bytes).max(capacity))
+        let grown = (needed.max(capacity.saturating_mul(2)))
+            .min(self.max_log_bytes)
+            .max(capacity);
+        if grown > capacity {
+            tracing::info!(
+                file = %self.path.with_file_name(LOG_FILES[index]).display(),
+                from_mib = capacity >> 20,
+                to_mib = grown >> 20,
+                in_progress_mib = in_progress >> 20,
+                "log file grows for the QoS 1/2 flows in progress (persistence.log_max_mb bounds it)"
+            );
+        }
+        self.files[index].grow_to(grown)
     }
 
     /// Starts the new epoch's log with `carried` (entries of the ended epoch that were new
