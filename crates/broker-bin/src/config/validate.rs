@@ -33,7 +33,6 @@ fn need<T: Clone>(key: &'static str, value: &Option<T>) -> Result<T, ConfigError
         .ok_or_else(|| ConfigError::invalid(key, "missing (and no default)"))
 }
 
-/// A required integer in `min..=max`.
 /// `persistence.log_max_mb`: at least `log_mb`.
 fn log_max_mb(p: &RawPersistence, log_mb: u64) -> Result<u64, ConfigError> {
     let max = in_range("persistence.log_max_mb", &p.log_max_mb, 1, 65_536)?;
@@ -48,6 +47,7 @@ fn log_max_mb(p: &RawPersistence, log_mb: u64) -> Result<u64, ConfigError> {
     Ok(max)
 }
 
+/// A required integer in `min..=max`.
 fn in_range(
     key: &'static str,
     value: &Option<u64>,
