@@ -372,3 +372,58 @@ fn a_connection_with_its_bound_of_acknowledgements_held_is_parked_and_resumed() 
         }
     }
 }
+
+/// QoS 2 flows in progress that take more than half a `log` file (40 messages of 40 KiB, none
+/// acknowledged by the subscriber, against files of 1 MiB) grow the next file rather than go
+/// through the B-tree, and a restart replays the grown file: every one is re-sent once.
+#[test]
+fn qos2_flows_beyond_half_a_log_file_grow_it_and_survive_a_restart() {
+    let dir = temp_dir();
+    let config = format!(
+        "[persistence]\nengine = \"log\"\ndir = \"{}\"\nlog_mb = 1\nlog_max_mb = 8\n",
+        dir.path().display()
+    );
+    let message = |i: u8| {
+        let mut payload = vec![7; 40 << 10];
+        payload[0] = i;
+        payload
+    };
+    {
+        let broker = TestBroker::with_store(&config);
+        let mut sub = RawClient::connected(broker.addr(), persistent_connect(V5, "sub", 3600));
+        sub.subscribe("t/#", QoS::ExactlyOnce);
+        let mut publisher = RawClient::connected_clean(broker.addr(), V5, "pub");
+        for i in 0..40u8 {
+            let reason = publisher.publish_simple("t/a", &message(i), QoS::ExactlyOnce);
+            assert_eq!(reason, ReasonCode::Success, "message {i}");
+        }
+        for i in 0..40u8 {
+            assert_eq!(sub.expect_publish().payload()[0], i, "first send");
+        }
+        sub.drop_abruptly();
+    }
+    let largest = ["log-0", "log-1"]
+        .iter()
+        .map(|file| {
+            std::fs::metadata(dir.path().join(file))
+                .expect("a log file")
+                .len()
+        })
+        .max();
+    assert!(
+        largest.is_some_and(|len| len >= 2 << 20),
+        "no log file grew: {largest:?} bytes"
+    );
+    let broker = TestBroker::with_store(&config);
+    let (mut sub, connack) = RawClient::connect(broker.addr(), persistent_connect(V5, "sub", 3600));
+    assert!(connack.session_present, "the session came back");
+    for i in 0..40u8 {
+        let again = sub.expect_publish();
+        assert!(again.dup, "DUP on the re-send of {i}");
+        assert_eq!(
+            again.payload(),
+            message(i).as_slice(),
+            "message {i} re-sent whole"
+        );
+    }
+}
