@@ -75,6 +75,11 @@ fn number(bytes: &[u8]) -> u64 {
     bytes.iter().fold(0, |n, byte| (n << 8) | u64::from(*byte))
 }
 
+/// The length of a key in the group of `prefix`.
+fn key_len(prefix: &[u8]) -> usize {
+    prefix.len() + suffix_len(prefix[0]).unwrap_or(0)
+}
+
 /// The key of `number` under `prefix`.
 fn key_of(prefix: &[u8], number: u64) -> Vec<u8> {
     let len = suffix_len(prefix[0]).expect("invariant: a group's prefix starts with a session tag");
@@ -188,43 +193,30 @@ impl Pending {
     pub(super) fn take_young(&mut self, kind: Young, limit: usize) -> Vec<KeyWrite> {
         let mut room = limit;
         let mut taken = Vec::new();
-        // Whether to carry the entry (of a key `key_len` long).
-        let mut fits = |key_len: usize, entry: &Entry| {
+        // Carries the entry under the key `key` makes (`key_len` long) if it is young and fits;
+        // whether it stays.
+        let mut carry = |key_len: usize, key: &dyn Fn() -> Vec<u8>, entry: &mut Entry| {
             let len = entry.young_len(key_len);
-            let fits = len > 0 && len <= room;
-            if fits {
-                room -= len;
+            if len == 0 || len > room {
+                return true;
             }
-            fits
-        };
-        let mut take = |key: Vec<u8>, entry: &mut Entry| {
+            room -= len;
             taken.push(KeyWrite {
-                key,
+                key: key(),
                 value: entry.value.take(),
                 absent_before: true,
             });
+            false
         };
         for (prefix, group) in &mut self.sessions {
             if kind.has_tag(prefix[0]) {
-                let key_len = prefix.len() + suffix_len(prefix[0]).unwrap_or(0);
-                group.retain(|number, entry| {
-                    let carry = fits(key_len, entry);
-                    if carry {
-                        take(key_of(prefix, *number), entry);
-                    }
-                    !carry
-                });
+                let len = key_len(prefix);
+                group.retain(|number, entry| carry(len, &|| key_of(prefix, *number), entry));
             }
         }
         self.sessions.retain(|_, group| !group.is_empty());
         if kind == Young::Rest {
-            self.others.retain(|key, entry| {
-                let carry = fits(key.len(), entry);
-                if carry {
-                    take(key.clone(), entry);
-                }
-                !carry
-            });
+            (self.others).retain(|key, entry| carry(key.len(), &|| key.clone(), entry));
         }
         taken
     }
@@ -233,15 +225,10 @@ impl Pending {
     /// progress (they outlived this epoch).
     pub(super) fn outlived_flows_len(&self) -> usize {
         let flows = (self.sessions.iter()).filter(|(prefix, _)| Young::Flows.has_tag(prefix[0]));
-        let mut len = 0;
-        for (prefix, group) in flows {
-            let key_len = prefix.len() + suffix_len(prefix[0]).unwrap_or(0);
-            len += group
-                .values()
-                .map(|e| e.carried_live_len(key_len))
-                .sum::<usize>();
-        }
-        len
+        let lens = flows.flat_map(|(prefix, group)| {
+            (group.values()).map(|entry| entry.carried_live_len(key_len(prefix)))
+        });
+        lens.sum()
     }
 
     /// `Some(value)` if this epoch wrote `key` (`Some(None)`: deleted it).

@@ -27,10 +27,8 @@ fn qos2_flows_in_flight(n: u16, window: u16, payload: &[u8]) -> Vec<Vec<SessionW
     for id in 1..=n {
         let seq = u64::from(id);
         let mut message = queued("a", seq, QoS::ExactlyOnce);
-        if let SessionWrite::MessageQueued { message, .. } = &mut message
-            && !payload.is_empty()
-        {
-            message.payload = bytes::Bytes::copy_from_slice(payload);
+        if !payload.is_empty() {
+            message = with_payload(message, payload);
         }
         let mut batch = vec![message, sent("a", seq, id)];
         batch.push(qos2_received(id));
@@ -44,6 +42,15 @@ fn qos2_flows_in_flight(n: u16, window: u16, payload: &[u8]) -> Vec<Vec<SessionW
         batches.push(batch);
     }
     batches
+}
+
+/// `write`, a `MessageQueued`, with `payload` as its message's payload.
+fn with_payload(mut write: SessionWrite, payload: &[u8]) -> SessionWrite {
+    let SessionWrite::MessageQueued { message, .. } = &mut write else {
+        panic!("test: a queued message, not {write:?}");
+    };
+    message.payload = bytes::Bytes::copy_from_slice(payload);
+    write
 }
 
 /// Copies the store's files in `from` to `to` as they are now (what a crash at this moment
@@ -213,11 +220,8 @@ fn long_lived_entries_do_not_grow_a_file() {
     // An offline session's queue: stored, never sent.
     let mut batches = vec![vec![saved("a", SessionExpiry::Never)]];
     for seq in 1..=200 {
-        let mut write = queued("a", seq, QoS::AtLeastOnce);
-        if let SessionWrite::MessageQueued { message, .. } = &mut write {
-            message.payload = bytes::Bytes::from_static(&[7; 1000]);
-        }
-        batches.push(vec![write]);
+        let write = queued("a", seq, QoS::AtLeastOnce);
+        batches.push(vec![with_payload(write, &[7; 1000])]);
     }
     for batch in &batches {
         assert_eq!(storage.commit(batch).unwrap(), model.commit(batch).unwrap());
