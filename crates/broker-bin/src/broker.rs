@@ -83,6 +83,12 @@ impl Broker {
         auth: Box<dyn Authenticator>,
         clock: Clock,
     ) -> Result<Self, StartError> {
+        let hold = config.limits.free_memory_hold;
+        if !ring_runtime::hold_free_memory(hold) {
+            tracing::debug!(
+                "limits.free_memory_hold_ms not applied: MIMALLOC_PURGE_DELAY is set, or the allocator is not mimalloc"
+            );
+        }
         let mut runtime_config = runtime_config(&config);
         runtime_config.clock = clock.clone();
         let shards = runtime_config.shard_count();

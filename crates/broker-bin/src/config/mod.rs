@@ -97,6 +97,10 @@ mod tests {
             config.runtime.accept_backoff,
             std::time::Duration::from_millis(100)
         );
+        assert_eq!(
+            config.limits.free_memory_hold,
+            std::time::Duration::from_secs(1)
+        );
     }
 
     #[test]
@@ -158,6 +162,10 @@ mod tests {
         assert!(
             error_for("[queues]\nslow_consumer_policy = \"x\"\n")
                 .contains("queues.slow_consumer_policy")
+        );
+        assert!(
+            error_for("[limits]\nfree_memory_hold_ms = 60001\n")
+                .contains("limits.free_memory_hold_ms")
         );
         let log_max_below_log = error_for("[persistence]\nlog_mb = 128\nlog_max_mb = 64\n");
         assert!(

@@ -79,6 +79,7 @@ raw_section!(
         max_connect_size: u64,
         max_partial_frame_bytes: u64,
         return_memory_after_bytes: u64,
+        free_memory_hold_ms: u64,
         max_publish_rate: u64,
         max_publish_bytes_rate: u64,
     }

@@ -192,6 +192,9 @@ pub struct LimitSettings {
     /// Bytes of queued messages and partial frames freed after which every shard hands its free
     /// allocator memory back to the OS (0: never).
     pub return_memory_after_bytes: u64,
+    /// How long freed allocator pages are kept for reuse before the allocator hands them back
+    /// to the OS by itself (0: at once).
+    pub free_memory_hold: Duration,
 }
 
 /// `[queues]`

@@ -408,6 +408,12 @@ impl RawConfig {
                 0,
                 1 << 40,
             )?,
+            free_memory_hold: Duration::from_millis(in_range(
+                "limits.free_memory_hold_ms",
+                &l.free_memory_hold_ms,
+                0,
+                60_000,
+            )?),
         })
     }
 

@@ -81,6 +81,7 @@ pub(crate) const RESTART: &[KeyCheck] = &[
         "limits.return_memory_after_bytes",
         limits.return_memory_after_bytes
     ),
+    same!("limits.free_memory_hold_ms", limits.free_memory_hold),
     same!("routing.shared_strategy", routing.shared_strategy),
     same!("queues.outbound_bytes", queues.outbound_bytes),
     same!("queues.backlog_retry_ms", queues.backlog_retry),

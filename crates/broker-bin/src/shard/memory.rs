@@ -7,6 +7,11 @@
 //! after the first collection (a backlog dropped over several turns) are caught by the second,
 //! and a stream of large messages cycling through the partial-frame budget costs at most two
 //! collections per interval.
+//!
+//! Freed pages otherwise stay with the allocator for `limits.free_memory_hold_ms` (its purge
+//! delay) so that a busy shard reuses them without page faults; a shard only purges while it
+//! allocates, though. So a shard that has been quiet for a [`QUIET_CHECK`] interval after it
+//! worked collects once ([`QuietWatch`]).
 
 use std::time::Duration;
 
@@ -20,11 +25,54 @@ use crate::message::ShardMsg;
 
 /// How long after collecting a shard collects once more (and not before).
 const COLLECT_SETTLE: Duration = Duration::from_millis(500);
+/// How often a shard that worked looks whether it has gone quiet.
+const QUIET_CHECK: Duration = Duration::from_secs(1);
+/// A shard busy for less than this over a [`QUIET_CHECK`] interval is quiet (keep-alives of
+/// thousands of idle clients take a few milliseconds a second).
+const QUIET_BUSY_NS: u64 = 10_000_000;
+
+/// Whether a shard has gone quiet since it last worked, read from its busy time.
+#[derive(Debug, Default)]
+pub(super) struct QuietWatch {
+    /// A check is armed.
+    armed: bool,
+    /// The shard's busy time at the last check (nanoseconds).
+    busy_at_check: u64,
+    /// It collected at the last quiet check and has not worked since.
+    collected: bool,
+}
+
+impl QuietWatch {
+    /// At a turn's end, with the shard's busy time `busy_ns`: whether to arm a check (none is
+    /// armed, and the shard worked since it last collected).
+    fn wants_check(&self, busy_ns: u64) -> bool {
+        let worked = busy_ns.saturating_sub(self.busy_at_check) >= QUIET_BUSY_NS;
+        !self.armed && (!self.collected || worked)
+    }
+
+    fn armed(&mut self) {
+        self.armed = true;
+    }
+
+    /// A check is due, the shard's busy time now `busy_ns`: whether to collect (the shard was
+    /// quiet since the last check, and has not collected since it worked).
+    fn check(&mut self, busy_ns: u64) -> bool {
+        self.armed = false;
+        let busy = busy_ns.saturating_sub(self.busy_at_check);
+        self.busy_at_check = busy_ns;
+        if busy >= QUIET_BUSY_NS {
+            self.collected = false;
+            return false;
+        }
+        !std::mem::replace(&mut self.collected, true)
+    }
+}
 
 impl BrokerShard {
     /// At the end of a turn: when enough bytes were freed since the last collection, asks every
     /// shard to hand its free memory back (two relaxed loads when not).
     pub(super) fn return_freed_memory(&mut self, ctx: &mut Ctx) {
+        self.watch_quiet(ctx);
         let threshold = self.shared.config.limits.return_memory_after_bytes;
         let queued = self.shared.queue_limits.budget.take_released(threshold);
         let partial = self.shared.partial_frames.take_released(threshold);
@@ -51,9 +99,77 @@ impl BrokerShard {
         self.arm(ctx, at, TimerPurpose::CollectAgain);
     }
 
+    /// Arms a quiet check when the shard worked since it last collected.
+    fn watch_quiet(&mut self, ctx: &mut Ctx) {
+        if self.timers.quiet.wants_check(ctx.stats().busy_ns) {
+            self.timers.quiet.armed();
+            let at = ctx.now() + QUIET_CHECK;
+            self.arm(ctx, at, TimerPurpose::QuietCheck);
+        }
+    }
+
+    /// `TimerPurpose::QuietCheck`: collects if the shard has been quiet since the last check.
+    pub(super) fn quiet_check(&mut self, ctx: &Ctx) {
+        if self.timers.quiet.check(ctx.stats().busy_ns) {
+            debug!("shard quiet: hands its free memory back");
+            ring_runtime::return_free_memory();
+        }
+    }
+
     /// The trailing collection of a burst.
     pub(super) fn collect_again(&mut self) {
         self.timers.collect_armed = false;
         ring_runtime::return_free_memory();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{QUIET_BUSY_NS, QuietWatch};
+
+    /// Runs a check after the shard was busy `busy` more nanoseconds; whether it collected.
+    fn check_after(watch: &mut QuietWatch, clock: &mut u64, busy: u64) -> bool {
+        *clock += busy;
+        assert!(watch.wants_check(*clock) || watch.armed, "a check is armed");
+        watch.armed();
+        watch.check(*clock)
+    }
+
+    #[test]
+    fn a_shard_collects_once_when_it_goes_quiet_and_again_only_after_it_worked() {
+        let (mut watch, mut clock) = (QuietWatch::default(), 0);
+        assert!(
+            !check_after(&mut watch, &mut clock, 50 * QUIET_BUSY_NS),
+            "busy: no collection"
+        );
+        assert!(
+            !check_after(&mut watch, &mut clock, QUIET_BUSY_NS),
+            "still busy"
+        );
+        assert!(check_after(&mut watch, &mut clock, 0), "quiet: collects");
+        assert!(!watch.wants_check(clock), "no check while nothing happens");
+        clock += QUIET_BUSY_NS / 2;
+        assert!(
+            !watch.wants_check(clock),
+            "a few keep-alives do not arm a check"
+        );
+        clock += QUIET_BUSY_NS;
+        assert!(watch.wants_check(clock), "work arms a check again");
+        assert!(
+            !check_after(&mut watch, &mut clock, 0),
+            "it worked in that interval"
+        );
+        assert!(
+            check_after(&mut watch, &mut clock, 1),
+            "quiet again: collects once more"
+        );
+    }
+
+    #[test]
+    fn an_armed_check_is_not_armed_twice() {
+        let mut watch = QuietWatch::default();
+        assert!(watch.wants_check(0));
+        watch.armed();
+        assert!(!watch.wants_check(10 * QUIET_BUSY_NS));
     }
 }

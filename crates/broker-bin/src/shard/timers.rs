@@ -30,6 +30,8 @@ pub enum TimerPurpose {
     FencesOverdue(router::SubscriberId),
     /// The trailing collection after a burst of frees (`memory.rs`).
     CollectAgain,
+    /// A look whether the shard has gone quiet, to hand its free memory back (`memory.rs`).
+    QuietCheck,
     /// A client's credentials expire (a JWT's `exp`): it is disconnected.
     CredentialsExpired(ConnId),
     /// The end of a connection's pause for its publish rate (`throttle.rs`).
@@ -53,6 +55,8 @@ pub struct TimerBook {
     backlog_armed: bool,
     /// A trailing collection is armed (`memory.rs`).
     pub(super) collect_armed: bool,
+    /// Whether the shard has gone quiet (`memory.rs`).
+    pub(super) quiet: super::memory::QuietWatch,
 }
 
 impl BrokerShard {
@@ -135,6 +139,7 @@ impl BrokerShard {
             }
             TimerPurpose::FencesOverdue(subscriber) => self.fences_overdue(ctx, subscriber),
             TimerPurpose::CollectAgain => self.collect_again(),
+            TimerPurpose::QuietCheck => self.quiet_check(ctx),
             TimerPurpose::CredentialsExpired(conn) => self.credentials_expired(ctx, conn),
             TimerPurpose::Throttle(conn) => self.throttle_elapsed(ctx, conn),
             TimerPurpose::LifecycleSummary(kind) => self.lifecycle_summary_due(kind),

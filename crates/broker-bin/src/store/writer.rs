@@ -15,6 +15,10 @@ use crate::config::SyncPolicy;
 const MAX_GROUP: usize = 1024;
 /// Most skipped writes logged one by one per commit (the rest are only counted).
 const SKIPPED_LOGGED: usize = 4;
+/// How long after its last commit an idle store thread hands its free memory back (freed
+/// pages stay with the allocator for `limits.free_memory_hold_ms` otherwise, and a thread
+/// that no longer allocates never purges them).
+const IDLE_COLLECT: Duration = Duration::from_secs(1);
 
 /// The running store thread.
 #[derive(Debug)]
@@ -39,6 +43,8 @@ impl StoreThread {
             interval,
             last_sync: Instant::now(),
             unsynced: false,
+            last_commit: Instant::now(),
+            collect_pending: false,
             writes: Vec::new(),
         };
         let thread = std::thread::Builder::new()
@@ -68,6 +74,10 @@ struct Writer {
     last_sync: Instant,
     /// Commits since the last sync (`interval` policy).
     unsynced: bool,
+    /// When the last group commit ended.
+    last_commit: Instant,
+    /// Committed since free memory was last handed back.
+    collect_pending: bool,
     /// A group's writes, in one buffer kept between commits (a group can hold a great many:
     /// allocating it anew each time costs page faults).
     writes: Vec<SessionWrite>,
@@ -124,25 +134,44 @@ impl Writer {
         Ok(())
     }
 
-    /// The next batch, or `None` once every shard is gone; with the `interval` policy, syncs
-    /// when the interval ran out while waiting.
+    /// The next batch, or `None` once every shard is gone; does the idle work that falls due
+    /// while waiting ([`Self::idle`]).
     fn next_batch(&mut self) -> Option<StoreJob> {
         loop {
-            if self.sync == SyncPolicy::Batch || !self.unsynced {
+            let Some(wait) = self.idle_wait() else {
                 return self.batches.recv().ok();
-            }
-            let wait = self.interval.saturating_sub(self.last_sync.elapsed());
+            };
             match self.batches.recv_timeout(wait) {
                 Ok(batch) => return Some(batch),
                 Err(RecvTimeoutError::Disconnected) => return None,
                 Err(RecvTimeoutError::Timeout) => {
-                    if let Err(error) = self.sync_if_needed(true) {
+                    if let Err(error) = self.idle() {
                         self.state.fail(error.to_string());
                         return None;
                     }
                 }
             }
         }
+    }
+
+    /// How long until idle work falls due (`None`: none is pending).
+    fn idle_wait(&self) -> Option<Duration> {
+        let interval_sync = (self.sync != SyncPolicy::Batch && self.unsynced)
+            .then(|| self.interval.saturating_sub(self.last_sync.elapsed()));
+        let collect =
+            (self.collect_pending).then(|| IDLE_COLLECT.saturating_sub(self.last_commit.elapsed()));
+        interval_sync.into_iter().chain(collect).min()
+    }
+
+    /// The idle work that is due: the `interval` policy's sync once the interval ran out, and
+    /// handing free memory back once no commit came for [`IDLE_COLLECT`].
+    fn idle(&mut self) -> Result<(), StorageError> {
+        self.sync_if_needed(false)?;
+        if self.collect_pending && self.last_commit.elapsed() >= IDLE_COLLECT {
+            ring_runtime::return_free_memory();
+            self.collect_pending = false;
+        }
+        Ok(())
     }
 
     /// Commits a group as one batch, then publishes what became durable.
@@ -169,6 +198,8 @@ impl Writer {
         // `interval` ones when the interval runs out.
         self.sync_if_needed(false)?;
         self.state.publish(group);
+        self.last_commit = Instant::now();
+        self.collect_pending = true;
         Ok(())
     }
 
