@@ -14,7 +14,7 @@ ensure_debian_package() {
   local sudo=""
   [ "$(id -u)" -eq 0 ] || sudo="sudo"
   $sudo apt-get update -qq
-  $sudo DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$2"
+  $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$2"
 }
 
 test_tools() {
