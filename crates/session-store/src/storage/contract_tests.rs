@@ -268,6 +268,52 @@ pub(super) fn a_message_queued_and_sent_at_once_is_stored_as_sent<S: SessionStor
     assert_eq!(one_batch.load().unwrap(), expected.load().unwrap());
 }
 
+/// A packet id acknowledged and used again in the same batch, and a flow sent, released and
+/// completed in one batch, store what they add up to, whether the earlier steps were committed
+/// in earlier batches or in the same one.
+pub(super) fn a_packet_id_used_again_in_one_batch_keeps_its_new_flow<S: SessionStorage>(
+    make: impl Fn() -> S,
+) {
+    let first = [
+        saved("a", SessionExpiry::Never),
+        queued_and_sent("a", 1, 7, QoS::ExactlyOnce),
+        queued_and_sent("a", 2, 8, QoS::ExactlyOnce),
+    ];
+    let second = [
+        released(7),
+        acked(8),
+        queued_and_sent("a", 3, 8, QoS::AtLeastOnce),
+    ];
+    let third = [
+        acked(7),
+        queued_and_sent("a", 4, 7, QoS::ExactlyOnce),
+        released(7),
+        acked(7),
+        queued_and_sent("a", 5, 9, QoS::ExactlyOnce),
+        released(9),
+    ];
+    let mut batched = make();
+    let mut whole = make();
+    for batch in [&first[..], &second, &third] {
+        assert_eq!(batched.commit(batch).unwrap(), Committed::default());
+    }
+    let all: Vec<SessionWrite> = [&first[..], &second, &third].concat();
+    assert_eq!(whole.commit(&all).unwrap(), Committed::default());
+    let session = &batched.load().unwrap().sessions[0];
+    let ids: Vec<u16> = session.inflight.iter().map(|(id, _)| id.get()).collect();
+    assert_eq!(
+        ids,
+        [8, 9],
+        "7 completed twice; 8 carries message 3; 9 released"
+    );
+    assert!(matches!(
+        session.inflight[0].1,
+        InflightState::AwaitingPubAck(_)
+    ));
+    assert_eq!(session.inflight[1].1, InflightState::AwaitingPubComp);
+    assert_eq!(whole.load().unwrap(), batched.load().unwrap());
+}
+
 /// `RetainSet` for `topic`, with a payload naming it.
 pub(super) fn retain_set(topic: &str, payload: &'static str) -> SessionWrite {
     let mut message = message(topic, QoS::AtLeastOnce);

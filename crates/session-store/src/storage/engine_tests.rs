@@ -89,6 +89,11 @@ macro_rules! contract_suite {
         }
 
         #[test]
+        fn a_packet_id_used_again_in_one_batch_keeps_its_new_flow() {
+            contract::a_packet_id_used_again_in_one_batch_keeps_its_new_flow($make);
+        }
+
+        #[test]
         fn retained_messages_are_set_replaced_and_cleared() {
             contract::retained_messages_are_set_replaced_and_cleared($make);
         }

@@ -8,6 +8,7 @@ use std::collections::HashMap;
 
 use codec::{MqttStr, PacketId};
 
+use super::overlay::PlannedAt;
 use crate::storage::{MessageSeq, StoredSession};
 
 /// Where an inflight entry stands (its message, if any, is in the store).
@@ -28,6 +29,8 @@ pub(in crate::storage) struct Flight {
     pub(in crate::storage) send: u64,
     /// Its phase.
     pub(in crate::storage) phase: Phase,
+    /// Where the batch being planned wrote its key, if it did.
+    pub(in crate::storage) planned: PlannedAt,
 }
 
 /// The highest queued sequence number of a session, as far as the index knows it.

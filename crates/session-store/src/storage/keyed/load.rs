@@ -145,7 +145,15 @@ fn load_inflight(
             InflightState::AwaitingPubRec(_) => Phase::Rec,
             InflightState::AwaitingPubComp => Phase::Comp,
         };
-        owner.indexed.inflight.insert(id, Flight { send, phase });
+        let planned = Default::default();
+        (owner.indexed.inflight).insert(
+            id,
+            Flight {
+                send,
+                phase,
+                planned,
+            },
+        );
         owner.inflight.push((send, id, state));
         index.next_send = index.next_send.max(send.saturating_add(1));
         Ok(true)

@@ -39,6 +39,8 @@ mod kv;
 mod load;
 mod overlay;
 mod plan;
+#[cfg(test)]
+mod tests;
 
 pub(super) use keys::{AWAITING, INFLIGHT, QUEUED, SESSION, split_client};
 #[cfg(test)]

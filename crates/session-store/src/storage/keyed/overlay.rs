@@ -72,6 +72,20 @@ pub(in crate::storage) struct Planned {
     value: Option<Value>,
     /// Whether the store held no value under the key before the batch.
     absent_before: bool,
+    /// Whether the table finds it by key (see [`PlannedAt`] for the writes it does not).
+    indexed: bool,
+}
+
+/// Where a batch planned the write of an inflight entry's key, kept by the index with the
+/// entry: its later writes in the batch find it there instead of hashing the key. Only a
+/// planned deletion of such a key is also in the table (a new entry under the same packet id,
+/// later in the batch, finds it by key); its puts are not.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(in crate::storage) struct PlannedAt {
+    /// The batch's number (0: none).
+    batch: u32,
+    /// The write's position in it.
+    at: u32,
 }
 
 /// A key as planned, in the order first planned.
@@ -94,11 +108,14 @@ pub(in crate::storage) struct PlannedWrites {
     by_key: HashTable<u32>,
     slots: Vec<Slot>,
     hasher: ahash::RandomState,
+    /// The number of the batch being planned (never 0).
+    batch: u32,
 }
 
 impl PlannedWrites {
     /// Empties it, with room for `writes` keys.
     fn reset(&mut self, writes: usize) {
+        self.batch = self.batch.checked_add(1).unwrap_or(1);
         self.by_key.clear();
         self.slots.clear();
         let (slots, hasher) = (&self.slots, &self.hasher);
@@ -132,24 +149,69 @@ impl PlannedWrites {
             .expect("invariant: a position in the table names a live planned write")
     }
 
-    /// Plans `planned` under `key` (of `hash`), which has no planned write.
-    fn insert(&mut self, hash: u64, key: Vec<u8>, planned: Planned) {
-        let at = u32::try_from(self.slots.len())
-            .expect("invariant: a batch plans fewer than 2^32 key writes");
-        let (slots, hasher) = (&self.slots, &self.hasher);
-        (self.by_key).insert_unique(hash, at, |&other| {
-            hasher.hash_one(&slots[other as usize].key)
-        });
+    /// The live planned write `known` names, if it is of this batch.
+    fn tracked(&mut self, known: PlannedAt) -> Option<&mut Planned> {
+        if known.batch != self.batch {
+            return None;
+        }
+        (self.slots.get_mut(known.at as usize)).and_then(|slot| slot.planned.as_mut())
+    }
+
+    /// Plans `planned` under `key`, which has no planned write, without entering it in the
+    /// table; where it is.
+    fn push_tracked(&mut self, key: Vec<u8>, planned: Planned) -> PlannedAt {
+        let at = self.next_position();
         self.slots.push(Slot {
             key,
             planned: Some(planned),
+        });
+        PlannedAt {
+            batch: self.batch,
+            at,
+        }
+    }
+
+    /// Enters the planned write at `at` in the table, if it is not there yet.
+    fn index(&mut self, at: usize) {
+        let Some(planned) = self.slots[at].planned.as_mut() else {
+            return;
+        };
+        if std::mem::replace(&mut planned.indexed, true) {
+            return;
+        }
+        let hash = self.hasher.hash_one(&self.slots[at].key);
+        let (slots, hasher) = (&self.slots, &self.hasher);
+        (self.by_key).insert_unique(hash, at as u32, |&other| {
+            hasher.hash_one(&slots[other as usize].key)
+        });
+    }
+
+    fn next_position(&self) -> u32 {
+        u32::try_from(self.slots.len())
+            .expect("invariant: a batch plans fewer than 2^32 key writes")
+    }
+
+    /// Plans `planned` under `key` (of `hash`), which has no planned write.
+    fn insert(&mut self, hash: u64, key: Vec<u8>, planned: Planned) {
+        let at = self.next_position();
+        // The slot is moved in before the table is written: a copy of it from the stack
+        // waiting behind the table's stores (cache misses in a table of tens of thousands of
+        // positions) was a tenth of the store thread's time under QoS 2.
+        self.slots.push(Slot {
+            key,
+            planned: Some(planned),
+        });
+        let (slots, hasher) = (&self.slots, &self.hasher);
+        (self.by_key).insert_unique(hash, at, |&other| {
+            hasher.hash_one(&slots[other as usize].key)
         });
     }
 
     /// Drops the planned write at `at` (as if never planned); what it planned.
     fn remove_at(&mut self, at: usize) -> Planned {
+        let indexed = self.slots[at].planned.as_ref().is_some_and(|p| p.indexed);
         let hash = self.hasher.hash_one(&self.slots[at].key);
-        if let Ok(entry) = self.by_key.find_entry(hash, |&other| other as usize == at) {
+        if indexed && let Ok(entry) = self.by_key.find_entry(hash, |&other| other as usize == at) {
             entry.remove();
         }
         (self.slots[at].planned.take())
@@ -201,8 +263,79 @@ impl<'a, K: KvRead> Overlay<'a, K> {
                 Planned {
                     value: Some(value),
                     absent_before,
+                    indexed: true,
                 },
             ),
+        }
+    }
+
+    /// Plans `value` under an inflight entry's key (`key` makes it), which this batch planned
+    /// at `known` if it did; where it is planned now (see [`PlannedAt`]). A key the batch has
+    /// not planned through `known` is looked up in the table only when `absent_before` (a new
+    /// entry: a deletion of the id's previous entry may be planned there).
+    pub(in crate::storage) fn put_tracked(
+        &mut self,
+        known: PlannedAt,
+        key: impl FnOnce() -> Vec<u8>,
+        value: Value,
+        absent_before: bool,
+    ) -> PlannedAt {
+        if let Some(planned) = self.planned.tracked(known) {
+            planned.value = Some(value);
+            return known;
+        }
+        let key = key();
+        let found = if absent_before {
+            self.planned.position(&key)
+        } else {
+            None
+        };
+        if let Some(at) = found {
+            self.planned.at_mut(at).value = Some(value);
+            return PlannedAt {
+                batch: self.planned.batch,
+                at: at as u32,
+            };
+        }
+        let planned = Planned {
+            value: Some(value),
+            absent_before,
+            indexed: false,
+        };
+        self.planned.push_tracked(key, planned)
+    }
+
+    /// Plans deleting an inflight entry's key (`key` makes it), which this batch planned at
+    /// `known` if it did; the deletion is entered in the table (see [`PlannedAt`]).
+    pub(in crate::storage) fn delete_tracked(
+        &mut self,
+        known: PlannedAt,
+        key: impl FnOnce() -> Vec<u8>,
+    ) {
+        let at = known.at as usize;
+        match self.planned.tracked(known) {
+            Some(planned) if planned.absent_before => {
+                self.planned.remove_at(at);
+            }
+            Some(planned) => {
+                planned.value = None;
+                self.planned.index(at);
+            }
+            None => {
+                // Every write of the key in this batch went through `known`: none is planned.
+                let key = key();
+                debug_assert!(
+                    self.planned.position(&key).is_none(),
+                    "{key:?} planned twice"
+                );
+                let hash = self.planned.hasher.hash_one(&key);
+                let planned = Planned {
+                    value: None,
+                    absent_before: false,
+                    indexed: true,
+                };
+                self.planned.insert(hash, key, planned);
+            }
         }
     }
 
@@ -217,6 +350,7 @@ impl<'a, K: KvRead> Overlay<'a, K> {
                 let planned = Planned {
                     value: None,
                     absent_before: false,
+                    indexed: true,
                 };
                 self.planned.insert(hash, key, planned);
             }

@@ -13,7 +13,7 @@ use codec::{MqttStr, PacketId, QoS};
 use super::index::{Flight, Index, Indexed, LastQueued, Phase};
 use super::keys::{self, QUEUED, corrupt};
 use super::kv::{KeyWrite, KvRead};
-use super::overlay::{self, MessageAt, Overlay, PlannedWrites, Value};
+use super::overlay::{self, MessageAt, Overlay, PlannedAt, PlannedWrites, Value};
 use crate::InflightState;
 use crate::storage::encoding::{self, Malformed};
 use crate::storage::recording::{apply_to_record, save};
@@ -169,8 +169,8 @@ impl<'b, K: KvRead> Planner<'_, 'b, K> {
         if self.dirty.remove(client_id) != Some(true) {
             self.overlay.delete(keys::session_key(client_id));
         }
-        for id in session.inflight.keys() {
-            self.overlay.delete(keys::inflight_key(client_id, *id));
+        for (id, flight) in &session.inflight {
+            (self.overlay).delete_tracked(flight.planned, || keys::inflight_key(client_id, *id));
         }
         for id in &session.record.awaiting_release {
             self.overlay.delete(keys::awaiting_key(client_id, *id));
@@ -301,38 +301,39 @@ impl<'b, K: KvRead> Planner<'_, 'b, K> {
             _ => (Phase::Ack, InflightState::AwaitingPubAck(message)),
         };
         // Not in flight: the store holds no entry under the id.
-        self.overlay.put(
-            keys::inflight_key(client_id, id),
+        let planned = self.overlay.put_tracked(
+            PlannedAt::default(),
+            || keys::inflight_key(client_id, id),
             Value::Inflight(send, state),
             true,
         );
         self.index.next_send += 1;
         if let Some(session) = self.session(client_id) {
-            session.inflight.insert(id, Flight { send, phase });
+            let flight = Flight {
+                send,
+                phase,
+                planned,
+            };
+            session.inflight.insert(id, flight);
         }
     }
 
     fn release(&mut self, client_id: &MqttStr, id: PacketId) -> bool {
-        let send = match self
-            .session(client_id)
-            .and_then(|s| s.inflight.get_mut(&id))
-        {
-            Some(flight) if flight.phase == Phase::Rec => {
-                flight.phase = Phase::Comp;
-                flight.send
-            }
-            _ => return false,
+        let flight = (self.index.sessions.get_mut(client_id)).and_then(|s| s.inflight.get_mut(&id));
+        let Some(flight) = flight.filter(|flight| flight.phase == Phase::Rec) else {
+            return false;
         };
-        let entry = Value::Inflight(send, InflightState::AwaitingPubComp);
-        self.overlay
-            .put(keys::inflight_key(client_id, id), entry, false);
+        flight.phase = Phase::Comp;
+        let entry = Value::Inflight(flight.send, InflightState::AwaitingPubComp);
+        let key = || keys::inflight_key(client_id, id);
+        flight.planned = self.overlay.put_tracked(flight.planned, key, entry, false);
         true
     }
 
     fn ack(&mut self, client_id: &MqttStr, id: PacketId) -> bool {
         let acked = self.session(client_id).and_then(|s| s.inflight.remove(&id));
-        if acked.is_some() {
-            self.overlay.delete(keys::inflight_key(client_id, id));
+        if let Some(flight) = acked {
+            (self.overlay).delete_tracked(flight.planned, || keys::inflight_key(client_id, id));
         }
         acked.is_some()
     }
