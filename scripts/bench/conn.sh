@@ -1,14 +1,15 @@
 #!/usr/bin/env bash
 # Scenario conn: idle connections (keep-alive 300 s, clean start), connected as fast as the
 # broker accepts them, from several 127.0.0.x source addresses. For each count: RSS per
-# connection = (broker RSS with the connections - RSS before) / count, measured 2 s after the
-# broker holds them all; connect rate = CONNACKs per second. A fresh broker per count.
+# connection = (broker RSS with the connections - RSS before) / count, measured CONN_SETTLE s
+# (default 2, issue 6's method) after the broker holds them all; connect rate = CONNACKs per second. A fresh broker per count.
 # A broker that has not accepted them all after CONN_WAIT seconds is measured with what it holds
 # then ("held").
-#   CONN_COUNTS="10000 19000" (the fd limit per process is 20000)  CONN_WAIT=120
+#   CONN_COUNTS="10000 19000" (the fd limit per process is 20000)  CONN_WAIT=120  CONN_SETTLE=2
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 CONN_COUNTS=${CONN_COUNTS:-10000 19000}
 CONN_WAIT=${CONN_WAIT:-120}
+CONN_SETTLE=${CONN_SETTLE:-2}
 
 conn_once() {
   local count=$1 json rss0 rss1 held bench_pid
@@ -18,12 +19,12 @@ conn_once() {
   sampler_start
   bench_bg "$json" conn --host "127.0.0.1:$BROKER_PORT" --label conn -c "$count" \
     --bind 127.0.1.1 --bind 127.0.1.2 --bind 127.0.1.3 --bind 127.0.1.4 \
-    --keep-alive 300 --hold 5 -d "$((CONN_WAIT + 10))" --quiet
+    --keep-alive 300 --hold "$((CONN_SETTLE + 3))" -d "$((CONN_WAIT + CONN_SETTLE + 10))" --quiet
   bench_pid=$BENCH_PID
   local started=$SECONDS waited
   wait_conns "$count" "$CONN_WAIT" >/dev/null
   waited=$((SECONDS - started))
-  sleep 2
+  sleep "$CONN_SETTLE"
   held=$(conn_count "$BROKER_PORT")
   rss1=$(rss_kb "$BROKER_PID")
   wait "$bench_pid" || true
@@ -31,11 +32,11 @@ conn_once() {
   sampled=$(sampler_stop)
   [[ -s $json ]] || { log "conn $BROKER_NAME: no summary"; return 1; }
   record conn "$(jq -c -n --slurpfile b "$json" --argjson s "$sampled" \
-    --argjson count "$count" --argjson held "$held" --argjson rss0 "$rss0" --argjson rss1 "$rss1" --argjson waited "$waited" '
+    --argjson count "$count" --argjson held "$held" --argjson rss0 "$rss0" --argjson rss1 "$rss1" --argjson waited "$waited" --argjson settle "$CONN_SETTLE" '
     $b[0] as $b | {
       count: $count, held: $held, connected: $b.totals.connected,
       connect_failures: $b.totals.connect_failures,
-      rss_before_kb: $rss0, rss_after_kb: $rss1,
+      rss_before_kb: $rss0, rss_after_kb: $rss1, settle_s: $settle,
       rss_per_conn_bytes: (if $held > 0 then ($rss1 - $rss0) * 1024 / $held else null end),
       connect_s: $b.ready_after_s,
       connect_rate: ($b.connect_rate // (if $waited > 0 then $held / $waited else null end)),
