@@ -82,8 +82,9 @@ pub(in crate::storage) struct Planned {
 /// later in the batch, finds it by key); its puts are not.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub(in crate::storage) struct PlannedAt {
-    /// The batch's number (0: none).
-    batch: u32,
+    /// The batch's number (0: none; it never wraps, so a flight that waits for years is never
+    /// taken for one of a later batch).
+    batch: u64,
     /// The write's position in it.
     at: u32,
 }
@@ -108,14 +109,14 @@ pub(in crate::storage) struct PlannedWrites {
     by_key: HashTable<u32>,
     slots: Vec<Slot>,
     hasher: ahash::RandomState,
-    /// The number of the batch being planned (never 0).
-    batch: u32,
+    /// The number of the batch being planned (0 before the first).
+    batch: u64,
 }
 
 impl PlannedWrites {
     /// Empties it, with room for `writes` keys.
     fn reset(&mut self, writes: usize) {
-        self.batch = self.batch.checked_add(1).unwrap_or(1);
+        self.batch += 1;
         self.by_key.clear();
         self.slots.clear();
         let (slots, hasher) = (&self.slots, &self.hasher);
