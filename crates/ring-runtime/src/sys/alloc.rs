@@ -25,9 +25,9 @@ const MI_OPTION_PURGE_DELAY: std::ffi::c_int = 15;
 const PURGE_DELAY_ENV: &str = "MIMALLOC_PURGE_DELAY";
 
 /// Keeps freed allocator pages for `delay` before the allocator hands them back to the OS by
-/// itself (mimalloc's purge delay: 10 ms by default in mimalloc 2, which the broker uses; 0: at once). Pages freed and used again
-/// within it cost no page fault and no zeroing by the kernel; [`return_free_memory`] still hands
-/// them back at once. Call it once at start, before the threads that allocate most; a
+/// itself (mimalloc's purge delay: 10 ms by default in mimalloc 2, which the broker uses; 0: at
+/// once). Pages freed and used again within it cost no page fault and no zeroing by the kernel;
+/// [`return_free_memory`] still hands them back at once. Call it once at start, before the threads that allocate most; a
 /// `MIMALLOC_PURGE_DELAY` set in the environment wins. Whether it was applied: without the
 /// `mimalloc` feature, or with that variable set, it does nothing.
 pub fn hold_free_memory(delay: std::time::Duration) -> bool {
