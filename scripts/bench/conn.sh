@@ -6,6 +6,7 @@
 # A broker that has not accepted them all after CONN_WAIT seconds is measured with what it holds
 # then ("held").
 #   CONN_COUNTS="10000 19000" (the fd limit per process is 20000)  CONN_WAIT=120  CONN_SETTLE=2
+#   CONN_SMAPS_DIR=dir: also save the broker's /proc/PID/smaps there when RSS is read
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 CONN_COUNTS=${CONN_COUNTS:-10000 19000}
 CONN_WAIT=${CONN_WAIT:-120}
@@ -27,6 +28,10 @@ conn_once() {
   sleep "$CONN_SETTLE"
   held=$(conn_count "$BROKER_PORT")
   rss1=$(rss_kb "$BROKER_PID")
+  if [[ -n ${CONN_SMAPS_DIR:-} ]]; then
+    mkdir -p "$CONN_SMAPS_DIR"
+    cat "/proc/$BROKER_PID/smaps" >"$CONN_SMAPS_DIR/conn-$BROKER_NAME-$count.smaps" || true
+  fi
   wait "$bench_pid" || true
   local sampled
   sampled=$(sampler_stop)

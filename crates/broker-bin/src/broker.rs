@@ -398,6 +398,7 @@ impl Broker {
                 writes = stats.writes,
                 zerocopy_writes = stats.zerocopy_writes,
                 recv_rearms_enobufs = stats.recv_rearms_enobufs,
+                recv_buffers_released = stats.recv_buffers_released,
                 mailbox_full = stats.mailbox_full,
                 "shard stopped"
             );

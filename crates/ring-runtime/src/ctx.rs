@@ -43,6 +43,9 @@ pub struct ShardStats {
     pub zerocopy_writes: u64,
     /// Multishot receives re-armed after the buffer ring ran dry (`ENOBUFS`).
     pub recv_rearms_enobufs: u64,
+    /// Receive buffers whose pages were handed back to the OS (spare ones no longer kept
+    /// warm, and ones a shrunken ring held beyond its target).
+    pub recv_buffers_released: u64,
     /// Flushes that found a destination mailbox full (batch kept for the next turn).
     pub mailbox_full: u64,
     /// Control messages kept for a destination beyond `max_pending_posts` (never refused).

@@ -7,8 +7,12 @@
 //! (`ENOBUFS`) doubles it, at most once per wait, up to every buffer. Buffers given back go on
 //! a stack and the ring is refilled from its top (warm pages first). Once per
 //! [`SHRINK_INTERVAL`], if the ring never had fewer than half its offered buffers left (the
-//! traffic needed under half), the target halves, and spare buffers beyond the target that
-//! were written are handed back to the OS (their pages read as zeros when next used).
+//! traffic needed under half), the target halves (falls to [`MIN_OFFERED`] when no receive
+//! took a buffer at all), and spare buffers beyond the target that were written are handed
+//! back to the OS (their pages read as zeros when next used). A ring that shrank holds more
+//! than its target (a buffer in the ring cannot be taken back): the ones beyond the target
+//! from its head, which the kernel reaches last, are trimmed too (see `BufRing::adjust` for
+//! when that is safe).
 
 use std::time::{Duration, Instant};
 
@@ -23,7 +27,8 @@ pub(super) struct BufPolicy {
     /// Buffers neither in the ring nor held by a completion being handled; the last was
     /// given back last.
     spare: Vec<u16>,
-    /// Per buffer: offered since its pages were last handed back (it may hold pages).
+    /// Per buffer: written by a receive since its pages were last handed back (it may hold
+    /// pages).
     warm: Vec<bool>,
     /// Buffers in the ring, not yet taken by a receive.
     offered: u16,
@@ -35,6 +40,20 @@ pub(super) struct BufPolicy {
     starved: bool,
     /// When the offer was last checked for shrinking.
     checked: Instant,
+    /// Receives that took a buffer since the last shrink check.
+    taken: u32,
+    /// The ring holds more than its target since a shrink, and the buffers beyond the
+    /// target have not been trimmed yet.
+    trim_pending: bool,
+}
+
+/// What one [`BufPolicy::adjust`] asks of the ring.
+#[derive(Debug, Default)]
+pub(super) struct Adjusted {
+    /// Spare buffers whose pages can go back to the OS (no longer warm).
+    pub(super) cold: Vec<u16>,
+    /// The offered buffers beyond the target from the ring's head should be trimmed.
+    pub(super) trim: bool,
 }
 
 impl BufPolicy {
@@ -49,7 +68,19 @@ impl BufPolicy {
             low_water: target,
             starved: false,
             checked: now,
+            taken: 0,
+            trim_pending: false,
         }
+    }
+
+    /// How many buffers the ring should offer.
+    pub(super) fn target(&self) -> u16 {
+        self.target
+    }
+
+    /// How many buffers are in the ring, not yet taken by a receive.
+    pub(super) fn offered(&self) -> u16 {
+        self.offered
     }
 
     /// The next buffer to offer, while the ring offers fewer than its target.
@@ -58,13 +89,14 @@ impl BufPolicy {
             return None;
         }
         let bid = self.spare.pop()?;
-        self.warm[usize::from(bid)] = true;
         self.offered += 1;
         Some(bid)
     }
 
     /// A receive took `bid` from the ring and it has been copied out: it is spare again.
     pub(super) fn given_back(&mut self, bid: u16) {
+        self.warm[usize::from(bid)] = true;
+        self.taken = self.taken.saturating_add(1);
         self.offered = self.offered.saturating_sub(1);
         self.low_water = self.low_water.min(self.offered);
         self.spare.push(bid);
@@ -76,27 +108,60 @@ impl BufPolicy {
     }
 
     /// Once per wait: doubles the target after a dry ring; at most every [`SHRINK_INTERVAL`],
-    /// halves it when under half was used. Returns the spare buffers whose pages can go back to
-    /// the OS (no longer warm once returned).
-    pub(super) fn adjust(&mut self, now: Instant) -> Vec<u16> {
+    /// halves it when under half was used (down to [`MIN_OFFERED`] when nothing was), and says
+    /// which spare buffers are now cold and whether the ring should be trimmed.
+    pub(super) fn adjust(&mut self, now: Instant) -> Adjusted {
         let count = u16::try_from(self.warm.len()).unwrap_or(u16::MAX);
         if std::mem::take(&mut self.starved) {
             self.target = self.target.saturating_mul(2).min(count);
             self.low_water = 0;
+            self.taken = 0;
             self.checked = now;
-            return Vec::new();
+            self.trim_pending = false;
+            return Adjusted::default();
         }
         if now.duration_since(self.checked) < SHRINK_INTERVAL {
-            return Vec::new();
+            return Adjusted::default();
         }
         self.checked = now;
+        let taken = std::mem::take(&mut self.taken);
         let needed_under_half = self.low_water > self.target / 2;
         self.low_water = self.offered;
-        if !needed_under_half || self.target <= MIN_OFFERED {
-            return Vec::new();
+        let shrinks = needed_under_half && self.target > MIN_OFFERED;
+        let mut cold = Vec::new();
+        if shrinks {
+            self.target = if taken == 0 {
+                MIN_OFFERED
+            } else {
+                (self.target / 2).max(MIN_OFFERED)
+            };
+            cold = self.cold_spares();
         }
-        self.target = (self.target / 2).max(MIN_OFFERED);
-        self.cold_spares()
+        // Buffers beyond the target are never offered again once taken, so only a shrink
+        // leaves new ones to trim.
+        self.trim_pending = self.offered > self.target && (self.trim_pending || shrinks);
+        Adjusted {
+            cold,
+            trim: self.trim_pending,
+        }
+    }
+
+    /// Whether the offer may still shrink or be trimmed: the shard should wake up for the
+    /// next check even when nothing else is due.
+    pub(super) fn wants_check(&self) -> bool {
+        self.target > MIN_OFFERED || self.trim_pending
+    }
+
+    /// The ring was trimmed: every buffer beyond the target was [`Self::cool`]ed.
+    pub(super) fn trimmed(&mut self) {
+        self.trim_pending = false;
+    }
+
+    /// Marks `bid` cold; true when it was warm (its pages should go back to the OS).
+    pub(super) fn cool(&mut self, bid: u16) -> bool {
+        self.warm
+            .get_mut(usize::from(bid))
+            .is_some_and(std::mem::take)
     }
 
     /// The warm spare buffers beyond the `target` most recently given back, now cold.
@@ -145,7 +210,7 @@ mod tests {
         offer_all(&mut policy);
         policy.ran_dry();
         policy.ran_dry();
-        assert!(policy.adjust(now).is_empty());
+        assert!(policy.adjust(now).cold.is_empty());
         assert_eq!(offer_all(&mut policy).len(), usize::from(MIN_OFFERED));
         assert_eq!(policy.target, 2 * MIN_OFFERED);
         for _ in 0..10 {
@@ -170,10 +235,10 @@ mod tests {
             ring.extend(offer_all(&mut policy));
         }
         assert!(
-            policy.adjust(start).is_empty(),
+            policy.adjust(start).cold.is_empty(),
             "shrunk before the interval"
         );
-        assert!(policy.adjust(start + SHRINK_INTERVAL).is_empty());
+        assert!(policy.adjust(start + SHRINK_INTERVAL).cold.is_empty());
         assert_eq!(policy.target, 128);
         // The ring holds more than the target now: buffers taken are not offered again.
         for _ in 0..200 {
@@ -182,14 +247,14 @@ mod tests {
             ring.extend(offer_all(&mut policy));
         }
         assert_eq!(ring.len(), 128);
-        let released = policy.adjust(start + SHRINK_INTERVAL * 2);
+        let released = policy.adjust(start + SHRINK_INTERVAL * 2).cold;
         assert_eq!(policy.target, 64);
         // 128 taken while the ring held more than its target stayed spare (the other 72 were
         // offered again): the 64 given back last stay warm, the other 64 are released.
         assert_eq!(released.len(), 64);
         assert!(released.iter().all(|bid| !ring.contains(bid)));
         assert!(released.iter().all(|bid| !policy.warm[usize::from(*bid)]));
-        let again = policy.adjust(start + SHRINK_INTERVAL * 3);
+        let again = policy.adjust(start + SHRINK_INTERVAL * 3).cold;
         assert!(
             again.iter().all(|bid| !released.contains(bid)),
             "released twice"
@@ -208,7 +273,79 @@ mod tests {
         offer_all(&mut policy);
         policy.target = 64;
         policy.low_water = 0;
-        assert!(policy.adjust(start + SHRINK_INTERVAL).is_empty());
+        assert!(policy.adjust(start + SHRINK_INTERVAL).cold.is_empty());
         assert_eq!(policy.target, 64);
+    }
+
+    /// A ring grown to every buffer by a storm, each buffer written once.
+    fn stormed(count: u16, start: Instant) -> (BufPolicy, std::collections::VecDeque<u16>) {
+        let mut policy = BufPolicy::new(count, start);
+        let mut ring: std::collections::VecDeque<u16> = offer_all(&mut policy).into();
+        while policy.target < count {
+            policy.ran_dry();
+            policy.adjust(start);
+            ring.extend(offer_all(&mut policy));
+        }
+        for _ in 0..count {
+            let bid = ring.pop_front().unwrap();
+            policy.given_back(bid);
+            ring.extend(offer_all(&mut policy));
+        }
+        assert_eq!(ring.len(), usize::from(count));
+        // The storm's own interval needed every buffer: no shrink.
+        assert!(!policy.adjust(start + SHRINK_INTERVAL).trim);
+        assert_eq!(policy.target(), count);
+        (policy, ring)
+    }
+
+    /// Cools the buffers beyond the target from the ring's head, as `BufRing::trim` does;
+    /// returns how many were warm.
+    fn trim(policy: &mut BufPolicy, ring: &std::collections::VecDeque<u16>) -> usize {
+        let beyond = ring.iter().skip(usize::from(policy.target()));
+        let warm = beyond.filter(|bid| policy.cool(**bid)).count();
+        policy.trimmed();
+        warm
+    }
+
+    #[test]
+    fn an_idle_ring_falls_to_the_minimum_and_trims_what_it_holds_beyond() {
+        let start = Instant::now();
+        let (mut policy, ring) = stormed(512, start);
+        assert!(policy.wants_check());
+        let adjusted = policy.adjust(start + SHRINK_INTERVAL * 2);
+        assert_eq!(policy.target(), MIN_OFFERED, "no receive took a buffer");
+        assert!(adjusted.trim);
+        assert_eq!(trim(&mut policy, &ring), 512 - usize::from(MIN_OFFERED));
+        assert!(
+            !policy.wants_check(),
+            "an idle, trimmed ring needs no wake-up"
+        );
+        let later = policy.adjust(start + SHRINK_INTERVAL * 3);
+        assert!(!later.trim && later.cold.is_empty());
+    }
+
+    #[test]
+    fn a_trim_not_done_is_asked_for_again() {
+        let start = Instant::now();
+        let (mut policy, _ring) = stormed(256, start);
+        assert!(policy.adjust(start + SHRINK_INTERVAL * 2).trim);
+        assert!(policy.wants_check());
+        assert!(policy.adjust(start + SHRINK_INTERVAL * 3).trim);
+    }
+
+    #[test]
+    fn a_trimmed_buffer_is_warm_again_once_a_receive_wrote_it() {
+        let start = Instant::now();
+        let (mut policy, mut ring) = stormed(64, start);
+        policy.adjust(start + SHRINK_INTERVAL * 2);
+        assert_eq!(trim(&mut policy, &ring), 64 - usize::from(MIN_OFFERED));
+        // Light traffic takes every buffer once: none goes back into the over-full ring.
+        let taken: Vec<u16> = (0..64).map(|_| ring.pop_front().unwrap()).collect();
+        for &bid in &taken {
+            policy.given_back(bid);
+            ring.extend(offer_all(&mut policy));
+        }
+        assert_eq!(ring.len(), usize::from(MIN_OFFERED));
+        assert!(taken.iter().all(|bid| policy.warm[usize::from(*bid)]));
     }
 }

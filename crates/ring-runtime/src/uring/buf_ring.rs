@@ -5,8 +5,9 @@
 //! [`BufRing::take`] copies its bytes into a fresh `Bytes` (the handler's to keep) and gives
 //! the buffer back to the [`BufPolicy`], which decides what the ring offers next (only as many
 //! buffers as the traffic needs, warm ones first). `take` is the only place buffers are
-//! returned; a buffer's pages go back to the OS only while it is spare (neither offered nor
-//! held).
+//! returned. A buffer's pages go back to the OS while it is spare (neither offered nor held),
+//! or while it sits in the ring beyond the target and the kernel provably has not picked it
+//! (see [`BufRing::adjust`]).
 
 use std::io;
 use std::ptr::NonNull;
@@ -17,7 +18,7 @@ use bytes::Bytes;
 use io_uring::Submitter;
 use io_uring::types::BufRingEntry;
 
-use super::buf_policy::BufPolicy;
+use super::buf_policy::{BufPolicy, SHRINK_INTERVAL};
 
 /// An anonymous, page-aligned memory mapping the kernel may write to (so Rust never holds a
 /// reference into it except for the instant of a copy).
@@ -71,6 +72,8 @@ pub(crate) struct BufRing {
     group: u16,
     tail: u16,
     policy: BufPolicy,
+    /// Buffers whose pages were handed back to the OS so far.
+    released: u64,
 }
 
 impl BufRing {
@@ -91,6 +94,7 @@ impl BufRing {
             group,
             tail: 0,
             policy: BufPolicy::new(count, Instant::now()),
+            released: 0,
         };
         ring.refill();
         // SAFETY: the mapping is page-aligned, holds `count` entries and lives until `self`
@@ -139,14 +143,60 @@ impl BufRing {
         self.policy.ran_dry();
     }
 
-    /// Once per wait: lets the policy grow or shrink the offer, and hands the pages of the
-    /// spare buffers it no longer keeps warm back to the OS.
-    pub(crate) fn adjust(&mut self, now: Instant) {
-        let cold = self.policy.adjust(now);
+    /// Once per wait: lets the policy grow or shrink the offer, and hands back to the OS the
+    /// pages of the spare buffers it no longer keeps warm and, when the ring holds more than
+    /// its target, of the offered buffers the kernel reaches last.
+    ///
+    /// `settled` must be true only when the kernel cannot have picked a buffer that `take`
+    /// has not seen: every completion reaped and handled, none overflowed, and a ring whose
+    /// receives run only inside this thread's `io_uring_enter` (`DEFER_TASKRUN`). Then the
+    /// buffers in the ring are exactly the last `offered` entries before the tail, and none of
+    /// them can be written before the next enter, which comes after the `madvise`.
+    pub(crate) fn adjust(&mut self, now: Instant, settled: bool) {
+        let adjusted = self.policy.adjust(now);
         self.refill();
-        for bid in cold {
+        for bid in adjusted.cold {
             self.release_pages(bid);
         }
+        if adjusted.trim && settled {
+            self.trim();
+        }
+    }
+
+    /// Whether the shard should wake up within [`SHRINK_INTERVAL`] for the offer's next
+    /// check (`None`: no need).
+    pub(crate) fn next_check_within(&self) -> Option<std::time::Duration> {
+        self.policy.wants_check().then_some(SHRINK_INTERVAL)
+    }
+
+    /// Buffers whose pages were handed back to the OS since the last call.
+    pub(crate) fn take_released(&mut self) -> u64 {
+        std::mem::take(&mut self.released)
+    }
+
+    /// Hands back the pages of the offered buffers beyond the target, counted from the ring's
+    /// head (the kernel takes entries in order, so these are the ones it reaches last). Only
+    /// from [`Self::adjust`] with `settled`.
+    fn trim(&mut self) {
+        let offered = self.policy.offered();
+        let head = self.tail.wrapping_sub(offered);
+        for position in self.policy.target()..offered {
+            let bid = self.entry_bid(head.wrapping_add(position));
+            if self.policy.cool(bid) {
+                self.release_pages(bid);
+            }
+        }
+        self.policy.trimmed();
+    }
+
+    /// The buffer id written at ring position `position`.
+    fn entry_bid(&self, position: u16) -> u16 {
+        let index = usize::from(position & (self.count - 1));
+        let base = self.entries.ptr.as_ptr().cast::<BufRingEntry>();
+        // SAFETY: `index` < `count`, so the entry lies inside the mapping; entries are written
+        // only by `push` on this thread, and the kernel only reads them.
+        let entry = unsafe { &*base.add(index) };
+        entry.bid()
     }
 
     /// Offers buffers until the policy's target is reached, and publishes them.
@@ -161,9 +211,10 @@ impl BufRing {
         }
     }
 
-    /// Hands back to the OS the whole pages inside spare buffer `bid` (a page shared with a
-    /// neighbour is kept).
-    fn release_pages(&self, bid: u16) {
+    /// Hands back to the OS the whole pages inside buffer `bid` (a page shared with a
+    /// neighbour is kept). The caller ensures nothing is written to it or read from it now:
+    /// it is spare, or it is in the ring and the kernel provably has not picked it.
+    fn release_pages(&mut self, bid: u16) {
         let page = page_size();
         let start = self.buffers.ptr.as_ptr() as usize + usize::from(bid) * self.buf_size;
         let first = start.next_multiple_of(page);
@@ -171,12 +222,16 @@ impl BufRing {
         if end <= first {
             return;
         }
-        // SAFETY: `first..end` lies inside buffer `bid` of the mapping, which is spare: not in
-        // the ring (the kernel cannot write it) and not being read (its bytes were copied out
-        // in `take`). MADV_DONTNEED on private anonymous memory only drops the pages; the next
-        // write faults in zeroed ones. A failure leaves the pages in place, which is harmless.
-        unsafe {
-            libc::madvise(first as *mut libc::c_void, end - first, libc::MADV_DONTNEED);
+        // SAFETY: `first..end` lies inside buffer `bid` of the mapping, which nobody reads or
+        // writes now (the caller's rule above: its bytes were copied out in `take`, and the
+        // kernel is not writing it). MADV_DONTNEED on private anonymous memory only drops the
+        // pages; the next write, the kernel's included, faults in zeroed ones. A failure leaves
+        // the pages in place, which is harmless.
+        let failed =
+            unsafe { libc::madvise(first as *mut libc::c_void, end - first, libc::MADV_DONTNEED) }
+                != 0;
+        if !failed {
+            self.released += 1;
         }
     }
 

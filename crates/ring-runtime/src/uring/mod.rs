@@ -69,6 +69,8 @@ pub(crate) struct UringBackend {
     /// wait (throttle: each can then get a buffer), not in a tight loop.
     starved: std::collections::VecDeque<ConnId>,
     recv_buffers: usize,
+    /// The ring runs task work only inside `io_uring_enter` (see `ring::defers_task_work`).
+    defers_task_work: bool,
     /// Bound on the teardown's wait for cancelled operations.
     cancel_timeout: Duration,
     stats: ShardStats,
@@ -81,6 +83,7 @@ impl Backend for UringBackend {
         wake: EventFd,
     ) -> Result<Self, RuntimeError> {
         let ring = ring::build_ring(config.ring_entries, config.completion_entries)?;
+        let defers_task_work = ring::defers_task_work(&ring);
         let buf_ring = BufRing::register(
             &ring.submitter(),
             config.recv_buffers,
@@ -104,6 +107,7 @@ impl Backend for UringBackend {
             backlog: Vec::new(),
             starved: std::collections::VecDeque::new(),
             recv_buffers: usize::from(config.recv_buffers),
+            defers_task_work,
             cancel_timeout: config.cancel_timeout,
             stats: ShardStats::default(),
         };
@@ -123,11 +127,16 @@ impl Backend for UringBackend {
         self.rearm_starved(conns, events);
         let pending = !self.backlog.is_empty() || !self.starved.is_empty();
         let timeout = timeout_unless_pending(timeout, pending);
+        let timeout = earliest(timeout, self.buf_ring.next_check_within());
         self.submit_and_wait(timeout)?;
         self.reap();
         for completion in std::mem::take(&mut self.backlog) {
             self.complete(conns, completion, events)?;
         }
+        // After the completions (each buffer they carried is back), so that a trim is seen
+        // by this turn's statistics and a dry ring's re-arms find the grown offer.
+        let settled = self.buffers_settled();
+        self.buf_ring.adjust(std::time::Instant::now(), settled);
         Ok(())
     }
 
@@ -253,6 +262,7 @@ impl Backend for UringBackend {
         let own = std::mem::take(&mut self.stats);
         stats.zerocopy_writes += own.zerocopy_writes;
         stats.recv_rearms_enobufs += own.recv_rearms_enobufs;
+        stats.recv_buffers_released += own.recv_buffers_released + self.buf_ring.take_released();
     }
 
     fn quiesce(&mut self, conns: &mut ConnTable) -> Result<(), RuntimeError> {
@@ -268,10 +278,9 @@ impl Backend for UringBackend {
 }
 
 impl UringBackend {
-    /// Lets the buffer ring adjust its offer, then re-arms receives that ran out of buffers, as
-    /// many as the ring has buffers.
+    /// Re-arms receives that ran out of buffers (the previous wait's end let the ring adjust
+    /// its offer), as many as the ring has buffers.
     fn rearm_starved(&mut self, conns: &mut ConnTable, events: &mut Vec<Event>) {
-        self.buf_ring.adjust(std::time::Instant::now());
         let count = self.starved.len().min(self.recv_buffers);
         for conn in self.starved.drain(..count).collect::<Vec<_>>() {
             let Some(record) = conns.get_mut(conn) else {
@@ -286,6 +295,16 @@ impl UringBackend {
                 events.push(Event::Failed { conn, error });
             }
         }
+    }
+
+    /// Whether every provided buffer the kernel picked has been seen by `take` (the rule of
+    /// [`BufRing::adjust`]): nothing reaped and unhandled, nothing waiting in the completion
+    /// queue or overflowed, and task work that runs only inside `io_uring_enter`.
+    fn buffers_settled(&mut self) -> bool {
+        self.defers_task_work
+            && self.backlog.is_empty()
+            && !self.ring.submission().cq_overflow()
+            && self.ring.completion().is_empty()
     }
 
     fn arm_accept(&mut self, listener: usize) -> Result<(), RuntimeError> {
@@ -374,5 +393,13 @@ impl UringBackend {
                 result: cqe.result(),
                 flags: cqe.flags(),
             }));
+    }
+}
+
+/// The sooner of two optional timeouts (`None`: no limit).
+fn earliest(a: Option<Duration>, b: Option<Duration>) -> Option<Duration> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
     }
 }

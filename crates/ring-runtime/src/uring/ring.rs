@@ -50,6 +50,14 @@ pub(crate) fn build_ring(entries: u32, cq_entries: u32) -> Result<IoUring, Runti
     })))
 }
 
+/// Whether `ring` runs its completions' task work only inside this thread's
+/// `io_uring_enter` (`DEFER_TASKRUN`): then the kernel picks no provided buffer between two
+/// enters. [`build_ring`] asks for `SINGLE_ISSUER` only together with `DEFER_TASKRUN`, and the
+/// crate reports only the former.
+pub(crate) fn defers_task_work(ring: &IoUring) -> bool {
+    ring.params().is_setup_single_issuer()
+}
+
 fn setup_error(error: io::Error) -> RuntimeError {
     match error.raw_os_error() {
         Some(libc::ENOMEM) => RuntimeError::MemlockTooLow {

@@ -10,6 +10,7 @@
 mod common;
 
 mod accept;
+mod buffers;
 mod close;
 mod connect;
 mod echo;
