@@ -106,6 +106,9 @@ pub(crate) trait Backend: Sized {
         let _ = stats;
     }
 
+    /// Shrinks the buffers a burst grew to what they hold (the shard has gone quiet).
+    fn shrink_spare(&mut self) {}
+
     /// Cancels everything still in flight and waits for the completions, so no buffer is freed
     /// while the kernel may write to it. Called once, before the shard exits.
     fn quiesce(&mut self, conns: &mut ConnTable) -> Result<(), RuntimeError>;

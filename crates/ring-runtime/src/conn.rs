@@ -204,6 +204,11 @@ impl ConnTable {
         std::mem::replace(&mut self.dirty, spare)
     }
 
+    /// Shrinks the dirty list to what it holds (after a burst).
+    pub(crate) fn shrink_dirty(&mut self) {
+        self.dirty.shrink_to_fit();
+    }
+
     pub(crate) fn has_dirty(&self) -> bool {
         !self.dirty.is_empty()
     }

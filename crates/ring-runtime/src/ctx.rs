@@ -72,6 +72,9 @@ pub struct ShardCtx<M> {
     pub(crate) drain_timeout: Duration,
     pub(crate) coalesce_below: usize,
     pub(crate) shutting_down: bool,
+    /// The handler asked for this turn's end to release spare memory
+    /// ([`ShardCtx::release_idle_memory`]).
+    pub(crate) release_memory: bool,
     pub(crate) stats: ShardStats,
     /// Connections whose reading was paused or resumed this turn, for the apply step.
     pub(crate) read_changes: Vec<ConnId>,
@@ -94,6 +97,7 @@ impl<M> ShardCtx<M> {
             drain_timeout: config.drain_timeout,
             coalesce_below: config.coalesce_below,
             shutting_down: false,
+            release_memory: false,
             stats: ShardStats::default(),
             read_changes: Vec::new(),
         }
@@ -123,6 +127,14 @@ impl<M> ShardCtx<M> {
     /// This shard's counters.
     pub fn stats(&self) -> ShardStats {
         self.stats
+    }
+
+    /// For a shard that has gone quiet: at the end of this turn the runtime shrinks the
+    /// buffers a burst grew (event lists, completion backlog, write pool, outbox batches)
+    /// to what they hold, then hands this thread's free memory back to the OS
+    /// ([`crate::return_free_memory`]). Costs a few reallocations when work resumes.
+    pub fn release_idle_memory(&mut self) {
+        self.release_memory = true;
     }
 
     /// Whether `conn` is live and not closing.

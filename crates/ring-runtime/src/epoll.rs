@@ -199,6 +199,11 @@ impl Backend for EpollBackend {
         true
     }
 
+    fn shrink_spare(&mut self) {
+        self.ready.shrink_to_fit();
+        self.read_ready.shrink_to_fit();
+    }
+
     fn quiesce(&mut self, _conns: &mut ConnTable) -> Result<(), RuntimeError> {
         Ok(())
     }

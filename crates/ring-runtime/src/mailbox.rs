@@ -269,6 +269,13 @@ impl<M> Outboxes<M> {
         self.lanes.iter().any(lane_pending)
     }
 
+    /// Shrinks every per-destination batch to what it holds (after a burst).
+    pub(crate) fn shrink_batches(&mut self) {
+        for lane in &mut self.lanes {
+            lane.batches.iter_mut().for_each(Vec::shrink_to_fit);
+        }
+    }
+
     /// Whether the last flush kept a batch because a mailbox was full.
     pub(crate) fn is_blocked(&self) -> bool {
         self.blocked
@@ -279,6 +286,14 @@ impl<M> Outboxes<M> {
 pub(crate) struct LocalInbox<M> {
     pub(crate) urgent: Vec<M>,
     pub(crate) ordered: Vec<M>,
+}
+
+impl<M> LocalInbox<M> {
+    /// Shrinks both lanes to what they hold (after a burst).
+    pub(crate) fn shrink(&mut self) {
+        self.urgent.shrink_to_fit();
+        self.ordered.shrink_to_fit();
+    }
 }
 
 impl<M> Default for LocalInbox<M> {

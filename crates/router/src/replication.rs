@@ -163,6 +163,11 @@ impl<T> ReorderBuffer<T> {
         }
     }
 
+    /// Shrinks the buffer to what it holds (a burst of changes arriving out of order grew it).
+    pub fn shrink_to_fit(&mut self) {
+        self.pending.shrink_to_fit();
+    }
+
     /// The next item in order, if it has arrived.
     pub fn pop_ready(&mut self) -> Option<Sequenced<T>> {
         if !matches!(self.pending.front(), Some(Some(_))) {

@@ -11,7 +11,9 @@
 //! Freed pages otherwise stay with the allocator for `limits.free_memory_hold_ms` (its purge
 //! delay) so that a busy shard reuses them without page faults; a shard only purges while it
 //! allocates, though. So a shard that has been quiet for a [`QUIET_CHECK`] interval after it
-//! worked collects once ([`QuietWatch`]).
+//! worked collects once ([`QuietWatch`]), after shrinking the buffers a burst grew (its route
+//! buffers and change reorder buffer here, the runtime's event lists and write pool through
+//! `ShardCtx::release_idle_memory`).
 
 use std::time::Duration;
 
@@ -109,10 +111,12 @@ impl BrokerShard {
     }
 
     /// `TimerPurpose::QuietCheck`: collects if the shard has been quiet since the last check.
-    pub(super) fn quiet_check(&mut self, ctx: &Ctx) {
+    pub(super) fn quiet_check(&mut self, ctx: &mut Ctx) {
         if self.timers.quiet.check(ctx.stats().busy_ns) {
-            debug!("shard quiet: hands its free memory back");
-            ring_runtime::return_free_memory();
+            debug!("shard quiet: shrinks what a burst grew, hands its free memory back");
+            self.routes.shrink_spare();
+            self.replica.changes.shrink_to_fit();
+            ctx.release_idle_memory();
         }
     }
 

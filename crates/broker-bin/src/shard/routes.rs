@@ -34,4 +34,11 @@ impl Routes {
             backlog: FastSet::default(),
         }
     }
+
+    /// Shrinks the per-destination buffers to what they hold (after a burst).
+    pub(super) fn shrink_spare(&mut self) {
+        let buffers = self.route_buf.iter_mut().chain(self.forward_buf.iter_mut());
+        buffers.for_each(Vec::shrink_to_fit);
+        self.backlog.shrink_to_fit();
+    }
 }

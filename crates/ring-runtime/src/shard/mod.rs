@@ -7,6 +7,7 @@ mod layered;
 mod load;
 mod pacing;
 mod paused;
+mod spare;
 
 use std::io;
 use std::sync::Arc;
@@ -102,6 +103,9 @@ impl<H: Handler, B: Backend> Shard<H, B> {
             self.flush_posts();
             self.check_shutdown();
             self.apply();
+            if std::mem::take(&mut self.ctx.release_memory) {
+                self.release_idle_memory();
+            }
             if self.shutdown_complete() {
                 break;
             }

@@ -265,6 +265,13 @@ impl Backend for UringBackend {
         stats.recv_buffers_released += own.recv_buffers_released + self.buf_ring.take_released();
     }
 
+    fn shrink_spare(&mut self) {
+        self.write_pool.clear();
+        self.write_pool.shrink_to_fit();
+        self.backlog.shrink_to_fit();
+        self.starved.shrink_to_fit();
+    }
+
     fn quiesce(&mut self, conns: &mut ConnTable) -> Result<(), RuntimeError> {
         self.quiescing = true;
         self.cancel_everything();

@@ -1,5 +1,6 @@
 //! The provided-buffer ring after a connection storm: the buffers the storm warmed go back to
-//! the OS once the shard is idle, and receives into them afterwards still read their data.
+//! the OS once the shard is idle, and receives into them afterwards still read their data
+//! (as do connections after the shard shrank its per-turn lists, `release_idle_memory`).
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -34,7 +35,10 @@ impl Handler for StormEcho {
 
     fn on_turn_end(&mut self, ctx: &mut ShardCtx<()>) {
         let released = ctx.stats().recv_buffers_released;
-        self.released.store(released, Ordering::Release);
+        if self.released.swap(released, Ordering::AcqRel) == 0 && released > 0 {
+            // Quiet: the lists the storm grew shrink too; the rounds after must not notice.
+            ctx.release_idle_memory();
+        }
     }
 }
 

@@ -1,0 +1,24 @@
+//! Memory a burst left behind: the shard's working lists grow to the largest turn they
+//! served (thousands of accept events in a connection storm, say) and keep that capacity.
+//! When the handler says the shard has gone quiet ([`crate::ShardCtx::release_idle_memory`]),
+//! the end of the turn shrinks them to what they hold and hands the thread's free memory back.
+
+use super::Shard;
+use crate::backend::Backend;
+use crate::handler::Handler;
+
+impl<H: Handler, B: Backend> Shard<H, B> {
+    /// Shrinks every per-turn list and the backend's, then returns free memory to the OS.
+    pub(super) fn release_idle_memory(&mut self) {
+        self.events.shrink_to_fit();
+        self.fired.shrink_to_fit();
+        self.spare_dirty.shrink_to_fit();
+        self.ended.shrink_to_fit();
+        self.failed_connects.shrink_to_fit();
+        self.ctx.conns.shrink_dirty();
+        self.ctx.outboxes.shrink_batches();
+        self.ctx.local_inbox.shrink();
+        self.backend.shrink_spare();
+        crate::return_free_memory();
+    }
+}
