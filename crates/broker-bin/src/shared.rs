@@ -212,15 +212,17 @@ impl Shared {
         self.next_seq.fetch_add(1, Ordering::Relaxed)
     }
 
-    /// A new subscriber key, never handed out before in this broker run: a reused key would
-    /// receive another session's messages.
-    pub fn new_subscriber(&self) -> SubscriberId {
-        let key = self.next_subscriber.fetch_add(1, Ordering::Relaxed);
+    /// A new subscriber key for a session created on `shard`, never handed out before in this
+    /// broker run (a reused key would receive another session's messages). Its low
+    /// [`BIRTH_SHARD_BITS`] name `shard` ([`birth_shard`]): the replicas record a session's
+    /// shard only once it has moved elsewhere.
+    pub fn new_subscriber(&self, shard: ShardId) -> SubscriberId {
+        let count = self.next_subscriber.fetch_add(1, Ordering::Relaxed);
         assert!(
-            key != u64::MAX,
-            "invariant: 2^64 subscriber keys are never exhausted"
+            count < 1 << (u64::BITS - BIRTH_SHARD_BITS),
+            "invariant: 2^48 subscriber keys are never exhausted"
         );
-        SubscriberId(key)
+        SubscriberId(count << BIRTH_SHARD_BITS | shard.index() as u64)
     }
 
     /// Time since the broker started, on its clock.
@@ -248,6 +250,15 @@ fn queue_limits(config: &Config) -> QueueLimits {
     }
 }
 
+/// The low bits of a subscriber key that name the shard it was handed out on (shard ids are
+/// 16-bit).
+pub const BIRTH_SHARD_BITS: u32 = 16;
+
+/// The shard a subscriber key was handed out on ([`Shared::new_subscriber`]).
+pub fn birth_shard(subscriber: SubscriberId) -> ShardId {
+    ShardId::new((subscriber.0 & ((1 << BIRTH_SHARD_BITS) - 1)) as u16)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -257,13 +268,30 @@ mod tests {
     fn subscriber_keys_do_not_wrap_at_32_bits() {
         let config = crate::config::default_raw().unwrap().validate().unwrap();
         let shared = Shared::new(config, 1, Box::new(crate::auth::AllowAll));
-        let first = shared.new_subscriber();
+        let shard = ShardId::new(0);
+        let first = shared.new_subscriber(shard);
         shared
             .next_subscriber
             .store(u64::from(u32::MAX), Ordering::Relaxed);
-        let keys: Vec<SubscriberId> = (0..3).map(|_| shared.new_subscriber()).collect();
-        assert_eq!(keys[0].0, u64::from(u32::MAX));
-        assert!(keys[1].0 > u64::from(u32::MAX) && keys[2].0 > keys[1].0);
+        let keys: Vec<SubscriberId> = (0..3).map(|_| shared.new_subscriber(shard)).collect();
+        assert_eq!(keys[0].0 >> BIRTH_SHARD_BITS, u64::from(u32::MAX));
+        assert!(keys[1].0 > keys[0].0 && keys[2].0 > keys[1].0);
         assert!(keys.iter().all(|k| *k != first));
+    }
+
+    /// A key names the shard it was handed out on, the highest shard id included, and keys
+    /// handed out on different shards never collide.
+    #[test]
+    fn a_subscriber_key_names_its_birth_shard() {
+        let config = crate::config::default_raw().unwrap().validate().unwrap();
+        let shared = Shared::new(config, 1, Box::new(crate::auth::AllowAll));
+        let shards = [0, 1, 7, u16::MAX].map(ShardId::new);
+        let keys: Vec<SubscriberId> = shards.iter().map(|s| shared.new_subscriber(*s)).collect();
+        for (key, shard) in keys.iter().zip(shards) {
+            assert_eq!(birth_shard(*key), shard);
+            assert_ne!(key.0, 0, "session keys are non-zero");
+        }
+        let distinct: std::collections::HashSet<_> = keys.iter().map(|k| k.0).collect();
+        assert_eq!(distinct.len(), keys.len());
     }
 }

@@ -168,7 +168,7 @@ impl BrokerShard {
 
     /// A unique identifier for a client that sent an empty one (5.0 Assigned Client Identifier).
     fn assign_client_id(&self) -> MqttStr {
-        let key = self.shared.new_subscriber().0;
+        let key = self.shared.new_subscriber(self.id).0;
         let nanos = self.shared.uptime().as_nanos() as u64;
         let text = format!("ringmq-{:x}-{key:x}-{nanos:x}", self.id.index());
         MqttStr::from_bytes(text.into()).expect("invariant: ASCII without U+0000")
@@ -183,7 +183,7 @@ impl BrokerShard {
             match self.shared.sessions.entry(Box::from(client_id.as_str())) {
                 Entry::Vacant(_) if full => return Err(ReasonCode::QuotaExceeded),
                 Entry::Vacant(vacant) => {
-                    let subscriber = self.shared.new_subscriber();
+                    let subscriber = self.shared.new_subscriber(self.id);
                     vacant.insert(SessionLocation {
                         shard: self.id,
                         subscriber,
@@ -239,7 +239,7 @@ impl BrokerShard {
 
     /// A new session with a new subscriber key, recorded in the directory for this shard.
     pub(super) fn fresh_session(&mut self, ctx: &mut Ctx, client_id: &MqttStr) -> Box<Session> {
-        let subscriber = self.shared.new_subscriber();
+        let subscriber = self.shared.new_subscriber(self.id);
         // A newer claim elsewhere keeps its place in the directory: this session goes to it.
         let shared = &self.shared;
         shared

@@ -55,13 +55,11 @@ impl BrokerShard {
 
     /// A copy for a session this shard does not hold: forward it where the session went.
     fn forward(&mut self, recipient: Recipient) {
-        let target = self
-            .mobility
-            .moved
-            .get(&recipient.subscriber)
-            .map(|moved| moved.to)
-            .or_else(|| self.replica.owner(recipient.subscriber))
-            .filter(|shard| *shard != self.id);
+        let target = self.mobility.moved.get(&recipient.subscriber).map_or_else(
+            || self.replica.owner(recipient.subscriber),
+            |moved| moved.to,
+        );
+        let target = Some(target).filter(|shard| *shard != self.id);
         match target {
             Some(shard) => self.routes.forward_buf[shard.index()].push(recipient),
             None => self.count_dropped(DropReason::Offline, 1),
@@ -355,9 +353,8 @@ impl BrokerShard {
                     outgoing,
                 };
                 match self.replica.owner(subscriber) {
-                    Some(owner) if owner == self.id => self.deliver(ctx, recipient),
-                    Some(owner) => self.routes.route_buf[owner.index()].push(recipient),
-                    None => self.count_dropped(DropReason::Offline, 1),
+                    owner if owner == self.id => self.deliver(ctx, recipient),
+                    owner => self.routes.route_buf[owner.index()].push(recipient),
                 }
             }
             None => self.count_dropped(DropReason::Offline, 1),

@@ -345,9 +345,7 @@ impl BrokerShard {
                 continue;
             }
             count += 1;
-            let Some(owner) = self.replica.owner(delivery.subscriber) else {
-                continue;
-            };
+            let owner = self.replica.owner(delivery.subscriber);
             let qos = message.qos.min(delivery.qos);
             let retain = message.retain && delivery.retain_as_published;
             if owner == self.id && qos == QoS::AtMostOnce {

@@ -44,7 +44,7 @@ impl BrokerShard {
             }
         }
         for (subscriber, shard) in &seed.owners {
-            self.replica.owners.insert(*subscriber, *shard);
+            self.replica.set_owner(*subscriber, *shard);
         }
         for (topic, message) in &seed.retained {
             let size = message.publish.payload().len() + topic.as_str().len();

@@ -13,6 +13,7 @@ use router::{
 use super::FastMap;
 use crate::config::Config;
 use crate::message::{Change, Message};
+use crate::shared::birth_shard;
 
 /// What applying a change asks of the rest of the shard.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -37,8 +38,10 @@ pub(super) struct ReplicaState {
     pub(super) table: SubscriptionTable,
     /// Every retained message.
     pub(super) retained: RetainedStore<Arc<Message>>,
-    /// The shard that holds each session.
-    pub(super) owners: FastMap<SubscriberId, ShardId>,
+    /// The shard that holds each session that has moved away from the shard its subscriber
+    /// key was handed out on (`shared::birth_shard`); every other session is held there. Only
+    /// moves cost memory, however many shards replicate this.
+    pub(super) moved_owners: FastMap<SubscriberId, ShardId>,
     /// Changes that arrived ahead of their turn.
     pub(super) changes: ReorderBuffer<Change>,
 }
@@ -53,7 +56,7 @@ impl ReplicaState {
         Self {
             table,
             retained: RetainedStore::new(),
-            owners: FastMap::default(),
+            moved_owners: FastMap::default(),
             changes: ReorderBuffer::new(config.runtime.max_pending_changes),
         }
     }
@@ -64,7 +67,7 @@ impl ReplicaState {
             Change::Subscription(subscription) => {
                 let (SubscriptionChange::Subscribe { subscriber, .. }
                 | SubscriptionChange::Unsubscribe { subscriber, .. }) = &subscription;
-                let owner = self.owner(*subscriber);
+                let owner = Some(self.owner(*subscriber));
                 let delta = match subscription.apply_to(&mut self.table) {
                     ChangeOutcome::Subscribed(SubscribeOutcome::New) => 1,
                     ChangeOutcome::Unsubscribed(Some(_)) => -1,
@@ -72,12 +75,17 @@ impl ReplicaState {
                 };
                 Applied::Subscription { owner, delta }
             }
-            Change::Owner { subscriber, shard } => match self.owners.insert(subscriber, shard) {
-                Some(from) if from != shard => Applied::Moved { subscriber, from },
-                _ => Applied::Other,
-            },
+            Change::Owner { subscriber, shard } => {
+                let from = self.owner(subscriber);
+                self.set_owner(subscriber, shard);
+                if from == shard {
+                    Applied::Other
+                } else {
+                    Applied::Moved { subscriber, from }
+                }
+            }
             Change::Gone { subscriber } => {
-                self.owners.remove(&subscriber);
+                self.moved_owners.remove(&subscriber);
                 Applied::Other
             }
             Change::Retain { topic, message } => {
@@ -95,14 +103,86 @@ impl ReplicaState {
         }
     }
 
-    /// The shard that holds `subscriber`'s session, as far as this replica knows.
-    pub(super) fn owner(&self, subscriber: SubscriberId) -> Option<ShardId> {
-        self.owners.get(&subscriber).copied()
+    /// The shard that holds `subscriber`'s session, as far as this replica knows. For a
+    /// session that has ended, the shard it was created on, which finds no session there and
+    /// counts the copy as dropped (offline).
+    pub(super) fn owner(&self, subscriber: SubscriberId) -> ShardId {
+        self.moved_owners
+            .get(&subscriber)
+            .copied()
+            .unwrap_or_else(|| birth_shard(subscriber))
+    }
+
+    /// Records that `shard` holds `subscriber`'s session (no entry where it was created).
+    pub(super) fn set_owner(&mut self, subscriber: SubscriberId, shard: ShardId) {
+        if shard == birth_shard(subscriber) {
+            self.moved_owners.remove(&subscriber);
+        } else {
+            self.moved_owners.insert(subscriber, shard);
+        }
     }
 
     /// Subscriptions in the table, shared memberships included.
     pub(super) fn subscription_count(&self) -> usize {
         let stats = self.table.stats();
         stats.subscriptions + stats.shared_members
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn replica() -> ReplicaState {
+        let config = crate::config::default_raw().unwrap().validate().unwrap();
+        ReplicaState::new(&config, ShardId::new(0))
+    }
+
+    fn subscriber_born_on(shard: u16, count: u64) -> SubscriberId {
+        SubscriberId(count << crate::shared::BIRTH_SHARD_BITS | u64::from(shard))
+    }
+
+    fn owner_change(subscriber: SubscriberId, shard: u16) -> Change {
+        Change::Owner {
+            subscriber,
+            shard: ShardId::new(shard),
+        }
+    }
+
+    #[test]
+    fn a_session_held_where_it_was_created_takes_no_entry() {
+        let mut replica = replica();
+        let subscriber = subscriber_born_on(1, 7);
+        assert_eq!(replica.apply(owner_change(subscriber, 1)), Applied::Other);
+        assert_eq!(replica.owner(subscriber), ShardId::new(1));
+        assert!(replica.moved_owners.is_empty());
+    }
+
+    #[test]
+    fn a_move_is_recorded_fenced_and_forgotten_on_the_way_back() {
+        let mut replica = replica();
+        let subscriber = subscriber_born_on(1, 7);
+        replica.apply(owner_change(subscriber, 1));
+        let moved = replica.apply(owner_change(subscriber, 3));
+        let from = ShardId::new(1);
+        assert_eq!(moved, Applied::Moved { subscriber, from });
+        assert_eq!(replica.owner(subscriber), ShardId::new(3));
+        assert_eq!(replica.moved_owners.len(), 1);
+        let back = replica.apply(owner_change(subscriber, 1));
+        let from = ShardId::new(3);
+        assert_eq!(back, Applied::Moved { subscriber, from });
+        assert!(replica.moved_owners.is_empty());
+    }
+
+    #[test]
+    fn an_ended_session_that_had_moved_leaves_no_entry() {
+        let mut replica = replica();
+        let subscriber = subscriber_born_on(2, 9);
+        replica.apply(owner_change(subscriber, 2));
+        replica.apply(owner_change(subscriber, 0));
+        assert_eq!(replica.apply(Change::Gone { subscriber }), Applied::Other);
+        assert!(replica.moved_owners.is_empty());
+        // Copies still in flight for it go to where it was created, which drops them.
+        assert_eq!(replica.owner(subscriber), ShardId::new(2));
     }
 }

@@ -95,7 +95,7 @@ impl Recovery {
         };
         for (index, (stored, queued_total)) in sessions.into_iter().enumerate() {
             let shard = ShardId::new((index % shards) as u16);
-            let subscriber = shared.new_subscriber();
+            let subscriber = shared.new_subscriber(shard);
             shared.sessions.insert(
                 Box::from(stored.client_id.as_str()),
                 SessionLocation {
