@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use bytes::{Bytes, BytesMut};
 use codec::ProtocolVersion;
-use ring_runtime::{ConnId, ConnMap, TimerId};
+use ring_runtime::{ConnId, ConnMap};
 use router::SubscriberId;
 
 use crate::alias::{AliasError, InboundAliases, OutboundAliases};
@@ -54,10 +54,9 @@ pub struct Connection {
     session: Option<NonZeroU64>,
     /// Keep-alive in seconds as agreed in CONNECT/CONNACK (0: disabled).
     pub keep_alive: u16,
-    /// When a packet last arrived, in nanoseconds since the broker started.
+    /// In nanoseconds since the broker started: when it was accepted until its CONNACK, then
+    /// when a packet last arrived (see [`Self::deadline`]).
     last_activity: u64,
-    /// The CONNECT-timeout or keep-alive timer.
-    pub timer: Option<TimerId>,
     /// Our Topic Alias Maximum for this client (0 for 3.x clients).
     inbound_alias_max: u16,
     /// Topic aliases in both directions: allocated at CONNECT when the client accepts aliases
@@ -116,7 +115,6 @@ impl Connection {
             session: None,
             keep_alive: 0,
             last_activity: nanos(since_start),
-            timer: None,
             inbound_alias_max: 0,
             aliases: None,
             client_max_packet: u32::MAX,
@@ -150,9 +148,23 @@ impl Connection {
         }
     }
 
-    /// Records that a packet arrived `since_start` after the broker started.
+    /// Records that a packet arrived `since_start` after the broker started (call it only once
+    /// connected: before that, the time kept is the accept's, for the CONNECT timeout).
     pub fn touch(&mut self, since_start: Duration) {
         self.last_activity = nanos(since_start);
+    }
+
+    /// When this connection's time runs out, as an instant given the broker's start: before
+    /// CONNACK, `connect_timeout` after it was accepted; once connected, its keep-alive
+    /// ([`Self::keep_alive_deadline`]); never while closing.
+    pub fn deadline(&self, started: Instant, connect_timeout: Duration) -> Option<Instant> {
+        match self.phase {
+            Phase::AwaitingConnect | Phase::AwaitingAuth | Phase::AwaitingSession => {
+                Some(started + Duration::from_nanos(self.last_activity) + connect_timeout)
+            }
+            Phase::Connected | Phase::AwaitingAck => self.keep_alive_deadline(started),
+            Phase::Closing => None,
+        }
     }
 
     /// When the keep-alive runs out (1.5 x the keep-alive after the last packet), as an instant
@@ -398,7 +410,7 @@ mod tests {
     #[test]
     #[cfg(target_pointer_width = "64")]
     fn an_idle_connection_record_stays_small() {
-        // 56 bytes, plus the generation the table keeps beside it: one 64-byte slot.
-        assert!(std::mem::size_of::<Option<(u32, Connection)>>() <= 64);
+        // 48 bytes, plus the generation the table keeps beside it: one 56-byte slot.
+        assert!(std::mem::size_of::<Option<(u32, Connection)>>() <= 56);
     }
 }

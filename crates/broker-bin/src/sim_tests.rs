@@ -157,6 +157,38 @@ fn keep_alive_expiry_closes_a_silent_client_once_the_clock_moves() {
     assert_eq!(broker.closed(conn), Some(CloseReason::Local));
 }
 
+/// Keep-alive deadlines are checked by one sweep per shard, not a timer per connection: each
+/// connection still closes on its own deadline, never before it and at most a sweep (1 s) after.
+#[test]
+fn each_silent_client_is_closed_within_a_sweep_of_its_own_keep_alive() {
+    let protocol = ProtocolVersion::V3_1_1;
+    let mut broker = SimBroker::new(config());
+    let clients = [("ka2", 2), ("ka4", 4), ("ka10", 10)];
+    let conns: Vec<(ConnId, u64)> = clients
+        .iter()
+        .map(|(name, keep_alive)| {
+            let conn = connect(&mut broker, name, protocol, *keep_alive);
+            (conn, u64::from(*keep_alive) * 3 / 2)
+        })
+        .collect();
+    let mut closed_at = vec![None; conns.len()];
+    for second in 1..=20u64 {
+        broker.advance(Duration::from_secs(1));
+        for (index, (conn, _)) in conns.iter().enumerate() {
+            if closed_at[index].is_none() && broker.closed(*conn).is_some() {
+                closed_at[index] = Some(second);
+            }
+        }
+    }
+    for ((_, grace), closed) in conns.iter().zip(closed_at) {
+        let closed = closed.expect("closed within 20 s");
+        assert!(
+            closed >= *grace && closed <= grace + 1,
+            "a keep-alive grace of {grace} s closed the connection at {closed} s"
+        );
+    }
+}
+
 #[test]
 fn a_connection_that_never_sends_connect_is_closed_at_the_connect_timeout() {
     let mut broker = SimBroker::new(config());

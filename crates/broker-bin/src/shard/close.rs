@@ -9,7 +9,6 @@ use tracing::debug;
 
 use super::timers::TimerPurpose;
 use super::{BrokerShard, Ctx, Fault};
-use crate::conn::Phase;
 use crate::message::Change;
 use crate::metrics::DropReason;
 use crate::session::Session;
@@ -72,7 +71,6 @@ impl BrokerShard {
             self.gauges.connected_clients -= 1;
         }
         self.routes.backlog.remove(&conn);
-        self.disarm_connection_timer(ctx, connection.timer);
         self.throttle_closed(ctx, conn);
         debug!(?reason, "connection closed");
         let Some(client_id) = connection
@@ -221,36 +219,6 @@ impl BrokerShard {
         self.broadcast(ctx, Change::Gone { subscriber });
         let undelivered = session.inflight.len() + session.queue.len();
         self.count_dropped(DropReason::SessionEnded, undelivered as u64);
-    }
-
-    /// A connection timer fired: CONNECT timeout before CONNACK, keep-alive check after.
-    pub(super) fn connection_timer(&mut self, ctx: &mut Ctx, conn: ConnId) {
-        let now = ctx.now();
-        let started = self.shared.started;
-        let Some(connection) = self.conns.get_mut(&conn) else {
-            return;
-        };
-        connection.timer = None;
-        match (connection.phase, connection.keep_alive_deadline(started)) {
-            (Phase::AwaitingConnect | Phase::AwaitingAuth | Phase::AwaitingSession, _) => {
-                debug!("no CONNECT in time: closing");
-                ctx.abort(conn);
-            }
-            (Phase::Connected | Phase::AwaitingAck, Some(deadline)) => {
-                let deadline = self.keep_alive_while_throttled(ctx, conn, deadline);
-                if now >= deadline {
-                    debug!("keep-alive expired");
-                    self.send_disconnect(ctx, conn, ReasonCode::KeepAliveTimeout);
-                    self.close_connection(ctx, conn);
-                } else {
-                    let timer = self.arm_connection_timer(ctx, deadline, conn);
-                    if let Some(connection) = self.conns.get_mut(&conn) {
-                        connection.timer = Some(timer);
-                    }
-                }
-            }
-            _ => {}
-        }
     }
 
     /// The broker is stopping: clients get DISCONNECT 0x8B and, as their connections end

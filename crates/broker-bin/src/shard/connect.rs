@@ -11,7 +11,7 @@ use tracing::debug;
 
 use super::login::Judgement;
 use super::{BrokerShard, Ctx, Fault};
-use crate::conn::{Phase, keep_alive_grace};
+use crate::conn::Phase;
 use crate::detach;
 use crate::message::Change;
 use crate::session::Session;
@@ -408,7 +408,7 @@ impl BrokerShard {
         keep_alive
     }
 
-    /// Connection state from the CONNECT, and the keep-alive timer.
+    /// Connection state from the CONNECT; its keep-alive counts from now.
     fn setup_connection(
         &mut self,
         ctx: &mut Ctx,
@@ -429,33 +429,23 @@ impl BrokerShard {
         } else {
             0
         };
-        let grace = keep_alive_grace(keep_alive);
-        let old_timer = {
-            let Some(connection) = self.conns.get_mut(&conn) else {
-                return;
-            };
-            connection.phase = Phase::Connected;
-            if !connection.counted {
-                connection.counted = true;
-                self.gauges.connected_clients += 1;
-            }
-            connection.protocol = connect.protocol;
-            connection.attach(subscriber);
-            connection.keep_alive = keep_alive;
-            connection.set_topic_alias_maximums(inbound_aliases, outbound_aliases);
-            connection.client_max_packet =
-                props.maximum_packet_size.map_or(u32::MAX, NonZeroU32::get);
-            connection.publish_will = true;
-            connection.connected_at_s = u32::try_from(since_start.as_secs()).unwrap_or(u32::MAX);
-            connection.timer.take()
+        let Some(connection) = self.conns.get_mut(&conn) else {
+            return;
         };
-        self.disarm_connection_timer(ctx, old_timer);
-        if let Some(grace) = grace {
-            let timer = self.arm_connection_timer(ctx, ctx.now() + grace, conn);
-            if let Some(connection) = self.conns.get_mut(&conn) {
-                connection.timer = Some(timer);
-            }
+        connection.phase = Phase::Connected;
+        if !connection.counted {
+            connection.counted = true;
+            self.gauges.connected_clients += 1;
         }
+        connection.protocol = connect.protocol;
+        connection.attach(subscriber);
+        connection.keep_alive = keep_alive;
+        connection.set_topic_alias_maximums(inbound_aliases, outbound_aliases);
+        connection.client_max_packet = props.maximum_packet_size.map_or(u32::MAX, NonZeroU32::get);
+        connection.publish_will = true;
+        connection.connected_at_s = u32::try_from(since_start.as_secs()).unwrap_or(u32::MAX);
+        // The keep-alive counts from the CONNACK (`Connection::deadline`).
+        connection.touch(since_start);
     }
 
     /// The CONNACK for an accepted connection, with the 5.0 properties that tell the client our

@@ -36,10 +36,9 @@ impl BrokerShard {
             ctx.abort(conn);
             return;
         };
-        let mut connection = Connection::new(self.since_start(ctx));
-        let deadline = ctx.now() + self.shared.config.connection.connect_timeout;
-        connection.timer = Some(self.arm_connection_timer(ctx, deadline, conn));
-        self.conns.insert(conn, connection);
+        self.conns
+            .insert(conn, Connection::new(self.since_start(ctx)));
+        self.arm_deadline_sweep(ctx);
         self.connection_opened(conn, listener);
     }
 
@@ -53,7 +52,9 @@ impl BrokerShard {
         if matches!(connection.phase, Phase::Closing) {
             return;
         }
-        connection.touch(since_start);
+        if connection.is_connected() {
+            connection.touch(since_start);
+        }
         let limits = Limits::new(connection.protocol)
             .with_max_packet_size(self.shared.config.limits.max_packet_size);
         let carry = connection.take_carry(&self.shared.partial_frames);

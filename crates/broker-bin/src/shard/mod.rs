@@ -13,6 +13,7 @@ mod close;
 mod cluster;
 mod cluster_acks;
 mod connect;
+mod deadlines;
 mod deliver;
 mod door;
 mod durable;

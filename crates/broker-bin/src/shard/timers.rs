@@ -10,11 +10,6 @@ use ring_runtime::{ConnId, TimerId};
 use super::{BrokerShard, Ctx};
 use crate::session::Session;
 
-/// Keys with this bit are connection timers (CONNECT timeout or keep-alive check): the rest of
-/// the key is the connection id itself, so the most common timer needs no entry in the book.
-/// A connection id with this bit set would need a slab slot reused 2^31 times; it cannot occur.
-const CONNECTION_TIMER: u64 = 1 << 63;
-
 /// What a timer is for.
 #[derive(Debug, Clone)]
 pub enum TimerPurpose {
@@ -32,6 +27,9 @@ pub enum TimerPurpose {
     CollectAgain,
     /// A look whether the shard has gone quiet, to hand its free memory back (`memory.rs`).
     QuietCheck,
+    /// The connections' CONNECT-timeout and keep-alive deadlines are checked
+    /// (`deadlines.rs`).
+    DeadlineSweep,
     /// A client's credentials expire (a JWT's `exp`): it is disconnected.
     CredentialsExpired(ConnId),
     /// The end of a connection's pause for its publish rate (`throttle.rs`).
@@ -57,6 +55,8 @@ pub struct TimerBook {
     pub(super) collect_armed: bool,
     /// Whether the shard has gone quiet (`memory.rs`).
     pub(super) quiet: super::memory::QuietWatch,
+    /// The deadline sweep is armed (`deadlines.rs`).
+    pub(super) sweep_armed: bool,
 }
 
 impl BrokerShard {
@@ -73,24 +73,6 @@ impl BrokerShard {
         ArmedTimer {
             id: ctx.arm_timer_at(deadline, key),
             key,
-        }
-    }
-
-    /// Arms the CONNECT-timeout or keep-alive timer of `conn` (its key is the connection id, so
-    /// the connection keeps only the timer id).
-    pub(super) fn arm_connection_timer(
-        &mut self,
-        ctx: &mut Ctx,
-        deadline: Instant,
-        conn: ConnId,
-    ) -> TimerId {
-        ctx.arm_timer_at(deadline, CONNECTION_TIMER | conn.to_u64())
-    }
-
-    /// Cancels a connection timer.
-    pub(super) fn disarm_connection_timer(&mut self, ctx: &mut Ctx, timer: Option<TimerId>) {
-        if let Some(id) = timer {
-            ctx.cancel_timer(id);
         }
     }
 
@@ -120,12 +102,6 @@ impl BrokerShard {
 
     /// A timer fired: run its purpose.
     pub(super) fn timer_fired(&mut self, ctx: &mut Ctx, key: u64) {
-        if key & CONNECTION_TIMER != 0 {
-            let conn = ConnId::from_u64(key & !CONNECTION_TIMER);
-            let _span = self.conn_span(conn).entered();
-            self.connection_timer(ctx, conn);
-            return;
-        }
         let Some(purpose) = self.timers.purposes.remove(&key) else {
             return;
         };
@@ -140,6 +116,7 @@ impl BrokerShard {
             TimerPurpose::FencesOverdue(subscriber) => self.fences_overdue(ctx, subscriber),
             TimerPurpose::CollectAgain => self.collect_again(),
             TimerPurpose::QuietCheck => self.quiet_check(ctx),
+            TimerPurpose::DeadlineSweep => self.sweep_deadlines(ctx),
             TimerPurpose::CredentialsExpired(conn) => self.credentials_expired(ctx, conn),
             TimerPurpose::Throttle(conn) => self.throttle_elapsed(ctx, conn),
             TimerPurpose::LifecycleSummary(kind) => self.lifecycle_summary_due(kind),

@@ -1,0 +1,81 @@
+//! Connection deadlines without a timer per connection: the CONNECT timeout before CONNACK and
+//! the keep-alive after it ([`crate::conn::Connection::deadline`]). One sweep per shard looks
+//! at every connection once per interval (at most [`SWEEP_EVERY`]); a deadline is acted on at
+//! most one interval late. A timer per connection cost a timer-wheel slot (40 B) and its id in
+//! the connection record for every idle client; the sweep reads each record once a second,
+//! about a microsecond per thousand connections.
+
+use std::time::Duration;
+
+use ring_runtime::ConnId;
+use tracing::debug;
+
+use super::timers::TimerPurpose;
+use super::{BrokerShard, Ctx};
+use crate::conn::Phase;
+use codec::ReasonCode;
+
+/// The longest between two sweeps.
+const SWEEP_EVERY: Duration = Duration::from_secs(1);
+/// The shortest (a CONNECT timeout under two seconds sweeps twice per timeout).
+const SWEEP_AT_LEAST: Duration = Duration::from_millis(50);
+
+impl BrokerShard {
+    /// Arms the sweep, unless it is armed or the shard holds no connection.
+    pub(super) fn arm_deadline_sweep(&mut self, ctx: &mut Ctx) {
+        if self.timers.sweep_armed || self.conns.is_empty() {
+            return;
+        }
+        self.timers.sweep_armed = true;
+        let at = ctx.now() + self.sweep_interval();
+        self.arm(ctx, at, TimerPurpose::DeadlineSweep);
+    }
+
+    fn sweep_interval(&self) -> Duration {
+        let timeout = self.shared.config.connection.connect_timeout;
+        (timeout / 2).clamp(SWEEP_AT_LEAST, SWEEP_EVERY)
+    }
+
+    /// The sweep is due: every connection whose deadline has passed is dealt with.
+    pub(super) fn sweep_deadlines(&mut self, ctx: &mut Ctx) {
+        self.timers.sweep_armed = false;
+        let now = ctx.now();
+        let started = self.shared.started;
+        let timeout = self.shared.config.connection.connect_timeout;
+        let due: Vec<ConnId> = self
+            .conns
+            .iter()
+            .filter(|(_, c)| c.deadline(started, timeout).is_some_and(|d| now >= d))
+            .map(|(id, _)| id)
+            .collect();
+        for conn in due {
+            let _span = self.conn_span(conn).entered();
+            self.deadline_passed(ctx, conn);
+        }
+        self.arm_deadline_sweep(ctx);
+    }
+
+    /// `conn`'s deadline has passed: no CONNECT in time closes it; a keep-alive that ran out
+    /// (a connection paused for its publish rate excepted) disconnects it.
+    fn deadline_passed(&mut self, ctx: &mut Ctx, conn: ConnId) {
+        let started = self.shared.started;
+        let Some(connection) = self.conns.get(&conn) else {
+            return;
+        };
+        match (connection.phase, connection.keep_alive_deadline(started)) {
+            (Phase::AwaitingConnect | Phase::AwaitingAuth | Phase::AwaitingSession, _) => {
+                debug!("no CONNECT in time: closing");
+                ctx.abort(conn);
+            }
+            (Phase::Connected | Phase::AwaitingAck, Some(deadline)) => {
+                let deadline = self.keep_alive_while_throttled(ctx, conn, deadline);
+                if ctx.now() >= deadline {
+                    debug!("keep-alive expired");
+                    self.send_disconnect(ctx, conn, ReasonCode::KeepAliveTimeout);
+                    self.close_connection(ctx, conn);
+                }
+            }
+            _ => {}
+        }
+    }
+}
