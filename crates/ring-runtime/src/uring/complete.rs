@@ -56,9 +56,9 @@ impl UringBackend {
                     self.recv_ended(conns, conn, result, events);
                 }
             }
-            Op::Write { .. } => self.wrote(conns, completion, events),
-            Op::Connect { conn, .. } => {
-                let conn = *conn;
+            Op::Write(_) => self.wrote(conns, completion, events),
+            Op::Connect(connect) => {
+                let conn = connect.conn;
                 self.ops.remove(user_data);
                 if let Some(record) = finish_op(conns, conn) {
                     record.out_op = 0;
@@ -178,17 +178,12 @@ impl UringBackend {
             result,
             flags,
         } = completion;
-        let Some(Op::Write {
-            conn,
-            write,
-            zerocopy,
-        }) = self.ops.get_mut(user_data)
-        else {
+        let Some(Op::Write(write)) = self.ops.get_mut(user_data) else {
             return;
         };
-        let conn = *conn;
+        let conn = write.conn;
         if !cqueue::notif(flags) {
-            if *zerocopy {
+            if write.zerocopy {
                 write.hold = write.batch.bufs.clone();
             }
             if let Some(record) = conns.get_mut(conn) {
@@ -218,7 +213,7 @@ impl UringBackend {
         if cqueue::more(flags) {
             return;
         }
-        if let Some(Op::Write { mut write, .. }) = self.ops.remove(user_data) {
+        if let Some(Op::Write(mut write)) = self.ops.remove(user_data) {
             write.hold.clear();
             write.batch.bufs.clear();
             write.batch.iovecs.clear();

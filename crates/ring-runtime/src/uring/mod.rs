@@ -30,7 +30,7 @@ use crate::ids::ConnId;
 use crate::sys::eventfd::EventFd;
 
 use buf_ring::BufRing;
-use ops::{Op, OpTable, UringWrite};
+use ops::{Op, OpTable, UringConnect, UringWrite};
 
 pub(crate) use ring::probe;
 
@@ -187,11 +187,9 @@ impl Backend for UringBackend {
             }
             (false, _) => opcode::SendMsg::new(fd, &write.msg).flags(flags).build(),
         };
-        let user_data = self.ops.insert(Op::Write {
-            conn: id,
-            write,
-            zerocopy,
-        });
+        write.conn = id;
+        write.zerocopy = zerocopy;
+        let user_data = self.ops.insert(Op::Write(write));
         // SAFETY: the msghdr, iovecs and frames live in the boxed `UringWrite` owned by the op
         // table entry until the last completion; the descriptor stays open while inflight > 0.
         unsafe { self.push(entry.user_data(user_data)) }.map_err(io::Error::other)?;
@@ -209,13 +207,14 @@ impl Backend for UringBackend {
     }
 
     fn start_connect(&mut self, id: ConnId, conn: &mut Conn, addr: SocketAddr) -> io::Result<()> {
-        let addr = Box::new(socket2::SockAddr::from(addr));
-        let fd = types::Fd(conn.fd());
-        let entry = opcode::Connect::new(fd, addr.as_ptr().cast(), addr.len()).build();
-        let user_data = self.ops.insert(Op::Connect {
+        let connect = Box::new(UringConnect {
             conn: id,
-            _addr: addr,
+            addr: socket2::SockAddr::from(addr),
         });
+        let fd = types::Fd(conn.fd());
+        let addr = &connect.addr;
+        let entry = opcode::Connect::new(fd, addr.as_ptr().cast(), addr.len()).build();
+        let user_data = self.ops.insert(Op::Connect(connect));
         // SAFETY: the address is boxed in the op table entry until the completion; the
         // descriptor stays open while inflight > 0.
         unsafe { self.push(entry.user_data(user_data)) }.map_err(io::Error::other)?;

@@ -12,6 +12,10 @@ use crate::slab::GenSlab;
 /// A write in flight: the frames, their iovecs and the msghdr pointing at them. Boxed so
 /// the addresses stay put while the table moves entries around.
 pub(crate) struct UringWrite {
+    /// The connection written to (set when the write starts).
+    pub(crate) conn: ConnId,
+    /// Sent with `SENDMSG_ZC`: a notification follows the result.
+    pub(crate) zerocopy: bool,
     pub(crate) batch: WriteBatch,
     pub(crate) msg: libc::msghdr,
     /// Zero-copy sends keep their frames here from the result until the notification.
@@ -21,6 +25,8 @@ pub(crate) struct UringWrite {
 impl Default for UringWrite {
     fn default() -> Self {
         Self {
+            conn: ConnId::from_u64(0),
+            zerocopy: false,
             batch: WriteBatch::default(),
             // SAFETY: all-zero is a valid msghdr (no name, no iovecs, no control data).
             msg: unsafe { std::mem::zeroed() },
@@ -37,24 +43,24 @@ impl UringWrite {
     }
 }
 
-/// What an in-flight operation is, and what it owns.
+/// An outbound connect in flight: the address must outlive the operation.
+pub(crate) struct UringConnect {
+    pub(crate) conn: ConnId,
+    /// Kept alive for the kernel; never read back.
+    pub(crate) addr: socket2::SockAddr,
+}
+
+/// What an in-flight operation is, and what it owns (16 bytes: every payload is one word, so
+/// that an idle connection's receive costs a 24-byte slot with its generation).
 pub(crate) enum Op {
     /// Multishot accept on listener `listener`.
     Accept { listener: usize },
     /// Multishot receive with the shard's buffer group.
     Recv { conn: ConnId },
     /// sendmsg / sendmsg_zc of one batch.
-    Write {
-        conn: ConnId,
-        write: Box<UringWrite>,
-        zerocopy: bool,
-    },
-    /// Outbound connect; the address must outlive the operation.
-    Connect {
-        conn: ConnId,
-        /// Kept alive for the kernel; never read back.
-        _addr: Box<socket2::SockAddr>,
-    },
+    Write(Box<UringWrite>),
+    /// Outbound connect.
+    Connect(Box<UringConnect>),
     /// 8-byte read of the shard's eventfd.
     WakeRead {
         /// Kept alive for the kernel; the value read is not needed.
@@ -131,5 +137,12 @@ mod tests {
         assert!(table.remove(first).is_none());
         assert!(table.get_mut(0).is_none());
         assert_eq!(table.keys(), vec![second]);
+    }
+
+    #[test]
+    #[cfg(target_pointer_width = "64")]
+    fn an_op_is_two_words() {
+        // Every idle connection has one in flight (its multishot receive).
+        assert!(std::mem::size_of::<Op>() <= 16);
     }
 }
