@@ -400,7 +400,7 @@ impl<M> ShardCtx<M> {
     /// A graceful close's drain deadline passed: abort it.
     fn drain_timed_out(&mut self, conn: ConnId) {
         if let Some(record) = self.conns.get_mut(conn) {
-            record.drain_timer = None;
+            record.set_drain_timer(None);
         }
         self.request_close(conn, CloseMode::Abort, Some(CloseReason::DrainTimeout));
     }
@@ -432,9 +432,10 @@ impl<M> ShardCtx<M> {
                 CloseReason::Local
             };
         }
-        if mode == CloseMode::Graceful && record.drain_timer.is_none() {
+        if mode == CloseMode::Graceful && record.drain_timer().is_none() {
             let deadline = self.now + self.drain_timeout;
-            record.drain_timer = Some(self.timers.insert(deadline, TimerTarget::Drain(conn)));
+            let timer = self.timers.insert(deadline, TimerTarget::Drain(conn));
+            record.set_drain_timer(Some(timer));
         }
         self.conns.mark_dirty(conn);
     }

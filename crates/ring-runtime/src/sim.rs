@@ -304,7 +304,7 @@ impl<H: Handler> SimShard<H> {
             return None;
         }
         let conn = self.ctx.conns.remove(id)?;
-        if let Some(timer) = conn.drain_timer {
+        if let Some(timer) = conn.drain_timer() {
             self.ctx.timers.cancel(timer);
         }
         self.ctx.stats.closed += 1;

@@ -142,7 +142,7 @@ impl<H: Handler, B: Backend> Shard<H, B> {
         }
         self.held.forget(id);
         self.backend.release(id, &mut conn);
-        if let Some(timer) = conn.drain_timer.take() {
+        if let Some(timer) = conn.take_drain_timer() {
             self.ctx.timers.cancel(timer);
         }
         if conn.close == Some(CloseMode::Abort) {
