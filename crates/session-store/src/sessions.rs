@@ -5,7 +5,12 @@
 //! so a session costs its box, one slab pointer, 4 bytes in the client-id table (which hashes
 //! and compares through the slab) and 8 in the subscriber table, instead of two hash-map entries
 //! that each hold a 32-byte client-id handle.
+//!
+//! The delivery path asks for one session several times in a row (queue it, send from its
+//! queue, admit into its window) by the session's own client id, a clone sharing its bytes:
+//! the slot found last is tried first and matched by the bytes' address, without hashing.
 
+use std::cell::Cell;
 use std::collections::HashMap;
 
 use crate::session::{Session, SessionTypes};
@@ -19,7 +24,12 @@ pub struct Sessions<T: SessionTypes> {
     by_client: HashTable<u32>,
     by_subscriber: HashMap<T::Subscriber, u32, ahash::RandomState>,
     hasher: ahash::RandomState,
+    /// The slot found by the last look-up (`NO_SLOT`: none yet).
+    last: Cell<u32>,
 }
+
+/// `Sessions::last` before any look-up.
+const NO_SLOT: u32 = u32::MAX;
 
 impl<T: SessionTypes> Default for Sessions<T> {
     fn default() -> Self {
@@ -29,6 +39,7 @@ impl<T: SessionTypes> Default for Sessions<T> {
             by_client: HashTable::new(),
             by_subscriber: HashMap::default(),
             hasher: ahash::RandomState::new(),
+            last: Cell::new(NO_SLOT),
         }
     }
 }
@@ -62,12 +73,24 @@ impl<T: SessionTypes> Sessions<T> {
     }
 
     fn slot_of(&self, client_id: &MqttStr) -> Option<u32> {
+        let last = self.last.get();
+        let held = self.slots.get(last as usize).and_then(Option::as_deref);
+        if held.is_some_and(|session| same_bytes(&session.client_id, client_id)) {
+            return Some(last);
+        }
         let slots = &self.slots;
-        self.by_client
-            .find(self.hash(client_id), |&slot| {
-                session_at(slots, slot).client_id == *client_id
-            })
-            .copied()
+        let slot = *self.by_client.find(self.hash(client_id), |&slot| {
+            session_at(slots, slot).client_id == *client_id
+        })?;
+        self.last.set(slot);
+        Some(slot)
+    }
+
+    /// The slot of the session with subscriber key `subscriber` (remembered as the last found).
+    fn slot_by_subscriber(&self, subscriber: T::Subscriber) -> Option<u32> {
+        let slot = *self.by_subscriber.get(&subscriber)?;
+        self.last.set(slot);
+        Some(slot)
     }
 
     /// The session of `client_id`.
@@ -84,13 +107,13 @@ impl<T: SessionTypes> Sessions<T> {
 
     /// The session with subscriber key `subscriber`.
     pub fn by_subscriber(&self, subscriber: T::Subscriber) -> Option<&Session<T>> {
-        let slot = *self.by_subscriber.get(&subscriber)?;
+        let slot = self.slot_by_subscriber(subscriber)?;
         Some(session_at(&self.slots, slot))
     }
 
     /// The session with subscriber key `subscriber`, for changes.
     pub fn by_subscriber_mut(&mut self, subscriber: T::Subscriber) -> Option<&mut Session<T>> {
-        let slot = *self.by_subscriber.get(&subscriber)?;
+        let slot = self.slot_by_subscriber(subscriber)?;
         self.slots[slot as usize].as_deref_mut()
     }
 
@@ -145,6 +168,13 @@ impl<T: SessionTypes> Sessions<T> {
     }
 }
 
+/// Whether `a` and `b` are the same bytes in memory: then, both being alive, they are equal
+/// (equal strings elsewhere in memory are left to the hashed look-up).
+fn same_bytes(a: &MqttStr, b: &MqttStr) -> bool {
+    let (a, b) = (a.as_bytes(), b.as_bytes());
+    std::ptr::eq(a.as_ptr(), b.as_ptr()) && a.len() == b.len()
+}
+
 fn session_at<T: SessionTypes>(slots: &[Option<Box<Session<T>>>], slot: u32) -> &Session<T> {
     slots[slot as usize]
         .as_deref()
@@ -166,6 +196,29 @@ mod tests {
 
     fn id(client: &str) -> MqttStr {
         MqttStr::from_bytes(bytes::Bytes::copy_from_slice(client.as_bytes())).unwrap()
+    }
+
+    /// The slot found last is tried first by address: it answers for the session's own client
+    /// id (a clone), never for another session that took the slot over, and a copy of the
+    /// client id elsewhere in memory still finds its session by hash.
+    #[test]
+    fn the_last_found_session_is_found_again_by_its_own_client_id_only() {
+        let mut sessions = Sessions::default();
+        sessions.insert(session("a", 1));
+        sessions.insert(session("b", 2));
+        let own_a = sessions.client_id(1).unwrap().clone();
+        assert_eq!(sessions.get(&own_a).unwrap().subscriber, 1);
+        assert_eq!(sessions.get_mut(&own_a).unwrap().subscriber, 1);
+        assert_eq!(sessions.get(&id("b")).unwrap().subscriber, 2);
+        assert_eq!(sessions.get(&own_a).unwrap().subscriber, 1);
+        sessions.remove(&own_a);
+        assert!(sessions.get(&own_a).is_none(), "a removed session is gone");
+        sessions.insert(session("c", 3));
+        let own_c = sessions.client_id(3).unwrap().clone();
+        assert!(sessions.get(&own_a).is_none(), "its slot now holds c");
+        assert_eq!(sessions.get(&own_c).unwrap().subscriber, 3);
+        assert_eq!(sessions.get(&id("c")).unwrap().subscriber, 3);
+        assert_eq!(sessions.by_subscriber(2).unwrap().client_id, id("b"));
     }
 
     #[test]
