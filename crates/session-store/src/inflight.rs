@@ -74,6 +74,10 @@ pub struct InflightWindow<M> {
     /// Entries not yet sent on the current connection (0 but for a resumed session with more
     /// in flight than its new Receive Maximum): acknowledgements skip the re-send scan when 0.
     unsent: u16,
+    /// Every id in the window was handed out by [`Self::free_id`] without skipping one in use
+    /// since the window was last empty: ids then rise (wrapping after 65,535) from the front
+    /// to the back, and the next id is known free without a scan (see `free_id`).
+    consecutive: bool,
 }
 
 impl<M> InflightWindow<M> {
@@ -84,6 +88,7 @@ impl<M> InflightWindow<M> {
             capacity: capacity.max(1),
             unsent: 0,
             next_id: PacketId::new(1).expect("invariant: 1 is non-zero"),
+            consecutive: true,
         }
     }
 
@@ -123,6 +128,9 @@ impl<M> InflightWindow<M> {
         if !entry.sent {
             self.unsent -= 1;
         }
+        if self.entries.is_empty() {
+            self.consecutive = true;
+        }
         Some(entry.state)
     }
 
@@ -151,14 +159,30 @@ impl<M> InflightWindow<M> {
     }
 
     /// The next packet id not in flight. The window never holds 65,535 entries (its capacity is a
-    /// u16 Receive Maximum and ids are freed on completion), so the scan ends.
+    /// u16 Receive Maximum and ids are freed on completion), so the scan ends. While the ids in
+    /// flight are consecutive hand-outs, `next_id` lies past the newest of them; it is in use
+    /// only once the count has come round to the oldest, which the scan then finds and skips
+    /// (and the window stops counting on order until it empties).
     fn free_id(&mut self) -> PacketId {
         let mut id = self.next_id;
-        while self.position(id).is_some() {
-            id = id.next();
+        if !self.known_free(id) {
+            while self.position(id).is_some() {
+                id = id.next();
+                self.consecutive = false;
+            }
         }
         self.next_id = id.next();
         id
+    }
+
+    /// Whether `id` is certainly not in flight, without scanning: the window is empty, or its
+    /// ids are consecutive hand-outs (all within front..=back, going round from the front) and
+    /// `id` lies beyond the back before coming round to the front again.
+    fn known_free(&self, id: PacketId) -> bool {
+        let (Some(front), Some(back)) = (self.entries.front(), self.entries.back()) else {
+            return true;
+        };
+        self.consecutive && ids_from(front.id, id) > ids_from(front.id, back.id)
     }
 
     /// PUBACK for a QoS 1 message: completes it and returns it.
@@ -227,6 +251,8 @@ impl<M> InflightWindow<M> {
         });
         self.unsent += 1;
         self.next_id = id.next();
+        // Restored in send order, but not necessarily handed out consecutively.
+        self.consecutive = false;
     }
 
     /// A new connection took the session over: nothing in flight has been sent on it yet.
@@ -295,6 +321,7 @@ impl<M> InflightWindow<M> {
     /// in send order.
     pub fn drain_messages(&mut self) -> Vec<(QoS, M)> {
         self.unsent = 0;
+        self.consecutive = true;
         self.entries
             .take_all()
             .into_iter()
@@ -307,12 +334,61 @@ impl<M> InflightWindow<M> {
     }
 }
 
+/// How many steps of `PacketId::next` lead from `from` to `to` (0..65,535).
+fn ids_from(from: PacketId, to: PacketId) -> u32 {
+    let span = u32::from(u16::MAX);
+    (u32::from(to.get()) + span - u32::from(from.get())) % span
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     fn pid(v: u16) -> PacketId {
         PacketId::new(v).unwrap()
+    }
+
+    /// Admits and acknowledgements in a shuffled order over several wraps of the id space, one
+    /// entry held across whole wraps, and restored entries: every id handed out is one not in
+    /// flight (checked against the set of ids in flight), in order or not.
+    #[test]
+    fn an_admitted_id_is_never_one_in_flight_across_wraps() {
+        let mut window = InflightWindow::new(100);
+        let mut in_flight = std::collections::BTreeSet::new();
+        let mut state = 0x9e37_79b9_7f4a_7c15_u64;
+        let mut random = move |bound: usize| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            (state % bound as u64) as usize
+        };
+        let held = window.admit(QoS::AtLeastOnce, 0).unwrap();
+        in_flight.insert(held.get());
+        for step in 1..400_000u32 {
+            if step == 150_000 {
+                // A resumed session: entries restored under ids not handed out in order.
+                for id in [40_000, 7, 65_535] {
+                    if in_flight.insert(id) {
+                        window.restore(pid(id), InflightState::AwaitingPubAck(step));
+                    }
+                }
+            }
+            let ack = window.has_room() && random(3) == 0 || !window.has_room();
+            if ack && window.len() > 1 {
+                let ids: Vec<PacketId> = window.iter().map(|(id, _)| id).collect();
+                let skip = usize::from(ids[0] == held);
+                let id = ids[skip + random(ids.len() - skip).min(2)];
+                window.on_puback(id).unwrap();
+                assert!(in_flight.remove(&id.get()));
+            } else if window.has_room() {
+                let id = window.admit(QoS::AtLeastOnce, step).unwrap();
+                assert!(
+                    in_flight.insert(id.get()),
+                    "id {id} handed out while in flight"
+                );
+            }
+        }
+        assert!(window.iter().any(|(id, _)| id == held), "held across wraps");
     }
 
     #[test]

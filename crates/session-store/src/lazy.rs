@@ -34,6 +34,14 @@ impl<T> LazyDeque<T> {
         self.0.iter_mut().flat_map(|d| d.iter_mut())
     }
 
+    pub(crate) fn front(&self) -> Option<&T> {
+        self.0.as_ref()?.front()
+    }
+
+    pub(crate) fn back(&self) -> Option<&T> {
+        self.0.as_ref()?.back()
+    }
+
     pub(crate) fn get(&self, at: usize) -> Option<&T> {
         self.0.as_ref()?.get(at)
     }
