@@ -74,16 +74,20 @@ pub(crate) struct BufRing {
     policy: BufPolicy,
     /// Buffers whose pages were handed back to the OS so far.
     released: u64,
+    /// The ring may be trimmed at all (`DEFER_TASKRUN`; see [`BufRing::adjust`]).
+    trims: bool,
 }
 
 impl BufRing {
     /// Allocates `count` buffers of `buf_size` bytes, offers the policy's first few and
-    /// registers the ring as buffer group `group`.
+    /// registers the ring as buffer group `group`. `trims`: the ring's task work runs only
+    /// inside this thread's `io_uring_enter`, so buffers it holds may be trimmed.
     pub(crate) fn register(
         submitter: &Submitter<'_>,
         count: u16,
         buf_size: u32,
         group: u16,
+        trims: bool,
     ) -> io::Result<Self> {
         let entries_len = usize::from(count) * std::mem::size_of::<BufRingEntry>();
         let mut ring = Self {
@@ -95,6 +99,7 @@ impl BufRing {
             tail: 0,
             policy: BufPolicy::new(count, Instant::now()),
             released: 0,
+            trims,
         };
         ring.refill();
         // SAFETY: the mapping is page-aligned, holds `count` entries and lives until `self`
@@ -148,8 +153,9 @@ impl BufRing {
     /// its target, of the offered buffers the kernel reaches last.
     ///
     /// `settled` must be true only when the kernel cannot have picked a buffer that `take`
-    /// has not seen: every completion reaped and handled, none overflowed, and a ring whose
-    /// receives run only inside this thread's `io_uring_enter` (`DEFER_TASKRUN`). Then the
+    /// has not seen: every completion reaped and handled, none overflowed, on a ring whose
+    /// receives run only inside this thread's `io_uring_enter` (`DEFER_TASKRUN`, the
+    /// registration's `trims`). Then the
     /// buffers in the ring are exactly the last `offered` entries before the tail, and none of
     /// them can be written before the next enter, which comes after the `madvise`.
     pub(crate) fn adjust(&mut self, now: Instant, settled: bool) {
@@ -158,7 +164,10 @@ impl BufRing {
         for bid in adjusted.cold {
             self.release_pages(bid);
         }
-        if adjusted.trim && settled {
+        if adjusted.trim && !self.trims {
+            // Never possible here: not asked for again, so an idle shard need not wake for it.
+            self.policy.trimmed();
+        } else if adjusted.trim && settled {
             self.trim();
         }
     }

@@ -69,8 +69,6 @@ pub(crate) struct UringBackend {
     /// wait (throttle: each can then get a buffer), not in a tight loop.
     starved: std::collections::VecDeque<ConnId>,
     recv_buffers: usize,
-    /// The ring runs task work only inside `io_uring_enter` (see `ring::defers_task_work`).
-    defers_task_work: bool,
     /// Bound on the teardown's wait for cancelled operations.
     cancel_timeout: Duration,
     stats: ShardStats,
@@ -83,12 +81,12 @@ impl Backend for UringBackend {
         wake: EventFd,
     ) -> Result<Self, RuntimeError> {
         let ring = ring::build_ring(config.ring_entries, config.completion_entries)?;
-        let defers_task_work = ring::defers_task_work(&ring);
         let buf_ring = BufRing::register(
             &ring.submitter(),
             config.recv_buffers,
             config.recv_buffer_size,
             0,
+            ring::defers_task_work(&ring),
         )
         .map_err(|source| RuntimeError::syscall("IORING_REGISTER_PBUF_RING", source))?;
         let mut backend = Self {
@@ -107,7 +105,6 @@ impl Backend for UringBackend {
             backlog: Vec::new(),
             starved: std::collections::VecDeque::new(),
             recv_buffers: usize::from(config.recv_buffers),
-            defers_task_work,
             cancel_timeout: config.cancel_timeout,
             stats: ShardStats::default(),
         };
@@ -304,11 +301,11 @@ impl UringBackend {
     }
 
     /// Whether every provided buffer the kernel picked has been seen by `take` (the rule of
-    /// [`BufRing::adjust`]): nothing reaped and unhandled, nothing waiting in the completion
-    /// queue or overflowed, and task work that runs only inside `io_uring_enter`.
+    /// [`BufRing::adjust`], which also needs task work that runs only inside
+    /// `io_uring_enter`): nothing reaped and unhandled, nothing waiting in the completion queue
+    /// or overflowed.
     fn buffers_settled(&mut self) -> bool {
-        self.defers_task_work
-            && self.backlog.is_empty()
+        self.backlog.is_empty()
             && !self.ring.submission().cq_overflow()
             && self.ring.completion().is_empty()
     }

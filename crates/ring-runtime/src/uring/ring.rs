@@ -143,15 +143,15 @@ fn probe_on_this_thread(buf_size: u32) -> Result<(), RuntimeError> {
         return Err(RuntimeError::KernelTooOld { missing: name });
     }
     let buffers =
-        BufRing::register(&ring.submitter(), 2, buf_size, 0).map_err(|error| {
-            match error.raw_os_error() {
-                Some(libc::ENOMEM) => RuntimeError::MemlockTooLow {
-                    limit_bytes: memlock_limit(),
-                },
-                _ => RuntimeError::KernelTooOld {
-                    missing: "IORING_REGISTER_PBUF_RING",
-                },
-            }
+        BufRing::register(&ring.submitter(), 2, buf_size, 0, false).map_err(|error| match error
+            .raw_os_error()
+        {
+            Some(libc::ENOMEM) => RuntimeError::MemlockTooLow {
+                limit_bytes: memlock_limit(),
+            },
+            _ => RuntimeError::KernelTooOld {
+                missing: "IORING_REGISTER_PBUF_RING",
+            },
         })?;
     let mut probe = ProbeRing {
         ring,
