@@ -114,6 +114,14 @@ pub(crate) trait Backend: Sized {
     fn quiesce(&mut self, conns: &mut ConnTable) -> Result<(), RuntimeError>;
 }
 
+/// The sooner of two optional deadlines or timeouts (`None`: none).
+pub(crate) fn earliest<T: Ord>(a: Option<T>, b: Option<T>) -> Option<T> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    }
+}
+
 /// The wait timeout a backend uses: zero while it holds work of its own from an earlier wait.
 pub(crate) fn timeout_unless_pending(timeout: Option<Duration>, pending: bool) -> Option<Duration> {
     if pending {

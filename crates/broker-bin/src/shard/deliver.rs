@@ -59,10 +59,10 @@ impl BrokerShard {
             || self.replica.owner(recipient.subscriber),
             |moved| moved.to,
         );
-        let target = Some(target).filter(|shard| *shard != self.id);
-        match target {
-            Some(shard) => self.routes.forward_buf[shard.index()].push(recipient),
-            None => self.count_dropped(DropReason::Offline, 1),
+        if target == self.id {
+            self.count_dropped(DropReason::Offline, 1);
+        } else {
+            self.routes.forward_buf[target.index()].push(recipient);
         }
     }
 

@@ -13,7 +13,7 @@ use std::io;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::backend::{Backend, Event};
+use crate::backend::{Backend, Event, earliest};
 use crate::ctx::{ShardCtx, ShardStats, TimerTarget};
 use crate::error::RuntimeError;
 use crate::handler::{CloseReason, Handler};
@@ -145,10 +145,7 @@ impl<H: Handler, B: Backend> Shard<H, B> {
         let now = ctx.clock.now();
         self.wait_began = Some(now);
         let ctx = &self.ctx;
-        let deadline = match (ctx.timers.next_deadline(), self.pacing.next_due()) {
-            (Some(timer), Some(paced)) => Some(timer.min(paced)),
-            (timer, paced) => timer.or(paced),
-        };
+        let deadline = earliest(ctx.timers.next_deadline(), self.pacing.next_due());
         let timer = deadline.map(|deadline| deadline.saturating_duration_since(now));
         if blocked {
             return Some(timer.map_or(self.mailbox_retry, |t| t.min(self.mailbox_retry)));

@@ -7,7 +7,7 @@
 //! buffers as the traffic needs, warm ones first). `take` is the only place buffers are
 //! returned. A buffer's pages go back to the OS while it is spare (neither offered nor held),
 //! or while it sits in the ring beyond the target and the kernel provably has not picked it
-//! (see [`BufRing::adjust`]).
+//! (see [`BufRing::trim`]).
 
 use std::io;
 use std::ptr::NonNull;
@@ -148,28 +148,20 @@ impl BufRing {
         self.policy.ran_dry();
     }
 
-    /// Once per wait: lets the policy grow or shrink the offer, and hands back to the OS the
-    /// pages of the spare buffers it no longer keeps warm and, when the ring holds more than
-    /// its target, of the offered buffers the kernel reaches last.
-    ///
-    /// `settled` must be true only when the kernel cannot have picked a buffer that `take`
-    /// has not seen: every completion reaped and handled, none overflowed, on a ring whose
-    /// receives run only inside this thread's `io_uring_enter` (`DEFER_TASKRUN`, the
-    /// registration's `trims`). Then the
-    /// buffers in the ring are exactly the last `offered` entries before the tail, and none of
-    /// them can be written before the next enter, which comes after the `madvise`.
-    pub(crate) fn adjust(&mut self, now: Instant, settled: bool) {
+    /// Once per wait: lets the policy grow or shrink the offer and hands back to the OS the
+    /// pages of the spare buffers it no longer keeps warm. True when the ring holds more than
+    /// its target and should be trimmed ([`Self::trim`]); never for a ring registered without
+    /// `trims` (the trim is then marked done, so an idle shard need not wake for it).
+    pub(crate) fn adjust(&mut self, now: Instant) -> bool {
         let adjusted = self.policy.adjust(now);
         self.refill();
         for bid in adjusted.cold {
             self.release_pages(bid);
         }
         if adjusted.trim && !self.trims {
-            // Never possible here: not asked for again, so an idle shard need not wake for it.
             self.policy.trimmed();
-        } else if adjusted.trim && settled {
-            self.trim();
         }
+        adjusted.trim && self.trims
     }
 
     /// Whether the shard should wake up within [`SHRINK_INTERVAL`] for the offer's next
@@ -184,9 +176,14 @@ impl BufRing {
     }
 
     /// Hands back the pages of the offered buffers beyond the target, counted from the ring's
-    /// head (the kernel takes entries in order, so these are the ones it reaches last). Only
-    /// from [`Self::adjust`] with `settled`.
-    fn trim(&mut self) {
+    /// head (the kernel takes entries in order, so these are the ones it reaches last).
+    ///
+    /// Call it only when the kernel cannot have picked a buffer that `take` has not seen:
+    /// every completion reaped and handled, none overflowed, on a ring whose receives run only
+    /// inside this thread's `io_uring_enter` (`DEFER_TASKRUN`, the registration's `trims`).
+    /// Then the buffers in the ring are exactly the last `offered` entries before the tail,
+    /// and none of them can be written before the next enter, which comes after the `madvise`.
+    pub(crate) fn trim(&mut self) {
         let offered = self.policy.offered();
         let head = self.tail.wrapping_sub(offered);
         for position in self.policy.target()..offered {

@@ -21,7 +21,7 @@ use std::time::Duration;
 
 use io_uring::{IoUring, cqueue, opcode, squeue, types};
 
-use crate::backend::{Backend, Event, accept_refused, timeout_unless_pending};
+use crate::backend::{Backend, Event, accept_refused, earliest, timeout_unless_pending};
 use crate::config::RuntimeConfig;
 use crate::conn::{Conn, ConnTable};
 use crate::ctx::ShardStats;
@@ -132,8 +132,9 @@ impl Backend for UringBackend {
         }
         // After the completions (each buffer they carried is back), so that a trim is seen
         // by this turn's statistics and a dry ring's re-arms find the grown offer.
-        let settled = self.buffers_settled();
-        self.buf_ring.adjust(std::time::Instant::now(), settled);
+        if self.buf_ring.adjust(std::time::Instant::now()) && self.buffers_settled() {
+            self.buf_ring.trim();
+        }
         Ok(())
     }
 
@@ -301,7 +302,7 @@ impl UringBackend {
     }
 
     /// Whether every provided buffer the kernel picked has been seen by `take` (the rule of
-    /// [`BufRing::adjust`], which also needs task work that runs only inside
+    /// [`BufRing::trim`], which also needs task work that runs only inside
     /// `io_uring_enter`): nothing reaped and unhandled, nothing waiting in the completion queue
     /// or overflowed.
     fn buffers_settled(&mut self) -> bool {
@@ -396,13 +397,5 @@ impl UringBackend {
                 result: cqe.result(),
                 flags: cqe.flags(),
             }));
-    }
-}
-
-/// The sooner of two optional timeouts (`None`: no limit).
-fn earliest(a: Option<Duration>, b: Option<Duration>) -> Option<Duration> {
-    match (a, b) {
-        (Some(a), Some(b)) => Some(a.min(b)),
-        (a, b) => a.or(b),
     }
 }
