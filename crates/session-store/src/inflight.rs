@@ -113,6 +113,12 @@ impl<M> InflightWindow<M> {
         self.entries.is_empty()
     }
 
+    /// Whether entries wait to be sent again on the current connection (see
+    /// [`Self::take_resends`]).
+    pub fn owes_resends(&self) -> bool {
+        self.unsent != 0
+    }
+
     /// Whether a new message can be admitted.
     pub fn has_room(&self) -> bool {
         self.entries.len() < self.capacity()

@@ -4,23 +4,49 @@
 use codec::{MqttStr, Packet, PacketId, PubComp, PubRec, PubRel, ReasonCode};
 use ring_runtime::ConnId;
 use session_store::storage::SessionWrite;
+use session_store::{AckError, InflightWindow};
 use tracing::debug;
 
 use super::{BrokerShard, Ctx};
+use crate::message::Outgoing;
 
 impl BrokerShard {
     /// PUBACK: a QoS 1 delivery is complete.
     pub(super) fn handle_puback(&mut self, ctx: &mut Ctx, conn: ConnId, id: PacketId) {
-        let Some(client_id) = self.client_id_of(conn) else {
+        self.complete_outbound(ctx, conn, id, "PUBACK", |window| {
+            window.on_puback(id).map(drop)
+        });
+    }
+
+    /// A PUBACK or PUBCOMP: `complete` ends the flow in the session's window, the store
+    /// forgets it, and the queue refills the window. A session with nothing queued or owed
+    /// (the usual case: its copies went out at once) is not drained, and its client id is not
+    /// even cloned unless it is stored.
+    fn complete_outbound(
+        &mut self,
+        ctx: &mut Ctx,
+        conn: ConnId,
+        id: PacketId,
+        packet: &'static str,
+        complete: impl FnOnce(&mut InflightWindow<Outgoing>) -> Result<(), AckError>,
+    ) {
+        let Some(subscriber) = self.conns.get(&conn).and_then(|c| c.session()) else {
             return;
         };
-        if let Some(session) = self.sessions.get_mut(&client_id) {
-            match session.inflight.on_puback(id) {
-                Ok(_) => record_acked(&mut self.durable, session.expiry, &client_id, id),
-                Err(error) => debug!(%error, client = client_id.as_str(), "PUBACK ignored"),
-            }
+        let Some(session) = self.sessions.by_subscriber_mut(subscriber) else {
+            return;
+        };
+        match complete(&mut session.inflight) {
+            Ok(()) => record_acked(&mut self.durable, session.expiry, &session.client_id, id),
+            Err(error) => debug!(%error, client = session.client_id.as_str(), packet, "ignored"),
         }
-        self.drain_session(ctx, &client_id);
+        let waiting = !session.queue.is_empty()
+            || session.spilled().is_some()
+            || session.inflight.owes_resends();
+        if waiting {
+            let client_id = session.client_id.clone();
+            self.drain_session(ctx, &client_id);
+        }
     }
 
     /// PUBREC: answer PUBREL (0x92 when the id is unknown); an error reason ends the flow.
@@ -79,16 +105,7 @@ impl BrokerShard {
 
     /// PUBCOMP: a QoS 2 delivery is complete.
     pub(super) fn handle_pubcomp(&mut self, ctx: &mut Ctx, conn: ConnId, id: PacketId) {
-        let Some(client_id) = self.client_id_of(conn) else {
-            return;
-        };
-        if let Some(session) = self.sessions.get_mut(&client_id) {
-            match session.inflight.on_pubcomp(id) {
-                Ok(()) => record_acked(&mut self.durable, session.expiry, &client_id, id),
-                Err(error) => debug!(%error, client = client_id.as_str(), "PUBCOMP ignored"),
-            }
-        }
-        self.drain_session(ctx, &client_id);
+        self.complete_outbound(ctx, conn, id, "PUBCOMP", |window| window.on_pubcomp(id));
     }
 }
 

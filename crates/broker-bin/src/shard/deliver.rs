@@ -2,7 +2,7 @@
 //! beyond the connection's byte bound), QoS 1/2 through the inflight window and the session's
 //! bounded queue (the slow-consumer policy applies at its bound).
 
-use codec::{MqttStr, Packet, PubRel, QoS, ReasonCode};
+use codec::{MqttStr, Packet, PacketId, PubRel, QoS, ReasonCode};
 use ring_runtime::ConnId;
 use router::SubscriberId;
 use session_store::Pushed;
@@ -48,8 +48,66 @@ impl BrokerShard {
             self.count_dropped(DropReason::Expired, 1);
             return;
         }
+        let Err(outgoing) = self.send_at_once(ctx, recipient.subscriber, recipient.outgoing) else {
+            return;
+        };
         if let Some(client_id) = self.sessions.client_id(recipient.subscriber).cloned() {
-            self.enqueue(ctx, &client_id, recipient.outgoing);
+            self.enqueue(ctx, &client_id, outgoing);
+        }
+    }
+
+    /// A QoS 1/2 copy for a connected session with nothing queued or owed ahead of it and room
+    /// in its window: admitted and sent at once, never queued (no queue allocation, no charge
+    /// against the queues' shared byte budget, no client-id handle). Copies for stored sessions
+    /// take the queue, whose write stores them first. The copy comes back when this does not
+    /// apply.
+    fn send_at_once(
+        &mut self,
+        ctx: &mut Ctx,
+        subscriber: SubscriberId,
+        outgoing: Outgoing,
+    ) -> Result<(), Outgoing> {
+        let bound = self.shared.config.queues.outbound_bytes;
+        let max_queued_bytes = self.shared.queue_limits.max_bytes;
+        let Some(session) = self.sessions.by_subscriber_mut(subscriber) else {
+            return Err(outgoing);
+        };
+        let Some(conn) = session.conn else {
+            return Err(outgoing);
+        };
+        let ahead = !session.queue.is_empty()
+            || session.spilled().is_some()
+            || session.inflight.owes_resends();
+        if ahead
+            || !session.inflight.has_room()
+            || self.durable.stores(session.expiry)
+            || session_store::Weighed::weight(&outgoing) > max_queued_bytes
+            || ctx.queued_bytes(conn) as u64 > bound
+        {
+            return Err(outgoing);
+        }
+        let copy = outgoing.clone();
+        let packet_id = session.inflight.admit(outgoing.qos, outgoing)?;
+        let window_full = !session.inflight.has_room();
+        match self.send_publish(ctx, conn, copy.view(), Some(packet_id), false) {
+            // A full window waits on the client's acknowledgements: send it now.
+            Ok(()) if window_full => ctx.expedite(conn),
+            Ok(()) | Err(NotSent::Closed) => {}
+            Err(not_sent) => {
+                if let Some(client_id) = self.sessions.client_id(subscriber).cloned() {
+                    self.first_send_failed(&client_id, packet_id, not_sent);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// An admitted copy could not be sent (not `Closed`): its flow ends, counted as dropped
+    /// unless the ACL filtered it.
+    fn first_send_failed(&mut self, client_id: &MqttStr, packet_id: PacketId, not_sent: NotSent) {
+        self.abandon_inflight(client_id, packet_id);
+        if not_sent != NotSent::NotAuthorized {
+            self.count_dropped(not_sent.drop_reason(), 1);
         }
     }
 
@@ -253,11 +311,7 @@ impl BrokerShard {
                 }
             }
             Err(NotSent::Closed) => {}
-            Err(NotSent::NotAuthorized) => self.abandon_inflight(client_id, packet_id),
-            Err(not_sent @ (NotSent::Expired | NotSent::TooLarge)) => {
-                self.abandon_inflight(client_id, packet_id);
-                self.count_dropped(not_sent.drop_reason(), 1);
-            }
+            Err(not_sent) => self.first_send_failed(client_id, packet_id, not_sent),
         }
     }
 
