@@ -253,3 +253,103 @@ fn a_resumed_session_resends_within_the_new_receive_maximum() {
     assert!(next[0].dup);
     assert_ne!(next[0].packet_id, Some(first_id));
 }
+
+/// QoS 1 copies within the subscriber's window go out at once; those beyond it queue (charged
+/// against the queues' budget) and leave in order as acknowledgements make room.
+#[test]
+fn copies_beyond_the_window_queue_and_keep_their_order() {
+    let protocol = ProtocolVersion::V5;
+    let mut broker = SimBroker::new(config());
+    let window = ConnectProperties {
+        receive_maximum: std::num::NonZeroU16::new(2),
+        ..ConnectProperties::default()
+    };
+    let (subscriber, _) = connect_with(&mut broker, "sub", protocol, 0, window);
+    subscribe(&mut broker, subscriber, protocol, "a/+");
+    let publisher = connect(&mut broker, "pub", protocol, 0);
+    let mut publish = |broker: &mut SimBroker, n: u16, payload: &'static [u8]| {
+        let mut publish = Publish::new(text("a/b"), Bytes::from_static(payload));
+        publish.qos = QoS::AtLeastOnce;
+        publish.packet_id = Some(id(n));
+        broker
+            .send_packet(publisher, &Packet::Publish(publish), protocol)
+            .expect("encodes");
+    };
+    let payloads = |packets: Vec<Packet>| -> Vec<(Vec<u8>, PacketId)> {
+        (packets.into_iter())
+            .filter_map(|p| match p {
+                Packet::Publish(publish) => Some((
+                    publish.content.payload().to_vec(),
+                    publish.packet_id.expect("QoS 1 has an id"),
+                )),
+                _ => None,
+            })
+            .collect()
+    };
+    for (n, payload) in [(1, b"1"), (2, b"2"), (3, b"3"), (4, b"4")] {
+        publish(&mut broker, n, payload);
+    }
+    let first = payloads(broker.received(subscriber, protocol).expect("decodes"));
+    let sent: Vec<&[u8]> = first.iter().map(|(p, _)| p.as_slice()).collect();
+    assert_eq!(sent, [b"1", b"2"], "the window's two, at once");
+    let one_queued = (text("a/b").len() + 1) as u64;
+    assert_eq!(
+        broker.shard().handler().queued_bytes_charged(),
+        2 * one_queued
+    );
+    let mut next_payloads = Vec::new();
+    for (_, packet_id) in first {
+        let ack = Packet::PubAck(PubAck::new(packet_id));
+        broker
+            .send_packet(subscriber, &ack, protocol)
+            .expect("encodes");
+        next_payloads.extend(payloads(
+            broker.received(subscriber, protocol).expect("decodes"),
+        ));
+    }
+    let sent: Vec<&[u8]> = next_payloads.iter().map(|(p, _)| p.as_slice()).collect();
+    assert_eq!(sent, [b"3", b"4"], "the queued ones, in order");
+    assert_eq!(broker.shard().handler().queued_bytes_charged(), 0);
+}
+
+/// Copies that go out at once are not queued, so they are not refused when offline sessions'
+/// queues hold the whole `queues.max_total_queued_bytes`: a subscriber that keeps up gets every
+/// message.
+#[test]
+fn a_subscriber_keeping_up_gets_every_copy_while_offline_queues_fill_the_budget() {
+    let protocol = ProtocolVersion::V5;
+    let mut config = config();
+    let one_message = (text("a/b").len() + 1) as u64;
+    config.queues.max_total_queued_bytes = one_message;
+    let mut broker = SimBroker::new(config);
+    let stored = ConnectProperties {
+        receive_maximum: std::num::NonZeroU16::new(10),
+        session_expiry_interval: Some(60),
+        ..ConnectProperties::default()
+    };
+    let (idle, _) = connect_with(&mut broker, "idle", protocol, 0, stored);
+    subscribe(&mut broker, idle, protocol, "a/+");
+    broker.reset(idle);
+    let online = connect(&mut broker, "online", protocol, 0);
+    subscribe(&mut broker, online, protocol, "a/+");
+    let publisher = connect(&mut broker, "pub", protocol, 0);
+    for n in 1..=3 {
+        let mut publish = Publish::new(text("a/b"), Bytes::from_static(b"m"));
+        publish.qos = QoS::AtLeastOnce;
+        publish.packet_id = Some(id(n));
+        broker
+            .send_packet(publisher, &Packet::Publish(publish), protocol)
+            .expect("encodes");
+    }
+    assert_eq!(
+        broker.shard().handler().queued_bytes_charged(),
+        one_message,
+        "the offline session's queue holds the whole budget"
+    );
+    let delivered = broker.received(online, protocol).expect("decodes");
+    let publishes = delivered
+        .iter()
+        .filter(|p| matches!(p, Packet::Publish(_)))
+        .count();
+    assert_eq!(publishes, 3, "got {delivered:?}");
+}

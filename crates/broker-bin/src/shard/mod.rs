@@ -151,6 +151,12 @@ impl BrokerShard {
         shard
     }
 
+    /// Bytes charged against the queues' shared budget (what sessions hold queued).
+    #[cfg(test)]
+    pub(crate) fn queued_bytes_charged(&self) -> u64 {
+        self.shared.queue_limits.budget.used()
+    }
+
     fn counters(&self) -> &crate::metrics::ShardCounters {
         self.shared.metrics.shard(self.id.index())
     }
