@@ -268,7 +268,7 @@ broker_stop() {
 PERF_PID=""
 profile_start() {
   [[ -z ${PERF_DATA:-} ]] && return 0
-  perf record -e cpu-clock -F "${PERF_FREQ:-499}" -g -p "$BROKER_PID" -o "$PERF_DATA" \
+  perf record -e cpu-clock -F "${PERF_FREQ:-499}" ${PERF_CALL_GRAPH:--g} -p "$BROKER_PID" -o "$PERF_DATA" \
     >>"$RUN_DIR/perf.log" 2>&1 &
   PERF_PID=$!
   sleep 0.5

@@ -170,14 +170,24 @@ impl<M> InflightWindow<M> {
     /// only once the count has come round to the oldest, which the scan then finds and skips
     /// (and the window stops counting on order until it empties).
     fn free_id(&mut self) -> PacketId {
+        let id = self.next_packet_id();
+        if id != self.next_id {
+            // An id in use was skipped: the window's ids are no longer consecutive hand-outs.
+            self.consecutive = false;
+        }
+        self.next_id = id.next();
+        id
+    }
+
+    /// The packet id the next [`Self::admit`] hands out (a copy can be sent under it before it
+    /// is moved into the window, as long as the window does not change in between).
+    pub fn next_packet_id(&self) -> PacketId {
         let mut id = self.next_id;
         if !self.known_free(id) {
             while self.position(id).is_some() {
                 id = id.next();
-                self.consecutive = false;
             }
         }
-        self.next_id = id.next();
         id
     }
 
@@ -356,7 +366,8 @@ mod tests {
 
     /// Admits and acknowledgements in a shuffled order over several wraps of the id space, one
     /// entry held across whole wraps, and restored entries: every id handed out is one not in
-    /// flight (checked against the set of ids in flight), in order or not.
+    /// flight (checked against the set of ids in flight), in order or not, and is the one
+    /// `next_packet_id` announced.
     #[test]
     fn an_admitted_id_is_never_one_in_flight_across_wraps() {
         let mut window = InflightWindow::new(100);
@@ -387,7 +398,9 @@ mod tests {
                 window.on_puback(id).unwrap();
                 assert!(in_flight.remove(&id.get()));
             } else if window.has_room() {
+                let announced = window.next_packet_id();
                 let id = window.admit(QoS::AtLeastOnce, step).unwrap();
+                assert_eq!(id, announced, "admit handed out another id than announced");
                 assert!(
                     in_flight.insert(id.get()),
                     "id {id} handed out while in flight"

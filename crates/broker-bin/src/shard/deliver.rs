@@ -86,20 +86,41 @@ impl BrokerShard {
         {
             return Err(outgoing);
         }
-        let copy = outgoing.clone();
-        let packet_id = session.inflight.admit(outgoing.qos, outgoing)?;
-        let window_full = !session.inflight.has_room();
-        match self.send_publish(ctx, conn, copy.view(), Some(packet_id), false) {
-            // A full window waits on the client's acknowledgements: send it now.
-            Ok(()) if window_full => ctx.expedite(conn),
-            Ok(()) | Err(NotSent::Closed) => {}
-            Err(not_sent) => {
-                if let Some(client_id) = self.sessions.client_id(subscriber).cloned() {
-                    self.first_send_failed(&client_id, packet_id, not_sent);
-                }
-            }
-        }
+        let packet_id = session.inflight.next_packet_id();
+        self.send_then_admit(ctx, conn, subscriber, packet_id, outgoing);
         Ok(())
+    }
+
+    /// Sends an unstored copy under `packet_id`, the id its session's window hands out next,
+    /// then moves it into the window (no second handle on the message). A copy that cannot be
+    /// sent is not admitted (counted as dropped unless the ACL filtered it); one whose
+    /// connection is gone is, for the session's next connection.
+    fn send_then_admit(
+        &mut self,
+        ctx: &mut Ctx,
+        conn: ConnId,
+        subscriber: SubscriberId,
+        packet_id: PacketId,
+        outgoing: Outgoing,
+    ) {
+        let sent = self.send_publish(ctx, conn, outgoing.view(), Some(packet_id), false);
+        match sent {
+            Ok(()) | Err(NotSent::Closed) => {}
+            Err(NotSent::NotAuthorized) => return,
+            Err(not_sent) => return self.count_dropped(not_sent.drop_reason(), 1),
+        }
+        let Some(session) = self.sessions.by_subscriber_mut(subscriber) else {
+            return;
+        };
+        let admitted = session.inflight.admit(outgoing.qos, outgoing);
+        debug_assert!(
+            matches!(admitted, Ok(id) if id == packet_id),
+            "invariant: the window handed out the id the copy was sent under"
+        );
+        // A full window waits on the client's acknowledgements: send it now.
+        if sent.is_ok() && !session.inflight.has_room() {
+            ctx.expedite(conn);
+        }
     }
 
     /// An admitted copy could not be sent (not `Closed`): its flow ends, counted as dropped
@@ -218,7 +239,9 @@ impl BrokerShard {
             }
             return;
         }
-        self.drain_session(ctx, client_id);
+        if self.sessions.get(client_id).is_some_and(can_drain) {
+            self.drain_session(ctx, client_id);
+        }
     }
 
     /// A session's queue is full under the `disconnect` policy: its client goes (0x97).
@@ -275,7 +298,8 @@ impl BrokerShard {
         }
     }
 
-    /// Sends one queued copy: QoS 0 directly, QoS 1/2 under a new packet id.
+    /// Sends one queued copy: QoS 0 directly, QoS 1/2 under a new packet id (a stored copy's
+    /// send is written first, and a stored QoS 2 copy's waits for the disk).
     fn send_next(&mut self, ctx: &mut Ctx, client_id: &MqttStr, conn: ConnId, outgoing: Outgoing) {
         if outgoing.qos == QoS::AtMostOnce {
             self.send_qos0(ctx, conn, outgoing.view());
@@ -284,17 +308,19 @@ impl BrokerShard {
         let Some(session) = self.sessions.get_mut(client_id) else {
             return;
         };
+        if outgoing.seq == 0 {
+            let (subscriber, packet_id) = (session.subscriber, session.inflight.next_packet_id());
+            return self.send_then_admit(ctx, conn, subscriber, packet_id, outgoing);
+        }
         let copy = outgoing.clone();
         let Ok(packet_id) = session.inflight.admit(outgoing.qos, outgoing) else {
             return;
         };
-        if copy.seq != 0 {
-            self.durable.record(SessionWrite::InflightSent {
-                client_id: client_id.clone(),
-                seq: copy.seq,
-                packet_id,
-            });
-        }
+        self.durable.record(SessionWrite::InflightSent {
+            client_id: client_id.clone(),
+            seq: copy.seq,
+            packet_id,
+        });
         if self.publish_must_wait(&copy) {
             self.hold_publish(conn, client_id, copy, packet_id);
             return;
@@ -462,4 +488,12 @@ fn log_unposted(
             false
         }
     }
+}
+
+/// Whether draining `session` can send or read anything now: it is connected with room in its
+/// window or re-sends owed, or part of its queue is on disk. A copy queued behind a full
+/// window waits for the acknowledgement that makes room (which drains the session).
+fn can_drain(session: &Session) -> bool {
+    let sends = session.inflight.has_room() || session.inflight.owes_resends();
+    (session.conn.is_some() && sends) || session.spilled().is_some()
 }
