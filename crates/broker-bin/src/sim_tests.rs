@@ -267,7 +267,7 @@ fn copies_beyond_the_window_queue_and_keep_their_order() {
     let (subscriber, _) = connect_with(&mut broker, "sub", protocol, 0, window);
     subscribe(&mut broker, subscriber, protocol, "a/+");
     let publisher = connect(&mut broker, "pub", protocol, 0);
-    let mut publish = |broker: &mut SimBroker, n: u16, payload: &'static [u8]| {
+    let publish = |broker: &mut SimBroker, n: u16, payload: &'static [u8]| {
         let mut publish = Publish::new(text("a/b"), Bytes::from_static(payload));
         publish.qos = QoS::AtLeastOnce;
         publish.packet_id = Some(id(n));
