@@ -58,8 +58,8 @@ impl BrokerShard {
 
     /// A QoS 1/2 copy for a connected session with nothing queued or owed ahead of it and room
     /// in its window: admitted and sent at once, never queued (no queue allocation, no charge
-    /// against the queues' shared byte budget, no client-id handle). Copies for stored sessions
-    /// take the queue, whose write stores them first. The copy comes back when this does not
+    /// against the queues' shared byte budget; no client-id handle unless the session is
+    /// stored, whose copy is written as sent first). The copy comes back when this does not
     /// apply.
     fn send_at_once(
         &mut self,
@@ -80,15 +80,46 @@ impl BrokerShard {
             || session.inflight.owes_resends();
         if ahead
             || !session.inflight.has_room()
-            || self.durable.stores(session.expiry)
             || session_store::Weighed::weight(&outgoing) > max_queued_bytes
             || ctx.queued_bytes(conn) as u64 > bound
         {
             return Err(outgoing);
         }
+        if self.durable.stores(session.expiry) {
+            let client_id = session.client_id.clone();
+            self.send_stored_at_once(ctx, &client_id, conn, outgoing);
+            return Ok(());
+        }
         let packet_id = session.inflight.next_packet_id();
         self.send_then_admit(ctx, conn, subscriber, packet_id, outgoing);
         Ok(())
+    }
+
+    /// A copy for a stored session that goes out at once (see `send_at_once`): written as
+    /// sent (`MessageSent`, the message with its flow) and admitted, then sent or held.
+    fn send_stored_at_once(
+        &mut self,
+        ctx: &mut Ctx,
+        client_id: &MqttStr,
+        conn: ConnId,
+        mut outgoing: Outgoing,
+    ) {
+        outgoing.seq = self.shared.new_seq();
+        let message = Box::new(stored_message(&outgoing, ctx.now()));
+        let copy = outgoing.clone();
+        let Some(session) = self.sessions.get_mut(client_id) else {
+            return;
+        };
+        let Ok(packet_id) = session.inflight.admit(outgoing.qos, outgoing) else {
+            return;
+        };
+        self.durable.record(SessionWrite::MessageSent {
+            client_id: client_id.clone(),
+            seq: copy.seq,
+            packet_id,
+            message,
+        });
+        self.send_admitted_stored(ctx, client_id, conn, copy, packet_id);
     }
 
     /// Sends an unstored copy under `packet_id`, the id its session's window hands out next,
@@ -321,6 +352,19 @@ impl BrokerShard {
             seq: copy.seq,
             packet_id,
         });
+        self.send_admitted_stored(ctx, client_id, conn, copy, packet_id);
+    }
+
+    /// The first send of a stored copy admitted under `packet_id`, its send recorded: held for
+    /// the disk (a QoS 2 copy while acknowledgements wait) or sent now.
+    fn send_admitted_stored(
+        &mut self,
+        ctx: &mut Ctx,
+        client_id: &MqttStr,
+        conn: ConnId,
+        copy: Outgoing,
+        packet_id: PacketId,
+    ) {
         if self.publish_must_wait(&copy) {
             self.hold_publish(conn, client_id, copy, packet_id);
             return;
