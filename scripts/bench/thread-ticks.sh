@@ -13,7 +13,8 @@ shift $(($# < 3 ? $# : 3))
 bench=$(dirname "$bin")/ringmq-bench
 out=${OUT:-/tmp/ringmq-thread-ticks}/$engine-q$qos
 rm -rf "$out" && mkdir -p "$out"
-port=$((20000 + RANDOM % 20000)) && http=$((port + 1))
+# Below the ephemeral range (32768 and up here), where the load generator's own ports come from.
+port=$((20000 + RANDOM % 12000)) && http=$((port + 1))
 {
   printf '[listeners]\ntcp = ["127.0.0.1:%s"]\n[log]\nlevel = "warn"\n' "$port"
   printf '[connection]\nmax_connections = 200000\n[queues]\nmax_queued_messages = 100000\n'
