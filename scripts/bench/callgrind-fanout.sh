@@ -3,6 +3,7 @@
 # not): the broker runs under `valgrind --tool=callgrind` with one shard on epoll, then
 # `ringmq-bench fanout --threads 1 --pubs 2 --subs 200 -s 16 -r 100 -L 300` (120,000 deliveries).
 #   scripts/bench/callgrind-fanout.sh [BROKER_BINARY] [TAG]
+#   QOS=1: publishes and subscriptions at QoS 1 (default 0)
 # Prints the broker's total instructions and its top functions; the profile stays in
 # bench-results/callgrind/<TAG>.out for callgrind_annotate.
 set -euo pipefail
@@ -24,7 +25,7 @@ for _ in $(seq 1 120); do
   sleep 0.5
 done
 timeout 300 "$BENCH" fanout -H "127.0.0.1:$PORT" --threads 1 --pubs 2 --subs 200 -s 16 -r 100 \
-  -L 300 --quiet >"$OUT/$TAG.bench.json"
+  -L 300 -q "${QOS:-0}" --quiet >"$OUT/$TAG.bench.json"
 kill -TERM $VPID
 wait $VPID || true
 echo "$TAG total instructions: $(awk '/^summary:/ { print $2 }' "$OUT/$TAG.out")"

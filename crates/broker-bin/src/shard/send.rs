@@ -9,7 +9,7 @@ use tracing::debug;
 use super::{BrokerShard, Ctx};
 use std::sync::Arc;
 
-use super::frame_cache::{FrameCache, FrameKey};
+use super::frame_cache::{CachedFrame, FrameCache, FrameKey};
 use crate::message::{CopyView, Expiry, Message};
 use crate::metrics::{DropReason, ShardCounters};
 
@@ -100,19 +100,20 @@ impl BrokerShard {
         if protocol.is_v5() {
             options.subscription_identifiers = copy.sub_ids;
         }
-        // Identical for every recipient of this message with the same key: no packet id, no
-        // expiry countdown, no subscription identifiers, no topic alias.
-        let cache_key = (packet_id.is_none()
+        // Identical for every recipient of this message with the same key but for the packet
+        // id: no DUP, no expiry countdown, no subscription identifiers, no topic alias.
+        let cache_key = (!dup
             && message_expiry_interval.is_none()
             && options.subscription_identifiers.is_empty()
             && !connection.has_outbound_aliases())
         .then_some(FrameKey {
             protocol,
             retain: copy.retain,
+            qos: copy.qos,
         });
         let cached = cache_key.and_then(|key| self.routes.frame_cache.get(copy.message, key));
         let len = match cached {
-            Some(frame) => queue_cached(ctx, conn, frame, max_packet)?,
+            Some(frame) => queue_cached(ctx, conn, frame, packet_id, max_packet)?,
             None => self.encode_publish(ctx, conn, copy.message, options, max_packet, cache_key)?,
         };
         self.count_sent(ctx, copy, dup, len);
@@ -156,17 +157,18 @@ impl BrokerShard {
     }
 }
 
-/// Queues a copy of a cached frame; its length.
+/// Queues a copy of a cached frame with `packet_id`; its length.
 fn queue_cached(
     ctx: &mut Ctx,
     conn: ConnId,
-    frame: &[u8],
+    frame: CachedFrame<'_>,
+    packet_id: Option<PacketId>,
     max_packet: usize,
 ) -> Result<usize, NotSent> {
     if frame.len() > max_packet {
         return Err(NotSent::TooLarge);
     }
-    ctx.send_with(conn, |buf| buf.extend_from_slice(frame))
+    ctx.send_with(conn, |buf| frame.write(packet_id, buf))
         .map_err(|_| NotSent::Closed)?;
     Ok(frame.len())
 }
