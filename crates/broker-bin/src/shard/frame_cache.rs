@@ -17,6 +17,11 @@ pub(super) struct FrameCache {
     frame: Vec<u8>,
     /// Where the packet id lies in `frame` (QoS 1/2; 0 for QoS 0).
     packet_id_at: usize,
+    /// The address of the last message offered (`store`) that was not held: a message is held
+    /// from its second frame on, so a message with one recipient (point to point) costs no
+    /// copy of its frame and no handle. An address reused by a later message only makes that
+    /// message's first frame stored.
+    offered: usize,
 }
 
 /// What makes two frames of one message identical but for the packet id (given no
@@ -81,9 +86,17 @@ impl FrameCache {
         })
     }
 
-    /// Remembers `frame` as `message`'s frame for `key` (not if it cannot find the packet id
-    /// of a QoS 1/2 frame).
+    /// Remembers `frame` as `message`'s frame for `key` from the message's second frame on
+    /// (not if it cannot find the packet id of a QoS 1/2 frame).
     pub(super) fn store(&mut self, message: &Arc<Message>, key: FrameKey, frame: &[u8]) {
+        let address = Arc::as_ptr(message) as usize;
+        let held = self
+            .message
+            .as_ref()
+            .is_some_and(|m| Arc::ptr_eq(m, message));
+        if !held && std::mem::replace(&mut self.offered, address) != address {
+            return;
+        }
         let packet_id_at = match key.qos {
             QoS::AtMostOnce => 0,
             _ => match packet_id_at(frame) {
@@ -107,6 +120,7 @@ impl FrameCache {
     /// Lets the held message go (at the end of a turn, so a cached message is not kept alive).
     pub(super) fn clear(&mut self) {
         self.message = None;
+        self.offered = 0;
     }
 }
 
@@ -154,6 +168,12 @@ mod tests {
         let (first, second) = (message(b"one"), message(b"two"));
         assert_eq!(cache.get(&first, V4), None);
         cache.store(&first, V4, b"frame-1");
+        assert_eq!(
+            cache.get(&first, V4),
+            None,
+            "a message's first frame is not kept"
+        );
+        cache.store(&first, V4, b"frame-1");
         assert_eq!(bytes_of(cache.get(&first, V4)), Some(&b"frame-1"[..]));
         assert_eq!(cache.get(&second, V4), None, "another message");
         let retained = FrameKey { retain: true, ..V4 };
@@ -168,6 +188,7 @@ mod tests {
             ..V4
         };
         assert_eq!(cache.get(&first, qos1), None, "another QoS");
+        cache.store(&second, V4, b"frame-2");
         cache.store(&second, V4, b"frame-2");
         assert_eq!(cache.get(&first, V4), None);
         assert_eq!(bytes_of(cache.get(&second, V4)), Some(&b"frame-2"[..]));
@@ -198,6 +219,7 @@ mod tests {
                         qos,
                     };
                     let mut cache = FrameCache::default();
+                    cache.store(&held, key, &encoded(&held, key, 6));
                     cache.store(&held, key, &encoded(&held, key, 7));
                     let cached = cache.get(&held, key).expect("cached");
                     let mut buf = BytesMut::from(&b"before"[..]);
@@ -213,6 +235,8 @@ mod tests {
     fn clearing_lets_the_message_go() {
         let mut cache = FrameCache::default();
         let held = message(b"one");
+        cache.store(&held, V4, b"frame");
+        assert_eq!(Arc::strong_count(&held), 1, "one frame: no handle kept");
         cache.store(&held, V4, b"frame");
         assert_eq!(Arc::strong_count(&held), 2);
         cache.clear();
