@@ -89,6 +89,32 @@ fn subscribe(
     );
 }
 
+/// `publisher` sends a QoS 1 PUBLISH on `a/b` with packet id `n`.
+fn publish_on_a_b(
+    broker: &mut SimBroker,
+    publisher: ConnId,
+    protocol: ProtocolVersion,
+    n: u16,
+    payload: &'static [u8],
+) {
+    let mut publish = Publish::new(text("a/b"), Bytes::from_static(payload));
+    publish.qos = QoS::AtLeastOnce;
+    publish.packet_id = Some(id(n));
+    broker
+        .send_packet(publisher, &Packet::Publish(publish), protocol)
+        .expect("encodes");
+}
+
+/// The PUBLISH packets among `packets`, in order.
+fn publishes(packets: Vec<Packet>) -> Vec<Publish> {
+    (packets.into_iter())
+        .filter_map(|p| match p {
+            Packet::Publish(publish) => Some(publish),
+            _ => None,
+        })
+        .collect()
+}
+
 fn publish_qos1_and_receive(protocol: ProtocolVersion) {
     let mut broker = SimBroker::new(config());
     let subscriber = connect(&mut broker, "sub", protocol, 0);
@@ -215,40 +241,22 @@ fn a_resumed_session_resends_within_the_new_receive_maximum() {
     subscribe(&mut broker, first, protocol, "a/+");
     let publisher = connect(&mut broker, "pub", protocol, 0);
     for n in 1..=2 {
-        let mut publish = Publish::new(text("a/b"), Bytes::from_static(b"m"));
-        publish.qos = QoS::AtLeastOnce;
-        publish.packet_id = Some(id(n));
-        broker
-            .send_packet(publisher, &Packet::Publish(publish), protocol)
-            .expect("encodes");
+        publish_on_a_b(&mut broker, publisher, protocol, n, b"m");
     }
     assert_eq!(broker.received(first, protocol).expect("decodes").len(), 2);
     broker.reset(first);
     let (second, resent) = connect_with(&mut broker, "sub", protocol, 0, window(1));
-    let publishes: Vec<&Publish> = resent
-        .iter()
-        .filter_map(|p| match p {
-            Packet::Publish(publish) => Some(publish),
-            _ => None,
-        })
-        .collect();
+    let resent_publishes = publishes(resent.clone());
     assert_eq!(
-        publishes.len(),
+        resent_publishes.len(),
         1,
         "one PUBLISH within Receive Maximum 1, got {resent:?}"
     );
-    assert!(publishes[0].dup, "a re-sent PUBLISH carries DUP");
-    let first_id = publishes[0].packet_id.expect("QoS 1 has an id");
+    assert!(resent_publishes[0].dup, "a re-sent PUBLISH carries DUP");
+    let first_id = resent_publishes[0].packet_id.expect("QoS 1 has an id");
     let ack = Packet::PubAck(codec::PubAck::new(first_id));
     broker.send_packet(second, &ack, protocol).expect("encodes");
-    let next = broker.received(second, protocol).expect("decodes");
-    let next: Vec<&Publish> = next
-        .iter()
-        .filter_map(|p| match p {
-            Packet::Publish(publish) => Some(publish),
-            _ => None,
-        })
-        .collect();
+    let next = publishes(broker.received(second, protocol).expect("decodes"));
     assert_eq!(next.len(), 1, "the held re-send once the window has room");
     assert!(next[0].dup);
     assert_ne!(next[0].packet_id, Some(first_id));
@@ -267,27 +275,16 @@ fn copies_beyond_the_window_queue_and_keep_their_order() {
     let (subscriber, _) = connect_with(&mut broker, "sub", protocol, 0, window);
     subscribe(&mut broker, subscriber, protocol, "a/+");
     let publisher = connect(&mut broker, "pub", protocol, 0);
-    let publish = |broker: &mut SimBroker, n: u16, payload: &'static [u8]| {
-        let mut publish = Publish::new(text("a/b"), Bytes::from_static(payload));
-        publish.qos = QoS::AtLeastOnce;
-        publish.packet_id = Some(id(n));
-        broker
-            .send_packet(publisher, &Packet::Publish(publish), protocol)
-            .expect("encodes");
-    };
     let payloads = |packets: Vec<Packet>| -> Vec<(Vec<u8>, PacketId)> {
-        (packets.into_iter())
-            .filter_map(|p| match p {
-                Packet::Publish(publish) => Some((
-                    publish.content.payload().to_vec(),
-                    publish.packet_id.expect("QoS 1 has an id"),
-                )),
-                _ => None,
+        (publishes(packets).into_iter())
+            .map(|publish| {
+                let id = publish.packet_id.expect("QoS 1 has an id");
+                (publish.content.payload().to_vec(), id)
             })
             .collect()
     };
     for (n, payload) in [(1, b"1"), (2, b"2"), (3, b"3"), (4, b"4")] {
-        publish(&mut broker, n, payload);
+        publish_on_a_b(&mut broker, publisher, protocol, n, payload);
     }
     let first = payloads(broker.received(subscriber, protocol).expect("decodes"));
     let sent: Vec<&[u8]> = first.iter().map(|(p, _)| p.as_slice()).collect();
@@ -334,12 +331,7 @@ fn a_subscriber_keeping_up_gets_every_copy_while_offline_queues_fill_the_budget(
     subscribe(&mut broker, online, protocol, "a/+");
     let publisher = connect(&mut broker, "pub", protocol, 0);
     for n in 1..=3 {
-        let mut publish = Publish::new(text("a/b"), Bytes::from_static(b"m"));
-        publish.qos = QoS::AtLeastOnce;
-        publish.packet_id = Some(id(n));
-        broker
-            .send_packet(publisher, &Packet::Publish(publish), protocol)
-            .expect("encodes");
+        publish_on_a_b(&mut broker, publisher, protocol, n, b"m");
     }
     assert_eq!(
         broker.shard().handler().queued_bytes_charged(),
@@ -347,9 +339,5 @@ fn a_subscriber_keeping_up_gets_every_copy_while_offline_queues_fill_the_budget(
         "the offline session's queue holds the whole budget"
     );
     let delivered = broker.received(online, protocol).expect("decodes");
-    let publishes = delivered
-        .iter()
-        .filter(|p| matches!(p, Packet::Publish(_)))
-        .count();
-    assert_eq!(publishes, 3, "got {delivered:?}");
+    assert_eq!(publishes(delivered.clone()).len(), 3, "got {delivered:?}");
 }

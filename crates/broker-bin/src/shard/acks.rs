@@ -40,10 +40,7 @@ impl BrokerShard {
             Ok(()) => record_acked(&mut self.durable, session.expiry, &session.client_id, id),
             Err(error) => debug!(%error, client = session.client_id.as_str(), packet, "ignored"),
         }
-        let waiting = !session.queue.is_empty()
-            || session.spilled().is_some()
-            || session.inflight.owes_resends();
-        if waiting {
+        if super::deliver::needs_drain(session) {
             let client_id = session.client_id.clone();
             self.drain_session(ctx, &client_id);
         }

@@ -96,7 +96,8 @@ impl BrokerShard {
     }
 
     /// A copy for a stored session that goes out at once (see `send_at_once`): written as
-    /// sent (`MessageSent`, the message with its flow) and admitted, then sent or held.
+    /// queued, then sent as a queued copy is (`Durability::record` merges the two writes into
+    /// one `MessageSent`).
     fn send_stored_at_once(
         &mut self,
         ctx: &mut Ctx,
@@ -104,22 +105,9 @@ impl BrokerShard {
         conn: ConnId,
         mut outgoing: Outgoing,
     ) {
-        outgoing.seq = self.shared.new_seq();
-        let message = Box::new(stored_message(&outgoing, ctx.now()));
-        let copy = outgoing.clone();
-        let Some(session) = self.sessions.get_mut(client_id) else {
-            return;
-        };
-        let Ok(packet_id) = session.inflight.admit(outgoing.qos, outgoing) else {
-            return;
-        };
-        self.durable.record(SessionWrite::MessageSent {
-            client_id: client_id.clone(),
-            seq: copy.seq,
-            packet_id,
-            message,
-        });
-        self.send_admitted_stored(ctx, client_id, conn, copy, packet_id);
+        let write = queued_write(client_id, &mut outgoing, self.shared.new_seq(), ctx.now());
+        self.durable.record(write);
+        self.send_next(ctx, client_id, conn, outgoing);
     }
 
     /// Sends an unstored copy under `packet_id`, the id its session's window hands out next,
@@ -231,14 +219,8 @@ impl BrokerShard {
         let Some(session) = self.sessions.get_mut(client_id) else {
             return;
         };
-        let queued_write = self.durable.stores(session.expiry).then(|| {
-            outgoing.seq = self.shared.new_seq();
-            SessionWrite::MessageQueued {
-                client_id: client_id.clone(),
-                seq: outgoing.seq,
-                message: Box::new(stored_message(&outgoing, ctx.now())),
-            }
-        });
+        let queued_write = (self.durable.stores(session.expiry))
+            .then(|| queued_write(client_id, &mut outgoing, self.shared.new_seq(), ctx.now()));
         // A stored queue that spilled, or whose in-memory part is full, grows on disk only.
         let disk_only = session.spilled().is_some() || session.queue.len() >= memory_limit;
         let queued_write = match queued_write {
@@ -270,7 +252,7 @@ impl BrokerShard {
             }
             return;
         }
-        if self.sessions.get(client_id).is_some_and(can_drain) {
+        if self.sessions.get(client_id).is_some_and(needs_drain) {
             self.drain_session(ctx, client_id);
         }
     }
@@ -534,10 +516,26 @@ fn log_unposted(
     }
 }
 
-/// Whether draining `session` can send or read anything now: it is connected with room in its
-/// window or re-sends owed, or part of its queue is on disk. A copy queued behind a full
-/// window waits for the acknowledgement that makes room (which drains the session).
-fn can_drain(session: &Session) -> bool {
-    let sends = session.inflight.has_room() || session.inflight.owes_resends();
+/// Whether draining `session` can send or read anything now: it is connected with re-sends
+/// owed, or with queued copies and room in its window, or part of its queue is on disk. A copy
+/// queued behind a full window waits for the acknowledgement that makes room.
+pub(super) fn needs_drain(session: &Session) -> bool {
+    let inflight = &session.inflight;
+    let sends = inflight.owes_resends() || (!session.queue.is_empty() && inflight.has_room());
     (session.conn.is_some() && sends) || session.spilled().is_some()
+}
+
+/// The write that stores `outgoing` as queued for `client_id` under `seq` (set on the copy).
+fn queued_write(
+    client_id: &MqttStr,
+    outgoing: &mut Outgoing,
+    seq: u64,
+    now: std::time::Instant,
+) -> SessionWrite {
+    outgoing.seq = seq;
+    SessionWrite::MessageQueued {
+        client_id: client_id.clone(),
+        seq,
+        message: Box::new(stored_message(outgoing, now)),
+    }
 }
