@@ -7,6 +7,7 @@ use crate::packet::{
     PubRel, Publish, SubAck, Subscribe, UnsubAck, Unsubscribe, Wire,
 };
 use crate::read::Reader;
+use crate::types::PacketId;
 use crate::varint::{self, MAX_VARIABLE_BYTE_INTEGER, Varint};
 use crate::{DecodeError, ProtocolVersion};
 
@@ -123,6 +124,10 @@ pub fn decode(buf: &mut BytesMut, limits: &Limits) -> Result<Option<Packet>, Dec
     if buf.len() < header.frame_len {
         return Ok(None);
     }
+    if let Some(ack) = short_ack(&header, buf) {
+        buf.advance(header.frame_len);
+        return ack.map(Some);
+    }
     // The frame is split off whole and the fixed header skipped on the frozen handle, where
     // advancing is two additions (on a `BytesMut` it is a call with several cases).
     let mut frame = buf.split_to(header.frame_len).freeze();
@@ -134,6 +139,26 @@ pub fn decode(buf: &mut BytesMut, limits: &Limits) -> Result<Option<Packet>, Dec
         return crate::packet::publish::decode_into(header.flags, body, limits.protocol, wrap);
     }
     decode_other(header, body, limits.protocol).map(Some)
+}
+
+/// A PUBACK, PUBREC, PUBREL or PUBCOMP that holds only its packet identifier (every 3.1.1 one;
+/// a 5.0 one with reason Success and no properties), read where it lies in `buf` (which holds
+/// the whole frame): no handle on the frame is made and dropped for four bytes, on the path
+/// every QoS 1/2 message takes. `None` for any other frame.
+fn short_ack(header: &FixedHeader, buf: &[u8]) -> Option<Result<Packet, DecodeError>> {
+    if header.frame_len != header.header_len + 2 {
+        return None;
+    }
+    let ack: fn(PacketId) -> Packet = match header.packet {
+        PacketType::PubAck => |id| Packet::PubAck(PubAck::new(id)),
+        PacketType::PubRec => |id| Packet::PubRec(PubRec::new(id)),
+        PacketType::PubRel => |id| Packet::PubRel(PubRel::new(id)),
+        PacketType::PubComp => |id| Packet::PubComp(PubComp::new(id)),
+        _ => return None,
+    };
+    let id = u16::from_be_bytes([buf[header.header_len], buf[header.header_len + 1]]);
+    let packet = header.packet;
+    Some(PacketId::new(id).map(ack).ok_or(DecodeError::ZeroPacketId { packet }))
 }
 
 fn body<P: Wire>(

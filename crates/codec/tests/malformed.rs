@@ -26,6 +26,32 @@ fn frame_beyond_the_buffer_is_incomplete_and_consumes_nothing() {
 }
 
 #[test]
+fn acknowledgements_back_to_back_are_each_consumed_whole() {
+    // PUBACK 7, PUBREC 8, a 5.0 PUBACK 9 with a reason code (read the long way), then half of
+    // a PUBCOMP, which waits for the rest.
+    let mut buf = hex("40 02 00 07 50 02 00 08 40 03 00 09 10 70 02 00");
+    let limits = Limits::new(V5);
+    let mut next = || decode(&mut buf, &limits).expect("valid frames");
+    let Some(Packet::PubAck(first)) = next() else {
+        panic!("a PUBACK first");
+    };
+    assert_eq!(first.packet_id.get(), 7);
+    assert!(matches!(next(), Some(Packet::PubRec(rec)) if rec.packet_id.get() == 8));
+    let Some(Packet::PubAck(third)) = next() else {
+        panic!("a PUBACK third");
+    };
+    assert_eq!((third.packet_id.get(), third.reason_code.as_u8()), (9, 0x10));
+    assert_eq!(next(), None);
+    assert_eq!(buf.len(), 3);
+    buf.extend_from_slice(&[0x0A]);
+    let Some(Packet::PubComp(comp)) = decode(&mut buf, &limits).expect("valid frame") else {
+        panic!("a PUBCOMP once complete");
+    };
+    assert_eq!(comp.packet_id.get(), 10);
+    assert!(buf.is_empty());
+}
+
+#[test]
 fn packet_shorter_than_its_contents() {
     let wire = frame(0x32, "00 03 61 2F");
     let error = E::UnexpectedEnd {
