@@ -147,13 +147,17 @@ impl SendQueue {
         self.pending.as_ref().is_some_and(|p| !p.is_empty())
     }
 
-    /// Moves up to `max_iovecs` frames into `batch` (which must be empty).
+    /// Moves up to `max_iovecs` frames into `batch` (which must be empty). The tail goes
+    /// straight into the batch once every frame before it has: a write of small frames only
+    /// (most writes) never allocates the frame deque.
     pub(crate) fn take_batch(&mut self, max_iovecs: usize, batch: &mut WriteBatch) {
         if let Some(pending) = self.pending.as_mut() {
-            pending.seal_tail();
             pending.queued_frames = 0;
             let count = pending.frames.len().min(max_iovecs);
             batch.bufs.extend(pending.frames.drain(..count));
+            if pending.frames.is_empty() && count < max_iovecs && !pending.tail.is_empty() {
+                batch.bufs.push(pending.tail.split().freeze());
+            }
         }
         batch.build_iovecs();
     }
@@ -256,6 +260,22 @@ mod tests {
         queue.complete(&mut batch, 0);
         let all: Vec<u8> = frames(&mut queue).concat();
         assert_eq!(all, b"abbbbbbbbbbcdeeeeeeeeee");
+    }
+
+    #[test]
+    fn a_tail_behind_frames_beyond_the_iovec_limit_waits_its_turn() {
+        let mut queue = SendQueue::default();
+        for frame in ["AAAAAAAA", "BBBBBBBB", "CCCCCCCC"] {
+            queue.push(large(frame), SMALL);
+        }
+        queue.push(Bytes::from_static(b"x"), SMALL);
+        let mut batch = WriteBatch::default();
+        queue.take_batch(2, &mut batch);
+        assert_eq!(batch.bufs, vec![large("AAAAAAAA"), large("BBBBBBBB")]);
+        queue.push(Bytes::from_static(b"y"), SMALL);
+        queue.complete(&mut batch, 16);
+        let rest = frames(&mut queue);
+        assert_eq!(rest, vec![large("CCCCCCCC"), Bytes::from_static(b"xy")]);
     }
 
     #[test]
