@@ -158,7 +158,11 @@ fn short_ack(header: &FixedHeader, buf: &[u8]) -> Option<Result<Packet, DecodeEr
     };
     let id = u16::from_be_bytes([buf[header.header_len], buf[header.header_len + 1]]);
     let packet = header.packet;
-    Some(PacketId::new(id).map(ack).ok_or(DecodeError::ZeroPacketId { packet }))
+    Some(
+        PacketId::new(id)
+            .map(ack)
+            .ok_or(DecodeError::ZeroPacketId { packet }),
+    )
 }
 
 fn body<P: Wire>(

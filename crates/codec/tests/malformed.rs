@@ -40,7 +40,10 @@ fn acknowledgements_back_to_back_are_each_consumed_whole() {
     let Some(Packet::PubAck(third)) = next() else {
         panic!("a PUBACK third");
     };
-    assert_eq!((third.packet_id.get(), third.reason_code.as_u8()), (9, 0x10));
+    assert_eq!(
+        (third.packet_id.get(), third.reason_code.as_u8()),
+        (9, 0x10)
+    );
     assert_eq!(next(), None);
     assert_eq!(buf.len(), 3);
     buf.extend_from_slice(&[0x0A]);
