@@ -479,6 +479,7 @@ pub(crate) fn runtime_config(config: &Config) -> RuntimeConfig {
             BackendChoice::Epoll => ring_runtime::BackendChoice::Epoll,
         },
         coalesce_below: config.runtime.coalesce_below,
+        spare_send_queues: config.runtime.spare_send_queues,
         mailbox_batches: config.runtime.mailbox_batches,
         max_pending_posts: config.runtime.max_pending_posts,
         write_interval: config.runtime.write_interval,

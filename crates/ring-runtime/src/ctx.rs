@@ -84,6 +84,7 @@ impl<M> ShardCtx<M> {
     pub(crate) fn new(shard: ShardId, shard_count: usize, config: &crate::RuntimeConfig) -> Self {
         let clock = config.clock.clone();
         let now = clock.now();
+        crate::send_queue::keep_spare_queues(config.spare_send_queues);
         Self {
             shard,
             shard_count,

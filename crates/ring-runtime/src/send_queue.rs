@@ -3,6 +3,7 @@
 //! as one iovec instead of one per frame; larger frames stay shared `Bytes` and are never
 //! copied. An idle connection's queue holds no allocation.
 
+use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;
 
 use bytes::{Buf, Bytes, BytesMut};
@@ -18,6 +19,26 @@ const TAIL_CHUNK: usize = 1024;
 /// (a slow reader), frames gather in pieces of this size instead of one buffer that is copied
 /// each time it grows.
 const TAIL_SEAL: usize = 64 * 1024;
+
+/// A kept queue's frame deque keeps its room up to this many frames.
+const SPARE_FRAMES: usize = 8;
+
+thread_local! {
+    /// Emptied queues this thread keeps for its next connections that write (each with the
+    /// unused rest of its last tail buffer, at most `TAIL_CHUNK` bytes): a connection that gets
+    /// one small frame per write (fan-out to many subscribers) then neither allocates nor
+    /// frees its queue and tail each time.
+    #[expect(clippy::vec_box, reason = "a kept queue goes back to its connection as the box it was")]
+    static SPARE: RefCell<Vec<Box<Pending>>> = const { RefCell::new(Vec::new()) };
+    /// How many `SPARE` holds at most ([`crate::RuntimeConfig::spare_send_queues`] on a
+    /// shard's thread; none elsewhere).
+    static SPARE_LIMIT: Cell<usize> = const { Cell::new(0) };
+}
+
+/// Lets this thread keep up to `limit` emptied send queues (a shard's thread, at its start).
+pub(crate) fn keep_spare_queues(limit: usize) {
+    SPARE_LIMIT.set(limit);
+}
 
 /// Frames queued for one connection. Frames taken into an in-flight write stay counted in
 /// `queued` until the write completes.
@@ -38,6 +59,33 @@ struct Pending {
 }
 
 impl Pending {
+    /// A queue for a connection that starts writing: one this thread kept, if any.
+    fn take_spare() -> Box<Self> {
+        let spare = SPARE.try_with(|spare| spare.borrow_mut().pop());
+        spare.ok().flatten().unwrap_or_default()
+    }
+
+    /// Keeps an emptied queue for this thread's next connection that writes (within
+    /// `SPARE_LIMIT`), without a large tail buffer or frame deque.
+    fn recycle(mut self: Box<Self>) {
+        debug_assert!(self.is_empty(), "only an emptied queue is kept");
+        if self.tail.capacity() > TAIL_CHUNK {
+            self.tail = BytesMut::new();
+        }
+        if self.frames.capacity() > SPARE_FRAMES {
+            self.frames = VecDeque::new();
+        }
+        self.queued_frames = 0;
+        // A thread past its end drops the queue instead.
+        let limit = SPARE_LIMIT.try_with(Cell::get).unwrap_or(0);
+        let _ = SPARE.try_with(|spare| {
+            let mut spare = spare.borrow_mut();
+            if spare.len() < limit {
+                spare.push(self);
+            }
+        });
+    }
+
     /// Ends the current tail: it becomes a frame, and later small frames start a new one
     /// (sharing the same allocation while it has room).
     fn seal_tail(&mut self) {
@@ -78,7 +126,7 @@ impl WriteBatch {
 
 impl SendQueue {
     fn pending(&mut self) -> &mut Pending {
-        self.pending.get_or_insert_with(Box::default)
+        self.pending.get_or_insert_with(Pending::take_spare)
     }
 
     /// The tail, ready for `additional` more bytes (sealed first when full).
@@ -130,8 +178,10 @@ impl SendQueue {
         if let Some(pending) = self.pending.as_mut() {
             if after > before {
                 pending.queued_frames = pending.queued_frames.saturating_add(1);
-            } else if pending.is_empty() {
-                self.pending = None;
+            } else if pending.is_empty()
+                && let Some(emptied) = self.pending.take()
+            {
+                emptied.recycle();
             }
         }
         result
@@ -193,8 +243,10 @@ impl SendQueue {
         batch.iovecs.clear();
         if self.pending.as_ref().is_some_and(|p| p.is_empty()) {
             // An idle connection keeps no send buffer (memory per idle connection matters more
-            // than one small allocation on the next send).
-            self.pending = None;
+            // than one small allocation on the next send); the thread keeps a few for reuse.
+            if let Some(emptied) = self.pending.take() {
+                emptied.recycle();
+            }
         }
     }
 
@@ -301,6 +353,38 @@ mod tests {
             queue.pending.is_none(),
             "a drained queue holds no allocation"
         );
+    }
+
+    #[test]
+    fn emptied_queues_are_kept_for_reuse_within_bounds() {
+        const KEPT: usize = 16;
+        keep_spare_queues(KEPT);
+        let spare = || SPARE.with(|spare| spare.borrow().len());
+        let mut queues: Vec<SendQueue> = (0..KEPT + 8).map(|_| SendQueue::default()).collect();
+        let mut batch = WriteBatch::default();
+        for (index, queue) in queues.iter_mut().enumerate() {
+            // Every fourth queue grew its tail past the fresh size (its buffer is not kept).
+            let len = if index % 4 == 0 { 3 * TAIL_CHUNK } else { 5 };
+            queue.append(len, |tail| tail.extend_from_slice(&vec![b'x'; len]));
+        }
+        for queue in &mut queues {
+            queue.take_batch(usize::MAX, &mut batch);
+            let written = batch.len();
+            queue.complete(&mut batch, written);
+            assert!(queue.pending.is_none());
+        }
+        assert_eq!(spare(), KEPT);
+        SPARE.with(|spare| {
+            for kept in spare.borrow().iter() {
+                assert!(kept.is_empty() && kept.tail.capacity() <= TAIL_CHUNK);
+            }
+        });
+        // A queue that writes again takes a kept one and its frames come out whole.
+        let mut queue = SendQueue::default();
+        queue.push(Bytes::from_static(b"ab"), SMALL);
+        assert_eq!(spare(), KEPT - 1);
+        assert_eq!(frames(&mut queue), vec![Bytes::from_static(b"ab")]);
+        keep_spare_queues(0);
     }
 
     #[test]

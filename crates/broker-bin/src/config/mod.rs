@@ -139,6 +139,10 @@ mod tests {
             error_for("[runtime]\ncoalesce_below = 1000000\n").contains("runtime.coalesce_below")
         );
         assert!(
+            error_for("[runtime]\nspare_send_queues = 100000\n")
+                .contains("runtime.spare_send_queues")
+        );
+        assert!(
             error_for("[runtime]\nlisten_backlog = -1\n").contains("listen_backlog")
                 && error_for("[runtime]\nlisten_backlog = 2000000\n")
                     .contains("runtime.listen_backlog")

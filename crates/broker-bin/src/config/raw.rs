@@ -41,6 +41,7 @@ raw_section!(
         write_interval_us: u64,
         write_pacing: String,
         coalesce_below: u64,
+        spare_send_queues: u64,
         listen_backlog: u64,
         accept_backoff_ms: u64,
         recv_buffers: u64,

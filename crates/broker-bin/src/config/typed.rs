@@ -146,6 +146,8 @@ pub struct RuntimeSettings {
     pub write_pacing: WritePacingChoice,
     /// Frames shorter than this are copied into one send buffer per connection.
     pub coalesce_below: usize,
+    /// Emptied send queues each shard keeps for reuse.
+    pub spare_send_queues: usize,
     /// `listen(2)` backlog per shard listener; `None`: the kernel's maximum.
     pub listen_backlog: Option<i32>,
     /// How long accepting pauses after an accept ran out of file descriptors.

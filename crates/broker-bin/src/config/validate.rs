@@ -250,6 +250,12 @@ impl RawConfig {
                 0,
                 64 * 1024,
             )?,
+            spare_send_queues: narrow(
+                "runtime.spare_send_queues",
+                &self.runtime.spare_send_queues,
+                0,
+                65_536,
+            )?,
             listen_backlog: {
                 let backlog: i32 = narrow(
                     "runtime.listen_backlog",

@@ -45,6 +45,7 @@ pub(crate) const RESTART: &[KeyCheck] = &[
     same!("runtime.write_interval_us", runtime.write_interval),
     same!("runtime.write_pacing", runtime.write_pacing),
     same!("runtime.coalesce_below", runtime.coalesce_below),
+    same!("runtime.spare_send_queues", runtime.spare_send_queues),
     same!("runtime.listen_backlog", runtime.listen_backlog),
     same!("runtime.accept_backoff_ms", runtime.accept_backoff),
     same!("runtime.recv_buffers", runtime.recv_buffers),
