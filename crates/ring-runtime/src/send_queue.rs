@@ -40,6 +40,12 @@ pub(crate) fn keep_spare_queues(limit: usize) {
     SPARE_LIMIT.set(limit);
 }
 
+/// Drops the emptied send queues this thread keeps (its shard has gone quiet: idle
+/// connections then hold no more than they need).
+pub(crate) fn drop_spare_queues() {
+    let _ = SPARE.try_with(|spare| *spare.borrow_mut() = Vec::new());
+}
+
 /// Frames queued for one connection. Frames taken into an in-flight write stay counted in
 /// `queued` until the write completes.
 #[derive(Default)]
@@ -384,6 +390,8 @@ mod tests {
         queue.push(Bytes::from_static(b"ab"), SMALL);
         assert_eq!(spare(), KEPT - 1);
         assert_eq!(frames(&mut queue), vec![Bytes::from_static(b"ab")]);
+        drop_spare_queues();
+        assert_eq!(spare(), 0, "a quiet shard keeps none");
         keep_spare_queues(0);
     }
 

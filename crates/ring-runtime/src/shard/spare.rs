@@ -1,7 +1,8 @@
 //! Memory a burst left behind: the shard's working lists grow to the largest turn they
 //! served (thousands of accept events in a connection storm, say) and keep that capacity.
 //! When the handler says the shard has gone quiet ([`crate::ShardCtx::release_idle_memory`]),
-//! the end of the turn shrinks them to what they hold and hands the thread's free memory back.
+//! the end of the turn shrinks them to what they hold, drops the emptied send queues the thread
+//! kept, and hands the thread's free memory back.
 
 use super::Shard;
 use crate::backend::Backend;
@@ -19,6 +20,7 @@ impl<H: Handler, B: Backend> Shard<H, B> {
         self.ctx.outboxes.shrink_batches();
         self.ctx.local_inbox.shrink();
         self.backend.shrink_spare();
+        crate::send_queue::drop_spare_queues();
         crate::return_free_memory();
     }
 }
