@@ -132,8 +132,9 @@ impl<M> ShardCtx<M> {
 
     /// For a shard that has gone quiet: at the end of this turn the runtime shrinks the
     /// buffers a burst grew (event lists, completion backlog, write pool, outbox batches)
-    /// to what they hold, drops the emptied send queues it kept, then hands this thread's free memory back to the OS
-    /// ([`crate::return_free_memory`]). Costs a few reallocations when work resumes.
+    /// to what they hold, drops the emptied send queues it kept, then hands this thread's free
+    /// memory back to the OS ([`crate::return_free_memory`]). Costs a few reallocations when
+    /// work resumes.
     pub fn release_idle_memory(&mut self) {
         self.release_memory = true;
     }

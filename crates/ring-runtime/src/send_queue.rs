@@ -249,7 +249,7 @@ impl SendQueue {
         batch.iovecs.clear();
         if self.pending.as_ref().is_some_and(|p| p.is_empty()) {
             // An idle connection keeps no send buffer (memory per idle connection matters more
-            // than one small allocation on the next send); the thread keeps a few for reuse.
+            // than one small allocation on the next send); its thread may keep it for reuse.
             if let Some(emptied) = self.pending.take() {
                 emptied.recycle();
             }
@@ -260,8 +260,11 @@ impl SendQueue {
     /// connection's plain queue, which is never written directly).
     pub(crate) fn take_all(&mut self, frames: &mut Vec<Bytes>) {
         if let Some(mut pending) = self.pending.take() {
-            pending.seal_tail();
             frames.extend(pending.frames.drain(..));
+            if !pending.tail.is_empty() {
+                frames.push(pending.tail.split().freeze());
+            }
+            pending.recycle();
         }
         self.queued = 0;
     }
