@@ -11,7 +11,7 @@ use ringmq::Broker;
 use ringmq::config::{default_raw, parse_raw};
 use ringmq::metrics::{ShardCounters, Snapshot};
 
-use crate::client::{RawClient, V5};
+use crate::client::{ProtocolVersion, RawClient, V5};
 
 /// Every test broker listens on an ephemeral port with two shards, so cross-shard paths run.
 pub const BASE: &str = r#"
@@ -230,6 +230,31 @@ impl TestBroker {
     /// Bytes received so far by each shard (tells which shard a connection landed on).
     pub fn bytes_received_per_shard(&self) -> Vec<u64> {
         self.per_shard(|c| &c.bytes_received)
+    }
+
+    /// A clean-session client and the shard it landed on (the one whose byte count grew while
+    /// it connected): call it while no other client sends.
+    pub fn connect_on_shard(&self, protocol: ProtocolVersion, id: &str) -> (RawClient, usize) {
+        let before = self.bytes_received_per_shard();
+        let client = RawClient::connected_clean(self.addr, protocol, id);
+        let after = self.bytes_received_per_shard();
+        let shard = (0..after.len()).find(|&i| after[i] > before[i]);
+        (client, shard.expect("one shard received the CONNECT"))
+    }
+
+    /// A clean-session client on `shard` (the kernel spreads connections over the shards'
+    /// listeners by address hash, so this reconnects until one lands there), or `None` after
+    /// 64 tries elsewhere. Call it while no other client sends.
+    pub fn connect_to_shard(
+        &self,
+        shard: usize,
+        protocol: ProtocolVersion,
+        id: &str,
+    ) -> Option<RawClient> {
+        (0..64).find_map(|_| {
+            let (client, on) = self.connect_on_shard(protocol, id);
+            (on == shard).then_some(client)
+        })
     }
 
     /// Flushes that found another shard's mailbox full, all shards together.

@@ -19,11 +19,15 @@ use crate::harness::{TestBroker, wait_until};
 /// Four shards whose mailboxes hold one batch and whose outboxes keep 8 messages at most.
 const TINY_MAILBOXES: &str =
     "[runtime]\nshards = 4\nmailbox_batches = 1\nmax_pending_posts = 8\nmax_pending_changes = 16\n";
-/// Enough that a shard receiving the flood's copies has more work per message than the shard
-/// routing them (with 4, one run in CI saw the receivers keep up with a publishers' shard
-/// until the flood ran out: 7 full flushes in 8M messages).
-const FAN_OUT_SUBSCRIBERS: usize = 8;
-const PUBLISHERS: usize = 4;
+const SHARDS: usize = 4;
+/// Fan-out subscribers on each shard: a shard receiving the flood's copies does more work per
+/// message than the shard routing them.
+const SUBSCRIBERS_PER_SHARD: usize = 2;
+const FAN_OUT_SUBSCRIBERS: usize = SHARDS * SUBSCRIBERS_PER_SHARD;
+/// One per shard, so every shard routes a flood and receives the other three. Left to the
+/// kernel's hash, all four once landed on one shard, whose routing was then the bottleneck and
+/// the receivers kept up (9 full flushes in 60 s).
+const PUBLISHERS: usize = SHARDS;
 /// Most QoS 0 PUBLISHes per publisher (bursts of 100, until the test says stop): more than the
 /// fill guard lets a debug build send, so the guard, not the count, ends a flood that fails.
 const PUBLISHES: usize = 10_000_000;
@@ -49,9 +53,19 @@ fn encode_all(packets: impl Iterator<Item = Packet>) -> BytesMut {
     out
 }
 
-/// Publishes fan-out traffic until told to stop (bounded by [`PUBLISHES`]).
-fn publisher(addr: std::net::SocketAddr, n: usize, stop: Arc<AtomicBool>) {
-    let mut client = RawClient::connected_clean(addr, V311, &format!("flood-{n}"));
+/// A client connected to `shard`, placed while nothing else sends.
+fn placed(
+    broker: &TestBroker,
+    shard: usize,
+    protocol: codec::ProtocolVersion,
+    id: &str,
+) -> RawClient {
+    let client = broker.connect_to_shard(shard, protocol, id);
+    client.unwrap_or_else(|| panic!("{id}: 64 connections, none on shard {shard}"))
+}
+
+/// Publishes fan-out traffic through `client` until told to stop (bounded by [`PUBLISHES`]).
+fn publisher(mut client: RawClient, stop: Arc<AtomicBool>) {
     let mut burst = BytesMut::new();
     for _ in 0..100 {
         let publish = publish_packet("load/x", &[7; 64], QoS::AtMostOnce, None);
@@ -111,25 +125,32 @@ fn replication_survives_full_mailboxes() {
     let addr = broker.addr();
     let _subscribers: Vec<RawClient> = (0..FAN_OUT_SUBSCRIBERS)
         .map(|n| {
-            let mut client = RawClient::connected_clean(addr, V5, &format!("fan-{n}"));
+            let mut client = placed(&broker, n % SHARDS, V5, &format!("fan-{n}"));
             client.subscribe("load/#", QoS::AtMostOnce);
             client
         })
         .collect();
+    let flooders: Vec<RawClient> = (0..PUBLISHERS)
+        .map(|n| placed(&broker, n % SHARDS, V311, &format!("flood-{n}")))
+        .collect();
     let stop = Arc::new(AtomicBool::new(false));
-    let publishers: Vec<_> = (0..PUBLISHERS)
-        .map(|n| {
+    let publishers: Vec<_> = flooders
+        .into_iter()
+        .map(|client| {
             let stop = Arc::clone(&stop);
-            thread::spawn(move || publisher(addr, n, stop))
+            thread::spawn(move || publisher(client, stop))
         })
         .collect();
+    // Placing the clients (their subscriptions replicated, the misplaced ones gone) may have
+    // found mailboxes full already: the flood's count starts here.
+    let before_flood = broker.mailbox_full_flushes();
     let started = Instant::now();
-    while broker.mailbox_full_flushes() < FULL_FLUSHES {
+    while broker.mailbox_full_flushes() < before_flood + FULL_FLUSHES {
         assert!(
             started.elapsed() < FILL_GUARD,
             "the flood never filled a mailbox: {} full flushes; bytes received per shard {:?}; \
              {} copies dropped for full mailboxes; {} publishers still running",
-            broker.mailbox_full_flushes(),
+            broker.mailbox_full_flushes() - before_flood,
             broker.bytes_received_per_shard(),
             broker.metrics().deliveries_dropped_mailbox_full,
             publishers.iter().filter(|p| !p.is_finished()).count()
@@ -174,7 +195,7 @@ fn replication_survives_full_mailboxes() {
             .all(|&held| held == expected)
             .then_some(replicas)
     });
-    assert_eq!(replicas.len(), 4);
+    assert_eq!(replicas.len(), SHARDS);
 
     // One copy in flight at a time: a check that the subscriptions route, not another flood.
     let mut checker = RawClient::connected_clean(addr, V5, "checker");

@@ -79,30 +79,15 @@ impl Seen {
     }
 }
 
-/// The shard a client that just connected landed on (the one whose byte count grew).
-fn connect_on_shard(broker: &TestBroker, id: &str) -> (RawClient, usize) {
-    let before = broker.bytes_received_per_shard();
-    let client = RawClient::connected_clean(broker.addr(), V5, id);
-    let after = broker.bytes_received_per_shard();
-    let shard = (0..after.len()).find(|&i| after[i] > before[i]).unwrap();
-    (client, shard)
-}
-
-/// A client connected to `shard`, or `None` after many tries on the other.
-fn connect_to_shard(broker: &TestBroker, shard: usize, id: &str) -> Option<RawClient> {
-    (0..64).find_map(|_| {
-        let (client, on) = connect_on_shard(broker, id);
-        (on == shard).then_some(client)
-    })
-}
-
 #[test]
 fn a_publisher_over_its_message_rate_is_slowed_and_loses_nothing_while_others_flow() {
     // 10 messages a second, a burst of 10: 40 messages take about 3 s.
     let broker = TestBroker::with_config("[limits]\nmax_publish_rate = 10\n");
     let mut sub = subscriber(&broker);
-    let (mut slow, shard) = connect_on_shard(&broker, "slow");
-    let mut other = connect_to_shard(&broker, shard, "other").expect("a client on its shard");
+    let (mut slow, shard) = broker.connect_on_shard(V5, "slow");
+    let mut other = broker
+        .connect_to_shard(shard, V5, "other")
+        .expect("a client on its shard");
     let started = Instant::now();
     flood(&mut slow, "rate/slow", 40, 16);
     // Its neighbour on the same shard publishes meanwhile, within its own burst.
