@@ -314,7 +314,7 @@ impl Durability {
             || self.held_this_turn
             || !self.needs.is_empty();
         if has_work {
-            let spare = self.spare_writes(shard);
+            let spare = self.spare_writes(shard, self.writes.len());
             // Only a ticket something waits for keeps its confirmations (so `waits` never
             // outgrows `held`).
             if !self.needs.is_empty() && self.held_this_turn {
@@ -351,11 +351,12 @@ impl Durability {
     }
 
     /// An empty buffer for the next turn's writes: a spare one the store thread gave back, if
-    /// any.
-    fn spare_writes(&self, shard: ShardId) -> Vec<SessionWrite> {
+    /// any, else one with room for `last` writes (this turn's count: the next turn of a loaded
+    /// shard writes about as many, and a buffer grown step by step copies itself each time).
+    fn spare_writes(&self, shard: ShardId, last: usize) -> Vec<SessionWrite> {
         (self.store.as_ref())
             .and_then(|store| store.spare_writes(shard))
-            .unwrap_or_default()
+            .unwrap_or_else(|| Vec::with_capacity(last))
     }
 
     /// The next held item whose ticket is durable and confirmed.

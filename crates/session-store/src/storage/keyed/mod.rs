@@ -33,6 +33,7 @@
 //! called, and dropped (to be rebuilt) when a commit fails, since it may then be ahead of the
 //! store.
 
+mod hash_filter;
 mod index;
 mod keys;
 mod kv;

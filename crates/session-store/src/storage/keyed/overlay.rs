@@ -5,6 +5,7 @@
 
 use hashbrown::HashTable;
 
+use super::hash_filter::HashFilter;
 use super::kv::{KeyWrite, KvRead};
 use crate::InflightState;
 use crate::storage::encoding;
@@ -111,6 +112,9 @@ pub(in crate::storage) struct PlannedWrites {
     hasher: ahash::RandomState,
     /// The number of the batch being planned (0 before the first).
     batch: u64,
+    /// The hashes of the inflight keys entered in the table (their planned deletions): a new
+    /// inflight entry looks for one in the table only when its hash is here.
+    tracked_in_table: HashFilter,
 }
 
 impl PlannedWrites {
@@ -118,6 +122,7 @@ impl PlannedWrites {
     fn reset(&mut self, writes: usize) {
         self.batch += 1;
         self.by_key.clear();
+        self.tracked_in_table.clear();
         self.slots.clear();
         let (slots, hasher) = (&self.slots, &self.hasher);
         (self.by_key).reserve(writes, |&at| hasher.hash_one(&slots[at as usize].key));
@@ -128,11 +133,25 @@ impl PlannedWrites {
     /// (`Err`).
     fn find(&self, key: &[u8]) -> Result<usize, u64> {
         let hash = self.hasher.hash_one(key);
+        self.find_hashed(hash, key).ok_or(hash)
+    }
+
+    /// The position of `key` (of `hash`) in the table, if it is there.
+    fn find_hashed(&self, hash: u64, key: &[u8]) -> Option<usize> {
         let slots = &self.slots;
         (self.by_key)
             .find(hash, |&at| slots[at as usize].key == key)
             .map(|&at| at as usize)
-            .ok_or(hash)
+    }
+
+    /// The position of a tracked key's planned write in the table (a deletion), if it has one
+    /// there; most keys are ruled out without a probe.
+    fn tracked_position(&self, key: &[u8]) -> Option<usize> {
+        let hash = self.hasher.hash_one(key);
+        if !self.tracked_in_table.may_contain(hash) {
+            return None;
+        }
+        self.find_hashed(hash, key)
     }
 
     /// The position of `key`'s planned write, if it has one.
@@ -172,7 +191,7 @@ impl PlannedWrites {
         }
     }
 
-    /// Enters the planned write at `at` in the table, if it is not there yet.
+    /// Enters the tracked planned write at `at` in the table, if it is not there yet.
     fn index(&mut self, at: usize) {
         let Some(planned) = self.slots[at].planned.as_mut() else {
             return;
@@ -181,6 +200,7 @@ impl PlannedWrites {
             return;
         }
         let hash = self.hasher.hash_one(&self.slots[at].key);
+        self.tracked_in_table.insert(hash);
         let (slots, hasher) = (&self.slots, &self.hasher);
         (self.by_key).insert_unique(hash, at as u32, |&other| {
             hasher.hash_one(&slots[other as usize].key)
@@ -287,7 +307,7 @@ impl<'a, K: KvRead> Overlay<'a, K> {
         }
         let key = key();
         let found = if absent_before {
-            self.planned.position(&key)
+            self.planned.tracked_position(&key)
         } else {
             None
         };
@@ -330,6 +350,7 @@ impl<'a, K: KvRead> Overlay<'a, K> {
                     "{key:?} planned twice"
                 );
                 let hash = self.planned.hasher.hash_one(&key);
+                self.planned.tracked_in_table.insert(hash);
                 let planned = Planned {
                     value: None,
                     absent_before: false,

@@ -81,9 +81,11 @@ fn an_inflight_key_is_written_once_in_a_batch_that_ends_its_flow_and_starts_anot
         saved("a", SessionExpiry::Never),
         queued_and_sent("a", 1, 7, QoS::ExactlyOnce),
         queued_and_sent("a", 2, 8, QoS::ExactlyOnce),
+        queued_and_sent("a", 5, 9, QoS::AtLeastOnce),
     ];
     commit(&mut keyed, &mut kv, &first);
-    // 7: released and completed in this batch, then sent again; 8: completed and sent again.
+    // 7: released and completed in this batch, then sent again; 8: completed and sent again;
+    // 9: acknowledged (its entry of the batch before deleted) and sent again.
     let second = [
         released(7),
         acked(7),
@@ -92,13 +94,15 @@ fn an_inflight_key_is_written_once_in_a_batch_that_ends_its_flow_and_starts_anot
         acked(8),
         queued_and_sent("a", 4, 8, QoS::ExactlyOnce),
         released(8),
+        acked(9),
+        queued_and_sent("a", 6, 9, QoS::AtLeastOnce),
     ];
     commit(&mut keyed, &mut kv, &second);
     let inflight: Vec<&Vec<u8>> =
         kv.0.keys()
             .filter(|key| key[0] == super::INFLIGHT)
             .collect();
-    assert_eq!(inflight.len(), 2, "the new flows of 7 and 8");
+    assert_eq!(inflight.len(), 3, "the new flows of 7, 8 and 9");
     let mut reloaded = Keyed::default();
     let sessions = reloaded.load(&kv, usize::MAX).unwrap().recovered.sessions;
     let ids: Vec<u16> = sessions[0]
@@ -106,5 +110,5 @@ fn an_inflight_key_is_written_once_in_a_batch_that_ends_its_flow_and_starts_anot
         .iter()
         .map(|(id, _)| id.get())
         .collect();
-    assert_eq!(ids, [7, 8]);
+    assert_eq!(ids, [7, 8, 9]);
 }
