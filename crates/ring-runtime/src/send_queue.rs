@@ -150,7 +150,9 @@ impl SendQueue {
             // seal length): no byte is copied, where growing it in place copied it each time
             // (a burst of released frames grew a connection's tail from 1 to 32 KiB, copying
             // 31 KiB). One more iovec per doubling.
-            let next = (2 * tail.len()).clamp(TAIL_CHUNK, TAIL_SEAL).max(additional);
+            let next = (2 * tail.len())
+                .clamp(TAIL_CHUNK, TAIL_SEAL)
+                .max(additional);
             let full = std::mem::replace(tail, BytesMut::with_capacity(next));
             if !full.is_empty() {
                 pending.frames.push_back(full.freeze());
@@ -466,7 +468,11 @@ mod tests {
         let bytes: Vec<u8> = parts.iter().flat_map(|p| p.iter().copied()).collect();
         assert_eq!(bytes.len(), 30_000);
         for (n, frame) in bytes.chunks(100).enumerate() {
-            assert_eq!((frame[0], frame[1]), ((n % 251) as u8, (n / 251) as u8), "frame {n}");
+            assert_eq!(
+                (frame[0], frame[1]),
+                ((n % 251) as u8, (n / 251) as u8),
+                "frame {n}"
+            );
         }
     }
 
