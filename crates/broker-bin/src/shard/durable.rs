@@ -352,11 +352,12 @@ impl Durability {
 
     /// An empty buffer for the next turn's writes: a spare one the store thread gave back, if
     /// any, else one with room for `last` writes (this turn's count: the next turn of a loaded
-    /// shard writes about as many, and a buffer grown step by step copies itself each time).
+    /// shard writes about as many, and a buffer grown step by step copies itself each time),
+    /// up to the largest buffer the store thread keeps.
     fn spare_writes(&self, shard: ShardId, last: usize) -> Vec<SessionWrite> {
         (self.store.as_ref())
             .and_then(|store| store.spare_writes(shard))
-            .unwrap_or_else(|| Vec::with_capacity(last))
+            .unwrap_or_else(|| Vec::with_capacity(last.min(crate::store::SPARE_BUFFER_WRITES)))
     }
 
     /// The next held item whose ticket is durable and confirmed.

@@ -84,8 +84,9 @@ pub struct StoreBatch {
 
 /// Emptied write buffers kept per shard for its next batches.
 const SPARE_BUFFERS: usize = 4;
-/// The largest write buffer kept (bigger ones, left by a burst, are freed).
-const SPARE_BUFFER_WRITES: usize = 8_192;
+/// The largest write buffer kept (bigger ones, left by a burst, are freed), and the most a
+/// shard makes room for in a fresh one.
+pub(crate) const SPARE_BUFFER_WRITES: usize = 8_192;
 
 /// What the store thread publishes to the shards.
 pub struct StoreState {
