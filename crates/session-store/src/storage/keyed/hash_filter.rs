@@ -25,11 +25,8 @@ impl HashFilter {
         }
     }
 
-    /// Enters `hash`.
+    /// Enters `hash` (after a `clear`: a batch's planning starts with one).
     pub(super) fn insert(&mut self, hash: u64) {
-        if self.words.is_empty() {
-            self.clear();
-        }
         let (word, bit) = place(hash);
         self.words[word] |= bit;
     }
@@ -54,6 +51,7 @@ mod tests {
     #[test]
     fn a_hash_entered_is_found_until_cleared_and_an_empty_filter_finds_none() {
         let mut filter = HashFilter::default();
+        filter.clear();
         let hashes: Vec<u64> = (0..1000u64)
             .map(|i| i.wrapping_mul(0x9E37_79B9_7F4A_7C15))
             .collect();
@@ -72,6 +70,7 @@ mod tests {
     #[test]
     fn hashes_differing_only_in_their_low_bits_share_a_bit() {
         let mut filter = HashFilter::default();
+        filter.clear();
         filter.insert(0xABCD_0000_0000_0000);
         assert!(filter.may_contain(0xABCD_0000_0000_FFFF));
         assert!(!filter.may_contain(0xABCE_0000_0000_0000));

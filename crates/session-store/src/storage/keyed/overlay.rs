@@ -201,10 +201,7 @@ impl PlannedWrites {
         }
         let hash = self.hasher.hash_one(&self.slots[at].key);
         self.tracked_in_table.insert(hash);
-        let (slots, hasher) = (&self.slots, &self.hasher);
-        (self.by_key).insert_unique(hash, at as u32, |&other| {
-            hasher.hash_one(&slots[other as usize].key)
-        });
+        self.enter(hash, at);
     }
 
     fn next_position(&self) -> u32 {
@@ -222,8 +219,13 @@ impl PlannedWrites {
             key,
             planned: Some(planned),
         });
+        self.enter(hash, at as usize);
+    }
+
+    /// Enters the position `at` (its key of `hash`) in the table.
+    fn enter(&mut self, hash: u64, at: usize) {
         let (slots, hasher) = (&self.slots, &self.hasher);
-        (self.by_key).insert_unique(hash, at, |&other| {
+        (self.by_key).insert_unique(hash, at as u32, |&other| {
             hasher.hash_one(&slots[other as usize].key)
         });
     }
