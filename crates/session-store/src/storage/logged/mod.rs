@@ -32,6 +32,7 @@
 
 mod checkpoint;
 mod file;
+mod group;
 mod layered;
 mod pending;
 mod prefix;

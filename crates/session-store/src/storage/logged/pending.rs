@@ -4,12 +4,14 @@
 //! between two checkpoints never reaches the B-tree, not even as a deletion).
 //!
 //! A session's keys are grouped by their client prefix (tag and length-prefixed client
-//! identifier), each group ordered by the number that ends its keys (sequence number, packet
-//! id): a write hashes the prefix once and then compares integers, and a scan of one
-//! session's keys is one group's range. Retained messages (and any key of another shape) are
+//! identifier), each group by the number that ends its keys (sequence number, packet id; see
+//! [`super::group`]): a write hashes the prefix once and then finds an integer, and a scan of
+//! one session's keys is one group's range. Retained messages (and any key of another shape) are
 //! kept apart, by whole key.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, btree_map};
+
+use super::group::Group;
 
 use super::prefix::Prefix;
 use super::record;
@@ -94,26 +96,16 @@ fn entries<'a>(
     entries.map(|(number, entry)| (key_of(prefix, *number), entry.value.as_deref()))
 }
 
-/// Applies a write of `value` to `map`'s entry for `key`.
-fn apply_entry<K: Ord>(map: &mut BTreeMap<K, Entry>, key: K, write: Write) {
-    let Write {
-        value,
-        absent_before,
-        carried,
-    } = write;
-    match map.get_mut(&key) {
-        Some(entry) if value.is_none() && !entry.below => {
-            map.remove(&key);
+/// Applies `write` to `map`'s entry for `key`.
+fn apply_entry(map: &mut BTreeMap<Vec<u8>, Entry>, key: Vec<u8>, write: Write) {
+    match map.entry(key) {
+        btree_map::Entry::Occupied(mut found) => {
+            if !write.update(found.get_mut()) {
+                found.remove();
+            }
         }
-        Some(entry) => entry.value = value,
-        None => {
-            let below = value.is_none() || !absent_before;
-            let entry = Entry {
-                value,
-                below,
-                carried,
-            };
-            map.insert(key, entry);
+        btree_map::Entry::Vacant(room) => {
+            room.insert(write.into_entry());
         }
     }
 }
@@ -125,11 +117,32 @@ struct Write {
     carried: bool,
 }
 
+impl Write {
+    /// Applies it to the key's entry; whether the entry stays (a deletion of a key the store
+    /// below does not hold leaves nothing).
+    fn update(self, entry: &mut Entry) -> bool {
+        if self.value.is_none() && !entry.below {
+            return false;
+        }
+        entry.value = self.value;
+        true
+    }
+
+    /// The entry of a key this epoch had not written.
+    fn into_entry(self) -> Entry {
+        Entry {
+            below: self.value.is_none() || !self.absent_before,
+            value: self.value,
+            carried: self.carried,
+        }
+    }
+}
+
 /// What one epoch of the log changes, by key.
 #[derive(Debug, Default)]
 pub(super) struct Pending {
     /// Session keys by client prefix, then by their ending number.
-    sessions: HashMap<Prefix, BTreeMap<u64, Entry>, ahash::RandomState>,
+    sessions: HashMap<Prefix, Group<Entry>, ahash::RandomState>,
     /// Every other key (retained messages).
     others: BTreeMap<Vec<u8>, Entry>,
 }
@@ -181,9 +194,15 @@ impl Pending {
         };
         let group = match self.sessions.get_mut(prefix) {
             Some(group) => group,
-            None => self.sessions.entry(Prefix::new(prefix)).or_default(),
+            None => (self.sessions.entry(Prefix::new(prefix)))
+                .or_insert_with(|| Group::new(Young::Flows.has_tag(prefix[0]))),
         };
-        apply_entry(group, number, write);
+        group.write(
+            number,
+            write,
+            |entry, write| write.update(entry),
+            Write::into_entry,
+        );
     }
 
     /// Takes young entries of `kind` out (live, new in this epoch, never carried over), as
@@ -211,7 +230,7 @@ impl Pending {
         for (prefix, group) in &mut self.sessions {
             if kind.has_tag(prefix[0]) {
                 let len = key_len(prefix);
-                group.retain(|number, entry| carry(len, &|| key_of(prefix, *number), entry));
+                group.retain(|number, entry| carry(len, &|| key_of(prefix, number), entry));
             }
         }
         self.sessions.retain(|_, group| !group.is_empty());
@@ -234,7 +253,7 @@ impl Pending {
     /// `Some(value)` if this epoch wrote `key` (`Some(None)`: deleted it).
     pub(super) fn get(&self, key: &[u8]) -> Option<Option<&[u8]>> {
         let entry = match session_place(key) {
-            Some((prefix, number)) => self.sessions.get(prefix)?.get(&number)?,
+            Some((prefix, number)) => self.sessions.get(prefix)?.get(number)?,
             None => self.others.get(key)?,
         };
         Some(entry.value.as_deref())
@@ -264,7 +283,7 @@ impl Pending {
             return Some(Vec::new());
         };
         let from = session_place(start).map_or(0, |(_, number)| number);
-        Some(entries(prefix, group.range(from..)).collect())
+        Some(entries(prefix, group.sorted_from(from)).collect())
     }
 
     /// Every written key with its value (`None`: delete it below), sessions in key order.
@@ -272,7 +291,7 @@ impl Pending {
         let mut groups: Vec<_> = self.sessions.iter().collect();
         groups.sort_unstable_by(|a, b| a.0.cmp(b.0));
         let sessions =
-            (groups.into_iter()).flat_map(|(prefix, group)| entries(prefix, group.iter()));
+            (groups.into_iter()).flat_map(|(prefix, group)| entries(prefix, group.sorted_from(0)));
         let others = (self.others.iter()).map(|(key, entry)| (key.clone(), entry.value.as_deref()));
         sessions.chain(others)
     }
@@ -280,7 +299,7 @@ impl Pending {
     /// Whether this epoch changes nothing.
     #[cfg(test)]
     pub(super) fn is_empty(&self) -> bool {
-        self.others.is_empty() && self.sessions.values().all(BTreeMap::is_empty)
+        self.others.is_empty() && self.sessions.values().all(Group::is_empty)
     }
 }
 
