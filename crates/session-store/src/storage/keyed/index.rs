@@ -54,7 +54,7 @@ pub(in crate::storage) struct Indexed {
     /// Its queue's last sequence number.
     pub(in crate::storage) last_queued: LastQueued,
     /// Its inflight entries by packet id.
-    pub(in crate::storage) inflight: HashMap<PacketId, Flight, ahash::RandomState>,
+    pub(in crate::storage) inflight: HashMap<PacketId, Flight, foldhash::fast::RandomState>,
 }
 
 impl Indexed {
@@ -89,7 +89,7 @@ impl Indexed {
 #[derive(Debug, Default)]
 pub(in crate::storage) struct Index {
     /// The sessions.
-    pub(in crate::storage) sessions: HashMap<MqttStr, Indexed, ahash::RandomState>,
+    pub(in crate::storage) sessions: HashMap<MqttStr, Indexed, foldhash::fast::RandomState>,
     /// The send number the next inflight entry gets (above every stored one).
     pub(in crate::storage) next_send: u64,
 }

@@ -21,7 +21,7 @@ struct Loading {
 }
 
 /// Sessions being loaded, by the length-prefixed client identifier of their keys.
-type ByClient = HashMap<Vec<u8>, Loading, ahash::RandomState>;
+type ByClient = HashMap<Vec<u8>, Loading, foldhash::fast::RandomState>;
 
 /// Every stored session (each queue cut to its first `queued` messages) and retained message,
 /// and the index of what is stored.

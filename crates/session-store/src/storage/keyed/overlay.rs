@@ -3,6 +3,8 @@
 //! hold is dropped again, not deleted, if the batch deletes it (a message queued, sent and
 //! acknowledged in one batch writes nothing).
 
+use std::hash::BuildHasher;
+
 use hashbrown::HashTable;
 
 use super::hash_filter::HashFilter;
@@ -109,7 +111,7 @@ struct Slot {
 pub(in crate::storage) struct PlannedWrites {
     by_key: HashTable<u32>,
     slots: Vec<Slot>,
-    hasher: ahash::RandomState,
+    hasher: foldhash::fast::RandomState,
     /// The number of the batch being planned (0 before the first).
     batch: u64,
     /// The hashes of the inflight keys entered in the table (their planned deletions): a new

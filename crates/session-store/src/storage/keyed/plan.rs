@@ -20,7 +20,7 @@ use crate::storage::recording::{apply_to_record, save};
 use crate::storage::{Committed, MessageSeq, SessionWrite, Skipped, StorageError, StoredSession};
 
 /// Records to write at the end of the batch: whether the store holds none yet, by client.
-type Dirty = HashMap<MqttStr, bool, ahash::RandomState>;
+type Dirty = HashMap<MqttStr, bool, foldhash::fast::RandomState>;
 
 /// A batch being planned.
 struct Planner<'a, 'b, K> {

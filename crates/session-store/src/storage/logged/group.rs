@@ -13,7 +13,7 @@ use std::collections::{BTreeMap, HashMap, btree_map, hash_map};
 #[derive(Debug)]
 pub(super) enum Group<V> {
     Ordered(BTreeMap<u64, V>),
-    Hashed(HashMap<u64, V, ahash::RandomState>),
+    Hashed(HashMap<u64, V, foldhash::fast::RandomState>),
 }
 
 impl<V> Group<V> {

@@ -142,7 +142,7 @@ impl Write {
 #[derive(Debug, Default)]
 pub(super) struct Pending {
     /// Session keys by client prefix, then by their ending number.
-    sessions: HashMap<Prefix, Group<Entry>, ahash::RandomState>,
+    sessions: HashMap<Prefix, Group<Entry>, foldhash::fast::RandomState>,
     /// Every other key (retained messages).
     others: BTreeMap<Vec<u8>, Entry>,
 }
