@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
-# CPU per broker thread for one persistent p2p load: 1,000 pairs, each publisher sending LIMIT
+# CPU per broker thread for one persistent p2p load: PAIRS pairs, each publisher sending LIMIT
 # messages of SIZE bytes at QoS QOS as fast as its 64-message window allows; prints the broker
 # threads' CPU ticks (10 ms, utime + stime, summed per thread name) over the whole load, the
 # group commits and the bytes the broker wrote. A fresh broker and data directory per run.
 #   scripts/bench/thread-ticks.sh ENGINE QOS [BROKER_BINARY] ['extra [persistence] line' ...]
-#   SIZE=256 LIMIT=1000 (per publisher)  OUT=/tmp/ringmq-thread-ticks (work directory)
+#   PAIRS=1000  SIZE=256 LIMIT=1000 (per publisher)  OUT=/tmp/ringmq-thread-ticks (work directory)
 # Example: SIZE=2048 LIMIT=400 scripts/bench/thread-ticks.sh log 2 target/release/ringmq 'log_max_mb = 64'
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
@@ -34,7 +34,7 @@ pid=$!
 trap 'kill $pid 2>/dev/null || true' EXIT
 for _ in $(seq 100); do curl -sf "127.0.0.1:$http/metrics" > /dev/null && break; sleep 0.2; done
 ticks $pid > "$out/ticks0"
-(ulimit -n 20000 && "$bench" p2p --host "127.0.0.1:$port" --pairs 1000 -s "${SIZE:-256}" \
+(ulimit -n 20000 && "$bench" p2p --host "127.0.0.1:$port" --pairs "${PAIRS:-1000}" -s "${SIZE:-256}" \
   -q "$qos" -r 0 -L "${LIMIT:-1000}" -d 60 --warmup 1 --quiet --persistent \
   > "$out/bench.out" 2> "$out/bench.err")
 ticks $pid > "$out/ticks1"
