@@ -358,6 +358,23 @@ pub(in crate::storage) fn decode_message(value: &[u8]) -> Decoded<StoredMessage>
     r.finish(m)
 }
 
+/// A session's inbound QoS 2 ids awaiting PUBREL, in order.
+pub(in crate::storage) fn encode_awaiting_ids(ids: &[PacketId]) -> Vec<u8> {
+    let mut w = Writer::with_capacity(4 + 2 * ids.len());
+    w.u32(len_u32(ids.len()));
+    for id in ids {
+        w.0.extend_from_slice(&id.get().to_be_bytes());
+    }
+    w.0
+}
+
+/// Decodes a session's inbound QoS 2 ids awaiting PUBREL.
+pub(in crate::storage) fn decode_awaiting_ids(value: &[u8]) -> Decoded<Vec<PacketId>> {
+    let mut r = Reader::new(value)?;
+    let ids = r.vec(Reader::packet_id)?;
+    r.finish(ids)
+}
+
 /// An inflight entry: its send number and state.
 pub(in crate::storage) fn encode_inflight(
     send: u64,

@@ -55,6 +55,14 @@ pub(in crate::storage) struct Indexed {
     pub(in crate::storage) last_queued: LastQueued,
     /// Its inflight entries by packet id.
     pub(in crate::storage) inflight: HashMap<PacketId, Flight, foldhash::fast::RandomState>,
+    /// Whether the store holds its inbound QoS 2 ids' key.
+    pub(in crate::storage) awaiting_stored: bool,
+    /// Whether the batch being planned changed its inbound QoS 2 ids (they are written once,
+    /// at the batch's end).
+    pub(in crate::storage) awaiting_changed: bool,
+    /// Inbound QoS 2 ids the store holds under keys of the older layout, one per id: deleted
+    /// when the session's ids are next written.
+    pub(in crate::storage) legacy_awaiting: Vec<PacketId>,
 }
 
 impl Indexed {
@@ -65,6 +73,9 @@ impl Indexed {
             queued: 0,
             last_queued: LastQueued::Empty,
             inflight: HashMap::default(),
+            awaiting_stored: false,
+            awaiting_changed: false,
+            legacy_awaiting: Vec::new(),
         }
     }
 

@@ -14,8 +14,11 @@ pub(in crate::storage) const QUEUED: u8 = b'q';
 pub(in crate::storage) const INFLIGHT: u8 = b'i';
 /// The tag of a retained message.
 pub(in crate::storage) const RETAINED: u8 = b't';
-/// The tag of an inbound QoS 2 packet id awaiting PUBREL (empty value).
+/// The tag of an inbound QoS 2 packet id awaiting PUBREL (empty value): the layout before
+/// [`AWAITING_IDS`], still read, and deleted when its session's ids are next written.
 pub(in crate::storage) const AWAITING: u8 = b'a';
+/// The tag of a session's inbound QoS 2 packet ids awaiting PUBREL, all under one key.
+pub(in crate::storage) const AWAITING_IDS: u8 = b'p';
 
 /// `tag`, then the length-prefixed client identifier: the prefix of all the session's keys
 /// under `tag`.
@@ -53,6 +56,11 @@ pub(in crate::storage) fn awaiting_key(client_id: &MqttStr, id: PacketId) -> Vec
     let mut key = prefix(AWAITING, client_id);
     key.extend_from_slice(&id.get().to_be_bytes());
     key
+}
+
+/// The key of a session's inbound QoS 2 ids awaiting PUBREL.
+pub(in crate::storage) fn awaiting_ids_key(client_id: &MqttStr) -> Vec<u8> {
+    prefix(AWAITING_IDS, client_id)
 }
 
 /// The key of a retained message.

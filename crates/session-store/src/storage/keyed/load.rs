@@ -6,7 +6,7 @@ use std::collections::HashMap;
 use codec::{MqttStr, PacketId};
 
 use super::index::{Flight, Index, Indexed, LastQueued, Phase};
-use super::keys::{self, AWAITING, INFLIGHT, QUEUED, RETAINED, SESSION, corrupt};
+use super::keys::{self, AWAITING, AWAITING_IDS, INFLIGHT, QUEUED, RETAINED, SESSION, corrupt};
 use super::kv::KvRead;
 use crate::InflightState;
 use crate::storage::StoredSession;
@@ -119,15 +119,35 @@ fn load_queues(
     })
 }
 
-/// Inbound QoS 2 ids awaiting PUBREL, into the record (and the index's copy of it).
+/// Inbound QoS 2 ids awaiting PUBREL, into the record (and the index's copy of it): each
+/// session's under its one key, and any under keys of the older layout (one per id).
 fn load_awaiting(kv: &impl KvRead, loading: &mut ByClient) -> Result<(), StorageError> {
+    kv.scan(&[AWAITING_IDS], &[AWAITING_IDS], &mut |key, value| {
+        let (owner, rest) = owner(loading, key)?;
+        if !rest.is_empty() {
+            return Err(corrupt(key, "a malformed key"));
+        }
+        let ids = encoding::decode_awaiting_ids(value)
+            .map_err(|Malformed| corrupt(key, "malformed inbound QoS 2 ids"))?;
+        owner.session.awaiting_release.extend_from_slice(&ids);
+        owner.indexed.record.awaiting_release.extend(ids);
+        owner.indexed.awaiting_stored = true;
+        Ok(true)
+    })?;
     kv.scan(&[AWAITING], &[AWAITING], &mut |key, _| {
         let (owner, rest) = owner(loading, key)?;
         let id = keys::packet_id_of(key, rest)?;
         owner.session.awaiting_release.push(id);
         owner.indexed.record.awaiting_release.push(id);
+        owner.indexed.legacy_awaiting.push(id);
         Ok(true)
-    })
+    })?;
+    // In id order, as the older layout's keys gave them.
+    for owner in loading.values_mut() {
+        owner.session.awaiting_release.sort_unstable();
+        owner.indexed.record.awaiting_release.sort_unstable();
+    }
+    Ok(())
 }
 
 fn load_inflight(

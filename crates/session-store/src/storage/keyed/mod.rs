@@ -12,12 +12,16 @@
 //! | key | value |
 //! |---|---|
 //! | `s` `<len><client id>` | the session record: connection-scoped state, subscriptions (in order) |
-//! | `a` `<len><client id>` `<packet id: u16 BE>` | an inbound QoS 2 id awaiting PUBREL (empty value) |
+//! | `p` `<len><client id>` | the session's inbound QoS 2 ids awaiting PUBREL, in order (none: no key) |
+//! | `a` `<len><client id>` `<packet id: u16 BE>` | the older layout of one inbound QoS 2 id (empty value): still read, deleted when the session's ids are next written |
 //! | `q` `<len><client id>` `<seq: u64 BE>` | a queued message (keys sort in queue order) |
 //! | `i` `<len><client id>` `<packet id: u16 BE>` | an inflight entry: its send number, state and (awaiting PUBACK or PUBREC) message |
 //! | `t` `<topic>` | a retained message (no length prefix: the topic is the rest of the key) |
 //!
-//! Subscriptions and QoS 2 ids live in the record: they are small and their order matters.
+//! Subscriptions live in the record: they are small and their order matters. A session's
+//! inbound QoS 2 ids change with every QoS 2 message it publishes, so they have a key of their
+//! own, written once per batch however many of them changed (one id per key, the older
+//! layout, made two key writes per message).
 //! `InflightSent` moves the message from its `q` key into the `i` key, so the `q` keys are
 //! exactly the queue (a sequence number the broker reuses once its queue emptied cannot meet an
 //! older message). A message queued and sent in one batch is written once, under `i`
@@ -43,7 +47,7 @@ mod plan;
 #[cfg(test)]
 mod tests;
 
-pub(super) use keys::{AWAITING, INFLIGHT, QUEUED, SESSION, split_client};
+pub(super) use keys::{AWAITING, AWAITING_IDS, INFLIGHT, QUEUED, SESSION, split_client};
 #[cfg(test)]
 pub(super) use keys::{inflight_key, prefix, queued_key, session_key};
 pub(super) use kv::{KeyWrite, KvRead, Visit, prefix_end};

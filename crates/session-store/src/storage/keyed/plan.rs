@@ -28,6 +28,9 @@ struct Planner<'a, 'b, K> {
     batch: &'b [SessionWrite],
     index: &'a mut Index,
     dirty: Dirty,
+    /// Sessions whose inbound QoS 2 ids the batch changed (`Indexed::awaiting_changed`), in
+    /// the order first changed.
+    awaiting_changed: Vec<MqttStr>,
 }
 
 /// Whether a write applied (`true`) or was skipped.
@@ -47,6 +50,7 @@ pub(in crate::storage) fn plan(
         batch,
         index,
         dirty: Dirty::default(),
+        awaiting_changed: Vec::new(),
     };
     let mut committed = Committed::default();
     for (at, write) in batch.iter().enumerate() {
@@ -103,14 +107,8 @@ impl<'b, K: KvRead> Planner<'_, 'b, K> {
                 client_id,
                 packet_id,
             } => Ok(self.ack(client_id, *packet_id)),
-            SessionWrite::Qos2Received {
-                client_id,
-                packet_id,
-            }
-            | SessionWrite::Qos2Released {
-                client_id,
-                packet_id,
-            } => Ok(self.awaiting(client_id, *packet_id, write)),
+            SessionWrite::Qos2Received { client_id, .. }
+            | SessionWrite::Qos2Released { client_id, .. } => Ok(self.awaiting(client_id, write)),
             SessionWrite::SessionDisconnected { client_id, .. }
             | SessionWrite::Subscribed { client_id, .. }
             | SessionWrite::Unsubscribed { client_id, .. } => Ok(self.record(client_id, write)),
@@ -143,23 +141,44 @@ impl<'b, K: KvRead> Planner<'_, 'b, K> {
         true
     }
 
-    /// `Qos2Received` / `Qos2Released`: checked against the indexed record, stored under the
-    /// id's own key.
-    fn awaiting(&mut self, client_id: &MqttStr, id: PacketId, write: &SessionWrite) -> bool {
-        let Some(session) = self.session(client_id) else {
+    /// `Qos2Received` / `Qos2Released`: checked against the indexed record; the session's ids
+    /// are written once, at the batch's end ([`Self::write_awaiting`]), however many changed.
+    fn awaiting(&mut self, client_id: &MqttStr, write: &SessionWrite) -> bool {
+        let Some(session) = self.index.sessions.get_mut(client_id) else {
             return false;
         };
         if apply_to_record(&mut session.record, write).is_err() {
             return false;
         }
-        let key = keys::awaiting_key(client_id, id);
-        match write {
-            SessionWrite::Qos2Received { .. } => {
-                self.overlay.put(key, Value::Encoded(Vec::new()), true);
-            }
-            _ => self.overlay.delete(key),
+        if !std::mem::replace(&mut session.awaiting_changed, true) {
+            self.awaiting_changed.push(client_id.clone());
         }
         true
+    }
+
+    /// Plans the key of `client_id`'s inbound QoS 2 ids as they stand (a deletion once none
+    /// is left), and deletes those still under keys of the older layout.
+    fn write_awaiting(&mut self, client_id: &MqttStr) {
+        let Some(session) = self.index.sessions.get_mut(client_id) else {
+            return;
+        };
+        if !std::mem::replace(&mut session.awaiting_changed, false) {
+            return;
+        }
+        for id in std::mem::take(&mut session.legacy_awaiting) {
+            self.overlay.delete(keys::awaiting_key(client_id, id));
+        }
+        let key = keys::awaiting_ids_key(client_id);
+        let ids = &session.record.awaiting_release;
+        if ids.is_empty() {
+            if std::mem::replace(&mut session.awaiting_stored, false) {
+                self.overlay.delete(key);
+            }
+            return;
+        }
+        let value = Value::Encoded(encoding::encode_awaiting_ids(ids));
+        let absent_before = !std::mem::replace(&mut session.awaiting_stored, true);
+        self.overlay.put(key, value, absent_before);
     }
 
     fn remove(&mut self, client_id: &MqttStr) -> Applied {
@@ -172,7 +191,10 @@ impl<'b, K: KvRead> Planner<'_, 'b, K> {
         for (id, flight) in &session.inflight {
             (self.overlay).delete_tracked(flight.planned, || keys::inflight_key(client_id, *id));
         }
-        for id in &session.record.awaiting_release {
+        if session.awaiting_stored {
+            self.overlay.delete(keys::awaiting_ids_key(client_id));
+        }
+        for id in &session.legacy_awaiting {
             self.overlay.delete(keys::awaiting_key(client_id, *id));
         }
         if session.queued > 0 {
@@ -338,8 +360,12 @@ impl<'b, K: KvRead> Planner<'_, 'b, K> {
         acked.is_some()
     }
 
-    /// The planned writes, with the records of the sessions whose record changed.
+    /// The planned writes, with the records and inbound QoS 2 ids of the sessions whose
+    /// record or ids changed.
     fn finish(mut self, writes: &mut Vec<KeyWrite>) {
+        for client_id in std::mem::take(&mut self.awaiting_changed) {
+            self.write_awaiting(&client_id);
+        }
         for (client_id, absent_before) in self.dirty {
             if let Some(session) = self.index.sessions.get(&client_id) {
                 let record = encoding::encode_record(&session.record);

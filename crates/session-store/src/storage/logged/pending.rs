@@ -15,7 +15,9 @@ use super::group::Group;
 
 use super::prefix::Prefix;
 use super::record;
-use crate::storage::keyed::{AWAITING, INFLIGHT, KeyWrite, QUEUED, SESSION, split_client};
+use crate::storage::keyed::{
+    AWAITING, AWAITING_IDS, INFLIGHT, KeyWrite, QUEUED, SESSION, split_client,
+};
 
 /// A logged key's latest state.
 #[derive(Debug)]
@@ -57,7 +59,7 @@ impl Entry {
 /// tag).
 fn suffix_len(tag: u8) -> Option<usize> {
     match tag {
-        SESSION => Some(0),
+        SESSION | AWAITING_IDS => Some(0),
         QUEUED => Some(8),
         INFLIGHT | AWAITING => Some(2),
         _ => None,
@@ -160,7 +162,7 @@ pub(super) enum Young {
 
 impl Young {
     fn has_tag(self, tag: u8) -> bool {
-        matches!(tag, INFLIGHT | AWAITING) == (self == Self::Flows)
+        matches!(tag, INFLIGHT | AWAITING | AWAITING_IDS) == (self == Self::Flows)
     }
 }
 
