@@ -12,7 +12,6 @@
 use std::collections::{BTreeMap, HashMap, btree_map};
 
 use super::group::Group;
-
 use super::prefix::Prefix;
 use super::record;
 use crate::storage::keyed::{
