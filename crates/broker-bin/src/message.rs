@@ -6,10 +6,11 @@ use std::time::Instant;
 
 use codec::{MqttStr, ProtocolVersion, QoS, SharedPublish, SubscriptionId};
 use ring_runtime::ShardId;
-use router::{Sequenced, SharedFilter, SubscriberId, SubscriptionChange, TopicName};
-use smallvec::SmallVec;
+use router::{Sequenced, SubscriberId, SubscriptionChange, TopicName};
 
 use crate::session::Session;
+
+mod outgoing;
 use crate::shared::ClaimId;
 
 /// One published message, encoded once and shared (by `Arc`) by every recipient on every shard.
@@ -54,46 +55,7 @@ impl Message {
     }
 }
 
-/// Subscription identifiers of one delivery (most deliveries carry none or one).
-pub type SubIds = SmallVec<[SubscriptionId; 2]>;
-
-/// One copy of a message for one session.
-#[derive(Debug, Clone)]
-pub struct Outgoing {
-    /// The message.
-    pub message: Arc<Message>,
-    /// The QoS to deliver with (the lower of publish and subscription QoS).
-    pub qos: QoS,
-    /// The RETAIN flag to send.
-    pub retain: bool,
-    /// Subscription identifiers of the matching subscriptions.
-    pub sub_ids: SubIds,
-    /// The shared group it was picked from, if any (to redistribute it if the member leaves).
-    pub shared: Option<SharedFilter>,
-    /// Its place in the session's stored queue (`[persistence]`), 0 when it is not stored.
-    pub seq: u64,
-}
-
-impl session_store::Weighed for Outgoing {
-    /// A queued copy counts the topic and payload of its message (shared between the sessions
-    /// it was queued for, and counted for each).
-    fn weight(&self) -> u64 {
-        let publish = &self.message.publish;
-        (publish.topic().len() + publish.payload().len()) as u64
-    }
-}
-
-impl Outgoing {
-    /// The borrowed view framing needs.
-    pub fn view(&self) -> CopyView<'_> {
-        CopyView {
-            message: &self.message,
-            qos: self.qos,
-            retain: self.retain,
-            sub_ids: &self.sub_ids,
-        }
-    }
-}
+pub use outgoing::Outgoing;
 
 /// One copy of a message as framing sees it: borrowed, so a QoS 0 copy delivered on the shard
 /// that routed it needs no [`Outgoing`] of its own.

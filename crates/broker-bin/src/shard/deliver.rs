@@ -422,8 +422,8 @@ impl BrokerShard {
     /// session.
     pub(super) fn redistribute_shared(&mut self, ctx: &mut Ctx, session: &mut Session) {
         let stored = self.is_stored(session.expiry);
-        let inflight = session.inflight.take_qos1_where(|o| o.shared.is_some());
-        let queued = session.queue.take_where(|o| o.shared.is_some());
+        let inflight = session.inflight.take_qos1_where(|o| o.shared().is_some());
+        let queued = session.queue.take_where(|o| o.shared().is_some());
         if stored {
             for (packet_id, _) in &inflight {
                 self.durable.record(SessionWrite::InflightAcked {
@@ -443,7 +443,7 @@ impl BrokerShard {
 
     /// Sends a copy to a member of its shared group other than `departed`.
     fn give_to_other_member(&mut self, ctx: &mut Ctx, departed: SubscriberId, outgoing: Outgoing) {
-        let Some(group) = outgoing.shared.as_ref() else {
+        let Some(group) = outgoing.shared() else {
             return;
         };
         let member = self

@@ -359,14 +359,13 @@ impl BrokerShard {
                     continue;
                 }
             }
-            let outgoing = Outgoing {
-                message: Arc::clone(message),
+            let outgoing = Outgoing::new(
+                Arc::clone(message),
                 qos,
                 retain,
-                sub_ids: delivery.subscription_ids.iter().copied().collect(),
-                shared: delivery.shared.cloned(),
-                seq: 0,
-            };
+                delivery.subscription_ids,
+                delivery.shared.cloned(),
+            );
             let recipient = Recipient {
                 subscriber: delivery.subscriber,
                 outgoing,

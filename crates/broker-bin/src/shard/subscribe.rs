@@ -162,14 +162,8 @@ impl BrokerShard {
             return;
         };
         for message in messages {
-            let outgoing = Outgoing {
-                qos: message.qos.min(granted),
-                retain: true,
-                sub_ids: id.into_iter().collect(),
-                shared: None,
-                seq: 0,
-                message,
-            };
+            let qos = message.qos.min(granted);
+            let outgoing = Outgoing::new(message, qos, true, id.as_slice(), None);
             self.deliver(
                 ctx,
                 crate::message::Recipient {

@@ -33,7 +33,7 @@ pub fn system_to_instant(at: SystemTime, now: Instant) -> Instant {
 /// What the engines store of one copy.
 pub fn stored_message(outgoing: &Outgoing, now: Instant) -> StoredMessage {
     let mut stored = stored_parts(&outgoing.message, outgoing.qos, outgoing.retain, now);
-    stored.sub_ids = outgoing.sub_ids.to_vec();
+    stored.sub_ids = outgoing.sub_ids().to_vec();
     stored
 }
 
@@ -112,14 +112,9 @@ pub fn message_from_stored(stored: &StoredMessage, now: Instant) -> Option<Arc<M
 
 /// A stored copy back as a copy for a session, `seq` its place in the session's stored queue.
 pub fn outgoing_from_stored(stored: &StoredMessage, seq: u64, now: Instant) -> Option<Outgoing> {
-    Some(Outgoing {
-        message: message_from_stored(stored, now)?,
-        qos: stored.qos,
-        retain: stored.retain,
-        sub_ids: stored.sub_ids.iter().copied().collect(),
-        shared: None,
-        seq,
-    })
+    let message = message_from_stored(stored, now)?;
+    let copy = Outgoing::new(message, stored.qos, stored.retain, &stored.sub_ids, None);
+    Some(copy.with_seq(seq))
 }
 
 #[cfg(test)]
