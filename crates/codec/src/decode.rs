@@ -126,7 +126,7 @@ pub fn decode(buf: &mut BytesMut, limits: &Limits) -> Result<Option<Packet>, Dec
     }
     if let Some(ack) = short_ack(&header, buf) {
         buf.advance(header.frame_len);
-        return ack.map(Some);
+        return ack.map(|ack| Some(ack.into_packet()));
     }
     // The frame is split off whole and the fixed header skipped on the frozen handle, where
     // advancing is two additions (on a `BytesMut` it is a call with several cases).
@@ -142,25 +142,73 @@ pub fn decode(buf: &mut BytesMut, limits: &Limits) -> Result<Option<Packet>, Dec
 }
 
 /// A PUBACK, PUBREC, PUBREL or PUBCOMP that holds only its packet identifier (every 3.1.1 one;
-/// a 5.0 one with reason Success and no properties), read where it lies in `buf` (which holds
-/// the whole frame): no handle on the frame is made and dropped for four bytes, on the path
-/// every QoS 1/2 message takes. `None` for any other frame.
-fn short_ack(header: &FixedHeader, buf: &[u8]) -> Option<Result<Packet, DecodeError>> {
+/// a 5.0 one with reason Success and no properties): what every QoS 1/2 flow sends, read without
+/// building a [`Packet`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ShortAck {
+    /// PUBACK, PUBREC, PUBREL or PUBCOMP.
+    pub packet: PacketType,
+    /// The flow it acknowledges.
+    pub packet_id: PacketId,
+}
+
+impl ShortAck {
+    /// The same acknowledgement as a packet (reason Success, no properties).
+    pub fn into_packet(self) -> Packet {
+        let id = self.packet_id;
+        match self.packet {
+            PacketType::PubAck => Packet::PubAck(PubAck::new(id)),
+            PacketType::PubRec => Packet::PubRec(PubRec::new(id)),
+            PacketType::PubRel => Packet::PubRel(PubRel::new(id)),
+            _ => Packet::PubComp(PubComp::new(id)),
+        }
+    }
+}
+
+/// Takes a [`ShortAck`] off the front of `buf` if one is there whole, after the checks
+/// [`decode`] makes; `Ok(None)`, consuming nothing, for any other or incomplete frame (which
+/// [`decode`] then reads). A receiver's hot path: each acknowledgement costs a look at four
+/// bytes, not a packet moved through its handlers.
+#[inline]
+pub fn take_short_ack(
+    buf: &mut BytesMut,
+    limits: &Limits,
+) -> Result<Option<ShortAck>, DecodeError> {
+    // Types 4 to 7: PUBACK, PUBREC, PUBREL, PUBCOMP.
+    if !matches!(buf.first().map(|b| b >> 4), Some(4..=7)) {
+        return Ok(None);
+    }
+    let Some(header) = parse_fixed_header(buf, limits)? else {
+        return Ok(None);
+    };
+    if buf.len() < header.frame_len {
+        return Ok(None);
+    }
+    let Some(ack) = short_ack(&header, buf) else {
+        return Ok(None);
+    };
+    buf.advance(header.frame_len);
+    ack.map(Some)
+}
+
+/// The short acknowledgement `header` frames, read where it lies in `buf` (which holds the
+/// whole frame): no handle on the frame is made and dropped for four bytes. `None` for any
+/// other frame.
+fn short_ack(header: &FixedHeader, buf: &[u8]) -> Option<Result<ShortAck, DecodeError>> {
     if header.frame_len != header.header_len + 2 {
         return None;
     }
-    let ack: fn(PacketId) -> Packet = match header.packet {
-        PacketType::PubAck => |id| Packet::PubAck(PubAck::new(id)),
-        PacketType::PubRec => |id| Packet::PubRec(PubRec::new(id)),
-        PacketType::PubRel => |id| Packet::PubRel(PubRel::new(id)),
-        PacketType::PubComp => |id| Packet::PubComp(PubComp::new(id)),
-        _ => return None,
-    };
-    let id = u16::from_be_bytes([buf[header.header_len], buf[header.header_len + 1]]);
     let packet = header.packet;
+    if !matches!(
+        packet,
+        PacketType::PubAck | PacketType::PubRec | PacketType::PubRel | PacketType::PubComp
+    ) {
+        return None;
+    }
+    let id = u16::from_be_bytes([buf[header.header_len], buf[header.header_len + 1]]);
     Some(
         PacketId::new(id)
-            .map(ack)
+            .map(|packet_id| ShortAck { packet, packet_id })
             .ok_or(DecodeError::ZeroPacketId { packet }),
     )
 }

@@ -22,7 +22,9 @@ mod types;
 mod varint;
 mod write;
 
-pub use decode::{Limits, PROTOCOL_MAX_PACKET_SIZE, decode, peek_frame_len};
+pub use decode::{
+    Limits, PROTOCOL_MAX_PACKET_SIZE, ShortAck, decode, peek_frame_len, take_short_ack,
+};
 pub use encode::{encode, encoded_len};
 pub use error::{DecodeError, EncodeError};
 pub use packet::{

@@ -1,16 +1,41 @@
 //! Acknowledgements: PUBACK, PUBREC, PUBREL and PUBCOMP. A completed outbound flow frees a slot
 //! in the inflight window, which the session's queue refills at once.
 
-use codec::{MqttStr, Packet, PacketId, PubComp, PubRec, PubRel, ReasonCode};
+use codec::{MqttStr, Packet, PacketId, PacketType, PubComp, PubRec, PubRel, ReasonCode, ShortAck};
 use ring_runtime::ConnId;
 use session_store::storage::SessionWrite;
 use session_store::{AckError, InflightWindow};
 use tracing::debug;
 
-use super::{BrokerShard, Ctx};
+use super::{BrokerShard, Ctx, Fault};
 use crate::message::Outgoing;
 
 impl BrokerShard {
+    /// An acknowledgement holding only its packet id (every 3.1.1 one, and a 5.0 one with
+    /// Success): handled as `handle_packet` would, without the packet (acknowledgements are
+    /// never held for topic checks).
+    pub(super) fn handle_short_ack(
+        &mut self,
+        ctx: &mut Ctx,
+        conn: ConnId,
+        ack: ShortAck,
+    ) -> Result<(), Fault> {
+        if !self.conns.get(&conn).is_some_and(|c| c.is_connected()) {
+            let packet = ack.packet;
+            return Err(Fault::protocol(format!(
+                "{packet} before CONNECT completed"
+            )));
+        }
+        let id = ack.packet_id;
+        match ack.packet {
+            PacketType::PubAck => self.handle_puback(ctx, conn, id),
+            PacketType::PubRec => self.handle_pubrec(ctx, conn, PubRec::new(id)),
+            PacketType::PubRel => self.handle_pubrel(ctx, conn, id),
+            _ => self.handle_pubcomp(ctx, conn, id),
+        }
+        Ok(())
+    }
+
     /// PUBACK: a QoS 1 delivery is complete.
     pub(super) fn handle_puback(&mut self, ctx: &mut Ctx, conn: ConnId, id: PacketId) {
         self.complete_outbound(ctx, conn, id, "PUBACK", |window| {

@@ -175,11 +175,16 @@ impl BrokerShard {
     ) -> Result<(), Fault> {
         loop {
             let before = buf.len();
-            let Some(packet) = codec::decode(buf, &limits)? else {
-                break;
-            };
-            let publish_len = matches!(packet, Packet::Publish(_)).then(|| before - buf.len());
-            self.handle_packet(ctx, conn, packet)?;
+            let mut publish_len = None;
+            if let Some(ack) = codec::take_short_ack(buf, &limits)? {
+                self.handle_short_ack(ctx, conn, ack)?;
+            } else {
+                let Some(packet) = codec::decode(buf, &limits)? else {
+                    break;
+                };
+                publish_len = matches!(packet, Packet::Publish(_)).then(|| before - buf.len());
+                self.handle_packet(ctx, conn, packet)?;
+            }
             if let Some(len) = publish_len {
                 // Over a publish rate the connection is parked: the loop stops below.
                 self.charge_publish(ctx, conn, len);
