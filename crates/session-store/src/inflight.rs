@@ -74,10 +74,14 @@ pub struct InflightWindow<M> {
     /// Entries not yet sent on the current connection (0 but for a resumed session with more
     /// in flight than its new Receive Maximum): acknowledgements skip the re-send scan when 0.
     unsent: u16,
-    /// Every id in the window was handed out by [`Self::free_id`] without skipping one in use
-    /// since the window was last empty: ids then rise (wrapping after 65,535) from the front
-    /// to the back, and the next id is known free without a scan (see `free_id`).
-    consecutive: bool,
+    /// `Some` while every id in the window was handed out by [`Self::free_id`] without
+    /// skipping one in use since the window was last empty: ids then rise (wrapping after
+    /// 65,535) from the front to the back, none of them handed out before this bound (the
+    /// first id handed out since the window was last empty, or the one after the last front
+    /// removed), and the next id is known free without reading an entry (see `free_id`).
+    /// `None` once an id was skipped, until the window empties. (One field for both keeps a
+    /// session within its 128 bytes.)
+    consecutive_from: Option<PacketId>,
 }
 
 impl<M> InflightWindow<M> {
@@ -88,7 +92,7 @@ impl<M> InflightWindow<M> {
             capacity: capacity.max(1),
             unsent: 0,
             next_id: PacketId::new(1).expect("invariant: 1 is non-zero"),
-            consecutive: true,
+            consecutive_from: PacketId::new(1),
         }
     }
 
@@ -131,11 +135,14 @@ impl<M> InflightWindow<M> {
     /// Removes entry `at`; an emptied window gives its buffer back (an idle session holds none).
     fn remove_at(&mut self, at: usize) -> Option<InflightState<M>> {
         let entry = self.entries.remove(at)?;
+        if at == 0 && self.consecutive_from.is_some() {
+            self.consecutive_from = Some(entry.id.next());
+        }
         if !entry.sent {
             self.unsent -= 1;
         }
         if self.entries.is_empty() {
-            self.consecutive = true;
+            self.consecutive_from = Some(self.next_id);
         }
         Some(entry.state)
     }
@@ -156,6 +163,9 @@ impl<M> InflightWindow<M> {
             QoS::ExactlyOnce => InflightState::AwaitingPubRec(message),
         };
         let id = self.free_id();
+        if self.entries.is_empty() {
+            self.consecutive_from = Some(id);
+        }
         self.entries.push_back(Entry {
             id,
             sent: true,
@@ -173,7 +183,7 @@ impl<M> InflightWindow<M> {
         let id = self.next_packet_id();
         if id != self.next_id {
             // An id in use was skipped: the window's ids are no longer consecutive hand-outs.
-            self.consecutive = false;
+            self.consecutive_from = None;
         }
         self.next_id = id.next();
         id
@@ -183,7 +193,7 @@ impl<M> InflightWindow<M> {
     /// is moved into the window, as long as the window does not change in between).
     pub fn next_packet_id(&self) -> PacketId {
         let mut id = self.next_id;
-        if !self.known_free(id) {
+        if !self.next_id_known_free() {
             while self.position(id).is_some() {
                 id = id.next();
             }
@@ -191,14 +201,14 @@ impl<M> InflightWindow<M> {
         id
     }
 
-    /// Whether `id` is certainly not in flight, without scanning: the window is empty, or its
-    /// ids are consecutive hand-outs (all within front..=back, going round from the front) and
-    /// `id` lies beyond the back before coming round to the front again.
-    fn known_free(&self, id: PacketId) -> bool {
-        let (Some(front), Some(back)) = (self.entries.front(), self.entries.back()) else {
-            return true;
-        };
-        self.consecutive && ids_from(front.id, id) > ids_from(front.id, back.id)
+    /// Whether `next_id` is certainly not in flight, without scanning: the window is empty,
+    /// or its ids are consecutive hand-outs, all within `consecutive_from..next_id` going
+    /// round, and the count has not come round to `consecutive_from` again.
+    fn next_id_known_free(&self) -> bool {
+        self.entries.is_empty()
+            || self
+                .consecutive_from
+                .is_some_and(|from| from != self.next_id)
     }
 
     /// PUBACK for a QoS 1 message: completes it and returns it.
@@ -268,7 +278,7 @@ impl<M> InflightWindow<M> {
         self.unsent += 1;
         self.next_id = id.next();
         // Restored in send order, but not necessarily handed out consecutively.
-        self.consecutive = false;
+        self.consecutive_from = None;
     }
 
     /// A new connection took the session over: nothing in flight has been sent on it yet.
@@ -337,7 +347,7 @@ impl<M> InflightWindow<M> {
     /// in send order.
     pub fn drain_messages(&mut self) -> Vec<(QoS, M)> {
         self.unsent = 0;
-        self.consecutive = true;
+        self.consecutive_from = Some(self.next_id);
         self.entries
             .take_all()
             .into_iter()
@@ -348,12 +358,6 @@ impl<M> InflightWindow<M> {
             })
             .collect()
     }
-}
-
-/// How many steps of `PacketId::next` lead from `from` to `to` (0..65,535).
-fn ids_from(from: PacketId, to: PacketId) -> u32 {
-    let span = u32::from(u16::MAX);
-    (u32::from(to.get()) + span - u32::from(from.get())) % span
 }
 
 #[cfg(test)]
@@ -408,6 +412,48 @@ mod tests {
             }
         }
         assert!(window.iter().any(|(id, _)| id == held), "held across wraps");
+    }
+
+    /// Acknowledgements of the oldest entry first, with the window at times full, at times
+    /// emptied, while now and then the entry right behind the oldest is held unacknowledged
+    /// through a whole wrap of the ids: every id handed out is one not in flight and the one
+    /// `next_packet_id` announced.
+    #[test]
+    fn ids_stay_free_when_the_oldest_entries_are_acknowledged_across_wraps() {
+        let mut window = InflightWindow::new(128);
+        let mut in_flight = std::collections::VecDeque::new();
+        let mut held: Option<(PacketId, u32)> = None;
+        let mut state = 0x2545_f491_4f6c_dd1d_u64;
+        let mut random = move |bound: u64| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state % bound
+        };
+        for step in 0..1_200_000u32 {
+            if held.is_some_and(|(_, until)| step >= until) {
+                held = None;
+            }
+            if held.is_none() && in_flight.len() >= 2 && random(2_000) == 0 {
+                held = Some((in_flight[1], step + 150_000));
+            }
+            let roll = random(100);
+            let at = usize::from(held.is_some_and(|(id, _)| in_flight.front() == Some(&id)));
+            if (roll < 45 || !window.has_room()) && in_flight.len() > at {
+                let id: PacketId = in_flight.remove(at).expect("in flight");
+                window.on_puback(id).unwrap();
+            } else if window.has_room() {
+                let announced = window.next_packet_id();
+                let id = window.admit(QoS::AtLeastOnce, ()).unwrap();
+                assert_eq!(id, announced, "admit handed out another id than announced");
+                assert!(
+                    !in_flight.contains(&id),
+                    "id {id} handed out while in flight"
+                );
+                in_flight.push_back(id);
+            }
+            assert_eq!(window.len(), in_flight.len());
+        }
     }
 
     #[test]

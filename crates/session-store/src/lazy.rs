@@ -3,6 +3,9 @@
 
 use std::collections::VecDeque;
 
+/// Room a deque is allocated with on its first push.
+const FIRST_CAPACITY: usize = 4;
+
 /// A `VecDeque` allocated on first push and freed when it becomes empty again.
 #[derive(Debug)]
 #[expect(
@@ -22,8 +25,9 @@ impl<T> LazyDeque<T> {
         self.0.as_ref().map_or(0, |d| d.len())
     }
 
+    /// Whether it holds nothing: an emptied deque is freed, so without reading it.
     pub(crate) fn is_empty(&self) -> bool {
-        self.len() == 0
+        self.0.is_none()
     }
 
     pub(crate) fn iter(&self) -> impl Iterator<Item = &T> {
@@ -32,14 +36,6 @@ impl<T> LazyDeque<T> {
 
     pub(crate) fn iter_mut(&mut self) -> impl Iterator<Item = &mut T> {
         self.0.iter_mut().flat_map(|d| d.iter_mut())
-    }
-
-    pub(crate) fn front(&self) -> Option<&T> {
-        self.0.as_ref()?.front()
-    }
-
-    pub(crate) fn back(&self) -> Option<&T> {
-        self.0.as_ref()?.back()
     }
 
     pub(crate) fn get(&self, at: usize) -> Option<&T> {
@@ -55,7 +51,10 @@ impl<T> LazyDeque<T> {
     }
 
     pub(crate) fn push_back(&mut self, item: T) {
-        self.0.get_or_insert_with(Box::default).push_back(item);
+        // Allocated at the size its first growth would give it (a general path avoided).
+        self.0
+            .get_or_insert_with(|| Box::new(VecDeque::with_capacity(FIRST_CAPACITY)))
+            .push_back(item);
     }
 
     pub(crate) fn remove(&mut self, at: usize) -> Option<T> {
