@@ -309,6 +309,41 @@ fn copies_beyond_the_window_queue_and_keep_their_order() {
     assert_eq!(broker.shard().handler().queued_bytes_charged(), 0);
 }
 
+/// Acknowledgements for a whole window in one read (3.1.1 and 5.0 ones, read the short way)
+/// refill it once the read is handled: the queued copies leave in order, under ids free again.
+#[test]
+fn acknowledgements_in_one_read_refill_the_window_in_order() {
+    let protocol = ProtocolVersion::V5;
+    let mut broker = SimBroker::new(config());
+    let window = ConnectProperties {
+        receive_maximum: std::num::NonZeroU16::new(3),
+        ..ConnectProperties::default()
+    };
+    let (subscriber, _) = connect_with(&mut broker, "sub", protocol, 0, window);
+    subscribe(&mut broker, subscriber, protocol, "a/+");
+    let publisher = connect(&mut broker, "pub", protocol, 0);
+    let payloads: [&'static [u8]; 8] = [b"1", b"2", b"3", b"4", b"5", b"6", b"7", b"8"];
+    for (n, payload) in (1..).zip(payloads) {
+        publish_on_a_b(&mut broker, publisher, protocol, n, payload);
+    }
+    let mut delivered = Vec::new();
+    let mut in_flight = publishes(broker.received(subscriber, protocol).expect("decodes"));
+    while !in_flight.is_empty() {
+        assert!(in_flight.len() <= 3, "never more than the window");
+        let mut acks = bytes::BytesMut::new();
+        for publish in &in_flight {
+            delivered.push(publish.content.payload().to_vec());
+            let ack = Packet::PubAck(PubAck::new(publish.packet_id.expect("QoS 1")));
+            codec::encode(&ack, protocol, &mut acks).expect("encodes");
+        }
+        broker.send(subscriber, acks.freeze());
+        in_flight = publishes(broker.received(subscriber, protocol).expect("decodes"));
+    }
+    let expected: Vec<Vec<u8>> = payloads.iter().map(|p| p.to_vec()).collect();
+    assert_eq!(delivered, expected, "every copy once, in order");
+    assert_eq!(broker.shard().handler().queued_bytes_charged(), 0);
+}
+
 /// Copies that go out at once are not queued, so they are not refused when offline sessions'
 /// queues hold the whole `queues.max_total_queued_bytes`: a subscriber that keeps up gets every
 /// message.
