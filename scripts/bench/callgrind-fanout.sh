@@ -4,6 +4,7 @@
 # `ringmq-bench fanout --threads 1 --pubs 2 --subs 200 -s 16 -r 100 -L 300` (120,000 deliveries).
 #   scripts/bench/callgrind-fanout.sh [BROKER_BINARY] [TAG]
 #   QOS=1: publishes and subscriptions at QoS 1 (default 0)
+#   CACHE_SIM=1: callgrind's cache simulation too (D1/LL read and write misses in the summary)
 # Prints the broker's total instructions and its top functions; the profile stays in
 # bench-results/callgrind/<TAG>.out for callgrind_annotate.
 set -euo pipefail
@@ -16,7 +17,7 @@ mkdir -p "$OUT"
 CONFIG=$(mktemp)
 printf '[runtime]\nshards = 1\nbackend = "epoll"\n[sys]\ninterval = 0\n[persistence]\nengine = "none"\n' >"$CONFIG"
 PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-timeout 600 valgrind --tool=callgrind --callgrind-out-file="$OUT/$TAG.out" \
+timeout 600 valgrind --tool=callgrind ${CACHE_SIM:+--cache-sim=yes} --callgrind-out-file="$OUT/$TAG.out" \
   "$BIN" --config "$CONFIG" --listen "127.0.0.1:$PORT" >"$OUT/$TAG.log" 2>&1 &
 VPID=$!
 trap 'kill -TERM $VPID 2>/dev/null || true; rm -f "$CONFIG"' EXIT
@@ -29,4 +30,5 @@ timeout 300 "$BENCH" fanout -H "127.0.0.1:$PORT" --threads 1 --pubs 2 --subs 200
 kill -TERM $VPID
 wait $VPID || true
 echo "$TAG total instructions: $(awk '/^summary:/ { print $2 }' "$OUT/$TAG.out")"
+[[ -n ${CACHE_SIM:-} ]] && grep -E '^(events|summary):' "$OUT/$TAG.out"
 callgrind_annotate "$OUT/$TAG.out" 2>/dev/null | sed -n '/file:function/,$p' | sed -n '2,16p'
