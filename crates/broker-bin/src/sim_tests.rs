@@ -262,19 +262,26 @@ fn a_resumed_session_resends_within_the_new_receive_maximum() {
     assert_ne!(next[0].packet_id, Some(first_id));
 }
 
+/// A 5.0 subscriber to `a/+` whose Receive Maximum is `window`, and a 5.0 publisher:
+/// `(subscriber, publisher)`.
+fn windowed_subscriber_and_publisher(broker: &mut SimBroker, window: u16) -> (ConnId, ConnId) {
+    let protocol = ProtocolVersion::V5;
+    let properties = ConnectProperties {
+        receive_maximum: std::num::NonZeroU16::new(window),
+        ..ConnectProperties::default()
+    };
+    let (subscriber, _) = connect_with(broker, "sub", protocol, 0, properties);
+    subscribe(broker, subscriber, protocol, "a/+");
+    (subscriber, connect(broker, "pub", protocol, 0))
+}
+
 /// QoS 1 copies within the subscriber's window go out at once; those beyond it queue (charged
 /// against the queues' budget) and leave in order as acknowledgements make room.
 #[test]
 fn copies_beyond_the_window_queue_and_keep_their_order() {
     let protocol = ProtocolVersion::V5;
     let mut broker = SimBroker::new(config());
-    let window = ConnectProperties {
-        receive_maximum: std::num::NonZeroU16::new(2),
-        ..ConnectProperties::default()
-    };
-    let (subscriber, _) = connect_with(&mut broker, "sub", protocol, 0, window);
-    subscribe(&mut broker, subscriber, protocol, "a/+");
-    let publisher = connect(&mut broker, "pub", protocol, 0);
+    let (subscriber, publisher) = windowed_subscriber_and_publisher(&mut broker, 2);
     let payloads = |packets: Vec<Packet>| -> Vec<(Vec<u8>, PacketId)> {
         (publishes(packets).into_iter())
             .map(|publish| {
@@ -309,19 +316,13 @@ fn copies_beyond_the_window_queue_and_keep_their_order() {
     assert_eq!(broker.shard().handler().queued_bytes_charged(), 0);
 }
 
-/// Acknowledgements for a whole window in one read (3.1.1 and 5.0 ones, read the short way)
-/// refill it once the read is handled: the queued copies leave in order, under ids free again.
+/// Acknowledgements for a whole window in one read (each read the short way) refill it once
+/// the read is handled: the queued copies leave in order, under ids free again.
 #[test]
 fn acknowledgements_in_one_read_refill_the_window_in_order() {
     let protocol = ProtocolVersion::V5;
     let mut broker = SimBroker::new(config());
-    let window = ConnectProperties {
-        receive_maximum: std::num::NonZeroU16::new(3),
-        ..ConnectProperties::default()
-    };
-    let (subscriber, _) = connect_with(&mut broker, "sub", protocol, 0, window);
-    subscribe(&mut broker, subscriber, protocol, "a/+");
-    let publisher = connect(&mut broker, "pub", protocol, 0);
+    let (subscriber, publisher) = windowed_subscriber_and_publisher(&mut broker, 3);
     let payloads: [&'static [u8]; 8] = [b"1", b"2", b"3", b"4", b"5", b"6", b"7", b"8"];
     for (n, payload) in (1..).zip(payloads) {
         publish_on_a_b(&mut broker, publisher, protocol, n, payload);

@@ -52,6 +52,9 @@ impl Writer {
     pub(in crate::storage) fn u64(&mut self, v: u64) {
         self.0.extend_from_slice(&v.to_be_bytes());
     }
+    fn packet_id(&mut self, id: PacketId) {
+        self.0.extend_from_slice(&id.get().to_be_bytes());
+    }
     pub(in crate::storage) fn bytes(&mut self, v: &[u8]) {
         // Values come from MQTT packets, far below 4 GiB.
         self.u32(u32::try_from(v.len()).expect("invariant: an MQTT value fits a u32 length"));
@@ -205,8 +208,8 @@ pub(in crate::storage) fn encode_record(s: &StoredSession) -> Vec<u8> {
     for sub in &s.subscriptions {
         write_subscription(&mut w, sub);
     }
-    // Inbound QoS 2 ids live under keys of their own (one put or delete per id, not a record
-    // rewrite per QoS 2 message): the record's list stays empty.
+    // Inbound QoS 2 ids live under their own key, `p` (written once per batch that changes
+    // them, not with every record rewrite): the record's list stays empty.
     w.u32(0);
     w.0
 }
@@ -362,8 +365,8 @@ pub(in crate::storage) fn decode_message(value: &[u8]) -> Decoded<StoredMessage>
 pub(in crate::storage) fn encode_awaiting_ids(ids: &[PacketId]) -> Vec<u8> {
     let mut w = Writer::with_capacity(4 + 2 * ids.len());
     w.u32(len_u32(ids.len()));
-    for id in ids {
-        w.0.extend_from_slice(&id.get().to_be_bytes());
+    for &id in ids {
+        w.packet_id(id);
     }
     w.0
 }
