@@ -5,6 +5,8 @@
 #   scripts/bench/callgrind-fanout.sh [BROKER_BINARY] [TAG]
 #   QOS=1: publishes and subscriptions at QoS 1 (default 0)
 #   CACHE_SIM=1: callgrind's cache simulation too (D1/LL read and write misses in the summary)
+#   CONFIG_EXTRA: TOML appended to the broker's configuration (printf escapes, e.g.
+#     '[limits]\nmax_inflight_outbound = 65535\n')
 # Prints the broker's total instructions and its top functions; the profile stays in
 # bench-results/callgrind/<TAG>.out for callgrind_annotate.
 set -euo pipefail
@@ -16,6 +18,7 @@ OUT=bench-results/callgrind
 mkdir -p "$OUT"
 CONFIG=$(mktemp)
 printf '[runtime]\nshards = 1\nbackend = "epoll"\n[sys]\ninterval = 0\n[persistence]\nengine = "none"\n' >"$CONFIG"
+printf "${CONFIG_EXTRA:-}" >>"$CONFIG"
 PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 timeout 600 valgrind --tool=callgrind ${CACHE_SIM:+--cache-sim=yes} --callgrind-out-file="$OUT/$TAG.out" \
   "$BIN" --config "$CONFIG" --listen "127.0.0.1:$PORT" >"$OUT/$TAG.log" 2>&1 &

@@ -6,9 +6,10 @@
 //! and compares through the slab) and 8 in the subscriber table, instead of two hash-map entries
 //! that each hold a 32-byte client-id handle.
 //!
-//! The delivery path asks for one session several times in a row (queue it, send from its
-//! queue, admit into its window) by the session's own client id, a clone sharing its bytes:
-//! the slot found last is tried first and matched by the bytes' address, without hashing.
+//! Delivery finds sessions by subscriber key. Paths that work by client id (a stored session's
+//! sends and writes, QoS 2 acknowledgements, takeover) ask for one session several times in a
+//! row by the session's own client id, a clone sharing its bytes: the slot found last is tried
+//! first and matched by the bytes' address, without hashing.
 
 use std::cell::Cell;
 use std::collections::HashMap;

@@ -66,8 +66,7 @@ impl BrokerShard {
             Err(error) => debug!(%error, client = session.client_id.as_str(), packet, "ignored"),
         }
         if super::deliver::needs_drain(session) {
-            let client_id = session.client_id.clone();
-            self.drain_session(ctx, &client_id);
+            self.drain_subscriber(ctx, subscriber);
         }
     }
 

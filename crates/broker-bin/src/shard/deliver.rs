@@ -51,9 +51,7 @@ impl BrokerShard {
         let Err(outgoing) = self.send_at_once(ctx, recipient.subscriber, recipient.outgoing) else {
             return;
         };
-        if let Some(client_id) = self.sessions.client_id(recipient.subscriber).cloned() {
-            self.enqueue(ctx, &client_id, outgoing);
-        }
+        self.enqueue(ctx, recipient.subscriber, outgoing);
     }
 
     /// A QoS 1/2 copy for a connected session with nothing queued or owed ahead of it and room
@@ -87,7 +85,7 @@ impl BrokerShard {
         }
         if self.durable.stores(session.expiry) {
             let client_id = session.client_id.clone();
-            self.send_stored_at_once(ctx, &client_id, conn, outgoing);
+            self.send_stored_at_once(ctx, &client_id, subscriber, conn, outgoing);
             return Ok(());
         }
         let packet_id = session.inflight.next_packet_id();
@@ -102,12 +100,13 @@ impl BrokerShard {
         &mut self,
         ctx: &mut Ctx,
         client_id: &MqttStr,
+        subscriber: SubscriberId,
         conn: ConnId,
         mut outgoing: Outgoing,
     ) {
         let write = queued_write(client_id, &mut outgoing, self.shared.new_seq(), ctx.now());
         self.durable.record(write);
-        self.send_next(ctx, client_id, conn, outgoing);
+        self.send_next(ctx, subscriber, conn, outgoing);
     }
 
     /// Sends an unstored copy under `packet_id`, the id its session's window hands out next,
@@ -205,33 +204,31 @@ impl BrokerShard {
     }
 
     /// Queues a QoS 1/2 copy behind the session's earlier ones (stored first when the session
-    /// is), then sends what fits.
-    fn enqueue(&mut self, ctx: &mut Ctx, client_id: &MqttStr, mut outgoing: Outgoing) {
+    /// is), then sends what fits. The session is found by its subscriber key; its client id
+    /// is cloned only where the copy is stored or mirrored.
+    fn enqueue(&mut self, ctx: &mut Ctx, subscriber: SubscriberId, mut outgoing: Outgoing) {
         let memory_limit = self.memory_queue_limit();
-        if self.shared.cluster.is_some()
-            && self
-                .sessions
-                .get(client_id)
-                .is_some_and(|s| s.conn.is_none())
-        {
-            self.mirror_queued(ctx, client_id, &outgoing);
+        if self.shared.cluster.is_some() {
+            self.mirror_if_offline(ctx, subscriber, &outgoing);
         }
-        let Some(session) = self.sessions.get_mut(client_id) else {
+        let Some(session) = self.sessions.by_subscriber_mut(subscriber) else {
             return;
         };
-        let queued_write = (self.durable.stores(session.expiry))
-            .then(|| queued_write(client_id, &mut outgoing, self.shared.new_seq(), ctx.now()));
+        let stored_as = (self.durable.stores(session.expiry)).then(|| session.client_id.clone());
+        let queued_write = stored_as.as_ref().map(|client_id| {
+            queued_write(client_id, &mut outgoing, self.shared.new_seq(), ctx.now())
+        });
         // A stored queue that spilled, or whose in-memory part is full, grows on disk only.
         let disk_only = session.spilled().is_some() || session.queue.len() >= memory_limit;
-        let queued_write = match queued_write {
-            Some(write) if disk_only => {
-                self.enqueue_on_disk(ctx, client_id, outgoing.seq, write);
-                return;
+        let queued_write = match (queued_write, &stored_as) {
+            (Some(write), Some(client_id)) if disk_only => {
+                return self.enqueue_on_disk(ctx, client_id, outgoing.seq, write);
             }
-            write => write,
+            (write, _) => write,
         };
         let limits = &self.shared.queue_limits;
         let pushed = session.queue.push(outgoing, limits);
+        let drain = needs_drain(session);
         let refuse_conn = session
             .conn
             .filter(|_| limits.policy == session_store::OverflowPolicy::Refuse);
@@ -244,16 +241,28 @@ impl BrokerShard {
             self.durable.record(write);
         }
         self.count_dropped(DropReason::QueueFull, dropped.len() as u64);
-        self.forget_stored_copies(client_id, &dropped);
+        if let Some(client_id) = &stored_as {
+            self.forget_stored_copies(client_id, &dropped);
+        }
         if !queued {
             self.count_dropped(DropReason::QueueFull, 1);
-            if let Some(conn) = refuse_conn {
-                self.disconnect_slow_consumer(ctx, client_id, conn);
+            if let Some((conn, client_id)) = refuse_conn.zip(self.sessions.client_id(subscriber)) {
+                let client_id = client_id.clone();
+                self.disconnect_slow_consumer(ctx, &client_id, conn);
             }
             return;
         }
-        if self.sessions.get(client_id).is_some_and(needs_drain) {
-            self.drain_session(ctx, client_id);
+        if drain {
+            self.drain_subscriber(ctx, subscriber);
+        }
+    }
+
+    /// Mirrors a copy queued for an offline session to the cluster.
+    fn mirror_if_offline(&self, ctx: &Ctx, subscriber: SubscriberId, outgoing: &Outgoing) {
+        if let Some(session) = self.sessions.by_subscriber(subscriber)
+            && session.conn.is_none()
+        {
+            self.mirror_queued(ctx, &session.client_id, outgoing);
         }
     }
 
@@ -276,29 +285,44 @@ impl BrokerShard {
     /// room and the connection's send queue is under its bound; then, for a queue that spilled
     /// to disk, asks for more of it once the in-memory part runs low.
     pub(super) fn drain_session(&mut self, ctx: &mut Ctx, client_id: &MqttStr) {
-        self.send_from_queue(ctx, client_id);
-        self.refill_from_disk_if_low(client_id);
+        if let Some(subscriber) = self.sessions.get(client_id).map(|s| s.subscriber) {
+            self.drain_subscriber(ctx, subscriber);
+        }
     }
 
-    fn send_from_queue(&mut self, ctx: &mut Ctx, client_id: &MqttStr) {
+    /// [`Self::drain_session`] for the session with subscriber key `subscriber`.
+    pub(super) fn drain_subscriber(&mut self, ctx: &mut Ctx, subscriber: SubscriberId) {
+        let Some(session) = self.sessions.by_subscriber_mut(subscriber) else {
+            return;
+        };
+        // Sending never spills a queue: whether this one did is known now.
+        let spilled = session.spilled().is_some();
+        if let Some(conn) = session.conn {
+            // Re-sends a resumed session still owes come first (none, and nothing cloned,
+            // unless the session resumed with more in flight than its new Receive Maximum).
+            if session.inflight.owes_resends() {
+                let resends = session.inflight.take_resends();
+                let client_id = session.client_id.clone();
+                self.resend(ctx, &client_id, conn, resends);
+            }
+            self.send_from_queue(ctx, subscriber, conn);
+        }
+        if spilled {
+            self.refill_from_disk_if_low(subscriber);
+        }
+    }
+
+    /// Sends queued copies while the window has room and `conn`'s send queue is under its
+    /// bound (over it, the connection waits in the backlog).
+    fn send_from_queue(&mut self, ctx: &mut Ctx, subscriber: SubscriberId, conn: ConnId) {
         let bound = self.shared.config.queues.outbound_bytes;
-        let Some(session) = self.sessions.get_mut(client_id) else {
-            return;
-        };
-        let Some(conn) = session.conn else {
-            return;
-        };
-        // Re-sends a resumed session still owes come first (empty, and no allocation, unless
-        // the session resumed with more in flight than its new Receive Maximum).
-        let resends = session.inflight.take_resends();
-        self.resend(ctx, client_id, conn, resends);
         loop {
             if ctx.queued_bytes(conn) as u64 > bound {
                 self.routes.backlog.insert(conn);
                 self.arm_backlog_retry(ctx);
                 return;
             }
-            let Some(session) = self.sessions.get_mut(client_id) else {
+            let Some(session) = self.sessions.by_subscriber_mut(subscriber) else {
                 return;
             };
             if !session.inflight.has_room() {
@@ -307,34 +331,41 @@ impl BrokerShard {
             let Some(outgoing) = session.queue.pop() else {
                 return;
             };
-            self.send_next(ctx, client_id, conn, outgoing);
+            self.send_next(ctx, subscriber, conn, outgoing);
         }
     }
 
     /// Sends one queued copy: QoS 0 directly, QoS 1/2 under a new packet id (a stored copy's
     /// send is written first, and a stored QoS 2 copy's waits for the disk).
-    fn send_next(&mut self, ctx: &mut Ctx, client_id: &MqttStr, conn: ConnId, outgoing: Outgoing) {
+    fn send_next(
+        &mut self,
+        ctx: &mut Ctx,
+        subscriber: SubscriberId,
+        conn: ConnId,
+        outgoing: Outgoing,
+    ) {
         if outgoing.qos == QoS::AtMostOnce {
             self.send_qos0(ctx, conn, outgoing.view());
             return;
         }
-        let Some(session) = self.sessions.get_mut(client_id) else {
+        let Some(session) = self.sessions.by_subscriber_mut(subscriber) else {
             return;
         };
         if outgoing.seq == 0 {
-            let (subscriber, packet_id) = (session.subscriber, session.inflight.next_packet_id());
+            let packet_id = session.inflight.next_packet_id();
             return self.send_then_admit(ctx, conn, subscriber, packet_id, outgoing);
         }
         let copy = outgoing.clone();
         let Ok(packet_id) = session.inflight.admit(outgoing.qos, outgoing) else {
             return;
         };
+        let client_id = session.client_id.clone();
         self.durable.record(SessionWrite::InflightSent {
             client_id: client_id.clone(),
             seq: copy.seq,
             packet_id,
         });
-        self.send_admitted_stored(ctx, client_id, conn, copy, packet_id);
+        self.send_admitted_stored(ctx, &client_id, conn, copy, packet_id);
     }
 
     /// The first send of a stored copy admitted under `packet_id`, its send recorded: held for
@@ -409,9 +440,8 @@ impl BrokerShard {
         }
         let waiting: Vec<ConnId> = self.routes.backlog.drain().collect();
         for conn in waiting {
-            let client_id = self.client_id_of(conn);
-            if let Some(client_id) = client_id {
-                self.drain_session(ctx, &client_id);
+            if let Some(subscriber) = self.conns.get(&conn).and_then(|c| c.session()) {
+                self.drain_subscriber(ctx, subscriber);
             }
         }
     }

@@ -5,6 +5,7 @@
 //! "the next ones above `after`" returns exactly the disk-only tail, in order.
 
 use codec::MqttStr;
+use router::SubscriberId;
 use session_store::storage::SessionWrite;
 use session_store::{OverflowPolicy, Pushed, SpilledQueue};
 
@@ -69,10 +70,10 @@ impl BrokerShard {
     }
 
     /// Asks for the next part of the on-disk queue once the in-memory part is half empty.
-    pub(super) fn refill_from_disk_if_low(&mut self, client_id: &MqttStr) {
+    pub(super) fn refill_from_disk_if_low(&mut self, subscriber: SubscriberId) {
         let limit = self.memory_queue_limit();
         let shard = self.id;
-        let Some(session) = self.sessions.get_mut(client_id) else {
+        let Some(session) = self.sessions.by_subscriber_mut(subscriber) else {
             return;
         };
         let in_memory = session.queue.len();
@@ -84,12 +85,13 @@ impl BrokerShard {
         }
         let after = spilled.after;
         spilled.written_since_read = 0;
+        let client_id = session.client_id.clone();
         let id = self
             .durable
-            .request_read(shard, client_id.clone(), after, limit - in_memory);
+            .request_read(shard, client_id, after, limit - in_memory);
         if let Some(spilled) = self
             .sessions
-            .get_mut(client_id)
+            .by_subscriber_mut(subscriber)
             .and_then(|s| s.spilled_mut())
         {
             spilled.reading = Some(id);
