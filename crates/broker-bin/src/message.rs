@@ -10,6 +10,7 @@ use router::{Sequenced, SubscriberId, SubscriptionChange, TopicName};
 
 use crate::session::Session;
 
+mod batch;
 mod outgoing;
 use crate::shared::ClaimId;
 
@@ -55,7 +56,8 @@ impl Message {
     }
 }
 
-pub use outgoing::Outgoing;
+pub use batch::{BatchedCopy, CopyBatch};
+pub use outgoing::{BareCopy, Outgoing};
 
 /// One copy of a message as framing sees it: borrowed, so a QoS 0 copy delivered on the shard
 /// that routed it needs no [`Outgoing`] of its own.
@@ -135,7 +137,7 @@ pub enum ShardMsg {
     Deliver {
         origin: ShardId,
         forwarded: bool,
-        recipients: Vec<Recipient>,
+        copies: CopyBatch,
         /// The origin's store ticket to confirm once the copies are durable here, when its
         /// acknowledgements wait for them (`store/mod.rs`).
         confirm: Option<u64>,

@@ -1,7 +1,8 @@
 //! One copy of a message for one session, kept at 32 bytes: copies fill the inflight windows,
 //! the queues and the batches between shards (one per recipient), so their size is memory
 //! traffic on every delivery. What most copies lack (a second subscription identifier, a
-//! shared group) is boxed apart.
+//! shared group) is boxed apart. A [`BareCopy`] is a copy without its handle on the message:
+//! what a batch between shards carries beside the message it holds once (`batch.rs`).
 
 use std::sync::Arc;
 
@@ -32,6 +33,20 @@ pub struct Outgoing {
     pub retain: bool,
 }
 
+/// An [`Outgoing`] without its message: the same fields but the handle, so a batch of copies
+/// of one message holds one handle on it, not one per copy.
+#[derive(Debug)]
+pub struct BareCopy {
+    /// See [`Outgoing::seq`].
+    pub seq: u64,
+    rare: Option<Box<Rare>>,
+    sub_id: Option<SubscriptionId>,
+    /// See [`Outgoing::qos`].
+    pub qos: QoS,
+    /// See [`Outgoing::retain`].
+    pub retain: bool,
+}
+
 /// What few copies carry.
 #[derive(Debug, Clone)]
 struct Rare {
@@ -39,11 +54,21 @@ struct Rare {
     shared: Option<SharedFilter>,
 }
 
-impl Outgoing {
-    /// A copy of `message` to deliver with `qos` and `retain`, for the subscriptions with
-    /// identifiers `sub_ids`, picked from the shared group `shared` if any; not stored.
+/// The identifiers of a copy with `rare` and `sub_id`.
+fn sub_ids_of<'a>(
+    rare: &'a Option<Box<Rare>>,
+    sub_id: &'a Option<SubscriptionId>,
+) -> &'a [SubscriptionId] {
+    match rare {
+        Some(rare) => &rare.sub_ids,
+        None => sub_id.as_slice(),
+    }
+}
+
+impl BareCopy {
+    /// A copy to deliver with `qos` and `retain`, for the subscriptions with identifiers
+    /// `sub_ids`, picked from the shared group `shared` if any; not stored.
     pub fn new(
-        message: Arc<Message>,
         qos: QoS,
         retain: bool,
         sub_ids: &[SubscriptionId],
@@ -58,13 +83,75 @@ impl Outgoing {
             }
         };
         Self {
-            message,
             seq: 0,
             rare,
             sub_id,
             qos,
             retain,
         }
+    }
+
+    /// The copy of `message` this describes.
+    pub fn attach(self, message: Arc<Message>) -> Outgoing {
+        let Self {
+            seq,
+            rare,
+            sub_id,
+            qos,
+            retain,
+        } = self;
+        Outgoing {
+            message,
+            seq,
+            rare,
+            sub_id,
+            qos,
+            retain,
+        }
+    }
+
+    /// The borrowed view framing needs, for a copy of `message`.
+    pub fn view<'a>(&'a self, message: &'a Arc<Message>) -> CopyView<'a> {
+        CopyView {
+            message,
+            qos: self.qos,
+            retain: self.retain,
+            sub_ids: sub_ids_of(&self.rare, &self.sub_id),
+        }
+    }
+}
+
+impl Outgoing {
+    /// A copy of `message` to deliver with `qos` and `retain`, for the subscriptions with
+    /// identifiers `sub_ids`, picked from the shared group `shared` if any; not stored.
+    pub fn new(
+        message: Arc<Message>,
+        qos: QoS,
+        retain: bool,
+        sub_ids: &[SubscriptionId],
+        shared: Option<SharedFilter>,
+    ) -> Self {
+        BareCopy::new(qos, retain, sub_ids, shared).attach(message)
+    }
+
+    /// The copy apart from its handle on the message.
+    pub fn detach(self) -> (Arc<Message>, BareCopy) {
+        let Self {
+            message,
+            seq,
+            rare,
+            sub_id,
+            qos,
+            retain,
+        } = self;
+        let bare = BareCopy {
+            seq,
+            rare,
+            sub_id,
+            qos,
+            retain,
+        };
+        (message, bare)
     }
 
     /// The same copy at place `seq` of the session's stored queue.
@@ -75,10 +162,7 @@ impl Outgoing {
 
     /// Subscription identifiers of the matching subscriptions.
     pub fn sub_ids(&self) -> &[SubscriptionId] {
-        match &self.rare {
-            Some(rare) => &rare.sub_ids,
-            None => self.sub_id.as_slice(),
-        }
+        sub_ids_of(&self.rare, &self.sub_id)
     }
 
     /// The shared group it was picked from, if any (to redistribute it if the member leaves).
@@ -111,8 +195,9 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_copy_is_32_bytes() {
+    fn a_copy_is_32_bytes_and_24_without_its_message() {
         assert_eq!(std::mem::size_of::<Outgoing>(), 32);
+        assert_eq!(std::mem::size_of::<BareCopy>(), 24);
     }
 
     fn id(n: u32) -> SubscriptionId {
@@ -153,7 +238,10 @@ mod tests {
             assert_eq!(copy.view().sub_ids, ids);
             assert_eq!(copy.shared(), shared.as_ref());
             assert_eq!(copy.clone().shared(), shared.as_ref());
-            assert_eq!(copy.with_seq(5).seq, 5);
+            let (held, bare) = copy.with_seq(5).detach();
+            assert_eq!(bare.view(&held).sub_ids, ids);
+            let again = bare.attach(held);
+            assert_eq!((again.seq, again.shared()), (5, shared.as_ref()));
         }
     }
 }

@@ -10,22 +10,31 @@ use tracing::debug;
 
 use super::send::NotSent;
 use super::{BrokerShard, Ctx};
-use crate::message::{CopyView, Expiry, Outgoing, Recipient, ShardMsg};
+use crate::message::{CopyBatch, CopyView, Expiry, Outgoing, Recipient, ShardMsg};
 use crate::metrics::{DropReason, ShardCounters};
 use crate::session::Session;
 use crate::store::stored_message;
 use session_store::storage::SessionWrite;
 
 impl BrokerShard {
-    /// A batch from another shard.
+    /// A batch from another shard. A QoS 0 copy for a session here is framed from the batch's
+    /// handle on its message; any other copy takes a handle of its own.
     pub(super) fn deliver_batch(
         &mut self,
         ctx: &mut Ctx,
         origin: ring_runtime::ShardId,
         forwarded: bool,
-        recipients: Vec<Recipient>,
+        batch: CopyBatch,
     ) {
-        for recipient in recipients {
+        let (messages, copies) = batch.into_parts();
+        for batched in copies {
+            if batched.copy.qos == QoS::AtMostOnce {
+                let view = batched.copy.view(batched.message_in(&messages));
+                if self.deliver_qos0_here(ctx, batched.subscriber, view) {
+                    continue;
+                }
+            }
+            let recipient = batched.into_recipient(&messages);
             self.deliver_from(ctx, origin, forwarded, recipient);
         }
     }
@@ -159,7 +168,7 @@ impl BrokerShard {
         if target == self.id {
             self.count_dropped(DropReason::Offline, 1);
         } else {
-            self.routes.forward_buf[target.index()].push(recipient);
+            self.routes.forward_buf[target.index()].push_recipient(recipient);
         }
     }
 
@@ -490,7 +499,7 @@ impl BrokerShard {
                 };
                 match self.replica.owner(subscriber) {
                     owner if owner == self.id => self.deliver(ctx, recipient),
-                    owner => self.routes.route_buf[owner.index()].push(recipient),
+                    owner => self.routes.route_buf[owner.index()].push_recipient(recipient),
                 }
             }
             None => self.count_dropped(DropReason::Offline, 1),
@@ -512,7 +521,7 @@ impl BrokerShard {
         message: ShardMsg,
     ) -> bool {
         let copies = match &message {
-            ShardMsg::Deliver { recipients, .. } => recipients.len() as u64,
+            ShardMsg::Deliver { copies, .. } => copies.len() as u64,
             ShardMsg::Fence { .. } => {
                 let posted = ctx.post_reliable(shard, message);
                 return log_unposted(posted, shard);

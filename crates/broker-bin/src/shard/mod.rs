@@ -223,13 +223,13 @@ impl Handler for BrokerShard {
                 ShardMsg::Deliver {
                     origin,
                     forwarded,
-                    recipients,
+                    copies,
                     confirm,
                 } => {
                     if let Some(ticket) = confirm {
                         self.durable.confirm(origin, ticket);
                     }
-                    self.deliver_batch(ctx, origin, forwarded, recipients);
+                    self.deliver_batch(ctx, origin, forwarded, copies);
                 }
                 ShardMsg::Fence {
                     subscriber,

@@ -18,7 +18,7 @@ use tracing::debug;
 use super::cluster::RouteScope;
 use super::{BrokerShard, Ctx, Fault};
 use crate::detach;
-use crate::message::{Change, CopyView, Message, Outgoing, Recipient, ShardMsg};
+use crate::message::{BareCopy, Change, CopyView, Message, Recipient, ShardMsg};
 use crate::metrics::{DropReason, ShardCounters};
 use crate::store::stored_retained;
 use session_store::storage::SessionWrite;
@@ -359,24 +359,23 @@ impl BrokerShard {
                     continue;
                 }
             }
-            let outgoing = Outgoing::new(
-                Arc::clone(message),
+            let copy = BareCopy::new(
                 qos,
                 retain,
                 delivery.subscription_ids,
                 delivery.shared.cloned(),
             );
-            let recipient = Recipient {
-                subscriber: delivery.subscriber,
-                outgoing,
-            };
             if owner == self.id {
+                let recipient = Recipient {
+                    subscriber: delivery.subscriber,
+                    outgoing: copy.attach(Arc::clone(message)),
+                };
                 self.deliver_from(ctx, owner, false, recipient);
             } else {
                 if qos != QoS::AtMostOnce {
                     self.durable.routed_remote_copies();
                 }
-                self.routes.route_buf[owner.index()].push(recipient);
+                self.routes.route_buf[owner.index()].push(delivery.subscriber, message, copy);
             }
         }
         self.routes.matches = matches;
@@ -398,17 +397,18 @@ impl BrokerShard {
                 if buf[index].is_empty() {
                     continue;
                 }
-                let recipients = mem::take(&mut buf[index]);
+                let copies = mem::take(&mut buf[index]);
                 // Copies routed here for QoS 1/2: the shard confirms them once durable, and
                 // this turn's acknowledgements wait for it (forwarded copies are confirmed by
                 // the shard that forwards them).
-                let confirm = self.durable.confirm_ticket().filter(|_| {
-                    !forwarded && recipients.iter().any(|r| r.outgoing.qos != QoS::AtMostOnce)
-                });
+                let confirm = self
+                    .durable
+                    .confirm_ticket()
+                    .filter(|_| !forwarded && copies.has_reliable());
                 let message = ShardMsg::Deliver {
                     origin,
                     forwarded,
-                    recipients,
+                    copies,
                     confirm,
                 };
                 if self.post(ctx, shard, message) && confirm.is_some() {

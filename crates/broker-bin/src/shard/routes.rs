@@ -7,7 +7,7 @@ use ring_runtime::ConnId;
 use router::Matches;
 
 use super::{FastSet, frame_cache};
-use crate::message::Recipient;
+use crate::message::CopyBatch;
 
 /// Buffers reused across routing calls.
 pub(super) struct Routes {
@@ -15,9 +15,9 @@ pub(super) struct Routes {
     pub(super) scratch: BytesMut,
     pub(super) frame_cache: frame_cache::FrameCache,
     /// Copies for other shards' sessions, one batch per destination shard.
-    pub(super) route_buf: Vec<Vec<Recipient>>,
+    pub(super) route_buf: Vec<CopyBatch>,
     /// Copies forwarded after their session moved, one batch per destination shard.
-    pub(super) forward_buf: Vec<Vec<Recipient>>,
+    pub(super) forward_buf: Vec<CopyBatch>,
     /// Connections waiting for room in their send queue.
     pub(super) backlog: FastSet<ConnId>,
 }
@@ -29,8 +29,8 @@ impl Routes {
             matches: Matches::new(),
             scratch: BytesMut::new(),
             frame_cache: frame_cache::FrameCache::default(),
-            route_buf: (0..shard_count).map(|_| Vec::new()).collect(),
-            forward_buf: (0..shard_count).map(|_| Vec::new()).collect(),
+            route_buf: (0..shard_count).map(|_| CopyBatch::default()).collect(),
+            forward_buf: (0..shard_count).map(|_| CopyBatch::default()).collect(),
             backlog: FastSet::default(),
         }
     }
@@ -38,7 +38,7 @@ impl Routes {
     /// Shrinks the per-destination buffers to what they hold (after a burst).
     pub(super) fn shrink_spare(&mut self) {
         let buffers = self.route_buf.iter_mut().chain(self.forward_buf.iter_mut());
-        buffers.for_each(Vec::shrink_to_fit);
+        buffers.for_each(CopyBatch::shrink_to_fit);
         self.backlog.shrink_to_fit();
     }
 }
