@@ -1,6 +1,7 @@
 //! Topic filters (what a SUBSCRIBE asks for), shared-subscription filters and their matching rule.
 
 use bytes::Bytes;
+use bytestring::ByteString;
 
 use crate::error::TopicError;
 use crate::topic::{TopicLimits, TopicName, check_common, split_level, validated_topic_text};
@@ -11,9 +12,10 @@ pub const SHARE_PREFIX: &str = "$share/";
 /// A validated topic filter: the common topic rules, `+` and `#` each occupying a whole level,
 /// `#` only as the last level, and no `$share/` prefix (see [`SharedFilter`]).
 ///
-/// Backed by [`Bytes`]: cloning is a reference-count increment.
+/// Backed by a [`ByteString`]: cloning is a reference-count increment, reading it as text is
+/// free.
 #[derive(Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct TopicFilter(Bytes);
+pub struct TopicFilter(ByteString);
 
 /// Checks the wildcard placement rules of a filter whose common rules already hold.
 /// `base` is added to reported offsets (the filter may be the tail of a shared filter).
@@ -56,24 +58,24 @@ impl TopicFilter {
 
     /// Validates `bytes` as a plain (non-shared) topic filter without copying them.
     pub fn from_bytes(bytes: Bytes, limits: &TopicLimits) -> Result<Self, TopicError> {
-        check_common(&bytes, limits)?;
-        if bytes.starts_with(SHARE_PREFIX.as_bytes()) {
+        let text = check_common(bytes, limits)?;
+        if text.starts_with(SHARE_PREFIX) {
             return Err(TopicError::SharePrefixInPlainFilter);
         }
-        check_wildcards(&bytes, 0)?;
-        Ok(Self(bytes))
+        check_wildcards(text.as_bytes(), 0)?;
+        Ok(Self(text))
     }
 
     /// Whether the filter has a `+` or `#` level (otherwise it matches exactly one topic name).
     #[inline]
     pub fn has_wildcards(&self) -> bool {
-        self.0.iter().any(|&b| b == b'+' || b == b'#')
+        self.as_bytes().iter().any(|&b| b == b'+' || b == b'#')
     }
 
     /// Whether the first level is a wildcard (such a filter does not match `$` topics).
     #[inline]
     pub fn starts_with_wildcard(&self) -> bool {
-        matches!(self.0.first(), Some(b'+' | b'#'))
+        matches!(self.as_bytes().first(), Some(b'+' | b'#'))
     }
 
     /// Whether this filter matches `topic`, by the rules of MQTT 4.7 (including the `$` rule).
@@ -111,7 +113,7 @@ validated_topic_text!(TopicFilter);
 #[derive(Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct SharedFilter {
     /// The whole `$share/...` text.
-    full: Bytes,
+    full: ByteString,
     /// Byte offset of the topic filter inside `full`.
     filter_start: usize,
 }
@@ -125,7 +127,8 @@ impl SharedFilter {
     /// Validates `bytes` as a shared filter without copying them. The length and level limits
     /// apply to the whole text.
     pub fn from_bytes(bytes: Bytes, limits: &TopicLimits) -> Result<Self, TopicError> {
-        check_common(&bytes, limits)?;
+        let full = check_common(bytes, limits)?;
+        let bytes = full.as_bytes();
         let prefix = SHARE_PREFIX.len();
         let Some(after_prefix) = bytes.strip_prefix(SHARE_PREFIX.as_bytes()) else {
             return Err(TopicError::MissingSharePrefix);
@@ -149,10 +152,7 @@ impl SharedFilter {
             return Err(TopicError::MissingSharedTopicFilter);
         }
         check_wildcards(&bytes[filter_start..], filter_start)?;
-        Ok(Self {
-            full: bytes,
-            filter_start,
-        })
+        Ok(Self { full, filter_start })
     }
 
     /// The share name (the group).
@@ -163,18 +163,18 @@ impl SharedFilter {
 
     /// The topic filter the group subscribes to (a cheap slice of the same buffer).
     pub fn filter(&self) -> TopicFilter {
-        TopicFilter(self.full.slice(self.filter_start..))
+        TopicFilter(self.full.slice_ref(&self.full[self.filter_start..]))
     }
 
     /// The whole `$share/{share name}/{filter}` text.
     pub fn as_str(&self) -> &str {
-        std::str::from_utf8(&self.full).expect("invariant: validated as UTF-8 when built")
+        &self.full
     }
 
     /// A copy in its own allocation (see [`TopicFilter::detached`]).
     pub fn detached(&self) -> Self {
         Self {
-            full: Bytes::copy_from_slice(&self.full),
+            full: ByteString::from(self.as_str()),
             filter_start: self.filter_start,
         }
     }

@@ -34,8 +34,9 @@ pub struct Publisher<'a> {
     /// The publishing session, if it subscribes through this table (for no-local); `None` for
     /// messages that no subscriber published (e.g. broker-generated ones).
     pub subscriber: Option<SubscriberId>,
-    /// The publisher's client identifier (the key of [`SharedStrategy::HashByPublisher`]).
-    pub client_id: &'a str,
+    /// The publisher's client identifier, as bytes (the key of
+    /// [`SharedStrategy::HashByPublisher`]).
+    pub client_id: &'a [u8],
 }
 
 /// Sizes of a table, for limits and metrics.
@@ -214,7 +215,7 @@ impl SubscriptionTable {
             let input = PickInput {
                 strategy: self.config.shared_strategy,
                 publisher: excluded,
-                publisher_client_id: publisher.client_id.as_bytes(),
+                publisher_client_id: publisher.client_id,
                 topic: topic.as_bytes(),
             };
             let rng = &mut self.rng;

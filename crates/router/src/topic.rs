@@ -1,6 +1,12 @@
 //! Topic names (what a PUBLISH is sent to) and the rules and limits shared with topic filters.
+//!
+//! Topic names and filters keep their text as a [`ByteString`]: `Bytes` whose UTF-8 was
+//! checked once, when the value was built, so reading it as `&str` costs nothing afterwards
+//! (the check is the type's: this crate has no `unsafe`).
 
 use bytes::Bytes;
+use bytestring::ByteString;
+use codec::MqttStr;
 
 use crate::error::TopicError;
 
@@ -41,11 +47,21 @@ impl TopicLimits {
 }
 
 /// Checks the rules every topic name and filter shares: non-empty, within the length and level
-/// limits, UTF-8, no U+0000. Returns the input as `&str`.
-pub(crate) fn check_common<'a>(
-    bytes: &'a [u8],
-    limits: &TopicLimits,
-) -> Result<&'a str, TopicError> {
+/// limits, UTF-8, no U+0000. Returns the input as text, its UTF-8 checked once here.
+pub(crate) fn check_common(bytes: Bytes, limits: &TopicLimits) -> Result<ByteString, TopicError> {
+    check_length(&bytes, limits)?;
+    let text = ByteString::try_from(bytes).map_err(|e| TopicError::InvalidUtf8 {
+        valid_up_to: e.valid_up_to(),
+    })?;
+    if let Some(offset) = text.as_bytes().iter().position(|&b| b == 0) {
+        return Err(TopicError::NullCharacter { offset });
+    }
+    check_levels(text.as_bytes(), limits)?;
+    Ok(text)
+}
+
+/// Checks that `bytes` are not empty and within the length limit.
+fn check_length(bytes: &[u8], limits: &TopicLimits) -> Result<(), TopicError> {
     if bytes.is_empty() {
         return Err(TopicError::Empty);
     }
@@ -56,12 +72,11 @@ pub(crate) fn check_common<'a>(
             max,
         });
     }
-    let text = std::str::from_utf8(bytes).map_err(|e| TopicError::InvalidUtf8 {
-        valid_up_to: e.valid_up_to(),
-    })?;
-    if let Some(offset) = bytes.iter().position(|&b| b == 0) {
-        return Err(TopicError::NullCharacter { offset });
-    }
+    Ok(())
+}
+
+/// Checks that `bytes` have no more `/`-separated levels than the limit allows.
+fn check_levels(bytes: &[u8], limits: &TopicLimits) -> Result<(), TopicError> {
     let levels = bytes.iter().filter(|&&b| b == b'/').count() + 1;
     if levels > limits.max_levels {
         return Err(TopicError::TooManyLevels {
@@ -69,7 +84,7 @@ pub(crate) fn check_common<'a>(
             max: limits.max_levels,
         });
     }
-    Ok(text)
+    Ok(())
 }
 
 /// Splits off the first level of `rest`: the level and what follows the `/` (`None` when this
@@ -105,25 +120,25 @@ impl<'a> Iterator for Levels<'a> {
     }
 }
 
-/// The accessors and trait impls shared by the topic newtypes backed by validated UTF-8 `Bytes`.
+/// The accessors and trait impls shared by the topic newtypes backed by a [`ByteString`].
 macro_rules! validated_topic_text {
     ($ty:ident) => {
         impl $ty {
-            /// The text. Costs one UTF-8 pass (the type stores bytes so that it can borrow the
-            /// codec's receive buffer without copying).
+            /// The text (no UTF-8 pass: it was checked when the value was built).
+            #[inline]
             pub fn as_str(&self) -> &str {
-                std::str::from_utf8(&self.0).expect("invariant: validated as UTF-8 when built")
+                &self.0
             }
 
             /// The raw bytes.
             #[inline]
             pub fn as_bytes(&self) -> &[u8] {
-                &self.0
+                self.0.as_bytes()
             }
 
             /// The backing buffer (a cheap, reference-counted clone).
             pub fn to_bytes(&self) -> bytes::Bytes {
-                self.0.clone()
+                self.0.as_bytes().clone()
             }
 
             /// Length in bytes.
@@ -146,7 +161,7 @@ macro_rules! validated_topic_text {
             /// A copy in its own allocation, so that a long-lived value does not keep a larger
             /// buffer (such as a receive buffer it was sliced from) alive.
             pub fn detached(&self) -> Self {
-                Self(bytes::Bytes::copy_from_slice(&self.0))
+                Self(bytestring::ByteString::from(self.as_str()))
             }
         }
 
@@ -177,10 +192,11 @@ pub(crate) use validated_topic_text;
 
 /// A validated topic name: non-empty, within limits, UTF-8 without U+0000, no `+` or `#`.
 ///
-/// Backed by [`Bytes`]: cloning is a reference-count increment, and a name can borrow the
-/// codec's receive buffer without copying.
+/// Backed by a [`ByteString`] (`Bytes` checked as UTF-8 once): cloning is a reference-count
+/// increment, a name can borrow the codec's receive buffer without copying, and reading it as
+/// text is free.
 #[derive(Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct TopicName(Bytes);
+pub struct TopicName(ByteString);
 
 impl TopicName {
     /// Validates `text` as a topic name (copies it).
@@ -190,22 +206,44 @@ impl TopicName {
 
     /// Validates `bytes` as a topic name without copying them.
     pub fn from_bytes(bytes: Bytes, limits: &TopicLimits) -> Result<Self, TopicError> {
-        check_common(&bytes, limits)?;
-        if let Some(offset) = bytes.iter().position(|&b| b == b'+' || b == b'#') {
-            return Err(TopicError::WildcardInName {
-                offset,
-                wildcard: char::from(bytes[offset]),
-            });
+        let text = check_common(bytes, limits)?;
+        check_no_wildcard(text.as_bytes())?;
+        Ok(Self(text))
+    }
+
+    /// A topic name from a decoded string, which holds UTF-8 without U+0000 already (checked
+    /// by the codec): the limits and the wildcard rule are checked here, and the text is taken
+    /// over without copying.
+    pub fn from_mqtt_str(text: MqttStr, limits: &TopicLimits) -> Result<Self, TopicError> {
+        check_length(text.as_bytes(), limits)?;
+        check_levels(text.as_bytes(), limits)?;
+        if text.has_wildcard() {
+            check_no_wildcard(text.as_bytes())?;
         }
-        Ok(Self(bytes))
+        let text =
+            ByteString::try_from(text.into_bytes()).map_err(|e| TopicError::InvalidUtf8 {
+                valid_up_to: e.valid_up_to(),
+            })?;
+        Ok(Self(text))
     }
 
     /// Whether the first level starts with `$` (such topics are not matched by a filter whose
     /// first level is a wildcard, MQTT 4.7.2).
     #[inline]
     pub fn is_dollar(&self) -> bool {
-        self.0.first() == Some(&b'$')
+        self.0.as_bytes().first() == Some(&b'$')
     }
 }
 
 validated_topic_text!(TopicName);
+
+/// Refuses a topic name with a `+` or `#` in it (MQTT 4.7.1).
+fn check_no_wildcard(bytes: &[u8]) -> Result<(), TopicError> {
+    match bytes.iter().position(|&b| b == b'+' || b == b'#') {
+        Some(offset) => Err(TopicError::WildcardInName {
+            offset,
+            wildcard: char::from(bytes[offset]),
+        }),
+        None => Ok(()),
+    }
+}

@@ -113,7 +113,7 @@ fn a_warm_match_allocates_nothing() {
         .collect();
     let publisher = Publisher {
         subscriber: Some(SubscriberId(3)),
-        client_id: "publisher",
+        client_id: b"publisher",
     };
     let mut out = Matches::new();
     // Warm up with exactly the calls measured below, so every reused buffer has grown.

@@ -117,7 +117,7 @@ fn check_match(
     let mut out = Matches::new();
     let who = Publisher {
         subscriber: publisher.map(SubscriberId),
-        client_id: "publisher",
+        client_id: b"publisher",
     };
     let available = |s: SubscriberId| offline & (1 << s.0) == 0;
     table.match_topic_filtered(&name, &who, available, &mut out);

@@ -115,7 +115,7 @@ fn observe(table: &mut SubscriptionTable, topic: usize, out: &mut Matches) -> Sa
     let name: TopicName = TOPICS[topic].parse().expect("valid");
     let publisher = Publisher {
         subscriber: Some(SubscriberId(1_001)),
-        client_id: "p",
+        client_id: b"p",
     };
     table.match_topic(&name, &publisher, out);
     let plain = out

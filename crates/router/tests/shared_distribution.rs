@@ -44,7 +44,7 @@ fn receiver(
 ) -> SubscriberId {
     let publisher = Publisher {
         subscriber: None,
-        client_id,
+        client_id: client_id.as_bytes(),
     };
     table.match_topic(&topic(topic_text), &publisher, out);
     assert_eq!(out.len(), 1, "one copy per group");
@@ -242,7 +242,7 @@ fn no_local_members_never_receive_their_own_messages() {
     let mut out = Matches::new();
     let own = Publisher {
         subscriber: Some(SubscriberId(1)),
-        client_id: "one",
+        client_id: b"one",
     };
     table.match_topic(&topic("jobs/a"), &own, &mut out);
     assert!(out.is_empty(), "the only member is the publisher");

@@ -214,3 +214,36 @@ fn detached_copies_compare_equal() {
     assert_eq!(copy, topic);
     assert_ne!(copy.as_bytes().as_ptr(), topic.as_bytes().as_ptr());
 }
+
+/// Every string over a small alphabet (levels, both wildcards, a two-byte character) up to
+/// `max_chars` characters.
+fn strings_over_small_alphabet(max_chars: usize) -> Vec<String> {
+    let alphabet = ['a', '/', '+', '#', 'é'];
+    let mut all = vec![String::new()];
+    let mut last = vec![String::new()];
+    for _ in 0..max_chars {
+        last = (last.iter())
+            .flat_map(|s| alphabet.iter().map(move |c| format!("{s}{c}")))
+            .collect();
+        all.extend(last.iter().cloned());
+    }
+    all
+}
+
+#[test]
+fn a_decoded_string_gives_the_same_name_or_error_as_its_bytes() {
+    // Tight limits, so that lengths and levels are refused too, alone and beside a wildcard.
+    let limits = TopicLimits {
+        max_length: 6,
+        max_levels: 3,
+    };
+    for text in strings_over_small_alphabet(5) {
+        let bytes = Bytes::copy_from_slice(text.as_bytes());
+        let decoded = codec::MqttStr::try_from(text.as_str()).expect("valid MQTT string");
+        assert_eq!(
+            TopicName::from_mqtt_str(decoded, &limits),
+            TopicName::from_bytes(bytes, &limits),
+            "{text:?}"
+        );
+    }
+}

@@ -102,9 +102,8 @@ impl BrokerShard {
     /// sent back to the cluster; or (scope `Retained`) a topic's retained message from the
     /// cluster's bucket, stored here and routed to no one.
     pub(super) fn publish_from_cluster(&mut self, ctx: &mut Ctx, publish: ClusterPublish) {
-        let topic_bytes = publish.topic.as_shared_bytes().clone();
         let (Ok(topic), Ok(shared)) = (
-            TopicName::from_bytes(topic_bytes, &self.shared.topic_limits),
+            TopicName::from_mqtt_str(publish.topic.clone(), &self.shared.topic_limits),
             SharedPublish::from_parts(publish.topic, publish.payload, publish.properties),
         ) else {
             if let Some(link) = &self.shared.cluster {
@@ -116,7 +115,7 @@ impl BrokerShard {
         let message = self.message(ctx, shared, (publish.qos, publish.retain), publish.expiry);
         let publisher = Publisher {
             subscriber: None,
-            client_id: "",
+            client_id: b"",
         };
         let scope = match &publish.scope {
             Scope::Plain => RouteScope::Plain,

@@ -151,11 +151,8 @@ impl BrokerShard {
         }
         self.shared.auth.authenticate(connect)?;
         if let Some(will) = &connect.will {
-            TopicName::from_bytes(
-                will.topic.as_shared_bytes().clone(),
-                &self.shared.topic_limits,
-            )
-            .map_err(|_| ReasonCode::TopicNameInvalid)?;
+            TopicName::from_mqtt_str(will.topic.clone(), &self.shared.topic_limits)
+                .map_err(|_| ReasonCode::TopicNameInvalid)?;
             let format = will.properties.payload_format;
             if format == Some(codec::PayloadFormat::Utf8)
                 && std::str::from_utf8(&will.payload).is_err()

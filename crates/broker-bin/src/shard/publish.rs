@@ -62,11 +62,9 @@ impl BrokerShard {
                 .set_topic(MqttStr::from_bytes(topic).map_err(Fault::from)?);
         }
         let client_id = self.client_id_of(conn).unwrap_or_default();
-        let topic = TopicName::from_bytes(
-            publish.content.shared_topic().into_bytes(),
-            &self.shared.topic_limits,
-        )
-        .map_err(|e| Fault::new(ReasonCode::TopicNameInvalid, e.to_string()))?;
+        let topic =
+            TopicName::from_mqtt_str(publish.content.shared_topic(), &self.shared.topic_limits)
+                .map_err(|e| Fault::new(ReasonCode::TopicNameInvalid, e.to_string()))?;
         let verdict = self.admit_publish(conn, &publish, &client_id, &topic);
         if verdict == ReasonCode::NotAuthorized {
             ShardCounters::add(&self.counters().publishes_not_authorized, 1);
@@ -182,10 +180,8 @@ impl BrokerShard {
 
     /// Publishes a client's will.
     pub(super) fn publish_will(&mut self, ctx: &mut Ctx, client_id: &MqttStr, will: Will) {
-        let Ok(topic) = TopicName::from_bytes(
-            will.topic.as_shared_bytes().clone(),
-            &self.shared.topic_limits,
-        ) else {
+        let Ok(topic) = TopicName::from_mqtt_str(will.topic.clone(), &self.shared.topic_limits)
+        else {
             return;
         };
         let p = will.properties;
@@ -251,7 +247,7 @@ impl BrokerShard {
         let clustered = input.to_cluster && self.hand_to_cluster(&message, !via_nats);
         let publisher = Publisher {
             subscriber: input.publisher,
-            client_id: input.client_id.as_str(),
+            client_id: input.client_id.as_bytes(),
         };
         let scope = match clustered && via_nats {
             true => RouteScope::Plain,

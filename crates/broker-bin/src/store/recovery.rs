@@ -87,7 +87,7 @@ impl Recovery {
         let mut seed = ReplicaSeed {
             retained: (retained.iter())
                 .filter_map(|(topic, stored)| {
-                    let name = TopicName::from_bytes(topic.as_shared_bytes().clone(), limits);
+                    let name = TopicName::from_mqtt_str(topic.clone(), limits);
                     Some((name.ok()?, message_from_stored(stored, now)?))
                 })
                 .collect(),
