@@ -75,8 +75,12 @@ fn check_length(bytes: &[u8], limits: &TopicLimits) -> Result<(), TopicError> {
     Ok(())
 }
 
-/// Checks that `bytes` have no more `/`-separated levels than the limit allows.
+/// Checks that `bytes` have no more `/`-separated levels than the limit allows. Text shorter
+/// than the limit needs no count: n bytes hold at most n + 1 levels.
 fn check_levels(bytes: &[u8], limits: &TopicLimits) -> Result<(), TopicError> {
+    if bytes.len() < limits.max_levels {
+        return Ok(());
+    }
     let levels = bytes.iter().filter(|&&b| b == b'/').count() + 1;
     if levels > limits.max_levels {
         return Err(TopicError::TooManyLevels {
