@@ -25,6 +25,8 @@ impl SessionTypes for BrokerSession {
 pub type Session = session_store::Session<BrokerSession>;
 /// A shard's sessions, by client identifier and by subscriber key.
 pub type Sessions = session_store::Sessions<BrokerSession>;
+/// Where a shard's session sits, found once by its subscriber key (`Sessions::locate`).
+pub type SessionAt = session_store::Located<SubscriberId>;
 /// A subscription as the session remembers it.
 pub type SessionSubscription = session_store::SessionSubscription<SubscriptionFilter>;
 

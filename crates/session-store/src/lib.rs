@@ -26,5 +26,5 @@ pub use session::{
     PendingWill, Session, SessionExpiry, SessionSubscription, SessionTimers, SessionTypes,
     SpilledQueue, SubscriptionList,
 };
-pub use sessions::Sessions;
+pub use sessions::{Located, Sessions};
 pub use storage::{Committed, Skipped, SyncMode};

@@ -29,6 +29,21 @@ pub struct Sessions<T: SessionTypes> {
     last: Cell<u32>,
 }
 
+/// Where [`Sessions::locate`] found a session: its slot and its subscriber key. A delivery
+/// that reaches one session several times in a row (queue, window, send) hashes its key once.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Located<S> {
+    slot: u32,
+    subscriber: S,
+}
+
+impl<S: Copy> Located<S> {
+    /// The session's subscriber key.
+    pub fn subscriber(&self) -> S {
+        self.subscriber
+    }
+}
+
 /// `Sessions::last` before any look-up.
 const NO_SLOT: u32 = u32::MAX;
 
@@ -92,6 +107,28 @@ impl<T: SessionTypes> Sessions<T> {
         let slot = *self.by_subscriber.get(&subscriber)?;
         self.last.set(slot);
         Some(slot)
+    }
+
+    /// Where the session with subscriber key `subscriber` sits, to reach it again without
+    /// hashing ([`Self::at`], [`Self::at_mut`]).
+    pub fn locate(&self, subscriber: T::Subscriber) -> Option<Located<T::Subscriber>> {
+        let slot = self.slot_by_subscriber(subscriber)?;
+        Some(Located { slot, subscriber })
+    }
+
+    /// The session `located` found, if it is still held: its slot is checked to hold the same
+    /// subscriber key (a slot freed since may hold another session).
+    #[inline]
+    pub fn at(&self, located: Located<T::Subscriber>) -> Option<&Session<T>> {
+        let session = self.slots.get(located.slot as usize)?.as_deref()?;
+        (session.subscriber == located.subscriber).then_some(session)
+    }
+
+    /// [`Self::at`], for changes.
+    #[inline]
+    pub fn at_mut(&mut self, located: Located<T::Subscriber>) -> Option<&mut Session<T>> {
+        let session = self.slots.get_mut(located.slot as usize)?.as_deref_mut()?;
+        (session.subscriber == located.subscriber).then_some(session)
     }
 
     /// The session of `client_id`.
@@ -220,6 +257,33 @@ mod tests {
         assert_eq!(sessions.get(&own_c).unwrap().subscriber, 3);
         assert_eq!(sessions.get(&id("c")).unwrap().subscriber, 3);
         assert_eq!(sessions.by_subscriber(2).unwrap().client_id, id("b"));
+    }
+
+    /// A located session is reached again while it stays; once it is gone, its located slot
+    /// answers nothing, even after another session took the slot over.
+    #[test]
+    fn a_located_session_is_reached_while_it_stays_and_never_its_slots_next_holder() {
+        let mut sessions = Sessions::default();
+        sessions.insert(session("a", 1));
+        sessions.insert(session("b", 2));
+        let a = sessions.locate(1).unwrap();
+        assert_eq!(a.subscriber(), 1);
+        assert_eq!(sessions.at(a).unwrap().client_id, id("a"));
+        sessions.at_mut(a).unwrap().expiry = SessionExpiry::Never;
+        assert_eq!(
+            sessions.by_subscriber(1).unwrap().expiry,
+            SessionExpiry::Never
+        );
+        assert!(sessions.locate(3).is_none());
+        sessions.remove(&id("a"));
+        assert!(sessions.at(a).is_none(), "a removed session is gone");
+        sessions.insert(session("c", 3));
+        assert_eq!(sessions.locate(3).map(|c| c == a), Some(false));
+        assert!(sessions.at_mut(a).is_none(), "its slot now holds c");
+        assert_eq!(
+            sessions.at(sessions.locate(2).unwrap()).unwrap().subscriber,
+            2
+        );
     }
 
     #[test]

@@ -58,7 +58,10 @@ impl BrokerShard {
         let Some(subscriber) = self.conns.get(&conn).and_then(|c| c.session()) else {
             return;
         };
-        let Some(session) = self.sessions.by_subscriber_mut(subscriber) else {
+        let Some(at) = self.sessions.locate(subscriber) else {
+            return;
+        };
+        let Some(session) = self.sessions.at_mut(at) else {
             return;
         };
         match complete(&mut session.inflight) {
@@ -66,7 +69,7 @@ impl BrokerShard {
             Err(error) => debug!(%error, client = session.client_id.as_str(), packet, "ignored"),
         }
         if super::deliver::needs_drain(session) {
-            self.drain_subscriber(ctx, subscriber);
+            self.drain_at(ctx, at);
         }
     }
 

@@ -13,6 +13,7 @@ use super::{BrokerShard, Ctx};
 use crate::message::{CopyBatch, CopyView, Expiry, Outgoing, Recipient, ShardMsg};
 use crate::metrics::{DropReason, ShardCounters};
 use crate::session::Session;
+use crate::session::SessionAt;
 use crate::store::stored_message;
 use session_store::storage::SessionWrite;
 
@@ -41,11 +42,8 @@ impl BrokerShard {
 
     /// One copy for one session of this shard (forwarded if the session has moved).
     pub(super) fn deliver(&mut self, ctx: &mut Ctx, recipient: Recipient) {
-        let Some(conn) = self
-            .sessions
-            .by_subscriber(recipient.subscriber)
-            .map(|s| s.conn)
-        else {
+        let located = self.sessions.locate(recipient.subscriber);
+        let Some((at, conn)) = located.and_then(|at| Some((at, self.sessions.at(at)?.conn))) else {
             self.forward(recipient);
             return;
         };
@@ -57,10 +55,10 @@ impl BrokerShard {
             self.count_dropped(DropReason::Expired, 1);
             return;
         }
-        let Err(outgoing) = self.send_at_once(ctx, recipient.subscriber, recipient.outgoing) else {
+        let Err(outgoing) = self.send_at_once(ctx, at, recipient.outgoing) else {
             return;
         };
-        self.enqueue(ctx, recipient.subscriber, outgoing);
+        self.enqueue(ctx, at, outgoing);
     }
 
     /// A QoS 1/2 copy for a connected session with nothing queued or owed ahead of it and room
@@ -71,12 +69,12 @@ impl BrokerShard {
     fn send_at_once(
         &mut self,
         ctx: &mut Ctx,
-        subscriber: SubscriberId,
+        at: SessionAt,
         outgoing: Outgoing,
     ) -> Result<(), Outgoing> {
         let bound = self.shared.config.queues.outbound_bytes;
         let max_queued_bytes = self.shared.queue_limits.max_bytes;
-        let Some(session) = self.sessions.by_subscriber_mut(subscriber) else {
+        let Some(session) = self.sessions.at_mut(at) else {
             return Err(outgoing);
         };
         let Some(conn) = session.conn else {
@@ -94,11 +92,11 @@ impl BrokerShard {
         }
         if self.durable.stores(session.expiry) {
             let client_id = session.client_id.clone();
-            self.send_stored_at_once(ctx, &client_id, subscriber, conn, outgoing);
+            self.send_stored_at_once(ctx, &client_id, at, conn, outgoing);
             return Ok(());
         }
         let packet_id = session.inflight.next_packet_id();
-        self.send_then_admit(ctx, conn, subscriber, packet_id, outgoing);
+        self.send_then_admit(ctx, conn, at, packet_id, outgoing);
         Ok(())
     }
 
@@ -109,13 +107,13 @@ impl BrokerShard {
         &mut self,
         ctx: &mut Ctx,
         client_id: &MqttStr,
-        subscriber: SubscriberId,
+        at: SessionAt,
         conn: ConnId,
         mut outgoing: Outgoing,
     ) {
         let write = queued_write(client_id, &mut outgoing, self.shared.new_seq(), ctx.now());
         self.durable.record(write);
-        self.send_next(ctx, subscriber, conn, outgoing);
+        self.send_next(ctx, at, conn, outgoing);
     }
 
     /// Sends an unstored copy under `packet_id`, the id its session's window hands out next,
@@ -126,7 +124,7 @@ impl BrokerShard {
         &mut self,
         ctx: &mut Ctx,
         conn: ConnId,
-        subscriber: SubscriberId,
+        at: SessionAt,
         packet_id: PacketId,
         outgoing: Outgoing,
     ) {
@@ -136,7 +134,7 @@ impl BrokerShard {
             Err(NotSent::NotAuthorized) => return,
             Err(not_sent) => return self.count_dropped(not_sent.drop_reason(), 1),
         }
-        let Some(session) = self.sessions.by_subscriber_mut(subscriber) else {
+        let Some(session) = self.sessions.at_mut(at) else {
             return;
         };
         let admitted = session.inflight.admit(outgoing.qos, outgoing);
@@ -215,12 +213,12 @@ impl BrokerShard {
     /// Queues a QoS 1/2 copy behind the session's earlier ones (stored first when the session
     /// is), then sends what fits. The session is found by its subscriber key; its client id
     /// is cloned only where the copy is stored or mirrored.
-    fn enqueue(&mut self, ctx: &mut Ctx, subscriber: SubscriberId, mut outgoing: Outgoing) {
+    fn enqueue(&mut self, ctx: &mut Ctx, at: SessionAt, mut outgoing: Outgoing) {
         let memory_limit = self.memory_queue_limit();
         if self.shared.cluster.is_some() {
-            self.mirror_if_offline(ctx, subscriber, &outgoing);
+            self.mirror_if_offline(ctx, at, &outgoing);
         }
-        let Some(session) = self.sessions.by_subscriber_mut(subscriber) else {
+        let Some(session) = self.sessions.at_mut(at) else {
             return;
         };
         let stored_as = (self.durable.stores(session.expiry)).then(|| session.client_id.clone());
@@ -255,20 +253,21 @@ impl BrokerShard {
         }
         if !queued {
             self.count_dropped(DropReason::QueueFull, 1);
-            if let Some((conn, client_id)) = refuse_conn.zip(self.sessions.client_id(subscriber)) {
+            let client_id = self.sessions.at(at).map(|s| &s.client_id);
+            if let Some((conn, client_id)) = refuse_conn.zip(client_id) {
                 let client_id = client_id.clone();
                 self.disconnect_slow_consumer(ctx, &client_id, conn);
             }
             return;
         }
         if drain {
-            self.drain_subscriber(ctx, subscriber);
+            self.drain_at(ctx, at);
         }
     }
 
     /// Mirrors a copy queued for an offline session to the cluster.
-    fn mirror_if_offline(&self, ctx: &Ctx, subscriber: SubscriberId, outgoing: &Outgoing) {
-        if let Some(session) = self.sessions.by_subscriber(subscriber)
+    fn mirror_if_offline(&self, ctx: &Ctx, at: SessionAt, outgoing: &Outgoing) {
+        if let Some(session) = self.sessions.at(at)
             && session.conn.is_none()
         {
             self.mirror_queued(ctx, &session.client_id, outgoing);
@@ -301,7 +300,14 @@ impl BrokerShard {
 
     /// [`Self::drain_session`] for the session with subscriber key `subscriber`.
     pub(super) fn drain_subscriber(&mut self, ctx: &mut Ctx, subscriber: SubscriberId) {
-        let Some(session) = self.sessions.by_subscriber_mut(subscriber) else {
+        if let Some(at) = self.sessions.locate(subscriber) {
+            self.drain_at(ctx, at);
+        }
+    }
+
+    /// [`Self::drain_session`] for the session found at `at`.
+    pub(super) fn drain_at(&mut self, ctx: &mut Ctx, at: SessionAt) {
+        let Some(session) = self.sessions.at_mut(at) else {
             return;
         };
         // Sending never spills a queue: whether this one did is known now.
@@ -314,16 +320,16 @@ impl BrokerShard {
                 let client_id = session.client_id.clone();
                 self.resend(ctx, &client_id, conn, resends);
             }
-            self.send_from_queue(ctx, subscriber, conn);
+            self.send_from_queue(ctx, at, conn);
         }
         if spilled {
-            self.refill_from_disk_if_low(subscriber);
+            self.refill_from_disk_if_low(at.subscriber());
         }
     }
 
     /// Sends queued copies while the window has room and `conn`'s send queue is under its
     /// bound (over it, the connection waits in the backlog).
-    fn send_from_queue(&mut self, ctx: &mut Ctx, subscriber: SubscriberId, conn: ConnId) {
+    fn send_from_queue(&mut self, ctx: &mut Ctx, at: SessionAt, conn: ConnId) {
         let bound = self.shared.config.queues.outbound_bytes;
         loop {
             if ctx.queued_bytes(conn) as u64 > bound {
@@ -331,7 +337,7 @@ impl BrokerShard {
                 self.arm_backlog_retry(ctx);
                 return;
             }
-            let Some(session) = self.sessions.by_subscriber_mut(subscriber) else {
+            let Some(session) = self.sessions.at_mut(at) else {
                 return;
             };
             if !session.inflight.has_room() {
@@ -340,29 +346,23 @@ impl BrokerShard {
             let Some(outgoing) = session.queue.pop() else {
                 return;
             };
-            self.send_next(ctx, subscriber, conn, outgoing);
+            self.send_next(ctx, at, conn, outgoing);
         }
     }
 
     /// Sends one queued copy: QoS 0 directly, QoS 1/2 under a new packet id (a stored copy's
     /// send is written first, and a stored QoS 2 copy's waits for the disk).
-    fn send_next(
-        &mut self,
-        ctx: &mut Ctx,
-        subscriber: SubscriberId,
-        conn: ConnId,
-        outgoing: Outgoing,
-    ) {
+    fn send_next(&mut self, ctx: &mut Ctx, at: SessionAt, conn: ConnId, outgoing: Outgoing) {
         if outgoing.qos == QoS::AtMostOnce {
             self.send_qos0(ctx, conn, outgoing.view());
             return;
         }
-        let Some(session) = self.sessions.by_subscriber_mut(subscriber) else {
+        let Some(session) = self.sessions.at_mut(at) else {
             return;
         };
         if outgoing.seq == 0 {
             let packet_id = session.inflight.next_packet_id();
-            return self.send_then_admit(ctx, conn, subscriber, packet_id, outgoing);
+            return self.send_then_admit(ctx, conn, at, packet_id, outgoing);
         }
         let copy = outgoing.clone();
         let Ok(packet_id) = session.inflight.admit(outgoing.qos, outgoing) else {
