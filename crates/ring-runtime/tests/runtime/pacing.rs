@@ -143,9 +143,13 @@ fn a_stream_leaves_in_few_writes_in_order() {
 
 #[test]
 fn adaptive_pacing_holds_nothing_on_an_idle_shard() {
-    // Ticks 100 ms apart on the manual clock and a 1 s interval: a 50 ms hold would already
-    // make the ticker a stream, but the shard uses a few microseconds of CPU per 100 ms.
-    let idle = adaptive(Duration::from_secs(1), Duration::from_millis(100), 0);
+    // Ticks 400 ms apart on the manual clock and a 1 s interval (the longest): the hold a
+    // busy shard gets (the whole second) makes the ticker a stream, and so does any hold over
+    // 800 ms, which takes about 13 % of the core, 52 ms of CPU per tick; an idle shard uses
+    // microseconds. The ticks are as far apart as that allows because the gauge reads the
+    // thread's real CPU time: under qemu-user (the aarch64 cross step) a first pass through
+    // code costs its translation, and ticks 100 ms apart once held a write there.
+    let idle = adaptive(Duration::from_secs(1), Duration::from_millis(400), 0);
     let Some((bytes, writes)) = run_ticker(idle) else {
         return;
     };
