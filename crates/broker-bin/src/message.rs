@@ -59,6 +59,22 @@ impl Message {
 pub use batch::{BatchedCopy, CopyBatch};
 pub use outgoing::{BareCopy, Outgoing};
 
+/// A QoS 1 message on `topic` with a one-byte payload, for the copies' unit tests.
+#[cfg(test)]
+fn test_message(topic: &'static str) -> Arc<Message> {
+    let topic = MqttStr::from_static(topic).expect("valid UTF-8");
+    let publish =
+        SharedPublish::from_parts(topic, bytes::Bytes::from_static(b"p"), bytes::Bytes::new())
+            .expect("valid topic");
+    Arc::new(Message {
+        publish,
+        qos: QoS::AtLeastOnce,
+        retain: false,
+        expires_at: None,
+        received_ns: 0,
+    })
+}
+
 /// One copy of a message as framing sees it: borrowed, so a QoS 0 copy delivered on the shard
 /// that routed it needs no [`Outgoing`] of its own.
 #[derive(Debug, Clone, Copy)]

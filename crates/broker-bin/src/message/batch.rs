@@ -117,23 +117,7 @@ impl BatchedCopy {
 mod tests {
     use super::*;
     use crate::message::Outgoing;
-
-    fn message(topic: &'static str) -> Arc<Message> {
-        let topic = codec::MqttStr::from_static(topic).expect("valid UTF-8");
-        let publish = codec::SharedPublish::from_parts(
-            topic,
-            bytes::Bytes::from_static(b"p"),
-            bytes::Bytes::new(),
-        )
-        .expect("valid topic");
-        Arc::new(Message {
-            publish,
-            qos: QoS::AtLeastOnce,
-            retain: false,
-            expires_at: None,
-            received_ns: 0,
-        })
-    }
+    use crate::message::test_message as message;
 
     fn bare(qos: QoS) -> BareCopy {
         BareCopy::new(qos, false, &[], None)

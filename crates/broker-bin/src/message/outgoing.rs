@@ -205,20 +205,7 @@ mod tests {
     }
 
     fn message() -> Arc<Message> {
-        let topic = codec::MqttStr::from_static("t").expect("valid UTF-8");
-        let publish = codec::SharedPublish::from_parts(
-            topic,
-            bytes::Bytes::from_static(b"p"),
-            bytes::Bytes::new(),
-        )
-        .expect("valid topic");
-        Arc::new(Message {
-            publish,
-            qos: QoS::AtLeastOnce,
-            retain: false,
-            expires_at: None,
-            received_ns: 0,
-        })
+        crate::message::test_message("t")
     }
 
     #[test]
