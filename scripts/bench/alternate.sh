@@ -3,9 +3,10 @@
 # runs, so builds are compared round by round, never one set after the other):
 #   scripts/bench/alternate.sh <scenario> <set> <rounds> <build>...
 # Each build is a binary directory made with `cargo build --release -p ringmq -p bench` and
-# copied to ${BUILD_ROOT:-/tmp/tgt-}<build>/release/. Round n runs <scenario>.sh once per build,
+# copied to ${BUILD_ROOT:-/tmp/tgt-}<build>/release/. Round n runs <scenario>.sh once per build
+# (the order rotated by one build each round),
 # as RUN_ID=<set>-<build>-r<n> (rows in bench-results/scenarios/<scenario>.jsonl, logs in
-# bench-results/alternate/). PEERS="rumqttd ..." run beside the first build in every round.
+# bench-results/alternate/). PEERS="rumqttd ..." run beside the first build named, every round.
 # Other settings pass through the environment (FANOUT_STEPS, P2P_QOS, RINGMQ_CONFIG_EXTRA, ...).
 set -euo pipefail
 scenario=${1:?usage: scripts/bench/alternate.sh <scenario> <set> <rounds> <build>...}
@@ -22,8 +23,12 @@ for build in "$@"; do
 done
 logs=$root/bench-results/alternate
 mkdir -p "$logs"
+builds=("$@")
 for round in $(seq 1 "$rounds"); do
-  for build in "$@"; do
+  # The build run first in a round won 12 of 14 rounds whichever it was (docs/benchmarks.md,
+  # session 21): each round starts one build further on, so every build leads as often.
+  shift_by=$(((round - 1) % ${#builds[@]}))
+  for build in "${builds[@]:shift_by}" "${builds[@]:0:shift_by}"; do
     brokers=ringmq
     [[ $build == "$1" && -n ${PEERS:-} ]] && brokers="ringmq $PEERS"
     run_id=$set_name-$build-r$round

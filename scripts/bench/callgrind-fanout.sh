@@ -7,6 +7,8 @@
 #   CACHE_SIM=1: callgrind's cache simulation too (D1/LL read and write misses in the summary)
 #   CONFIG_EXTRA: TOML appended to the broker's configuration (printf escapes, e.g.
 #     '[limits]\nmax_inflight_outbound = 65535\n')
+#   BENCH_ARGS: another fixed load instead of the fan-out (ringmq-bench's arguments after the
+#     host), e.g. 'p2p --threads 1 --pairs 100 -s 256 -r 100 -L 300' (30,000 messages)
 # Prints the broker's total instructions and its top functions; the profile stays in
 # bench-results/callgrind/<TAG>.out for callgrind_annotate.
 set -euo pipefail
@@ -28,8 +30,9 @@ for _ in $(seq 1 120); do
   (echo >"/dev/tcp/127.0.0.1/$PORT") 2>/dev/null && break
   sleep 0.5
 done
-timeout 300 "$BENCH" fanout -H "127.0.0.1:$PORT" --threads 1 --pubs 2 --subs 200 -s 16 -r 100 \
-  -L 300 -q "${QOS:-0}" --quiet >"$OUT/$TAG.bench.json"
+DEFAULT_ARGS="fanout --threads 1 --pubs 2 --subs 200 -s 16 -r 100 -L 300 -q ${QOS:-0}"
+# shellcheck disable=SC2086 # the arguments are words
+timeout 300 "$BENCH" ${BENCH_ARGS:-$DEFAULT_ARGS} -H "127.0.0.1:$PORT" --quiet >"$OUT/$TAG.bench.json"
 kill -TERM $VPID
 wait $VPID || true
 echo "$TAG total instructions: $(awk '/^summary:/ { print $2 }' "$OUT/$TAG.out")"
