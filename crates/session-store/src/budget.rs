@@ -118,9 +118,14 @@ impl ByteBudget {
         false
     }
 
-    /// Takes every thread's unused credit back into the shared count (near the limit).
+    /// Takes every thread's unused credit back into the shared count (near the limit). A slot
+    /// holding none is only read, so a full budget refusing charge after charge does not write
+    /// every thread's line each time.
     fn reclaim_credits(&self) {
         for credit in self.credits.iter() {
+            if credit.load(Ordering::Relaxed) == 0 {
+                continue;
+            }
             let unused = credit.swap(0, Ordering::Relaxed);
             if unused > 0 {
                 self.give_back(unused);
