@@ -87,6 +87,11 @@ pub struct RuntimeConfig {
     pub shards: Option<usize>,
     /// Pin shard `i` to core `i % cores`. Default `true`.
     pub pin_threads: bool,
+    /// The scheduler slice each shard thread asks for (Linux 6.12+, `sched_setattr`): a shard
+    /// woken by a packet while another thread runs on its core then preempts it instead of
+    /// waiting out that thread's slice. `None` keeps the kernel's default. The kernel clamps
+    /// it to 0.1..=100 ms. Default `None`.
+    pub sched_slice: Option<Duration>,
     /// Addresses to listen on; port 0 resolves once and all shards share the port.
     /// Default: none (outbound-only runtime, e.g. a load generator).
     pub listen: Vec<SocketAddr>,
@@ -168,6 +173,7 @@ impl Default for RuntimeConfig {
         Self {
             shards: None,
             pin_threads: true,
+            sched_slice: None,
             listen: Vec::new(),
             listen_backlog: 1024,
             backend: BackendChoice::Auto,
@@ -235,6 +241,14 @@ impl RuntimeConfig {
         if self.write_interval > Duration::from_secs(1) {
             return bad("write_interval", "at most 1 s");
         }
+        if self.sched_slice.is_some_and(|slice| {
+            slice < Duration::from_micros(100) || slice > Duration::from_millis(100)
+        }) {
+            return bad(
+                "sched_slice",
+                "between 100 µs and 100 ms (the kernel's range)",
+            );
+        }
         if self.timer_tick.is_zero() {
             return bad("timer_tick", "must be positive");
         }
@@ -287,6 +301,23 @@ mod tests {
             ..RuntimeConfig::default()
         };
         assert!(zero.validate().is_err());
+    }
+
+    #[test]
+    fn a_scheduler_slice_outside_the_kernels_range_is_refused() {
+        let with = |slice| RuntimeConfig {
+            sched_slice: Some(slice),
+            ..RuntimeConfig::default()
+        };
+        for bad in [Duration::from_micros(99), Duration::from_millis(101)] {
+            match with(bad).validate() {
+                Err(RuntimeError::InvalidConfig { key, .. }) => assert_eq!(key, "sched_slice"),
+                other => panic!("{bad:?}: unexpected {other:?}"),
+            }
+        }
+        for good in [Duration::from_micros(100), Duration::from_millis(100)] {
+            with(good).validate().unwrap();
+        }
     }
 
     #[test]

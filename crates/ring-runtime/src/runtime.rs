@@ -1,9 +1,11 @@
 //! Starting the shards and the handle other threads keep: addresses, posting, shutdown, join.
 
+use std::io;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, mpsc};
 use std::thread::JoinHandle;
+use std::time::Duration;
 
 use crate::backend::{Backend, select_backend};
 use crate::clock::WakeShards;
@@ -17,6 +19,7 @@ use crate::ids::ShardId;
 use crate::mailbox::Mailbox;
 use crate::quiet::QuietBoard;
 use crate::shard::Shard;
+use crate::sys::sched::{self, SliceOutcome};
 use crate::sys::{socket, thread};
 use crate::uring::UringBackend;
 
@@ -224,6 +227,9 @@ impl<M: Send + 'static> ShardStart<M> {
             // Pinning is best effort: a restricted cpuset must not stop the broker.
             let _ = thread::pin_current_thread(core);
         }
+        if let Some(slice) = self.config.sched_slice {
+            report_slice(self.shard, slice, sched::request_slice(slice));
+        }
         let waker = self.shared.mailboxes[self.shard.index()].waker();
         let backend = waker
             .eventfd()
@@ -241,6 +247,33 @@ impl<M: Send + 'static> ShardStart<M> {
         let handler = factory(self.shard);
         let _ = self.ready.send(Ok(()));
         Shard::new(handler, ctx, backend, self.shared, &self.config).run()
+    }
+}
+
+/// Says how asking for a scheduler slice went: shard 0 for all (they run on one kernel), the
+/// others only at debug level. Asking is best effort: the shard runs either way.
+fn report_slice(shard: ShardId, slice: Duration, outcome: io::Result<SliceOutcome>) {
+    let first = shard.index() == 0;
+    match outcome {
+        Ok(SliceOutcome::Applied(applied)) if first => {
+            tracing::info!(
+                ?applied,
+                "shard threads run with the scheduler slice asked for"
+            );
+        }
+        Ok(SliceOutcome::Ignored) if first => tracing::info!(
+            ?slice,
+            "the kernel keeps its own scheduler slice (custom slices need Linux 6.12 or later)"
+        ),
+        Ok(SliceOutcome::NotFair) if first => tracing::info!(
+            "shard threads run under a real-time policy; the scheduler slice is left as it is"
+        ),
+        Err(error) if first => tracing::warn!(
+            %error,
+            ?slice,
+            "could not ask for a scheduler slice (sched_setattr); shards keep the default"
+        ),
+        other => tracing::debug!(shard = shard.index(), ?other, "scheduler slice"),
     }
 }
 

@@ -6,6 +6,7 @@ pub(crate) mod cpu_time;
 pub(crate) mod epoll;
 pub(crate) mod eventfd;
 pub(crate) mod rss;
+pub(crate) mod sched;
 pub(crate) mod socket;
 pub(crate) mod thread;
 
