@@ -150,3 +150,49 @@ fn the_binary_writes_json_lines_when_asked() {
         assert!(value.get("level").is_some(), "{line}");
     }
 }
+
+/// The scheduler slice the kernel reports for each of process `pid`'s shard threads.
+fn shard_slices(pid: u32) -> Vec<u64> {
+    let tasks = std::fs::read_dir(format!("/proc/{pid}/task")).expect("the broker's threads");
+    let mut slices = Vec::new();
+    for task in tasks.map_while(Result::ok) {
+        let comm = std::fs::read_to_string(task.path().join("comm")).unwrap_or_default();
+        // Shard threads only (`ringmq-shard-N`, not the watcher `ringmq-shard-watch`).
+        let is_shard = comm
+            .trim()
+            .strip_prefix("ringmq-shard-")
+            .is_some_and(|index| index.bytes().all(|b| b.is_ascii_digit()));
+        if !is_shard {
+            continue;
+        }
+        let sched = std::fs::read_to_string(task.path().join("sched")).unwrap_or_default();
+        let slice = sched
+            .lines()
+            .find(|line| line.starts_with("se.slice"))
+            .and_then(|line| line.split(':').nth(1))
+            .and_then(|value| value.trim().parse().ok())
+            .unwrap_or_else(|| panic!("no se.slice for {comm}: {sched}"));
+        slices.push(slice);
+    }
+    slices
+}
+
+#[test]
+fn the_shard_threads_run_with_the_configured_scheduler_slice() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("ringmq.toml");
+    let port = free_port();
+    let text = config_text(port, "").replace("shards = 2\n", "shards = 2\nsched_slice_us = 250\n");
+    std::fs::write(&config, text).unwrap();
+    let broker = BrokerProcess::start(&config);
+    let log = broker.wait_for_log("scheduler slice");
+    if log.contains("the kernel keeps its own scheduler slice") {
+        return; // Before Linux 6.12: nothing to see in /proc.
+    }
+    assert!(
+        log.contains("shard threads run with the scheduler slice asked for")
+            && log.contains("250µs"),
+        "{log}"
+    );
+    assert_eq!(shard_slices(broker.child.id()), vec![250_000, 250_000]);
+}

@@ -487,6 +487,7 @@ pub(crate) fn runtime_config(config: &Config) -> RuntimeConfig {
             WritePacingChoice::Adaptive => ring_runtime::WritePacing::Adaptive,
             WritePacingChoice::Fixed => ring_runtime::WritePacing::Fixed,
         },
+        sched_slice: config.runtime.sched_slice,
         listen_backlog: config
             .runtime
             .listen_backlog

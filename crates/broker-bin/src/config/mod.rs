@@ -84,6 +84,7 @@ mod tests {
             std::time::Duration::from_millis(10)
         );
         assert_eq!(config.runtime.write_pacing, WritePacingChoice::Adaptive);
+        assert_eq!(config.runtime.sched_slice, None, "the kernel's own slice");
         assert_eq!(
             config.runtime.listen_backlog, None,
             "0: the kernel's maximum"
@@ -112,6 +113,16 @@ mod tests {
         assert_eq!(config.limits.max_packet_size, 1_048_576);
     }
 
+    #[test]
+    fn a_scheduler_slice_in_the_kernels_range_is_taken() {
+        let mut raw = default_raw().unwrap();
+        raw.overlay(parse_raw("t", "[runtime]\nsched_slice_us = 100\n").unwrap());
+        assert_eq!(
+            raw.validate().unwrap().runtime.sched_slice,
+            Some(std::time::Duration::from_micros(100))
+        );
+    }
+
     fn error_for(text: &str) -> String {
         let mut raw = default_raw().unwrap();
         match parse_raw("t", text) {
@@ -135,6 +146,11 @@ mod tests {
         assert!(
             error_for("[runtime]\nwrite_pacing = \"sometimes\"\n").contains("runtime.write_pacing")
         );
+        for slice in [1, 99, 100_001] {
+            let error = error_for(&format!("[runtime]\nsched_slice_us = {slice}\n"));
+            assert!(error.contains("runtime.sched_slice_us"), "{error}");
+            assert!(error.contains("100..=100000"), "{error}");
+        }
         assert!(
             error_for("[runtime]\ncoalesce_below = 1000000\n").contains("runtime.coalesce_below")
         );

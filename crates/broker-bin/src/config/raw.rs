@@ -40,6 +40,7 @@ raw_section!(
         max_pending_posts: u64,
         write_interval_us: u64,
         write_pacing: String,
+        sched_slice_us: u64,
         coalesce_below: u64,
         spare_send_queues: u64,
         listen_backlog: u64,

@@ -144,6 +144,8 @@ pub struct RuntimeSettings {
     pub write_interval: std::time::Duration,
     /// Whether the hold follows the shard's load or is always the interval.
     pub write_pacing: WritePacingChoice,
+    /// The scheduler slice shard threads ask for; `None` keeps the kernel's.
+    pub sched_slice: Option<Duration>,
     /// Frames shorter than this are copied into one send buffer per connection.
     pub coalesce_below: usize,
     /// Emptied send queues each shard keeps for reuse.

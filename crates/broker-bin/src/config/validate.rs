@@ -75,6 +75,22 @@ fn narrow<T: TryFrom<u64>>(
     T::try_from(wide).map_err(|_| ConfigError::invalid(key, format!("{wide} does not fit")))
 }
 
+/// `runtime.sched_slice_us`: 0 keeps the kernel's slice, else 100..=100,000 µs (the range the
+/// kernel accepts; it would clamp anything else, and a silently changed value misleads).
+fn sched_slice(v: &Option<u64>) -> Result<Option<Duration>, ConfigError> {
+    const KEY: &str = "runtime.sched_slice_us";
+    match need(KEY, v)? {
+        0 => Ok(None),
+        micros @ 100..=100_000 => Ok(Some(Duration::from_micros(micros))),
+        other => Err(ConfigError::invalid(
+            KEY,
+            format!(
+                "{other} µs is outside the kernel's range for a scheduler slice (100..=100000, or 0 for the kernel's default)"
+            ),
+        )),
+    }
+}
+
 /// A receive-buffer count: a power of two in `1..=MAX_RECV_BUFFERS` (io_uring's buffer ring
 /// indexes its entries with a mask).
 fn power_of_two(key: &'static str, v: &Option<u64>) -> Result<u16, ConfigError> {
@@ -244,6 +260,7 @@ impl RawConfig {
                 1_000_000,
             )?),
             write_pacing,
+            sched_slice: sched_slice(&self.runtime.sched_slice_us)?,
             coalesce_below: narrow(
                 "runtime.coalesce_below",
                 &self.runtime.coalesce_below,
