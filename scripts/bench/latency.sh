@@ -8,6 +8,8 @@
 #           latency/throughput curve
 #   LAT_IDLE=10000  LAT_PAIRS=1000  LAT_SAMPLES=2000  LAT_INTERVAL_MS=10  LAT_LOADS="own common"
 #   LAT_COMMON_RATE=20000  LAT_CURVE="10 25 50 75 100"
+#   LAT_PROBE_SLICE_US=0: the scheduler slice the probe's thread asks for (`ringmq-bench
+#           --sched-slice-us`; 0 = the kernel's default), the same for every broker
 #   LAT_MAX=N: take N msg/s as the maximum p2p rate instead of measuring it (the same absolute
 #           loads for several builds or configurations)
 #   LAT_IDLE_BINDS="127.0.2.1 127.0.2.2": source addresses of the idle clients (runs back to back
@@ -17,6 +19,7 @@ LAT_IDLE=${LAT_IDLE:-10000}
 LAT_PAIRS=${LAT_PAIRS:-1000}
 LAT_SAMPLES=${LAT_SAMPLES:-2000}
 LAT_INTERVAL_MS=${LAT_INTERVAL_MS:-10}
+LAT_PROBE_SLICE_US=${LAT_PROBE_SLICE_US:-0}
 LAT_LOADS=${LAT_LOADS:-own common}
 LAT_COMMON_RATE=${LAT_COMMON_RATE:-20000}
 LAT_CURVE=${LAT_CURVE:-10 25 50 75 100}
@@ -35,7 +38,7 @@ probe_under() {
   sleep 4
   measured_bench latency "{\"load\":\"$load\",\"idle\":$LAT_IDLE,\"pairs\":$LAT_PAIRS,\"p2p_max_per_s\":$LAT_MAX,\"p2p_rate_per_s\":$rate}" \
     latency --samples "$LAT_SAMPLES" --interval-ms "$LAT_INTERVAL_MS" -d "$probe_s" \
-    --client-prefix "probe$load" --quiet || true
+    --sched-slice-us "$LAT_PROBE_SLICE_US" --client-prefix "probe$load" --quiet || true
   kill "$bg_pid" 2>/dev/null || true
   wait "$bg_pid" 2>/dev/null || true
 }

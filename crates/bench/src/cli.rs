@@ -177,6 +177,16 @@ pub struct Common {
     /// Load generator threads (0 = one per core).
     #[arg(long, default_value_t = 0)]
     pub threads: usize,
+    /// Pin load generator thread `i` to core `i`. Off by default: several load generator
+    /// processes of one thread each would all sit on core 0, beside the broker's first shard,
+    /// while the scheduler could have spread them over idle cores.
+    #[arg(long)]
+    pub pin: bool,
+    /// Scheduler slice the load generator's threads ask for, in microseconds (100..=100000;
+    /// Linux 6.12+; 0 = the kernel's default). A latency probe with a short slice is not held
+    /// back behind other threads on its core when the broker's answer wakes it.
+    #[arg(long, default_value_t = 0, value_parser = parse_slice)]
+    pub sched_slice_us: u64,
     /// MQTT protocol version: 3 (3.1), 4 (3.1.1) or 5 (5.0).
     #[arg(long = "mqtt", short = 'V', default_value_t = 4)]
     pub mqtt_version: u8,
@@ -255,4 +265,15 @@ pub struct PublishArgs {
     /// Seconds to wait after connecting before publishing (lets subscriptions settle).
     #[arg(long, default_value_t = 1)]
     pub warmup: u64,
+}
+
+/// `--sched-slice-us`: 0, or within the kernel's range for a custom slice.
+fn parse_slice(text: &str) -> Result<u64, String> {
+    let micros: u64 = text.parse().map_err(|e| format!("{e}"))?;
+    match micros {
+        0 | 100..=100_000 => Ok(micros),
+        _ => Err(format!(
+            "{micros} is outside 100..=100000 (or 0 for the kernel's default)"
+        )),
+    }
 }

@@ -35,6 +35,9 @@ pub fn run(plan: RunPlan) -> anyhow::Result<Summary> {
     let (reports_tx, reports) = mpsc::channel::<Report>();
     let config = RuntimeConfig {
         shards: Some(threads),
+        pin_threads: plan.common.pin,
+        sched_slice: (plan.common.sched_slice_us != 0)
+            .then(|| Duration::from_micros(plan.common.sched_slice_us)),
         ..RuntimeConfig::default()
     };
     let (plan_for, stats_for) = (Arc::clone(&plan), Arc::clone(&stats));
