@@ -277,3 +277,18 @@ fn parse_slice(text: &str) -> Result<u64, String> {
         )),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_slice_is_zero_or_in_the_kernels_range() {
+        assert_eq!(parse_slice("0"), Ok(0));
+        assert_eq!(parse_slice("100"), Ok(100));
+        assert_eq!(parse_slice("100000"), Ok(100_000));
+        for bad in ["1", "99", "100001", "-5", "fast"] {
+            assert!(parse_slice(bad).is_err(), "{bad}");
+        }
+    }
+}
