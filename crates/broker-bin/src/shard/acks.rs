@@ -113,7 +113,7 @@ impl BrokerShard {
         let released = self
             .sessions
             .get_mut(&client_id)
-            .and_then(|s| s.awaiting_release.release(id).then_some(s.expiry));
+            .and_then(|s| s.release_awaiting(id).then_some(s.expiry));
         let mut comp = PubComp::new(id);
         match released {
             Some(expiry) => self

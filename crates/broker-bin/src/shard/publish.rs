@@ -90,7 +90,7 @@ impl BrokerShard {
                     .sessions
                     .get_mut(&client_id)
                     .ok_or_else(|| Fault::protocol("no session"))?;
-                let reason = match session.awaiting_release.record(id, limit) {
+                let reason = match session.record_awaiting_release(id, limit) {
                     InboundQos2::OverLimit => {
                         return Err(Fault::new(
                             ReasonCode::ReceiveMaximumExceeded,
@@ -99,7 +99,7 @@ impl BrokerShard {
                     }
                     InboundQos2::Duplicate => ReasonCode::Success,
                     InboundQos2::New if verdict != ReasonCode::Success => {
-                        session.awaiting_release.release(id);
+                        session.release_awaiting(id);
                         verdict
                     }
                     InboundQos2::New => {

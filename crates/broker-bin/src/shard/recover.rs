@@ -103,7 +103,7 @@ impl BrokerShard {
         }
         let receive_maximum = usize::from(self.shared.config.limits.receive_maximum);
         for id in stored.awaiting_release {
-            session.awaiting_release.record(id, receive_maximum);
+            session.record_awaiting_release(id, receive_maximum);
         }
         if let Some(at) = stored.disconnected_at {
             self.recovered_down_since

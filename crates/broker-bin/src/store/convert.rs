@@ -66,7 +66,7 @@ pub fn stored_session_of(session: &Session, now: Instant) -> StoredSession {
         .iter()
         .map(|(id, state)| (id, stored_state(state, now)))
         .collect();
-    stored.awaiting_release = session.awaiting_release.iter().collect();
+    stored.awaiting_release = session.awaiting_release().collect();
     stored
 }
 
