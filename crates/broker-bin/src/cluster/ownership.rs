@@ -120,6 +120,30 @@ pub(super) fn same_node(a: &str, b: &str) -> bool {
 }
 
 /// The heartbeat key of the node run `origin`.
+/// What became of an attempt to create a client id's owner record.
+enum Created {
+    /// The record names this node run.
+    Here,
+    /// Another node created it first: read it again.
+    ByAnotherNode,
+    /// JetStream did not confirm it within [`RELEASE_TIMEOUT`] (slow, or refused): the CONNECT
+    /// goes on unchecked, as when the record cannot be read, rather than wait on.
+    NoAnswer,
+}
+
+/// Creates `key`'s owner record naming `own`, waiting at most [`RELEASE_TIMEOUT`].
+async fn create_owner_record(buckets: &Buckets, key: &str, own: Bytes) -> Created {
+    let create = tokio::time::timeout(RELEASE_TIMEOUT, buckets.sessions.create(key, own));
+    match create.await {
+        Ok(Ok(_)) => Created::Here,
+        Ok(Err(e)) if e.kind() == kv::CreateErrorKind::AlreadyExists => Created::ByAnotherNode,
+        failed => {
+            debug!(?failed, "cluster: owner record not created");
+            Created::NoAnswer
+        }
+    }
+}
+
 fn heartbeat_key(origin: &str) -> String {
     origin.replace('/', ".")
 }
@@ -244,10 +268,17 @@ impl Owners {
                 }
             };
             let Some(entry) = entry else {
-                if buckets.sessions.create(&key, own.clone()).await.is_ok() {
-                    return Ownership::Owned(None);
+                match create_owner_record(buckets, &key, own.clone()).await {
+                    Created::Here => return Ownership::Owned(None),
+                    Created::ByAnotherNode => continue,
+                    Created::NoAnswer => {
+                        ClusterCounters::drop_one(
+                            &self.link.counters.ownership_unchecked,
+                            "a client id was not checked across nodes (NATS did not answer)",
+                        );
+                        return Ownership::Owned(None);
+                    }
                 }
-                continue;
             };
             let owner = String::from_utf8_lossy(&entry.value).into_owned();
             if same_node(&owner, &self.link.origin) {
