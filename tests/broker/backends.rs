@@ -199,11 +199,7 @@ fn logins_beyond_max_pending_are_refused_as_busy() {
 
 #[test]
 fn an_unreachable_backend_answers_server_unavailable() {
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    let port = crate::ports::free_port();
     let config = format!(
         "[auth]\nbackends = [\"http\"]\n[auth.http]\nlogin_url = \"http://127.0.0.1:{port}/login\"\ntimeout_ms = 500\n"
     );

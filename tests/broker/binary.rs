@@ -10,6 +10,7 @@ use std::sync::{Arc, Mutex};
 
 use crate::client::{RawClient, V5};
 use crate::harness::wait_until;
+use crate::ports::free_port;
 
 /// A `ringmq` process, killed at drop.
 pub struct BrokerProcess {
@@ -73,14 +74,6 @@ impl Drop for BrokerProcess {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
-}
-
-/// A TCP port free a moment ago on 127.0.0.1.
-pub fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|listener| listener.local_addr())
-        .expect("an ephemeral port")
-        .port()
 }
 
 /// A config on `port` with nothing stored, plus `extra`.

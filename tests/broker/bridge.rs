@@ -7,7 +7,7 @@
     reason = "test code: a failed unwrap is a failed test, with its location"
 )]
 
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::net::{SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
@@ -19,6 +19,7 @@ use crate::client::{RawClient, V5, V311, connect_packet, persistent_connect, s};
 use crate::harness::{TestBroker, wait_until};
 use crate::passwords::passwd_file;
 use crate::pki::TestPki;
+use crate::ports::free_port;
 
 /// How long "no second copy arrives" is watched for.
 const NO_ECHO: Duration = Duration::from_millis(500);
@@ -107,11 +108,6 @@ fn mosquitto_binary() -> PathBuf {
     } else {
         PathBuf::from("mosquitto")
     }
-}
-
-fn free_port() -> u16 {
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    listener.local_addr().unwrap().port()
 }
 
 /// One `[[bridges]]` table with quick reconnects, the given topic rules and `extra` keys.

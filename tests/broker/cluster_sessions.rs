@@ -17,7 +17,8 @@ use crate::client::{Event, ProtocolVersion, RawClient, V5, V311, persistent_conn
 use crate::cluster::{is_probe, start_cluster, start_node_with, until_routed};
 use crate::harness::{POLL_DEADLINE, TestBroker};
 use crate::nats_cluster::NatsCluster;
-use crate::process::{BrokerProcess, free_port};
+use crate::ports::free_port;
+use crate::process::BrokerProcess;
 
 /// The next PUBLISH that is not a probe, left unacknowledged.
 fn next_real(client: &mut RawClient) -> Publish {

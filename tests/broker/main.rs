@@ -32,6 +32,7 @@ mod passwords;
 mod persistence;
 mod pipelined;
 mod pki;
+mod ports;
 mod process;
 mod qos;
 mod queue_bytes;

@@ -15,6 +15,8 @@ use std::process::{Child, Command, Stdio};
 use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
 
+use crate::ports::free_port;
+
 /// One server's ports.
 #[derive(Debug, Clone, Copy)]
 struct Ports {
@@ -37,15 +39,6 @@ pub struct NatsCluster {
 
 /// Whose turn it is to run a NATS cluster.
 static TURN: Mutex<()> = Mutex::new(());
-
-/// A free loopback port (free when asked; the servers bind it right after).
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
 
 /// The server binary: Debian installs it in /usr/sbin, which may not be on PATH.
 fn binary() -> &'static str {

@@ -1,18 +1,10 @@
 //! A real broker process (the `ringmq` binary) for tests that kill it with SIGKILL: on a free
 //! loopback port, killed and reaped on drop.
 
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::net::{SocketAddr, TcpStream};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
-
-/// A free loopback port (free when asked; the broker binds it right after).
-pub fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .expect("a free port")
-        .port()
-}
 
 /// A running `ringmq` binary.
 pub struct BrokerProcess {
@@ -24,7 +16,7 @@ impl BrokerProcess {
     /// Writes `config` (TOML) to `config_path` and starts the binary with it on a free port;
     /// returns once it accepts connections.
     pub fn start(config: &str, config_path: &Path) -> Self {
-        let addr: SocketAddr = ([127, 0, 0, 1], free_port()).into();
+        let addr: SocketAddr = ([127, 0, 0, 1], crate::ports::free_port()).into();
         std::fs::write(config_path, config).expect("write the config");
         let child = Command::new(env!("CARGO_BIN_EXE_ringmq"))
             .arg("--config")

@@ -387,10 +387,7 @@ fn unreadable_or_mismatched_certificate_files_stop_the_start_naming_the_file() {
 fn the_binary_reloads_certificates_on_sighup_and_refuses_a_missing_key() {
     let pki = TestPki::new();
     let dir = pki.dir.path();
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .unwrap()
-        .port();
+    let port = crate::ports::free_port();
     let config = dir.join("ringmq.toml");
     let listener = format!(
         "[listeners]\ntcp = []\n[[listeners.tls]]\nbind = \"127.0.0.1:{port}\"\n{}",

@@ -35,5 +35,10 @@ pub mod store;
 mod swap;
 pub mod transport;
 
+/// Loopback ports for servers the unit tests start (shared with the `broker` integration tests).
+#[cfg(test)]
+#[path = "../../../tests/broker/ports.rs"]
+mod test_ports;
+
 pub use broker::{Broker, StartError};
 pub use reload::ReloadReport;

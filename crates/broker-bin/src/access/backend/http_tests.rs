@@ -277,10 +277,7 @@ fn a_slow_server_times_out_within_about_the_timeout() {
 
 #[test]
 fn an_unreachable_server_is_unavailable() {
-    let port = {
-        let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
-        listener.local_addr().expect("address").port()
-    };
+    let port = crate::test_ports::free_port();
     let backend = backend(HttpSettings {
         login_url: format!("http://127.0.0.1:{port}/login"),
         acl_url: None,

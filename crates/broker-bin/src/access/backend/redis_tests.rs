@@ -17,6 +17,7 @@ use crate::access::backend::{
     AclAnswer, AclRequest, Backend, BackendError, Grant, LoginAnswer, LoginRequest, RuleAccess,
     SaltEncoding, SetupError, TopicAccess, TopicRule,
 };
+use crate::test_ports::free_port;
 
 const REDIS_SERVER: &str = "redis-server";
 const MOSQUITTO_PASSWD: &str = "/usr/bin/mosquitto_passwd";
@@ -82,11 +83,6 @@ impl Drop for RedisServer {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
-}
-
-fn free_port() -> u16 {
-    let listener = TcpListener::bind("127.0.0.1:0").expect("bind a loopback port");
-    listener.local_addr().expect("local address").port()
 }
 
 fn settings(url: String) -> RedisSettings {
