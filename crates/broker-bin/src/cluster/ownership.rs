@@ -31,6 +31,8 @@ const CONCURRENT_CLAIMS: usize = 256;
 const CLAIM_ATTEMPTS: usize = 5;
 /// How long an owner has to release a session (its shards answer within a turn or two).
 const RELEASE_TIMEOUT: Duration = Duration::from_secs(3);
+/// Why a client id went unchecked when NATS did not read or create its owner record in time.
+const NO_ANSWER: &str = "a client id was not checked across nodes (NATS did not answer)";
 /// Wait between attempts to open the buckets.
 const RETRY: Duration = Duration::from_secs(2);
 
@@ -119,7 +121,6 @@ pub(super) fn same_node(a: &str, b: &str) -> bool {
     a.split('/').next() == b.split('/').next()
 }
 
-/// The heartbeat key of the node run `origin`.
 /// What became of an attempt to create a client id's owner record.
 enum Created {
     /// The record names this node run.
@@ -144,6 +145,7 @@ async fn create_owner_record(buckets: &Buckets, key: &str, own: Bytes) -> Create
     }
 }
 
+/// The heartbeat key of the node run `origin`.
 fn heartbeat_key(origin: &str) -> String {
     origin.replace('/', ".")
 }
@@ -246,11 +248,9 @@ impl Owners {
             false => None,
         };
         let Some(buckets) = buckets else {
-            ClusterCounters::drop_one(
-                &self.link.counters.ownership_unchecked,
+            return self.unchecked(
                 "a client id was not checked across nodes (NATS down or no ownership bucket)",
             );
-            return Ownership::Owned(None);
         };
         let key = key_of(claim.client_id.as_str());
         let own = Bytes::from(self.link.origin.clone());
@@ -260,24 +260,14 @@ impl Owners {
                 Ok(Ok(entry)) => entry.filter(|e| e.operation == kv::Operation::Put),
                 failed => {
                     debug!(?failed, "cluster: owner record not read");
-                    ClusterCounters::drop_one(
-                        &self.link.counters.ownership_unchecked,
-                        "a client id was not checked across nodes (NATS did not answer)",
-                    );
-                    return Ownership::Owned(None);
+                    return self.unchecked(NO_ANSWER);
                 }
             };
             let Some(entry) = entry else {
                 match create_owner_record(buckets, &key, own.clone()).await {
                     Created::Here => return Ownership::Owned(None),
                     Created::ByAnotherNode => continue,
-                    Created::NoAnswer => {
-                        ClusterCounters::drop_one(
-                            &self.link.counters.ownership_unchecked,
-                            "a client id was not checked across nodes (NATS did not answer)",
-                        );
-                        return Ownership::Owned(None);
-                    }
+                    Created::NoAnswer => return self.unchecked(NO_ANSWER),
                 }
             };
             let owner = String::from_utf8_lossy(&entry.value).into_owned();
@@ -313,6 +303,13 @@ impl Owners {
             }
         }
         Ownership::Unavailable
+    }
+
+    /// A CONNECT admitted without checking its client id across nodes (counted; `why` says
+    /// what kept the check from happening, in the warning).
+    fn unchecked(&self, why: &'static str) -> Ownership {
+        ClusterCounters::drop_one(&self.link.counters.ownership_unchecked, why);
+        Ownership::Owned(None)
     }
 
     /// The buckets, once open (`None` if the thread stops first).
