@@ -86,6 +86,9 @@ pub(crate) struct Conn {
     /// (an armed one is cancelled in the apply step), and what was already on its way waits in
     /// the shard until [`crate::ShardCtx::resume_reading`].
     pub(crate) read_paused: bool,
+    /// In the epoll backend's list of connections to read next turn (its read budget ran out,
+    /// or reading restarted): listed once at most, so a flooding peer gets one budget a turn.
+    pub(crate) read_queued: bool,
 }
 
 impl Conn {
@@ -121,6 +124,7 @@ impl Conn {
             dense: false,
             last_write_us: 0,
             layered: false,
+            read_queued: false,
             read_paused: false,
         }
     }

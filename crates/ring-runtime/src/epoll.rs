@@ -95,6 +95,7 @@ impl Backend for EpollBackend {
         waited.map_err(|e| RuntimeError::syscall("epoll_wait", e))?;
         for id in std::mem::take(&mut self.read_ready) {
             if let Some(conn) = conns.get_mut(id) {
+                conn.read_queued = false;
                 self.read_conn(id, conn, false, events);
             }
         }
@@ -124,7 +125,7 @@ impl Backend for EpollBackend {
         match self.epoll.add(conn.fd(), id.to_u64(), CONN_FLAGS) {
             Ok(()) => {}
             // Registered while connecting: data may have arrived before reading was on.
-            Err(error) if error.raw_os_error() == Some(libc::EEXIST) => self.read_ready.push(id),
+            Err(error) if error.raw_os_error() == Some(libc::EEXIST) => self.queue_read(id, conn),
             Err(error) => return Err(error),
         }
         conn.reading = true;
@@ -243,7 +244,10 @@ impl EpollBackend {
             }
             return;
         }
-        if conn.reading && flags & (READABLE | PEER_CLOSED | HANG_UP | ERROR) != 0 {
+        // A connection listed for next turn has had its budget this turn: that read drains
+        // whatever this edge announces (it reads until the socket is empty).
+        let listed = conn.read_queued;
+        if conn.reading && !listed && flags & (READABLE | PEER_CLOSED | HANG_UP | ERROR) != 0 {
             // A short read proves the socket drained, unless the peer's FIN (or an error) is
             // part of this edge: then read on until EOF/error.
             let stop_short = flags & (PEER_CLOSED | HANG_UP | ERROR) == 0;
@@ -251,6 +255,14 @@ impl EpollBackend {
         }
         if conn.writing && out_ready {
             events.push(Event::Writable { conn: id });
+        }
+    }
+
+    /// Lists `conn` to be read next turn, unless it already is.
+    fn queue_read(&mut self, id: ConnId, conn: &mut Conn) {
+        if !conn.read_queued {
+            conn.read_queued = true;
+            self.read_ready.push(id);
         }
     }
 
@@ -286,7 +298,7 @@ impl EpollBackend {
                     }
                     budget = budget.saturating_sub(read);
                     if budget == 0 {
-                        self.read_ready.push(id);
+                        self.queue_read(id, conn);
                         return;
                     }
                 }

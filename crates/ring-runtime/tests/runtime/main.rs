@@ -14,6 +14,7 @@ mod buffers;
 mod close;
 mod connect;
 mod echo;
+mod fairness;
 mod large;
 mod layer;
 mod mailbox;
