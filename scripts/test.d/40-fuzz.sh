@@ -1,9 +1,16 @@
 # Fuzz smoke test: every cargo-fuzz target in fuzz/ runs briefly over its seed corpus.
 # Needs a nightly toolchain and cargo-fuzz: installs whichever is missing; if nightly cannot be
 # installed, prints SKIP and passes. Bounded: about FUZZ_SMOKE_SECONDS per target plus builds.
+#
+# Without AddressSanitizer (`-s none`): the fuzzed crates (codec, router, the broker) forbid
+# `unsafe`, so ASan had nothing of theirs to check, and it cost the step most of its time. On
+# two cores the build took 9 minutes with it and 6 without, and the targets ran 3 to 7 times
+# more inputs a second without it (decode_v311 1.9M runs in 20 s against 0.67M, broker_session
+# 62k against 8.5k). Panics, overflow checks and debug assertions still fail a run.
 RINGMQ_TEST_STEPS+=(fuzz_smoke)
 
-FUZZ_SMOKE_SECONDS=${FUZZ_SMOKE_SECONDS:-20}
+FUZZ_SMOKE_SECONDS=${FUZZ_SMOKE_SECONDS:-15}
+FUZZ_SANITIZER=${FUZZ_SANITIZER:-none}
 
 ensure_fuzz_tools() {
   if ! rustup run nightly rustc --version >/dev/null 2>&1; then
@@ -20,7 +27,8 @@ fuzz_smoke_target() {
   local target=$1 work=$2
   mkdir -p "$work/$target"
   # The first directory collects new inputs; the committed seeds stay untouched.
-  if ! cargo +nightly fuzz run "$target" "$work/$target" "fuzz/corpus/$target" -- \
+  if ! cargo +nightly fuzz run -s "$FUZZ_SANITIZER" "$target" "$work/$target" \
+      "fuzz/corpus/$target" -- \
       -max_total_time="$FUZZ_SMOKE_SECONDS" -rss_limit_mb=512 -timeout=5 \
       >"$work/$target.log" 2>&1; then
     tail -n 60 "$work/$target.log"
@@ -37,7 +45,7 @@ test_fuzz_smoke() {
   fi
   local work status=0 target
   work=$(mktemp -d)
-  cargo +nightly fuzz build >"$work/build.log" 2>&1 || { tail -n 40 "$work/build.log"; return 1; }
+  cargo +nightly fuzz build -s "$FUZZ_SANITIZER" >"$work/build.log" 2>&1 || { tail -n 40 "$work/build.log"; return 1; }
   for target in $(cargo +nightly fuzz list); do
     fuzz_smoke_target "$target" "$work" || status=1
   done

@@ -72,7 +72,9 @@ test_interop() (
   local python
   python=$(interop_python)
   ensure_mosquitto_clients
-  cargo build --locked -p ringmq
+  # The binary the broker tests use, built with the unit step's features (the whole
+  # workspace's, dev-dependencies included): after that step, nothing is rebuilt.
+  cargo test --workspace --locked --no-run --test broker
   local binary="${CARGO_TARGET_DIR:-target}/debug/ringmq"
   local work port broker_pid
   work=$(mktemp -d)
@@ -131,5 +133,6 @@ test_interop() (
 
 # The black-box broker tests on the epoll backend (test_unit runs them on the default backend).
 test_broker_epoll() {
-  RINGMQ_BACKEND=epoll cargo test --locked -p ringmq --test broker
+  # --workspace, not -p ringmq: the unit step's features, so its build is reused.
+  RINGMQ_BACKEND=epoll cargo test --workspace --locked --test broker
 }
