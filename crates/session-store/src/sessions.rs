@@ -1,10 +1,12 @@
 //! The sessions one shard holds, found by client identifier (CONNECT, takeover, timers) and by
 //! subscriber key (every delivery).
 //!
-//! Sessions sit boxed in a slab (freed slots are reused); both indexes hold only the slab index,
-//! so a session costs its box, one slab pointer, 4 bytes in the client-id table (which hashes
-//! and compares through the slab) and 8 in the subscriber table, instead of two hash-map entries
-//! that each hold a 32-byte client-id handle.
+//! Sessions sit boxed in a slab (freed slots are reused); both indexes hold only the slab index
+//! and hash and compare through the slab, so a session costs its box, one slab pointer and 4
+//! bytes (and a control byte) in each table, instead of two hash-map entries that each hold a
+//! copy of their key (a 32-byte client-id handle, an 8-byte subscriber key padded to 16).
+//! A look-up by subscriber key reads the candidate session's key in its box, which delivery
+//! reads next anyway.
 //!
 //! Delivery finds sessions by subscriber key. Paths that work by client id (a stored session's
 //! sends and writes, QoS 2 acknowledgements, takeover) ask for one session several times in a
@@ -12,7 +14,6 @@
 //! first and matched by the bytes' address, without hashing.
 
 use std::cell::Cell;
-use std::collections::HashMap;
 
 use crate::session::{Session, SessionTypes};
 use codec::MqttStr;
@@ -23,7 +24,7 @@ pub struct Sessions<T: SessionTypes> {
     slots: Vec<Option<Box<Session<T>>>>,
     free: Vec<u32>,
     by_client: HashTable<u32>,
-    by_subscriber: HashMap<T::Subscriber, u32, ahash::RandomState>,
+    by_subscriber: HashTable<u32>,
     hasher: ahash::RandomState,
     /// The slot found by the last look-up (`NO_SLOT`: none yet).
     last: Cell<u32>,
@@ -53,7 +54,7 @@ impl<T: SessionTypes> Default for Sessions<T> {
             slots: Vec::new(),
             free: Vec::new(),
             by_client: HashTable::new(),
-            by_subscriber: HashMap::default(),
+            by_subscriber: HashTable::new(),
             hasher: ahash::RandomState::new(),
             last: Cell::new(NO_SLOT),
         }
@@ -71,12 +72,12 @@ impl<T: SessionTypes> std::fmt::Debug for Sessions<T> {
 impl<T: SessionTypes> Sessions<T> {
     /// Sessions held.
     pub fn len(&self) -> usize {
-        self.by_subscriber.len()
+        self.by_client.len()
     }
 
     /// Whether none are held.
     pub fn is_empty(&self) -> bool {
-        self.by_subscriber.is_empty()
+        self.by_client.is_empty()
     }
 
     /// Every session held (in no particular order).
@@ -86,6 +87,10 @@ impl<T: SessionTypes> Sessions<T> {
 
     fn hash(&self, client_id: &MqttStr) -> u64 {
         self.hasher.hash_one(client_id.as_bytes())
+    }
+
+    fn hash_subscriber(&self, subscriber: T::Subscriber) -> u64 {
+        self.hasher.hash_one(subscriber)
     }
 
     fn slot_of(&self, client_id: &MqttStr) -> Option<u32> {
@@ -104,7 +109,12 @@ impl<T: SessionTypes> Sessions<T> {
 
     /// The slot of the session with subscriber key `subscriber` (remembered as the last found).
     fn slot_by_subscriber(&self, subscriber: T::Subscriber) -> Option<u32> {
-        let slot = *self.by_subscriber.get(&subscriber)?;
+        let slots = &self.slots;
+        let slot = *self
+            .by_subscriber
+            .find(self.hash_subscriber(subscriber), |&slot| {
+                session_at(slots, slot).subscriber == subscriber
+            })?;
         self.last.set(slot);
         Some(slot)
     }
@@ -163,8 +173,12 @@ impl<T: SessionTypes> Sessions<T> {
     /// Adds `session`; one held under the same client identifier is replaced and returned.
     pub fn insert(&mut self, session: Box<Session<T>>) -> Option<Box<Session<T>>> {
         let replaced = self.remove(&session.client_id);
+        debug_assert!(
+            self.slot_by_subscriber(session.subscriber).is_none(),
+            "invariant: a subscriber key names one session"
+        );
         let hash = self.hash(&session.client_id);
-        let subscriber = session.subscriber;
+        let subscriber_hash = self.hash_subscriber(session.subscriber);
         let slot = match self.free.pop() {
             Some(slot) => {
                 self.slots[slot as usize] = Some(session);
@@ -182,7 +196,10 @@ impl<T: SessionTypes> Sessions<T> {
         self.by_client.insert_unique(hash, slot, |&other| {
             hasher.hash_one(session_at(slots, other).client_id.as_bytes())
         });
-        self.by_subscriber.insert(subscriber, slot);
+        self.by_subscriber
+            .insert_unique(subscriber_hash, slot, |&other| {
+                hasher.hash_one(session_at(slots, other).subscriber)
+            });
         replaced
     }
 
@@ -197,10 +214,14 @@ impl<T: SessionTypes> Sessions<T> {
             })
             .ok()?;
         let (slot, _) = entry.remove();
+        let subscriber_hash = self.hash_subscriber(session_at(&self.slots, slot).subscriber);
+        self.by_subscriber
+            .find_entry(subscriber_hash, |&other| other == slot)
+            .expect("invariant: every held session is indexed by its subscriber key")
+            .remove();
         let session = self.slots[slot as usize]
             .take()
             .expect("invariant: indexed slots are occupied");
-        self.by_subscriber.remove(&session.subscriber);
         self.free.push(slot);
         Some(session)
     }
