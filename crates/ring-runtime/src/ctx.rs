@@ -46,6 +46,9 @@ pub struct ShardStats {
     /// Receive buffers whose pages were handed back to the OS (spare ones no longer kept
     /// warm, and ones a shrunken ring held beyond its target).
     pub recv_buffers_released: u64,
+    /// Receive buffers that may hold pages now (written since their pages were last handed
+    /// back), as of the turn's start: a level, not a count.
+    pub recv_buffers_warm: u64,
     /// Flushes that found a destination mailbox full (batch kept for the next turn).
     pub mailbox_full: u64,
     /// Control messages kept for a destination beyond `max_pending_posts` (never refused).

@@ -30,6 +30,8 @@ pub(super) struct BufPolicy {
     /// Per buffer: written by a receive since its pages were last handed back (it may hold
     /// pages).
     warm: Vec<bool>,
+    /// How many of `warm` are set.
+    warm_count: u16,
     /// Buffers in the ring, not yet taken by a receive.
     offered: u16,
     /// How many the ring should offer.
@@ -63,6 +65,7 @@ impl BufPolicy {
         Self {
             spare: (0..count).rev().collect(),
             warm: vec![false; usize::from(count)],
+            warm_count: 0,
             offered: 0,
             target,
             low_water: target,
@@ -95,7 +98,9 @@ impl BufPolicy {
 
     /// A receive took `bid` from the ring and it has been copied out: it is spare again.
     pub(super) fn given_back(&mut self, bid: u16) {
-        self.warm[usize::from(bid)] = true;
+        if !std::mem::replace(&mut self.warm[usize::from(bid)], true) {
+            self.warm_count += 1;
+        }
         self.taken = self.taken.saturating_add(1);
         self.offered = self.offered.saturating_sub(1);
         self.low_water = self.low_water.min(self.offered);
@@ -159,23 +164,44 @@ impl BufPolicy {
 
     /// Marks `bid` cold; true when it was warm (its pages should go back to the OS).
     pub(super) fn cool(&mut self, bid: u16) -> bool {
-        self.warm
+        let was_warm = self
+            .warm
             .get_mut(usize::from(bid))
-            .is_some_and(std::mem::take)
+            .is_some_and(std::mem::take);
+        if was_warm {
+            self.warm_count -= 1;
+        }
+        was_warm
+    }
+
+    /// Buffers that may hold pages now (written since their pages were last handed back).
+    pub(super) fn warm_count(&self) -> u16 {
+        self.warm_count
+    }
+
+    /// Every warm spare buffer, now cold (for a shard gone quiet: none is kept warm for the
+    /// next receives, which fault in zeroed pages instead).
+    pub(super) fn cool_every_spare(&mut self) -> Vec<u16> {
+        self.cool_spares_below(self.spare.len())
     }
 
     /// The warm spare buffers beyond the `target` most recently given back, now cold.
     fn cold_spares(&mut self) -> Vec<u16> {
         let keep = usize::from(self.target);
-        let cold = self.spare.len().saturating_sub(keep);
-        let mut released = Vec::new();
-        for &bid in &self.spare[..cold] {
-            let warm = &mut self.warm[usize::from(bid)];
-            if std::mem::take(warm) {
-                released.push(bid);
+        self.cool_spares_below(self.spare.len().saturating_sub(keep))
+    }
+
+    /// The warm buffers among the first `end` of the spare stack (those given back longest
+    /// ago), now cold.
+    fn cool_spares_below(&mut self, end: usize) -> Vec<u16> {
+        let mut cooled = Vec::new();
+        for index in 0..end {
+            let bid = self.spare[index];
+            if self.cool(bid) {
+                cooled.push(bid);
             }
         }
-        released
+        cooled
     }
 }
 
@@ -296,6 +322,48 @@ mod tests {
         assert!(!policy.adjust(start + SHRINK_INTERVAL).trim);
         assert_eq!(policy.target(), count);
         (policy, ring)
+    }
+
+    /// A quiet shard cools every spare buffer, the ones kept warm for the next receives too;
+    /// with the ring's own cooled as well (`BufRing::release_every_buffer`), none is warm,
+    /// and the count follows each buffer written again.
+    #[test]
+    fn every_buffer_goes_cold_when_the_shard_is_quiet_and_the_warm_count_follows() {
+        let start = Instant::now();
+        let mut policy = BufPolicy::new(128, start);
+        let mut ring: std::collections::VecDeque<u16> = offer_all(&mut policy).into();
+        // 100 receives into the 32 offered buffers: each written, given back and offered again
+        // (a buffer written again counts once).
+        for _ in 0..100 {
+            let bid = ring.pop_front().unwrap();
+            policy.given_back(bid);
+            ring.extend(offer_all(&mut policy));
+        }
+        assert_eq!(policy.warm_count(), MIN_OFFERED);
+        // Storm: the offer doubles twice, every buffer offered is written once.
+        for _ in 0..2 {
+            policy.ran_dry();
+            policy.adjust(start);
+            ring.extend(offer_all(&mut policy));
+        }
+        while let Some(bid) = ring.pop_front() {
+            policy.given_back(bid);
+        }
+        assert_eq!(policy.warm_count(), 128);
+        ring.extend(offer_all(&mut policy));
+        let spares = policy.cool_every_spare();
+        assert_eq!(
+            spares.len(),
+            128 - ring.len(),
+            "every warm spare, none left warm"
+        );
+        assert!(policy.cool_every_spare().is_empty());
+        let in_ring = ring.iter().filter(|bid| policy.cool(**bid)).count();
+        assert_eq!(in_ring, ring.len());
+        assert_eq!(policy.warm_count(), 0);
+        let bid = ring.pop_front().unwrap();
+        policy.given_back(bid);
+        assert_eq!(policy.warm_count(), 1);
     }
 
     /// Cools the buffers beyond the target from the ring's head, as `BufRing::trim` does;

@@ -184,15 +184,40 @@ impl BufRing {
     /// Then the buffers in the ring are exactly the last `offered` entries before the tail,
     /// and none of them can be written before the next enter, which comes after the `madvise`.
     pub(crate) fn trim(&mut self) {
+        self.release_offered_from(self.policy.target());
+        self.policy.trimmed();
+    }
+
+    /// For a shard gone quiet: hands back the pages of every buffer that holds some, the spare
+    /// ones and, when `settled` (the rule of [`Self::trim`], which a ring registered without
+    /// `trims` never meets), the ones in the ring. The next receives fault in zeroed pages:
+    /// a few page faults after a quiet second, against the pages of up to twice the target
+    /// held by an idle shard for good.
+    pub(crate) fn release_every_buffer(&mut self, settled: bool) {
+        for bid in self.policy.cool_every_spare() {
+            self.release_pages(bid);
+        }
+        if settled && self.trims {
+            self.release_offered_from(0);
+        }
+    }
+
+    /// Buffers that may hold pages now.
+    pub(crate) fn warm_count(&self) -> u16 {
+        self.policy.warm_count()
+    }
+
+    /// Hands back the pages of the warm offered buffers from ring position `first` (counted
+    /// from the ring's head) to the tail; the caller has checked the rule of [`Self::trim`].
+    fn release_offered_from(&mut self, first: u16) {
         let offered = self.policy.offered();
         let head = self.tail.wrapping_sub(offered);
-        for position in self.policy.target()..offered {
+        for position in first..offered {
             let bid = self.entry_bid(head.wrapping_add(position));
             if self.policy.cool(bid) {
                 self.release_pages(bid);
             }
         }
-        self.policy.trimmed();
     }
 
     /// The buffer id written at ring position `position`.

@@ -260,6 +260,7 @@ impl Backend for UringBackend {
         stats.zerocopy_writes += own.zerocopy_writes;
         stats.recv_rearms_enobufs += own.recv_rearms_enobufs;
         stats.recv_buffers_released += own.recv_buffers_released + self.buf_ring.take_released();
+        stats.recv_buffers_warm = u64::from(self.buf_ring.warm_count());
     }
 
     fn shrink_spare(&mut self) {
@@ -267,6 +268,8 @@ impl Backend for UringBackend {
         self.write_pool.shrink_to_fit();
         self.backlog.shrink_to_fit();
         self.starved.shrink_to_fit();
+        let settled = self.buffers_settled();
+        self.buf_ring.release_every_buffer(settled);
     }
 
     fn quiesce(&mut self, conns: &mut ConnTable) -> Result<(), RuntimeError> {
