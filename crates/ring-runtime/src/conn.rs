@@ -87,7 +87,9 @@ pub(crate) struct Conn {
     /// the shard until [`crate::ShardCtx::resume_reading`].
     pub(crate) read_paused: bool,
     /// In the epoll backend's list of connections to read next turn (its read budget ran out,
-    /// or reading restarted): listed once at most, so a flooding peer gets one budget a turn.
+    /// or reading restarted): listed once at most, so a flooding peer gets at most two budgets
+    /// a turn (the listed read, and one more only if that read emptied the socket and a new
+    /// edge came in the same turn).
     pub(crate) read_queued: bool,
 }
 
