@@ -291,6 +291,10 @@ cpu_s() {
 
 rss_kb() { awk '/^VmRSS:/ { print $2 }' "/proc/$1/status"; }
 
+# The anonymous part of a process's resident memory, kB (heap, stacks, rings: RSS less the
+# binary's and libraries' pages read in from their files, which no connection owns).
+rss_anon_kb() { awk '/^RssAnon:/ { print $2 }' "/proc/$1/status"; }
+
 # Established connections on the broker's port, counted from the broker's side.
 conn_count() { ss -Htn state established "( sport = :$1 )" | wc -l; }
 
