@@ -11,9 +11,11 @@
 //! Freed pages otherwise stay with the allocator for `limits.free_memory_hold_ms` (its purge
 //! delay) so that a busy shard reuses them without page faults; a shard only purges while it
 //! allocates, though. So a shard that has been quiet for a [`QUIET_CHECK`] interval after it
-//! worked collects once ([`QuietWatch`]), after shrinking the buffers a burst grew (its route
-//! buffers and change reorder buffer here, the runtime's event lists and write pool through
-//! `ShardCtx::release_idle_memory`).
+//! worked collects ([`QuietWatch`]), after shrinking the buffers a burst grew (its route
+//! buffers and change reorder buffer here, the runtime's event lists, write pool and receive
+//! buffers through `ShardCtx::release_idle_memory`), and once more [`COLLECT_SETTLE`] later:
+//! the other shards' frees into its pages that came after (their own quiet shrink) are only
+//! taken back by a collection of its own.
 
 use std::time::Duration;
 
@@ -94,13 +96,20 @@ impl BrokerShard {
 
     /// `ShardMsg::ReturnMemory`: collect now, unless a collection is already due shortly.
     pub(super) fn collect_freed_memory(&mut self, ctx: &mut Ctx) {
-        if self.timers.collect_armed {
-            return;
+        if self.arm_collect_again(ctx) {
+            ring_runtime::return_free_memory();
         }
-        ring_runtime::return_free_memory();
+    }
+
+    /// Arms the trailing collection [`COLLECT_SETTLE`] from now; false when one is armed.
+    fn arm_collect_again(&mut self, ctx: &mut Ctx) -> bool {
+        if self.timers.collect_armed {
+            return false;
+        }
         self.timers.collect_armed = true;
         let at = ctx.now() + COLLECT_SETTLE;
         self.arm(ctx, at, TimerPurpose::CollectAgain);
+        true
     }
 
     /// Arms a quiet check when the shard worked since it last collected.
@@ -119,6 +128,9 @@ impl BrokerShard {
             self.routes.shrink_spare();
             self.replica.changes.shrink_to_fit();
             ctx.release_idle_memory();
+            // Blocks other shards free here after this turn's collection (their own quiet
+            // shrink, say) come back to this thread's pages only when it collects again.
+            self.arm_collect_again(ctx);
         }
     }
 
