@@ -108,6 +108,7 @@ impl<T: SessionTypes> Sessions<T> {
     }
 
     /// The slot of the session with subscriber key `subscriber` (remembered as the last found).
+    #[inline]
     fn slot_by_subscriber(&self, subscriber: T::Subscriber) -> Option<u32> {
         let slots = &self.slots;
         let slot = *self
