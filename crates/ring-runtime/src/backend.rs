@@ -106,7 +106,8 @@ pub(crate) trait Backend: Sized {
         let _ = stats;
     }
 
-    /// Shrinks the buffers a burst grew to what they hold (the shard has gone quiet).
+    /// Shrinks the buffers a burst grew to what they hold and hands back the pages of idle
+    /// receive buffers (the shard has gone quiet).
     fn shrink_spare(&mut self) {}
 
     /// Cancels everything still in flight and waits for the completions, so no buffer is freed

@@ -44,10 +44,12 @@ pub struct ShardStats {
     /// Multishot receives re-armed after the buffer ring ran dry (`ENOBUFS`).
     pub recv_rearms_enobufs: u64,
     /// Receive buffers whose pages were handed back to the OS (spare ones no longer kept
-    /// warm, and ones a shrunken ring held beyond its target).
+    /// warm, ones a shrunken ring held beyond its target, and every warm one when the shard
+    /// went quiet).
     pub recv_buffers_released: u64,
     /// Receive buffers that may hold pages now (written since their pages were last handed
-    /// back), as of the turn's start: a level, not a count.
+    /// back, or a hand-back the OS refused), as of the turn's start: a level, not a count;
+    /// io_uring only (0 on epoll).
     pub recv_buffers_warm: u64,
     /// Flushes that found a destination mailbox full (batch kept for the next turn).
     pub mailbox_full: u64,
@@ -135,9 +137,10 @@ impl<M> ShardCtx<M> {
 
     /// For a shard that has gone quiet: at the end of this turn the runtime shrinks the
     /// buffers a burst grew (event lists, completion backlog, write pool, outbox batches)
-    /// to what they hold, drops the emptied send queues it kept, then hands this thread's free
-    /// memory back to the OS ([`crate::return_free_memory`]). Costs a few reallocations when
-    /// work resumes.
+    /// to what they hold, drops the emptied send queues it kept, hands back the pages of its
+    /// receive buffers (io_uring), then hands this thread's free memory back to the OS
+    /// ([`crate::return_free_memory`]). Costs a few reallocations and page faults when work
+    /// resumes.
     pub fn release_idle_memory(&mut self) {
         self.release_memory = true;
     }

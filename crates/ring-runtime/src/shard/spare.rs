@@ -2,7 +2,8 @@
 //! served (thousands of accept events in a connection storm, say) and keep that capacity.
 //! When the handler says the shard has gone quiet ([`crate::ShardCtx::release_idle_memory`]),
 //! the end of the turn shrinks them to what they hold, drops the emptied send queues the thread
-//! kept, and hands the thread's free memory back.
+//! kept, has the backend hand back its idle receive buffers' pages, and hands the thread's free
+//! memory back.
 
 use super::Shard;
 use crate::backend::Backend;

@@ -330,7 +330,7 @@ mod tests {
     #[test]
     fn every_buffer_goes_cold_when_the_shard_is_quiet_and_the_warm_count_follows() {
         let start = Instant::now();
-        let mut policy = BufPolicy::new(128, start);
+        let mut policy = BufPolicy::new(256, start);
         let mut ring: std::collections::VecDeque<u16> = offer_all(&mut policy).into();
         // 100 receives into the 32 offered buffers: each written, given back and offered again
         // (a buffer written again counts once).
@@ -340,7 +340,7 @@ mod tests {
             ring.extend(offer_all(&mut policy));
         }
         assert_eq!(policy.warm_count(), MIN_OFFERED);
-        // Storm: the offer doubles twice, every buffer offered is written once.
+        // Storm: the offer doubles twice to 128, every buffer offered is written once.
         for _ in 0..2 {
             policy.ran_dry();
             policy.adjust(start);
@@ -350,13 +350,13 @@ mod tests {
             policy.given_back(bid);
         }
         assert_eq!(policy.warm_count(), 128);
+        // The offer back at its minimum: 32 warm buffers in the ring, 96 warm spares and 128
+        // never written.
+        policy.target = MIN_OFFERED;
         ring.extend(offer_all(&mut policy));
         let spares = policy.cool_every_spare();
-        assert_eq!(
-            spares.len(),
-            128 - ring.len(),
-            "every warm spare, none left warm"
-        );
+        assert_eq!(spares.len(), 96, "every warm spare, none left warm");
+        assert_eq!(policy.warm_count(), MIN_OFFERED);
         assert!(policy.cool_every_spare().is_empty());
         let in_ring = ring.iter().filter(|bid| policy.cool(**bid)).count();
         assert_eq!(in_ring, ring.len());

@@ -6,8 +6,9 @@
 //! the buffer back to the [`BufPolicy`], which decides what the ring offers next (only as many
 //! buffers as the traffic needs, warm ones first). `take` is the only place buffers are
 //! returned. A buffer's pages go back to the OS while it is spare (neither offered nor held),
-//! or while it sits in the ring beyond the target and the kernel provably has not picked it
-//! (see [`BufRing::trim`]).
+//! or while it sits in the ring beyond the target (or anywhere in it, once the shard has gone
+//! quiet) and the kernel provably has not picked it (see [`BufRing::trim`] and
+//! [`BufRing::release_every_buffer`]).
 
 use std::io;
 use std::ptr::NonNull;
@@ -191,14 +192,17 @@ impl BufRing {
     /// For a shard gone quiet: hands back the pages of every buffer that holds some, the spare
     /// ones and, when `settled` (the rule of [`Self::trim`], which a ring registered without
     /// `trims` never meets), the ones in the ring. The next receives fault in zeroed pages:
-    /// a few page faults after a quiet second, against the pages of up to twice the target
-    /// held by an idle shard for good.
+    /// a few page faults once a quiet spell ends, against the pages of up to twice the target
+    /// that an idle shard held for as long as it stayed idle. Like [`Self::trim`], it rests on
+    /// the kernel picking buffers only inside this thread's enter; the trim reaches only the
+    /// buffers the kernel would take last, this one the ring's head too.
     pub(crate) fn release_every_buffer(&mut self, settled: bool) {
         for bid in self.policy.cool_every_spare() {
             self.release_pages(bid);
         }
         if settled && self.trims {
             self.release_offered_from(0);
+            self.policy.trimmed();
         }
     }
 

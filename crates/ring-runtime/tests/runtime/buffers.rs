@@ -160,11 +160,25 @@ impl Handler for QuietEcho {
     }
 }
 
+/// Whether this kernel builds a `DEFER_TASKRUN` ring (the runtime's ring is one then): without
+/// it only the spare buffers' pages can go back, not those in the ring.
+fn defers_task_work() -> bool {
+    io_uring::IoUring::<io_uring::squeue::Entry, io_uring::cqueue::Entry>::builder()
+        .setup_single_issuer()
+        .setup_defer_taskrun()
+        .build(8)
+        .is_ok()
+}
+
 /// A shard told it has gone quiet hands back the pages of every receive buffer, the ones in
 /// the ring too (an idle shard held up to twice the ring's target before), and the receives
 /// after it still read their data.
 #[test]
 fn a_quiet_shard_holds_no_receive_buffer_pages_and_still_receives() {
+    if !defers_task_work() {
+        common::skip(&"no DEFER_TASKRUN ring: the buffers in the ring keep their pages");
+        return;
+    }
     let hold = Arc::new(AtomicBool::new(false));
     let quiet_now = Arc::new(AtomicBool::new(false));
     let warm = Arc::new(AtomicU64::new(u64::MAX));
