@@ -23,7 +23,7 @@ pub enum TimerPurpose {
     Backlog,
     /// A session's move waits too long for its fences (a lost fence: a mailbox over its bound).
     FencesOverdue(router::SubscriberId),
-    /// The trailing collection after a burst of frees (`memory.rs`).
+    /// The trailing collection after a burst of frees or a quiet collection (`memory.rs`).
     CollectAgain,
     /// A look whether the shard has gone quiet, to hand its free memory back (`memory.rs`).
     QuietCheck,
