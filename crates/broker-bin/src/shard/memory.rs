@@ -29,9 +29,10 @@ use crate::message::ShardMsg;
 
 /// How long after collecting a shard collects once more (and not before).
 const COLLECT_SETTLE: Duration = Duration::from_millis(500);
-/// How often a shard that worked looks whether it has gone quiet: a burst's memory goes back
-/// half a second to a second after it ends (a second to two with 1 s, which a connection storm
-/// measured two seconds after its last connection straddled: issue 17's idle-connection RSS).
+/// How often a shard that worked looks whether it has gone quiet: the first collection comes
+/// half a second to a second after a burst ends (a second to two with 1 s, which a connection
+/// storm measured two seconds after its last connection straddled: issue 17's idle-connection
+/// RSS).
 const QUIET_CHECK: Duration = Duration::from_millis(500);
 /// A shard busy for less than this over a [`QUIET_CHECK`] interval (1 %) is quiet (keep-alives
 /// of thousands of idle clients take a few milliseconds a second).
