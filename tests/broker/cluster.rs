@@ -135,6 +135,12 @@ pub(crate) fn expect_no_message(client: &mut RawClient) {
     }
 }
 
+/// A hang guard for the nodes converging on what JetStream holds (bucket records, cluster
+/// totals), not a timing assertion: each record is a JetStream write kept on three NATS
+/// servers, then watched by every node, and on a starved 2-core machine that took longer than
+/// the harness's 10 s (the cluster totals alone take 8 to 9 s on an idle one).
+pub const CONVERGENCE_GUARD: Duration = Duration::from_secs(30);
+
 const QOS: [QoS; 3] = [QoS::AtMostOnce, QoS::AtLeastOnce, QoS::ExactlyOnce];
 
 /// A subscriber on node 1 gets what a publisher on node 0 sends, once, at the lower of the two

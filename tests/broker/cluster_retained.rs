@@ -12,14 +12,9 @@ use std::time::{Duration, Instant};
 use codec::QoS;
 
 use crate::client::{ProtocolVersion, RawClient, V5, V311, publish_packet};
-use crate::cluster::{start_cluster, start_node};
+use crate::cluster::{CONVERGENCE_GUARD, start_cluster, start_node};
 use crate::harness::{TestBroker, wait_until_within};
 use crate::nats_cluster::NatsCluster;
-
-/// A hang guard for the nodes converging on the bucket's records, not a timing assertion: each
-/// record is a JetStream write kept on three NATS servers, then watched by every node, and on a
-/// starved 2-core machine that took longer than the harness's 10 s.
-const CONVERGENCE_GUARD: Duration = Duration::from_secs(30);
 
 /// What a new subscriber to `filter` on `node` receives as retained: (topic, payload, expiry).
 ///

@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 use codec::{Publish, QoS, ReasonCode};
 
 use crate::client::{Event, ProtocolVersion, RawClient, V5, V311, persistent_connect};
-use crate::cluster::{is_probe, start_cluster, start_node_with, until_routed};
+use crate::cluster::{CONVERGENCE_GUARD, is_probe, start_cluster, start_node_with, until_routed};
 use crate::harness::{POLL_DEADLINE, TestBroker};
 use crate::nats_cluster::NatsCluster;
 use crate::ports::free_port;
@@ -255,7 +255,8 @@ fn every_node_reports_the_cluster_totals() {
         .map(|(n, node)| cluster.client(*node, V5, &format!("counted{n}"), &["t/#"]))
         .collect();
     for node in &cluster.nodes {
-        crate::harness::wait_until("totals over three nodes and three clients", || {
+        let totals = "totals over three nodes and three clients";
+        crate::harness::wait_until_within(CONVERGENCE_GUARD, totals, || {
             let f = node.cluster_figures()?;
             (f.total_nodes == 3 && f.total_clients == 3 && f.total_subscriptions == 3).then_some(())
         });
