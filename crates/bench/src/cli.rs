@@ -5,6 +5,8 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
 
+use crate::phase::PhaseMode;
+
 /// ringmq-bench: an MQTT load generator on RingMQ's thread-per-core runtime.
 #[derive(Debug, Parser)]
 #[command(name = "ringmq-bench", version, about)]
@@ -265,6 +267,11 @@ pub struct PublishArgs {
     /// Seconds to wait after connecting before publishing (lets subscriptions settle).
     #[arg(long, default_value_t = 1)]
     pub warmup: u64,
+    /// Where a rate-limited publisher's sends fall within its period: `spread` (a fixed offset
+    /// per publisher index, the same load for every broker) or `connack` (one warm-up after its
+    /// own CONNACK: a broker that acknowledges quickly gets its publishers' messages in bursts).
+    #[arg(long, value_enum, default_value_t = PhaseMode::Spread)]
+    pub phase: PhaseMode,
 }
 
 /// `--sched-slice-us`: 0, or within the kernel's range for a custom slice.

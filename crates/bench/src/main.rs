@@ -5,6 +5,7 @@ mod cli;
 mod client;
 mod offline;
 mod payload;
+mod phase;
 mod plan;
 mod run;
 mod shard;

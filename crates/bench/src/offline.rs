@@ -7,6 +7,7 @@ use codec::QoS;
 use serde::Serialize;
 
 use crate::cli::{Common, OfflineArgs};
+use crate::phase::PhaseMode;
 use crate::plan::{self, Builder, PublishPlan, Role, RunPlan};
 use crate::summary::Summary;
 
@@ -124,6 +125,8 @@ fn step_plan(common: &Common, args: &OfflineArgs, step: Step) -> anyhow::Result<
         limit: args.messages,
         inflight: args.inflight.max(1),
         warmup_secs: 0,
+        // Flood: no period to place sends in.
+        phase: PhaseMode::Connack,
     });
     let clients = b.clients;
     let (fan, expect_total) = match step {

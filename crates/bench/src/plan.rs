@@ -6,6 +6,7 @@ use anyhow::{Context, bail};
 use codec::{MqttStr, ProtocolVersion, QoS};
 
 use crate::cli::{Command, Common, ProbeArgs, PublishArgs};
+use crate::phase::PhaseMode;
 
 /// What one client does once connected.
 #[derive(Debug, Clone)]
@@ -46,6 +47,8 @@ pub struct PublishPlan {
     pub limit: u64,
     pub inflight: u16,
     pub warmup_secs: u64,
+    /// Where rate-limited publishers' sends fall within the period (`--phase`).
+    pub phase: PhaseMode,
 }
 
 /// Everything a run needs.
@@ -99,6 +102,7 @@ fn publish_plan(args: &PublishArgs) -> anyhow::Result<PublishPlan> {
         limit: args.limit,
         inflight: args.inflight.max(1),
         warmup_secs: args.warmup,
+        phase: args.phase,
     })
 }
 
@@ -113,6 +117,8 @@ fn probe_plan(args: &ProbeArgs) -> anyhow::Result<PublishPlan> {
         limit: args.samples,
         inflight: 1,
         warmup_secs: args.warmup,
+        // One probe: it starts one warm-up after its SUBACK, as it always did.
+        phase: PhaseMode::Connack,
     })
 }
 

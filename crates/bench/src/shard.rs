@@ -14,6 +14,7 @@ use ring_runtime::{CloseReason, ConnId, Handler, LayerError, ShardCtx, ShardId};
 
 use crate::client::{Client, Phase};
 use crate::payload::{self, Stamp};
+use crate::phase::{self, PhaseMode};
 use crate::plan::{ClientPlan, Role, RunPlan};
 use crate::stats::{Counters, Seen, Stats, latency_histogram};
 use crate::transport::Connector;
@@ -265,10 +266,22 @@ impl BenchShard {
         self.mark_ready(i);
     }
 
-    /// Publishing starts after the warm-up.
+    /// Publishing starts after the warm-up, at the publisher's place in the period under
+    /// `--phase spread` (`phase.rs`).
     fn start_publishing_later(&mut self, ctx: &mut ShardCtx<Control>, i: usize) {
-        let warmup = self.plan.publish.map_or(0, |p| p.warmup_secs);
-        self.clients[i].publish_from = Some(ctx.now() + Duration::from_secs(warmup));
+        let Some(plan) = self.plan.publish else {
+            return;
+        };
+        let earliest = ctx.now() + Duration::from_secs(plan.warmup_secs);
+        let from = match (&self.clients[i].plan.role, self.started) {
+            (Role::Publisher { index, .. }, Some(origin))
+                if plan.phase == PhaseMode::Spread && plan.rate > 0.0 =>
+            {
+                phase::first_send(origin, earliest, plan.rate, *index)
+            }
+            _ => earliest,
+        };
+        self.clients[i].publish_from = Some(from);
     }
 
     fn mark_ready(&mut self, i: usize) {
