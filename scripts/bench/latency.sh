@@ -14,6 +14,9 @@
 #           loads for several builds or configurations)
 #   LAT_IDLE_BINDS="127.0.2.1 127.0.2.2": source addresses of the idle clients (runs back to back
 #           on other addresses do not meet the previous run's TIME_WAIT ports)
+#   SAMPLE_CONNS=0: the broker sampler records -1 connections instead of running `ss` each second
+# The background publishers use ringmq-bench's default `--phase spread`: the same offered load,
+# spread over each period, for every broker.
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 LAT_IDLE=${LAT_IDLE:-10000}
 LAT_PAIRS=${LAT_PAIRS:-1000}
@@ -25,6 +28,8 @@ LAT_COMMON_RATE=${LAT_COMMON_RATE:-20000}
 LAT_CURVE=${LAT_CURVE:-10 25 50 75 100}
 LAT_MAX_GIVEN=${LAT_MAX:-}
 LAT_IDLE_BINDS=${LAT_IDLE_BINDS:-127.0.2.1 127.0.2.2}
+# The broker sampler does not count connections with `ss` once a second during the probe (lib.sh).
+export SAMPLE_CONNS=${SAMPLE_CONNS:-0}
 
 # probe_under LOAD RATE: background p2p at RATE msg/s in total, then the probe; records a row.
 probe_under() {
