@@ -300,8 +300,9 @@ conn_count() { ss -Htn state established "( sport = :$1 )" | wc -l; }
 
 # Starts sampling the broker every SAMPLE_INTERVAL seconds (default 1; elapsed s, RSS kB, CPU s,
 # connections) into a file. SAMPLE_CONNS=0 records -1 for the connections instead of counting
-# them: `ss` takes 30 to 50 ms of CPU with 12,000 connections open, once a second, which a
-# latency probe on a 2-vCPU machine would otherwise measure (latency.sh sets it).
+# them: with 12,000 connections open, each `ss` takes 30 to 50 ms of wall time and 20 to 50 ms
+# of CPU, once a second, which a latency probe on a 2-vCPU machine would otherwise measure
+# (latency.sh sets it).
 sampler_start() {
   SAMPLES=$(mktemp "$RUN_DIR/samples.XXXXXX")
   local pid=$BROKER_PID port=$BROKER_PORT count_conns=${SAMPLE_CONNS:-1}
