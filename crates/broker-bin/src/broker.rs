@@ -488,6 +488,7 @@ pub(crate) fn runtime_config(config: &Config) -> RuntimeConfig {
             WritePacingChoice::Fixed => ring_runtime::WritePacing::Fixed,
         },
         sched_slice: config.runtime.sched_slice,
+        pin_threads: config.runtime.pin_threads,
         listen_backlog: config
             .runtime
             .listen_backlog

@@ -123,6 +123,16 @@ mod tests {
         );
     }
 
+    #[test]
+    fn shard_threads_are_pinned_unless_the_file_says_not() {
+        let mut raw = default_raw().unwrap();
+        assert!(raw.validate().unwrap().runtime.pin_threads);
+        raw.overlay(parse_raw("t", "[runtime]\npin_threads = false\n").unwrap());
+        assert!(!raw.validate().unwrap().runtime.pin_threads);
+        let error = error_for("[runtime]\npin_threads = \"no\"\n");
+        assert!(error.contains("pin_threads"), "{error}");
+    }
+
     fn error_for(text: &str) -> String {
         let mut raw = default_raw().unwrap();
         match parse_raw("t", text) {

@@ -41,6 +41,7 @@ raw_section!(
         write_interval_us: u64,
         write_pacing: String,
         sched_slice_us: u64,
+        pin_threads: bool,
         coalesce_below: u64,
         spare_send_queues: u64,
         listen_backlog: u64,

@@ -146,6 +146,8 @@ pub struct RuntimeSettings {
     pub write_pacing: WritePacingChoice,
     /// The scheduler slice shard threads ask for; `None` keeps the kernel's.
     pub sched_slice: Option<Duration>,
+    /// Whether each shard thread is pinned to one core.
+    pub pin_threads: bool,
     /// Frames shorter than this are copied into one send buffer per connection.
     pub coalesce_below: usize,
     /// Emptied send queues each shard keeps for reuse.

@@ -261,6 +261,7 @@ impl RawConfig {
             )?),
             write_pacing,
             sched_slice: sched_slice(&self.runtime.sched_slice_us)?,
+            pin_threads: need("runtime.pin_threads", &self.runtime.pin_threads)?,
             coalesce_below: narrow(
                 "runtime.coalesce_below",
                 &self.runtime.coalesce_below,
