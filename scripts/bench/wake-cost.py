@@ -6,8 +6,8 @@ ping (so the woken side's CPU has gone idle, as a shard's does between sparse me
 For each case it prints the round trip and the CPU time each side used per wake-up
 (CLOCK_THREAD_CPUTIME_ID), which is what a broker pays for a wake-up at sparse rates: on a
 virtual machine that halts an idle vCPU, waking a thread there costs far more than the system
-call that does it. Python adds about a microsecond per iteration; the same-CPU case shows that
-floor.
+call that does it. The same-CPU case shows the floor of this Python loop (about 2.5 µs a
+wake-up on the 2-vCPU test machine).
 
 usage: scripts/bench/wake-cost.py [--iterations N] [--pause-us US] [--cpus A,B]
 Bounded: N round trips per case (default 5,000), each at most one second.
@@ -48,12 +48,10 @@ def run_case(cpus, iterations, pause_us):
     thread.start()
     time.sleep(0.05)
     pause = pause_us / 1e6
-    cpu_start, wall, paused = time.thread_time(), 0.0, 0.0
+    cpu_start, wall = time.thread_time(), 0.0
     for _ in range(iterations):
         if pause:
-            before = time.perf_counter()
             time.sleep(pause)
-            paused += time.perf_counter() - before
         before = time.perf_counter()
         os.eventfd_write(ping, 1)
         wait_readable(pong)

@@ -43,6 +43,7 @@ const BURST_BUSY_NS: u64 = 5 * QUIET_BUSY_NS;
 /// The least time between two quiet collections with no burst between them; it doubles with
 /// each such collection, up to [`MAX_COLLECT_GAP`].
 const FIRST_COLLECT_GAP: Duration = Duration::from_secs(1);
+/// The longest such gap: a shard under a steady light load collects about once a minute.
 const MAX_COLLECT_GAP: Duration = Duration::from_secs(64);
 
 /// Whether a shard has gone quiet since it last worked, read from its busy time.
@@ -50,9 +51,9 @@ const MAX_COLLECT_GAP: Duration = Duration::from_secs(64);
 /// A shard that worked (busy [`QUIET_BUSY_NS`] since the last check) arms a check; one quiet
 /// for a whole check interval collects. Between collections with no burst between them
 /// ([`BURST_BUSY_NS`] in one [`QUIET_CHECK`] window) the gap doubles, from
-/// [`FIRST_COLLECT_GAP`] to [`MAX_COLLECT_GAP`]. So after a connection storm a shard collects at
-/// once, a second later and two after that, as before; a steady load that keeps it near the
-/// quiet line (issue 17's light load, about 1 %) no longer makes it collect every second or
+/// [`FIRST_COLLECT_GAP`] to [`MAX_COLLECT_GAP`]. So after a connection storm a shard collects
+/// once it is quiet, and may again a second later and two after that; a steady load that keeps
+/// it near the quiet line (issue 17's light load, about 1 %) no longer makes it collect every second or
 /// two, each time handing back receive buffers that the next receives fault in again.
 #[derive(Debug, Default)]
 pub(super) struct QuietWatch {
