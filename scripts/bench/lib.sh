@@ -23,6 +23,10 @@
 #                  listeners on free ports (TLS_PORT, WS_PORT, WSS_PORT) with the PEM files
 #                  BENCH_TLS_CERT and BENCH_TLS_KEY (scripts/bench/tls.sh makes them)
 #   TARGET_PORT    the port measured_bench and wait_conns use (default: BROKER_PORT, plain TCP)
+#   BROKER_CPUS, LOADGEN_CPUS  CPU lists (taskset -c) the broker and the load generators are
+#                  confined to (default: none, all CPUs): BROKER_CPUS=0 LOADGEN_CPUS=1 gives the
+#                  broker a vCPU the load generator never takes (RingMQ then starts one shard,
+#                  pinned inside that list; a peer's thread pool sizes itself to it as well)
 #   CARGO_TARGET_DIR as for cargo
 # Every broker listens on a free loopback port; every load is bounded in time and count.
 set -euo pipefail
@@ -43,6 +47,11 @@ FD_LIMIT=${FD_LIMIT:-20000}
 CLK_TCK=$(getconf CLK_TCK)
 RUN_DIR=$BENCH_RESULTS/runs/$RUN_ID
 mkdir -p "$RUN_DIR"
+
+# on_cpus LIST: the command prefix that confines a process to LIST (nothing when LIST is empty).
+on_cpus() { [[ -z $1 ]] || printf '%s\n' taskset -c "$1"; }
+mapfile -t BROKER_TASKSET < <(on_cpus "${BROKER_CPUS:-}")
+mapfile -t LOADGEN_TASKSET < <(on_cpus "${LOADGEN_CPUS:-}")
 
 BROKER_NAME="" BROKER_PID="" BROKER_PORT="" SAMPLER_PID="" SAMPLES=""
 TLS_PORT="" WS_PORT="" WSS_PORT=""
@@ -221,11 +230,11 @@ broker_start() {
   conf=$(write_config "$name" "$port")
   local logf=$RUN_DIR/$name.log
   case $name in
-    ringmq) (ulimit -n "$FD_LIMIT" && exec "$RINGMQ_BIN" --config "$conf") >>"$logf" 2>&1 & ;;
-    mosquitto) (ulimit -n "$FD_LIMIT" && exec mosquitto -c "$conf") >>"$logf" 2>&1 & ;;
-    rumqttd) (ulimit -n "$FD_LIMIT" && exec "$BENCH_CACHE/rumqttd/bin/rumqttd" -q -c "$conf") >>"$logf" 2>&1 & ;;
-    mochi) (ulimit -n "$FD_LIMIT" && exec "$BENCH_CACHE/mochi/mochi-peer" -listen "127.0.0.1:$port") >>"$logf" 2>&1 & ;;
-    aedes) (ulimit -n "$FD_LIMIT" && cd "$BENCH_CACHE/aedes" && exec node server.mjs 127.0.0.1 "$port") >>"$logf" 2>&1 & ;;
+    ringmq) (ulimit -n "$FD_LIMIT" && exec "${BROKER_TASKSET[@]}" "$RINGMQ_BIN" --config "$conf") >>"$logf" 2>&1 & ;;
+    mosquitto) (ulimit -n "$FD_LIMIT" && exec "${BROKER_TASKSET[@]}" mosquitto -c "$conf") >>"$logf" 2>&1 & ;;
+    rumqttd) (ulimit -n "$FD_LIMIT" && exec "${BROKER_TASKSET[@]}" "$BENCH_CACHE/rumqttd/bin/rumqttd" -q -c "$conf") >>"$logf" 2>&1 & ;;
+    mochi) (ulimit -n "$FD_LIMIT" && exec "${BROKER_TASKSET[@]}" "$BENCH_CACHE/mochi/mochi-peer" -listen "127.0.0.1:$port") >>"$logf" 2>&1 & ;;
+    aedes) (ulimit -n "$FD_LIMIT" && cd "$BENCH_CACHE/aedes" && exec "${BROKER_TASKSET[@]}" node server.mjs 127.0.0.1 "$port") >>"$logf" 2>&1 & ;;
     *) log "unknown broker $name"; return 1 ;;
   esac
   BROKER_PID=$! BROKER_NAME=$name BROKER_PORT=$port
@@ -346,7 +355,7 @@ bench_json_path() { mktemp "$RUN_DIR/$1.XXXXXX.json"; }
 run_bench() {
   local json=$1
   shift
-  (ulimit -n "$FD_LIMIT" && exec "$BENCH_BIN" "$@" --threads "$BENCH_THREADS" --json "$json") \
+  (ulimit -n "$FD_LIMIT" && exec "${LOADGEN_TASKSET[@]}" "$BENCH_BIN" "$@" --threads "$BENCH_THREADS" --json "$json") \
     >>"$RUN_DIR/bench.log" 2>&1
 }
 
@@ -355,7 +364,7 @@ run_bench() {
 bench_bg() {
   local json=$1
   shift
-  (ulimit -n "$FD_LIMIT" && exec "$BENCH_BIN" "$@" --threads "$BENCH_THREADS" --json "$json") \
+  (ulimit -n "$FD_LIMIT" && exec "${LOADGEN_TASKSET[@]}" "$BENCH_BIN" "$@" --threads "$BENCH_THREADS" --json "$json") \
     >>"$RUN_DIR/bench.log" 2>&1 &
   BENCH_PID=$!
   BG_PIDS+=("$BENCH_PID")
