@@ -26,7 +26,7 @@
 #   BROKER_CPUS, LOADGEN_CPUS  CPU lists (taskset -c) the broker and the load generators are
 #                  confined to (default: none, all CPUs): BROKER_CPUS=0 LOADGEN_CPUS=1 gives the
 #                  broker a vCPU the load generator never takes (RingMQ then starts one shard,
-#                  pinned inside that list; a peer's thread pool sizes itself to it as well)
+#                  pinned inside that list)
 #   CARGO_TARGET_DIR as for cargo
 # Every broker listens on a free loopback port; every load is bounded in time and count.
 set -euo pipefail
