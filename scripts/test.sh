@@ -21,8 +21,13 @@ done
 # Steps run in this order; RINGMQ_TEST_ONLY="fmt clippy unit" runs a subset.
 steps=(${RINGMQ_TEST_ONLY:-${RINGMQ_TEST_STEPS[@]}})
 start=$(date +%s)
+timings=()
 for s in "${steps[@]}"; do
   step "$s"
+  step_start=$(date +%s)
   "test_$s"
+  timings+=("$(printf '%-16s %5d s' "$s" $(( $(date +%s) - step_start )))")
 done
 step "all steps passed in $(( $(date +%s) - start )) s"
+# Where the time went, one line a step: the suite must stay well inside CI's limit.
+printf '%s\n' "${timings[@]}"
