@@ -353,19 +353,20 @@ bench_json_path() { mktemp "$RUN_DIR/$1.XXXXXX.json"; }
 
 # run_bench JSON ARGS...: ringmq-bench with its own fd limit, summary to JSON, progress to the log.
 run_bench() {
+  (bench_exec "$@") >>"$RUN_DIR/bench.log" 2>&1
+}
+
+# bench_exec JSON ARGS...: replaces the calling (sub)shell with ringmq-bench, on LOADGEN_CPUS.
+bench_exec() {
   local json=$1
   shift
-  (ulimit -n "$FD_LIMIT" && exec "${LOADGEN_TASKSET[@]}" "$BENCH_BIN" "$@" --threads "$BENCH_THREADS" --json "$json") \
-    >>"$RUN_DIR/bench.log" 2>&1
+  ulimit -n "$FD_LIMIT" && exec "${LOADGEN_TASKSET[@]}" "$BENCH_BIN" "$@" --threads "$BENCH_THREADS" --json "$json"
 }
 
 # bench_bg JSON ARGS...: run_bench in the background; BENCH_PID is the load generator itself (so
 # that a kill reaches it), also remembered in BG_PIDS for background_stop.
 bench_bg() {
-  local json=$1
-  shift
-  (ulimit -n "$FD_LIMIT" && exec "${LOADGEN_TASKSET[@]}" "$BENCH_BIN" "$@" --threads "$BENCH_THREADS" --json "$json") \
-    >>"$RUN_DIR/bench.log" 2>&1 &
+  (bench_exec "$@") >>"$RUN_DIR/bench.log" 2>&1 &
   BENCH_PID=$!
   BG_PIDS+=("$BENCH_PID")
 }
