@@ -8,5 +8,6 @@
 RINGMQ_TEST_THREADS=${RINGMQ_TEST_THREADS:-8}
 
 test_unit() {
-  cargo test --workspace --locked --all-targets -- --test-threads "$RINGMQ_TEST_THREADS"
+  # libtest reads RUST_TEST_THREADS; the criterion benches, run once as tests, take no flag.
+  RUST_TEST_THREADS=$RINGMQ_TEST_THREADS cargo test --workspace --locked --all-targets
 }

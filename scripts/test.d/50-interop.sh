@@ -134,6 +134,6 @@ test_interop() (
 # The black-box broker tests on the epoll backend (test_unit runs them on the default backend).
 test_broker_epoll() {
   # --workspace, not -p ringmq: the unit step's features, so its build is reused.
-  RINGMQ_BACKEND=epoll cargo test --workspace --locked --test broker \
-    -- --test-threads "$RINGMQ_TEST_THREADS"
+  RINGMQ_BACKEND=epoll RUST_TEST_THREADS=$RINGMQ_TEST_THREADS \
+    cargo test --workspace --locked --test broker
 }
