@@ -8,12 +8,14 @@
 # more inputs a second without it (decode_v311 1.9M runs in 20 s against 0.67M, broker_session
 # 62k against 8.5k). Panics, overflow checks and debug assertions still fail a run.
 #
-# Session 34, on two cores (AMD EPYC), from an empty fuzz/target with cargo-fuzz installed: the
-# broker crate alone took 100 to 132 s of the 343 to 415 s build, compiled last on one core
-# (cargo --timings). With the broker and its dependencies at opt-level 1 (fuzz/Cargo.toml) and
-# the targets run two at a time, the whole step took 402 s, against about 520 s before (415 s
-# build + six 17 s runs). Runs in 15 s stayed in the same range: broker_session 53.6k (39k to
-# 64k before), decode_v311 1.60M (1.71M to 1.82M), decode_v5 2.38M (2.11M to 2.15M).
+# Session 34, on two cores (AMD EPYC), from an empty fuzz/target with cargo-fuzz installed. The
+# old profile's build took 355 s (session 33, `cargo fuzz build`) and 415 s (the same cargo
+# command with --timings), and the broker crate, compiled last on one core, 132 s of the 415.
+# With the broker and its dependencies at opt-level 1 (fuzz/Cargo.toml) and the targets run
+# two at a time, the whole step took 402 s (414 s in a fresh-clone `.ci/run`), where the old
+# one took its build plus six 17 s runs. Runs in 15 s, new profile (this step, then the CI
+# run) against the old (session 33): broker_session 53.6k and 51.3k against 39k, decode_v311
+# 1.60M and 1.79M against 1.82M, decode_v5 2.38M and 2.34M against 2.15M.
 # `--codegen-units 16` was slower to build (391 against 355 s) and did not run faster.
 RINGMQ_TEST_STEPS+=(fuzz_smoke)
 
@@ -72,7 +74,7 @@ test_fuzz_smoke() {
     echo "SKIP fuzz_smoke: no nightly toolchain or cargo-fuzz could be installed"
     return 0
   fi
-  local work status=0 target
+  local work status=0
   work=$(mktemp -d)
   cargo +nightly fuzz build -s "$FUZZ_SANITIZER" >"$work/build.log" 2>&1 || { tail -n 40 "$work/build.log"; return 1; }
   run_fuzz_targets "$work" || status=1
