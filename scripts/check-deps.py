@@ -34,13 +34,14 @@ def strip(src):
 
 def expand_use_tree(tree):
     """`a::{b, c::{d, e}}` -> [[a,b],[a,c,d],[a,c,e]] (renames and globs reduced to paths)."""
+    tree = re.sub(r"\s+as\s+[A-Za-z_][A-Za-z0-9_]*", "", tree)
     tree = re.sub(r"\s+", "", tree)
     out = []
 
     def walk(prefix, t):
         depth, start, parts = 0, 0, []
         if "{" not in t:
-            names = [s for s in re.sub(r"as[A-Za-z_][A-Za-z0-9_]*$", "", t).split("::") if s]
+            names = [s for s in t.split("::") if s]
             out.append(prefix + [n for n in names if n != "*"])
             return
         head, _, rest = t.partition("{")
