@@ -23,7 +23,7 @@ test_tools() {
   ensure_debian_package mosquitto_passwd mosquitto
   # The broker tests drive mosquitto_pub/mosquitto_sub over TLS (tests/broker/tls.rs).
   ensure_mosquitto_clients
-  # The Redis backend's tests run a real redis-server (access/backend/redis.rs, backends.rs).
+  # The Redis backend's tests run a real redis-server (crates/access/src/backend/redis_tests.rs, tests/broker/backends.rs).
   ensure_debian_package redis-server redis-server
   # The cluster tests run a real 3-server NATS cluster (tests/broker/nats_cluster.rs).
   ensure_debian_package nats-server nats-server

@@ -45,7 +45,7 @@ pub enum StartError {
     Transport(#[from] crate::transport::TransportError),
     /// The password file is unreadable or malformed.
     #[error(transparent)]
-    Access(#[from] crate::access::AccessFileError),
+    Access(#[from] access::AccessFileError),
     /// The store thread could not be started.
     #[error("starting the store thread: {0}")]
     StoreThread(std::io::Error),
@@ -54,7 +54,7 @@ pub enum StartError {
     ClusterThread(std::io::Error),
     /// An authentication backend could not be set up (a key file, a URL, the workers).
     #[error(transparent)]
-    Backend(#[from] crate::gatekeeper::build::BackendStartError),
+    Backend(#[from] access::gatekeeper::build::BackendStartError),
     /// The operations HTTP listener (`[http]`) could not be set up.
     #[error(transparent)]
     Ops(#[from] crate::ops::OpsError),
@@ -95,11 +95,11 @@ impl Broker {
         let max_packet = config.limits.max_packet_size;
         let transports = crate::transport::Transports::load(&config.listeners, max_packet)?;
         let passwords = match &config.auth.password_file {
-            Some(path) => Some(crate::access::PasswordFile::load(path)?),
+            Some(path) => Some(access::PasswordFile::load(path)?),
             None => None,
         };
         let acl = match &config.auth.acl_file {
-            Some(path) => Some(crate::access::AclFile::load(path)?),
+            Some(path) => Some(access::AclFile::load(path)?),
             None => None,
         };
         let ops_listener = OpsListener::bind(&config.http)?;
@@ -109,7 +109,7 @@ impl Broker {
         shared.transports = transports;
         shared.passwords = passwords.map(crate::swap::Swap::new);
         shared.acl = acl.map(crate::swap::Swap::new);
-        shared.gatekeeper = crate::gatekeeper::build::start(&shared.config.auth, shards)?;
+        shared.gatekeeper = access::gatekeeper::build::start(&shared.config.auth, shards)?;
         let mut cluster_queues = None;
         if let Some(settings) = &shared.config.cluster {
             let (link, queues) = crate::cluster::ClusterLink::new(settings, shards);

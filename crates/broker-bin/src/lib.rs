@@ -5,7 +5,6 @@
 #![forbid(unsafe_code)]
 
 mod abuse;
-pub mod access;
 pub mod admin;
 pub mod alias;
 pub mod auth;
@@ -19,7 +18,6 @@ pub mod conn;
 pub mod detach;
 #[cfg(debug_assertions)]
 pub mod fault_injection;
-pub mod gatekeeper;
 pub mod guard;
 pub mod logging;
 pub mod message;

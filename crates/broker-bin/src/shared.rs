@@ -60,11 +60,11 @@ pub struct Shared {
     /// The TLS and WebSocket listeners (certificates, paths).
     pub(crate) transports: crate::transport::Transports,
     /// The password file's users, when `auth.password_file` is set (swapped on reload).
-    pub(crate) passwords: Option<crate::swap::Swap<crate::access::PasswordFile>>,
+    pub(crate) passwords: Option<crate::swap::Swap<access::PasswordFile>>,
     /// The ACL file's rules, when `auth.acl_file` is set (swapped on reload).
-    pub(crate) acl: Option<crate::swap::Swap<crate::access::AclFile>>,
+    pub(crate) acl: Option<crate::swap::Swap<access::AclFile>>,
     /// The external authentication backends and their workers (`auth.backends` naming any).
-    pub(crate) gatekeeper: Option<crate::gatekeeper::Gatekeeper>,
+    pub(crate) gatekeeper: Option<access::gatekeeper::Gatekeeper>,
     /// The log level's control, the configuration in force, and where a reload reads the
     /// configuration from (SIGHUP and the admin API).
     pub(crate) live: crate::reload::ReloadState,
@@ -98,23 +98,23 @@ pub struct Shared {
 
 impl Shared {
     /// The password file in force, if one is configured.
-    pub(crate) fn passwords(&self) -> Option<Arc<crate::access::PasswordFile>> {
+    pub(crate) fn passwords(&self) -> Option<Arc<access::PasswordFile>> {
         self.passwords.as_ref().map(crate::swap::Swap::get)
     }
 
     /// The ACL in force, if one is configured.
-    pub(crate) fn acl(&self) -> Option<Arc<crate::access::AclFile>> {
+    pub(crate) fn acl(&self) -> Option<Arc<access::AclFile>> {
         self.acl.as_ref().map(crate::swap::Swap::get)
     }
 
     /// Reads the ACL file again; on failure the old rules stay in force. Connected clients'
     /// subscriptions keep their admission; what leaves is checked against the new rules where
     /// a subscription was only partly readable.
-    pub(crate) fn reload_acl(&self) -> Result<(), crate::access::AccessFileError> {
+    pub(crate) fn reload_acl(&self) -> Result<(), access::AccessFileError> {
         let (Some(acl), Some(path)) = (&self.acl, &self.config.auth.acl_file) else {
             return Ok(());
         };
-        acl.replace(crate::access::AclFile::load(path)?);
+        acl.replace(access::AclFile::load(path)?);
         Ok(())
     }
 
@@ -142,12 +142,12 @@ impl Shared {
     }
 
     /// Reads the password file again; on failure the old users stay in force.
-    pub(crate) fn reload_passwords(&self) -> Result<(), crate::access::AccessFileError> {
+    pub(crate) fn reload_passwords(&self) -> Result<(), access::AccessFileError> {
         let (Some(passwords), Some(path)) = (&self.passwords, &self.config.auth.password_file)
         else {
             return Ok(());
         };
-        passwords.replace(crate::access::PasswordFile::load(path)?);
+        passwords.replace(access::PasswordFile::load(path)?);
         Ok(())
     }
 

@@ -4,48 +4,10 @@
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
-pub use super::auth_backends::{BackendKind, JwtConfig};
 use super::error::ConfigError;
 use super::listeners::ListenerSettings;
 use super::raw::RawAuth;
-use crate::access::backend::http::HttpSettings;
-use crate::access::backend::redis::RedisSettings;
-use crate::gatekeeper::GatekeeperSettings;
-
-/// `[auth]`, validated.
-#[derive(Debug, Clone)]
-pub struct AuthSettings {
-    /// Clients that send no username are accepted (see [`Self::anonymous_allowed`]).
-    pub allow_anonymous: bool,
-    /// mosquitto_passwd format.
-    pub password_file: Option<PathBuf>,
-    /// mosquitto ACL format.
-    pub acl_file: Option<PathBuf>,
-    /// `backends`: who is asked about a login, in order.
-    pub backends: Vec<BackendKind>,
-    /// Workers, pending bound and caches for the external backends.
-    pub gatekeeper: GatekeeperSettings,
-    /// `[auth.http]`, when `backends` names `http`.
-    pub http: Option<HttpSettings>,
-    /// `[auth.redis]`, when `backends` names `redis`.
-    pub redis: Option<RedisSettings>,
-    /// `[auth.jwt]`, when `backends` names `jwt`.
-    pub jwt: Option<JwtConfig>,
-}
-
-impl AuthSettings {
-    /// Whether any authentication is configured: a password file, or an external backend.
-    pub fn authenticates(&self) -> bool {
-        self.password_file.is_some() || self.backends.iter().any(|b| *b != BackendKind::File)
-    }
-
-    /// Whether a CONNECT without a username is accepted: when `allow_anonymous` is set, or when
-    /// nothing authenticates and every listener is on a loopback address (mosquitto 2's
-    /// default: an out-of-the-box broker serves only its own host).
-    pub fn anonymous_allowed(&self) -> bool {
-        self.allow_anonymous || !self.authenticates()
-    }
-}
+pub use access::settings::{AuthSettings, BackendKind, JwtConfig};
 
 impl RawAuth {
     pub(super) fn validate(

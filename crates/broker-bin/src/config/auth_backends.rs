@@ -7,38 +7,12 @@ use std::time::Duration;
 
 use super::error::ConfigError;
 use super::raw::{RawAuth, RawAuthJwt};
-use crate::access::backend::SaltEncoding;
-use crate::access::backend::http::HttpSettings;
-use crate::access::backend::jwt::{JwtSettings, TokenSource};
-use crate::access::backend::redis::RedisSettings;
-use crate::gatekeeper::GatekeeperSettings;
-
-/// One entry of `auth.backends`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum BackendKind {
-    /// The password file.
-    File,
-    /// `[auth.http]`.
-    Http,
-    /// `[auth.redis]`.
-    Redis,
-    /// `[auth.jwt]`.
-    Jwt,
-}
-
-/// `[auth.jwt]`, validated: the backend's settings without its keys, and the files they are
-/// read from when the broker starts.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct JwtConfig {
-    /// Everything but the keys (left `None` here).
-    pub settings: JwtSettings,
-    /// A file holding the HS256 shared secret (its bytes, a trailing newline removed).
-    pub hs256_secret_file: Option<PathBuf>,
-    /// A PEM file with the RS256 public key.
-    pub rs256_public_key_file: Option<PathBuf>,
-    /// A PEM file with the ES256 (P-256) public key.
-    pub es256_public_key_file: Option<PathBuf>,
-}
+use access::backend::SaltEncoding;
+use access::backend::http::HttpSettings;
+use access::backend::jwt::{JwtSettings, TokenSource};
+use access::backend::redis::RedisSettings;
+use access::gatekeeper::GatekeeperSettings;
+use access::settings::{BackendKind, JwtConfig};
 
 const DEFAULT_TIMEOUT_MS: u64 = 2_000;
 const DEFAULT_HTTP_CONCURRENCY: u64 = 16;

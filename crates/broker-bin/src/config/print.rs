@@ -6,8 +6,8 @@
 use super::listeners::ListenerKind;
 use super::raw::{RawAuth, RawConfig, RawListeners};
 use super::typed::Config;
-use crate::access::backend::SaltEncoding;
-use crate::access::backend::jwt::TokenSource;
+use access::backend::SaltEncoding;
+use access::backend::jwt::TokenSource;
 
 /// The first lines of the printed configuration.
 const HEADER: &str = "# The effective RingMQ configuration: the embedded defaults, overlaid with the\n\

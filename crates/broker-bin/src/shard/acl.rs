@@ -18,9 +18,9 @@ use ring_runtime::ConnId;
 use tracing::debug;
 
 use super::BrokerShard;
-use crate::access::backend::TopicAccess;
-use crate::access::{Access, AclFile, ClientIdentity, SubscribeScope};
-use crate::gatekeeper::grant::ClientGrant;
+use access::backend::TopicAccess;
+use access::gatekeeper::grant::ClientGrant;
+use access::{Access, AclFile, ClientIdentity, SubscribeScope};
 
 /// What topic checks need to know about one connected client.
 pub(crate) struct AclClient {

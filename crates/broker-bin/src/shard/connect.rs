@@ -72,7 +72,7 @@ impl BrokerShard {
         ctx: &mut Ctx,
         conn: ConnId,
         mut connect: Connect,
-        grant: Box<crate::gatekeeper::grant::ClientGrant>,
+        grant: Box<access::gatekeeper::grant::ClientGrant>,
     ) {
         if grant.restricts() || grant.expires_at.is_some() {
             self.logins.grants.insert(conn, *grant);

@@ -11,11 +11,11 @@ use ring_runtime::ConnId;
 use tracing::debug;
 
 use super::{BrokerShard, Ctx};
-use crate::access::backend::LoginRequest;
 use crate::conn::Phase;
-use crate::gatekeeper::chain::{Link, LoginVerdict, file_login};
-use crate::gatekeeper::grant::ClientGrant;
-use crate::gatekeeper::workers::Job;
+use access::backend::LoginRequest;
+use access::gatekeeper::chain::{Link, LoginVerdict, file_login};
+use access::gatekeeper::grant::ClientGrant;
+use access::gatekeeper::workers::Job;
 
 /// What the shard can say about a CONNECT's credentials now.
 pub(super) enum Judgement {
@@ -75,7 +75,7 @@ impl BrokerShard {
         for (index, link) in gatekeeper.chain().links().iter().enumerate() {
             match link {
                 Link::File => {
-                    if let crate::access::backend::LoginAnswer::Allow(_) =
+                    if let access::backend::LoginAnswer::Allow(_) =
                         file_login(passwords.as_deref(), &request)
                     {
                         return Judgement::Admit(Box::default());
@@ -147,7 +147,7 @@ impl BrokerShard {
             password: connect.password.as_ref().map(|p| p.to_vec()),
             peer: ctx
                 .peer_addr(conn)
-                .unwrap_or(crate::gatekeeper::workers::NO_PEER),
+                .unwrap_or(access::gatekeeper::workers::NO_PEER),
         }
     }
 
@@ -177,12 +177,12 @@ impl BrokerShard {
         };
         for verdict in gatekeeper.take_verdicts(self.id) {
             match verdict {
-                crate::gatekeeper::workers::Verdict::Login {
+                access::gatekeeper::workers::Verdict::Login {
                     conn,
                     token,
                     outcome,
                 } => self.login_answered(ctx, conn, token, outcome),
-                crate::gatekeeper::workers::Verdict::Topics {
+                access::gatekeeper::workers::Verdict::Topics {
                     conn,
                     token,
                     answers,

@@ -12,9 +12,9 @@ use tracing::debug;
 
 use super::acl::{AclClient, TopicVerdict};
 use super::{BrokerShard, Ctx};
-use crate::access::backend::{AclRequest, TopicAccess};
-use crate::gatekeeper::keys::AclKey;
-use crate::gatekeeper::workers::Job;
+use access::backend::{AclRequest, TopicAccess};
+use access::gatekeeper::keys::AclKey;
+use access::gatekeeper::workers::Job;
 
 /// Packets waiting for topic answers, one per connection at most (the connection is parked).
 #[derive(Default)]
@@ -114,7 +114,7 @@ impl BrokerShard {
             username: client.username.as_ref().map(|u| u.as_str().to_owned()),
             peer: ctx
                 .peer_addr(conn)
-                .unwrap_or(crate::gatekeeper::workers::NO_PEER),
+                .unwrap_or(access::gatekeeper::workers::NO_PEER),
             topic: topic.to_owned(),
             access,
         };

@@ -25,7 +25,7 @@ use super::{
     AclAnswer, AclRequest, Backend, BackendError, Grant, LoginAnswer, LoginRequest, RuleAccess,
     TopicRule,
 };
-use crate::access::ClientIdentity;
+use crate::ClientIdentity;
 
 const NAME: &str = "redis";
 /// The most connections open (and kept) at once.

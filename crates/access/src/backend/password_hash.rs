@@ -1,5 +1,5 @@
 //! Password hashes that external stores keep (the Redis backend): mosquitto's `$6$` and `$7$`
-//! (as in a password file, see [`crate::access::passwd`]) and mosquitto-go-auth's
+//! (as in a password file, see [`crate::passwd`]) and mosquitto-go-auth's
 //! `PBKDF2$ALGORITHM$ITERATIONS$SALT$HASH`.
 //!
 //! go-auth's PBKDF2 hash: `ALGORITHM` is `sha256` or `sha512` (PBKDF2-HMAC with that digest),
@@ -13,7 +13,7 @@ use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as BASE64;
 use ring::pbkdf2;
 
-use crate::access::{LineProblem, passwd};
+use crate::{LineProblem, passwd};
 
 /// How the salt of a go-auth PBKDF2 hash is written (go-auth's `salt_encoding`).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]

@@ -6,12 +6,12 @@ use std::sync::Arc;
 
 use super::Gatekeeper;
 use super::chain::{Chain, Link};
-use crate::access::backend::SetupError;
-use crate::access::backend::http::HttpBackend;
-use crate::access::backend::jwt::{JwtBackend, JwtSettings};
-use crate::access::backend::redis::RedisBackend;
-use crate::config::AuthSettings;
-use crate::config::{BackendKind, JwtConfig};
+use crate::backend::SetupError;
+use crate::backend::http::HttpBackend;
+use crate::backend::jwt::{JwtBackend, JwtSettings};
+use crate::backend::redis::RedisBackend;
+use crate::settings::AuthSettings;
+use crate::settings::{BackendKind, JwtConfig};
 
 /// Why the backends could not be set up.
 #[derive(Debug, thiserror::Error)]
@@ -40,10 +40,7 @@ pub enum BackendStartError {
 }
 
 /// The gatekeeper for `auth`, or `None` when no external backend is configured.
-pub(crate) fn start(
-    auth: &AuthSettings,
-    shards: usize,
-) -> Result<Option<Gatekeeper>, BackendStartError> {
+pub fn start(auth: &AuthSettings, shards: usize) -> Result<Option<Gatekeeper>, BackendStartError> {
     let links = auth
         .backends
         .iter()
@@ -60,7 +57,7 @@ pub(crate) fn start(
 
 fn link(auth: &AuthSettings, kind: BackendKind) -> Result<Link, BackendStartError> {
     let setup = |backend: &'static str| move |source| BackendStartError::Setup { backend, source };
-    let backend: Arc<dyn crate::access::backend::Backend> = match kind {
+    let backend: Arc<dyn crate::backend::Backend> = match kind {
         BackendKind::File => return Ok(Link::File),
         BackendKind::Http => {
             let settings = auth.http.clone().ok_or(missing("http"))?;

@@ -10,7 +10,7 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 /// A bounded cache of `V` by `K`, each entry valid until its deadline.
-pub(crate) struct TtlCache<K, V> {
+pub struct TtlCache<K, V> {
     inner: Mutex<Entries<K, V>>,
     capacity: usize,
     ttl: Duration,
@@ -27,7 +27,7 @@ struct Entries<K, V> {
 
 impl<K: Hash + Eq + Clone, V: Clone> TtlCache<K, V> {
     /// A cache of at most `capacity` entries (0: caches nothing) that live `ttl`.
-    pub(crate) fn new(capacity: usize, ttl: Duration) -> Self {
+    pub fn new(capacity: usize, ttl: Duration) -> Self {
         Self {
             inner: Mutex::new(Entries {
                 map: HashMap::new(),
@@ -40,14 +40,14 @@ impl<K: Hash + Eq + Clone, V: Clone> TtlCache<K, V> {
     }
 
     /// The value for `key` if it has not expired at `now`.
-    pub(crate) fn get(&self, key: &K, now: Instant) -> Option<V> {
+    pub fn get(&self, key: &K, now: Instant) -> Option<V> {
         let entries = self.lock();
         let (value, deadline, _) = entries.map.get(key)?;
         (now < *deadline).then(|| value.clone())
     }
 
     /// Keeps `value` for `key` until `now` + the TTL, or `until` if that is sooner.
-    pub(crate) fn insert(&self, key: K, value: V, now: Instant, until: Option<Instant>) {
+    pub fn insert(&self, key: K, value: V, now: Instant, until: Option<Instant>) {
         if self.capacity == 0 || self.ttl.is_zero() {
             return;
         }
@@ -67,12 +67,12 @@ impl<K: Hash + Eq + Clone, V: Clone> TtlCache<K, V> {
     }
 
     /// Entries held now (expired ones not yet dropped included).
-    pub(crate) fn len(&self) -> usize {
+    pub fn len(&self) -> usize {
         self.lock().map.len()
     }
 
     /// Forgets every entry (credentials or rules changed).
-    pub(crate) fn clear(&self) {
+    pub fn clear(&self) {
         let mut entries = self.lock();
         entries.map.clear();
         entries.order.clear();

@@ -13,7 +13,7 @@ use base64::engine::general_purpose::STANDARD as BASE64;
 use ring::pbkdf2;
 
 use super::{RedisBackend, RedisSettings};
-use crate::access::backend::{
+use crate::backend::{
     AclAnswer, AclRequest, Backend, BackendError, Grant, LoginAnswer, LoginRequest, RuleAccess,
     SaltEncoding, SetupError, TopicAccess, TopicRule,
 };

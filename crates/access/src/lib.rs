@@ -1,5 +1,6 @@
-//! File-based access rules in mosquitto's formats (issue 14).
+//! Who may connect and what they may touch: RingMQ's access control, as a crate of its own.
 //!
+//! File-based access rules in mosquitto's formats:
 //! - [`passwd`]: the password file written by `mosquitto_passwd` (`user:$7$...` PBKDF2-SHA512 and
 //!   the older `user:$6$...` salted SHA-512), checked in constant time.
 //! - [`acl`]: the ACL file (`topic`, `user`, `pattern` lines): which topics a client may read
@@ -7,13 +8,29 @@
 //! - `filter` (private): ACL rule filters, matching a topic without allocating, and the
 //!   overlap and cover relations between two filters that [`acl::AclFile::subscribe_scope`] uses.
 //!
-//! This module only parses and answers questions; the broker decides where to ask them.
+//! External backends, asked off the reactors:
+//! - [`backend`]: the external login and topic backends (HTTP, Redis, JWT) and their rules.
+//! - [`gatekeeper`]: the backend chain with its caches and worker threads, asked without
+//!   blocking a reactor; verdicts go back to the asking shard through `ring-runtime`'s mailbox.
+//! - [`settings`]: `[auth]`'s validated settings (the broker's config layer builds them).
+//!
+//! This crate parses rules and answers questions; it knows nothing of the shard, sessions or
+//! the broker's config file. The broker decides where to ask, and what a refusal means.
+
+#![forbid(unsafe_code)]
 
 pub mod acl;
 mod acl_line;
 pub mod backend;
 mod filter;
+pub mod gatekeeper;
 pub mod passwd;
+pub mod settings;
+
+/// Loopback ports for the servers the backend tests start (shared with the broker's tests).
+#[cfg(test)]
+#[path = "../../../tests/broker/ports.rs"]
+mod test_ports;
 
 #[cfg(test)]
 #[path = "acl_tests.rs"]

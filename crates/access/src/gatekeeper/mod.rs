@@ -7,12 +7,12 @@
 //! worker's [`workers::Verdict`] arrives in the shard's inbox and wakes it. Waiting jobs are
 //! bounded by `auth.max_pending`; beyond it a CONNECT is refused with 0x89 Server busy.
 
-pub(crate) mod build;
-pub(crate) mod cache;
-pub(crate) mod chain;
-pub(crate) mod grant;
-pub(crate) mod keys;
-pub(crate) mod workers;
+pub mod build;
+mod cache;
+pub mod chain;
+pub mod grant;
+pub mod keys;
+pub mod workers;
 
 use std::time::{Duration, Instant};
 
@@ -21,7 +21,7 @@ use chain::{Chain, LoginVerdict};
 use keys::{AclKey, LoginKey};
 use workers::{Busy, Core, Job, Verdict, Workers};
 
-use crate::access::backend::LoginRequest;
+use crate::backend::LoginRequest;
 use ring_runtime::{RuntimeControl, ShardId};
 
 /// `[auth]`'s worker and cache settings.
@@ -44,7 +44,7 @@ pub struct Gatekeeper {
 
 impl Gatekeeper {
     /// Starts the workers for `chain` (with at least one external backend).
-    pub(crate) fn start(
+    pub fn start(
         chain: Chain,
         settings: &GatekeeperSettings,
         shards: usize,
@@ -58,21 +58,17 @@ impl Gatekeeper {
         })
     }
 
-    pub(crate) fn chain(&self) -> &Chain {
+    pub fn chain(&self) -> &Chain {
         &self.workers.core.chain
     }
 
     /// Lets the workers wake shards.
-    pub(crate) fn set_control(&self, control: RuntimeControl) {
+    pub fn set_control(&self, control: RuntimeControl) {
         self.workers.set_control(control);
     }
 
     /// A cached verdict for a login asked from link `start`.
-    pub(crate) fn cached_login(
-        &self,
-        request: &LoginRequest,
-        start: usize,
-    ) -> Option<LoginVerdict> {
+    pub fn cached_login(&self, request: &LoginRequest, start: usize) -> Option<LoginVerdict> {
         self.workers
             .core
             .logins
@@ -80,28 +76,28 @@ impl Gatekeeper {
     }
 
     /// A cached answer for a topic check.
-    pub(crate) fn cached_topic(&self, key: &AclKey) -> Option<bool> {
+    pub fn cached_topic(&self, key: &AclKey) -> Option<bool> {
         self.workers.core.topics.get(key, Instant::now())
     }
 
     /// Queues a question for the workers.
-    pub(crate) fn submit(&self, job: Job) -> Result<(), Busy> {
+    pub fn submit(&self, job: Job) -> Result<(), Busy> {
         self.workers.submit(job)
     }
 
     /// The verdicts waiting for `shard`.
-    pub(crate) fn take_verdicts(&self, shard: ShardId) -> Vec<Verdict> {
+    pub fn take_verdicts(&self, shard: ShardId) -> Vec<Verdict> {
         self.workers.core.take_verdicts(shard)
     }
 
     /// Forgets every cached answer (the password file, ACL or backends changed).
-    pub(crate) fn forget_answers(&self) {
+    pub fn forget_answers(&self) {
         self.workers.core.logins.clear();
         self.workers.core.topics.clear();
     }
 
     /// Figures for `$SYS`.
-    pub(crate) fn figures(&self) -> AuthFigures {
+    pub fn figures(&self) -> AuthFigures {
         let core = &self.workers.core;
         AuthFigures {
             pending: self.workers.pending(),
@@ -114,13 +110,13 @@ impl Gatekeeper {
 
 /// What the gatekeeper reports in `$SYS/broker/auth/...`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct AuthFigures {
+pub struct AuthFigures {
     /// Logins and topic checks queued or being asked.
-    pub(crate) pending: usize,
+    pub pending: usize,
     /// Logins cached.
-    pub(crate) cached_logins: usize,
+    pub cached_logins: usize,
     /// Topic answers cached.
-    pub(crate) cached_topics: usize,
+    pub cached_topics: usize,
     /// Backend questions that failed (down, timed out, bad answer) so far.
-    pub(crate) backend_failures: usize,
+    pub backend_failures: usize,
 }

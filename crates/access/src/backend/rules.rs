@@ -2,8 +2,8 @@
 //! and judged against topic checks.
 
 use super::{AclRequest, RuleAccess, TopicAccess, TopicRule};
-use crate::access::filter::{self, RuleFilter, Substitution};
-use crate::access::{ClientIdentity, LineProblem};
+use crate::filter::{self, RuleFilter, Substitution};
+use crate::{ClientIdentity, LineProblem};
 
 /// A rule for `filter`; an error when it is not a topic filter MQTT allows.
 pub(crate) fn rule(filter: &str, access: RuleAccess) -> Result<TopicRule, LineProblem> {

@@ -4,14 +4,14 @@
 
 use std::sync::Arc;
 
-use crate::access::PasswordFile;
-use crate::access::backend::{
+use crate::PasswordFile;
+use crate::backend::{
     AclAnswer, AclRequest, Backend, BackendError, Grant, LoginAnswer, LoginRequest,
 };
 
 /// One entry of `auth.backends`.
 #[derive(Clone)]
-pub(crate) enum Link {
+pub enum Link {
     /// The password file (`auth.password_file`), answered without blocking.
     File,
     /// An external backend, answered on a worker thread.
@@ -25,7 +25,7 @@ impl std::fmt::Debug for Link {
 }
 
 impl Link {
-    pub(crate) fn name(&self) -> &'static str {
+    pub fn name(&self) -> &'static str {
         match self {
             Self::File => "file",
             Self::External(backend) => backend.name(),
@@ -35,7 +35,7 @@ impl Link {
 
 /// How a walk of the chain ended.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum LoginVerdict {
+pub enum LoginVerdict {
     /// Link `link` accepted the client with `grant`.
     Allowed { grant: Grant, link: usize },
     /// No backend accepted the client, and every one answered.
@@ -46,26 +46,26 @@ pub(crate) enum LoginVerdict {
 
 /// The configured backends, in order.
 #[derive(Debug, Clone, Default)]
-pub(crate) struct Chain {
+pub struct Chain {
     links: Vec<Link>,
 }
 
 impl Chain {
-    pub(crate) fn new(links: Vec<Link>) -> Self {
+    pub fn new(links: Vec<Link>) -> Self {
         Self { links }
     }
 
-    pub(crate) fn links(&self) -> &[Link] {
+    pub fn links(&self) -> &[Link] {
         &self.links
     }
 
     /// Whether any backend is external (logins may then wait for a worker).
-    pub(crate) fn has_external(&self) -> bool {
+    pub fn has_external(&self) -> bool {
         self.links.iter().any(|l| matches!(l, Link::External(_)))
     }
 
     /// Judges a login from link `start` on; `passwords` answers the `file` links.
-    pub(crate) fn login_from(
+    pub fn login_from(
         &self,
         start: usize,
         request: &LoginRequest,
@@ -92,11 +92,7 @@ impl Chain {
     }
 
     /// Asks link `link` (the backend that let the client in) whether `request` is allowed.
-    pub(crate) fn check_topic(
-        &self,
-        link: usize,
-        request: &AclRequest,
-    ) -> Result<bool, BackendError> {
+    pub fn check_topic(&self, link: usize, request: &AclRequest) -> Result<bool, BackendError> {
         match self.links.get(link) {
             Some(Link::External(backend)) => Ok(backend.check_acl(request)? == AclAnswer::Allow),
             _ => Ok(false),
@@ -106,7 +102,7 @@ impl Chain {
 
 /// The password file's answer: allowed for a known user with the right password, no opinion
 /// otherwise (a later backend may know the user).
-pub(crate) fn file_login(passwords: Option<&PasswordFile>, request: &LoginRequest) -> LoginAnswer {
+pub fn file_login(passwords: Option<&PasswordFile>, request: &LoginRequest) -> LoginAnswer {
     let (Some(passwords), Some(username)) = (passwords, request.username.as_deref()) else {
         return LoginAnswer::Unknown;
     };

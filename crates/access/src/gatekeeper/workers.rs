@@ -17,11 +17,11 @@ use ring_runtime::{ConnId, RuntimeControl, ShardId};
 use super::cache::TtlCache;
 use super::chain::{Chain, LoginVerdict};
 use super::keys::{AclKey, LoginKey};
-use crate::access::PasswordFile;
-use crate::access::backend::{AclRequest, LoginRequest};
+use crate::PasswordFile;
+use crate::backend::{AclRequest, LoginRequest};
 
 /// A question for the workers.
-pub(crate) enum Job {
+pub enum Job {
     /// Judge a CONNECT from chain link `start` on.
     Login {
         shard: ShardId,
@@ -43,7 +43,7 @@ pub(crate) enum Job {
 
 /// An answer for a shard.
 #[derive(Debug)]
-pub(crate) enum Verdict {
+pub enum Verdict {
     Login {
         conn: ConnId,
         token: u64,
@@ -58,10 +58,10 @@ pub(crate) enum Verdict {
 }
 
 /// What the workers share with the shards.
-pub(crate) struct Core {
-    pub(crate) chain: Chain,
-    pub(crate) logins: TtlCache<LoginKey, LoginVerdict>,
-    pub(crate) topics: TtlCache<AclKey, bool>,
+pub struct Core {
+    pub chain: Chain,
+    pub logins: TtlCache<LoginKey, LoginVerdict>,
+    pub topics: TtlCache<AclKey, bool>,
     /// Verdicts per shard.
     inboxes: Box<[SegQueue<Verdict>]>,
     control: OnceLock<RuntimeControl>,
@@ -69,22 +69,22 @@ pub(crate) struct Core {
     pending: AtomicUsize,
     max_pending: usize,
     /// Backend failures so far (for `$SYS` and logs).
-    pub(crate) failures: AtomicUsize,
+    pub failures: AtomicUsize,
 }
 
 /// The worker pool: dropping it ends the threads once their current job is done.
-pub(crate) struct Workers {
+pub struct Workers {
     jobs: Sender<Job>,
     threads: Vec<JoinHandle<()>>,
-    pub(crate) core: Arc<Core>,
+    pub core: Arc<Core>,
 }
 
 /// Why a job was not queued.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Busy;
+pub struct Busy;
 
 impl Core {
-    pub(crate) fn new(
+    pub fn new(
         chain: Chain,
         logins: TtlCache<LoginKey, LoginVerdict>,
         topics: TtlCache<AclKey, bool>,
@@ -104,7 +104,7 @@ impl Core {
     }
 
     /// Takes the verdicts waiting for `shard`.
-    pub(crate) fn take_verdicts(&self, shard: ShardId) -> Vec<Verdict> {
+    pub fn take_verdicts(&self, shard: ShardId) -> Vec<Verdict> {
         let Some(inbox) = self.inboxes.get(shard.index()) else {
             return Vec::new();
         };
@@ -128,7 +128,7 @@ impl Core {
 
 impl Workers {
     /// Starts `threads` workers over `core`.
-    pub(crate) fn start(core: Core, threads: usize) -> std::io::Result<Self> {
+    pub fn start(core: Core, threads: usize) -> std::io::Result<Self> {
         let core = Arc::new(core);
         let (jobs, queue) = crossbeam_channel::bounded(core.max_pending.max(1));
         let threads = (0..threads.max(1))
@@ -148,12 +148,12 @@ impl Workers {
     }
 
     /// Lets the workers wake shards once the runtime runs.
-    pub(crate) fn set_control(&self, control: RuntimeControl) {
+    pub fn set_control(&self, control: RuntimeControl) {
         let _ = self.core.control.set(control);
     }
 
     /// Queues `job`, or says the workers are busy (`auth.max_pending` jobs wait already).
-    pub(crate) fn submit(&self, job: Job) -> Result<(), Busy> {
+    pub fn submit(&self, job: Job) -> Result<(), Busy> {
         let core = &self.core;
         if core.pending.fetch_add(1, Ordering::AcqRel) >= core.max_pending {
             core.pending.fetch_sub(1, Ordering::AcqRel);
@@ -169,7 +169,7 @@ impl Workers {
     }
 
     /// Jobs queued or running now.
-    pub(crate) fn pending(&self) -> usize {
+    pub fn pending(&self) -> usize {
         self.core.pending.load(Ordering::Acquire)
     }
 }
@@ -273,5 +273,5 @@ fn instant_of(at: SystemTime) -> Instant {
 }
 
 /// A peer for requests made without one (never sent: every connection has a peer).
-pub(crate) const NO_PEER: SocketAddr =
+pub const NO_PEER: SocketAddr =
     SocketAddr::new(std::net::IpAddr::V4(std::net::Ipv4Addr::UNSPECIFIED), 0);

@@ -3,28 +3,28 @@
 
 use std::time::SystemTime;
 
-use crate::access::acl::RuleAccess as FileAccess;
-use crate::access::backend::{Grant, RuleAccess};
-use crate::access::{AclFile, LineProblem};
+use crate::acl::RuleAccess as FileAccess;
+use crate::backend::{Grant, RuleAccess};
+use crate::{AclFile, LineProblem};
 
 /// A connected client's login, as far as topic checks and expiry go.
 #[derive(Debug, Clone, Default)]
-pub(crate) struct ClientGrant {
+pub struct ClientGrant {
     /// The chain link that let the client in, when it was an external backend.
-    pub(crate) link: Option<usize>,
+    pub link: Option<usize>,
     /// The client's own rules, when the backend handed them over (Redis sets, JWT claims).
-    pub(crate) rules: Option<AclFile>,
+    pub rules: Option<AclFile>,
     /// Every topic check is allowed.
-    pub(crate) superuser: bool,
+    pub superuser: bool,
     /// When the credentials expire (the client is disconnected then).
-    pub(crate) expires_at: Option<SystemTime>,
+    pub expires_at: Option<SystemTime>,
     /// The backend that let the client in is asked about each topic it has not cached.
-    pub(crate) remote_topics: bool,
+    pub remote_topics: bool,
 }
 
 impl ClientGrant {
     /// The grant of a client that link `link` (which `checks_topics` or not) let in.
-    pub(crate) fn from_backend(
+    pub fn from_backend(
         grant: Grant,
         link: usize,
         checks_topics: bool,
@@ -50,7 +50,7 @@ impl ClientGrant {
     }
 
     /// Whether anything about this grant restricts topics beyond the ACL file.
-    pub(crate) fn restricts(&self) -> bool {
+    pub fn restricts(&self) -> bool {
         !self.superuser && (self.rules.is_some() || self.remote_topics)
     }
 }

@@ -113,7 +113,7 @@ enum Refusal {
     #[error("claim `{claim}`: {problem}")]
     Filter {
         claim: String,
-        problem: crate::access::LineProblem,
+        problem: crate::LineProblem,
     },
 }
 

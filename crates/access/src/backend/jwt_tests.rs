@@ -10,7 +10,7 @@ use rsa::pkcs8::{EncodePublicKey as _, LineEnding};
 use serde_json::{Value, json};
 
 use super::{JwtBackend, JwtSettings, TokenSource};
-use crate::access::backend::{
+use crate::backend::{
     AclAnswer, AclRequest, Backend, Grant, LoginAnswer, LoginRequest, RuleAccess, SetupError,
     TopicAccess, TopicRule,
 };

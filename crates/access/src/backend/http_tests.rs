@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 
 use super::{HttpBackend, HttpSettings};
-use crate::access::backend::{
+use crate::backend::{
     AclAnswer, AclRequest, Backend, BackendError, Grant, LoginAnswer, LoginRequest, SetupError,
     TopicAccess,
 };

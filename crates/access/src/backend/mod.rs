@@ -1,7 +1,7 @@
 //! External authentication and authorization backends (`auth.backends`): HTTP, Redis and JWT.
 //!
 //! Each backend answers one question at a time and may block on the network: the broker asks
-//! them on its auth worker threads (`crate::auth_workers`), never on a reactor, and caches the
+//! them on its auth worker threads (`crate::gatekeeper`), never on a reactor, and caches the
 //! answers. A backend only answers; the chain order, caching and what a refusal means to the
 //! client are decided by the caller.
 

@@ -3,12 +3,12 @@
 
 use ring::digest::{SHA256, digest};
 
-use crate::access::backend::{AclRequest, LoginRequest, TopicAccess};
+use crate::backend::{AclRequest, LoginRequest, TopicAccess};
 
 /// A login's cache key: the same client id, username and password, asked from the same
 /// point of the chain.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub(crate) struct LoginKey {
+pub struct LoginKey {
     client_id: String,
     username: Option<String>,
     password_digest: Option<[u8; 32]>,
@@ -16,7 +16,7 @@ pub(crate) struct LoginKey {
 }
 
 impl LoginKey {
-    pub(crate) fn of(request: &LoginRequest, start: usize) -> Self {
+    pub fn of(request: &LoginRequest, start: usize) -> Self {
         let password_digest = request.password.as_deref().map(|password| {
             let mut out = [0u8; 32];
             out.copy_from_slice(digest(&SHA256, password).as_ref());
@@ -33,7 +33,7 @@ impl LoginKey {
 
 /// A topic check's cache key.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub(crate) struct AclKey {
+pub struct AclKey {
     client_id: String,
     username: Option<String>,
     topic: String,
@@ -41,7 +41,7 @@ pub(crate) struct AclKey {
 }
 
 impl AclKey {
-    pub(crate) fn of(request: &AclRequest) -> Self {
+    pub fn of(request: &AclRequest) -> Self {
         Self {
             client_id: request.client_id.clone(),
             username: request.username.clone(),
@@ -51,12 +51,7 @@ impl AclKey {
     }
 
     /// The key for a check not yet made into a request.
-    pub(crate) fn new(
-        client_id: &str,
-        username: Option<&str>,
-        topic: &str,
-        access: TopicAccess,
-    ) -> Self {
+    pub fn new(client_id: &str, username: Option<&str>, topic: &str, access: TopicAccess) -> Self {
         Self {
             client_id: client_id.to_owned(),
             username: username.map(str::to_owned),
