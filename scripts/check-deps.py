@@ -26,10 +26,39 @@ PATH_CHARS = re.compile(r"(?:crate|super|self)(?:::[A-Za-z_][A-Za-z0-9_]*)+")
 MOD_DECL = re.compile(r"(?:#\[path\s*=\s*\"([^\"]+)\"\]\s*)?(?:pub(?:\([^)]*\))?\s+)?mod\s+([A-Za-z_][A-Za-z0-9_]*)\s*;")
 
 
+VISIBILITY = re.compile(r"pub\s*\(\s*in\s+[^)]*\)")
+INLINE_MOD = re.compile(r"\bmod\s+[A-Za-z_][A-Za-z0-9_]*\s*\{")
+
+
 def strip(src):
     src = COMMENT.sub(" ", src)
     src = STRING.sub('""', src)
-    return CHAR.sub("' '", src)
+    src = CHAR.sub("' '", src)
+    src = VISIBILITY.sub("pub", src)
+    return inline_modules_resolved(src)
+
+
+def inline_modules_resolved(src):
+    """Inside an inline `mod name { … }` (a test module), `super::` names the file's own
+    module: rewritten to `self::` so it resolves to the file, not to its parent."""
+    out, pos = [], 0
+    for m in INLINE_MOD.finditer(src):
+        if m.start() < pos:
+            continue
+        depth, end = 0, len(src)
+        for i in range(m.end() - 1, len(src)):
+            if src[i] == "{":
+                depth += 1
+            elif src[i] == "}":
+                depth -= 1
+                if depth == 0:
+                    end = i + 1
+                    break
+        out.append(src[pos:m.end()])
+        out.append(re.sub(r"\bsuper::", "self::", src[m.end():end]))
+        pos = end
+    out.append(src[pos:])
+    return "".join(out)
 
 
 def expand_use_tree(tree):

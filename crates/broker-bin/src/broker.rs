@@ -119,9 +119,13 @@ impl Broker {
         let mut store = None;
         if let Some(opened) = opened {
             shared.next_seq = std::sync::atomic::AtomicU64::new(opened.max_queued_seq + 1);
-            shared
-                .recovery
-                .deal(&shared, opened.sessions, opened.retained, shards);
+            crate::deal::deal_recovered(
+                &shared.recovery,
+                &shared,
+                opened.sessions,
+                opened.retained,
+                shards,
+            );
             let (sender, receiver) = std::sync::mpsc::sync_channel(CHANNEL_BATCHES);
             let state = Arc::new(StoreState::new(shards, Some(sender)));
             shared.store = Some(Arc::clone(&state));

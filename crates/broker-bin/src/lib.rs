@@ -15,7 +15,9 @@ pub mod cli;
 pub mod cluster;
 pub mod config;
 pub mod conn;
+mod deal;
 pub mod detach;
+pub mod directory;
 #[cfg(debug_assertions)]
 pub mod fault_injection;
 pub mod guard;

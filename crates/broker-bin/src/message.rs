@@ -12,7 +12,7 @@ use crate::session::Session;
 
 mod batch;
 mod outgoing;
-use crate::shared::ClaimId;
+use crate::directory::ClaimId;
 
 /// One published message, encoded once and shared (by `Arc`) by every recipient on every shard.
 #[derive(Debug)]

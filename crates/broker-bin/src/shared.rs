@@ -11,28 +11,11 @@ use router::{Sequencer, SubscriberId, TopicLimits};
 
 use crate::auth::Authenticator;
 use crate::config::{Config, SlowConsumerPolicy};
+use crate::directory::{ClaimId, SessionLocation};
 use crate::metrics::Metrics;
 use crate::store::{Recovery, StoreState};
 use session_store::{ByteBudget, OverflowPolicy, QueueLimits};
 use std::sync::Arc;
-
-/// Where a session lives now.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct SessionLocation {
-    /// The shard holding (or about to hold) the session.
-    pub shard: ShardId,
-    /// The session's subscriber key.
-    pub subscriber: SubscriberId,
-    /// The latest connection's claim on the session: a takeover request names the claim it
-    /// supersedes, as one shard may hold several claims for one client during a burst of
-    /// reconnects.
-    pub claim: ClaimId,
-}
-
-/// One CONNECT's claim on a client's session, unique among claims still in progress (ids wrap
-/// after 2^32 claims; a claim is in progress for the time a session takes to move).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub struct ClaimId(pub u32);
 
 /// Shared broker state, one per broker, behind an `Arc` in every shard.
 pub struct Shared {

@@ -9,8 +9,8 @@ use ring_runtime::{ConnId, ShardId};
 
 use super::{BrokerShard, Ctx};
 use crate::conn::Phase;
+use crate::directory::ClaimId;
 use crate::message::{ShardMsg, TakeoverRequest};
-use crate::shared::ClaimId;
 
 /// A claim on this shard whose session has not arrived yet.
 #[derive(Debug)]

@@ -13,9 +13,9 @@ use super::login::Judgement;
 use super::{BrokerShard, Ctx, Fault};
 use crate::conn::Phase;
 use crate::detach;
+use crate::directory::{ClaimId, SessionLocation};
 use crate::message::Change;
 use crate::session::Session;
-use crate::shared::{ClaimId, SessionLocation};
 use session_store::storage::SessionWrite;
 use session_store::{PendingWill, SessionExpiry};
 

@@ -6,7 +6,7 @@ use ring_runtime::ShardId;
 use router::SubscriberId;
 
 use super::{FastMap, claims, fence};
-use crate::shared::ClaimId;
+use crate::directory::ClaimId;
 
 /// What this shard tracks of sessions in motion.
 #[derive(Default)]

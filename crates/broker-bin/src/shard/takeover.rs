@@ -9,9 +9,9 @@ use tracing::{debug, error};
 use super::claims::Claimant;
 use super::fence::Moved;
 use super::{BrokerShard, Ctx};
+use crate::directory::ClaimId;
 use crate::message::{Change, SessionTransfer, ShardMsg, TakeoverRequest};
 use crate::session::Session;
-use crate::shared::ClaimId;
 
 impl BrokerShard {
     /// A newer claim asks for the session: give it away (or discard it on Clean Start). A claim

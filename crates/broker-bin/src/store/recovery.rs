@@ -8,17 +8,15 @@ use std::time::{Duration, Instant, SystemTime};
 
 use codec::MqttStr;
 use ring_runtime::ShardId;
-use router::{SubscriberId, SubscriptionChange, SubscriptionFilter, TopicName};
+use router::{SubscriberId, SubscriptionChange, TopicName};
 use session_store::SessionExpiry;
 use session_store::storage::{
     LogSize, LoggedStorage, RedbStorage, SessionStorage, SessionWrite, SledStorage, StorageError,
     StoredMessage, StoredSession, SyncMode,
 };
 
-use super::message_from_stored;
 use crate::config::{PersistenceSettings, StorageEngine, SyncPolicy};
 use crate::message::Message;
-use crate::shared::{SessionLocation, Shared};
 
 /// A stored session dealt to a shard, with the subscriber key it runs under now.
 #[derive(Debug)]
@@ -70,63 +68,9 @@ impl Recovery {
         }
     }
 
-    /// Deals the recovered sessions to `shards` shards: each gets a fresh subscriber key, a shard
-    /// (in turn), and an entry in the session directory. Subscriptions and retained messages
-    /// are parsed once here for every replica; one that no longer parses (a stricter topic
-    /// limit since) is left out with a warning.
-    pub fn deal(
-        &self,
-        shared: &Shared,
-        sessions: Vec<(StoredSession, usize)>,
-        retained: Vec<(MqttStr, StoredMessage)>,
-        shards: usize,
-    ) {
-        let mut dealt: Vec<Vec<RecoveredSession>> = (0..shards).map(|_| Vec::new()).collect();
-        let now = shared.clock.now();
-        let limits = &shared.topic_limits;
-        let mut seed = ReplicaSeed {
-            retained: (retained.iter())
-                .filter_map(|(topic, stored)| {
-                    let name = TopicName::from_mqtt_str(topic.clone(), limits);
-                    Some((name.ok()?, message_from_stored(stored, now)?))
-                })
-                .collect(),
-            ..ReplicaSeed::default()
-        };
-        for (index, (stored, queued_total)) in sessions.into_iter().enumerate() {
-            let shard = ShardId::new((index % shards) as u16);
-            let subscriber = shared.new_subscriber(shard);
-            shared.sessions.insert(
-                Box::from(stored.client_id.as_str()),
-                SessionLocation {
-                    shard,
-                    subscriber,
-                    claim: shared.new_claim(),
-                },
-            );
-            seed.owners.push((subscriber, shard));
-            for stored in &stored.subscriptions {
-                let filter = stored.filter.as_shared_bytes().clone();
-                let Ok(filter) = SubscriptionFilter::from_bytes(filter, limits) else {
-                    tracing::warn!(
-                        filter = stored.filter.as_str(),
-                        "stored filter no longer valid: dropped"
-                    );
-                    continue;
-                };
-                seed.subscriptions.push(SubscriptionChange::Subscribe {
-                    subscriber,
-                    filter,
-                    options: stored.options,
-                    id: stored.id,
-                });
-            }
-            dealt[shard.index()].push(RecoveredSession {
-                stored,
-                subscriber,
-                queued_total,
-            });
-        }
+    /// Puts the dealt sessions (one list per shard) and the replicas' seed in place for the
+    /// shards to take.
+    pub fn hold(&self, dealt: Vec<Vec<RecoveredSession>>, seed: ReplicaSeed) {
         if let Ok(mut sessions) = self.sessions.lock() {
             *sessions = dealt;
         }

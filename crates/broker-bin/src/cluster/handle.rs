@@ -1,0 +1,143 @@
+//! [`ClusterLink`]: what the shards hold of the cluster thread (bounded queues towards it,
+//! its counters), and [`ClusterQueues`], the receiving ends the thread takes at start.
+
+use std::sync::Arc;
+
+use tokio::sync::mpsc;
+
+use super::counters::ClusterCounters;
+use super::port::{ClaimRequest, MirrorOp};
+use super::settled::Settled;
+use crate::config::ClusterSettings;
+use crate::message::Message;
+
+/// A change of the local interest in one filter.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Interest {
+    /// The whole filter text (`$share/...` included).
+    pub filter: String,
+    /// +1: one more local subscription; -1: one fewer.
+    pub delta: i32,
+}
+
+/// A message on its way to NATS.
+#[derive(Debug)]
+pub(crate) struct Outbound {
+    pub message: Arc<Message>,
+    /// Its node served the matching shared subscriptions itself (NATS was down when it was
+    /// published): the other nodes' queue groups must not serve them again.
+    pub shares_served: bool,
+    /// A QoS 1/2 message from a client whose acknowledgement waits: its shard and number
+    /// there, settled once it is sent or kept (`settled.rs`).
+    pub settle: Option<(ring_runtime::ShardId, u64)>,
+}
+
+/// What the shards hold of the cluster link.
+#[derive(Debug)]
+pub struct ClusterLink {
+    outbound: mpsc::Sender<Outbound>,
+    interest: mpsc::UnboundedSender<Interest>,
+    claims: mpsc::Sender<ClaimRequest>,
+    mirror: mpsc::Sender<MirrorOp>,
+    /// The link's counters.
+    pub counters: Arc<ClusterCounters>,
+    /// How far each shard's messages have settled.
+    pub settled: Arc<Settled>,
+}
+
+/// The receiving ends the cluster thread takes at start.
+#[derive(Debug)]
+pub struct ClusterQueues {
+    pub(super) outbound: mpsc::Receiver<Outbound>,
+    pub(super) interest: mpsc::UnboundedReceiver<Interest>,
+    pub(super) claims: mpsc::Receiver<ClaimRequest>,
+    pub(super) mirror: mpsc::Receiver<MirrorOp>,
+    pub(super) settled: Arc<Settled>,
+}
+
+impl ClusterLink {
+    /// A link bounded by `settings` for `shards` shards, and the queues its thread will read.
+    pub fn new(settings: &ClusterSettings, shards: usize) -> (Self, ClusterQueues) {
+        let settled = Arc::new(Settled::new(shards));
+        let (outbound, outbound_rx) = mpsc::channel(settings.max_outbound_messages);
+        let (interest, interest_rx) = mpsc::unbounded_channel();
+        let (claims, claims_rx) = mpsc::channel(settings.max_outbound_messages);
+        let (mirror, mirror_rx) = mpsc::channel(settings.max_outbound_messages);
+        let link = Self {
+            outbound,
+            interest,
+            claims,
+            mirror,
+            counters: Arc::new(ClusterCounters::default()),
+            settled: Arc::clone(&settled),
+        };
+        let queues = ClusterQueues {
+            outbound: outbound_rx,
+            interest: interest_rx,
+            claims: claims_rx,
+            mirror: mirror_rx,
+            settled,
+        };
+        (link, queues)
+    }
+
+    /// Hands a locally published message to the cluster (`shares_served`, `settle`: see
+    /// [`Outbound`]); a full queue drops it, counted, and `false` says so. While NATS is down
+    /// the queue is the node's buffer.
+    pub(crate) fn send(
+        &self,
+        message: &Arc<Message>,
+        shares_served: bool,
+        settle: Option<(ring_runtime::ShardId, u64)>,
+    ) -> bool {
+        let outbound = Outbound {
+            message: Arc::clone(message),
+            shares_served,
+            settle,
+        };
+        if self.outbound.try_send(outbound).is_err() {
+            ClusterCounters::drop_one(
+                &self.counters.dropped_queue_full,
+                "cluster.max_outbound_messages are waiting for NATS",
+            );
+            return false;
+        }
+        true
+    }
+
+    /// Whether the main NATS connection is up.
+    pub(crate) fn connected(&self) -> bool {
+        self.counters
+            .connected
+            .load(std::sync::atomic::Ordering::Relaxed)
+            == 1
+    }
+
+    /// Asks the cluster whether this node may own a client id; `false` when
+    /// `cluster.max_outbound_messages` questions wait already.
+    pub(crate) fn claim(&self, request: ClaimRequest) -> bool {
+        self.claims.try_send(request).is_ok()
+    }
+
+    /// Hands a mirror operation to the cluster thread; a full queue drops it, counted.
+    pub(crate) fn mirror(&self, op: MirrorOp) {
+        if self.mirror.try_send(op).is_err() {
+            ClusterCounters::drop_one(
+                &self.counters.mirror_failures,
+                "cluster.max_outbound_messages mirror writes are waiting",
+            );
+        }
+    }
+
+    /// Reports one more (`delta` 1) or one fewer (-1) local subscription to `filter`.
+    /// Interest changes are never dropped (a lost one would leave a NATS subscription
+    /// forever or miss one).
+    pub(crate) fn interest(&self, filter: &str, delta: i32) {
+        let change = Interest {
+            filter: filter.to_owned(),
+            delta,
+        };
+        // Fails only once the thread is gone (shutdown): nothing to keep in step then.
+        let _ = self.interest.send(change);
+    }
+}

@@ -1,0 +1,111 @@
+//! What the shards and the cluster thread tell each other: a message from another node, the
+//! questions about client-id ownership and their answers, and the session mirror's writes.
+//! Plain data with no behaviour, so the shard's mailbox can name them without the link.
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+use codec::{MqttStr, QoS};
+
+/// Which local subscribers a message from the cluster is for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Scope {
+    /// Ordinary (non-shared) subscriptions: it came through a plain NATS subscription.
+    Plain,
+    /// The shared subscription with this whole `$share/group/filter` text: it came through that
+    /// share's NATS queue group, which picked this node.
+    Group(Arc<str>),
+    /// No one: it is the topic's retained message from the cluster's bucket, for the node's
+    /// retained store only (an empty payload clears it).
+    Retained,
+}
+
+/// A message received from another node, for a shard to route locally.
+#[derive(Debug)]
+pub struct ClusterPublish {
+    /// The topic name (validated by the shard).
+    pub topic: MqttStr,
+    /// The payload.
+    pub payload: Bytes,
+    /// The MQTT 5.0 properties that travel, encoded as in a PUBLISH (see [`headers`]).
+    pub properties: Bytes,
+    /// The QoS it was published with.
+    pub qos: QoS,
+    /// The RETAIN flag it was published with.
+    pub retain: bool,
+    /// Message Expiry Interval left when it left its node.
+    pub expiry: Option<u32>,
+    /// Which local subscribers it is for.
+    pub scope: Scope,
+}
+
+/// A CONNECT's question to the cluster: may this node own `client_id`'s session?
+#[derive(Debug)]
+pub(crate) struct ClaimRequest {
+    /// The client identifier.
+    pub client_id: MqttStr,
+    /// The CONNECT's Clean Start: the old session's state is not wanted.
+    pub clean_start: bool,
+    /// Where the CONNECT waits.
+    pub shard: ring_runtime::ShardId,
+    pub conn: ring_runtime::ConnId,
+    /// The shard's number for this question (a stale answer is ignored).
+    pub token: u64,
+}
+
+/// The cluster's answer to a [`ClaimRequest`].
+#[derive(Debug)]
+pub enum Ownership {
+    /// This node owns the client id now; with the session's state (a snapshot) when another
+    /// node released one.
+    Owned(Option<Bytes>),
+    /// The owning node is alive but did not release the session: refuse the CONNECT (0x88,
+    /// the client retries).
+    Unavailable,
+}
+
+/// A claim's outcome, posted to the shard where the CONNECT waits.
+#[derive(Debug)]
+pub struct OwnershipAnswer {
+    pub conn: ring_runtime::ConnId,
+    pub token: u64,
+    pub client_id: MqttStr,
+    pub outcome: Ownership,
+}
+
+/// Another node takes `client_id` over: release its session here (the connection closes with
+/// 0x8E) and reply with its state (`None`: no session, or Clean Start).
+#[derive(Debug)]
+pub struct ReleaseRequest {
+    pub client_id: MqttStr,
+    pub clean_start: bool,
+    pub reply: tokio::sync::oneshot::Sender<Option<Vec<u8>>>,
+    /// Times forwarded between shards looking for the session.
+    pub hops: u8,
+    /// A copy this node recovered from its store while another node owns the client id now:
+    /// ended here without touching what is mirrored (the owner's now).
+    pub stale: bool,
+}
+
+/// What a shard asks the cluster thread to mirror of a session that outlives its connection
+/// (`cluster/mirror.rs`, `shard/mirror.rs`).
+#[derive(Debug)]
+pub(crate) enum MirrorOp {
+    /// Its client is connected: its snapshot without messages (subscriptions, expiry,
+    /// protocol), written at the CONNECT and at every change of its subscriptions;
+    /// `purge_queue`: it was offline, and the copies mirrored meanwhile go.
+    Connected {
+        client_id: MqttStr,
+        snapshot: Bytes,
+        purge_queue: bool,
+    },
+    /// Its client disconnected: its whole snapshot.
+    Offline { client_id: MqttStr, snapshot: Bytes },
+    /// A QoS 1/2 copy queued for it while offline (`encode_queued_message`).
+    Queued { client_id: MqttStr, message: Bytes },
+    /// It ended: nothing of it is mirrored any more.
+    Forget { client_id: MqttStr },
+    /// It ended on this node (not moved): the client id's owner record goes, if it still
+    /// names this node run (compare-and-set on its revision), so ids used once do not stay.
+    Ended { client_id: MqttStr },
+}

@@ -1,0 +1,24 @@
+//! The session directory's entries: where each client's session lives now, and the claim a
+//! CONNECT holds on it while the session moves between shards. The directory itself is
+//! `Shared::sessions`; these types are what shards, takeovers and recovery exchange about it.
+
+use ring_runtime::ShardId;
+use router::SubscriberId;
+
+/// Where a session lives now.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SessionLocation {
+    /// The shard holding (or about to hold) the session.
+    pub shard: ShardId,
+    /// The session's subscriber key.
+    pub subscriber: SubscriberId,
+    /// The latest connection's claim on the session: a takeover request names the claim it
+    /// supersedes, as one shard may hold several claims for one client during a burst of
+    /// reconnects.
+    pub claim: ClaimId,
+}
+
+/// One CONNECT's claim on a client's session, unique among claims still in progress (ids wrap
+/// after 2^32 claims; a claim is in progress for the time a session takes to move).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct ClaimId(pub u32);
