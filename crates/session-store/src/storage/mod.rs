@@ -88,6 +88,8 @@ mod contract_skip_tests;
 #[cfg(test)]
 mod contract_tests;
 #[cfg(test)]
+mod contract_writes;
+#[cfg(test)]
 mod engine_tests;
 #[cfg(test)]
 mod model_tests;
