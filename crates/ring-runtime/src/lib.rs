@@ -7,12 +7,14 @@
 
 mod backend;
 mod clock;
+mod close_reason;
 mod config;
 mod conn;
 mod ctx;
 mod epoll;
 mod error;
 mod exit;
+mod expired_timers;
 mod handler;
 mod ids;
 mod layer;
