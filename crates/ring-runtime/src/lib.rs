@@ -6,6 +6,7 @@
 //! goes through its [`ShardCtx`].
 
 mod backend;
+mod backend_select;
 mod clock;
 mod close_reason;
 mod config;

@@ -7,7 +7,8 @@ use std::sync::{Arc, mpsc};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use crate::backend::{Backend, select_backend};
+use crate::backend::Backend;
+use crate::backend_select::select_backend;
 use crate::clock::WakeShards;
 use crate::config::{BackendKind, RuntimeConfig};
 use crate::ctx::{ShardCtx, ShardStats};
