@@ -26,6 +26,7 @@ mod quiet;
 mod runtime;
 mod send_queue;
 mod shard;
+mod shared;
 #[cfg(any(test, feature = "sim"))]
 pub mod sim;
 mod slab;
