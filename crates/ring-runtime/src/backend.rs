@@ -1,5 +1,5 @@
 //! The interface between the backend-independent shard logic and an I/O backend (io_uring or
-//! epoll), and the start-up choice between them.
+//! epoll); the start-up choice between them is `backend_select.rs`.
 
 use std::io;
 use std::net::{SocketAddr, TcpListener, TcpStream};
@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 
-use crate::config::{BackendChoice, BackendKind, RuntimeConfig};
+use crate::config::RuntimeConfig;
 use crate::conn::{Conn, ConnTable};
 use crate::ctx::ShardStats;
 use crate::error::RuntimeError;
@@ -129,21 +129,5 @@ pub(crate) fn timeout_unless_pending(timeout: Option<Duration>, pending: bool) -
         Some(Duration::ZERO)
     } else {
         timeout
-    }
-}
-
-/// Resolves the configured choice (and `RINGMQ_BACKEND`) to the backend the shards will use.
-/// `Auto` probes io_uring and falls back to epoll; `Uring` reports why io_uring cannot be used.
-pub(crate) fn select_backend(config: &RuntimeConfig) -> Result<BackendKind, RuntimeError> {
-    match config.backend.with_env_override()? {
-        BackendChoice::Epoll => Ok(BackendKind::Epoll),
-        BackendChoice::Uring => {
-            crate::uring::probe(config)?;
-            Ok(BackendKind::Uring)
-        }
-        BackendChoice::Auto => match crate::uring::probe(config) {
-            Ok(()) => Ok(BackendKind::Uring),
-            Err(_) => Ok(BackendKind::Epoll),
-        },
     }
 }

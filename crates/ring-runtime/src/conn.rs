@@ -5,7 +5,7 @@ use std::io;
 use std::net::{SocketAddr, TcpStream};
 use std::os::fd::{AsRawFd, RawFd};
 
-use crate::handler::CloseReason;
+use crate::close_reason::CloseReason;
 use crate::ids::{ConnId, TimerId};
 pub(crate) use crate::send_queue::{SendQueue, WriteBatch};
 use crate::slab::{ChunkedVec, GenSlab};

@@ -8,9 +8,9 @@ use std::time::{Duration, Instant};
 use bytes::{Bytes, BytesMut};
 
 use crate::clock::Clock;
+use crate::close_reason::CloseReason;
 use crate::conn::{CloseMode, Conn, ConnTable, SendQueue};
 use crate::error::RuntimeError;
-use crate::handler::CloseReason;
 use crate::ids::{ConnId, ShardId, TimerId};
 use crate::layer::{Layers, StreamLayer};
 use crate::mailbox::{LocalInbox, Outboxes};
@@ -381,36 +381,6 @@ impl<M> ShardCtx<M> {
     /// Messages posted to `shard` that have not yet left this shard.
     pub fn pending_posts(&self, shard: ShardId) -> usize {
         self.outboxes.pending(shard)
-    }
-
-    /// Fires the timers due by `now`: handler timers through `on_timer`, drain deadlines as
-    /// aborts. `fired` is scratch space. Returns whether the accept pause is over.
-    pub(crate) fn fire_timers<H>(
-        &mut self,
-        handler: &mut H,
-        fired: &mut Vec<(TimerId, TimerTarget)>,
-    ) -> bool
-    where
-        H: crate::Handler<Message = M>,
-    {
-        let mut resume_accept = false;
-        self.timers.advance(self.now, fired);
-        for (timer, target) in fired.drain(..) {
-            match target {
-                TimerTarget::User(key) => handler.on_timer(self, timer, key),
-                TimerTarget::Drain(conn) => self.drain_timed_out(conn),
-                TimerTarget::ResumeAccept => resume_accept = true,
-            }
-        }
-        resume_accept
-    }
-
-    /// A graceful close's drain deadline passed: abort it.
-    fn drain_timed_out(&mut self, conn: ConnId) {
-        if let Some(record) = self.conns.get_mut(conn) {
-            record.set_drain_timer(None);
-        }
-        self.request_close(conn, CloseMode::Abort, Some(CloseReason::DrainTimeout));
     }
 
     /// Records a close request; `reason` overrides the default (`Local`, or `PeerClosed` after

@@ -5,28 +5,10 @@ use std::net::SocketAddr;
 
 use bytes::Bytes;
 
+pub use crate::close_reason::CloseReason;
 use crate::ctx::ShardCtx;
 use crate::ids::{ConnId, TimerId};
 use crate::layer::LayerError;
-
-/// Why a connection ended, given to [`Handler::on_closed`].
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum CloseReason {
-    /// The handler called [`ShardCtx::close`] or [`ShardCtx::abort`].
-    Local,
-    /// The peer closed its side and the connection was then closed (see
-    /// [`Handler::on_read_closed`]).
-    PeerClosed,
-    /// A read or write failed (connection reset, broken pipe, ...).
-    Error {
-        /// The kind of the OS error.
-        kind: io::ErrorKind,
-    },
-    /// A graceful close could not send its queued bytes within `drain_timeout`.
-    DrainTimeout,
-    /// The runtime is shutting down.
-    Shutdown,
-}
 
 /// A shard's protocol logic. One instance per shard, built on the shard's own thread by the
 /// factory given to [`crate::Runtime::start`], so it need not be `Send`.

@@ -6,13 +6,16 @@
 //! goes through its [`ShardCtx`].
 
 mod backend;
+mod backend_select;
 mod clock;
+mod close_reason;
 mod config;
 mod conn;
 mod ctx;
 mod epoll;
 mod error;
 mod exit;
+mod expired_timers;
 mod handler;
 mod ids;
 mod layer;
@@ -23,6 +26,7 @@ mod quiet;
 mod runtime;
 mod send_queue;
 mod shard;
+mod shared;
 #[cfg(any(test, feature = "sim"))]
 pub mod sim;
 mod slab;

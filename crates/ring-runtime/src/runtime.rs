@@ -7,7 +7,8 @@ use std::sync::{Arc, mpsc};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use crate::backend::{Backend, select_backend};
+use crate::backend::Backend;
+use crate::backend_select::select_backend;
 use crate::clock::WakeShards;
 use crate::config::{BackendKind, RuntimeConfig};
 use crate::ctx::{ShardCtx, ShardStats};
@@ -19,23 +20,10 @@ use crate::ids::ShardId;
 use crate::mailbox::Mailbox;
 use crate::quiet::QuietBoard;
 use crate::shard::Shard;
+use crate::shared::Shared;
 use crate::sys::sched::{self, SliceOutcome};
 use crate::sys::{socket, thread};
 use crate::uring::UringBackend;
-
-/// State every shard and the handle share: the mailboxes, the shutdown flag and how each
-/// shard's thread ended.
-pub(crate) struct Shared<M> {
-    pub(crate) mailboxes: Vec<Mailbox<M>>,
-    pub(crate) shutdown: AtomicBool,
-    pub(crate) exits: Arc<ExitBoard>,
-    /// Accepts refused for want of descriptors or memory, all shards together.
-    pub(crate) accepts_refused: AtomicU64,
-    /// Flushes that found a destination mailbox full, all shards together.
-    pub(crate) mailbox_full: AtomicU64,
-    /// Shards done at shutdown (`quiet.rs`).
-    pub(crate) quiet: QuietBoard,
-}
 
 /// What a [`RuntimeControl`] can do to the shards, without knowing their message type.
 trait ControlShards: Send + Sync {
@@ -78,25 +66,6 @@ impl RuntimeControl {
     /// Starts a graceful shutdown, as [`RuntimeHandle::shutdown`] does.
     pub fn shutdown(&self) {
         self.shards.shutdown();
-    }
-}
-
-impl<M> Shared<M> {
-    fn request_shutdown(&self) {
-        self.shutdown.store(true, Ordering::Release);
-        self.wake_every_shard();
-    }
-
-    pub(crate) fn wake_every_shard(&self) {
-        for mailbox in &self.mailboxes {
-            mailbox.waker().wake();
-        }
-    }
-}
-
-impl<M: Send> WakeShards for Shared<M> {
-    fn wake_all(&self) {
-        self.wake_every_shard();
     }
 }
 

@@ -18,7 +18,7 @@ use crate::ctx::{ShardCtx, ShardStats, TimerTarget};
 use crate::error::RuntimeError;
 use crate::handler::{CloseReason, Handler};
 use crate::ids::{ConnId, ShardId, TimerId};
-use crate::runtime::Shared;
+use crate::shared::Shared;
 
 /// A released connection, to report to the handler after the apply step.
 enum Ended {

@@ -4,20 +4,12 @@
 
 use codec::QoS;
 
-use super::contract_tests::{
-    acked, qos2_received, qos2_released, queued, queued_and_sent, released, saved, sent,
+use super::contract_writes::{
+    acked, qos2_received, qos2_released, queued, queued_and_sent, released, saved, sent, skip,
     subscribed, text,
 };
-use super::{SessionStorage, SessionWrite, Skipped};
+use super::{SessionStorage, SessionWrite};
 use crate::SessionExpiry;
-
-/// The report of a skipped write for client `client`.
-pub(super) fn skip(write: &'static str, client: &str) -> Skipped {
-    Skipped {
-        write,
-        client_id: client.to_owned(),
-    }
-}
 
 pub(super) fn skipped_writes_are_reported_and_the_rest_of_the_batch_applies<S: SessionStorage>(
     make: impl Fn() -> S,

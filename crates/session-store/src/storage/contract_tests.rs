@@ -4,111 +4,16 @@
 use std::time::{Duration, SystemTime};
 
 use bytes::Bytes;
-use codec::{MqttStr, PacketId, ProtocolVersion, QoS, SubscriptionId, SubscriptionOptions, Will};
+use codec::{ProtocolVersion, QoS, SubscriptionOptions, Will};
 
+use super::contract_writes::{
+    acked, dropped, message, pid, qos2_received, qos2_released, queued, queued_and_sent, released,
+    retain_set, saved, sent, skip, subscribed, text,
+};
 use super::*;
-use crate::storage::contract_skip_tests::skip;
 use crate::storage::{StoredMessage, StoredSubscription};
 use crate::{InflightState, PendingWill, SessionExpiry};
 
-pub(super) fn text(s: &str) -> MqttStr {
-    MqttStr::from_bytes(Bytes::copy_from_slice(s.as_bytes())).unwrap()
-}
-
-pub(super) fn pid(n: u16) -> PacketId {
-    PacketId::new(n).unwrap()
-}
-
-pub(super) fn message(topic: &str, qos: QoS) -> StoredMessage {
-    StoredMessage {
-        topic: Bytes::copy_from_slice(topic.as_bytes()),
-        payload: Bytes::from_static(b"payload"),
-        qos,
-        retain: false,
-        properties: Bytes::new(),
-        expires_at: None,
-        sub_ids: vec![SubscriptionId::new(7).unwrap()],
-    }
-}
-
-pub(super) fn saved(client: &str, expiry: SessionExpiry) -> SessionWrite {
-    SessionWrite::SessionSaved {
-        client_id: text(client),
-        protocol: ProtocolVersion::V5,
-        expiry,
-        will: None,
-    }
-}
-
-pub(super) fn queued(client: &str, seq: u64, qos: QoS) -> SessionWrite {
-    SessionWrite::MessageQueued {
-        client_id: text(client),
-        seq,
-        message: Box::new(message("t", qos)),
-    }
-}
-
-pub(super) fn sent(client: &str, seq: u64, id: u16) -> SessionWrite {
-    SessionWrite::InflightSent {
-        client_id: text(client),
-        seq,
-        packet_id: pid(id),
-    }
-}
-
-/// `MessageSent` for `client`: a message of `qos` queued as `seq` and sent as `id` at once.
-pub(super) fn queued_and_sent(client: &str, seq: u64, id: u16, qos: QoS) -> SessionWrite {
-    SessionWrite::MessageSent {
-        client_id: text(client),
-        seq,
-        packet_id: pid(id),
-        message: Box::new(message("t", qos)),
-    }
-}
-
-pub(super) fn subscribed(client: &str, filter: &str, qos: QoS) -> SessionWrite {
-    SessionWrite::Subscribed {
-        client_id: text(client),
-        filter: text(filter),
-        options: SubscriptionOptions {
-            qos,
-            ..SubscriptionOptions::default()
-        },
-        id: None,
-    }
-}
-
-/// `InflightReleased` for client "a".
-pub(super) fn released(id: u16) -> SessionWrite {
-    SessionWrite::InflightReleased {
-        client_id: text("a"),
-        packet_id: pid(id),
-    }
-}
-
-/// `InflightAcked` for client "a".
-pub(super) fn acked(id: u16) -> SessionWrite {
-    SessionWrite::InflightAcked {
-        client_id: text("a"),
-        packet_id: pid(id),
-    }
-}
-
-/// `Qos2Received` for client "a".
-pub(super) fn qos2_received(id: u16) -> SessionWrite {
-    SessionWrite::Qos2Received {
-        client_id: text("a"),
-        packet_id: pid(id),
-    }
-}
-
-/// `Qos2Released` for client "a".
-pub(super) fn qos2_released(id: u16) -> SessionWrite {
-    SessionWrite::Qos2Released {
-        client_id: text("a"),
-        packet_id: pid(id),
-    }
-}
 pub(super) fn a_sequence_of_writes_loads_as_the_sessions_it_describes<S: SessionStorage>(
     make: impl Fn() -> S,
 ) {
@@ -314,17 +219,6 @@ pub(super) fn a_packet_id_used_again_in_one_batch_keeps_its_new_flow<S: SessionS
     assert_eq!(whole.load().unwrap(), batched.load().unwrap());
 }
 
-/// `RetainSet` for `topic`, with a payload naming it.
-pub(super) fn retain_set(topic: &str, payload: &'static str) -> SessionWrite {
-    let mut message = message(topic, QoS::AtLeastOnce);
-    message.payload = Bytes::from_static(payload.as_bytes());
-    message.retain = true;
-    SessionWrite::RetainSet {
-        topic: text(topic),
-        message: Box::new(message),
-    }
-}
-
 pub(super) fn retained_messages_are_set_replaced_and_cleared<S: SessionStorage>(
     make: impl Fn() -> S,
 ) {
@@ -372,14 +266,6 @@ pub(super) fn retained_messages_and_sessions_do_not_mix<S: SessionStorage>(make:
     let loaded = storage.load().unwrap();
     assert_eq!(loaded.retained.len(), 1);
     assert_eq!(loaded.sessions.len(), 1);
-}
-
-/// `MessageDropped` for client "a".
-pub(super) fn dropped(seq: u64) -> SessionWrite {
-    SessionWrite::MessageDropped {
-        client_id: text("a"),
-        seq,
-    }
 }
 
 /// The sequence numbers of `messages`.

@@ -8,8 +8,9 @@ use codec::QoS;
 use tempfile::TempDir;
 
 use super::contract_skip_tests as contract_skip;
-use super::contract_tests::{
-    self as contract, acked, pid, queued, released, retain_set, saved, sent, subscribed, text,
+use super::contract_tests as contract;
+use super::contract_writes::{
+    acked, pid, queued, released, retain_set, saved, sent, subscribed, text,
 };
 use super::*;
 use crate::SessionExpiry;

@@ -78,8 +78,8 @@ mod keyed;
 mod logged;
 mod none;
 mod recording;
-mod redb;
-mod sled;
+mod redb_storage;
+mod sled_storage;
 mod snapshot;
 mod write;
 
@@ -88,16 +88,18 @@ mod contract_skip_tests;
 #[cfg(test)]
 mod contract_tests;
 #[cfg(test)]
+mod contract_writes;
+#[cfg(test)]
 mod engine_tests;
 #[cfg(test)]
 mod model_tests;
 
-pub use self::redb::RedbStorage;
-pub use self::sled::SledStorage;
 pub use committed::{Committed, Skipped, SyncMode};
 pub use logged::{DEFAULT_LOG_BYTES, DEFAULT_MAX_LOG_BYTES, LogSize, LoggedStorage};
 pub use none::NoStorage;
 pub use recording::RecordingStorage;
+pub use redb_storage::RedbStorage;
+pub use sled_storage::SledStorage;
 pub use snapshot::{
     SnapshotError, decode_queued_message, decode_session_snapshot, encode_queued_message,
     encode_session_snapshot,

@@ -8,7 +8,7 @@ use std::time::{Duration, SystemTime};
 
 use codec::QoS;
 
-use super::contract_tests::{message, pid, subscribed, text};
+use super::contract_writes::{message, pid, subscribed, text};
 use super::engine_tests::{Open, reopen, temp_dir};
 use super::*;
 use crate::SessionExpiry;

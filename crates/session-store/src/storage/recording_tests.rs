@@ -4,7 +4,7 @@ use codec::QoS;
 
 use super::*;
 use crate::SessionExpiry;
-use crate::storage::contract_tests::{acked, saved, subscribed};
+use crate::storage::contract_writes::{acked, saved, subscribed};
 
 #[test]
 fn it_keeps_every_committed_write_skipped_ones_included() {

@@ -7,7 +7,7 @@ use super::Keyed;
 use super::keys::{AWAITING, awaiting_ids_key, awaiting_key};
 use super::kv::{KeyWrite, KvRead, Visit};
 use crate::SessionExpiry;
-use crate::storage::contract_tests::{acked, queued_and_sent, released, saved, text};
+use crate::storage::contract_writes::{acked, queued_and_sent, released, saved, text};
 use crate::storage::encoding;
 use crate::storage::{SessionWrite, StorageError};
 use codec::{PacketId, QoS};

@@ -11,7 +11,7 @@ use ::redb::{Database, Durability, TableDefinition};
 
 use super::pending::Pending;
 use crate::storage::StorageError;
-use crate::storage::redb::{TABLE, engine_error};
+use crate::storage::redb_storage::{TABLE, engine_error};
 
 /// The log's own table: the last epoch checkpointed.
 const LOG_TABLE: TableDefinition<'_, &str, u64> = TableDefinition::new("log");

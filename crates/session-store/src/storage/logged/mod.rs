@@ -50,7 +50,7 @@ use layered::Layered;
 use pending::{Pending, Young};
 
 use super::keyed::{self, KeyWrite, Keyed};
-use super::redb::{Reads, TABLE, engine_error, open_database};
+use super::redb_storage::{Reads, TABLE, engine_error, open_database};
 use super::{
     Committed, MessageSeq, PagedRecovered, Recovered, SessionStorage, SessionWrite, StorageError,
     StoredMessage, SyncMode,

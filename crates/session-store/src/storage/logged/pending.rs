@@ -307,7 +307,7 @@ impl Pending {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::storage::contract_tests::text;
+    use crate::storage::contract_writes::text;
     use crate::storage::keyed::{QUEUED, inflight_key, prefix, queued_key, session_key};
 
     fn put(key: &[u8], absent_before: bool) -> KeyWrite {

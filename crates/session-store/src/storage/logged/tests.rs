@@ -8,7 +8,7 @@ use codec::QoS;
 
 use super::{LogSize, LoggedStorage};
 use crate::SessionExpiry;
-use crate::storage::contract_tests::{
+use crate::storage::contract_writes::{
     acked, qos2_received, qos2_released, queued, released, saved, sent, text,
 };
 use crate::storage::engine_tests::temp_dir;
