@@ -1,6 +1,7 @@
 //! Router microbenchmarks: match latency over large tables, subscribe/unsubscribe throughput and
 //! retained lookups. Run: `cargo bench -p ringmq-benches --bench router -- --warm-up-time 1
 //! --measurement-time 3`. Bytes per subscription come from `crates/router/tests/memory.rs`.
+#![forbid(unsafe_code)]
 
 use std::hint::black_box;
 use std::time::{Duration, Instant};

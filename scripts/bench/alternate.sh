@@ -25,8 +25,9 @@ logs=$root/bench-results/alternate
 mkdir -p "$logs"
 builds=("$@")
 for round in $(seq 1 "$rounds"); do
-  # The build run first in a round won 12 of 14 rounds whichever it was (docs/benchmarks.md,
-  # session 21): each round starts one build further on, so every build leads as often.
+  # The build run first in a round won 12 of 14 rounds whichever it was (docs/bench/history/
+  # issue-17-part1-throughput.md, session 21): each round starts one build further on, so every
+  # build leads as often.
   shift_by=$(((round - 1) % ${#builds[@]}))
   for build in "${builds[@]:shift_by}" "${builds[@]:0:shift_by}"; do
     brokers=ringmq

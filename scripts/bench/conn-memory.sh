@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Broker RSS per idle connection, measured the way docs/benchmarks.md ("Broker memory per idle
-# connection") describes: start ringmq, warm it up with WARM idle clients (so fixed costs such as
+# Broker RSS per idle connection, measured the way docs/bench/history/conn-memory.md
+# ("Broker memory per idle connection") describes: start ringmq, warm it up with WARM idle clients
+# (so fixed costs such as
 # the receive buffer ring are already touched), read VmRSS, connect COUNT more idle clients, read
 # VmRSS again; (after - before) / COUNT. Loopback only, bounded in time.
 #

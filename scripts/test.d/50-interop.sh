@@ -82,7 +82,7 @@ test_interop() (
   local tls_port ws_port wss_port
   tls_port=$(interop_free_port) ws_port=$(interop_free_port) wss_port=$(interop_free_port)
   interop_certificates "$work"
-  # The default engine (redb) stores in the step's own directory: interop runs with
+  # The default engine (log) stores in the step's own directory: interop runs with
   # persistence on, as a user's broker does. TLS, WebSocket and secure WebSocket listeners use
   # the certificates made above.
   {

@@ -115,12 +115,12 @@ pub struct RuntimeConfig {
     pub max_iovecs: usize,
     /// Send with `SENDMSG_ZC` when one write's batch is at least this many bytes; `None` never
     /// uses zero-copy. Default `None`: on the measured kernel zero-copy never won (see
-    /// docs/benchmarks.md, "ring-runtime"), so it is opt-in.
+    /// docs/bench/history/ring-runtime.md), so it is opt-in.
     pub zerocopy_threshold: Option<usize>,
     /// Frames shorter than this are copied into the connection's contiguous send buffer, so
     /// many small frames leave as one iovec (the kernel's per-iovec cost dominates for frames
     /// of a few dozen bytes); longer frames are sent from their shared buffers. 0 turns
-    /// coalescing off. Default 512 bytes (see docs/benchmarks.md, fan-out).
+    /// coalescing off. Default 512 bytes (see docs/bench/history/scenarios.md, "Findings").
     pub coalesce_below: usize,
     /// Emptied send queues each shard thread keeps for its next connections that write, each
     /// with the unused rest of its send buffer (at most 1 KiB): a connection that gets one

@@ -5,8 +5,9 @@
 //! Persistence sits behind the [`storage::SessionStorage`] trait: the broker describes each
 //! durable change as a [`storage::SessionWrite`] and commits them from its store thread.
 //! Engines: memory only ([`storage::NoStorage`]), the model ([`storage::RecordingStorage`]) and
-//! the durable [`storage::RedbStorage`] (the broker's default) and [`storage::SledStorage`]
-//! (the module docs list where the broker emits each write).
+//! the durable [`storage::LoggedStorage`] (a log checkpointed into redb: the broker's default,
+//! `persistence.engine = "log"` in `configs/default.toml`), [`storage::RedbStorage`] and
+//! [`storage::SledStorage`] (the module docs list where the broker emits each write).
 #![forbid(unsafe_code)]
 
 mod budget;

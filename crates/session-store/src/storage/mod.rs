@@ -1,11 +1,11 @@
 //! Session persistence behind one small trait, [`SessionStorage`]: an engine applies batches
 //! of [`SessionWrite`]s and gives back what they add up to ([`Recovered`]) after a restart.
-//! Engines: [`NoStorage`] (memory only, the default); [`RecordingStorage`], the in-memory model
-//! every durable engine must agree with; and the durable engines [`SledStorage`] (sled, the
-//! design's engine), [`RedbStorage`] (redb, the measured alternative) and [`LoggedStorage`]
-//! (group commits appended to a log, their net effect checkpointed into redb in the
-//! background). Their types never leave this crate: each opens a directory and reports
-//! failures as [`StorageError`].
+//! Engines: [`NoStorage`] (memory only, the broker's `engine = "none"`); [`RecordingStorage`],
+//! the in-memory model every durable engine must agree with; and the durable engines
+//! [`SledStorage`] (sled, the design's engine), [`RedbStorage`] (redb, the measured alternative)
+//! and [`LoggedStorage`] (group commits appended to a log, their net effect checkpointed into
+//! redb in the background; the broker's default, `engine = "log"`). Their types never leave this
+//! crate: each opens a directory and reports failures as [`StorageError`].
 //!
 //! The durable engines share a key layout, an in-memory index and a planning step (`keyed/`):
 //! each engine keeps, per stored session, its record, its queue's length and its inflight
