@@ -10,7 +10,16 @@ use std::sync::Arc;
 use codec::QoS;
 use router::SubscriberId;
 
-use super::{BareCopy, Message, Recipient};
+/// A message for some sessions owned by one shard.
+#[derive(Debug)]
+pub struct Recipient {
+    /// The receiving session.
+    pub subscriber: SubscriberId,
+    /// Its copy of the message.
+    pub outgoing: Outgoing,
+}
+
+use super::{BareCopy, Message, Outgoing};
 
 /// See the module documentation.
 #[derive(Debug, Default)]
@@ -117,7 +126,7 @@ impl BatchedCopy {
 mod tests {
     use super::*;
     use crate::message::Outgoing;
-    use crate::message::test_message as message;
+    use crate::message::published::test_message as message;
 
     fn bare(qos: QoS) -> BareCopy {
         BareCopy::new(qos, false, &[], None)

@@ -10,7 +10,7 @@ use codec::{QoS, SubscriptionId};
 use router::SharedFilter;
 use smallvec::SmallVec;
 
-use super::{CopyView, Message};
+use super::published::{CopyView, Message};
 
 /// Subscription identifiers of one delivery (most deliveries carry none or one).
 type SubIds = SmallVec<[SubscriptionId; 2]>;
@@ -205,7 +205,7 @@ mod tests {
     }
 
     fn message() -> Arc<Message> {
-        crate::message::test_message("t")
+        crate::message::published::test_message("t")
     }
 
     #[test]

@@ -7,7 +7,7 @@ use codec::{Disconnect, MqttStr, ProtocolVersion, ReasonCode};
 use ring_runtime::{CloseReason, ConnId};
 use tracing::debug;
 
-use super::timers::TimerPurpose;
+use super::timer_book::TimerPurpose;
 use super::{BrokerShard, Ctx, Fault};
 use crate::message::Change;
 use crate::metrics::DropReason;

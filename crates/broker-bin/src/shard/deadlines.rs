@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use ring_runtime::ConnId;
 use tracing::debug;
 
-use super::timers::TimerPurpose;
+use super::timer_book::TimerPurpose;
 use super::{BrokerShard, Ctx};
 use codec::ReasonCode;
 

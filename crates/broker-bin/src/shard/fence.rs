@@ -22,7 +22,7 @@ use std::time::Duration;
 use ring_runtime::ShardId;
 use router::SubscriberId;
 
-use super::timers::TimerPurpose;
+use super::timer_book::TimerPurpose;
 use super::{ArmedTimer, BrokerShard, Ctx};
 use crate::message::{Recipient, ShardMsg, TakeoverRequest};
 

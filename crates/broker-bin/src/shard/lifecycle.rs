@@ -6,7 +6,7 @@ use codec::{Connect, MqttStr, ProtocolVersion};
 use ring_runtime::{CloseReason, ConnId};
 use tracing::Level;
 
-use super::timers::TimerPurpose;
+use super::timer_book::TimerPurpose;
 use super::{BrokerShard, Ctx};
 use crate::logging::lifecycle::{Admit, Lifecycle, TARGET};
 

@@ -262,7 +262,7 @@ impl BrokerShard {
         let left = expires_at
             .duration_since(std::time::SystemTime::now())
             .unwrap_or_default();
-        let purpose = super::timers::TimerPurpose::CredentialsExpired(conn);
+        let purpose = super::timer_book::TimerPurpose::CredentialsExpired(conn);
         let timer = self.arm(ctx, ctx.now() + left, purpose);
         self.logins.expiries.insert(conn, timer);
     }

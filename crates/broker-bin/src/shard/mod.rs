@@ -31,6 +31,7 @@ mod mobility;
 mod overload;
 mod ownership;
 mod publish;
+mod quiet;
 mod recover;
 mod release;
 mod replica;
@@ -41,6 +42,7 @@ mod subscribe;
 mod sys;
 mod takeover;
 mod throttle;
+mod timer_book;
 mod timers;
 mod topic_checks;
 mod transport;
@@ -65,8 +67,8 @@ use crate::session::Sessions;
 use crate::shared::Shared;
 
 pub use fault::Fault;
-pub(crate) use timers::ArmedTimer;
-use timers::TimerBook;
+pub(crate) use timer_book::ArmedTimer;
+use timer_book::TimerBook;
 
 /// The context type every handler method receives.
 pub(crate) type Ctx = ShardCtx<ShardMsg>;

@@ -11,7 +11,7 @@ use router::SubscriptionFilter;
 use session_store::storage::StoredSession;
 use session_store::{InflightState, PendingWill, SessionExpiry};
 
-use super::timers::TimerPurpose;
+use super::timer_book::TimerPurpose;
 use super::{BrokerShard, Ctx};
 use crate::session::{Session, SessionSubscription};
 use crate::store::{ReplicaSeed, outgoing_from_stored};

@@ -9,7 +9,7 @@ use codec::{MqttStr, PublishProperties, QoS};
 use router::TopicName;
 
 use super::publish::PublishInput;
-use super::timers::TimerPurpose;
+use super::timer_book::TimerPurpose;
 use super::{BrokerShard, Ctx};
 use crate::metrics::ShardCounters;
 

@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 use ring_runtime::ConnId;
 use tracing::debug;
 
-use super::timers::TimerPurpose;
+use super::timer_book::TimerPurpose;
 use super::{ArmedTimer, BrokerShard, Ctx, FastMap};
 use crate::config::PublishRates;
 use crate::metrics::ShardCounters;

@@ -1,63 +1,10 @@
-//! The shard's timer purposes: the runtime's timer wheel carries a `u64` key; this book maps it
-//! to what the timer is for.
+//! Arming, cancelling and firing the shard's timers through its book (`timer_book.rs`).
 
-use std::collections::HashMap;
 use std::time::Instant;
 
-use codec::MqttStr;
-use ring_runtime::{ConnId, TimerId};
-
+use super::timer_book::{ArmedTimer, TimerPurpose};
 use super::{BrokerShard, Ctx};
 use crate::session::Session;
-
-/// What a timer is for.
-#[derive(Debug, Clone)]
-pub enum TimerPurpose {
-    /// A disconnected session's expiry.
-    SessionExpiry(MqttStr),
-    /// A disconnected session's delayed will.
-    WillDelay(MqttStr),
-    /// The next `$SYS` update.
-    Sys,
-    /// Retry sending to backlogged connections.
-    Backlog,
-    /// A session's move waits too long for its fences (a lost fence: a mailbox over its bound).
-    FencesOverdue(router::SubscriberId),
-    /// The trailing collection after a burst of frees or a quiet collection (`memory.rs`).
-    CollectAgain,
-    /// A look whether the shard has gone quiet, to hand its free memory back (`memory.rs`).
-    QuietCheck,
-    /// The connections' CONNECT-timeout and keep-alive deadlines are checked
-    /// (`deadlines.rs`).
-    DeadlineSweep,
-    /// A client's credentials expire (a JWT's `exp`): it is disconnected.
-    CredentialsExpired(ConnId),
-    /// The end of a connection's pause for its publish rate (`throttle.rs`).
-    Throttle(ConnId),
-    /// The summary of suppressed lifecycle lines of one kind is due (`lifecycle.rs`).
-    LifecycleSummary(crate::logging::Lifecycle),
-}
-
-/// A timer armed through the book: its runtime id and its key.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct ArmedTimer {
-    id: TimerId,
-    key: u64,
-}
-
-/// Live timer keys and their purposes.
-#[derive(Debug, Default)]
-pub struct TimerBook {
-    next_key: u64,
-    purposes: HashMap<u64, TimerPurpose>,
-    backlog_armed: bool,
-    /// A trailing collection is armed (`memory.rs`).
-    pub(super) collect_armed: bool,
-    /// Whether the shard has gone quiet (`memory.rs`).
-    pub(super) quiet: super::memory::QuietWatch,
-    /// The deadline sweep is armed (`deadlines.rs`).
-    pub(super) sweep_armed: bool,
-}
 
 impl BrokerShard {
     /// Arms a timer for `purpose` at `deadline`.
