@@ -141,7 +141,7 @@ fn wait_stats(
     broker: &TestBroker,
     name: &str,
     what: &str,
-    figures: impl Fn(&ringmq::bridge::BridgeStats) -> bool,
+    figures: impl Fn(&::bridge::BridgeStats) -> bool,
 ) {
     wait_until(what, || {
         broker

@@ -205,7 +205,7 @@ impl TestBroker {
     }
 
     /// Each bridge's figures now.
-    pub fn bridge_stats(&self) -> Vec<ringmq::bridge::BridgeStats> {
+    pub fn bridge_stats(&self) -> Vec<::bridge::BridgeStats> {
         self.broker().bridge_stats()
     }
 

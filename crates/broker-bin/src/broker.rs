@@ -22,7 +22,7 @@ pub struct Broker {
     /// The store thread, when something is stored.
     store: Option<StoreThread>,
     /// The `[[bridges]]` to other brokers, each on its own thread.
-    bridges: Arc<crate::bridge::Bridges>,
+    bridges: Arc<bridge::Bridges>,
     /// The cluster thread, when `[cluster]` configures one.
     cluster: Option<crate::cluster::ClusterThread>,
     /// The operations HTTP listener, when `[http]` configures one.
@@ -164,13 +164,13 @@ impl Broker {
             }
         }
         let local_tcp = shared.transports.addrs_of("tcp").first().copied();
-        let bridges = Arc::new(crate::bridge::Bridges::start(
+        let bridges = Arc::new(bridge::Bridges::start(
             &shared.config.bridges,
             local_tcp,
-            Arc::clone(&shared),
+            Arc::clone(&shared.bridges),
         ));
         // Reloads reach the bridges through a weak handle: the shared state must not keep
-        // them (they keep it).
+        // them.
         let weak = Arc::downgrade(&bridges);
         shared.live.set_bridge_update(Box::new(move |config| {
             if let Some(bridges) = weak.upgrade() {
@@ -321,7 +321,7 @@ impl Broker {
 
     /// Each bridge's figures (connected, messages in and out, dropped, reconnects), in config
     /// order.
-    pub fn bridge_stats(&self) -> Vec<crate::bridge::BridgeStats> {
+    pub fn bridge_stats(&self) -> Vec<bridge::BridgeStats> {
         self.bridges.stats()
     }
 

@@ -8,7 +8,6 @@ mod abuse;
 pub mod admin;
 pub mod alias;
 pub mod auth;
-pub mod bridge;
 mod broker;
 mod carry;
 pub mod cli;

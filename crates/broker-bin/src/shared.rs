@@ -74,7 +74,7 @@ pub struct Shared {
     /// The next stored-queue sequence number (above every recovered one).
     pub next_seq: AtomicU64,
     /// The running bridges' counters (for `$SYS/broker/bridges/...`).
-    pub(crate) bridges: crate::bridge::BridgeBoard,
+    pub(crate) bridges: Arc<bridge::BridgeBoard>,
     /// The cluster link (`[cluster]`), `None` on a single node.
     pub cluster: Option<crate::cluster::ClusterLink>,
 }
@@ -184,7 +184,7 @@ impl Shared {
             store: None,
             recovery: Recovery::default(),
             next_seq: AtomicU64::new(1),
-            bridges: crate::bridge::BridgeBoard::default(),
+            bridges: Arc::default(),
             cluster: None,
         }
     }

@@ -1,5 +1,7 @@
 //! Validation of `[[bridges]]`: defaults, and errors that name the key and the bridge.
 
+use std::path::PathBuf;
+
 use super::*;
 use crate::config::{default_raw, parse_raw};
 

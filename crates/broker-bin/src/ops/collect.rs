@@ -363,7 +363,7 @@ fn bridges(doc: &mut Exposition, state: &OpsState) {
     if stats.is_empty() {
         return;
     }
-    type Figure = fn(&crate::bridge::BridgeStats) -> u64;
+    type Figure = fn(&bridge::BridgeStats) -> u64;
     let families: [(&str, Kind, &str, Figure); 5] = [
         (
             "ringmq_bridge_connected",

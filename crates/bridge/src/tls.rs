@@ -10,7 +10,7 @@ use rustls_pki_types::pem::PemObject;
 use rustls_pki_types::{CertificateDer, PrivateKeyDer, ServerName};
 
 use super::BridgeError;
-use crate::config::BridgeTls;
+use crate::settings::BridgeTls;
 
 /// A client config and the server name it checks.
 pub(crate) struct TlsClient {

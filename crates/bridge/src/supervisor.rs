@@ -16,15 +16,14 @@ use super::BridgeError;
 use super::backoff::Backoff;
 use super::link::{self, Closer, Link};
 use super::mqtt::{self, Framed, mqtt_str};
-use super::session::{Ended, Event, Peer, Session, Side, subscriptions};
+use super::session::{Ended, Event, Peer, Session, Side, TICK, subscriptions};
 use super::stats::BridgeCounters;
 use super::tls::TlsClient;
-use crate::config::{BridgeSettings, Secret};
+use crate::settings::BridgeSettings;
+use broker_api::Secret;
 
 /// Longest wait for a TCP connection, a TLS handshake or a CONNACK.
 pub(crate) const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
-/// Longest wait for an event before the stop flag is looked at again.
-pub(crate) const TICK: Duration = Duration::from_millis(250);
 /// Keep-alive of the local connection, seconds.
 const LOCAL_KEEP_ALIVE: u16 = 60;
 

@@ -19,9 +19,11 @@ use super::flow::{Forwarded, Lane, SUBSCRIBE_ID};
 use super::link::LinkWriter;
 use super::mqtt::{self, mqtt_str};
 use super::stats::BridgeCounters;
-use super::supervisor::TICK;
 use super::topics::map_first;
-use crate::config::{BridgeSettings, TopicRule};
+use crate::settings::{BridgeSettings, TopicRule};
+
+/// Longest wait for an event before the stop flag is looked at again.
+pub(crate) const TICK: Duration = Duration::from_millis(250);
 
 /// Which connection a packet came from or goes to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

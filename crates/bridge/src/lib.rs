@@ -11,6 +11,11 @@
 //! session is persistent, so the broker itself queues the QoS 1/2 messages for it (bounded by
 //! `[queues]`, stored with `[persistence]`), and re-sends them, in order, when the bridge
 //! comes back. See docs/operations.md, "Bridges".
+//!
+//! This crate knows the broker only as an MQTT server on loopback and a [`BridgeBoard`] the
+//! shards read for `$SYS`; it never sees the shard, its sessions or the config file.
+
+#![forbid(unsafe_code)]
 
 mod backoff;
 mod echo;
@@ -18,6 +23,7 @@ mod flow;
 mod link;
 mod mqtt;
 mod session;
+pub mod settings;
 mod stats;
 mod supervisor;
 mod tls;
@@ -33,8 +39,8 @@ use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
 
 pub use stats::{BridgeCounters, BridgeStats};
 
-use crate::config::BridgeSettings;
 use session::Event;
+use settings::BridgeSettings;
 use supervisor::Supervisor;
 
 /// Events a bridge's thread holds before its reader threads wait (pushing back on the sockets).
@@ -117,11 +123,11 @@ impl Running {
 
 /// The running bridges' names and counters, where the shards read them for `$SYS`.
 #[derive(Default)]
-pub(crate) struct BridgeBoard(Mutex<Vec<(Arc<BridgeSettings>, Arc<BridgeCounters>)>>);
+pub struct BridgeBoard(Mutex<Vec<(Arc<BridgeSettings>, Arc<BridgeCounters>)>>);
 
 impl BridgeBoard {
     /// Every running bridge's figures now, in config order.
-    pub(crate) fn stats(&self) -> Vec<BridgeStats> {
+    pub fn stats(&self) -> Vec<BridgeStats> {
         let board = self.0.lock().unwrap_or_else(|e| e.into_inner());
         board
             .iter()
@@ -139,9 +145,9 @@ impl BridgeBoard {
 }
 
 /// Every bridge of a broker: started with it, changed on reload, stopped with it.
-pub(crate) struct Bridges {
+pub struct Bridges {
     /// Shared with the shards (`$SYS`).
-    shared: Arc<crate::shared::Shared>,
+    board: Arc<BridgeBoard>,
     /// Where the bridges reach this broker (`None`: no TCP listener; config validation
     /// refuses bridges then).
     local: Option<SocketAddr>,
@@ -151,13 +157,13 @@ pub(crate) struct Bridges {
 impl Bridges {
     /// Starts every configured bridge; they reach this broker at `local` (its first TCP
     /// listener's bound address).
-    pub(crate) fn start(
+    pub fn start(
         settings: &[BridgeSettings],
         local: Option<SocketAddr>,
-        shared: Arc<crate::shared::Shared>,
+        board: Arc<BridgeBoard>,
     ) -> Self {
         let bridges = Self {
-            shared,
+            board,
             local: local.map(loopback),
             running: Mutex::new(Vec::new()),
         };
@@ -172,7 +178,7 @@ impl Bridges {
     /// Applies a reloaded `[[bridges]]` list: bridges no longer listed stop, new ones start,
     /// changed ones restart (with a fresh local session: their old subscriptions go); unchanged
     /// ones keep running untouched.
-    pub(crate) fn update(&self, settings: &[BridgeSettings]) {
+    pub fn update(&self, settings: &[BridgeSettings]) {
         let mut running = self.running();
         let (keep, stop): (Vec<Running>, Vec<Running>) = std::mem::take(&mut *running)
             .into_iter()
@@ -196,7 +202,7 @@ impl Bridges {
             }
         }
         running.sort_by_key(|r| settings.iter().position(|s| s.name == r.settings.name));
-        self.shared.bridges.set(&running);
+        self.board.set(&running);
     }
 
     fn spawn(&self, settings: &BridgeSettings, fresh_local: bool) -> std::io::Result<Running> {
@@ -239,14 +245,14 @@ impl Bridges {
     }
 
     /// Every bridge's figures now, in config order.
-    pub(crate) fn stats(&self) -> Vec<BridgeStats> {
-        self.shared.bridges.stats()
+    pub fn stats(&self) -> Vec<BridgeStats> {
+        self.board.stats()
     }
 
     /// Stops every bridge (DISCONNECT to both brokers) and waits for their threads.
-    pub(crate) fn stop_all(&self) {
+    pub fn stop_all(&self) {
         let running = std::mem::take(&mut *self.running());
-        self.shared.bridges.set(&[]);
+        self.board.set(&[]);
         for bridge in running {
             bridge.stop();
         }

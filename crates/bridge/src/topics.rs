@@ -2,7 +2,7 @@
 //! `local_prefix + pattern`, its remote filter `remote_prefix + pattern`; a message crossing
 //! the bridge has the source side's prefix replaced by the destination side's.
 
-use crate::config::TopicRule;
+use crate::settings::TopicRule;
 
 impl TopicRule {
     /// What the bridge subscribes to on the local broker.
@@ -83,7 +83,7 @@ pub(crate) fn filter_matches(filter: &str, topic: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::Direction;
+    use crate::settings::Direction;
     use codec::QoS;
 
     fn rule(pattern: &str, direction: Direction, local: &str, remote: &str) -> TopicRule {
