@@ -16,6 +16,8 @@ import subprocess
 import sys
 import tomllib
 
+# A name a module re-exports from another crate: naming it through the module is no edge.
+EXTERNAL = ["<external>"]
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 COMMENT = re.compile(r"//[^\n]*|/\*.*?\*/", re.S)
@@ -155,6 +157,8 @@ class Crate:
         rest = segs[len(best):]
         if rest and depth < 8:
             target = self.reexports.get(best, {}).get(rest[0])
+            if target is EXTERNAL:
+                return None
             if target is not None:
                 return self.resolve(target + rest[1:], depth + 1)
         return self.files[best]
@@ -172,6 +176,8 @@ class Crate:
                         ab = list(mod) + p
                     if ab:
                         table[p[-1]] = ab
+                    elif p and p[-1] not in table:
+                        table[p[-1]] = EXTERNAL
             self.reexports[mod] = table
         for mod, src in srcs.items():
             me = self.files[mod]
@@ -186,7 +192,7 @@ class Crate:
                 if ab is None:
                     continue
                 target = self.resolve(ab)
-                if target != me:
+                if target is not None and target != me:
                     deps.add(target)
             self.edges[me] = deps
 

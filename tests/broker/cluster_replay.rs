@@ -16,7 +16,7 @@ use crate::client::{RawClient, V5, V311};
 use crate::cluster::{PROBE, expect_no_message, next_message, start_node, until_routed};
 use crate::harness::{TestBroker, wait_until, wait_until_within};
 use crate::nats_cluster::NatsCluster;
-use ringmq::cluster::ClusterFigures;
+use ::cluster::ClusterFigures;
 
 /// A hang guard for JetStream settling after a server left or came back (a leader election
 /// takes seconds), not a timing assertion.

@@ -210,7 +210,7 @@ impl TestBroker {
     }
 
     /// The cluster link's figures now (`None` without `[cluster]`).
-    pub fn cluster_figures(&self) -> Option<ringmq::cluster::ClusterFigures> {
+    pub fn cluster_figures(&self) -> Option<::cluster::ClusterFigures> {
         self.broker().cluster_figures()
     }
 

@@ -3,10 +3,20 @@
 //! of the shard's internals. Feature crates depend on this crate, never on the broker's core;
 //! nothing here depends on another RingMQ crate but the protocol's own.
 //!
+//! - [`Message`]: one published message, encoded once and shared by every copy.
+//! - [`cluster`]: what the shards and the cluster link exchange, and the [`ClusterInbox`] the
+//!   link posts into.
+//! - [`Reply`]: an answer a side thread waits for, sent once by a shard.
 //! - [`Secret`]: a credential from the configuration, kept out of `Debug` output.
 
 #![forbid(unsafe_code)]
 
+pub mod cluster;
+mod message;
+mod reply;
 mod secret;
 
+pub use cluster::{ClusterInbound, ClusterInbox, PostRefused};
+pub use message::{Expiry, Message};
+pub use reply::Reply;
 pub use secret::Secret;

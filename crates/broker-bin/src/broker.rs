@@ -24,7 +24,7 @@ pub struct Broker {
     /// The `[[bridges]]` to other brokers, each on its own thread.
     bridges: Arc<bridge::Bridges>,
     /// The cluster thread, when `[cluster]` configures one.
-    cluster: Option<crate::cluster::ClusterThread>,
+    cluster: Option<cluster::ClusterThread>,
     /// The operations HTTP listener, when `[http]` configures one.
     ops: Option<OpsServer>,
     /// Serving or shutting down, for `/readyz`.
@@ -112,7 +112,7 @@ impl Broker {
         shared.gatekeeper = access::gatekeeper::build::start(&shared.config.auth, shards)?;
         let mut cluster_queues = None;
         if let Some(settings) = &shared.config.cluster {
-            let (link, queues) = crate::cluster::ClusterLink::new(settings, shards);
+            let (link, queues) = cluster::ClusterLink::new(settings, shards);
             shared.cluster = Some(link);
             cluster_queues = Some(queues);
         }
@@ -326,7 +326,7 @@ impl Broker {
     }
 
     /// The cluster link's figures, `None` on a single node.
-    pub fn cluster_figures(&self) -> Option<crate::cluster::ClusterFigures> {
+    pub fn cluster_figures(&self) -> Option<cluster::ClusterFigures> {
         let link = self.shared.cluster.as_ref()?;
         Some(link.counters.figures())
     }
@@ -414,22 +414,22 @@ impl Broker {
 /// Starts the cluster thread when `[cluster]` is configured.
 fn start_cluster(
     shared: &Arc<Shared>,
-    queues: Option<crate::cluster::ClusterQueues>,
+    queues: Option<cluster::ClusterQueues>,
     runtime: &RuntimeHandle<ShardMsg>,
-) -> std::io::Result<Option<crate::cluster::ClusterThread>> {
+) -> std::io::Result<Option<cluster::ClusterThread>> {
     let (Some(queues), Some(settings), Some(link)) =
         (queues, &shared.config.cluster, &shared.cluster)
     else {
         return Ok(None);
     };
     link.settled.set_control(runtime.control());
-    crate::cluster::ClusterThread::start(
+    cluster::ClusterThread::start(
         settings.clone(),
         queues,
         Arc::clone(&link.counters),
-        runtime.poster(),
+        Arc::new(crate::cluster_inbox::ShardInbox(runtime.poster())),
         shared.clock.clone(),
-        crate::cluster::totals::NodeContext {
+        cluster::totals::NodeContext {
             figures: node_figures(shared),
             max_queued: u64::from(shared.config.queues.max_queued_messages),
             recovered: shared
@@ -443,11 +443,11 @@ fn start_cluster(
 }
 
 /// This node's figures for the cluster's totals, read from the shards' counters.
-fn node_figures(shared: &Arc<Shared>) -> crate::cluster::totals::FiguresSource {
+fn node_figures(shared: &Arc<Shared>) -> cluster::totals::FiguresSource {
     let shared = Arc::clone(shared);
     Arc::new(move || {
         let snapshot = shared.metrics.snapshot();
-        crate::cluster::totals::NodeFigures {
+        cluster::totals::NodeFigures {
             clients: snapshot.clients_connected,
             sessions: snapshot.clients_total,
             subscriptions: snapshot.subscriptions,

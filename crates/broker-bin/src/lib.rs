@@ -11,7 +11,7 @@ pub mod auth;
 mod broker;
 mod carry;
 pub mod cli;
-pub mod cluster;
+mod cluster_inbox;
 pub mod config;
 pub mod conn;
 mod deal;

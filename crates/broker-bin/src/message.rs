@@ -98,11 +98,11 @@ pub enum ShardMsg {
     /// A question from the admin API.
     Admin(crate::admin::query::AdminQuery),
     /// A message from another node of the cluster, for local subscribers only.
-    Cluster(Box<crate::cluster::ClusterPublish>),
+    Cluster(Box<cluster::ClusterPublish>),
     /// The cluster's answer to a CONNECT waiting for its client id.
-    ClusterOwnership(Box<crate::cluster::OwnershipAnswer>),
+    ClusterOwnership(Box<cluster::OwnershipAnswer>),
     /// Another node takes a client over: release its session (forwarded to its shard).
-    ClusterRelease(Box<crate::cluster::ReleaseRequest>),
+    ClusterRelease(Box<cluster::ReleaseRequest>),
 }
 
 /// The protocol version of a connection before its CONNECT is known.

@@ -76,7 +76,7 @@ pub struct Shared {
     /// The running bridges' counters (for `$SYS/broker/bridges/...`).
     pub(crate) bridges: Arc<bridge::BridgeBoard>,
     /// The cluster link (`[cluster]`), `None` on a single node.
-    pub cluster: Option<crate::cluster::ClusterLink>,
+    pub cluster: Option<cluster::ClusterLink>,
 }
 
 impl Shared {

@@ -1,5 +1,7 @@
 //! `[cluster]`: joining a RingMQ cluster over NATS (see docs/cluster.md). Absent: one node.
 
+pub use cluster::settings::{ClusterSettings, NatsSecurity};
+
 use super::error::ConfigError;
 use super::raw::RawCluster;
 
@@ -13,43 +15,6 @@ pub const DEFAULT_REPLAY_WINDOW_MS: u64 = 60_000;
 pub const DEFAULT_REPLAY_MAX_BYTES: u64 = 64 << 20;
 /// The longest node id.
 const MAX_NODE_ID: usize = 64;
-
-/// `[cluster]`, validated.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ClusterSettings {
-    /// `cluster.node_id`: unique per node (letters, digits, `-`, `_`).
-    pub node_id: String,
-    /// `cluster.nats`: the NATS servers (one NATS cluster), as `nats://host:port` URLs.
-    pub nats: Vec<String>,
-    /// `cluster.max_outbound_messages`: messages waiting to go to NATS; beyond, dropped and
-    /// counted.
-    pub max_outbound_messages: usize,
-    /// `cluster.subject_prefix`: the subjects' first token(s).
-    pub subject_prefix: String,
-    /// `cluster.replicas`: copies JetStream keeps of the cluster's buckets.
-    pub replicas: usize,
-    /// `cluster.node_timeout_ms`: a node without a heartbeat this long is gone.
-    pub node_timeout: std::time::Duration,
-    /// `cluster.replay_window_ms`: how long the stream `<base>_messages` keeps QoS 1/2
-    /// messages for replays after a NATS connection loss (`None`: 0, not kept).
-    pub replay_window: Option<std::time::Duration>,
-    /// `cluster.replay_max_bytes`: the most bytes that stream keeps.
-    pub replay_max_bytes: u64,
-    /// TLS and credentials for the NATS connections.
-    pub security: NatsSecurity,
-}
-
-/// `cluster.tls_ca_file`, `tls_cert_file`, `tls_key_file`, `creds_file`: how a node proves
-/// itself to NATS and checks the servers (user and password or a token go in the URLs).
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct NatsSecurity {
-    /// CA certificates (PEM) the NATS servers' certificates must chain to; TLS required.
-    pub tls_ca_file: Option<std::path::PathBuf>,
-    /// The node's client certificate and key (PEM), for servers that verify clients.
-    pub tls_client: Option<(std::path::PathBuf, std::path::PathBuf)>,
-    /// A NATS credentials file (JWT and NKey seed).
-    pub creds_file: Option<std::path::PathBuf>,
-}
 
 /// Validates `[cluster]`.
 pub(super) fn validate(raw: &RawCluster) -> Result<ClusterSettings, ConfigError> {

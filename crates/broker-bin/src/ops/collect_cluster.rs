@@ -164,7 +164,7 @@ pub(super) fn cluster(doc: &mut Exposition, state: &OpsState) {
 }
 
 /// The cluster's totals, summed from every live node's heartbeat.
-fn cluster_totals(doc: &mut Exposition, f: &crate::cluster::ClusterFigures) {
+fn cluster_totals(doc: &mut Exposition, f: &cluster::ClusterFigures) {
     let totals: [(&str, &str, u64); 6] = [
         (
             "ringmq_cluster_total_nodes",

@@ -9,8 +9,8 @@ use codec::SharedPublish;
 use router::{Publisher, SharedFilter, SubscriptionChange, TopicName};
 
 use super::{BrokerShard, Ctx};
-use crate::cluster::{ClusterCounters, ClusterPublish, Scope};
 use crate::message::{Change, Message};
+use cluster::{ClusterCounters, ClusterPublish, Scope};
 
 /// Which of the matching local subscriptions a routed message goes to.
 #[derive(Debug, Clone, Copy)]

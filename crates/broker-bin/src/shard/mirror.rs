@@ -14,10 +14,10 @@ use session_store::SessionExpiry;
 use session_store::storage::{encode_queued_message, encode_session_snapshot};
 
 use super::{BrokerShard, Ctx};
-use crate::cluster::MirrorOp;
 use crate::message::Outgoing;
 use crate::session::Session;
 use crate::store::{stored_message, stored_session_of};
+use cluster::MirrorOp;
 
 impl BrokerShard {
     /// A session that outlives its connection lost it: its whole state is mirrored until the

@@ -12,9 +12,9 @@ use session_store::{InflightState, SessionExpiry};
 use tracing::{debug, warn};
 
 use super::{BrokerShard, Ctx, FastMap};
-use crate::cluster::{ClaimRequest, Ownership, OwnershipAnswer};
 use crate::conn::Phase;
 use crate::session::Session;
+use cluster::{ClaimRequest, Ownership, OwnershipAnswer};
 
 /// CONNECTs on this shard waiting for the cluster's answer.
 #[derive(Default)]

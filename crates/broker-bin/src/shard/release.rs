@@ -8,10 +8,10 @@ use session_store::storage::{StoredMessage, encode_session_snapshot};
 use tracing::warn;
 
 use super::{BrokerShard, Ctx};
-use crate::cluster::ReleaseRequest;
 use crate::message::ShardMsg;
 use crate::session::Session;
 use crate::store::{QueueReadDone, stored_session_of};
+use cluster::ReleaseRequest;
 
 /// Shards a release request is forwarded through at most, looking for the session.
 const MAX_RELEASE_HOPS: u8 = 4;

@@ -19,7 +19,7 @@ use bytes::Bytes;
 use codec::{MqttStr, QoS};
 
 use super::{ClusterPublish, Scope};
-use crate::message::{Expiry, Message};
+use broker_api::{Expiry, Message};
 
 const QOS: &str = "Mqtt-Qos";
 const RETAIN: &str = "Mqtt-Retain";

@@ -11,7 +11,9 @@ use std::thread::JoinHandle;
 
 use async_nats::{Client, ConnectOptions, Event};
 use futures_util::StreamExt;
-use ring_runtime::{Clock, Poster};
+use ring_runtime::Clock;
+
+use crate::Inbox;
 use tokio::sync::{mpsc, oneshot};
 use tokio::task::AbortHandle;
 use tracing::{debug, error, info, warn};
@@ -21,8 +23,7 @@ use super::reliable::{self, Replays, Window};
 use super::subject::{Root, message_root};
 use super::totals::NodeContext;
 use super::{ClusterCounters, ClusterQueues, Interest, Scope};
-use crate::config::ClusterSettings;
-use crate::message::ShardMsg;
+use crate::settings::ClusterSettings;
 
 /// NATS messages read but not yet handed to a shard (the subscription readers wait beyond).
 const INBOUND_CAPACITY: usize = 4096;
@@ -57,7 +58,7 @@ impl ClusterThread {
         settings: ClusterSettings,
         queues: ClusterQueues,
         counters: Arc<ClusterCounters>,
-        poster: Poster<ShardMsg>,
+        poster: Inbox,
         clock: Clock,
         node: NodeContext,
     ) -> std::io::Result<Self> {
@@ -110,7 +111,7 @@ async fn run(
     settings: ClusterSettings,
     queues: ClusterQueues,
     counters: Arc<ClusterCounters>,
-    poster: Poster<ShardMsg>,
+    poster: Inbox,
     clock: Clock,
     node: NodeContext,
 ) {
@@ -243,7 +244,7 @@ async fn connect(
 /// `options` with the node's TLS settings and credentials (`[cluster]` `tls_*`, `creds_file`).
 async fn secured(
     mut options: ConnectOptions,
-    security: &crate::config::NatsSecurity,
+    security: &crate::settings::NatsSecurity,
 ) -> Result<ConnectOptions, ConnectFailure> {
     if let Some(ca) = &security.tls_ca_file {
         options = options.add_root_certificates(ca.clone()).require_tls(true);

@@ -10,8 +10,14 @@
 //!   order of the replicated table); the link counts references per filter and holds one
 //!   NATS subscription per subject while the count is above zero ([`interest`]);
 //! - inbound: messages NATS delivers are posted to a shard (chosen by the topic, so one
-//!   topic's messages keep their order) as [`ShardMsg::Cluster`], which routes them to local
+//!   topic's messages keep their order) as [`ClusterInbound::Publish`], which routes them to local
 //!   subscribers only.
+//!
+//! This crate is the only one with tokio and async-nats. It knows the broker through
+//! `broker_api` alone: the shared [`Message`](broker_api::Message), the questions and answers
+//! of `broker_api::cluster`, and the [`ClusterInbox`] it posts into.
+
+#![forbid(unsafe_code)]
 
 mod buckets;
 mod claiming;
@@ -25,18 +31,28 @@ mod link;
 mod mirror;
 mod outbound;
 mod ownership;
-mod port;
 mod reliable;
 mod retained;
 pub mod retained_value;
+pub mod settings;
 mod settled;
 pub mod subject;
 pub mod totals;
 
+pub use broker_api::cluster::{
+    ClaimRequest, ClusterPublish, MirrorOp, Ownership, OwnershipAnswer, ReleaseRequest, Scope,
+};
 pub use counters::{ClusterCounters, ClusterFigures};
 pub use handle::{ClusterLink, ClusterQueues};
 pub(crate) use handle::{Interest, Outbound};
 pub use link::ClusterThread;
-pub(crate) use port::{ClaimRequest, MirrorOp};
-pub use port::{ClusterPublish, Ownership, OwnershipAnswer, ReleaseRequest, Scope};
 pub use settled::Settled;
+
+use std::sync::Arc;
+
+#[cfg(doc)]
+use broker_api::ClusterInbound;
+use broker_api::ClusterInbox;
+
+/// The shards' mailboxes, where the link posts what it receives.
+pub type Inbox = Arc<dyn ClusterInbox>;

@@ -16,7 +16,7 @@ use async_nats::jetstream::context::PublishAckFuture;
 use super::reliable::{self, ACKS_IN_FLIGHT, Pending};
 use super::subject::{Root, topic_to_subject};
 use super::{ClusterCounters, Outbound, Settled};
-use crate::message::Message;
+use broker_api::Message;
 
 /// Publishes every message the shards hand over, in order; while NATS is down, waits (the
 /// bounded queue is the buffer). Retained ones also go to the retained bucket's writer. Every

@@ -14,10 +14,10 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::Inbox;
 use async_nats::jetstream::{self, context::PublishAckFuture, kv};
 use futures_util::stream::FuturesUnordered;
 use futures_util::{FutureExt as _, StreamExt};
-use ring_runtime::Poster;
 use tokio::sync::mpsc;
 use tracing::{debug, info, warn};
 
@@ -26,7 +26,7 @@ use super::inbound::post_publishes;
 use super::link::Link;
 use super::retained_value::{RetainedRecord, key_of, topic_of};
 use super::{ClusterCounters, ClusterPublish};
-use crate::message::{Expiry, Message, ShardMsg};
+use broker_api::{Expiry, Message};
 
 /// Writes to the bucket whose acknowledgement is awaited at once.
 const MAX_WRITES_IN_FLIGHT: usize = 1024;
@@ -40,7 +40,7 @@ const RETRY: Duration = Duration::from_secs(2);
 pub(super) async fn retained(
     link: Arc<Link>,
     mut updates: mpsc::Receiver<Arc<Message>>,
-    poster: Poster<ShardMsg>,
+    poster: Inbox,
     replicas: usize,
 ) {
     let js = jetstream::new(link.client.clone());

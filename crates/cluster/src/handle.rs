@@ -6,10 +6,10 @@ use std::sync::Arc;
 use tokio::sync::mpsc;
 
 use super::counters::ClusterCounters;
-use super::port::{ClaimRequest, MirrorOp};
 use super::settled::Settled;
-use crate::config::ClusterSettings;
-use crate::message::Message;
+use crate::settings::ClusterSettings;
+use broker_api::Message;
+use broker_api::cluster::{ClaimRequest, MirrorOp};
 
 /// A change of the local interest in one filter.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -84,7 +84,7 @@ impl ClusterLink {
     /// Hands a locally published message to the cluster (`shares_served`, `settle`: see
     /// [`Outbound`]); a full queue drops it, counted, and `false` says so. While NATS is down
     /// the queue is the node's buffer.
-    pub(crate) fn send(
+    pub fn send(
         &self,
         message: &Arc<Message>,
         shares_served: bool,
@@ -106,7 +106,7 @@ impl ClusterLink {
     }
 
     /// Whether the main NATS connection is up.
-    pub(crate) fn connected(&self) -> bool {
+    pub fn connected(&self) -> bool {
         self.counters
             .connected
             .load(std::sync::atomic::Ordering::Relaxed)
@@ -115,12 +115,12 @@ impl ClusterLink {
 
     /// Asks the cluster whether this node may own a client id; `false` when
     /// `cluster.max_outbound_messages` questions wait already.
-    pub(crate) fn claim(&self, request: ClaimRequest) -> bool {
+    pub fn claim(&self, request: ClaimRequest) -> bool {
         self.claims.try_send(request).is_ok()
     }
 
     /// Hands a mirror operation to the cluster thread; a full queue drops it, counted.
-    pub(crate) fn mirror(&self, op: MirrorOp) {
+    pub fn mirror(&self, op: MirrorOp) {
         if self.mirror.try_send(op).is_err() {
             ClusterCounters::drop_one(
                 &self.counters.mirror_failures,
@@ -132,7 +132,7 @@ impl ClusterLink {
     /// Reports one more (`delta` 1) or one fewer (-1) local subscription to `filter`.
     /// Interest changes are never dropped (a lost one would leave a NATS subscription
     /// forever or miss one).
-    pub(crate) fn interest(&self, filter: &str, delta: i32) {
+    pub fn interest(&self, filter: &str, delta: i32) {
         let change = Interest {
             filter: filter.to_owned(),
             delta,

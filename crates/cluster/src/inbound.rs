@@ -1,12 +1,14 @@
 //! The inbound half of the cluster thread: NATS messages to the shards, duplicates dropped,
-//! batches posted with the runtime's `Poster`, one per shard.
+//! batches posted with the runtime's `ClusterInbox`, one per shard.
 
 use std::collections::HashMap;
 use std::hash::{Hash, Hasher};
 use std::sync::Arc;
 
 use codec::MqttStr;
-use ring_runtime::{Poster, ShardId};
+use ring_runtime::ShardId;
+
+use crate::Inbox;
 use tokio::sync::mpsc;
 use tracing::{debug, warn};
 
@@ -14,7 +16,7 @@ use super::headers::{self, Origin};
 use super::link::Link;
 use super::subject::subject_to_topic;
 use super::{ClusterCounters, ClusterPublish, Scope};
-use crate::message::ShardMsg;
+use broker_api::ClusterInbound;
 
 /// Most messages posted to the shards in one round.
 const INBOUND_BATCH: usize = 512;
@@ -24,11 +26,11 @@ const INBOUND_BATCH: usize = 512;
 pub(super) async fn inbound(
     link: Arc<Link>,
     mut messages: mpsc::Receiver<(Scope, async_nats::Message)>,
-    poster: Poster<ShardMsg>,
+    poster: Inbox,
 ) {
     let mut seen = Seen::default();
     let shards = poster.shard_count().max(1);
-    let mut batches: Vec<Vec<ShardMsg>> = (0..shards).map(|_| Vec::new()).collect();
+    let mut batches: Vec<Vec<ClusterInbound>> = (0..shards).map(|_| Vec::new()).collect();
     while let Some(first) = messages.recv().await {
         let mut next = Some(first);
         let mut taken = 0;
@@ -36,7 +38,7 @@ pub(super) async fn inbound(
             taken += 1;
             if let Some(publish) = accept(&link, &mut seen, scope, message) {
                 let shard = shard_of(publish.topic.as_str(), shards);
-                batches[shard].push(ShardMsg::Cluster(Box::new(publish)));
+                batches[shard].push(ClusterInbound::Publish(Box::new(publish)));
             }
             if taken < INBOUND_BATCH {
                 next = messages.try_recv().ok();
@@ -152,24 +154,20 @@ fn shard_of(topic: &str, shards: usize) -> usize {
 /// Posts `publishes` to the shards that route their topics, one batch per shard.
 pub(super) fn post_publishes(
     counters: &ClusterCounters,
-    poster: &Poster<ShardMsg>,
+    poster: &Inbox,
     publishes: Vec<ClusterPublish>,
 ) {
     let shards = poster.shard_count().max(1);
-    let mut batches: Vec<Vec<ShardMsg>> = (0..shards).map(|_| Vec::new()).collect();
+    let mut batches: Vec<Vec<ClusterInbound>> = (0..shards).map(|_| Vec::new()).collect();
     for publish in publishes {
         let shard = shard_of(publish.topic.as_str(), shards);
-        batches[shard].push(ShardMsg::Cluster(Box::new(publish)));
+        batches[shard].push(ClusterInbound::Publish(Box::new(publish)));
     }
     post_batches(counters, poster, &mut batches);
 }
 
 /// Posts each shard's batch; a full mailbox drops its batch, counted.
-fn post_batches(
-    counters: &ClusterCounters,
-    poster: &Poster<ShardMsg>,
-    batches: &mut [Vec<ShardMsg>],
-) {
+fn post_batches(counters: &ClusterCounters, poster: &Inbox, batches: &mut [Vec<ClusterInbound>]) {
     for (index, batch) in batches.iter_mut().enumerate() {
         if batch.is_empty() {
             continue;

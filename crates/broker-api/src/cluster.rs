@@ -1,11 +1,15 @@
-//! What the shards and the cluster thread tell each other: a message from another node, the
-//! questions about client-id ownership and their answers, and the session mirror's writes.
-//! Plain data with no behaviour, so the shard's mailbox can name them without the link.
+//! What the shards and the cluster link tell each other: a message from another node, the
+//! questions about client-id ownership and their answers, the session mirror's writes, and the
+//! [`ClusterInbox`] the link posts into. Plain data, so the shard's mailbox can name them
+//! without knowing the link (NATS, tokio) behind them.
 
 use std::sync::Arc;
 
 use bytes::Bytes;
 use codec::{MqttStr, QoS};
+use ring_runtime::ShardId;
+
+use crate::reply::Reply;
 
 /// Which local subscribers a message from the cluster is for.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -41,7 +45,7 @@ pub struct ClusterPublish {
 
 /// A CONNECT's question to the cluster: may this node own `client_id`'s session?
 #[derive(Debug)]
-pub(crate) struct ClaimRequest {
+pub struct ClaimRequest {
     /// The client identifier.
     pub client_id: MqttStr,
     /// The CONNECT's Clean Start: the old session's state is not wanted.
@@ -79,7 +83,7 @@ pub struct OwnershipAnswer {
 pub struct ReleaseRequest {
     pub client_id: MqttStr,
     pub clean_start: bool,
-    pub reply: tokio::sync::oneshot::Sender<Option<Vec<u8>>>,
+    pub reply: Reply<Option<Vec<u8>>>,
     /// Times forwarded between shards looking for the session.
     pub hops: u8,
     /// A copy this node recovered from its store while another node owns the client id now:
@@ -88,9 +92,9 @@ pub struct ReleaseRequest {
 }
 
 /// What a shard asks the cluster thread to mirror of a session that outlives its connection
-/// (`cluster/mirror.rs`, `shard/mirror.rs`).
+/// (the cluster crate's `mirror.rs`, the shard's `mirror.rs`).
 #[derive(Debug)]
-pub(crate) enum MirrorOp {
+pub enum MirrorOp {
     /// Its client is connected: its snapshot without messages (subscriptions, expiry,
     /// protocol), written at the CONNECT and at every change of its subscriptions;
     /// `purge_queue`: it was offline, and the copies mirrored meanwhile go.
@@ -109,3 +113,29 @@ pub(crate) enum MirrorOp {
     /// names this node run (compare-and-set on its revision), so ids used once do not stay.
     Ended { client_id: MqttStr },
 }
+
+/// What the cluster link posts to a shard's mailbox.
+#[derive(Debug)]
+pub enum ClusterInbound {
+    /// A message from another node, for local subscribers only.
+    Publish(Box<ClusterPublish>),
+    /// The cluster's answer to a CONNECT waiting for its client id.
+    Ownership(Box<OwnershipAnswer>),
+    /// Another node takes a client over: release its session.
+    Release(Box<ReleaseRequest>),
+}
+
+/// The shards' mailboxes as the cluster link sees them.
+pub trait ClusterInbox: Send + Sync {
+    /// How many shards there are (shards are `0..shard_count`).
+    fn shard_count(&self) -> usize;
+
+    /// Posts `messages` to `shard` in order; `Err` when its mailbox refused them (full, or the
+    /// broker is stopping): nothing was posted.
+    fn post(&self, shard: ShardId, messages: Vec<ClusterInbound>) -> Result<(), PostRefused>;
+}
+
+/// A shard's mailbox refused a batch (over its bound, or the broker is stopping).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("the shard's mailbox refused the batch")]
+pub struct PostRefused;

@@ -13,17 +13,20 @@ use async_nats::connection::State;
 use async_nats::jetstream::{self, kv};
 use bytes::{BufMut, Bytes, BytesMut};
 use futures_util::StreamExt;
-use ring_runtime::{Poster, ShardId};
+use ring_runtime::ShardId;
+
+use crate::Inbox;
 use tokio::sync::{OnceCell, Semaphore, mpsc, oneshot};
 use tracing::{debug, info, warn};
 
 use super::buckets::{bucket_base, kv_stream, open_kv};
+use super::counters::ClusterCounters;
 use super::link::Link;
 use super::mirror::Mirror;
 use super::retained_value::key_of;
 use super::totals::{FiguresSource, NodeContext, sum_totals};
-use super::{ClaimRequest, ClusterCounters, MirrorOp, Ownership, OwnershipAnswer, ReleaseRequest};
-use crate::message::ShardMsg;
+use broker_api::cluster::{ClaimRequest, MirrorOp, Ownership, OwnershipAnswer, ReleaseRequest};
+use broker_api::{ClusterInbound, Reply};
 
 /// Claims worked on at once (each waits on NATS round trips).
 const CONCURRENT_CLAIMS: usize = 256;
@@ -56,7 +59,7 @@ pub(super) struct Setup {
 pub(super) struct Owners {
     pub(super) link: Arc<Link>,
     buckets: OnceCell<Buckets>,
-    poster: Poster<ShardMsg>,
+    poster: Inbox,
     /// Client ids being claimed here, or claimed a moment ago (`claiming.rs`).
     claiming: super::claiming::Claiming,
 }
@@ -66,7 +69,7 @@ pub(super) struct Owners {
 pub(super) async fn ownership(
     link: Arc<Link>,
     mut claims: mpsc::Receiver<ClaimRequest>,
-    poster: Poster<ShardMsg>,
+    poster: Inbox,
     setup: Setup,
 ) {
     let owners = Arc::new(Owners {
@@ -331,11 +334,11 @@ impl Owners {
         let request = ReleaseRequest {
             client_id,
             clean_start: true,
-            reply,
+            reply: Reply::new(move |answer| reply.send(answer)),
             hops: 0,
             stale: true,
         };
-        let message = ShardMsg::ClusterRelease(Box::new(request));
+        let message = ClusterInbound::Release(Box::new(request));
         let _ = self.poster.post(ShardId::new(0), vec![message]);
     }
 
@@ -400,7 +403,7 @@ impl Owners {
             client_id: claim.client_id,
             outcome,
         };
-        let message = ShardMsg::ClusterOwnership(Box::new(answer));
+        let message = ClusterInbound::Ownership(Box::new(answer));
         if self.poster.post(claim.shard, vec![message]).is_err() {
             warn!(
                 "cluster: a shard's mailbox is full; a CONNECT waiting for its session times out"
@@ -431,11 +434,11 @@ impl Owners {
         let request = ReleaseRequest {
             client_id,
             clean_start,
-            reply,
+            reply: Reply::new(move |answer| reply.send(answer)),
             hops: 0,
             stale: false,
         };
-        let message = ShardMsg::ClusterRelease(Box::new(request));
+        let message = ClusterInbound::Release(Box::new(request));
         let shard = shard.unwrap_or(ShardId::new(0));
         if self.poster.post(shard, vec![message]).is_err() {
             return Bytes::from_static(&[0]);
