@@ -37,3 +37,10 @@ pub struct NatsSecurity {
     /// A NATS credentials file (JWT and NKey seed).
     pub creds_file: Option<std::path::PathBuf>,
 }
+
+/// Whether the NATS client accepts `url` as a server address; the client's reason if not.
+pub fn check_server_url(url: &str) -> Result<(), String> {
+    url.parse::<async_nats::ServerAddr>()
+        .map(drop)
+        .map_err(|e| e.to_string())
+}

@@ -51,7 +51,7 @@ fn servers(list: &[String]) -> Result<Vec<String>, ConfigError> {
         ));
     }
     for url in list {
-        url.parse::<async_nats::ServerAddr>().map_err(|e| {
+        cluster::settings::check_server_url(url).map_err(|e| {
             ConfigError::invalid("cluster.nats", format!("`{url}` is not a NATS URL: {e}"))
         })?;
     }
