@@ -1,0 +1,33 @@
+//! Transports under MQTT: TLS (rustls with the ring provider) and MQTT over WebSocket
+//! (RFC 6455 with tungstenite), alone or together (secure WebSocket: TLS outermost), as
+//! `ring-runtime` stream layers. Bytes in, MQTT bytes out: the codec above never sees a record
+//! or a frame.
+//!
+//! Server side (the broker): [`Transports`], every configured listener and the layer a
+//! connection accepted on it gets ([`MqttTransport`]: rustls' unbuffered server API, so an idle
+//! connection holds no TLS buffer); certificates reload in place.
+//!
+//! The layering itself ([`Stack`]: which of TLS and WebSocket a connection has, and how bytes
+//! pass between them) is apart from its halves (rustls' server connection, the WebSocket
+//! server), so that a client side can reuse it.
+//!
+//! What this crate must not know: MQTT sessions or packets, the broker's config file (the broker
+//! parses and validates it and hands over the typed settings of [`config`]), its metrics (they
+//! map [`TransportKind`]) or its shards.
+#![forbid(unsafe_code)]
+
+pub mod config;
+mod error;
+mod listeners;
+mod server_layer;
+mod stack;
+mod tls;
+mod tls_session;
+mod ws;
+
+pub use config::{ListenerKind, ListenerSettings, TlsSettings, TransportListener};
+pub use error::TransportError;
+pub use listeners::Transports;
+pub use server_layer::{MqttTransport, NoCommonName};
+pub use stack::{Stack, TransportKind};
+pub use tls::load_server_config;
