@@ -72,3 +72,15 @@ impl ListenerSettings {
         self.tcp.iter().copied().chain(transports).collect()
     }
 }
+
+/// How a client reaches the broker: plain TCP when neither is set.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ClientSettings {
+    /// TLS to every host, trusting the CA certificates in this PEM file.
+    pub tls_ca: Option<PathBuf>,
+    /// The name the server certificate must carry (default: the host's IP address).
+    pub tls_server_name: Option<String>,
+    /// MQTT over WebSocket at this path (a leading `/` is added when missing); with `tls_ca`,
+    /// secure WebSocket.
+    pub ws: Option<String>,
+}

@@ -1,4 +1,5 @@
-//! Why a transport could not be set up ([`TransportError`]: a listener's certificate files).
+//! Why a transport could not be set up: on the server side ([`TransportError`]: a listener's
+//! certificate files) and on the client side ([`ClientError`]).
 
 use std::path::PathBuf;
 
@@ -22,4 +23,21 @@ pub enum TransportError {
     /// rustls refused the configuration.
     #[error("TLS configuration: {0}")]
     Tls(String),
+}
+
+/// Why a client transport could not be set up.
+#[derive(Debug, thiserror::Error)]
+pub enum ClientError {
+    /// The CA file could not be read or holds no usable certificate.
+    #[error("TLS CA file {}: {cause}", path.display())]
+    CaFile { path: PathBuf, cause: String },
+    /// The server name is not a DNS name or IP address.
+    #[error("TLS server name {name:?}: {cause}")]
+    ServerName { name: String, cause: String },
+    /// rustls refused the configuration or a new session.
+    #[error("TLS: {0}")]
+    Tls(rustls::Error),
+    /// The WebSocket upgrade request could not be built.
+    #[error("WebSocket upgrade request: {0}")]
+    WsRequest(tungstenite::Error),
 }
