@@ -245,6 +245,17 @@ pub struct TransportArgs {
     pub ws: Option<String>,
 }
 
+impl TransportArgs {
+    /// The `transport` crate's client settings for these flags.
+    pub fn client_settings(&self) -> transport::ClientSettings {
+        transport::ClientSettings {
+            tls_ca: self.tls_ca.clone(),
+            tls_server_name: self.tls_server_name.clone(),
+            ws: self.ws.clone(),
+        }
+    }
+}
+
 /// Publishing options.
 #[derive(Debug, Clone, Args)]
 pub struct PublishArgs {

@@ -11,7 +11,6 @@ mod run;
 mod shard;
 mod stats;
 mod summary;
-mod transport;
 
 use anyhow::Context;
 use clap::Parser;

@@ -13,7 +13,7 @@ use crate::plan::RunPlan;
 use crate::shard::{BenchShard, Control, Report};
 use crate::stats::{Stats, Totals, latency_histogram};
 use crate::summary::Summary;
-use crate::transport::Connector;
+use transport::Connector;
 
 /// How long the run waits, after publishers finished, for the last messages to arrive.
 const DRAIN: Duration = Duration::from_secs(3);
@@ -25,7 +25,7 @@ const READY_STEP: Duration = Duration::from_millis(5);
 
 /// Runs `plan` to the end and returns its summary.
 pub fn run(plan: RunPlan) -> anyhow::Result<Summary> {
-    let transport = Connector::from_args(&plan.common.transport)?;
+    let transport = Connector::new(&plan.common.transport.client_settings())?;
     let plan = Arc::new(plan);
     let threads = match plan.common.threads {
         0 => ring_runtime::available_cores(),

@@ -17,7 +17,7 @@ use crate::payload::{self, Stamp};
 use crate::phase::{self, PhaseMode};
 use crate::plan::{ClientPlan, Role, RunPlan};
 use crate::stats::{Counters, Seen, Stats, latency_histogram};
-use crate::transport::Connector;
+use transport::Connector;
 
 /// How often a thread paces connects and publishes.
 const TICK: Duration = Duration::from_millis(2);

@@ -1,4 +1,4 @@
-//! The RingMQ broker: composes `codec`, `router`, `session-store` and `ring-runtime`.
+//! The RingMQ broker: composes `codec`, `router`, `session-store`, `transport` and `ring-runtime`.
 //!
 //! [`Broker::start`] runs one [`shard::BrokerShard`] per core on `ring-runtime`; ARCHITECTURE.md
 //! follows one PUBLISH through these modules.
@@ -32,7 +32,8 @@ pub mod shared;
 pub mod sim;
 pub mod store;
 mod swap;
-pub mod transport;
+/// TLS and WebSocket listeners (the `transport` crate), under their old path.
+pub use ::transport;
 
 /// Loopback ports for servers the unit tests start (shared with the `broker` integration tests).
 #[cfg(test)]

@@ -1,4 +1,4 @@
-//! [`Swap`]: a value replaced whole on reload (certificates, password file, ACL, `[ip]`) while
+//! [`Swap`]: a value replaced whole on reload (password file, ACL, `[ip]`) while
 //! readers keep the version they took.
 
 use std::sync::{Arc, RwLock};

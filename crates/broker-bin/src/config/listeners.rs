@@ -1,10 +1,13 @@
 //! `[listeners]`: plain TCP addresses plus `[[listeners.tls]]`, `[[listeners.ws]]` and
-//! `[[listeners.wss]]` tables, raw and validated.
+//! `[[listeners.wss]]` tables, raw and validated (into the `transport` crate's typed settings,
+//! re-exported here).
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
+
+pub use transport::{ListenerKind, ListenerSettings, TlsSettings, TransportListener};
 
 use super::error::ConfigError;
 use super::raw::RawListeners;
@@ -56,75 +59,6 @@ pub struct RawWssListener {
     pub require_client_cert: Option<bool>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub identity_as_username: Option<bool>,
-}
-
-/// The TLS side of a `tls` or `wss` listener. Paths are relative to the working directory;
-/// the files are read when the broker starts and on every reload.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct TlsSettings {
-    /// Certificate chain, PEM.
-    pub cert: PathBuf,
-    /// Private key (PKCS#8, PKCS#1 or SEC1), PEM.
-    pub key: PathBuf,
-    /// Client certificates are verified against this CA bundle when set.
-    pub client_ca: Option<PathBuf>,
-    /// A handshake without a valid client certificate is refused.
-    pub require_client_cert: bool,
-    /// The client certificate's Common Name becomes the username.
-    pub identity_as_username: bool,
-}
-
-/// What a listener speaks on top of TCP.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum ListenerKind {
-    /// MQTT over TLS.
-    Tls(TlsSettings),
-    /// MQTT over WebSocket, upgraded at `path`.
-    Ws { path: String },
-    /// MQTT over WebSocket over TLS.
-    Wss { path: String, tls: TlsSettings },
-}
-
-impl ListenerKind {
-    /// The name the config file uses.
-    pub fn name(&self) -> &'static str {
-        match self {
-            Self::Tls(_) => "tls",
-            Self::Ws { .. } => "ws",
-            Self::Wss { .. } => "wss",
-        }
-    }
-
-    /// The TLS settings, for `tls` and `wss`.
-    pub fn tls(&self) -> Option<&TlsSettings> {
-        match self {
-            Self::Tls(tls) | Self::Wss { tls, .. } => Some(tls),
-            Self::Ws { .. } => None,
-        }
-    }
-}
-
-/// A TLS or WebSocket listener.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct TransportListener {
-    pub bind: SocketAddr,
-    pub kind: ListenerKind,
-}
-
-/// Every validated listener.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ListenerSettings {
-    pub tcp: Vec<SocketAddr>,
-    pub transports: Vec<TransportListener>,
-}
-
-impl ListenerSettings {
-    /// Every address to bind, in the order the runtime reports them: the TCP listeners, then
-    /// the TLS and WebSocket listeners in config order.
-    pub fn binds(&self) -> Vec<SocketAddr> {
-        let transports = self.transports.iter().map(|t| t.bind);
-        self.tcp.iter().copied().chain(transports).collect()
-    }
 }
 
 impl RawListeners {

@@ -101,6 +101,18 @@ impl Listener {
     }
 }
 
+impl From<transport::TransportKind> for Listener {
+    fn from(kind: transport::TransportKind) -> Self {
+        use transport::TransportKind;
+        match kind {
+            TransportKind::Plain => Self::Tcp,
+            TransportKind::Tls => Self::Tls,
+            TransportKind::Ws => Self::Ws,
+            TransportKind::Wss => Self::Wss,
+        }
+    }
+}
+
 /// One counter per QoS level, indexed by `QoS as usize`.
 pub type PerQos = [AtomicU64; 3];
 

@@ -34,7 +34,7 @@ impl BrokerShard {
         match transports.layer_for(local, peer) {
             None => Some(Listener::Tcp),
             Some(Ok(layer)) => {
-                let kind = layer.listener();
+                let kind = Listener::from(layer.kind());
                 ctx.set_layer(conn, Box::new(layer));
                 Some(kind)
             }

@@ -2,7 +2,7 @@
 //! that cross-compiles, so the static aarch64 build links), swapped on reload.
 
 use std::path::Path;
-use std::sync::Arc;
+use std::sync::{Arc, RwLock};
 
 use rustls::crypto::CryptoProvider;
 use rustls::server::UnbufferedServerConnection;
@@ -11,15 +11,15 @@ use rustls::{RootCertStore, ServerConfig};
 use rustls_pki_types::pem::PemObject;
 use rustls_pki_types::{CertificateDer, PrivateKeyDer};
 
-use super::TransportError;
 use crate::config::TlsSettings;
-use crate::swap::Swap;
+use crate::error::TransportError;
 
 /// A TLS listener's settings and the server config built from them; new handshakes use the
 /// config of the last successful load.
 pub(crate) struct TlsSource {
     settings: TlsSettings,
-    current: Swap<ServerConfig>,
+    /// Replaced whole on reload; sessions already accepted keep the version they took.
+    current: RwLock<Arc<ServerConfig>>,
 }
 
 impl TlsSource {
@@ -28,20 +28,23 @@ impl TlsSource {
         let config = server_config(&settings)?;
         Ok(Self {
             settings,
-            current: Swap::new(config),
+            current: RwLock::new(Arc::new(config)),
         })
     }
 
     /// Reads the files again; on failure the old config stays in force.
     pub(crate) fn reload(&self) -> Result<(), TransportError> {
         let config = server_config(&self.settings)?;
-        self.current.replace(config);
+        // A poisoned lock still holds a whole config: only this assignment writes, and it
+        // cannot panic while holding the lock.
+        *self.current.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(config);
         Ok(())
     }
 
     /// A server-side session for one accepted connection.
     pub(crate) fn accept(&self) -> Result<UnbufferedServerConnection, rustls::Error> {
-        UnbufferedServerConnection::new(self.current.get())
+        let config = Arc::clone(&self.current.read().unwrap_or_else(|e| e.into_inner()));
+        UnbufferedServerConnection::new(config)
     }
 
     pub(crate) fn settings(&self) -> &TlsSettings {
@@ -51,7 +54,7 @@ impl TlsSource {
 
 /// A server config for a certificate chain and key without client authentication (the
 /// operations HTTP listener's HTTPS); an error names the file.
-pub(crate) fn load_server_config(cert: &Path, key: &Path) -> Result<ServerConfig, TransportError> {
+pub fn load_server_config(cert: &Path, key: &Path) -> Result<ServerConfig, TransportError> {
     server_config(&TlsSettings {
         cert: cert.to_owned(),
         key: key.to_owned(),

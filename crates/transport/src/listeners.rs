@@ -1,43 +1,15 @@
-//! TLS and WebSocket listeners: which listener accepted a connection, and the stream layer
-//! ([`MqttTransport`]) that connection gets. The codec still sees plain MQTT bytes.
-
-mod layer;
-mod tls;
-mod tls_session;
-mod ws;
+//! [`Transports`]: every configured listener, which of them accepted a connection, and the
+//! stream layer ([`MqttTransport`]) that connection gets.
 
 use std::net::SocketAddr;
-use std::path::PathBuf;
 use std::sync::{Arc, OnceLock};
 
-pub(crate) use layer::MqttTransport;
-use tls::TlsSource;
-pub(crate) use tls::load_server_config;
-use ws::WsSession;
-
 use crate::config::{ListenerKind, ListenerSettings};
-
-/// Why a TLS listener could not be set up (at start or on reload).
-#[derive(Debug, thiserror::Error)]
-pub enum TransportError {
-    /// A certificate, key or CA file is missing, unreadable or not PEM.
-    #[error("cannot use {what} file {}: {cause}", path.display())]
-    File {
-        what: &'static str,
-        path: PathBuf,
-        cause: String,
-    },
-    /// The key does not belong to the certificate, or one of them is unusable.
-    #[error("certificate {} and key {} do not make a usable pair: {cause}", cert.display(), key.display())]
-    KeyPair {
-        cert: PathBuf,
-        key: PathBuf,
-        cause: String,
-    },
-    /// rustls refused the configuration.
-    #[error("TLS configuration: {0}")]
-    Tls(String),
-}
+use crate::error::TransportError;
+use crate::server_layer::MqttTransport;
+use crate::stack::TransportKind;
+use crate::tls::TlsSource;
+use crate::ws::WsSession;
 
 /// What one configured listener adds on top of TCP.
 enum Transport {
@@ -48,7 +20,7 @@ enum Transport {
 }
 
 /// Every listener, in the order the runtime binds them (see [`ListenerSettings::binds`]).
-pub(crate) struct Transports {
+pub struct Transports {
     listeners: Vec<(SocketAddr, Transport)>,
     /// The bound addresses (port 0 resolved), set once the runtime has bound them.
     bound: OnceLock<Vec<SocketAddr>>,
@@ -59,10 +31,7 @@ pub(crate) struct Transports {
 
 impl Transports {
     /// Loads every TLS listener's certificate and key; an error names the file.
-    pub(crate) fn load(
-        settings: &ListenerSettings,
-        max_packet_size: u32,
-    ) -> Result<Self, TransportError> {
+    pub fn load(settings: &ListenerSettings, max_packet_size: u32) -> Result<Self, TransportError> {
         let mut listeners: Vec<(SocketAddr, Transport)> = settings
             .tcp
             .iter()
@@ -87,7 +56,7 @@ impl Transports {
     }
 
     /// Plain TCP only (until [`Self::load`] replaces it).
-    pub(crate) fn plain() -> Self {
+    pub fn plain() -> Self {
         Self {
             listeners: Vec::new(),
             bound: OnceLock::new(),
@@ -97,28 +66,28 @@ impl Transports {
     }
 
     /// Records the bound addresses, in bind order.
-    pub(crate) fn set_bound(&self, addrs: &[SocketAddr]) {
+    pub fn set_bound(&self, addrs: &[SocketAddr]) {
         let _ = self.bound.set(addrs.to_vec());
     }
 
     /// Whether any listener speaks TLS or WebSocket.
-    pub(crate) fn any(&self) -> bool {
+    pub fn any(&self) -> bool {
         self.any
     }
 
     /// The bound addresses of listeners of `kind` ("tcp", "tls", "ws" or "wss").
-    pub(crate) fn addrs_of(&self, kind: &str) -> Vec<SocketAddr> {
+    pub fn addrs_of(&self, kind: &str) -> Vec<SocketAddr> {
         let bound = self.bound.get();
         self.listeners
             .iter()
             .enumerate()
-            .filter(|(_, (_, transport))| transport.name() == kind)
+            .filter(|(_, (_, transport))| transport.kind().name() == kind)
             .map(|(index, (addr, _))| bound.and_then(|b| b.get(index)).copied().unwrap_or(*addr))
             .collect()
     }
 
     /// Reads every TLS listener's files again; the errors of those that keep their old ones.
-    pub(crate) fn reload(&self) -> Vec<TransportError> {
+    pub fn reload(&self) -> Vec<TransportError> {
         self.listeners
             .iter()
             .filter_map(|(_, transport)| match transport {
@@ -129,7 +98,7 @@ impl Transports {
     }
 
     /// The layer for a connection accepted on `local` from `peer`; `None` for plain TCP.
-    pub(crate) fn layer_for(
+    pub fn layer_for(
         &self,
         local: SocketAddr,
         peer: SocketAddr,
@@ -142,9 +111,9 @@ impl Transports {
         let ws = |path: &Arc<str>| WsSession::new(Arc::clone(path), self.max_ws_message);
         let layer = match transport {
             Transport::Plain => return None,
-            Transport::Ws(path) => Ok(MqttTransport::new(None, Some(ws(path)), peer, false)),
+            Transport::Ws(path) => Ok(MqttTransport::server(None, Some(ws(path)), peer, false)),
             Transport::Tls(tls) => tls.accept().map(|session| {
-                MqttTransport::new(
+                MqttTransport::server(
                     Some(session),
                     None,
                     peer,
@@ -153,7 +122,7 @@ impl Transports {
             }),
             Transport::Wss(path, tls) => tls.accept().map(|session| {
                 let identity = tls.settings().identity_as_username;
-                MqttTransport::new(Some(session), Some(ws(path)), peer, identity)
+                MqttTransport::server(Some(session), Some(ws(path)), peer, identity)
             }),
         };
         Some(layer.map_err(|e| format!("TLS session: {e}")))
@@ -179,12 +148,12 @@ impl Transports {
 }
 
 impl Transport {
-    fn name(&self) -> &'static str {
+    fn kind(&self) -> TransportKind {
         match self {
-            Self::Plain => "tcp",
-            Self::Tls(_) => "tls",
-            Self::Ws(_) => "ws",
-            Self::Wss(..) => "wss",
+            Self::Plain => TransportKind::Plain,
+            Self::Tls(_) => TransportKind::Tls,
+            Self::Ws(_) => TransportKind::Ws,
+            Self::Wss(..) => TransportKind::Wss,
         }
     }
 }

@@ -12,13 +12,15 @@ use rustls::unbuffered::{
 };
 use rustls_pki_types::CertificateDer;
 
+use crate::stack::{TlsHalf, tls_error};
+
 /// Room for a record's header, padding and tag beyond its plaintext.
 const RECORD_OVERHEAD: usize = 64;
 /// The largest plaintext of one TLS record.
 const MAX_FRAGMENT: usize = 16 * 1024;
 
 /// A server-side TLS session.
-pub(crate) struct TlsSession {
+pub struct TlsSession {
     conn: UnbufferedServerConnection,
     /// Received bytes not yet consumed (a partial record): empty and unallocated when idle.
     incoming: Vec<u8>,
@@ -46,57 +48,6 @@ impl TlsSession {
     /// The client's certificate chain, once the handshake verified one.
     pub(crate) fn peer_certificates(&self) -> Option<&[CertificateDer<'static>]> {
         self.conn.peer_certificates()
-    }
-
-    /// Decrypts what arrived: plaintext to `plain`, handshake messages to `wire`.
-    pub(crate) fn receive(
-        &mut self,
-        input: &[u8],
-        plain: &mut BytesMut,
-        wire: &mut BytesMut,
-    ) -> Result<LayerState, LayerError> {
-        if self.failed {
-            return Err(LayerError::new("TLS: the session already failed"));
-        }
-        self.incoming.extend_from_slice(input);
-        let mut closed = false;
-        let result = self.process(plain, wire, &mut closed);
-        self.release_incoming();
-        if result.is_err() {
-            self.fail(wire);
-        }
-        result?;
-        Ok(if closed {
-            LayerState::PeerClosed
-        } else {
-            LayerState::Open
-        })
-    }
-
-    /// Encrypts `data` into `wire` (nothing when empty).
-    pub(crate) fn send(&mut self, data: &[u8], wire: &mut BytesMut) -> Result<(), LayerError> {
-        if data.is_empty() {
-            return Ok(());
-        }
-        if self.failed {
-            return Err(LayerError::new("TLS: the session already failed"));
-        }
-        let sent = self.with_write_traffic(wire, |traffic, wire| encrypt(traffic, data, wire));
-        if sent.is_err() {
-            self.failed = true;
-        }
-        sent
-    }
-
-    /// A close_notify alert into `wire`, when the handshake finished.
-    pub(crate) fn close(&mut self, wire: &mut BytesMut) {
-        if self.failed {
-            return;
-        }
-        self.failed = true;
-        let _ = self.with_write_traffic(wire, |traffic, wire| {
-            grow_until_fits(wire, RECORD_OVERHEAD, |buf| traffic.queue_close_notify(buf))
-        });
     }
 
     /// After an error: the alert rustls queued goes to `wire` (one more pass yields it), and
@@ -207,6 +158,59 @@ impl TlsSession {
     }
 }
 
+impl TlsHalf for TlsSession {
+    /// Decrypts what arrived: plaintext to `plain`, handshake messages to `wire`.
+    fn receive(
+        &mut self,
+        input: &[u8],
+        plain: &mut BytesMut,
+        wire: &mut BytesMut,
+    ) -> Result<LayerState, LayerError> {
+        if self.failed {
+            return Err(LayerError::new("TLS: the session already failed"));
+        }
+        self.incoming.extend_from_slice(input);
+        let mut closed = false;
+        let result = self.process(plain, wire, &mut closed);
+        self.release_incoming();
+        if result.is_err() {
+            self.fail(wire);
+        }
+        result?;
+        Ok(if closed {
+            LayerState::PeerClosed
+        } else {
+            LayerState::Open
+        })
+    }
+
+    /// Encrypts `data` into `wire` (nothing when empty).
+    fn send(&mut self, data: &[u8], wire: &mut BytesMut) -> Result<(), LayerError> {
+        if data.is_empty() {
+            return Ok(());
+        }
+        if self.failed {
+            return Err(LayerError::new("TLS: the session already failed"));
+        }
+        let sent = self.with_write_traffic(wire, |traffic, wire| encrypt(traffic, data, wire));
+        if sent.is_err() {
+            self.failed = true;
+        }
+        sent
+    }
+
+    /// A close_notify alert into `wire`, when the handshake finished.
+    fn close(&mut self, wire: &mut BytesMut) {
+        if self.failed {
+            return;
+        }
+        self.failed = true;
+        let _ = self.with_write_traffic(wire, |traffic, wire| {
+            grow_until_fits(wire, RECORD_OVERHEAD, |buf| traffic.queue_close_notify(buf))
+        });
+    }
+}
+
 /// Encrypts `data` (as many records as it needs) into `wire`.
 fn encrypt(
     traffic: &mut WriteTraffic<'_, rustls::server::ServerConnectionData>,
@@ -266,8 +270,4 @@ fn grow_until_fits<E: NeedsRoom + std::fmt::Display>(
             }
         }
     }
-}
-
-fn tls_error(error: rustls::Error) -> LayerError {
-    LayerError::new(format!("TLS: {error}"))
 }

@@ -2,13 +2,16 @@
 //! hand-driven WebSocket peer.
 
 use std::io::{Cursor, Read, Write};
+use std::path::PathBuf;
 
+use bytes::{Bytes, BytesMut};
 use rcgen::{BasicConstraints, CertificateParams, CertifiedIssuer, IsCa, KeyPair};
+use ring_runtime::{LayerOutput, LayerState, StreamLayer};
 use rustls::{ServerConfig, ServerConnection};
 use rustls_pki_types::PrivateKeyDer;
 
-use super::ws::{apply_mask, format_binary};
 use super::*;
+use crate::ws::{apply_mask, format_binary};
 use tungstenite::protocol::frame::FrameHeader;
 use tungstenite::protocol::frame::coding::{Data, OpCode};
 
@@ -41,16 +44,16 @@ fn pki(dir: &Path) -> (PathBuf, Arc<ServerConfig>) {
     (ca_path, Arc::new(config))
 }
 
-fn args(ca: Option<&Path>, ws: Option<&str>) -> TransportArgs {
-    TransportArgs {
+fn args(ca: Option<&Path>, ws: Option<&str>) -> ClientSettings {
+    ClientSettings {
         tls_ca: ca.map(Path::to_path_buf),
         tls_server_name: None,
         ws: ws.map(str::to_owned),
     }
 }
 
-fn layer(args: &TransportArgs) -> ClientLayer {
-    let connector = Connector::from_args(args)
+fn layer(args: &ClientSettings) -> ClientLayer {
+    let connector = Connector::new(args)
         .expect("connector")
         .expect("a transport");
     connector.layer(host()).expect("layer")
@@ -145,11 +148,7 @@ fn parse_client_frame(wire: &[u8]) -> Vec<u8> {
 
 #[test]
 fn plain_tcp_builds_no_connector() {
-    assert!(
-        Connector::from_args(&args(None, None))
-            .expect("ok")
-            .is_none()
-    );
+    assert!(Connector::new(&args(None, None)).expect("ok").is_none());
 }
 
 #[test]
@@ -157,9 +156,9 @@ fn a_ca_file_without_certificates_is_refused() {
     let dir = tempfile::tempdir().expect("dir");
     let path = dir.path().join("empty.pem");
     std::fs::write(&path, "not a certificate\n").expect("write");
-    let error = Connector::from_args(&args(Some(&path), None)).err();
+    let error = Connector::new(&args(Some(&path), None)).err();
     assert!(
-        matches!(error, Some(TransportError::CaFile { .. })),
+        matches!(error, Some(ClientError::CaFile { .. })),
         "{error:?}"
     );
 }

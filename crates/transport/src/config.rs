@@ -1,0 +1,86 @@
+//! The typed settings the transports take. The broker builds them from its validated config
+//! file (its config module names a bad key); the load generator from its flags.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+/// The TLS side of a `tls` or `wss` listener. Paths are relative to the working directory;
+/// the files are read when the broker starts and on every reload.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TlsSettings {
+    /// Certificate chain, PEM.
+    pub cert: PathBuf,
+    /// Private key (PKCS#8, PKCS#1 or SEC1), PEM.
+    pub key: PathBuf,
+    /// Client certificates are verified against this CA bundle when set.
+    pub client_ca: Option<PathBuf>,
+    /// A handshake without a valid client certificate is refused.
+    pub require_client_cert: bool,
+    /// The client certificate's Common Name becomes the username.
+    pub identity_as_username: bool,
+}
+
+/// What a listener speaks on top of TCP.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ListenerKind {
+    /// MQTT over TLS.
+    Tls(TlsSettings),
+    /// MQTT over WebSocket, upgraded at `path`.
+    Ws { path: String },
+    /// MQTT over WebSocket over TLS.
+    Wss { path: String, tls: TlsSettings },
+}
+
+impl ListenerKind {
+    /// The name the config file uses.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Self::Tls(_) => "tls",
+            Self::Ws { .. } => "ws",
+            Self::Wss { .. } => "wss",
+        }
+    }
+
+    /// The TLS settings, for `tls` and `wss`.
+    pub fn tls(&self) -> Option<&TlsSettings> {
+        match self {
+            Self::Tls(tls) | Self::Wss { tls, .. } => Some(tls),
+            Self::Ws { .. } => None,
+        }
+    }
+}
+
+/// A TLS or WebSocket listener.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TransportListener {
+    pub bind: SocketAddr,
+    pub kind: ListenerKind,
+}
+
+/// Every validated listener.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ListenerSettings {
+    pub tcp: Vec<SocketAddr>,
+    pub transports: Vec<TransportListener>,
+}
+
+impl ListenerSettings {
+    /// Every address to bind, in the order the runtime reports them: the TCP listeners, then
+    /// the TLS and WebSocket listeners in config order.
+    pub fn binds(&self) -> Vec<SocketAddr> {
+        let transports = self.transports.iter().map(|t| t.bind);
+        self.tcp.iter().copied().chain(transports).collect()
+    }
+}
+
+/// How a client reaches the broker: plain TCP when neither is set.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ClientSettings {
+    /// TLS to every host, trusting the CA certificates in this PEM file.
+    pub tls_ca: Option<PathBuf>,
+    /// The name the server certificate must carry (default: the host's IP address).
+    pub tls_server_name: Option<String>,
+    /// MQTT over WebSocket at this path (a leading `/` is added when missing); with `tls_ca`,
+    /// secure WebSocket.
+    pub ws: Option<String>,
+}

@@ -1,0 +1,36 @@
+//! Transports under MQTT: TLS (rustls with the ring provider) and MQTT over WebSocket
+//! (RFC 6455 with tungstenite), alone or together (secure WebSocket: TLS outermost), as
+//! `ring-runtime` stream layers. Bytes in, MQTT bytes out: the codec above never sees a record
+//! or a frame.
+//!
+//! - Server side (the broker): [`Transports`], every configured listener and the layer a
+//!   connection accepted on it gets ([`MqttTransport`]: rustls' unbuffered server API, so an
+//!   idle connection holds no TLS buffer); certificates reload in place.
+//! - Client side (the load generator): [`Connector`] and its [`ClientLayer`].
+//!
+//! The layering itself ([`Stack`]: which of TLS and WebSocket a connection has, and how bytes
+//! pass between them) exists once for both sides; what differs (rustls' server or client
+//! connection, WebSocket upgrade answered or requested, frames masked or not) is a named half.
+//!
+//! What this crate must not know: MQTT sessions or packets, the broker's config file (the broker
+//! parses and validates it and hands over the typed settings of [`config`]), its metrics (they
+//! map [`TransportKind`]) or its shards.
+#![forbid(unsafe_code)]
+
+mod client;
+pub mod config;
+mod error;
+mod listeners;
+mod server_layer;
+mod stack;
+mod tls;
+mod tls_session;
+mod ws;
+
+pub use client::{ClientLayer, Connector};
+pub use config::{ClientSettings, ListenerKind, ListenerSettings, TlsSettings, TransportListener};
+pub use error::{ClientError, TransportError};
+pub use listeners::Transports;
+pub use server_layer::{MqttTransport, NoCommonName};
+pub use stack::{Stack, TransportKind};
+pub use tls::load_server_config;
