@@ -44,6 +44,7 @@ mod throttle;
 mod timers;
 mod topic_checks;
 mod transport;
+mod will_check;
 
 use std::collections::{HashMap, HashSet};
 
