@@ -52,4 +52,5 @@ mod takeover_stream;
 mod throttle;
 mod tls;
 mod will;
+mod will_acl;
 mod ws;

@@ -150,6 +150,11 @@ fn messages(doc: &mut Exposition, totals: &Snapshot) {
             totals.publishes_not_authorized,
         ),
         (
+            "ringmq_wills_not_authorized_total",
+            "Wills not authorized: CONNECTs refused for their will, wills dropped when they fired.",
+            totals.wills_not_authorized,
+        ),
+        (
             "ringmq_deliveries_dropped_mailbox_full_total",
             "Copies dropped because another shard's mailbox was over runtime.max_pending_posts.",
             totals.deliveries_dropped_mailbox_full,

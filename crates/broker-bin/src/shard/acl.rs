@@ -105,11 +105,27 @@ impl BrokerShard {
                 TopicVerdict::Allowed
             };
         };
-        let grant = client.grant.as_deref();
+        let remote = || self.remote_answer(client_id, client, topic, TopicAccess::Publish);
+        let (username, grant) = (client.username.as_ref(), client.grant.as_deref());
+        self.write_verdict(client_id, username, grant, topic, remote)
+    }
+
+    /// Whether a client with `username` and `grant` (kept only when it restricts: see
+    /// [`ClientGrant::restricts`]) may write to `topic`; `remote`: its backend's answer, when
+    /// known. PUBLISH and wills (`will_check.rs`) are judged by this one rule.
+    pub(super) fn write_verdict(
+        &self,
+        client_id: &MqttStr,
+        username: Option<&MqttStr>,
+        grant: Option<&ClientGrant>,
+        topic: &str,
+        remote: impl FnOnce() -> Option<bool>,
+    ) -> TopicVerdict {
+        let file = self.acl();
         if grant.is_some_and(|g| g.superuser) {
             return TopicVerdict::Allowed;
         }
-        let identity = identity(client_id, client.username.as_ref());
+        let identity = identity(client_id, username);
         let local = [
             file.as_deref()
                 .map(|acl| acl.check(&identity, topic, Access::Write)),
@@ -121,7 +137,7 @@ impl BrokerShard {
             return TopicVerdict::Allowed;
         }
         if grant.is_some_and(|g| g.remote_topics) {
-            return match self.remote_answer(client_id, client, topic, TopicAccess::Publish) {
+            return match remote() {
                 Some(true) => TopicVerdict::Allowed,
                 Some(false) => TopicVerdict::Refused,
                 None => TopicVerdict::Ask,

@@ -10,6 +10,7 @@ use router::TopicName;
 use tracing::debug;
 
 use super::login::Judgement;
+use super::will_check::WillCheck;
 use super::{BrokerShard, Ctx, Fault};
 use crate::conn::Phase;
 use crate::detach;
@@ -74,9 +75,6 @@ impl BrokerShard {
         mut connect: Connect,
         grant: Box<access::gatekeeper::grant::ClientGrant>,
     ) {
-        if grant.restricts() || grant.expires_at.is_some() {
-            self.logins.grants.insert(conn, *grant);
-        }
         let assigned = connect
             .client_id
             .is_empty()
@@ -88,11 +86,33 @@ impl BrokerShard {
         if let Some(will) = connect.will.as_mut() {
             detach::will(will);
         }
+        // The will passes the checks a PUBLISH of this client would (`will_check.rs`).
+        match self.check_will(ctx, conn, &connect, &grant) {
+            WillCheck::Pass => self.admit_checked(ctx, conn, connect, grant, assigned.is_some()),
+            WillCheck::Refuse(reason) => self.refuse_connect(ctx, conn, reason),
+            WillCheck::Wait(token) => {
+                self.wait_for_will(conn, token, connect, (grant, assigned.is_some()))
+            }
+        }
+    }
+
+    /// A CONNECT whose credentials and will are accepted: claim the client's session.
+    pub(super) fn admit_checked(
+        &mut self,
+        ctx: &mut Ctx,
+        conn: ConnId,
+        connect: Connect,
+        grant: Box<access::gatekeeper::grant::ClientGrant>,
+        assigned: bool,
+    ) {
+        if grant.restricts() || grant.expires_at.is_some() {
+            self.logins.grants.insert(conn, *grant);
+        }
         // A client id the client chose may be owned by another node of a cluster.
-        if assigned.is_none() && self.shared.cluster.is_some() {
+        if !assigned && self.shared.cluster.is_some() {
             return self.ask_cluster_owner(ctx, conn, connect);
         }
-        self.claim_session(ctx, conn, connect, assigned.is_some(), None);
+        self.claim_session(ctx, conn, connect, assigned, None);
     }
 
     /// Claims the client's session on this node; `imported`: the snapshot of the session another
@@ -325,6 +345,7 @@ impl BrokerShard {
         session
             .inflight
             .set_capacity(client_receive_max.min(config.limits.max_inflight_outbound));
+        self.will_attached(conn, &session.client_id);
         self.record_connected(&session, was_stored);
         self.mirror_connected(ctx, &session);
         self.disarm_session_timers(ctx, &mut session);

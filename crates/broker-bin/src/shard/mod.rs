@@ -46,6 +46,7 @@ mod timer_book;
 mod timers;
 mod topic_checks;
 mod transport;
+mod will_check;
 
 use std::collections::{HashMap, HashSet};
 

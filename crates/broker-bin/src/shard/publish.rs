@@ -180,6 +180,9 @@ impl BrokerShard {
 
     /// Publishes a client's will.
     pub(super) fn publish_will(&mut self, ctx: &mut Ctx, client_id: &MqttStr, will: Will) {
+        if !self.will_may_fire(client_id, will.topic.as_str()) {
+            return;
+        }
         let Ok(topic) = TopicName::from_mqtt_str(will.topic.clone(), &self.shared.topic_limits)
         else {
             return;

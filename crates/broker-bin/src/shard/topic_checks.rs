@@ -23,6 +23,8 @@ pub(super) struct TopicWaits {
     /// Answers a worker just gave, consulted while the packet they were for is handled.
     fresh: Vec<(String, TopicAccess, bool)>,
     next_token: u64,
+    /// CONNECTs waiting for their will's answer, and the rules of wills held (`will_check.rs`).
+    pub(super) wills: super::will_check::WillChecks,
 }
 
 struct WaitingPacket {
@@ -148,7 +150,7 @@ impl BrokerShard {
     ) {
         let _span = self.conn_span(conn).entered();
         let Some(waiting) = self.topic_waits.waiting.remove(&conn) else {
-            return;
+            return self.will_answered(ctx, conn, token, &answers);
         };
         if waiting.token != token {
             self.topic_waits.waiting.insert(conn, waiting);
@@ -176,5 +178,6 @@ impl BrokerShard {
     /// The connection ended: a packet it set aside is dropped (the answers are ignored).
     pub(super) fn topic_wait_closed(&mut self, conn: ConnId) {
         self.topic_waits.waiting.remove(&conn);
+        self.will_check_closed(conn);
     }
 }

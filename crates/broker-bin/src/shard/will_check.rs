@@ -1,0 +1,330 @@
+//! Wills pass the checks a client's own PUBLISH passes: the `$SYS` write block, the
+//! embedding's `Authenticator::authorize_publish`, the ACL file, and the rules or topic
+//! answers of the backend that let the client in (`acl.rs`, `topic_checks.rs`).
+//!
+//! - At CONNECT, once the credentials are accepted: a will the client may not publish refuses
+//!   the CONNECT with CONNACK 0x87 Not authorized (3.1.1: return code 5). When only the
+//!   backend can tell, the CONNECT waits (`Phase::AwaitingAuth`, its CONNECT timeout running)
+//!   while a worker asks it, as a parked PUBLISH does.
+//! - When the will fires (socket lost, keep-alive, takeover, delay or session expiry,
+//!   shutdown): judged again by the rules in force then (the ACL file may have been reloaded
+//!   since). A will refused then is dropped.
+//!
+//! Either way it is counted in `wills_not_authorized` and logged at warn.
+
+use codec::{Connect, MqttStr, ReasonCode};
+use ring_runtime::ConnId;
+use tracing::warn;
+
+use super::acl::TopicVerdict;
+use super::{BrokerShard, Ctx, FastMap};
+use crate::conn::Phase;
+use crate::metrics::ShardCounters;
+use access::backend::{AclRequest, TopicAccess};
+use access::gatekeeper::grant::ClientGrant;
+use access::gatekeeper::keys::AclKey;
+use access::gatekeeper::workers::Job;
+
+/// Topics only the broker publishes (as for PUBLISH, `publish.rs`).
+const SYS_PREFIX: &str = "$SYS";
+
+/// What a will is judged by: its client's login, as a PUBLISH of that client would be.
+struct WillRules {
+    username: Option<MqttStr>,
+    /// The grant, when it restricts the client (as `acl_connected` keeps it).
+    grant: Option<Box<ClientGrant>>,
+    /// The backend's answer at CONNECT, when it was asked (it cannot be asked once the client
+    /// is gone; a reload empties its cache).
+    remote: Option<bool>,
+}
+
+/// A CONNECT whose will topic its backend is being asked about.
+struct WaitingConnect {
+    token: u64,
+    connect: Connect,
+    grant: Box<ClientGrant>,
+    assigned: bool,
+}
+
+/// The shard's will checks in progress, and the rules of the wills it holds.
+#[derive(Default)]
+pub(super) struct WillChecks {
+    waiting: FastMap<ConnId, WaitingConnect>,
+    /// Rules of admitted CONNECTs, until their session takes the will (`will_attached`).
+    admitted: FastMap<ConnId, WillRules>,
+    /// Rules of the wills of this shard's sessions, by client id.
+    held: FastMap<MqttStr, WillRules>,
+    next_token: u64,
+}
+
+/// The outcome of a will check at CONNECT.
+pub(super) enum WillCheck {
+    Pass,
+    Refuse(ReasonCode),
+    /// The CONNECT waits for the backend's answer to this token (`will_answered`).
+    Wait(u64),
+}
+
+impl BrokerShard {
+    /// Judges `connect`'s will (its client id already final) for a client its login let in
+    /// with `grant`.
+    pub(super) fn check_will(
+        &mut self,
+        ctx: &Ctx,
+        conn: ConnId,
+        connect: &Connect,
+        grant: &ClientGrant,
+    ) -> WillCheck {
+        let Some(will) = &connect.will else {
+            return WillCheck::Pass;
+        };
+        let client_id = &connect.client_id;
+        let topic = will.topic.as_str();
+        let rules = WillRules {
+            username: connect.username.clone(),
+            grant: grant.restricts().then(|| Box::new(grant.clone())),
+            remote: None,
+        };
+        let remote = || self.cached_will_answer(client_id, rules.username.as_ref(), topic);
+        match self.will_verdict(client_id, &rules, topic, remote) {
+            TopicVerdict::Allowed => {
+                self.keep_will_rules(conn, rules);
+                WillCheck::Pass
+            }
+            TopicVerdict::Refused => {
+                self.will_refused(client_id, topic, "CONNECT refused: 0x87 Not authorized");
+                WillCheck::Refuse(ReasonCode::NotAuthorized)
+            }
+            TopicVerdict::Ask => self.ask_about_will(
+                ctx,
+                conn,
+                connect,
+                rules.username.as_ref(),
+                rules.grant.as_deref(),
+            ),
+        }
+    }
+
+    /// `$SYS`, the authorization hook, then the ACL file and the backend's rules.
+    fn will_verdict(
+        &self,
+        client_id: &MqttStr,
+        rules: &WillRules,
+        topic: &str,
+        remote: impl FnOnce() -> Option<bool>,
+    ) -> TopicVerdict {
+        if topic.starts_with(SYS_PREFIX)
+            || !self
+                .shared
+                .auth
+                .authorize_publish(client_id.as_str(), topic)
+        {
+            return TopicVerdict::Refused;
+        }
+        let grant = rules.grant.as_deref();
+        self.write_verdict(client_id, rules.username.as_ref(), grant, topic, remote)
+    }
+
+    /// The backend's cached answer about writing to `topic`.
+    fn cached_will_answer(
+        &self,
+        client_id: &MqttStr,
+        username: Option<&MqttStr>,
+        topic: &str,
+    ) -> Option<bool> {
+        let gatekeeper = self.shared.gatekeeper.as_ref()?;
+        let username = username.map(MqttStr::as_str);
+        let key = AclKey::new(client_id.as_str(), username, topic, TopicAccess::Publish);
+        gatekeeper.cached_topic(&key)
+    }
+
+    /// Asks the backend about the will's topic; the CONNECT waits for the answer.
+    fn ask_about_will(
+        &mut self,
+        ctx: &Ctx,
+        conn: ConnId,
+        connect: &Connect,
+        username: Option<&MqttStr>,
+        grant: Option<&ClientGrant>,
+    ) -> WillCheck {
+        let client_id = &connect.client_id;
+        let topic = connect.will.as_ref().map_or("", |w| w.topic.as_str());
+        let link = grant.and_then(|g| g.link);
+        let (Some(gatekeeper), Some(link)) = (&self.shared.gatekeeper, link) else {
+            self.will_refused(client_id, topic, "CONNECT refused: no backend to ask");
+            return WillCheck::Refuse(ReasonCode::NotAuthorized);
+        };
+        let wills = &mut self.topic_waits.wills;
+        wills.next_token += 1;
+        let token = wills.next_token;
+        let request = AclRequest {
+            client_id: client_id.as_str().to_owned(),
+            username: username.map(|u| u.as_str().to_owned()),
+            peer: ctx
+                .peer_addr(conn)
+                .unwrap_or(access::gatekeeper::workers::NO_PEER),
+            topic: topic.to_owned(),
+            access: TopicAccess::Publish,
+        };
+        let job = Job::Topics {
+            shard: self.id,
+            conn,
+            token,
+            link,
+            requests: vec![request],
+        };
+        if gatekeeper.submit(job).is_err() {
+            tracing::debug!("CONNECT refused: auth.max_pending questions wait already");
+            return WillCheck::Refuse(ReasonCode::ServerBusy);
+        }
+        WillCheck::Wait(token)
+    }
+
+    /// The CONNECT waits for its backend's answer about the will.
+    pub(super) fn wait_for_will(
+        &mut self,
+        conn: ConnId,
+        token: u64,
+        connect: Connect,
+        (grant, assigned): (Box<ClientGrant>, bool),
+    ) {
+        if let Some(connection) = self.conns.get_mut(&conn) {
+            connection.phase = Phase::AwaitingAuth;
+        }
+        let wills = &mut self.topic_waits.wills;
+        let waiting = WaitingConnect {
+            token,
+            connect,
+            grant,
+            assigned,
+        };
+        wills.waiting.insert(conn, waiting);
+    }
+
+    /// A worker answered about a waiting CONNECT's will (`topics_answered` found no parked
+    /// packet for `conn`): the CONNECT goes on, or is refused.
+    pub(super) fn will_answered(
+        &mut self,
+        ctx: &mut Ctx,
+        conn: ConnId,
+        token: u64,
+        answers: &[bool],
+    ) {
+        let wills = &mut self.topic_waits.wills;
+        let Some(waiting) = wills.waiting.remove(&conn) else {
+            return;
+        };
+        if waiting.token != token {
+            wills.waiting.insert(conn, waiting);
+            return;
+        }
+        let Some(connection) = self
+            .conns
+            .get_mut(&conn)
+            .filter(|c| c.phase == Phase::AwaitingAuth)
+        else {
+            return;
+        };
+        connection.phase = Phase::AwaitingConnect;
+        let allowed = answers.first().copied().unwrap_or(false);
+        let connect = waiting.connect;
+        if !allowed {
+            let topic = connect.will.as_ref().map_or("", |w| w.topic.as_str());
+            let reason = "CONNECT refused: 0x87 Not authorized (backend)";
+            self.will_refused(&connect.client_id, topic, reason);
+            self.refuse_connect(ctx, conn, ReasonCode::NotAuthorized);
+            return;
+        }
+        let grant = &waiting.grant;
+        let rules = WillRules {
+            username: connect.username.clone(),
+            grant: grant.restricts().then(|| grant.clone()),
+            remote: Some(true),
+        };
+        self.keep_will_rules(conn, rules);
+        self.admit_checked(ctx, conn, connect, waiting.grant, waiting.assigned);
+    }
+
+    /// Keeps what an admitted will was judged by, for when it fires; nothing when neither an
+    /// ACL file nor the client's grant restricts it (the file cannot appear by a reload).
+    fn keep_will_rules(&mut self, conn: ConnId, rules: WillRules) {
+        if rules.grant.is_some() || self.shared.acl().is_some() {
+            self.topic_waits.wills.admitted.insert(conn, rules);
+        }
+    }
+
+    /// `conn`'s CONNECT completed: its session's will (if any) is the one checked for it.
+    pub(super) fn will_attached(&mut self, conn: ConnId, client_id: &MqttStr) {
+        let wills = &mut self.topic_waits.wills;
+        let Some(rules) = wills.admitted.remove(&conn) else {
+            wills.held.remove(client_id);
+            return;
+        };
+        // Rules of wills that went without firing (normal DISCONNECT, session moved or
+        // ended) are dropped now and then: at most about two per session held here.
+        if wills.held.len() >= 64 + 2 * self.sessions.len() {
+            let sessions = &self.sessions;
+            wills
+                .held
+                .retain(|id, _| sessions.get(id).is_some_and(|s| s.will.is_some()));
+        }
+        wills.held.insert(client_id.clone(), rules);
+    }
+
+    /// Whether `client_id`'s will on `topic` may go out now, by the rules in force now.
+    pub(super) fn will_may_fire(&mut self, client_id: &MqttStr, topic: &str) -> bool {
+        let verdict = match self.topic_waits.wills.held.remove(client_id) {
+            Some(rules) => {
+                // The backend cannot be asked now: its cached answer, else the one it gave at
+                // CONNECT; never asked and not allowed by the local rules: refused.
+                let known = rules.remote;
+                let username = rules.username.as_ref();
+                let remote = || {
+                    self.cached_will_answer(client_id, username, topic)
+                        .or(known)
+                };
+                self.will_verdict(client_id, &rules, topic, remote)
+            }
+            // Nothing restricts the client beyond `$SYS` and the hook; or a will recovered from
+            // the store after a restart, whose login is not stored (it passed the ACL at
+            // CONNECT).
+            None if topic.starts_with(SYS_PREFIX)
+                || !self
+                    .shared
+                    .auth
+                    .authorize_publish(client_id.as_str(), topic) =>
+            {
+                TopicVerdict::Refused
+            }
+            None => TopicVerdict::Allowed,
+        };
+        if verdict == TopicVerdict::Allowed {
+            return true;
+        }
+        self.will_refused(
+            client_id,
+            topic,
+            "will dropped: the rules in force refuse it",
+        );
+        false
+    }
+
+    fn will_refused(&self, client_id: &MqttStr, topic: &str, outcome: &str) {
+        ShardCounters::add(&self.counters().wills_not_authorized, 1);
+        warn!(
+            client = client_id.as_str(),
+            topic, "will not authorized: {outcome}"
+        );
+    }
+
+    /// The connection ended: a CONNECT waiting for its will's answer is forgotten.
+    pub(super) fn will_check_closed(&mut self, conn: ConnId) {
+        let wills = &mut self.topic_waits.wills;
+        if !wills.waiting.is_empty() {
+            wills.waiting.remove(&conn);
+        }
+        if !wills.admitted.is_empty() {
+            wills.admitted.remove(&conn);
+        }
+    }
+}
