@@ -57,7 +57,7 @@ pub struct ClusterCounters {
     /// Offline sessions' state not mirrored to JetStream (queue full, NATS down, refused).
     pub mirror_failures: AtomicU64,
     /// The cluster's totals, summed from the nodes' heartbeats.
-    pub totals: super::totals::TotalCounters,
+    pub totals: TotalCounters,
 }
 
 /// A snapshot of [`ClusterCounters`].
@@ -176,4 +176,16 @@ impl ClusterCounters {
             total_sent: get(&self.totals.sent),
         }
     }
+}
+
+/// The cluster's totals as last summed.
+#[derive(Debug, Default)]
+pub struct TotalCounters {
+    /// Nodes with a live heartbeat.
+    pub nodes: AtomicU64,
+    pub clients: AtomicU64,
+    pub sessions: AtomicU64,
+    pub subscriptions: AtomicU64,
+    pub received: AtomicU64,
+    pub sent: AtomicU64,
 }

@@ -13,7 +13,7 @@ use tokio::sync::mpsc;
 use tracing::{debug, warn};
 
 use super::headers::{self, Origin};
-use super::link::Link;
+use super::link_state::Link;
 use super::subject::subject_to_topic;
 use super::{ClusterCounters, ClusterPublish, Scope};
 use broker_api::ClusterInbound;

@@ -10,7 +10,7 @@ use tokio::sync::mpsc;
 use tracing::{debug, warn};
 
 use super::MirrorOp;
-use super::ownership::{Owners, same_node};
+use super::owners::{Owners, same_node};
 use super::retained_value::key_of;
 
 /// Once the buckets are open: each session recovered from this node's store is checked

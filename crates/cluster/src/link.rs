@@ -19,7 +19,9 @@ use tokio::task::AbortHandle;
 use tracing::{debug, error, info, warn};
 
 use super::interest::{Action, InterestTable, NatsSubscription};
-use super::reliable::{self, Replays, Window};
+use super::link_state::Link;
+use super::reliable;
+use super::replays::{Replays, Window};
 use super::subject::{Root, message_root};
 use super::totals::NodeContext;
 use super::{ClusterCounters, ClusterQueues, Interest, Scope};
@@ -33,23 +35,6 @@ const INBOUND_CAPACITY: usize = 4096;
 pub struct ClusterThread {
     stop: Option<oneshot::Sender<()>>,
     thread: Option<JoinHandle<()>>,
-}
-
-/// What the loops share.
-pub(super) struct Link {
-    /// Publishes, plain subscriptions and the buckets; `no_echo`, so NATS never delivers
-    /// this node's publishes back to its plain subscriptions.
-    pub(super) client: Client,
-    /// Queue (shared) subscriptions only, with echo: this node's members then take part in
-    /// NATS's choice of one member for the node's own publishes too.
-    pub(super) queue_client: Client,
-    pub(super) prefix: String,
-    /// `<node_id>/<start nonce>`: this node in this run.
-    pub(super) origin: String,
-    pub(super) counters: Arc<ClusterCounters>,
-    pub(super) clock: Clock,
-    /// QoS 1/2 kept for replays (`reliable.rs`).
-    pub(super) replays: Arc<Replays>,
 }
 
 impl ClusterThread {

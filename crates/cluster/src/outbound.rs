@@ -10,7 +10,7 @@ use tokio::sync::mpsc;
 use tracing::debug;
 
 use super::headers;
-use super::link::Link;
+use super::link_state::Link;
 use async_nats::jetstream::context::PublishAckFuture;
 
 use super::reliable::{self, ACKS_IN_FLIGHT, Pending};

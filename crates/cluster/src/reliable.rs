@@ -14,24 +14,22 @@
 //! this node was away NATS gave their messages to the members that were there.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, OnceLock, PoisonError};
+use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use async_nats::jetstream::{self, consumer, context::PublishAckFuture, stream};
 use futures_util::{FutureExt, StreamExt};
 use ring_runtime::ShardId;
-use tokio::sync::{Notify, mpsc};
+use tokio::sync::mpsc;
 use tracing::{debug, info, warn};
 
 use super::buckets::bucket_base;
 use super::headers;
-use super::link::Link;
-use super::subject::{Root, message_root, subject_matches};
+use super::link_state::Link;
+use super::replays::Window;
+use super::subject::{Root, message_root};
 use super::{ClusterCounters, Scope, Settled};
 
-/// A replay starts this long before the moment messages may have been missed (delivery lag,
-/// and the NATS servers' clocks, which stamp the stream, against this node's).
-const REPLAY_MARGIN: Duration = Duration::from_secs(5);
 /// A replay ends when no message came for this long (before the stream's last one).
 const REPLAY_IDLE: Duration = Duration::from_secs(2);
 /// The longest one replay may take.
@@ -44,90 +42,6 @@ const RETRY: Duration = Duration::from_secs(2);
 const REPLAY_RETRY: Duration = Duration::from_secs(1);
 /// The longest a replay's JetStream request waits for its answer.
 const REPLAY_REQUEST_TIMEOUT: Duration = Duration::from_secs(2);
-
-/// What the replays need from the rest of the cluster thread.
-#[derive(Default)]
-pub(crate) struct Replays {
-    /// The JetStream context, once the stream is open (QoS 1/2 are then JetStream publishes).
-    pub(super) js: OnceLock<jetstream::Context>,
-    /// The `rel` subjects of each plain filter of this node (kept by the interest loop).
-    subjects: Mutex<HashMap<String, Vec<String>>>,
-    /// When the main NATS connection was lost, until it is back.
-    disconnected_at: Mutex<Option<SystemTime>>,
-    /// The earliest instant a pending replay starts from.
-    pending: Mutex<Option<SystemTime>>,
-    wake: Notify,
-}
-
-impl Replays {
-    /// The main NATS connection was lost.
-    pub(super) fn disconnected(&self) {
-        lock(&self.disconnected_at).get_or_insert_with(SystemTime::now);
-    }
-
-    /// The main NATS connection is up: a replay from before it was lost, if it was.
-    pub(super) fn connected(&self) {
-        if let Some(at) = lock(&self.disconnected_at).take() {
-            self.request(at);
-        }
-    }
-
-    /// The NATS client dropped a message it had no room for: a replay from just before now.
-    pub(super) fn slow_consumer(&self) {
-        self.request(SystemTime::now());
-    }
-
-    fn request(&self, missed_from: SystemTime) {
-        let from = missed_from
-            .checked_sub(REPLAY_MARGIN)
-            .unwrap_or(missed_from);
-        self.request_from(from);
-    }
-
-    /// A replay from `from` (merged with a pending one: the earlier start).
-    fn request_from(&self, from: SystemTime) {
-        let mut pending = lock(&self.pending);
-        *pending = Some(pending.map_or(from, |earlier| earlier.min(from)));
-        self.wake.notify_one();
-    }
-
-    async fn next_request(&self) -> SystemTime {
-        loop {
-            if let Some(from) = lock(&self.pending).take() {
-                return from;
-            }
-            self.wake.notified().await;
-        }
-    }
-
-    /// A plain filter's NATS subjects were taken (`Some`) or dropped (`None`).
-    pub(super) fn set_interest(&self, filter: &str, subjects: Option<Vec<String>>) {
-        let mut table = lock(&self.subjects);
-        match subjects {
-            Some(subjects) => table.insert(filter.to_owned(), subjects),
-            None => table.remove(filter),
-        };
-    }
-
-    fn matches(&self, subject: &str) -> bool {
-        lock(&self.subjects)
-            .values()
-            .flatten()
-            .any(|pattern| subject_matches(pattern, subject))
-    }
-}
-
-fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(PoisonError::into_inner)
-}
-
-/// What the stream keeps.
-#[derive(Debug, Clone, Copy)]
-pub(super) struct Window {
-    pub(super) max_age: Duration,
-    pub(super) max_bytes: u64,
-    pub(super) replicas: usize,
-}
 
 /// Opens the stream (retrying until JetStream answers), then runs the replays requested.
 pub(super) async fn replays(

@@ -23,7 +23,7 @@ use tracing::{debug, info, warn};
 
 use super::buckets::{bucket_base, kv_stream, open_kv};
 use super::inbound::post_publishes;
-use super::link::Link;
+use super::link_state::Link;
 use super::retained_value::{RetainedRecord, key_of, topic_of};
 use super::{ClusterCounters, ClusterPublish};
 use broker_api::{Expiry, Message};

@@ -3,7 +3,6 @@
 //! (those whose heartbeat has not expired) each heartbeat.
 
 use std::sync::Arc;
-use std::sync::atomic::AtomicU64;
 
 use async_nats::jetstream::kv;
 use futures_util::StreamExt;
@@ -80,18 +79,6 @@ impl NodeFigures {
         self.received += other.received;
         self.sent += other.sent;
     }
-}
-
-/// The cluster's totals as last summed.
-#[derive(Debug, Default)]
-pub struct TotalCounters {
-    /// Nodes with a live heartbeat.
-    pub nodes: AtomicU64,
-    pub clients: AtomicU64,
-    pub sessions: AtomicU64,
-    pub subscriptions: AtomicU64,
-    pub received: AtomicU64,
-    pub sent: AtomicU64,
 }
 
 /// Sums the live heartbeat records of `nodes` into the counters' totals.

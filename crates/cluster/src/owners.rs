@@ -1,0 +1,341 @@
+//! [`Owners`]: what the claim tasks share (the link, the buckets once open, the shards'
+//! inbox), and what they do with it: claim a client id for this node, answer the CONNECT
+//! waiting for it, release a session another node takes over. `ownership.rs` runs the tasks.
+
+use super::counters::ClusterCounters;
+use super::link_state::Link;
+use super::mirror::Mirror;
+use super::retained_value::key_of;
+use crate::Inbox;
+use async_nats::connection::State;
+use async_nats::jetstream::kv;
+use broker_api::cluster::{ClaimRequest, Ownership, OwnershipAnswer, ReleaseRequest};
+use broker_api::{ClusterInbound, Reply};
+use bytes::{BufMut, Bytes, BytesMut};
+use ring_runtime::ShardId;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::{OnceCell, oneshot};
+use tracing::{debug, warn};
+
+/// Attempts of one claim against concurrent changes of the owner record.
+const CLAIM_ATTEMPTS: usize = 5;
+
+/// How long an owner has to release a session (its shards answer within a turn or two).
+const RELEASE_TIMEOUT: Duration = Duration::from_secs(3);
+
+/// Why a client id went unchecked when NATS did not read or create its owner record in time.
+const NO_ANSWER: &str = "a client id was not checked across nodes (NATS did not answer)";
+
+/// The buckets, once open.
+pub(super) struct Buckets {
+    pub(super) sessions: kv::Store,
+    pub(super) nodes: kv::Store,
+    pub(super) mirror: Mirror,
+}
+
+/// What the claim tasks share.
+pub(super) struct Owners {
+    pub(super) link: Arc<Link>,
+    pub(super) buckets: OnceCell<Buckets>,
+    pub(super) poster: Inbox,
+    /// Client ids being claimed here, or claimed a moment ago (`claiming.rs`).
+    pub(super) claiming: super::claiming::Claiming,
+}
+
+/// The subject on which the node run `origin` (`<node_id>/<nonce>`) answers release requests.
+pub(super) fn release_subject(prefix: &str, origin: &str) -> String {
+    format!("{prefix}.node.{}.release", origin.replace('/', "."))
+}
+
+/// Whether two node runs (`<node_id>/<nonce>`) are runs of the same node.
+pub(super) fn same_node(a: &str, b: &str) -> bool {
+    a.split('/').next() == b.split('/').next()
+}
+
+/// What became of an attempt to create a client id's owner record.
+enum Created {
+    /// The record names this node run.
+    Here,
+    /// Another node created it first: read it again.
+    ByAnotherNode,
+    /// JetStream did not confirm it within [`RELEASE_TIMEOUT`] (slow, or refused): the CONNECT
+    /// goes on unchecked, as when the record cannot be read, rather than wait on.
+    NoAnswer,
+}
+
+/// Creates `key`'s owner record naming `own`, waiting at most [`RELEASE_TIMEOUT`].
+async fn create_owner_record(buckets: &Buckets, key: &str, own: Bytes) -> Created {
+    let create = tokio::time::timeout(RELEASE_TIMEOUT, buckets.sessions.create(key, own));
+    match create.await {
+        Ok(Ok(_)) => Created::Here,
+        Ok(Err(e)) if e.kind() == kv::CreateErrorKind::AlreadyExists => Created::ByAnotherNode,
+        failed => {
+            debug!(?failed, "cluster: owner record not created");
+            Created::NoAnswer
+        }
+    }
+}
+
+/// The heartbeat key of the node run `origin`.
+pub(super) fn heartbeat_key(origin: &str) -> String {
+    origin.replace('/', ".")
+}
+
+impl Owners {
+    /// Takes `claim`'s client id for this node run.
+    pub(super) async fn claim(&self, claim: &ClaimRequest) -> Ownership {
+        let connected = self.link.client.connection_state() == State::Connected;
+        let buckets = match connected {
+            true => self.opened_buckets().await,
+            false => None,
+        };
+        let Some(buckets) = buckets else {
+            return self.unchecked(
+                "a client id was not checked across nodes (NATS down or no ownership bucket)",
+            );
+        };
+        let key = key_of(claim.client_id.as_str());
+        let own = Bytes::from(self.link.origin.clone());
+        for _ in 0..CLAIM_ATTEMPTS {
+            let read = tokio::time::timeout(RELEASE_TIMEOUT, buckets.sessions.entry(key.clone()));
+            let entry = match read.await {
+                Ok(Ok(entry)) => entry.filter(|e| e.operation == kv::Operation::Put),
+                failed => {
+                    debug!(?failed, "cluster: owner record not read");
+                    return self.unchecked(NO_ANSWER);
+                }
+            };
+            let Some(entry) = entry else {
+                match create_owner_record(buckets, &key, own.clone()).await {
+                    Created::Here => return Ownership::Owned(None),
+                    Created::ByAnotherNode => continue,
+                    Created::NoAnswer => return self.unchecked(NO_ANSWER),
+                }
+            };
+            let owner = String::from_utf8_lossy(&entry.value).into_owned();
+            if same_node(&owner, &self.link.origin) {
+                // This run, or an earlier run of this node (its sessions came back from its
+                // own store): the local takeover rules apply; the record names this run now.
+                if entry.value != own {
+                    let _ = buckets
+                        .sessions
+                        .update(&key, own.clone(), entry.revision)
+                        .await;
+                }
+                return Ownership::Owned(None);
+            }
+            let Some(session) = self.release_from(buckets, &owner, claim).await else {
+                return Ownership::Unavailable;
+            };
+            if buckets
+                .sessions
+                .update(&key, own.clone(), entry.revision)
+                .await
+                .is_ok()
+            {
+                ClusterCounters::add(&self.link.counters.sessions_taken_over, 1);
+                // Whatever was mirrored of it is in the session now (or was released live).
+                if let Err(e) = buckets.mirror.forget(claim.client_id.as_str()).await {
+                    debug!(error = %e, "cluster: mirrored session not removed");
+                }
+                return Ownership::Owned(session);
+            }
+            if session.is_some() {
+                warn!(client = %claim.client_id, "cluster: a session released to this node was claimed by another meanwhile; its state is dropped");
+            }
+        }
+        Ownership::Unavailable
+    }
+
+    /// A CONNECT admitted without checking its client id across nodes (counted; `why` says
+    /// what kept the check from happening, in the warning).
+    fn unchecked(&self, why: &'static str) -> Ownership {
+        ClusterCounters::drop_one(&self.link.counters.ownership_unchecked, why);
+        Ownership::Owned(None)
+    }
+
+    /// The buckets, once open (`None` if the thread stops first).
+    pub(super) async fn wait_for_buckets(&self) -> Option<&Buckets> {
+        loop {
+            if let Some(buckets) = self.buckets.get() {
+                return Some(buckets);
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    /// Ends a stale recovered copy of `client_id`'s session on its shard.
+    pub(super) fn end_stale(&self, client_id: String) {
+        let Ok(client_id) = codec::MqttStr::try_from(client_id) else {
+            return;
+        };
+        let (reply, _) = oneshot::channel();
+        let request = ReleaseRequest {
+            client_id,
+            clean_start: true,
+            reply: Reply::new(move |answer| reply.send(answer)),
+            hops: 0,
+            stale: true,
+        };
+        let message = ClusterInbound::Release(Box::new(request));
+        let _ = self.poster.post(ShardId::new(0), vec![message]);
+    }
+
+    /// The buckets, waiting up to [`RELEASE_TIMEOUT`] for them to open (a node just started).
+    async fn opened_buckets(&self) -> Option<&Buckets> {
+        let deadline = tokio::time::Instant::now() + RELEASE_TIMEOUT;
+        loop {
+            if let Some(buckets) = self.buckets.get() {
+                return Some(buckets);
+            }
+            if tokio::time::Instant::now() >= deadline {
+                return None;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    /// Asks `owner` to release the session: `Some(state)` once released (`None` inside: it had
+    /// none, or the client asked for a clean start); `None` when the owner is alive but does not
+    /// answer. A dead owner (no heartbeat) releases nothing.
+    async fn release_from(
+        &self,
+        buckets: &Buckets,
+        owner: &str,
+        claim: &ClaimRequest,
+    ) -> Option<Option<Bytes>> {
+        let subject = release_subject(&self.link.prefix, owner);
+        let mut payload = BytesMut::with_capacity(1 + claim.client_id.len());
+        payload.put_u8(u8::from(claim.clean_start));
+        payload.put_slice(claim.client_id.as_bytes());
+        let asked = self.link.client.request(subject, payload.freeze());
+        match tokio::time::timeout(RELEASE_TIMEOUT, asked).await {
+            Ok(Ok(reply)) => Some(decode_release(&reply.payload)),
+            _ => match buckets.nodes.get(heartbeat_key(owner)).await {
+                Ok(Some(_)) => {
+                    warn!(owner, client = %claim.client_id, "cluster: the session's node is alive but did not release it");
+                    None
+                }
+                _ => {
+                    let mirrored = buckets.mirror.recover(claim.client_id.as_str()).await;
+                    match &mirrored {
+                        Some(_) => {
+                            warn!(owner, client = %claim.client_id, "cluster: the session's node is gone; its session resumes here from the JetStream mirror");
+                            ClusterCounters::add(&self.link.counters.sessions_recovered, 1);
+                        }
+                        None => {
+                            warn!(owner, client = %claim.client_id, "cluster: the session's node is gone and nothing of it is mirrored; the client starts a new session here");
+                            ClusterCounters::add(&self.link.counters.sessions_lost, 1);
+                        }
+                    }
+                    Some(mirrored.filter(|_| !claim.clean_start))
+                }
+            },
+        }
+    }
+
+    /// Posts a claim's outcome to the shard that waits for it.
+    pub(super) fn answer(&self, claim: ClaimRequest, outcome: Ownership) {
+        let answer = OwnershipAnswer {
+            conn: claim.conn,
+            token: claim.token,
+            client_id: claim.client_id,
+            outcome,
+        };
+        let message = ClusterInbound::Ownership(Box::new(answer));
+        if self.poster.post(claim.shard, vec![message]).is_err() {
+            warn!(
+                "cluster: a shard's mailbox is full; a CONNECT waiting for its session times out"
+            );
+        }
+    }
+
+    /// Releases the session another node asks for: the shards close its connection and hand
+    /// back its state, which goes back as the reply.
+    pub(super) async fn release(&self, request: async_nats::Message) {
+        let Some(reply_to) = request.reply.clone() else {
+            return;
+        };
+        let reply = match parse_release(&request.payload) {
+            Some((clean_start, client_id)) => self.release_here(client_id, clean_start).await,
+            None => Bytes::from_static(&[0]),
+        };
+        if let Err(e) = self.link.client.publish(reply_to, reply).await {
+            debug!(error = %e, "cluster: release reply not sent");
+        }
+    }
+
+    /// Asks the shard where a CONNECT claimed `client_id` a moment ago, or else shard 0 (each
+    /// forwards to the session's shard), to release `client_id`; the encoded reply.
+    async fn release_here(&self, client_id: codec::MqttStr, clean_start: bool) -> Bytes {
+        let shard = self.claiming.shard_for(client_id.as_str()).await;
+        let (reply, released) = oneshot::channel();
+        let request = ReleaseRequest {
+            client_id,
+            clean_start,
+            reply: Reply::new(move |answer| reply.send(answer)),
+            hops: 0,
+            stale: false,
+        };
+        let message = ClusterInbound::Release(Box::new(request));
+        let shard = shard.unwrap_or(ShardId::new(0));
+        if self.poster.post(shard, vec![message]).is_err() {
+            return Bytes::from_static(&[0]);
+        }
+        match tokio::time::timeout(RELEASE_TIMEOUT / 2, released).await {
+            Ok(Ok(Some(snapshot))) => {
+                ClusterCounters::add(&self.link.counters.sessions_released, 1);
+                let mut out = BytesMut::with_capacity(1 + snapshot.len());
+                out.put_u8(1);
+                out.put_slice(&snapshot);
+                out.freeze()
+            }
+            _ => Bytes::from_static(&[0]),
+        }
+    }
+}
+
+/// A release request's payload: `[clean start: 0 | 1][client id]`.
+fn parse_release(payload: &[u8]) -> Option<(bool, codec::MqttStr)> {
+    let (&flag, id) = payload.split_first()?;
+    let text = std::str::from_utf8(id).ok()?;
+    Some((flag == 1, codec::MqttStr::try_from(text).ok()?))
+}
+
+/// A release reply: `[0]` no session, `[1][snapshot]` the session's state.
+fn decode_release(payload: &Bytes) -> Option<Bytes> {
+    match payload.first() {
+        Some(1) => Some(payload.slice(1..)),
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn subjects_and_keys_are_valid_nats_tokens() {
+        assert_eq!(
+            release_subject("ringmq", "n1/00ab"),
+            "ringmq.node.n1.00ab.release"
+        );
+        assert_eq!(heartbeat_key("n-1/ff"), "n-1.ff");
+        assert!(same_node("n1/00ab", "n1/ffff") && !same_node("n1/00ab", "n10/00ab"));
+    }
+
+    #[test]
+    fn release_payloads_round_trip() {
+        assert_eq!(
+            parse_release(b"\x01dev-7"),
+            Some((true, codec::MqttStr::try_from("dev-7").unwrap()))
+        );
+        assert_eq!(parse_release(b""), None);
+        assert_eq!(decode_release(&Bytes::from_static(b"\x00")), None);
+        assert_eq!(
+            decode_release(&Bytes::from_static(b"\x01abc")),
+            Some(Bytes::from_static(b"abc"))
+        );
+    }
+}
