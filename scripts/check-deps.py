@@ -20,9 +20,6 @@ import tomllib
 EXTERNAL = ["<external>"]
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
-COMMENT = re.compile(r"//[^\n]*|/\*.*?\*/", re.S)
-STRING = re.compile(r'b?"(?:\\.|[^"\\])*"')
-CHAR = re.compile(r"'(?:\\.|[^'\\])'")
 USE = re.compile(r"\b(pub(?:\([^)]*\))?\s+)?use\s+([^;]+);")
 PATH_CHARS = re.compile(r"(?:crate|super|self)(?:::[A-Za-z_][A-Za-z0-9_]*)+")
 MOD_DECL = re.compile(r"(?:#\[path\s*=\s*\"([^\"]+)\"\]\s*)?(?:pub(?:\([^)]*\))?\s+)?mod\s+([A-Za-z_][A-Za-z0-9_]*)\s*;")
@@ -32,10 +29,50 @@ VISIBILITY = re.compile(r"pub\s*\(\s*in\s+[^)]*\)")
 INLINE_MOD = re.compile(r"\bmod\s+[A-Za-z_][A-Za-z0-9_]*\s*\{")
 
 
+def lex(src, keep_strings):
+    """Comments become a space; string literals become `""` unless `keep_strings`. One pass,
+    so `//` inside a string and quotes inside a comment are read as what they are."""
+    out, i, n = [], 0, len(src)
+    while i < n:
+        c = src[i]
+        if src.startswith("//", i):
+            j = src.find("\n", i)
+            i = n if j < 0 else j
+            out.append(" ")
+        elif src.startswith("/*", i):
+            depth, i = 1, i + 2
+            while i < n and depth:
+                if src.startswith("/*", i):
+                    depth, i = depth + 1, i + 2
+                elif src.startswith("*/", i):
+                    depth, i = depth - 1, i + 2
+                else:
+                    i += 1
+            out.append(" ")
+        elif c == "r" and re.match(r'r#*"', src[i:i + 10]) and not (i and (src[i - 1].isalnum() or src[i - 1] == "_")):
+            hashes = len(re.match(r'r(#*)"', src[i:]).group(1))
+            end = src.find('"' + "#" * hashes, i + 2 + hashes)
+            end = n if end < 0 else end + 1 + hashes
+            out.append(src[i:end] if keep_strings else '""')
+            i = end
+        elif c == '"':
+            j = i + 1
+            while j < n and src[j] != '"':
+                j += 2 if src[j] == "\\" else 1
+            out.append(src[i:j + 1] if keep_strings else '""')
+            i = j + 1
+        elif c == "'" and re.match(r"'(\\.[^']*|[^'\\])'", src[i:i + 12]):
+            m = re.match(r"'(\\.[^']*|[^'\\])'", src[i:])
+            out.append("' '")
+            i += len(m.group(0))
+        else:
+            out.append(c)
+            i += 1
+    return "".join(out)
+
+
 def strip(src):
-    src = COMMENT.sub(" ", src)
-    src = STRING.sub('""', src)
-    src = CHAR.sub("' '", src)
+    src = lex(src, keep_strings=False)
     src = VISIBILITY.sub("pub", src)
     return inline_modules_resolved(src)
 
@@ -109,7 +146,7 @@ class Crate:
         if path in self.files.values():
             return
         self.files[modpath] = path
-        src = strip(open(path, encoding="utf-8").read())
+        src = lex(open(path, encoding="utf-8").read(), keep_strings=True)
         base = os.path.dirname(path)
         stem = os.path.splitext(os.path.basename(path))[0]
         child_dir = base if stem in ("lib", "main", "mod") else os.path.join(base, stem)
