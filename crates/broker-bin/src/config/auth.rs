@@ -1,10 +1,10 @@
 //! `[auth]`: anonymous access, the password file and the ACL file, validated; and the rule that a broker
 //! reachable from other hosts never starts open by accident.
 
-use std::net::SocketAddr;
 use std::path::PathBuf;
 
 use super::error::ConfigError;
+use super::fields::is_loopback;
 use super::listeners::ListenerSettings;
 use super::raw::RawAuth;
 pub use access::settings::{AuthSettings, BackendKind, JwtConfig};
@@ -54,15 +54,5 @@ impl RawAuth {
             ));
         }
         Ok(settings)
-    }
-}
-
-/// Whether `addr` is reachable only from this host.
-pub(super) fn is_loopback(addr: &SocketAddr) -> bool {
-    match addr {
-        SocketAddr::V4(v4) => v4.ip().is_loopback(),
-        SocketAddr::V6(v6) => {
-            v6.ip().is_loopback() || v6.ip().to_ipv4_mapped().is_some_and(|ip| ip.is_loopback())
-        }
     }
 }

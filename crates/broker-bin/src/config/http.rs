@@ -5,11 +5,11 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use super::auth::is_loopback;
-use super::bridges::Secret;
+use broker_api::Secret;
+
 use super::error::ConfigError;
+use super::fields::{is_loopback, parse_listen_addr};
 use super::raw::RawHttp;
-use super::validate::parse_listen_addr;
 
 /// HTTP basic credentials.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -7,8 +7,8 @@ use std::path::PathBuf;
 use serde::{Deserialize, Serialize};
 
 use super::error::ConfigError;
+use super::fields::parse_listen_addr;
 use super::raw::RawListeners;
-use super::validate::parse_listen_addr;
 
 /// `[[listeners.tls]]` as written.
 #[derive(Debug, Clone, Default, Deserialize, Serialize)]

@@ -7,6 +7,7 @@ mod auth_backends;
 mod bridges;
 mod cluster;
 mod error;
+mod fields;
 mod http;
 mod ip;
 mod listeners;

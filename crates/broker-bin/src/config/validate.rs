@@ -1,9 +1,9 @@
 //! Turns a raw configuration into a typed [`Config`], naming the key of the first bad value.
 
-use std::net::{SocketAddr, ToSocketAddrs};
 use std::time::Duration;
 
 use super::error::ConfigError;
+use super::fields::{in_range, narrow, need};
 use super::raw::{RawConfig, RawPersistence};
 use super::typed::{
     BackendChoice, Config, ConnectionSettings, LimitSettings, PersistenceSettings, QueueSettings,
@@ -26,13 +26,6 @@ const MAX_RECV_BUFFER: u64 = 1 << 20;
 /// The MQTT limit of a UTF-8 string (topic, client id).
 const MAX_STRING: u64 = 65_535;
 
-/// A required key's value, or an error naming it.
-fn need<T: Clone>(key: &'static str, value: &Option<T>) -> Result<T, ConfigError> {
-    value
-        .clone()
-        .ok_or_else(|| ConfigError::invalid(key, "missing (and no default)"))
-}
-
 /// `persistence.log_max_mb`: at least `log_mb`.
 fn log_max_mb(p: &RawPersistence, log_mb: u64) -> Result<u64, ConfigError> {
     let max = in_range("persistence.log_max_mb", &p.log_max_mb, 1, 65_536)?;
@@ -45,34 +38,6 @@ fn log_max_mb(p: &RawPersistence, log_mb: u64) -> Result<u64, ConfigError> {
         ));
     }
     Ok(max)
-}
-
-/// A required integer in `min..=max`.
-fn in_range(
-    key: &'static str,
-    value: &Option<u64>,
-    min: u64,
-    max: u64,
-) -> Result<u64, ConfigError> {
-    let v = need(key, value)?;
-    if v < min || v > max {
-        return Err(ConfigError::invalid(
-            key,
-            format!("{v} is out of range {min}..={max}"),
-        ));
-    }
-    Ok(v)
-}
-
-/// A bounded integer narrowed to its typed width; the range check makes the conversion exact.
-fn narrow<T: TryFrom<u64>>(
-    key: &'static str,
-    v: &Option<u64>,
-    min: u64,
-    max: u64,
-) -> Result<T, ConfigError> {
-    let wide = in_range(key, v, min, max)?;
-    T::try_from(wide).map_err(|_| ConfigError::invalid(key, format!("{wide} does not fit")))
 }
 
 /// `runtime.sched_slice_us`: 0 keeps the kernel's slice, else 100..=100,000 µs (the range the
@@ -505,17 +470,4 @@ impl RawConfig {
             max_bytes: in_range("retained.max_bytes", &r.max_bytes, 0, 1 << 40)?,
         })
     }
-}
-
-/// Parses `HOST:PORT` (an IP literal or `localhost`) into one socket address.
-pub(crate) fn parse_listen_addr(key: &'static str, text: &str) -> Result<SocketAddr, ConfigError> {
-    if let Ok(addr) = text.parse::<SocketAddr>() {
-        return Ok(addr);
-    }
-    let mut resolved = text
-        .to_socket_addrs()
-        .map_err(|e| ConfigError::invalid(key, format!("{text:?} is not HOST:PORT ({e})")))?;
-    resolved
-        .next()
-        .ok_or_else(|| ConfigError::invalid(key, format!("{text:?} resolves to no address")))
 }
