@@ -3,7 +3,16 @@
 //! overload mode (`[overload]`).
 
 use super::error::ConfigError;
-use super::raw::{RawLimits, RawOverload};
+use super::overlay::raw_section;
+use super::raw::RawLimits;
+
+raw_section!(
+    /// `[overload]`
+    RawOverload {
+        memory_high_bytes: u64,
+        memory_low_bytes: u64,
+    }
+);
 
 /// Most PUBLISH packets per second a connection may send (well above any real client).
 const MAX_MESSAGE_RATE: u64 = 100_000_000;

@@ -1,7 +1,25 @@
 //! `[cluster]`: joining a RingMQ cluster over NATS (see docs/cluster.md). Absent: one node.
 
 use super::error::ConfigError;
-use super::raw::RawCluster;
+use super::overlay::raw_section;
+
+raw_section!(
+    /// `[cluster]`: present only on a node of a cluster.
+    RawCluster {
+        node_id: String,
+        nats: Vec<String>,
+        max_outbound_messages: u64,
+        subject_prefix: String,
+        replicas: u64,
+        node_timeout_ms: u64,
+        replay_window_ms: u64,
+        replay_max_bytes: u64,
+        tls_ca_file: String,
+        tls_cert_file: String,
+        tls_key_file: String,
+        creds_file: String,
+    }
+);
 
 /// Messages waiting for the NATS link when `cluster.max_outbound_messages` is not set.
 pub const DEFAULT_MAX_OUTBOUND: u64 = 65_536;

@@ -40,6 +40,23 @@ pub(super) fn narrow<T: TryFrom<u64>>(
     T::try_from(wide).map_err(|_| ConfigError::invalid(key, format!("{wide} does not fit")))
 }
 
+/// An integer (its default already filled in) in `min..=max`.
+pub(super) fn ranged(
+    key: &'static str,
+    value: u64,
+    min: u64,
+    max: u64,
+) -> Result<u64, ConfigError> {
+    if (min..=max).contains(&value) {
+        Ok(value)
+    } else {
+        Err(ConfigError::invalid(
+            key,
+            format!("{value} is out of range {min}..={max}"),
+        ))
+    }
+}
+
 /// Parses `HOST:PORT` (an IP literal or `localhost`) into one socket address.
 pub(super) fn parse_listen_addr(key: &'static str, text: &str) -> Result<SocketAddr, ConfigError> {
     if let Ok(addr) = text.parse::<SocketAddr>() {

@@ -9,7 +9,23 @@ use broker_api::Secret;
 
 use super::error::ConfigError;
 use super::fields::{is_loopback, parse_listen_addr};
-use super::raw::RawHttp;
+use super::overlay::raw_section;
+
+raw_section!(
+    /// `[http]`
+    RawHttp {
+        bind: String,
+        token: String,
+        username: String,
+        password: String,
+        tls_cert_file: String,
+        tls_key_file: String,
+        max_connections: u64,
+        max_head_bytes: u64,
+        max_body_bytes: u64,
+        read_timeout_ms: u64,
+    }
+);
 
 /// HTTP basic credentials.
 #[derive(Debug, Clone, PartialEq, Eq)]

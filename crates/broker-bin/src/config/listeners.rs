@@ -8,7 +8,17 @@ use serde::{Deserialize, Serialize};
 
 use super::error::ConfigError;
 use super::fields::parse_listen_addr;
-use super::raw::RawListeners;
+use super::overlay::raw_section;
+
+raw_section!(
+    /// `[listeners]`
+    RawListeners {
+        tcp: Vec<String>,
+        tls: Vec<RawTlsListener>,
+        ws: Vec<RawWsListener>,
+        wss: Vec<RawWssListener>,
+    }
+);
 
 /// `[[listeners.tls]]` as written.
 #[derive(Debug, Clone, Default, Deserialize, Serialize)]

@@ -2,7 +2,16 @@
 //! bound on connection lifecycle lines.
 
 use super::error::ConfigError;
-use super::raw::RawLog;
+use super::overlay::raw_section;
+
+raw_section!(
+    /// `[log]`
+    RawLog {
+        level: String,
+        format: String,
+        max_lifecycle_per_sec: u64,
+    }
+);
 
 /// Most connection lifecycle lines per second that `log.max_lifecycle_per_sec` may allow.
 const MAX_LIFECYCLE_PER_SEC: u64 = 1_000_000;

@@ -12,6 +12,7 @@ mod http;
 mod ip;
 mod listeners;
 mod log;
+mod overlay;
 mod print;
 mod raw;
 mod typed;

@@ -2,34 +2,16 @@
 
 use serde::{Deserialize, Serialize};
 
-/// Declares a raw section struct whose fields are all optional, plus `overlay` (later wins).
-macro_rules! raw_section {
-    ($(#[$meta:meta])* $name:ident { $($field:ident : $ty:ty),* $(,)? }) => {
-        $(#[$meta])*
-        #[derive(Debug, Clone, Default, Deserialize, Serialize)]
-        #[serde(deny_unknown_fields)]
-        pub struct $name {
-            $(#[serde(skip_serializing_if = "Option::is_none")] pub $field: Option<$ty>,)*
-        }
+use super::abuse::RawOverload;
+use super::auth::RawAuth;
+use super::bridges::RawBridge;
+use super::cluster::RawCluster;
+use super::http::RawHttp;
+use super::ip::RawIp;
+use super::listeners::RawListeners;
+use super::log::RawLog;
+use super::overlay::{overlay_table, raw_section, set_if_some};
 
-        impl $name {
-            /// Takes every field that `over` sets.
-            pub fn overlay(&mut self, over: Self) {
-                $(if over.$field.is_some() { self.$field = over.$field; })*
-            }
-        }
-    };
-}
-
-raw_section!(
-    /// `[listeners]`
-    RawListeners {
-        tcp: Vec<String>,
-        tls: Vec<super::listeners::RawTlsListener>,
-        ws: Vec<super::listeners::RawWsListener>,
-        wss: Vec<super::listeners::RawWssListener>,
-    }
-);
 raw_section!(
     /// `[runtime]`
     RawRuntime {
@@ -48,14 +30,6 @@ raw_section!(
         accept_backoff_ms: u64,
         recv_buffers: u64,
         recv_buffer_size: u64,
-    }
-);
-raw_section!(
-    /// `[log]`
-    RawLog {
-        level: String,
-        format: String,
-        max_lifecycle_per_sec: u64,
     }
 );
 raw_section!(
@@ -114,134 +88,7 @@ raw_section!(
     /// `[sys]`
     RawSys { interval: u64 }
 );
-raw_section!(
-    /// `[ip]`
-    RawIp {
-        allow: Vec<String>,
-        deny: Vec<String>,
-        max_connections: u64,
-        max_connect_rate: u64,
-        ban_after_auth_failures: u64,
-        auth_failure_window: u64,
-        ban_duration: u64,
-        max_tracked: u64,
-    }
-);
-raw_section!(
-    /// `[http]`
-    RawHttp {
-        bind: String,
-        token: String,
-        username: String,
-        password: String,
-        tls_cert_file: String,
-        tls_key_file: String,
-        max_connections: u64,
-        max_head_bytes: u64,
-        max_body_bytes: u64,
-        read_timeout_ms: u64,
-    }
-);
-raw_section!(
-    /// `[overload]`
-    RawOverload {
-        memory_high_bytes: u64,
-        memory_low_bytes: u64,
-    }
-);
-raw_section!(
-    /// `[auth.http]`
-    RawAuthHttp {
-        login_url: String,
-        acl_url: String,
-        timeout_ms: u64,
-        max_concurrent: u64,
-    }
-);
-raw_section!(
-    /// `[auth.redis]`
-    RawAuthRedis {
-        url: String,
-        timeout_ms: u64,
-        salt_encoding: String,
-    }
-);
-raw_section!(
-    /// `[auth.jwt]`
-    RawAuthJwt {
-        from: String,
-        hs256_secret_file: String,
-        rs256_public_key_file: String,
-        es256_public_key_file: String,
-        issuer: String,
-        audience: String,
-        username_claim: String,
-        publish_claim: String,
-        subscribe_claim: String,
-        leeway_s: u64,
-    }
-);
 
-/// `[auth]`, with its backends' tables (`[auth.http]`, `[auth.redis]`, `[auth.jwt]`), each
-/// overlaid key by key.
-#[derive(Debug, Clone, Default, Deserialize, Serialize)]
-#[serde(deny_unknown_fields)]
-pub struct RawAuth {
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub allow_anonymous: Option<bool>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub password_file: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub acl_file: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub backends: Option<Vec<String>>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub workers: Option<u64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub max_pending: Option<u64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub cache_entries: Option<u64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub cache_ttl: Option<u64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub http: Option<RawAuthHttp>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub redis: Option<RawAuthRedis>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub jwt: Option<RawAuthJwt>,
-}
-
-impl RawAuth {
-    /// Takes every field that `over` sets; backend tables are overlaid key by key.
-    pub fn overlay(&mut self, over: Self) {
-        set_if_some(&mut self.allow_anonymous, over.allow_anonymous);
-        set_if_some(&mut self.password_file, over.password_file);
-        set_if_some(&mut self.acl_file, over.acl_file);
-        set_if_some(&mut self.backends, over.backends);
-        set_if_some(&mut self.workers, over.workers);
-        set_if_some(&mut self.max_pending, over.max_pending);
-        set_if_some(&mut self.cache_entries, over.cache_entries);
-        set_if_some(&mut self.cache_ttl, over.cache_ttl);
-        overlay_table(&mut self.http, over.http, RawAuthHttp::overlay);
-        overlay_table(&mut self.redis, over.redis, RawAuthRedis::overlay);
-        overlay_table(&mut self.jwt, over.jwt, RawAuthJwt::overlay);
-    }
-}
-
-fn set_if_some<T>(mine: &mut Option<T>, over: Option<T>) {
-    if over.is_some() {
-        *mine = over;
-    }
-}
-
-/// Overlays an optional table: key by key when both have it.
-fn overlay_table<T>(mine: &mut Option<T>, over: Option<T>, overlay: fn(&mut T, T)) {
-    match (mine.as_mut(), over) {
-        (Some(table), Some(over)) => overlay(table, over),
-        (None, Some(over)) => *mine = Some(over),
-        (_, None) => {}
-    }
-}
 raw_section!(
     /// `[persistence]`
     RawPersistence {
@@ -253,24 +100,6 @@ raw_section!(
         cache_mb: u64,
         log_mb: u64,
         log_max_mb: u64,
-    }
-);
-
-raw_section!(
-    /// `[cluster]`: present only on a node of a cluster.
-    RawCluster {
-        node_id: String,
-        nats: Vec<String>,
-        max_outbound_messages: u64,
-        subject_prefix: String,
-        replicas: u64,
-        node_timeout_ms: u64,
-        replay_window_ms: u64,
-        replay_max_bytes: u64,
-        tls_ca_file: String,
-        tls_cert_file: String,
-        tls_key_file: String,
-        creds_file: String,
     }
 );
 
@@ -308,7 +137,7 @@ pub struct RawConfig {
     pub overload: RawOverload,
     /// `[[bridges]]`: a later file's list replaces the earlier one whole.
     #[serde(default)]
-    pub bridges: Option<Vec<super::bridges::RawBridge>>,
+    pub bridges: Option<Vec<RawBridge>>,
     #[serde(default)]
     pub http: RawHttp,
     /// `[cluster]`: absent on a single node (the default).
