@@ -3,8 +3,8 @@
 //! overload mode (`[overload]`).
 
 use super::error::ConfigError;
+use super::limits::RawLimits;
 use super::overlay::raw_section;
-use super::raw::RawLimits;
 
 raw_section!(
     /// `[overload]`

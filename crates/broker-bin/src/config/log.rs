@@ -1,7 +1,8 @@
-//! `[log]`: the level (validated with the rest in `validate.rs`), the output format and the
-//! bound on connection lifecycle lines.
+//! `[log]`: the level, the output format and the bound on connection lifecycle lines; raw,
+//! typed and validated.
 
 use super::error::ConfigError;
+use super::fields::need;
 use super::overlay::raw_section;
 
 raw_section!(
@@ -46,6 +47,16 @@ pub struct LogSettings {
 }
 
 impl RawLog {
+    pub(super) fn level(&self) -> Result<tracing::Level, ConfigError> {
+        let text = need("log.level", &self.level)?;
+        text.parse().map_err(|_| {
+            ConfigError::invalid(
+                "log.level",
+                format!("unknown level {text:?} (expected error, warn, info, debug or trace)"),
+            )
+        })
+    }
+
     pub(super) fn settings(&self) -> Result<LogSettings, ConfigError> {
         let format = match self.format.as_deref().unwrap_or("text") {
             "text" => LogFormat::Text,

@@ -1,4 +1,8 @@
 //! The raw configuration layer: TOML as written, every field optional so files can be overlaid.
+//! The whole file ([`RawConfig`]; each section's struct lives in that section's file) and how
+//! it is loaded: the embedded defaults, then a file over them.
+
+use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
@@ -6,102 +10,17 @@ use super::abuse::RawOverload;
 use super::auth::RawAuth;
 use super::bridges::RawBridge;
 use super::cluster::RawCluster;
+use super::error::ConfigError;
 use super::http::RawHttp;
 use super::ip::RawIp;
+use super::limits::{RawConnection, RawLimits};
 use super::listeners::RawListeners;
 use super::log::RawLog;
-use super::overlay::{overlay_table, raw_section, set_if_some};
-
-raw_section!(
-    /// `[runtime]`
-    RawRuntime {
-        shards: usize,
-        backend: String,
-        max_pending_changes: u64,
-        mailbox_batches: u64,
-        max_pending_posts: u64,
-        write_interval_us: u64,
-        write_pacing: String,
-        sched_slice_us: u64,
-        pin_threads: bool,
-        coalesce_below: u64,
-        spare_send_queues: u64,
-        listen_backlog: u64,
-        accept_backoff_ms: u64,
-        recv_buffers: u64,
-        recv_buffer_size: u64,
-    }
-);
-raw_section!(
-    /// `[connection]`
-    RawConnection {
-        max_connections: u64,
-        connect_timeout: u64,
-        max_keep_alive: u64,
-        default_keep_alive: u64,
-        max_client_id_len: u64,
-    }
-);
-raw_section!(
-    /// `[limits]`
-    RawLimits {
-        max_packet_size: u64,
-        receive_maximum: u64,
-        max_inflight_outbound: u64,
-        topic_alias_maximum: u64,
-        outbound_topic_alias_maximum: u64,
-        max_topic_length: u64,
-        max_topic_levels: u64,
-        max_subscriptions_per_client: u64,
-        max_connect_size: u64,
-        max_partial_frame_bytes: u64,
-        return_memory_after_bytes: u64,
-        free_memory_hold_ms: u64,
-        max_publish_rate: u64,
-        max_publish_bytes_rate: u64,
-    }
-);
-raw_section!(
-    /// `[routing]`
-    RawRouting { shared_strategy: String }
-);
-raw_section!(
-    /// `[queues]`
-    RawQueues {
-        outbound_bytes: u64,
-        backlog_retry_ms: u64,
-        max_queued_messages: u64,
-        max_queued_bytes: u64,
-        max_total_queued_bytes: u64,
-        slow_consumer_policy: String,
-    }
-);
-raw_section!(
-    /// `[sessions]`
-    RawSessions { max_session_expiry: u64, max_sessions: u64 }
-);
-raw_section!(
-    /// `[retained]`
-    RawRetained { max_messages: u64, max_bytes: u64 }
-);
-raw_section!(
-    /// `[sys]`
-    RawSys { interval: u64 }
-);
-
-raw_section!(
-    /// `[persistence]`
-    RawPersistence {
-        engine: String,
-        dir: String,
-        sync: String,
-        sync_interval_ms: u64,
-        memory_queue_messages: u64,
-        cache_mb: u64,
-        log_mb: u64,
-        log_max_mb: u64,
-    }
-);
+use super::overlay::{overlay_table, set_if_some};
+use super::persistence::RawPersistence;
+use super::runtime::RawRuntime;
+use super::sessions::{RawQueues, RawRetained, RawRouting, RawSessions};
+use super::sys::RawSys;
 
 /// The whole raw configuration file.
 #[derive(Debug, Clone, Default, Deserialize, Serialize)]
@@ -166,4 +85,33 @@ impl RawConfig {
         self.http.overlay(over.http);
         overlay_table(&mut self.cluster, over.cluster, RawCluster::overlay);
     }
+}
+
+/// The default configuration, embedded in the binary; every default lives here.
+pub const DEFAULT_CONFIG_TOML: &str = include_str!("../../../../configs/default.toml");
+
+/// Parses TOML text into the raw layer; `origin` names the text in errors.
+pub fn parse_raw(origin: &str, text: &str) -> Result<RawConfig, ConfigError> {
+    toml::from_str(text).map_err(|e| ConfigError::Parse {
+        origin: origin.to_owned(),
+        message: e.to_string(),
+    })
+}
+
+/// The embedded defaults as a raw layer.
+pub fn default_raw() -> Result<RawConfig, ConfigError> {
+    parse_raw("<embedded default>", DEFAULT_CONFIG_TOML)
+}
+
+/// The embedded defaults overlaid with `path`'s keys, when a path is given.
+pub fn load_raw(path: Option<&Path>) -> Result<RawConfig, ConfigError> {
+    let mut raw = default_raw()?;
+    if let Some(path) = path {
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+            path: path.to_owned(),
+            source,
+        })?;
+        raw.overlay(parse_raw(&path.display().to_string(), &text)?);
+    }
+    Ok(raw)
 }
