@@ -1,5 +1,10 @@
 //! Broker configuration: the embedded defaults, an optional file over them, then CLI overrides,
 //! validated into typed values (two phases: [`raw`] then [`typed`]).
+//!
+//! Each section file (`runtime.rs`, `limits.rs`, `auth.rs`, ...) defines its raw struct, its
+//! typed settings and its validation, importing only the leaves (`error.rs`, `fields.rs`,
+//! `overlay.rs`) and sections it needs; `raw.rs`, `typed.rs` and `validate.rs` put the sections
+//! together and are imported by none of them.
 
 mod abuse;
 mod auth;
