@@ -1,18 +1,51 @@
-//! `[auth]`'s external backends: the `backends` list, the worker and cache keys, and the
-//! `[auth.http]`, `[auth.redis]` and `[auth.jwt]` tables, validated. Keys a table leaves out
-//! take the defaults below (documented in `configs/default.toml`).
+//! `[auth]`'s external backends: the `backends` list and the `[auth.http]`, `[auth.redis]` and
+//! `[auth.jwt]` tables, raw and validated. Keys a table leaves out take the defaults below
+//! (documented in `configs/default.toml`).
 
 use std::path::PathBuf;
 use std::time::Duration;
 
 use super::error::ConfigError;
-use super::raw::{RawAuth, RawAuthJwt};
+use super::fields::ranged;
+use super::overlay::raw_section;
 use access::backend::SaltEncoding;
 use access::backend::http::HttpSettings;
 use access::backend::jwt::{JwtSettings, TokenSource};
 use access::backend::redis::RedisSettings;
-use access::gatekeeper::GatekeeperSettings;
 use access::settings::{BackendKind, JwtConfig};
+
+raw_section!(
+    /// `[auth.http]`
+    RawAuthHttp {
+        login_url: String,
+        acl_url: String,
+        timeout_ms: u64,
+        max_concurrent: u64,
+    }
+);
+raw_section!(
+    /// `[auth.redis]`
+    RawAuthRedis {
+        url: String,
+        timeout_ms: u64,
+        salt_encoding: String,
+    }
+);
+raw_section!(
+    /// `[auth.jwt]`
+    RawAuthJwt {
+        from: String,
+        hs256_secret_file: String,
+        rs256_public_key_file: String,
+        es256_public_key_file: String,
+        issuer: String,
+        audience: String,
+        username_claim: String,
+        publish_claim: String,
+        subscribe_claim: String,
+        leeway_s: u64,
+    }
+);
 
 const DEFAULT_TIMEOUT_MS: u64 = 2_000;
 const DEFAULT_HTTP_CONCURRENCY: u64 = 16;
@@ -24,171 +57,139 @@ fn text(value: &Option<String>) -> Option<String> {
         .map(str::to_owned)
 }
 
-fn ranged(key: &'static str, value: u64, min: u64, max: u64) -> Result<u64, ConfigError> {
-    if (min..=max).contains(&value) {
-        Ok(value)
-    } else {
-        Err(ConfigError::invalid(
-            key,
-            format!("{value} is out of range {min}..={max}"),
-        ))
-    }
-}
-
-impl RawAuth {
-    pub(super) fn backend_kinds(&self) -> Result<Vec<BackendKind>, ConfigError> {
-        let names = self.backends.clone().unwrap_or_else(|| vec!["file".into()]);
-        let mut kinds = Vec::new();
-        for name in &names {
-            let kind = match name.as_str() {
-                "file" => BackendKind::File,
-                "http" => BackendKind::Http,
-                "redis" => BackendKind::Redis,
-                "jwt" => BackendKind::Jwt,
-                other => {
-                    return Err(ConfigError::invalid(
-                        "auth.backends",
-                        format!("unknown backend `{other}` (expected file, http, redis or jwt)"),
-                    ));
-                }
-            };
-            if kinds.contains(&kind) {
-                return Err(ConfigError::invalid(
-                    "auth.backends",
-                    format!("`{name}` is listed twice"),
-                ));
-            }
-            kinds.push(kind);
-        }
-        Ok(kinds)
-    }
-
-    pub(super) fn gatekeeper_settings(&self) -> Result<GatekeeperSettings, ConfigError> {
-        Ok(GatekeeperSettings {
-            workers: ranged("auth.workers", self.workers.unwrap_or(4), 1, 256)? as usize,
-            max_pending: ranged(
-                "auth.max_pending",
-                self.max_pending.unwrap_or(16_384),
-                1,
-                1 << 20,
-            )? as usize,
-            cache_entries: ranged(
-                "auth.cache_entries",
-                self.cache_entries.unwrap_or(100_000),
-                0,
-                100_000_000,
-            )? as usize,
-            cache_ttl: Duration::from_secs(ranged(
-                "auth.cache_ttl",
-                self.cache_ttl.unwrap_or(60),
-                0,
-                86_400,
-            )?),
-        })
-    }
-
-    /// The table for `kind`, required when `backends` names it.
-    fn table<'a, T: Default>(
-        backends: &[BackendKind],
-        kind: BackendKind,
-        key: &'static str,
-        table: &'a Option<T>,
-    ) -> Result<Option<&'a T>, ConfigError> {
-        if !backends.contains(&kind) {
-            return Ok(None);
-        }
-        table.as_ref().map(Some).ok_or_else(|| {
-            ConfigError::invalid(
-                key,
-                "the backend is listed in auth.backends but its table is missing",
-            )
-        })
-    }
-
-    pub(super) fn http_settings(
-        &self,
-        backends: &[BackendKind],
-    ) -> Result<Option<HttpSettings>, ConfigError> {
-        let Some(http) = Self::table(backends, BackendKind::Http, "auth.http", &self.http)? else {
-            return Ok(None);
-        };
-        let url = |key: &'static str, value: &Option<String>| match text(value) {
-            Some(url) if url.starts_with("http://") || url.starts_with("https://") => Ok(Some(url)),
-            Some(url) => Err(ConfigError::invalid(
-                key,
-                format!("`{url}` is not an http:// or https:// URL"),
-            )),
-            None => Ok(None),
-        };
-        let login_url = url("auth.http.login_url", &http.login_url)?
-            .ok_or_else(|| ConfigError::invalid("auth.http.login_url", "missing"))?;
-        Ok(Some(HttpSettings {
-            login_url,
-            acl_url: url("auth.http.acl_url", &http.acl_url)?,
-            timeout: Duration::from_millis(ranged(
-                "auth.http.timeout_ms",
-                http.timeout_ms.unwrap_or(DEFAULT_TIMEOUT_MS),
-                1,
-                600_000,
-            )?),
-            max_concurrent: ranged(
-                "auth.http.max_concurrent",
-                http.max_concurrent.unwrap_or(DEFAULT_HTTP_CONCURRENCY),
-                1,
-                4_096,
-            )? as usize,
-        }))
-    }
-
-    pub(super) fn redis_settings(
-        &self,
-        backends: &[BackendKind],
-    ) -> Result<Option<RedisSettings>, ConfigError> {
-        let Some(redis) = Self::table(backends, BackendKind::Redis, "auth.redis", &self.redis)?
-        else {
-            return Ok(None);
-        };
-        let url = text(&redis.url).unwrap_or_else(|| "redis://127.0.0.1:6379".into());
-        if !url.starts_with("redis://") {
-            return Err(ConfigError::invalid(
-                "auth.redis.url",
-                format!("`{url}` is not a redis:// URL"),
-            ));
-        }
-        let salt_encoding = match redis.salt_encoding.as_deref().unwrap_or("base64") {
-            "base64" => SaltEncoding::Base64,
-            "utf8" => SaltEncoding::Utf8,
+/// `auth.backends`: `file` when not set.
+pub(super) fn backend_kinds(
+    backends: &Option<Vec<String>>,
+) -> Result<Vec<BackendKind>, ConfigError> {
+    let names = backends.clone().unwrap_or_else(|| vec!["file".into()]);
+    let mut kinds = Vec::new();
+    for name in &names {
+        let kind = match name.as_str() {
+            "file" => BackendKind::File,
+            "http" => BackendKind::Http,
+            "redis" => BackendKind::Redis,
+            "jwt" => BackendKind::Jwt,
             other => {
                 return Err(ConfigError::invalid(
-                    "auth.redis.salt_encoding",
-                    format!("`{other}` (expected base64 or utf8)"),
+                    "auth.backends",
+                    format!("unknown backend `{other}` (expected file, http, redis or jwt)"),
                 ));
             }
         };
-        Ok(Some(RedisSettings {
-            url,
-            salt_encoding,
-            timeout: Duration::from_millis(ranged(
-                "auth.redis.timeout_ms",
-                redis.timeout_ms.unwrap_or(DEFAULT_TIMEOUT_MS),
-                1,
-                600_000,
-            )?),
-        }))
+        if kinds.contains(&kind) {
+            return Err(ConfigError::invalid(
+                "auth.backends",
+                format!("`{name}` is listed twice"),
+            ));
+        }
+        kinds.push(kind);
     }
-
-    pub(super) fn jwt_config(
-        &self,
-        backends: &[BackendKind],
-    ) -> Result<Option<JwtConfig>, ConfigError> {
-        let Some(jwt) = Self::table(backends, BackendKind::Jwt, "auth.jwt", &self.jwt)? else {
-            return Ok(None);
-        };
-        jwt_config(jwt).map(Some)
-    }
+    Ok(kinds)
 }
 
-fn jwt_config(jwt: &RawAuthJwt) -> Result<JwtConfig, ConfigError> {
+/// The table for `kind`, required when `backends` names it.
+fn table<'a, T: Default>(
+    backends: &[BackendKind],
+    kind: BackendKind,
+    key: &'static str,
+    table: &'a Option<T>,
+) -> Result<Option<&'a T>, ConfigError> {
+    if !backends.contains(&kind) {
+        return Ok(None);
+    }
+    table.as_ref().map(Some).ok_or_else(|| {
+        ConfigError::invalid(
+            key,
+            "the backend is listed in auth.backends but its table is missing",
+        )
+    })
+}
+
+/// `[auth.http]`, when `backends` names it.
+pub(super) fn http_settings(
+    backends: &[BackendKind],
+    http: &Option<RawAuthHttp>,
+) -> Result<Option<HttpSettings>, ConfigError> {
+    let Some(http) = table(backends, BackendKind::Http, "auth.http", http)? else {
+        return Ok(None);
+    };
+    let url = |key: &'static str, value: &Option<String>| match text(value) {
+        Some(url) if url.starts_with("http://") || url.starts_with("https://") => Ok(Some(url)),
+        Some(url) => Err(ConfigError::invalid(
+            key,
+            format!("`{url}` is not an http:// or https:// URL"),
+        )),
+        None => Ok(None),
+    };
+    let login_url = url("auth.http.login_url", &http.login_url)?
+        .ok_or_else(|| ConfigError::invalid("auth.http.login_url", "missing"))?;
+    Ok(Some(HttpSettings {
+        login_url,
+        acl_url: url("auth.http.acl_url", &http.acl_url)?,
+        timeout: Duration::from_millis(ranged(
+            "auth.http.timeout_ms",
+            http.timeout_ms.unwrap_or(DEFAULT_TIMEOUT_MS),
+            1,
+            600_000,
+        )?),
+        max_concurrent: ranged(
+            "auth.http.max_concurrent",
+            http.max_concurrent.unwrap_or(DEFAULT_HTTP_CONCURRENCY),
+            1,
+            4_096,
+        )? as usize,
+    }))
+}
+
+/// `[auth.redis]`, when `backends` names it.
+pub(super) fn redis_settings(
+    backends: &[BackendKind],
+    redis: &Option<RawAuthRedis>,
+) -> Result<Option<RedisSettings>, ConfigError> {
+    let Some(redis) = table(backends, BackendKind::Redis, "auth.redis", redis)? else {
+        return Ok(None);
+    };
+    let url = text(&redis.url).unwrap_or_else(|| "redis://127.0.0.1:6379".into());
+    if !url.starts_with("redis://") {
+        return Err(ConfigError::invalid(
+            "auth.redis.url",
+            format!("`{url}` is not a redis:// URL"),
+        ));
+    }
+    let salt_encoding = match redis.salt_encoding.as_deref().unwrap_or("base64") {
+        "base64" => SaltEncoding::Base64,
+        "utf8" => SaltEncoding::Utf8,
+        other => {
+            return Err(ConfigError::invalid(
+                "auth.redis.salt_encoding",
+                format!("`{other}` (expected base64 or utf8)"),
+            ));
+        }
+    };
+    Ok(Some(RedisSettings {
+        url,
+        salt_encoding,
+        timeout: Duration::from_millis(ranged(
+            "auth.redis.timeout_ms",
+            redis.timeout_ms.unwrap_or(DEFAULT_TIMEOUT_MS),
+            1,
+            600_000,
+        )?),
+    }))
+}
+
+/// `[auth.jwt]`, when `backends` names it.
+pub(super) fn jwt_config(
+    backends: &[BackendKind],
+    jwt: &Option<RawAuthJwt>,
+) -> Result<Option<JwtConfig>, ConfigError> {
+    let Some(jwt) = table(backends, BackendKind::Jwt, "auth.jwt", jwt)? else {
+        return Ok(None);
+    };
+    jwt_table(jwt).map(Some)
+}
+
+fn jwt_table(jwt: &RawAuthJwt) -> Result<JwtConfig, ConfigError> {
     let token_from = match jwt.from.as_deref().unwrap_or("password") {
         "password" => TokenSource::Password,
         "username" => TokenSource::Username,

@@ -3,8 +3,22 @@
 use std::time::Duration;
 
 use super::error::ConfigError;
-use super::raw::RawIp;
+use super::overlay::raw_section;
 use crate::guard::{Cidr, IpSettings};
+
+raw_section!(
+    /// `[ip]`
+    RawIp {
+        allow: Vec<String>,
+        deny: Vec<String>,
+        max_connections: u64,
+        max_connect_rate: u64,
+        ban_after_auth_failures: u64,
+        auth_failure_window: u64,
+        ban_duration: u64,
+        max_tracked: u64,
+    }
+);
 
 impl RawIp {
     pub(super) fn validate(&self) -> Result<IpSettings, ConfigError> {

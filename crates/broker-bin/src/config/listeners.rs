@@ -10,8 +10,18 @@ use serde::{Deserialize, Serialize};
 pub use transport::{ListenerKind, ListenerSettings, TlsSettings, TransportListener};
 
 use super::error::ConfigError;
-use super::raw::RawListeners;
-use super::validate::parse_listen_addr;
+use super::fields::parse_listen_addr;
+use super::overlay::raw_section;
+
+raw_section!(
+    /// `[listeners]`
+    RawListeners {
+        tcp: Vec<String>,
+        tls: Vec<RawTlsListener>,
+        ws: Vec<RawWsListener>,
+        wss: Vec<RawWssListener>,
+    }
+);
 
 /// `[[listeners.tls]]` as written.
 #[derive(Debug, Clone, Default, Deserialize, Serialize)]

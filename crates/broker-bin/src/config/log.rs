@@ -1,8 +1,18 @@
-//! `[log]`: the level (validated with the rest in `validate.rs`), the output format and the
-//! bound on connection lifecycle lines.
+//! `[log]`: the level, the output format and the bound on connection lifecycle lines; raw,
+//! typed and validated.
 
 use super::error::ConfigError;
-use super::raw::RawLog;
+use super::fields::need;
+use super::overlay::raw_section;
+
+raw_section!(
+    /// `[log]`
+    RawLog {
+        level: String,
+        format: String,
+        max_lifecycle_per_sec: u64,
+    }
+);
 
 /// Most connection lifecycle lines per second that `log.max_lifecycle_per_sec` may allow.
 const MAX_LIFECYCLE_PER_SEC: u64 = 1_000_000;
@@ -37,6 +47,16 @@ pub struct LogSettings {
 }
 
 impl RawLog {
+    pub(super) fn level(&self) -> Result<tracing::Level, ConfigError> {
+        let text = need("log.level", &self.level)?;
+        text.parse().map_err(|_| {
+            ConfigError::invalid(
+                "log.level",
+                format!("unknown level {text:?} (expected error, warn, info, debug or trace)"),
+            )
+        })
+    }
+
     pub(super) fn settings(&self) -> Result<LogSettings, ConfigError> {
         let format = match self.format.as_deref().unwrap_or("text") {
             "text" => LogFormat::Text,
@@ -63,35 +83,5 @@ impl RawLog {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::config::{default_raw, parse_raw};
-
-    fn validate(text: &str) -> Result<crate::config::Config, String> {
-        let mut raw = default_raw().map_err(|e| e.to_string())?;
-        raw.overlay(parse_raw("t", text).map_err(|e| e.to_string())?);
-        raw.validate().map_err(|e| e.to_string())
-    }
-
-    #[test]
-    fn defaults_are_text_and_a_hundred_lines_a_second() {
-        let config = validate("").unwrap();
-        assert_eq!(config.log.format, LogFormat::Text);
-        assert_eq!(config.log.max_lifecycle_per_sec, 100);
-    }
-
-    #[test]
-    fn json_and_a_rate_are_read() {
-        let config = validate("[log]\nformat = \"json\"\nmax_lifecycle_per_sec = 0\n").unwrap();
-        assert_eq!(config.log.format, LogFormat::Json);
-        assert_eq!(config.log.max_lifecycle_per_sec, 0);
-    }
-
-    #[test]
-    fn errors_name_the_key() {
-        let error = validate("[log]\nformat = \"xml\"\n").unwrap_err();
-        assert!(error.contains("log.format"), "{error}");
-        let error = validate("[log]\nmax_lifecycle_per_sec = 2000000\n").unwrap_err();
-        assert!(error.contains("log.max_lifecycle_per_sec"), "{error}");
-    }
-}
+#[path = "log_tests.rs"]
+mod tests;

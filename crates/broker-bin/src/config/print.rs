@@ -3,8 +3,9 @@
 //! backend's timeouts) written with the values in force, so the text is itself a complete
 //! config file that validates to the same configuration.
 
-use super::listeners::ListenerKind;
-use super::raw::{RawAuth, RawConfig, RawListeners};
+use super::auth::RawAuth;
+use super::listeners::{ListenerKind, RawListeners};
+use super::raw::RawConfig;
 use super::typed::Config;
 use access::backend::SaltEncoding;
 use access::backend::jwt::TokenSource;

@@ -1,0 +1,205 @@
+//! `[runtime]`: shards, the I/O backend, write pacing, the scheduler slice, listen and
+//! receive buffers; raw, typed and validated.
+
+use std::time::Duration;
+
+use super::error::ConfigError;
+use super::fields::{in_range, narrow, need};
+use super::overlay::raw_section;
+
+raw_section!(
+    /// `[runtime]`
+    RawRuntime {
+        shards: usize,
+        backend: String,
+        max_pending_changes: u64,
+        mailbox_batches: u64,
+        max_pending_posts: u64,
+        write_interval_us: u64,
+        write_pacing: String,
+        sched_slice_us: u64,
+        pin_threads: bool,
+        coalesce_below: u64,
+        spare_send_queues: u64,
+        listen_backlog: u64,
+        accept_backoff_ms: u64,
+        recv_buffers: u64,
+        recv_buffer_size: u64,
+    }
+);
+
+/// Largest `runtime.listen_backlog` accepted (the kernel lowers it to `net.core.somaxconn`).
+const MAX_LISTEN_BACKLOG: u64 = 1 << 20;
+/// Most receive buffers per shard: io_uring's provided-buffer ring holds at most 32,768.
+const MAX_RECV_BUFFERS: u64 = 32_768;
+/// Smallest and largest receive buffer, in bytes.
+const MIN_RECV_BUFFER: u64 = 512;
+const MAX_RECV_BUFFER: u64 = 1 << 20;
+
+/// Which I/O backend the runtime uses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BackendChoice {
+    /// io_uring when the kernel offers it, else epoll.
+    Auto,
+    /// io_uring, failing if it is unavailable.
+    Uring,
+    /// epoll.
+    Epoll,
+}
+
+/// How long write pacing holds a stream (`runtime.write_pacing`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WritePacingChoice {
+    /// Nothing while a shard has idle time, up to `write_interval` once it is busy.
+    Adaptive,
+    /// Always `write_interval`.
+    Fixed,
+}
+
+/// `[runtime]`
+#[derive(Debug, Clone)]
+pub struct RuntimeSettings {
+    /// Shard count; `None` means one per available core.
+    pub shards: Option<usize>,
+    pub backend: BackendChoice,
+    /// Replicated changes held ahead of a missing one before it is reported (never refused).
+    pub max_pending_changes: usize,
+    /// Message batches one shard's mailbox holds.
+    pub mailbox_batches: usize,
+    /// Messages a shard keeps for one destination whose mailbox is full before deliveries to
+    /// it are dropped (control messages are never dropped).
+    pub max_pending_posts: usize,
+    /// Write pacing interval: the longest hold (zero: off).
+    pub write_interval: std::time::Duration,
+    /// Whether the hold follows the shard's load or is always the interval.
+    pub write_pacing: WritePacingChoice,
+    /// The scheduler slice shard threads ask for; `None` keeps the kernel's.
+    pub sched_slice: Option<Duration>,
+    /// Whether each shard thread is pinned to one core.
+    pub pin_threads: bool,
+    /// Frames shorter than this are copied into one send buffer per connection.
+    pub coalesce_below: usize,
+    /// Emptied send queues each shard keeps for reuse.
+    pub spare_send_queues: usize,
+    /// `listen(2)` backlog per shard listener; `None`: the kernel's maximum.
+    pub listen_backlog: Option<i32>,
+    /// How long accepting pauses after an accept ran out of file descriptors.
+    pub accept_backoff: Duration,
+    /// Receive buffers per shard (io_uring provided-buffer ring; a power of two).
+    pub recv_buffers: u16,
+    /// Bytes per receive buffer (also the epoll backend's read chunk).
+    pub recv_buffer_size: u32,
+}
+
+/// `runtime.sched_slice_us`: 0 keeps the kernel's slice, else 100..=100,000 µs (the range the
+/// kernel accepts; it would clamp anything else, and a silently changed value misleads).
+fn sched_slice(v: &Option<u64>) -> Result<Option<Duration>, ConfigError> {
+    const KEY: &str = "runtime.sched_slice_us";
+    match need(KEY, v)? {
+        0 => Ok(None),
+        micros @ 100..=100_000 => Ok(Some(Duration::from_micros(micros))),
+        other => Err(ConfigError::invalid(
+            KEY,
+            format!(
+                "{other} µs is outside the kernel's range for a scheduler slice (100..=100000, or 0 for the kernel's default)"
+            ),
+        )),
+    }
+}
+
+/// A receive-buffer count: a power of two in `1..=MAX_RECV_BUFFERS` (io_uring's buffer ring
+/// indexes its entries with a mask).
+fn power_of_two(key: &'static str, v: &Option<u64>) -> Result<u16, ConfigError> {
+    let count: u16 = narrow(key, v, 1, MAX_RECV_BUFFERS)?;
+    if !count.is_power_of_two() {
+        return Err(ConfigError::invalid(
+            key,
+            format!("{count} is not a power of two (io_uring's buffer ring needs one)"),
+        ));
+    }
+    Ok(count)
+}
+
+impl RawRuntime {
+    pub(super) fn validate(&self) -> Result<RuntimeSettings, ConfigError> {
+        let shards = in_range("runtime.shards", &self.shards.map(|s| s as u64), 0, 1024)?;
+        let backend = match need("runtime.backend", &self.backend)?.as_str() {
+            "auto" => BackendChoice::Auto,
+            "uring" | "io_uring" => BackendChoice::Uring,
+            "epoll" => BackendChoice::Epoll,
+            other => {
+                return Err(ConfigError::invalid(
+                    "runtime.backend",
+                    format!(
+                        "unknown backend {other:?} (expected \"auto\", \"uring\" or \"epoll\")"
+                    ),
+                ));
+            }
+        };
+        let write_pacing = match need("runtime.write_pacing", &self.write_pacing)?.as_str() {
+            "adaptive" => WritePacingChoice::Adaptive,
+            "fixed" => WritePacingChoice::Fixed,
+            other => {
+                return Err(ConfigError::invalid(
+                    "runtime.write_pacing",
+                    format!("unknown write pacing {other:?} (expected \"adaptive\" or \"fixed\")"),
+                ));
+            }
+        };
+        Ok(RuntimeSettings {
+            shards: (shards != 0).then_some(shards as usize),
+            backend,
+            max_pending_changes: narrow(
+                "runtime.max_pending_changes",
+                &self.max_pending_changes,
+                16,
+                1 << 24,
+            )?,
+            mailbox_batches: narrow("runtime.mailbox_batches", &self.mailbox_batches, 1, 1 << 20)?,
+            max_pending_posts: narrow(
+                "runtime.max_pending_posts",
+                &self.max_pending_posts,
+                1,
+                1 << 24,
+            )?,
+            write_interval: std::time::Duration::from_micros(in_range(
+                "runtime.write_interval_us",
+                &self.write_interval_us,
+                0,
+                1_000_000,
+            )?),
+            write_pacing,
+            sched_slice: sched_slice(&self.sched_slice_us)?,
+            pin_threads: need("runtime.pin_threads", &self.pin_threads)?,
+            coalesce_below: narrow("runtime.coalesce_below", &self.coalesce_below, 0, 64 * 1024)?,
+            spare_send_queues: narrow(
+                "runtime.spare_send_queues",
+                &self.spare_send_queues,
+                0,
+                65_536,
+            )?,
+            listen_backlog: {
+                let backlog: i32 = narrow(
+                    "runtime.listen_backlog",
+                    &self.listen_backlog,
+                    0,
+                    MAX_LISTEN_BACKLOG,
+                )?;
+                (backlog != 0).then_some(backlog)
+            },
+            accept_backoff: Duration::from_millis(in_range(
+                "runtime.accept_backoff_ms",
+                &self.accept_backoff_ms,
+                1,
+                60_000,
+            )?),
+            recv_buffers: power_of_two("runtime.recv_buffers", &self.recv_buffers)?,
+            recv_buffer_size: narrow(
+                "runtime.recv_buffer_size",
+                &self.recv_buffer_size,
+                MIN_RECV_BUFFER,
+                MAX_RECV_BUFFER,
+            )?,
+        })
+    }
+}

@@ -1,0 +1,167 @@
+//! `[sessions]`, `[queues]`, `[retained]` and `[routing]`: what the broker keeps for its
+//! clients and how a shared subscription picks its receiver; raw, typed and validated.
+
+use std::time::Duration;
+
+use router::SharedStrategy;
+
+use super::error::ConfigError;
+use super::fields::{in_range, narrow, need};
+use super::overlay::raw_section;
+
+raw_section!(
+    /// `[routing]`
+    RawRouting { shared_strategy: String }
+);
+raw_section!(
+    /// `[queues]`
+    RawQueues {
+        outbound_bytes: u64,
+        backlog_retry_ms: u64,
+        max_queued_messages: u64,
+        max_queued_bytes: u64,
+        max_total_queued_bytes: u64,
+        slow_consumer_policy: String,
+    }
+);
+raw_section!(
+    /// `[sessions]`
+    RawSessions { max_session_expiry: u64, max_sessions: u64 }
+);
+raw_section!(
+    /// `[retained]`
+    RawRetained { max_messages: u64, max_bytes: u64 }
+);
+
+/// What happens to a QoS 1/2 message when a session's queue is full.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SlowConsumerPolicy {
+    /// Drop the oldest queued message and count it.
+    DropOldest,
+    /// Disconnect the slow client with 0x97 Quota Exceeded.
+    Disconnect,
+}
+
+/// `[routing]`
+#[derive(Debug, Clone)]
+pub struct RoutingSettings {
+    pub shared_strategy: router::SharedStrategy,
+}
+
+/// `[queues]`
+#[derive(Debug, Clone)]
+pub struct QueueSettings {
+    pub outbound_bytes: u64,
+    pub backlog_retry: Duration,
+    pub max_queued_messages: u32,
+    /// Most bytes queued for one session.
+    pub max_queued_bytes: u64,
+    /// Most bytes queued over all sessions.
+    pub max_total_queued_bytes: u64,
+    pub slow_consumer_policy: SlowConsumerPolicy,
+}
+
+/// `[sessions]`
+#[derive(Debug, Clone)]
+pub struct SessionSettings {
+    pub max_session_expiry: Duration,
+    pub max_sessions: u32,
+}
+
+/// `[retained]`
+#[derive(Debug, Clone)]
+pub struct RetainedSettings {
+    pub max_messages: u32,
+    pub max_bytes: u64,
+}
+
+impl RawRouting {
+    pub(super) fn validate(&self) -> Result<RoutingSettings, ConfigError> {
+        const KEY: &str = "routing.shared_strategy";
+        let shared_strategy = match need(KEY, &self.shared_strategy)?.as_str() {
+            "round-robin" => SharedStrategy::RoundRobin,
+            "random" => SharedStrategy::Random,
+            "hash-publisher" => SharedStrategy::HashByPublisher,
+            "hash-topic" => SharedStrategy::HashByTopic,
+            "sticky" => SharedStrategy::Sticky,
+            other => {
+                return Err(ConfigError::invalid(
+                    KEY,
+                    format!(
+                        "unknown strategy {other:?} (expected round-robin, random, hash-publisher, hash-topic or sticky)"
+                    ),
+                ));
+            }
+        };
+        Ok(RoutingSettings { shared_strategy })
+    }
+}
+
+impl RawQueues {
+    pub(super) fn validate(&self) -> Result<QueueSettings, ConfigError> {
+        let policy = match need("queues.slow_consumer_policy", &self.slow_consumer_policy)?.as_str()
+        {
+            "drop-oldest" => SlowConsumerPolicy::DropOldest,
+            "disconnect" => SlowConsumerPolicy::Disconnect,
+            other => {
+                return Err(ConfigError::invalid(
+                    "queues.slow_consumer_policy",
+                    format!(
+                        "unknown policy {other:?} (expected \"drop-oldest\" or \"disconnect\")"
+                    ),
+                ));
+            }
+        };
+        Ok(QueueSettings {
+            outbound_bytes: in_range("queues.outbound_bytes", &self.outbound_bytes, 1024, 1 << 40)?,
+            backlog_retry: Duration::from_millis(in_range(
+                "queues.backlog_retry_ms",
+                &self.backlog_retry_ms,
+                1,
+                10_000,
+            )?),
+            max_queued_messages: narrow(
+                "queues.max_queued_messages",
+                &self.max_queued_messages,
+                1,
+                100_000_000,
+            )?,
+            max_queued_bytes: in_range(
+                "queues.max_queued_bytes",
+                &self.max_queued_bytes,
+                1024,
+                1 << 40,
+            )?,
+            max_total_queued_bytes: in_range(
+                "queues.max_total_queued_bytes",
+                &self.max_total_queued_bytes,
+                1024,
+                1 << 44,
+            )?,
+            slow_consumer_policy: policy,
+        })
+    }
+}
+
+impl RawSessions {
+    pub(super) fn validate(&self) -> Result<SessionSettings, ConfigError> {
+        Ok(SessionSettings {
+            max_session_expiry: Duration::from_secs(in_range(
+                "sessions.max_session_expiry",
+                &self.max_session_expiry,
+                0,
+                u64::from(u32::MAX),
+            )?),
+            max_sessions: narrow("sessions.max_sessions", &self.max_sessions, 1, 100_000_000)?,
+        })
+    }
+}
+
+impl RawRetained {
+    pub(super) fn validate(&self) -> Result<RetainedSettings, ConfigError> {
+        Ok(RetainedSettings {
+            max_messages: narrow("retained.max_messages", &self.max_messages, 0, 100_000_000)?,
+            max_bytes: in_range("retained.max_bytes", &self.max_bytes, 0, 1 << 40)?,
+        })
+    }
+}
