@@ -2,10 +2,11 @@
 """Checks the workspace's shape: no import cycle between the files of any crate, and no crate
 dependency edge outside the allowed graph (scripts/crate-graph.toml).
 
-A file's edges are the modules it names through `use crate::…`, `use super::…`, `use self::…`
-and inline `crate::…` / `super::…` paths; a name re-exported by a parent module (`pub use
-child::Name`) is followed to the file that defines it, so a facade module does not close a
-cycle. Exits 1 naming every cycle (its files) and every forbidden edge.
+A file's edges are the modules it names through `use` (`crate::…`, `super::…`, `self::…` or a
+child module's name) and inline paths of the same kinds. A `pub use` re-export is a module's
+surface, not a dependency of its code: it is not an edge, and a name reached through it is
+followed to the file that defines it, so a facade module does not close a cycle. Inside an
+inline `mod tests { … }`, `super::` is the file itself. Exits 1 naming every cycle (its files) and every forbidden edge.
 
 Usage: scripts/check-deps.py [--graph CRATE]   (--graph prints one crate's file edges)
 """
@@ -21,12 +22,18 @@ EXTERNAL = ["<external>"]
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 USE = re.compile(r"\b(pub(?:\([^)]*\))?\s+)?use\s+([^;]+);")
+CHILD_PATH = re.compile(r"(?<![A-Za-z0-9_:])[a-z_][a-z0-9_]*(?:::[A-Za-z_][A-Za-z0-9_]*)+")
 PATH_CHARS = re.compile(r"(?:crate|super|self)(?:::[A-Za-z_][A-Za-z0-9_]*)+")
 MOD_DECL = re.compile(r"(?:#\[path\s*=\s*\"([^\"]+)\"\]\s*)?(?:pub(?:\([^)]*\))?\s+)?mod\s+([A-Za-z_][A-Za-z0-9_]*)\s*;")
 
 
 VISIBILITY = re.compile(r"pub\s*\(\s*in\s+[^)]*\)")
 INLINE_MOD = re.compile(r"\bmod\s+[A-Za-z_][A-Za-z0-9_]*\s*\{")
+
+
+def read(path):
+    with open(path, encoding="utf-8") as fh:
+        return fh.read()
 
 
 def lex(src, keep_strings):
@@ -146,7 +153,7 @@ class Crate:
         if path in self.files.values():
             return
         self.files[modpath] = path
-        src = lex(open(path, encoding="utf-8").read(), keep_strings=True)
+        src = lex(read(path), keep_strings=True)
         base = os.path.dirname(path)
         stem = os.path.splitext(os.path.basename(path))[0]
         child_dir = base if stem in ("lib", "main", "mod") else os.path.join(base, stem)
@@ -201,7 +208,7 @@ class Crate:
         return self.files[best]
 
     def scan(self):
-        srcs = {mod: strip(open(f, encoding="utf-8").read()) for mod, f in self.files.items()}
+        srcs = {mod: strip(read(f)) for mod, f in self.files.items()}
         for mod, src in srcs.items():
             table = {}
             for m in USE.finditer(src):
@@ -221,11 +228,15 @@ class Crate:
             deps = set()
             paths = []
             for m in USE.finditer(src):
-                paths += expand_use_tree(m.group(2))
+                if not m.group(1):
+                    paths += expand_use_tree(m.group(2))
             body = USE.sub(" ", src)
             paths += [p.group(0).split("::") for p in PATH_CHARS.finditer(body)]
+            paths += [p.group(0).split("::") for p in CHILD_PATH.finditer(body)]
             for p in paths:
                 ab = self.absolute(mod, p)
+                if ab is None and p and (mod + (p[0],)) in self.files:
+                    ab = list(mod) + p
                 if ab is None:
                     continue
                 target = self.resolve(ab)

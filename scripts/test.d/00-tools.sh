@@ -1,5 +1,5 @@
 # Tool installation for a fresh machine; each installer is idempotent.
-RINGMQ_TEST_STEPS=(tools fmt clippy unit)
+RINGMQ_TEST_STEPS=(tools fmt clippy)
 
 ensure_rust_components() {
   rustup component add rustfmt clippy >/dev/null 2>&1 || true

@@ -1,3 +1,5 @@
+RINGMQ_TEST_STEPS+=(unit)
+
 # Unit, property and integration tests of every crate.
 # ring-runtime and broker tests run once per backend (RINGMQ_BACKEND=uring, then epoll).
 #
