@@ -3,5 +3,6 @@
 RINGMQ_TEST_STEPS+=(deps)
 
 test_deps() {
+  python3 scripts/check_deps_test.py
   python3 scripts/check-deps.py
 }
