@@ -89,11 +89,6 @@ impl AdminPort {
         Self { poster, shared }
     }
 
-    /// The answer to `request`, or `None` when its path is not the admin API's.
-    pub fn route(&self, request: &AdminRequest<'_>) -> Option<AdminResponse> {
-        routes::route(self, request)
-    }
-
     pub(crate) fn shared(&self) -> &Shared {
         &self.shared
     }

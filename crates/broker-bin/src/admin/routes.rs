@@ -20,7 +20,14 @@ use serde::Deserialize;
 use super::query::AdminQuery;
 use super::{AdminPort, AdminRequest, AdminResponse, DEFAULT_LIMIT, MAX_LIMIT, NoAnswer};
 
-pub(super) fn route(port: &AdminPort, request: &AdminRequest<'_>) -> Option<AdminResponse> {
+impl AdminPort {
+    /// The answer to `request`, or `None` when its path is not the admin API's.
+    pub fn route(&self, request: &AdminRequest<'_>) -> Option<AdminResponse> {
+        route(self, request)
+    }
+}
+
+fn route(port: &AdminPort, request: &AdminRequest<'_>) -> Option<AdminResponse> {
     let rest = request.path.strip_prefix("/api/")?;
     let Some(rest) = rest.strip_prefix("v1/") else {
         return Some(AdminResponse::error(

@@ -3,58 +3,18 @@
 //! after repeated failed logins. Shared by all shards; the per-address table is bounded.
 
 mod cidr;
+mod rules;
 mod table;
 
 use std::net::IpAddr;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 pub use cidr::{Cidr, CidrError};
+pub use rules::{Admission, IpSettings, Refusal};
 use table::IpTable;
 
 use crate::swap::Swap;
-
-/// `[ip]`, validated.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct IpSettings {
-    /// When not empty, only these blocks may connect.
-    pub allow: Vec<Cidr>,
-    /// Blocks refused at accept (before `allow`).
-    pub deny: Vec<Cidr>,
-    /// Open connections per address (0: no limit).
-    pub max_connections: u32,
-    /// New connections per second per address, with a burst of as many (0: no limit).
-    pub max_connect_rate: u32,
-    /// Failed logins within `auth_failure_window` that ban an address (0: never).
-    pub ban_after_auth_failures: u32,
-    pub auth_failure_window: Duration,
-    pub ban_duration: Duration,
-    /// Addresses tracked at most (the table is pruned of idle ones when full; beyond that a
-    /// new address is served untracked rather than refused).
-    pub max_tracked: usize,
-}
-
-impl IpSettings {
-    /// Whether anything per address is tracked (else only the lists apply).
-    fn tracks(&self) -> bool {
-        self.max_connections != 0 || self.max_connect_rate != 0 || self.ban_after_auth_failures != 0
-    }
-}
-
-/// Why a connection was refused at accept.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
-pub enum Refusal {
-    #[error("address in ip.deny")]
-    Denied,
-    #[error("address not in ip.allow")]
-    NotAllowed,
-    #[error("ip.max_connections reached for this address")]
-    TooManyConnections,
-    #[error("ip.max_connect_rate exceeded by this address")]
-    TooFast,
-    #[error("address banned after failed logins (ip.ban_after_auth_failures)")]
-    Banned,
-}
 
 /// The door keeper, one per broker.
 pub struct IpGuard {
@@ -62,9 +22,6 @@ pub struct IpGuard {
     settings: Swap<IpSettings>,
     table: IpTable,
 }
-
-/// An admitted connection's address, to give back when it closes (`None`: not tracked).
-pub type Admission = Option<IpAddr>;
 
 impl IpGuard {
     pub fn new(settings: IpSettings) -> Self {

@@ -6,7 +6,7 @@ use std::time::Instant;
 
 use dashmap::DashMap;
 
-use super::{Admission, IpSettings, Refusal};
+use super::rules::{Admission, IpSettings, Refusal};
 
 /// What is known about one client address.
 struct IpState {

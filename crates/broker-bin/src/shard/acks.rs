@@ -135,7 +135,7 @@ impl BrokerShard {
 
 /// An outbound flow completed: its packet id is free in the store too.
 fn record_acked(
-    durable: &mut super::durable::Durability,
+    durable: &mut super::durability::Durability,
     expiry: session_store::SessionExpiry,
     client_id: &MqttStr,
     packet_id: PacketId,

@@ -18,27 +18,10 @@ use ring_runtime::ConnId;
 use tracing::debug;
 
 use super::BrokerShard;
+use super::acl_client::{AclClient, TopicVerdict};
 use access::backend::TopicAccess;
 use access::gatekeeper::grant::ClientGrant;
 use access::{Access, AclFile, ClientIdentity, SubscribeScope};
-
-/// What topic checks need to know about one connected client.
-pub(crate) struct AclClient {
-    pub(super) username: Option<MqttStr>,
-    /// Some subscription is only partly readable: messages are checked as they leave.
-    read_filtered: bool,
-    /// What its login granted, when that restricts it.
-    pub(super) grant: Option<Box<ClientGrant>>,
-}
-
-/// The answer to one topic check.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum TopicVerdict {
-    Allowed,
-    Refused,
-    /// Only the backend can tell, and its answer is not cached.
-    Ask,
-}
 
 impl BrokerShard {
     fn acl(&self) -> Option<Arc<AclFile>> {

@@ -4,6 +4,7 @@
 //! it supersedes, and the session walks the chain to the newest claim. A superseded claim's
 //! connection is closed when its successor's request arrives.
 
+use super::mobility::{Claimant, PendingClaim};
 use codec::{Connect, MqttStr};
 use ring_runtime::{ConnId, ShardId};
 
@@ -11,26 +12,6 @@ use super::{BrokerShard, Ctx};
 use crate::conn::Phase;
 use crate::directory::ClaimId;
 use crate::message::{ShardMsg, TakeoverRequest};
-
-/// A claim on this shard whose session has not arrived yet.
-#[derive(Debug)]
-pub(super) struct PendingClaim {
-    pub client_id: MqttStr,
-    /// The waiting connection and its CONNECT; `None` once superseded.
-    pub waiting: Option<(ConnId, Box<Connect>)>,
-    /// The newer claim that asked for the session: it passes on when it arrives.
-    pub successor: Option<TakeoverRequest>,
-}
-
-/// Where a claimed session goes once it arrives.
-pub(super) enum Claimant {
-    /// A newer claim asked for it.
-    Successor(TakeoverRequest),
-    /// The waiting connection, still open.
-    Connection(ConnId, Box<Connect>),
-    /// Nobody: the connection closed.
-    Nobody,
-}
 
 impl BrokerShard {
     /// Parks `conn` and asks `holder` for the session that `supersedes` (a claim there) has.

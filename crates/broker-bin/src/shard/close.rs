@@ -249,7 +249,7 @@ impl BrokerShard {
 
 /// A stored session lost its connection: its will as it stands now (kept while delayed, gone
 /// once published) and the time its expiry counts from.
-fn record_disconnected(durable: &mut super::durable::Durability, session: &Session) {
+fn record_disconnected(durable: &mut super::durability::Durability, session: &Session) {
     durable.record_saved(session);
     durable.record(SessionWrite::SessionDisconnected {
         client_id: session.client_id.clone(),

@@ -10,38 +10,11 @@
 //! order of its PUBLISHes. A connection with `limits.receive_maximum` of them waiting is
 //! parked (its further packets wait, TCP pushes back) until some leave.
 
-use std::collections::VecDeque;
-
 use codec::Packet;
 use ring_runtime::ConnId;
 
-use super::{BrokerShard, Ctx, FastMap};
-
-/// This shard's acknowledgements waiting for the cluster.
-#[derive(Debug, Default)]
-pub(super) struct ClusterAcks {
-    /// The number of the last message handed to the cluster with a waiting acknowledgement.
-    last: u64,
-    /// The number the PUBLISH being handled waits for (0: none), taken by its acknowledgement.
-    current: u64,
-    held: VecDeque<HeldAck>,
-    held_per_conn: FastMap<ConnId, u32>,
-}
-
-#[derive(Debug)]
-struct HeldAck {
-    /// Leaves once the cluster settled this number (0: only behind the others).
-    waits_for: u64,
-    conn: ConnId,
-    packet: Packet,
-}
-
-impl ClusterAcks {
-    /// Acknowledgements `conn` has waiting.
-    pub(super) fn held(&self, conn: ConnId) -> u32 {
-        self.held_per_conn.get(&conn).copied().unwrap_or(0)
-    }
-}
+use super::held_acks::HeldAck;
+use super::{BrokerShard, Ctx};
 
 impl BrokerShard {
     /// A new PUBLISH is being handled: nothing of an earlier one is pending.

@@ -9,8 +9,8 @@ use ring_runtime::ConnId;
 use router::TopicName;
 use tracing::debug;
 
-use super::login::Judgement;
-use super::will_check::WillCheck;
+use super::logins::Judgement;
+use super::will_checks::WillCheck;
 use super::{BrokerShard, Ctx, Fault};
 use crate::conn::Phase;
 use crate::detach;

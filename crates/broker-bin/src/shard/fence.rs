@@ -16,6 +16,7 @@
 //! closed at once. Every shard that receives a session announces and fences it this way, also
 //! one that only passes it on to a newer connection, so moves happen one at a time.
 
+use super::mobility::Holding;
 use std::collections::VecDeque;
 use std::time::Duration;
 
@@ -23,7 +24,7 @@ use ring_runtime::ShardId;
 use router::SubscriberId;
 
 use super::timer_book::TimerPurpose;
-use super::{ArmedTimer, BrokerShard, Ctx};
+use super::{BrokerShard, Ctx};
 use crate::message::{Recipient, ShardMsg, TakeoverRequest};
 
 /// Longest a takeover waits for the fences of the session's previous move. Fences arrive within
@@ -31,26 +32,6 @@ use crate::message::{Recipient, ShardMsg, TakeoverRequest};
 /// then order across that move is given up rather than the session. Half the CONNECT timeout at
 /// most, so the waiting connection is still there.
 const MAX_FENCE_WAIT: Duration = Duration::from_secs(1);
-
-/// Copies held for a session that arrived on this shard, until every shard's fence is in.
-#[derive(Debug)]
-pub(super) struct Holding {
-    /// Shards whose fence has not arrived yet.
-    waiting: Vec<ShardId>,
-    /// Copies that came straight from a shard still in `waiting`, in arrival order.
-    held: VecDeque<(ShardId, Recipient)>,
-    /// A takeover that waits until every fence is in, and the timer that bounds the wait.
-    deferred: Option<(TakeoverRequest, ArmedTimer)>,
-}
-
-/// A forwarding entry on the shard a session left.
-#[derive(Debug)]
-pub(super) struct Moved {
-    /// Where the session went.
-    pub to: ShardId,
-    /// Fences still to pass on before nothing more can arrive here for the session.
-    pub fences_left: usize,
-}
 
 impl BrokerShard {
     /// A session just arrived here from another shard: hold direct copies until every shard

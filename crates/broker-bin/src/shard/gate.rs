@@ -13,38 +13,12 @@
 //! pipelined behind a SUBSCRIBE is matched with that subscription in place. A connection has
 //! at most one acknowledgement waiting.
 
-use codec::{MqttStr, Packet, QoS, SubscriptionId};
+use codec::{MqttStr, Packet};
 use ring_runtime::ConnId;
-use router::{ChangeSeq, SubscriptionFilter};
+use router::ChangeSeq;
 
-use ring_runtime::ShardId;
-
-use super::{BrokerShard, Ctx, FastSet};
-
-/// Retained messages owed to new subscriptions once their SUBACK is out.
-pub(super) type RetainedDue = Vec<(SubscriptionFilter, QoS, Option<SubscriptionId>)>;
-
-/// Acknowledgements waiting for replication, and the shards to wake once this shard has
-/// applied changes for their sessions.
-#[derive(Debug, Default)]
-pub(super) struct AckGate {
-    pub(super) pending: Vec<PendingAck>,
-    pub(super) to_nudge: FastSet<ShardId>,
-}
-
-/// An acknowledgement waiting for its changes to be applied on every shard.
-#[derive(Debug)]
-pub(super) struct PendingAck {
-    conn: ConnId,
-    client_id: MqttStr,
-    /// The last change it acknowledges (`None`: none to wait for).
-    after: Option<ChangeSeq>,
-    /// The store ticket whose batch holds its subscription writes, when it must be durable
-    /// first (`[persistence]` with acknowledgements waiting for the disk).
-    ticket: Option<u64>,
-    packet: Packet,
-    retained_due: RetainedDue,
-}
+use super::ack_gate::{PendingAck, RetainedDue};
+use super::{BrokerShard, Ctx};
 
 impl BrokerShard {
     /// Sends `packet` (then the retained messages due) once every shard has applied

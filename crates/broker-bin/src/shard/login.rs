@@ -10,28 +10,13 @@ use codec::{Connect, ReasonCode};
 use ring_runtime::ConnId;
 use tracing::debug;
 
+use super::logins::{Judgement, PendingLogin};
 use super::{BrokerShard, Ctx};
 use crate::conn::Phase;
 use access::backend::LoginRequest;
 use access::gatekeeper::chain::{Link, LoginVerdict, file_login};
 use access::gatekeeper::grant::ClientGrant;
 use access::gatekeeper::workers::Job;
-
-/// What the shard can say about a CONNECT's credentials now.
-pub(super) enum Judgement {
-    /// Let it in, with what its login grants.
-    Admit(Box<ClientGrant>),
-    /// Refuse it with this CONNACK reason.
-    Refuse(ReasonCode),
-    /// A worker asks the backends (the job's token); the CONNECT waits.
-    Wait(u64),
-}
-
-/// A CONNECT whose credentials a worker is judging.
-pub(super) struct PendingLogin {
-    token: u64,
-    connect: Connect,
-}
 
 impl BrokerShard {
     /// Judges `connect`'s credentials; `certified`: the username came from a verified client
@@ -235,17 +220,6 @@ fn refused(user: Option<&str>) -> Judgement {
         "CONNECT refused: bad user name or password"
     );
     Judgement::Refuse(ReasonCode::BadUserNameOrPassword)
-}
-
-/// The shard's logins in progress and the grants of clients not yet attached.
-#[derive(Default)]
-pub(super) struct Logins {
-    pending: super::FastMap<ConnId, PendingLogin>,
-    /// Grants of admitted CONNECTs, until `complete_connect` hands them to the ACL state.
-    pub(super) grants: super::FastMap<ConnId, ClientGrant>,
-    /// Disconnect timers of clients whose credentials expire.
-    expiries: super::FastMap<ConnId, super::ArmedTimer>,
-    next_token: u64,
 }
 
 impl BrokerShard {

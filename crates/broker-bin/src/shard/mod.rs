@@ -4,9 +4,12 @@
 //! of the subscription table and the retained index. Each submodule handles one concern; the
 //! [`Handler`] impl below only dispatches.
 
+mod ack_gate;
 mod acks;
 mod acl;
+mod acl_client;
 mod admin;
+mod aliases;
 mod changes;
 mod claims;
 mod close;
@@ -16,22 +19,28 @@ mod connect;
 mod deadlines;
 mod deliver;
 mod door;
+mod durability;
 mod durable;
 mod fault;
 mod fence;
 mod figures;
 mod frame_cache;
 mod gate;
+mod gauges;
+mod held_acks;
 mod inbound;
 mod lifecycle;
 mod login;
+mod logins;
 mod memory;
 mod mirror;
 mod mobility;
 mod overload;
 mod ownership;
+mod owning;
 mod publish;
 mod quiet;
+mod rate_buckets;
 mod recover;
 mod release;
 mod replica;
@@ -45,34 +54,27 @@ mod throttle;
 mod timer_book;
 mod timers;
 mod topic_checks;
+mod topic_waits;
 mod transport;
 mod will_check;
+mod will_checks;
 
-use std::collections::{HashMap, HashSet};
-
-/// The shard's maps: keyed by ids and client identifiers on every delivery, so hashed with
-/// aHash (keyed per process) instead of SipHash.
-type FastMap<K, V> = HashMap<K, V, ahash::RandomState>;
-/// See [`FastMap`].
-type FastSet<K> = HashSet<K, ahash::RandomState>;
 use std::net::SocketAddr;
 use std::sync::Arc;
 
 use bytes::Bytes;
 use codec::MqttStr;
-use ring_runtime::{CloseReason, ConnId, Handler, ShardCtx, ShardId};
+use ring_runtime::{CloseReason, ConnId, Handler, ShardId};
 
 use crate::conn::Connections;
 use crate::message::ShardMsg;
 use crate::session::Sessions;
 use crate::shared::Shared;
 
+pub(crate) use aliases::{Ctx, FastMap, FastSet};
 pub use fault::Fault;
 pub(crate) use timer_book::ArmedTimer;
 use timer_book::TimerBook;
-
-/// The context type every handler method receives.
-pub(crate) type Ctx = ShardCtx<ShardMsg>;
 
 /// One shard's broker state, in owned parts: a feature touches the part it is about.
 pub struct BrokerShard {
@@ -85,7 +87,7 @@ pub struct BrokerShard {
     /// This shard's replica of the replicated state (subscriptions, retained, owners).
     replica: replica::ReplicaState,
     /// Acknowledgements waiting for replication (`gate.rs`).
-    gate: gate::AckGate,
+    gate: ack_gate::AckGate,
     /// Sessions moving between shards: forwarding, fences, claims.
     mobility: mobility::Mobility,
     /// Per-turn routing buffers and caches.
@@ -93,17 +95,17 @@ pub struct BrokerShard {
     /// Timers armed for connections and sessions.
     timers: TimerBook,
     /// Gauges for `$SYS`.
-    gauges: sys::Gauges,
+    gauges: gauges::Gauges,
     /// This turn's stored writes and what waits for them.
-    durable: durable::Durability,
+    durable: durability::Durability,
     /// The identity of connected clients, while an ACL is configured.
-    acl_clients: FastMap<ConnId, acl::AclClient>,
+    acl_clients: FastMap<ConnId, acl_client::AclClient>,
     /// Logins waiting for the authentication backends, and grants not yet attached.
-    logins: login::Logins,
-    owning: ownership::Owning,
-    cluster_acks: cluster_acks::ClusterAcks,
+    logins: logins::Logins,
+    owning: owning::Owning,
+    cluster_acks: held_acks::ClusterAcks,
     /// Packets waiting for a backend's topic answers.
-    topic_waits: topic_checks::TopicWaits,
+    topic_waits: topic_waits::TopicWaits,
     /// The last turn's `ctx.now()` and the same in nanoseconds since the broker started
     /// (`figures.rs`, `turn_nanos`).
     turn_clock: (std::time::Instant, u64),
@@ -112,7 +114,7 @@ pub struct BrokerShard {
     /// Connections the `[ip]` guard admitted: their address and what to give back at close.
     admitted: FastMap<ConnId, (std::net::IpAddr, crate::guard::Admission)>,
     /// Publish rate buckets of connections (`throttle.rs`).
-    throttle: throttle::Throttle,
+    throttle: rate_buckets::Throttle,
     /// Recovered sessions whose timers are armed when the shard starts.
     recovered: Vec<MqttStr>,
     /// When each recovered session that was disconnected at the restart disconnected.
@@ -124,7 +126,7 @@ impl BrokerShard {
     pub fn new(shared: Arc<Shared>, id: ShardId, shard_count: usize) -> Self {
         let replica = replica::ReplicaState::new(&shared.config, id);
         let store = shared.store.clone();
-        let durable = durable::Durability::new(store, shared.config.persistence.acks_wait());
+        let durable = durability::Durability::new(store, shared.config.persistence.acks_wait());
         let shared_started = shared.started;
         let mut shard = Self {
             shared,
@@ -132,21 +134,21 @@ impl BrokerShard {
             conns: Connections::default(),
             sessions: Sessions::default(),
             replica,
-            gate: gate::AckGate::default(),
+            gate: ack_gate::AckGate::default(),
             mobility: mobility::Mobility::default(),
             routes: routes::Routes::new(shard_count),
             timers: TimerBook::default(),
-            gauges: sys::Gauges::default(),
+            gauges: gauges::Gauges::default(),
             durable,
             acl_clients: FastMap::default(),
             admitted: FastMap::default(),
             listeners: FastMap::default(),
             turn_clock: (shared_started, 0),
-            logins: login::Logins::default(),
-            owning: ownership::Owning::default(),
-            cluster_acks: cluster_acks::ClusterAcks::default(),
-            topic_waits: topic_checks::TopicWaits::default(),
-            throttle: throttle::Throttle::default(),
+            logins: logins::Logins::default(),
+            owning: owning::Owning::default(),
+            cluster_acks: held_acks::ClusterAcks::default(),
+            topic_waits: topic_waits::TopicWaits::default(),
+            throttle: rate_buckets::Throttle::default(),
             recovered: Vec::new(),
             recovered_down_since: Vec::new(),
         };

@@ -5,34 +5,17 @@
 //! session another node takes over is released here: its connection closes with 0x8E and its
 //! state leaves as a snapshot.
 
-use codec::{Connect, MqttStr, ReasonCode};
+use codec::{Connect, ReasonCode};
 use ring_runtime::ConnId;
 use session_store::storage::{SessionWrite, decode_session_snapshot};
 use session_store::{InflightState, SessionExpiry};
 use tracing::{debug, warn};
 
-use super::{BrokerShard, Ctx, FastMap};
+use super::owning::PendingOwnership;
+use super::{BrokerShard, Ctx};
 use crate::conn::Phase;
 use crate::session::Session;
 use cluster::{ClaimRequest, Ownership, OwnershipAnswer};
-
-/// CONNECTs on this shard waiting for the cluster's answer.
-#[derive(Default)]
-pub(super) struct Owning {
-    pending: FastMap<ConnId, PendingOwnership>,
-    next_token: u64,
-    /// Sessions of this shard whose state is mirrored in JetStream (`mirror.rs`; at most one
-    /// entry per session held).
-    pub(super) mirrored: FastMap<MqttStr, ()>,
-    /// Sessions released to another node that wait for their on-disk queue, by read number
-    /// (`release.rs`).
-    pub(super) releasing: FastMap<u64, super::release::PendingRelease>,
-}
-
-struct PendingOwnership {
-    token: u64,
-    connect: Connect,
-}
 
 impl BrokerShard {
     /// Asks the cluster to make this node the owner of `connect`'s client id; the CONNECT

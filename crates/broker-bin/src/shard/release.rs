@@ -4,6 +4,7 @@
 //! disk only (`spill.rs`): that part is read back through the store thread first, and the
 //! reply waits for it.
 
+use super::owning::PendingRelease;
 use session_store::storage::{StoredMessage, encode_session_snapshot};
 use tracing::warn;
 
@@ -15,12 +16,6 @@ use cluster::ReleaseRequest;
 
 /// Shards a release request is forwarded through at most, looking for the session.
 const MAX_RELEASE_HOPS: u8 = 4;
-
-/// A session released to another node, waiting for its on-disk queue.
-pub(super) struct PendingRelease {
-    request: ReleaseRequest,
-    session: Box<Session>,
-}
 
 impl BrokerShard {
     /// Another node takes a client over: releases its session if this shard holds it (else

@@ -13,15 +13,6 @@ use super::timer_book::TimerPurpose;
 use super::{BrokerShard, Ctx};
 use crate::metrics::ShardCounters;
 
-/// Gauges this shard keeps for `$SYS`.
-#[derive(Debug, Default)]
-pub(super) struct Gauges {
-    /// Subscriptions of this shard's sessions.
-    pub(super) subscriptions: usize,
-    /// Clients connected to this shard.
-    pub(super) connected_clients: usize,
-}
-
 /// How often the gauges that cost a walk over the sessions are refreshed when `$SYS` is off
 /// but the operations HTTP listener is on.
 const GAUGE_INTERVAL: Duration = Duration::from_secs(5);

@@ -6,8 +6,8 @@
 use codec::{MqttStr, ReasonCode};
 use tracing::{debug, error};
 
-use super::claims::Claimant;
-use super::fence::Moved;
+use super::mobility::Claimant;
+use super::mobility::Moved;
 use super::{BrokerShard, Ctx};
 use crate::directory::ClaimId;
 use crate::message::{Change, SessionTransfer, ShardMsg, TakeoverRequest};

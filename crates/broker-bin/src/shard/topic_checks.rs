@@ -10,28 +10,12 @@ use codec::{MqttStr, Packet};
 use ring_runtime::ConnId;
 use tracing::debug;
 
-use super::acl::{AclClient, TopicVerdict};
+use super::acl_client::{AclClient, TopicVerdict};
+use super::topic_waits::WaitingPacket;
 use super::{BrokerShard, Ctx};
 use access::backend::{AclRequest, TopicAccess};
 use access::gatekeeper::keys::AclKey;
 use access::gatekeeper::workers::Job;
-
-/// Packets waiting for topic answers, one per connection at most (the connection is parked).
-#[derive(Default)]
-pub(super) struct TopicWaits {
-    waiting: super::FastMap<ConnId, WaitingPacket>,
-    /// Answers a worker just gave, consulted while the packet they were for is handled.
-    fresh: Vec<(String, TopicAccess, bool)>,
-    next_token: u64,
-    /// CONNECTs waiting for their will's answer, and the rules of wills held (`will_check.rs`).
-    pub(super) wills: super::will_check::WillChecks,
-}
-
-struct WaitingPacket {
-    token: u64,
-    packet: Packet,
-    requests: Vec<AclRequest>,
-}
 
 impl BrokerShard {
     /// The cached (or just received) answer of `client`'s backend for `topic`.

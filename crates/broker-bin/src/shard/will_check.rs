@@ -12,12 +12,13 @@
 //!
 //! Either way it is counted in `wills_not_authorized` and logged at warn.
 
+use super::will_checks::{WaitingConnect, WillCheck, WillRules};
 use codec::{Connect, MqttStr, ReasonCode};
 use ring_runtime::ConnId;
 use tracing::warn;
 
-use super::acl::TopicVerdict;
-use super::{BrokerShard, Ctx, FastMap};
+use super::acl_client::TopicVerdict;
+use super::{BrokerShard, Ctx};
 use crate::conn::Phase;
 use crate::metrics::ShardCounters;
 use access::backend::{AclRequest, TopicAccess};
@@ -27,43 +28,6 @@ use access::gatekeeper::workers::Job;
 
 /// Topics only the broker publishes (as for PUBLISH, `publish.rs`).
 const SYS_PREFIX: &str = "$SYS";
-
-/// What a will is judged by: its client's login, as a PUBLISH of that client would be.
-struct WillRules {
-    username: Option<MqttStr>,
-    /// The grant, when it restricts the client (as `acl_connected` keeps it).
-    grant: Option<Box<ClientGrant>>,
-    /// The backend's answer at CONNECT, when it was asked (it cannot be asked once the client
-    /// is gone; a reload empties its cache).
-    remote: Option<bool>,
-}
-
-/// A CONNECT whose will topic its backend is being asked about.
-struct WaitingConnect {
-    token: u64,
-    connect: Connect,
-    grant: Box<ClientGrant>,
-    assigned: bool,
-}
-
-/// The shard's will checks in progress, and the rules of the wills it holds.
-#[derive(Default)]
-pub(super) struct WillChecks {
-    waiting: FastMap<ConnId, WaitingConnect>,
-    /// Rules of admitted CONNECTs, until their session takes the will (`will_attached`).
-    admitted: FastMap<ConnId, WillRules>,
-    /// Rules of the wills of this shard's sessions, by client id.
-    held: FastMap<MqttStr, WillRules>,
-    next_token: u64,
-}
-
-/// The outcome of a will check at CONNECT.
-pub(super) enum WillCheck {
-    Pass,
-    Refuse(ReasonCode),
-    /// The CONNECT waits for the backend's answer to this token (`will_answered`).
-    Wait(u64),
-}
 
 impl BrokerShard {
     /// Judges `connect`'s will (its client id already final) for a client its login let in

@@ -1,0 +1,32 @@
+//! [`AckGate`]: QoS 1/2 acknowledgements (and retained deliveries) held until this shard's replica has applied the changes they depend on; `gate.rs` holds and releases them.
+
+use super::FastSet;
+use codec::{MqttStr, Packet, QoS, SubscriptionId};
+use ring_runtime::ConnId;
+use ring_runtime::ShardId;
+use router::{ChangeSeq, SubscriptionFilter};
+
+/// Retained messages owed to new subscriptions once their SUBACK is out.
+pub(super) type RetainedDue = Vec<(SubscriptionFilter, QoS, Option<SubscriptionId>)>;
+
+/// Acknowledgements waiting for replication, and the shards to wake once this shard has
+/// applied changes for their sessions.
+#[derive(Debug, Default)]
+pub(super) struct AckGate {
+    pub(super) pending: Vec<PendingAck>,
+    pub(super) to_nudge: FastSet<ShardId>,
+}
+
+/// An acknowledgement waiting for its changes to be applied on every shard.
+#[derive(Debug)]
+pub(super) struct PendingAck {
+    pub(super) conn: ConnId,
+    pub(super) client_id: MqttStr,
+    /// The last change it acknowledges (`None`: none to wait for).
+    pub(super) after: Option<ChangeSeq>,
+    /// The store ticket whose batch holds its subscription writes, when it must be durable
+    /// first (`[persistence]` with acknowledgements waiting for the disk).
+    pub(super) ticket: Option<u64>,
+    pub(super) packet: Packet,
+    pub(super) retained_due: RetainedDue,
+}

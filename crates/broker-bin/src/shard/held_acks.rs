@@ -1,0 +1,32 @@
+//! [`ClusterAcks`]: QoS 1/2 acknowledgements held until the cluster link has sent or kept their message; `cluster_acks.rs` holds and releases them.
+
+use super::FastMap;
+use codec::Packet;
+use ring_runtime::ConnId;
+use std::collections::VecDeque;
+
+/// This shard's acknowledgements waiting for the cluster.
+#[derive(Debug, Default)]
+pub(super) struct ClusterAcks {
+    /// The number of the last message handed to the cluster with a waiting acknowledgement.
+    pub(super) last: u64,
+    /// The number the PUBLISH being handled waits for (0: none), taken by its acknowledgement.
+    pub(super) current: u64,
+    pub(super) held: VecDeque<HeldAck>,
+    pub(super) held_per_conn: FastMap<ConnId, u32>,
+}
+
+#[derive(Debug)]
+pub(super) struct HeldAck {
+    /// Leaves once the cluster settled this number (0: only behind the others).
+    pub(super) waits_for: u64,
+    pub(super) conn: ConnId,
+    pub(super) packet: Packet,
+}
+
+impl ClusterAcks {
+    /// Acknowledgements `conn` has waiting.
+    pub(super) fn held(&self, conn: ConnId) -> u32 {
+        self.held_per_conn.get(&conn).copied().unwrap_or(0)
+    }
+}
