@@ -50,11 +50,11 @@ impl BrokerShard {
         client.read_filtered = filters
             .map(|filter| self.local_scope(&client, client_id, unshared(filter.as_str())))
             .any(|scope| scope != Some(SubscribeScope::All) && scope.is_some());
-        self.acl_clients.insert(conn, client);
+        self.auth.acl_clients.insert(conn, client);
     }
 
     pub(super) fn acl_closed(&mut self, conn: ConnId) {
-        self.acl_clients.remove(&conn);
+        self.auth.acl_clients.remove(&conn);
     }
 
     /// Whether `conn`'s client may publish to `topic`.
@@ -79,7 +79,7 @@ impl BrokerShard {
         topic: &str,
     ) -> TopicVerdict {
         let file = self.acl();
-        let Some(client) = self.acl_clients.get(&conn) else {
+        let Some(client) = self.auth.acl_clients.get(&conn) else {
             return if file
                 .is_some_and(|acl| !acl.check(&anonymous(client_id), topic, Access::Write))
             {
@@ -143,7 +143,7 @@ impl BrokerShard {
     ) -> Result<(), ReasonCode> {
         match self.subscribe_verdict(conn, client_id, filter) {
             (TopicVerdict::Allowed, filtered) => {
-                if filtered && let Some(client) = self.acl_clients.get_mut(&conn) {
+                if filtered && let Some(client) = self.auth.acl_clients.get_mut(&conn) {
                     client.read_filtered = true;
                 }
                 Ok(())
@@ -163,7 +163,7 @@ impl BrokerShard {
         client_id: &MqttStr,
         filter: &str,
     ) -> (TopicVerdict, bool) {
-        let Some(client) = self.acl_clients.get(&conn) else {
+        let Some(client) = self.auth.acl_clients.get(&conn) else {
             return (TopicVerdict::Allowed, false);
         };
         let grant = client.grant.as_deref();
@@ -217,10 +217,10 @@ impl BrokerShard {
     /// partly readable subscription (the topic's text is looked at only then: `as_str`
     /// re-checks its UTF-8).
     pub(super) fn acl_allows_delivery(&self, conn: ConnId, topic: &MqttStr) -> bool {
-        if self.acl_clients.is_empty() {
+        if self.auth.acl_clients.is_empty() {
             return true;
         }
-        let Some(client) = self.acl_clients.get(&conn).filter(|c| c.read_filtered) else {
+        let Some(client) = self.auth.acl_clients.get(&conn).filter(|c| c.read_filtered) else {
             return true;
         };
         let Some(client_id) = self.client_id_of(conn) else {

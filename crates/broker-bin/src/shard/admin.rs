@@ -160,15 +160,18 @@ impl BrokerShard {
 
     fn retained_page(&self, after: Option<&str>, limit: usize) -> Vec<RetainedInfo> {
         let mut page = Vec::new();
-        self.replica.retained.for_each(|topic, message| {
-            if after.is_none_or(|after| topic.as_str() > after) {
-                page.push(RetainedInfo {
-                    topic: topic.as_str().to_owned(),
-                    qos: message.qos as u8,
-                    payload_bytes: message.publish.payload().len(),
-                });
-            }
-        });
+        self.replication
+            .replica
+            .retained
+            .for_each(|topic, message| {
+                if after.is_none_or(|after| topic.as_str() > after) {
+                    page.push(RetainedInfo {
+                        topic: topic.as_str().to_owned(),
+                        qos: message.qos as u8,
+                        payload_bytes: message.publish.payload().len(),
+                    });
+                }
+            });
         page.sort_unstable_by(|a, b| a.topic.cmp(&b.topic));
         page.truncate(limit);
         page

@@ -35,12 +35,12 @@ impl BrokerShard {
     /// `runtime.max_pending_changes` is counted and reported on a log scale.
     pub(super) fn receive_change(&mut self, change: Sequenced<Change>) {
         let seq = change.seq.0;
-        if self.replica.changes.receive(change) == Received::BeyondWindow {
+        if self.replication.replica.changes.receive(change) == Received::BeyondWindow {
             let counters = self.counters();
             ShardCounters::add(&counters.changes_beyond_window, 1);
             let count = counters.changes_beyond_window.load(Ordering::Relaxed);
             if count.is_power_of_two() {
-                let waiting_for = self.replica.changes.next_expected().0;
+                let waiting_for = self.replication.replica.changes.next_expected().0;
                 warn!(
                     seq,
                     waiting_for,
@@ -49,7 +49,7 @@ impl BrokerShard {
                 );
             }
         }
-        while let Some(ready) = self.replica.changes.pop_ready() {
+        while let Some(ready) = self.replication.replica.changes.pop_ready() {
             self.apply(ready);
         }
     }
@@ -57,16 +57,16 @@ impl BrokerShard {
     /// Applies one change to the replica, then does what it asks of the rest of the shard.
     fn apply(&mut self, change: Sequenced<Change>) {
         let filter = self.cluster_filter(&change.change);
-        let effect = self.replica.apply(change.change);
+        let effect = self.replication.replica.apply(change.change);
         match effect {
             Applied::Subscription { owner, delta } => {
                 if let Some(filter) = filter {
                     self.report_interest(&filter, delta);
                 }
                 if let Some(owner) = owner.filter(|owner| *owner != self.id) {
-                    self.gate.to_nudge.insert(owner);
+                    self.replication.gate.to_nudge.insert(owner);
                 }
-                let held = self.replica.subscription_count() as u64;
+                let held = self.replication.replica.subscription_count() as u64;
                 ShardCounters::set(&self.counters().replica_subscriptions, held);
             }
             Applied::Moved { subscriber, from } => self.fence_later(from, subscriber),
@@ -77,7 +77,7 @@ impl BrokerShard {
     /// Wakes the shards whose sessions subscribed in the changes just applied: their acknowledgements
     /// wait for every shard (see `gate.rs`).
     pub(super) fn nudge_acknowledging_shards(&mut self, ctx: &mut Ctx) {
-        let shards: Vec<ShardId> = self.gate.to_nudge.drain().collect();
+        let shards: Vec<ShardId> = self.replication.gate.to_nudge.drain().collect();
         for shard in shards {
             self.post(ctx, shard, ShardMsg::Applied);
         }
@@ -96,7 +96,7 @@ impl BrokerShard {
 
     /// Tells the other shards how far this one has applied.
     pub(super) fn publish_applied_watermark(&mut self) {
-        let applied = self.replica.changes.next_expected().0;
+        let applied = self.replication.replica.changes.next_expected().0;
         self.shared.applied[self.id.index()].store(applied, Ordering::Release);
     }
 }

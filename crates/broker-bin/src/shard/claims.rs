@@ -36,13 +36,13 @@ impl BrokerShard {
             waiting: Some((conn, Box::new(connect))),
             successor: None,
         };
-        self.mobility.claims.insert(mine, claim);
+        self.delivery.mobility.claims.insert(mine, claim);
         self.post(ctx, holder, ShardMsg::Takeover(request));
     }
 
     /// Whether `claim` waits here for its session.
     pub(super) fn is_pending(&self, claim: ClaimId) -> bool {
-        self.mobility.claims.contains_key(&claim)
+        self.delivery.mobility.claims.contains_key(&claim)
     }
 
     /// A newer connection on this shard for `claim`, pending here: it replaces the connection
@@ -54,7 +54,7 @@ impl BrokerShard {
         conn: ConnId,
         connect: Connect,
     ) {
-        let Some(pending) = self.mobility.claims.get_mut(&claim) else {
+        let Some(pending) = self.delivery.mobility.claims.get_mut(&claim) else {
             return;
         };
         let older = pending.waiting.replace((conn, Box::new(connect)));
@@ -71,7 +71,7 @@ impl BrokerShard {
         ctx: &mut Ctx,
         request: TakeoverRequest,
     ) -> Option<TakeoverRequest> {
-        let Some(pending) = self.mobility.claims.get_mut(&request.supersedes) else {
+        let Some(pending) = self.delivery.mobility.claims.get_mut(&request.supersedes) else {
             return Some(request);
         };
         let superseded = pending.waiting.take();
@@ -87,7 +87,7 @@ impl BrokerShard {
     /// The claim `claim` is settled (its session, or the news that there is none, arrived):
     /// who gets the session.
     pub(super) fn settle_claim(&mut self, claim: ClaimId) -> Option<(MqttStr, Claimant)> {
-        let pending = self.mobility.claims.remove(&claim)?;
+        let pending = self.delivery.mobility.claims.remove(&claim)?;
         let claimant = match (pending.successor, pending.waiting) {
             (Some(request), _) => Claimant::Successor(request),
             (None, Some((conn, connect))) if self.stop_waiting(conn) => {

@@ -68,9 +68,9 @@ impl BrokerShard {
         self.login_closed(ctx, conn);
         self.topic_wait_closed(conn);
         if connection.counted {
-            self.gauges.connected_clients -= 1;
+            self.figures.gauges.connected_clients -= 1;
         }
-        self.routes.backlog.remove(&conn);
+        self.delivery.routes.backlog.remove(&conn);
         self.throttle_closed(ctx, conn);
         debug!(?reason, "connection closed");
         let Some(client_id) = connection
@@ -209,7 +209,7 @@ impl BrokerShard {
         }
         let subscriber = session.subscriber;
         for (_, subscription) in session.subscriptions.drain() {
-            self.gauges.subscriptions = self.gauges.subscriptions.saturating_sub(1);
+            self.figures.gauges.subscriptions = self.figures.gauges.subscriptions.saturating_sub(1);
             let change = router::SubscriptionChange::Unsubscribe {
                 subscriber,
                 filter: subscription.filter,

@@ -19,7 +19,7 @@ use super::{BrokerShard, Ctx};
 impl BrokerShard {
     /// A new PUBLISH is being handled: nothing of an earlier one is pending.
     pub(super) fn begin_cluster_ack(&mut self) {
-        self.cluster_acks.current = 0;
+        self.cluster_side.cluster_acks.current = 0;
     }
 
     /// The number a QoS 1/2 message handed to the cluster now settles under (`None`: its
@@ -29,21 +29,21 @@ impl BrokerShard {
         if qos == codec::QoS::AtMostOnce || !link.connected() {
             return None;
         }
-        Some(self.cluster_acks.last + 1)
+        Some(self.cluster_side.cluster_acks.last + 1)
     }
 
     /// The message numbered `number` was queued for the cluster: the acknowledgement of the
     /// PUBLISH being handled waits for it.
     pub(super) fn cluster_ack_handed(&mut self, number: u64) {
-        self.cluster_acks.last = number;
-        self.cluster_acks.current = number;
+        self.cluster_side.cluster_acks.last = number;
+        self.cluster_side.cluster_acks.current = number;
     }
 
     /// Sends the acknowledgement of a client's packet: first as persistence says
     /// (`durable.rs`), then once the cluster settled the message of the PUBLISH being handled
     /// (and behind any acknowledgement that waits for the cluster).
     pub(super) fn send_ack(&mut self, ctx: &mut Ctx, conn: ConnId, packet: Packet) {
-        let waits_for = std::mem::take(&mut self.cluster_acks.current);
+        let waits_for = std::mem::take(&mut self.cluster_side.cluster_acks.current);
         self.send_ack_when_durable(ctx, conn, packet, waits_for);
     }
 
@@ -56,11 +56,11 @@ impl BrokerShard {
         packet: Packet,
         waits_for: u64,
     ) {
-        if self.cluster_acks.held.is_empty() && waits_for <= self.cluster_settled() {
+        if self.cluster_side.cluster_acks.held.is_empty() && waits_for <= self.cluster_settled() {
             self.send_packet(ctx, conn, &packet);
             return;
         }
-        let acks = &mut self.cluster_acks;
+        let acks = &mut self.cluster_side.cluster_acks;
         acks.held.push_back(HeldAck {
             waits_for,
             conn,
@@ -77,21 +77,22 @@ impl BrokerShard {
 
     /// Sends the acknowledgements whose messages the cluster settled (all while NATS is down).
     pub(super) fn release_cluster_acks(&mut self, ctx: &mut Ctx) {
-        if self.cluster_acks.held.is_empty() {
+        if self.cluster_side.cluster_acks.held.is_empty() {
             return;
         }
         let settled = self.cluster_settled();
         let limit = self.held_ack_limit();
         while self
+            .cluster_side
             .cluster_acks
             .held
             .front()
             .is_some_and(|held| held.waits_for <= settled)
         {
-            let Some(held) = self.cluster_acks.held.pop_front() else {
+            let Some(held) = self.cluster_side.cluster_acks.held.pop_front() else {
                 break;
             };
-            let per_conn = &mut self.cluster_acks.held_per_conn;
+            let per_conn = &mut self.cluster_side.cluster_acks.held_per_conn;
             let was_full = per_conn.get(&held.conn).is_some_and(|n| *n >= limit);
             if let Some(count) = per_conn.get_mut(&held.conn) {
                 *count -= 1;

@@ -106,7 +106,7 @@ impl BrokerShard {
         assigned: bool,
     ) {
         if grant.restricts() || grant.expires_at.is_some() {
-            self.logins.grants.insert(conn, *grant);
+            self.auth.logins.grants.insert(conn, *grant);
         }
         // A client id the client chose may be owned by another node of a cluster.
         if !assigned && self.shared.cluster.is_some() {
@@ -351,7 +351,7 @@ impl BrokerShard {
         self.disarm_session_timers(ctx, &mut session);
         session.conn = Some(conn);
         let filters = session.subscriptions.iter().map(|(filter, _)| filter);
-        let grant = self.logins.grants.remove(&conn);
+        let grant = self.auth.logins.grants.remove(&conn);
         self.arm_credentials_expiry(ctx, conn, grant.as_ref());
         let username = connect.username.clone();
         self.acl_connected(conn, &session.client_id, username, grant, filters);
@@ -453,7 +453,7 @@ impl BrokerShard {
         connection.phase = Phase::Connected;
         if !connection.counted {
             connection.counted = true;
-            self.gauges.connected_clients += 1;
+            self.figures.gauges.connected_clients += 1;
         }
         connection.protocol = connect.protocol;
         connection.attach(subscriber);

@@ -159,14 +159,19 @@ impl BrokerShard {
 
     /// A copy for a session this shard does not hold: forward it where the session went.
     fn forward(&mut self, recipient: Recipient) {
-        let target = self.mobility.moved.get(&recipient.subscriber).map_or_else(
-            || self.replica.owner(recipient.subscriber),
-            |moved| moved.to,
-        );
+        let target = self
+            .delivery
+            .mobility
+            .moved
+            .get(&recipient.subscriber)
+            .map_or_else(
+                || self.replication.replica.owner(recipient.subscriber),
+                |moved| moved.to,
+            );
         if target == self.id {
             self.count_dropped(DropReason::Offline, 1);
         } else {
-            self.routes.forward_buf[target.index()].push_recipient(recipient);
+            self.delivery.routes.forward_buf[target.index()].push_recipient(recipient);
         }
     }
 
@@ -179,7 +184,7 @@ impl BrokerShard {
         subscriber: SubscriberId,
         copy: CopyView<'_>,
     ) -> bool {
-        if self.mobility.holding.contains_key(&subscriber) {
+        if self.delivery.mobility.holding.contains_key(&subscriber) {
             return false;
         }
         let Some(conn) = self.sessions.by_subscriber(subscriber).map(|s| s.conn) else {
@@ -333,7 +338,7 @@ impl BrokerShard {
         let bound = self.shared.config.queues.outbound_bytes;
         loop {
             if ctx.queued_bytes(conn) as u64 > bound {
-                self.routes.backlog.insert(conn);
+                self.delivery.routes.backlog.insert(conn);
                 self.arm_backlog_retry(ctx);
                 return;
             }
@@ -444,10 +449,10 @@ impl BrokerShard {
 
     /// Retries connections whose send queue was over its bound.
     pub(super) fn drain_backlog(&mut self, ctx: &mut Ctx) {
-        if self.routes.backlog.is_empty() {
+        if self.delivery.routes.backlog.is_empty() {
             return;
         }
-        let waiting: Vec<ConnId> = self.routes.backlog.drain().collect();
+        let waiting: Vec<ConnId> = self.delivery.routes.backlog.drain().collect();
         for conn in waiting {
             if let Some(subscriber) = self.conns.get(&conn).and_then(|c| c.session()) {
                 self.drain_subscriber(ctx, subscriber);
@@ -486,6 +491,7 @@ impl BrokerShard {
             return;
         };
         let member = self
+            .replication
             .replica
             .table
             .group_members(group)
@@ -497,9 +503,11 @@ impl BrokerShard {
                     subscriber,
                     outgoing,
                 };
-                match self.replica.owner(subscriber) {
+                match self.replication.replica.owner(subscriber) {
                     owner if owner == self.id => self.deliver(ctx, recipient),
-                    owner => self.routes.route_buf[owner.index()].push_recipient(recipient),
+                    owner => {
+                        self.delivery.routes.route_buf[owner.index()].push_recipient(recipient)
+                    }
                 }
             }
             None => self.count_dropped(DropReason::Offline, 1),

@@ -18,7 +18,7 @@ impl BrokerShard {
         }
         match guard.admit(peer.ip(), ctx.now()) {
             Ok(admission) => {
-                self.admitted.insert(conn, (peer.ip(), admission));
+                self.door.admitted.insert(conn, (peer.ip(), admission));
                 true
             }
             Err(refusal) => {
@@ -31,14 +31,14 @@ impl BrokerShard {
 
     /// `conn` closed: its address's connection count goes down.
     pub(super) fn address_released(&mut self, conn: ConnId) {
-        if let Some((_, admission)) = self.admitted.remove(&conn) {
+        if let Some((_, admission)) = self.door.admitted.remove(&conn) {
             self.shared.guard.release(admission);
         }
     }
 
     /// A CONNECT on `conn` was refused for its credentials.
     pub(super) fn login_failed(&mut self, ctx: &Ctx, conn: ConnId) {
-        let Some(&(ip, _)): Option<&(IpAddr, Admission)> = self.admitted.get(&conn) else {
+        let Some(&(ip, _)): Option<&(IpAddr, Admission)> = self.door.admitted.get(&conn) else {
             return;
         };
         if self.shared.guard.login_failed(ip, ctx.now()) {

@@ -45,22 +45,25 @@ impl BrokerShard {
             held: VecDeque::new(),
             deferred: None,
         };
-        self.mobility.holding.insert(subscriber, holding);
+        self.delivery.mobility.holding.insert(subscriber, holding);
     }
 
     /// Applying `Change::Owner` moved `subscriber` away from `previous`: fence it there.
     pub(super) fn fence_later(&mut self, previous: ShardId, subscriber: SubscriberId) {
-        self.mobility.fences_due.push((previous, subscriber));
+        self.delivery
+            .mobility
+            .fences_due
+            .push((previous, subscriber));
     }
 
     /// Sends the fences due, behind every copy already routed this turn.
     pub(super) fn send_fences(&mut self, ctx: &mut Ctx) {
-        if self.mobility.fences_due.is_empty() {
+        if self.delivery.mobility.fences_due.is_empty() {
             return;
         }
         self.flush_routes(ctx);
         let origin = self.id;
-        for (previous, subscriber) in std::mem::take(&mut self.mobility.fences_due) {
+        for (previous, subscriber) in std::mem::take(&mut self.delivery.mobility.fences_due) {
             let fence = ShardMsg::Fence {
                 subscriber,
                 origin,
@@ -83,14 +86,14 @@ impl BrokerShard {
             self.release_held(ctx, subscriber, origin);
             return;
         }
-        let Some(moved) = self.mobility.moved.get_mut(&subscriber) else {
+        let Some(moved) = self.delivery.mobility.moved.get_mut(&subscriber) else {
             // The session ended here instead of moving: nothing is held anywhere for it.
             return;
         };
         let to = moved.to;
         moved.fences_left = moved.fences_left.saturating_sub(1);
         if moved.fences_left == 0 {
-            self.mobility.moved.remove(&subscriber);
+            self.delivery.mobility.moved.remove(&subscriber);
         }
         self.flush_routes(ctx);
         let fence = ShardMsg::Fence {
@@ -109,13 +112,13 @@ impl BrokerShard {
         subscriber: SubscriberId,
         request: TakeoverRequest,
     ) -> Result<(), TakeoverRequest> {
-        if !self.mobility.holding.contains_key(&subscriber) {
+        if !self.delivery.mobility.holding.contains_key(&subscriber) {
             return Err(request);
         }
         let wait = MAX_FENCE_WAIT.min(self.shared.config.connection.connect_timeout / 2);
         let at = ctx.now() + wait;
         let timer = self.arm(ctx, at, TimerPurpose::FencesOverdue(subscriber));
-        let Some(holding) = self.mobility.holding.get_mut(&subscriber) else {
+        let Some(holding) = self.delivery.mobility.holding.get_mut(&subscriber) else {
             return Err(request);
         };
         // Each claim is superseded once (the directory swaps claims under its entry lock), and
@@ -137,7 +140,7 @@ impl BrokerShard {
     /// The fences of a session's move did not all arrive in time: deliver what is held, in
     /// arrival order, and let a deferred takeover go ahead.
     pub(super) fn fences_overdue(&mut self, ctx: &mut Ctx, subscriber: SubscriberId) {
-        let Some(holding) = self.mobility.holding.remove(&subscriber) else {
+        let Some(holding) = self.delivery.mobility.holding.remove(&subscriber) else {
             return;
         };
         tracing::warn!(
@@ -153,7 +156,7 @@ impl BrokerShard {
     }
 
     fn release_held(&mut self, ctx: &mut Ctx, subscriber: SubscriberId, origin: ShardId) {
-        let Some(holding) = self.mobility.holding.get_mut(&subscriber) else {
+        let Some(holding) = self.delivery.mobility.holding.get_mut(&subscriber) else {
             return;
         };
         holding.waiting.retain(|shard| *shard != origin);
@@ -168,7 +171,8 @@ impl BrokerShard {
         }
         holding.held = kept;
         let deferred = if holding.waiting.is_empty() {
-            self.mobility
+            self.delivery
+                .mobility
                 .holding
                 .remove(&subscriber)
                 .and_then(|h| h.deferred)
@@ -196,7 +200,11 @@ impl BrokerShard {
     ) {
         let bound = self.shared.config.queues.max_queued_messages as usize;
         if !forwarded
-            && let Some(holding) = self.mobility.holding.get_mut(&recipient.subscriber)
+            && let Some(holding) = self
+                .delivery
+                .mobility
+                .holding
+                .get_mut(&recipient.subscriber)
             && holding.waiting.contains(&origin)
         {
             holding.held.push_back((origin, recipient));

@@ -62,26 +62,26 @@ impl BrokerShard {
     #[inline]
     pub(super) fn turn_nanos(&mut self, ctx: &Ctx) -> u64 {
         let now = ctx.now();
-        if self.turn_clock.0 != now {
+        if self.figures.turn_clock.0 != now {
             let since = now.saturating_duration_since(self.shared.started);
             // At least 1: 0 stands for "not measured".
             let nanos = u64::try_from(since.as_nanos()).unwrap_or(u64::MAX).max(1);
-            self.turn_clock = (now, nanos);
+            self.figures.turn_clock = (now, nanos);
         }
-        self.turn_clock.1
+        self.figures.turn_clock.1
     }
 
     /// A connection accepted on a `kind` listener is now served by this shard.
     pub(super) fn connection_opened(&mut self, conn: ConnId, kind: Listener) {
         if kind != Listener::Tcp {
-            self.listeners.insert(conn, kind);
+            self.door.listeners.insert(conn, kind);
         }
         ShardCounters::add(&self.detail().connections[kind.index()], 1);
     }
 
     /// A connection counted by [`Self::connection_opened`] closed.
     pub(super) fn connection_ended(&mut self, conn: ConnId) {
-        let kind = self.listeners.remove(&conn).unwrap_or(Listener::Tcp);
+        let kind = self.door.listeners.remove(&conn).unwrap_or(Listener::Tcp);
         ShardCounters::sub(&self.detail().connections[kind.index()], 1);
     }
 

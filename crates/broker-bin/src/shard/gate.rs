@@ -46,7 +46,7 @@ impl BrokerShard {
             packet,
             retained_due,
         };
-        self.gate.pending.push(pending);
+        self.replication.gate.pending.push(pending);
         if let Some(connection) = self.conns.get_mut(&conn) {
             connection.park();
         }
@@ -55,18 +55,18 @@ impl BrokerShard {
     /// Sends the acknowledgements whose changes every shard has applied (and whose writes
     /// are durable, when they must be).
     pub(super) fn release_acks(&mut self, ctx: &mut Ctx) {
-        if self.gate.pending.is_empty() {
+        if self.replication.gate.pending.is_empty() {
             return;
         }
         let applied = self.applied_everywhere();
         let durable = self.shared.store.as_ref().map_or(0, |s| s.durable(self.id));
-        let (ready, waiting): (Vec<_>, Vec<_>) = std::mem::take(&mut self.gate.pending)
+        let (ready, waiting): (Vec<_>, Vec<_>) = std::mem::take(&mut self.replication.gate.pending)
             .into_iter()
             .partition(|p| {
                 p.after.is_none_or(|after| after < applied)
                     && p.ticket.is_none_or(|ticket| ticket <= durable)
             });
-        self.gate.pending = waiting;
+        self.replication.gate.pending = waiting;
         for p in ready {
             self.finish_ack(ctx, p.conn, &p.client_id, &p.packet, p.retained_due);
             self.unpark(ctx, p.conn);
@@ -82,11 +82,11 @@ impl BrokerShard {
     /// its bound of acknowledgements held for the disk (`durable.rs`) or waits for its publish
     /// rate (`throttle.rs`).
     pub(super) fn unpark_if_free(&mut self, ctx: &mut Ctx, conn: ConnId) {
-        let awaiting_ack =
-            self.gate.pending.iter().any(|p| p.conn == conn) || self.waits_for_topics(conn);
+        let awaiting_ack = self.replication.gate.pending.iter().any(|p| p.conn == conn)
+            || self.waits_for_topics(conn);
         let limit = self.held_ack_limit();
-        let held_full =
-            self.durable.held_acks(conn) >= limit || self.cluster_acks.held(conn) >= limit;
+        let held_full = self.durable.held_acks(conn) >= limit
+            || self.cluster_side.cluster_acks.held(conn) >= limit;
         if awaiting_ack || held_full || self.is_throttled(conn) {
             return;
         }

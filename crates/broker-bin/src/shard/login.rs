@@ -80,8 +80,8 @@ impl BrokerShard {
         if let Some(verdict) = gatekeeper.cached_login(&request, start) {
             return self.judgement_of(verdict, request.username.as_deref());
         }
-        self.logins.next_token += 1;
-        let token = self.logins.next_token;
+        self.auth.logins.next_token += 1;
+        let token = self.auth.logins.next_token;
         let job = Job::Login {
             shard: self.id,
             conn,
@@ -141,16 +141,17 @@ impl BrokerShard {
         if let Some(connection) = self.conns.get_mut(&conn) {
             connection.phase = Phase::AwaitingAuth;
         }
-        self.logins
+        self.auth
+            .logins
             .pending
             .insert(conn, PendingLogin { token, connect });
     }
 
     /// The connection ended: its login, if pending, is forgotten (the verdict is ignored).
     pub(super) fn login_closed(&mut self, ctx: &mut Ctx, conn: ConnId) {
-        self.logins.pending.remove(&conn);
-        self.logins.grants.remove(&conn);
-        let expiry = self.logins.expiries.remove(&conn);
+        self.auth.logins.pending.remove(&conn);
+        self.auth.logins.grants.remove(&conn);
+        let expiry = self.auth.logins.expiries.remove(&conn);
         self.disarm(ctx, expiry);
     }
 
@@ -178,11 +179,11 @@ impl BrokerShard {
 
     fn login_answered(&mut self, ctx: &mut Ctx, conn: ConnId, token: u64, outcome: LoginVerdict) {
         let _span = self.conn_span(conn).entered();
-        let Some(pending) = self.logins.pending.remove(&conn) else {
+        let Some(pending) = self.auth.logins.pending.remove(&conn) else {
             return;
         };
         if pending.token != token {
-            self.logins.pending.insert(conn, pending);
+            self.auth.logins.pending.insert(conn, pending);
             return;
         }
         let waiting = self
@@ -238,12 +239,12 @@ impl BrokerShard {
             .unwrap_or_default();
         let purpose = super::timer_book::TimerPurpose::CredentialsExpired(conn);
         let timer = self.arm(ctx, ctx.now() + left, purpose);
-        self.logins.expiries.insert(conn, timer);
+        self.auth.logins.expiries.insert(conn, timer);
     }
 
     /// A client's credentials expired: DISCONNECT 0xA0 Maximum connect time (5.0), close.
     pub(super) fn credentials_expired(&mut self, ctx: &mut Ctx, conn: ConnId) {
-        self.logins.expiries.remove(&conn);
+        self.auth.logins.expiries.remove(&conn);
         let connected = self.conns.get(&conn).is_some_and(|c| c.is_connected());
         if !connected {
             return;

@@ -86,8 +86,8 @@ impl BrokerShard {
     pub(super) fn quiet_check(&mut self, ctx: &mut Ctx) {
         if self.timers.quiet.check(ctx.now(), ctx.stats().busy_ns) {
             debug!("shard quiet: shrinks what a burst grew, hands its free memory back");
-            self.routes.shrink_spare();
-            self.replica.changes.shrink_to_fit();
+            self.delivery.routes.shrink_spare();
+            self.replication.replica.changes.shrink_to_fit();
             ctx.release_idle_memory();
             // Blocks other shards free here after this turn's collection (their own quiet
             // shrink, say) come back to this thread's pages only when it collects again.

@@ -34,7 +34,10 @@ impl BrokerShard {
             client_id: session.client_id.clone(),
             snapshot: bytes::Bytes::from(snapshot),
         });
-        self.owning.mirrored.insert(session.client_id.clone(), ());
+        self.cluster_side
+            .owning
+            .mirrored
+            .insert(session.client_id.clone(), ());
     }
 
     /// A session whose client is connected here, at its CONNECT: its subscriptions are
@@ -71,7 +74,12 @@ impl BrokerShard {
             self.mirror_forget(client_id);
             return;
         };
-        let was_offline = self.owning.mirrored.insert(client_id.clone(), ()).is_some();
+        let was_offline = self
+            .cluster_side
+            .owning
+            .mirrored
+            .insert(client_id.clone(), ())
+            .is_some();
         link.mirror(MirrorOp::Connected {
             client_id: client_id.clone(),
             snapshot,
@@ -85,7 +93,7 @@ impl BrokerShard {
         let Some(link) = &self.shared.cluster else {
             return;
         };
-        if !self.owning.mirrored.contains_key(client_id) {
+        if !self.cluster_side.owning.mirrored.contains_key(client_id) {
             return;
         }
         let message = encode_queued_message(&stored_message(outgoing, ctx.now()));
@@ -99,7 +107,10 @@ impl BrokerShard {
     /// (`mirror_offline` when its client left): its return here replaces that.
     pub(super) fn mirror_recovered(&mut self, client_id: &MqttStr) {
         if self.shared.cluster.is_some() {
-            self.owning.mirrored.insert(client_id.clone(), ());
+            self.cluster_side
+                .owning
+                .mirrored
+                .insert(client_id.clone(), ());
         }
     }
 
@@ -117,7 +128,13 @@ impl BrokerShard {
         let Some(link) = &self.shared.cluster else {
             return;
         };
-        if self.owning.mirrored.remove(client_id).is_some() {
+        if self
+            .cluster_side
+            .owning
+            .mirrored
+            .remove(client_id)
+            .is_some()
+        {
             link.mirror(MirrorOp::Forget {
                 client_id: client_id.clone(),
             });

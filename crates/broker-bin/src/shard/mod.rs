@@ -38,6 +38,7 @@ mod mobility;
 mod overload;
 mod ownership;
 mod owning;
+mod parts;
 mod publish;
 mod quiet;
 mod rate_buckets;
@@ -84,41 +85,22 @@ pub struct BrokerShard {
     conns: Connections,
     /// The sessions of this shard's clients.
     sessions: Sessions,
-    /// This shard's replica of the replicated state (subscriptions, retained, owners).
-    replica: replica::ReplicaState,
-    /// Acknowledgements waiting for replication (`gate.rs`).
-    gate: ack_gate::AckGate,
-    /// Sessions moving between shards: forwarding, fences, claims.
-    mobility: mobility::Mobility,
-    /// Per-turn routing buffers and caches.
-    routes: routes::Routes,
+    /// This shard's replica of the replicated state, and what waits for it.
+    replication: parts::Replication,
+    /// Per-turn routing and the sessions moving between shards.
+    delivery: parts::Delivery,
     /// Timers armed for connections and sessions.
     timers: TimerBook,
-    /// Gauges for `$SYS`.
-    gauges: gauges::Gauges,
     /// This turn's stored writes and what waits for them.
     durable: durability::Durability,
-    /// The identity of connected clients, while an ACL is configured.
-    acl_clients: FastMap<ConnId, acl_client::AclClient>,
-    /// Logins waiting for the authentication backends, and grants not yet attached.
-    logins: logins::Logins,
-    owning: owning::Owning,
-    cluster_acks: held_acks::ClusterAcks,
-    /// Packets waiting for a backend's topic answers.
-    topic_waits: topic_waits::TopicWaits,
-    /// The last turn's `ctx.now()` and the same in nanoseconds since the broker started
-    /// (`figures.rs`, `turn_nanos`).
-    turn_clock: (std::time::Instant, u64),
-    /// The listener kind of this shard's connections that did not come in over plain TCP.
-    listeners: FastMap<ConnId, crate::metrics::Listener>,
-    /// Connections the `[ip]` guard admitted: their address and what to give back at close.
-    admitted: FastMap<ConnId, (std::net::IpAddr, crate::guard::Admission)>,
-    /// Publish rate buckets of connections (`throttle.rs`).
-    throttle: rate_buckets::Throttle,
-    /// Recovered sessions whose timers are armed when the shard starts.
-    recovered: Vec<MqttStr>,
-    /// When each recovered session that was disconnected at the restart disconnected.
-    recovered_down_since: Vec<(MqttStr, std::time::SystemTime)>,
+    /// What the door knows of each connection: listener, `[ip]` admission, publish rates.
+    door: parts::Door,
+    /// Clients' identities and what waits for the authentication backends.
+    auth: parts::AuthWaits,
+    /// What waits for the cluster link.
+    cluster_side: parts::ClusterSide,
+    /// What the shard measures of itself: `$SYS` gauges and the turn's clock.
+    figures: parts::Figures,
 }
 
 impl BrokerShard {
@@ -133,24 +115,23 @@ impl BrokerShard {
             id,
             conns: Connections::default(),
             sessions: Sessions::default(),
-            replica,
-            gate: ack_gate::AckGate::default(),
-            mobility: mobility::Mobility::default(),
-            routes: routes::Routes::new(shard_count),
+            replication: parts::Replication {
+                replica,
+                gate: ack_gate::AckGate::default(),
+            },
+            delivery: parts::Delivery {
+                routes: routes::Routes::new(shard_count),
+                mobility: mobility::Mobility::default(),
+            },
             timers: TimerBook::default(),
-            gauges: gauges::Gauges::default(),
             durable,
-            acl_clients: FastMap::default(),
-            admitted: FastMap::default(),
-            listeners: FastMap::default(),
-            turn_clock: (shared_started, 0),
-            logins: logins::Logins::default(),
-            owning: owning::Owning::default(),
-            cluster_acks: held_acks::ClusterAcks::default(),
-            topic_waits: topic_waits::TopicWaits::default(),
-            throttle: rate_buckets::Throttle::default(),
-            recovered: Vec::new(),
-            recovered_down_since: Vec::new(),
+            door: parts::Door::default(),
+            auth: parts::AuthWaits::default(),
+            cluster_side: parts::ClusterSide::default(),
+            figures: parts::Figures {
+                gauges: gauges::Gauges::default(),
+                turn_clock: (shared_started, 0),
+            },
         };
         shard.install_recovered();
         shard
@@ -280,7 +261,7 @@ impl Handler for BrokerShard {
         self.flush_routes(ctx);
         self.update_gauges();
         self.copy_turn_stats(ctx);
-        self.routes.frame_cache.clear();
+        self.delivery.routes.frame_cache.clear();
         self.return_freed_memory(ctx);
         self.submit_durable_writes();
     }

@@ -24,8 +24,8 @@ impl BrokerShard {
         let Some(link) = &self.shared.cluster else {
             return self.claim_session(ctx, conn, connect, false, None);
         };
-        self.owning.next_token += 1;
-        let token = self.owning.next_token;
+        self.cluster_side.owning.next_token += 1;
+        let token = self.cluster_side.owning.next_token;
         let request = ClaimRequest {
             client_id: connect.client_id.clone(),
             clean_start: connect.clean_start,
@@ -41,17 +41,20 @@ impl BrokerShard {
             connection.phase = Phase::AwaitingSession;
         }
         let pending = PendingOwnership { token, connect };
-        self.owning.pending.insert(conn, pending);
+        self.cluster_side.owning.pending.insert(conn, pending);
     }
 
     /// The cluster answered a waiting CONNECT. A client gone meanwhile still gets a session
     /// released to it kept here (detached), never lost.
     pub(super) fn ownership_answered(&mut self, ctx: &mut Ctx, answer: OwnershipAnswer) {
-        let Some(pending) = self.owning.pending.remove(&answer.conn) else {
+        let Some(pending) = self.cluster_side.owning.pending.remove(&answer.conn) else {
             return;
         };
         if pending.token != answer.token {
-            self.owning.pending.insert(answer.conn, pending);
+            self.cluster_side
+                .owning
+                .pending
+                .insert(answer.conn, pending);
             return;
         }
         let waiting = self

@@ -288,9 +288,10 @@ impl BrokerShard {
     pub(super) fn retain(&mut self, ctx: &mut Ctx, topic: &TopicName, message: &Arc<Message>) {
         let limits = &self.shared.config.retained;
         let clear = message.publish.payload().is_empty();
-        let replacing = self.replica.retained.get(topic).is_some();
-        let full = self.replica.retained.len() >= limits.max_messages as usize
-            || (self.replica.retained.total_bytes() + message.publish.payload().len()) as u64
+        let replacing = self.replication.replica.retained.get(topic).is_some();
+        let full = self.replication.replica.retained.len() >= limits.max_messages as usize
+            || (self.replication.replica.retained.total_bytes() + message.publish.payload().len())
+                as u64
                 > limits.max_bytes;
         if !clear && full && !replacing {
             debug!(
@@ -334,8 +335,9 @@ impl BrokerShard {
         publisher: &Publisher<'_>,
         scope: RouteScope<'_>,
     ) -> usize {
-        let mut matches = mem::take(&mut self.routes.matches);
-        self.replica
+        let mut matches = mem::take(&mut self.delivery.routes.matches);
+        self.replication
+            .replica
             .table
             .match_topic(topic, publisher, &mut matches);
         let mut count = 0;
@@ -344,7 +346,7 @@ impl BrokerShard {
                 continue;
             }
             count += 1;
-            let owner = self.replica.owner(delivery.subscriber);
+            let owner = self.replication.replica.owner(delivery.subscriber);
             let qos = message.qos.min(delivery.qos);
             let retain = message.retain && delivery.retain_as_published;
             if owner == self.id && qos == QoS::AtMostOnce {
@@ -374,10 +376,14 @@ impl BrokerShard {
                 if qos != QoS::AtMostOnce {
                     self.durable.routed_remote_copies();
                 }
-                self.routes.route_buf[owner.index()].push(delivery.subscriber, message, copy);
+                self.delivery.routes.route_buf[owner.index()].push(
+                    delivery.subscriber,
+                    message,
+                    copy,
+                );
             }
         }
-        self.routes.matches = matches;
+        self.delivery.routes.matches = matches;
         count
     }
 
@@ -385,13 +391,13 @@ impl BrokerShard {
     /// destination for copies routed here and one for copies forwarded for moved sessions.
     pub(super) fn flush_routes(&mut self, ctx: &mut Ctx) {
         let origin = self.id;
-        for index in 0..self.routes.route_buf.len() {
+        for index in 0..self.delivery.routes.route_buf.len() {
             let shard = ring_runtime::ShardId::new(index as u16);
             for forwarded in [true, false] {
                 let buf = if forwarded {
-                    &mut self.routes.forward_buf
+                    &mut self.delivery.routes.forward_buf
                 } else {
-                    &mut self.routes.route_buf
+                    &mut self.delivery.routes.route_buf
                 };
                 if buf[index].is_empty() {
                     continue;

@@ -30,13 +30,13 @@ impl BrokerShard {
             spill_recovered_tail(&mut session, recovered.queued_total);
             self.sessions.insert(session);
             self.mirror_recovered(&client_id);
-            self.recovered.push(client_id);
+            self.timers.recovered.push(client_id);
         }
     }
 
     fn install_seed(&mut self, seed: &ReplicaSeed) {
         for change in &seed.subscriptions {
-            change.apply_to(&mut self.replica.table);
+            change.apply_to(&mut self.replication.replica.table);
             if self.reports_interest()
                 && let router::SubscriptionChange::Subscribe { filter, .. } = change
             {
@@ -44,11 +44,12 @@ impl BrokerShard {
             }
         }
         for (subscriber, shard) in &seed.owners {
-            self.replica.set_owner(*subscriber, *shard);
+            self.replication.replica.set_owner(*subscriber, *shard);
         }
         for (topic, message) in &seed.retained {
             let size = message.publish.payload().len() + topic.as_str().len();
-            self.replica
+            self.replication
+                .replica
                 .retained
                 .store(topic, Arc::clone(message), size);
         }
@@ -80,7 +81,7 @@ impl BrokerShard {
                 id: sub.id,
             };
             session.subscriptions.insert(sub.filter, record);
-            self.gauges.subscriptions += 1;
+            self.figures.gauges.subscriptions += 1;
         }
         for (seq, message) in stored.queued {
             if let Some(outgoing) = outgoing_from_stored(&message, seq, now) {
@@ -106,7 +107,8 @@ impl BrokerShard {
             session.record_awaiting_release(id, receive_maximum);
         }
         if let Some(at) = stored.disconnected_at {
-            self.recovered_down_since
+            self.timers
+                .recovered_down_since
                 .push((session.client_id.clone(), at));
         }
         session
@@ -116,8 +118,9 @@ impl BrokerShard {
     /// will delay from when it disconnected (a session connected at the crash: from now, and
     /// its will is due, as for any connection that ended without DISCONNECT).
     pub(super) fn resume_recovered(&mut self, ctx: &mut Ctx) {
-        let down_since: Vec<(MqttStr, SystemTime)> = std::mem::take(&mut self.recovered_down_since);
-        for client_id in std::mem::take(&mut self.recovered) {
+        let down_since: Vec<(MqttStr, SystemTime)> =
+            std::mem::take(&mut self.timers.recovered_down_since);
+        for client_id in std::mem::take(&mut self.timers.recovered) {
             let Some(session) = self.sessions.get(&client_id) else {
                 continue;
             };

@@ -47,7 +47,7 @@ impl BrokerShard {
         };
         if request.stale {
             // What is mirrored of this client is the owner's now.
-            self.owning.mirrored.remove(&request.client_id);
+            self.cluster_side.owning.mirrored.remove(&request.client_id);
         }
         self.detach_connection(ctx, &mut session, true);
         self.disarm_session_timers(ctx, &mut session);
@@ -60,7 +60,7 @@ impl BrokerShard {
                 let client_id = request.client_id.clone();
                 let read = self.durable.request_read(self.id, client_id, after, limit);
                 let pending = PendingRelease { request, session };
-                self.owning.releasing.insert(read, pending);
+                self.cluster_side.owning.releasing.insert(read, pending);
             }
             _ => self.finish_release(ctx, request, session, Vec::new()),
         }
@@ -73,7 +73,7 @@ impl BrokerShard {
         ctx: &mut Ctx,
         done: QueueReadDone,
     ) -> Option<QueueReadDone> {
-        let Some(pending) = self.owning.releasing.remove(&done.id) else {
+        let Some(pending) = self.cluster_side.owning.releasing.remove(&done.id) else {
             return Some(done);
         };
         self.finish_release(ctx, pending.request, pending.session, done.messages);

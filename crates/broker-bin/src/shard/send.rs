@@ -44,11 +44,11 @@ impl BrokerShard {
         let Some(protocol) = self.conns.get(&conn).map(|c| c.protocol) else {
             return;
         };
-        if let Err(error) = codec::encode(packet, protocol, &mut self.routes.scratch) {
+        if let Err(error) = codec::encode(packet, protocol, &mut self.delivery.routes.scratch) {
             debug!(%error, ?conn, "cannot encode {} for this client", packet.packet_type());
             return;
         }
-        let frame = self.routes.scratch.split().freeze();
+        let frame = self.delivery.routes.scratch.split().freeze();
         let len = frame.len() as u64;
         if ctx.send(conn, frame).is_ok() {
             // The peer waits on control packets (acknowledgements, CONNACK, PINGRESP): never
@@ -111,7 +111,8 @@ impl BrokerShard {
             retain: copy.retain,
             qos: copy.qos,
         });
-        let cached = cache_key.and_then(|key| self.routes.frame_cache.get(copy.message, key));
+        let cached =
+            cache_key.and_then(|key| self.delivery.routes.frame_cache.get(copy.message, key));
         let len = match cached {
             Some(frame) => queue_cached(ctx, conn, frame, packet_id, max_packet)?,
             None => self.encode_publish(ctx, conn, copy.message, options, max_packet, cache_key)?,
@@ -151,7 +152,7 @@ impl BrokerShard {
         };
         let cache = cache_key
             .filter(|_| len < ctx.coalesce_below())
-            .map(|key| (&mut self.routes.frame_cache, key));
+            .map(|key| (&mut self.delivery.routes.frame_cache, key));
         queue_publish(ctx, conn, message, &options, len, cache)?;
         Ok(len)
     }

@@ -126,7 +126,7 @@ impl BrokerShard {
             });
         }
         if is_new {
-            self.gauges.subscriptions += 1;
+            self.figures.gauges.subscriptions += 1;
         }
         let change = SubscriptionChange::Subscribe {
             subscriber,
@@ -152,6 +152,7 @@ impl BrokerShard {
         };
         let now = ctx.now();
         let messages: Vec<Arc<Message>> = self
+            .replication
             .replica
             .retained
             .matching(topic_filter)
@@ -229,7 +230,7 @@ impl BrokerShard {
                 filter: text.clone(),
             });
         }
-        self.gauges.subscriptions = self.gauges.subscriptions.saturating_sub(1);
+        self.figures.gauges.subscriptions = self.figures.gauges.subscriptions.saturating_sub(1);
         let change = SubscriptionChange::Unsubscribe {
             subscriber,
             filter: removed.filter,

@@ -211,12 +211,15 @@ impl BrokerShard {
         let counters = self.counters();
         ShardCounters::set(
             &counters.clients_connected,
-            self.gauges.connected_clients as u64,
+            self.figures.gauges.connected_clients as u64,
         );
         ShardCounters::set(&counters.clients_total, self.sessions.len() as u64);
-        ShardCounters::set(&counters.subscriptions, self.gauges.subscriptions as u64);
+        ShardCounters::set(
+            &counters.subscriptions,
+            self.figures.gauges.subscriptions as u64,
+        );
         if self.id.index() == 0 {
-            let retained = &self.replica.retained;
+            let retained = &self.replication.replica.retained;
             ShardCounters::set(&counters.retained_messages, retained.len() as u64);
             ShardCounters::set(&counters.retained_bytes, retained.total_bytes() as u64);
         }

@@ -77,12 +77,15 @@ impl BrokerShard {
             self.end_session_state(ctx, *session);
             return None;
         }
-        let fences_left = self.routes.route_buf.len();
+        let fences_left = self.delivery.routes.route_buf.len();
         let moved = Moved {
             to: request.to_shard,
             fences_left,
         };
-        self.mobility.moved.insert(session.subscriber, moved);
+        self.delivery
+            .mobility
+            .moved
+            .insert(session.subscriber, moved);
         Some(session)
     }
 
@@ -218,7 +221,7 @@ impl BrokerShard {
         subscriber: Option<router::SubscriberId>,
     ) {
         let me = self.id;
-        let claims = &self.mobility.claims;
+        let claims = &self.delivery.mobility.claims;
         // A newer claim pending here keeps the entry: its session (or a fresh one) comes here.
         self.shared
             .sessions

@@ -30,6 +30,7 @@ impl BrokerShard {
         }
         let now = ctx.now();
         let bucket = self
+            .door
             .throttle
             .buckets
             .entry(conn)
@@ -64,7 +65,7 @@ impl BrokerShard {
 
     fn arm_resume(&mut self, ctx: &mut Ctx, conn: ConnId, until: Instant) {
         let timer = self.arm(ctx, until, TimerPurpose::Throttle(conn));
-        match self.throttle.buckets.get_mut(&conn) {
+        match self.door.throttle.buckets.get_mut(&conn) {
             Some(bucket) => bucket.resume = Some(timer),
             None => self.disarm(ctx, Some(timer)),
         }
@@ -75,7 +76,7 @@ impl BrokerShard {
     pub(super) fn throttle_elapsed(&mut self, ctx: &mut Ctx, conn: ConnId) {
         let rates = self.shared.abuse.publish_rates();
         let now = ctx.now();
-        let Some(bucket) = self.throttle.buckets.get_mut(&conn) else {
+        let Some(bucket) = self.door.throttle.buckets.get_mut(&conn) else {
             return;
         };
         bucket.resume = None;
@@ -90,8 +91,9 @@ impl BrokerShard {
 
     /// Whether `conn` waits for its publish budget (its reading is paused).
     pub(super) fn is_throttled(&self, conn: ConnId) -> bool {
-        !self.throttle.buckets.is_empty()
+        !self.door.throttle.buckets.is_empty()
             && self
+                .door
                 .throttle
                 .buckets
                 .get(&conn)
@@ -121,7 +123,7 @@ impl BrokerShard {
 
     /// `conn` closed: forget its buckets.
     pub(super) fn throttle_closed(&mut self, ctx: &mut Ctx, conn: ConnId) {
-        if let Some(bucket) = self.throttle.buckets.remove(&conn) {
+        if let Some(bucket) = self.door.throttle.buckets.remove(&conn) {
             self.disarm(ctx, bucket.resume);
         }
     }

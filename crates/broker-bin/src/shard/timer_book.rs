@@ -53,4 +53,8 @@ pub struct TimerBook {
     pub(super) quiet: super::quiet::QuietWatch,
     /// The deadline sweep is armed (`deadlines.rs`).
     pub(super) sweep_armed: bool,
+    /// Recovered sessions whose timers are armed when the shard starts (`recover.rs`).
+    pub(super) recovered: Vec<MqttStr>,
+    /// When each recovered session that was disconnected at the restart disconnected.
+    pub(super) recovered_down_since: Vec<(MqttStr, std::time::SystemTime)>,
 }

@@ -26,7 +26,7 @@ impl BrokerShard {
         topic: &str,
         access: TopicAccess,
     ) -> Option<bool> {
-        let mut fresh = self.topic_waits.fresh.iter();
+        let mut fresh = self.auth.topic_waits.fresh.iter();
         if let Some((_, _, allowed)) = fresh.rfind(|(t, a, _)| t == topic && *a == access) {
             return Some(*allowed);
         }
@@ -43,7 +43,7 @@ impl BrokerShard {
         conn: ConnId,
         packet: Packet,
     ) -> Option<Packet> {
-        if self.acl_clients.is_empty() {
+        if self.auth.acl_clients.is_empty() {
             return Some(packet);
         }
         let requests = self.unanswered_checks(ctx, conn, &packet);
@@ -51,6 +51,7 @@ impl BrokerShard {
             return Some(packet);
         }
         let link = self
+            .auth
             .acl_clients
             .get(&conn)
             .and_then(|c| c.grant.as_ref())
@@ -58,8 +59,8 @@ impl BrokerShard {
         let (Some(gatekeeper), Some(link)) = (&self.shared.gatekeeper, link) else {
             return Some(packet);
         };
-        self.topic_waits.next_token += 1;
-        let token = self.topic_waits.next_token;
+        self.auth.topic_waits.next_token += 1;
+        let token = self.auth.topic_waits.next_token;
         let job = Job::Topics {
             shard: self.id,
             conn,
@@ -77,7 +78,7 @@ impl BrokerShard {
             packet,
             requests,
         };
-        self.topic_waits.waiting.insert(conn, waiting);
+        self.auth.topic_waits.waiting.insert(conn, waiting);
         if let Some(connection) = self.conns.get_mut(&conn) {
             connection.park();
         }
@@ -86,7 +87,7 @@ impl BrokerShard {
 
     /// The checks for `packet` that only the backend can answer and that are not cached.
     fn unanswered_checks(&self, ctx: &Ctx, conn: ConnId, packet: &Packet) -> Vec<AclRequest> {
-        let Some(client) = self.acl_clients.get(&conn) else {
+        let Some(client) = self.auth.acl_clients.get(&conn) else {
             return Vec::new();
         };
         if !client.grant.as_ref().is_some_and(|g| g.remote_topics) {
@@ -133,21 +134,21 @@ impl BrokerShard {
         answers: Vec<bool>,
     ) {
         let _span = self.conn_span(conn).entered();
-        let Some(waiting) = self.topic_waits.waiting.remove(&conn) else {
+        let Some(waiting) = self.auth.topic_waits.waiting.remove(&conn) else {
             return self.will_answered(ctx, conn, token, &answers);
         };
         if waiting.token != token {
-            self.topic_waits.waiting.insert(conn, waiting);
+            self.auth.topic_waits.waiting.insert(conn, waiting);
             return;
         }
-        self.topic_waits.fresh = waiting
+        self.auth.topic_waits.fresh = waiting
             .requests
             .into_iter()
             .zip(answers)
             .map(|(request, allowed)| (request.topic, request.access, allowed))
             .collect();
         let handled = self.handle_packet(ctx, conn, waiting.packet);
-        self.topic_waits.fresh.clear();
+        self.auth.topic_waits.fresh.clear();
         match handled {
             Ok(()) => self.unpark_if_free(ctx, conn),
             Err(fault) => self.fail(ctx, conn, fault),
@@ -156,12 +157,13 @@ impl BrokerShard {
 
     /// Whether `conn` has a packet waiting for topic answers.
     pub(super) fn waits_for_topics(&self, conn: ConnId) -> bool {
-        !self.topic_waits.waiting.is_empty() && self.topic_waits.waiting.contains_key(&conn)
+        !self.auth.topic_waits.waiting.is_empty()
+            && self.auth.topic_waits.waiting.contains_key(&conn)
     }
 
     /// The connection ended: a packet it set aside is dropped (the answers are ignored).
     pub(super) fn topic_wait_closed(&mut self, conn: ConnId) {
-        self.topic_waits.waiting.remove(&conn);
+        self.auth.topic_waits.waiting.remove(&conn);
         self.will_check_closed(conn);
     }
 }

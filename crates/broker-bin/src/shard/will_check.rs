@@ -118,7 +118,7 @@ impl BrokerShard {
             self.will_refused(client_id, topic, "CONNECT refused: no backend to ask");
             return WillCheck::Refuse(ReasonCode::NotAuthorized);
         };
-        let wills = &mut self.topic_waits.wills;
+        let wills = &mut self.auth.topic_waits.wills;
         wills.next_token += 1;
         let token = wills.next_token;
         let request = AclRequest {
@@ -155,7 +155,7 @@ impl BrokerShard {
         if let Some(connection) = self.conns.get_mut(&conn) {
             connection.phase = Phase::AwaitingAuth;
         }
-        let wills = &mut self.topic_waits.wills;
+        let wills = &mut self.auth.topic_waits.wills;
         let waiting = WaitingConnect {
             token,
             connect,
@@ -174,7 +174,7 @@ impl BrokerShard {
         token: u64,
         answers: &[bool],
     ) {
-        let wills = &mut self.topic_waits.wills;
+        let wills = &mut self.auth.topic_waits.wills;
         let Some(waiting) = wills.waiting.remove(&conn) else {
             return;
         };
@@ -213,13 +213,13 @@ impl BrokerShard {
     /// ACL file nor the client's grant restricts it (the file cannot appear by a reload).
     fn keep_will_rules(&mut self, conn: ConnId, rules: WillRules) {
         if rules.grant.is_some() || self.shared.acl().is_some() {
-            self.topic_waits.wills.admitted.insert(conn, rules);
+            self.auth.topic_waits.wills.admitted.insert(conn, rules);
         }
     }
 
     /// `conn`'s CONNECT completed: its session's will (if any) is the one checked for it.
     pub(super) fn will_attached(&mut self, conn: ConnId, client_id: &MqttStr) {
-        let wills = &mut self.topic_waits.wills;
+        let wills = &mut self.auth.topic_waits.wills;
         let Some(rules) = wills.admitted.remove(&conn) else {
             wills.held.remove(client_id);
             return;
@@ -237,7 +237,7 @@ impl BrokerShard {
 
     /// Whether `client_id`'s will on `topic` may go out now, by the rules in force now.
     pub(super) fn will_may_fire(&mut self, client_id: &MqttStr, topic: &str) -> bool {
-        let verdict = match self.topic_waits.wills.held.remove(client_id) {
+        let verdict = match self.auth.topic_waits.wills.held.remove(client_id) {
             Some(rules) => {
                 // The backend cannot be asked now: its cached answer, else the one it gave at
                 // CONNECT; never asked and not allowed by the local rules: refused.
@@ -283,7 +283,7 @@ impl BrokerShard {
 
     /// The connection ended: a CONNECT waiting for its will's answer is forgotten.
     pub(super) fn will_check_closed(&mut self, conn: ConnId) {
-        let wills = &mut self.topic_waits.wills;
+        let wills = &mut self.auth.topic_waits.wills;
         if !wills.waiting.is_empty() {
             wills.waiting.remove(&conn);
         }

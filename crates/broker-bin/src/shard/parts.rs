@@ -1,0 +1,71 @@
+//! The shard's parts that group smaller state: each is owned by [`super::BrokerShard`] and
+//! touched by the files of its feature (named on each field).
+
+use std::net::IpAddr;
+
+use ring_runtime::ConnId;
+
+use super::FastMap;
+use super::ack_gate::AckGate;
+use super::acl_client::AclClient;
+use super::gauges::Gauges;
+use super::held_acks::ClusterAcks;
+use super::logins::Logins;
+use super::mobility::Mobility;
+use super::owning::Owning;
+use super::rate_buckets::Throttle;
+use super::replica::ReplicaState;
+use super::routes::Routes;
+use super::topic_waits::TopicWaits;
+
+/// This shard's replica of the replicated state (subscriptions, retained, owners), and the
+/// acknowledgements waiting for it to apply changes (`gate.rs`).
+pub(super) struct Replication {
+    pub(super) replica: ReplicaState,
+    pub(super) gate: AckGate,
+}
+
+/// Per-turn routing buffers and caches (`routes.rs`), and sessions moving between shards:
+/// forwarding, fences, claims (`mobility.rs`).
+pub(super) struct Delivery {
+    pub(super) routes: Routes,
+    pub(super) mobility: Mobility,
+}
+
+/// What the door knows of each connection.
+#[derive(Default)]
+pub(super) struct Door {
+    /// The listener kind of connections that did not come in over plain TCP.
+    pub(super) listeners: FastMap<ConnId, crate::metrics::Listener>,
+    /// Connections the `[ip]` guard admitted: their address and what to give back at close.
+    pub(super) admitted: FastMap<ConnId, (IpAddr, crate::guard::Admission)>,
+    /// Publish rate buckets of connections (`throttle.rs`).
+    pub(super) throttle: Throttle,
+}
+
+/// Clients' identities while an ACL is configured (`acl.rs`), logins waiting for the
+/// authentication backends and grants not yet attached (`login.rs`), and packets waiting for
+/// a backend's topic answers (`topic_checks.rs`).
+#[derive(Default)]
+pub(super) struct AuthWaits {
+    pub(super) acl_clients: FastMap<ConnId, AclClient>,
+    pub(super) logins: Logins,
+    pub(super) topic_waits: TopicWaits,
+}
+
+/// CONNECTs waiting for the cluster's word on their client id (`ownership.rs`), and
+/// acknowledgements waiting for the cluster link (`cluster_acks.rs`).
+#[derive(Default)]
+pub(super) struct ClusterSide {
+    pub(super) owning: Owning,
+    pub(super) cluster_acks: ClusterAcks,
+}
+
+/// What the shard measures of itself.
+pub(super) struct Figures {
+    /// Gauges for `$SYS` (`sys.rs`).
+    pub(super) gauges: Gauges,
+    /// The last turn's `ctx.now()` and the same in nanoseconds since the broker started
+    /// (`figures.rs`, `turn_nanos`).
+    pub(super) turn_clock: (std::time::Instant, u64),
+}
