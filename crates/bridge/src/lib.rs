@@ -19,6 +19,7 @@
 
 mod backoff;
 mod echo;
+mod error;
 mod flow;
 mod link;
 mod mqtt;
@@ -34,9 +35,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 
-use codec::ReasonCode;
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
 
+pub use error::BridgeError;
 pub use stats::{BridgeCounters, BridgeStats};
 
 use session::Event;
@@ -47,47 +48,6 @@ use supervisor::Supervisor;
 const EVENT_CAPACITY: usize = 1024;
 /// Longest a stop (reload, shutdown) waits for a bridge's thread.
 const STOP_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
-
-/// Why a bridge's connection failed (it is retried after the backoff).
-#[derive(Debug, thiserror::Error)]
-pub enum BridgeError {
-    /// The remote's name did not resolve.
-    #[error("resolving {address}: {source}")]
-    Resolve {
-        address: String,
-        source: std::io::Error,
-    },
-    /// No address of the remote accepted a TCP connection.
-    #[error("connecting to {address}: {source}")]
-    Connect {
-        address: String,
-        source: std::io::Error,
-    },
-    /// A TLS file, setting or handshake failed.
-    #[error("TLS: {0}")]
-    Tls(String),
-    /// A socket read or write failed.
-    #[error(transparent)]
-    Io(#[from] std::io::Error),
-    /// The remote broker refused the CONNECT.
-    #[error("the remote broker refused the connection: {}", .0.name())]
-    Refused(ReasonCode),
-    /// The local broker refused the CONNECT (local_username/local_password, `[ip]`).
-    #[error("the local broker refused the bridge's connection: {}", .0.name())]
-    LocalRefused(ReasonCode),
-    /// The peer sent something a client does not expect.
-    #[error("protocol: {0}")]
-    Protocol(String),
-    /// The connection closed.
-    #[error("connection closed")]
-    Closed,
-    /// No answer in time (CONNACK, PINGRESP).
-    #[error("timed out")]
-    Timeout,
-    /// A connection of a running bridge ended.
-    #[error("{side} connection lost: {cause}")]
-    Lost { side: &'static str, cause: String },
-}
 
 /// One running bridge, as the broker holds it.
 struct Running {

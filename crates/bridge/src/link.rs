@@ -13,7 +13,7 @@ use std::time::Duration;
 use bytes::BytesMut;
 use rustls::ClientConnection;
 
-use super::BridgeError;
+use super::error::BridgeError;
 use super::tls::TlsClient;
 
 /// Size of one socket read.

@@ -6,7 +6,7 @@ use std::io::ErrorKind;
 use bytes::{Bytes, BytesMut};
 use codec::{ConnAck, Connect, Limits, MqttStr, Packet, ProtocolVersion, ReasonCode};
 
-use super::BridgeError;
+use super::error::BridgeError;
 use super::link::{LinkReader, LinkWriter};
 
 /// The bit mosquitto's bridges set in CONNECT's protocol level ("try_private"): the remote

@@ -13,8 +13,8 @@ use codec::{
 use crossbeam_channel::{Receiver, RecvTimeoutError};
 use tracing::{debug, warn};
 
-use super::BridgeError;
 use super::echo::EchoGuard;
+use super::error::BridgeError;
 use super::flow::{Forwarded, Lane, SUBSCRIBE_ID};
 use super::link::LinkWriter;
 use super::mqtt::{self, mqtt_str};

@@ -12,8 +12,8 @@ use codec::{ConnAck, Connect, ConnectProperties, Packet, ProtocolVersion, Reason
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
 use tracing::{info, warn};
 
-use super::BridgeError;
 use super::backoff::Backoff;
+use super::error::BridgeError;
 use super::link::{self, Closer, Link};
 use super::mqtt::{self, Framed, mqtt_str};
 use super::session::{Ended, Event, Peer, Session, Side, TICK, subscriptions};

@@ -9,7 +9,7 @@ use rustls::{ClientConfig, ClientConnection, RootCertStore};
 use rustls_pki_types::pem::PemObject;
 use rustls_pki_types::{CertificateDer, PrivateKeyDer, ServerName};
 
-use super::BridgeError;
+use super::error::BridgeError;
 use crate::settings::BridgeTls;
 
 /// A client config and the server name it checks.

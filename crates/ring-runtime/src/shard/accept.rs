@@ -4,35 +4,12 @@
 
 use std::io;
 use std::sync::atomic::Ordering;
-use std::time::Duration;
 
 use super::Shard;
 use crate::backend::Backend;
 use crate::ctx::TimerTarget;
 use crate::error::RuntimeError;
 use crate::handler::Handler;
-
-/// The shard's accept pause state.
-pub(super) struct AcceptPause {
-    backoff: Duration,
-    /// A resume timer is armed.
-    paused: bool,
-    /// The timer fired: resume after this turn's timers.
-    resume_due: bool,
-    /// Refusals since the last warning.
-    refused: u64,
-}
-
-impl AcceptPause {
-    pub(super) fn new(backoff: Duration) -> Self {
-        Self {
-            backoff,
-            paused: false,
-            resume_due: false,
-            refused: 0,
-        }
-    }
-}
 
 impl<H: Handler, B: Backend> Shard<H, B> {
     /// A listener refused an accept: count it; start a pause unless one is running.

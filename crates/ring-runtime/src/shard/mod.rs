@@ -1,8 +1,10 @@
 //! The shard loop: one thread, one backend, one handler, everything about its connections.
 
 mod accept;
+mod accept_pause;
 mod apply;
 mod dispatch;
+mod held;
 mod layered;
 mod load;
 mod pacing;
@@ -44,9 +46,9 @@ pub(crate) struct Shard<H: Handler, B: Backend> {
     mailbox_retry: Duration,
     batches_per_turn: usize,
     pacing: pacing::Pacing,
-    accept_pause: accept::AcceptPause,
+    accept_pause: accept_pause::AcceptPause,
     /// What arrived for connections whose reading is paused.
-    held: paused::Held,
+    held: held::Held,
     /// When the wait about to begin was sized (`None` when it could not block).
     wait_began: Option<Instant>,
     /// At shutdown: since when this shard has been quiet, waiting for the others (`quiet.rs`).
@@ -76,8 +78,8 @@ impl<H: Handler, B: Backend> Shard<H, B> {
             mailbox_retry: config.mailbox_retry,
             batches_per_turn: config.mailbox_batches,
             pacing,
-            accept_pause: accept::AcceptPause::new(config.accept_backoff),
-            held: paused::Held::default(),
+            accept_pause: accept_pause::AcceptPause::new(config.accept_backoff),
+            held: held::Held::default(),
             wait_began: None,
             quiet_since: None,
         }

@@ -88,7 +88,7 @@ impl Checkpointer {
                 }
             })
             .map_err(|e| StorageError::Engine {
-                engine: super::ENGINE,
+                engine: super::error::ENGINE,
                 reason: format!("cannot start the checkpoint thread: {e}"),
             })?;
         Ok(Self {
@@ -154,7 +154,7 @@ impl Drop for Checkpointer {
 
 fn stopped() -> StorageError {
     StorageError::Engine {
-        engine: super::ENGINE,
+        engine: super::error::ENGINE,
         reason: "the checkpoint thread stopped".into(),
     }
 }

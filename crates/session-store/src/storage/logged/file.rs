@@ -29,7 +29,7 @@ pub(super) struct LogFile {
 impl LogFile {
     /// Opens (or creates, written with zeros to `capacity` bytes) the log at `path`.
     pub(super) fn open(path: &Path, capacity: u64) -> Result<Self, StorageError> {
-        let error = |e: std::io::Error| super::file_error(path, &e);
+        let error = |e: std::io::Error| super::error::file_error(path, &e);
         let mut options = OpenOptions::new();
         options.read(true).write(true).create(true).truncate(false);
         let mut file = options.open(path).map_err(error)?;
@@ -50,7 +50,7 @@ impl LogFile {
     /// a record at a time, never the whole file (a grown file can be hundreds of MiB of which
     /// the last epoch used little).
     pub(super) fn read_record(&self, at: u64) -> Result<Option<Vec<u8>>, StorageError> {
-        let error = |e: std::io::Error| super::file_error(&self.path, &e);
+        let error = |e: std::io::Error| super::error::file_error(&self.path, &e);
         let len = self.file.metadata().map_err(error)?.len();
         let mut header = [0; record::HEADER];
         if at.saturating_add(record::HEADER as u64) > len {
@@ -65,7 +65,7 @@ impl LogFile {
             return Ok(None);
         }
         let whole = usize::try_from(end - at).map_err(|_| {
-            super::file_error(&self.path, &std::io::Error::other("a record beyond memory"))
+            super::error::file_error(&self.path, &std::io::Error::other("a record beyond memory"))
         })?;
         let mut bytes = vec![0; whole];
         self.file.read_exact_at(&mut bytes, at).map_err(error)?;
@@ -81,7 +81,7 @@ impl LogFile {
     /// Writes `record` after the previous one (the end moves only if the whole write
     /// succeeded) and, with `sync`, makes it durable.
     pub(super) fn append(&mut self, record: &[u8], sync: bool) -> Result<(), StorageError> {
-        let error = |e: std::io::Error| super::file_error(&self.path, &e);
+        let error = |e: std::io::Error| super::error::file_error(&self.path, &e);
         self.file.write_all_at(record, self.end).map_err(error)?;
         if sync {
             self.file.sync_data().map_err(error)?;
@@ -92,13 +92,13 @@ impl LogFile {
 
     /// Makes every record written durable.
     pub(super) fn sync(&self) -> Result<(), StorageError> {
-        (self.file.sync_data()).map_err(|e| super::file_error(&self.path, &e))
+        (self.file.sync_data()).map_err(|e| super::error::file_error(&self.path, &e))
     }
 
     /// Raises the capacity to `capacity` bytes, writing zeros past the file's end first (a
     /// file already that long, grown before a restart, is only reused).
     pub(super) fn grow_to(&mut self, capacity: u64) -> Result<(), StorageError> {
-        let error = |e: std::io::Error| super::file_error(&self.path, &e);
+        let error = |e: std::io::Error| super::error::file_error(&self.path, &e);
         let len = self.file.metadata().map_err(error)?.len();
         if len < capacity {
             fill_with_zeros(&mut self.file, len, capacity).map_err(error)?;

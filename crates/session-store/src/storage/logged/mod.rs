@@ -31,6 +31,7 @@
 //! Memory: the two epochs' writes, each at most what its log file holds (`max_bytes` at most).
 
 mod checkpoint;
+mod error;
 mod file;
 mod group;
 mod layered;
@@ -45,6 +46,7 @@ use std::sync::Arc;
 
 use checkpoint::Checkpointer;
 use codec::MqttStr;
+use error::file_error;
 use file::LogFile;
 use layered::Layered;
 use pending::{Pending, Young};
@@ -55,8 +57,6 @@ use super::{
     Committed, MessageSeq, PagedRecovered, Recovered, SessionStorage, SessionWrite, StorageError,
     StoredMessage, SyncMode,
 };
-
-const ENGINE: &str = "log";
 
 /// The B-tree file inside the storage directory.
 const DB_FILE: &str = "checkpoint.redb";
@@ -386,13 +386,6 @@ fn replay_epoch(
 fn sync_dir(dir: &Path) -> Result<(), StorageError> {
     let synced = std::fs::File::open(dir).and_then(|d| d.sync_all());
     synced.map_err(|e| file_error(dir, &e))
-}
-
-fn file_error(path: &Path, e: &std::io::Error) -> StorageError {
-    StorageError::Engine {
-        engine: ENGINE,
-        reason: format!("{}: {e}", path.display()),
-    }
 }
 
 impl SessionStorage for LoggedStorage {
