@@ -106,21 +106,22 @@ impl Broker {
         let opened = open_and_recover(&config.persistence)?;
         let sync = (config.persistence.sync, config.persistence.sync_interval);
         let mut shared = Shared::with_clock(config, shards, auth, clock);
-        shared.transports = transports;
-        shared.passwords = passwords.map(crate::swap::Swap::new);
-        shared.acl = acl.map(crate::swap::Swap::new);
-        shared.gatekeeper = access::gatekeeper::build::start(&shared.config.auth, shards)?;
+        shared.door.transports = transports;
+        shared.access.passwords = passwords.map(crate::swap::Swap::new);
+        shared.access.acl = acl.map(crate::swap::Swap::new);
+        shared.access.gatekeeper = access::gatekeeper::build::start(&shared.config.auth, shards)?;
         let mut cluster_queues = None;
         if let Some(settings) = &shared.config.cluster {
             let (link, queues) = cluster::ClusterLink::new(settings, shards);
-            shared.cluster = Some(link);
+            shared.links.cluster = Some(link);
             cluster_queues = Some(queues);
         }
         let mut store = None;
         if let Some(opened) = opened {
-            shared.next_seq = std::sync::atomic::AtomicU64::new(opened.max_queued_seq + 1);
+            shared.persistence.next_seq =
+                std::sync::atomic::AtomicU64::new(opened.max_queued_seq + 1);
             crate::deal::deal_recovered(
-                &shared.recovery,
+                &shared.persistence.recovery,
                 &shared,
                 opened.sessions,
                 opened.retained,
@@ -128,7 +129,7 @@ impl Broker {
             );
             let (sender, receiver) = std::sync::mpsc::sync_channel(CHANNEL_BATCHES);
             let state = Arc::new(StoreState::new(shards, Some(sender)));
-            shared.store = Some(Arc::clone(&state));
+            shared.persistence.store = Some(Arc::clone(&state));
             let thread = StoreThread::start(opened.storage, receiver, state, sync.0, sync.1)
                 .map_err(StartError::StoreThread)?;
             store = Some(thread);
@@ -138,15 +139,15 @@ impl Broker {
         let runtime = Runtime::start(runtime_config, move |id| {
             with_fault_injection(BrokerShard::new(Arc::clone(&for_shards), id, shards), id)
         })?;
-        shared.transports.set_bound(runtime.local_addrs());
-        if let Some(gatekeeper) = &shared.gatekeeper {
+        shared.door.transports.set_bound(runtime.local_addrs());
+        if let Some(gatekeeper) = &shared.access.gatekeeper {
             gatekeeper.set_control(runtime.control());
         }
-        if let Some(state) = &shared.store {
+        if let Some(state) = &shared.persistence.store {
             state.set_control(runtime.control());
             state.close_original_sender();
         }
-        shared.recovery.release_seed();
+        shared.persistence.recovery.release_seed();
         let cluster = match start_cluster(&shared, cluster_queues, &runtime) {
             Ok(cluster) => cluster,
             Err(error) => {
@@ -163,11 +164,11 @@ impl Broker {
                 tracing::error!(%shard, "could not start the shard's periodic work");
             }
         }
-        let local_tcp = shared.transports.addrs_of("tcp").first().copied();
+        let local_tcp = shared.door.transports.addrs_of("tcp").first().copied();
         let bridges = Arc::new(bridge::Bridges::start(
             &shared.config.bridges,
             local_tcp,
-            Arc::clone(&shared.bridges),
+            Arc::clone(&shared.links.bridges),
         ));
         // Reloads reach the bridges through a weak handle: the shared state must not keep
         // them.
@@ -223,14 +224,14 @@ impl Broker {
     /// Stored writes the engine skipped so far as not following the stored state (0 unless
     /// the broker emitted an inconsistent sequence: tests check it).
     pub fn store_skipped_writes(&self) -> u64 {
-        self.shared.store.as_ref().map_or(0, |s| {
+        self.shared.persistence.store.as_ref().map_or(0, |s| {
             s.skipped_writes.load(std::sync::atomic::Ordering::Relaxed)
         })
     }
 
     /// Why the persistent store failed, if it did (the broker then stops itself).
     pub fn store_failure(&self) -> Option<String> {
-        let store = self.shared.store.as_ref()?;
+        let store = self.shared.persistence.store.as_ref()?;
         store.failure().map(str::to_owned)
     }
 
@@ -241,14 +242,14 @@ impl Broker {
 
     /// The bound addresses of the listeners of one kind: "tcp", "tls", "ws" or "wss".
     pub fn local_addrs_of(&self, kind: &str) -> Vec<SocketAddr> {
-        self.shared.transports.addrs_of(kind)
+        self.shared.door.transports.addrs_of(kind)
     }
 
     /// Reads every TLS listener's certificate, key and CA files again: new handshakes use
     /// them, open connections keep theirs. A listener whose files fail keeps its old ones;
     /// the errors are returned.
     pub fn reload_certificates(&self) -> Vec<crate::transport::TransportError> {
-        self.shared.transports.reload()
+        self.shared.door.transports.reload()
     }
 
     /// What SIGHUP does: reloads the TLS certificates, the password file and the ACL file. Whatever fails
@@ -263,8 +264,8 @@ impl Broker {
     /// `[overload]` (later accepts) and `[[bridges]]` (added, removed and changed bridges
     /// start, stop and restart). Other sections take effect at the next start.
     pub fn apply_reloadable(&self, config: &Config) {
-        self.shared.guard.update(config.ip.clone());
-        self.shared.abuse.update(config);
+        self.shared.door.guard.update(config.ip.clone());
+        self.shared.door.abuse.update(config);
         self.shared
             .lifecycle
             .set_limit(config.log.max_lifecycle_per_sec);
@@ -327,7 +328,7 @@ impl Broker {
 
     /// The cluster link's figures, `None` on a single node.
     pub fn cluster_figures(&self) -> Option<cluster::ClusterFigures> {
-        let link = self.shared.cluster.as_ref()?;
+        let link = self.shared.links.cluster.as_ref()?;
         Some(link.counters.figures())
     }
 
@@ -418,7 +419,7 @@ fn start_cluster(
     runtime: &RuntimeHandle<ShardMsg>,
 ) -> std::io::Result<Option<cluster::ClusterThread>> {
     let (Some(queues), Some(settings), Some(link)) =
-        (queues, &shared.config.cluster, &shared.cluster)
+        (queues, &shared.config.cluster, &shared.links.cluster)
     else {
         return Ok(None);
     };
@@ -428,11 +429,12 @@ fn start_cluster(
         queues,
         Arc::clone(&link.counters),
         Arc::new(crate::cluster_inbox::ShardInbox(runtime.poster())),
-        shared.clock.clone(),
+        shared.time.clock.clone(),
         cluster::totals::NodeContext {
             figures: node_figures(shared),
             max_queued: u64::from(shared.config.queues.max_queued_messages),
             recovered: shared
+                .directory
                 .sessions
                 .iter()
                 .map(|e| e.key().to_string())

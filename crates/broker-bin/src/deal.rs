@@ -23,8 +23,8 @@ pub fn deal_recovered(
     shards: usize,
 ) {
     let mut dealt: Vec<Vec<RecoveredSession>> = (0..shards).map(|_| Vec::new()).collect();
-    let now = shared.clock.now();
-    let limits = &shared.topic_limits;
+    let now = shared.time.clock.now();
+    let limits = &shared.limits.topics;
     let mut seed = ReplicaSeed {
         retained: (retained.iter())
             .filter_map(|(topic, stored)| {
@@ -36,13 +36,13 @@ pub fn deal_recovered(
     };
     for (index, (stored, queued_total)) in sessions.into_iter().enumerate() {
         let shard = ShardId::new((index % shards) as u16);
-        let subscriber = shared.new_subscriber(shard);
-        shared.sessions.insert(
+        let subscriber = shared.directory.new_subscriber(shard);
+        shared.directory.sessions.insert(
             Box::from(stored.client_id.as_str()),
             SessionLocation {
                 shard,
                 subscriber,
-                claim: shared.new_claim(),
+                claim: shared.directory.new_claim(),
             },
         );
         seed.owners.push((subscriber, shard));

@@ -22,3 +22,12 @@ pub struct SessionLocation {
 /// after 2^32 claims; a claim is in progress for the time a session takes to move).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct ClaimId(pub u32);
+
+/// The low bits of a subscriber key that name the shard it was handed out on (shard ids are
+/// 16-bit).
+pub const BIRTH_SHARD_BITS: u32 = 16;
+
+/// The shard a subscriber key was handed out on (`SessionDirectory::new_subscriber`).
+pub fn birth_shard(subscriber: SubscriberId) -> ShardId {
+    ShardId::new((subscriber.0 & ((1 << BIRTH_SHARD_BITS) - 1)) as u16)
+}

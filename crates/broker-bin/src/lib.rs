@@ -28,6 +28,7 @@ pub mod reload;
 pub mod session;
 pub mod shard;
 pub mod shared;
+pub mod shared_parts;
 #[cfg(any(test, feature = "sim"))]
 pub mod sim;
 pub mod store;

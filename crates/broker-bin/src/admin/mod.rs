@@ -119,7 +119,13 @@ impl AdminPort {
         client_id: &str,
         make: impl FnOnce(Sender<T>) -> AdminQuery,
     ) -> Result<Option<T>, NoAnswer> {
-        let Some(shard) = self.shared.sessions.get(client_id).map(|l| l.shard) else {
+        let Some(shard) = self
+            .shared
+            .directory
+            .sessions
+            .get(client_id)
+            .map(|l| l.shard)
+        else {
             return Ok(None);
         };
         self.ask(shard, make).map(Some)

@@ -52,7 +52,7 @@ fn info(doc: &mut Exposition, state: &OpsState) {
     let version = env!("CARGO_PKG_VERSION");
     let labels = [("backend", state.backend_label()), ("version", version)];
     doc.sample("ringmq_info", &labels, 1);
-    let uptime = state.shared.uptime().as_secs_f64();
+    let uptime = state.shared.time.uptime().as_secs_f64();
     doc.single(
         "ringmq_uptime_seconds",
         Kind::Gauge,
@@ -62,7 +62,7 @@ fn info(doc: &mut Exposition, state: &OpsState) {
 }
 
 fn clients(doc: &mut Exposition, state: &OpsState, totals: &Snapshot) {
-    let open = state.shared.connections.load(Ordering::Relaxed);
+    let open = state.shared.door.connections.load(Ordering::Relaxed);
     doc.single(
         "ringmq_connections_open",
         Kind::Gauge,
@@ -248,7 +248,7 @@ fn queues(doc: &mut Exposition, state: &OpsState, metrics: &Metrics) {
     );
     let help_queued = "Copies queued in memory for sessions (refreshed on the gauge tick).";
     doc.single("ringmq_queued_messages", Kind::Gauge, help_queued, queued);
-    let bytes = state.shared.queue_limits.budget.used();
+    let bytes = state.shared.limits.queues.budget.used();
     doc.single(
         "ringmq_queued_bytes",
         Kind::Gauge,
@@ -329,7 +329,7 @@ impl PerShard {
 }
 
 fn auth(doc: &mut Exposition, state: &OpsState) {
-    let Some(gatekeeper) = &state.shared.gatekeeper else {
+    let Some(gatekeeper) = &state.shared.access.gatekeeper else {
         return;
     };
     let figures = gatekeeper.figures();
@@ -364,7 +364,7 @@ fn auth(doc: &mut Exposition, state: &OpsState) {
 
 /// Each `[[bridges]]` entry's figures, labelled `bridge="<name>"` (nothing without bridges).
 fn bridges(doc: &mut Exposition, state: &OpsState) {
-    let stats = state.shared.bridges.stats();
+    let stats = state.shared.links.bridges.stats();
     if stats.is_empty() {
         return;
     }
@@ -410,7 +410,7 @@ fn bridges(doc: &mut Exposition, state: &OpsState) {
 }
 
 fn store(doc: &mut Exposition, state: &OpsState) {
-    let Some(store) = &state.shared.store else {
+    let Some(store) = &state.shared.persistence.store else {
         return;
     };
     let commits = store.commits.load(Ordering::Relaxed);

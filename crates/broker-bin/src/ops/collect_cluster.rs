@@ -6,7 +6,7 @@ use super::state::OpsState;
 
 /// The cluster link's figures (`[cluster]`; nothing on a single node).
 pub(super) fn cluster(doc: &mut Exposition, state: &OpsState) {
-    let Some(link) = &state.shared.cluster else {
+    let Some(link) = &state.shared.links.cluster else {
         return;
     };
     let f = link.counters.figures();

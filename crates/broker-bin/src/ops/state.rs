@@ -69,9 +69,10 @@ impl OpsState {
     pub(crate) fn overloaded(&self) -> bool {
         let since_start = self
             .shared
+            .time
             .clock
             .now()
-            .saturating_duration_since(self.shared.started);
-        self.shared.abuse.refuses_connections(since_start)
+            .saturating_duration_since(self.shared.time.started);
+        self.shared.door.abuse.refuses_connections(since_start)
     }
 }

@@ -68,8 +68,8 @@ impl ReloadState {
         if let Some(update) = self.bridges.get() {
             update(new);
         }
-        shared.guard.update(new.ip.clone());
-        shared.abuse.update(new);
+        shared.door.guard.update(new.ip.clone());
+        shared.door.abuse.update(new);
         shared.lifecycle.set_limit(new.log.max_lifecycle_per_sec);
         let mut level = in_force.log_level;
         if new.log_level != level {

@@ -25,7 +25,7 @@ use access::{Access, AclFile, ClientIdentity, SubscribeScope};
 
 impl BrokerShard {
     fn acl(&self) -> Option<Arc<AclFile>> {
-        self.shared.acl()
+        self.shared.access.acl()
     }
 
     /// A client connected with `username` and `grant`; `filters` are its session's

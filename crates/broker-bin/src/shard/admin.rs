@@ -77,7 +77,7 @@ impl BrokerShard {
         let connection = session
             .conn
             .and_then(|conn| Some((conn, self.conns.get(&conn)?)));
-        let started = std::time::SystemTime::now() - self.shared.uptime();
+        let started = std::time::SystemTime::now() - self.shared.time.uptime();
         ClientInfo {
             client_id: session.client_id.as_str().to_owned(),
             connected: connection.is_some(),
@@ -191,7 +191,7 @@ impl BrokerShard {
             ));
         }
         let topic_text = MqttStr::try_from(topic).map_err(|e| format!("topic `{topic}`: {e}"))?;
-        let name = TopicName::new(topic, &self.shared.topic_limits)
+        let name = TopicName::new(topic, &self.shared.limits.topics)
             .map_err(|e| format!("topic `{topic}`: {e}"))?;
         info!(topic, qos = qos as u8, retain, "published by the admin API");
         let broker = MqttStr::default();

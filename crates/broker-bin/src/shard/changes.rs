@@ -17,7 +17,7 @@ impl BrokerShard {
     /// is stamped by this shard until every copy is posted, so a gap in the order is only ever a
     /// change in flight.
     pub(super) fn broadcast(&mut self, ctx: &mut Ctx, change: Change) -> ChangeSeq {
-        let seq = self.shared.sequencer.next();
+        let seq = self.shared.order.sequencer.next();
         let shards = ctx.shard_count();
         for index in 0..shards {
             let change = change.clone();
@@ -87,6 +87,7 @@ impl BrokerShard {
     pub(super) fn applied_everywhere(&self) -> ChangeSeq {
         let least = self
             .shared
+            .order
             .applied
             .iter()
             .map(|a| a.load(Ordering::Relaxed))
@@ -97,6 +98,6 @@ impl BrokerShard {
     /// Tells the other shards how far this one has applied.
     pub(super) fn publish_applied_watermark(&mut self) {
         let applied = self.replication.replica.changes.next_expected().0;
-        self.shared.applied[self.id.index()].store(applied, Ordering::Release);
+        self.shared.order.applied[self.id.index()].store(applied, Ordering::Release);
     }
 }

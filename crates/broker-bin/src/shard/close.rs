@@ -61,8 +61,8 @@ impl BrokerShard {
         let Some(mut connection) = self.conns.remove(&conn) else {
             return;
         };
-        connection.discard_carry(&self.shared.partial_frames);
-        self.shared.connections.fetch_sub(1, Ordering::Relaxed);
+        connection.discard_carry(&self.shared.limits.partial_frames);
+        self.shared.door.connections.fetch_sub(1, Ordering::Relaxed);
         self.connection_ended(conn);
         self.acl_closed(conn);
         self.login_closed(ctx, conn);

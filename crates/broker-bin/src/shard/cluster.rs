@@ -43,13 +43,14 @@ impl BrokerShard {
     /// A QoS 1/2 message's acknowledgement then waits until the cluster settled it
     /// (`cluster_acks.rs`).
     pub(super) fn hand_to_cluster(&mut self, message: &Arc<Message>, shares_served: bool) -> bool {
-        if self.shared.cluster.is_none() {
+        if self.shared.links.cluster.is_none() {
             return false;
         }
         let number = self.cluster_ack_number(message.qos);
         let settle = number.map(|number| (self.id, number));
         let queued = self
             .shared
+            .links
             .cluster
             .as_ref()
             .is_some_and(|link| link.send(message, shares_served, settle));
@@ -63,7 +64,7 @@ impl BrokerShard {
     /// are served by NATS's queue groups rather than here: while NATS is connected, for every
     /// topic but `$SYS` (whose filters take no NATS subscription).
     pub(super) fn shares_served_by_cluster(&self, topic: &TopicName) -> bool {
-        self.shared.cluster.as_ref().is_some_and(|link| {
+        self.shared.links.cluster.as_ref().is_some_and(|link| {
             link.counters.connected.load(Ordering::Relaxed) == 1
                 && !topic.as_str().starts_with("$SYS")
         })
@@ -88,12 +89,12 @@ impl BrokerShard {
     /// applies every subscription change, in the same order; one of them reports), when
     /// `[cluster]` is on.
     pub(super) fn reports_interest(&self) -> bool {
-        self.id.index() == 0 && self.shared.cluster.is_some()
+        self.id.index() == 0 && self.shared.links.cluster.is_some()
     }
 
     /// Reports one more (`delta` 1) or one fewer (-1) local subscription to `filter`.
     pub(super) fn report_interest(&self, filter: &str, delta: i32) {
-        if let Some(link) = self.shared.cluster.as_ref().filter(|_| delta != 0) {
+        if let Some(link) = self.shared.links.cluster.as_ref().filter(|_| delta != 0) {
             link.interest(filter, delta);
         }
     }
@@ -103,10 +104,10 @@ impl BrokerShard {
     /// cluster's bucket, stored here and routed to no one.
     pub(super) fn publish_from_cluster(&mut self, ctx: &mut Ctx, publish: ClusterPublish) {
         let (Ok(topic), Ok(shared)) = (
-            TopicName::from_mqtt_str(publish.topic.clone(), &self.shared.topic_limits),
+            TopicName::from_mqtt_str(publish.topic.clone(), &self.shared.limits.topics),
             SharedPublish::from_parts(publish.topic, publish.payload, publish.properties),
         ) else {
-            if let Some(link) = &self.shared.cluster {
+            if let Some(link) = &self.shared.links.cluster {
                 let why = "a message from NATS has an invalid topic";
                 ClusterCounters::drop_one(&link.counters.dropped_inbound, why);
             }

@@ -25,7 +25,7 @@ impl BrokerShard {
     /// The number a QoS 1/2 message handed to the cluster now settles under (`None`: its
     /// acknowledgement does not wait: QoS 0, no cluster, or NATS down).
     pub(super) fn cluster_ack_number(&mut self, qos: codec::QoS) -> Option<u64> {
-        let link = self.shared.cluster.as_ref()?;
+        let link = self.shared.links.cluster.as_ref()?;
         if qos == codec::QoS::AtMostOnce || !link.connected() {
             return None;
         }
@@ -109,7 +109,7 @@ impl BrokerShard {
 
     /// The highest number the cluster settled for this shard; everything while NATS is down.
     fn cluster_settled(&self) -> u64 {
-        match &self.shared.cluster {
+        match &self.shared.links.cluster {
             Some(link) if link.connected() => link.settled.of(self.id),
             _ => u64::MAX,
         }

@@ -109,7 +109,7 @@ impl BrokerShard {
             self.auth.logins.grants.insert(conn, *grant);
         }
         // A client id the client chose may be owned by another node of a cluster.
-        if !assigned && self.shared.cluster.is_some() {
+        if !assigned && self.shared.links.cluster.is_some() {
             return self.ask_cluster_owner(ctx, conn, connect);
         }
         self.claim_session(ctx, conn, connect, assigned, None);
@@ -169,9 +169,9 @@ impl BrokerShard {
         if connect.properties.authentication_method.is_some() {
             return Err(ReasonCode::BadAuthenticationMethod);
         }
-        self.shared.auth.authenticate(connect)?;
+        self.shared.access.hook.authenticate(connect)?;
         if let Some(will) = &connect.will {
-            TopicName::from_mqtt_str(will.topic.clone(), &self.shared.topic_limits)
+            TopicName::from_mqtt_str(will.topic.clone(), &self.shared.limits.topics)
                 .map_err(|_| ReasonCode::TopicNameInvalid)?;
             let format = will.properties.payload_format;
             if format == Some(codec::PayloadFormat::Utf8)
@@ -185,8 +185,8 @@ impl BrokerShard {
 
     /// A unique identifier for a client that sent an empty one (5.0 Assigned Client Identifier).
     fn assign_client_id(&self) -> MqttStr {
-        let key = self.shared.new_subscriber(self.id).0;
-        let nanos = self.shared.uptime().as_nanos() as u64;
+        let key = self.shared.directory.new_subscriber(self.id).0;
+        let nanos = self.shared.time.uptime().as_nanos() as u64;
         let text = format!("ringmq-{:x}-{key:x}-{nanos:x}", self.id.index());
         MqttStr::from_bytes(text.into()).expect("invariant: ASCII without U+0000")
     }
@@ -195,16 +195,21 @@ impl BrokerShard {
     fn claim(&self, client_id: &MqttStr) -> Result<Claim, ReasonCode> {
         let max = self.shared.config.sessions.max_sessions as usize;
         // Measured before taking the entry lock: `len` locks every map shard.
-        let full = self.shared.sessions.len() >= max;
+        let full = self.shared.directory.sessions.len() >= max;
         Ok(
-            match self.shared.sessions.entry(Box::from(client_id.as_str())) {
+            match self
+                .shared
+                .directory
+                .sessions
+                .entry(Box::from(client_id.as_str()))
+            {
                 Entry::Vacant(_) if full => return Err(ReasonCode::QuotaExceeded),
                 Entry::Vacant(vacant) => {
-                    let subscriber = self.shared.new_subscriber(self.id);
+                    let subscriber = self.shared.directory.new_subscriber(self.id);
                     vacant.insert(SessionLocation {
                         shard: self.id,
                         subscriber,
-                        claim: self.shared.new_claim(),
+                        claim: self.shared.directory.new_claim(),
                     });
                     Claim::Fresh(subscriber)
                 }
@@ -214,7 +219,7 @@ impl BrokerShard {
                 Entry::Occupied(mut occupied) => {
                     let location = occupied.get_mut();
                     let (holder, supersedes) = (location.shard, location.claim);
-                    let mine = self.shared.new_claim();
+                    let mine = self.shared.directory.new_claim();
                     location.shard = self.id;
                     location.claim = mine;
                     Claim::Remote {
@@ -256,17 +261,18 @@ impl BrokerShard {
 
     /// A new session with a new subscriber key, recorded in the directory for this shard.
     pub(super) fn fresh_session(&mut self, ctx: &mut Ctx, client_id: &MqttStr) -> Box<Session> {
-        let subscriber = self.shared.new_subscriber(self.id);
+        let subscriber = self.shared.directory.new_subscriber(self.id);
         // A newer claim elsewhere keeps its place in the directory: this session goes to it.
         let shared = &self.shared;
         shared
+            .directory
             .sessions
             .entry(Box::from(client_id.as_str()))
             .and_modify(|entry| entry.subscriber = subscriber)
             .or_insert_with(|| SessionLocation {
                 shard: self.id,
                 subscriber,
-                claim: shared.new_claim(),
+                claim: shared.directory.new_claim(),
             });
         self.broadcast(
             ctx,

@@ -39,7 +39,7 @@ impl BrokerShard {
     pub(super) fn sweep_deadlines(&mut self, ctx: &mut Ctx) {
         self.timers.sweep_armed = false;
         let now = ctx.now();
-        let started = self.shared.started;
+        let started = self.shared.time.started;
         let timeout = self.shared.config.connection.connect_timeout;
         let due: Vec<(ConnId, Instant)> = self
             .conns

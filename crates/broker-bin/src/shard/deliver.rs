@@ -73,7 +73,7 @@ impl BrokerShard {
         outgoing: Outgoing,
     ) -> Result<(), Outgoing> {
         let bound = self.shared.config.queues.outbound_bytes;
-        let max_queued_bytes = self.shared.queue_limits.max_bytes;
+        let max_queued_bytes = self.shared.limits.queues.max_bytes;
         let Some(session) = self.sessions.at_mut(at) else {
             return Err(outgoing);
         };
@@ -111,7 +111,12 @@ impl BrokerShard {
         conn: ConnId,
         mut outgoing: Outgoing,
     ) {
-        let write = queued_write(client_id, &mut outgoing, self.shared.new_seq(), ctx.now());
+        let write = queued_write(
+            client_id,
+            &mut outgoing,
+            self.shared.persistence.new_seq(),
+            ctx.now(),
+        );
         self.durable.record(write);
         self.send_next(ctx, at, conn, outgoing);
     }
@@ -220,7 +225,7 @@ impl BrokerShard {
     /// is cloned only where the copy is stored or mirrored.
     fn enqueue(&mut self, ctx: &mut Ctx, at: SessionAt, mut outgoing: Outgoing) {
         let memory_limit = self.memory_queue_limit();
-        if self.shared.cluster.is_some() {
+        if self.shared.links.cluster.is_some() {
             self.mirror_if_offline(ctx, at, &outgoing);
         }
         let Some(session) = self.sessions.at_mut(at) else {
@@ -228,7 +233,12 @@ impl BrokerShard {
         };
         let stored_as = (self.durable.stores(session.expiry)).then(|| session.client_id.clone());
         let queued_write = stored_as.as_ref().map(|client_id| {
-            queued_write(client_id, &mut outgoing, self.shared.new_seq(), ctx.now())
+            queued_write(
+                client_id,
+                &mut outgoing,
+                self.shared.persistence.new_seq(),
+                ctx.now(),
+            )
         });
         // A stored queue that spilled, or whose in-memory part is full, grows on disk only.
         let disk_only = session.spilled().is_some() || session.queue.len() >= memory_limit;
@@ -238,7 +248,7 @@ impl BrokerShard {
             }
             (write, _) => write,
         };
-        let limits = &self.shared.queue_limits;
+        let limits = &self.shared.limits.queues;
         let pushed = session.queue.push(outgoing, limits);
         let drain = needs_drain(session);
         let refuse_conn = session

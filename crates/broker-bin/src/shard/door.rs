@@ -12,7 +12,7 @@ use crate::guard::Admission;
 impl BrokerShard {
     /// Whether the guard lets a connection from `peer` in (a refused one is aborted).
     pub(super) fn admit_address(&mut self, ctx: &mut Ctx, conn: ConnId, peer: SocketAddr) -> bool {
-        let guard = &self.shared.guard;
+        let guard = &self.shared.door.guard;
         if !guard.is_active() {
             return true;
         }
@@ -32,7 +32,7 @@ impl BrokerShard {
     /// `conn` closed: its address's connection count goes down.
     pub(super) fn address_released(&mut self, conn: ConnId) {
         if let Some((_, admission)) = self.door.admitted.remove(&conn) {
-            self.shared.guard.release(admission);
+            self.shared.door.guard.release(admission);
         }
     }
 
@@ -41,7 +41,7 @@ impl BrokerShard {
         let Some(&(ip, _)): Option<&(IpAddr, Admission)> = self.door.admitted.get(&conn) else {
             return;
         };
-        if self.shared.guard.login_failed(ip, ctx.now()) {
+        if self.shared.door.guard.login_failed(ip, ctx.now()) {
             warn!(%ip, "address banned after repeated failed logins (ip.ban_after_auth_failures)");
         }
     }

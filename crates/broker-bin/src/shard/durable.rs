@@ -102,7 +102,13 @@ impl BrokerShard {
         if self.durable.held.is_empty() {
             return;
         }
-        let Some(store) = self.shared.store.as_ref().map(std::sync::Arc::clone) else {
+        let Some(store) = self
+            .shared
+            .persistence
+            .store
+            .as_ref()
+            .map(std::sync::Arc::clone)
+        else {
             return;
         };
         let durable = store.durable(self.id);

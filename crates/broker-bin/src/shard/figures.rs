@@ -63,7 +63,7 @@ impl BrokerShard {
     pub(super) fn turn_nanos(&mut self, ctx: &Ctx) -> u64 {
         let now = ctx.now();
         if self.figures.turn_clock.0 != now {
-            let since = now.saturating_duration_since(self.shared.started);
+            let since = now.saturating_duration_since(self.shared.time.started);
             // At least 1: 0 stands for "not measured".
             let nanos = u64::try_from(since.as_nanos()).unwrap_or(u64::MAX).max(1);
             self.figures.turn_clock = (now, nanos);

@@ -59,7 +59,12 @@ impl BrokerShard {
             return;
         }
         let applied = self.applied_everywhere();
-        let durable = self.shared.store.as_ref().map_or(0, |s| s.durable(self.id));
+        let durable = self
+            .shared
+            .persistence
+            .store
+            .as_ref()
+            .map_or(0, |s| s.durable(self.id));
         let (ready, waiting): (Vec<_>, Vec<_>) = std::mem::take(&mut self.replication.gate.pending)
             .into_iter()
             .partition(|p| {

@@ -24,15 +24,15 @@ impl BrokerShard {
             return;
         }
         let max = self.shared.config.connection.max_connections as usize;
-        if self.shared.connections.fetch_add(1, Ordering::Relaxed) >= max {
-            self.shared.connections.fetch_sub(1, Ordering::Relaxed);
+        if self.shared.door.connections.fetch_add(1, Ordering::Relaxed) >= max {
+            self.shared.door.connections.fetch_sub(1, Ordering::Relaxed);
             warn!(%peer, max, "connection refused: max_connections reached");
             ctx.abort(conn);
             return;
         }
         debug!(%peer, "accepted");
         let Some(listener) = self.add_transport(ctx, conn, peer) else {
-            self.shared.connections.fetch_sub(1, Ordering::Relaxed);
+            self.shared.door.connections.fetch_sub(1, Ordering::Relaxed);
             ctx.abort(conn);
             return;
         };
@@ -57,7 +57,7 @@ impl BrokerShard {
         }
         let limits = Limits::new(connection.protocol)
             .with_max_packet_size(self.shared.config.limits.max_packet_size);
-        let carry = connection.take_carry(&self.shared.partial_frames);
+        let carry = connection.take_carry(&self.shared.limits.partial_frames);
         let frame_len = codec::peek_frame_len(&carry, &limits).ok().flatten();
         let buf = carry::join(carry, data, frame_len);
         if matches!(connection.phase, Phase::AwaitingConnect)
@@ -116,11 +116,11 @@ impl BrokerShard {
         if matches!(connection.phase, Phase::Closing) {
             return;
         }
-        let Err(over) = connection.keep_carry(buf, &self.shared.partial_frames) else {
+        let Err(over) = connection.keep_carry(buf, &self.shared.limits.partial_frames) else {
             return;
         };
         ShardCounters::add(&self.counters().partial_frame_closed, 1);
-        let budget = self.shared.partial_frames.limit();
+        let budget = self.shared.limits.partial_frames.limit();
         self.fail(
             ctx,
             conn,
@@ -161,7 +161,7 @@ impl BrokerShard {
         if !connection.has_carry() || !connection.is_connected() || connection.is_parked() {
             return;
         }
-        let buf = connection.take_carry(&self.shared.partial_frames);
+        let buf = connection.take_carry(&self.shared.limits.partial_frames);
         self.decode_buffer(ctx, conn, buf);
     }
 
@@ -269,7 +269,7 @@ impl BrokerShard {
     pub(super) fn close_connection(&mut self, ctx: &mut Ctx, conn: ConnId) {
         if let Some(connection) = self.conns.get_mut(&conn) {
             connection.phase = Phase::Closing;
-            connection.discard_carry(&self.shared.partial_frames);
+            connection.discard_carry(&self.shared.limits.partial_frames);
         }
         ctx.close(conn);
     }

@@ -30,7 +30,7 @@ impl BrokerShard {
     ) -> Judgement {
         let auth = &self.shared.config.auth;
         let anonymous = connect.username.is_none()
-            && (connect.password.is_none() || self.shared.gatekeeper.is_none());
+            && (connect.password.is_none() || self.shared.access.gatekeeper.is_none());
         if anonymous {
             if auth.anonymous_allowed() {
                 return Judgement::Admit(Box::default());
@@ -41,8 +41,8 @@ impl BrokerShard {
         if certified || !auth.authenticates() {
             return Judgement::Admit(Box::default());
         }
-        let passwords = self.shared.passwords();
-        let Some(gatekeeper) = &self.shared.gatekeeper else {
+        let passwords = self.shared.access.passwords();
+        let Some(gatekeeper) = &self.shared.access.gatekeeper else {
             // The password file alone: checked in place, nothing copied for a backend.
             return match (passwords, &connect.username) {
                 (Some(passwords), Some(username)) => {
@@ -74,7 +74,7 @@ impl BrokerShard {
 
     /// The chain from link `start` on: a cached verdict, or a job for the workers.
     fn ask_backends(&mut self, conn: ConnId, request: LoginRequest, start: usize) -> Judgement {
-        let Some(gatekeeper) = &self.shared.gatekeeper else {
+        let Some(gatekeeper) = &self.shared.access.gatekeeper else {
             return Judgement::Refuse(ReasonCode::NotAuthorized);
         };
         if let Some(verdict) = gatekeeper.cached_login(&request, start) {
@@ -88,7 +88,7 @@ impl BrokerShard {
             token,
             request,
             start,
-            passwords: self.shared.passwords(),
+            passwords: self.shared.access.passwords(),
         };
         if gatekeeper.submit(job).is_err() {
             debug!("CONNECT refused: auth.max_pending logins wait for the backends already");
@@ -101,7 +101,7 @@ impl BrokerShard {
     fn judgement_of(&self, verdict: LoginVerdict, user: Option<&str>) -> Judgement {
         match verdict {
             LoginVerdict::Allowed { grant, link } => {
-                let Some(gatekeeper) = &self.shared.gatekeeper else {
+                let Some(gatekeeper) = &self.shared.access.gatekeeper else {
                     return Judgement::Refuse(ReasonCode::NotAuthorized);
                 };
                 let checks_topics = match gatekeeper.chain().links().get(link) {
@@ -158,7 +158,7 @@ impl BrokerShard {
     /// Answers that workers left for this shard: logins continue or end, parked packets are
     /// handled.
     pub(super) fn take_auth_verdicts(&mut self, ctx: &mut Ctx) {
-        let Some(gatekeeper) = &self.shared.gatekeeper else {
+        let Some(gatekeeper) = &self.shared.access.gatekeeper else {
             return;
         };
         for verdict in gatekeeper.take_verdicts(self.id) {

@@ -37,8 +37,8 @@ impl BrokerShard {
     pub(super) fn return_freed_memory(&mut self, ctx: &mut Ctx) {
         self.watch_quiet(ctx);
         let threshold = self.shared.config.limits.return_memory_after_bytes;
-        let queued = self.shared.queue_limits.budget.take_released(threshold);
-        let partial = self.shared.partial_frames.take_released(threshold);
+        let queued = self.shared.limits.queues.budget.take_released(threshold);
+        let partial = self.shared.limits.partial_frames.take_released(threshold);
         if !queued && !partial {
             return;
         }

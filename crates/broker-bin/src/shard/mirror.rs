@@ -23,7 +23,7 @@ impl BrokerShard {
     /// A session that outlives its connection lost it: its whole state is mirrored until the
     /// client comes back.
     pub(super) fn mirror_offline(&mut self, ctx: &Ctx, session: &Session) {
-        let Some(link) = &self.shared.cluster else {
+        let Some(link) = &self.shared.links.cluster else {
             return;
         };
         if session.expiry == SessionExpiry::OnClose {
@@ -44,7 +44,7 @@ impl BrokerShard {
     /// mirrored (`connected_snapshot`) and what was mirrored while it was offline goes. A
     /// session that ends with its connection is not mirrored, and what was before goes.
     pub(super) fn mirror_connected(&mut self, ctx: &Ctx, session: &Session) {
-        if self.shared.cluster.is_some() {
+        if self.shared.links.cluster.is_some() {
             let snapshot = connected_snapshot(session, ctx);
             self.mirror_connected_snapshot(&session.client_id, snapshot, true);
         }
@@ -52,7 +52,7 @@ impl BrokerShard {
 
     /// A connected session's subscriptions changed (SUBSCRIBE, UNSUBSCRIBE): mirrored again.
     pub(super) fn mirror_subscriptions(&mut self, ctx: &Ctx, client_id: &MqttStr) {
-        if self.shared.cluster.is_none() {
+        if self.shared.links.cluster.is_none() {
             return;
         }
         if let Some(session) = self.sessions.get(client_id) {
@@ -67,7 +67,7 @@ impl BrokerShard {
         snapshot: Option<bytes::Bytes>,
         at_connect: bool,
     ) {
-        let Some(link) = &self.shared.cluster else {
+        let Some(link) = &self.shared.links.cluster else {
             return;
         };
         let Some(snapshot) = snapshot else {
@@ -90,7 +90,7 @@ impl BrokerShard {
     /// A QoS 1/2 copy queued for a mirrored session while its client is away is mirrored too
     /// (`deliver.rs` asks only then).
     pub(super) fn mirror_queued(&self, ctx: &Ctx, client_id: &MqttStr, outgoing: &Outgoing) {
-        let Some(link) = &self.shared.cluster else {
+        let Some(link) = &self.shared.links.cluster else {
             return;
         };
         if !self.cluster_side.owning.mirrored.contains_key(client_id) {
@@ -106,7 +106,7 @@ impl BrokerShard {
     /// A stored session recovered at start-up may still be mirrored from before the restart
     /// (`mirror_offline` when its client left): its return here replaces that.
     pub(super) fn mirror_recovered(&mut self, client_id: &MqttStr) {
-        if self.shared.cluster.is_some() {
+        if self.shared.links.cluster.is_some() {
             self.cluster_side
                 .owning
                 .mirrored
@@ -116,7 +116,7 @@ impl BrokerShard {
 
     /// The session ended here (not moved): its owner record goes (`MirrorOp::Ended`).
     pub(super) fn owner_record_ended(&self, client_id: &MqttStr) {
-        if let Some(link) = &self.shared.cluster {
+        if let Some(link) = &self.shared.links.cluster {
             link.mirror(MirrorOp::Ended {
                 client_id: client_id.clone(),
             });
@@ -125,7 +125,7 @@ impl BrokerShard {
 
     /// The session ended: nothing of it stays mirrored.
     pub(super) fn mirror_forget(&mut self, client_id: &MqttStr) {
-        let Some(link) = &self.shared.cluster else {
+        let Some(link) = &self.shared.links.cluster else {
             return;
         };
         if self

@@ -107,9 +107,9 @@ impl BrokerShard {
     /// The shard `id` of a broker with `shard_count` shards.
     pub fn new(shared: Arc<Shared>, id: ShardId, shard_count: usize) -> Self {
         let replica = replica::ReplicaState::new(&shared.config, id);
-        let store = shared.store.clone();
+        let store = shared.persistence.store.clone();
         let durable = durability::Durability::new(store, shared.config.persistence.acks_wait());
-        let shared_started = shared.started;
+        let shared_started = shared.time.started;
         let mut shard = Self {
             shared,
             id,
@@ -140,7 +140,7 @@ impl BrokerShard {
     /// Bytes charged against the queues' shared budget (what sessions hold queued).
     #[cfg(test)]
     pub(crate) fn queued_bytes_charged(&self) -> u64 {
-        self.shared.queue_limits.budget.used()
+        self.shared.limits.queues.budget.used()
     }
 
     fn counters(&self) -> &crate::metrics::ShardCounters {
@@ -156,7 +156,8 @@ impl BrokerShard {
     /// Time since the broker started (connection records keep their times this way: 8 bytes
     /// instead of an `Instant`'s 16).
     fn since_start(&self, ctx: &Ctx) -> std::time::Duration {
-        ctx.now().saturating_duration_since(self.shared.started)
+        ctx.now()
+            .saturating_duration_since(self.shared.time.started)
     }
 
     /// The span every log line about one connection is written in: connection id, client id

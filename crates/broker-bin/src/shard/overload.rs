@@ -20,7 +20,12 @@ impl BrokerShard {
         conn: ConnId,
         peer: SocketAddr,
     ) -> bool {
-        if !self.shared.abuse.refuses_connections(self.since_start(ctx)) {
+        if !self
+            .shared
+            .door
+            .abuse
+            .refuses_connections(self.since_start(ctx))
+        {
             return false;
         }
         ShardCounters::add(&self.counters().refused_overload, 1);

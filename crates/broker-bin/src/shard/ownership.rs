@@ -21,7 +21,7 @@ impl BrokerShard {
     /// Asks the cluster to make this node the owner of `connect`'s client id; the CONNECT
     /// waits for the answer (`cluster.max_outbound_messages` questions waiting: 0x89).
     pub(super) fn ask_cluster_owner(&mut self, ctx: &mut Ctx, conn: ConnId, connect: Connect) {
-        let Some(link) = &self.shared.cluster else {
+        let Some(link) = &self.shared.links.cluster else {
             return self.claim_session(ctx, conn, connect, false, None);
         };
         self.cluster_side.owning.next_token += 1;
@@ -95,7 +95,7 @@ impl BrokerShard {
         };
         // This node's queue numbers: the other node's mean nothing here.
         for (seq, _) in &mut stored.queued {
-            *seq = self.shared.new_seq();
+            *seq = self.shared.persistence.new_seq();
         }
         // Stored (or not) as the new connection asks: `complete_connect` then finds it stored
         // already, and keeps or removes it.
@@ -144,7 +144,7 @@ impl BrokerShard {
         for (packet_id, state) in &stored.inflight {
             // The store's own path to each state: queued, then sent, then (PUBREL owed)
             // released, which drops the message (a placeholder serves there).
-            let seq = self.shared.new_seq();
+            let seq = self.shared.persistence.new_seq();
             let message = match state {
                 InflightState::AwaitingPubAck(m) | InflightState::AwaitingPubRec(m) => m.clone(),
                 InflightState::AwaitingPubComp => released_placeholder(),

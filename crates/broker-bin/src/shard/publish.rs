@@ -63,7 +63,7 @@ impl BrokerShard {
         }
         let client_id = self.client_id_of(conn).unwrap_or_default();
         let topic =
-            TopicName::from_mqtt_str(publish.content.shared_topic(), &self.shared.topic_limits)
+            TopicName::from_mqtt_str(publish.content.shared_topic(), &self.shared.limits.topics)
                 .map_err(|e| Fault::new(ReasonCode::TopicNameInvalid, e.to_string()))?;
         let verdict = self.admit_publish(conn, &publish, &client_id, &topic);
         if verdict == ReasonCode::NotAuthorized {
@@ -141,7 +141,8 @@ impl BrokerShard {
         }
         if !self
             .shared
-            .auth
+            .access
+            .hook
             .authorize_publish(client_id.as_str(), topic.as_str())
             || !self.acl_allows_publish(conn, client_id, topic.as_str())
         {
@@ -183,7 +184,7 @@ impl BrokerShard {
         if !self.will_may_fire(client_id, will.topic.as_str()) {
             return;
         }
-        let Ok(topic) = TopicName::from_mqtt_str(will.topic.clone(), &self.shared.topic_limits)
+        let Ok(topic) = TopicName::from_mqtt_str(will.topic.clone(), &self.shared.limits.topics)
         else {
             return;
         };

@@ -19,12 +19,12 @@ use crate::store::{ReplicaSeed, outgoing_from_stored};
 impl BrokerShard {
     /// At construction: the recovered replica state and this shard's recovered sessions.
     pub(super) fn install_recovered(&mut self) {
-        let Some(seed) = self.shared.recovery.seed() else {
+        let Some(seed) = self.shared.persistence.recovery.seed() else {
             return;
         };
         self.install_seed(&seed);
-        let now = self.shared.clock.now();
-        for recovered in self.shared.recovery.take_sessions(self.id) {
+        let now = self.shared.time.clock.now();
+        for recovered in self.shared.persistence.recovery.take_sessions(self.id) {
             let client_id = recovered.stored.client_id.clone();
             let mut session = self.rebuild_session(recovered.stored, recovered.subscriber, now);
             spill_recovered_tail(&mut session, recovered.queued_total);
@@ -68,7 +68,7 @@ impl BrokerShard {
         session.protocol = stored.protocol;
         session.expiry = stored.expiry;
         session.will = stored.will.map(Box::new);
-        let limits = &self.shared.topic_limits;
+        let limits = &self.shared.limits.topics;
         for sub in stored.subscriptions {
             let Ok(filter) =
                 SubscriptionFilter::from_bytes(sub.filter.as_shared_bytes().clone(), limits)
@@ -85,7 +85,7 @@ impl BrokerShard {
         }
         for (seq, message) in stored.queued {
             if let Some(outgoing) = outgoing_from_stored(&message, seq, now) {
-                session.queue.push(outgoing, &self.shared.queue_limits);
+                session.queue.push(outgoing, &self.shared.limits.queues);
             }
         }
         for (packet_id, state) in stored.inflight {

@@ -23,6 +23,7 @@ impl BrokerShard {
     pub(super) fn release_to_cluster(&mut self, ctx: &mut Ctx, mut request: ReleaseRequest) {
         let holder = self
             .shared
+            .directory
             .sessions
             .get(request.client_id.as_str())
             .map(|location| location.shard);
@@ -56,7 +57,7 @@ impl BrokerShard {
         match on_disk.map(|spilled| spilled.after) {
             Some(after) if !request.clean_start => {
                 // The whole disk tail: the queue's bound holds it (memory and disk together).
-                let limit = self.shared.queue_limits.max_len;
+                let limit = self.shared.limits.queues.max_len;
                 let client_id = request.client_id.clone();
                 let read = self.durable.request_read(self.id, client_id, after, limit);
                 let pending = PendingRelease { request, session };
@@ -94,7 +95,10 @@ impl BrokerShard {
             stored.queued.extend(disk);
             encode_session_snapshot(&stored)
         });
-        self.shared.sessions.remove(request.client_id.as_str());
+        self.shared
+            .directory
+            .sessions
+            .remove(request.client_id.as_str());
         // Its messages leave with it: not counted as dropped where it ends.
         let capacity = self.shared.config.limits.max_inflight_outbound;
         session.queue = session_store::MessageQueue::new();

@@ -12,8 +12,8 @@ use router::{
 
 use super::FastMap;
 use crate::config::Config;
+use crate::directory::birth_shard;
 use crate::message::{Change, Message};
-use crate::shared::birth_shard;
 
 /// What applying a change asks of the rest of the shard.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -39,7 +39,7 @@ pub(super) struct ReplicaState {
     /// Every retained message.
     pub(super) retained: RetainedStore<Arc<Message>>,
     /// The shard that holds each session that has moved away from the shard its subscriber
-    /// key was handed out on (`shared::birth_shard`); every other session is held there. Only
+    /// key was handed out on (`directory::birth_shard`); every other session is held there. Only
     /// moves cost memory, however many shards replicate this.
     pub(super) moved_owners: FastMap<SubscriberId, ShardId>,
     /// Changes that arrived ahead of their turn.
@@ -139,7 +139,7 @@ mod tests {
     }
 
     fn subscriber_born_on(shard: u16, count: u64) -> SubscriberId {
-        SubscriberId(count << crate::shared::BIRTH_SHARD_BITS | u64::from(shard))
+        SubscriberId(count << crate::directory::BIRTH_SHARD_BITS | u64::from(shard))
     }
 
     fn owner_change(subscriber: SubscriberId, shard: u16) -> Change {

@@ -29,7 +29,7 @@ impl BrokerShard {
         seq: u64,
         queued: SessionWrite,
     ) {
-        let limits = &self.shared.queue_limits;
+        let limits = &self.shared.limits.queues;
         let Some(session) = self.sessions.get_mut(client_id) else {
             return;
         };
@@ -103,7 +103,7 @@ impl BrokerShard {
         if self.durable.reads_outstanding == 0 {
             return;
         }
-        let Some(store) = self.shared.store.clone() else {
+        let Some(store) = self.shared.persistence.store.clone() else {
             return;
         };
         let done = store.take_reads(self.id);
@@ -122,7 +122,7 @@ impl BrokerShard {
     /// Appends a read's messages to the session's in-memory queue; false for a stale read.
     fn refill(&mut self, ctx: &mut Ctx, done: QueueReadDone) -> bool {
         let now = ctx.now();
-        let limits = &self.shared.queue_limits;
+        let limits = &self.shared.limits.queues;
         let Some(session) = self.sessions.get_mut(&done.client_id) else {
             return false;
         };

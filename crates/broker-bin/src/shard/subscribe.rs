@@ -79,7 +79,7 @@ impl BrokerShard {
         let text = &detach::string(text);
         let Ok(filter) = SubscriptionFilter::from_bytes(
             text.as_shared_bytes().clone(),
-            &self.shared.topic_limits,
+            &self.shared.limits.topics,
         ) else {
             return Ok(Err(ReasonCode::TopicFilterInvalid));
         };
@@ -88,7 +88,8 @@ impl BrokerShard {
         }
         if !self
             .shared
-            .auth
+            .access
+            .hook
             .authorize_subscribe(client_id.as_str(), text.as_str())
         {
             return Ok(Err(ReasonCode::NotAuthorized));
@@ -211,8 +212,11 @@ impl BrokerShard {
         client_id: &MqttStr,
         text: &MqttStr,
     ) -> (ReasonCode, Option<ChangeSeq>) {
-        if SubscriptionFilter::from_bytes(text.as_shared_bytes().clone(), &self.shared.topic_limits)
-            .is_err()
+        if SubscriptionFilter::from_bytes(
+            text.as_shared_bytes().clone(),
+            &self.shared.limits.topics,
+        )
+        .is_err()
         {
             return (ReasonCode::TopicFilterInvalid, None);
         }

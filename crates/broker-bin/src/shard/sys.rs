@@ -47,7 +47,7 @@ impl BrokerShard {
             return;
         }
         let snapshot = self.shared.metrics.snapshot();
-        let uptime = self.shared.uptime().as_secs();
+        let uptime = self.shared.time.uptime().as_secs();
         let values: [(&str, String); 15] = [
             (
                 "$SYS/broker/version",
@@ -89,7 +89,11 @@ impl BrokerShard {
             ),
             (
                 "$SYS/broker/connections/open",
-                self.shared.connections.load(Ordering::Relaxed).to_string(),
+                self.shared
+                    .door
+                    .connections
+                    .load(Ordering::Relaxed)
+                    .to_string(),
             ),
             (
                 "$SYS/broker/connections/partial_frame_closed",
@@ -108,7 +112,7 @@ impl BrokerShard {
         for (name, value) in values {
             self.publish_sys_value(ctx, name, value, &broker);
         }
-        if let Some(gatekeeper) = &self.shared.gatekeeper {
+        if let Some(gatekeeper) = &self.shared.access.gatekeeper {
             let figures = gatekeeper.figures();
             let auth: [(&str, usize); 4] = [
                 ("$SYS/broker/auth/pending", figures.pending),
@@ -123,7 +127,7 @@ impl BrokerShard {
                 self.publish_sys_value(ctx, name, value.to_string(), &broker);
             }
         }
-        for bridge in self.shared.bridges.stats() {
+        for bridge in self.shared.links.bridges.stats() {
             let figures = [
                 ("connected", u64::from(bridge.connected)),
                 ("messages/in", bridge.messages_in),
@@ -141,7 +145,7 @@ impl BrokerShard {
 
     /// `$SYS/broker/cluster/...`: this node's cluster link figures (nothing on a single node).
     fn publish_cluster_sys(&mut self, ctx: &mut Ctx, broker: &MqttStr) {
-        let Some(link) = &self.shared.cluster else {
+        let Some(link) = &self.shared.links.cluster else {
             return;
         };
         let f = link.counters.figures();

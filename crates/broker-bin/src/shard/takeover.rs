@@ -180,6 +180,7 @@ impl BrokerShard {
             }
             Claimant::Nobody => {
                 self.shared
+                    .directory
                     .sessions
                     .remove_if(client_id.as_str(), |_, location| location.claim == claim);
             }
@@ -224,6 +225,7 @@ impl BrokerShard {
         let claims = &self.delivery.mobility.claims;
         // A newer claim pending here keeps the entry: its session (or a fresh one) comes here.
         self.shared
+            .directory
             .sessions
             .remove_if(client_id.as_str(), |_, location| {
                 location.shard == me

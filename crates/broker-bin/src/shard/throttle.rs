@@ -24,7 +24,7 @@ impl BrokerShard {
     /// A PUBLISH of `len` bytes (its whole packet) from `conn` was handled: charge it, and
     /// pause the connection when that put it in debt.
     pub(super) fn charge_publish(&mut self, ctx: &mut Ctx, conn: ConnId, len: usize) {
-        let rates = self.shared.abuse.publish_rates();
+        let rates = self.shared.door.abuse.publish_rates();
         if !rates.any() {
             return;
         }
@@ -74,7 +74,7 @@ impl BrokerShard {
     /// The pause of `conn` is due to end: read it again unless it is still in debt (the limit
     /// was lowered meanwhile), then handle what waited in its carry.
     pub(super) fn throttle_elapsed(&mut self, ctx: &mut Ctx, conn: ConnId) {
-        let rates = self.shared.abuse.publish_rates();
+        let rates = self.shared.door.abuse.publish_rates();
         let now = ctx.now();
         let Some(bucket) = self.door.throttle.buckets.get_mut(&conn) else {
             return;
@@ -117,7 +117,7 @@ impl BrokerShard {
         };
         connection.touch(since_start);
         connection
-            .keep_alive_deadline(self.shared.started)
+            .keep_alive_deadline(self.shared.time.started)
             .unwrap_or(deadline)
     }
 

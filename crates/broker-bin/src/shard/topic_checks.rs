@@ -30,7 +30,7 @@ impl BrokerShard {
         if let Some((_, _, allowed)) = fresh.rfind(|(t, a, _)| t == topic && *a == access) {
             return Some(*allowed);
         }
-        let gatekeeper = self.shared.gatekeeper.as_ref()?;
+        let gatekeeper = self.shared.access.gatekeeper.as_ref()?;
         let username = client.username.as_ref().map(MqttStr::as_str);
         gatekeeper.cached_topic(&AclKey::new(client_id.as_str(), username, topic, access))
     }
@@ -56,7 +56,7 @@ impl BrokerShard {
             .get(&conn)
             .and_then(|c| c.grant.as_ref())
             .and_then(|g| g.link);
-        let (Some(gatekeeper), Some(link)) = (&self.shared.gatekeeper, link) else {
+        let (Some(gatekeeper), Some(link)) = (&self.shared.access.gatekeeper, link) else {
             return Some(packet);
         };
         self.auth.topic_waits.next_token += 1;

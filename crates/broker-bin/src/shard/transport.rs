@@ -20,7 +20,7 @@ impl BrokerShard {
         conn: ConnId,
         peer: SocketAddr,
     ) -> Option<Listener> {
-        let transports = &self.shared.transports;
+        let transports = &self.shared.door.transports;
         if !transports.any() {
             return Some(Listener::Tcp);
         }

@@ -80,7 +80,8 @@ impl BrokerShard {
         if topic.starts_with(SYS_PREFIX)
             || !self
                 .shared
-                .auth
+                .access
+                .hook
                 .authorize_publish(client_id.as_str(), topic)
         {
             return TopicVerdict::Refused;
@@ -96,7 +97,7 @@ impl BrokerShard {
         username: Option<&MqttStr>,
         topic: &str,
     ) -> Option<bool> {
-        let gatekeeper = self.shared.gatekeeper.as_ref()?;
+        let gatekeeper = self.shared.access.gatekeeper.as_ref()?;
         let username = username.map(MqttStr::as_str);
         let key = AclKey::new(client_id.as_str(), username, topic, TopicAccess::Publish);
         gatekeeper.cached_topic(&key)
@@ -114,7 +115,7 @@ impl BrokerShard {
         let client_id = &connect.client_id;
         let topic = connect.will.as_ref().map_or("", |w| w.topic.as_str());
         let link = grant.and_then(|g| g.link);
-        let (Some(gatekeeper), Some(link)) = (&self.shared.gatekeeper, link) else {
+        let (Some(gatekeeper), Some(link)) = (&self.shared.access.gatekeeper, link) else {
             self.will_refused(client_id, topic, "CONNECT refused: no backend to ask");
             return WillCheck::Refuse(ReasonCode::NotAuthorized);
         };
@@ -212,7 +213,7 @@ impl BrokerShard {
     /// Keeps what an admitted will was judged by, for when it fires; nothing when neither an
     /// ACL file nor the client's grant restricts it (the file cannot appear by a reload).
     fn keep_will_rules(&mut self, conn: ConnId, rules: WillRules) {
-        if rules.grant.is_some() || self.shared.acl().is_some() {
+        if rules.grant.is_some() || self.shared.access.acl().is_some() {
             self.auth.topic_waits.wills.admitted.insert(conn, rules);
         }
     }
@@ -255,7 +256,8 @@ impl BrokerShard {
             None if topic.starts_with(SYS_PREFIX)
                 || !self
                     .shared
-                    .auth
+                    .access
+                    .hook
                     .authorize_publish(client_id.as_str(), topic) =>
             {
                 TopicVerdict::Refused

@@ -1,0 +1,231 @@
+//! The parts of [`crate::shared::Shared`]: each groups what one concern keeps for all shards.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use crossbeam_utils::CachePadded;
+use dashmap::DashMap;
+use ring_runtime::{Clock, ShardId};
+use router::{Sequencer, SubscriberId, TopicLimits};
+use session_store::{ByteBudget, QueueLimits};
+
+use crate::auth::Authenticator;
+use crate::config::{AuthSettings, Config};
+use crate::directory::BIRTH_SHARD_BITS;
+use crate::directory::{ClaimId, SessionLocation};
+use crate::store::{Recovery, StoreState};
+use crate::swap::Swap;
+
+/// Client identifier -> the shard that holds its session (the takeover directory), and the
+/// counters that hand out subscriber keys and claim ids.
+pub struct SessionDirectory {
+    /// Keyed by a copy of the id in an exact-size allocation: a 16-byte key instead of a
+    /// 32-byte `Bytes` handle, and the session's own id stays unshared (no reference-count
+    /// block).
+    pub sessions: DashMap<Box<str>, SessionLocation>,
+    /// Hands out subscriber keys: 64 bits, so a key is never handed out twice (at a million
+    /// sessions a second the counter would last 584,000 years).
+    pub(crate) next_subscriber: AtomicU64,
+    /// Hands out claim ids.
+    next_claim: AtomicU32,
+}
+
+impl SessionDirectory {
+    pub(crate) fn new(sessions: DashMap<Box<str>, SessionLocation>) -> Self {
+        Self {
+            sessions,
+            next_subscriber: AtomicU64::new(1),
+            next_claim: AtomicU32::new(0),
+        }
+    }
+
+    /// A new subscriber key for a session created on `shard`, never handed out before in this
+    /// broker run (a reused key would receive another session's messages). Its low
+    /// [`BIRTH_SHARD_BITS`] name `shard` ([`crate::directory::birth_shard`]): the replicas record
+    /// a session's shard only once it has moved elsewhere.
+    pub fn new_subscriber(&self, shard: ShardId) -> SubscriberId {
+        let count = self.next_subscriber.fetch_add(1, Ordering::Relaxed);
+        assert!(
+            count < 1 << (u64::BITS - BIRTH_SHARD_BITS),
+            "invariant: 2^48 subscriber keys are never exhausted"
+        );
+        SubscriberId(count << BIRTH_SHARD_BITS | shard.index() as u64)
+    }
+
+    /// A new claim id.
+    pub fn new_claim(&self) -> ClaimId {
+        ClaimId(self.next_claim.fetch_add(1, Ordering::Relaxed))
+    }
+}
+
+/// The total order of replicated changes.
+pub struct ChangeOrder {
+    /// Orders every replicated change.
+    pub sequencer: Sequencer,
+    /// Per shard: how far it has applied the change order (for forwarding clean-up).
+    pub applied: Box<[CachePadded<AtomicU64>]>,
+}
+
+/// The broker-wide limits every shard checks.
+pub struct SharedLimits {
+    /// Topic validation limits from the config.
+    pub topics: TopicLimits,
+    /// The bounds of every session's queue, with the broker-wide queued-bytes budget.
+    pub queues: QueueLimits,
+    /// Bytes held in partial frames over all connections (`limits.max_partial_frame_bytes`).
+    pub partial_frames: ByteBudget,
+}
+
+/// Who may do what: the embedding's hook and the configured `[auth]`.
+pub(crate) struct AccessControl {
+    /// The authentication and authorization hook.
+    pub(crate) hook: Box<dyn Authenticator>,
+    /// The password file's users, when `auth.password_file` is set (swapped on reload).
+    pub(crate) passwords: Option<Swap<access::PasswordFile>>,
+    /// The ACL file's rules, when `auth.acl_file` is set (swapped on reload).
+    pub(crate) acl: Option<Swap<access::AclFile>>,
+    /// The external authentication backends and their workers (`auth.backends` naming any).
+    pub(crate) gatekeeper: Option<access::gatekeeper::Gatekeeper>,
+}
+
+impl AccessControl {
+    pub(crate) fn new(hook: Box<dyn Authenticator>) -> Self {
+        Self {
+            hook,
+            passwords: None,
+            acl: None,
+            gatekeeper: None,
+        }
+    }
+
+    /// The password file in force, if one is configured.
+    pub(crate) fn passwords(&self) -> Option<Arc<access::PasswordFile>> {
+        self.passwords.as_ref().map(Swap::get)
+    }
+
+    /// The ACL in force, if one is configured.
+    pub(crate) fn acl(&self) -> Option<Arc<access::AclFile>> {
+        self.acl.as_ref().map(Swap::get)
+    }
+
+    /// Reloads the password file and the ACL file, and empties the backends' caches. Whatever
+    /// fails to load keeps its old contents; the errors are returned.
+    pub(crate) fn reload(&self, auth: &AuthSettings) -> Vec<String> {
+        let mut errors = Vec::new();
+        if let Err(error) = self.reload_passwords(auth) {
+            errors.push(error.to_string());
+        }
+        if let Err(error) = self.reload_acl(auth) {
+            errors.push(error.to_string());
+        }
+        if let Some(gatekeeper) = &self.gatekeeper {
+            // Credentials or rules may have changed behind the backends too.
+            gatekeeper.forget_answers();
+        }
+        errors
+    }
+
+    /// Reads the ACL file again; on failure the old rules stay in force. Connected clients'
+    /// subscriptions keep their admission; what leaves is checked against the new rules where
+    /// a subscription was only partly readable.
+    pub(crate) fn reload_acl(&self, auth: &AuthSettings) -> Result<(), access::AccessFileError> {
+        let (Some(acl), Some(path)) = (&self.acl, &auth.acl_file) else {
+            return Ok(());
+        };
+        acl.replace(access::AclFile::load(path)?);
+        Ok(())
+    }
+
+    /// Reads the password file again; on failure the old users stay in force.
+    fn reload_passwords(&self, auth: &AuthSettings) -> Result<(), access::AccessFileError> {
+        let (Some(passwords), Some(path)) = (&self.passwords, &auth.password_file) else {
+            return Ok(());
+        };
+        passwords.replace(access::PasswordFile::load(path)?);
+        Ok(())
+    }
+}
+
+/// What stands at the door: the listeners, how many connections are open, the `[ip]` guard,
+/// publish rates and overload mode.
+pub(crate) struct Door {
+    /// The TLS and WebSocket listeners (certificates, paths).
+    pub(crate) transports: crate::transport::Transports,
+    /// Connections open now, over all shards (for `max_connections`).
+    pub(crate) connections: AtomicUsize,
+    /// The `[ip]` guard: address lists and per-address limits.
+    pub(crate) guard: crate::guard::IpGuard,
+    /// Publish rates and overload mode (reloadable).
+    pub(crate) abuse: crate::abuse::AbuseLimits,
+}
+
+impl Door {
+    pub(crate) fn new(config: &Config) -> Self {
+        Self {
+            transports: crate::transport::Transports::plain(),
+            connections: AtomicUsize::new(0),
+            guard: crate::guard::IpGuard::new(config.ip.clone()),
+            abuse: crate::abuse::AbuseLimits::new(config),
+        }
+    }
+}
+
+/// The runtime's clock, and when the broker started on it.
+pub struct BrokerTime {
+    /// The runtime's clock (the shards read it through `ShardCtx::now`).
+    pub clock: Clock,
+    /// When the broker started (for `$SYS/broker/uptime`), on [`Self::clock`].
+    pub started: Instant,
+}
+
+impl BrokerTime {
+    pub(crate) fn new(clock: Clock) -> Self {
+        Self {
+            started: clock.now(),
+            clock,
+        }
+    }
+
+    /// Time since the broker started, on its clock.
+    pub fn uptime(&self) -> Duration {
+        self.clock.now().saturating_duration_since(self.started)
+    }
+}
+
+/// What persistence shares.
+pub struct Persistence {
+    /// What the store thread publishes (`None` with `persistence.engine = "none"`).
+    pub store: Option<Arc<StoreState>>,
+    /// State recovered at start-up, until the shards take it.
+    pub recovery: Recovery,
+    /// The next stored-queue sequence number (above every recovered one).
+    pub next_seq: AtomicU64,
+}
+
+impl Default for Persistence {
+    fn default() -> Self {
+        Self {
+            store: None,
+            recovery: Recovery::default(),
+            next_seq: AtomicU64::new(1),
+        }
+    }
+}
+
+impl Persistence {
+    /// A new stored-queue sequence number: increasing broker-wide, so a session's stored queue
+    /// keeps its order wherever the session moves.
+    pub fn new_seq(&self) -> u64 {
+        self.next_seq.fetch_add(1, Ordering::Relaxed)
+    }
+}
+
+/// The broker's links to other brokers.
+#[derive(Default)]
+pub(crate) struct Links {
+    /// The running bridges' counters (for `$SYS/broker/bridges/...`).
+    pub(crate) bridges: Arc<bridge::BridgeBoard>,
+    /// The cluster link (`[cluster]`), `None` on a single node.
+    pub(crate) cluster: Option<cluster::ClusterLink>,
+}
