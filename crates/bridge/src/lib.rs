@@ -85,16 +85,18 @@ impl Running {
 #[derive(Default)]
 pub struct BridgeBoard(Mutex<Vec<(Arc<BridgeSettings>, Arc<BridgeCounters>)>>);
 
-impl BridgeBoard {
+impl broker_api::BridgeFigures for BridgeBoard {
     /// Every running bridge's figures now, in config order.
-    pub fn stats(&self) -> Vec<BridgeStats> {
+    fn stats(&self) -> Vec<BridgeStats> {
         let board = self.0.lock().unwrap_or_else(|e| e.into_inner());
         board
             .iter()
             .map(|(settings, counters)| counters.snapshot(&settings.name))
             .collect()
     }
+}
 
+impl BridgeBoard {
     fn set(&self, running: &[Running]) {
         let entries = running
             .iter()
@@ -206,7 +208,7 @@ impl Bridges {
 
     /// Every bridge's figures now, in config order.
     pub fn stats(&self) -> Vec<BridgeStats> {
-        self.board.stats()
+        broker_api::BridgeFigures::stats(&*self.board)
     }
 
     /// Stops every bridge (DISCONNECT to both brokers) and waits for their threads.

@@ -2,6 +2,8 @@
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
+pub use broker_api::BridgeStats;
+
 /// A bridge's live counters, shared by its thread and the readers of its figures.
 #[derive(Debug, Default)]
 pub struct BridgeCounters {
@@ -10,24 +12,6 @@ pub struct BridgeCounters {
     messages_out: AtomicU64,
     dropped: AtomicU64,
     reconnects: AtomicU64,
-}
-
-/// One bridge's figures at one moment.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct BridgeStats {
-    /// The bridge's configured name.
-    pub name: String,
-    /// Whether both its connections (remote and local) are up.
-    pub connected: bool,
-    /// Messages brought in from the remote broker and accepted by the local one.
-    pub messages_in: u64,
-    /// Messages sent out to the remote broker (QoS 1/2: acknowledged by it).
-    pub messages_out: u64,
-    /// Messages the bridge gave up on: no rule maps their topic, or the destination refused
-    /// them with an error reason code.
-    pub dropped: u64,
-    /// Connection attempts after the first.
-    pub reconnects: u64,
 }
 
 impl BridgeCounters {

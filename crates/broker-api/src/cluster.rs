@@ -9,6 +9,8 @@ use bytes::Bytes;
 use codec::{MqttStr, QoS};
 use ring_runtime::ShardId;
 
+use crate::ClusterFigures;
+use crate::message::Message;
 use crate::reply::Reply;
 
 /// Which local subscribers a message from the cluster is for.
@@ -139,3 +141,37 @@ pub trait ClusterInbox: Send + Sync {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 #[error("the shard's mailbox refused the batch")]
 pub struct PostRefused;
+
+/// The cluster link as the shards see it; `None` on a single node.
+pub trait ClusterPort: Send + Sync {
+    /// Hands a locally published message to the cluster (`shares_served`: this node served
+    /// the matching shared subscriptions itself; `settle`: the shard and number its
+    /// acknowledgement waits under); `false` when its bounded queue is full (dropped, counted).
+    fn send(
+        &self,
+        message: &Arc<Message>,
+        shares_served: bool,
+        settle: Option<(ShardId, u64)>,
+    ) -> bool;
+
+    /// Whether the link's main NATS connection is up.
+    fn connected(&self) -> bool;
+
+    /// One more (`delta` 1) or one fewer (-1) local subscription to `filter`.
+    fn interest(&self, filter: &str, delta: i32);
+
+    /// Asks whether this node may own a client id; `false` when too many questions wait.
+    fn claim(&self, request: ClaimRequest) -> bool;
+
+    /// A session mirror write; a full queue drops it, counted.
+    fn mirror(&self, op: MirrorOp);
+
+    /// A message from the cluster was dropped on arrival (`why`, logged at most once a while).
+    fn drop_inbound(&self, why: &'static str);
+
+    /// The highest acknowledgement number the cluster settled for `shard`.
+    fn settled(&self, shard: ShardId) -> u64;
+
+    /// The link's figures now.
+    fn figures(&self) -> ClusterFigures;
+}

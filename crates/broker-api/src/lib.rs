@@ -3,20 +3,26 @@
 //! of the shard's internals. Feature crates depend on this crate, never on the broker's core;
 //! nothing here depends on another RingMQ crate but the protocol's own.
 //!
+//! - [`BridgeStats`] and [`BridgeFigures`]: the bridges' figures, read for `$SYS`.
 //! - [`Message`]: one published message, encoded once and shared by every copy.
 //! - [`cluster`]: what the shards and the cluster link exchange, and the [`ClusterInbox`] the
 //!   link posts into.
+//! - [`ClusterPort`]: the cluster link as the shards see it, and its [`ClusterFigures`].
 //! - [`Reply`]: an answer a side thread waits for, sent once by a shard.
 //! - [`Secret`]: a credential from the configuration, kept out of `Debug` output.
 
 #![forbid(unsafe_code)]
 
+mod bridge_stats;
 pub mod cluster;
+mod cluster_figures;
 mod message;
 mod reply;
 mod secret;
 
-pub use cluster::{ClusterInbound, ClusterInbox, PostRefused};
+pub use bridge_stats::{BridgeFigures, BridgeStats};
+pub use cluster::{ClusterInbound, ClusterInbox, ClusterPort, PostRefused};
+pub use cluster_figures::ClusterFigures;
 pub use message::{Expiry, Message};
 pub use reply::Reply;
 pub use secret::Secret;

@@ -106,15 +106,18 @@ impl Broker {
         let opened = open_and_recover(&config.persistence)?;
         let sync = (config.persistence.sync, config.persistence.sync_interval);
         let mut shared = Shared::with_clock(config, shards, auth, clock);
+        let bridge_board = Arc::new(bridge::BridgeBoard::default());
+        shared.links.bridges = Arc::clone(&bridge_board) as Arc<dyn broker_api::BridgeFigures>;
         shared.door.transports = transports;
         shared.access.passwords = passwords.map(crate::swap::Swap::new);
         shared.access.acl = acl.map(crate::swap::Swap::new);
         shared.access.gatekeeper = access::gatekeeper::build::start(&shared.config.auth, shards)?;
-        let mut cluster_queues = None;
+        let mut cluster_link = None;
         if let Some(settings) = &shared.config.cluster {
             let (link, queues) = cluster::ClusterLink::new(settings, shards);
-            shared.links.cluster = Some(link);
-            cluster_queues = Some(queues);
+            let link = Arc::new(link);
+            shared.links.cluster = Some(Arc::clone(&link) as Arc<dyn broker_api::ClusterPort>);
+            cluster_link = Some((link, queues));
         }
         let mut store = None;
         if let Some(opened) = opened {
@@ -148,7 +151,7 @@ impl Broker {
             state.close_original_sender();
         }
         shared.persistence.recovery.release_seed();
-        let cluster = match start_cluster(&shared, cluster_queues, &runtime) {
+        let cluster = match start_cluster(&shared, cluster_link, &runtime) {
             Ok(cluster) => cluster,
             Err(error) => {
                 runtime.shutdown();
@@ -168,7 +171,7 @@ impl Broker {
         let bridges = Arc::new(bridge::Bridges::start(
             &shared.config.bridges,
             local_tcp,
-            Arc::clone(&shared.links.bridges),
+            bridge_board,
         ));
         // Reloads reach the bridges through a weak handle: the shared state must not keep
         // them.
@@ -329,7 +332,7 @@ impl Broker {
     /// The cluster link's figures, `None` on a single node.
     pub fn cluster_figures(&self) -> Option<cluster::ClusterFigures> {
         let link = self.shared.links.cluster.as_ref()?;
-        Some(link.counters.figures())
+        Some(link.figures())
     }
 
     /// What the operations HTTP server answers admin requests with.
@@ -415,12 +418,10 @@ impl Broker {
 /// Starts the cluster thread when `[cluster]` is configured.
 fn start_cluster(
     shared: &Arc<Shared>,
-    queues: Option<cluster::ClusterQueues>,
+    link: Option<(Arc<cluster::ClusterLink>, cluster::ClusterQueues)>,
     runtime: &RuntimeHandle<ShardMsg>,
 ) -> std::io::Result<Option<cluster::ClusterThread>> {
-    let (Some(queues), Some(settings), Some(link)) =
-        (queues, &shared.config.cluster, &shared.links.cluster)
-    else {
+    let (Some((link, queues)), Some(settings)) = (link, &shared.config.cluster) else {
         return Ok(None);
     };
     link.settled.set_control(runtime.control());

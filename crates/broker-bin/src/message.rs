@@ -98,11 +98,11 @@ pub enum ShardMsg {
     /// A question from the admin API.
     Admin(crate::admin::query::AdminQuery),
     /// A message from another node of the cluster, for local subscribers only.
-    Cluster(Box<cluster::ClusterPublish>),
+    Cluster(Box<broker_api::cluster::ClusterPublish>),
     /// The cluster's answer to a CONNECT waiting for its client id.
-    ClusterOwnership(Box<cluster::OwnershipAnswer>),
+    ClusterOwnership(Box<broker_api::cluster::OwnershipAnswer>),
     /// Another node takes a client over: release its session (forwarded to its shard).
-    ClusterRelease(Box<cluster::ReleaseRequest>),
+    ClusterRelease(Box<broker_api::cluster::ReleaseRequest>),
 }
 
 /// The protocol version of a connection before its CONNECT is known.

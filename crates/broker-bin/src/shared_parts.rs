@@ -222,10 +222,27 @@ impl Persistence {
 }
 
 /// The broker's links to other brokers.
-#[derive(Default)]
 pub(crate) struct Links {
-    /// The running bridges' counters (for `$SYS/broker/bridges/...`).
-    pub(crate) bridges: Arc<bridge::BridgeBoard>,
+    /// The running bridges' figures (for `$SYS/broker/bridges/...`).
+    pub(crate) bridges: Arc<dyn broker_api::BridgeFigures>,
     /// The cluster link (`[cluster]`), `None` on a single node.
-    pub(crate) cluster: Option<cluster::ClusterLink>,
+    pub(crate) cluster: Option<Arc<dyn broker_api::ClusterPort>>,
+}
+
+impl Default for Links {
+    fn default() -> Self {
+        Self {
+            bridges: Arc::new(NoBridges),
+            cluster: None,
+        }
+    }
+}
+
+/// The figures of a broker that runs no bridges.
+struct NoBridges;
+
+impl broker_api::BridgeFigures for NoBridges {
+    fn stats(&self) -> Vec<broker_api::BridgeStats> {
+        Vec::new()
+    }
 }

@@ -33,6 +33,7 @@ mod mirror;
 mod outbound;
 mod owners;
 mod ownership;
+mod port;
 mod reliable;
 mod replays;
 mod retained;

@@ -368,7 +368,7 @@ fn bridges(doc: &mut Exposition, state: &OpsState) {
     if stats.is_empty() {
         return;
     }
-    type Figure = fn(&bridge::BridgeStats) -> u64;
+    type Figure = fn(&broker_api::BridgeStats) -> u64;
     let families: [(&str, Kind, &str, Figure); 5] = [
         (
             "ringmq_bridge_connected",

@@ -9,7 +9,7 @@ pub(super) fn cluster(doc: &mut Exposition, state: &OpsState) {
     let Some(link) = &state.shared.links.cluster else {
         return;
     };
-    let f = link.counters.figures();
+    let f = link.figures();
     let families: [(&str, Kind, &str, u64); 24] = [
         (
             "ringmq_cluster_connected",

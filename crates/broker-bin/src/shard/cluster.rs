@@ -3,14 +3,13 @@
 //! subscribers only.
 
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
 
 use codec::SharedPublish;
 use router::{Publisher, SharedFilter, SubscriptionChange, TopicName};
 
 use super::{BrokerShard, Ctx};
 use crate::message::{Change, Message};
-use cluster::{ClusterCounters, ClusterPublish, Scope};
+use broker_api::cluster::{ClusterPublish, Scope};
 
 /// Which of the matching local subscriptions a routed message goes to.
 #[derive(Debug, Clone, Copy)]
@@ -64,10 +63,11 @@ impl BrokerShard {
     /// are served by NATS's queue groups rather than here: while NATS is connected, for every
     /// topic but `$SYS` (whose filters take no NATS subscription).
     pub(super) fn shares_served_by_cluster(&self, topic: &TopicName) -> bool {
-        self.shared.links.cluster.as_ref().is_some_and(|link| {
-            link.counters.connected.load(Ordering::Relaxed) == 1
-                && !topic.as_str().starts_with("$SYS")
-        })
+        self.shared
+            .links
+            .cluster
+            .as_ref()
+            .is_some_and(|link| link.connected() && !topic.as_str().starts_with("$SYS"))
     }
 
     /// The filter text of a subscription change whose effect shard 0 reports to the cluster
@@ -109,7 +109,7 @@ impl BrokerShard {
         ) else {
             if let Some(link) = &self.shared.links.cluster {
                 let why = "a message from NATS has an invalid topic";
-                ClusterCounters::drop_one(&link.counters.dropped_inbound, why);
+                link.drop_inbound(why);
             }
             return;
         };

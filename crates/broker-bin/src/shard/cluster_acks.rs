@@ -110,7 +110,7 @@ impl BrokerShard {
     /// The highest number the cluster settled for this shard; everything while NATS is down.
     fn cluster_settled(&self) -> u64 {
         match &self.shared.links.cluster {
-            Some(link) if link.connected() => link.settled.of(self.id),
+            Some(link) if link.connected() => link.settled(self.id),
             _ => u64::MAX,
         }
     }

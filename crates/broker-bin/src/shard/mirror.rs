@@ -17,7 +17,7 @@ use super::{BrokerShard, Ctx};
 use crate::message::Outgoing;
 use crate::session::Session;
 use crate::store::{stored_message, stored_session_of};
-use cluster::MirrorOp;
+use broker_api::cluster::MirrorOp;
 
 impl BrokerShard {
     /// A session that outlives its connection lost it: its whole state is mirrored until the

@@ -15,7 +15,7 @@ use super::owning::PendingOwnership;
 use super::{BrokerShard, Ctx};
 use crate::conn::Phase;
 use crate::session::Session;
-use cluster::{ClaimRequest, Ownership, OwnershipAnswer};
+use broker_api::cluster::{ClaimRequest, Ownership, OwnershipAnswer};
 
 impl BrokerShard {
     /// Asks the cluster to make this node the owner of `connect`'s client id; the CONNECT

@@ -1,6 +1,6 @@
 //! [`Owning`]: CONNECTs waiting for the cluster to say whether this node may own their client id; `ownership.rs` asks and answers.
 
-use cluster::ReleaseRequest;
+use broker_api::cluster::ReleaseRequest;
 
 use super::FastMap;
 use crate::session::Session;

@@ -12,7 +12,7 @@ use super::{BrokerShard, Ctx};
 use crate::message::ShardMsg;
 use crate::session::Session;
 use crate::store::{QueueReadDone, stored_session_of};
-use cluster::ReleaseRequest;
+use broker_api::cluster::ReleaseRequest;
 
 /// Shards a release request is forwarded through at most, looking for the session.
 const MAX_RELEASE_HOPS: u8 = 4;

@@ -148,7 +148,7 @@ impl BrokerShard {
         let Some(link) = &self.shared.links.cluster else {
             return;
         };
-        let f = link.counters.figures();
+        let f = link.figures();
         let figures = [
             ("connected", f.connected),
             ("messages/out", f.messages_out),

@@ -1,0 +1,62 @@
+//! [`ClusterFigures`]: what the cluster link has counted, as plain numbers.
+
+/// A snapshot of the cluster link's counters (the cluster crate's `ClusterCounters`), for
+/// `$SYS` and `/metrics`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ClusterFigures {
+    /// 1 while the NATS connection is up.
+    pub connected: u64,
+    /// Messages published to NATS.
+    pub messages_out: u64,
+    /// Messages received from NATS.
+    pub messages_in: u64,
+    /// Outbound messages dropped at the full queue.
+    pub dropped_queue_full: u64,
+    /// Outbound messages NATS refused.
+    pub dropped_disconnected: u64,
+    /// Inbound messages dropped.
+    pub dropped_inbound: u64,
+    /// Slow-consumer events (messages lost at this node's NATS client).
+    pub slow_consumer: u64,
+    /// Times the main NATS connection was lost.
+    pub nats_disconnects: u64,
+    /// Replays run.
+    pub replays: u64,
+    /// Messages replays handed on.
+    pub replayed: u64,
+    /// QoS 1/2 messages kept for replays.
+    pub reliable_stored: u64,
+    /// QoS 1/2 messages not kept for replays.
+    pub reliable_failures: u64,
+    /// NATS subscriptions held.
+    pub subscriptions: u64,
+    /// Retained messages written to the bucket.
+    pub retained_out: u64,
+    /// Retained messages from the bucket applied here.
+    pub retained_in: u64,
+    /// Retained messages not written to the bucket.
+    pub retained_failures: u64,
+    /// 1 once the session ownership buckets are open.
+    pub ownership_ready: u64,
+    /// Sessions taken over from another node.
+    pub sessions_taken_over: u64,
+    /// Sessions released to another node.
+    pub sessions_released: u64,
+    /// Client ids taken from a node that was gone.
+    pub sessions_lost: u64,
+    /// Sessions of a node that was gone resumed here from the mirror.
+    pub sessions_recovered: u64,
+    /// CONNECTs admitted without the check across nodes.
+    pub ownership_unchecked: u64,
+    /// Offline sessions' state mirrored.
+    pub mirror_writes: u64,
+    /// Offline sessions' state not mirrored.
+    pub mirror_failures: u64,
+    /// Nodes with a live heartbeat (this one included), and their summed figures.
+    pub total_nodes: u64,
+    pub total_clients: u64,
+    pub total_sessions: u64,
+    pub total_subscriptions: u64,
+    pub total_received: u64,
+    pub total_sent: u64,
+}

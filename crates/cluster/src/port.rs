@@ -1,0 +1,49 @@
+//! [`ClusterLink`] as the shards see it: `broker_api::ClusterPort`.
+
+use std::sync::Arc;
+
+use broker_api::cluster::{ClaimRequest, MirrorOp};
+use broker_api::{ClusterFigures, ClusterPort, Message};
+use ring_runtime::ShardId;
+
+use super::counters::ClusterCounters;
+use super::handle::ClusterLink;
+
+impl ClusterPort for ClusterLink {
+    fn send(
+        &self,
+        message: &Arc<Message>,
+        shares_served: bool,
+        settle: Option<(ShardId, u64)>,
+    ) -> bool {
+        ClusterLink::send(self, message, shares_served, settle)
+    }
+
+    fn connected(&self) -> bool {
+        ClusterLink::connected(self)
+    }
+
+    fn interest(&self, filter: &str, delta: i32) {
+        ClusterLink::interest(self, filter, delta);
+    }
+
+    fn claim(&self, request: ClaimRequest) -> bool {
+        ClusterLink::claim(self, request)
+    }
+
+    fn mirror(&self, op: MirrorOp) {
+        ClusterLink::mirror(self, op);
+    }
+
+    fn drop_inbound(&self, why: &'static str) {
+        ClusterCounters::drop_one(&self.counters.dropped_inbound, why);
+    }
+
+    fn settled(&self, shard: ShardId) -> u64 {
+        self.settled.of(shard)
+    }
+
+    fn figures(&self) -> ClusterFigures {
+        self.counters.figures()
+    }
+}
