@@ -11,6 +11,7 @@ use crate::auth::{AllowAll, Authenticator};
 use crate::config::{BackendChoice, Config, WritePacingChoice};
 use crate::message::ShardMsg;
 use crate::ops::{Lifecycle, OpsListener, OpsServer, OpsState};
+use crate::reload::ReloadState;
 use crate::shard::BrokerShard;
 use crate::shared::Shared;
 use crate::store::{CHANNEL_BATCHES, StoreOpenError, StoreState, StoreThread, open_and_recover};
@@ -29,6 +30,9 @@ pub struct Broker {
     ops: Option<OpsServer>,
     /// Serving or shutting down, for `/readyz`.
     lifecycle: Arc<Lifecycle>,
+    /// The log level's control, the configuration in force, and where a reload reads the
+    /// configuration from (SIGHUP and the admin API).
+    live: Arc<ReloadState>,
 }
 
 /// Why a broker did not start.
@@ -176,7 +180,8 @@ impl Broker {
         // Reloads reach the bridges through a weak handle: the shared state must not keep
         // them.
         let weak = Arc::downgrade(&bridges);
-        shared.live.set_bridge_update(Box::new(move |config| {
+        let live = Arc::new(ReloadState::new(shared.config.clone()));
+        live.set_bridge_update(Box::new(move |config| {
             if let Some(bridges) = weak.upgrade() {
                 bridges.update(&config.bridges);
             }
@@ -189,6 +194,7 @@ impl Broker {
             cluster,
             ops: None,
             lifecycle: Arc::new(Lifecycle::default()),
+            live,
         };
         if let Some(listener) = ops_listener {
             broker.serve_operations(listener)?;
@@ -281,7 +287,7 @@ impl Broker {
     /// `log.max_lifecycle_per_sec`), and reports every other key that differs from the running
     /// configuration as taking effect at the next start.
     pub fn reload_config(&self, config: &Config) -> crate::ReloadReport {
-        self.shared.live.reload_with(&self.shared, config)
+        self.live.reload_with(&self.shared, config)
     }
 
     /// A reload whose new configuration did not load: it is refused whole (the running one
@@ -296,12 +302,12 @@ impl Broker {
         &self,
         control: crate::logging::LogControl,
     ) -> Result<(), crate::logging::LogControl> {
-        self.shared.live.set_log_control(control)
+        self.live.set_log_control(control)
     }
 
     /// The log filter in force (as `RUST_LOG` would write it), once a control was handed over.
     pub fn log_filter(&self) -> Option<String> {
-        self.shared.live.log_filter()
+        self.live.log_filter()
     }
 
     /// Where reloads read the configuration from (the binary: the config file and flags);
@@ -311,16 +317,14 @@ impl Broker {
         raw: &crate::config::RawConfig,
         source: crate::reload::ConfigSource,
     ) {
-        self.shared
-            .live
-            .set_source(raw, &self.shared.config, source);
+        self.live.set_source(raw, &self.shared.config, source);
     }
 
     /// What SIGHUP does: reads the configuration from its source (see
     /// [`Self::set_config_source`]) and reloads it ([`Self::reload_config`]); without a source,
     /// reloads the certificates, password file and ACL file only.
     pub fn reload_from_source(&self) -> crate::ReloadReport {
-        self.shared.live.reload_from_source(&self.shared)
+        self.live.reload_from_source(&self.shared)
     }
 
     /// Each bridge's figures (connected, messages in and out, dropped, reconnects), in config
@@ -337,7 +341,11 @@ impl Broker {
 
     /// What the operations HTTP server answers admin requests with.
     pub fn admin_port(&self) -> crate::admin::AdminPort {
-        crate::admin::AdminPort::new(self.runtime.poster(), Arc::clone(&self.shared))
+        crate::admin::AdminPort::new(
+            self.runtime.poster(),
+            Arc::clone(&self.shared),
+            Arc::clone(&self.live),
+        )
     }
 
     /// The I/O backend in use.

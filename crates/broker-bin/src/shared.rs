@@ -33,9 +33,6 @@ pub struct Shared {
     pub(crate) access: AccessControl,
     /// The listeners, the connection count, the `[ip]` guard, publish rates and overload.
     pub(crate) door: Door,
-    /// The log level's control, the configuration in force, and where a reload reads the
-    /// configuration from (SIGHUP and the admin API).
-    pub(crate) live: crate::reload::ReloadState,
     /// The bound on connection lifecycle log lines (`log.max_lifecycle_per_sec`, reloadable).
     pub lifecycle: crate::logging::LifecycleLog,
     /// The runtime's clock, and when the broker started on it.
@@ -80,7 +77,6 @@ impl Shared {
         };
         let door = Door::new(&config);
         let lifecycle = crate::logging::LifecycleLog::new(config.log.max_lifecycle_per_sec);
-        let live = crate::reload::ReloadState::new(config.clone());
         Self {
             limits,
             config,
@@ -94,7 +90,6 @@ impl Shared {
             },
             access: AccessControl::new(auth),
             door,
-            live,
             lifecycle,
             time: BrokerTime::new(clock),
             persistence: Persistence::default(),

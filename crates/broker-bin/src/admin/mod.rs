@@ -13,6 +13,7 @@ use crossbeam_channel::Sender;
 use ring_runtime::{Poster, ShardId};
 
 use crate::message::ShardMsg;
+use crate::reload::ReloadState;
 use crate::shared::Shared;
 use query::AdminQuery;
 
@@ -78,6 +79,8 @@ impl AdminResponse {
 pub struct AdminPort {
     poster: Poster<ShardMsg>,
     shared: Arc<Shared>,
+    /// What reloads and the configuration view need (`/api/v1/reload`, `/api/v1/config`).
+    live: Arc<ReloadState>,
 }
 
 /// Why a shard gave no answer.
@@ -85,8 +88,20 @@ pub struct AdminPort {
 pub(crate) struct NoAnswer;
 
 impl AdminPort {
-    pub(crate) fn new(poster: Poster<ShardMsg>, shared: Arc<Shared>) -> Self {
-        Self { poster, shared }
+    pub(crate) fn new(
+        poster: Poster<ShardMsg>,
+        shared: Arc<Shared>,
+        live: Arc<ReloadState>,
+    ) -> Self {
+        Self {
+            poster,
+            shared,
+            live,
+        }
+    }
+
+    pub(crate) fn live(&self) -> &ReloadState {
+        &self.live
     }
 
     pub(crate) fn shared(&self) -> &Shared {

@@ -281,8 +281,7 @@ fn send_publish(
 /// What SIGHUP does, answered with the report (200 when everything was applied or reported,
 /// 400 when the configuration was refused or a file failed to load).
 fn reload(port: &AdminPort) -> AdminResponse {
-    let shared = port.shared();
-    let report = shared.live.reload_from_source(shared);
+    let report = port.live().reload_from_source(port.shared());
     report.log("admin API");
     let status = if report.refused.is_none() && report.errors.is_empty() {
         200
@@ -297,5 +296,5 @@ fn reload(port: &AdminPort) -> AdminResponse {
 
 /// The last configuration loaded, as TOML, and its keys that wait for a restart.
 fn config(port: &AdminPort) -> AdminResponse {
-    AdminResponse::ok(&port.shared().live.view())
+    AdminResponse::ok(&port.live().view())
 }
