@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use tracing::{info, warn};
 
-use crate::config::{Config, OverloadSettings, PublishRates};
+use crate::settings::{CoreConfig, OverloadSettings, PublishRates};
 
 /// How often the resident memory is read at most.
 const SAMPLE_EVERY: Duration = Duration::from_millis(100);
@@ -26,7 +26,7 @@ pub(crate) struct AbuseLimits {
 }
 
 impl AbuseLimits {
-    pub(crate) fn new(config: &Config) -> Self {
+    pub(crate) fn new(config: &CoreConfig) -> Self {
         let limits = Self {
             publish_messages: AtomicU64::new(0),
             publish_bytes: AtomicU64::new(0),
@@ -38,7 +38,7 @@ impl AbuseLimits {
 
     /// Puts `config`'s publish rates and overload thresholds in force (SIGHUP): later PUBLISH
     /// packets and accepts are judged by them; the memory is read again at the next accept.
-    pub(crate) fn update(&self, config: &Config) {
+    pub(crate) fn update(&self, config: &CoreConfig) {
         self.publish_messages
             .store(config.publish_rates.messages, Relaxed);
         self.publish_bytes

@@ -109,7 +109,7 @@ impl Broker {
         let ops_listener = OpsListener::bind(&config.http)?;
         let opened = open_and_recover(&config.persistence)?;
         let sync = (config.persistence.sync, config.persistence.sync_interval);
-        let mut shared = Shared::with_clock(config, shards, auth, clock);
+        let mut shared = Shared::with_clock(config.core.clone(), shards, auth, clock);
         let bridge_board = Arc::new(bridge::BridgeBoard::default());
         shared.links.bridges = Arc::clone(&bridge_board) as Arc<dyn broker_api::BridgeFigures>;
         shared.door.transports = transports;
@@ -117,7 +117,7 @@ impl Broker {
         shared.access.acl = acl.map(crate::swap::Swap::new);
         shared.access.gatekeeper = access::gatekeeper::build::start(&shared.config.auth, shards)?;
         let mut cluster_link = None;
-        if let Some(settings) = &shared.config.cluster {
+        if let Some(settings) = &config.cluster {
             let (link, queues) = cluster::ClusterLink::new(settings, shards);
             let link = Arc::new(link);
             shared.links.cluster = Some(Arc::clone(&link) as Arc<dyn broker_api::ClusterPort>);
@@ -155,7 +155,8 @@ impl Broker {
             state.close_original_sender();
         }
         shared.persistence.recovery.release_seed();
-        let cluster = match start_cluster(&shared, cluster_link, &runtime) {
+        let cluster = match start_cluster(&shared, config.cluster.as_ref(), cluster_link, &runtime)
+        {
             Ok(cluster) => cluster,
             Err(error) => {
                 runtime.shutdown();
@@ -173,14 +174,14 @@ impl Broker {
         }
         let local_tcp = shared.door.transports.addrs_of("tcp").first().copied();
         let bridges = Arc::new(bridge::Bridges::start(
-            &shared.config.bridges,
+            &config.bridges,
             local_tcp,
             bridge_board,
         ));
         // Reloads reach the bridges through a weak handle: the shared state must not keep
         // them.
         let weak = Arc::downgrade(&bridges);
-        let live = Arc::new(ReloadState::new(shared.config.clone()));
+        let live = Arc::new(ReloadState::new(config.clone()));
         live.set_bridge_update(Box::new(move |config| {
             if let Some(bridges) = weak.upgrade() {
                 bridges.update(&config.bridges);
@@ -317,7 +318,7 @@ impl Broker {
         raw: &crate::config::RawConfig,
         source: crate::reload::ConfigSource,
     ) {
-        self.live.set_source(raw, &self.shared.config, source);
+        self.live.set_source(raw, source);
     }
 
     /// What SIGHUP does: reads the configuration from its source (see
@@ -426,10 +427,11 @@ impl Broker {
 /// Starts the cluster thread when `[cluster]` is configured.
 fn start_cluster(
     shared: &Arc<Shared>,
+    settings: Option<&cluster::settings::ClusterSettings>,
     link: Option<(Arc<cluster::ClusterLink>, cluster::ClusterQueues)>,
     runtime: &RuntimeHandle<ShardMsg>,
 ) -> std::io::Result<Option<cluster::ClusterThread>> {
-    let (Some((link, queues)), Some(settings)) = (link, &shared.config.cluster) else {
+    let (Some((link, queues)), Some(settings)) = (link, settings) else {
         return Ok(None);
     };
     link.settled.set_control(runtime.control());

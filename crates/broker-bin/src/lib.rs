@@ -26,6 +26,7 @@ pub mod metrics;
 pub mod ops;
 pub mod reload;
 pub mod session;
+pub mod settings;
 pub mod shard;
 pub mod shared;
 pub mod shared_parts;

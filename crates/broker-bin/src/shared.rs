@@ -10,8 +10,8 @@ use router::{Sequencer, TopicLimits};
 use session_store::{ByteBudget, OverflowPolicy, QueueLimits};
 
 use crate::auth::Authenticator;
-use crate::config::{Config, SlowConsumerPolicy};
 use crate::metrics::Metrics;
+use crate::settings::{CoreConfig, SlowConsumerPolicy};
 use crate::shared_parts::{
     AccessControl, BrokerTime, ChangeOrder, Door, Links, Persistence, SessionDirectory,
     SharedLimits,
@@ -20,7 +20,7 @@ use crate::shared_parts::{
 /// Shared broker state, one per broker, behind an `Arc` in every shard.
 pub struct Shared {
     /// The validated configuration.
-    pub config: Config,
+    pub config: CoreConfig,
     /// Per-shard counters.
     pub metrics: Metrics,
     /// Client identifier -> the shard that holds its session, and the key counters.
@@ -56,13 +56,13 @@ impl Shared {
     }
 
     /// Shared state for `shards` shards on the system clock.
-    pub fn new(config: Config, shards: usize, auth: Box<dyn Authenticator>) -> Self {
+    pub fn new(config: CoreConfig, shards: usize, auth: Box<dyn Authenticator>) -> Self {
         Self::with_clock(config, shards, auth, Clock::System)
     }
 
     /// Shared state for `shards` shards whose runtime reads the time from `clock`.
     pub fn with_clock(
-        config: Config,
+        config: CoreConfig,
         shards: usize,
         auth: Box<dyn Authenticator>,
         clock: Clock,
@@ -99,7 +99,7 @@ impl Shared {
 }
 
 /// The queue bounds `[queues]` sets, with an empty broker-wide budget.
-fn queue_limits(config: &Config) -> QueueLimits {
+fn queue_limits(config: &CoreConfig) -> QueueLimits {
     let queues = &config.queues;
     QueueLimits {
         max_len: queues.max_queued_messages as usize,
@@ -109,54 +109,5 @@ fn queue_limits(config: &Config) -> QueueLimits {
             SlowConsumerPolicy::Disconnect => OverflowPolicy::Refuse,
         },
         budget: std::sync::Arc::new(ByteBudget::new(queues.max_total_queued_bytes)),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use std::sync::atomic::Ordering;
-
-    use super::*;
-    use ring_runtime::ShardId;
-    use router::SubscriberId;
-
-    use crate::directory::{BIRTH_SHARD_BITS, birth_shard};
-
-    /// The 2^32nd session gets a fresh key, not key 0 again (a 32-bit counter wrapped there).
-    #[test]
-    fn subscriber_keys_do_not_wrap_at_32_bits() {
-        let config = crate::config::default_raw().unwrap().validate().unwrap();
-        let shared = Shared::new(config, 1, Box::new(crate::auth::AllowAll));
-        let shard = ShardId::new(0);
-        let first = shared.directory.new_subscriber(shard);
-        shared
-            .directory
-            .next_subscriber
-            .store(u64::from(u32::MAX), Ordering::Relaxed);
-        let keys: Vec<SubscriberId> = (0..3)
-            .map(|_| shared.directory.new_subscriber(shard))
-            .collect();
-        assert_eq!(keys[0].0 >> BIRTH_SHARD_BITS, u64::from(u32::MAX));
-        assert!(keys[1].0 > keys[0].0 && keys[2].0 > keys[1].0);
-        assert!(keys.iter().all(|k| *k != first));
-    }
-
-    /// A key names the shard it was handed out on, the highest shard id included, and keys
-    /// handed out on different shards never collide.
-    #[test]
-    fn a_subscriber_key_names_its_birth_shard() {
-        let config = crate::config::default_raw().unwrap().validate().unwrap();
-        let shared = Shared::new(config, 1, Box::new(crate::auth::AllowAll));
-        let shards = [0, 1, 7, u16::MAX].map(ShardId::new);
-        let keys: Vec<SubscriberId> = shards
-            .iter()
-            .map(|s| shared.directory.new_subscriber(*s))
-            .collect();
-        for (key, shard) in keys.iter().zip(shards) {
-            assert_eq!(birth_shard(*key), shard);
-            assert_ne!(key.0, 0, "session keys are non-zero");
-        }
-        let distinct: std::collections::HashSet<_> = keys.iter().map(|k| k.0).collect();
-        assert_eq!(distinct.len(), keys.len());
     }
 }

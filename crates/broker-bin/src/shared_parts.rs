@@ -11,9 +11,10 @@ use router::{Sequencer, SubscriberId, TopicLimits};
 use session_store::{ByteBudget, QueueLimits};
 
 use crate::auth::Authenticator;
-use crate::config::{AuthSettings, Config};
+use crate::config::AuthSettings;
 use crate::directory::BIRTH_SHARD_BITS;
 use crate::directory::{ClaimId, SessionLocation};
+use crate::settings::CoreConfig;
 use crate::store::{Recovery, StoreState};
 use crate::swap::Swap;
 
@@ -161,7 +162,7 @@ pub(crate) struct Door {
 }
 
 impl Door {
-    pub(crate) fn new(config: &Config) -> Self {
+    pub(crate) fn new(config: &CoreConfig) -> Self {
         Self {
             transports: crate::transport::Transports::plain(),
             connections: AtomicUsize::new(0),
@@ -244,5 +245,44 @@ struct NoBridges;
 impl broker_api::BridgeFigures for NoBridges {
     fn stats(&self) -> Vec<broker_api::BridgeStats> {
         Vec::new()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::Ordering;
+
+    use super::*;
+    use crate::directory::birth_shard;
+
+    /// The 2^32nd session gets a fresh key, not key 0 again (a 32-bit counter wrapped there).
+    #[test]
+    fn subscriber_keys_do_not_wrap_at_32_bits() {
+        let directory = SessionDirectory::new(DashMap::new());
+        let shard = ShardId::new(0);
+        let first = directory.new_subscriber(shard);
+        (directory.next_subscriber).store(u64::from(u32::MAX), Ordering::Relaxed);
+        let keys: Vec<SubscriberId> = (0..3).map(|_| directory.new_subscriber(shard)).collect();
+        assert_eq!(keys[0].0 >> BIRTH_SHARD_BITS, u64::from(u32::MAX));
+        assert!(keys[1].0 > keys[0].0 && keys[2].0 > keys[1].0);
+        assert!(keys.iter().all(|k| *k != first));
+    }
+
+    /// A key names the shard it was handed out on, the highest shard id included, and keys
+    /// handed out on different shards never collide.
+    #[test]
+    fn a_subscriber_key_names_its_birth_shard() {
+        let directory = SessionDirectory::new(DashMap::new());
+        let shards = [0, 1, 7, u16::MAX].map(ShardId::new);
+        let keys: Vec<SubscriberId> = shards
+            .iter()
+            .map(|s| directory.new_subscriber(*s))
+            .collect();
+        for (key, shard) in keys.iter().zip(shards) {
+            assert_eq!(birth_shard(*key), shard);
+            assert_ne!(key.0, 0, "session keys are non-zero");
+        }
+        let distinct: std::collections::HashSet<_> = keys.iter().map(|k| k.0).collect();
+        assert_eq!(distinct.len(), keys.len());
     }
 }

@@ -52,7 +52,7 @@ impl SimBroker {
         config.runtime.listen_backlog = Some(1);
         let runtime = crate::broker::runtime_config(&config);
         let clock = ManualClock::new();
-        let shared = Shared::with_clock(config, 1, auth, Clock::Manual(clock.clone()));
+        let shared = Shared::with_clock(config.core, 1, auth, Clock::Manual(clock.clone()));
         let shard = BrokerShard::new(Arc::new(shared), ShardId::new(0), 1);
         let mut sim = SimShard::new(shard, &runtime, clock);
         sim.post(vec![ShardMsg::Start]);

@@ -5,6 +5,7 @@
 use super::error::ConfigError;
 use super::limits::RawLimits;
 use super::overlay::raw_section;
+use crate::settings::{OverloadSettings, PublishRates};
 
 raw_section!(
     /// `[overload]`
@@ -20,40 +21,6 @@ const MAX_MESSAGE_RATE: u64 = 100_000_000;
 const MAX_BYTES_RATE: u64 = 1 << 40;
 /// Largest memory threshold (1 PiB).
 const MAX_MEMORY: u64 = 1 << 50;
-
-/// Per-connection publish rates; 0 means no limit. Each is a token bucket holding one
-/// second's worth (the burst).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct PublishRates {
-    /// PUBLISH packets per second.
-    pub messages: u64,
-    /// PUBLISH bytes (whole packets as sent) per second.
-    pub bytes: u64,
-}
-
-impl PublishRates {
-    /// Whether either rate is limited.
-    pub fn any(&self) -> bool {
-        self.messages != 0 || self.bytes != 0
-    }
-}
-
-/// `[overload]`: while the resident memory is above `memory_high` new connections are
-/// refused, until it falls below `memory_low`.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct OverloadSettings {
-    /// Bytes of RSS above which the broker refuses new connections (0: never).
-    pub memory_high: u64,
-    /// Bytes of RSS below which it accepts again (below `memory_high`).
-    pub memory_low: u64,
-}
-
-impl OverloadSettings {
-    /// Whether overload mode is on at all.
-    pub fn enabled(&self) -> bool {
-        self.memory_high != 0
-    }
-}
 
 /// A required integer in `0..=max`, or an error naming `key`.
 fn up_to(key: &'static str, value: Option<u64>, max: u64) -> Result<u64, ConfigError> {

@@ -4,6 +4,7 @@
 use super::error::ConfigError;
 use super::fields::need;
 use super::overlay::raw_section;
+use crate::settings::{LogFormat, LogSettings};
 
 raw_section!(
     /// `[log]`
@@ -16,35 +17,6 @@ raw_section!(
 
 /// Most connection lifecycle lines per second that `log.max_lifecycle_per_sec` may allow.
 const MAX_LIFECYCLE_PER_SEC: u64 = 1_000_000;
-
-/// How log lines are written to stderr.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum LogFormat {
-    /// One human-readable line per event (coloured only when stderr is a terminal).
-    Text,
-    /// One JSON object per line, for log collectors.
-    Json,
-}
-
-impl LogFormat {
-    /// The name the config file uses.
-    pub fn name(self) -> &'static str {
-        match self {
-            Self::Text => "text",
-            Self::Json => "json",
-        }
-    }
-}
-
-/// `[log]` beyond the level (which stays in [`super::Config::log_level`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct LogSettings {
-    /// `log.format`; takes effect at start.
-    pub format: LogFormat,
-    /// `log.max_lifecycle_per_sec`: most `client connected` and most `client disconnected`
-    /// lines per second (each kind counted on its own); 0 turns them off. Reloadable.
-    pub max_lifecycle_per_sec: u32,
-}
 
 impl RawLog {
     pub(super) fn level(&self) -> Result<tracing::Level, ConfigError> {

@@ -1,7 +1,7 @@
 //! Validation of `[log]`: defaults, the format and rate read, errors that name the key.
 
-use super::*;
 use crate::config::{default_raw, parse_raw};
+use crate::settings::LogFormat;
 
 fn validate(text: &str) -> Result<crate::config::Config, String> {
     let mut raw = default_raw().map_err(|e| e.to_string())?;

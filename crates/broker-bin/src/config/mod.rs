@@ -28,7 +28,6 @@ mod sys;
 mod typed;
 mod validate;
 
-pub use abuse::{OverloadSettings, PublishRates};
 pub use auth::{AuthSettings, BackendKind, JwtConfig};
 pub use bridges::{
     BridgeSettings, BridgeTls, Direction, RawBridge, RawBridgeTopic, Secret, TopicRule,
@@ -36,14 +35,14 @@ pub use bridges::{
 pub use cluster::{ClusterSettings, NatsSecurity};
 pub use error::ConfigError;
 pub use http::{BasicCredentials, HttpSettings};
-pub use limits::{ConnectionSettings, LimitSettings};
 pub use listeners::{ListenerKind, ListenerSettings, TlsSettings, TransportListener};
-pub use log::{LogFormat, LogSettings};
-pub use persistence::{PersistenceSettings, StorageEngine, SyncPolicy};
 pub use print::{effective_toml, redacted_toml};
 pub use raw::{DEFAULT_CONFIG_TOML, RawConfig, default_raw, load_raw, parse_raw};
-pub use runtime::{BackendChoice, RuntimeSettings, WritePacingChoice};
-pub use sessions::{
-    QueueSettings, RetainedSettings, RoutingSettings, SessionSettings, SlowConsumerPolicy,
-};
 pub use typed::Config;
+// The core's settings, validated here (the section files above check their keys).
+pub use crate::settings::{
+    BackendChoice, ConnectionSettings, CoreConfig, LimitSettings, LogFormat, LogSettings,
+    OverloadSettings, PersistenceSettings, PublishRates, QueueSettings, RetainedSettings,
+    RoutingSettings, RuntimeSettings, SessionSettings, SlowConsumerPolicy, StorageEngine,
+    SyncPolicy, WritePacingChoice,
+};

@@ -8,6 +8,9 @@ use router::SharedStrategy;
 use super::error::ConfigError;
 use super::fields::{in_range, narrow, need};
 use super::overlay::raw_section;
+use crate::settings::{
+    QueueSettings, RetainedSettings, RoutingSettings, SessionSettings, SlowConsumerPolicy,
+};
 
 raw_section!(
     /// `[routing]`
@@ -32,48 +35,6 @@ raw_section!(
     /// `[retained]`
     RawRetained { max_messages: u64, max_bytes: u64 }
 );
-
-/// What happens to a QoS 1/2 message when a session's queue is full.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum SlowConsumerPolicy {
-    /// Drop the oldest queued message and count it.
-    DropOldest,
-    /// Disconnect the slow client with 0x97 Quota Exceeded.
-    Disconnect,
-}
-
-/// `[routing]`
-#[derive(Debug, Clone)]
-pub struct RoutingSettings {
-    pub shared_strategy: router::SharedStrategy,
-}
-
-/// `[queues]`
-#[derive(Debug, Clone)]
-pub struct QueueSettings {
-    pub outbound_bytes: u64,
-    pub backlog_retry: Duration,
-    pub max_queued_messages: u32,
-    /// Most bytes queued for one session.
-    pub max_queued_bytes: u64,
-    /// Most bytes queued over all sessions.
-    pub max_total_queued_bytes: u64,
-    pub slow_consumer_policy: SlowConsumerPolicy,
-}
-
-/// `[sessions]`
-#[derive(Debug, Clone)]
-pub struct SessionSettings {
-    pub max_session_expiry: Duration,
-    pub max_sessions: u32,
-}
-
-/// `[retained]`
-#[derive(Debug, Clone)]
-pub struct RetainedSettings {
-    pub max_messages: u32,
-    pub max_bytes: u64,
-}
 
 impl RawRouting {
     pub(super) fn validate(&self) -> Result<RoutingSettings, ConfigError> {

@@ -6,23 +6,32 @@ use super::cluster;
 use super::error::ConfigError;
 use super::raw::RawConfig;
 use super::typed::Config;
+use crate::settings::CoreConfig;
 
 impl RawConfig {
     /// Validates every key and builds the typed configuration.
     pub fn validate(&self) -> Result<Config, ConfigError> {
         let listeners = self.listeners.validate()?;
-        Ok(Config {
-            auth: self.auth.validate(&listeners)?,
-            ip: self.ip.validate()?,
-            publish_rates: self.limits.publish_rates()?,
-            overload: self.overload.validate()?,
-            bridges: bridges::validate(self.bridges.as_deref().unwrap_or_default(), &listeners)?,
-            http: self.http.validate()?,
-            cluster: self.cluster.as_ref().map(cluster::validate).transpose()?,
+        // In the order the keys were always checked: the first bad one is the one named.
+        let auth = self.auth.validate(&listeners)?;
+        let ip = self.ip.validate()?;
+        let publish_rates = self.limits.publish_rates()?;
+        let overload = self.overload.validate()?;
+        let bridges = bridges::validate(self.bridges.as_deref().unwrap_or_default(), &listeners)?;
+        let http = self.http.validate()?;
+        let cluster = self.cluster.as_ref().map(cluster::validate).transpose()?;
+        let core = CoreConfig {
+            auth,
+            ip,
+            publish_rates,
+            overload,
+            metrics_served: http.enabled(),
             listeners,
             runtime: self.runtime.validate()?,
-            log_level: self.log.level()?,
-            log: self.log.settings()?,
+            log: {
+                let _ = self.log.level()?;
+                self.log.settings()?
+            },
             connection: self.connection.validate()?,
             limits: self.limits.validate()?,
             routing: self.routing.validate()?,
@@ -31,6 +40,13 @@ impl RawConfig {
             retained: self.retained.validate()?,
             sys_interval: self.sys.interval()?,
             persistence: self.persistence.validate()?,
+        };
+        Ok(Config {
+            log_level: self.log.level()?,
+            core,
+            cluster,
+            bridges,
+            http,
         })
     }
 }

@@ -81,7 +81,7 @@ impl ReloadState {
                 Err(error) => report.errors.push(format!("log.level: {error}")),
             }
         }
-        report.restart_required = keys::changed(keys::RESTART, &shared.config, new);
+        report.restart_required = keys::changed(keys::RESTART, &self.started, new);
         *in_force = new.clone();
         // A level not applied stays a change, reported (and tried) again at the next reload.
         in_force.log_level = level;

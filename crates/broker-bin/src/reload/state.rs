@@ -12,6 +12,8 @@ use crate::logging::{LogControl, LogLevelError};
 pub(crate) struct ReloadState {
     log: OnceLock<LogControl>,
     pub(super) in_force: Mutex<Config>,
+    /// The configuration the broker started with: the keys that need a restart still follow it.
+    pub(super) started: Config,
     /// Where a reload reads the configuration (the binary: file and flags).
     pub(super) source: OnceLock<ConfigSource>,
     /// What the admin API shows: the last configuration loaded, as TOML, and the keys of it
@@ -49,6 +51,7 @@ impl ReloadState {
     pub(crate) fn new(config: Config) -> Self {
         Self {
             log: OnceLock::new(),
+            started: config.clone(),
             in_force: Mutex::new(config),
             source: OnceLock::new(),
             view: Mutex::new(ConfigView::default()),
@@ -63,9 +66,9 @@ impl ReloadState {
 
     /// Sets where reloads read the configuration; `raw` and `config` are what the broker
     /// started with.
-    pub(crate) fn set_source(&self, raw: &RawConfig, config: &Config, source: ConfigSource) {
+    pub(crate) fn set_source(&self, raw: &RawConfig, source: ConfigSource) {
         if self.source.set(source).is_ok() {
-            self.lock_view().toml = crate::config::redacted_toml(raw, config).ok();
+            self.lock_view().toml = crate::config::redacted_toml(raw, &self.started).ok();
         }
     }
 

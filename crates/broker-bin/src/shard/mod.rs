@@ -106,7 +106,11 @@ pub struct BrokerShard {
 impl BrokerShard {
     /// The shard `id` of a broker with `shard_count` shards.
     pub fn new(shared: Arc<Shared>, id: ShardId, shard_count: usize) -> Self {
-        let replica = replica::ReplicaState::new(&shared.config, id);
+        let replica = replica::ReplicaState::new(
+            shared.config.routing.shared_strategy,
+            shared.config.runtime.max_pending_changes,
+            id,
+        );
         let store = shared.persistence.store.clone();
         let durable = durability::Durability::new(store, shared.config.persistence.acks_wait());
         let shared_started = shared.time.started;

@@ -11,7 +11,6 @@ use router::{
 };
 
 use super::FastMap;
-use crate::config::Config;
 use crate::directory::birth_shard;
 use crate::message::{Change, Message};
 
@@ -47,17 +46,23 @@ pub(super) struct ReplicaState {
 }
 
 impl ReplicaState {
-    /// An empty replica for shard `id` (its shared-group random seed differs per shard).
-    pub(super) fn new(config: &Config, id: ShardId) -> Self {
+    /// An empty replica for shard `id` (its shared-group random seed differs per shard),
+    /// choosing shared-subscription members by `shared_strategy` and holding at most
+    /// `max_pending_changes` changes that arrive ahead of their turn.
+    pub(super) fn new(
+        shared_strategy: router::SharedStrategy,
+        max_pending_changes: usize,
+        id: ShardId,
+    ) -> Self {
         let table = SubscriptionTable::new(TableConfig {
-            shared_strategy: config.routing.shared_strategy,
+            shared_strategy,
             random_seed: 0x853C_49E6_748F_EA9B ^ (id.index() as u64),
         });
         Self {
             table,
             retained: RetainedStore::new(),
             moved_owners: FastMap::default(),
-            changes: ReorderBuffer::new(config.runtime.max_pending_changes),
+            changes: ReorderBuffer::new(max_pending_changes),
         }
     }
 
@@ -134,8 +139,7 @@ mod tests {
     use super::*;
 
     fn replica() -> ReplicaState {
-        let config = crate::config::default_raw().unwrap().validate().unwrap();
-        ReplicaState::new(&config, ShardId::new(0))
+        ReplicaState::new(router::SharedStrategy::RoundRobin, 65_536, ShardId::new(0))
     }
 
     fn subscriber_born_on(shard: u16, count: u64) -> SubscriberId {

@@ -23,7 +23,7 @@ impl BrokerShard {
         let config = &self.shared.config;
         config
             .sys_interval
-            .or_else(|| config.http.enabled().then_some(GAUGE_INTERVAL))
+            .or_else(|| config.metrics_served.then_some(GAUGE_INTERVAL))
     }
 
     /// Starts the `$SYS` (gauge) timer. Every shard refreshes its gauges on it; shard 0 also

@@ -1,0 +1,50 @@
+//! The validated settings of the broker's core: what the shards, the store and the door
+//! read. The binary's config layer parses TOML, validates it with key names in its errors, and
+//! builds these; the features' own settings (`[cluster]`, `[[bridges]]`, `[http]`) stay with them.
+
+mod abuse;
+mod limits;
+mod log;
+mod persistence;
+mod runtime;
+mod sessions;
+
+use std::time::Duration;
+
+pub use abuse::{OverloadSettings, PublishRates};
+pub use limits::{ConnectionSettings, LimitSettings};
+pub use log::{LogFormat, LogSettings};
+pub use persistence::{PersistenceSettings, StorageEngine, SyncPolicy};
+pub use runtime::{BackendChoice, RuntimeSettings, WritePacingChoice};
+pub use sessions::{
+    QueueSettings, RetainedSettings, RoutingSettings, SessionSettings, SlowConsumerPolicy,
+};
+
+use crate::guard::IpSettings;
+
+/// The validated settings of the broker's core.
+#[derive(Debug, Clone)]
+pub struct CoreConfig {
+    pub listeners: transport::ListenerSettings,
+    pub runtime: RuntimeSettings,
+    /// `[log]` format and lifecycle-line bound.
+    pub log: LogSettings,
+    pub connection: ConnectionSettings,
+    pub limits: LimitSettings,
+    pub routing: RoutingSettings,
+    pub queues: QueueSettings,
+    pub sessions: SessionSettings,
+    pub retained: RetainedSettings,
+    /// Interval between `$SYS` updates; `None` disables `$SYS`.
+    pub sys_interval: Option<Duration>,
+    pub persistence: PersistenceSettings,
+    pub auth: access::settings::AuthSettings,
+    pub ip: IpSettings,
+    /// `[limits] max_publish_rate`, `max_publish_bytes_rate` (reloadable).
+    pub publish_rates: PublishRates,
+    /// `[overload]` (reloadable).
+    pub overload: OverloadSettings,
+    /// The operations listener serves `/metrics`: the shards keep their gauges fresh even
+    /// with `$SYS` off.
+    pub metrics_served: bool,
+}
