@@ -113,8 +113,8 @@ impl Broker {
         let bridge_board = Arc::new(bridge::BridgeBoard::default());
         shared.links.bridges = Arc::clone(&bridge_board) as Arc<dyn broker_api::BridgeFigures>;
         shared.door.transports = transports;
-        shared.access.passwords = passwords.map(crate::swap::Swap::new);
-        shared.access.acl = acl.map(crate::swap::Swap::new);
+        shared.access.passwords = passwords.map(broker_core::swap::Swap::new);
+        shared.access.acl = acl.map(broker_core::swap::Swap::new);
         shared.access.gatekeeper = access::gatekeeper::build::start(&shared.config.auth, shards)?;
         let mut cluster_link = None;
         if let Some(settings) = &config.cluster {
@@ -127,7 +127,7 @@ impl Broker {
         if let Some(opened) = opened {
             shared.persistence.next_seq =
                 std::sync::atomic::AtomicU64::new(opened.max_queued_seq + 1);
-            crate::deal::deal_recovered(
+            broker_core::deal::deal_recovered(
                 &shared.persistence.recovery,
                 &shared,
                 opened.sessions,
@@ -439,7 +439,7 @@ fn start_cluster(
         settings.clone(),
         queues,
         Arc::clone(&link.counters),
-        Arc::new(crate::cluster_inbox::ShardInbox(runtime.poster())),
+        Arc::new(broker_core::cluster_inbox::ShardInbox(runtime.poster())),
         shared.time.clock.clone(),
         cluster::totals::NodeContext {
             figures: node_figures(shared),

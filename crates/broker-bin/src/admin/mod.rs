@@ -3,7 +3,8 @@
 //! through their mailboxes ([`query::AdminQuery`]); no other thread touches their state.
 //! Lists are paginated with a cursor (`after`) and bounded (`limit`, at most [`MAX_LIMIT`]).
 
-pub mod query;
+/// The questions the admin API asks the shards, and their answers (`broker_core`).
+pub use broker_core::admin_query as query;
 mod routes;
 
 use std::sync::Arc;

@@ -1,8 +1,6 @@
 //! Logging: the `tracing` subscriber the binary installs (`[log]`: level, text or JSON, colour
 //! only on a terminal), a handle that changes the level while the broker runs (SIGHUP), and
-//! the rate-limited connection lifecycle lines ([`lifecycle`]).
-
-pub mod lifecycle;
+//! the rate-limited connection lifecycle lines (`broker_core::lifecycle`).
 
 use std::io::IsTerminal;
 
@@ -12,7 +10,7 @@ use tracing_subscriber::{EnvFilter, Registry, reload};
 
 use crate::config::{Config, LogFormat};
 
-pub use lifecycle::{Lifecycle, LifecycleLog};
+pub use broker_core::lifecycle::{self, Lifecycle, LifecycleLog};
 
 /// Why the log subscriber could not be installed.
 #[derive(Debug, thiserror::Error)]

@@ -1,7 +1,7 @@
 //! [`Throttle`]: each connection's publish-rate buckets (messages and bytes per second); `throttle.rs` pauses and resumes connections by them.
 
 use super::{ArmedTimer, FastMap};
-use crate::config::PublishRates;
+use crate::settings::PublishRates;
 use ring_runtime::ConnId;
 use std::time::{Duration, Instant};
 

@@ -1,5 +1,5 @@
 //! The connection lifecycle lines at info level (`client connected`, `client disconnected`),
-//! bounded by `log.max_lifecycle_per_sec` (`crate::logging::lifecycle`). Nothing is formatted,
+//! bounded by `log.max_lifecycle_per_sec` (`crate::lifecycle`). Nothing is formatted,
 //! and the peer address is not looked up, unless the line is enabled and admitted.
 
 use codec::{Connect, MqttStr, ProtocolVersion};
@@ -8,7 +8,7 @@ use tracing::Level;
 
 use super::timer_book::TimerPurpose;
 use super::{BrokerShard, Ctx};
-use crate::logging::lifecycle::{Admit, Lifecycle, TARGET};
+use crate::lifecycle::{Admit, Lifecycle, TARGET};
 
 /// How long after the first suppressed line its summary is written.
 const SUMMARY_AFTER: std::time::Duration = std::time::Duration::from_secs(1);

@@ -19,14 +19,14 @@ const NEVER: u64 = u64::MAX;
 
 /// The limits in force, replaced on reload.
 #[derive(Debug)]
-pub(crate) struct AbuseLimits {
+pub struct AbuseLimits {
     publish_messages: AtomicU64,
     publish_bytes: AtomicU64,
     overload: Overload,
 }
 
 impl AbuseLimits {
-    pub(crate) fn new(config: &CoreConfig) -> Self {
+    pub fn new(config: &CoreConfig) -> Self {
         let limits = Self {
             publish_messages: AtomicU64::new(0),
             publish_bytes: AtomicU64::new(0),
@@ -38,7 +38,7 @@ impl AbuseLimits {
 
     /// Puts `config`'s publish rates and overload thresholds in force (SIGHUP): later PUBLISH
     /// packets and accepts are judged by them; the memory is read again at the next accept.
-    pub(crate) fn update(&self, config: &CoreConfig) {
+    pub fn update(&self, config: &CoreConfig) {
         self.publish_messages
             .store(config.publish_rates.messages, Relaxed);
         self.publish_bytes
@@ -47,7 +47,7 @@ impl AbuseLimits {
     }
 
     /// The per-connection publish rates in force.
-    pub(crate) fn publish_rates(&self) -> PublishRates {
+    pub fn publish_rates(&self) -> PublishRates {
         PublishRates {
             messages: self.publish_messages.load(Relaxed),
             bytes: self.publish_bytes.load(Relaxed),
@@ -57,7 +57,7 @@ impl AbuseLimits {
     /// Whether a connection accepted now is refused for overload. `since_start` is the broker's
     /// time since start; the resident memory is read when the last reading is older than
     /// [`SAMPLE_EVERY`] (by one shard at a time).
-    pub(crate) fn refuses_connections(&self, since_start: Duration) -> bool {
+    pub fn refuses_connections(&self, since_start: Duration) -> bool {
         self.overload.refuses(since_start)
     }
 }

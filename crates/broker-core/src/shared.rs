@@ -30,24 +30,24 @@ pub struct Shared {
     /// Topic validation limits, queue bounds and the broker-wide byte budgets.
     pub limits: SharedLimits,
     /// The authentication hook, the password and ACL files, the external backends.
-    pub(crate) access: AccessControl,
+    pub access: AccessControl,
     /// The listeners, the connection count, the `[ip]` guard, publish rates and overload.
-    pub(crate) door: Door,
+    pub door: Door,
     /// The bound on connection lifecycle log lines (`log.max_lifecycle_per_sec`, reloadable).
-    pub lifecycle: crate::logging::LifecycleLog,
+    pub lifecycle: crate::lifecycle::LifecycleLog,
     /// The runtime's clock, and when the broker started on it.
     pub time: BrokerTime,
     /// The store thread's state, what was recovered at start-up, the stored-queue sequence.
     pub persistence: Persistence,
     /// The running bridges' board and the cluster link.
-    pub(crate) links: Links,
+    pub links: Links,
 }
 
 impl Shared {
     /// Reloads the TLS certificates, the password file and the ACL file, and empties the
     /// backends' caches. Whatever fails to load keeps its old contents; the errors are
     /// returned.
-    pub(crate) fn reload_files(&self) -> Vec<String> {
+    pub fn reload_files(&self) -> Vec<String> {
         let mut errors: Vec<String> = (self.door.transports.reload().iter())
             .map(ToString::to_string)
             .collect();
@@ -76,7 +76,7 @@ impl Shared {
             partial_frames: ByteBudget::new(config.limits.max_partial_frame_bytes),
         };
         let door = Door::new(&config);
-        let lifecycle = crate::logging::LifecycleLog::new(config.log.max_lifecycle_per_sec);
+        let lifecycle = crate::lifecycle::LifecycleLog::new(config.log.max_lifecycle_per_sec);
         Self {
             limits,
             config,

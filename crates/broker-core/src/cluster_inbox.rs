@@ -7,7 +7,7 @@ use ring_runtime::{Poster, ShardId};
 use crate::message::ShardMsg;
 
 /// Posts the cluster link's messages into the shards' mailboxes.
-pub(crate) struct ShardInbox(pub(crate) Poster<ShardMsg>);
+pub struct ShardInbox(pub Poster<ShardMsg>);
 
 impl ClusterInbox for ShardInbox {
     fn shard_count(&self) -> usize {

@@ -11,12 +11,12 @@ use router::{Sequencer, SubscriberId, TopicLimits};
 use session_store::{ByteBudget, QueueLimits};
 
 use crate::auth::Authenticator;
-use crate::config::AuthSettings;
 use crate::directory::BIRTH_SHARD_BITS;
 use crate::directory::{ClaimId, SessionLocation};
 use crate::settings::CoreConfig;
 use crate::store::{Recovery, StoreState};
 use crate::swap::Swap;
+use access::settings::AuthSettings;
 
 /// Client identifier -> the shard that holds its session (the takeover directory), and the
 /// counters that hand out subscriber keys and claim ids.
@@ -27,13 +27,13 @@ pub struct SessionDirectory {
     pub sessions: DashMap<Box<str>, SessionLocation>,
     /// Hands out subscriber keys: 64 bits, so a key is never handed out twice (at a million
     /// sessions a second the counter would last 584,000 years).
-    pub(crate) next_subscriber: AtomicU64,
+    pub next_subscriber: AtomicU64,
     /// Hands out claim ids.
     next_claim: AtomicU32,
 }
 
 impl SessionDirectory {
-    pub(crate) fn new(sessions: DashMap<Box<str>, SessionLocation>) -> Self {
+    pub fn new(sessions: DashMap<Box<str>, SessionLocation>) -> Self {
         Self {
             sessions,
             next_subscriber: AtomicU64::new(1),
@@ -79,19 +79,19 @@ pub struct SharedLimits {
 }
 
 /// Who may do what: the embedding's hook and the configured `[auth]`.
-pub(crate) struct AccessControl {
+pub struct AccessControl {
     /// The authentication and authorization hook.
-    pub(crate) hook: Box<dyn Authenticator>,
+    pub hook: Box<dyn Authenticator>,
     /// The password file's users, when `auth.password_file` is set (swapped on reload).
-    pub(crate) passwords: Option<Swap<access::PasswordFile>>,
+    pub passwords: Option<Swap<access::PasswordFile>>,
     /// The ACL file's rules, when `auth.acl_file` is set (swapped on reload).
-    pub(crate) acl: Option<Swap<access::AclFile>>,
+    pub acl: Option<Swap<access::AclFile>>,
     /// The external authentication backends and their workers (`auth.backends` naming any).
-    pub(crate) gatekeeper: Option<access::gatekeeper::Gatekeeper>,
+    pub gatekeeper: Option<access::gatekeeper::Gatekeeper>,
 }
 
 impl AccessControl {
-    pub(crate) fn new(hook: Box<dyn Authenticator>) -> Self {
+    pub fn new(hook: Box<dyn Authenticator>) -> Self {
         Self {
             hook,
             passwords: None,
@@ -101,18 +101,18 @@ impl AccessControl {
     }
 
     /// The password file in force, if one is configured.
-    pub(crate) fn passwords(&self) -> Option<Arc<access::PasswordFile>> {
+    pub fn passwords(&self) -> Option<Arc<access::PasswordFile>> {
         self.passwords.as_ref().map(Swap::get)
     }
 
     /// The ACL in force, if one is configured.
-    pub(crate) fn acl(&self) -> Option<Arc<access::AclFile>> {
+    pub fn acl(&self) -> Option<Arc<access::AclFile>> {
         self.acl.as_ref().map(Swap::get)
     }
 
     /// Reloads the password file and the ACL file, and empties the backends' caches. Whatever
     /// fails to load keeps its old contents; the errors are returned.
-    pub(crate) fn reload(&self, auth: &AuthSettings) -> Vec<String> {
+    pub fn reload(&self, auth: &AuthSettings) -> Vec<String> {
         let mut errors = Vec::new();
         if let Err(error) = self.reload_passwords(auth) {
             errors.push(error.to_string());
@@ -130,7 +130,7 @@ impl AccessControl {
     /// Reads the ACL file again; on failure the old rules stay in force. Connected clients'
     /// subscriptions keep their admission; what leaves is checked against the new rules where
     /// a subscription was only partly readable.
-    pub(crate) fn reload_acl(&self, auth: &AuthSettings) -> Result<(), access::AccessFileError> {
+    pub fn reload_acl(&self, auth: &AuthSettings) -> Result<(), access::AccessFileError> {
         let (Some(acl), Some(path)) = (&self.acl, &auth.acl_file) else {
             return Ok(());
         };
@@ -150,21 +150,21 @@ impl AccessControl {
 
 /// What stands at the door: the listeners, how many connections are open, the `[ip]` guard,
 /// publish rates and overload mode.
-pub(crate) struct Door {
+pub struct Door {
     /// The TLS and WebSocket listeners (certificates, paths).
-    pub(crate) transports: crate::transport::Transports,
+    pub transports: transport::Transports,
     /// Connections open now, over all shards (for `max_connections`).
-    pub(crate) connections: AtomicUsize,
+    pub connections: AtomicUsize,
     /// The `[ip]` guard: address lists and per-address limits.
-    pub(crate) guard: crate::guard::IpGuard,
+    pub guard: crate::guard::IpGuard,
     /// Publish rates and overload mode (reloadable).
-    pub(crate) abuse: crate::abuse::AbuseLimits,
+    pub abuse: crate::abuse::AbuseLimits,
 }
 
 impl Door {
-    pub(crate) fn new(config: &CoreConfig) -> Self {
+    pub fn new(config: &CoreConfig) -> Self {
         Self {
-            transports: crate::transport::Transports::plain(),
+            transports: transport::Transports::plain(),
             connections: AtomicUsize::new(0),
             guard: crate::guard::IpGuard::new(config.ip.clone()),
             abuse: crate::abuse::AbuseLimits::new(config),
@@ -181,7 +181,7 @@ pub struct BrokerTime {
 }
 
 impl BrokerTime {
-    pub(crate) fn new(clock: Clock) -> Self {
+    pub fn new(clock: Clock) -> Self {
         Self {
             started: clock.now(),
             clock,
@@ -223,11 +223,11 @@ impl Persistence {
 }
 
 /// The broker's links to other brokers.
-pub(crate) struct Links {
+pub struct Links {
     /// The running bridges' figures (for `$SYS/broker/bridges/...`).
-    pub(crate) bridges: Arc<dyn broker_api::BridgeFigures>,
+    pub bridges: Arc<dyn broker_api::BridgeFigures>,
     /// The cluster link (`[cluster]`), `None` on a single node.
-    pub(crate) cluster: Option<Arc<dyn broker_api::ClusterPort>>,
+    pub cluster: Option<Arc<dyn broker_api::ClusterPort>>,
 }
 
 impl Default for Links {

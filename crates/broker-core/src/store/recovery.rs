@@ -15,8 +15,8 @@ use session_store::storage::{
     StoredMessage, StoredSession, SyncMode,
 };
 
-use crate::config::{PersistenceSettings, StorageEngine, SyncPolicy};
 use crate::message::Message;
+use crate::settings::{PersistenceSettings, StorageEngine, SyncPolicy};
 
 /// A stored session dealt to a shard, with the subscriber key it runs under now.
 #[derive(Debug)]

@@ -89,14 +89,14 @@ pub enum ShardMsg {
     Takeover(TakeoverRequest),
     /// A session handed over.
     Transfer(SessionTransfer),
-    /// Sent once by [`crate::Broker::start`]: start the shard's periodic work.
+    /// Sent once by the broker at start: start the shard's periodic work.
     Start,
     /// Another shard applied a subscription of a session this shard holds (a SUBACK may be due).
     Applied,
     /// Large amounts of memory were freed: hand this shard's free allocator memory to the OS.
     ReturnMemory,
     /// A question from the admin API.
-    Admin(crate::admin::query::AdminQuery),
+    Admin(crate::admin_query::AdminQuery),
     /// A message from another node of the cluster, for local subscribers only.
     Cluster(Box<broker_api::cluster::ClusterPublish>),
     /// The cluster's answer to a CONNECT waiting for its client id.

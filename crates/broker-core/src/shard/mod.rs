@@ -142,8 +142,7 @@ impl BrokerShard {
     }
 
     /// Bytes charged against the queues' shared budget (what sessions hold queued).
-    #[cfg(test)]
-    pub(crate) fn queued_bytes_charged(&self) -> u64 {
+    pub fn queued_bytes_charged(&self) -> u64 {
         self.shared.limits.queues.budget.used()
     }
 

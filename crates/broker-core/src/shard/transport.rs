@@ -9,7 +9,7 @@ use tracing::debug;
 
 use super::{BrokerShard, Ctx};
 use crate::metrics::Listener;
-use crate::transport::MqttTransport;
+use transport::MqttTransport;
 
 impl BrokerShard {
     /// Gives `conn` the layer of the listener that accepted it; the listener's kind, or `None`

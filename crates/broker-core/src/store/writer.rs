@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use session_store::storage::{SessionStorage, SessionWrite, StorageError};
 
 use super::{QueueRead, QueueReadDone, StoreBatch, StoreJob, StoreState};
-use crate::config::SyncPolicy;
+use crate::settings::SyncPolicy;
 
 /// Most batches one group commit takes (the rest go in the next).
 const MAX_GROUP: usize = 1024;

@@ -31,7 +31,7 @@ pub enum TimerPurpose {
     /// The end of a connection's pause for its publish rate (`throttle.rs`).
     Throttle(ConnId),
     /// The summary of suppressed lifecycle lines of one kind is due (`lifecycle.rs`).
-    LifecycleSummary(crate::logging::Lifecycle),
+    LifecycleSummary(crate::lifecycle::Lifecycle),
 }
 
 /// A timer armed through the book: its runtime id and its key.

@@ -10,7 +10,7 @@ use tracing::info;
 
 use super::publish::PublishInput;
 use super::{BrokerShard, Ctx};
-use crate::admin::query::{AdminQuery, ClientDetail, ClientInfo, RetainedInfo, SubscriptionInfo};
+use crate::admin_query::{AdminQuery, ClientDetail, ClientInfo, RetainedInfo, SubscriptionInfo};
 use crate::session::Session;
 
 impl BrokerShard {
