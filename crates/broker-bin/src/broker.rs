@@ -106,7 +106,7 @@ impl Broker {
         let opened = open_and_recover(&config.persistence)?;
         let sync = (config.persistence.sync, config.persistence.sync_interval);
         let mut shared = Shared::with_clock(config, shards, auth, clock);
-        shared.transports = transports;
+        shared.transports = transports.with_hold_limit(transport_hold_limit(&shared));
         shared.passwords = passwords.map(crate::swap::Swap::new);
         shared.acl = acl.map(crate::swap::Swap::new);
         shared.gatekeeper = access::gatekeeper::build::start(&shared.config.auth, shards)?;
@@ -545,4 +545,14 @@ mod tests {
             .validate()
             .expect("the runtime accepts what the config validated");
     }
+}
+
+/// The bounds on what a connection's TLS or WebSocket layer holds between reads: per
+/// connection the largest packet (`limits.max_packet_size`, at least what a TLS handshake
+/// needs), all connections together within the partial-frame budget shared with the MQTT
+/// carries (`limits.max_partial_frame_bytes`).
+fn transport_hold_limit(shared: &Shared) -> crate::transport::HoldLimit {
+    let per_connection = shared.config.limits.max_packet_size as usize;
+    let budget = crate::shared::PartialFrameBudget(Arc::clone(&shared.partial_frames));
+    crate::transport::HoldLimit::new(per_connection, Arc::new(budget))
 }

@@ -63,8 +63,10 @@ pub struct Shared {
     pub clock: Clock,
     /// Per shard: how far it has applied the change order (for forwarding clean-up).
     pub applied: Box<[CachePadded<AtomicU64>]>,
-    /// Bytes held in partial frames over all connections (`limits.max_partial_frame_bytes`).
-    pub partial_frames: ByteBudget,
+    /// Bytes held in partial frames over all connections (`limits.max_partial_frame_bytes`):
+    /// the MQTT carries, and what TLS and WebSocket layers hold between reads
+    /// ([`PartialFrameBudget`]).
+    pub partial_frames: Arc<ByteBudget>,
     /// The bounds of every session's queue, with the broker-wide queued-bytes budget.
     pub queue_limits: QueueLimits,
     /// What the store thread publishes (`None` with `persistence.engine = "none"`).
@@ -150,7 +152,7 @@ impl Shared {
             max_length: usize::from(config.limits.max_topic_length),
             max_levels: usize::from(config.limits.max_topic_levels),
         };
-        let partial_frames = ByteBudget::new(config.limits.max_partial_frame_bytes);
+        let partial_frames = Arc::new(ByteBudget::new(config.limits.max_partial_frame_bytes));
         let queue_limits = queue_limits(&config);
         let guard = crate::guard::IpGuard::new(config.ip.clone());
         let abuse = crate::abuse::AbuseLimits::new(&config);
@@ -276,5 +278,19 @@ mod tests {
         }
         let distinct: std::collections::HashSet<_> = keys.iter().map(|k| k.0).collect();
         assert_eq!(distinct.len(), keys.len());
+    }
+}
+
+/// The partial-frame budget as the transports' shared budget: what a TLS or WebSocket layer
+/// holds between reads is charged with the MQTT carries (see `Transports::with_hold_limit`).
+pub struct PartialFrameBudget(pub Arc<ByteBudget>);
+
+impl crate::transport::SharedBudget for PartialFrameBudget {
+    fn try_charge(&self, bytes: u64) -> bool {
+        self.0.try_charge(bytes)
+    }
+
+    fn release(&self, bytes: u64) {
+        self.0.release(bytes);
     }
 }
