@@ -320,14 +320,11 @@ fn a_websocket_message_over_the_largest_size_is_refused_with_1009_before_it_arri
     let mut header = client_header(false, CONTINUATION, 40_100);
     header.extend(std::iter::repeat_n(0, 100));
     socket.get_mut().write_all(&header).unwrap();
-    let close = loop {
-        match socket.read() {
-            Ok(Message::Close(frame)) => break frame,
-            Ok(other) => panic!("expected a close frame, got {other:?}"),
-            Err(e) => panic!("expected a close frame, the read failed: {e}"),
-        }
+    let close = match socket.read() {
+        Ok(Message::Close(frame)) => frame.expect("a close frame with a status"),
+        Ok(other) => panic!("expected a close frame, got {other:?}"),
+        Err(e) => panic!("expected a close frame, the read failed: {e}"),
     };
-    let close = close.expect("a close frame with a status");
     assert_eq!(close.code, CloseCode::Size, "{close:?}");
     broker.assert_serving();
 }

@@ -506,6 +506,16 @@ pub(crate) fn runtime_config(config: &Config) -> RuntimeConfig {
     runtime
 }
 
+/// The bounds on what a connection's TLS or WebSocket layer holds between reads: per
+/// connection the largest packet (`limits.max_packet_size`, at least what a TLS handshake
+/// needs), all connections together within the partial-frame budget shared with the MQTT
+/// carries (`limits.max_partial_frame_bytes`).
+fn transport_hold_limit(shared: &Shared) -> crate::transport::HoldLimit {
+    let per_connection = shared.config.limits.max_packet_size as usize;
+    let budget = crate::shared::PartialFrameBudget(Arc::clone(&shared.partial_frames));
+    crate::transport::HoldLimit::new(per_connection, Arc::new(budget))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -545,14 +555,4 @@ mod tests {
             .validate()
             .expect("the runtime accepts what the config validated");
     }
-}
-
-/// The bounds on what a connection's TLS or WebSocket layer holds between reads: per
-/// connection the largest packet (`limits.max_packet_size`, at least what a TLS handshake
-/// needs), all connections together within the partial-frame budget shared with the MQTT
-/// carries (`limits.max_partial_frame_bytes`).
-fn transport_hold_limit(shared: &Shared) -> crate::transport::HoldLimit {
-    let per_connection = shared.config.limits.max_packet_size as usize;
-    let budget = crate::shared::PartialFrameBudget(Arc::clone(&shared.partial_frames));
-    crate::transport::HoldLimit::new(per_connection, Arc::new(budget))
 }

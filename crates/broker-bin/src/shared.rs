@@ -244,6 +244,20 @@ pub fn birth_shard(subscriber: SubscriberId) -> ShardId {
     ShardId::new((subscriber.0 & ((1 << BIRTH_SHARD_BITS) - 1)) as u16)
 }
 
+/// The partial-frame budget as the transports' shared budget: what a TLS or WebSocket layer
+/// holds between reads is charged with the MQTT carries (see `Transports::with_hold_limit`).
+pub struct PartialFrameBudget(pub Arc<ByteBudget>);
+
+impl crate::transport::SharedBudget for PartialFrameBudget {
+    fn try_charge(&self, bytes: u64) -> bool {
+        self.0.try_charge(bytes)
+    }
+
+    fn release(&self, bytes: u64) {
+        self.0.release(bytes);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -278,19 +292,5 @@ mod tests {
         }
         let distinct: std::collections::HashSet<_> = keys.iter().map(|k| k.0).collect();
         assert_eq!(distinct.len(), keys.len());
-    }
-}
-
-/// The partial-frame budget as the transports' shared budget: what a TLS or WebSocket layer
-/// holds between reads is charged with the MQTT carries (see `Transports::with_hold_limit`).
-pub struct PartialFrameBudget(pub Arc<ByteBudget>);
-
-impl crate::transport::SharedBudget for PartialFrameBudget {
-    fn try_charge(&self, bytes: u64) -> bool {
-        self.0.try_charge(bytes)
-    }
-
-    fn release(&self, bytes: u64) {
-        self.0.release(bytes);
     }
 }
