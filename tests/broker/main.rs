@@ -54,3 +54,4 @@ mod tls;
 mod will;
 mod will_acl;
 mod ws;
+mod ws_limits;

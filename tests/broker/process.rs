@@ -40,6 +40,11 @@ impl BrokerProcess {
         Self { child, addr }
     }
 
+    /// The broker's process id (for its `/proc` entries).
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     /// SIGKILL, then reap.
     pub fn kill_9(mut self) {
         self.child.kill().expect("SIGKILL the broker");

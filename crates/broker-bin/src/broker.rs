@@ -112,7 +112,7 @@ impl Broker {
         let mut shared = Shared::with_clock(config.core.clone(), shards, auth, clock);
         let bridge_board = Arc::new(bridge::BridgeBoard::default());
         shared.links.bridges = Arc::clone(&bridge_board) as Arc<dyn broker_api::BridgeFigures>;
-        shared.door.transports = transports;
+        shared.door.transports = transports.with_hold_limit(transport_hold_limit(&shared));
         shared.access.passwords = passwords.map(broker_core::swap::Swap::new);
         shared.access.acl = acl.map(broker_core::swap::Swap::new);
         shared.access.gatekeeper = access::gatekeeper::build::start(&shared.config.auth, shards)?;
@@ -517,6 +517,17 @@ pub(crate) fn runtime_config(config: &Config) -> RuntimeConfig {
     };
     runtime.drain_timeout = config.connection.connect_timeout.min(runtime.drain_timeout);
     runtime
+}
+
+/// The bounds on what a connection's TLS or WebSocket layer holds between reads: per
+/// connection the largest packet (`limits.max_packet_size`, at least what a TLS handshake
+/// needs), all connections together within the partial-frame budget shared with the MQTT
+/// carries (`limits.max_partial_frame_bytes`).
+fn transport_hold_limit(shared: &Shared) -> crate::transport::HoldLimit {
+    let per_connection = shared.config.limits.max_packet_size as usize;
+    let budget =
+        broker_core::shared_parts::PartialFrameBudget(Arc::clone(&shared.limits.partial_frames));
+    crate::transport::HoldLimit::new(per_connection, Arc::new(budget))
 }
 
 #[cfg(test)]

@@ -73,7 +73,9 @@ impl Shared {
                 max_levels: usize::from(config.limits.max_topic_levels),
             },
             queues: queue_limits(&config),
-            partial_frames: ByteBudget::new(config.limits.max_partial_frame_bytes),
+            partial_frames: std::sync::Arc::new(ByteBudget::new(
+                config.limits.max_partial_frame_bytes,
+            )),
         };
         let door = Door::new(&config);
         let lifecycle = crate::lifecycle::LifecycleLog::new(config.log.max_lifecycle_per_sec);

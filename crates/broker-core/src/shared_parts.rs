@@ -74,8 +74,24 @@ pub struct SharedLimits {
     pub topics: TopicLimits,
     /// The bounds of every session's queue, with the broker-wide queued-bytes budget.
     pub queues: QueueLimits,
-    /// Bytes held in partial frames over all connections (`limits.max_partial_frame_bytes`).
-    pub partial_frames: ByteBudget,
+    /// Bytes held in partial frames over all connections (`limits.max_partial_frame_bytes`):
+    /// the MQTT carries, and what TLS and WebSocket layers hold between reads
+    /// ([`PartialFrameBudget`]).
+    pub partial_frames: Arc<ByteBudget>,
+}
+
+/// The partial-frame budget as the transports' shared budget: what a TLS or WebSocket layer
+/// holds between reads is charged with the MQTT carries (see `Transports::with_hold_limit`).
+pub struct PartialFrameBudget(pub Arc<ByteBudget>);
+
+impl transport::SharedBudget for PartialFrameBudget {
+    fn try_charge(&self, bytes: u64) -> bool {
+        self.0.try_charge(bytes)
+    }
+
+    fn release(&self, bytes: u64) {
+        self.0.release(bytes);
+    }
 }
 
 /// Who may do what: the embedding's hook and the configured `[auth]`.

@@ -12,6 +12,12 @@
 //! pass between them) exists once for both sides; what differs (rustls' server or client
 //! connection, WebSocket upgrade answered or requested, frames masked or not) is a named half.
 //!
+//! What a server connection's transport holds for its peer between reads (a partial TLS
+//! record, the WebSocket upgrade request, a partial frame header) is bounded per connection and
+//! charged to a budget the broker shares ([`HoldLimit`]); WebSocket payload is never held (it
+//! goes to MQTT as it arrives), and a message over the largest size is refused from the header
+//! that takes it over (close 1009).
+//!
 //! What this crate must not know: MQTT sessions or packets, the broker's config file (the broker
 //! parses and validates it and hands over the typed settings of [`config`]), its metrics (they
 //! map [`TransportKind`]) or its shards.
@@ -20,6 +26,7 @@
 mod client;
 pub mod config;
 mod error;
+mod hold;
 mod listeners;
 mod server_layer;
 mod stack;
@@ -30,6 +37,7 @@ mod ws;
 pub use client::{ClientLayer, Connector};
 pub use config::{ClientSettings, ListenerKind, ListenerSettings, TlsSettings, TransportListener};
 pub use error::{ClientError, TransportError};
+pub use hold::{HeldOver, HoldLimit, MIN_HOLD_PER_CONNECTION, SharedBudget};
 pub use listeners::Transports;
 pub use server_layer::{MqttTransport, NoCommonName};
 pub use stack::{Stack, TransportKind};

@@ -6,6 +6,7 @@ use std::sync::{Arc, OnceLock};
 
 use crate::config::{ListenerKind, ListenerSettings};
 use crate::error::TransportError;
+use crate::hold::HoldLimit;
 use crate::server_layer::MqttTransport;
 use crate::stack::TransportKind;
 use crate::tls::TlsSource;
@@ -26,6 +27,8 @@ pub struct Transports {
     bound: OnceLock<Vec<SocketAddr>>,
     /// Largest WebSocket message accepted.
     max_ws_message: usize,
+    /// The bounds on what a connection's transport holds (unbounded when `None`).
+    hold: Option<HoldLimit>,
     any: bool,
 }
 
@@ -52,7 +55,19 @@ impl Transports {
             listeners,
             bound: OnceLock::new(),
             max_ws_message: (max_packet_size as usize).saturating_mul(2).max(64 * 1024),
+            hold: None,
         })
+    }
+
+    /// Every connection's transport is bounded by `hold` from now on.
+    pub fn with_hold_limit(mut self, hold: HoldLimit) -> Self {
+        self.hold = Some(hold);
+        self
+    }
+
+    /// The largest WebSocket message accepted: twice the largest MQTT packet, at least 64 KiB.
+    pub fn max_ws_message(&self) -> usize {
+        self.max_ws_message
     }
 
     /// Plain TCP only (until [`Self::load`] replaces it).
@@ -61,6 +76,7 @@ impl Transports {
             listeners: Vec::new(),
             bound: OnceLock::new(),
             max_ws_message: 0,
+            hold: None,
             any: false,
         }
     }
@@ -109,20 +125,23 @@ impl Transports {
             return Some(Err(format!("no listener known for {local} yet")));
         };
         let ws = |path: &Arc<str>| WsSession::new(Arc::clone(path), self.max_ws_message);
+        let hold = self.hold.as_ref();
         let layer = match transport {
             Transport::Plain => return None,
-            Transport::Ws(path) => Ok(MqttTransport::server(None, Some(ws(path)), peer, false)),
+            Transport::Ws(path) => Ok(MqttTransport::server(
+                None,
+                Some(ws(path)),
+                peer,
+                false,
+                hold,
+            )),
             Transport::Tls(tls) => tls.accept().map(|session| {
-                MqttTransport::server(
-                    Some(session),
-                    None,
-                    peer,
-                    tls.settings().identity_as_username,
-                )
+                let identity = tls.settings().identity_as_username;
+                MqttTransport::server(Some(session), None, peer, identity, hold)
             }),
             Transport::Wss(path, tls) => tls.accept().map(|session| {
                 let identity = tls.settings().identity_as_username;
-                MqttTransport::server(Some(session), Some(ws(path)), peer, identity)
+                MqttTransport::server(Some(session), Some(ws(path)), peer, identity, hold)
             }),
         };
         Some(layer.map_err(|e| format!("TLS session: {e}")))

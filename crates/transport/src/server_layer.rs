@@ -6,6 +6,7 @@ use std::net::SocketAddr;
 
 use rustls::server::UnbufferedServerConnection;
 
+use crate::hold::{Hold, HoldLimit};
 use crate::stack::Stack;
 use crate::tls::common_name;
 use crate::tls_session::TlsSession;
@@ -32,12 +33,17 @@ impl Stack<TlsSession, WsSession, ServerSide> {
         ws: Option<WsSession>,
         peer: SocketAddr,
         identity_as_username: bool,
+        hold: Option<&HoldLimit>,
     ) -> Self {
         let side = ServerSide {
             peer,
             identity_as_username,
         };
-        Self::new(tls.map(TlsSession::new), ws, side)
+        let mut stack = Self::new(tls.map(TlsSession::new), ws, side);
+        if let Some(limit) = hold {
+            stack.set_hold(Hold::new(limit.clone()));
+        }
+        stack
     }
 
     pub fn peer(&self) -> SocketAddr {

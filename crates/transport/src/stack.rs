@@ -7,6 +7,8 @@ use std::fmt;
 use bytes::{BufMut, Bytes, BytesMut};
 use ring_runtime::{LayerError, LayerOutput, LayerState, StreamLayer};
 
+use crate::hold::{HeldOver, Hold};
+
 /// What a listener (or a client's connection) adds on top of TCP.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum TransportKind {
@@ -48,6 +50,11 @@ pub trait TlsHalf {
 
     /// A close_notify alert into `wire`.
     fn close(&mut self, wire: &mut BytesMut);
+
+    /// Bytes kept between two receives (a partial record); a side never bounded says 0.
+    fn held(&self) -> usize {
+        0
+    }
 }
 
 /// A WebSocket session, server or client side.
@@ -66,14 +73,22 @@ pub trait WsHalf {
 
     /// A close frame into `wire`, when the session is open.
     fn close(&mut self, wire: &mut BytesMut);
+
+    /// Bytes kept between two receives (the upgrade request, a partial frame header); a side
+    /// never bounded says 0.
+    fn held(&self) -> usize {
+        0
+    }
 }
 
 /// One connection's transport state, kept on the shard that owns the connection: a TLS half,
-/// a WebSocket half, either or both, and what only one side keeps (`side`).
+/// a WebSocket half, either or both, what only one side keeps (`side`), and, when bounded, the
+/// charge for what the halves hold between receives.
 pub struct Stack<T, W, S> {
     tls: Option<Box<T>>,
     ws: Option<Box<W>>,
     side: S,
+    hold: Option<Hold>,
 }
 
 impl<T, W, S> Stack<T, W, S> {
@@ -82,7 +97,18 @@ impl<T, W, S> Stack<T, W, S> {
             tls: tls.map(Box::new),
             ws: ws.map(Box::new),
             side,
+            hold: None,
         }
+    }
+
+    /// Bounds what the halves hold between receives (checked after each).
+    pub(crate) fn set_hold(&mut self, hold: Hold) {
+        self.hold = Some(hold);
+    }
+
+    /// The bound a receive found exceeded, when that is why the layer failed.
+    pub fn held_over(&self) -> Option<HeldOver> {
+        self.hold.as_ref().and_then(Hold::over)
     }
 
     /// What this layer adds on top of TCP.
@@ -104,8 +130,14 @@ impl<T, W, S> Stack<T, W, S> {
     }
 }
 
-impl<T: TlsHalf + 'static, W: WsHalf + 'static, S: 'static> StreamLayer for Stack<T, W, S> {
-    fn receive(&mut self, input: Bytes, out: &mut LayerOutput) -> Result<LayerState, LayerError> {
+impl<T: TlsHalf, W: WsHalf, S> Stack<T, W, S> {
+    /// Bytes the halves keep between receives.
+    pub fn held(&self) -> usize {
+        self.tls.as_deref().map_or(0, T::held) + self.ws.as_deref().map_or(0, W::held)
+    }
+
+    /// Runs received bytes through the halves.
+    fn pass(&mut self, input: Bytes, out: &mut LayerOutput) -> Result<LayerState, LayerError> {
         let Some(tls) = self.tls.as_deref_mut() else {
             return match self.ws.as_deref_mut() {
                 Some(ws) => ws.receive(&input, &mut out.plain, &mut out.wire),
@@ -129,6 +161,20 @@ impl<T: TlsHalf + 'static, W: WsHalf + 'static, S: 'static> StreamLayer for Stac
             LayerState::Open => Ok(tls_state),
             closed => Ok(closed),
         }
+    }
+}
+
+impl<T: TlsHalf + 'static, W: WsHalf + 'static, S: 'static> StreamLayer for Stack<T, W, S> {
+    /// Runs received bytes through the halves, then charges what they now hold (when bounded).
+    fn receive(&mut self, input: Bytes, out: &mut LayerOutput) -> Result<LayerState, LayerError> {
+        let state = self.pass(input, out)?;
+        if self.hold.is_some() {
+            let held = self.held();
+            self.hold
+                .as_mut()
+                .map_or(Ok(()), |hold| hold.account(held))?;
+        }
+        Ok(state)
     }
 
     fn send(&mut self, plain: &[Bytes], wire: &mut BytesMut) -> Result<(), LayerError> {

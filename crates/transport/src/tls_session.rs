@@ -199,6 +199,12 @@ impl TlsHalf for TlsSession {
         sent
     }
 
+    /// The receive buffer's allocation: a partial record, or the records of a handshake
+    /// message not yet complete.
+    fn held(&self) -> usize {
+        self.incoming.capacity()
+    }
+
     /// A close_notify alert into `wire`, when the handshake finished.
     fn close(&mut self, wire: &mut BytesMut) {
         if self.failed {

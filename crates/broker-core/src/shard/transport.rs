@@ -8,7 +8,7 @@ use ring_runtime::{ConnId, LayerError};
 use tracing::debug;
 
 use super::{BrokerShard, Ctx};
-use crate::metrics::Listener;
+use crate::metrics::{Listener, ShardCounters};
 use transport::MqttTransport;
 
 impl BrokerShard {
@@ -46,9 +46,14 @@ impl BrokerShard {
     }
 
     /// The layer gave up (failed handshake, plain MQTT on a TLS port, bad upgrade, bad
-    /// framing): logged at debug with the peer, then closed.
+    /// framing, more held than its bounds allow): logged at debug with the peer, then closed.
+    /// A layer over its bounds is counted with the partial packets over the budget.
     pub(super) fn transport_failed(&mut self, ctx: &mut Ctx, conn: ConnId, error: LayerError) {
-        let peer = ctx.layer_mut::<MqttTransport>(conn).map(|t| t.peer());
+        let transport = ctx.layer_mut::<MqttTransport>(conn);
+        let peer = transport.as_ref().map(|t| t.peer());
+        if transport.is_some_and(|t| t.held_over().is_some()) {
+            ShardCounters::add(&self.counters().partial_frame_closed, 1);
+        }
         match peer {
             Some(peer) => debug!(%peer, %error, "transport error: closing"),
             None => debug!(%error, "transport error: closing"),

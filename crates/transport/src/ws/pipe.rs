@@ -172,7 +172,13 @@ pub(super) fn binary_frame(
 
 /// XORs `payload` with the frame mask (RFC 6455 section 5.3).
 pub(crate) fn apply_mask(payload: &mut [u8], mask: [u8; 4]) {
-    for (byte, key) in payload.iter_mut().zip(mask.iter().cycle()) {
+    let mut words = payload.chunks_exact_mut(4);
+    for word in &mut words {
+        for (byte, key) in word.iter_mut().zip(mask) {
+            *byte ^= key;
+        }
+    }
+    for (byte, key) in words.into_remainder().iter_mut().zip(mask) {
         *byte ^= key;
     }
 }
