@@ -10,7 +10,7 @@ use crate::harness::{TestBroker, wait_until};
 
 /// The start of a CONNECT (fixed header, protocol name and level, flags, keep-alive) announcing
 /// `announced` remaining bytes.
-fn connect_head(level: u8, announced: usize) -> Vec<u8> {
+pub(crate) fn connect_head(level: u8, announced: usize) -> Vec<u8> {
     let mut head = vec![0x10];
     let mut n = announced;
     loop {

@@ -319,19 +319,7 @@ fn tls_client(
     pki: &TestPki,
     addr: SocketAddr,
 ) -> rustls::StreamOwned<rustls::ClientConnection, TcpStream> {
-    use rustls_pki_types::pem::PemObject;
-    let mut roots = rustls::RootCertStore::empty();
-    let ca = rustls_pki_types::CertificateDer::from_pem_file(&pki.ca.cert).unwrap();
-    roots.add(ca).unwrap();
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let config = rustls::ClientConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()
-        .unwrap()
-        .with_root_certificates(roots)
-        .with_no_client_auth();
-    let name = rustls_pki_types::ServerName::try_from("localhost").unwrap();
-    let connection = rustls::ClientConnection::new(Arc::new(config), name).unwrap();
-    rustls::StreamOwned::new(connection, connect(addr))
+    crate::pki::tls_client_stream(pki, connect(addr))
 }
 
 #[test]

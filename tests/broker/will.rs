@@ -10,7 +10,7 @@ use crate::client::{QUIET, RawClient, V5, V311, connect_packet, s};
 use crate::harness::TestBroker;
 
 /// A CONNECT with a QoS 1 will on `topic`.
-fn with_will(protocol: codec::ProtocolVersion, id: &str, topic: &str) -> Connect {
+pub(crate) fn with_will(protocol: codec::ProtocolVersion, id: &str, topic: &str) -> Connect {
     let mut connect = connect_packet(protocol, id, true);
     connect.will = Some(Will {
         topic: s(topic),

@@ -39,15 +39,8 @@ fn broker_with(acl: &Path, text: &str) -> TestBroker {
 /// A CONNECT from `id` as `user` (no password file: the name is taken as given) with a QoS 1
 /// will on `topic`.
 fn with_will(protocol: ProtocolVersion, id: &str, user: Option<&str>, topic: &str) -> Connect {
-    let mut connect = connect_packet(protocol, id, true);
+    let mut connect = crate::will::with_will(protocol, id, topic);
     connect.username = user.map(s);
-    connect.will = Some(Will {
-        topic: s(topic),
-        payload: Bytes::from_static(b"gone"),
-        qos: QoS::AtLeastOnce,
-        retain: false,
-        properties: WillProperties::default(),
-    });
     connect
 }
 

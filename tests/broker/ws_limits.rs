@@ -60,19 +60,7 @@ type TlsStream = rustls::StreamOwned<rustls::ClientConnection, TcpStream>;
 
 /// A secure WebSocket client trusting `pki`'s CA.
 fn wss_client(pki: &TestPki, addr: SocketAddr) -> tungstenite::WebSocket<TlsStream> {
-    use rustls_pki_types::pem::PemObject;
-    let mut roots = rustls::RootCertStore::empty();
-    let ca = rustls_pki_types::CertificateDer::from_pem_file(&pki.ca.cert).unwrap();
-    roots.add(ca).unwrap();
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let config = rustls::ClientConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()
-        .unwrap()
-        .with_root_certificates(roots)
-        .with_no_client_auth();
-    let name = rustls_pki_types::ServerName::try_from("localhost").unwrap();
-    let connection = rustls::ClientConnection::new(Arc::new(config), name).unwrap();
-    upgrade(addr, rustls::StreamOwned::new(connection, tcp(addr)))
+    upgrade(addr, crate::pki::tls_client_stream(pki, tcp(addr)))
 }
 
 /// A masked client frame (the mask is fixed: the broker must unmask whatever it is).
@@ -113,19 +101,9 @@ fn encoded(packet: &Packet) -> Vec<u8> {
 
 /// The start of a 5.0 CONNECT announcing `announced` remaining bytes (its body never comes).
 fn connect_head(announced: usize) -> Vec<u8> {
-    let mut head = vec![0x10];
-    let mut n = announced;
-    loop {
-        let byte = (n & 0x7F) as u8;
-        n >>= 7;
-        head.push(if n > 0 { byte | 0x80 } else { byte });
-        if n == 0 {
-            break;
-        }
-    }
-    head.extend_from_slice(&[
-        0x00, 0x04, b'M', b'Q', b'T', b'T', 5, 0x02, 0x00, 0x3c, 0x00,
-    ]);
+    let mut head = crate::memory::connect_head(5, announced);
+    // The 5.0 CONNECT's property length.
+    head.push(0x00);
     head
 }
 
