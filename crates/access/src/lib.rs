@@ -11,7 +11,10 @@
 //! External backends, asked off the reactors:
 //! - [`backend`]: the external login and topic backends (HTTP, Redis, JWT) and their rules.
 //! - [`gatekeeper`]: the backend chain with its caches and worker threads, asked without
-//!   blocking a reactor; verdicts go back to the asking shard through `ring-runtime`'s mailbox.
+//!   blocking a reactor. A verdict goes back into the gatekeeper's own queue for the asking
+//!   shard (a `SegQueue` per shard), then a [`ring_runtime::RuntimeControl`] wake-up makes that
+//!   shard run a turn and take it (`Gatekeeper::take_verdicts`); ring-runtime's mailboxes are
+//!   not used.
 //! - [`settings`]: `[auth]`'s validated settings (the broker's config layer builds them).
 //!
 //! This crate parses rules and answers questions; it knows nothing of the shard, sessions or

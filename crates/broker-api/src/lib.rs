@@ -1,7 +1,13 @@
-//! The thin interface between RingMQ's core and the features that plug into it (access,
-//! bridges, the cluster link, the operations listener): the values they exchange, and nothing
-//! of the shard's internals. Feature crates depend on this crate, never on the broker's core;
-//! nothing here depends on another RingMQ crate but the protocol's own.
+//! The thin interface between RingMQ's core (`broker-core`) and the features that plug into
+//! it: the values they exchange, and nothing of the shard's internals. Feature crates depend on
+//! this crate, never on the core; this crate depends on no RingMQ crate but `codec` (the
+//! packets a [`Message`] carries) and `ring-runtime` (`ShardId`, `ConnId`).
+//!
+//! Its users: `broker-core` (the shards hold a [`ClusterPort`] and [`BridgeFigures`] in
+//! `Shared::links`, and expose their mailboxes as a [`ClusterInbox`]); `bridge` ([`Secret`] in
+//! its settings, [`BridgeStats`], and its board as [`BridgeFigures`]); `cluster` ([`Message`],
+//! the [`cluster`] types, [`ClusterInbox`], [`ClusterPort`], [`ClusterFigures`], [`Reply`]);
+//! and `ringmq`, which wires them together. `access` does not depend on it.
 //!
 //! - [`BridgeStats`] and [`BridgeFigures`]: the bridges' figures, read for `$SYS`.
 //! - [`Message`]: one published message, encoded once and shared by every copy.

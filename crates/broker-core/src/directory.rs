@@ -1,6 +1,9 @@
 //! The session directory's entries: where each client's session lives now, and the claim a
-//! CONNECT holds on it while the session moves between shards. The directory itself is
-//! `Shared::sessions`; these types are what shards, takeovers and recovery exchange about it.
+//! CONNECT holds on it while the session moves between shards; and how a subscriber key names
+//! the shard it was handed out on. The directory itself is `Shared::directory.sessions`, in the
+//! [`SessionDirectory`](crate::shared_parts::SessionDirectory) of `shared_parts.rs` (which also
+//! hands out subscriber keys and claim ids); these types are what shards, takeovers and
+//! recovery exchange about it.
 
 use ring_runtime::ShardId;
 use router::SubscriberId;

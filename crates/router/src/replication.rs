@@ -2,8 +2,14 @@
 //! applies the same totally ordered stream of [`SubscriptionChange`]s, so that matching takes no
 //! lock. The order comes from a shared lock-free [`Sequencer`]; changes travel over the
 //! runtime's mailboxes, may arrive out of order from different origin shards, and are put back
-//! in order by a bounded [`ReorderBuffer`]. ARCHITECTURE.md ("Subscription replication across
-//! shards") describes the protocol.
+//! in order by a [`ReorderBuffer`]. Its window does not bound it: a change that arrives `window`
+//! or more places past the next one expected is kept all the same and only reported
+//! ([`Received::BeyondWindow`]; the broker counts it and logs it), since a dropped change would
+//! leave a gap that stops every later one. Only duplicates are dropped. (The broker's shards use
+//! a `ReorderBuffer` of their own change type directly rather than [`Replica`].)
+//! ARCHITECTURE.md describes the protocol: its bird's-eye view, the "Reorder buffer" entry of
+//! "Threads and the bounded queues between them", and the replicated-changes invariant under
+//! "Invariants".
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -112,7 +118,8 @@ pub enum Received {
 }
 
 /// Puts a stream of [`Sequenced`] items back in order. Items that arrive early are held; one
-/// more than `window` ahead is still held, and reported as [`Received::BeyondWindow`].
+/// `window` or more places past the next expected is still held, and reported as
+/// [`Received::BeyondWindow`].
 #[derive(Debug, Clone)]
 pub struct ReorderBuffer<T> {
     next: u64,

@@ -1,6 +1,7 @@
 //! [`ReloadState`]: what reloads need besides the shared state (the log level's control, the
 //! configuration in force, where a reload reads the configuration, what the admin API shows).
-//! Held by the shared state; `mod.rs` applies a reload with it.
+//! Held (one `Arc`) by the `Broker` and its admin API's `AdminPort`, not by the shared state;
+//! `mod.rs` applies a reload with it.
 
 use std::sync::{Mutex, OnceLock};
 

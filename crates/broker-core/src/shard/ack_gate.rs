@@ -1,4 +1,10 @@
-//! [`AckGate`]: QoS 1/2 acknowledgements (and retained deliveries) held until this shard's replica has applied the changes they depend on; `gate.rs` holds and releases them.
+//! [`AckGate`]: the SUBACKs and UNSUBACKs this shard holds until every shard has applied the
+//! subscription changes they acknowledge (and, with `[persistence]` acknowledgements waiting
+//! for the disk, until the store batch holding their subscription writes is durable), each
+//! SUBACK with the retained messages due to its new subscriptions ([`RetainedDue`], sent right
+//! after it); and the shards to wake with `ShardMsg::Applied` once this shard has applied
+//! changes for their sessions. `subscribe.rs` hands acknowledgements in, `gate.rs` holds and
+//! releases them (`ack_when_applied`, `release_acks`), `changes.rs` fills `to_nudge`.
 
 use super::FastSet;
 use codec::{MqttStr, Packet, QoS, SubscriptionId};

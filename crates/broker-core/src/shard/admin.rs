@@ -1,6 +1,6 @@
-//! The admin API's questions, answered by the shard that owns what they are about (see
-//! `crate::admin`): its sessions and connections, its replica's retained messages, and
-//! publishing as the broker.
+//! The admin API's questions ([`crate::admin_query`]; ringmq's `admin` module asks them),
+//! answered by the shard that owns what they are about: its sessions and connections, its
+//! replica's retained messages, and publishing as the broker.
 
 use codec::{MqttStr, ProtocolVersion, PublishProperties};
 use ring_runtime::ConnId;

@@ -1,6 +1,10 @@
-//! The shard's side of the cluster link (`crate::cluster`): local publishes handed to it,
-//! local interest reported to it (shard 0), and messages from other nodes routed to local
-//! subscribers only.
+//! The shard's side of the cluster link, reached only through `broker_api`'s [`ClusterPort`]
+//! in `Shared::links.cluster` (`None` on a single node; the `cluster` crate implements it, and
+//! this crate does not name it): local publishes handed to it, local interest reported to it
+//! (shard 0), and messages from other nodes (`ShardMsg::Cluster`) routed to local subscribers
+//! only, or stored as retained.
+//!
+//! [`ClusterPort`]: broker_api::ClusterPort
 
 use std::sync::Arc;
 

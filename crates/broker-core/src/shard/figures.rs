@@ -21,7 +21,8 @@ impl BrokerShard {
         }
         ShardCounters::add(&self.counters().messages_dropped, n);
         // The total first, then its reason: a scrape reads the reasons before the total
-        // (`ops/collect.rs`), so the reasons it shows never add up to more than the total.
+        // (ringmq's `ops/collect.rs`), so the reasons it shows never add up to more than the
+        // total.
         std::sync::atomic::fence(std::sync::atomic::Ordering::Release);
         ShardCounters::add(&self.detail().dropped[reason.index()], n);
     }

@@ -4,7 +4,7 @@
 //! The session holds some of the broker's own types (its subscriber key, parsed filters,
 //! message copies, connection and timer handles). session-store depends on neither the router
 //! nor the runtime, so [`Session`] is generic over a [`SessionTypes`] bundle that the broker
-//! binds once (`crates/broker-bin/src/session.rs`); monomorphised, it costs nothing at run time
+//! binds once (`crates/broker-core/src/session.rs`); monomorphised, it costs nothing at run time
 //! and the layout is the broker's.
 
 mod subscriptions;

@@ -50,7 +50,8 @@
 //!
 //! Only persistent sessions (expiry not `OnClose`) are written; the shard collects its writes
 //! during a turn and hands them to the store thread at turn end, and QoS 1/2 acknowledgements
-//! wait for that commit (`crates/broker-bin/src/shard/durable.rs`, `crates/broker-bin/src/store/`):
+//! wait for that commit (`crates/broker-core/src/shard/durable.rs`,
+//! `crates/broker-core/src/store/`):
 //!
 //! | write | handler |
 //! |---|---|
