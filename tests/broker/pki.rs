@@ -101,15 +101,17 @@ pub fn tls_client_stream(
 ) -> rustls::StreamOwned<rustls::ClientConnection, std::net::TcpStream> {
     use rustls_pki_types::pem::PemObject;
     let mut roots = rustls::RootCertStore::empty();
-    let ca = rustls_pki_types::CertificateDer::from_pem_file(&pki.ca.cert).unwrap();
-    roots.add(ca).unwrap();
+    let ca = rustls_pki_types::CertificateDer::from_pem_file(&pki.ca.cert)
+        .expect("the CA certificate reads");
+    roots.add(ca).expect("the CA certificate is usable");
     let provider = std::sync::Arc::new(rustls::crypto::ring::default_provider());
     let config = rustls::ClientConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()
-        .unwrap()
+        .expect("ring supports the default protocol versions")
         .with_root_certificates(roots)
         .with_no_client_auth();
-    let name = rustls_pki_types::ServerName::try_from("localhost").unwrap();
-    let connection = rustls::ClientConnection::new(std::sync::Arc::new(config), name).unwrap();
+    let name = rustls_pki_types::ServerName::try_from("localhost").expect("a valid server name");
+    let connection =
+        rustls::ClientConnection::new(std::sync::Arc::new(config), name).expect("a TLS client");
     rustls::StreamOwned::new(connection, tcp)
 }

@@ -12,7 +12,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use bytes::Bytes;
-use codec::{Connect, ProtocolVersion, QoS, ReasonCode, Will, WillProperties};
+use codec::{Connect, ProtocolVersion, QoS, ReasonCode};
 
 use crate::client::{QUIET, RawClient, V5, V311, connect_packet, s};
 use crate::harness::TestBroker;
