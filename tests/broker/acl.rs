@@ -16,7 +16,7 @@ use codec::{ProtocolVersion, QoS, ReasonCode};
 use crate::client::{
     RawClient, V5, connect_packet, publish_packet, qos_options, s, subscribe_packet,
 };
-use crate::harness::TestBroker;
+use crate::harness::{TestBroker, wait_until};
 
 const ACL: &str = "\
 # anonymous clients
@@ -167,4 +167,93 @@ fn reload_applies_new_rules_and_keeps_the_old_ones_when_the_file_is_broken() {
         suback(&mut alice, "bob/x"),
         ReasonCode::granted(QoS::AtLeastOnce)
     );
+}
+
+/// A rule added by a reload reaches subscriptions made before it: `public/#` was wholly
+/// readable when bob subscribed; once `topic deny public/secret/#` is in force for him, what
+/// leaves on that subscription is checked against the new rules (mosquitto stops delivering at
+/// once), and every refused copy is counted.
+#[test]
+fn a_reloaded_acl_reaches_existing_subscriptions() {
+    let dir = tempfile::tempdir().unwrap();
+    let acl = dir.path().join("acl");
+    let rules = "user bob\ntopic read public/#\n\nuser writer\ntopic write #\n";
+    let broker = broker_with(&acl, rules);
+    let mut writer = client(&broker, V5, "w", Some("writer"));
+    let mut bob = client(&broker, V5, "bob-1", Some("bob"));
+    assert_eq!(
+        suback(&mut bob, "public/#"),
+        ReasonCode::granted(QoS::AtLeastOnce)
+    );
+    writer.publish_simple("public/secret/x", b"before", QoS::AtLeastOnce);
+    assert_eq!(bob.expect_publish_acked().topic(), "public/secret/x");
+    let refused_before = broker.metrics().deliveries_not_authorized;
+    std::fs::write(
+        &acl,
+        format!("{rules}\nuser bob\ntopic deny public/secret/#\n"),
+    )
+    .unwrap();
+    assert_eq!(broker.reload(), Vec::<String>::new());
+    for qos in [QoS::AtMostOnce, QoS::AtLeastOnce] {
+        writer.publish_simple("public/secret/x", b"after", qos);
+        writer.publish_simple("public/news", b"still readable", qos);
+        assert_eq!(bob.expect_publish_acked().topic(), "public/news");
+    }
+    bob.expect_silence(Duration::from_millis(300));
+    assert_eq!(
+        broker.metrics().deliveries_not_authorized - refused_before,
+        2,
+        "the two copies on public/secret/x are counted"
+    );
+    // A new subscription is judged by the new rules too.
+    assert_eq!(
+        suback(&mut bob, "public/secret/#"),
+        ReasonCode::NotAuthorized
+    );
+}
+
+/// A shared-subscription member the ACL no longer lets read a topic does not swallow its share
+/// silently: the copies routed to it are counted, so delivered plus counted is every message
+/// (the other member, which may read, gets its own share).
+#[test]
+fn a_shared_member_that_may_not_read_has_its_share_counted() {
+    let dir = tempfile::tempdir().unwrap();
+    let acl = dir.path().join("acl");
+    let rules = "user full\ntopic read jobs/#\n\nuser writer\ntopic write #\n";
+    let broker = broker_with(&acl, &format!("{rules}\nuser partial\ntopic read jobs/#\n"));
+    let mut writer = client(&broker, V5, "w", Some("writer"));
+    let mut full = client(&broker, V5, "full-1", Some("full"));
+    let mut partial = client(&broker, V5, "partial-1", Some("partial"));
+    for member in [&mut full, &mut partial] {
+        assert_eq!(
+            suback(member, "$share/g/jobs/#"),
+            ReasonCode::granted(QoS::AtLeastOnce)
+        );
+    }
+    let with_deny =
+        format!("{rules}\nuser partial\ntopic read jobs/#\ntopic deny jobs/blocked/#\n");
+    std::fs::write(&acl, with_deny).unwrap();
+    assert_eq!(broker.reload(), Vec::<String>::new());
+    let refused_before = broker.metrics().deliveries_not_authorized;
+    const MESSAGES: u64 = 10;
+    for n in 0..MESSAGES {
+        writer.publish_simple(
+            "jobs/blocked/x",
+            format!("{n}").as_bytes(),
+            QoS::AtLeastOnce,
+        );
+    }
+    let mut delivered = 0;
+    let counted = wait_until("every message delivered or counted", || {
+        delivered += full.drain_publishes(true).len() as u64;
+        let counted = broker.metrics().deliveries_not_authorized - refused_before;
+        (delivered + counted >= MESSAGES).then_some(counted)
+    });
+    partial.expect_silence(Duration::from_millis(300));
+    full.expect_silence(Duration::from_millis(300));
+    assert!(
+        delivered > 0 && counted > 0,
+        "both members had a share: {delivered} + {counted}"
+    );
+    assert_eq!(delivered + counted, MESSAGES, "none vanishes uncounted");
 }

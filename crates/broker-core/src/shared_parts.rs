@@ -104,6 +104,9 @@ pub struct AccessControl {
     pub acl: Option<Swap<access::AclFile>>,
     /// The external authentication backends and their workers (`auth.backends` naming any).
     pub gatekeeper: Option<access::gatekeeper::Gatekeeper>,
+    /// Bumped whenever the ACL file is read again: a client connected under an older version
+    /// has every delivery checked against the rules in force (`shard/acl.rs`).
+    pub rules_epoch: AtomicU64,
 }
 
 impl AccessControl {
@@ -113,12 +116,18 @@ impl AccessControl {
             passwords: None,
             acl: None,
             gatekeeper: None,
+            rules_epoch: AtomicU64::new(0),
         }
     }
 
     /// The password file in force, if one is configured.
     pub fn passwords(&self) -> Option<Arc<access::PasswordFile>> {
         self.passwords.as_ref().map(Swap::get)
+    }
+
+    /// The rules' epoch now (see [`Self::rules_epoch`]).
+    pub fn rules_epoch(&self) -> u64 {
+        self.rules_epoch.load(Ordering::Acquire)
     }
 
     /// The ACL in force, if one is configured.
@@ -151,6 +160,7 @@ impl AccessControl {
             return Ok(());
         };
         acl.replace(access::AclFile::load(path)?);
+        self.rules_epoch.fetch_add(1, Ordering::Release);
         Ok(())
     }
 

@@ -150,6 +150,11 @@ fn messages(doc: &mut Exposition, totals: &Snapshot) {
             totals.publishes_not_authorized,
         ),
         (
+            "ringmq_deliveries_not_authorized_total",
+            "Copies not delivered because the rules in force do not let their subscriber read the topic.",
+            totals.deliveries_not_authorized,
+        ),
+        (
             "ringmq_wills_not_authorized_total",
             "Wills not authorized: CONNECTs refused for their will, wills dropped when they fired.",
             totals.wills_not_authorized,

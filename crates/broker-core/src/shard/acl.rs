@@ -19,6 +19,7 @@ use tracing::debug;
 
 use super::BrokerShard;
 use super::acl_client::{AclClient, TopicVerdict};
+use crate::metrics::ShardCounters;
 use access::backend::TopicAccess;
 use access::gatekeeper::grant::ClientGrant;
 use access::{Access, AclFile, ClientIdentity, SubscribeScope};
@@ -45,6 +46,7 @@ impl BrokerShard {
         let mut client = AclClient {
             username,
             read_filtered: false,
+            rules_epoch: self.shared.access.rules_epoch(),
             grant,
         };
         client.read_filtered = filters
@@ -214,15 +216,29 @@ impl BrokerShard {
     }
 
     /// Whether a message on `topic` may leave to `conn`: checked only for a client with a
-    /// partly readable subscription (the topic's text is looked at only then: `as_str`
-    /// re-checks its UTF-8).
+    /// partly readable subscription, or one that connected before the ACL file was last read
+    /// (its subscriptions were admitted under rules no longer in force; mosquitto checks every
+    /// delivery against the ACL in force). The topic's text is looked at only then (`as_str`
+    /// re-checks its UTF-8). A refusal is counted in `deliveries_not_authorized`.
     pub(super) fn acl_allows_delivery(&self, conn: ConnId, topic: &MqttStr) -> bool {
         if self.auth.acl_clients.is_empty() {
             return true;
         }
-        let Some(client) = self.auth.acl_clients.get(&conn).filter(|c| c.read_filtered) else {
+        let epoch = self.shared.access.rules_epoch();
+        let checked = |c: &&AclClient| c.read_filtered || c.rules_epoch != epoch;
+        let Some(client) = self.auth.acl_clients.get(&conn).filter(checked) else {
             return true;
         };
+        let grant = client.grant.as_deref();
+        if !client.read_filtered && grant.is_some_and(|g| g.superuser || g.remote_topics) {
+            // Admitted by a superuser grant or a backend's answer, which are not asked again
+            // per message: the file's new rules do not apply to it.
+            return true;
+        }
+        let rules = grant.and_then(|g| g.rules.as_ref());
+        if self.acl().is_none() && rules.is_none() {
+            return true;
+        }
         let Some(client_id) = self.client_id_of(conn) else {
             return true;
         };
@@ -231,12 +247,12 @@ impl BrokerShard {
         let by_file = self
             .acl()
             .is_some_and(|acl| acl.check(&identity, topic, Access::Read));
-        by_file
-            || client
-                .grant
-                .as_deref()
-                .and_then(|g| g.rules.as_ref())
-                .is_some_and(|rules| rules.check(&anonymous(&client_id), topic, Access::Read))
+        let allowed = by_file
+            || rules.is_some_and(|rules| rules.check(&anonymous(&client_id), topic, Access::Read));
+        if !allowed {
+            ShardCounters::add(&self.counters().deliveries_not_authorized, 1);
+        }
+        allowed
     }
 }
 

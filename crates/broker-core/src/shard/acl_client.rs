@@ -8,6 +8,9 @@ pub(crate) struct AclClient {
     pub(super) username: Option<MqttStr>,
     /// Some subscription is only partly readable: messages are checked as they leave.
     pub(super) read_filtered: bool,
+    /// The rules' epoch it connected under: once the rules change, its messages are checked
+    /// as they leave too.
+    pub(super) rules_epoch: u64,
     /// What its login granted, when that restricts it.
     pub(super) grant: Option<Box<ClientGrant>>,
 }
