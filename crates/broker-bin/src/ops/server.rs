@@ -164,7 +164,7 @@ impl Server {
             if self.stopping.load(Ordering::Acquire) {
                 break;
             }
-            let request = match read_request(&mut reader, self.limits) {
+            let request = match read_request(&mut reader, self.limits, || {}) {
                 Ok(Some(request)) => request,
                 Ok(None) => break,
                 Err(error) => {
