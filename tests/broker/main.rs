@@ -27,6 +27,7 @@ mod malformed;
 mod memory;
 mod nats_cluster;
 mod ops;
+mod ops_hostile;
 mod overload;
 mod passwords;
 mod persistence;

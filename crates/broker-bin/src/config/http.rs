@@ -1,7 +1,7 @@
 //! `[http]`: the operations HTTP listener (`/metrics`, `/healthz`, `/readyz`, `/api/`),
 //! validated; like `[auth]`, a listener reachable from other hosts never starts open.
 
-use std::net::SocketAddr;
+use std::net::{IpAddr, Ipv6Addr, SocketAddr};
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -24,6 +24,8 @@ raw_section!(
         max_head_bytes: u64,
         max_body_bytes: u64,
         read_timeout_ms: u64,
+        header_timeout_ms: u64,
+        allowed_hosts: Vec<String>,
     }
 );
 
@@ -47,7 +49,8 @@ pub struct HttpSettings {
     pub basic: Option<BasicCredentials>,
     /// Certificate chain and private key (PEM): serve HTTPS.
     pub tls: Option<(PathBuf, PathBuf)>,
-    /// Connections served at once; more are answered 503 and closed.
+    /// Connections served at once: a newcomer beyond it closes the one waiting longest for its
+    /// request, or is answered 503 and closed when every one is answering.
     pub max_connections: usize,
     /// Largest request line plus headers (431 beyond).
     pub max_head_bytes: usize,
@@ -55,6 +58,74 @@ pub struct HttpSettings {
     pub max_body_bytes: usize,
     /// Longest wait for a request's next bytes (and for a write to drain).
     pub read_timeout: Duration,
+    /// Longest time a request's whole head (request line and headers) may take to arrive,
+    /// counted from when the server starts waiting for it.
+    pub header_timeout: Duration,
+    /// The `Host` values served besides the listener's own address and loopback.
+    pub allowed_hosts: AllowedHosts,
+}
+
+/// `http.allowed_hosts`: the host names (or addresses) a request's `Host` may name besides the
+/// listener's own address, `localhost`, `127.0.0.1` and `[::1]`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct AllowedHosts {
+    /// `"*"` was listed: any `Host` is served (no protection from DNS rebinding).
+    pub any: bool,
+    /// The names and addresses listed.
+    pub hosts: Vec<HostName>,
+}
+
+/// A host as `Host` and `http.allowed_hosts` name it, without a port: an IP address, or a DNS
+/// name in lower case without its trailing dot.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum HostName {
+    /// An IPv4 address, or an IPv6 address (in brackets in `Host`).
+    Ip(IpAddr),
+    /// A DNS name.
+    Name(String),
+}
+
+impl HostName {
+    /// Parses `text` (no port); `None` when it is neither an address nor a DNS name.
+    pub fn parse(text: &str) -> Option<Self> {
+        if let Some(inner) = text.strip_prefix('[').and_then(|t| t.strip_suffix(']')) {
+            return inner.parse::<Ipv6Addr>().ok().map(|ip| Self::Ip(ip.into()));
+        }
+        if let Ok(ip) = text.parse::<IpAddr>() {
+            return Some(Self::Ip(ip));
+        }
+        let name = text.strip_suffix('.').unwrap_or(text).to_ascii_lowercase();
+        let label_ok = |label: &str| {
+            (1..=63).contains(&label.len())
+                && label
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+        };
+        (name.len() <= 253 && name.split('.').all(label_ok)).then_some(Self::Name(name))
+    }
+
+    /// Splits an authority (`Host`'s value, or an origin's `host[:port]`) into its host and
+    /// port; `None` when malformed. An empty port (`host:`) is no port.
+    pub fn parse_authority(authority: &str) -> Option<(Self, Option<u16>)> {
+        let (host, port) = match authority.strip_prefix('[') {
+            Some(rest) => {
+                let close = rest.find(']')?;
+                let port = &rest[close + 1..];
+                let port = match port {
+                    "" => "",
+                    _ => port.strip_prefix(':')?,
+                };
+                (&authority[..close + 2], port)
+            }
+            None => authority.split_once(':').unwrap_or((authority, "")),
+        };
+        let port = match port {
+            "" => None,
+            digits if digits.bytes().all(|b| b.is_ascii_digit()) => Some(digits.parse().ok()?),
+            _ => return None,
+        };
+        Some((Self::parse(host)?, port))
+    }
 }
 
 impl HttpSettings {
@@ -108,6 +179,13 @@ impl RawHttp {
                 100,
                 600_000,
             )?),
+            header_timeout: Duration::from_millis(bounded(
+                "http.header_timeout_ms",
+                self.header_timeout_ms,
+                100,
+                600_000,
+            )?),
+            allowed_hosts: self.allowed_hosts()?,
         };
         if let Some(addr) = settings.bind
             && !is_loopback(&addr)
@@ -143,6 +221,27 @@ impl RawHttp {
             username: username.to_owned(),
             password: Secret(password.to_owned()),
         }))
+    }
+
+    fn allowed_hosts(&self) -> Result<AllowedHosts, ConfigError> {
+        let mut allowed = AllowedHosts::default();
+        for entry in self.allowed_hosts.iter().flatten() {
+            if entry == "*" {
+                allowed.any = true;
+                continue;
+            }
+            let host = HostName::parse(entry).ok_or_else(|| {
+                ConfigError::invalid(
+                    "http.allowed_hosts",
+                    format!(
+                        "`{entry}` is not a host name or IP address (give neither a scheme nor \
+                         a port; an IPv6 address may be in brackets)"
+                    ),
+                )
+            })?;
+            allowed.hosts.push(host);
+        }
+        Ok(allowed)
     }
 
     fn tls(&self) -> Result<Option<(PathBuf, PathBuf)>, ConfigError> {

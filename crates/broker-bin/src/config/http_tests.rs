@@ -40,3 +40,69 @@ fn secrets_are_not_printed() {
     let http = validate("[http]\ntoken = \"hunter2\"\n").expect("validates");
     assert!(!format!("{http:?}").contains("hunter2"));
 }
+
+#[test]
+fn header_timeout_is_bounded() {
+    let http = validate("").expect("defaults validate");
+    assert_eq!(http.header_timeout, std::time::Duration::from_secs(10));
+    let error = validate("[http]\nheader_timeout_ms = 99\n").unwrap_err();
+    assert!(error.contains("http.header_timeout_ms"), "{error}");
+    let http = validate("[http]\nheader_timeout_ms = 250\n").expect("validates");
+    assert_eq!(http.header_timeout, std::time::Duration::from_millis(250));
+}
+
+#[test]
+fn allowed_hosts_are_names_or_addresses_without_ports() {
+    use super::HostName;
+    let http = validate(
+        "[http]\nallowed_hosts = [\"Broker.Example.\", \"10.0.0.5\", \"[fd00::1]\", \"*\"]\n",
+    )
+    .expect("validates");
+    assert!(http.allowed_hosts.any);
+    assert_eq!(
+        http.allowed_hosts.hosts,
+        [
+            HostName::Name("broker.example".into()),
+            HostName::Ip("10.0.0.5".parse().unwrap()),
+            HostName::Ip("fd00::1".parse().unwrap()),
+        ]
+    );
+    assert!(!validate("").expect("defaults").allowed_hosts.any);
+    for bad in ["http://x", "x:80", "", "a..b", "bad name"] {
+        let error = validate(&format!("[http]\nallowed_hosts = [{bad:?}]\n")).unwrap_err();
+        assert!(error.contains("http.allowed_hosts"), "{bad}: {error}");
+    }
+}
+
+#[test]
+fn authorities_split_into_host_and_port() {
+    use super::HostName;
+    let name = |n: &str| HostName::Name(n.into());
+    let ip = |a: &str| HostName::Ip(a.parse().unwrap());
+    assert_eq!(
+        HostName::parse_authority("LocalHost:18083"),
+        Some((name("localhost"), Some(18083)))
+    );
+    assert_eq!(
+        HostName::parse_authority("localhost"),
+        Some((name("localhost"), None))
+    );
+    assert_eq!(
+        HostName::parse_authority("localhost:"),
+        Some((name("localhost"), None))
+    );
+    assert_eq!(
+        HostName::parse_authority("[::1]:80"),
+        Some((ip("::1"), Some(80)))
+    );
+    assert_eq!(HostName::parse_authority("[::1]"), Some((ip("::1"), None)));
+    assert_eq!(
+        HostName::parse_authority("127.0.0.1:1"),
+        Some((ip("127.0.0.1"), Some(1)))
+    );
+    for bad in [
+        "", "[::1", "[::1]x", "h:99999", "h:8x", "a b", "u@h", "[zz]",
+    ] {
+        assert_eq!(HostName::parse_authority(bad), None, "{bad}");
+    }
+}

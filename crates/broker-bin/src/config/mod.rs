@@ -34,7 +34,7 @@ pub use bridges::{
 };
 pub use cluster::{ClusterSettings, NatsSecurity};
 pub use error::ConfigError;
-pub use http::{BasicCredentials, HttpSettings};
+pub use http::{AllowedHosts, BasicCredentials, HostName, HttpSettings};
 pub use listeners::{ListenerKind, ListenerSettings, TlsSettings, TransportListener};
 pub use print::{effective_toml, redacted_toml};
 pub use raw::{DEFAULT_CONFIG_TOML, RawConfig, default_raw, load_raw, parse_raw};

@@ -6,6 +6,7 @@ mod collect;
 mod collect_cluster;
 mod credentials;
 pub mod exposition;
+mod guard;
 mod request;
 mod response;
 mod routes;

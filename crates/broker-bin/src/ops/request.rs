@@ -1,5 +1,5 @@
-//! Reading one HTTP/1.1 request: a bounded head (request line and headers, CRLF-terminated), then
-//! a `Content-Length` body. No chunked bodies, no obsolete line folding, no absolute-form targets:
+//! Reading one HTTP/1.1 request: a bounded head (request line and headers, each line ended by CRLF
+//! or a bare LF, RFC 9112 2.2), then a `Content-Length` body. No chunked bodies, no obsolete line folding, no absolute-form targets:
 //! an operations endpoint needs none of them, and each is answered with a 4xx/5xx status.
 
 use std::io::{self, BufRead};
@@ -57,7 +57,11 @@ pub enum HttpError {
     /// The HTTP version is not 1.0 or 1.1 (505).
     #[error("HTTP version not supported")]
     Version,
-    /// Reading failed (timeout, reset): nothing to answer.
+    /// The request stopped arriving part way: its head did not arrive within the head deadline,
+    /// or its next bytes within the read timeout (408).
+    #[error("request timed out part way")]
+    Timeout,
+    /// Reading failed (reset, or a timeout before any byte of a request): nothing to answer.
     #[error(transparent)]
     Io(#[from] io::Error),
 }
@@ -71,20 +75,24 @@ impl HttpError {
             Self::BodyTooLarge => Some(413),
             Self::Unsupported(_) => Some(501),
             Self::Version => Some(505),
+            Self::Timeout => Some(408),
             Self::Io(_) => None,
         }
     }
 }
 
 /// Reads the next request; `Ok(None)` when the peer closed the connection before sending any
-/// byte of one (the end of a keep-alive connection).
+/// byte of one (the end of a keep-alive connection). `head_read` is called once the head is in,
+/// before the body is read.
 pub fn read_request<R: BufRead>(
     reader: &mut R,
     limits: Limits,
+    head_read: impl FnOnce(),
 ) -> Result<Option<Request>, HttpError> {
     let Some(head) = read_head(reader, limits.max_head)? else {
         return Ok(None);
     };
+    head_read();
     let (mut request, length) = parse_head(&head, limits.max_body)?;
     if length > 0 {
         request.body = vec![0; length];
@@ -94,21 +102,41 @@ pub fn read_request<R: BufRead>(
                 io::ErrorKind::UnexpectedEof => {
                     HttpError::Malformed("body shorter than Content-Length")
                 }
+                _ if timed_out(&e) => HttpError::Timeout,
                 _ => HttpError::Io(e),
             })?;
     }
     Ok(Some(request))
 }
 
-/// The bytes up to and including the blank line that ends the head; bytes after it stay in
-/// `reader`.
+/// Whether `error` is a read timeout (`WouldBlock` is what a socket read timeout gives on Unix).
+fn timed_out(error: &io::Error) -> bool {
+    matches!(
+        error.kind(),
+        io::ErrorKind::TimedOut | io::ErrorKind::WouldBlock
+    )
+}
+
+/// The bytes up to and including the empty line that ends the head (empty lines before the
+/// request line skipped); bytes after it stay in `reader`.
 fn read_head<R: BufRead>(reader: &mut R, max: usize) -> Result<Option<Vec<u8>>, HttpError> {
-    const END: &[u8] = b"\r\n\r\n";
     let mut head = Vec::new();
     loop {
         let before = head.len();
         let available = {
-            let chunk = reader.fill_buf()?;
+            let chunk = match reader.fill_buf() {
+                Ok(chunk) => chunk,
+                Err(error) if before > 0 && timed_out(&error) => return Err(HttpError::Timeout),
+                Err(error) => return Err(error.into()),
+            };
+            if before == 0 {
+                // RFC 9112 2.2: empty lines before the request line are ignored.
+                let skip = leading_empty_lines(chunk);
+                if skip > 0 {
+                    reader.consume(skip);
+                    continue;
+                }
+            }
             head.extend_from_slice(chunk);
             chunk.len()
         };
@@ -120,9 +148,10 @@ fn read_head<R: BufRead>(reader: &mut R, max: usize) -> Result<Option<Vec<u8>>, 
                 )),
             };
         }
-        let from = before.saturating_sub(END.len() - 1);
-        if let Some(at) = find(&head[from..], END) {
-            let end = from + at + END.len();
+        // The end may straddle the previous fill: look again from up to 2 bytes before it, but
+        // past the empty lines before the request line (a small fill may have split them).
+        let from = before.saturating_sub(2).max(leading_empty_lines(&head));
+        if let Some(end) = head_end(&head, from) {
             reader.consume(end - before);
             if end > max {
                 return Err(HttpError::HeadTooLarge);
@@ -137,17 +166,43 @@ fn read_head<R: BufRead>(reader: &mut R, max: usize) -> Result<Option<Vec<u8>>, 
     }
 }
 
-fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
-    haystack.windows(needle.len()).position(|w| w == needle)
+/// The length of the empty lines (CRLF or bare LF) `bytes` starts with.
+fn leading_empty_lines(bytes: &[u8]) -> usize {
+    let mut at = 0;
+    loop {
+        match &bytes[at..] {
+            [b'\n', ..] => at += 1,
+            [b'\r', b'\n', ..] => at += 2,
+            _ => return at,
+        }
+    }
+}
+
+/// Just past the empty line that ends a head (a line end followed by CRLF or a bare LF), looking
+/// from `from`.
+fn head_end(head: &[u8], from: usize) -> Option<usize> {
+    let mut at = from;
+    while let Some(offset) = head[at..].iter().position(|b| *b == b'\n') {
+        let lf = at + offset;
+        match &head[lf + 1..] {
+            [b'\n', ..] => return Some(lf + 2),
+            [b'\r', b'\n', ..] => return Some(lf + 3),
+            _ => at = lf + 1,
+        }
+    }
+    None
 }
 
 /// A complete head: the request (without its body) and the body's length.
 fn parse_head(head: &[u8], max_body: usize) -> Result<(Request, usize), HttpError> {
     let text =
         std::str::from_utf8(head).map_err(|_| HttpError::Malformed("request head is not UTF-8"))?;
-    // RFC 9112 2.2: empty lines before the request line are ignored.
-    let text = text.trim_start_matches("\r\n");
-    let mut lines = text.split("\r\n");
+    // Each line ends with CRLF or a bare LF (RFC 9112 2.2); a CR elsewhere is refused below (a
+    // control character in a header value, or in the request line).
+    let text = &text[leading_empty_lines(text.as_bytes())..];
+    let mut lines = text
+        .split('\n')
+        .map(|line| line.strip_suffix('\r').unwrap_or(line));
     let (method, target, version) = parse_request_line(lines.next().unwrap_or_default())?;
     let mut headers = Vec::new();
     for line in lines.take_while(|line| !line.is_empty()) {
@@ -162,6 +217,9 @@ fn parse_head(head: &[u8], max_body: usize) -> Result<(Request, usize), HttpErro
     };
     if version == "HTTP/1.1" && request.header("host").is_none() {
         return Err(HttpError::Malformed("HTTP/1.1 request without Host"));
+    }
+    if request.headers.iter().filter(|(n, _)| n == "host").count() > 1 {
+        return Err(HttpError::Malformed("more than one Host"));
     }
     if request.header("transfer-encoding").is_some() {
         return Err(HttpError::Unsupported(

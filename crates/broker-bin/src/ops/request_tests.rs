@@ -8,7 +8,7 @@ const LIMITS: Limits = Limits {
 };
 
 fn read(bytes: &[u8]) -> Result<Option<Request>, HttpError> {
-    read_request(&mut Cursor::new(bytes.to_vec()), LIMITS)
+    read_request(&mut Cursor::new(bytes.to_vec()), LIMITS, || {})
 }
 
 fn status(bytes: &[u8]) -> Option<u16> {
@@ -32,16 +32,16 @@ fn pipelined_requests_come_one_at_a_time() {
     let bytes = b"GET /a HTTP/1.1\r\nHost: h\r\n\r\nGET /b HTTP/1.1\r\nHost: h\r\nConnection: close\r\n\r\n";
     // A reader whose buffer is smaller than one request: the head spans several fills.
     let mut reader = BufReader::with_capacity(5, Cursor::new(bytes.to_vec()));
-    let first = read_request(&mut reader, LIMITS)
+    let first = read_request(&mut reader, LIMITS, || {})
         .expect("parses")
         .expect("a");
-    let second = read_request(&mut reader, LIMITS)
+    let second = read_request(&mut reader, LIMITS, || {})
         .expect("parses")
         .expect("b");
     assert_eq!((first.target.as_str(), first.close), ("/a", false));
     assert_eq!((second.target.as_str(), second.close), ("/b", true));
     assert!(
-        read_request(&mut reader, LIMITS)
+        read_request(&mut reader, LIMITS, || {})
             .expect("clean end")
             .is_none()
     );
@@ -105,4 +105,80 @@ fn limits_and_unsupported_features_have_their_statuses() {
 #[test]
 fn a_closed_connection_is_no_request() {
     assert!(read(b"").expect("clean end").is_none());
+}
+
+#[test]
+fn bare_lf_ends_lines_too() {
+    let request = read(b"POST /api/x HTTP/1.1\nHost: h\nContent-Length: 2\n\nab")
+        .expect("parses")
+        .expect("a request");
+    assert_eq!(
+        (request.method.as_str(), request.target.as_str()),
+        ("POST", "/api/x")
+    );
+    assert_eq!(request.header("host"), Some("h"));
+    assert_eq!(request.body, b"ab");
+    // Mixed, with empty lines before the request line, and split over many small fills.
+    let bytes = b"\r\n\nGET /a HTTP/1.1\r\nHost: h\n\r\nGET /b HTTP/1.1\nHost: h\r\n\n";
+    let mut reader = BufReader::with_capacity(1, Cursor::new(bytes.to_vec()));
+    let first = read_request(&mut reader, LIMITS, || {})
+        .expect("parses")
+        .expect("a");
+    let second = read_request(&mut reader, LIMITS, || {})
+        .expect("parses")
+        .expect("b");
+    assert_eq!(
+        (first.target.as_str(), second.target.as_str()),
+        ("/a", "/b")
+    );
+    assert!(
+        read_request(&mut reader, LIMITS, || {})
+            .expect("clean end")
+            .is_none()
+    );
+    // A bare CR is no line end.
+    assert_eq!(status(b"GET / HTTP/1.1\nHost: h\rX: y\n\n"), Some(400));
+    assert_eq!(status(b"GET / HTTP/1.1\nHost: h\nHost: i\n\n"), Some(400));
+}
+
+/// A reader that gives `bytes`, then times out like a socket.
+struct ThenTimeout(Cursor<Vec<u8>>);
+
+impl std::io::Read for ThenTimeout {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        match std::io::Read::read(&mut self.0, buf)? {
+            0 => Err(std::io::ErrorKind::WouldBlock.into()),
+            n => Ok(n),
+        }
+    }
+}
+
+#[test]
+fn a_request_cut_short_by_a_timeout_is_408_and_an_idle_one_is_not_answered() {
+    let read = |bytes: &[u8]| {
+        let mut reader = BufReader::new(ThenTimeout(Cursor::new(bytes.to_vec())));
+        read_request(&mut reader, LIMITS, || {}).expect_err("times out")
+    };
+    assert_eq!(read(b"GET / HTTP/1.1\r\nHo").status(), Some(408));
+    assert_eq!(
+        read(b"POST / HTTP/1.1\r\nHost: h\r\nContent-Length: 4\r\n\nab").status(),
+        Some(408)
+    );
+    assert_eq!(
+        read(b"").status(),
+        None,
+        "nothing of a request: closed quietly"
+    );
+}
+
+#[test]
+fn head_read_is_called_between_the_head_and_the_body() {
+    let mut called = false;
+    let request = read_request(
+        &mut Cursor::new(b"GET / HTTP/1.1\r\nHost: h\r\n\r\n".to_vec()),
+        LIMITS,
+        || called = true,
+    );
+    assert!(request.expect("parses").is_some());
+    assert!(called);
 }

@@ -1,5 +1,6 @@
 //! Which answer a request gets: `/healthz` and `/readyz` (open to all: they tell only whether
-//! the broker runs), `/metrics` and `/api/...` (behind the configured credentials).
+//! the broker runs), `/metrics` and `/api/...` (behind the configured credentials; a body sent to
+//! the admin API must be JSON). `guard.rs` has refused foreign hosts and origins before.
 
 use super::collect;
 use super::credentials::Credentials;
@@ -32,9 +33,26 @@ pub fn route(state: &OpsState, credentials: &Credentials, request: &Request) -> 
         "/healthz" => health(state),
         "/readyz" => readiness(state),
         "/metrics" => metrics(state),
+        _ if path.starts_with("/api/") && !read_only && !is_json(request) => Response::text(
+            415,
+            "a request body must be JSON: send Content-Type: application/json\n",
+        ),
         _ if path.starts_with("/api/") => admin(state, request, &target),
         _ => Response::error(404),
     }
+}
+
+/// Whether `request` has no body, or a JSON one (`Content-Type: application/json`): a browser
+/// sends a JSON body to another origin only after a CORS preflight, which this server never
+/// grants, so a cross-site page cannot post one (the origin checks of `guard.rs` come first).
+fn is_json(request: &Request) -> bool {
+    if request.body.is_empty() {
+        return true;
+    }
+    request.header("content-type").is_some_and(|value| {
+        let media_type = value.split(';').next().unwrap_or_default().trim();
+        media_type.eq_ignore_ascii_case("application/json")
+    })
 }
 
 /// 200 while every shard runs.
