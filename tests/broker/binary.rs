@@ -1,6 +1,6 @@
 //! The `ringmq` binary as operators run it: a process with a config file, its stderr collected,
 //! signalled with `kill -HUP`. Tests: connection lifecycle lines (bounded), no colour codes on a
-//! pipe, JSON lines, and the SIGHUP reload report in the log.
+//! pipe, JSON lines, the SIGHUP reload report in the log, and NATS credentials kept out of it.
 
 use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
@@ -188,4 +188,32 @@ fn the_shard_threads_run_with_the_configured_scheduler_slice() {
         "{log}"
     );
     assert_eq!(shard_slices(broker.child.id()), vec![250_000, 250_000]);
+}
+
+/// The NATS servers are logged (at info) without the token or password in their URLs, also at
+/// log level debug, where the NATS client's own lines would name them with their credentials
+/// (nothing listens on the port: the node keeps retrying and serves its own clients meanwhile).
+#[test]
+fn the_binary_logs_the_nats_servers_without_their_credentials() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("ringmq.toml");
+    let port = free_port();
+    let nats = free_port();
+    let cluster = format!(
+        "[log]\nlevel = \"debug\"\n[cluster]\nnode_id = \"n1\"\nnats = [\
+         \"nats://NATS-T0KEN@127.0.0.1:{nats}\", \"nats://node:pa@ss-s3cret@127.0.0.1:{nats}\"]\n"
+    );
+    std::fs::write(&config, config_text(port, &cluster)).unwrap();
+    let broker = BrokerProcess::start(&config);
+    let log = broker.wait_for_log("cluster: connecting to NATS");
+    assert!(
+        log.contains(&format!("nats://<redacted>@127.0.0.1:{nats}"))
+            && log.contains(&format!("nats://node:<redacted>@127.0.0.1:{nats}")),
+        "{log}"
+    );
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    let log = broker.log();
+    for secret in ["NATS-T0KEN", "s3cret", "pa@"] {
+        assert!(!log.contains(secret), "{secret} logged: {log}");
+    }
 }

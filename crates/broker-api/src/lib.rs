@@ -6,8 +6,10 @@
 //! Its users: `broker-core` (the shards hold a [`ClusterPort`] and [`BridgeFigures`] in
 //! `Shared::links`, and expose their mailboxes as a [`ClusterInbox`]); `bridge` ([`Secret`] in
 //! its settings, [`BridgeStats`], and its board as [`BridgeFigures`]); `cluster` ([`Message`],
-//! the [`cluster`] types, [`ClusterInbox`], [`ClusterPort`], [`ClusterFigures`], [`Reply`]);
-//! and `ringmq`, which wires them together. `access` does not depend on it.
+//! the [`cluster`] types, [`ClusterInbox`], [`ClusterPort`], [`ClusterFigures`], [`Reply`],
+//! and [`redact_url`] for the NATS servers it logs);
+//! `access` ([`redact_url`] in its backends' errors); and `ringmq`, which wires them together
+//! (and prints the configuration with [`redact_url`] and [`REDACTED`]).
 //!
 //! - [`BridgeStats`] and [`BridgeFigures`]: the bridges' figures, read for `$SYS`.
 //! - [`Message`]: one published message, encoded once and shared by every copy.
@@ -15,7 +17,9 @@
 //!   link posts into.
 //! - [`ClusterPort`]: the cluster link as the shards see it, and its [`ClusterFigures`].
 //! - [`Reply`]: an answer a side thread waits for, sent once by a shard.
-//! - [`Secret`]: a credential from the configuration, kept out of `Debug` output.
+//! - [`Secret`]: a credential from the configuration, kept out of `Debug` output;
+//!   [`redact_url`]: a URL with the credentials in its userinfo replaced by [`REDACTED`], for
+//!   logs, errors and the printed configuration.
 
 #![forbid(unsafe_code)]
 
@@ -31,4 +35,4 @@ pub use cluster::{ClusterInbound, ClusterInbox, ClusterPort, PostRefused};
 pub use cluster_figures::ClusterFigures;
 pub use message::{Expiry, Message};
 pub use reply::Reply;
-pub use secret::Secret;
+pub use secret::{REDACTED, Secret, redact_url};

@@ -111,11 +111,12 @@ fn reload(broker: &Broker) {
 }
 
 /// `--check-config`: validates the configuration and prints it, every key with its effective
-/// value, as TOML (usable as a config file); a bad one is an error naming the key.
+/// value, as TOML (usable as a config file once any secret, shown as `<redacted>`, is put
+/// back); a bad one is an error naming the key.
 fn check_config(cli: &Cli) -> anyhow::Result<()> {
     let raw = cli.raw_config()?;
     let config = raw.validate()?;
-    let text = ringmq::config::effective_toml(&raw, &config)
+    let text = ringmq::config::redacted_toml(&raw, &config)
         .context("printing the effective configuration")?;
     print!("{text}");
     Ok(())

@@ -10,6 +10,7 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 
 use async_nats::{Client, ConnectOptions, Event};
+use broker_api::redact_url;
 use futures_util::StreamExt;
 use ring_runtime::Clock;
 
@@ -212,7 +213,8 @@ async fn connect(
     .await?;
     let options = match which {
         Connection::Main => {
-            info!(node = %settings.node_id, servers = ?settings.nats, "cluster: connecting to NATS");
+            let shown: Vec<_> = settings.nats.iter().map(|url| redact_url(url)).collect();
+            info!(node = %settings.node_id, servers = ?shown, "cluster: connecting to NATS");
             options
                 .no_echo()
                 .name(format!("ringmq-{}", settings.node_id))

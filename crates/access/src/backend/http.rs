@@ -13,6 +13,7 @@ use std::time::{Duration, Instant};
 
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as BASE64;
+use broker_api::redact_url;
 use serde_json::{Value, json};
 use ureq::Agent;
 
@@ -115,7 +116,7 @@ impl HttpBackend {
             }
             other => BackendError::Unavailable {
                 backend: NAME,
-                detail: format!("POST {url}: {other}"),
+                detail: format!("POST {}: {other}", redact_url(url)),
             },
         }
     }
@@ -189,7 +190,7 @@ fn acc_code(access: TopicAccess) -> u8 {
 fn check_url(url: &str) -> Result<(), SetupError> {
     let invalid = |reason: String| SetupError::InvalidUrl {
         backend: NAME,
-        url: url.to_owned(),
+        url: redact_url(url).into_owned(),
         reason,
     };
     let uri: ureq::http::Uri = url.parse().map_err(|error| invalid(format!("{error}")))?;

@@ -293,6 +293,45 @@ fn an_unreachable_server_is_unavailable() {
     }
 }
 
+/// Credentials in the URL's userinfo stay out of the errors (they reach the log).
+#[test]
+fn errors_show_the_urls_without_their_credentials() {
+    let port = crate::test_ports::free_port();
+    let backend = backend(HttpSettings {
+        login_url: format!("http://broker:pa@ss-hunter2@127.0.0.1:{port}/login"),
+        acl_url: None,
+        timeout: Duration::from_secs(2),
+        max_concurrent: 1,
+    });
+    match backend.login(&login_request(b"pw")) {
+        Err(BackendError::Unavailable { detail, .. }) => {
+            assert!(!detail.contains("hunter2"), "{detail}");
+            assert!(
+                detail.contains(&format!("broker:<redacted>@127.0.0.1:{port}/login")),
+                "{detail}"
+            );
+        }
+        other => panic!("expected Unavailable, got {other:?}"),
+    }
+    for url in ["ftp://tok3n@host/login", "http://u:hunter2@[bad-host/login"] {
+        match HttpBackend::new(HttpSettings {
+            login_url: url.to_owned(),
+            acl_url: None,
+            timeout: Duration::from_secs(1),
+            max_concurrent: 1,
+        }) {
+            Err(error @ SetupError::InvalidUrl { .. }) => {
+                let shown = error.to_string();
+                assert!(
+                    !shown.contains("hunter2") && !shown.contains("tok3n"),
+                    "{shown}"
+                );
+            }
+            other => panic!("{url}: expected InvalidUrl, got {other:?}"),
+        }
+    }
+}
+
 #[test]
 fn connections_are_reused() {
     let server = TestServer::start(200);

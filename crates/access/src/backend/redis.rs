@@ -16,6 +16,7 @@ use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
 use ::redis::{Client, Connection, Pipeline, RedisError, Value};
+use broker_api::redact_url;
 
 use super::password_hash::{self, SaltEncoding};
 use super::rules::{allows, rule, substitute};
@@ -85,7 +86,7 @@ impl RedisBackend {
         let client =
             Client::open(settings.url.as_str()).map_err(|error| SetupError::InvalidUrl {
                 backend: NAME,
-                url: without_password(&settings.url),
+                url: redact_url(&settings.url).into_owned(),
                 reason: error.to_string(),
             })?;
         Ok(Self {
@@ -304,18 +305,6 @@ fn rules(record: &UserRecord, client: &ClientIdentity<'_>) -> Vec<TopicRule> {
         }
     }
     rules
-}
-
-/// `url` without the password it may carry (for errors and logs).
-fn without_password(url: &str) -> String {
-    let Some((scheme, rest)) = url.split_once("://") else {
-        return url.to_owned();
-    };
-    let authority_end = rest.find('/').unwrap_or(rest.len());
-    match rest[..authority_end].rfind('@') {
-        Some(at) => format!("{scheme}://***@{}", &rest[at + 1..]),
-        None => url.to_owned(),
-    }
 }
 
 #[cfg(test)]

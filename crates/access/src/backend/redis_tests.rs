@@ -519,6 +519,8 @@ fn an_invalid_url_is_refused_without_its_password() {
     for url in [
         "http://127.0.0.1:6379",
         "redis://:hunter2@[bad-host/0",
+        "redis://user:pa@ss-hunter2@[bad-host/0",
+        "redis://hunter2@[bad-host/0",
         "not a url",
     ] {
         match RedisBackend::new(settings(url.to_owned())) {

@@ -5,6 +5,8 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
+use broker_api::redact_url;
+
 use super::error::ConfigError;
 use super::fields::ranged;
 use super::overlay::raw_section;
@@ -117,7 +119,7 @@ pub(super) fn http_settings(
         Some(url) if url.starts_with("http://") || url.starts_with("https://") => Ok(Some(url)),
         Some(url) => Err(ConfigError::invalid(
             key,
-            format!("`{url}` is not an http:// or https:// URL"),
+            format!("`{}` is not an http:// or https:// URL", redact_url(&url)),
         )),
         None => Ok(None),
     };
@@ -153,7 +155,7 @@ pub(super) fn redis_settings(
     if !url.starts_with("redis://") {
         return Err(ConfigError::invalid(
             "auth.redis.url",
-            format!("`{url}` is not a redis:// URL"),
+            format!("`{}` is not a redis:// URL", redact_url(&url)),
         ));
     }
     let salt_encoding = match redis.salt_encoding.as_deref().unwrap_or("base64") {

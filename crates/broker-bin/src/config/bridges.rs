@@ -276,8 +276,19 @@ fn bounded(
         .ok_or_else(|| bad(key, name, format!("{value} is out of range {min}..=65535")))
 }
 
-/// `HOST:PORT` with a numeric port; the host is resolved only when connecting.
+/// `HOST:PORT` with a numeric port; the host is resolved only when connecting. Credentials
+/// (`user:password@`) have no place in it (the address is logged): they are refused, unshown.
 fn check_address(name: &str, address: &str) -> Result<(), ConfigError> {
+    if address.contains('@') {
+        return Err(bad(
+            "bridges.address",
+            name,
+            format!(
+                "{:?} is not HOST:PORT (credentials go in username and password)",
+                broker_api::redact_url(address)
+            ),
+        ));
+    }
     let port = address
         .rsplit_once(':')
         .map(|(host, port)| (host, port.parse::<u16>()));

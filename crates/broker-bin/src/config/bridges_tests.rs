@@ -89,6 +89,19 @@ fn a_missing_address_names_the_key() {
 }
 
 #[test]
+fn credentials_in_the_address_are_refused_unshown() {
+    for address in [
+        "edge:hunter2@broker.example.com:8883",
+        "hunter2@broker.example.com:8883",
+    ] {
+        let message = error(&CLOUD.replace("broker.example.com:8883", address));
+        assert!(message.contains("bridges.address"), "{message}");
+        assert!(message.contains("username and password"), "{message}");
+        assert!(!message.contains("hunter2"), "{message}");
+    }
+}
+
+#[test]
 fn a_duplicate_name_is_refused() {
     let twice = format!("{CLOUD}{CLOUD}");
     let message = error(&twice);

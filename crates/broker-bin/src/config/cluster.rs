@@ -2,6 +2,8 @@
 
 pub use cluster::settings::{ClusterSettings, NatsSecurity};
 
+use broker_api::redact_url;
+
 use super::error::ConfigError;
 use super::overlay::raw_section;
 
@@ -70,7 +72,10 @@ fn servers(list: &[String]) -> Result<Vec<String>, ConfigError> {
     }
     for url in list {
         cluster::settings::check_server_url(url).map_err(|e| {
-            ConfigError::invalid("cluster.nats", format!("`{url}` is not a NATS URL: {e}"))
+            ConfigError::invalid(
+                "cluster.nats",
+                format!("`{}` is not a NATS URL: {e}", redact_url(url)),
+            )
         })?;
     }
     Ok(list.to_vec())

@@ -1,7 +1,8 @@
-//! The effective configuration as TOML (`ringmq --check-config`): the overlaid raw layers, with
-//! the keys that validation fills in for a table that leaves them out (a listener's `path`, a
-//! backend's timeouts) written with the values in force, so the text is itself a complete
-//! config file that validates to the same configuration.
+//! The effective configuration as TOML: the overlaid raw layers, with the keys that validation
+//! fills in for a table that leaves them out (a listener's `path`, a backend's timeouts)
+//! written with the values in force, so the text is itself a complete config file that
+//! validates to the same configuration ([`effective_toml`]); and the same with its secrets
+//! replaced ([`redacted_toml`], what `ringmq --check-config` prints and the admin API shows).
 
 use super::auth::RawAuth;
 use super::listeners::{ListenerKind, RawListeners};
@@ -35,53 +36,62 @@ fn complete(raw: &RawConfig, config: &Config) -> RawConfig {
 }
 
 /// What stands for a secret in [`redacted_toml`].
-pub const REDACTED: &str = "<redacted>";
+pub use broker_api::REDACTED;
 
-/// [`effective_toml`] with every secret replaced by [`REDACTED`]: the operations listener's
-/// token and password, bridges' passwords, a password inside `auth.redis.url` or a
-/// `cluster.nats` URL (what the
-/// admin API shows; `--check-config` prints them as written, for the operator who owns the
-/// file).
+/// [`HEADER`] when [`redacted_toml`] replaced a secret.
+const REDACTED_HEADER: &str = "# The effective RingMQ configuration: the embedded defaults, overlaid with the\n\
+                               # config file and the command-line flags. Usable as a config file once its\n\
+                               # secrets, shown as \"<redacted>\", are put back.\n\n";
+
+/// [`effective_toml`] with every secret replaced by [`REDACTED`] (what `--check-config` prints
+/// and the admin API shows): the values of `http.token`, `http.password` and each bridge's
+/// `password` and `local_password` whole, and the credentials in the userinfo of the URLs
+/// (`cluster.nats`, `auth.redis.url`, `auth.http.login_url`, `auth.http.acl_url`) by
+/// [`broker_api::redact_url`]. Paths to files that hold secrets (`auth.password_file`,
+/// `auth.jwt.hs256_secret_file`, `cluster.creds_file`, TLS keys) are no secrets and are printed
+/// as written, as are user names. With nothing to hide, the text is [`effective_toml`]'s; else
+/// the header says that secrets are shown as [`REDACTED`].
 pub fn redacted_toml(raw: &RawConfig, config: &Config) -> Result<String, toml::ser::Error> {
     let mut redacted = complete(raw, config);
-    let hide = |value: &mut Option<String>| {
+    let hid = hide_secrets(&mut redacted);
+    let header = if hid { REDACTED_HEADER } else { HEADER };
+    Ok(format!("{header}{}", toml::to_string(&redacted)?))
+}
+
+/// Replaces every secret in `raw` (see [`redacted_toml`]); whether there was one.
+fn hide_secrets(raw: &mut RawConfig) -> bool {
+    let mut hid = false;
+    let mut hide = |value: &mut Option<String>| {
         if value.as_deref().is_some_and(|v| !v.is_empty()) {
             *value = Some(REDACTED.to_owned());
+            hid = true;
         }
     };
-    hide(&mut redacted.http.token);
-    hide(&mut redacted.http.password);
-    for bridge in redacted.bridges.iter_mut().flatten() {
+    hide(&mut raw.http.token);
+    hide(&mut raw.http.password);
+    for bridge in raw.bridges.iter_mut().flatten() {
         hide(&mut bridge.password);
         hide(&mut bridge.local_password);
     }
-    for url in redacted
+    let auth = &mut raw.auth;
+    let urls = raw
         .cluster
         .iter_mut()
         .flat_map(|c| c.nats.iter_mut().flatten())
-    {
-        *url = without_url_password(url);
+        .chain(auth.redis.iter_mut().flat_map(|r| r.url.as_mut()))
+        .chain(auth.http.iter_mut().flat_map(|http| {
+            [http.login_url.as_mut(), http.acl_url.as_mut()]
+                .into_iter()
+                .flatten()
+        }));
+    for url in urls {
+        let shown = broker_api::redact_url(url).into_owned();
+        if shown != *url {
+            *url = shown;
+            hid = true;
+        }
     }
-    if let Some(redis) = redacted.auth.redis.as_mut()
-        && let Some(url) = redis.url.as_mut()
-    {
-        *url = without_url_password(url);
-    }
-    Ok(format!("{HEADER}{}", toml::to_string(&redacted)?))
-}
-
-/// `scheme://user:password@host...` with the password replaced by [`REDACTED`].
-fn without_url_password(url: &str) -> String {
-    let Some((scheme, rest)) = url.split_once("://") else {
-        return url.to_owned();
-    };
-    let Some((credentials, host)) = rest.split_once('@') else {
-        return url.to_owned();
-    };
-    let user = credentials
-        .split_once(':')
-        .map_or(credentials, |(user, _)| user);
-    format!("{scheme}://{user}:{REDACTED}@{host}")
+    hid
 }
 
 /// The listener keys with defaults (`path`, the client-certificate switches), from `config`.
@@ -160,29 +170,8 @@ fn token_source_name(source: TokenSource) -> &'static str {
 }
 
 #[cfg(test)]
-mod redaction_tests {
-    use super::*;
-
-    #[test]
-    fn secrets_are_hidden_and_the_rest_is_kept() {
-        let text = "[http]\nbind = \"127.0.0.1:0\"\ntoken = \"t0ken\"\n\
-                    [auth]\nbackends = [\"redis\"]\n[auth.redis]\nurl = \"redis://:pa55@127.0.0.1:6379/0\"\n";
-        let mut raw = crate::config::default_raw().unwrap();
-        raw.overlay(crate::config::parse_raw("test", text).unwrap());
-        let config = raw.validate().unwrap();
-        let shown = redacted_toml(&raw, &config).unwrap();
-        assert!(
-            !shown.contains("t0ken") && !shown.contains("pa55"),
-            "{shown}"
-        );
-        assert!(
-            shown.contains("redis://:<redacted>@127.0.0.1:6379/0"),
-            "{shown}"
-        );
-        assert!(shown.contains("127.0.0.1:0"));
-        assert!(effective_toml(&raw, &config).unwrap().contains("t0ken"));
-    }
-}
+#[path = "secrets_tests.rs"]
+mod secrets_tests;
 
 #[cfg(test)]
 mod tests {

@@ -106,9 +106,15 @@ pub fn init(config: &Config) -> Result<LogControl, LogInitError> {
     })
 }
 
-/// Every target at `level`.
+/// Every target at `level`, but the NATS client at most at info: its debug lines name the
+/// servers with the credentials in their URLs (`RUST_LOG` can still ask for them).
 fn level_filter(level: tracing::Level) -> EnvFilter {
-    EnvFilter::new(level.as_str().to_ascii_lowercase())
+    let level = level.as_str().to_ascii_lowercase();
+    if matches!(level.as_str(), "debug" | "trace") {
+        EnvFilter::new(format!("{level},async_nats=info"))
+    } else {
+        EnvFilter::new(level)
+    }
 }
 
 #[cfg(test)]
@@ -120,6 +126,6 @@ mod tests {
         let control = LogControl::detached(tracing::Level::INFO);
         assert_eq!(control.filter().as_deref(), Some("info"));
         control.set_level(tracing::Level::DEBUG).unwrap();
-        assert_eq!(control.filter().as_deref(), Some("debug"));
+        assert_eq!(control.filter().as_deref(), Some("async_nats=info,debug"));
     }
 }
