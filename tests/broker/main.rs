@@ -42,6 +42,7 @@ mod real_clients;
 mod redis_server;
 mod reload;
 mod retained;
+mod session_owner;
 #[cfg(debug_assertions)]
 mod shard_exit;
 mod shared;

@@ -28,6 +28,12 @@ pub struct AuthSettings {
     pub redis: Option<RedisSettings>,
     /// `[auth.jwt]`, when `backends` names `jwt`.
     pub jwt: Option<JwtConfig>,
+    /// `client_id_owner_check`: a session belongs to the identity (username, or none) that
+    /// created it; another identity's CONNECT with its client id is refused.
+    pub client_id_owner_check: bool,
+    /// `use_username_as_clientid`: a client's username replaces its client id (mosquitto's
+    /// option); a client without a username is refused.
+    pub use_username_as_clientid: bool,
 }
 
 impl AuthSettings {

@@ -43,6 +43,7 @@ pub fn deal_recovered(
                 shard,
                 subscriber,
                 claim: shared.directory.new_claim(),
+                owner: crate::directory::SessionOwner::Unbound,
             },
         );
         seed.owners.push((subscriber, shard));

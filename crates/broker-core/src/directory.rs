@@ -5,11 +5,13 @@
 //! hands out subscriber keys and claim ids); these types are what shards, takeovers and
 //! recovery exchange about it.
 
+use std::sync::Arc;
+
 use ring_runtime::ShardId;
 use router::SubscriberId;
 
 /// Where a session lives now.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SessionLocation {
     /// The shard holding (or about to hold) the session.
     pub shard: ShardId,
@@ -19,6 +21,35 @@ pub struct SessionLocation {
     /// supersedes, as one shard may hold several claims for one client during a burst of
     /// reconnects.
     pub claim: ClaimId,
+    /// The identity the session belongs to (`auth.client_id_owner_check`).
+    pub owner: SessionOwner,
+}
+
+/// The identity a session belongs to: the CONNECT username after authentication (with a
+/// listener's `identity_as_username`, the client certificate's name), or none. Kept in memory
+/// only: the store does not record it, so a session recovered at start is `Unbound` and the
+/// first identity that connects to it takes it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SessionOwner {
+    /// Recovered from the store: not bound yet.
+    Unbound,
+    /// Created by a client without a username.
+    Anonymous,
+    /// Created by this user.
+    User(Arc<str>),
+}
+
+impl SessionOwner {
+    /// The identity of a client that sent `username`.
+    pub fn of(username: Option<&str>) -> Self {
+        username.map_or(Self::Anonymous, |name| Self::User(Arc::from(name)))
+    }
+
+    /// Whether a client of identity `other` may take this session over when owners are
+    /// checked: the same identity, or any identity while the session is unbound.
+    pub fn admits(&self, other: &SessionOwner) -> bool {
+        *self == Self::Unbound || self == other
+    }
 }
 
 /// One CONNECT's claim on a client's session, unique among claims still in progress (ids wrap

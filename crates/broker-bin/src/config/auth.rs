@@ -29,6 +29,10 @@ pub struct RawAuth {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub acl_file: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
+    pub client_id_owner_check: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub use_username_as_clientid: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub backends: Option<Vec<String>>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub workers: Option<u64>,
@@ -52,6 +56,11 @@ impl RawAuth {
         set_if_some(&mut self.allow_anonymous, over.allow_anonymous);
         set_if_some(&mut self.password_file, over.password_file);
         set_if_some(&mut self.acl_file, over.acl_file);
+        set_if_some(&mut self.client_id_owner_check, over.client_id_owner_check);
+        set_if_some(
+            &mut self.use_username_as_clientid,
+            over.use_username_as_clientid,
+        );
         set_if_some(&mut self.backends, over.backends);
         set_if_some(&mut self.workers, over.workers);
         set_if_some(&mut self.max_pending, over.max_pending);
@@ -90,6 +99,8 @@ impl RawAuth {
             redis: redis_settings(&backends, &self.redis)?,
             jwt: jwt_config(&backends, &self.jwt)?,
             backends,
+            client_id_owner_check: self.client_id_owner_check.unwrap_or(true),
+            use_username_as_clientid: self.use_username_as_clientid.unwrap_or(false),
         };
         let open = listeners.binds().into_iter().find(|a| !is_loopback(a));
         if let Some(open) = open

@@ -129,6 +129,8 @@ fn fill_auth(raw: &mut RawAuth, config: &Config) {
     let auth = &config.auth;
     let gatekeeper = &auth.gatekeeper;
     raw.allow_anonymous = Some(auth.allow_anonymous);
+    raw.client_id_owner_check = Some(auth.client_id_owner_check);
+    raw.use_username_as_clientid = Some(auth.use_username_as_clientid);
     raw.workers = Some(gatekeeper.workers as u64);
     raw.max_pending = Some(gatekeeper.max_pending as u64);
     raw.cache_entries = Some(gatekeeper.cache_entries as u64);

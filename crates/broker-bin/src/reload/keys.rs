@@ -115,6 +115,11 @@ pub(crate) const RESTART: &[KeyCheck] = &[
     same!("auth.password_file", auth.password_file),
     same!("auth.acl_file", auth.acl_file),
     same!("auth.backends", auth.backends),
+    same!("auth.client_id_owner_check", auth.client_id_owner_check),
+    same!(
+        "auth.use_username_as_clientid",
+        auth.use_username_as_clientid
+    ),
     same!("auth.workers", auth.gatekeeper.workers),
     same!("auth.max_pending", auth.gatekeeper.max_pending),
     same!("auth.cache_entries", auth.gatekeeper.cache_entries),

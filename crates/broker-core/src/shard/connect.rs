@@ -14,7 +14,7 @@ use super::will_checks::WillCheck;
 use super::{BrokerShard, Ctx, Fault};
 use crate::conn::Phase;
 use crate::detach;
-use crate::directory::{ClaimId, SessionLocation};
+use crate::directory::{ClaimId, SessionLocation, SessionOwner};
 use crate::message::Change;
 use crate::session::Session;
 use session_store::storage::SessionWrite;
@@ -75,6 +75,14 @@ impl BrokerShard {
         mut connect: Connect,
         grant: Box<access::gatekeeper::grant::ClientGrant>,
     ) {
+        if self.shared.config.auth.use_username_as_clientid {
+            // mosquitto's `use_username_as_clientid`: the username is the client id.
+            let Some(username) = connect.username.clone() else {
+                debug!("CONNECT without a username refused: auth.use_username_as_clientid");
+                return self.refuse_connect(ctx, conn, ReasonCode::NotAuthorized);
+            };
+            connect.client_id = username;
+        }
         let assigned = connect
             .client_id
             .is_empty()
@@ -125,7 +133,8 @@ impl BrokerShard {
         assigned: bool,
         imported: Option<bytes::Bytes>,
     ) {
-        match self.claim(&connect.client_id) {
+        let owner = owner_of(&connect);
+        match self.claim(&connect.client_id, &owner) {
             Err(reason) => self.refuse_connect(ctx, conn, reason),
             Ok(Claim::Fresh(subscriber)) => {
                 self.broadcast(
@@ -191,8 +200,11 @@ impl BrokerShard {
         MqttStr::from_bytes(text.into()).expect("invariant: ASCII without U+0000")
     }
 
-    /// Claims the client's entry in the shared session directory for this shard.
-    fn claim(&self, client_id: &MqttStr) -> Result<Claim, ReasonCode> {
+    /// Claims the client's entry in the shared session directory for this shard, for a client of
+    /// identity `owner`: refused (Client Identifier not valid) when the session belongs to
+    /// another identity and `auth.client_id_owner_check` is on.
+    fn claim(&self, client_id: &MqttStr, owner: &SessionOwner) -> Result<Claim, ReasonCode> {
+        let check_owner = self.shared.config.auth.client_id_owner_check;
         let max = self.shared.config.sessions.max_sessions as usize;
         // Measured before taking the entry lock: `len` locks every map shard.
         let full = self.shared.directory.sessions.len() >= max;
@@ -210,14 +222,25 @@ impl BrokerShard {
                         shard: self.id,
                         subscriber,
                         claim: self.shared.directory.new_claim(),
+                        owner: owner.clone(),
                     });
                     Claim::Fresh(subscriber)
                 }
-                Entry::Occupied(occupied) if occupied.get().shard == self.id => {
-                    Claim::Local(occupied.get().claim)
+                Entry::Occupied(occupied) if check_owner && !occupied.get().owner.admits(owner) => {
+                    debug!(
+                        client = client_id.as_str(),
+                        "CONNECT refused: the client id's session belongs to another identity"
+                    );
+                    return Err(ReasonCode::ClientIdentifierNotValid);
+                }
+                Entry::Occupied(mut occupied) if occupied.get().shard == self.id => {
+                    let location = occupied.get_mut();
+                    location.owner = owner.clone();
+                    Claim::Local(location.claim)
                 }
                 Entry::Occupied(mut occupied) => {
                     let location = occupied.get_mut();
+                    location.owner = owner.clone();
                     let (holder, supersedes) = (location.shard, location.claim);
                     let mine = self.shared.directory.new_claim();
                     location.shard = self.id;
@@ -240,27 +263,34 @@ impl BrokerShard {
             return;
         }
         let client_id = connect.client_id.clone();
+        let owner = owner_of(&connect);
         match self.sessions.remove(&client_id) {
             Some(mut session) => {
                 self.detach_connection(ctx, &mut session, true);
                 let present = !connect.clean_start;
                 if connect.clean_start {
                     self.end_session_state(ctx, *session);
-                    let fresh = self.fresh_session(ctx, &client_id);
+                    let fresh = self.fresh_session(ctx, &client_id, owner);
                     self.complete_connect(ctx, conn, connect, fresh, false, false);
                 } else {
                     self.complete_connect(ctx, conn, connect, session, present, false);
                 }
             }
             None => {
-                let fresh = self.fresh_session(ctx, &client_id);
+                let fresh = self.fresh_session(ctx, &client_id, owner);
                 self.complete_connect(ctx, conn, connect, fresh, false, false);
             }
         }
     }
 
-    /// A new session with a new subscriber key, recorded in the directory for this shard.
-    pub(super) fn fresh_session(&mut self, ctx: &mut Ctx, client_id: &MqttStr) -> Box<Session> {
+    /// A new session with a new subscriber key, recorded in the directory for this shard (for
+    /// identity `owner` if the entry is new).
+    pub(super) fn fresh_session(
+        &mut self,
+        ctx: &mut Ctx,
+        client_id: &MqttStr,
+        owner: SessionOwner,
+    ) -> Box<Session> {
         let subscriber = self.shared.directory.new_subscriber(self.id);
         // A newer claim elsewhere keeps its place in the directory: this session goes to it.
         let shared = &self.shared;
@@ -273,6 +303,7 @@ impl BrokerShard {
                 shard: self.id,
                 subscriber,
                 claim: shared.directory.new_claim(),
+                owner,
             });
         self.broadcast(
             ctx,
@@ -504,6 +535,11 @@ impl BrokerShard {
             properties,
         }
     }
+}
+
+/// The identity a CONNECT's session belongs to (its username once authenticated).
+pub(super) fn owner_of(connect: &Connect) -> SessionOwner {
+    SessionOwner::of(connect.username.as_ref().map(|u| u.as_str()))
 }
 
 /// CONNACK reason codes a 5.0 client may receive; anything else becomes Unspecified error.

@@ -151,7 +151,8 @@ impl BrokerShard {
                 // (claims.rs) did not.
                 let client_id = session.client_id.clone();
                 self.end_session_state(ctx, *session);
-                let fresh = self.fresh_session(ctx, &client_id);
+                let owner = super::connect::owner_of(&connect);
+                let fresh = self.fresh_session(ctx, &client_id, owner);
                 self.complete_connect(ctx, conn, *connect, fresh, false, false);
             }
             Claimant::Connection(conn, connect) => {
@@ -175,7 +176,8 @@ impl BrokerShard {
         match claimant {
             Claimant::Successor(request) => self.send_transfer(ctx, request, None),
             Claimant::Connection(conn, connect) => {
-                let fresh = self.fresh_session(ctx, client_id);
+                let owner = super::connect::owner_of(&connect);
+                let fresh = self.fresh_session(ctx, client_id, owner);
                 self.complete_connect(ctx, conn, *connect, fresh, false, false);
             }
             Claimant::Nobody => {
