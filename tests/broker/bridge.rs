@@ -495,3 +495,45 @@ fn two_bridges_to_one_mosquitto_carry_each_message_once_without_a_loop() {
         s.messages_out == 1 && s.messages_in == 1
     });
 }
+
+/// The bridge's local connection comes from 127.0.0.1 like other local clients; when their
+/// failed logins ban 127.0.0.1, the bridge still (re)connects to this broker: it registers its
+/// exact source address with the `[ip]` guard, which neither limits nor bans it.
+#[test]
+fn bridge_reconnects_locally_while_its_address_is_banned_for_others() {
+    let mut remote = Mosquitto::start();
+    let dir = tempfile::tempdir().unwrap();
+    let users = dir.path().join("local.passwd");
+    passwd_file(&users, "bridge", "local-secret");
+    let rule = r#"{ pattern = "data/#", direction = "out", qos = 1 }"#;
+    let local = TestBroker::with_config(&format!(
+        "[auth]\npassword_file = {:?}\n[ip]\nban_after_auth_failures = 2\n\
+         ban_user_after_auth_failures = 0\nban_duration = 600\n{}",
+        users.display().to_string(),
+        bridge(
+            "up",
+            remote.addr(),
+            "5.0",
+            rule,
+            "local_username = \"bridge\"\nlocal_password = \"local-secret\"\n"
+        )
+    ));
+    wait_connected(&local, "up");
+    remote.stop();
+    wait_stats(&local, "up", "the bridge to notice", |s| !s.connected);
+    let here = crate::ip::loopback(1);
+    for _ in 0..2 {
+        assert_eq!(
+            crate::ip::try_connect(&local, here, Some(("mallory", "guess"))),
+            Some(ReasonCode::BadUserNameOrPassword)
+        );
+    }
+    assert_eq!(
+        crate::ip::try_connect(&local, here, Some(("bridge", "local-secret"))),
+        None,
+        "127.0.0.1 is banned for other clients"
+    );
+    remote.restart();
+    wait_connected(&local, "up");
+    assert_eq!(local.ip_bans_total(), 1);
+}

@@ -209,6 +209,10 @@ impl TestBroker {
         self.broker().bridge_stats()
     }
 
+    pub fn ip_bans_total(&self) -> u64 {
+        self.broker().ip_bans_total()
+    }
+
     /// The cluster link's figures now (`None` without `[cluster]`).
     pub fn cluster_figures(&self) -> Option<::cluster::ClusterFigures> {
         self.broker().cluster_figures()

@@ -16,7 +16,7 @@ use socket2::{Domain, Socket, Type};
 use crate::client::{RawClient, V5, connect_packet, s};
 use crate::harness::{TestBroker, wait_until};
 
-fn loopback(last: u8) -> IpAddr {
+pub(crate) fn loopback(last: u8) -> IpAddr {
     IpAddr::V4(Ipv4Addr::new(127, 0, 0, last))
 }
 
@@ -34,7 +34,7 @@ fn stream_from(source: IpAddr, addr: SocketAddr) -> TcpStream {
 
 /// Sends a CONNECT from `source` with `login`; the CONNACK's reason, or `None` when the
 /// broker closed the connection without one.
-fn try_connect(
+pub(crate) fn try_connect(
     broker: &TestBroker,
     source: IpAddr,
     login: Option<(&str, &str)>,
@@ -177,4 +177,106 @@ fn repeated_failed_logins_ban_the_address_for_a_while() {
         try_connect(&broker, loopback(7), right),
         Some(ReasonCode::Success)
     );
+}
+
+/// A password file with alice (s3cret) and bob (hunter2).
+fn two_users(dir: &std::path::Path) -> std::path::PathBuf {
+    let file = dir.join("passwd");
+    crate::passwords::passwd_file(&file, "alice", "s3cret");
+    let status = std::process::Command::new("mosquitto_passwd")
+        .arg("-b")
+        .arg(&file)
+        .args(["bob", "hunter2"])
+        .status()
+        .expect("mosquitto_passwd runs (Debian's mosquitto package)");
+    assert!(status.success());
+    file
+}
+
+/// Failed logins from `source` (`login(i)` for guess i) answered 0x86 before the first other
+/// answer, at most `max`; and that answer.
+fn guesses_heard(
+    broker: &TestBroker,
+    source: IpAddr,
+    max: usize,
+    login: impl Fn(usize) -> (String, String),
+) -> (usize, Option<ReasonCode>) {
+    for i in 0..max {
+        let (user, password) = login(i);
+        let answer = try_connect(broker, source, Some((&user, &password)));
+        if answer != Some(ReasonCode::BadUserNameOrPassword) {
+            return (i, answer);
+        }
+    }
+    (max, Some(ReasonCode::BadUserNameOrPassword))
+}
+
+/// With the default `[ip]` settings: 10 wrong passwords for one username from one address bar
+/// that username there (0x8A, unheard: even the right password), other usernames still log in;
+/// 100 failures from the address in all ban it (closed at accept). Other addresses unaffected.
+#[test]
+fn default_settings_stop_password_guessing_per_username_and_per_address() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = two_users(dir.path());
+    let broker = TestBroker::with_config(&format!(
+        "[auth]\npassword_file = {:?}\n",
+        file.display().to_string()
+    ));
+    let guesser = loopback(9);
+    let (heard, then) = guesses_heard(&broker, guesser, 1000, |i| {
+        ("alice".into(), format!("guess{i}"))
+    });
+    assert_eq!((heard, then), (10, Some(ReasonCode::Banned)));
+    assert_eq!(
+        try_connect(&broker, guesser, Some(("alice", "s3cret"))),
+        Some(ReasonCode::Banned),
+        "a barred username is refused unheard"
+    );
+    assert_eq!(
+        try_connect(&broker, guesser, Some(("bob", "hunter2"))),
+        Some(ReasonCode::Success),
+        "another username from the same address still logs in"
+    );
+    // Guessing across usernames: the address is banned at 100 failures in all.
+    let (heard, then) = guesses_heard(&broker, guesser, 1000, |i| {
+        (format!("user{i}"), "guess".into())
+    });
+    assert_eq!((heard, then), (90, None));
+    assert_eq!(
+        try_connect(&broker, guesser, Some(("bob", "hunter2"))),
+        None
+    );
+    assert_eq!(
+        try_connect(&broker, loopback(10), Some(("alice", "s3cret"))),
+        Some(ReasonCode::Success)
+    );
+    assert_eq!(
+        broker.ip_bans_total(),
+        2,
+        "one username bar and one address ban counted"
+    );
+}
+
+#[test]
+fn an_exempt_address_is_never_banned() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = two_users(dir.path());
+    let broker = TestBroker::with_config(&format!(
+        "[auth]\npassword_file = {:?}\n[ip]\nexempt = [\"127.0.0.11/32\"]\n\
+         ban_after_auth_failures = 2\nban_user_after_auth_failures = 2\n",
+        file.display().to_string()
+    ));
+    let (heard, _) = guesses_heard(&broker, loopback(11), 20, |i| {
+        ("alice".into(), format!("guess{i}"))
+    });
+    assert_eq!(heard, 20);
+    assert_eq!(
+        try_connect(&broker, loopback(11), Some(("alice", "s3cret"))),
+        Some(ReasonCode::Success)
+    );
+    // The same settings ban an address not listed.
+    let (heard, then) = guesses_heard(&broker, loopback(12), 20, |i| {
+        ("alice".into(), format!("guess{i}"))
+    });
+    assert_eq!((heard, then), (2, None));
 }

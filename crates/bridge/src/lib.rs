@@ -113,20 +113,25 @@ pub struct Bridges {
     /// Where the bridges reach this broker (`None`: no TCP listener; config validation
     /// refuses bridges then).
     local: Option<SocketAddr>,
+    /// Where the local connections register their source addresses (the `[ip]` guard's).
+    own: Arc<broker_api::OwnLinks>,
     running: Mutex<Vec<Running>>,
 }
 
 impl Bridges {
     /// Starts every configured bridge; they reach this broker at `local` (its first TCP
-    /// listener's bound address).
+    /// listener's bound address), from source addresses they register in `own` (the `[ip]`
+    /// guard neither limits nor bans them).
     pub fn start(
         settings: &[BridgeSettings],
         local: Option<SocketAddr>,
+        own: Arc<broker_api::OwnLinks>,
         board: Arc<BridgeBoard>,
     ) -> Self {
         let bridges = Self {
             board,
             local: local.map(loopback),
+            own,
             running: Mutex::new(Vec::new()),
         };
         bridges.update(settings);
@@ -183,6 +188,7 @@ impl Bridges {
             settings: Arc::clone(&settings),
             counters: Arc::clone(&counters),
             local,
+            own: Arc::clone(&self.own),
             events,
             sender: sender.clone(),
             stop: Arc::clone(&stop),

@@ -6,10 +6,11 @@
 //! in a socket read.
 
 use std::io::{self, ErrorKind, Read, Write};
-use std::net::{Shutdown, TcpStream, ToSocketAddrs};
+use std::net::{Shutdown, SocketAddr, TcpStream, ToSocketAddrs};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
+use broker_api::{OwnLink, OwnLinks};
 use bytes::BytesMut;
 use rustls::ClientConnection;
 
@@ -45,18 +46,22 @@ pub(crate) struct Link {
 }
 
 /// Shuts the socket down when asked or dropped: the reader thread's blocked read returns.
-pub(crate) struct Closer(TcpStream);
+pub(crate) struct Closer {
+    tcp: TcpStream,
+    /// The broker's own link: its source address stays registered until this is dropped.
+    _own: Option<OwnLink>,
+}
 
 impl Closer {
     /// Limits how long reads block (`None`: forever).
     pub(crate) fn set_read_timeout(&self, timeout: Option<Duration>) -> io::Result<()> {
-        self.0.set_read_timeout(timeout)
+        self.tcp.set_read_timeout(timeout)
     }
 }
 
 impl Drop for Closer {
     fn drop(&mut self) {
-        let _ = self.0.shutdown(Shutdown::Both);
+        let _ = self.tcp.shutdown(Shutdown::Both);
     }
 }
 
@@ -69,10 +74,65 @@ pub(crate) fn open(
     write_timeout: Duration,
 ) -> Result<Link, BridgeError> {
     let tcp = connect_tcp(address, timeout)?;
+    with_stream(tcp, address, tls, timeout, write_timeout, None)
+}
+
+/// Opens a plain connection to this broker at `local`, its source address registered in
+/// `own` (so the `[ip]` guard neither limits nor bans it) from before it connects until the
+/// link's closer is dropped.
+pub(crate) fn open_own(
+    local: SocketAddr,
+    own: &Arc<OwnLinks>,
+    timeout: Duration,
+    write_timeout: Duration,
+) -> Result<Link, BridgeError> {
+    let error = |source| BridgeError::Connect {
+        address: local.to_string(),
+        source,
+    };
+    let socket = socket2::Socket::new(
+        socket2::Domain::for_address(local),
+        socket2::Type::STREAM,
+        Some(socket2::Protocol::TCP),
+    )
+    .map_err(error)?;
+    socket
+        .bind(&SocketAddr::new(local.ip(), 0).into())
+        .map_err(error)?;
+    let bound = socket
+        .local_addr()
+        .map_err(error)?
+        .as_socket()
+        .ok_or_else(|| error(io::Error::new(ErrorKind::InvalidData, "not an IP socket")))?;
+    let registration = own.register(bound);
+    socket
+        .connect_timeout(&local.into(), timeout)
+        .map_err(error)?;
+    with_stream(
+        socket.into(),
+        &local.to_string(),
+        None,
+        timeout,
+        write_timeout,
+        Some(registration),
+    )
+}
+
+fn with_stream(
+    tcp: TcpStream,
+    address: &str,
+    tls: Option<&TlsClient>,
+    timeout: Duration,
+    write_timeout: Duration,
+    registration: Option<OwnLink>,
+) -> Result<Link, BridgeError> {
     tcp.set_nodelay(true)?;
     tcp.set_read_timeout(Some(timeout))?;
     tcp.set_write_timeout(Some(write_timeout))?;
-    let closer = Closer(tcp.try_clone()?);
+    let closer = Closer {
+        tcp: tcp.try_clone()?,
+        _own: registration,
+    };
     let Some(tls) = tls else {
         return Ok(Link {
             reader: LinkReader::Plain(tcp.try_clone()?),

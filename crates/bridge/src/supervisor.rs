@@ -41,6 +41,8 @@ pub(crate) struct Supervisor {
     pub(crate) counters: Arc<BridgeCounters>,
     /// The local broker's first TCP listener (loopback when it listens on every address).
     pub(crate) local: SocketAddr,
+    /// Where the local connection registers its source address (the `[ip]` guard exempts it).
+    pub(crate) own: Arc<broker_api::OwnLinks>,
     pub(crate) events: Receiver<Event>,
     /// Handed to each period's reader threads.
     pub(crate) sender: Sender<Event>,
@@ -236,12 +238,7 @@ impl Supervisor {
 
     fn open_local(&self, clean_start: bool) -> Result<Opened, BridgeError> {
         let write_timeout = Duration::from_secs(LOCAL_KEEP_ALIVE.into());
-        let link = link::open(
-            &self.local.to_string(),
-            None,
-            CONNECT_TIMEOUT,
-            write_timeout,
-        )?;
+        let link = link::open_own(self.local, &self.own, CONNECT_TIMEOUT, write_timeout)?;
         let connect = local_connect(&self.settings, clean_start)?;
         let (opened, connack) = handshake(link, connect, false).map_err(|error| match error {
             BridgeError::Refused(reason) => BridgeError::LocalRefused(reason),

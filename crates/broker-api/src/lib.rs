@@ -16,6 +16,8 @@
 //! - [`cluster`]: what the shards and the cluster link exchange, and the [`ClusterInbox`] the
 //!   link posts into.
 //! - [`ClusterPort`]: the cluster link as the shards see it, and its [`ClusterFigures`].
+//! - [`OwnLinks`]: the source addresses of the broker's own links to itself (the bridges'),
+//!   which the `[ip]` guard neither limits nor bans.
 //! - [`Reply`]: an answer a side thread waits for, sent once by a shard.
 //! - [`Secret`]: a credential from the configuration, kept out of `Debug` output;
 //!   [`redact_url`]: a URL with the credentials in its userinfo replaced by [`REDACTED`], for
@@ -27,6 +29,7 @@ mod bridge_stats;
 pub mod cluster;
 mod cluster_figures;
 mod message;
+mod own_links;
 mod reply;
 mod secret;
 
@@ -34,5 +37,6 @@ pub use bridge_stats::{BridgeFigures, BridgeStats};
 pub use cluster::{ClusterInbound, ClusterInbox, ClusterPort, PostRefused};
 pub use cluster_figures::ClusterFigures;
 pub use message::{Expiry, Message};
+pub use own_links::{OwnLink, OwnLinks};
 pub use reply::Reply;
 pub use secret::{REDACTED, Secret, redact_url};

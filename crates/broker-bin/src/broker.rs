@@ -176,6 +176,7 @@ impl Broker {
         let bridges = Arc::new(bridge::Bridges::start(
             &config.bridges,
             local_tcp,
+            Arc::clone(shared.door.guard.own_links()),
             bridge_board,
         ));
         // Reloads reach the bridges through a weak handle: the shared state must not keep
@@ -332,6 +333,11 @@ impl Broker {
     /// order.
     pub fn bridge_stats(&self) -> Vec<bridge::BridgeStats> {
         self.bridges.stats()
+    }
+
+    /// Bans the `[ip]` guard gave after failed logins (`ringmq_ip_bans_total`).
+    pub fn ip_bans_total(&self) -> u64 {
+        self.shared.door.guard.bans_total()
     }
 
     /// The cluster link's figures, `None` on a single node.

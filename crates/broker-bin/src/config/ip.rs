@@ -11,9 +11,11 @@ raw_section!(
     RawIp {
         allow: Vec<String>,
         deny: Vec<String>,
+        exempt: Vec<String>,
         max_connections: u64,
         max_connect_rate: u64,
         ban_after_auth_failures: u64,
+        ban_user_after_auth_failures: u64,
         auth_failure_window: u64,
         ban_duration: u64,
         max_tracked: u64,
@@ -47,6 +49,7 @@ impl RawIp {
         Ok(IpSettings {
             allow: blocks("ip.allow", &self.allow)?,
             deny: blocks("ip.deny", &self.deny)?,
+            exempt: blocks("ip.exempt", &self.exempt)?,
             max_connections: number(
                 "ip.max_connections",
                 &self.max_connections,
@@ -57,6 +60,11 @@ impl RawIp {
             ban_after_auth_failures: number(
                 "ip.ban_after_auth_failures",
                 &self.ban_after_auth_failures,
+                1_000_000,
+            )? as u32,
+            ban_user_after_auth_failures: number(
+                "ip.ban_user_after_auth_failures",
+                &self.ban_user_after_auth_failures,
                 1_000_000,
             )? as u32,
             auth_failure_window: seconds("ip.auth_failure_window", &self.auth_failure_window)?,

@@ -69,6 +69,12 @@ fn clients(doc: &mut Exposition, state: &OpsState, totals: &Snapshot) {
         "Client sockets open now (before and after CONNECT).",
         open,
     );
+    doc.single(
+        "ringmq_ip_bans_total",
+        Kind::Counter,
+        "Bans after failed logins: of an address (ip.ban_after_auth_failures) or of a username from an address (ip.ban_user_after_auth_failures).",
+        state.shared.door.guard.bans_total(),
+    );
     doc.family(
         "ringmq_listener_connections_open",
         Kind::Gauge,

@@ -17,9 +17,14 @@ macro_rules! same {
 pub(crate) const LIVE: &[KeyCheck] = &[
     same!("ip.allow", ip.allow),
     same!("ip.deny", ip.deny),
+    same!("ip.exempt", ip.exempt),
     same!("ip.max_connections", ip.max_connections),
     same!("ip.max_connect_rate", ip.max_connect_rate),
     same!("ip.ban_after_auth_failures", ip.ban_after_auth_failures),
+    same!(
+        "ip.ban_user_after_auth_failures",
+        ip.ban_user_after_auth_failures
+    ),
     same!("ip.auth_failure_window", ip.auth_failure_window),
     same!("ip.ban_duration", ip.ban_duration),
     same!("ip.max_tracked", ip.max_tracked),

@@ -1,12 +1,31 @@
 //! The per-address table of [`super::IpGuard`]: open connections, a connect-rate bucket,
 //! recent login failures and a ban, per address; bounded by `ip.max_tracked`.
 
+use std::collections::HashMap;
 use std::net::IpAddr;
 use std::time::Instant;
 
 use dashmap::DashMap;
 
-use super::rules::{Admission, IpSettings, Refusal};
+use super::rules::{Admission, BanRule, IpSettings, Refusal};
+
+/// Usernames with recent failures tracked per address at most (beyond that a new username
+/// is not tracked; the address's own count still applies).
+const MAX_USERS_PER_ADDRESS: usize = 256;
+
+/// Recent failed logins of one username from one address, and its bar.
+struct UserState {
+    failures: u32,
+    failures_since: Instant,
+    banned_until: Option<Instant>,
+}
+
+impl UserState {
+    fn idle(&self, now: Instant, settings: &IpSettings) -> bool {
+        self.banned_until.is_none_or(|until| until <= now)
+            && now.saturating_duration_since(self.failures_since) > settings.auth_failure_window
+    }
+}
 
 /// What is known about one client address.
 struct IpState {
@@ -17,6 +36,8 @@ struct IpState {
     failures: u32,
     failures_since: Instant,
     banned_until: Option<Instant>,
+    /// Per username (`None`: no username): recent failures and bars.
+    users: HashMap<Option<Box<str>>, UserState>,
 }
 
 impl IpState {
@@ -28,12 +49,18 @@ impl IpState {
             failures: 0,
             failures_since: now,
             banned_until: None,
+            users: HashMap::new(),
         }
     }
 
     /// Nothing worth keeping: no connection, no ban (a pruned entry starts afresh).
     fn idle(&self, now: Instant) -> bool {
-        self.connections == 0 && self.banned_until.is_none_or(|until| until <= now)
+        self.connections == 0
+            && self.banned_until.is_none_or(|until| until <= now)
+            && self
+                .users
+                .values()
+                .all(|user| user.banned_until.is_none_or(|until| until <= now))
     }
 
     fn take_token(&mut self, now: Instant, rate: u32) -> bool {
@@ -91,25 +118,74 @@ impl IpTable {
         }
     }
 
-    pub(super) fn login_failed(&self, ip: IpAddr, now: Instant, settings: &IpSettings) -> bool {
+    /// A failed login of `user` from `ip`: counted per address and per (address, username);
+    /// what it led to, if anything.
+    pub(super) fn login_failed(
+        &self,
+        ip: IpAddr,
+        user: Option<&str>,
+        now: Instant,
+        settings: &IpSettings,
+    ) -> Option<BanRule> {
         if !self.states.contains_key(&ip) && !self.make_room(now, settings.max_tracked) {
-            return false;
+            return None;
         }
         let mut state = self
             .states
             .entry(ip)
             .or_insert_with(|| IpState::new(now, settings));
-        if now.saturating_duration_since(state.failures_since) > settings.auth_failure_window {
-            state.failures = 0;
-            state.failures_since = now;
+        let mut banned = None;
+        if settings.ban_user_after_auth_failures != 0 {
+            let key: Option<Box<str>> = user.map(Into::into);
+            if !state.users.contains_key(&key) && state.users.len() >= MAX_USERS_PER_ADDRESS {
+                state.users.retain(|_, user| !user.idle(now, settings));
+            }
+            if state.users.contains_key(&key) || state.users.len() < MAX_USERS_PER_ADDRESS {
+                let entry = state.users.entry(key).or_insert(UserState {
+                    failures: 0,
+                    failures_since: now,
+                    banned_until: None,
+                });
+                if now.saturating_duration_since(entry.failures_since)
+                    > settings.auth_failure_window
+                {
+                    entry.failures = 0;
+                    entry.failures_since = now;
+                }
+                entry.failures += 1;
+                if entry.failures >= settings.ban_user_after_auth_failures {
+                    entry.failures = 0;
+                    entry.banned_until = Some(now + settings.ban_duration);
+                    banned = Some(BanRule::User);
+                }
+            }
         }
-        state.failures += 1;
-        if state.failures < settings.ban_after_auth_failures {
+        if settings.ban_after_auth_failures != 0 {
+            if now.saturating_duration_since(state.failures_since) > settings.auth_failure_window {
+                state.failures = 0;
+                state.failures_since = now;
+            }
+            state.failures += 1;
+            if state.failures >= settings.ban_after_auth_failures {
+                state.failures = 0;
+                state.banned_until = Some(now + settings.ban_duration);
+                banned = Some(BanRule::Address);
+            }
+        }
+        banned
+    }
+
+    /// Whether `user` is barred from `ip` at `now`.
+    pub(super) fn user_banned(&self, ip: IpAddr, user: Option<&str>, now: Instant) -> bool {
+        let Some(state) = self.states.get(&ip) else {
             return false;
-        }
-        state.failures = 0;
-        state.banned_until = Some(now + settings.ban_duration);
-        true
+        };
+        let key: Option<Box<str>> = user.map(Into::into);
+        state
+            .users
+            .get(&key)
+            .and_then(|user| user.banned_until)
+            .is_some_and(|until| now < until)
     }
 
     /// Whether a new address fits: prunes idle entries when the table is full.

@@ -52,16 +52,30 @@ impl BrokerShard {
         let checked = self
             .apply_certificate_identity(ctx, conn, &mut connect)
             .and_then(|certified| self.check_connect(&connect).map(|()| certified));
+        let user = connect.username.as_ref().map(|u| u.as_str());
         let certified = match checked {
             Ok(certified) => certified,
             Err(reason) => {
-                self.refuse_login(ctx, conn, reason);
+                self.refuse_login(ctx, conn, reason, user);
                 return Ok(());
             }
         };
+        if self.user_banned(ctx, conn, user) {
+            // Barred after its failed logins from this address: refused unheard (and not
+            // counted again), so further guesses learn nothing.
+            debug!(
+                ?conn,
+                "CONNECT refused: username barred from this address (ip.ban_user_after_auth_failures)"
+            );
+            self.refuse_connect(ctx, conn, ReasonCode::Banned);
+            return Ok(());
+        }
         match self.judge_login(ctx, conn, &connect, certified) {
             Judgement::Admit(grant) => self.admit(ctx, conn, connect, grant),
-            Judgement::Refuse(reason) => self.refuse_login(ctx, conn, reason),
+            Judgement::Refuse(reason) => {
+                let user = connect.username.as_ref().map(|u| u.as_str());
+                self.refuse_login(ctx, conn, reason, user);
+            }
             Judgement::Wait(token) => self.wait_for_login(conn, connect, token),
         }
         Ok(())

@@ -1,13 +1,13 @@
 //! The `[ip]` guard at this shard's door: admission at accept, the count given back at close,
-//! failed logins reported (they may ban the address).
+//! failed logins reported (they may ban the address, or the username from it).
 
-use std::net::{IpAddr, SocketAddr};
+use std::net::SocketAddr;
 
 use ring_runtime::ConnId;
 use tracing::{debug, warn};
 
 use super::{BrokerShard, Ctx};
-use crate::guard::Admission;
+use crate::guard::BanRule;
 
 impl BrokerShard {
     /// Whether the guard lets a connection from `peer` in (a refused one is aborted).
@@ -16,9 +16,9 @@ impl BrokerShard {
         if !guard.is_active() {
             return true;
         }
-        match guard.admit(peer.ip(), ctx.now()) {
+        match guard.admit(peer, ctx.now()) {
             Ok(admission) => {
-                self.door.admitted.insert(conn, (peer.ip(), admission));
+                self.door.admitted.insert(conn, (peer, admission));
                 true
             }
             Err(refusal) => {
@@ -36,13 +36,33 @@ impl BrokerShard {
         }
     }
 
-    /// A CONNECT on `conn` was refused for its credentials.
-    pub(super) fn login_failed(&mut self, ctx: &Ctx, conn: ConnId) {
-        let Some(&(ip, _)): Option<&(IpAddr, Admission)> = self.door.admitted.get(&conn) else {
+    /// Whether `user` is barred from `conn`'s address after its failed logins.
+    pub(super) fn user_banned(&self, ctx: &Ctx, conn: ConnId, user: Option<&str>) -> bool {
+        self.door
+            .admitted
+            .get(&conn)
+            .is_some_and(|&(peer, _)| self.shared.door.guard.user_banned(peer, user, ctx.now()))
+    }
+
+    /// A CONNECT of `user` on `conn` was refused for its credentials.
+    pub(super) fn login_failed(&mut self, ctx: &Ctx, conn: ConnId, user: Option<&str>) {
+        let Some(&(peer, _)) = self.door.admitted.get(&conn) else {
             return;
         };
-        if self.shared.door.guard.login_failed(ip, ctx.now()) {
-            warn!(%ip, "address banned after repeated failed logins (ip.ban_after_auth_failures)");
+        let ip = peer.ip().to_canonical();
+        match self.shared.door.guard.login_failed(peer, user, ctx.now()) {
+            Some(BanRule::Address) => warn!(
+                %ip,
+                rule = BanRule::Address.key(),
+                "address banned after repeated failed logins"
+            ),
+            Some(BanRule::User) => warn!(
+                %ip,
+                user = user.unwrap_or(""),
+                rule = BanRule::User.key(),
+                "username barred from this address after repeated failed logins"
+            ),
+            None => {}
         }
     }
 }

@@ -197,18 +197,25 @@ impl BrokerShard {
         let user = pending.connect.username.as_ref().map(|u| u.as_str());
         match self.judgement_of(outcome, user) {
             Judgement::Admit(grant) => self.admit(ctx, conn, pending.connect, grant),
-            Judgement::Refuse(reason) => self.refuse_login(ctx, conn, reason),
+            Judgement::Refuse(reason) => self.refuse_login(ctx, conn, reason, user),
             Judgement::Wait(_) => {}
         }
     }
 
-    /// Refuses a CONNECT for its credentials (counted against the address's failed logins).
-    pub(super) fn refuse_login(&mut self, ctx: &mut Ctx, conn: ConnId, reason: ReasonCode) {
+    /// Refuses a CONNECT of `user` for its credentials (counted against the address's failed
+    /// logins, and the username's from that address).
+    pub(super) fn refuse_login(
+        &mut self,
+        ctx: &mut Ctx,
+        conn: ConnId,
+        reason: ReasonCode,
+        user: Option<&str>,
+    ) {
         if matches!(
             reason,
             ReasonCode::BadUserNameOrPassword | ReasonCode::NotAuthorized
         ) {
-            self.login_failed(ctx, conn);
+            self.login_failed(ctx, conn, user);
         }
         self.refuse_connect(ctx, conn, reason);
     }

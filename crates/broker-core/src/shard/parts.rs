@@ -1,8 +1,6 @@
 //! The shard's parts that group smaller state: each is owned by [`super::BrokerShard`] and
 //! touched by the files of its feature (named on each field).
 
-use std::net::IpAddr;
-
 use ring_runtime::ConnId;
 
 use super::FastMap;
@@ -38,7 +36,7 @@ pub(super) struct Door {
     /// The listener kind of connections that did not come in over plain TCP.
     pub(super) listeners: FastMap<ConnId, crate::metrics::Listener>,
     /// Connections the `[ip]` guard admitted: their address and what to give back at close.
-    pub(super) admitted: FastMap<ConnId, (IpAddr, crate::guard::Admission)>,
+    pub(super) admitted: FastMap<ConnId, (std::net::SocketAddr, crate::guard::Admission)>,
     /// Publish rate buckets of connections (`throttle.rs`).
     pub(super) throttle: Throttle,
 }
