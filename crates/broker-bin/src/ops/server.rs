@@ -11,9 +11,10 @@
 //! - when all `max_connections` are taken, a new connection closes the one that has waited
 //!   longest for its request (its head or its body: an idle keep-alive connection, a trickling
 //!   client), as nginx reuses idle connections when it runs out of them. Only when every
-//!   connection is answering a request is the newcomer answered 503 and closed. So `/healthz`
-//!   stays answerable under a flood of slow connections: a health check sends its request at
-//!   once, and is answered before a trickling newcomer could close it.
+//!   connection is still answering a request after a short grace (200 ms) is the newcomer
+//!   answered 503 and closed. So `/healthz` stays answerable under a flood of slow
+//!   connections: a health check sends its request at once, and is answered before a trickling
+//!   newcomer could close it.
 
 use std::cell::Cell;
 use std::collections::HashMap;
@@ -38,6 +39,9 @@ use crate::config::HttpSettings;
 
 /// How long a refused or closing connection's unread input is waited for (each read).
 const REFUSE_WAIT: Duration = Duration::from_millis(50);
+/// How long a newcomer waits for a slot while every connection is answering (answers take
+/// milliseconds; a keep-alive connection is answering until it waits for its next request).
+const ANSWER_GRACE: Duration = Duration::from_millis(200);
 
 /// How long stopping waits for connection threads to finish after their sockets were shut.
 const STOP_WAIT: Duration = Duration::from_secs(2);
@@ -132,7 +136,7 @@ impl Server {
         let _ = stream.set_read_timeout(Some(self.read_timeout));
         let _ = stream.set_write_timeout(Some(self.read_timeout));
         let _ = stream.set_nodelay(true);
-        let Some(id) = self.register(&stream) else {
+        let Some(id) = self.register_within(&stream, ANSWER_GRACE) else {
             debug!("operations listener: http.max_connections all answering, answering 503");
             self.refuse(stream);
             return;
@@ -147,6 +151,22 @@ impl Server {
         if let Err(error) = spawned {
             warn!(%error, "operations listener: cannot start a connection thread");
             self.unregister(id);
+        }
+    }
+
+    /// [`Self::register`], tried again for up to `grace` while every connection is answering:
+    /// a keep-alive connection that has just written its answer counts as answering until its
+    /// thread starts waiting for the next request, a moment later.
+    fn register_within(&self, stream: &TcpStream, grace: Duration) -> Option<u64> {
+        let until = Instant::now() + grace;
+        loop {
+            if let Some(id) = self.register(stream) {
+                return Some(id);
+            }
+            if Instant::now() >= until {
+                return None;
+            }
+            std::thread::sleep(Duration::from_millis(2));
         }
     }
 
