@@ -13,17 +13,46 @@ use super::rules::{Admission, BanRule, IpSettings, Refusal};
 /// is not tracked; the address's own count still applies).
 const MAX_USERS_PER_ADDRESS: usize = 256;
 
-/// Recent failed logins of one username from one address, and its bar.
-struct UserState {
-    failures: u32,
-    failures_since: Instant,
+/// Recent failed logins (of an address, or of one username from it) and the ban they led to.
+struct Failures {
+    count: u32,
+    since: Instant,
     banned_until: Option<Instant>,
 }
 
-impl UserState {
+impl Failures {
+    fn new(now: Instant) -> Self {
+        Self {
+            count: 0,
+            since: now,
+            banned_until: None,
+        }
+    }
+
+    fn banned(&self, now: Instant) -> bool {
+        self.banned_until.is_some_and(|until| now < until)
+    }
+
+    /// No ban in force and no failure within the window.
     fn idle(&self, now: Instant, settings: &IpSettings) -> bool {
-        self.banned_until.is_none_or(|until| until <= now)
-            && now.saturating_duration_since(self.failures_since) > settings.auth_failure_window
+        !self.banned(now)
+            && now.saturating_duration_since(self.since) > settings.auth_failure_window
+    }
+
+    /// One more failure, counted in `settings.auth_failure_window`; `true` when it reaches
+    /// `threshold` and starts a ban of `settings.ban_duration`.
+    fn record(&mut self, now: Instant, threshold: u32, settings: &IpSettings) -> bool {
+        if now.saturating_duration_since(self.since) > settings.auth_failure_window {
+            self.count = 0;
+            self.since = now;
+        }
+        self.count += 1;
+        if self.count < threshold {
+            return false;
+        }
+        self.count = 0;
+        self.banned_until = Some(now + settings.ban_duration);
+        true
     }
 }
 
@@ -33,11 +62,10 @@ struct IpState {
     /// Connects left in the rate bucket, and when it was last refilled.
     tokens: f64,
     refilled: Instant,
-    failures: u32,
-    failures_since: Instant,
-    banned_until: Option<Instant>,
+    /// The address's own failures and ban.
+    failures: Failures,
     /// Per username (`None`: no username): recent failures and bars.
-    users: HashMap<Option<Box<str>>, UserState>,
+    users: HashMap<Option<Box<str>>, Failures>,
 }
 
 impl IpState {
@@ -46,9 +74,7 @@ impl IpState {
             connections: 0,
             tokens: f64::from(settings.max_connect_rate),
             refilled: now,
-            failures: 0,
-            failures_since: now,
-            banned_until: None,
+            failures: Failures::new(now),
             users: HashMap::new(),
         }
     }
@@ -56,11 +82,8 @@ impl IpState {
     /// Nothing worth keeping: no connection, no ban (a pruned entry starts afresh).
     fn idle(&self, now: Instant) -> bool {
         self.connections == 0
-            && self.banned_until.is_none_or(|until| until <= now)
-            && self
-                .users
-                .values()
-                .all(|user| user.banned_until.is_none_or(|until| until <= now))
+            && !self.failures.banned(now)
+            && self.users.values().all(|user| !user.banned(now))
     }
 
     fn take_token(&mut self, now: Instant, rate: u32) -> bool {
@@ -99,7 +122,7 @@ impl IpTable {
             .states
             .entry(ip)
             .or_insert_with(|| IpState::new(now, settings));
-        if state.banned_until.is_some_and(|until| now < until) {
+        if state.failures.banned(now) {
             return Err(Refusal::Banned);
         }
         if settings.max_connections != 0 && state.connections >= settings.max_connections {
@@ -141,36 +164,18 @@ impl IpTable {
                 state.users.retain(|_, user| !user.idle(now, settings));
             }
             if state.users.contains_key(&key) || state.users.len() < MAX_USERS_PER_ADDRESS {
-                let entry = state.users.entry(key).or_insert(UserState {
-                    failures: 0,
-                    failures_since: now,
-                    banned_until: None,
-                });
-                if now.saturating_duration_since(entry.failures_since)
-                    > settings.auth_failure_window
-                {
-                    entry.failures = 0;
-                    entry.failures_since = now;
-                }
-                entry.failures += 1;
-                if entry.failures >= settings.ban_user_after_auth_failures {
-                    entry.failures = 0;
-                    entry.banned_until = Some(now + settings.ban_duration);
+                let entry = state.users.entry(key).or_insert_with(|| Failures::new(now));
+                if entry.record(now, settings.ban_user_after_auth_failures, settings) {
                     banned = Some(BanRule::User);
                 }
             }
         }
-        if settings.ban_after_auth_failures != 0 {
-            if now.saturating_duration_since(state.failures_since) > settings.auth_failure_window {
-                state.failures = 0;
-                state.failures_since = now;
-            }
-            state.failures += 1;
-            if state.failures >= settings.ban_after_auth_failures {
-                state.failures = 0;
-                state.banned_until = Some(now + settings.ban_duration);
-                banned = Some(BanRule::Address);
-            }
+        if settings.ban_after_auth_failures != 0
+            && state
+                .failures
+                .record(now, settings.ban_after_auth_failures, settings)
+        {
+            banned = Some(BanRule::Address);
         }
         banned
     }
@@ -181,11 +186,7 @@ impl IpTable {
             return false;
         };
         let key: Option<Box<str>> = user.map(Into::into);
-        state
-            .users
-            .get(&key)
-            .and_then(|user| user.banned_until)
-            .is_some_and(|until| now < until)
+        state.users.get(&key).is_some_and(|user| user.banned(now))
     }
 
     /// Whether a new address fits: prunes idle entries when the table is full.
