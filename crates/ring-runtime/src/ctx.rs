@@ -291,6 +291,13 @@ impl<M> ShardCtx<M> {
         })
     }
 
+    /// Bytes queued for sending over every connection of this shard, in-flight writes included
+    /// (a TLS or WebSocket connection counts its plain and its encoded queue): what the shard's
+    /// send queues hold, for a budget over all of them.
+    pub fn shard_queued_bytes(&self) -> usize {
+        crate::send_queue::queued_on_this_thread()
+    }
+
     /// Closes gracefully: no more callbacks for `conn` except `on_closed`; queued frames are
     /// sent first (bounded by `drain_timeout`), then the socket is closed.
     pub fn close(&mut self, conn: ConnId) {

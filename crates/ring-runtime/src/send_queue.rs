@@ -33,6 +33,15 @@ thread_local! {
     /// How many `SPARE` holds at most ([`crate::RuntimeConfig::spare_send_queues`] on a
     /// shard's thread; none elsewhere).
     static SPARE_LIMIT: Cell<usize> = const { Cell::new(0) };
+    /// Bytes queued over every send queue of this thread (a shard's thread: its connections',
+    /// a layered connection's plain and encrypted queues both).
+    static THREAD_QUEUED: Cell<usize> = const { Cell::new(0) };
+}
+
+/// Bytes queued for sending over every connection of this thread, in-flight writes included
+/// (a layered connection counts its plain and its encrypted queue).
+pub(crate) fn queued_on_this_thread() -> usize {
+    THREAD_QUEUED.try_with(Cell::get).unwrap_or(0)
 }
 
 /// Lets this thread keep up to `limit` emptied send queues (a shard's thread, at its start).
@@ -105,6 +114,20 @@ impl Pending {
     }
 }
 
+/// Moves `tail` into a buffer with room for `additional` more bytes: twice its length (appending
+/// stays linear while the tail is copied on growth), at least `TAIL_CHUNK`, and no more than
+/// `TAIL_SEAL` unless one frame needs it. The buffer is sized here, not by `BytesMut::reserve`,
+/// which may double past `TAIL_SEAL` or keep a sealed piece's allocation: a sealed piece's
+/// allocation then holds about its length, so what a slow reader's queue counts is what it
+/// holds (with `reserve`, about half of it).
+fn grow_tail(tail: &mut BytesMut, additional: usize) {
+    let needed = tail.len() + additional;
+    let capacity = (tail.len() * 2).clamp(TAIL_CHUNK, TAIL_SEAL).max(needed);
+    let mut grown = BytesMut::with_capacity(capacity);
+    grown.extend_from_slice(tail);
+    *tail = grown;
+}
+
 /// The frames of one writev/sendmsg, moved out of the queue while the write is in flight, and
 /// the iovecs that point into them.
 #[derive(Default)]
@@ -130,24 +153,35 @@ impl WriteBatch {
     }
 }
 
+impl Drop for SendQueue {
+    fn drop(&mut self) {
+        self.set_queued(0);
+    }
+}
+
 impl SendQueue {
+    /// Sets what this queue counts, keeping its thread's total (`THREAD_QUEUED`) in step.
+    fn set_queued(&mut self, queued: usize) {
+        let before = std::mem::replace(&mut self.queued, queued);
+        let _ = THREAD_QUEUED.try_with(|total| {
+            total.set(total.get().saturating_add(queued).saturating_sub(before));
+        });
+    }
+
     fn pending(&mut self) -> &mut Pending {
         self.pending.get_or_insert_with(Pending::take_spare)
     }
 
-    /// The tail, ready for `additional` more bytes (sealed first when full).
+    /// The tail, ready for `additional` more bytes: sealed first when they would take it over
+    /// `TAIL_SEAL`, grown when its buffer has no room for them.
     fn tail_for(&mut self, additional: usize) -> &mut BytesMut {
         let pending = self.pending();
-        if pending.tail.len() >= TAIL_SEAL {
+        if !pending.tail.is_empty() && pending.tail.len() + additional > TAIL_SEAL {
             pending.seal_tail();
         }
         let tail = &mut pending.tail;
-        if tail.capacity() == 0 {
-            // A fresh buffer made directly: `reserve` on an empty one takes a slower general path.
-            *tail = BytesMut::with_capacity(additional.max(TAIL_CHUNK));
-        } else if tail.capacity() - tail.len() < additional {
-            // Geometric growth: appending stays linear even while the tail is copied on growth.
-            tail.reserve(additional.max(tail.len()).max(TAIL_CHUNK));
+        if tail.capacity() - tail.len() < additional {
+            grow_tail(tail, additional);
         }
         tail
     }
@@ -155,7 +189,7 @@ impl SendQueue {
     /// Queues a frame: copied into the tail when shorter than `coalesce_below`, otherwise
     /// queued as it is.
     pub(crate) fn push(&mut self, frame: Bytes, coalesce_below: usize) {
-        self.queued += frame.len();
+        self.set_queued(self.queued + frame.len());
         let pending = self.pending();
         pending.queued_frames = pending.queued_frames.saturating_add(1);
         if frame.len() < coalesce_below {
@@ -180,7 +214,7 @@ impl SendQueue {
         let result = write(tail);
         let after = tail.len();
         debug_assert!(after >= before, "append removed bytes queued before it");
-        self.queued = (self.queued + after).saturating_sub(before);
+        self.set_queued((self.queued + after).saturating_sub(before));
         if let Some(pending) = self.pending.as_mut() {
             if after > before {
                 pending.queued_frames = pending.queued_frames.saturating_add(1);
@@ -227,7 +261,7 @@ impl SendQueue {
     /// Accounts a completed write of `written` bytes: fully written frames are dropped, the
     /// rest go back to the front of the queue in their order. Leaves `batch` empty.
     pub(crate) fn complete(&mut self, batch: &mut WriteBatch, written: usize) {
-        self.queued -= written.min(self.queued);
+        self.set_queued(self.queued - written.min(self.queued));
         let mut skip = written;
         let mut first_unwritten = batch.bufs.len();
         for (index, buf) in batch.bufs.iter_mut().enumerate() {
@@ -266,13 +300,13 @@ impl SendQueue {
             }
             pending.recycle();
         }
-        self.queued = 0;
+        self.set_queued(0);
     }
 
     /// Drops everything queued (abort).
     pub(crate) fn clear(&mut self) {
         self.pending = None;
-        self.queued = 0;
+        self.set_queued(0);
     }
 }
 
@@ -488,5 +522,45 @@ mod tests {
         assert_eq!(queue.queued_bytes(), 0);
         assert!(!queue.has_unsent());
         assert!(queue.pending.is_none());
+    }
+
+    #[test]
+    fn a_slow_readers_tail_never_grows_past_the_seal_size() {
+        let mut queue = SendQueue::default();
+        let frame = Bytes::from(vec![7u8; 110]);
+        for _ in 0..40_000 {
+            queue.push(frame.clone(), 200);
+            let tail = &queue.pending.as_ref().expect("frames wait").tail;
+            assert!(
+                tail.capacity() <= TAIL_SEAL,
+                "tail capacity {}",
+                tail.capacity()
+            );
+        }
+        let pieces = frames(&mut queue);
+        assert_eq!(pieces.iter().map(Bytes::len).sum::<usize>(), 40_000 * 110);
+        // Every sealed piece but the last fills its buffer to within one frame.
+        let short = pieces[..pieces.len() - 1]
+            .iter()
+            .filter(|p| p.len() + 110 <= TAIL_SEAL);
+        assert_eq!(short.count(), 0);
+    }
+
+    #[test]
+    fn the_threads_total_follows_every_queue_of_the_thread() {
+        let start = queued_on_this_thread();
+        let mut first = SendQueue::default();
+        let mut second = SendQueue::default();
+        first.push(Bytes::from_static(b"abc"), SMALL);
+        second.push(large("a large frame"), SMALL);
+        assert_eq!(queued_on_this_thread(), start + 3 + 13);
+        let mut batch = WriteBatch::default();
+        first.take_batch(usize::MAX, &mut batch);
+        first.complete(&mut batch, 2);
+        assert_eq!(queued_on_this_thread(), start + 1 + 13);
+        drop(second);
+        assert_eq!(queued_on_this_thread(), start + 1);
+        first.clear();
+        assert_eq!(queued_on_this_thread(), start);
     }
 }
