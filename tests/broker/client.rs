@@ -120,6 +120,12 @@ impl RawClient {
     /// Opens a TCP connection; nothing is sent yet.
     pub fn open(addr: SocketAddr, protocol: ProtocolVersion) -> Self {
         let stream = TcpStream::connect(addr).expect("TCP connect to the broker");
+        Self::over(stream, protocol)
+    }
+
+    /// A client over a stream already connected to the broker (a socket with options set
+    /// before its connect).
+    pub fn over(stream: TcpStream, protocol: ProtocolVersion) -> Self {
         stream.set_nodelay(true).expect("TCP_NODELAY");
         Self {
             stream,

@@ -28,6 +28,7 @@ mod memory;
 mod nats_cluster;
 mod ops;
 mod ops_hostile;
+mod outbound;
 mod overload;
 mod passwords;
 mod persistence;

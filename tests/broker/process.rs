@@ -45,6 +45,22 @@ impl BrokerProcess {
         self.child.id()
     }
 
+    /// A memory line of the broker's `/proc/PID/status` (`VmRSS`, `RssAnon`, ...) in bytes.
+    pub fn memory(&self, field: &str) -> u64 {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.pid()))
+            .expect("the broker's /proc status");
+        let line = status
+            .lines()
+            .find(|line| line.starts_with(field))
+            .unwrap_or_else(|| panic!("{field} in the broker's /proc status"));
+        let kb: u64 = line
+            .split_whitespace()
+            .nth(1)
+            .and_then(|n| n.parse().ok())
+            .expect("a number of kB");
+        kb * 1024
+    }
+
     /// SIGKILL, then reap.
     pub fn kill_9(mut self) {
         self.child.kill().expect("SIGKILL the broker");

@@ -187,21 +187,6 @@ fn endless_secure_websocket_fragments_before_login_are_closed_at_the_partial_fra
     });
 }
 
-/// A `Vm...` line of `/proc/<pid>/status`, in bytes.
-fn proc_memory(pid: u32, field: &str) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
-    let line = status
-        .lines()
-        .find(|line| line.starts_with(field))
-        .unwrap_or_else(|| panic!("{field} in /proc/{pid}/status"));
-    let kb: u64 = line
-        .split_whitespace()
-        .nth(1)
-        .and_then(|n| n.parse().ok())
-        .unwrap();
-    kb * 1024
-}
-
 /// 200 WebSocket clients before login, each sending a CONNECT of 2 MiB in 64 KiB fragments
 /// that never end. Without bounds the broker would hold about 400 MiB; with them its RSS, once
 /// it has read every byte sent, grows by at most the partial-frame budget and a margin for 200
@@ -231,7 +216,7 @@ fn many_websocket_fragment_attackers_before_login_stay_within_the_broker_budget(
     let broker = BrokerProcess::start(&config, &dir.path().join("ringmq.toml"));
     let ws: SocketAddr = ([127, 0, 0, 1], ws_port).into();
     let mut sockets: Vec<_> = (0..CLIENTS).map(|_| ws_client(ws)).collect();
-    let before = proc_memory(broker.pid(), "VmRSS");
+    let before = broker.memory("VmRSS");
     let head = client_frame(false, BINARY, &connect_head(EACH));
     let body = client_frame(false, CONTINUATION, &vec![0u8; FRAGMENT]);
     let mut open = vec![true; CLIENTS];
@@ -256,7 +241,7 @@ fn many_websocket_fragment_attackers_before_login_stay_within_the_broker_budget(
             }
         }
     }
-    let loaded = proc_memory(broker.pid(), "VmRSS");
+    let loaded = broker.memory("VmRSS");
     let growth = loaded.saturating_sub(before);
     assert!(
         growth <= BUDGET + MARGIN,

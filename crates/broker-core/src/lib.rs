@@ -26,6 +26,7 @@ pub mod guard;
 pub mod lifecycle;
 pub mod message;
 pub mod metrics;
+pub mod outbound;
 pub mod session;
 pub mod settings;
 pub mod shard;

@@ -76,6 +76,11 @@ impl Shared {
             partial_frames: std::sync::Arc::new(ByteBudget::new(
                 config.limits.max_partial_frame_bytes,
             )),
+            outbound: crate::outbound::OutboundBudget::new(
+                config.queues.outbound_bytes,
+                config.queues.max_total_outbound_bytes,
+                shards,
+            ),
         };
         let door = Door::new(&config);
         let lifecycle = crate::lifecycle::LifecycleLog::new(config.log.max_lifecycle_per_sec);

@@ -78,6 +78,9 @@ pub struct SharedLimits {
     /// the MQTT carries, and what TLS and WebSocket layers hold between reads
     /// ([`PartialFrameBudget`]).
     pub partial_frames: Arc<ByteBudget>,
+    /// What send queues hold, per connection and over the broker (`queues.outbound_bytes`,
+    /// `queues.max_total_outbound_bytes`).
+    pub outbound: crate::outbound::OutboundBudget,
 }
 
 /// The partial-frame budget as the transports' shared budget: what a TLS or WebSocket layer

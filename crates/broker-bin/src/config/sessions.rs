@@ -24,6 +24,7 @@ raw_section!(
         max_queued_messages: u64,
         max_queued_bytes: u64,
         max_total_queued_bytes: u64,
+        max_total_outbound_bytes: u64,
         slow_consumer_policy: String,
     }
 );
@@ -96,6 +97,12 @@ impl RawQueues {
             max_total_queued_bytes: in_range(
                 "queues.max_total_queued_bytes",
                 &self.max_total_queued_bytes,
+                1024,
+                1 << 44,
+            )?,
+            max_total_outbound_bytes: in_range(
+                "queues.max_total_outbound_bytes",
+                &self.max_total_outbound_bytes,
                 1024,
                 1 << 44,
             )?,

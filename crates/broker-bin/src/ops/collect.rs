@@ -266,6 +266,13 @@ fn queues(doc: &mut Exposition, state: &OpsState, metrics: &Metrics) {
         "Bytes of queued copies, all sessions (against queues.max_total_queued_bytes).",
         bytes,
     );
+    doc.single(
+        "ringmq_outbound_bytes",
+        Kind::Gauge,
+        "Bytes in send queues, all connections, as of each shard's last turn (against \
+         queues.max_total_outbound_bytes).",
+        state.shared.limits.outbound.used(),
+    );
 }
 
 fn shards(doc: &mut Exposition, state: &OpsState, metrics: &Metrics) {

@@ -99,6 +99,10 @@ pub(crate) const RESTART: &[KeyCheck] = &[
         "queues.max_total_queued_bytes",
         queues.max_total_queued_bytes
     ),
+    same!(
+        "queues.max_total_outbound_bytes",
+        queues.max_total_outbound_bytes
+    ),
     same!("queues.slow_consumer_policy", queues.slow_consumer_policy),
     same!("sessions.max_session_expiry", sessions.max_session_expiry),
     same!("sessions.max_sessions", sessions.max_sessions),

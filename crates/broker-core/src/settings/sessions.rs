@@ -27,6 +27,8 @@ pub struct QueueSettings {
     pub max_queued_bytes: u64,
     /// Most bytes queued over all sessions.
     pub max_total_queued_bytes: u64,
+    /// Most bytes waiting in send queues over all connections.
+    pub max_total_outbound_bytes: u64,
     pub slow_consumer_policy: SlowConsumerPolicy,
 }
 

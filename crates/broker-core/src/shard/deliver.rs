@@ -72,7 +72,6 @@ impl BrokerShard {
         at: SessionAt,
         outgoing: Outgoing,
     ) -> Result<(), Outgoing> {
-        let bound = self.shared.config.queues.outbound_bytes;
         let max_queued_bytes = self.shared.limits.queues.max_bytes;
         let Some(session) = self.sessions.at_mut(at) else {
             return Err(outgoing);
@@ -86,7 +85,9 @@ impl BrokerShard {
         if ahead
             || !session.inflight.has_room()
             || session_store::Weighed::weight(&outgoing) > max_queued_bytes
-            || ctx.queued_bytes(conn) as u64 > bound
+            || !self
+                .delivery
+                .send_queue_admits(&self.shared.limits.outbound, ctx, conn)
         {
             return Err(outgoing);
         }
@@ -209,7 +210,10 @@ impl BrokerShard {
     }
 
     fn send_qos0(&mut self, ctx: &mut Ctx, conn: ConnId, copy: CopyView<'_>) {
-        if ctx.queued_bytes(conn) as u64 > self.shared.config.queues.outbound_bytes {
+        if !self
+            .delivery
+            .send_queue_admits(&self.shared.limits.outbound, ctx, conn)
+        {
             self.count_dropped(DropReason::SlowConsumer, 1);
             return;
         }
@@ -345,9 +349,11 @@ impl BrokerShard {
     /// Sends queued copies while the window has room and `conn`'s send queue is under its
     /// bound (over it, the connection waits in the backlog).
     fn send_from_queue(&mut self, ctx: &mut Ctx, at: SessionAt, conn: ConnId) {
-        let bound = self.shared.config.queues.outbound_bytes;
         loop {
-            if ctx.queued_bytes(conn) as u64 > bound {
+            if !self
+                .delivery
+                .send_queue_admits(&self.shared.limits.outbound, ctx, conn)
+            {
                 self.delivery.routes.backlog.insert(conn);
                 self.arm_backlog_retry(ctx);
                 return;

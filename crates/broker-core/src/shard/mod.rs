@@ -126,6 +126,7 @@ impl BrokerShard {
             delivery: parts::Delivery {
                 routes: routes::Routes::new(shard_count),
                 mobility: mobility::Mobility::default(),
+                outbound: crate::outbound::ShardView::new(id.index()),
             },
             timers: TimerBook::default(),
             durable,
@@ -263,6 +264,10 @@ impl Handler for BrokerShard {
         self.release_acks(ctx);
         self.drain_backlog(ctx);
         self.flush_routes(ctx);
+        let queued = ctx.shard_queued_bytes() as u64;
+        self.delivery
+            .outbound
+            .publish(&self.shared.limits.outbound, queued);
         self.update_gauges();
         self.copy_turn_stats(ctx);
         self.delivery.routes.frame_cache.clear();

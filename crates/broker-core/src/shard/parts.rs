@@ -3,6 +3,8 @@
 
 use ring_runtime::ConnId;
 
+use crate::outbound::{OutboundBudget, ShardView};
+
 use super::FastMap;
 use super::ack_gate::AckGate;
 use super::acl_client::AclClient;
@@ -28,6 +30,22 @@ pub(super) struct Replication {
 pub(super) struct Delivery {
     pub(super) routes: Routes,
     pub(super) mobility: Mobility,
+    /// This shard's view of what all send queues hold.
+    pub(super) outbound: ShardView,
+}
+
+impl Delivery {
+    /// Whether `conn`'s send queue takes another frame (see [`OutboundBudget::admits`]).
+    pub(super) fn send_queue_admits(
+        &mut self,
+        budget: &OutboundBudget,
+        ctx: &super::Ctx,
+        conn: ConnId,
+    ) -> bool {
+        let conn_queued = ctx.queued_bytes(conn) as u64;
+        self.outbound
+            .admits(budget, conn_queued, ctx.shard_queued_bytes() as u64)
+    }
 }
 
 /// What the door knows of each connection.
