@@ -184,6 +184,57 @@ fn drops_are_counted_by_reason_and_add_up_to_the_total() {
     assert_eq!(scrape.value("ringmq_sessions", &[]), Some(2.0));
 }
 
+/// Refused logins and sockets refused at `connection.max_connections` are counted by reason,
+/// so a brute-force attempt or a connection flood shows in the metrics.
+#[test]
+fn refused_connections_are_counted_by_reason() {
+    let dir = tempfile::tempdir().unwrap();
+    let passwd = dir.path().join("passwd");
+    crate::passwords::passwd_file(&passwd, "alice", "right");
+    let broker = TestBroker::with_config(&format!(
+        "{HTTP}[auth]\npassword_file = {:?}\n[connection]\nmax_connections = 1\n",
+        passwd.display().to_string()
+    ));
+    for attempt in 0..3 {
+        let mut connect = crate::client::connect_packet(V5, &format!("guess-{attempt}"), true);
+        connect.username = Some(crate::client::s("alice"));
+        connect.password = Some(bytes::Bytes::from_static(b"wrong"));
+        let (_, connack) = RawClient::connect(broker.addr(), connect);
+        assert_eq!(
+            connack.reason_code,
+            codec::ReasonCode::BadUserNameOrPassword
+        );
+        // The broker closes the refused connection; its one slot comes back.
+        scrape_until(&broker, "the refused connection closed", |s| {
+            s.value("ringmq_connections_open", &[]) == Some(0.0)
+        });
+    }
+    let mut connect = crate::client::connect_packet(V5, "alice-in", true);
+    connect.username = Some(crate::client::s("alice"));
+    connect.password = Some(bytes::Bytes::from_static(b"right"));
+    let _holds_the_one_slot = RawClient::connected(broker.addr(), connect);
+    // The second socket is closed at accept, before any CONNACK.
+    let mut refused = TcpStream::connect(broker.addr()).unwrap();
+    refused
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    assert_eq!(
+        refused.read(&mut [0; 16]).unwrap_or(0),
+        0,
+        "closed at accept"
+    );
+    let scrape = scrape_until(&broker, "the refusals", |s| {
+        s.value(
+            "ringmq_connects_refused_total",
+            &[("reason", "max_connections")],
+        ) >= Some(1.0)
+    });
+    let refused = |reason| scrape.value("ringmq_connects_refused_total", &[("reason", reason)]);
+    assert_eq!(refused("bad_credentials"), Some(3.0));
+    assert_eq!(refused("max_connections"), Some(1.0));
+    assert_eq!(refused("not_authorized"), Some(0.0));
+}
+
 #[test]
 fn health_and_readiness() {
     let broker = TestBroker::with_config(HTTP);

@@ -19,6 +19,9 @@ pub enum Lifecycle {
     Connected,
     /// A connected client's connection closed.
     Disconnected,
+    /// A socket was refused at accept (`connection.max_connections`): one warn line each,
+    /// bounded like the others, so a connection flood cannot flood the log.
+    RefusedAtMax,
 }
 
 impl Lifecycle {
@@ -27,6 +30,7 @@ impl Lifecycle {
         match self {
             Self::Connected => "connected",
             Self::Disconnected => "disconnected",
+            Self::RefusedAtMax => "refused at max_connections",
         }
     }
 
@@ -34,6 +38,7 @@ impl Lifecycle {
         match self {
             Self::Connected => 0,
             Self::Disconnected => 1,
+            Self::RefusedAtMax => 2,
         }
     }
 }
@@ -65,7 +70,7 @@ struct Window {
 #[derive(Debug, Default)]
 pub struct LifecycleLog {
     per_sec: AtomicU32,
-    windows: [Window; 2],
+    windows: [Window; 3],
 }
 
 impl LifecycleLog {

@@ -7,7 +7,7 @@ use std::sync::atomic::Ordering;
 use super::exposition::{Exposition, Kind};
 use super::state::OpsState;
 use crate::metrics::{
-    DropReason, HistogramSnapshot, Listener, Metrics, PerQos, ShardDetail, Snapshot,
+    DropReason, HistogramSnapshot, Listener, Metrics, PerQos, Refusal, ShardDetail, Snapshot,
 };
 
 /// Picks one per-QoS counter set out of a shard's figures.
@@ -34,6 +34,7 @@ pub fn render(state: &OpsState) -> String {
     messages(&mut doc, &totals);
     by_qos(&mut doc, metrics);
     drops(&mut doc, &drops_by_reason);
+    refusals(&mut doc, metrics);
     queues(&mut doc, state, metrics);
     shards(&mut doc, state, metrics);
     auth(&mut doc, state);
@@ -239,6 +240,22 @@ fn drops(doc: &mut Exposition, by_reason: &[u64; DropReason::ALL.len()]) {
     );
     for (reason, value) in DropReason::ALL.iter().zip(by_reason) {
         doc.sample(name, &[("reason", reason.label())], *value);
+    }
+}
+
+fn refusals(doc: &mut Exposition, metrics: &Metrics) {
+    let name = "ringmq_connects_refused_total";
+    doc.family(
+        name,
+        Kind::Counter,
+        "Connections refused before login, by reason: at accept (max_connections) or by the \
+         CONNACK's reason code.",
+    );
+    for refusal in Refusal::ALL {
+        let value = sum(metrics, |shard| {
+            metrics.detail(shard).refused[refusal.index()].load(Ordering::Relaxed)
+        });
+        doc.sample(name, &[("reason", refusal.label())], value);
     }
 }
 

@@ -139,6 +139,8 @@ pub struct ShardDetail {
     pub sent_payload_bytes: PerQos,
     /// Dropped copies, indexed like [`DropReason::ALL`].
     pub dropped: [AtomicU64; DropReason::ALL.len()],
+    /// Connections refused before login, indexed like [`super::Refusal::ALL`].
+    pub refused: [AtomicU64; super::Refusal::ALL.len()],
     /// Connections open now on this shard, indexed like [`Listener::ALL`] (gauges).
     pub connections: [AtomicU64; Listener::ALL.len()],
     /// Loop turns of this shard so far (from the runtime's `ShardStats`, copied every turn).

@@ -4,6 +4,7 @@
 
 mod detail;
 pub mod histogram;
+mod refusal;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -12,6 +13,7 @@ use crossbeam_utils::CachePadded;
 
 pub use detail::{DropReason, Listener, PerQos, ShardDetail, qos_index};
 pub use histogram::{Histogram, HistogramSnapshot};
+pub use refusal::Refusal;
 
 /// Declares the counter names once: the per-shard block, its snapshot and the sum.
 macro_rules! counters {

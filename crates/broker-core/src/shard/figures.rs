@@ -27,6 +27,11 @@ impl BrokerShard {
         ShardCounters::add(&self.detail().dropped[reason.index()], n);
     }
 
+    /// Counts a connection refused before login.
+    pub(super) fn count_refusal(&self, refusal: crate::metrics::Refusal) {
+        ShardCounters::add(&self.detail().refused[refusal.index()], 1);
+    }
+
     /// Counts a PUBLISH received from a client.
     pub(super) fn count_received(&self, qos: codec::QoS, payload_len: usize) {
         let detail = self.detail();

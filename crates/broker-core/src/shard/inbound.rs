@@ -7,7 +7,7 @@ use std::sync::atomic::Ordering;
 use bytes::{Bytes, BytesMut};
 use codec::{Limits, Packet, PingResp, ProtocolVersion, ReasonCode};
 use ring_runtime::ConnId;
-use tracing::{debug, warn};
+use tracing::debug;
 
 use super::{BrokerShard, Ctx, Fault};
 use crate::carry;
@@ -26,7 +26,8 @@ impl BrokerShard {
         let max = self.shared.config.connection.max_connections as usize;
         if self.shared.door.connections.fetch_add(1, Ordering::Relaxed) >= max {
             self.shared.door.connections.fetch_sub(1, Ordering::Relaxed);
-            warn!(%peer, max, "connection refused: max_connections reached");
+            self.count_refusal(crate::metrics::Refusal::MaxConnections);
+            self.log_refused_at_max(ctx, peer, max);
             ctx.abort(conn);
             return;
         }

@@ -24,7 +24,7 @@ impl BrokerShard {
         connect: &Connect,
         keep_alive: u16,
     ) {
-        if !self.lifecycle_admitted(ctx, Lifecycle::Connected) {
+        if !self.lifecycle_admitted(ctx, Lifecycle::Connected, Level::INFO) {
             return;
         }
         let peer = ctx.peer_addr(conn).ok();
@@ -50,7 +50,7 @@ impl BrokerShard {
         protocol: ProtocolVersion,
         reason: CloseReason,
     ) {
-        if !self.lifecycle_admitted(ctx, Lifecycle::Disconnected) {
+        if !self.lifecycle_admitted(ctx, Lifecycle::Disconnected, Level::INFO) {
             return;
         }
         tracing::info!(
@@ -63,15 +63,32 @@ impl BrokerShard {
         );
     }
 
+    /// A socket refused at accept because `max` connections are open: a warn line, bounded
+    /// like the lifecycle lines.
+    pub(super) fn log_refused_at_max(
+        &mut self,
+        ctx: &mut Ctx,
+        peer: std::net::SocketAddr,
+        max: usize,
+    ) {
+        if self.lifecycle_admitted(ctx, Lifecycle::RefusedAtMax, Level::WARN) {
+            tracing::warn!(target: TARGET, %peer, max, "connection refused: max_connections reached");
+        }
+    }
+
     /// The summary timer of `kind` fired: write how many lines were suppressed.
     pub(super) fn lifecycle_summary_due(&self, kind: Lifecycle) {
         self.shared.lifecycle.summarise(kind);
     }
 
-    /// Whether a line of `kind` is written now; a suppressed one is counted, and the first of a
-    /// run arms its summary.
-    fn lifecycle_admitted(&mut self, ctx: &mut Ctx, kind: Lifecycle) -> bool {
-        if !tracing::enabled!(target: TARGET, Level::INFO) {
+    /// Whether a line of `kind` at `level` is written now; a suppressed one is counted, and the
+    /// first of a run arms its summary.
+    fn lifecycle_admitted(&mut self, ctx: &mut Ctx, kind: Lifecycle, level: Level) -> bool {
+        let enabled = match level {
+            Level::WARN => tracing::enabled!(target: TARGET, Level::WARN),
+            _ => tracing::enabled!(target: TARGET, Level::INFO),
+        };
+        if !enabled {
             return false;
         }
         let second = self.since_start(ctx).as_secs();
