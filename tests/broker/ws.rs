@@ -198,3 +198,50 @@ fn bad_upgrades_are_refused_and_others_go_on() {
     .unwrap();
     assert!(matches!(good.read().unwrap(), Message::Binary(_)));
 }
+
+/// The upgrade request of a browser page at `origin` (none: a device client).
+fn upgrade_request(origin: Option<&str>) -> String {
+    let origin = origin.map_or(String::new(), |o| format!("Origin: {o}\r\n"));
+    format!(
+        "GET /mqtt HTTP/1.1\r\nHost: 127.0.0.1\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\
+         Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\
+         Sec-WebSocket-Protocol: mqtt\r\n{origin}\r\n"
+    )
+}
+
+/// The first line of the answer to `request`, read until the head ends.
+fn status_line(addr: SocketAddr, request: &str) -> String {
+    let mut stream = TcpStream::connect(addr).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    stream.write_all(request.as_bytes()).unwrap();
+    let mut answer = Vec::new();
+    let mut byte = [0u8; 1];
+    while !answer.ends_with(b"\r\n\r\n") && stream.read(&mut byte).unwrap_or(0) == 1 {
+        answer.push(byte[0]);
+    }
+    let answer = String::from_utf8_lossy(&answer).into_owned();
+    answer.lines().next().unwrap_or_default().to_owned()
+}
+
+#[test]
+fn a_listener_with_allowed_origins_refuses_pages_of_other_origins() {
+    let broker = TestBroker::with_config(&format!(
+        "{WS}allowed_origins = [\"https://dashboard.example\"]\n"
+    ));
+    let ws = broker.addr_of("ws");
+    let evil = status_line(ws, &upgrade_request(Some("http://evil.example")));
+    assert!(evil.starts_with("HTTP/1.1 403"), "{evil}");
+    let listed = status_line(ws, &upgrade_request(Some("https://Dashboard.example")));
+    assert!(listed.starts_with("HTTP/1.1 101"), "{listed}");
+    let device = status_line(ws, &upgrade_request(None));
+    assert!(device.starts_with("HTTP/1.1 101"), "{device}");
+    // Without the key any origin is accepted, as before.
+    let open = TestBroker::with_config(WS);
+    let any = status_line(
+        open.addr_of("ws"),
+        &upgrade_request(Some("http://evil.example")),
+    );
+    assert!(any.starts_with("HTTP/1.1 101"), "{any}");
+}

@@ -26,9 +26,50 @@ pub enum ListenerKind {
     /// MQTT over TLS.
     Tls(TlsSettings),
     /// MQTT over WebSocket, upgraded at `path`.
-    Ws { path: String },
+    Ws {
+        path: String,
+        origins: AllowedOrigins,
+    },
     /// MQTT over WebSocket over TLS.
-    Wss { path: String, tls: TlsSettings },
+    Wss {
+        path: String,
+        origins: AllowedOrigins,
+        tls: TlsSettings,
+    },
+}
+
+/// The `Origin` header values a WebSocket upgrade may carry (`allowed_origins`): browsers send
+/// the page's origin with every upgrade, so a listed set keeps pages of other sites (a page
+/// opened on the broker's host reaching a loopback listener) from using the listener. An
+/// upgrade without `Origin` (device and server clients send none) is always accepted.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct AllowedOrigins(Vec<String>);
+
+impl AllowedOrigins {
+    /// Origins as `scheme://host[:port]`, compared without regard to case; none: any origin.
+    pub fn new(origins: Vec<String>) -> Self {
+        Self(
+            origins
+                .into_iter()
+                .map(|o| o.to_ascii_lowercase())
+                .collect(),
+        )
+    }
+
+    /// Whether an upgrade whose `Origin` header is `origin` is accepted.
+    pub fn admit(&self, origin: Option<&str>) -> bool {
+        match origin {
+            None => true,
+            Some(origin) => {
+                self.0.is_empty() || self.0.iter().any(|o| o.eq_ignore_ascii_case(origin))
+            }
+        }
+    }
+
+    /// The origins listed (lower case); empty when any is accepted.
+    pub fn listed(&self) -> &[String] {
+        &self.0
+    }
 }
 
 impl ListenerKind {

@@ -35,7 +35,9 @@ mod tls_session;
 mod ws;
 
 pub use client::{ClientLayer, Connector};
-pub use config::{ClientSettings, ListenerKind, ListenerSettings, TlsSettings, TransportListener};
+pub use config::{
+    AllowedOrigins, ClientSettings, ListenerKind, ListenerSettings, TlsSettings, TransportListener,
+};
 pub use error::{ClientError, TransportError};
 pub use hold::{HeldOver, HoldLimit, MIN_HOLD_PER_CONNECTION, SharedBudget};
 pub use listeners::Transports;

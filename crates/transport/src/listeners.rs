@@ -2,7 +2,7 @@
 //! stream layer ([`MqttTransport`]) that connection gets.
 
 use std::net::SocketAddr;
-use std::sync::{Arc, OnceLock};
+use std::sync::OnceLock;
 
 use crate::config::{ListenerKind, ListenerSettings};
 use crate::error::TransportError;
@@ -10,14 +10,14 @@ use crate::hold::HoldLimit;
 use crate::server_layer::MqttTransport;
 use crate::stack::TransportKind;
 use crate::tls::TlsSource;
-use crate::ws::WsSession;
+use crate::ws::{WsEndpoint, WsSession};
 
 /// What one configured listener adds on top of TCP.
 enum Transport {
     Plain,
     Tls(TlsSource),
-    Ws(Arc<str>),
-    Wss(Arc<str>, TlsSource),
+    Ws(WsEndpoint),
+    Wss(WsEndpoint, TlsSource),
 }
 
 /// Every listener, in the order the runtime binds them (see [`ListenerSettings::binds`]).
@@ -43,10 +43,11 @@ impl Transports {
         for listener in &settings.transports {
             let transport = match &listener.kind {
                 ListenerKind::Tls(tls) => Transport::Tls(TlsSource::load(tls.clone())?),
-                ListenerKind::Ws { path } => Transport::Ws(Arc::from(path.as_str())),
-                ListenerKind::Wss { path, tls } => {
-                    Transport::Wss(Arc::from(path.as_str()), TlsSource::load(tls.clone())?)
-                }
+                ListenerKind::Ws { path, origins } => Transport::Ws(WsEndpoint::new(path, origins)),
+                ListenerKind::Wss { path, origins, tls } => Transport::Wss(
+                    WsEndpoint::new(path, origins),
+                    TlsSource::load(tls.clone())?,
+                ),
             };
             listeners.push((listener.bind, transport));
         }
@@ -124,7 +125,7 @@ impl Transports {
             // plain MQTT on what may be a TLS port.
             return Some(Err(format!("no listener known for {local} yet")));
         };
-        let ws = |path: &Arc<str>| WsSession::new(Arc::clone(path), self.max_ws_message);
+        let ws = |endpoint: &WsEndpoint| WsSession::new(endpoint.clone(), self.max_ws_message);
         let hold = self.hold.as_ref();
         let layer = match transport {
             Transport::Plain => return None,

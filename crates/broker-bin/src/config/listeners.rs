@@ -7,7 +7,9 @@ use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
-pub use transport::{ListenerKind, ListenerSettings, TlsSettings, TransportListener};
+pub use transport::{
+    AllowedOrigins, ListenerKind, ListenerSettings, TlsSettings, TransportListener,
+};
 
 use super::error::ConfigError;
 use super::fields::parse_listen_addr;
@@ -49,6 +51,8 @@ pub struct RawWsListener {
     pub bind: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub path: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub allowed_origins: Option<Vec<String>>,
 }
 
 /// `[[listeners.wss]]` as written.
@@ -59,6 +63,8 @@ pub struct RawWssListener {
     pub bind: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub path: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub allowed_origins: Option<Vec<String>>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cert: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -87,16 +93,18 @@ impl RawListeners {
         }
         for raw in self.ws.iter().flatten() {
             let path = ws_path("listeners.ws.path", &raw.path)?;
+            let origins = allowed_origins("listeners.ws.allowed_origins", &raw.allowed_origins)?;
             transports.push(listener(
                 "listeners.ws.bind",
                 &raw.bind,
-                ListenerKind::Ws { path },
+                ListenerKind::Ws { path, origins },
             )?);
         }
         for raw in self.wss.iter().flatten() {
             let path = ws_path("listeners.wss.path", &raw.path)?;
+            let origins = allowed_origins("listeners.wss.allowed_origins", &raw.allowed_origins)?;
             let tls = tls_settings("listeners.wss", raw.into())?;
-            let kind = ListenerKind::Wss { path, tls };
+            let kind = ListenerKind::Wss { path, origins, tls };
             transports.push(listener("listeners.wss.bind", &raw.bind, kind)?);
         }
         if tcp.is_empty() && transports.is_empty() {
@@ -177,6 +185,33 @@ fn tls_settings(table: &'static str, raw: RawTlsKeys<'_>) -> Result<TlsSettings,
     Ok(settings)
 }
 
+/// A WebSocket listener's `allowed_origins`: each `http://` or `https://` with a host and an
+/// optional port, nothing after (what browsers send in `Origin`).
+fn allowed_origins(
+    key: &'static str,
+    origins: &Option<Vec<String>>,
+) -> Result<AllowedOrigins, ConfigError> {
+    let origins = origins.clone().unwrap_or_default();
+    for origin in &origins {
+        let host = origin
+            .strip_prefix("https://")
+            .or_else(|| origin.strip_prefix("http://"));
+        let valid = host.is_some_and(|host| {
+            !host.is_empty() && !host.contains(['/', '?', '#', ' ']) && !host.ends_with(':')
+        });
+        if !valid {
+            return Err(ConfigError::invalid(
+                key,
+                format!(
+                    "{origin:?} is not an origin (scheme://host or scheme://host:port, \
+                     scheme http or https, no path)"
+                ),
+            ));
+        }
+    }
+    Ok(AllowedOrigins::new(origins))
+}
+
 fn ws_path(key: &'static str, path: &Option<String>) -> Result<String, ConfigError> {
     let path = path.clone().unwrap_or_else(|| "/mqtt".to_owned());
     if !path.starts_with('/') || path.contains(char::is_whitespace) {
@@ -213,4 +248,34 @@ fn reject_duplicate_binds(binds: &[SocketAddr]) -> Result<(), ConfigError> {
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn allowed_origins_are_scheme_and_host_only() {
+        let key = "listeners.ws.allowed_origins";
+        let check = |origins: &[&str]| {
+            allowed_origins(
+                key,
+                &Some(origins.iter().map(|o| (*o).to_owned()).collect()),
+            )
+        };
+        assert!(check(&["https://a.example", "http://127.0.0.1:8080"]).is_ok());
+        for bad in [
+            "a.example",
+            "https://",
+            "https://a.example/",
+            "ftp://a",
+            "http://a:",
+        ] {
+            let error = check(&[bad]).unwrap_err().to_string();
+            assert!(
+                error.contains(key) && error.contains("not an origin"),
+                "{error}"
+            );
+        }
+    }
 }

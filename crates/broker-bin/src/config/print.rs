@@ -106,18 +106,20 @@ fn fill_listeners(raw: &mut RawListeners, config: &Config) {
         table.identity_as_username = Some(tls.identity_as_username);
     }
     let ws = kinds().filter_map(|kind| match kind {
-        ListenerKind::Ws { path } => Some(path),
+        ListenerKind::Ws { path, origins } => Some((path, origins)),
         _ => None,
     });
-    for (table, path) in raw.ws.iter_mut().flatten().zip(ws) {
+    for (table, (path, origins)) in raw.ws.iter_mut().flatten().zip(ws) {
         table.path = Some(path.clone());
+        table.allowed_origins = Some(origins.listed().to_vec());
     }
     let wss = kinds().filter_map(|kind| match kind {
-        ListenerKind::Wss { path, tls } => Some((path, tls)),
+        ListenerKind::Wss { path, origins, tls } => Some((path, origins, tls)),
         _ => None,
     });
-    for (table, (path, tls)) in raw.wss.iter_mut().flatten().zip(wss) {
+    for (table, (path, origins, tls)) in raw.wss.iter_mut().flatten().zip(wss) {
         table.path = Some(path.clone());
+        table.allowed_origins = Some(origins.listed().to_vec());
         table.require_client_cert = Some(tls.require_client_cert);
         table.identity_as_username = Some(tls.identity_as_username);
     }

@@ -17,4 +17,4 @@ pub(crate) use client::WsClient;
 pub(crate) use client::format_binary;
 #[cfg(test)]
 pub(crate) use pipe::apply_mask;
-pub use server::WsSession;
+pub use server::{WsEndpoint, WsSession};

@@ -16,6 +16,7 @@ use tungstenite::protocol::WebSocketConfig;
 
 use super::pipe::{PipeStream, Session, State, binary_frame};
 use super::reader::{FrameReader, Reading, goodbye};
+use crate::config::AllowedOrigins;
 use crate::stack::WsHalf;
 
 /// Subprotocols accepted, in order of preference (`mqttv3.1` is what MQTT 3.1 clients send).
@@ -24,9 +25,27 @@ const SUBPROTOCOLS: [&str; 2] = ["mqtt", "mqttv3.1"];
 /// The largest upgrade request accepted (headers included).
 const MAX_UPGRADE_REQUEST: usize = 8 * 1024;
 
-/// Checks the upgrade request: the configured path and the `mqtt` subprotocol.
-struct Upgrade {
+/// Where a WebSocket listener serves MQTT: its path and the origins it accepts.
+#[derive(Debug, Clone)]
+pub struct WsEndpoint {
     path: Arc<str>,
+    origins: Arc<AllowedOrigins>,
+}
+
+impl WsEndpoint {
+    /// The endpoint at `path` accepting `origins`.
+    pub fn new(path: &str, origins: &AllowedOrigins) -> Self {
+        Self {
+            path: Arc::from(path),
+            origins: Arc::new(origins.clone()),
+        }
+    }
+}
+
+/// Checks the upgrade request: the configured path, the `Origin` header a browser sends, and
+/// the `mqtt` subprotocol.
+struct Upgrade {
+    endpoint: WsEndpoint,
 }
 
 impl Callback for Upgrade {
@@ -35,13 +54,26 @@ impl Callback for Upgrade {
         request: &Request,
         mut response: Response,
     ) -> Result<Response, ErrorResponse> {
-        if request.uri().path() != &*self.path {
+        let path = &self.endpoint.path;
+        if request.uri().path() != &**path {
             return Err(refusal(
                 StatusCode::NOT_FOUND,
                 format!(
-                    "no MQTT endpoint at {} (it is at {})",
+                    "no MQTT endpoint at {} (it is at {path})",
                     request.uri().path(),
-                    self.path
+                ),
+            ));
+        }
+        let origin = request
+            .headers()
+            .get("Origin")
+            .map(|o| o.to_str().unwrap_or("?"));
+        if !self.endpoint.origins.admit(origin) {
+            return Err(refusal(
+                StatusCode::FORBIDDEN,
+                format!(
+                    "origin {} is not among the listener's allowed_origins",
+                    origin.unwrap_or_default()
                 ),
             ));
         }
@@ -99,9 +131,9 @@ pub struct WsSession {
 }
 
 impl WsSession {
-    /// A session waiting for its upgrade request at `path`; messages above `max_message`
+    /// A session waiting for its upgrade request at `endpoint`; messages above `max_message`
     /// bytes are refused (close 1009) as soon as their fragments announce more.
-    pub(crate) fn new(path: Arc<str>, max_message: usize) -> Self {
+    pub(crate) fn new(endpoint: WsEndpoint, max_message: usize) -> Self {
         let config = WebSocketConfig::default()
             // The socket tungstenite hands over is dropped at once (frames are read by
             // `FrameReader`): it should allocate little.
@@ -110,7 +142,7 @@ impl WsSession {
         let Ok(session) = Session::start(|stream| {
             Ok::<_, Infallible>(ServerHandshake::start(
                 stream,
-                Upgrade { path },
+                Upgrade { endpoint },
                 Some(config),
             ))
         });

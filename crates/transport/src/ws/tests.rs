@@ -13,8 +13,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use bytes::{Bytes, BytesMut};
 use ring_runtime::{LayerOutput, LayerState, StreamLayer};
 
-use super::WsSession;
 use super::pipe::apply_mask;
+use super::{WsEndpoint, WsSession};
+use crate::config::AllowedOrigins;
 use crate::hold::{HeldOver, HoldLimit, SharedBudget};
 use crate::server_layer::MqttTransport;
 use crate::stack::WsHalf;
@@ -67,8 +68,43 @@ fn feed(session: &mut WsSession, input: &[u8]) -> (Result<LayerState, String>, V
     (result, plain.to_vec(), reply.to_vec())
 }
 
+/// `/mqtt`, any origin.
+fn endpoint() -> WsEndpoint {
+    WsEndpoint::new("/mqtt", &AllowedOrigins::default())
+}
+
+/// The upgrade request with an `Origin` header.
+fn upgrade_from(origin: &str) -> Vec<u8> {
+    let end = UPGRADE.len() - 2;
+    [
+        &UPGRADE[..end],
+        format!("Origin: {origin}\r\n\r\n").as_bytes(),
+    ]
+    .concat()
+}
+
+#[test]
+fn an_upgrade_from_an_origin_not_listed_is_refused_with_403() {
+    let origins = AllowedOrigins::new(vec!["https://Dashboard.example".to_owned()]);
+    let endpoint = || WsEndpoint::new("/mqtt", &origins);
+    let mut session = WsSession::new(endpoint(), MAX_MESSAGE);
+    let (result, _, reply) = feed(&mut session, &upgrade_from("http://evil.example"));
+    assert!(result.is_err(), "{result:?}");
+    assert!(
+        reply.starts_with(b"HTTP/1.1 403"),
+        "{}",
+        String::from_utf8_lossy(&reply)
+    );
+    for accepted in [upgrade_from("https://dashboard.example"), UPGRADE.to_vec()] {
+        let mut session = WsSession::new(endpoint(), MAX_MESSAGE);
+        let (result, _, reply) = feed(&mut session, &accepted);
+        assert_eq!(result, Ok(LayerState::Open));
+        assert!(reply.starts_with(b"HTTP/1.1 101"), "{reply:?}");
+    }
+}
+
 fn upgraded() -> WsSession {
-    let mut session = WsSession::new(Arc::from("/mqtt"), MAX_MESSAGE);
+    let mut session = WsSession::new(endpoint(), MAX_MESSAGE);
     let (result, plain, reply) = feed(&mut session, UPGRADE);
     assert_eq!(result, Ok(LayerState::Open));
     assert!(plain.is_empty());
@@ -173,7 +209,7 @@ fn control_frames_are_answered_and_bad_frames_refused() {
 
 #[test]
 fn frames_behind_the_upgrade_request_are_read() {
-    let mut session = WsSession::new(Arc::from("/mqtt"), MAX_MESSAGE);
+    let mut session = WsSession::new(endpoint(), MAX_MESSAGE);
     let mut input = UPGRADE.to_vec();
     input.extend(client_frame(true, 0x2, b"mqtt bytes"));
     // Split inside the blank line ending the request.
@@ -213,7 +249,7 @@ fn ws_layer(budget: &Arc<Counted>) -> MqttTransport {
     let peer: SocketAddr = ([127, 0, 0, 1], 1).into();
     let shared: Arc<dyn SharedBudget> = Arc::clone(budget) as _;
     let limit = HoldLimit::new(0, shared);
-    let ws = WsSession::new(Arc::from("/mqtt"), MAX_MESSAGE);
+    let ws = WsSession::new(endpoint(), MAX_MESSAGE);
     MqttTransport::server(None, Some(ws), peer, false, Some(&limit))
 }
 
