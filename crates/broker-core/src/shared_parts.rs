@@ -217,6 +217,12 @@ impl BrokerTime {
         }
     }
 
+    /// Time from the broker's start to `now` (connection records keep their times this way: 8
+    /// bytes instead of an `Instant`'s 16).
+    pub fn since_start(&self, now: Instant) -> Duration {
+        now.saturating_duration_since(self.started)
+    }
+
     /// Time since the broker started, on its clock.
     pub fn uptime(&self) -> Duration {
         self.clock.now().saturating_duration_since(self.started)
@@ -257,6 +263,35 @@ pub struct Links {
     pub bridges: Arc<dyn broker_api::BridgeFigures>,
     /// The cluster link (`[cluster]`), `None` on a single node.
     pub cluster: Option<Arc<dyn broker_api::ClusterPort>>,
+}
+
+impl Links {
+    /// Reports one more (`delta` 1) or one fewer (-1) local subscription to `filter` to the
+    /// cluster link, if there is one.
+    pub fn report_interest(&self, filter: &str, delta: i32) {
+        if let Some(link) = self.cluster.as_ref().filter(|_| delta != 0) {
+            link.interest(filter, delta);
+        }
+    }
+
+    /// Whether the shared subscriptions matching a message on `topic`, handed to the cluster,
+    /// are served by NATS's queue groups rather than here: while NATS is connected, for every
+    /// topic but `$SYS` (whose filters take no NATS subscription).
+    pub fn shares_served_by_cluster(&self, topic: &router::TopicName) -> bool {
+        self.cluster
+            .as_ref()
+            .is_some_and(|link| link.connected() && !topic.as_str().starts_with("$SYS"))
+    }
+
+    /// A session ended here (not moved): its owner record in the cluster goes
+    /// (`MirrorOp::Ended`).
+    pub fn owner_record_ended(&self, client_id: &codec::MqttStr) {
+        if let Some(link) = &self.cluster {
+            link.mirror(broker_api::cluster::MirrorOp::Ended {
+                client_id: client_id.clone(),
+            });
+        }
+    }
 }
 
 impl Default for Links {

@@ -14,6 +14,23 @@ pub struct ConnectionSettings {
     pub max_client_id_len: u16,
 }
 
+impl ConnectionSettings {
+    /// The keep-alive in force for `connect`: the client's, raised from 0 to the default and
+    /// lowered to the maximum (5.0 only: a 3.x client cannot be told).
+    pub fn keep_alive_for(&self, connect: &codec::Connect) -> u16 {
+        let mut keep_alive = connect.keep_alive;
+        if connect.protocol.is_v5() {
+            if keep_alive == 0 {
+                keep_alive = self.default_keep_alive.unwrap_or(0);
+            }
+            if let Some(max) = self.max_keep_alive {
+                keep_alive = keep_alive.min(max);
+            }
+        }
+        keep_alive
+    }
+}
+
 /// `[limits]`
 #[derive(Debug, Clone)]
 pub struct LimitSettings {
@@ -35,4 +52,12 @@ pub struct LimitSettings {
     /// How long freed allocator pages are kept for reuse before the allocator hands them back
     /// to the OS by itself (0: at once).
     pub free_memory_hold: Duration,
+}
+
+impl LimitSettings {
+    /// Most acknowledgements one connection may have held before it is parked: its receive
+    /// maximum, at least 1.
+    pub fn held_ack_limit(&self) -> u32 {
+        u32::from(self.receive_maximum).max(1)
+    }
 }

@@ -18,6 +18,7 @@ pub use persistence::{PersistenceSettings, StorageEngine, SyncPolicy};
 pub use runtime::{BackendChoice, RuntimeSettings, WritePacingChoice};
 pub use sessions::{
     QueueSettings, RetainedSettings, RoutingSettings, SessionSettings, SlowConsumerPolicy,
+    requested_expiry_interval,
 };
 
 use crate::guard::IpSettings;
@@ -47,4 +48,16 @@ pub struct CoreConfig {
     /// The operations listener serves `/metrics`: the shards keep their gauges fresh even
     /// with `$SYS` off.
     pub metrics_served: bool,
+}
+
+/// How often the gauges that cost a walk over the sessions are refreshed when `$SYS` is off
+/// but the operations HTTP listener is on.
+pub const GAUGE_INTERVAL: Duration = Duration::from_secs(5);
+
+impl CoreConfig {
+    /// The gauge tick: `sys.interval`, else [`GAUGE_INTERVAL`] when `/metrics` is served.
+    pub fn gauge_interval(&self) -> Option<Duration> {
+        self.sys_interval
+            .or_else(|| self.metrics_served.then_some(GAUGE_INTERVAL))
+    }
 }

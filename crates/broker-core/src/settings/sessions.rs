@@ -39,6 +39,26 @@ pub struct SessionSettings {
     pub max_sessions: u32,
 }
 
+impl SessionSettings {
+    /// The session expiry `connect` asks for, within `sessions.max_session_expiry`.
+    pub fn expiry_for(&self, connect: &codec::Connect) -> session_store::SessionExpiry {
+        let interval = requested_expiry_interval(connect);
+        session_store::SessionExpiry::from_interval(interval, self.max_session_expiry)
+    }
+}
+
+/// The Session Expiry Interval `connect` asks for: 5.0's property (0 when absent); for 3.x, 0
+/// with Clean Session and "never" without.
+pub fn requested_expiry_interval(connect: &codec::Connect) -> u32 {
+    if connect.protocol.is_v5() {
+        connect.properties.session_expiry_interval.unwrap_or(0)
+    } else if connect.clean_start {
+        0
+    } else {
+        u32::MAX
+    }
+}
+
 /// `[retained]`
 #[derive(Debug, Clone)]
 pub struct RetainedSettings {

@@ -90,7 +90,7 @@ impl BrokerShard {
         let mut rel = PubRel::new(rec.packet_id);
         match session.inflight.on_pubrec(rec.packet_id) {
             Ok(Some(_)) => {
-                if self.is_stored(expiry) {
+                if self.durable.stores(expiry) {
                     self.durable.record(SessionWrite::InflightReleased {
                         client_id: client_id.clone(),
                         packet_id: rec.packet_id,

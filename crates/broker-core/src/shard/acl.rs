@@ -11,8 +11,6 @@
 //! A client's state is kept only while something restricts it; a connection whose
 //! subscriptions are all fully readable is never checked per message.
 
-use std::sync::Arc;
-
 use codec::{MqttStr, ReasonCode};
 use ring_runtime::ConnId;
 use tracing::debug;
@@ -22,13 +20,9 @@ use super::acl_client::{AclClient, TopicVerdict};
 use crate::metrics::ShardCounters;
 use access::backend::TopicAccess;
 use access::gatekeeper::grant::ClientGrant;
-use access::{Access, AclFile, ClientIdentity, SubscribeScope};
+use access::{Access, ClientIdentity, SubscribeScope};
 
 impl BrokerShard {
-    fn acl(&self) -> Option<Arc<AclFile>> {
-        self.shared.access.acl()
-    }
-
     /// A client connected with `username` and `grant`; `filters` are its session's
     /// subscriptions (a resumed session keeps them, and the rules may have changed since).
     pub(super) fn acl_connected<'a>(
@@ -40,7 +34,7 @@ impl BrokerShard {
         filters: impl Iterator<Item = &'a MqttStr>,
     ) {
         let grant = grant.filter(ClientGrant::restricts).map(Box::new);
-        if self.acl().is_none() && grant.is_none() {
+        if self.shared.access.acl().is_none() && grant.is_none() {
             return;
         }
         let mut client = AclClient {
@@ -53,10 +47,6 @@ impl BrokerShard {
             .map(|filter| self.local_scope(&client, client_id, unshared(filter.as_str())))
             .any(|scope| scope != Some(SubscribeScope::All) && scope.is_some());
         self.auth.acl_clients.insert(conn, client);
-    }
-
-    pub(super) fn acl_closed(&mut self, conn: ConnId) {
-        self.auth.acl_clients.remove(&conn);
     }
 
     /// Whether `conn`'s client may publish to `topic`.
@@ -80,7 +70,7 @@ impl BrokerShard {
         client_id: &MqttStr,
         topic: &str,
     ) -> TopicVerdict {
-        let file = self.acl();
+        let file = self.shared.access.acl();
         let Some(client) = self.auth.acl_clients.get(&conn) else {
             return if file
                 .is_some_and(|acl| !acl.check(&anonymous(client_id), topic, Access::Write))
@@ -106,7 +96,7 @@ impl BrokerShard {
         topic: &str,
         remote: impl FnOnce() -> Option<bool>,
     ) -> TopicVerdict {
-        let file = self.acl();
+        let file = self.shared.access.acl();
         if grant.is_some_and(|g| g.superuser) {
             return TopicVerdict::Allowed;
         }
@@ -199,7 +189,11 @@ impl BrokerShard {
         filter: &str,
     ) -> Option<SubscribeScope> {
         let identity = identity(client_id, client.username.as_ref());
-        let file = self.acl().map(|acl| acl.subscribe_scope(&identity, filter));
+        let file = self
+            .shared
+            .access
+            .acl()
+            .map(|acl| acl.subscribe_scope(&identity, filter));
         let rules = client
             .grant
             .as_deref()
@@ -236,7 +230,7 @@ impl BrokerShard {
             return true;
         }
         let rules = grant.and_then(|g| g.rules.as_ref());
-        if self.acl().is_none() && rules.is_none() {
+        if self.shared.access.acl().is_none() && rules.is_none() {
             return true;
         }
         let Some(client_id) = self.client_id_of(conn) else {
@@ -245,6 +239,8 @@ impl BrokerShard {
         let topic = topic.as_str();
         let identity = identity(&client_id, client.username.as_ref());
         let by_file = self
+            .shared
+            .access
             .acl()
             .is_some_and(|acl| acl.check(&identity, topic, Access::Read));
         let allowed = by_file

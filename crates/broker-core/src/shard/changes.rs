@@ -61,7 +61,7 @@ impl BrokerShard {
         match effect {
             Applied::Subscription { owner, delta } => {
                 if let Some(filter) = filter {
-                    self.report_interest(&filter, delta);
+                    self.shared.links.report_interest(&filter, delta);
                 }
                 if let Some(owner) = owner.filter(|owner| *owner != self.id) {
                     self.replication.gate.to_nudge.insert(owner);
@@ -69,7 +69,9 @@ impl BrokerShard {
                 let held = self.replication.replica.subscription_count() as u64;
                 ShardCounters::set(&self.counters().replica_subscriptions, held);
             }
-            Applied::Moved { subscriber, from } => self.fence_later(from, subscriber),
+            Applied::Moved { subscriber, from } => {
+                self.delivery.mobility.fence_later(from, subscriber)
+            }
             Applied::Other => {}
         }
     }

@@ -40,11 +40,6 @@ impl BrokerShard {
         self.post(ctx, holder, ShardMsg::Takeover(request));
     }
 
-    /// Whether `claim` waits here for its session.
-    pub(super) fn is_pending(&self, claim: ClaimId) -> bool {
-        self.delivery.mobility.claims.contains_key(&claim)
-    }
-
     /// A newer connection on this shard for `claim`, pending here: it replaces the connection
     /// waiting (the newer wins).
     pub(super) fn replace_waiting(

@@ -57,14 +57,14 @@ impl BrokerShard {
 
     /// The runtime finished closing `conn`.
     pub(super) fn connection_closed(&mut self, ctx: &mut Ctx, conn: ConnId, reason: CloseReason) {
-        self.address_released(conn);
+        self.door.address_released(&self.shared.door.guard, conn);
         let Some(mut connection) = self.conns.remove(&conn) else {
             return;
         };
         connection.discard_carry(&self.shared.limits.partial_frames);
         self.shared.door.connections.fetch_sub(1, Ordering::Relaxed);
         self.connection_ended(conn);
-        self.acl_closed(conn);
+        self.auth.acl_clients.remove(&conn);
         self.login_closed(ctx, conn);
         self.topic_wait_closed(conn);
         if connection.counted {
@@ -108,19 +108,23 @@ impl BrokerShard {
             (Some(pending), SessionExpiry::After(expiry)) if !pending.delay.is_zero() => {
                 let at = now + pending.delay.min(seconds(expiry));
                 session.will = Some(pending);
-                let timer = self.arm(ctx, at, TimerPurpose::WillDelay(client_id.clone()));
+                let timer = self
+                    .timers
+                    .arm(ctx, at, TimerPurpose::WillDelay(client_id.clone()));
                 session.set_will_timer(Some(timer));
             }
             (Some(pending), SessionExpiry::Never) if !pending.delay.is_zero() => {
                 let at = now + pending.delay;
                 session.will = Some(pending);
-                let timer = self.arm(ctx, at, TimerPurpose::WillDelay(client_id.clone()));
+                let timer = self
+                    .timers
+                    .arm(ctx, at, TimerPurpose::WillDelay(client_id.clone()));
                 session.set_will_timer(Some(timer));
             }
             (Some(pending), _) => self.publish_will(ctx, client_id, pending.will),
             (None, _) => {}
         }
-        if self.is_stored(session.expiry) {
+        if self.durable.stores(session.expiry) {
             record_disconnected(&mut self.durable, &session);
         }
         self.mirror_offline(ctx, &session);
@@ -130,7 +134,9 @@ impl BrokerShard {
             }
             SessionExpiry::After(expiry) => {
                 let at = now + seconds(expiry);
-                let timer = self.arm(ctx, at, TimerPurpose::SessionExpiry(client_id.clone()));
+                let timer =
+                    self.timers
+                        .arm(ctx, at, TimerPurpose::SessionExpiry(client_id.clone()));
                 session.set_expiry_timer(Some(timer));
                 self.sessions.insert(session);
             }
@@ -193,16 +199,16 @@ impl BrokerShard {
         let client_id = session.client_id.clone();
         let subscriber = session.subscriber;
         self.end_session_state(ctx, session);
-        self.owner_record_ended(&client_id);
+        self.shared.links.owner_record_ended(&client_id);
         self.forget_directory_entry(&client_id, Some(subscriber));
     }
 
     /// Removes a session's subscriptions from every replica and counts its undelivered messages
     /// as dropped. The directory is not touched (the caller knows whether it still names it).
     pub(super) fn end_session_state(&mut self, ctx: &mut Ctx, mut session: Session) {
-        self.disarm_session_timers(ctx, &mut session);
+        self.timers.disarm_session_timers(ctx, &mut session);
         self.mirror_forget(&session.client_id);
-        if self.is_stored(session.expiry) {
+        if self.durable.stores(session.expiry) {
             let client_id = session.client_id.clone();
             self.durable
                 .record(SessionWrite::SessionRemoved { client_id });

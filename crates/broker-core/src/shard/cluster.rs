@@ -58,20 +58,9 @@ impl BrokerShard {
             .as_ref()
             .is_some_and(|link| link.send(message, shares_served, settle));
         if let (true, Some(number)) = (queued, number) {
-            self.cluster_ack_handed(number);
+            self.cluster_side.cluster_acks.cluster_ack_handed(number);
         }
         true
-    }
-
-    /// Whether the shared subscriptions matching a message on `topic`, handed to the cluster,
-    /// are served by NATS's queue groups rather than here: while NATS is connected, for every
-    /// topic but `$SYS` (whose filters take no NATS subscription).
-    pub(super) fn shares_served_by_cluster(&self, topic: &TopicName) -> bool {
-        self.shared
-            .links
-            .cluster
-            .as_ref()
-            .is_some_and(|link| link.connected() && !topic.as_str().starts_with("$SYS"))
     }
 
     /// The filter text of a subscription change whose effect shard 0 reports to the cluster
@@ -94,13 +83,6 @@ impl BrokerShard {
     /// `[cluster]` is on.
     pub(super) fn reports_interest(&self) -> bool {
         self.id.index() == 0 && self.shared.links.cluster.is_some()
-    }
-
-    /// Reports one more (`delta` 1) or one fewer (-1) local subscription to `filter`.
-    pub(super) fn report_interest(&self, filter: &str, delta: i32) {
-        if let Some(link) = self.shared.links.cluster.as_ref().filter(|_| delta != 0) {
-            link.interest(filter, delta);
-        }
     }
 
     /// A message from another node: routed to this node's subscribers in its scope and never

@@ -17,11 +17,6 @@ use super::held_acks::HeldAck;
 use super::{BrokerShard, Ctx};
 
 impl BrokerShard {
-    /// A new PUBLISH is being handled: nothing of an earlier one is pending.
-    pub(super) fn begin_cluster_ack(&mut self) {
-        self.cluster_side.cluster_acks.current = 0;
-    }
-
     /// The number a QoS 1/2 message handed to the cluster now settles under (`None`: its
     /// acknowledgement does not wait: QoS 0, no cluster, or NATS down).
     pub(super) fn cluster_ack_number(&mut self, qos: codec::QoS) -> Option<u64> {
@@ -30,13 +25,6 @@ impl BrokerShard {
             return None;
         }
         Some(self.cluster_side.cluster_acks.last + 1)
-    }
-
-    /// The message numbered `number` was queued for the cluster: the acknowledgement of the
-    /// PUBLISH being handled waits for it.
-    pub(super) fn cluster_ack_handed(&mut self, number: u64) {
-        self.cluster_side.cluster_acks.last = number;
-        self.cluster_side.cluster_acks.current = number;
     }
 
     /// Sends the acknowledgement of a client's packet: first as persistence says
@@ -68,7 +56,7 @@ impl BrokerShard {
         });
         let count = acks.held_per_conn.entry(conn).or_insert(0);
         *count += 1;
-        if *count >= self.held_ack_limit()
+        if *count >= self.shared.config.limits.held_ack_limit()
             && let Some(connection) = self.conns.get_mut(&conn)
         {
             connection.park();
@@ -81,7 +69,7 @@ impl BrokerShard {
             return;
         }
         let settled = self.cluster_settled();
-        let limit = self.held_ack_limit();
+        let limit = self.shared.config.limits.held_ack_limit();
         while self
             .cluster_side
             .cluster_acks

@@ -17,8 +17,8 @@ use crate::detach;
 use crate::directory::{ClaimId, SessionLocation, SessionOwner};
 use crate::message::Change;
 use crate::session::Session;
+use session_store::PendingWill;
 use session_store::storage::SessionWrite;
-use session_store::{PendingWill, SessionExpiry};
 
 /// Where the session for a CONNECT comes from.
 enum Claim {
@@ -60,7 +60,10 @@ impl BrokerShard {
                 return Ok(());
             }
         };
-        if self.user_banned(ctx, conn, user) {
+        if self
+            .door
+            .user_banned(&self.shared.door.guard, ctx, conn, user)
+        {
             // Barred after its failed logins from this address: refused unheard (and not
             // counted again), so further guesses learn nothing.
             debug!(
@@ -158,7 +161,7 @@ impl BrokerShard {
                         shard: self.id,
                     },
                 );
-                let expiry = self.requested_expiry(&connect);
+                let expiry = self.shared.config.sessions.expiry_for(&connect);
                 let imported = imported
                     .filter(|_| !connect.clean_start)
                     .and_then(|snapshot| self.import_session(ctx, &snapshot, subscriber, expiry));
@@ -271,7 +274,7 @@ impl BrokerShard {
 
     /// The session is (or is about to be) on this shard.
     fn connect_local(&mut self, ctx: &mut Ctx, conn: ConnId, connect: Connect, claim: ClaimId) {
-        if self.is_pending(claim) {
+        if self.delivery.mobility.is_pending(claim) {
             // An earlier connection here still waits for the session to arrive: the newer wins.
             self.replace_waiting(ctx, claim, conn, connect);
             return;
@@ -379,9 +382,9 @@ impl BrokerShard {
             self.keep_detached(ctx, session, connect.protocol);
             return;
         }
-        let was_stored = self.is_stored(session.expiry);
-        let requested_expiry = requested_expiry_interval(&connect);
-        session.expiry = self.requested_expiry(&connect);
+        let was_stored = self.durable.stores(session.expiry);
+        let requested_expiry = crate::settings::requested_expiry_interval(&connect);
+        session.expiry = self.shared.config.sessions.expiry_for(&connect);
         let config = &self.shared.config;
         let props = &connect.properties;
         session.protocol = connect.protocol;
@@ -400,14 +403,14 @@ impl BrokerShard {
         self.will_attached(conn, &session.client_id);
         self.record_connected(&session, was_stored);
         self.mirror_connected(ctx, &session);
-        self.disarm_session_timers(ctx, &mut session);
+        self.timers.disarm_session_timers(ctx, &mut session);
         session.conn = Some(conn);
         let filters = session.subscriptions.iter().map(|(filter, _)| filter);
         let grant = self.auth.logins.grants.remove(&conn);
         self.arm_credentials_expiry(ctx, conn, grant.as_ref());
         let username = connect.username.clone();
         self.acl_connected(conn, &session.client_id, username, grant, filters);
-        let keep_alive = self.effective_keep_alive(&connect);
+        let keep_alive = self.shared.config.connection.keep_alive_for(&connect);
         self.setup_connection(ctx, conn, &connect, session.subscriber, keep_alive);
         let connack = self.connack(
             &connect,
@@ -429,18 +432,12 @@ impl BrokerShard {
         self.resume_reading(ctx, conn);
     }
 
-    /// The session expiry `connect` asks for, within `sessions.max_session_expiry`.
-    pub(super) fn requested_expiry(&self, connect: &Connect) -> SessionExpiry {
-        let max = self.shared.config.sessions.max_session_expiry;
-        SessionExpiry::from_interval(requested_expiry_interval(connect), max)
-    }
-
     /// A session got a connection: store its connection-scoped state if it outlives it (with its
     /// subscriptions, if it was not stored before), or remove it from the store if it no longer
     /// does.
     fn record_connected(&mut self, session: &Session, was_stored: bool) {
         let client_id = &session.client_id;
-        if !self.is_stored(session.expiry) {
+        if !self.durable.stores(session.expiry) {
             if was_stored {
                 let client_id = client_id.clone();
                 self.durable
@@ -462,22 +459,6 @@ impl BrokerShard {
         }
     }
 
-    /// The keep-alive in force: the client's, raised from 0 to the default and lowered to the
-    /// maximum (5.0 only: a 3.x client cannot be told).
-    fn effective_keep_alive(&self, connect: &Connect) -> u16 {
-        let limits = &self.shared.config.connection;
-        let mut keep_alive = connect.keep_alive;
-        if connect.protocol.is_v5() {
-            if keep_alive == 0 {
-                keep_alive = limits.default_keep_alive.unwrap_or(0);
-            }
-            if let Some(max) = limits.max_keep_alive {
-                keep_alive = keep_alive.min(max);
-            }
-        }
-        keep_alive
-    }
-
     /// Connection state from the CONNECT; its keep-alive counts from now.
     fn setup_connection(
         &mut self,
@@ -487,7 +468,7 @@ impl BrokerShard {
         subscriber: router::SubscriberId,
         keep_alive: u16,
     ) {
-        let since_start = self.since_start(ctx);
+        let since_start = self.shared.time.since_start(ctx.now());
         let limits = &self.shared.config.limits;
         let props = &connect.properties;
         let outbound_aliases = props
@@ -555,18 +536,6 @@ impl BrokerShard {
 /// The identity a CONNECT's session belongs to (its username once authenticated).
 pub(super) fn owner_of(connect: &Connect) -> SessionOwner {
     SessionOwner::of(connect.username.as_ref().map(|u| u.as_str()))
-}
-
-/// CONNACK reason codes a 5.0 client may receive; anything else becomes Unspecified error.
-/// The Session Expiry Interval `connect` asks for (3.x: 0 on Clean Session, else forever).
-fn requested_expiry_interval(connect: &Connect) -> u32 {
-    if connect.protocol.is_v5() {
-        connect.properties.session_expiry_interval.unwrap_or(0)
-    } else if connect.clean_start {
-        0
-    } else {
-        u32::MAX
-    }
 }
 
 fn connack_v5_code(reason: ReasonCode) -> ReasonCode {

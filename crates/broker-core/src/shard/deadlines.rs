@@ -26,13 +26,8 @@ impl BrokerShard {
             return;
         }
         self.timers.sweep_armed = true;
-        let at = ctx.now() + self.sweep_interval();
-        self.arm(ctx, at, TimerPurpose::DeadlineSweep);
-    }
-
-    fn sweep_interval(&self) -> Duration {
-        let timeout = self.shared.config.connection.connect_timeout;
-        (timeout / 2).clamp(SWEEP_AT_LEAST, SWEEP_EVERY)
+        let at = ctx.now() + sweep_interval(self.shared.config.connection.connect_timeout);
+        self.timers.arm(ctx, at, TimerPurpose::DeadlineSweep);
     }
 
     /// The sweep is due: every connection whose deadline has passed is dealt with.
@@ -69,4 +64,10 @@ impl BrokerShard {
             self.close_connection(ctx, conn);
         }
     }
+}
+
+/// How often connections' deadlines are swept for a CONNECT timeout of `connect_timeout`: half
+/// of it, within [`SWEEP_AT_LEAST`] and [`SWEEP_EVERY`].
+fn sweep_interval(connect_timeout: Duration) -> Duration {
+    (connect_timeout / 2).clamp(SWEEP_AT_LEAST, SWEEP_EVERY)
 }

@@ -228,7 +228,7 @@ impl BrokerShard {
     /// is), then sends what fits. The session is found by its subscriber key; its client id
     /// is cloned only where the copy is stored or mirrored.
     fn enqueue(&mut self, ctx: &mut Ctx, at: SessionAt, mut outgoing: Outgoing) {
-        let memory_limit = self.memory_queue_limit();
+        let memory_limit = self.shared.config.persistence.memory_queue_messages as usize;
         if self.shared.links.cluster.is_some() {
             self.mirror_if_offline(ctx, at, &outgoing);
         }
@@ -268,7 +268,7 @@ impl BrokerShard {
         }
         self.count_dropped(DropReason::QueueFull, dropped.len() as u64);
         if let Some(client_id) = &stored_as {
-            self.forget_stored_copies(client_id, &dropped);
+            self.durable.forget_stored_copies(client_id, &dropped);
         }
         if !queued {
             self.count_dropped(DropReason::QueueFull, 1);
@@ -355,7 +355,8 @@ impl BrokerShard {
                 .send_queue_admits(&self.shared.limits.outbound, ctx, conn)
             {
                 self.delivery.routes.backlog.insert(conn);
-                self.arm_backlog_retry(ctx);
+                self.timers
+                    .arm_backlog_retry(ctx, self.shared.config.queues.backlog_retry);
                 return;
             }
             let Some(session) = self.sessions.at_mut(at) else {
@@ -408,8 +409,8 @@ impl BrokerShard {
         copy: Outgoing,
         packet_id: PacketId,
     ) {
-        if self.publish_must_wait(&copy) {
-            self.hold_publish(conn, client_id, copy, packet_id);
+        if self.durable.publish_must_wait(&copy) {
+            self.durable.hold_publish(conn, client_id, copy, packet_id);
             return;
         }
         match self.send_publish(ctx, conn, copy.view(), Some(packet_id), false) {
@@ -481,7 +482,7 @@ impl BrokerShard {
     /// QoS 2 copies already sent stay: MQTT 5.0 4.8.2 requires them to complete with this
     /// session.
     pub(super) fn redistribute_shared(&mut self, ctx: &mut Ctx, session: &mut Session) {
-        let stored = self.is_stored(session.expiry);
+        let stored = self.durable.stores(session.expiry);
         let inflight = session.inflight.take_qos1_where(|o| o.shared().is_some());
         let queued = session.queue.take_where(|o| o.shared().is_some());
         if stored {
@@ -491,7 +492,8 @@ impl BrokerShard {
                     packet_id: *packet_id,
                 });
             }
-            self.forget_stored_copies(&session.client_id, &queued);
+            self.durable
+                .forget_stored_copies(&session.client_id, &queued);
         }
         let copies = inflight.into_iter().map(|(_, o)| o).chain(queued);
         for mut outgoing in copies {

@@ -6,19 +6,25 @@ use std::net::SocketAddr;
 use ring_runtime::ConnId;
 use tracing::{debug, warn};
 
-use super::{BrokerShard, Ctx};
-use crate::guard::BanRule;
+use super::Ctx;
+use super::parts::Door;
+use crate::guard::{BanRule, IpGuard};
 
-impl BrokerShard {
+impl Door {
     /// Whether the guard lets a connection from `peer` in (a refused one is aborted).
-    pub(super) fn admit_address(&mut self, ctx: &mut Ctx, conn: ConnId, peer: SocketAddr) -> bool {
-        let guard = &self.shared.door.guard;
+    pub(super) fn admit_address(
+        &mut self,
+        guard: &IpGuard,
+        ctx: &mut Ctx,
+        conn: ConnId,
+        peer: SocketAddr,
+    ) -> bool {
         if !guard.is_active() {
             return true;
         }
         match guard.admit(peer, ctx.now()) {
             Ok(admission) => {
-                self.door.admitted.insert(conn, (peer, admission));
+                self.admitted.insert(conn, (peer, admission));
                 true
             }
             Err(refusal) => {
@@ -30,27 +36,38 @@ impl BrokerShard {
     }
 
     /// `conn` closed: its address's connection count goes down.
-    pub(super) fn address_released(&mut self, conn: ConnId) {
-        if let Some((_, admission)) = self.door.admitted.remove(&conn) {
-            self.shared.door.guard.release(admission);
+    pub(super) fn address_released(&mut self, guard: &IpGuard, conn: ConnId) {
+        if let Some((_, admission)) = self.admitted.remove(&conn) {
+            guard.release(admission);
         }
     }
 
     /// Whether `user` is barred from `conn`'s address after its failed logins.
-    pub(super) fn user_banned(&self, ctx: &Ctx, conn: ConnId, user: Option<&str>) -> bool {
-        self.door
-            .admitted
+    pub(super) fn user_banned(
+        &self,
+        guard: &IpGuard,
+        ctx: &Ctx,
+        conn: ConnId,
+        user: Option<&str>,
+    ) -> bool {
+        self.admitted
             .get(&conn)
-            .is_some_and(|&(peer, _)| self.shared.door.guard.user_banned(peer, user, ctx.now()))
+            .is_some_and(|&(peer, _)| guard.user_banned(peer, user, ctx.now()))
     }
 
     /// A CONNECT of `user` on `conn` was refused for its credentials.
-    pub(super) fn login_failed(&mut self, ctx: &Ctx, conn: ConnId, user: Option<&str>) {
-        let Some(&(peer, _)) = self.door.admitted.get(&conn) else {
+    pub(super) fn login_failed(
+        &self,
+        guard: &IpGuard,
+        ctx: &Ctx,
+        conn: ConnId,
+        user: Option<&str>,
+    ) {
+        let Some(&(peer, _)) = self.admitted.get(&conn) else {
             return;
         };
         let ip = peer.ip().to_canonical();
-        match self.shared.door.guard.login_failed(peer, user, ctx.now()) {
+        match guard.login_failed(peer, user, ctx.now()) {
             Some(BanRule::Address) => warn!(
                 %ip,
                 rule = BanRule::Address.key(),

@@ -364,4 +364,40 @@ impl Durability {
         }
         self.held.pop_front()
     }
+
+    /// Whether a first send of `outgoing` must wait for its `InflightSent` to be durable: a
+    /// stored QoS 2 copy does (a restart must re-send it under the packet id the subscriber
+    /// saw, or it would be delivered twice). A QoS 1 copy goes at once: after a crash it is
+    /// delivered again, as QoS 1 allows, and a copy acknowledged before its group commit
+    /// leaves nothing to write. Copies of one QoS keep their order (MQTT's ordered topics are
+    /// per QoS); a QoS 1 copy may overtake a QoS 2 one waiting for the disk.
+    pub(super) fn publish_must_wait(&self, outgoing: &Outgoing) -> bool {
+        self.acks_wait() && outgoing.seq != 0 && outgoing.qos == codec::QoS::ExactlyOnce
+    }
+
+    /// Holds the first send of a stored copy until its `InflightSent` is durable.
+    pub(super) fn hold_publish(
+        &mut self,
+        conn: ConnId,
+        client_id: &MqttStr,
+        outgoing: Outgoing,
+        packet_id: PacketId,
+    ) {
+        let send = HeldSend::Publish {
+            client_id: client_id.clone(),
+            outgoing,
+            packet_id,
+        };
+        self.hold(conn, send, false);
+    }
+
+    /// Stored copies that left the queue unsent: gone from the store too.
+    pub(super) fn forget_stored_copies(&mut self, client_id: &MqttStr, copies: &[Outgoing]) {
+        for copy in copies.iter().filter(|c| c.seq != 0) {
+            self.record(SessionWrite::MessageDropped {
+                client_id: client_id.clone(),
+                seq: copy.seq,
+            });
+        }
+    }
 }

@@ -15,7 +15,6 @@
 
 use codec::{MqttStr, Packet, PacketId};
 use ring_runtime::ConnId;
-use session_store::SessionExpiry;
 use session_store::storage::SessionWrite;
 
 use super::durability::HeldSend;
@@ -24,11 +23,6 @@ use super::{BrokerShard, Ctx};
 use crate::message::Outgoing;
 
 impl BrokerShard {
-    /// Whether a session with `expiry` is stored (see [`Durability::stores`]).
-    pub(super) fn is_stored(&self, expiry: SessionExpiry) -> bool {
-        self.durable.stores(expiry)
-    }
-
     /// Sends an acknowledgement of a client's packet once this turn's batch is durable when it
     /// must wait (see the module docs), then once the cluster settled message `waits_for`
     /// (`cluster_acks.rs`; 0: nothing to wait for there).
@@ -45,16 +39,11 @@ impl BrokerShard {
         }
         let send = HeldSend::Ack { packet, waits_for };
         let held = self.durable.hold(conn, send, true);
-        if held >= self.held_ack_limit()
+        if held >= self.shared.config.limits.held_ack_limit()
             && let Some(connection) = self.conns.get_mut(&conn)
         {
             connection.park();
         }
-    }
-
-    /// Most acknowledgements one connection may have held before it is parked.
-    pub(super) fn held_ack_limit(&self) -> u32 {
-        u32::from(self.shared.config.limits.receive_maximum).max(1)
     }
 
     /// Sends a PUBREL of a stored flow once its release is durable.
@@ -64,37 +53,6 @@ impl BrokerShard {
         } else {
             self.send_packet(ctx, conn, &packet);
         }
-    }
-
-    /// Whether a first send of `outgoing` must wait for its `InflightSent` to be durable: a
-    /// stored QoS 2 copy does (a restart must re-send it under the packet id the subscriber
-    /// saw, or it would be delivered twice). A QoS 1 copy goes at once: after a crash it is
-    /// delivered again, as QoS 1 allows, and a copy acknowledged before its group commit
-    /// leaves nothing to write. Copies of one QoS keep their order (MQTT's ordered topics are
-    /// per QoS); a QoS 1 copy may overtake a QoS 2 one waiting for the disk.
-    pub(super) fn publish_must_wait(&self, outgoing: &Outgoing) -> bool {
-        self.durable.acks_wait() && outgoing.seq != 0 && outgoing.qos == codec::QoS::ExactlyOnce
-    }
-
-    /// Holds the first send of a stored copy until its `InflightSent` is durable.
-    pub(super) fn hold_publish(
-        &mut self,
-        conn: ConnId,
-        client_id: &MqttStr,
-        outgoing: Outgoing,
-        packet_id: PacketId,
-    ) {
-        let send = HeldSend::Publish {
-            client_id: client_id.clone(),
-            outgoing,
-            packet_id,
-        };
-        self.durable.hold(conn, send, false);
-    }
-
-    /// Turn end: hand the turn's batch over (after what became durable went out).
-    pub(super) fn submit_durable_writes(&mut self) {
-        self.durable.submit(self.id);
     }
 
     /// Sends every held item whose batch is durable (and confirmed by the shards it needs).
@@ -117,7 +75,11 @@ impl BrokerShard {
             .durable
             .pop_ready(durable, |shard| store.confirmed(me, shard))
         {
-            if held.counted && self.durable.released_ack(held.conn, self.held_ack_limit()) {
+            if held.counted
+                && self
+                    .durable
+                    .released_ack(held.conn, self.shared.config.limits.held_ack_limit())
+            {
                 self.unpark_if_free(ctx, held.conn);
             }
             match held.send {

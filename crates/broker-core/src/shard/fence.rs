@@ -48,14 +48,6 @@ impl BrokerShard {
         self.delivery.mobility.holding.insert(subscriber, holding);
     }
 
-    /// Applying `Change::Owner` moved `subscriber` away from `previous`: fence it there.
-    pub(super) fn fence_later(&mut self, previous: ShardId, subscriber: SubscriberId) {
-        self.delivery
-            .mobility
-            .fences_due
-            .push((previous, subscriber));
-    }
-
     /// Sends the fences due, behind every copy already routed this turn.
     pub(super) fn send_fences(&mut self, ctx: &mut Ctx) {
         if self.delivery.mobility.fences_due.is_empty() {
@@ -117,7 +109,9 @@ impl BrokerShard {
         }
         let wait = MAX_FENCE_WAIT.min(self.shared.config.connection.connect_timeout / 2);
         let at = ctx.now() + wait;
-        let timer = self.arm(ctx, at, TimerPurpose::FencesOverdue(subscriber));
+        let timer = self
+            .timers
+            .arm(ctx, at, TimerPurpose::FencesOverdue(subscriber));
         let Some(holding) = self.delivery.mobility.holding.get_mut(&subscriber) else {
             return Err(request);
         };
@@ -132,7 +126,7 @@ impl BrokerShard {
                 client = older.client_id.as_str(),
                 "takeover request superseded"
             );
-            self.disarm(ctx, Some(timer));
+            self.timers.disarm(ctx, Some(timer));
         }
         Ok(())
     }
@@ -183,7 +177,7 @@ impl BrokerShard {
             self.deliver(ctx, recipient);
         }
         if let Some((request, timer)) = deferred {
-            self.disarm(ctx, Some(timer));
+            self.timers.disarm(ctx, Some(timer));
             self.hand_over(ctx, request);
         }
     }

@@ -88,11 +88,11 @@ impl BrokerShard {
     /// rate (`throttle.rs`).
     pub(super) fn unpark_if_free(&mut self, ctx: &mut Ctx, conn: ConnId) {
         let awaiting_ack = self.replication.gate.pending.iter().any(|p| p.conn == conn)
-            || self.waits_for_topics(conn);
-        let limit = self.held_ack_limit();
+            || self.auth.topic_waits.waits_for_topics(conn);
+        let limit = self.shared.config.limits.held_ack_limit();
         let held_full = self.durable.held_acks(conn) >= limit
             || self.cluster_side.cluster_acks.held(conn) >= limit;
-        if awaiting_ack || held_full || self.is_throttled(conn) {
+        if awaiting_ack || held_full || self.door.throttle.is_throttled(conn) {
             return;
         }
         if let Some(connection) = self.conns.get_mut(&conn) {

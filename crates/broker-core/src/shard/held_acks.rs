@@ -29,4 +29,16 @@ impl ClusterAcks {
     pub(super) fn held(&self, conn: ConnId) -> u32 {
         self.held_per_conn.get(&conn).copied().unwrap_or(0)
     }
+
+    /// A new PUBLISH is being handled: nothing of an earlier one is pending.
+    pub(super) fn begin_cluster_ack(&mut self) {
+        self.current = 0;
+    }
+
+    /// The message numbered `number` was queued for the cluster: the acknowledgement of the
+    /// PUBLISH being handled waits for it.
+    pub(super) fn cluster_ack_handed(&mut self, number: u64) {
+        self.last = number;
+        self.current = number;
+    }
 }

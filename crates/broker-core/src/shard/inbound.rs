@@ -20,7 +20,11 @@ const CONNECT_TYPE: u8 = codec::PacketType::Connect as u8;
 impl BrokerShard {
     /// A new socket: refuse it beyond `max_connections`, else wait for its CONNECT.
     pub(super) fn accept(&mut self, ctx: &mut Ctx, conn: ConnId, peer: SocketAddr) {
-        if self.refuse_in_overload(ctx, conn, peer) || !self.admit_address(ctx, conn, peer) {
+        if self.refuse_in_overload(ctx, conn, peer)
+            || !self
+                .door
+                .admit_address(&self.shared.door.guard, ctx, conn, peer)
+        {
             return;
         }
         let max = self.shared.config.connection.max_connections as usize;
@@ -37,8 +41,10 @@ impl BrokerShard {
             ctx.abort(conn);
             return;
         };
-        self.conns
-            .insert(conn, Connection::new(self.since_start(ctx)));
+        self.conns.insert(
+            conn,
+            Connection::new(self.shared.time.since_start(ctx.now())),
+        );
         self.arm_deadline_sweep(ctx);
         self.connection_opened(conn, listener);
     }
@@ -46,7 +52,7 @@ impl BrokerShard {
     /// Bytes arrived: decode every complete frame, keep a partial one.
     pub(super) fn receive(&mut self, ctx: &mut Ctx, conn: ConnId, data: Bytes) {
         ShardCounters::add(&self.counters().bytes_received, data.len() as u64);
-        let since_start = self.since_start(ctx);
+        let since_start = self.shared.time.since_start(ctx.now());
         let Some(connection) = self.conns.get_mut(&conn) else {
             return;
         };

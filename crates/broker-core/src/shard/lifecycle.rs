@@ -76,11 +76,6 @@ impl BrokerShard {
         }
     }
 
-    /// The summary timer of `kind` fired: write how many lines were suppressed.
-    pub(super) fn lifecycle_summary_due(&self, kind: Lifecycle) {
-        self.shared.lifecycle.summarise(kind);
-    }
-
     /// Whether a line of `kind` at `level` is written now; a suppressed one is counted, and the
     /// first of a run arms its summary.
     fn lifecycle_admitted(&mut self, ctx: &mut Ctx, kind: Lifecycle, level: Level) -> bool {
@@ -91,13 +86,14 @@ impl BrokerShard {
         if !enabled {
             return false;
         }
-        let second = self.since_start(ctx).as_secs();
+        let second = self.shared.time.since_start(ctx.now()).as_secs();
         match self.shared.lifecycle.admit(kind, second) {
             Admit::Log => true,
             Admit::Off | Admit::Suppressed { first: false } => false,
             Admit::Suppressed { first: true } => {
                 let at = ctx.now() + SUMMARY_AFTER;
-                self.arm(ctx, at, TimerPurpose::LifecycleSummary(kind));
+                self.timers
+                    .arm(ctx, at, TimerPurpose::LifecycleSummary(kind));
                 false
             }
         }

@@ -152,7 +152,7 @@ impl BrokerShard {
         self.auth.logins.pending.remove(&conn);
         self.auth.logins.grants.remove(&conn);
         let expiry = self.auth.logins.expiries.remove(&conn);
-        self.disarm(ctx, expiry);
+        self.timers.disarm(ctx, expiry);
     }
 
     /// Answers that workers left for this shard: logins continue or end, parked packets are
@@ -215,7 +215,8 @@ impl BrokerShard {
             reason,
             ReasonCode::BadUserNameOrPassword | ReasonCode::NotAuthorized
         ) {
-            self.login_failed(ctx, conn, user);
+            self.door
+                .login_failed(&self.shared.door.guard, ctx, conn, user);
         }
         self.refuse_connect(ctx, conn, reason);
     }
@@ -245,7 +246,7 @@ impl BrokerShard {
             .duration_since(std::time::SystemTime::now())
             .unwrap_or_default();
         let purpose = super::timer_book::TimerPurpose::CredentialsExpired(conn);
-        let timer = self.arm(ctx, ctx.now() + left, purpose);
+        let timer = self.timers.arm(ctx, ctx.now() + left, purpose);
         self.auth.logins.expiries.insert(conn, timer);
     }
 

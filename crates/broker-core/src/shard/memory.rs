@@ -65,7 +65,7 @@ impl BrokerShard {
         }
         self.timers.collect_armed = true;
         let at = ctx.now() + COLLECT_SETTLE;
-        self.arm(ctx, at, TimerPurpose::CollectAgain);
+        self.timers.arm(ctx, at, TimerPurpose::CollectAgain);
         true
     }
 
@@ -78,7 +78,7 @@ impl BrokerShard {
         {
             self.timers.quiet.armed();
             let at = ctx.now() + QUIET_CHECK;
-            self.arm(ctx, at, TimerPurpose::QuietCheck);
+            self.timers.arm(ctx, at, TimerPurpose::QuietCheck);
         }
     }
 

@@ -114,15 +114,6 @@ impl BrokerShard {
         }
     }
 
-    /// The session ended here (not moved): its owner record goes (`MirrorOp::Ended`).
-    pub(super) fn owner_record_ended(&self, client_id: &MqttStr) {
-        if let Some(link) = &self.shared.links.cluster {
-            link.mirror(MirrorOp::Ended {
-                client_id: client_id.clone(),
-            });
-        }
-    }
-
     /// The session ended: nothing of it stays mirrored.
     pub(super) fn mirror_forget(&mut self, client_id: &MqttStr) {
         let Some(link) = &self.shared.links.cluster else {

@@ -65,3 +65,15 @@ pub(super) enum Claimant {
     /// Nobody: the connection closed.
     Nobody,
 }
+
+impl Mobility {
+    /// Whether `claim` waits here for its session.
+    pub(super) fn is_pending(&self, claim: ClaimId) -> bool {
+        self.claims.contains_key(&claim)
+    }
+
+    /// Applying `Change::Owner` moved `subscriber` away from `previous`: fence it there.
+    pub(super) fn fence_later(&mut self, previous: ShardId, subscriber: SubscriberId) {
+        self.fences_due.push((previous, subscriber));
+    }
+}

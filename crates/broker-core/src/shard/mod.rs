@@ -157,13 +157,6 @@ impl BrokerShard {
         self.sessions.client_id(subscriber).cloned()
     }
 
-    /// Time since the broker started (connection records keep their times this way: 8 bytes
-    /// instead of an `Instant`'s 16).
-    fn since_start(&self, ctx: &Ctx) -> std::time::Duration {
-        ctx.now()
-            .saturating_duration_since(self.shared.time.started)
-    }
-
     /// The span every log line about one connection is written in: connection id, client id
     /// and shard. Built only when debug logging is on.
     fn conn_span(&self, conn: ConnId) -> tracing::Span {
@@ -272,7 +265,7 @@ impl Handler for BrokerShard {
         self.copy_turn_stats(ctx);
         self.delivery.routes.frame_cache.clear();
         self.return_freed_memory(ctx);
-        self.submit_durable_writes();
+        self.durable.submit(self.id);
     }
 
     fn on_shutdown(&mut self, ctx: &mut Ctx) {

@@ -24,7 +24,7 @@ impl BrokerShard {
             .shared
             .door
             .abuse
-            .refuses_connections(self.since_start(ctx))
+            .refuses_connections(self.shared.time.since_start(ctx.now()))
         {
             return false;
         }

@@ -100,7 +100,7 @@ impl BrokerShard {
         // Stored (or not) as the new connection asks: `complete_connect` then finds it stored
         // already, and keeps or removes it.
         stored.expiry = expiry;
-        if self.is_stored(expiry) {
+        if self.durable.stores(expiry) {
             self.record_imported(&stored);
         }
         let session = self.rebuild_session(stored, subscriber, ctx.now());

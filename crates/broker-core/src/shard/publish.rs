@@ -37,7 +37,7 @@ impl BrokerShard {
     ) -> Result<(), Fault> {
         ShardCounters::add(&self.counters().messages_received, 1);
         self.count_received(publish.qos, publish.payload().len());
-        self.begin_cluster_ack();
+        self.cluster_side.cluster_acks.begin_cluster_ack();
         let Some(connection) = self.conns.get_mut(&conn) else {
             return Ok(());
         };
@@ -247,7 +247,7 @@ impl BrokerShard {
         // Shared subscriptions of a clustered message are served through NATS's queue groups,
         // where this node's members take part in the choice (docs/cluster.md); while NATS is
         // down, here.
-        let via_nats = self.shares_served_by_cluster(&input.topic);
+        let via_nats = self.shared.links.shares_served_by_cluster(&input.topic);
         let clustered = input.to_cluster && self.hand_to_cluster(&message, !via_nats);
         let publisher = Publisher {
             subscriber: input.publisher,

@@ -74,6 +74,17 @@ pub(super) fn refilled(tokens: f64, rate: u64, elapsed: f64) -> f64 {
     (tokens + elapsed * burst).min(burst)
 }
 
+impl Throttle {
+    /// Whether `conn` waits for its publish budget (its reading is paused).
+    pub(super) fn is_throttled(&self, conn: ConnId) -> bool {
+        !self.buckets.is_empty()
+            && self
+                .buckets
+                .get(&conn)
+                .is_some_and(|bucket| bucket.resume.is_some())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

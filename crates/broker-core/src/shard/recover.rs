@@ -40,7 +40,7 @@ impl BrokerShard {
             if self.reports_interest()
                 && let router::SubscriptionChange::Subscribe { filter, .. } = change
             {
-                self.report_interest(filter.as_str(), 1);
+                self.shared.links.report_interest(filter.as_str(), 1);
             }
         }
         for (subscriber, shard) in &seed.owners {
@@ -147,14 +147,16 @@ impl BrokerShard {
         let will_delay = session.will.as_deref().map(|w: &PendingWill| w.delay);
         if let Some(delay) = will_delay {
             let at = now + delay.saturating_sub(elapsed);
-            let timer = self.arm(ctx, at, TimerPurpose::WillDelay(client_id.clone()));
+            let timer = self
+                .timers
+                .arm(ctx, at, TimerPurpose::WillDelay(client_id.clone()));
             if let Some(session) = self.sessions.get_mut(client_id) {
                 session.set_will_timer(Some(timer));
             }
         }
         if let SessionExpiry::After(secs) = expiry {
             let left = Duration::from_secs(u64::from(secs)).saturating_sub(elapsed);
-            let timer = self.arm(
+            let timer = self.timers.arm(
                 ctx,
                 now + left,
                 TimerPurpose::SessionExpiry(client_id.clone()),

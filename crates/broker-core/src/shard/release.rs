@@ -51,7 +51,7 @@ impl BrokerShard {
             self.cluster_side.owning.mirrored.remove(&request.client_id);
         }
         self.detach_connection(ctx, &mut session, true);
-        self.disarm_session_timers(ctx, &mut session);
+        self.timers.disarm_session_timers(ctx, &mut session);
         session.will = None;
         let on_disk = session.spilled().filter(|spilled| spilled.on_disk > 0);
         match on_disk.map(|spilled| spilled.after) {

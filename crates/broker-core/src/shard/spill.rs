@@ -10,16 +10,10 @@ use session_store::storage::SessionWrite;
 use session_store::{OverflowPolicy, Pushed, SpilledQueue};
 
 use super::{BrokerShard, Ctx};
-use crate::message::Outgoing;
 use crate::metrics::DropReason;
 use crate::store::{QueueReadDone, outgoing_from_stored};
 
 impl BrokerShard {
-    /// The in-memory bound of a stored session's queue.
-    pub(super) fn memory_queue_limit(&self) -> usize {
-        self.shared.config.persistence.memory_queue_messages as usize
-    }
-
     /// Queues a stored copy on disk only (`queued` is its `MessageQueued`), within the
     /// session's whole-queue bound (`queues.max_queued_messages`, memory and disk together).
     pub(super) fn enqueue_on_disk(
@@ -42,7 +36,7 @@ impl BrokerShard {
             let conn = session.conn;
             self.count_dropped(DropReason::QueueFull, 1);
             match oldest {
-                Some(oldest) => self.forget_stored_copies(client_id, &[oldest]),
+                Some(oldest) => self.durable.forget_stored_copies(client_id, &[oldest]),
                 None => {
                     if let Some(conn) = conn.filter(|_| limits.policy == OverflowPolicy::Refuse) {
                         self.disconnect_slow_consumer(ctx, client_id, conn);
@@ -71,7 +65,7 @@ impl BrokerShard {
 
     /// Asks for the next part of the on-disk queue once the in-memory part is half empty.
     pub(super) fn refill_from_disk_if_low(&mut self, subscriber: SubscriberId) {
-        let limit = self.memory_queue_limit();
+        let limit = self.shared.config.persistence.memory_queue_messages as usize;
         let shard = self.id;
         let Some(session) = self.sessions.by_subscriber_mut(subscriber) else {
             return;
@@ -165,17 +159,7 @@ impl BrokerShard {
             session.set_spilled(None);
         }
         self.count_dropped(DropReason::QueueFull, dropped.len() as u64);
-        self.forget_stored_copies(&done.client_id, &dropped);
+        self.durable.forget_stored_copies(&done.client_id, &dropped);
         true
-    }
-
-    /// Stored copies that left the queue unsent: gone from the store too.
-    pub(super) fn forget_stored_copies(&mut self, client_id: &MqttStr, copies: &[Outgoing]) {
-        for copy in copies.iter().filter(|c| c.seq != 0) {
-            self.durable.record(SessionWrite::MessageDropped {
-                client_id: client_id.clone(),
-                seq: copy.seq,
-            });
-        }
     }
 }

@@ -118,7 +118,7 @@ impl BrokerShard {
         session.subscriptions.insert(text.clone(), record);
         let subscriber = session.subscriber;
         let expiry = session.expiry;
-        if self.is_stored(expiry) {
+        if self.durable.stores(expiry) {
             self.durable.record(SessionWrite::Subscribed {
                 client_id: client_id.clone(),
                 filter: text.clone(),
@@ -228,7 +228,7 @@ impl BrokerShard {
         };
         let subscriber = session.subscriber;
         let expiry = session.expiry;
-        if self.is_stored(expiry) {
+        if self.durable.stores(expiry) {
             self.durable.record(SessionWrite::Unsubscribed {
                 client_id: client_id.clone(),
                 filter: text.clone(),

@@ -2,7 +2,6 @@
 //! Filters starting with a wildcard never match `$` topics, so `#` subscribers do not see them.
 
 use std::sync::atomic::Ordering;
-use std::time::Duration;
 
 use bytes::Bytes;
 use codec::{MqttStr, PublishProperties, QoS};
@@ -13,35 +12,25 @@ use super::timer_book::TimerPurpose;
 use super::{BrokerShard, Ctx};
 use crate::metrics::ShardCounters;
 
-/// How often the gauges that cost a walk over the sessions are refreshed when `$SYS` is off
-/// but the operations HTTP listener is on.
-const GAUGE_INTERVAL: Duration = Duration::from_secs(5);
-
 impl BrokerShard {
-    /// The gauge tick: `sys.interval`, else [`GAUGE_INTERVAL`] when `/metrics` is served.
-    fn gauge_interval(&self) -> Option<Duration> {
-        let config = &self.shared.config;
-        config
-            .sys_interval
-            .or_else(|| config.metrics_served.then_some(GAUGE_INTERVAL))
-    }
-
     /// Starts the `$SYS` (gauge) timer. Every shard refreshes its gauges on it; shard 0 also
     /// publishes the sums when `$SYS` is on.
     pub(super) fn start_sys(&mut self, ctx: &mut Ctx) {
         self.refresh_queue_gauges();
-        if let Some(interval) = self.gauge_interval() {
-            self.arm(ctx, ctx.now() + interval, TimerPurpose::Sys);
+        if let Some(interval) = self.shared.config.gauge_interval() {
+            self.timers
+                .arm(ctx, ctx.now() + interval, TimerPurpose::Sys);
         }
     }
 
     /// Refreshes the costly gauges, publishes every `$SYS` topic once (shard 0, when `$SYS` is
     /// on) and re-arms the timer.
     pub(super) fn publish_sys(&mut self, ctx: &mut Ctx) {
-        let Some(interval) = self.gauge_interval() else {
+        let Some(interval) = self.shared.config.gauge_interval() else {
             return;
         };
-        self.arm(ctx, ctx.now() + interval, TimerPurpose::Sys);
+        self.timers
+            .arm(ctx, ctx.now() + interval, TimerPurpose::Sys);
         self.refresh_queue_gauges();
         if self.id.index() != 0 || self.shared.config.sys_interval.is_none() {
             return;

@@ -56,7 +56,7 @@ impl BrokerShard {
         if let Some(mut session) = self.sessions.remove(&client_id) {
             self.detach_connection(ctx, &mut session, true);
             // Leaving already: no expiry or delayed will while the fences come in (`release`).
-            self.disarm_session_timers(ctx, &mut session);
+            self.timers.disarm_session_timers(ctx, &mut session);
             session.will = None;
             self.sessions.insert(session);
         }
@@ -71,7 +71,7 @@ impl BrokerShard {
         mut session: Box<Session>,
         request: &TakeoverRequest,
     ) -> Option<Box<Session>> {
-        self.disarm_session_timers(ctx, &mut session);
+        self.timers.disarm_session_timers(ctx, &mut session);
         session.will = None;
         if request.clean_start {
             self.end_session_state(ctx, *session);

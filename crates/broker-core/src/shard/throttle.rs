@@ -64,10 +64,10 @@ impl BrokerShard {
     }
 
     fn arm_resume(&mut self, ctx: &mut Ctx, conn: ConnId, until: Instant) {
-        let timer = self.arm(ctx, until, TimerPurpose::Throttle(conn));
+        let timer = self.timers.arm(ctx, until, TimerPurpose::Throttle(conn));
         match self.door.throttle.buckets.get_mut(&conn) {
             Some(bucket) => bucket.resume = Some(timer),
-            None => self.disarm(ctx, Some(timer)),
+            None => self.timers.disarm(ctx, Some(timer)),
         }
     }
 
@@ -89,17 +89,6 @@ impl BrokerShard {
         self.unpark_if_free(ctx, conn);
     }
 
-    /// Whether `conn` waits for its publish budget (its reading is paused).
-    pub(super) fn is_throttled(&self, conn: ConnId) -> bool {
-        !self.door.throttle.buckets.is_empty()
-            && self
-                .door
-                .throttle
-                .buckets
-                .get(&conn)
-                .is_some_and(|bucket| bucket.resume.is_some())
-    }
-
     /// `conn`'s keep-alive deadline: a connection paused for its publish rate is not read, so
     /// its silence is ours and it counts as active now.
     pub(super) fn keep_alive_while_throttled(
@@ -108,10 +97,10 @@ impl BrokerShard {
         conn: ConnId,
         deadline: Instant,
     ) -> Instant {
-        if ctx.now() < deadline || !self.is_throttled(conn) {
+        if ctx.now() < deadline || !self.door.throttle.is_throttled(conn) {
             return deadline;
         }
-        let since_start = self.since_start(ctx);
+        let since_start = self.shared.time.since_start(ctx.now());
         let Some(connection) = self.conns.get_mut(&conn) else {
             return deadline;
         };
@@ -124,7 +113,7 @@ impl BrokerShard {
     /// `conn` closed: forget its buckets.
     pub(super) fn throttle_closed(&mut self, ctx: &mut Ctx, conn: ConnId) {
         if let Some(bucket) = self.door.throttle.buckets.remove(&conn) {
-            self.disarm(ctx, bucket.resume);
+            self.timers.disarm(ctx, bucket.resume);
         }
     }
 }

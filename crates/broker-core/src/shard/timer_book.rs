@@ -3,8 +3,13 @@
 
 use std::collections::HashMap;
 
+use std::time::{Duration, Instant};
+
 use codec::MqttStr;
 use ring_runtime::{ConnId, TimerId};
+
+use super::Ctx;
+use crate::session::Session;
 
 /// What a timer is for.
 #[derive(Debug, Clone)]
@@ -57,4 +62,45 @@ pub struct TimerBook {
     pub(super) recovered: Vec<MqttStr>,
     /// When each recovered session that was disconnected at the restart disconnected.
     pub(super) recovered_down_since: Vec<(MqttStr, std::time::SystemTime)>,
+}
+
+impl TimerBook {
+    /// Arms a timer for `purpose` at `deadline`.
+    pub(super) fn arm(
+        &mut self,
+        ctx: &mut Ctx,
+        deadline: Instant,
+        purpose: TimerPurpose,
+    ) -> ArmedTimer {
+        let key = self.next_key;
+        self.next_key += 1;
+        self.purposes.insert(key, purpose);
+        ArmedTimer {
+            id: ctx.arm_timer_at(deadline, key),
+            key,
+        }
+    }
+
+    /// Arms the backlog retry timer, `retry` from now, unless it is armed already.
+    pub(super) fn arm_backlog_retry(&mut self, ctx: &mut Ctx, retry: Duration) {
+        if !self.backlog_armed {
+            self.backlog_armed = true;
+            self.arm(ctx, ctx.now() + retry, TimerPurpose::Backlog);
+        }
+    }
+
+    /// Cancels a timer armed with [`Self::arm`] and forgets its purpose.
+    pub(super) fn disarm(&mut self, ctx: &mut Ctx, timer: Option<ArmedTimer>) {
+        if let Some(timer) = timer {
+            ctx.cancel_timer(timer.id);
+            self.purposes.remove(&timer.key);
+        }
+    }
+
+    /// Cancels a session's expiry and will-delay timers.
+    pub(super) fn disarm_session_timers(&mut self, ctx: &mut Ctx, session: &mut Session) {
+        let timers = session.take_timers();
+        self.disarm(ctx, timers.expiry);
+        self.disarm(ctx, timers.will);
+    }
 }

@@ -155,12 +155,6 @@ impl BrokerShard {
         }
     }
 
-    /// Whether `conn` has a packet waiting for topic answers.
-    pub(super) fn waits_for_topics(&self, conn: ConnId) -> bool {
-        !self.auth.topic_waits.waiting.is_empty()
-            && self.auth.topic_waits.waiting.contains_key(&conn)
-    }
-
     /// The connection ended: a packet it set aside is dropped (the answers are ignored).
     pub(super) fn topic_wait_closed(&mut self, conn: ConnId) {
         self.auth.topic_waits.waiting.remove(&conn);

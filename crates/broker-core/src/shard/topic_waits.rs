@@ -20,3 +20,10 @@ pub(super) struct WaitingPacket {
     pub(super) packet: Packet,
     pub(super) requests: Vec<AclRequest>,
 }
+
+impl TopicWaits {
+    /// Whether `conn` has a packet waiting for topic answers.
+    pub(super) fn waits_for_topics(&self, conn: ConnId) -> bool {
+        !self.waiting.is_empty() && self.waiting.contains_key(&conn)
+    }
+}
