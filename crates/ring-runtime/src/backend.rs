@@ -73,13 +73,13 @@ pub(crate) trait Backend: Sized {
     /// Stops receiving (the connection is closing).
     fn stop_read(&mut self, id: ConnId, conn: &mut Conn);
 
-    /// Stops receiving while `conn.read_paused` holds, without losing anything: bytes already
+    /// Stops receiving while `conn.io.read_paused` holds, without losing anything: bytes already
     /// received still come back as [`Event::Data`] (the shard keeps them for the resume), and
     /// no receive is armed again until the shard calls [`Backend::start_read`]. The socket is
     /// left unread, so TCP flow control pushes back on the peer.
     fn pause_read(&mut self, id: ConnId, conn: &mut Conn);
 
-    /// Sends the queued frames (one writev/sendmsg); `conn.writing` is set while it is pending.
+    /// Sends the queued frames (one writev/sendmsg); `conn.io.writing` is set while it is pending.
     fn start_write(&mut self, id: ConnId, conn: &mut Conn) -> io::Result<()>;
 
     /// Cancels a pending write or connect (abort).

@@ -53,35 +53,27 @@ pub(crate) struct Conn {
     /// connection, the common case, has neither).
     rare: Option<Box<RareParts>>,
     pub(crate) send: SendQueue,
+    pub(crate) close: Option<CloseMode>,
+    pub(crate) reason: CloseReason,
+    /// A [`crate::StreamLayer`] sits between its socket and the handler (`ShardCtx::layers`).
+    pub(crate) layered: bool,
+    /// Reading and writing: what is armed, what ended.
+    pub(crate) io: IoState,
+    /// Backend operations in flight.
+    pub(crate) ops: PendingOps,
+    /// Write pacing (see `shard/pacing.rs`).
+    pub(crate) pacing: PacingState,
+}
+
+/// What is armed and what ended on one connection's socket.
+#[derive(Debug, Default)]
+pub(crate) struct IoState {
     /// A write is in flight (io_uring) or waits for writability (epoll).
     pub(crate) writing: bool,
     /// Receive is armed.
     pub(crate) reading: bool,
     /// The peer's FIN arrived.
     pub(crate) read_done: bool,
-    pub(crate) shutdown_write_requested: bool,
-    pub(crate) write_shut: bool,
-    pub(crate) close: Option<CloseMode>,
-    pub(crate) reason: CloseReason,
-    /// Backend operations submitted and not yet completed (io_uring).
-    pub(crate) inflight: u32,
-    /// io_uring user_data of the armed receive, for cancellation (0: none).
-    pub(crate) read_op: u64,
-    /// io_uring user_data of the in-flight write or connect, for cancellation (0: none).
-    pub(crate) out_op: u64,
-    pub(crate) in_dirty: bool,
-    /// Waiting in the shard's paced list (see [`crate::RuntimeConfig::write_interval`]).
-    pub(crate) paced: bool,
-    /// Its next write starts at the end of this turn even under pacing (see
-    /// [`crate::ShardCtx::expedite`]).
-    pub(crate) expedite: bool,
-    /// Its last write carried more than one frame or came less than half a pacing hold after
-    /// the previous one: a stream, which pacing may hold (see `shard/pacing.rs`).
-    pub(crate) dense: bool,
-    /// When its last write started, in the pacing clock's microseconds (0: never).
-    pub(crate) last_write_us: u32,
-    /// A [`crate::StreamLayer`] sits between its socket and the handler (`ShardCtx::layers`).
-    pub(crate) layered: bool,
     /// The handler paused reading ([`crate::ShardCtx::pause_reading`]): no receive is armed
     /// (an armed one is cancelled in the apply step), and what was already on its way waits in
     /// the shard until [`crate::ShardCtx::resume_reading`].
@@ -91,6 +83,35 @@ pub(crate) struct Conn {
     /// a turn (the listed read, and one more only if that read emptied the socket and a new
     /// edge came in the same turn).
     pub(crate) read_queued: bool,
+    pub(crate) shutdown_write_requested: bool,
+    pub(crate) write_shut: bool,
+    pub(crate) in_dirty: bool,
+}
+
+/// A connection's backend operations submitted and not yet completed.
+#[derive(Debug, Default)]
+pub(crate) struct PendingOps {
+    /// Operations in flight (io_uring).
+    pub(crate) inflight: u32,
+    /// io_uring user_data of the armed receive, for cancellation (0: none).
+    pub(crate) read_op: u64,
+    /// io_uring user_data of the in-flight write or connect, for cancellation (0: none).
+    pub(crate) out_op: u64,
+}
+
+/// A connection's place in write pacing ([`crate::RuntimeConfig::write_interval`]).
+#[derive(Debug, Default)]
+pub(crate) struct PacingState {
+    /// Waiting in the shard's paced list.
+    pub(crate) paced: bool,
+    /// Its next write starts at the end of this turn even under pacing (see
+    /// [`crate::ShardCtx::expedite`]).
+    pub(crate) expedite: bool,
+    /// Its last write carried more than one frame or came less than half a pacing hold after
+    /// the previous one: a stream, which pacing may hold (see `shard/pacing.rs`).
+    pub(crate) dense: bool,
+    /// When its last write started, in the pacing clock's microseconds (0: never).
+    pub(crate) last_write_us: u32,
 }
 
 impl Conn {
@@ -110,24 +131,12 @@ impl Conn {
             phase,
             rare: None,
             send: SendQueue::default(),
-            writing: false,
-            reading: false,
-            read_done: false,
-            shutdown_write_requested: false,
-            write_shut: false,
             close: None,
             reason: CloseReason::Local,
-            inflight: 0,
-            read_op: 0,
-            out_op: 0,
-            in_dirty: false,
-            paced: false,
-            expedite: false,
-            dense: false,
-            last_write_us: 0,
             layered: false,
-            read_queued: false,
-            read_paused: false,
+            io: IoState::default(),
+            ops: PendingOps::default(),
+            pacing: PacingState::default(),
         }
     }
 
@@ -241,9 +250,9 @@ impl ConnTable {
     /// Schedules `id` for the apply step (once per turn).
     pub(crate) fn mark_dirty(&mut self, id: ConnId) {
         if let Some(conn) = self.get_mut(id)
-            && !conn.in_dirty
+            && !conn.io.in_dirty
         {
-            conn.in_dirty = true;
+            conn.io.in_dirty = true;
             self.dirty.push(id);
         }
     }

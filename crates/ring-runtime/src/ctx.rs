@@ -74,14 +74,24 @@ pub struct ShardCtx<M> {
     pub(crate) timers: TimerWheel<TimerTarget>,
     pub(crate) outboxes: Outboxes<M>,
     pub(crate) local_inbox: LocalInbox<M>,
+    pub(crate) sending: SendSettings,
+    pub(crate) requests: TurnRequests,
+    pub(crate) stats: ShardStats,
+}
+
+/// How frames are queued and how long a closing connection may drain.
+pub(crate) struct SendSettings {
     pub(crate) drain_timeout: Duration,
     pub(crate) coalesce_below: usize,
+}
+
+/// What the handler asked of this turn's apply step, and whether the shard is shutting down.
+#[derive(Default)]
+pub(crate) struct TurnRequests {
     pub(crate) shutting_down: bool,
-    /// The handler asked for this turn's end to release spare memory
-    /// ([`ShardCtx::release_idle_memory`]).
+    /// Release spare memory at the turn's end ([`ShardCtx::release_idle_memory`]).
     pub(crate) release_memory: bool,
-    pub(crate) stats: ShardStats,
-    /// Connections whose reading was paused or resumed this turn, for the apply step.
+    /// Connections whose reading was paused or resumed this turn.
     pub(crate) read_changes: Vec<ConnId>,
 }
 
@@ -100,12 +110,12 @@ impl<M> ShardCtx<M> {
             timers: TimerWheel::new(now, config.timer_tick),
             outboxes: Outboxes::new(shard_count, config.max_pending_posts),
             local_inbox: LocalInbox::default(),
-            drain_timeout: config.drain_timeout,
-            coalesce_below: config.coalesce_below,
-            shutting_down: false,
-            release_memory: false,
+            sending: SendSettings {
+                drain_timeout: config.drain_timeout,
+                coalesce_below: config.coalesce_below,
+            },
+            requests: TurnRequests::default(),
             stats: ShardStats::default(),
-            read_changes: Vec::new(),
         }
     }
 
@@ -142,7 +152,7 @@ impl<M> ShardCtx<M> {
     /// ([`crate::return_free_memory`]). Costs a few reallocations and page faults when work
     /// resumes.
     pub fn release_idle_memory(&mut self) {
-        self.release_memory = true;
+        self.requests.release_memory = true;
     }
 
     /// Whether `conn` is live and not closing.
@@ -155,7 +165,7 @@ impl<M> ShardCtx<M> {
     /// [`crate::RuntimeConfig::coalesce_below`] are copied together into one iovec.
     #[inline]
     pub fn send(&mut self, conn: ConnId, frame: Bytes) -> Result<(), RuntimeError> {
-        let coalesce_below = self.coalesce_below;
+        let coalesce_below = self.sending.coalesce_below;
         self.queue_for(conn)?.push(frame, coalesce_below);
         self.conns.mark_dirty(conn);
         Ok(())
@@ -170,7 +180,7 @@ impl<M> ShardCtx<M> {
         conn: ConnId,
         write: impl FnOnce(&mut BytesMut) -> R,
     ) -> Result<R, RuntimeError> {
-        let expected = self.coalesce_below;
+        let expected = self.sending.coalesce_below;
         let result = self.queue_for(conn)?.append(expected, write);
         self.conns.mark_dirty(conn);
         Ok(result)
@@ -181,7 +191,7 @@ impl<M> ShardCtx<M> {
     /// responses, the last message a window has room for). No effect without pacing.
     pub fn expedite(&mut self, conn: ConnId) {
         if let Some(record) = self.conns.get_mut(conn) {
-            record.expedite = true;
+            record.pacing.expedite = true;
         }
     }
 
@@ -194,10 +204,10 @@ impl<M> ShardCtx<M> {
     pub fn pause_reading(&mut self, conn: ConnId) {
         if let Some(record) = self.conns.get_mut(conn)
             && record.is_usable()
-            && !record.read_paused
+            && !record.io.read_paused
         {
-            record.read_paused = true;
-            self.read_changes.push(conn);
+            record.io.read_paused = true;
+            self.requests.read_changes.push(conn);
         }
     }
 
@@ -205,10 +215,10 @@ impl<M> ShardCtx<M> {
     /// `on_data` from the next turn on, in order.
     pub fn resume_reading(&mut self, conn: ConnId) {
         if let Some(record) = self.conns.get_mut(conn)
-            && record.read_paused
+            && record.io.read_paused
         {
-            record.read_paused = false;
-            self.read_changes.push(conn);
+            record.io.read_paused = false;
+            self.requests.read_changes.push(conn);
         }
     }
 
@@ -216,13 +226,13 @@ impl<M> ShardCtx<M> {
     pub fn is_reading_paused(&self, conn: ConnId) -> bool {
         self.conns
             .get(conn)
-            .is_some_and(|record| record.read_paused)
+            .is_some_and(|record| record.io.read_paused)
     }
 
     /// Frames shorter than this are copied into a connection's contiguous send buffer
     /// ([`crate::RuntimeConfig::coalesce_below`]).
     pub fn coalesce_below(&self) -> usize {
-        self.coalesce_below
+        self.sending.coalesce_below
     }
 
     /// The send queue of an open connection that still accepts frames (its layer's plain
@@ -230,7 +240,7 @@ impl<M> ShardCtx<M> {
     #[inline]
     fn queue_for(&mut self, conn: ConnId) -> Result<&mut SendQueue, RuntimeError> {
         match self.conns.get_mut(conn) {
-            Some(record) if record.is_usable() && !record.shutdown_write_requested => {
+            Some(record) if record.is_usable() && !record.io.shutdown_write_requested => {
                 if record.layered {
                     return layered_queue(&mut self.layers, conn);
                 }
@@ -315,7 +325,7 @@ impl<M> ShardCtx<M> {
         if let Some(record) = self.conns.get_mut(conn)
             && record.is_usable()
         {
-            record.shutdown_write_requested = true;
+            record.io.shutdown_write_requested = true;
             self.conns.mark_dirty(conn);
         }
     }
@@ -411,14 +421,14 @@ impl<M> ShardCtx<M> {
         if let Some(reason) = reason {
             record.reason = reason;
         } else if first {
-            record.reason = if record.read_done {
+            record.reason = if record.io.read_done {
                 CloseReason::PeerClosed
             } else {
                 CloseReason::Local
             };
         }
         if mode == CloseMode::Graceful && record.drain_timer().is_none() {
-            let deadline = self.now + self.drain_timeout;
+            let deadline = self.now + self.sending.drain_timeout;
             let timer = self.timers.insert(deadline, TimerTarget::Drain(conn));
             record.set_drain_timer(Some(timer));
         }

@@ -30,19 +30,36 @@ const CONN_FLAGS: u32 = READABLE | WRITABLE | PEER_CLOSED | EDGE;
 /// See the module documentation.
 pub(crate) struct EpollBackend {
     epoll: Epoll,
+    accept: EpollAccept,
+    wake: EventFd,
+    events: EpollEvents,
+    reads: EpollReads,
+    max_iovecs: usize,
+    batch: WriteBatch,
+}
+
+/// The listening sockets.
+struct EpollAccept {
     listeners: Vec<TcpListener>,
     /// Listeners taken out of the epoll set after an accept ran out of descriptors (a
     /// level-triggered listener would wake every turn); put back by `resume_accepting`.
     paused: Vec<usize>,
-    wake: EventFd,
+    /// Most connections accepted from one listener per readiness.
+    accept_batch: usize,
+}
+
+/// What `epoll_wait` reported, and how many events it may report at once.
+struct EpollEvents {
     raw_events: Vec<libc::epoll_event>,
     ready: Vec<Ready>,
     event_capacity: usize,
+}
+
+/// The read buffer, how much one connection may read per turn, and the connections to read
+/// next turn.
+struct EpollReads {
     scratch: Vec<u8>,
     read_budget: usize,
-    accept_batch: usize,
-    max_iovecs: usize,
-    batch: WriteBatch,
     /// Connections whose read budget ran out (or that need a first read): read next turn.
     read_ready: Vec<ConnId>,
 }
@@ -64,18 +81,24 @@ impl Backend for EpollBackend {
         }
         Ok(Self {
             epoll,
-            listeners,
-            paused: Vec::new(),
+            accept: EpollAccept {
+                listeners,
+                paused: Vec::new(),
+                accept_batch: config.accept_batch,
+            },
             wake,
-            raw_events: Vec::new(),
-            ready: Vec::new(),
-            event_capacity: 1024,
-            scratch: vec![0; config.recv_buffer_size as usize],
-            read_budget: config.epoll_read_budget,
-            accept_batch: config.accept_batch,
+            events: EpollEvents {
+                raw_events: Vec::new(),
+                ready: Vec::new(),
+                event_capacity: 1024,
+            },
+            reads: EpollReads {
+                scratch: vec![0; config.recv_buffer_size as usize],
+                read_budget: config.epoll_read_budget,
+                read_ready: Vec::new(),
+            },
             max_iovecs: config.max_iovecs,
             batch: WriteBatch::default(),
-            read_ready: Vec::new(),
         })
     }
 
@@ -85,29 +108,32 @@ impl Backend for EpollBackend {
         timeout: Option<Duration>,
         events: &mut Vec<Event>,
     ) -> Result<(), RuntimeError> {
-        let timeout = timeout_unless_pending(timeout, !self.read_ready.is_empty());
-        self.ready.clear();
-        let mut raw = std::mem::take(&mut self.raw_events);
-        let waited = self
-            .epoll
-            .wait(timeout, self.event_capacity, &mut raw, &mut self.ready);
-        self.raw_events = raw;
+        let timeout = timeout_unless_pending(timeout, !self.reads.read_ready.is_empty());
+        self.events.ready.clear();
+        let mut raw = std::mem::take(&mut self.events.raw_events);
+        let waited = self.epoll.wait(
+            timeout,
+            self.events.event_capacity,
+            &mut raw,
+            &mut self.events.ready,
+        );
+        self.events.raw_events = raw;
         waited.map_err(|e| RuntimeError::syscall("epoll_wait", e))?;
-        for id in std::mem::take(&mut self.read_ready) {
+        for id in std::mem::take(&mut self.reads.read_ready) {
             if let Some(conn) = conns.get_mut(id) {
-                conn.read_queued = false;
+                conn.io.read_queued = false;
                 self.read_conn(id, conn, false, events);
             }
         }
-        for index in 0..self.ready.len() {
-            let Ready { token, flags } = self.ready[index];
+        for index in 0..self.events.ready.len() {
+            let Ready { token, flags } = self.events.ready[index];
             match token {
                 WAKE_TOKEN => {
                     // A failed read leaves the counter set: the fd stays readable, retried.
                     let _ = self.wake.drain();
                     events.push(Event::Wake);
                 }
-                token if token > LISTENER_BASE - self.listeners.len() as u64 => {
+                token if token > LISTENER_BASE - self.accept.listeners.len() as u64 => {
                     self.accept((LISTENER_BASE - token) as usize, events);
                 }
                 token => {
@@ -128,18 +154,18 @@ impl Backend for EpollBackend {
             Err(error) if error.raw_os_error() == Some(libc::EEXIST) => self.queue_read(id, conn),
             Err(error) => return Err(error),
         }
-        conn.reading = true;
+        conn.io.reading = true;
         Ok(())
     }
 
     fn stop_read(&mut self, _id: ConnId, conn: &mut Conn) {
-        conn.reading = false;
+        conn.io.reading = false;
     }
 
     fn pause_read(&mut self, _id: ConnId, conn: &mut Conn) {
         // Readiness of a connection that is not reading is ignored (edge-triggered: no spin);
         // `start_read` finds it registered and reads it on the next turn.
-        conn.reading = false;
+        conn.io.reading = false;
     }
 
     fn start_write(&mut self, _id: ConnId, conn: &mut Conn) -> io::Result<()> {
@@ -152,7 +178,7 @@ impl Backend for EpollBackend {
                     conn.send.complete(&mut self.batch, 0);
                     match error.kind() {
                         io::ErrorKind::WouldBlock => {
-                            conn.writing = true;
+                            conn.io.writing = true;
                             return Ok(());
                         }
                         io::ErrorKind::Interrupted => {}
@@ -165,7 +191,7 @@ impl Backend for EpollBackend {
     }
 
     fn cancel_output(&mut self, _id: ConnId, conn: &mut Conn) {
-        conn.writing = false;
+        conn.io.writing = false;
     }
 
     fn start_connect(&mut self, id: ConnId, conn: &mut Conn, addr: SocketAddr) -> io::Result<()> {
@@ -179,15 +205,15 @@ impl Backend for EpollBackend {
     }
 
     fn stop_accepting(&mut self) {
-        for listener in self.listeners.drain(..) {
+        for listener in self.accept.listeners.drain(..) {
             let _ = self.epoll.delete(listener.as_raw_fd());
         }
-        self.paused.clear();
+        self.accept.paused.clear();
     }
 
     fn resume_accepting(&mut self) -> Result<(), RuntimeError> {
-        for index in std::mem::take(&mut self.paused) {
-            if let Some(listener) = self.listeners.get(index) {
+        for index in std::mem::take(&mut self.accept.paused) {
+            if let Some(listener) = self.accept.listeners.get(index) {
                 self.epoll
                     .add(listener.as_raw_fd(), LISTENER_BASE - index as u64, READABLE)
                     .map_err(|e| RuntimeError::syscall("epoll_ctl", e))?;
@@ -201,8 +227,8 @@ impl Backend for EpollBackend {
     }
 
     fn shrink_spare(&mut self) {
-        self.ready.shrink_to_fit();
-        self.read_ready.shrink_to_fit();
+        self.events.ready.shrink_to_fit();
+        self.reads.read_ready.shrink_to_fit();
     }
 
     fn quiesce(&mut self, _conns: &mut ConnTable) -> Result<(), RuntimeError> {
@@ -212,17 +238,17 @@ impl Backend for EpollBackend {
 
 impl EpollBackend {
     fn accept(&mut self, index: usize, events: &mut Vec<Event>) {
-        let Some(listener) = self.listeners.get(index) else {
+        let Some(listener) = self.accept.listeners.get(index) else {
             return;
         };
-        for _ in 0..self.accept_batch {
+        for _ in 0..self.accept.accept_batch {
             match listener.accept() {
                 Ok((stream, peer)) => events.push(Event::Accepted { stream, peer }),
                 Err(error) if error.kind() == io::ErrorKind::Interrupted => {}
                 Err(error) if error.raw_os_error().is_some_and(accept_refused) => {
                     // Out of descriptors: stop watching the listener until the shard resumes it.
                     let _ = self.epoll.delete(listener.as_raw_fd());
-                    self.paused.push(index);
+                    self.accept.paused.push(index);
                     events.push(Event::AcceptRefused { error });
                     break;
                 }
@@ -246,23 +272,23 @@ impl EpollBackend {
         }
         // A connection listed for next turn has had its budget this turn: that read drains
         // whatever this edge announces (it reads until the socket is empty).
-        let listed = conn.read_queued;
-        if conn.reading && !listed && flags & (READABLE | PEER_CLOSED | HANG_UP | ERROR) != 0 {
+        let listed = conn.io.read_queued;
+        if conn.io.reading && !listed && flags & (READABLE | PEER_CLOSED | HANG_UP | ERROR) != 0 {
             // A short read proves the socket drained, unless the peer's FIN (or an error) is
             // part of this edge: then read on until EOF/error.
             let stop_short = flags & (PEER_CLOSED | HANG_UP | ERROR) == 0;
             self.read_conn(id, conn, stop_short, events);
         }
-        if conn.writing && out_ready {
+        if conn.io.writing && out_ready {
             events.push(Event::Writable { conn: id });
         }
     }
 
     /// Lists `conn` to be read next turn, unless it already is.
     fn queue_read(&mut self, id: ConnId, conn: &mut Conn) {
-        if !conn.read_queued {
-            conn.read_queued = true;
-            self.read_ready.push(id);
+        if !conn.io.read_queued {
+            conn.io.read_queued = true;
+            self.reads.read_ready.push(id);
         }
     }
 
@@ -275,24 +301,24 @@ impl EpollBackend {
         stop_short: bool,
         events: &mut Vec<Event>,
     ) {
-        if !conn.reading {
+        if !conn.io.reading {
             return;
         }
-        let mut budget = self.read_budget;
+        let mut budget = self.reads.read_budget;
         loop {
             match conn
                 .socket()
-                .and_then(|mut stream| stream.read(&mut self.scratch))
+                .and_then(|mut stream| stream.read(&mut self.reads.scratch))
             {
                 Ok(0) => {
-                    conn.reading = false;
+                    conn.io.reading = false;
                     events.push(Event::Eof { conn: id });
                     return;
                 }
                 Ok(read) => {
-                    let data = Bytes::copy_from_slice(&self.scratch[..read]);
+                    let data = Bytes::copy_from_slice(&self.reads.scratch[..read]);
                     events.push(Event::Data { conn: id, data });
-                    if stop_short && read < self.scratch.len() {
+                    if stop_short && read < self.reads.scratch.len() {
                         // Short read: drained; new data raises a new edge.
                         return;
                     }
@@ -305,7 +331,7 @@ impl EpollBackend {
                 Err(error) if error.kind() == io::ErrorKind::WouldBlock => return,
                 Err(error) if error.kind() == io::ErrorKind::Interrupted => {}
                 Err(error) => {
-                    conn.reading = false;
+                    conn.io.reading = false;
                     events.push(Event::Failed { conn: id, error });
                     return;
                 }

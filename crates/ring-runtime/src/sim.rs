@@ -128,7 +128,7 @@ impl<H: Handler> SimShard<H> {
             let Some(record) = ctx.conns.get_mut(conn) else {
                 return;
             };
-            record.read_done = true;
+            record.io.read_done = true;
             if record.is_usable() {
                 handler.on_read_closed(ctx, conn);
             }
@@ -245,7 +245,7 @@ impl<H: Handler> SimShard<H> {
 
     /// Notes the connections resumed this turn that have bytes held.
     fn take_read_changes(&mut self) {
-        for conn in std::mem::take(&mut self.ctx.read_changes) {
+        for conn in std::mem::take(&mut self.ctx.requests.read_changes) {
             let resumed = !self.ctx.is_reading_paused(conn);
             let held = self
                 .peers
@@ -278,8 +278,8 @@ impl<H: Handler> SimShard<H> {
     /// Writes out `id`'s queue; returns its close reason when it was released.
     fn apply_conn(&mut self, id: ConnId) -> Option<CloseReason> {
         let conn = self.ctx.conns.get_mut(id)?;
-        conn.in_dirty = false;
-        conn.expedite = false;
+        conn.io.in_dirty = false;
+        conn.pacing.expedite = false;
         if conn.close.is_some() {
             conn.phase = Phase::Closing;
         }
@@ -287,7 +287,7 @@ impl<H: Handler> SimShard<H> {
             conn.send.clear();
         }
         let peer = self.peers.entry(id).or_default();
-        if conn.send.has_unsent() && !conn.write_shut {
+        if conn.send.has_unsent() && !conn.io.write_shut {
             conn.send.take_batch(usize::MAX, &mut self.batch);
             for buf in &self.batch.bufs {
                 peer.output.extend_from_slice(buf);
@@ -296,8 +296,8 @@ impl<H: Handler> SimShard<H> {
             conn.send.complete(&mut self.batch, written);
             self.ctx.stats.writes += 1;
         }
-        if conn.shutdown_write_requested {
-            conn.write_shut = true;
+        if conn.io.shutdown_write_requested {
+            conn.io.write_shut = true;
             peer.write_shut = true;
         }
         if conn.phase != Phase::Closing {

@@ -13,24 +13,26 @@ use crate::sys::socket;
 impl<H: Handler, B: Backend> Shard<H, B> {
     pub(super) fn apply(&mut self) {
         self.apply_read_changes();
-        let spare = std::mem::take(&mut self.spare_dirty);
+        let spare = std::mem::take(&mut self.turn.spare_dirty);
         let mut dirty = self.ctx.conns.take_dirty(spare);
         for conn in dirty.drain(..) {
             self.apply_conn(conn);
         }
-        self.spare_dirty = dirty;
+        self.turn.spare_dirty = dirty;
         self.report_ended();
     }
 
     fn apply_conn(&mut self, id: ConnId) {
-        if self.ctx.shutting_down && self.ctx.conns.get(id).is_some_and(|c| c.close.is_none()) {
+        if self.ctx.requests.shutting_down
+            && self.ctx.conns.get(id).is_some_and(|c| c.close.is_none())
+        {
             let reason = Some(CloseReason::Shutdown);
             self.ctx.request_close(id, CloseMode::Graceful, reason);
         }
         let Some(conn) = self.ctx.conns.get_mut(id) else {
             return;
         };
-        conn.in_dirty = false;
+        conn.io.in_dirty = false;
         if conn.close.is_some() && !matches!(conn.phase, Phase::Open | Phase::Closing) {
             // Closing before the connection exists: nothing to drain.
             conn.close = Some(CloseMode::Abort);
@@ -40,13 +42,13 @@ impl<H: Handler, B: Backend> Shard<H, B> {
             && let Err(error) = self.backend.start_connect(id, conn, addr)
         {
             conn.phase = Phase::Closing;
-            self.failed_connects.push((id, error));
+            self.turn.failed_connects.push((id, error));
         }
         if conn.close.is_some() && conn.phase != Phase::Closing {
             conn.phase = Phase::Closing;
         }
         if conn.phase == Phase::Closing {
-            if conn.reading {
+            if conn.io.reading {
                 self.backend.stop_read(id, conn);
             }
             if conn.close == Some(CloseMode::Abort) {
@@ -56,7 +58,7 @@ impl<H: Handler, B: Backend> Shard<H, B> {
                 {
                     plain.clear();
                 }
-                if conn.out_op != 0 || conn.writing {
+                if conn.ops.out_op != 0 || conn.io.writing {
                     self.backend.cancel_output(id, conn);
                 }
             }
@@ -73,12 +75,12 @@ impl<H: Handler, B: Backend> Shard<H, B> {
         let Some(conn) = self.ctx.conns.get_mut(id) else {
             return;
         };
-        if conn.write_shut || conn.writing {
+        if conn.io.write_shut || conn.io.writing {
             return;
         }
         let plain = self.ctx.layers.waiting(id, conn);
         if conn.send.has_unsent() || plain.encode_due {
-            let (now, closing) = (self.ctx.now, self.ctx.shutting_down);
+            let (now, closing) = (self.ctx.now, self.ctx.requests.shutting_down);
             let queued = conn.send.queued_bytes() + plain.bytes;
             if self.pacing.holds(id, conn, now, closing, queued) {
                 return;
@@ -115,8 +117,8 @@ impl<H: Handler, B: Backend> Shard<H, B> {
         let Some(conn) = self.ctx.conns.get_mut(id) else {
             return;
         };
-        if conn.shutdown_write_requested && !conn.writing && !conn.send.has_unsent() {
-            conn.write_shut = true;
+        if conn.io.shutdown_write_requested && !conn.io.writing && !conn.send.has_unsent() {
+            conn.io.write_shut = true;
             // ENOTCONN after a peer reset is harmless here: the read side reports it.
             let _ = conn
                 .socket()
@@ -129,9 +131,9 @@ impl<H: Handler, B: Backend> Shard<H, B> {
             return;
         };
         let done = conn.phase == Phase::Closing
-            && conn.inflight == 0
-            && !conn.writing
-            && !conn.reading
+            && conn.ops.inflight == 0
+            && !conn.io.writing
+            && !conn.io.reading
             && !conn.send.has_unsent();
         if !done {
             return;
@@ -150,16 +152,16 @@ impl<H: Handler, B: Backend> Shard<H, B> {
             let _ = conn.socket().and_then(socket::set_reset_on_close);
         }
         self.ctx.stats.closed += 1;
-        let failed = self.failed_connects.iter().position(|(c, _)| *c == id);
-        self.ended.push(match failed {
-            Some(index) => Ended::ConnectFailed(id, self.failed_connects.swap_remove(index).1),
+        let failed = self.turn.failed_connects.iter().position(|(c, _)| *c == id);
+        self.turn.ended.push(match failed {
+            Some(index) => Ended::ConnectFailed(id, self.turn.failed_connects.swap_remove(index).1),
             None => Ended::Closed(id, conn.reason),
         });
         drop(conn);
     }
 
     fn report_ended(&mut self) {
-        let mut ended = std::mem::take(&mut self.ended);
+        let mut ended = std::mem::take(&mut self.turn.ended);
         for end in ended.drain(..) {
             match end {
                 Ended::Closed(conn, reason) => self.handler.on_closed(&mut self.ctx, conn, reason),
@@ -168,6 +170,6 @@ impl<H: Handler, B: Backend> Shard<H, B> {
                 }
             }
         }
-        self.ended = ended;
+        self.turn.ended = ended;
     }
 }

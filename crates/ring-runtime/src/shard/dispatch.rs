@@ -12,18 +12,18 @@ use crate::sys::socket;
 impl<H: Handler, B: Backend> Shard<H, B> {
     pub(super) fn dispatch_events(&mut self) {
         self.dispatch_held();
-        let mut events = std::mem::take(&mut self.events);
+        let mut events = std::mem::take(&mut self.turn.events);
         for event in events.drain(..) {
             self.dispatch(event);
         }
-        self.events = events;
+        self.turn.events = events;
     }
 
     pub(super) fn dispatch(&mut self, event: Event) {
         let ctx = &mut self.ctx;
         match event {
             Event::Accepted { stream, peer } => {
-                if ctx.shutting_down || socket::prepare_accepted(&stream).is_err() {
+                if ctx.requests.shutting_down || socket::prepare_accepted(&stream).is_err() {
                     return;
                 }
                 let conn = ctx.conns.insert(Conn::new(stream, Phase::Open));
@@ -36,7 +36,7 @@ impl<H: Handler, B: Backend> Shard<H, B> {
                 self.handler.on_accept(ctx, conn, peer);
             }
             Event::Data { conn, data } => match ctx.conns.get(conn) {
-                Some(record) if record.is_usable() && record.read_paused => {
+                Some(record) if record.is_usable() && record.io.read_paused => {
                     self.held.hold(Event::Data { conn, data });
                 }
                 Some(record) if record.is_usable() && record.layered => {
@@ -49,8 +49,8 @@ impl<H: Handler, B: Backend> Shard<H, B> {
                 let Some(record) = ctx.conns.get_mut(conn) else {
                     return;
                 };
-                record.read_done = true;
-                if record.is_usable() && record.read_paused {
+                record.io.read_done = true;
+                if record.is_usable() && record.io.read_paused {
                     // After the data held before it; `read_done` keeps the resume from arming
                     // another receive.
                     self.held.hold(Event::Eof { conn });
@@ -65,7 +65,7 @@ impl<H: Handler, B: Backend> Shard<H, B> {
             Event::Connected { conn, result } => self.connected(conn, result),
             Event::Writable { conn } => {
                 if let Some(record) = ctx.conns.get_mut(conn) {
-                    record.writing = false;
+                    record.io.writing = false;
                     ctx.conns.mark_dirty(conn);
                 }
             }
@@ -91,7 +91,7 @@ impl<H: Handler, B: Backend> Shard<H, B> {
         match result {
             Ok(()) => {
                 record.phase = Phase::Open;
-                let paused = record.read_paused;
+                let paused = record.io.read_paused;
                 if !paused && let Err(error) = self.backend.start_read(conn, record) {
                     let reason = CloseReason::Error { kind: error.kind() };
                     ctx.request_close(conn, CloseMode::Abort, Some(reason));
@@ -101,14 +101,17 @@ impl<H: Handler, B: Backend> Shard<H, B> {
             }
             Err(error) => {
                 record.phase = Phase::Closing;
-                self.failed_connects.push((conn, error));
+                self.turn.failed_connects.push((conn, error));
                 ctx.conns.mark_dirty(conn);
             }
         }
     }
 
     pub(super) fn fire_timers(&mut self) {
-        if self.ctx.fire_timers(&mut self.handler, &mut self.fired) {
+        if self
+            .ctx
+            .fire_timers(&mut self.handler, &mut self.turn.fired)
+        {
             self.accept_pause_over();
         }
     }
@@ -129,7 +132,7 @@ impl<H: Handler, B: Backend> Shard<H, B> {
                 let local = std::mem::take(local);
                 self.handler.on_messages(&mut self.ctx, local);
             }
-            for _ in 0..self.batches_per_turn {
+            for _ in 0..self.mailbox.batches_per_turn {
                 let Some(batch) = mailbox.pop_from(lane) else {
                     break;
                 };
@@ -154,10 +157,10 @@ impl<H: Handler, B: Backend> Shard<H, B> {
     /// On the first turn after [`crate::RuntimeHandle::shutdown`]: stop accepting, let the
     /// handler say goodbye, then close every connection gracefully.
     pub(super) fn check_shutdown(&mut self) {
-        if self.ctx.shutting_down || !self.shared.shutdown.load(Ordering::Acquire) {
+        if self.ctx.requests.shutting_down || !self.shared.shutdown.load(Ordering::Acquire) {
             return;
         }
-        self.ctx.shutting_down = true;
+        self.ctx.requests.shutting_down = true;
         self.backend.stop_accepting();
         self.handler.on_shutdown(&mut self.ctx);
         for conn in self.ctx.conns.ids() {

@@ -34,7 +34,7 @@ impl<H: Handler, B: Backend> Shard<H, B> {
             Ok(LayerState::Open) => {}
             Ok(LayerState::PeerClosed) => {
                 if let Some(record) = ctx.conns.get_mut(conn) {
-                    record.read_done = true;
+                    record.io.read_done = true;
                 }
                 if usable {
                     self.handler.on_read_closed(ctx, conn);

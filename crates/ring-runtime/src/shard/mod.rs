@@ -38,13 +38,10 @@ pub(crate) struct Shard<H: Handler, B: Backend> {
     handler: H,
     ctx: ShardCtx<H::Message>,
     shared: Arc<Shared<H::Message>>,
-    events: Vec<Event>,
-    fired: Vec<(TimerId, TimerTarget)>,
-    spare_dirty: Vec<ConnId>,
-    ended: Vec<Ended>,
-    failed_connects: Vec<(ConnId, io::Error)>,
-    mailbox_retry: Duration,
-    batches_per_turn: usize,
+    /// This turn's buffers, kept between turns for their capacity.
+    turn: TurnBuffers,
+    /// How the shard's mailbox is drained.
+    mailbox: MailboxPace,
     pacing: pacing::Pacing,
     accept_pause: accept_pause::AcceptPause,
     /// What arrived for connections whose reading is paused.
@@ -53,6 +50,23 @@ pub(crate) struct Shard<H: Handler, B: Backend> {
     wait_began: Option<Instant>,
     /// At shutdown: since when this shard has been quiet, waiting for the others (`quiet.rs`).
     quiet_since: Option<Instant>,
+}
+
+/// One turn's buffers: the backend's events, the timers that fired, the connections to look at
+/// in the apply step, those that ended and the connects that failed.
+#[derive(Default)]
+struct TurnBuffers {
+    events: Vec<Event>,
+    fired: Vec<(TimerId, TimerTarget)>,
+    spare_dirty: Vec<ConnId>,
+    ended: Vec<Ended>,
+    failed_connects: Vec<(ConnId, io::Error)>,
+}
+
+/// How much of the mailbox one turn takes, and how soon a full outbox is retried.
+struct MailboxPace {
+    mailbox_retry: Duration,
+    batches_per_turn: usize,
 }
 
 impl<H: Handler, B: Backend> Shard<H, B> {
@@ -70,13 +84,11 @@ impl<H: Handler, B: Backend> Shard<H, B> {
             handler,
             ctx,
             shared,
-            events: Vec::new(),
-            fired: Vec::new(),
-            spare_dirty: Vec::new(),
-            ended: Vec::new(),
-            failed_connects: Vec::new(),
-            mailbox_retry: config.mailbox_retry,
-            batches_per_turn: config.mailbox_batches,
+            turn: TurnBuffers::default(),
+            mailbox: MailboxPace {
+                mailbox_retry: config.mailbox_retry,
+                batches_per_turn: config.mailbox_batches,
+            },
             pacing,
             accept_pause: accept_pause::AcceptPause::new(config.accept_backoff),
             held: held::Held::default(),
@@ -90,7 +102,7 @@ impl<H: Handler, B: Backend> Shard<H, B> {
         loop {
             let timeout = self.wait_timeout();
             self.backend
-                .wait(&mut self.ctx.conns, timeout, &mut self.events)?;
+                .wait(&mut self.ctx.conns, timeout, &mut self.turn.events)?;
             self.backend.add_stats(&mut self.ctx.stats);
             let now = self.ctx.clock.now();
             self.count_turn(now);
@@ -105,7 +117,7 @@ impl<H: Handler, B: Backend> Shard<H, B> {
             self.flush_posts();
             self.check_shutdown();
             self.apply();
-            if std::mem::take(&mut self.ctx.release_memory) {
+            if std::mem::take(&mut self.ctx.requests.release_memory) {
                 self.release_idle_memory();
             }
             if self.shutdown_complete() {
@@ -150,7 +162,9 @@ impl<H: Handler, B: Backend> Shard<H, B> {
         let deadline = earliest(ctx.timers.next_deadline(), self.pacing.next_due());
         let timer = deadline.map(|deadline| deadline.saturating_duration_since(now));
         if blocked {
-            return Some(timer.map_or(self.mailbox_retry, |t| t.min(self.mailbox_retry)));
+            return Some(timer.map_or(self.mailbox.mailbox_retry, |t| {
+                t.min(self.mailbox.mailbox_retry)
+            }));
         }
         if self.quiet_since.is_some() {
             let look = crate::quiet::QUIET_LOOK_EVERY;
@@ -165,7 +179,7 @@ impl<H: Handler, B: Backend> Shard<H, B> {
     /// (a post to a shard that already ended must not hold this one forever).
     fn shutdown_complete(&mut self) -> bool {
         let ctx = &self.ctx;
-        if !(ctx.shutting_down && ctx.conns.len() == 0 && self.backend.is_idle()) {
+        if !(ctx.requests.shutting_down && ctx.conns.len() == 0 && self.backend.is_idle()) {
             return false;
         }
         // Real time: a test's manual clock must not hold the limit off.

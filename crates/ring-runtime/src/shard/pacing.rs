@@ -71,7 +71,7 @@ impl Pacing {
         self.next_due = None;
         for id in self.waiting.drain(..) {
             if let Some(conn) = conns.get_mut(id) {
-                conn.paced = false;
+                conn.pacing.paced = false;
                 conns.mark_dirty(id);
             }
         }
@@ -89,24 +89,24 @@ impl Pacing {
     ) -> bool {
         if self.hold_us == 0
             || closing
-            || conn.expedite
-            || !conn.dense
-            || conn.last_write_us == 0
+            || conn.pacing.expedite
+            || !conn.pacing.dense
+            || conn.pacing.last_write_us == 0
             || conn.phase != Phase::Open
             || conn.close.is_some()
-            || conn.shutdown_write_requested
+            || conn.io.shutdown_write_requested
             || queued_bytes >= self.batch_bytes
         {
             return false;
         }
-        let elapsed = self.clock(now).wrapping_sub(conn.last_write_us);
+        let elapsed = self.clock(now).wrapping_sub(conn.pacing.last_write_us);
         if elapsed >= self.hold_us {
             return false;
         }
         let due = now + Duration::from_micros(u64::from(self.hold_us - elapsed));
         self.next_due = Some(self.next_due.map_or(due, |d| d.min(due)));
-        if !conn.paced {
-            conn.paced = true;
+        if !conn.pacing.paced {
+            conn.pacing.paced = true;
             self.waiting.push(id);
         }
         true
@@ -114,13 +114,13 @@ impl Pacing {
 
     /// Records that `conn`'s write of `frames` frames starts now.
     pub(super) fn wrote(&mut self, conn: &mut Conn, now: Instant, frames: u32) {
-        conn.expedite = false;
+        conn.pacing.expedite = false;
         if self.max_us != 0 {
             let clock = self.clock(now).max(1);
-            let gap = clock.wrapping_sub(conn.last_write_us);
-            let frequent = conn.last_write_us != 0 && gap < self.hold_us / 2;
-            conn.dense = frames > 1 || frequent;
-            conn.last_write_us = clock;
+            let gap = clock.wrapping_sub(conn.pacing.last_write_us);
+            let frequent = conn.pacing.last_write_us != 0 && gap < self.hold_us / 2;
+            conn.pacing.dense = frames > 1 || frequent;
+            conn.pacing.last_write_us = clock;
         }
     }
 

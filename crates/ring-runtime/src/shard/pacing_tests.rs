@@ -47,7 +47,7 @@ fn writes_for(arrivals: &[f64]) -> Vec<(f64, u32)> {
         if due.is_some_and(|due| due <= now) {
             pacing.next_due = None;
             pacing.waiting.clear();
-            conn.paced = false;
+            conn.pacing.paced = false;
         }
         if !pacing.holds(id, &mut conn, now, false, 0) {
             pacing.wrote(&mut conn, now, waiting);
@@ -99,5 +99,5 @@ fn adaptive_pacing_holds_nothing_until_the_gauge_reports_load() {
         assert!(!pacing.holds(id, &mut conn, now, false, 0), "turn {turn}");
         pacing.wrote(&mut conn, now, 5);
     }
-    assert!(conn.dense, "classified as a stream all along");
+    assert!(conn.pacing.dense, "classified as a stream all along");
 }

@@ -24,10 +24,10 @@ impl<H: Handler, B: Backend> Shard<H, B> {
     /// The apply step's part for this turn's pauses and resumes: cancels the receive of a
     /// connection paused (its final state this turn), arms one for a resumed connection.
     pub(super) fn apply_read_changes(&mut self) {
-        if self.ctx.read_changes.is_empty() {
+        if self.ctx.requests.read_changes.is_empty() {
             return;
         }
-        let mut changes = std::mem::take(&mut self.ctx.read_changes);
+        let mut changes = std::mem::take(&mut self.ctx.requests.read_changes);
         for id in changes.drain(..) {
             let Some(conn) = self.ctx.conns.get_mut(id) else {
                 continue;
@@ -37,16 +37,16 @@ impl<H: Handler, B: Backend> Shard<H, B> {
                 // (or not, if paused) when its connect completes.
                 continue;
             }
-            if conn.read_paused {
-                if conn.reading {
+            if conn.io.read_paused {
+                if conn.io.reading {
                     self.backend.pause_read(id, conn);
                 }
                 continue;
             }
             // With io_uring a receive whose cancel has not landed yet is still `reading`: its
             // end arms the next one.
-            if !conn.reading
-                && !conn.read_done
+            if !conn.io.reading
+                && !conn.io.read_done
                 && let Err(error) = self.backend.start_read(id, conn)
             {
                 let reason = Some(CloseReason::Error { kind: error.kind() });
@@ -56,6 +56,6 @@ impl<H: Handler, B: Backend> Shard<H, B> {
                 self.held.due = true;
             }
         }
-        self.ctx.read_changes = changes;
+        self.ctx.requests.read_changes = changes;
     }
 }

@@ -12,11 +12,11 @@ use crate::handler::Handler;
 impl<H: Handler, B: Backend> Shard<H, B> {
     /// Shrinks every per-turn list and the backend's, then returns free memory to the OS.
     pub(super) fn release_idle_memory(&mut self) {
-        self.events.shrink_to_fit();
-        self.fired.shrink_to_fit();
-        self.spare_dirty.shrink_to_fit();
-        self.ended.shrink_to_fit();
-        self.failed_connects.shrink_to_fit();
+        self.turn.events.shrink_to_fit();
+        self.turn.fired.shrink_to_fit();
+        self.turn.spare_dirty.shrink_to_fit();
+        self.turn.ended.shrink_to_fit();
+        self.turn.failed_connects.shrink_to_fit();
         self.ctx.conns.shrink_dirty();
         self.ctx.outboxes.shrink_batches();
         self.ctx.local_inbox.shrink();

@@ -36,13 +36,13 @@ impl UringBackend {
                 let refused = self.accepted(result, events);
                 if !more {
                     self.ops.remove(user_data);
-                    if refused && self.accepting {
+                    if refused && self.accept.accepting {
                         // Not re-armed at once (it would fail again at once: a spin); the
                         // shard resumes it after `accept_backoff`.
-                        self.paused.push(listener);
-                    } else if self.accepting {
+                        self.accept.paused.push(listener);
+                    } else if self.accept.accepting {
                         self.arm_accept(listener)?;
-                    } else if let Some(slot) = self.listeners.get_mut(listener) {
+                    } else if let Some(slot) = self.accept.listeners.get_mut(listener) {
                         // No operation uses the listener any more: close it.
                         *slot = None;
                     }
@@ -61,7 +61,7 @@ impl UringBackend {
                 let conn = connect.conn;
                 self.ops.remove(user_data);
                 if let Some(record) = finish_op(conns, conn) {
-                    record.out_op = 0;
+                    record.ops.out_op = 0;
                     conns.mark_dirty(conn);
                     let result = if result < 0 {
                         Err(os_error(result))
@@ -73,7 +73,7 @@ impl UringBackend {
             }
             Op::WakeRead { .. } => {
                 self.ops.remove(user_data);
-                self.wake_op = 0;
+                self.waker.wake_op = 0;
                 events.push(Event::Wake);
                 if !self.quiescing {
                     self.arm_wake()?;
@@ -122,7 +122,7 @@ impl UringBackend {
         let data = self
             .buf_ring
             .take(bid, usize::try_from(result).unwrap_or(0));
-        if result > 0 && conns.get(conn).is_some_and(|c| c.read_op != 0) {
+        if result > 0 && conns.get(conn).is_some_and(|c| c.ops.read_op != 0) {
             events.push(Event::Data { conn, data });
         }
     }
@@ -139,17 +139,17 @@ impl UringBackend {
         let Some(record) = finish_op(conns, conn) else {
             return;
         };
-        record.reading = false;
+        record.io.reading = false;
         // Not wanted: stopped for a close, the backend quiescing, or paused (the resume arms
         // a new receive).
-        let still_wanted = record.read_op != 0 && !self.quiescing && !record.read_paused;
-        record.read_op = 0;
+        let still_wanted = record.ops.read_op != 0 && !self.quiescing && !record.io.read_paused;
+        record.ops.read_op = 0;
         match result {
             0 => events.push(Event::Eof { conn }),
             result if result == -libc::ENOBUFS => {
                 self.buf_ring.ran_dry();
                 if still_wanted {
-                    self.starved.push_back(conn);
+                    self.recv.starved.push_back(conn);
                 }
             }
             result if result > 0 => {
@@ -189,15 +189,15 @@ impl UringBackend {
             if let Some(record) = conns.get_mut(conn) {
                 let written = usize::try_from(result).unwrap_or(0);
                 record.send.complete(&mut write.batch, written);
-                record.writing = false;
-                record.out_op = 0;
+                record.io.writing = false;
+                record.ops.out_op = 0;
                 // Only wake the apply step when there is something to do: more frames (a
                 // layered connection's wait in its layer), a pending close or write shutdown,
                 // or an error.
                 let follow_up = record.send.has_unsent()
                     || record.layered
                     || record.close.is_some()
-                    || record.shutdown_write_requested
+                    || record.io.shutdown_write_requested
                     || result < 0;
                 if follow_up {
                     conns.mark_dirty(conn);
@@ -217,7 +217,7 @@ impl UringBackend {
             write.hold.clear();
             write.batch.bufs.clear();
             write.batch.iovecs.clear();
-            self.write_pool.push(write);
+            self.writes.write_pool.push(write);
         }
         if let Some(record) = finish_op(conns, conn)
             && record.close.is_some()
@@ -230,7 +230,7 @@ impl UringBackend {
 /// Accounts the end of one of `conn`'s operations.
 fn finish_op(conns: &mut ConnTable, conn: ConnId) -> Option<&mut Conn> {
     let record = conns.get_mut(conn)?;
-    record.inflight = record.inflight.saturating_sub(1);
+    record.ops.inflight = record.ops.inflight.saturating_sub(1);
     Some(record)
 }
 

@@ -49,13 +49,35 @@ pub(crate) struct UringBackend {
     ring: IoUring,
     buf_ring: BufRing,
     ops: OpTable,
+    accept: Accepting,
+    waker: Waker,
+    quiescing: bool,
+    writes: WriteSetup,
+    /// Completions reaped but not yet handled.
+    backlog: Vec<Completion>,
+    recv: Starved,
+    /// Bound on the teardown's wait for cancelled operations.
+    cancel_timeout: Duration,
+    stats: ShardStats,
+}
+
+/// The listening sockets and whether accepts are armed.
+struct Accepting {
     listeners: Vec<Option<TcpListener>>,
     /// Listeners whose accept ended for want of descriptors; re-armed by `resume_accepting`.
     paused: Vec<usize>,
+    accepting: bool,
+}
+
+/// The eventfd other threads wake the shard through, and its armed read.
+struct Waker {
     wake: EventFd,
     wake_op: u64,
-    accepting: bool,
-    quiescing: bool,
+}
+
+/// How writes are made: zero-copy above a size, at most so many iovecs, and spare write
+/// records.
+struct WriteSetup {
     zerocopy_threshold: Option<usize>,
     max_iovecs: usize,
     #[allow(
@@ -63,15 +85,13 @@ pub(crate) struct UringBackend {
         reason = "op table entries need the boxed, address-stable form"
     )]
     write_pool: Vec<Box<UringWrite>>,
-    /// Completions reaped but not yet handled.
-    backlog: Vec<Completion>,
-    /// Connections whose receive ended with `ENOBUFS`; re-armed at most `recv_buffers` per
-    /// wait (throttle: each can then get a buffer), not in a tight loop.
+}
+
+/// Connections whose receive ended with `ENOBUFS`; re-armed at most `recv_buffers` per wait
+/// (throttle: each can then get a buffer), not in a tight loop.
+struct Starved {
     starved: std::collections::VecDeque<ConnId>,
     recv_buffers: usize,
-    /// Bound on the teardown's wait for cancelled operations.
-    cancel_timeout: Duration,
-    stats: ShardStats,
 }
 
 impl Backend for UringBackend {
@@ -93,22 +113,27 @@ impl Backend for UringBackend {
             ring,
             buf_ring,
             ops: OpTable::new(),
-            listeners: listeners.into_iter().map(Some).collect(),
-            paused: Vec::new(),
-            wake,
-            wake_op: 0,
-            accepting: true,
+            accept: Accepting {
+                listeners: listeners.into_iter().map(Some).collect(),
+                paused: Vec::new(),
+                accepting: true,
+            },
+            waker: Waker { wake, wake_op: 0 },
             quiescing: false,
-            zerocopy_threshold: config.zerocopy_threshold,
-            max_iovecs: config.max_iovecs,
-            write_pool: Vec::new(),
+            writes: WriteSetup {
+                zerocopy_threshold: config.zerocopy_threshold,
+                max_iovecs: config.max_iovecs,
+                write_pool: Vec::new(),
+            },
             backlog: Vec::new(),
-            starved: std::collections::VecDeque::new(),
-            recv_buffers: usize::from(config.recv_buffers),
+            recv: Starved {
+                starved: std::collections::VecDeque::new(),
+                recv_buffers: usize::from(config.recv_buffers),
+            },
             cancel_timeout: config.cancel_timeout,
             stats: ShardStats::default(),
         };
-        for index in 0..backend.listeners.len() {
+        for index in 0..backend.accept.listeners.len() {
             backend.arm_accept(index)?;
         }
         backend.arm_wake()?;
@@ -122,7 +147,7 @@ impl Backend for UringBackend {
         events: &mut Vec<Event>,
     ) -> Result<(), RuntimeError> {
         self.rearm_starved(conns, events);
-        let pending = !self.backlog.is_empty() || !self.starved.is_empty();
+        let pending = !self.backlog.is_empty() || !self.recv.starved.is_empty();
         let timeout = timeout_unless_pending(timeout, pending);
         let timeout = earliest(timeout, self.buf_ring.next_check_within());
         self.submit_and_wait(timeout)?;
@@ -143,34 +168,36 @@ impl Backend for UringBackend {
         let entry = opcode::RecvMulti::new(fd, self.buf_ring.group()).build();
         let user_data = self.ops.insert(Op::Recv { conn: id });
         // SAFETY: the receive lends only the registered buffer group and the connection's
-        // descriptor, which stays open while `conn.inflight` > 0.
+        // descriptor, which stays open while `conn.ops.inflight` > 0.
         unsafe { self.push(entry.user_data(user_data)) }.map_err(io::Error::other)?;
-        conn.reading = true;
-        conn.read_op = user_data;
-        conn.inflight += 1;
+        conn.io.reading = true;
+        conn.ops.read_op = user_data;
+        conn.ops.inflight += 1;
         Ok(())
     }
 
     fn stop_read(&mut self, _id: ConnId, conn: &mut Conn) {
-        if conn.read_op != 0 {
-            self.cancel(conn.read_op);
-            conn.read_op = 0;
+        if conn.ops.read_op != 0 {
+            self.cancel(conn.ops.read_op);
+            conn.ops.read_op = 0;
         }
     }
 
     fn pause_read(&mut self, _id: ConnId, conn: &mut Conn) {
         // `read_op` stays set: what the receive still produces before the cancel lands is
         // reported (the shard holds it), and its end re-arms it only if no longer paused.
-        if conn.read_op != 0 {
-            self.cancel(conn.read_op);
+        if conn.ops.read_op != 0 {
+            self.cancel(conn.ops.read_op);
         }
     }
 
     fn start_write(&mut self, id: ConnId, conn: &mut Conn) -> io::Result<()> {
-        let mut write = self.write_pool.pop().unwrap_or_default();
-        conn.send.take_batch(self.max_iovecs, &mut write.batch);
+        let mut write = self.writes.write_pool.pop().unwrap_or_default();
+        conn.send
+            .take_batch(self.writes.max_iovecs, &mut write.batch);
         write.prepare();
         let zerocopy = self
+            .writes
             .zerocopy_threshold
             .is_some_and(|threshold| write.batch.len() >= threshold);
         let fd = types::Fd(conn.fd());
@@ -192,15 +219,15 @@ impl Backend for UringBackend {
         // table entry until the last completion; the descriptor stays open while inflight > 0.
         unsafe { self.push(entry.user_data(user_data)) }.map_err(io::Error::other)?;
         self.stats.zerocopy_writes += u64::from(zerocopy);
-        conn.writing = true;
-        conn.out_op = user_data;
-        conn.inflight += 1;
+        conn.io.writing = true;
+        conn.ops.out_op = user_data;
+        conn.ops.inflight += 1;
         Ok(())
     }
 
     fn cancel_output(&mut self, _id: ConnId, conn: &mut Conn) {
-        if conn.out_op != 0 {
-            self.cancel(conn.out_op);
+        if conn.ops.out_op != 0 {
+            self.cancel(conn.ops.out_op);
         }
     }
 
@@ -216,15 +243,15 @@ impl Backend for UringBackend {
         // SAFETY: the address is boxed in the op table entry until the completion; the
         // descriptor stays open while inflight > 0.
         unsafe { self.push(entry.user_data(user_data)) }.map_err(io::Error::other)?;
-        conn.out_op = user_data;
-        conn.inflight += 1;
+        conn.ops.out_op = user_data;
+        conn.ops.inflight += 1;
         Ok(())
     }
 
     fn release(&mut self, _id: ConnId, _conn: &mut Conn) {}
 
     fn stop_accepting(&mut self) {
-        self.accepting = false;
+        self.accept.accepting = false;
         let accepts: Vec<u64> = self
             .ops
             .keys()
@@ -234,25 +261,25 @@ impl Backend for UringBackend {
         for key in accepts {
             self.cancel(key);
         }
-        for listener in std::mem::take(&mut self.paused) {
-            if let Some(slot) = self.listeners.get_mut(listener) {
+        for listener in std::mem::take(&mut self.accept.paused) {
+            if let Some(slot) = self.accept.listeners.get_mut(listener) {
                 *slot = None;
             }
         }
     }
 
     fn resume_accepting(&mut self) -> Result<(), RuntimeError> {
-        if !self.accepting {
+        if !self.accept.accepting {
             return Ok(());
         }
-        for listener in std::mem::take(&mut self.paused) {
+        for listener in std::mem::take(&mut self.accept.paused) {
             self.arm_accept(listener)?;
         }
         Ok(())
     }
 
     fn is_idle(&self) -> bool {
-        self.ops.len() == usize::from(self.wake_op != 0)
+        self.ops.len() == usize::from(self.waker.wake_op != 0)
     }
 
     fn add_stats(&mut self, stats: &mut ShardStats) {
@@ -264,10 +291,10 @@ impl Backend for UringBackend {
     }
 
     fn shrink_spare(&mut self) {
-        self.write_pool.clear();
-        self.write_pool.shrink_to_fit();
+        self.writes.write_pool.clear();
+        self.writes.write_pool.shrink_to_fit();
         self.backlog.shrink_to_fit();
-        self.starved.shrink_to_fit();
+        self.recv.starved.shrink_to_fit();
         let settled = self.buffers_settled();
         self.buf_ring.release_every_buffer(settled);
     }
@@ -288,12 +315,16 @@ impl UringBackend {
     /// Re-arms receives that ran out of buffers (the previous wait's end let the ring adjust
     /// its offer), as many as the ring has buffers.
     fn rearm_starved(&mut self, conns: &mut ConnTable, events: &mut Vec<Event>) {
-        let count = self.starved.len().min(self.recv_buffers);
-        for conn in self.starved.drain(..count).collect::<Vec<_>>() {
+        let count = self.recv.starved.len().min(self.recv.recv_buffers);
+        for conn in self.recv.starved.drain(..count).collect::<Vec<_>>() {
             let Some(record) = conns.get_mut(conn) else {
                 continue;
             };
-            if record.reading || record.read_paused || record.close.is_some() || self.quiescing {
+            if record.io.reading
+                || record.io.read_paused
+                || record.close.is_some()
+                || self.quiescing
+            {
                 // A paused connection is armed again by its resume.
                 continue;
             }
@@ -315,7 +346,7 @@ impl UringBackend {
     }
 
     fn arm_accept(&mut self, listener: usize) -> Result<(), RuntimeError> {
-        let Some(socket) = self.listeners.get(listener).and_then(Option::as_ref) else {
+        let Some(socket) = self.accept.listeners.get(listener).and_then(Option::as_ref) else {
             return Ok(());
         };
         let fd = types::Fd(socket.as_raw_fd());
@@ -329,13 +360,13 @@ impl UringBackend {
 
     fn arm_wake(&mut self) -> Result<(), RuntimeError> {
         let mut buf = Box::new([0u8; 8]);
-        let fd = types::Fd(self.wake.as_raw_fd());
+        let fd = types::Fd(self.waker.wake.as_raw_fd());
         let entry = opcode::Read::new(fd, buf.as_mut_ptr(), 8).build();
         let user_data = self.ops.insert(Op::WakeRead { _buf: buf });
         // SAFETY: the 8-byte buffer is boxed in the op table entry; the eventfd is owned by
         // the backend and outlives every operation (quiesce or `Drop` reaps them first).
         unsafe { self.push(entry.user_data(user_data))? };
-        self.wake_op = user_data;
+        self.waker.wake_op = user_data;
         Ok(())
     }
 
