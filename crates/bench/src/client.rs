@@ -44,12 +44,18 @@ pub struct Client {
     pub done: bool,
     /// When publishing starts (after the warm-up).
     pub publish_from: Option<Instant>,
-    /// Per publisher index: the order of what arrived.
-    pub order: HashMap<u32, OrderTracker>,
-    /// Inbound QoS 2 ids awaiting PUBREL.
-    pub awaiting_rel: HashSet<u16>,
+    /// What arrived: its order per publisher, and QoS 2 ids awaiting PUBREL.
+    pub inbound: Inbound,
     /// When this client last sent anything (for PINGREQ).
     pub last_send: Instant,
+}
+
+/// What a client received: per publisher index the order of what arrived, and inbound QoS 2 ids
+/// awaiting PUBREL.
+#[derive(Debug, Default)]
+pub struct Inbound {
+    pub order: HashMap<u32, OrderTracker>,
+    pub awaiting_rel: HashSet<u16>,
 }
 
 impl Client {
@@ -66,8 +72,7 @@ impl Client {
             received: 0,
             done: false,
             publish_from: None,
-            order: HashMap::new(),
-            awaiting_rel: HashSet::new(),
+            inbound: Inbound::default(),
             last_send: now,
         }
     }

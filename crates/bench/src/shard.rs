@@ -54,13 +54,29 @@ pub struct BenchShard {
     reports: Sender<Report>,
     clients: Vec<Client>,
     by_conn: HashMap<ConnId, usize>,
-    next_to_connect: usize,
-    started: Option<Instant>,
-    last_report: Option<Instant>,
+    pace: ConnectPace,
+    clock: RunClock,
     histogram: Histogram<u64>,
     scratch: BytesMut,
-    connects_per_sec: f64,
     stopped: bool,
+    link: Link,
+}
+
+/// Which client connects next, and how many connect per second on this thread.
+struct ConnectPace {
+    next_to_connect: usize,
+    connects_per_sec: f64,
+}
+
+/// When this thread started connecting, and when it last reported.
+#[derive(Default)]
+struct RunClock {
+    started: Option<Instant>,
+    last_report: Option<Instant>,
+}
+
+/// How clients reach the broker.
+struct Link {
     /// TLS / WebSocket; `None` for plain TCP (no layer is set).
     transport: Option<Arc<Connector>>,
     /// The first transport error of this thread was printed.
@@ -93,15 +109,18 @@ impl BenchShard {
             reports,
             clients,
             by_conn: HashMap::new(),
-            next_to_connect: 0,
-            started: None,
-            last_report: None,
+            pace: ConnectPace {
+                next_to_connect: 0,
+                connects_per_sec,
+            },
+            clock: RunClock::default(),
             histogram: latency_histogram(),
             scratch: BytesMut::new(),
-            connects_per_sec,
             stopped: false,
-            transport,
-            transport_error_shown: false,
+            link: Link {
+                transport,
+                transport_error_shown: false,
+            },
         }
     }
 
@@ -111,18 +130,18 @@ impl BenchShard {
 
     /// Opens the connections that are due under the connect rate.
     fn connect_due(&mut self, ctx: &mut ShardCtx<Control>) {
-        let Some(started) = self.started else {
+        let Some(started) = self.clock.started else {
             return;
         };
-        let due = if self.connects_per_sec <= 0.0 {
+        let due = if self.pace.connects_per_sec <= 0.0 {
             self.clients.len()
         } else {
             let elapsed = ctx.now().duration_since(started).as_secs_f64();
-            ((elapsed * self.connects_per_sec) as usize + 1).min(self.clients.len())
+            ((elapsed * self.pace.connects_per_sec) as usize + 1).min(self.clients.len())
         };
-        while self.next_to_connect < due {
-            let i = self.next_to_connect;
-            self.next_to_connect += 1;
+        while self.pace.next_to_connect < due {
+            let i = self.pace.next_to_connect;
+            self.pace.next_to_connect += 1;
             let (host, bind) = (self.clients[i].plan.host, self.clients[i].plan.bind);
             match ctx.connect(host, bind) {
                 Ok(conn) => {
@@ -153,7 +172,7 @@ impl BenchShard {
     /// Sets the connection's TLS / WebSocket layer, if the run has one; `false` when it could
     /// not be built (the client failed).
     fn start_transport(&mut self, ctx: &mut ShardCtx<Control>, conn: ConnId, i: usize) -> bool {
-        let Some(transport) = &self.transport else {
+        let Some(transport) = &self.link.transport else {
             return true;
         };
         match transport.layer(self.clients[i].plan.host) {
@@ -176,8 +195,8 @@ impl BenchShard {
         i: usize,
         error: &dyn std::fmt::Display,
     ) {
-        if !self.transport_error_shown {
-            self.transport_error_shown = true;
+        if !self.link.transport_error_shown {
+            self.link.transport_error_shown = true;
             eprintln!(
                 "{}: transport error: {error}",
                 self.clients[i].plan.client_id
@@ -273,7 +292,7 @@ impl BenchShard {
             return;
         };
         let earliest = ctx.now() + Duration::from_secs(plan.warmup_secs);
-        let from = match (&self.clients[i].plan.role, self.started) {
+        let from = match (&self.clients[i].plan.role, self.clock.started) {
             (Role::Publisher { index, .. }, Some(origin))
                 if plan.phase == PhaseMode::Spread && plan.rate > 0.0 =>
             {
@@ -369,7 +388,7 @@ impl BenchShard {
                 self.send(ctx, i, &Packet::PubAck(codec::PubAck::new(id)))
             }
             (QoS::ExactlyOnce, Some(id)) => {
-                let fresh = self.clients[i].awaiting_rel.insert(id.get());
+                let fresh = self.clients[i].inbound.awaiting_rel.insert(id.get());
                 self.send(ctx, i, &Packet::PubRec(codec::PubRec::new(id)));
                 if !fresh {
                     return;
@@ -385,6 +404,7 @@ impl BenchShard {
         let latency_us = payload::now_ns().saturating_sub(stamp.sent_ns) / 1000;
         let _ = self.histogram.record(latency_us.max(1));
         let seen = self.clients[i]
+            .inbound
             .order
             .entry(stamp.publisher)
             .or_default()
@@ -412,7 +432,10 @@ impl BenchShard {
                 self.send(ctx, i, &Packet::PubRel(codec::PubRel::new(rec.packet_id)))
             }
             Packet::PubRel(rel) => {
-                self.clients[i].awaiting_rel.remove(&rel.packet_id.get());
+                self.clients[i]
+                    .inbound
+                    .awaiting_rel
+                    .remove(&rel.packet_id.get());
                 self.send(ctx, i, &Packet::PubComp(codec::PubComp::new(rel.packet_id)));
             }
             _ => {}
@@ -450,10 +473,11 @@ impl BenchShard {
         }
         let now = ctx.now();
         if self
+            .clock
             .last_report
             .is_none_or(|t| now.duration_since(t) >= REPORT_EVERY)
         {
-            self.last_report = Some(now);
+            self.clock.last_report = Some(now);
             self.keep_alive(ctx);
             self.report(Vec::new());
         }
@@ -535,8 +559,8 @@ impl Handler for BenchShard {
     fn on_messages(&mut self, ctx: &mut ShardCtx<Control>, messages: Vec<Control>) {
         for message in messages {
             match message {
-                Control::Start if self.started.is_none() => {
-                    self.started = Some(ctx.now());
+                Control::Start if self.clock.started.is_none() => {
+                    self.clock.started = Some(ctx.now());
                     self.tick(ctx);
                 }
                 Control::Start => {}

@@ -37,6 +37,32 @@ pub(super) struct Held {
     pub(super) counted: bool,
 }
 
+/// One turn's stored writes and what their acknowledgements wait for.
+#[derive(Debug, Default)]
+pub(super) struct TurnBatch {
+    /// This turn's writes.
+    pub(super) writes: Vec<SessionWrite>,
+    /// Origins whose copies this turn enqueued, with their tickets.
+    pub(super) confirms: Vec<(ShardId, u64)>,
+    /// Shards this turn sent QoS 1/2 copies to (they confirm this ticket).
+    pub(super) needs: Vec<ShardId>,
+    /// QoS 1/2 copies for other shards were routed this turn.
+    pub(super) remote_copies: bool,
+    /// Something was held for this turn's ticket.
+    pub(super) held_this_turn: bool,
+}
+
+/// Reads of on-disk queues: those asked this turn and those not yet taken back.
+#[derive(Debug, Default)]
+pub(super) struct QueueReads {
+    /// Reads asked for this turn (sent behind this turn's batch).
+    pub(super) reads: Vec<QueueRead>,
+    /// The number of the next read.
+    pub(super) next_read: u64,
+    /// Reads asked for and not yet taken back (no look at the store's results while 0).
+    pub(super) reads_outstanding: usize,
+}
+
 /// This shard's persistence state.
 #[derive(Debug)]
 pub(super) struct Durability {
@@ -46,18 +72,10 @@ pub(super) struct Durability {
     pub(super) store: Option<Arc<StoreState>>,
     /// Whether acknowledgements wait for the disk (`sync = "batch"`).
     pub(super) acks_wait: bool,
-    /// This turn's writes.
-    pub(super) writes: Vec<SessionWrite>,
-    /// Origins whose copies this turn enqueued, with their tickets.
-    pub(super) confirms: Vec<(ShardId, u64)>,
+    /// This turn's writes and what they wait for.
+    pub(super) batch: TurnBatch,
     /// The ticket of this turn's batch.
     pub(super) ticket: u64,
-    /// Shards this turn sent QoS 1/2 copies to (they confirm this ticket).
-    pub(super) needs: Vec<ShardId>,
-    /// QoS 1/2 copies for other shards were routed this turn.
-    pub(super) remote_copies: bool,
-    /// Something was held for this turn's ticket.
-    pub(super) held_this_turn: bool,
     pub(super) held: VecDeque<Held>,
     /// Acknowledgements held per connection: a connection with `limits.receive_maximum` of
     /// them is parked (its further packets wait in its carry) until some are sent, so a stalled
@@ -65,12 +83,8 @@ pub(super) struct Durability {
     pub(super) held_acks: super::FastMap<ConnId, u32>,
     /// Submitted tickets that wait for other shards' confirmations, in order.
     pub(super) waits: VecDeque<(u64, Vec<ShardId>)>,
-    /// Reads of on-disk queues asked for this turn (sent behind this turn's batch).
-    pub(super) reads: Vec<QueueRead>,
-    /// The number of the next read.
-    pub(super) next_read: u64,
-    /// Reads asked for and not yet taken back (no look at the store's results while 0).
-    pub(super) reads_outstanding: usize,
+    /// Reads of on-disk queues.
+    pub(super) queue_reads: QueueReads,
     /// Jobs the full channel refused, sent first next turn.
     pub(super) unsent: VecDeque<StoreJob>,
 }
@@ -83,18 +97,15 @@ impl Durability {
             acks_wait: acks_wait && sender.is_some(),
             sender,
             store,
-            writes: Vec::new(),
-            confirms: Vec::new(),
+            batch: TurnBatch::default(),
             ticket: 1,
-            needs: Vec::new(),
-            remote_copies: false,
-            held_this_turn: false,
             held: VecDeque::new(),
             held_acks: super::FastMap::default(),
             waits: VecDeque::new(),
-            reads: Vec::new(),
-            next_read: 1,
-            reads_outstanding: 0,
+            queue_reads: QueueReads {
+                next_read: 1,
+                ..QueueReads::default()
+            },
             unsent: VecDeque::new(),
         }
     }
@@ -108,10 +119,10 @@ impl Durability {
         after: u64,
         limit: usize,
     ) -> u64 {
-        let id = self.next_read;
-        self.next_read += 1;
-        self.reads_outstanding += 1;
-        self.reads.push(QueueRead {
+        let id = self.queue_reads.next_read;
+        self.queue_reads.next_read += 1;
+        self.queue_reads.reads_outstanding += 1;
+        self.queue_reads.reads.push(QueueRead {
             shard,
             id,
             client_id,
@@ -134,7 +145,7 @@ impl Durability {
     /// The ticket of this turn's batch, if acknowledgements wait for the disk and the turn has
     /// written something so far.
     pub(super) fn ticket_of_this_turns_writes(&self) -> Option<u64> {
-        (self.acks_wait && !self.writes.is_empty()).then_some(self.ticket)
+        (self.acks_wait && !self.batch.writes.is_empty()).then_some(self.ticket)
     }
 
     /// The ticket copies routed this turn carry (when acknowledgements wait).
@@ -155,7 +166,7 @@ impl Durability {
         write: impl FnOnce() -> SessionWrite,
     ) {
         if self.stores(expiry) {
-            self.writes.push(write());
+            self.batch.writes.push(write());
         }
     }
 
@@ -196,7 +207,7 @@ impl Durability {
             },
             write => write,
         };
-        self.writes.push(write);
+        self.batch.writes.push(write);
     }
 
     /// The message of this turn's last write, taken out with it, if that write queued `seq`
@@ -210,14 +221,14 @@ impl Durability {
             client_id: queued_for,
             seq: queued,
             ..
-        } = self.writes.last()?
+        } = self.batch.writes.last()?
         else {
             return None;
         };
         if *queued != seq || queued_for != client_id {
             return None;
         }
-        match self.writes.pop() {
+        match self.batch.writes.pop() {
             Some(SessionWrite::MessageQueued { message, .. }) => Some(message),
             _ => None,
         }
@@ -225,33 +236,34 @@ impl Durability {
 
     /// QoS 1/2 copies went to another shard's sessions this turn.
     pub(super) fn routed_remote_copies(&mut self) {
-        self.remote_copies = true;
+        self.batch.remote_copies = true;
     }
 
     /// `shard` was sent this turn's ticket with its copies.
     pub(super) fn needs_confirmation(&mut self, shard: ShardId) {
-        if !self.needs.contains(&shard) {
-            self.needs.push(shard);
+        if !self.batch.needs.contains(&shard) {
+            self.batch.needs.push(shard);
         }
     }
 
     /// Copies from `origin` carrying its `ticket` were handled here.
     pub(super) fn confirm(&mut self, origin: ShardId, ticket: u64) {
-        match self.confirms.iter_mut().find(|(o, _)| *o == origin) {
+        match self.batch.confirms.iter_mut().find(|(o, _)| *o == origin) {
             Some((_, t)) => *t = (*t).max(ticket),
-            None => self.confirms.push((origin, ticket)),
+            None => self.batch.confirms.push((origin, ticket)),
         }
     }
 
     /// Whether an acknowledgement sent now must wait for this turn's batch.
     pub(super) fn ack_must_wait(&self) -> bool {
-        self.acks_wait && (!self.writes.is_empty() || self.remote_copies || !self.held.is_empty())
+        self.acks_wait
+            && (!self.batch.writes.is_empty() || self.batch.remote_copies || !self.held.is_empty())
     }
 
     /// Holds `send` for this turn's ticket; for a counted acknowledgement, the number its
     /// connection now has held.
     pub(super) fn hold(&mut self, conn: ConnId, send: HeldSend, counted: bool) -> u32 {
-        self.held_this_turn = true;
+        self.batch.held_this_turn = true;
         self.held.push_back(Held {
             ticket: self.ticket,
             conn,
@@ -292,30 +304,31 @@ impl Durability {
         };
         // A ticket that went out with copies (`needs`) is used up even with nothing else to
         // commit: the shards confirm it, and a later turn must not reuse it.
-        let has_work = !self.writes.is_empty()
-            || !self.confirms.is_empty()
-            || self.held_this_turn
-            || !self.needs.is_empty();
+        let has_work = !self.batch.writes.is_empty()
+            || !self.batch.confirms.is_empty()
+            || self.batch.held_this_turn
+            || !self.batch.needs.is_empty();
         if has_work {
-            let spare = self.spare_writes(shard, self.writes.len());
+            let spare = self.spare_writes(shard, self.batch.writes.len());
             // Only a ticket something waits for keeps its confirmations (so `waits` never
             // outgrows `held`).
-            if !self.needs.is_empty() && self.held_this_turn {
+            if !self.batch.needs.is_empty() && self.batch.held_this_turn {
                 self.waits
-                    .push_back((self.ticket, std::mem::take(&mut self.needs)));
+                    .push_back((self.ticket, std::mem::take(&mut self.batch.needs)));
             }
             self.unsent.push_back(StoreJob::Batch(StoreBatch {
                 shard,
                 ticket: self.ticket,
-                writes: std::mem::replace(&mut self.writes, spare),
-                confirms: std::mem::take(&mut self.confirms),
+                writes: std::mem::replace(&mut self.batch.writes, spare),
+                confirms: std::mem::take(&mut self.batch.confirms),
             }));
             self.ticket += 1;
         }
-        self.unsent.extend(self.reads.drain(..).map(StoreJob::Read));
-        self.needs.clear();
-        self.remote_copies = false;
-        self.held_this_turn = false;
+        self.unsent
+            .extend(self.queue_reads.reads.drain(..).map(StoreJob::Read));
+        self.batch.needs.clear();
+        self.batch.remote_copies = false;
+        self.batch.held_this_turn = false;
         while let Some(batch) = self.unsent.pop_front() {
             match sender.try_send(batch) {
                 Ok(()) => {}

@@ -94,14 +94,18 @@ impl BrokerShard {
 
     /// Takes the reads the store thread finished: their messages join the in-memory queues.
     pub(super) fn take_queue_reads(&mut self, ctx: &mut Ctx) {
-        if self.durable.reads_outstanding == 0 {
+        if self.durable.queue_reads.reads_outstanding == 0 {
             return;
         }
         let Some(store) = self.shared.persistence.store.clone() else {
             return;
         };
         let done = store.take_reads(self.id);
-        self.durable.reads_outstanding = self.durable.reads_outstanding.saturating_sub(done.len());
+        self.durable.queue_reads.reads_outstanding = self
+            .durable
+            .queue_reads
+            .reads_outstanding
+            .saturating_sub(done.len());
         for done in done {
             let Some(done) = self.release_read_done(ctx, done) else {
                 continue;
