@@ -10,7 +10,8 @@ use ring_runtime::{
 use crate::auth::{AllowAll, Authenticator};
 use crate::config::{BackendChoice, Config, WritePacingChoice};
 use crate::message::ShardMsg;
-use crate::ops::{Lifecycle, OpsListener, OpsServer, OpsState};
+use crate::ops::{OpsListener, OpsServer};
+use crate::ops_port::{Lifecycle, OpsState};
 use crate::reload::ReloadState;
 use crate::shard::BrokerShard;
 use crate::shared::Shared;
@@ -214,7 +215,7 @@ impl Broker {
             lifecycle: Arc::clone(&self.lifecycle),
             backend: self.runtime.backend(),
         };
-        match listener.serve(state) {
+        match listener.serve(Arc::new(state)) {
             Ok(server) => {
                 self.ops = Some(server);
                 Ok(())

@@ -11,7 +11,10 @@ pub mod config;
 #[cfg(debug_assertions)]
 pub mod fault_injection;
 pub mod logging;
-pub mod ops;
+pub mod ops_port;
+
+/// The operations HTTP listener (`/metrics`, health, the admin API).
+pub use ::ops;
 pub mod reload;
 #[cfg(any(test, feature = "sim"))]
 pub mod sim;

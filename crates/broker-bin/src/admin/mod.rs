@@ -7,6 +7,8 @@
 pub use broker_core::admin_query as query;
 mod routes;
 
+pub use ops::port::{AdminRequest, AdminResponse};
+
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -24,56 +26,6 @@ pub const MAX_LIMIT: usize = 1_000;
 pub const DEFAULT_LIMIT: usize = 100;
 /// How long a shard may take to answer.
 const SHARD_TIMEOUT: Duration = Duration::from_secs(5);
-
-/// One admin request, as the operations HTTP server parsed it.
-#[derive(Debug, Clone, Copy)]
-pub struct AdminRequest<'a> {
-    /// `GET`, `POST`, `DELETE`...
-    pub method: &'a str,
-    /// The path, percent-decoded, without the query.
-    pub path: &'a str,
-    /// The query's key/value pairs, percent-decoded.
-    pub query: &'a [(String, String)],
-    /// The request body.
-    pub body: &'a [u8],
-}
-
-impl AdminRequest<'_> {
-    /// The value of query parameter `key`, if given.
-    pub fn param(&self, key: &str) -> Option<&str> {
-        self.query
-            .iter()
-            .find(|(k, _)| k == key)
-            .map(|(_, v)| v.as_str())
-    }
-}
-
-/// An admin answer: an HTTP status and a JSON body.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct AdminResponse {
-    /// The HTTP status.
-    pub status: u16,
-    /// JSON.
-    pub body: String,
-}
-
-impl AdminResponse {
-    /// 200 with `value` as JSON.
-    pub(crate) fn ok(value: &impl serde::Serialize) -> Self {
-        Self {
-            status: 200,
-            body: serde_json::to_string(value).unwrap_or_else(|_| "{}".into()),
-        }
-    }
-
-    /// `status` with `{"error": message}`.
-    pub(crate) fn error(status: u16, message: impl std::fmt::Display) -> Self {
-        Self {
-            status,
-            body: serde_json::json!({ "error": message.to_string() }).to_string(),
-        }
-    }
-}
 
 /// What the operations HTTP server holds to answer admin requests.
 #[derive(Clone)]

@@ -8,7 +8,7 @@
 //! | `GET /api/v1/subscriptions?after_client=&after_filter=&limit=` | subscriptions, a page |
 //! | `GET /api/v1/retained?after=&limit=` | retained messages by topic, a page |
 //! | `DELETE /api/v1/retained/{topic}` | clears the topic's retained message |
-//! | `POST /api/v1/publish` | publishes `{"topic", "payload" or "payload_base64", "qos", "retain"}` (`Content-Type: application/json`, checked by `ops/routes.rs`) |
+//! | `POST /api/v1/publish` | publishes `{"topic", "payload" or "payload_base64", "qos", "retain"}` (`Content-Type: application/json`, checked by the `ops` crate's `routes.rs`) |
 //! | `GET /api/v1/config` | the last configuration loaded, as TOML, and its keys waiting for a restart |
 //! | `POST /api/v1/reload` | what SIGHUP does, answered with its report |
 

@@ -21,7 +21,7 @@ impl BrokerShard {
         }
         ShardCounters::add(&self.counters().messages_dropped, n);
         // The total first, then its reason: a scrape reads the reasons before the total
-        // (ringmq's `ops/collect.rs`), so the reasons it shows never add up to more than the
+        // (ringmq's `ops_port/collect.rs`), so the reasons it shows never add up to more than the
         // total.
         std::sync::atomic::fence(std::sync::atomic::Ordering::Release);
         ShardCounters::add(&self.detail().dropped[reason.index()], n);

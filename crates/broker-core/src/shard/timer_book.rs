@@ -8,8 +8,7 @@ use std::time::{Duration, Instant};
 use codec::MqttStr;
 use ring_runtime::{ConnId, TimerId};
 
-use super::Ctx;
-use crate::session::Session;
+use ring_runtime::ShardCtx;
 
 /// What a timer is for.
 #[derive(Debug, Clone)]
@@ -66,9 +65,9 @@ pub struct TimerBook {
 
 impl TimerBook {
     /// Arms a timer for `purpose` at `deadline`.
-    pub(super) fn arm(
+    pub(super) fn arm<M>(
         &mut self,
-        ctx: &mut Ctx,
+        ctx: &mut ShardCtx<M>,
         deadline: Instant,
         purpose: TimerPurpose,
     ) -> ArmedTimer {
@@ -82,7 +81,7 @@ impl TimerBook {
     }
 
     /// Arms the backlog retry timer, `retry` from now, unless it is armed already.
-    pub(super) fn arm_backlog_retry(&mut self, ctx: &mut Ctx, retry: Duration) {
+    pub(super) fn arm_backlog_retry<M>(&mut self, ctx: &mut ShardCtx<M>, retry: Duration) {
         if !self.backlog_armed {
             self.backlog_armed = true;
             self.arm(ctx, ctx.now() + retry, TimerPurpose::Backlog);
@@ -90,17 +89,10 @@ impl TimerBook {
     }
 
     /// Cancels a timer armed with [`Self::arm`] and forgets its purpose.
-    pub(super) fn disarm(&mut self, ctx: &mut Ctx, timer: Option<ArmedTimer>) {
+    pub(super) fn disarm<M>(&mut self, ctx: &mut ShardCtx<M>, timer: Option<ArmedTimer>) {
         if let Some(timer) = timer {
             ctx.cancel_timer(timer.id);
             self.purposes.remove(&timer.key);
         }
-    }
-
-    /// Cancels a session's expiry and will-delay timers.
-    pub(super) fn disarm_session_timers(&mut self, ctx: &mut Ctx, session: &mut Session) {
-        let timers = session.take_timers();
-        self.disarm(ctx, timers.expiry);
-        self.disarm(ctx, timers.will);
     }
 }

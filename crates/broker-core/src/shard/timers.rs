@@ -1,7 +1,17 @@
 //! Arming, cancelling and firing the shard's timers through its book (`timer_book.rs`).
 
-use super::timer_book::TimerPurpose;
+use super::timer_book::{TimerBook, TimerPurpose};
 use super::{BrokerShard, Ctx};
+use crate::session::Session;
+
+impl TimerBook {
+    /// Cancels a session's expiry and will-delay timers.
+    pub(super) fn disarm_session_timers(&mut self, ctx: &mut Ctx, session: &mut Session) {
+        let timers = session.take_timers();
+        self.disarm(ctx, timers.expiry);
+        self.disarm(ctx, timers.will);
+    }
+}
 
 impl BrokerShard {
     /// A timer fired: run its purpose.

@@ -31,11 +31,11 @@ use tracing::{debug, warn};
 
 use super::credentials::Credentials;
 use super::guard::Guard;
+use super::port::OpsPort;
 use super::request::{Limits, read_request};
 use super::response::Response;
 use super::routes::route;
-use super::state::OpsState;
-use crate::config::HttpSettings;
+use super::settings::HttpSettings;
 
 /// How long a refused or closing connection's unread input is waited for (each read).
 const REFUSE_WAIT: Duration = Duration::from_millis(50);
@@ -68,7 +68,7 @@ struct Slot {
 
 /// What the acceptor and every connection thread share.
 pub(super) struct Server {
-    pub(super) state: OpsState,
+    pub(super) port: Arc<dyn OpsPort>,
     pub(super) credentials: Credentials,
     pub(super) guard: Guard,
     pub(super) tls: Option<Arc<ServerConfig>>,
@@ -86,12 +86,12 @@ pub(super) struct Server {
 
 impl Server {
     pub(super) fn new(
-        state: OpsState,
+        port: Arc<dyn OpsPort>,
         settings: &HttpSettings,
         tls: Option<Arc<ServerConfig>>,
     ) -> Self {
         Self {
-            state,
+            port,
             credentials: Credentials::new(settings),
             guard: Guard::new(settings, tls.is_some()),
             tls,
@@ -294,7 +294,7 @@ impl Server {
             let response = self
                 .guard
                 .refuse(&request, connection.local)
-                .unwrap_or_else(|| route(&self.state, &self.credentials, &request));
+                .unwrap_or_else(|| route(&*self.port, &self.credentials, &request));
             let head_only = request.method == "HEAD";
             if response
                 .write_to(reader.get_mut(), request.close, head_only)

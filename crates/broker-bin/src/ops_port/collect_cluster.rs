@@ -1,8 +1,8 @@
 //! The `[cluster]` families of `/metrics` (`ringmq_cluster_*`): the link's figures and the
 //! cluster's totals (docs/cluster.md, "Metrics").
 
-use super::exposition::{Exposition, Kind};
 use super::state::OpsState;
+use ops::exposition::{Exposition, Kind};
 
 /// The cluster link's figures (`[cluster]`; nothing on a single node).
 pub(super) fn cluster(doc: &mut Exposition, state: &OpsState) {

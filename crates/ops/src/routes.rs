@@ -2,19 +2,17 @@
 //! the broker runs), `/metrics` and `/api/...` (behind the configured credentials; a body sent to
 //! the admin API must be JSON). `guard.rs` has refused foreign hosts and origins before.
 
-use super::collect;
 use super::credentials::Credentials;
+use super::port::{AdminRequest, OpsPort};
 use super::request::Request;
 use super::response::{JSON, PROMETHEUS, Response};
-use super::state::OpsState;
 use super::target::Target;
-use crate::admin::AdminRequest;
 
 /// The methods the built-in endpoints answer.
 const READ_ONLY: &str = "GET, HEAD";
 
 /// The response to `request`.
-pub fn route(state: &OpsState, credentials: &Credentials, request: &Request) -> Response {
+pub fn route(port: &dyn OpsPort, credentials: &Credentials, request: &Request) -> Response {
     let Ok(target) = Target::parse(&request.target) else {
         return Response::error(400);
     };
@@ -30,14 +28,14 @@ pub fn route(state: &OpsState, credentials: &Credentials, request: &Request) -> 
         "/healthz" | "/readyz" | "/metrics" if !read_only => {
             Response::method_not_allowed(READ_ONLY)
         }
-        "/healthz" => health(state),
-        "/readyz" => readiness(state),
-        "/metrics" => metrics(state),
+        "/healthz" => health(port),
+        "/readyz" => readiness(port),
+        "/metrics" => metrics(port),
         _ if path.starts_with("/api/") && !read_only && !is_json(request) => Response::text(
             415,
             "a request body must be JSON: send Content-Type: application/json\n",
         ),
-        _ if path.starts_with("/api/") => admin(state, request, &target),
+        _ if path.starts_with("/api/") => admin(port, request, &target),
         _ => Response::error(404),
     }
 }
@@ -56,8 +54,8 @@ fn is_json(request: &Request) -> bool {
 }
 
 /// 200 while every shard runs.
-fn health(state: &OpsState) -> Response {
-    let ended = state.ended_shards();
+fn health(port: &dyn OpsPort) -> Response {
+    let ended = port.ended_shards();
     if ended.is_empty() {
         return Response::text(200, "ok\n");
     }
@@ -66,34 +64,28 @@ fn health(state: &OpsState) -> Response {
 
 /// 200 once the broker serves, while it is not shutting down, in overload mode, or missing a
 /// shard.
-fn readiness(state: &OpsState) -> Response {
-    if !state.lifecycle.serving() {
-        return Response::text(503, "not serving (starting or shutting down)\n");
+fn readiness(port: &dyn OpsPort) -> Response {
+    match port.not_ready() {
+        Some(why) => Response::text(503, format!("{why}\n")),
+        None => Response::text(200, "ready\n"),
     }
-    if !state.ended_shards().is_empty() {
-        return Response::text(503, "a shard has ended\n");
-    }
-    if state.overloaded() {
-        return Response::text(503, "overload mode: new connections are refused\n");
-    }
-    Response::text(200, "ready\n")
 }
 
-fn metrics(state: &OpsState) -> Response {
-    let mut response = Response::text(200, collect::render(state));
+fn metrics(port: &dyn OpsPort) -> Response {
+    let mut response = Response::text(200, port.metrics());
     response.content_type = PROMETHEUS;
     response
 }
 
 /// The admin API's answer; 404 for a path it does not know.
-fn admin(state: &OpsState, request: &Request, target: &Target) -> Response {
+fn admin(port: &dyn OpsPort, request: &Request, target: &Target) -> Response {
     let admin_request = AdminRequest {
         method: &request.method,
         path: &target.path,
         query: &target.query,
         body: &request.body,
     };
-    match state.admin.route(&admin_request) {
+    match port.admin(&admin_request) {
         Some(answer) => Response {
             status: answer.status,
             content_type: JSON,

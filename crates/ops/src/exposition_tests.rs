@@ -1,8 +1,7 @@
 use std::time::Duration;
 
 use super::*;
-use crate::metrics::Histogram;
-use crate::ops::scrape::Scrape;
+use crate::scrape::Scrape;
 
 #[test]
 fn families_have_help_and_type_and_escaped_labels() {
@@ -23,13 +22,20 @@ fn families_have_help_and_type_and_escaped_labels() {
 
 #[test]
 fn histograms_are_cumulative_and_end_at_inf_equal_to_count() {
-    let h = Histogram::default();
-    h.record(Duration::ZERO);
-    h.record(Duration::from_millis(3));
-    h.record(Duration::from_secs(5));
+    // Observations of 0, 3 ms and 5 s.
+    let bounds = [
+        Duration::from_micros(50),
+        Duration::from_millis(5),
+        Duration::from_secs(1),
+    ];
+    let buckets = Buckets {
+        bounds: &bounds,
+        counts: &[1, 1, 0, 1],
+        sum: Duration::from_millis(5_003),
+    };
     let mut doc = Exposition::default();
     doc.family("ringmq_latency_seconds", Kind::Histogram, "Latency.");
-    doc.histogram("ringmq_latency_seconds", &[("shard", "0")], &h.snapshot());
+    doc.histogram("ringmq_latency_seconds", &[("shard", "0")], buckets);
     let text = doc.finish();
     let scrape = Scrape::parse(&text).expect("valid");
     let bucket = |le: &str| {

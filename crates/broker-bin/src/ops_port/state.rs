@@ -34,7 +34,7 @@ impl Lifecycle {
     }
 }
 
-/// Everything the request handlers read.
+/// Everything the operations listener's answers are made of.
 pub struct OpsState {
     pub(crate) shared: Arc<Shared>,
     pub(crate) exits: ShardExits,

@@ -4,8 +4,7 @@
 
 use std::fmt::Write;
 
-use crate::metrics::HistogramSnapshot;
-use crate::metrics::histogram::BOUNDS;
+use std::time::Duration;
 
 /// A metric family's type.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -69,18 +68,18 @@ impl Exposition {
 
     /// The samples of one histogram of the current family (`name` without suffix): its
     /// buckets made cumulative, in seconds.
-    pub fn histogram(&mut self, name: &str, labels: Labels<'_>, snapshot: &HistogramSnapshot) {
+    pub fn histogram(&mut self, name: &str, labels: Labels<'_>, buckets: Buckets<'_>) {
         let bucket = format!("{name}_bucket");
         let mut cumulative = 0;
-        for (bound, count) in BOUNDS.iter().zip(snapshot.buckets) {
+        for (bound, count) in buckets.bounds.iter().zip(buckets.counts) {
             cumulative += count;
             let le = bound.as_secs_f64().to_string();
             self.sample(&bucket, &with(labels, ("le", &le)), cumulative);
         }
-        cumulative += snapshot.buckets[BOUNDS.len()];
+        let above: u64 = buckets.counts.iter().skip(buckets.bounds.len()).sum();
+        cumulative += above;
         self.sample(&bucket, &with(labels, ("le", "+Inf")), cumulative);
-        let sum = snapshot.sum_ns as f64 / 1e9;
-        self.sample(&format!("{name}_sum"), labels, sum);
+        self.sample(&format!("{name}_sum"), labels, buckets.sum.as_secs_f64());
         self.sample(&format!("{name}_count"), labels, cumulative);
     }
 
@@ -88,6 +87,15 @@ impl Exposition {
     pub fn finish(self) -> String {
         self.out
     }
+}
+
+/// One histogram's observations: per bucket (not cumulative) under each upper bound, then
+/// above every bound (`counts` has one more entry than `bounds`), and their sum.
+#[derive(Debug, Clone, Copy)]
+pub struct Buckets<'a> {
+    pub bounds: &'a [Duration],
+    pub counts: &'a [u64],
+    pub sum: Duration,
 }
 
 /// `labels` followed by `extra`.

@@ -1,18 +1,18 @@
 //! The operations HTTP listener (`[http]`): `GET /metrics` (Prometheus text format), `/healthz`,
-//! `/readyz`, and the admin API under `/api/` (answered by [`crate::admin::AdminPort`]). It runs
-//! on threads of its own with blocking sockets (`server.rs`), never on a reactor.
+//! `/readyz`, and the admin API under `/api/`, answered through an [`OpsPort`] the broker
+//! implements. It runs on threads of its own with blocking sockets (`server.rs`), never on a
+//! reactor.
 
-mod collect;
-mod collect_cluster;
 mod credentials;
 pub mod exposition;
 mod guard;
+pub mod port;
 mod request;
 mod response;
 mod routes;
 pub mod scrape;
 mod server;
-mod state;
+pub mod settings;
 mod target;
 
 use std::net::{SocketAddr, TcpListener};
@@ -21,11 +21,10 @@ use std::thread::JoinHandle;
 
 use rustls::ServerConfig;
 
+pub use port::{AdminRequest, AdminResponse, OpsPort};
 pub use scrape::Scrape;
-pub use state::Lifecycle;
-pub(crate) use state::OpsState;
+pub use settings::HttpSettings;
 
-use crate::config::HttpSettings;
 use server::Server;
 
 /// Why the operations listener did not start.
@@ -39,7 +38,7 @@ pub enum OpsError {
     },
     /// Its certificate or key is unusable.
     #[error("operations listener (http.tls_cert_file, http.tls_key_file): {0}")]
-    Tls(#[from] crate::transport::TransportError),
+    Tls(#[from] transport::TransportError),
     /// Its thread could not be started.
     #[error("operations listener: cannot start its thread: {0}")]
     Thread(std::io::Error),
@@ -62,7 +61,7 @@ impl OpsListener {
             return Ok(None);
         };
         let tls = match &settings.tls {
-            Some((cert, key)) => Some(Arc::new(crate::transport::load_server_config(cert, key)?)),
+            Some((cert, key)) => Some(Arc::new(transport::load_server_config(cert, key)?)),
             None => None,
         };
         let listener = TcpListener::bind(addr).map_err(|source| OpsError::Bind { addr, source })?;
@@ -77,9 +76,9 @@ impl OpsListener {
         }))
     }
 
-    /// Starts serving with `state`.
-    pub(crate) fn serve(self, state: OpsState) -> Result<OpsServer, OpsError> {
-        let server = Arc::new(Server::new(state, &self.settings, self.tls));
+    /// Starts serving, answering through `port`.
+    pub fn serve(self, port: Arc<dyn OpsPort>) -> Result<OpsServer, OpsError> {
+        let server = Arc::new(Server::new(port, &self.settings, self.tls));
         let acceptor =
             server::spawn_acceptor(Arc::clone(&server), self.listener).map_err(OpsError::Thread)?;
         tracing::info!(addr = %self.addr, https = server.tls.is_some(), "operations listener serving");

@@ -4,11 +4,11 @@
 
 use std::sync::atomic::Ordering;
 
-use super::exposition::{Exposition, Kind};
 use super::state::OpsState;
 use crate::metrics::{
     DropReason, HistogramSnapshot, Listener, Metrics, PerQos, Refusal, ShardDetail, Snapshot,
 };
+use ops::exposition::{Buckets, Exposition, Kind};
 
 /// Picks one per-QoS counter set out of a shard's figures.
 type PerQosField = fn(&ShardDetail) -> &PerQos;
@@ -332,7 +332,7 @@ fn shards(doc: &mut Exposition, state: &OpsState, metrics: &Metrics) {
     );
     for (shard, label) in shards.labels.iter().enumerate() {
         let snapshot: HistogramSnapshot = metrics.detail(shard).delivery_latency.snapshot();
-        doc.histogram(name, &[("shard", label.as_str())], &snapshot);
+        doc.histogram(name, &[("shard", label.as_str())], buckets(&snapshot));
     }
 }
 
@@ -465,7 +465,7 @@ fn store(doc: &mut Exposition, state: &OpsState) {
     );
     let name = "ringmq_store_commit_duration_seconds";
     doc.family(name, Kind::Histogram, "Time of one group commit (the engine's commit call, sync included with persistence.sync = \"batch\").");
-    doc.histogram(name, &[], &store.commit_latency.snapshot());
+    doc.histogram(name, &[], buckets(&store.commit_latency.snapshot()));
 }
 
 /// The size of the files under `dir` (one level of subdirectories, as the engines keep them);
@@ -497,4 +497,13 @@ fn directory_bytes(dir: &std::path::Path) -> u64 {
 /// The sum over shards of `value(shard)`.
 fn sum(metrics: &Metrics, value: impl Fn(usize) -> u64) -> u64 {
     (0..metrics.shard_count()).map(value).sum()
+}
+
+/// A latency histogram's snapshot as the exposition writes it.
+fn buckets(snapshot: &HistogramSnapshot) -> Buckets<'_> {
+    Buckets {
+        bounds: &crate::metrics::histogram::BOUNDS,
+        counts: &snapshot.buckets,
+        sum: std::time::Duration::from_nanos(snapshot.sum_ns),
+    }
 }

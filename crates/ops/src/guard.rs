@@ -17,7 +17,7 @@ use std::net::SocketAddr;
 
 use super::request::Request;
 use super::response::Response;
-use crate::config::{AllowedHosts, HostName, HttpSettings};
+use crate::settings::{AllowedHosts, HostName, HttpSettings};
 
 /// The `Host` and origin checks of one listener.
 #[derive(Debug, Clone)]
@@ -101,12 +101,15 @@ impl Guard {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::{default_raw, parse_raw};
 
-    fn guard(keys: &str, tls: bool) -> Guard {
-        let mut raw = default_raw().expect("defaults parse");
-        raw.overlay(parse_raw("t", &format!("[http]\n{keys}")).expect("parses"));
-        Guard::new(&raw.validate().expect("validates").http, tls)
+    /// A guard allowing `hosts` (each a host name or address, or "*").
+    fn guard(hosts: &[&str], tls: bool) -> Guard {
+        let mut settings = HttpSettings::for_tests();
+        settings.allowed_hosts = AllowedHosts {
+            any: hosts.contains(&"*"),
+            hosts: hosts.iter().filter_map(|h| HostName::parse(h)).collect(),
+        };
+        Guard::new(&settings, tls)
     }
 
     fn request(method: &str, headers: &[(&str, &str)]) -> Request {
@@ -131,10 +134,7 @@ mod tests {
 
     #[test]
     fn hosts_naming_the_listener_or_allowed_pass_and_others_get_421() {
-        let g = guard(
-            "allowed_hosts = [\"broker.example\", \"10.1.1.1\"]\n",
-            false,
-        );
+        let g = guard(&["broker.example", "10.1.1.1"], false);
         let local = "192.0.2.7:18083";
         for host in [
             "localhost",
@@ -160,7 +160,7 @@ mod tests {
             assert_eq!(status(&g, local, "GET", &[("host", host)]), 421, "{host}");
         }
         assert_eq!(status(&g, local, "GET", &[]), 200, "HTTP/1.0 without Host");
-        let any = guard("allowed_hosts = [\"*\"]\n", false);
+        let any = guard(&["*"], false);
         assert_eq!(
             status(&any, local, "GET", &[("host", "attacker.example")]),
             200
@@ -169,7 +169,7 @@ mod tests {
 
     #[test]
     fn cross_origin_state_changes_get_403() {
-        let g = guard("", false);
+        let g = guard(&[], false);
         let local = "127.0.0.1:18083";
         let host = ("host", "127.0.0.1:18083");
         let post = |headers: &[(&str, &str)]| status(&g, local, "POST", headers);
@@ -206,7 +206,7 @@ mod tests {
         assert_eq!(delete, 403);
         let default_port = [("host", "localhost"), ("origin", "http://localhost:80")];
         assert_eq!(post(&default_port), 200);
-        let tls = guard("", true);
+        let tls = guard(&[], true);
         let same = [
             ("host", "localhost:8443"),
             ("origin", "https://localhost:8443"),

@@ -6,7 +6,9 @@ use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
 use ring::digest::{SHA256, digest};
 
-use crate::config::{BasicCredentials, HttpSettings, Secret};
+use broker_api::Secret;
+
+use crate::settings::{BasicCredentials, HttpSettings};
 
 /// The credentials requests are checked against.
 #[derive(Debug, Clone)]
@@ -94,22 +96,25 @@ fn same(a: &[u8], b: &[u8]) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::{default_raw, parse_raw};
 
-    fn credentials(keys: &str) -> Credentials {
-        let mut raw = default_raw().expect("defaults parse");
-        raw.overlay(parse_raw("t", &format!("[http]\n{keys}")).expect("parses"));
-        Credentials::new(&raw.validate().expect("validates").http)
+    fn credentials(token: Option<&str>, basic: Option<(&str, &str)>) -> Credentials {
+        let mut settings = HttpSettings::for_tests();
+        settings.token = token.map(|t| Secret(t.to_owned()));
+        settings.basic = basic.map(|(username, password)| BasicCredentials {
+            username: username.to_owned(),
+            password: Secret(password.to_owned()),
+        });
+        Credentials::new(&settings)
     }
 
     #[test]
     fn nothing_configured_admits_everyone() {
-        assert!(credentials("").admits(None));
+        assert!(credentials(None, None).admits(None));
     }
 
     #[test]
     fn bearer_token_must_match_exactly() {
-        let c = credentials("token = \"s3cret\"\n");
+        let c = credentials(Some("s3cret"), None);
         assert!(c.admits(Some("Bearer s3cret")));
         assert!(c.admits(Some("bearer s3cret")));
         assert!(!c.admits(None));
@@ -121,7 +126,7 @@ mod tests {
 
     #[test]
     fn basic_credentials_must_match_both_halves() {
-        let c = credentials("username = \"ops\"\npassword = \"pa:ss\"\n");
+        let c = credentials(None, Some(("ops", "pa:ss")));
         let header = |text: &str| format!("Basic {}", STANDARD.encode(text));
         assert!(c.admits(Some(&header("ops:pa:ss"))));
         assert!(!c.admits(Some(&header("ops:pa"))));
