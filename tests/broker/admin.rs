@@ -1,16 +1,17 @@
 //! The admin API (`/api/v1/...`) against a running broker with real clients, through
-//! `AdminPort::route` (the operations HTTP server hands it every `/api/` request).
+//! `AdminPort::route` (the operations HTTP server hands it every `/api/` request), and over the
+//! operations listener where the answer depends on the store.
 
 #![allow(
     clippy::unwrap_used,
     reason = "test code: a failed unwrap is a failed test, with its location"
 )]
 
-use codec::{ProtocolVersion, QoS, ReasonCode};
+use codec::{Packet, ProtocolVersion, QoS, ReasonCode};
 use ringmq::admin::{AdminRequest, AdminResponse};
-use serde_json::Value;
+use serde_json::{Value, json};
 
-use crate::client::{RawClient, V5, persistent_connect};
+use crate::client::{RawClient, V5, persistent_connect, pid, publish_packet};
 use crate::harness::TestBroker;
 
 fn call(broker: &TestBroker, method: &str, path_and_query: &str, body: &str) -> (u16, Value) {
@@ -298,4 +299,93 @@ fn a_reload_changes_a_limit_and_the_password_file_while_clients_stay_connected()
     stays.publish_simple("t", b"still here", QoS::AtLeastOnce);
     assert_eq!(stays.expect_publish_acked().payload(), b"still here");
     assert_eq!(get(&broker, "/api/v1/clients/alice-1")["connected"], true);
+}
+
+/// Publishes `count` QoS 1 messages on `topic`, up to `window` unacknowledged at a time (so a
+/// stored broker commits them in groups rather than one sync per message).
+fn publish_acked_in_windows(publisher: &mut RawClient, topic: &str, count: u16, window: u16) {
+    let mut sent = 0;
+    while sent < count {
+        let ids: Vec<u16> = (0..window.min(count - sent))
+            .map(|_| publisher.next_packet_id())
+            .collect();
+        for &id in &ids {
+            let publish = publish_packet(topic, &sent.to_be_bytes(), QoS::AtLeastOnce, Some(id));
+            publisher.send(&Packet::Publish(publish));
+        }
+        for &id in &ids {
+            let reason = publisher.recv_where("PUBACK", |p| match p {
+                Packet::PubAck(ack) if ack.packet_id == pid(id) => Some(ack.reason_code),
+                _ => None,
+            });
+            assert_eq!(reason, ReasonCode::Success, "PUBACK {id}");
+        }
+        sent += ids.len() as u16;
+    }
+}
+
+/// `GET /api/v1/clients/{client_id}` over the operations listener, polled until its `queued`
+/// is `queued` or 5 s have passed; then its (`queued`, `queued_on_disk`) must be these.
+fn assert_queued(broker: &TestBroker, client_id: &str, queued: u64, on_disk: u64, when: &str) {
+    let path = format!("/api/v1/clients/{client_id}");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    let client = loop {
+        let answer = crate::ops::get(broker.http_addr(), &path, "");
+        assert_eq!(answer.status, 200, "{}", answer.body);
+        let client: Value = serde_json::from_str(&answer.body).unwrap();
+        if client["queued"] == queued || std::time::Instant::now() >= deadline {
+            break client;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    };
+    assert_eq!(
+        queue_counts(&client),
+        (&json!(queued), &json!(on_disk)),
+        "{when}: {client}"
+    );
+}
+
+/// (`queued`, `queued_on_disk`) of a client's answer.
+fn queue_counts(client: &Value) -> (&Value, &Value) {
+    (&client["queued"], &client["queued_on_disk"])
+}
+
+/// A stored offline session keeps at most `persistence.memory_queue_messages` queued copies in
+/// memory and the rest on disk: the API counts both (issue 47, defect 11), while the broker
+/// runs and after a restart, and the count falls to 0 once the client has taken them all.
+#[test]
+fn queued_counts_the_messages_a_stored_session_keeps_on_disk() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = format!(
+        "{}{}memory_queue_messages = 10\n[queues]\nmax_queued_messages = 2000\n",
+        crate::ops::HTTP,
+        crate::persistence::store_config("redb", dir.path())
+    );
+    let broker = TestBroker::with_store(&config);
+    let mut sub = RawClient::connected(broker.addr(), persistent_connect(V5, "offline", 3600));
+    sub.subscribe("spill/#", QoS::AtLeastOnce);
+    sub.disconnect();
+    let mut publisher = RawClient::connected_clean(broker.addr(), V5, "publisher");
+    publish_acked_in_windows(&mut publisher, "spill/a", 1000, 50);
+    publisher.disconnect();
+    assert_queued(&broker, "offline", 1000, 990, "offline");
+    let list = crate::ops::get(broker.http_addr(), "/api/v1/clients", "");
+    let list: Value = serde_json::from_str(&list.body).unwrap();
+    let listed = list["clients"].as_array().unwrap();
+    let offline = listed.iter().find(|c| c["client_id"] == "offline").unwrap();
+    assert_eq!(
+        queue_counts(offline),
+        (&json!(1000), &json!(990)),
+        "{offline}"
+    );
+    drop(broker);
+
+    let broker = TestBroker::with_store(&config);
+    assert_queued(&broker, "offline", 1000, 990, "after a restart");
+    let mut sub = RawClient::connected(broker.addr(), persistent_connect(V5, "offline", 3600));
+    for _ in 0..1000 {
+        sub.expect_publish_acked();
+    }
+    sub.ping();
+    assert_queued(&broker, "offline", 0, 0, "all taken");
 }

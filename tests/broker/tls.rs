@@ -435,3 +435,134 @@ fn the_binary_reloads_certificates_on_sighup_and_refuses_a_missing_key() {
     let stderr = String::from_utf8_lossy(&failed.stderr);
     assert!(stderr.contains(path(&pki.server.key)), "{stderr}");
 }
+
+/// Runs `openssl` with `args`; it must succeed.
+fn openssl(args: &[&str]) {
+    let output = Command::new("openssl").args(args).output().unwrap();
+    assert!(output.status.success(), "openssl {args:?}: {output:?}");
+}
+
+/// A new P-256 key and a certificate request for CN `name`, in `dir`: (key, request).
+fn openssl_request(dir: &Path, name: &str) -> (String, String) {
+    let key = path(&dir.join(format!("{name}.key"))).to_owned();
+    let request = path(&dir.join(format!("{name}.csr"))).to_owned();
+    let subject = format!("/CN={name}");
+    openssl(&[
+        "req",
+        "-new",
+        "-newkey",
+        "ec",
+        "-pkeyopt",
+        "ec_paramgen_curve:P-256",
+        "-nodes",
+        "-keyout",
+        &key,
+        "-out",
+        &request,
+        "-subj",
+        &subject,
+    ]);
+    (key, request)
+}
+
+/// A CA made with openssl as operators make them: `req -x509` (v3, basicConstraints CA:TRUE)
+/// or, with `v1`, `x509 -req -signkey` (v1, no extensions).
+fn openssl_ca(dir: &Path, name: &str, v1: bool) -> CertFiles {
+    let (key, request) = openssl_request(dir, name);
+    let cert = path(&dir.join(format!("{name}.pem"))).to_owned();
+    if v1 {
+        openssl(&[
+            "x509", "-req", "-in", &request, "-signkey", &key, "-out", &cert,
+        ]);
+    } else {
+        let subject = format!("/CN={name}");
+        openssl(&[
+            "req", "-x509", "-key", &key, "-out", &cert, "-subj", &subject,
+        ]);
+    }
+    CertFiles {
+        cert: cert.into(),
+        key: key.into(),
+    }
+}
+
+/// A client certificate `ca` signs with `openssl x509 -req`: X.509 v1 without `extfile`, v3
+/// with the extensions in it.
+fn openssl_client(dir: &Path, ca: &CertFiles, name: &str, extfile: Option<&Path>) -> CertFiles {
+    let (key, request) = openssl_request(dir, name);
+    let cert = path(&dir.join(format!("{name}.pem"))).to_owned();
+    let mut args = vec![
+        "x509",
+        "-req",
+        "-in",
+        &request,
+        "-CA",
+        path(&ca.cert),
+        "-CAkey",
+        path(&ca.key),
+        "-CAcreateserial",
+        "-out",
+        &cert,
+    ];
+    if let Some(extfile) = extfile {
+        args.extend(["-extfile", path(extfile)]);
+    }
+    openssl(&args);
+    CertFiles {
+        cert: cert.into(),
+        key: key.into(),
+    }
+}
+
+/// A client certificate made by `openssl x509 -req` without `-extfile` is X.509 v1, which
+/// mosquitto accepts and webpki does not: the refusal is logged at warn with its cause and fix
+/// (issue 47, defect 11), not only at debug. A v1 CA in `client_ca` is fine (a trust anchor):
+/// a v3 client certificate it signed connects.
+#[test]
+fn a_v1_client_certificate_is_refused_with_a_warning_that_names_the_fix() {
+    let pki = TestPki::new();
+    let dir = pki.dir.path();
+    let v3_ca = openssl_ca(dir, "openssl-v3-ca", false);
+    let v1_ca = openssl_ca(dir, "openssl-v1-ca", true);
+    let extfile = dir.join("client.ext");
+    std::fs::write(
+        &extfile,
+        "basicConstraints=CA:FALSE\nkeyUsage=digitalSignature\nextendedKeyUsage=clientAuth\n",
+    )
+    .unwrap();
+    let v1_client = openssl_client(dir, &v3_ca, "v1-client", None);
+    let v3_client = openssl_client(dir, &v1_ca, "v3-client", Some(&extfile));
+    let client_ca = dir.join("client-ca.pem");
+    let both = [&v3_ca.cert, &v1_ca.cert].map(|ca| std::fs::read_to_string(ca).unwrap());
+    std::fs::write(&client_ca, both.concat()).unwrap();
+    let port = crate::ports::free_port();
+    let config = dir.join("ringmq.toml");
+    let listener = format!(
+        "[listeners]\ntcp = []\n[[listeners.tls]]\nbind = \"127.0.0.1:{port}\"\n{}\
+         client_ca = {:?}\nrequire_client_cert = true\n[persistence]\nengine = \"none\"\n",
+        pki.listener_keys(),
+        path(&client_ca)
+    );
+    std::fs::write(&config, listener).unwrap();
+    let broker = crate::binary::BrokerProcess::start(&config);
+
+    let refused = publish_tls(port, &pki.ca.cert, Some(&v1_client), &[]);
+    assert!(!refused.status.success(), "{refused:?}");
+    let log = broker.wait_for_log("TLS client certificate refused");
+    let warning = log
+        .lines()
+        .find(|line| line.contains("TLS client certificate refused"))
+        .unwrap();
+    assert!(
+        warning.contains(" WARN ")
+            && warning.contains("client certificate is X.509 v1 (no extensions)")
+            && warning.contains("-extfile")
+            && warning.contains("extendedKeyUsage=clientAuth"),
+        "{warning}"
+    );
+    let accepted = publish_tls(port, &pki.ca.cert, Some(&v3_client), &[]);
+    assert!(
+        accepted.status.success(),
+        "v3, signed by a v1 CA: {accepted:?}"
+    );
+}

@@ -9,7 +9,7 @@ use std::io;
 use std::net::SocketAddr;
 
 use bytes::Bytes;
-use ring_runtime::{CloseReason, ConnId, Handler, ShardCtx, ShardId, TimerId};
+use ring_runtime::{CloseReason, ConnId, Handler, LayerError, ShardCtx, ShardId, TimerId};
 
 /// The environment variable naming the shard that panics on its first accept.
 pub const FAULT_PANIC_SHARD_ENV: &str = "RINGMQ_FAULT_PANIC_SHARD";
@@ -53,6 +53,10 @@ impl<H: Handler> Handler for FaultInjected<H> {
 
     fn on_data(&mut self, ctx: &mut ShardCtx<H::Message>, conn: ConnId, data: Bytes) {
         self.inner.on_data(ctx, conn, data);
+    }
+
+    fn on_layer_error(&mut self, ctx: &mut ShardCtx<H::Message>, conn: ConnId, e: LayerError) {
+        self.inner.on_layer_error(ctx, conn, e);
     }
 
     fn on_read_closed(&mut self, ctx: &mut ShardCtx<H::Message>, conn: ConnId) {

@@ -63,7 +63,11 @@ pub struct ClientInfo {
     pub keep_alive: Option<u16>,
     pub subscriptions: usize,
     pub inflight: usize,
-    pub queued: usize,
+    /// Copies waiting to be sent: the whole queue, in memory and, for a stored session, on
+    /// disk (beyond `persistence.memory_queue_messages`).
+    pub queued: u64,
+    /// The part of `queued` kept on disk only.
+    pub queued_on_disk: u64,
     /// Unix time (seconds) its current connection was accepted, when connected.
     pub connected_since: Option<u64>,
     pub shard: usize,

@@ -22,6 +22,10 @@ pub enum Lifecycle {
     /// A socket was refused at accept (`connection.max_connections`): one warn line each,
     /// bounded like the others, so a connection flood cannot flood the log.
     RefusedAtMax,
+    /// A TLS client certificate refused for a cause the operator can fix
+    /// (`transport::CertificateRefusal`): one warn line each, bounded like the others, since
+    /// anyone can send such a certificate.
+    CertificateRefused,
 }
 
 impl Lifecycle {
@@ -31,6 +35,7 @@ impl Lifecycle {
             Self::Connected => "connected",
             Self::Disconnected => "disconnected",
             Self::RefusedAtMax => "refused at max_connections",
+            Self::CertificateRefused => "client certificate refused",
         }
     }
 
@@ -39,6 +44,7 @@ impl Lifecycle {
             Self::Connected => 0,
             Self::Disconnected => 1,
             Self::RefusedAtMax => 2,
+            Self::CertificateRefused => 3,
         }
     }
 }
@@ -70,7 +76,7 @@ struct Window {
 #[derive(Debug, Default)]
 pub struct LifecycleLog {
     per_sec: AtomicU32,
-    windows: [Window; 3],
+    windows: [Window; 4],
 }
 
 impl LifecycleLog {

@@ -1,5 +1,6 @@
 //! Why a transport could not be set up: on the server side ([`TransportError`]: a listener's
-//! certificate files) and on the client side ([`ClientError`]).
+//! certificate files) and on the client side ([`ClientError`]); and why a TLS listener refused
+//! a client certificate, when an operator can fix the cause ([`CertificateRefusal`]).
 
 use std::path::PathBuf;
 
@@ -40,4 +41,36 @@ pub enum ClientError {
     /// The WebSocket upgrade request could not be built.
     #[error("WebSocket upgrade request: {0}")]
     WsRequest(tungstenite::Error),
+}
+
+/// Why a TLS listener refused a client's certificate chain, for the causes an operator can fix
+/// (the client gets the same alert as for any refused certificate: certificate unknown).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum CertificateRefusal {
+    /// The client's own certificate is not X.509 v3, so it has no extensions (what
+    /// `openssl x509 -req` makes without `-extfile`); webpki accepts only v3.
+    #[error(
+        "client certificate is X.509 v{version} (no extensions): reissue it with v3 extensions, \
+         e.g. `openssl x509 -req ... -extfile client.ext` with basicConstraints=CA:FALSE, \
+         keyUsage=digitalSignature, extendedKeyUsage=clientAuth"
+    )]
+    ClientNotV3 { version: u8 },
+    /// An intermediate CA certificate the client sent with its own is not X.509 v3.
+    #[error(
+        "an intermediate CA certificate the client sent is X.509 v{version} (no extensions): \
+         reissue it with v3 extensions (basicConstraints=critical,CA:TRUE, \
+         keyUsage=keyCertSign), or put it in client_ca, where a v1 CA is accepted"
+    )]
+    IntermediateNotV3 { version: u8 },
+}
+
+impl CertificateRefusal {
+    /// The refusal a handshake failed with, if it was one of these.
+    pub(crate) fn of(error: &rustls::Error) -> Option<Self> {
+        let rustls::Error::InvalidCertificate(rustls::CertificateError::Other(other)) = error
+        else {
+            return None;
+        };
+        other.0.downcast_ref::<Self>().copied()
+    }
 }

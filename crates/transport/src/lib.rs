@@ -5,7 +5,8 @@
 //!
 //! - Server side (the broker): [`Transports`], every configured listener and the layer a
 //!   connection accepted on it gets ([`MqttTransport`]: rustls' unbuffered server API, so an
-//!   idle connection holds no TLS buffer); certificates reload in place.
+//!   idle connection holds no TLS buffer); certificates reload in place. A client certificate
+//!   refused for a cause the operator can fix (X.509 v1) is named: [`CertificateRefusal`].
 //! - Client side (the load generator): [`Connector`] and its [`ClientLayer`].
 //!
 //! The layering itself ([`Stack`]: which of TLS and WebSocket a connection has, and how bytes
@@ -24,6 +25,7 @@
 #![forbid(unsafe_code)]
 
 mod client;
+mod client_cert;
 pub mod config;
 mod error;
 mod hold;
@@ -38,7 +40,7 @@ pub use client::{ClientLayer, Connector};
 pub use config::{
     AllowedOrigins, ClientSettings, ListenerKind, ListenerSettings, TlsSettings, TransportListener,
 };
-pub use error::{ClientError, TransportError};
+pub use error::{CertificateRefusal, ClientError, TransportError};
 pub use hold::{HeldOver, HoldLimit, MIN_HOLD_PER_CONNECTION, SharedBudget};
 pub use listeners::Transports;
 pub use server_layer::{MqttTransport, NoCommonName};

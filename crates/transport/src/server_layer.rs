@@ -6,6 +6,7 @@ use std::net::SocketAddr;
 
 use rustls::server::UnbufferedServerConnection;
 
+use crate::error::CertificateRefusal;
 use crate::hold::{Hold, HoldLimit};
 use crate::stack::Stack;
 use crate::tls::common_name;
@@ -48,6 +49,12 @@ impl Stack<TlsSession, WsSession, ServerSide> {
 
     pub fn peer(&self) -> SocketAddr {
         self.side().peer
+    }
+
+    /// Why the TLS handshake refused the client's certificate, when the cause is one an
+    /// operator can fix ([`CertificateRefusal`]); `None` for any other failure.
+    pub fn certificate_refusal(&self) -> Option<CertificateRefusal> {
+        self.tls().and_then(TlsSession::certificate_refusal)
     }
 
     /// For a listener with `identity_as_username`: the verified client certificate's Common

@@ -11,6 +11,7 @@ use rustls::{RootCertStore, ServerConfig};
 use rustls_pki_types::pem::PemObject;
 use rustls_pki_types::{CertificateDer, PrivateKeyDer};
 
+use crate::client_cert::ExplainedRefusals;
 use crate::config::TlsSettings;
 use crate::error::TransportError;
 
@@ -101,7 +102,7 @@ fn server_config(settings: &TlsSettings) -> Result<ServerConfig, TransportError>
                 path: ca.clone(),
                 cause: e.to_string(),
             })?;
-            builder.with_client_cert_verifier(verifier)
+            builder.with_client_cert_verifier(ExplainedRefusals::new(verifier))
         }
     };
     let config = builder

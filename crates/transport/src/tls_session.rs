@@ -12,6 +12,7 @@ use rustls::unbuffered::{
 };
 use rustls_pki_types::CertificateDer;
 
+use crate::error::CertificateRefusal;
 use crate::stack::{TlsHalf, tls_error};
 
 /// Room for a record's header, padding and tag beyond its plaintext.
@@ -26,6 +27,8 @@ pub struct TlsSession {
     incoming: Vec<u8>,
     /// The session failed: nothing more is read or written.
     failed: bool,
+    /// Why the client's certificate was refused, when the cause has a name.
+    refusal: Option<CertificateRefusal>,
 }
 
 /// What one pass over the received records ended with.
@@ -42,12 +45,18 @@ impl TlsSession {
             conn,
             incoming: Vec::new(),
             failed: false,
+            refusal: None,
         }
     }
 
     /// The client's certificate chain, once the handshake verified one.
     pub(crate) fn peer_certificates(&self) -> Option<&[CertificateDer<'static>]> {
         self.conn.peer_certificates()
+    }
+
+    /// Why the handshake refused the client's certificate, when the cause has a name.
+    pub(crate) fn certificate_refusal(&self) -> Option<CertificateRefusal> {
+        self.refusal
     }
 
     /// After an error: the alert rustls queued goes to `wire` (one more pass yields it), and
@@ -72,7 +81,14 @@ impl TlsSession {
         loop {
             let UnbufferedStatus { mut discard, state } =
                 self.conn.process_tls_records(&mut self.incoming);
-            let pass = match state.map_err(tls_error)? {
+            let state = match state {
+                Ok(state) => state,
+                Err(error) => {
+                    self.refusal = CertificateRefusal::of(&error);
+                    return Err(tls_error(error));
+                }
+            };
+            let pass = match state {
                 ConnectionState::ReadTraffic(mut traffic) => {
                     while let Some(record) = traffic.next_record() {
                         let record = record.map_err(tls_error)?;

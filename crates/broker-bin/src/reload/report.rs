@@ -25,21 +25,41 @@ impl ReloadReport {
         self.refused.is_none() && self.restart_required.is_empty() && self.errors.is_empty()
     }
 
-    /// Writes the report to the log: one info line for what was reloaded, a warning per key
-    /// that waits for a restart, an error per failure.
+    /// Writes the report to the log, saying only what is in force: a refused configuration
+    /// is one error line (none of it applied); otherwise the live keys applied (when any;
+    /// "partly" when something else waits or failed) and the files read again (when nothing
+    /// failed). Then a warning per key that waits for a restart and an error per failure.
     pub fn log(&self, origin: &str) {
-        if let Some(error) = &self.refused {
-            tracing::error!(%error, "{origin}: the new configuration is refused; the running one stays");
+        match &self.refused {
+            Some(error) => tracing::error!(
+                %error,
+                "{origin}: reload failed: the new configuration is refused; none of it is in force, the running one stays"
+            ),
+            None => self.log_in_force(origin),
         }
-        tracing::info!(
-            applied = ?self.applied,
-            "{origin}: certificates, password file and ACL file read again; live settings applied"
-        );
         for key in &self.restart_required {
             tracing::warn!("{origin}: {key} changed: takes effect at the next start");
         }
         for error in &self.errors {
             tracing::error!(%error, "{origin}: reload failed; the old one stays in use");
+        }
+    }
+
+    /// The info lines of a configuration that loaded: its live keys applied, the files read
+    /// again; each only when true.
+    fn log_in_force(&self, origin: &str) {
+        if !self.applied.is_empty() {
+            if self.is_complete() {
+                tracing::info!(applied = ?self.applied, "{origin}: live settings applied");
+            } else {
+                tracing::info!(
+                    applied = ?self.applied,
+                    "{origin}: reload partly applied: only these live settings are in force"
+                );
+            }
+        }
+        if self.errors.is_empty() {
+            tracing::info!("{origin}: certificates, password file and ACL file read again");
         }
     }
 }

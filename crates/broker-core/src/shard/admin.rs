@@ -78,6 +78,7 @@ impl BrokerShard {
             .conn
             .and_then(|conn| Some((conn, self.conns.get(&conn)?)));
         let started = std::time::SystemTime::now() - self.shared.time.uptime();
+        let queued_on_disk = session.spilled().map_or(0, |spilled| spilled.on_disk);
         ClientInfo {
             client_id: session.client_id.as_str().to_owned(),
             connected: connection.is_some(),
@@ -88,7 +89,8 @@ impl BrokerShard {
             keep_alive: connection.map(|(_, c)| c.keep_alive),
             subscriptions: session.subscriptions.len(),
             inflight: session.inflight.len(),
-            queued: session.queue.len(),
+            queued: session.queue.len() as u64 + queued_on_disk,
+            queued_on_disk,
             connected_since: connection.map(|(_, c)| {
                 let at = started + std::time::Duration::from_secs(u64::from(c.connected_at_s));
                 at.duration_since(std::time::UNIX_EPOCH)

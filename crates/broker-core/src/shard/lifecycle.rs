@@ -76,6 +76,21 @@ impl BrokerShard {
         }
     }
 
+    /// A TLS client certificate refused for a cause the operator can fix: a warn line with
+    /// the cause and the fix, bounded like the lifecycle lines; whether it was written.
+    pub(super) fn log_certificate_refused(
+        &mut self,
+        ctx: &mut Ctx,
+        peer: std::net::SocketAddr,
+        refusal: transport::CertificateRefusal,
+    ) -> bool {
+        let admitted = self.lifecycle_admitted(ctx, Lifecycle::CertificateRefused, Level::WARN);
+        if admitted {
+            tracing::warn!(target: TARGET, %peer, "TLS client certificate refused: {refusal}");
+        }
+        admitted
+    }
+
     /// Whether a line of `kind` at `level` is written now; a suppressed one is counted, and the
     /// first of a run arms its summary.
     fn lifecycle_admitted(&mut self, ctx: &mut Ctx, kind: Lifecycle, level: Level) -> bool {

@@ -47,16 +47,25 @@ impl BrokerShard {
 
     /// The layer gave up (failed handshake, plain MQTT on a TLS port, bad upgrade, bad
     /// framing, more held than its bounds allow): logged at debug with the peer, then closed.
-    /// A layer over its bounds is counted with the partial packets over the budget.
+    /// A layer over its bounds is counted with the partial packets over the budget. A client
+    /// certificate refused for a cause the operator can fix (an X.509 v1 certificate) is
+    /// logged at warn instead, within the lifecycle lines' bound.
     pub(super) fn transport_failed(&mut self, ctx: &mut Ctx, conn: ConnId, error: LayerError) {
         let transport = ctx.layer_mut::<MqttTransport>(conn);
         let peer = transport.as_ref().map(|t| t.peer());
+        let refusal = transport.as_ref().and_then(|t| t.certificate_refusal());
         if transport.is_some_and(|t| t.held_over().is_some()) {
             ShardCounters::add(&self.counters().partial_frame_closed, 1);
         }
-        match peer {
-            Some(peer) => debug!(%peer, %error, "transport error: closing"),
-            None => debug!(%error, "transport error: closing"),
+        let warned = match (peer, refusal) {
+            (Some(peer), Some(refusal)) => self.log_certificate_refused(ctx, peer, refusal),
+            _ => false,
+        };
+        if !warned {
+            match peer {
+                Some(peer) => debug!(%peer, %error, "transport error: closing"),
+                None => debug!(%error, "transport error: closing"),
+            }
         }
         self.close_connection(ctx, conn);
     }
