@@ -346,6 +346,116 @@ fn a_redis_server_that_is_down_answers_server_unavailable() {
     broker.assert_serving();
 }
 
+/// What a subscriber whose subscription a reload revoked sees: `writer` publishes to
+/// `public/x`; `control` (still allowed) gets it, `revoked` gets nothing, the revocation having
+/// been counted once first; a new SUBSCRIBE to `public/#` is refused too.
+fn assert_revoked_after_reload(
+    broker: &TestBroker,
+    revoked: &mut RawClient,
+    control: &mut RawClient,
+    writer: &mut RawClient,
+) {
+    let before = broker.metrics().subscriptions_revoked;
+    assert_eq!(broker.reload(), Vec::<String>::new());
+    broker.wait_for_metrics(
+        "the reloaded backend's refusal revokes the subscription",
+        |m| m.subscriptions_revoked > before,
+    );
+    assert!(accepted(publish_qos1(writer, "public/x", b"after")));
+    assert_eq!(control.expect_publish_acked().payload(), b"after");
+    revoked.expect_silence(Duration::from_millis(300));
+    assert_eq!(
+        broker.metrics().subscriptions_revoked - before,
+        1,
+        "only the refused subscription is revoked, the control's stays"
+    );
+    let again = revoked.subscribe_with(subscribe_packet(
+        9,
+        "public/#",
+        qos_options(QoS::AtLeastOnce),
+    ));
+    assert_eq!(again.reason_codes, vec![ReasonCode::NotAuthorized]);
+}
+
+/// Both subscribers get a message on `public/x` (their subscriptions stand).
+fn assert_both_receive(bob: &mut RawClient, carol: &mut RawClient, writer: &mut RawClient) {
+    assert!(accepted(publish_qos1(writer, "public/x", b"before")));
+    assert_eq!(bob.expect_publish_acked().payload(), b"before");
+    assert_eq!(carol.expect_publish_acked().payload(), b"before");
+}
+
+/// Issue 47, defect 3: an HTTP `acl_url` that now refuses a subscription it allowed reaches
+/// the subscription at the next reload (the backend is asked again about each filter).
+#[test]
+fn an_http_acl_change_reaches_existing_subscriptions_after_a_reload() {
+    let bob_may_read = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(true));
+    let may_read = std::sync::Arc::clone(&bob_may_read);
+    let server = HttpAuthServer::start(move |path, body| {
+        let bob = body["username"] == "bob";
+        let status = match path {
+            "/login" => 200,
+            "/acl" if !bob || may_read.load(std::sync::atomic::Ordering::Acquire) => 200,
+            _ => 403,
+        };
+        Answer {
+            status,
+            delay: Duration::ZERO,
+        }
+    });
+    let broker = TestBroker::with_config(&http_config(&server, ""));
+    let connected =
+        |id, user| RawClient::connected(broker.addr(), login_packet(V5, id, Some(user), "pw"));
+    let (mut bob, mut carol, mut writer) = (
+        connected("b", "bob"),
+        connected("c", "carol"),
+        connected("w", "writer"),
+    );
+    for subscriber in [&mut bob, &mut carol] {
+        let ack = subscriber.subscribe_with(subscribe_packet(
+            1,
+            "public/#",
+            qos_options(QoS::AtLeastOnce),
+        ));
+        assert_eq!(ack.reason_codes, vec![ReasonCode::GrantedQoS1]);
+    }
+    assert_both_receive(&mut bob, &mut carol, &mut writer);
+    bob_may_read.store(false, std::sync::atomic::Ordering::Release);
+    assert_revoked_after_reload(&broker, &mut bob, &mut carol, &mut writer);
+}
+
+/// Issue 47, defect 3: a Redis ACL set changed behind a connected client reaches its
+/// subscriptions at the next reload (its grant is read again).
+#[test]
+fn a_redis_acl_change_reaches_existing_subscriptions_after_a_reload() {
+    let redis = crate::redis_server::RedisServer::start();
+    let hash = mosquitto_hash("user", "pw");
+    for user in ["bob", "carol"] {
+        redis.command(&["SET", user, &hash]);
+        redis.command(&["SADD", &format!("{user}:racls"), "public/#"]);
+    }
+    redis.command(&["SET", "writer", &hash]);
+    redis.command(&["SADD", "writer:wacls", "public/#"]);
+    let broker = TestBroker::with_config(&redis_config(&redis));
+    let connected =
+        |id, user| RawClient::connected(broker.addr(), login_packet(V5, id, Some(user), "pw"));
+    let (mut bob, mut carol, mut writer) = (
+        connected("b", "bob"),
+        connected("c", "carol"),
+        connected("w", "writer"),
+    );
+    for subscriber in [&mut bob, &mut carol] {
+        let ack = subscriber.subscribe_with(subscribe_packet(
+            1,
+            "public/#",
+            qos_options(QoS::AtLeastOnce),
+        ));
+        assert_eq!(ack.reason_codes, vec![ReasonCode::GrantedQoS1]);
+    }
+    assert_both_receive(&mut bob, &mut carol, &mut writer);
+    redis.command(&["SREM", "bob:racls", "public/#"]);
+    assert_revoked_after_reload(&broker, &mut bob, &mut carol, &mut writer);
+}
+
 /// An HS256 token for `sub` expiring `expires_in` from now, with topic claims.
 fn hs256_token(
     secret: &[u8],

@@ -110,6 +110,9 @@ pub struct AccessControl {
     /// Bumped whenever the ACL file is read again: a client connected under an older version
     /// has every delivery checked against the rules in force (`shard/acl.rs`).
     pub rules_epoch: AtomicU64,
+    /// Bumped whenever the backends' answers are forgotten (a reload): each shard then asks
+    /// the backends again about the grants of its connected clients (`shard/grant_recheck.rs`).
+    pub grants_epoch: AtomicU64,
 }
 
 impl AccessControl {
@@ -120,6 +123,7 @@ impl AccessControl {
             acl: None,
             gatekeeper: None,
             rules_epoch: AtomicU64::new(0),
+            grants_epoch: AtomicU64::new(0),
         }
     }
 
@@ -131,6 +135,11 @@ impl AccessControl {
     /// The rules' epoch now (see [`Self::rules_epoch`]).
     pub fn rules_epoch(&self) -> u64 {
         self.rules_epoch.load(Ordering::Acquire)
+    }
+
+    /// The backends' grants epoch now (see [`Self::grants_epoch`]).
+    pub fn grants_epoch(&self) -> u64 {
+        self.grants_epoch.load(Ordering::Acquire)
     }
 
     /// The ACL in force, if one is configured.
@@ -151,6 +160,7 @@ impl AccessControl {
         if let Some(gatekeeper) = &self.gatekeeper {
             // Credentials or rules may have changed behind the backends too.
             gatekeeper.forget_answers();
+            self.grants_epoch.fetch_add(1, Ordering::Release);
         }
         errors
     }

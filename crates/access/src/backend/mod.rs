@@ -159,4 +159,17 @@ pub trait Backend: Send + Sync {
     fn checks_topics(&self) -> bool {
         false
     }
+
+    /// The grant this backend would hand `username` (connected as `client_id`) now, read
+    /// again without its credentials, for a backend whose grants can change behind a
+    /// connected client (Redis: its ACL sets and superuser flag). `None`: nothing to read
+    /// again (JWT claims are in the client's token; HTTP answers topic by topic).
+    /// May block (bounded by the backend's timeout).
+    fn current_grant(
+        &self,
+        _client_id: &str,
+        _username: Option<&str>,
+    ) -> Result<Option<Grant>, BackendError> {
+        Ok(None)
+    }
 }

@@ -252,6 +252,33 @@ impl Backend for RedisBackend {
         }))
     }
 
+    fn current_grant(
+        &self,
+        client_id: &str,
+        username: Option<&str>,
+    ) -> Result<Option<Grant>, BackendError> {
+        let Some(username) = username else {
+            return Ok(None);
+        };
+        let record = self.fetch(username)?;
+        if record.hash.is_none() {
+            // The user is gone: nothing is granted any more.
+            return Ok(Some(Grant {
+                rules: Some(Vec::new()),
+                ..Grant::default()
+            }));
+        }
+        let client = ClientIdentity {
+            client_id,
+            username: Some(username),
+        };
+        Ok(Some(Grant {
+            expires_at: None,
+            rules: Some(rules(&record, &client)),
+            superuser: record.superuser,
+        }))
+    }
+
     fn check_acl(&self, request: &AclRequest) -> Result<AclAnswer, BackendError> {
         let Some(username) = request.username.as_deref() else {
             return Ok(AclAnswer::Unknown);

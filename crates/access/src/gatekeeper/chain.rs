@@ -98,6 +98,69 @@ impl Chain {
             _ => Ok(false),
         }
     }
+
+    /// Asks link `link` (the backend that let the client in) about a connected client
+    /// (`client`: its client id and username) again, after a reload: the whole grant where the
+    /// backend hands it over, else one subscribe check per filter in `requests`.
+    pub fn recheck(
+        &self,
+        link: usize,
+        client: (&str, Option<&str>),
+        requests: &[AclRequest],
+    ) -> Recheck {
+        let Some(Link::External(backend)) = self.links.get(link) else {
+            return Recheck::Filters(vec![FilterAnswer::Unknown; requests.len()]);
+        };
+        match recheck_with(backend.as_ref(), client, requests) {
+            Ok(recheck) => recheck,
+            Err(error) => {
+                tracing::warn!(%error, "authentication backend failed to re-check a grant");
+                Recheck::Failed(error.to_string())
+            }
+        }
+    }
+}
+
+fn recheck_with(
+    backend: &dyn Backend,
+    (client_id, username): (&str, Option<&str>),
+    requests: &[AclRequest],
+) -> Result<Recheck, BackendError> {
+    if let Some(grant) = backend.current_grant(client_id, username)? {
+        return Ok(Recheck::Grant(grant));
+    }
+    let answers = requests
+        .iter()
+        .map(|request| {
+            Ok(match backend.check_acl(request)? {
+                AclAnswer::Allow => FilterAnswer::Allowed,
+                AclAnswer::Deny => FilterAnswer::Refused,
+                AclAnswer::Unknown => FilterAnswer::Unknown,
+            })
+        })
+        .collect::<Result<Vec<_>, BackendError>>()?;
+    Ok(Recheck::Filters(answers))
+}
+
+/// What a backend says about a connected client's grant after a reload.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Recheck {
+    /// The backend handed the client's grant over afresh (Redis).
+    Grant(Grant),
+    /// The backend's answer per subscription filter asked, in order (HTTP's ACL URL; JWT
+    /// claims cannot change and answer `None`).
+    Filters(Vec<FilterAnswer>),
+    /// The backend could not answer (down, timed out, bad answer): the old grant stands.
+    Failed(String),
+}
+
+/// A backend's answer about one subscription filter of a connected client.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FilterAnswer {
+    Allowed,
+    Refused,
+    /// No opinion (the backend cannot tell): the subscription stays.
+    Unknown,
 }
 
 /// The password file's answer: allowed for a known user with the right password, no opinion

@@ -49,6 +49,12 @@ impl ClientGrant {
         })
     }
 
+    /// Whether an external backend gave this grant and a reload may change it (its rules,
+    /// its answers per topic, or the superuser flag): such a client is asked about again.
+    pub fn may_change_on_reload(&self) -> bool {
+        self.link.is_some() && (self.superuser || self.restricts())
+    }
+
     /// Whether anything about this grant restricts topics beyond the ACL file.
     pub fn restricts(&self) -> bool {
         !self.superuser && (self.rules.is_some() || self.remote_topics)

@@ -15,7 +15,7 @@ use crossbeam_queue::SegQueue;
 use ring_runtime::{ConnId, RuntimeControl, ShardId};
 
 use super::cache::TtlCache;
-use super::chain::{Chain, LoginVerdict};
+use super::chain::{Chain, FilterAnswer, LoginVerdict, Recheck};
 use super::keys::{AclKey, LoginKey};
 use crate::PasswordFile;
 use crate::backend::{AclRequest, LoginRequest};
@@ -39,6 +39,18 @@ pub enum Job {
         link: usize,
         requests: Vec<AclRequest>,
     },
+    /// After a reload, ask link `link` again about a connected client's grant: its whole
+    /// grant where the backend hands it over, else each subscribe check in `requests` (one
+    /// per subscription filter).
+    Recheck {
+        shard: ShardId,
+        conn: ConnId,
+        token: u64,
+        link: usize,
+        client_id: String,
+        username: Option<String>,
+        requests: Vec<AclRequest>,
+    },
 }
 
 /// An answer for a shard.
@@ -54,6 +66,12 @@ pub enum Verdict {
         conn: ConnId,
         token: u64,
         answers: Vec<bool>,
+    },
+    /// The answer to a [`Job::Recheck`].
+    Rechecked {
+        conn: ConnId,
+        token: u64,
+        outcome: Recheck,
     },
 }
 
@@ -226,6 +244,26 @@ fn work(core: &Core, queue: &Receiver<Job>) {
                     },
                 );
             }
+            Job::Recheck {
+                shard,
+                conn,
+                token,
+                link,
+                client_id,
+                username,
+                requests,
+            } => {
+                let client = (client_id.as_str(), username.as_deref());
+                let outcome = recheck(core, link, client, &requests);
+                core.deliver(
+                    shard,
+                    Verdict::Rechecked {
+                        conn,
+                        token,
+                        outcome,
+                    },
+                );
+            }
         }
     }
 }
@@ -264,6 +302,35 @@ fn judge_topic(core: &Core, link: usize, request: &AclRequest) -> bool {
             false
         }
     }
+}
+
+/// Asks link `link` about a connected client again; definite answers about filters are cached
+/// as a SUBSCRIBE's would be, a failure is counted.
+fn recheck(
+    core: &Core,
+    link: usize,
+    client: (&str, Option<&str>),
+    requests: &[AclRequest],
+) -> Recheck {
+    let outcome = core.chain.recheck(link, client, requests);
+    match &outcome {
+        Recheck::Failed(_) => {
+            core.failures.fetch_add(1, Ordering::Relaxed);
+        }
+        Recheck::Filters(answers) => {
+            let now = Instant::now();
+            for (request, answer) in requests.iter().zip(answers) {
+                let allowed = match answer {
+                    FilterAnswer::Allowed => true,
+                    FilterAnswer::Refused => false,
+                    FilterAnswer::Unknown => continue,
+                };
+                core.topics.insert(AclKey::of(request), allowed, now, None);
+            }
+        }
+        Recheck::Grant(_) => {}
+    }
+    outcome
 }
 
 /// `at` as an instant of this process's monotonic clock (now, if it has passed).

@@ -162,6 +162,11 @@ fn messages(doc: &mut Exposition, totals: &Snapshot) {
             totals.deliveries_not_authorized,
         ),
         (
+            "ringmq_subscriptions_revoked_total",
+            "Subscriptions removed because a backend, asked again after a reload, no longer lets their client read them.",
+            totals.subscriptions_revoked,
+        ),
+        (
             "ringmq_wills_not_authorized_total",
             "Wills not authorized: CONNECTs refused for their will, wills dropped when they fired.",
             totals.wills_not_authorized,

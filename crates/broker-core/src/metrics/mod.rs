@@ -49,6 +49,7 @@ counters! {
     changes_beyond_window: "Replicated changes that arrived more than runtime.max_pending_changes ahead of a missing one (kept).",
     publishes_not_authorized: "PUBLISH packets refused as not authorized (client writes to $SYS included).",
     deliveries_not_authorized: "Copies not delivered because the rules in force no longer let their subscriber read the topic (a partly readable subscription, a reloaded ACL, a shared-subscription member the ACL denies).",
+    subscriptions_revoked: "Subscriptions removed because a backend, asked again after a reload, no longer lets their client read them.",
     wills_not_authorized: "Wills not authorized (ACL, authorization hook, $SYS): CONNECTs refused for their will, and wills dropped when they fired under rules that refuse them.",
     bytes_received: "Bytes received from clients.",
     bytes_sent: "Bytes sent to clients.",

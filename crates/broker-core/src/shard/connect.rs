@@ -130,7 +130,7 @@ impl BrokerShard {
         grant: Box<access::gatekeeper::grant::ClientGrant>,
         assigned: bool,
     ) {
-        if grant.restricts() || grant.expires_at.is_some() {
+        if grant.restricts() || grant.expires_at.is_some() || grant.may_change_on_reload() {
             self.auth.logins.grants.insert(conn, *grant);
         }
         // A client id the client chose may be owned by another node of a cluster.
@@ -409,6 +409,7 @@ impl BrokerShard {
         let grant = self.auth.logins.grants.remove(&conn);
         self.arm_credentials_expiry(ctx, conn, grant.as_ref());
         let username = connect.username.clone();
+        self.track_backend_grant(conn, username.as_ref(), grant.as_ref());
         self.acl_connected(conn, &session.client_id, username, grant, filters);
         let keep_alive = self.shared.config.connection.keep_alive_for(&connect);
         self.setup_connection(ctx, conn, &connect, session.subscriber, keep_alive);

@@ -97,17 +97,23 @@ impl BrokerShard {
         Judgement::Wait(token)
     }
 
+    /// Whether chain link `link` is a backend asked about each topic (HTTP with an ACL URL).
+    pub(super) fn link_checks_topics(&self, link: usize) -> bool {
+        let gatekeeper = self.shared.access.gatekeeper.as_ref();
+        match gatekeeper.and_then(|g| g.chain().links().get(link)) {
+            Some(Link::External(backend)) => backend.checks_topics(),
+            _ => false,
+        }
+    }
+
     /// What a chain verdict means for the client.
     fn judgement_of(&self, verdict: LoginVerdict, user: Option<&str>) -> Judgement {
         match verdict {
             LoginVerdict::Allowed { grant, link } => {
-                let Some(gatekeeper) = &self.shared.access.gatekeeper else {
+                if self.shared.access.gatekeeper.is_none() {
                     return Judgement::Refuse(ReasonCode::NotAuthorized);
-                };
-                let checks_topics = match gatekeeper.chain().links().get(link) {
-                    Some(Link::External(backend)) => backend.checks_topics(),
-                    _ => false,
-                };
+                }
+                let checks_topics = self.link_checks_topics(link);
                 match ClientGrant::from_backend(grant, link, checks_topics) {
                     Ok(grant) => Judgement::Admit(Box::new(grant)),
                     Err(problem) => {
@@ -173,6 +179,11 @@ impl BrokerShard {
                     token,
                     answers,
                 } => self.topics_answered(ctx, conn, token, answers),
+                access::gatekeeper::workers::Verdict::Rechecked {
+                    conn,
+                    token,
+                    outcome,
+                } => self.grant_rechecked(ctx, conn, token, outcome),
             }
         }
     }

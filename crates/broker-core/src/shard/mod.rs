@@ -27,6 +27,8 @@ mod figures;
 mod frame_cache;
 mod gate;
 mod gauges;
+mod grant_recheck;
+mod grant_rechecks;
 mod held_acks;
 mod inbound;
 mod lifecycle;
@@ -252,6 +254,7 @@ impl Handler for BrokerShard {
         // to the store below, in this turn (nothing else may wake the shard for it).
         self.take_queue_reads(ctx);
         self.take_auth_verdicts(ctx);
+        self.recheck_grants(ctx);
         self.release_cluster_acks(ctx);
         self.release_durable(ctx);
         self.release_acks(ctx);

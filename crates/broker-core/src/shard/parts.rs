@@ -9,6 +9,7 @@ use super::FastMap;
 use super::ack_gate::AckGate;
 use super::acl_client::AclClient;
 use super::gauges::Gauges;
+use super::grant_rechecks::GrantRechecks;
 use super::held_acks::ClusterAcks;
 use super::logins::Logins;
 use super::mobility::Mobility;
@@ -67,6 +68,8 @@ pub(super) struct AuthWaits {
     pub(super) acl_clients: FastMap<ConnId, AclClient>,
     pub(super) logins: Logins,
     pub(super) topic_waits: TopicWaits,
+    /// Backend grants asked about again after a reload (`grant_recheck.rs`).
+    pub(super) rechecks: GrantRechecks,
 }
 
 /// CONNECTs waiting for the cluster's word on their client id (`ownership.rs`), and

@@ -220,12 +220,25 @@ impl BrokerShard {
         {
             return (ReasonCode::TopicFilterInvalid, None);
         }
-        let Some(session) = self.sessions.get_mut(client_id) else {
+        if self.sessions.get(client_id).is_none() {
             return (ReasonCode::UnspecifiedError, None);
-        };
-        let Some(removed) = session.subscriptions.remove(text) else {
-            return (ReasonCode::NoSubscriptionExisted, None);
-        };
+        }
+        match self.remove_subscription(ctx, client_id, text) {
+            Some(seq) => (ReasonCode::Success, Some(seq)),
+            None => (ReasonCode::NoSubscriptionExisted, None),
+        }
+    }
+
+    /// Removes `client_id`'s subscription `text` from its session, the store and (replicated)
+    /// the router; `None` when it had none.
+    pub(super) fn remove_subscription(
+        &mut self,
+        ctx: &mut Ctx,
+        client_id: &MqttStr,
+        text: &MqttStr,
+    ) -> Option<ChangeSeq> {
+        let session = self.sessions.get_mut(client_id)?;
+        let removed = session.subscriptions.remove(text)?;
         let subscriber = session.subscriber;
         let expiry = session.expiry;
         if self.durable.stores(expiry) {
@@ -239,8 +252,7 @@ impl BrokerShard {
             subscriber,
             filter: removed.filter,
         };
-        let seq = self.broadcast(ctx, Change::Subscription(change));
-        (ReasonCode::Success, Some(seq))
+        Some(self.broadcast(ctx, Change::Subscription(change)))
     }
 }
 

@@ -36,6 +36,9 @@ pub enum TimerPurpose {
     Throttle(ConnId),
     /// The summary of suppressed lifecycle lines of one kind is due (`lifecycle.rs`).
     LifecycleSummary(crate::lifecycle::Lifecycle),
+    /// Grant re-checks are submitted again after the auth workers were busy
+    /// (`grant_recheck.rs`).
+    RecheckRetry,
 }
 
 /// A timer armed through the book: its runtime id and its key.

@@ -1,0 +1,289 @@
+//! Backend grants asked again after a reload (SIGHUP, the admin API's reload).
+//!
+//! A reload empties the backends' caches and bumps the grants epoch
+//! (`AccessControl::grants_epoch`). At its next turn end each shard asks the backend that let
+//! each of its connected clients in about that client again, when the grant it gave could
+//! change: its rules (Redis ACL sets, JWT claims), its answers per topic (HTTP's ACL URL), or
+//! a superuser flag. A backend that hands grants over (Redis) gives the whole grant afresh:
+//! it replaces the old one and every subscription is judged by it (with the ACL file). Else
+//! each subscription filter is asked about as a SUBSCRIBE would be (`TopicAccess::Subscribe`).
+//!
+//! A subscription the rules in force now refuse is removed from the session and the router
+//! as an UNSUBSCRIBE would remove it, without a packet (MQTT has no server-side unsubscribe;
+//! mosquitto stops delivering too); logged at info and counted in `subscriptions_revoked`.
+//! No opinion (JWT claims cannot change by a reload) keeps a subscription, and so does a
+//! backend that fails to answer (logged at warn). Until the answers arrive the old admission
+//! stands: a window of one backend round trip.
+//!
+//! The work is bounded: at most [`RECHECKS_IN_FLIGHT`] jobs per shard are out at once (one
+//! job per client); a busy job queue (`auth.max_pending`) is retried after [`BUSY_RETRY`].
+
+use std::time::Duration;
+
+use access::backend::{AclRequest, Grant, TopicAccess};
+use access::gatekeeper::chain::{FilterAnswer, Recheck};
+use access::gatekeeper::grant::ClientGrant;
+use access::gatekeeper::workers::Job;
+use codec::MqttStr;
+use ring_runtime::ConnId;
+use tracing::{debug, info, warn};
+
+use super::acl_client::TopicVerdict;
+use super::grant_rechecks::{AskedRecheck, BackendClient};
+use super::timer_book::TimerPurpose;
+use super::{BrokerShard, Ctx};
+use crate::metrics::ShardCounters;
+
+/// Re-check jobs one shard has out at once, at most.
+const RECHECKS_IN_FLIGHT: usize = 4;
+/// How long after a busy job queue the re-checks are submitted again.
+const BUSY_RETRY: Duration = Duration::from_millis(100);
+
+impl BrokerShard {
+    /// `conn`'s client was admitted with `grant`: remembered for re-checks when an external
+    /// backend gave it and a reload could change it.
+    pub(super) fn track_backend_grant(
+        &mut self,
+        conn: ConnId,
+        username: Option<&MqttStr>,
+        grant: Option<&ClientGrant>,
+    ) {
+        let Some(link) = grant
+            .filter(|g| g.may_change_on_reload())
+            .and_then(|g| g.link)
+        else {
+            return;
+        };
+        let client = BackendClient {
+            link,
+            username: username.cloned(),
+        };
+        self.auth.rechecks.clients.insert(conn, client);
+    }
+
+    /// The connection ended: it is not asked about any more (answers out are ignored).
+    pub(super) fn recheck_closed(&mut self, conn: ConnId) {
+        if !self.auth.rechecks.clients.is_empty() {
+            self.auth.rechecks.clients.remove(&conn);
+        }
+    }
+
+    /// At turn end: a new grants epoch queues every tracked client; then as many re-checks
+    /// are asked as the bound allows.
+    pub(super) fn recheck_grants(&mut self, ctx: &mut Ctx) {
+        let epoch = self.shared.access.grants_epoch();
+        let rechecks = &mut self.auth.rechecks;
+        if epoch != rechecks.seen_epoch {
+            rechecks.seen_epoch = epoch;
+            rechecks.queue = rechecks.clients.keys().copied().collect();
+        }
+        if rechecks.queue.is_empty() || rechecks.retry_armed {
+            return;
+        }
+        self.ask_rechecks(ctx);
+    }
+
+    /// The retry after a busy job queue is due.
+    pub(super) fn recheck_retry_due(&mut self) {
+        self.auth.rechecks.retry_armed = false;
+    }
+
+    /// Submits queued re-checks while fewer than [`RECHECKS_IN_FLIGHT`] are out.
+    fn ask_rechecks(&mut self, ctx: &mut Ctx) {
+        let shared = std::sync::Arc::clone(&self.shared);
+        let Some(gatekeeper) = &shared.access.gatekeeper else {
+            self.auth.rechecks.queue.clear();
+            return;
+        };
+        while self.auth.rechecks.asked.len() < RECHECKS_IN_FLIGHT {
+            let Some(conn) = self.auth.rechecks.queue.pop_front() else {
+                return;
+            };
+            let Some((token, job, asked)) = self.recheck_job(ctx, conn) else {
+                continue;
+            };
+            if gatekeeper.submit(job).is_err() {
+                debug!("grant re-check deferred: auth.max_pending questions wait already");
+                self.auth.rechecks.queue.push_front(conn);
+                self.arm_recheck_retry(ctx);
+                return;
+            }
+            self.auth.rechecks.asked.insert(token, asked);
+        }
+    }
+
+    fn arm_recheck_retry(&mut self, ctx: &mut Ctx) {
+        if !self.auth.rechecks.retry_armed {
+            self.auth.rechecks.retry_armed = true;
+            let at = ctx.now() + BUSY_RETRY;
+            self.timers.arm(ctx, at, TimerPurpose::RecheckRetry);
+        }
+    }
+
+    /// The job asking about `conn`'s client, and what it asks; `None` when there is nothing
+    /// to ask (gone, or no subscription and a backend that answers only per topic).
+    fn recheck_job(&mut self, ctx: &Ctx, conn: ConnId) -> Option<(u64, Job, AskedRecheck)> {
+        let client = self.auth.rechecks.clients.get(&conn)?;
+        let link = client.link;
+        let username = client.username.as_ref().map(|u| u.as_str().to_owned());
+        let client_id = self.client_id_of(conn)?;
+        let session = self.sessions.get(&client_id)?;
+        let filters: Vec<MqttStr> = session
+            .subscriptions
+            .iter()
+            .map(|(filter, _)| filter.clone())
+            .collect();
+        if filters.is_empty() && self.link_checks_topics(link) {
+            return None;
+        }
+        let peer = ctx
+            .peer_addr(conn)
+            .unwrap_or(access::gatekeeper::workers::NO_PEER);
+        let request = |topic: &str| AclRequest {
+            client_id: client_id.as_str().to_owned(),
+            username: username.clone(),
+            peer,
+            topic: topic.to_owned(),
+            access: TopicAccess::Subscribe,
+        };
+        let requests = filters.iter().map(|f| request(f.as_str())).collect();
+        let rechecks = &mut self.auth.rechecks;
+        rechecks.next_token += 1;
+        let job = Job::Recheck {
+            shard: self.id,
+            conn,
+            token: rechecks.next_token,
+            link,
+            client_id: client_id.as_str().to_owned(),
+            username,
+            requests,
+        };
+        let asked = AskedRecheck {
+            conn,
+            client_id,
+            epoch: rechecks.seen_epoch,
+            filters,
+        };
+        Some((rechecks.next_token, job, asked))
+    }
+
+    /// A worker's answer to a re-check: applied when it is about the same client and the
+    /// grants epoch now in force.
+    pub(super) fn grant_rechecked(
+        &mut self,
+        ctx: &mut Ctx,
+        conn: ConnId,
+        token: u64,
+        outcome: Recheck,
+    ) {
+        let Some(asked) = self.auth.rechecks.asked.remove(&token) else {
+            return;
+        };
+        let current = asked.conn == conn
+            && asked.epoch == self.auth.rechecks.seen_epoch
+            && self.client_id_of(conn).as_ref() == Some(&asked.client_id);
+        if !current {
+            return;
+        }
+        let _span = self.conn_span(conn).entered();
+        match outcome {
+            Recheck::Grant(grant) => self.regranted(ctx, conn, &asked.client_id, grant),
+            Recheck::Filters(answers) => self.filters_rechecked(ctx, conn, &asked, &answers),
+            Recheck::Failed(error) => warn!(
+                client = asked.client_id.as_str(),
+                %error,
+                "grant re-check failed after a reload: the subscriptions admitted before it stay"
+            ),
+        }
+    }
+
+    /// The backend handed `conn`'s grant over afresh: it replaces the old one, and every
+    /// subscription is judged by it and the ACL file.
+    fn regranted(&mut self, ctx: &mut Ctx, conn: ConnId, client_id: &MqttStr, grant: Grant) {
+        let Some(client) = self.auth.rechecks.clients.get(&conn) else {
+            return;
+        };
+        let (link, username) = (client.link, client.username.clone());
+        let grant = match ClientGrant::from_backend(grant, link, self.link_checks_topics(link)) {
+            Ok(grant) => grant,
+            Err(problem) => {
+                warn!(client = client_id.as_str(), %problem,
+                    "grant re-check: the backend's topic rules are invalid; the old grant stays");
+                return;
+            }
+        };
+        let filters = self.subscription_filters(client_id);
+        self.auth.acl_clients.remove(&conn);
+        self.acl_connected(conn, client_id, username, Some(grant), filters.iter());
+        for filter in &filters {
+            if self.subscribe_verdict(conn, client_id, filter.as_str()).0 != TopicVerdict::Allowed {
+                self.revoke_subscription(ctx, client_id, filter);
+            }
+        }
+    }
+
+    /// The backend's answers per filter: a refused filter is removed unless the ACL file
+    /// still lets the client read (some of) it.
+    fn filters_rechecked(
+        &mut self,
+        ctx: &mut Ctx,
+        conn: ConnId,
+        asked: &AskedRecheck,
+        answers: &[FilterAnswer],
+    ) {
+        let client_id = &asked.client_id;
+        let mut refused = Vec::new();
+        for (filter, answer) in asked.filters.iter().zip(answers) {
+            match answer {
+                FilterAnswer::Allowed => {}
+                FilterAnswer::Refused => refused.push(filter),
+                FilterAnswer::Unknown => debug!(
+                    filter = filter.as_str(),
+                    "grant re-check: the backend has no opinion; the subscription stays"
+                ),
+            }
+        }
+        for filter in refused {
+            let fresh = (filter.as_str().to_owned(), TopicAccess::Subscribe, false);
+            self.auth.topic_waits.fresh = vec![fresh];
+            let verdict = self.subscribe_verdict(conn, client_id, filter.as_str());
+            self.auth.topic_waits.fresh.clear();
+            match verdict {
+                (TopicVerdict::Allowed, partly) => {
+                    if partly && let Some(client) = self.auth.acl_clients.get_mut(&conn) {
+                        client.read_filtered = true;
+                    }
+                }
+                (TopicVerdict::Refused | TopicVerdict::Ask, _) => {
+                    self.revoke_subscription(ctx, client_id, filter);
+                }
+            }
+        }
+    }
+
+    fn subscription_filters(&self, client_id: &MqttStr) -> Vec<MqttStr> {
+        self.sessions
+            .get(client_id)
+            .map_or_else(Vec::new, |session| {
+                session
+                    .subscriptions
+                    .iter()
+                    .map(|(filter, _)| filter.clone())
+                    .collect()
+            })
+    }
+
+    /// Removes `client_id`'s subscription `filter` as an UNSUBSCRIBE would, without a packet.
+    fn revoke_subscription(&mut self, ctx: &mut Ctx, client_id: &MqttStr, filter: &MqttStr) {
+        if self.remove_subscription(ctx, client_id, filter).is_none() {
+            return;
+        }
+        self.mirror_subscriptions(ctx, client_id);
+        ShardCounters::add(&self.counters().subscriptions_revoked, 1);
+        info!(
+            client = client_id.as_str(),
+            filter = filter.as_str(),
+            "subscription revoked: the reloaded rules no longer let the client read it"
+        );
+    }
+}
