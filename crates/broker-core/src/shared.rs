@@ -22,7 +22,7 @@ pub struct Shared {
     /// The validated configuration.
     pub config: CoreConfig,
     /// Per-shard counters.
-    pub metrics: Metrics,
+    pub metrics: std::sync::Arc<Metrics>,
     /// Client identifier -> the shard that holds its session, and the key counters.
     pub directory: SessionDirectory,
     /// The total order of replicated changes, and how far each shard has applied it.
@@ -87,7 +87,7 @@ impl Shared {
         Self {
             limits,
             config,
-            metrics: Metrics::new(shards),
+            metrics: std::sync::Arc::new(Metrics::new(shards)),
             directory: SessionDirectory::new(DashMap::new()),
             order: ChangeOrder {
                 sequencer: Sequencer::new(),

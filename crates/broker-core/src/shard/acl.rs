@@ -246,7 +246,7 @@ impl BrokerShard {
         let allowed = by_file
             || rules.is_some_and(|rules| rules.check(&anonymous(&client_id), topic, Access::Read));
         if !allowed {
-            ShardCounters::add(&self.counters().deliveries_not_authorized, 1);
+            ShardCounters::add(&self.figures.counters().deliveries_not_authorized, 1);
         }
         allowed
     }

@@ -36,7 +36,7 @@ impl BrokerShard {
     pub(super) fn receive_change(&mut self, change: Sequenced<Change>) {
         let seq = change.seq.0;
         if self.replication.replica.changes.receive(change) == Received::BeyondWindow {
-            let counters = self.counters();
+            let counters = self.figures.counters();
             ShardCounters::add(&counters.changes_beyond_window, 1);
             let count = counters.changes_beyond_window.load(Ordering::Relaxed);
             if count.is_power_of_two() {
@@ -67,7 +67,7 @@ impl BrokerShard {
                     self.replication.gate.to_nudge.insert(owner);
                 }
                 let held = self.replication.replica.subscription_count() as u64;
-                ShardCounters::set(&self.counters().replica_subscriptions, held);
+                ShardCounters::set(&self.figures.counters().replica_subscriptions, held);
             }
             Applied::Moved { subscriber, from } => {
                 self.delivery.mobility.fence_later(from, subscriber)

@@ -225,7 +225,8 @@ impl BrokerShard {
         }
         self.broadcast(ctx, Change::Gone { subscriber });
         let undelivered = session.inflight.len() + session.queue.len();
-        self.count_dropped(DropReason::SessionEnded, undelivered as u64);
+        self.figures
+            .count_dropped(DropReason::SessionEnded, undelivered as u64);
     }
 
     /// The broker is stopping: clients get DISCONNECT 0x8B and, as their connections end

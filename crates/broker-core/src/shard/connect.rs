@@ -358,7 +358,8 @@ impl BrokerShard {
             connack_v3_code(reason)
         };
         debug!(?conn, reason = reason_code.name(), "CONNECT refused");
-        self.count_refusal(crate::metrics::Refusal::of(reason));
+        self.figures
+            .count_refusal(crate::metrics::Refusal::of(reason));
         let connack = ConnAck {
             session_present: false,
             reason_code,

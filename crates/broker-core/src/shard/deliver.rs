@@ -52,7 +52,7 @@ impl BrokerShard {
             return;
         }
         if recipient.outgoing.message.expiry(ctx.now()) == Expiry::Expired {
-            self.count_dropped(DropReason::Expired, 1);
+            self.figures.count_dropped(DropReason::Expired, 1);
             return;
         }
         let Err(outgoing) = self.send_at_once(ctx, at, recipient.outgoing) else {
@@ -138,7 +138,7 @@ impl BrokerShard {
         match sent {
             Ok(()) | Err(NotSent::Closed) => {}
             Err(NotSent::NotAuthorized) => return,
-            Err(not_sent) => return self.count_dropped(not_sent.drop_reason(), 1),
+            Err(not_sent) => return self.figures.count_dropped(not_sent.drop_reason(), 1),
         }
         let Some(session) = self.sessions.at_mut(at) else {
             return;
@@ -159,7 +159,7 @@ impl BrokerShard {
     fn first_send_failed(&mut self, client_id: &MqttStr, packet_id: PacketId, not_sent: NotSent) {
         self.abandon_inflight(client_id, packet_id);
         if not_sent != NotSent::NotAuthorized {
-            self.count_dropped(not_sent.drop_reason(), 1);
+            self.figures.count_dropped(not_sent.drop_reason(), 1);
         }
     }
 
@@ -175,7 +175,7 @@ impl BrokerShard {
                 |moved| moved.to,
             );
         if target == self.id {
-            self.count_dropped(DropReason::Offline, 1);
+            self.figures.count_dropped(DropReason::Offline, 1);
         } else {
             self.delivery.routes.forward_buf[target.index()].push_recipient(recipient);
         }
@@ -205,7 +205,7 @@ impl BrokerShard {
     fn deliver_qos0(&mut self, ctx: &mut Ctx, conn: Option<ConnId>, copy: CopyView<'_>) {
         match conn {
             Some(conn) => self.send_qos0(ctx, conn, copy),
-            None => self.count_dropped(DropReason::Offline, 1),
+            None => self.figures.count_dropped(DropReason::Offline, 1),
         }
     }
 
@@ -214,13 +214,13 @@ impl BrokerShard {
             .delivery
             .send_queue_admits(&self.shared.limits.outbound, ctx, conn)
         {
-            self.count_dropped(DropReason::SlowConsumer, 1);
+            self.figures.count_dropped(DropReason::SlowConsumer, 1);
             return;
         }
         match self.send_publish(ctx, conn, copy, None, false) {
             // Not the client's to read: filtered, not lost.
             Ok(()) | Err(NotSent::NotAuthorized) => {}
-            Err(not_sent) => self.count_dropped(not_sent.drop_reason(), 1),
+            Err(not_sent) => self.figures.count_dropped(not_sent.drop_reason(), 1),
         }
     }
 
@@ -266,12 +266,13 @@ impl BrokerShard {
         if let Some(write) = queued_write.filter(|_| queued) {
             self.durable.record(write);
         }
-        self.count_dropped(DropReason::QueueFull, dropped.len() as u64);
+        self.figures
+            .count_dropped(DropReason::QueueFull, dropped.len() as u64);
         if let Some(client_id) = &stored_as {
             self.durable.forget_stored_copies(client_id, &dropped);
         }
         if !queued {
-            self.count_dropped(DropReason::QueueFull, 1);
+            self.figures.count_dropped(DropReason::QueueFull, 1);
             let client_id = self.sessions.at(at).map(|s| &s.client_id);
             if let Some((conn, client_id)) = refuse_conn.zip(client_id) {
                 let client_id = client_id.clone();
@@ -456,7 +457,7 @@ impl BrokerShard {
                         && self.sessions.get(client_id).is_some()
                     {
                         self.abandon_inflight(client_id, packet_id);
-                        self.count_dropped(not_sent.drop_reason(), 1);
+                        self.figures.count_dropped(not_sent.drop_reason(), 1);
                     }
                 }
                 None => self.send_packet(ctx, conn, &Packet::PubRel(PubRel::new(packet_id))),
@@ -528,7 +529,7 @@ impl BrokerShard {
                     }
                 }
             }
-            None => self.count_dropped(DropReason::Offline, 1),
+            None => self.figures.count_dropped(DropReason::Offline, 1),
         }
     }
 
@@ -559,8 +560,11 @@ impl BrokerShard {
         };
         if let Err(error) = ctx.post(shard, message) {
             debug!(%error, %shard, copies, "deliveries dropped: mailbox bound exceeded");
-            ShardCounters::add(&self.counters().deliveries_dropped_mailbox_full, copies);
-            self.count_dropped(DropReason::MailboxFull, copies);
+            ShardCounters::add(
+                &self.figures.counters().deliveries_dropped_mailbox_full,
+                copies,
+            );
+            self.figures.count_dropped(DropReason::MailboxFull, copies);
             return false;
         }
         true

@@ -117,7 +117,7 @@ impl BrokerShard {
             Err(NotSent::NotAuthorized) => self.abandon_inflight(client_id, packet_id),
             Err(not_sent @ (NotSent::Expired | NotSent::TooLarge)) => {
                 self.abandon_inflight(client_id, packet_id);
-                self.count_dropped(not_sent.drop_reason(), 1);
+                self.figures.count_dropped(not_sent.drop_reason(), 1);
             }
         }
     }

@@ -204,7 +204,8 @@ impl BrokerShard {
             holding.held.push_back((origin, recipient));
             if holding.held.len() > bound {
                 holding.held.pop_front();
-                self.count_dropped(crate::metrics::DropReason::QueueFull, 1);
+                self.figures
+                    .count_dropped(crate::metrics::DropReason::QueueFull, 1);
             }
             return;
         }

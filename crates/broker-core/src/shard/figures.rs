@@ -5,13 +5,20 @@
 
 use ring_runtime::ConnId;
 
+use super::parts::Figures;
 use super::{BrokerShard, Ctx};
 use crate::message::CopyView;
 use crate::metrics::{DropReason, Listener, ShardCounters, ShardDetail, qos_index};
 
-impl BrokerShard {
-    fn detail(&self) -> &ShardDetail {
-        self.shared.metrics.detail(self.id.index())
+impl Figures {
+    /// This shard's counters.
+    pub(super) fn counters(&self) -> &ShardCounters {
+        self.metrics.shard(self.index)
+    }
+
+    /// This shard's labelled figures.
+    pub(super) fn detail(&self) -> &ShardDetail {
+        self.metrics.detail(self.index)
     }
 
     /// Counts `n` dropped copies under `reason` (and in the `messages_dropped` total).
@@ -49,7 +56,7 @@ impl BrokerShard {
         let received = copy.message.received_ns;
         let measured = received != 0 && !dup && !copy.retain;
         let now = if measured { self.turn_nanos(ctx) } else { 0 };
-        let (counters, detail) = self.shared.metrics.block(self.id.index());
+        let (counters, detail) = self.metrics.block(self.index);
         ShardCounters::add(&counters.messages_sent, 1);
         ShardCounters::add(&counters.bytes_sent, len as u64);
         let q = qos_index(copy.qos);
@@ -68,27 +75,13 @@ impl BrokerShard {
     #[inline]
     pub(super) fn turn_nanos(&mut self, ctx: &Ctx) -> u64 {
         let now = ctx.now();
-        if self.figures.turn_clock.0 != now {
-            let since = now.saturating_duration_since(self.shared.time.started);
+        if self.turn_clock.0 != now {
+            let since = now.saturating_duration_since(self.started);
             // At least 1: 0 stands for "not measured".
             let nanos = u64::try_from(since.as_nanos()).unwrap_or(u64::MAX).max(1);
-            self.figures.turn_clock = (now, nanos);
+            self.turn_clock = (now, nanos);
         }
-        self.figures.turn_clock.1
-    }
-
-    /// A connection accepted on a `kind` listener is now served by this shard.
-    pub(super) fn connection_opened(&mut self, conn: ConnId, kind: Listener) {
-        if kind != Listener::Tcp {
-            self.door.listeners.insert(conn, kind);
-        }
-        ShardCounters::add(&self.detail().connections[kind.index()], 1);
-    }
-
-    /// A connection counted by [`Self::connection_opened`] closed.
-    pub(super) fn connection_ended(&mut self, conn: ConnId) {
-        let kind = self.door.listeners.remove(&conn).unwrap_or(Listener::Tcp);
-        ShardCounters::sub(&self.detail().connections[kind.index()], 1);
+        self.turn_clock.1
     }
 
     /// Copies the runtime's turn count and busy time into this shard's block (every turn).
@@ -97,6 +90,22 @@ impl BrokerShard {
         let detail = self.detail();
         ShardCounters::set(&detail.turns, stats.turns);
         ShardCounters::set(&detail.busy_ns, stats.busy_ns);
+    }
+}
+
+impl BrokerShard {
+    /// A connection accepted on a `kind` listener is now served by this shard.
+    pub(super) fn connection_opened(&mut self, conn: ConnId, kind: Listener) {
+        if kind != Listener::Tcp {
+            self.door.listeners.insert(conn, kind);
+        }
+        ShardCounters::add(&self.figures.detail().connections[kind.index()], 1);
+    }
+
+    /// A connection counted by [`Self::connection_opened`] closed.
+    pub(super) fn connection_ended(&mut self, conn: ConnId) {
+        let kind = self.door.listeners.remove(&conn).unwrap_or(Listener::Tcp);
+        ShardCounters::sub(&self.figures.detail().connections[kind.index()], 1);
     }
 
     /// Recounts the copies in flight and queued in memory over this shard's sessions: a walk
@@ -109,7 +118,7 @@ impl BrokerShard {
                 q + session.queue.len() as u64,
             )
         });
-        let detail = self.detail();
+        let detail = self.figures.detail();
         ShardCounters::set(&detail.inflight, inflight);
         ShardCounters::set(&detail.queued, queued);
     }

@@ -279,7 +279,7 @@ impl BrokerShard {
             return;
         }
         self.mirror_subscriptions(ctx, client_id);
-        ShardCounters::add(&self.counters().subscriptions_revoked, 1);
+        ShardCounters::add(&self.figures.counters().subscriptions_revoked, 1);
         info!(
             client = client_id.as_str(),
             filter = filter.as_str(),

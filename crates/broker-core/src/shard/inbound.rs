@@ -30,7 +30,8 @@ impl BrokerShard {
         let max = self.shared.config.connection.max_connections as usize;
         if self.shared.door.connections.fetch_add(1, Ordering::Relaxed) >= max {
             self.shared.door.connections.fetch_sub(1, Ordering::Relaxed);
-            self.count_refusal(crate::metrics::Refusal::MaxConnections);
+            self.figures
+                .count_refusal(crate::metrics::Refusal::MaxConnections);
             self.log_refused_at_max(ctx, peer, max);
             ctx.abort(conn);
             return;
@@ -51,7 +52,7 @@ impl BrokerShard {
 
     /// Bytes arrived: decode every complete frame, keep a partial one.
     pub(super) fn receive(&mut self, ctx: &mut Ctx, conn: ConnId, data: Bytes) {
-        ShardCounters::add(&self.counters().bytes_received, data.len() as u64);
+        ShardCounters::add(&self.figures.counters().bytes_received, data.len() as u64);
         let since_start = self.shared.time.since_start(ctx.now());
         let Some(connection) = self.conns.get_mut(&conn) else {
             return;
@@ -126,7 +127,7 @@ impl BrokerShard {
         let Err(over) = connection.keep_carry(buf, &self.shared.limits.partial_frames) else {
             return;
         };
-        ShardCounters::add(&self.counters().partial_frame_closed, 1);
+        ShardCounters::add(&self.figures.counters().partial_frame_closed, 1);
         let budget = self.shared.limits.partial_frames.limit();
         self.fail(
             ctx,

@@ -116,6 +116,7 @@ impl BrokerShard {
         let store = shared.persistence.store.clone();
         let durable = durability::Durability::new(store, shared.config.persistence.acks_wait());
         let shared_started = shared.time.started;
+        let shared_metrics = std::sync::Arc::clone(&shared.metrics);
         let mut shard = Self {
             shared,
             id,
@@ -137,6 +138,9 @@ impl BrokerShard {
             cluster_side: parts::ClusterSide::default(),
             figures: parts::Figures {
                 gauges: gauges::Gauges::default(),
+                metrics: std::sync::Arc::clone(&shared_metrics),
+                index: id.index(),
+                started: shared_started,
                 turn_clock: (shared_started, 0),
             },
         };
@@ -147,10 +151,6 @@ impl BrokerShard {
     /// Bytes charged against the queues' shared budget (what sessions hold queued).
     pub fn queued_bytes_charged(&self) -> u64 {
         self.shared.limits.queues.budget.used()
-    }
-
-    fn counters(&self) -> &crate::metrics::ShardCounters {
-        self.shared.metrics.shard(self.id.index())
     }
 
     /// The client id of the session `conn` is attached to.
@@ -265,7 +265,7 @@ impl Handler for BrokerShard {
             .outbound
             .publish(&self.shared.limits.outbound, queued);
         self.update_gauges();
-        self.copy_turn_stats(ctx);
+        self.figures.copy_turn_stats(ctx);
         self.delivery.routes.frame_cache.clear();
         self.return_freed_memory(ctx);
         self.durable.submit(self.id);

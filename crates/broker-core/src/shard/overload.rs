@@ -28,7 +28,7 @@ impl BrokerShard {
         {
             return false;
         }
-        ShardCounters::add(&self.counters().refused_overload, 1);
+        ShardCounters::add(&self.figures.counters().refused_overload, 1);
         debug!(%peer, "connection refused at accept: overload mode");
         ctx.abort(conn);
         true

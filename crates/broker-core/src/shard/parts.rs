@@ -84,6 +84,12 @@ pub(super) struct ClusterSide {
 pub(super) struct Figures {
     /// Gauges for `$SYS` (`sys.rs`).
     pub(super) gauges: Gauges,
+    /// The broker's figures, of which this shard writes its own block (`figures.rs`).
+    pub(super) metrics: std::sync::Arc<crate::metrics::Metrics>,
+    /// This shard's index among the blocks.
+    pub(super) index: usize,
+    /// When the broker started, on its clock.
+    pub(super) started: std::time::Instant,
     /// The last turn's `ctx.now()` and the same in nanoseconds since the broker started
     /// (`figures.rs`, `turn_nanos`).
     pub(super) turn_clock: (std::time::Instant, u64),

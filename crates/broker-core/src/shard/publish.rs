@@ -35,8 +35,9 @@ impl BrokerShard {
         conn: ConnId,
         mut publish: Publish,
     ) -> Result<(), Fault> {
-        ShardCounters::add(&self.counters().messages_received, 1);
-        self.count_received(publish.qos, publish.payload().len());
+        ShardCounters::add(&self.figures.counters().messages_received, 1);
+        self.figures
+            .count_received(publish.qos, publish.payload().len());
         self.cluster_side.cluster_acks.begin_cluster_ack();
         let Some(connection) = self.conns.get_mut(&conn) else {
             return Ok(());
@@ -67,7 +68,7 @@ impl BrokerShard {
                 .map_err(|e| Fault::new(ReasonCode::TopicNameInvalid, e.to_string()))?;
         let verdict = self.admit_publish(conn, &publish, &client_id, &topic);
         if verdict == ReasonCode::NotAuthorized {
-            ShardCounters::add(&self.counters().publishes_not_authorized, 1);
+            ShardCounters::add(&self.figures.counters().publishes_not_authorized, 1);
         }
         match (publish.qos, publish.packet_id) {
             (QoS::AtMostOnce, _) => {
@@ -281,7 +282,7 @@ impl BrokerShard {
             qos: flags.0,
             retain: flags.1,
             expires_at,
-            received_ns: self.turn_nanos(ctx),
+            received_ns: self.figures.turn_nanos(ctx),
         })
     }
 
@@ -299,7 +300,7 @@ impl BrokerShard {
                 topic = topic.as_str(),
                 "retained limit reached: message delivered, not retained"
             );
-            self.count_dropped(DropReason::RetainedFull, 1);
+            self.figures.count_dropped(DropReason::RetainedFull, 1);
             return;
         }
         // `$SYS` values are the running broker's own: republished on their interval, never

@@ -54,7 +54,7 @@ impl BrokerShard {
             // The peer waits on control packets (acknowledgements, CONNACK, PINGRESP): never
             // paced.
             ctx.expedite(conn);
-            ShardCounters::add(&self.counters().bytes_sent, len);
+            ShardCounters::add(&self.figures.counters().bytes_sent, len);
         }
     }
 
@@ -117,7 +117,7 @@ impl BrokerShard {
             Some(frame) => queue_cached(ctx, conn, frame, packet_id, max_packet)?,
             None => self.encode_publish(ctx, conn, copy.message, options, max_packet, cache_key)?,
         };
-        self.count_sent(ctx, copy, dup, len);
+        self.figures.count_sent(ctx, copy, dup, len);
         Ok(())
     }
 

@@ -34,7 +34,7 @@ impl BrokerShard {
                 OverflowPolicy::Refuse => None,
             };
             let conn = session.conn;
-            self.count_dropped(DropReason::QueueFull, 1);
+            self.figures.count_dropped(DropReason::QueueFull, 1);
             match oldest {
                 Some(oldest) => self.durable.forget_stored_copies(client_id, &[oldest]),
                 None => {
@@ -162,7 +162,8 @@ impl BrokerShard {
         if spilled.on_disk == 0 {
             session.set_spilled(None);
         }
-        self.count_dropped(DropReason::QueueFull, dropped.len() as u64);
+        self.figures
+            .count_dropped(DropReason::QueueFull, dropped.len() as u64);
         self.durable.forget_stored_copies(&done.client_id, &dropped);
         true
     }

@@ -201,7 +201,7 @@ impl BrokerShard {
 
     /// This shard's gauges for `$SYS`: O(1), refreshed every turn.
     pub(super) fn update_gauges(&self) {
-        let counters = self.counters();
+        let counters = self.figures.counters();
         ShardCounters::set(
             &counters.clients_connected,
             self.figures.gauges.connected_clients as u64,

@@ -55,7 +55,7 @@ impl BrokerShard {
         }
         connection.park();
         ctx.pause_reading(conn);
-        ShardCounters::add(&self.counters().publishers_throttled, 1);
+        ShardCounters::add(&self.figures.counters().publishers_throttled, 1);
         debug!(
             pause_ms = until.saturating_duration_since(ctx.now()).as_millis(),
             "over the publish rate: reading paused"

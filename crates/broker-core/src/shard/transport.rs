@@ -55,7 +55,7 @@ impl BrokerShard {
         let peer = transport.as_ref().map(|t| t.peer());
         let refusal = transport.as_ref().and_then(|t| t.certificate_refusal());
         if transport.is_some_and(|t| t.held_over().is_some()) {
-            ShardCounters::add(&self.counters().partial_frame_closed, 1);
+            ShardCounters::add(&self.figures.counters().partial_frame_closed, 1);
         }
         let warned = match (peer, refusal) {
             (Some(peer), Some(refusal)) => self.log_certificate_refused(ctx, peer, refusal),

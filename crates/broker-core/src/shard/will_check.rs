@@ -276,7 +276,7 @@ impl BrokerShard {
     }
 
     fn will_refused(&self, client_id: &MqttStr, topic: &str, outcome: &str) {
-        ShardCounters::add(&self.counters().wills_not_authorized, 1);
+        ShardCounters::add(&self.figures.counters().wills_not_authorized, 1);
         warn!(
             client = client_id.as_str(),
             topic, "will not authorized: {outcome}"
