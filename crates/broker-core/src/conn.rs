@@ -311,6 +311,25 @@ impl Connections {
     pub fn iter(&self) -> impl Iterator<Item = (ConnId, &Connection)> {
         self.map.iter()
     }
+
+    pub(super) fn mark_awaiting(&mut self, conn: ConnId) {
+        if let Some(connection) = self.get_mut(&conn) {
+            connection.phase = Phase::AwaitingSession;
+        }
+    }
+
+    /// Whether `conn` is still open and waiting for a session; if so it stops waiting (its
+    /// CONNECT is completed next).
+    pub(super) fn stop_waiting(&mut self, conn: ConnId) -> bool {
+        let Some(connection) = self.get_mut(&conn) else {
+            return false;
+        };
+        let waiting = connection.phase == Phase::AwaitingSession;
+        if waiting {
+            connection.phase = Phase::AwaitingConnect;
+        }
+        waiting
+    }
 }
 
 #[cfg(test)]

@@ -16,11 +16,11 @@ use ring_runtime::ConnId;
 use tracing::debug;
 
 use super::BrokerShard;
-use super::acl_client::{AclClient, TopicVerdict};
+use super::acl_client::{AclClient, TopicVerdict, anonymous, identity, write_verdict};
 use crate::metrics::ShardCounters;
 use access::backend::TopicAccess;
 use access::gatekeeper::grant::ClientGrant;
-use access::{Access, ClientIdentity, SubscribeScope};
+use access::{Access, SubscribeScope};
 
 impl BrokerShard {
     /// A client connected with `username` and `grant`; `filters` are its session's
@@ -34,7 +34,8 @@ impl BrokerShard {
         filters: impl Iterator<Item = &'a MqttStr>,
     ) {
         let grant = grant.filter(ClientGrant::restricts).map(Box::new);
-        if self.shared.access.acl().is_none() && grant.is_none() {
+        let acl = self.shared.access.acl();
+        if acl.is_none() && grant.is_none() {
             return;
         }
         let mut client = AclClient {
@@ -44,7 +45,7 @@ impl BrokerShard {
             grant,
         };
         client.read_filtered = filters
-            .map(|filter| self.local_scope(&client, client_id, unshared(filter.as_str())))
+            .map(|filter| client.local_scope(acl.as_deref(), client_id, unshared(filter.as_str())))
             .any(|scope| scope != Some(SubscribeScope::All) && scope.is_some());
         self.auth.acl_clients.insert(conn, client);
     }
@@ -82,47 +83,14 @@ impl BrokerShard {
         };
         let remote = || self.remote_answer(client_id, client, topic, TopicAccess::Publish);
         let (username, grant) = (client.username.as_ref(), client.grant.as_deref());
-        self.write_verdict(client_id, username, grant, topic, remote)
-    }
-
-    /// Whether a client with `username` and `grant` (kept only when it restricts: see
-    /// [`ClientGrant::restricts`]) may write to `topic`; `remote`: its backend's answer, when
-    /// known. PUBLISH and wills (`will_check.rs`) are judged by this one rule.
-    pub(super) fn write_verdict(
-        &self,
-        client_id: &MqttStr,
-        username: Option<&MqttStr>,
-        grant: Option<&ClientGrant>,
-        topic: &str,
-        remote: impl FnOnce() -> Option<bool>,
-    ) -> TopicVerdict {
-        let file = self.shared.access.acl();
-        if grant.is_some_and(|g| g.superuser) {
-            return TopicVerdict::Allowed;
-        }
-        let identity = identity(client_id, username);
-        let local = [
-            file.as_deref()
-                .map(|acl| acl.check(&identity, topic, Access::Write)),
-            grant
-                .and_then(|g| g.rules.as_ref())
-                .map(|rules| rules.check(&anonymous(client_id), topic, Access::Write)),
-        ];
-        if local.contains(&Some(true)) {
-            return TopicVerdict::Allowed;
-        }
-        if grant.is_some_and(|g| g.remote_topics) {
-            return match remote() {
-                Some(true) => TopicVerdict::Allowed,
-                Some(false) => TopicVerdict::Refused,
-                None => TopicVerdict::Ask,
-            };
-        }
-        if local.iter().any(Option::is_some) {
-            TopicVerdict::Refused
-        } else {
-            TopicVerdict::Allowed
-        }
+        write_verdict(
+            self.shared.access.acl().as_deref(),
+            client_id,
+            username,
+            grant,
+            topic,
+            remote,
+        )
     }
 
     /// Whether `conn`'s client may subscribe to `filter`: refused when nothing lets it read
@@ -162,7 +130,11 @@ impl BrokerShard {
         if grant.is_some_and(|g| g.superuser) {
             return (TopicVerdict::Allowed, false);
         }
-        let scope = self.local_scope(client, client_id, unshared(filter));
+        let scope = client.local_scope(
+            self.shared.access.acl().as_deref(),
+            client_id,
+            unshared(filter),
+        );
         if scope == Some(SubscribeScope::All) {
             return (TopicVerdict::Allowed, false);
         }
@@ -178,35 +150,6 @@ impl BrokerShard {
             None if !grant.is_some_and(|g| g.remote_topics) => (TopicVerdict::Allowed, false),
             _ => (TopicVerdict::Refused, false),
         }
-    }
-
-    /// How much of `filter` the ACL file and the client's own rules let it read together;
-    /// `None` when neither applies to it.
-    fn local_scope(
-        &self,
-        client: &AclClient,
-        client_id: &MqttStr,
-        filter: &str,
-    ) -> Option<SubscribeScope> {
-        let identity = identity(client_id, client.username.as_ref());
-        let file = self
-            .shared
-            .access
-            .acl()
-            .map(|acl| acl.subscribe_scope(&identity, filter));
-        let rules = client
-            .grant
-            .as_deref()
-            .and_then(|g| g.rules.as_ref())
-            .map(|rules| rules.subscribe_scope(&anonymous(client_id), filter));
-        [file, rules]
-            .into_iter()
-            .flatten()
-            .max_by_key(|scope| match scope {
-                SubscribeScope::None => 0,
-                SubscribeScope::Some => 1,
-                SubscribeScope::All => 2,
-            })
     }
 
     /// Whether a message on `topic` may leave to `conn`: checked only for a client with a
@@ -258,19 +201,4 @@ pub(super) fn unshared(filter: &str) -> &str {
         .strip_prefix("$share/")
         .and_then(|rest| rest.split_once('/'))
         .map_or(filter, |(_group, inner)| inner)
-}
-
-fn identity<'a>(client_id: &'a MqttStr, username: Option<&'a MqttStr>) -> ClientIdentity<'a> {
-    ClientIdentity {
-        client_id: client_id.as_str(),
-        username: username.map(MqttStr::as_str),
-    }
-}
-
-/// The identity a client's own rules are checked with (they sit in the anonymous section).
-fn anonymous(client_id: &MqttStr) -> ClientIdentity<'_> {
-    ClientIdentity {
-        client_id: client_id.as_str(),
-        username: None,
-    }
 }

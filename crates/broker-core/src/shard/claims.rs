@@ -9,7 +9,6 @@ use codec::{Connect, MqttStr};
 use ring_runtime::{ConnId, ShardId};
 
 use super::{BrokerShard, Ctx};
-use crate::conn::Phase;
 use crate::directory::ClaimId;
 use crate::message::{ShardMsg, TakeoverRequest};
 
@@ -30,7 +29,7 @@ impl BrokerShard {
             supersedes,
             clean_start: connect.clean_start,
         };
-        self.mark_awaiting(conn);
+        self.conns.mark_awaiting(conn);
         let claim = PendingClaim {
             client_id: connect.client_id.clone(),
             waiting: Some((conn, Box::new(connect))),
@@ -53,7 +52,7 @@ impl BrokerShard {
             return;
         };
         let older = pending.waiting.replace((conn, Box::new(connect)));
-        self.mark_awaiting(conn);
+        self.conns.mark_awaiting(conn);
         if let Some((older, _)) = older {
             self.close_connection(ctx, older);
         }
@@ -85,30 +84,11 @@ impl BrokerShard {
         let pending = self.delivery.mobility.claims.remove(&claim)?;
         let claimant = match (pending.successor, pending.waiting) {
             (Some(request), _) => Claimant::Successor(request),
-            (None, Some((conn, connect))) if self.stop_waiting(conn) => {
+            (None, Some((conn, connect))) if self.conns.stop_waiting(conn) => {
                 Claimant::Connection(conn, connect)
             }
             (None, _) => Claimant::Nobody,
         };
         Some((pending.client_id, claimant))
-    }
-
-    fn mark_awaiting(&mut self, conn: ConnId) {
-        if let Some(connection) = self.conns.get_mut(&conn) {
-            connection.phase = Phase::AwaitingSession;
-        }
-    }
-
-    /// Whether `conn` is still open and waiting for a session; if so it stops waiting (its
-    /// CONNECT is completed next).
-    fn stop_waiting(&mut self, conn: ConnId) -> bool {
-        let Some(connection) = self.conns.get_mut(&conn) else {
-            return false;
-        };
-        let waiting = connection.phase == Phase::AwaitingSession;
-        if waiting {
-            connection.phase = Phase::AwaitingConnect;
-        }
-        waiting
     }
 }

@@ -65,7 +65,7 @@ impl BrokerShard {
         self.shared.door.connections.fetch_sub(1, Ordering::Relaxed);
         self.connection_ended(conn);
         self.auth.acl_clients.remove(&conn);
-        self.recheck_closed(conn);
+        self.auth.rechecks.recheck_closed(conn);
         self.login_closed(ctx, conn);
         self.topic_wait_closed(conn);
         if connection.counted {

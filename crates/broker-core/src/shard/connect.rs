@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use codec::{ConnAck, ConnAckProperties, Connect, MqttStr, Packet, ProtocolVersion, ReasonCode};
 use dashmap::mapref::entry::Entry;
-use ring_runtime::ConnId;
+use ring_runtime::{ConnId, ShardId};
 use router::TopicName;
 use tracing::debug;
 
@@ -17,6 +17,8 @@ use crate::detach;
 use crate::directory::{ClaimId, SessionLocation, SessionOwner};
 use crate::message::Change;
 use crate::session::Session;
+use crate::settings::CoreConfig;
+use crate::shared::Shared;
 use session_store::PendingWill;
 use session_store::storage::SessionWrite;
 
@@ -51,7 +53,7 @@ impl BrokerShard {
         connection.protocol = connect.protocol;
         let checked = self
             .apply_certificate_identity(ctx, conn, &mut connect)
-            .and_then(|certified| self.check_connect(&connect).map(|()| certified));
+            .and_then(|certified| check_connect(&self.shared, &connect).map(|()| certified));
         let user = connect.username.as_ref().map(|u| u.as_str());
         let certified = match checked {
             Ok(certified) => certified,
@@ -103,7 +105,7 @@ impl BrokerShard {
         let assigned = connect
             .client_id
             .is_empty()
-            .then(|| self.assign_client_id());
+            .then(|| assign_client_id(&self.shared, self.id));
         connect.client_id = match &assigned {
             Some(id) => id.clone(),
             None => detach::string(&connect.client_id),
@@ -181,40 +183,6 @@ impl BrokerShard {
                 mine,
             }) => self.request_takeover(ctx, conn, connect, holder, (supersedes, mine)),
         }
-    }
-
-    /// The CONNACK reason for a CONNECT this broker will not accept, if any.
-    fn check_connect(&self, connect: &Connect) -> Result<(), ReasonCode> {
-        let limits = &self.shared.config.connection;
-        if connect.client_id.is_empty() && !connect.protocol.is_v5() && !connect.clean_start {
-            return Err(ReasonCode::ClientIdentifierNotValid);
-        }
-        if connect.client_id.len() > usize::from(limits.max_client_id_len) {
-            return Err(ReasonCode::ClientIdentifierNotValid);
-        }
-        if connect.properties.authentication_method.is_some() {
-            return Err(ReasonCode::BadAuthenticationMethod);
-        }
-        self.shared.access.hook.authenticate(connect)?;
-        if let Some(will) = &connect.will {
-            TopicName::from_mqtt_str(will.topic.clone(), &self.shared.limits.topics)
-                .map_err(|_| ReasonCode::TopicNameInvalid)?;
-            let format = will.properties.payload_format;
-            if format == Some(codec::PayloadFormat::Utf8)
-                && std::str::from_utf8(&will.payload).is_err()
-            {
-                return Err(ReasonCode::PayloadFormatInvalid);
-            }
-        }
-        Ok(())
-    }
-
-    /// A unique identifier for a client that sent an empty one (5.0 Assigned Client Identifier).
-    fn assign_client_id(&self) -> MqttStr {
-        let key = self.shared.directory.new_subscriber(self.id).0;
-        let nanos = self.shared.time.uptime().as_nanos() as u64;
-        let text = format!("ringmq-{:x}-{key:x}-{nanos:x}", self.id.index());
-        MqttStr::from_bytes(text.into()).expect("invariant: ASCII without U+0000")
     }
 
     /// Claims the client's entry in the shared session directory for this shard, for a client of
@@ -386,7 +354,6 @@ impl BrokerShard {
         let was_stored = self.durable.stores(session.expiry);
         let requested_expiry = crate::settings::requested_expiry_interval(&connect);
         session.expiry = self.shared.config.sessions.expiry_for(&connect);
-        let config = &self.shared.config;
         let props = &connect.properties;
         session.protocol = connect.protocol;
         session.will = connect.will.clone().map(|will| {
@@ -400,7 +367,7 @@ impl BrokerShard {
         let client_receive_max = props.receive_maximum.map_or(u16::MAX, NonZeroU16::get);
         session
             .inflight
-            .set_capacity(client_receive_max.min(config.limits.max_inflight_outbound));
+            .set_capacity(client_receive_max.min(self.shared.config.limits.max_inflight_outbound));
         self.will_attached(conn, &session.client_id);
         self.record_connected(&session, was_stored);
         self.mirror_connected(ctx, &session);
@@ -410,11 +377,14 @@ impl BrokerShard {
         let grant = self.auth.logins.grants.remove(&conn);
         self.arm_credentials_expiry(ctx, conn, grant.as_ref());
         let username = connect.username.clone();
-        self.track_backend_grant(conn, username.as_ref(), grant.as_ref());
+        self.auth
+            .rechecks
+            .track_backend_grant(conn, username.as_ref(), grant.as_ref());
         self.acl_connected(conn, &session.client_id, username, grant, filters);
         let keep_alive = self.shared.config.connection.keep_alive_for(&connect);
         self.setup_connection(ctx, conn, &connect, session.subscriber, keep_alive);
-        let connack = self.connack(
+        let connack = connack(
+            &self.shared.config,
             &connect,
             session_present,
             assigned_id.then(|| session.client_id.clone()),
@@ -500,39 +470,6 @@ impl BrokerShard {
         // The keep-alive counts from the CONNACK (`Connection::deadline`).
         connection.touch(since_start);
     }
-
-    /// The CONNACK for an accepted connection, with the 5.0 properties that tell the client our
-    /// limits.
-    fn connack(
-        &self,
-        connect: &Connect,
-        session_present: bool,
-        assigned: Option<MqttStr>,
-        keep_alive: u16,
-        requested_expiry: u32,
-    ) -> ConnAck {
-        let mut properties = ConnAckProperties::default();
-        if connect.protocol.is_v5() {
-            let config = &self.shared.config;
-            properties.receive_maximum = NonZeroU16::new(config.limits.receive_maximum);
-            properties.maximum_packet_size = NonZeroU32::new(config.limits.max_packet_size);
-            properties.topic_alias_maximum = Some(config.limits.topic_alias_maximum);
-            properties.assigned_client_identifier = assigned;
-            if keep_alive != connect.keep_alive {
-                properties.server_keep_alive = Some(keep_alive);
-            }
-            let max_expiry = config.sessions.max_session_expiry.as_secs();
-            if u64::from(requested_expiry) > max_expiry && requested_expiry != 0 {
-                properties.session_expiry_interval =
-                    Some(u32::try_from(max_expiry).unwrap_or(u32::MAX));
-            }
-        }
-        ConnAck {
-            session_present: session_present && connect.protocol != ProtocolVersion::V3_1,
-            reason_code: ReasonCode::Success,
-            properties,
-        }
-    }
 }
 
 /// The identity a CONNECT's session belongs to (its username once authenticated).
@@ -558,4 +495,69 @@ fn connack_v3_code(reason: ReasonCode) -> ReasonCode {
         ReasonCode::Banned | ReasonCode::BadAuthenticationMethod => ReasonCode::NotAuthorized,
         _ => ReasonCode::ServerUnavailable,
     }
+}
+
+/// The CONNACK reason for a CONNECT this broker will not accept, if any.
+fn check_connect(shared: &Shared, connect: &Connect) -> Result<(), ReasonCode> {
+    let limits = &shared.config.connection;
+    if connect.client_id.is_empty() && !connect.protocol.is_v5() && !connect.clean_start {
+        return Err(ReasonCode::ClientIdentifierNotValid);
+    }
+    if connect.client_id.len() > usize::from(limits.max_client_id_len) {
+        return Err(ReasonCode::ClientIdentifierNotValid);
+    }
+    if connect.properties.authentication_method.is_some() {
+        return Err(ReasonCode::BadAuthenticationMethod);
+    }
+    shared.access.hook.authenticate(connect)?;
+    if let Some(will) = &connect.will {
+        TopicName::from_mqtt_str(will.topic.clone(), &shared.limits.topics)
+            .map_err(|_| ReasonCode::TopicNameInvalid)?;
+        let format = will.properties.payload_format;
+        if format == Some(codec::PayloadFormat::Utf8) && std::str::from_utf8(&will.payload).is_err()
+        {
+            return Err(ReasonCode::PayloadFormatInvalid);
+        }
+    }
+    Ok(())
+}
+
+/// The CONNACK for an accepted connection, with the 5.0 properties that tell the client our
+/// limits.
+fn connack(
+    config: &CoreConfig,
+    connect: &Connect,
+    session_present: bool,
+    assigned: Option<MqttStr>,
+    keep_alive: u16,
+    requested_expiry: u32,
+) -> ConnAck {
+    let mut properties = ConnAckProperties::default();
+    if connect.protocol.is_v5() {
+        properties.receive_maximum = NonZeroU16::new(config.limits.receive_maximum);
+        properties.maximum_packet_size = NonZeroU32::new(config.limits.max_packet_size);
+        properties.topic_alias_maximum = Some(config.limits.topic_alias_maximum);
+        properties.assigned_client_identifier = assigned;
+        if keep_alive != connect.keep_alive {
+            properties.server_keep_alive = Some(keep_alive);
+        }
+        let max_expiry = config.sessions.max_session_expiry.as_secs();
+        if u64::from(requested_expiry) > max_expiry && requested_expiry != 0 {
+            properties.session_expiry_interval =
+                Some(u32::try_from(max_expiry).unwrap_or(u32::MAX));
+        }
+    }
+    ConnAck {
+        session_present: session_present && connect.protocol != ProtocolVersion::V3_1,
+        reason_code: ReasonCode::Success,
+        properties,
+    }
+}
+
+/// A unique identifier for a client that sent an empty one (5.0 Assigned Client Identifier).
+fn assign_client_id(shared: &Shared, shard: ShardId) -> MqttStr {
+    let key = shared.directory.new_subscriber(shard).0;
+    let nanos = shared.time.uptime().as_nanos() as u64;
+    let text = format!("ringmq-{:x}-{key:x}-{nanos:x}", shard.index());
+    MqttStr::from_bytes(text.into()).expect("invariant: ASCII without U+0000")
 }

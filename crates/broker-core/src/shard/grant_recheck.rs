@@ -29,7 +29,7 @@ use ring_runtime::ConnId;
 use tracing::{debug, info, warn};
 
 use super::acl_client::TopicVerdict;
-use super::grant_rechecks::{AskedRecheck, BackendClient};
+use super::grant_rechecks::AskedRecheck;
 use super::timer_book::TimerPurpose;
 use super::{BrokerShard, Ctx};
 use crate::metrics::ShardCounters;
@@ -40,34 +40,6 @@ const RECHECKS_IN_FLIGHT: usize = 4;
 const BUSY_RETRY: Duration = Duration::from_millis(100);
 
 impl BrokerShard {
-    /// `conn`'s client was admitted with `grant`: remembered for re-checks when an external
-    /// backend gave it and a reload could change it.
-    pub(super) fn track_backend_grant(
-        &mut self,
-        conn: ConnId,
-        username: Option<&MqttStr>,
-        grant: Option<&ClientGrant>,
-    ) {
-        let Some(link) = grant
-            .filter(|g| g.may_change_on_reload())
-            .and_then(|g| g.link)
-        else {
-            return;
-        };
-        let client = BackendClient {
-            link,
-            username: username.cloned(),
-        };
-        self.auth.rechecks.clients.insert(conn, client);
-    }
-
-    /// The connection ended: it is not asked about any more (answers out are ignored).
-    pub(super) fn recheck_closed(&mut self, conn: ConnId) {
-        if !self.auth.rechecks.clients.is_empty() {
-            self.auth.rechecks.clients.remove(&conn);
-        }
-    }
-
     /// At turn end: a new grants epoch queues every tracked client; then as many re-checks
     /// are asked as the bound allows.
     pub(super) fn recheck_grants(&mut self, ctx: &mut Ctx) {
@@ -81,11 +53,6 @@ impl BrokerShard {
             return;
         }
         self.ask_rechecks(ctx);
-    }
-
-    /// The retry after a busy job queue is due.
-    pub(super) fn recheck_retry_due(&mut self) {
-        self.auth.rechecks.retry_armed = false;
     }
 
     /// Submits queued re-checks while fewer than [`RECHECKS_IN_FLIGHT`] are out.

@@ -1,6 +1,7 @@
 //! [`GrantRechecks`]: the connected clients an external backend let in with a grant that a
 //! reload may change, and the re-checks asked about them; `grant_recheck.rs` asks and applies.
 
+use access::gatekeeper::grant::ClientGrant;
 use std::collections::VecDeque;
 
 use codec::MqttStr;
@@ -39,4 +40,39 @@ pub(super) struct GrantRechecks {
     pub(super) next_token: u64,
     /// A retry is armed after the workers were busy.
     pub(super) retry_armed: bool,
+}
+
+impl GrantRechecks {
+    /// The connection ended: it is not asked about any more (answers out are ignored).
+    pub(super) fn recheck_closed(&mut self, conn: ConnId) {
+        if !self.clients.is_empty() {
+            self.clients.remove(&conn);
+        }
+    }
+
+    /// The retry after a busy job queue is due.
+    pub(super) fn recheck_retry_due(&mut self) {
+        self.retry_armed = false;
+    }
+
+    /// `conn`'s client was admitted with `grant`: remembered for re-checks when an external
+    /// backend gave it and a reload could change it.
+    pub(super) fn track_backend_grant(
+        &mut self,
+        conn: ConnId,
+        username: Option<&MqttStr>,
+        grant: Option<&ClientGrant>,
+    ) {
+        let Some(link) = grant
+            .filter(|g| g.may_change_on_reload())
+            .and_then(|g| g.link)
+        else {
+            return;
+        };
+        let client = BackendClient {
+            link,
+            username: username.cloned(),
+        };
+        self.clients.insert(conn, client);
+    }
 }

@@ -34,7 +34,7 @@ impl BrokerShard {
             TimerPurpose::CredentialsExpired(conn) => self.credentials_expired(ctx, conn),
             TimerPurpose::Throttle(conn) => self.throttle_elapsed(ctx, conn),
             TimerPurpose::LifecycleSummary(kind) => self.shared.lifecycle.summarise(kind),
-            TimerPurpose::RecheckRetry => self.recheck_retry_due(),
+            TimerPurpose::RecheckRetry => self.auth.rechecks.recheck_retry_due(),
         }
     }
 }

@@ -158,6 +158,6 @@ impl BrokerShard {
     /// The connection ended: a packet it set aside is dropped (the answers are ignored).
     pub(super) fn topic_wait_closed(&mut self, conn: ConnId) {
         self.auth.topic_waits.waiting.remove(&conn);
-        self.will_check_closed(conn);
+        self.auth.topic_waits.wills.will_check_closed(conn);
     }
 }

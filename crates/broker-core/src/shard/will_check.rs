@@ -87,7 +87,14 @@ impl BrokerShard {
             return TopicVerdict::Refused;
         }
         let grant = rules.grant.as_deref();
-        self.write_verdict(client_id, rules.username.as_ref(), grant, topic, remote)
+        super::acl_client::write_verdict(
+            self.shared.access.acl().as_deref(),
+            client_id,
+            rules.username.as_ref(),
+            grant,
+            topic,
+            remote,
+        )
     }
 
     /// The backend's cached answer about writing to `topic`.
@@ -281,16 +288,5 @@ impl BrokerShard {
             client = client_id.as_str(),
             topic, "will not authorized: {outcome}"
         );
-    }
-
-    /// The connection ended: a CONNECT waiting for its will's answer is forgotten.
-    pub(super) fn will_check_closed(&mut self, conn: ConnId) {
-        let wills = &mut self.auth.topic_waits.wills;
-        if !wills.waiting.is_empty() {
-            wills.waiting.remove(&conn);
-        }
-        if !wills.admitted.is_empty() {
-            wills.admitted.remove(&conn);
-        }
     }
 }

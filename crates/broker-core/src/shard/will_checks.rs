@@ -41,3 +41,16 @@ pub(super) enum WillCheck {
     /// The CONNECT waits for the backend's answer to this token (`will_answered`).
     Wait(u64),
 }
+
+impl WillChecks {
+    /// The connection ended: a CONNECT waiting for its will's answer is forgotten.
+    pub(super) fn will_check_closed(&mut self, conn: ConnId) {
+        let wills = self;
+        if !wills.waiting.is_empty() {
+            wills.waiting.remove(&conn);
+        }
+        if !wills.admitted.is_empty() {
+            wills.admitted.remove(&conn);
+        }
+    }
+}
