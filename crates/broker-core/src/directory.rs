@@ -7,8 +7,10 @@
 
 use std::sync::Arc;
 
+use codec::MqttStr;
 use ring_runtime::ShardId;
 use router::SubscriberId;
+use session_store::storage::StoredOwner;
 
 /// Where a session lives now.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -26,9 +28,9 @@ pub struct SessionLocation {
 }
 
 /// The identity a session belongs to: the CONNECT username after authentication (with a
-/// listener's `identity_as_username`, the client certificate's name), or none. Kept in memory
-/// only: the store does not record it, so a session recovered at start is `Unbound` and the
-/// first identity that connects to it takes it.
+/// listener's `identity_as_username`, the client certificate's name), or none. Stored with the
+/// session (`SessionWrite::SessionSaved`), but not read back yet: a session recovered at start
+/// is `Unbound` and the first identity that connects to it takes it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum SessionOwner {
     /// Recovered from the store: not bound yet.
@@ -49,6 +51,18 @@ impl SessionOwner {
     /// checked: the same identity, or any identity while the session is unbound.
     pub fn admits(&self, other: &SessionOwner) -> bool {
         *self == Self::Unbound || self == other
+    }
+
+    /// This owner as the store records it.
+    pub fn to_stored(&self) -> StoredOwner {
+        match self {
+            Self::Unbound => StoredOwner::Unbound,
+            Self::Anonymous => StoredOwner::Anonymous,
+            // Made from a CONNECT's username or a certificate name checked as one.
+            Self::User(name) => StoredOwner::User(
+                MqttStr::try_from(&**name).expect("invariant: a username is an MQTT string"),
+            ),
+        }
     }
 }
 

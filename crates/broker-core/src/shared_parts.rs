@@ -12,7 +12,7 @@ use session_store::{ByteBudget, QueueLimits};
 
 use crate::auth::Authenticator;
 use crate::directory::BIRTH_SHARD_BITS;
-use crate::directory::{ClaimId, SessionLocation};
+use crate::directory::{ClaimId, SessionLocation, SessionOwner};
 use crate::settings::CoreConfig;
 use crate::store::{Recovery, StoreState};
 use crate::swap::Swap;
@@ -57,6 +57,12 @@ impl SessionDirectory {
     /// A new claim id.
     pub fn new_claim(&self) -> ClaimId {
         ClaimId(self.next_claim.fetch_add(1, Ordering::Relaxed))
+    }
+
+    /// The identity the session of `client_id` belongs to, as its entry names it (`Unbound`
+    /// if it has none: no session of that id is held).
+    pub fn owner_of(&self, client_id: &str) -> SessionOwner {
+        (self.sessions.get(client_id)).map_or(SessionOwner::Unbound, |entry| entry.owner.clone())
     }
 }
 

@@ -14,7 +14,9 @@ use bytes::Bytes;
 use codec::{MqttStr, PacketId, ProtocolVersion, QoS};
 use session_store::SessionExpiry;
 use session_store::SyncMode;
-use session_store::storage::{LogSize, LoggedStorage, SessionStorage, SessionWrite, StoredMessage};
+use session_store::storage::{
+    LogSize, LoggedStorage, SessionStorage, SessionWrite, StoredMessage, StoredOwner,
+};
 
 /// The broker's allocator: the costs measured are the broker's.
 #[global_allocator]
@@ -79,6 +81,7 @@ fn main() {
             protocol: ProtocolVersion::V3_1_1,
             expiry: SessionExpiry::Never,
             will: None,
+            owner: Box::new(StoredOwner::Anonymous),
         })
         .collect();
     storage.commit(&saved).expect("sessions");

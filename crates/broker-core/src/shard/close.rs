@@ -9,6 +9,7 @@ use tracing::debug;
 
 use super::timer_book::TimerPurpose;
 use super::{BrokerShard, Ctx, Fault};
+use crate::directory::SessionOwner;
 use crate::message::Change;
 use crate::metrics::DropReason;
 use crate::session::Session;
@@ -126,7 +127,8 @@ impl BrokerShard {
             (None, _) => {}
         }
         if self.durable.stores(session.expiry) {
-            record_disconnected(&mut self.durable, &session);
+            let owner = self.shared.directory.owner_of(client_id.as_str());
+            record_disconnected(&mut self.durable, &session, &owner);
         }
         self.mirror_offline(ctx, &session);
         match session.expiry {
@@ -188,7 +190,8 @@ impl BrokerShard {
             // Stored without it: a restart must not publish it again (the expiry then counts
             // from now: at most the will delay longer).
             if self.durable.stores(session.expiry) {
-                record_disconnected(&mut self.durable, session);
+                let owner = self.shared.directory.owner_of(client_id.as_str());
+                record_disconnected(&mut self.durable, session, &owner);
             }
             self.publish_will(ctx, client_id, pending.will);
         }
@@ -256,9 +259,13 @@ impl BrokerShard {
 }
 
 /// A stored session lost its connection: its will as it stands now (kept while delayed, gone
-/// once published) and the time its expiry counts from.
-fn record_disconnected(durable: &mut super::durability::Durability, session: &Session) {
-    durable.record_saved(session);
+/// once published), its `owner` (unchanged) and the time its expiry counts from.
+fn record_disconnected(
+    durable: &mut super::durability::Durability,
+    session: &Session,
+    owner: &SessionOwner,
+) {
+    durable.record_saved(session, owner);
     durable.record(SessionWrite::SessionDisconnected {
         client_id: session.client_id.clone(),
         at: SystemTime::now(),

@@ -369,7 +369,7 @@ impl BrokerShard {
             .inflight
             .set_capacity(client_receive_max.min(self.shared.config.limits.max_inflight_outbound));
         self.will_attached(conn, &session.client_id);
-        self.record_connected(&session, was_stored);
+        self.record_connected(&session, was_stored, &owner_of(&connect));
         self.mirror_connected(ctx, &session);
         self.timers.disarm_session_timers(ctx, &mut session);
         session.conn = Some(conn);
@@ -404,10 +404,10 @@ impl BrokerShard {
         self.resume_reading(ctx, conn);
     }
 
-    /// A session got a connection: store its connection-scoped state if it outlives it (with its
-    /// subscriptions, if it was not stored before), or remove it from the store if it no longer
-    /// does.
-    fn record_connected(&mut self, session: &Session, was_stored: bool) {
+    /// A session got a connection of identity `owner`: store its connection-scoped state and
+    /// owner if it outlives the connection (with its subscriptions, if it was not stored
+    /// before), or remove it from the store if it no longer does.
+    fn record_connected(&mut self, session: &Session, was_stored: bool, owner: &SessionOwner) {
         let client_id = &session.client_id;
         if !self.durable.stores(session.expiry) {
             if was_stored {
@@ -417,7 +417,7 @@ impl BrokerShard {
             }
             return;
         }
-        self.durable.record_saved(session);
+        self.durable.record_saved(session, owner);
         if was_stored {
             return;
         }

@@ -1,5 +1,6 @@
 //! [`Durability`]: this turn's stored writes, the sends and acknowledgements held until the store has committed them, and the tickets other shards wait on; `durable.rs` feeds and releases it.
 
+use crate::directory::SessionOwner;
 use crate::message::Outgoing;
 use crate::session::Session;
 use crate::store::{QueueRead, StoreBatch, StoreJob, StoreState};
@@ -170,13 +171,15 @@ impl Durability {
         }
     }
 
-    /// Records a stored session's connection-scoped state (protocol, expiry, will as it is now).
-    pub(super) fn record_saved(&mut self, session: &Session) {
+    /// Records a stored session's connection-scoped state (protocol, expiry, will as it is now)
+    /// and the identity it belongs to.
+    pub(super) fn record_saved(&mut self, session: &Session, owner: &SessionOwner) {
         self.record(SessionWrite::SessionSaved {
             client_id: session.client_id.clone(),
             protocol: session.protocol,
             expiry: session.expiry,
             will: session.will.as_deref().cloned().map(Box::new),
+            owner: Box::new(owner.to_stored()),
         });
     }
 

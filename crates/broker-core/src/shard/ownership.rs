@@ -100,6 +100,12 @@ impl BrokerShard {
         // Stored (or not) as the new connection asks: `complete_connect` then finds it stored
         // already, and keeps or removes it.
         stored.expiry = expiry;
+        // This node checks the identity that claimed it, whatever the other node recorded.
+        stored.owner = self
+            .shared
+            .directory
+            .owner_of(stored.client_id.as_str())
+            .to_stored();
         if self.durable.stores(expiry) {
             self.record_imported(&stored);
         }
@@ -125,6 +131,7 @@ impl BrokerShard {
             protocol: stored.protocol,
             expiry: stored.expiry,
             will: None,
+            owner: Box::new(stored.owner.clone()),
         });
         for subscription in &stored.subscriptions {
             self.durable.record(SessionWrite::Subscribed {

@@ -8,7 +8,7 @@ use codec::{ProtocolVersion, QoS, SubscriptionOptions, Will};
 
 use super::contract_writes::{
     acked, dropped, message, pid, qos2_received, qos2_released, queued, queued_and_sent, released,
-    retain_set, saved, sent, skip, subscribed, text,
+    retain_set, saved, saved_by, sent, skip, subscribed, text,
 };
 use super::*;
 use crate::storage::{StoredMessage, StoredSubscription};
@@ -63,6 +63,7 @@ pub(super) fn a_sequence_of_writes_loads_as_the_sessions_it_describes<S: Session
                 protocol: ProtocolVersion::V3_1_1,
                 expiry: SessionExpiry::After(30),
                 will: Some(Box::new(will.clone())),
+                owner: Box::new(StoredOwner::User(text("bob"))),
             },
             SessionWrite::SessionDisconnected {
                 client_id: text("b"),
@@ -100,6 +101,7 @@ pub(super) fn a_sequence_of_writes_loads_as_the_sessions_it_describes<S: Session
         SessionExpiry::After(30),
         Some(will),
     );
+    b.owner = StoredOwner::User(text("bob"));
     b.disconnected_at = Some(closed);
     assert_eq!(
         storage.load().unwrap(),
@@ -108,6 +110,53 @@ pub(super) fn a_sequence_of_writes_loads_as_the_sessions_it_describes<S: Session
             retained: Vec::new(),
         }
     );
+}
+
+/// The owners of `storage`'s sessions, by client identifier.
+pub(super) fn owners_of<S: SessionStorage>(storage: &mut S) -> Vec<(String, StoredOwner)> {
+    let loaded = storage.load().unwrap();
+    (loaded.sessions.into_iter())
+        .map(|session| (session.client_id.as_str().to_owned(), session.owner))
+        .collect()
+}
+
+/// `SessionSaved` of three sessions: alice's, an anonymous client's and carol's.
+pub(super) fn sessions_of_every_owner() -> [SessionWrite; 3] {
+    [
+        saved_by("a", SessionExpiry::Never, StoredOwner::User(text("alice"))),
+        saved_by("b", SessionExpiry::After(60), StoredOwner::Anonymous),
+        saved_by("c", SessionExpiry::Never, StoredOwner::User(text("carol"))),
+    ]
+}
+
+/// What `load` gives for the sessions of [`sessions_of_every_owner`] after `c` was saved again
+/// by dave (a clean start by another identity, where the broker allows it).
+pub(super) fn owners_saved_and_replaced() -> Vec<(String, StoredOwner)> {
+    vec![
+        ("a".to_owned(), StoredOwner::User(text("alice"))),
+        ("b".to_owned(), StoredOwner::Anonymous),
+        ("c".to_owned(), StoredOwner::User(text("dave"))),
+    ]
+}
+
+/// A session's owner is stored with it; each `SessionSaved` replaces it, and writes of other
+/// kinds leave it.
+pub(super) fn the_owner_is_stored_with_the_session_and_replaced_by_each_save<S: SessionStorage>(
+    make: impl Fn() -> S,
+) {
+    let mut storage = make();
+    storage.commit(&sessions_of_every_owner()).unwrap();
+    storage
+        .commit(&[
+            subscribed("a", "x/+", QoS::AtLeastOnce),
+            SessionWrite::SessionDisconnected {
+                client_id: text("a"),
+                at: SystemTime::UNIX_EPOCH,
+            },
+            saved_by("c", SessionExpiry::Never, StoredOwner::User(text("dave"))),
+        ])
+        .unwrap();
+    assert_eq!(owners_of(&mut storage), owners_saved_and_replaced());
 }
 
 pub(super) fn acknowledged_and_removed_state_is_gone<S: SessionStorage>(make: impl Fn() -> S) {

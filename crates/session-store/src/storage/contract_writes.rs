@@ -1,10 +1,14 @@
-//! Builders of the writes the contract tests commit and of the skip reports they expect,
-//! shared by every storage test module.
+//! Builders of the writes the contract tests commit and of the skip reports they expect, and a
+//! record in the format before owners were stored, shared by every storage test module.
+
+use std::time::{Duration, SystemTime};
 
 use bytes::Bytes;
-use codec::{MqttStr, PacketId, ProtocolVersion, QoS, SubscriptionId, SubscriptionOptions};
+use codec::{
+    MqttStr, PacketId, ProtocolVersion, QoS, RetainHandling, SubscriptionId, SubscriptionOptions,
+};
 
-use super::{SessionWrite, Skipped, StoredMessage};
+use super::{SessionWrite, Skipped, StoredMessage, StoredOwner, StoredSession, StoredSubscription};
 use crate::SessionExpiry;
 
 pub(super) fn text(s: &str) -> MqttStr {
@@ -28,11 +32,17 @@ pub(super) fn message(topic: &str, qos: QoS) -> StoredMessage {
 }
 
 pub(super) fn saved(client: &str, expiry: SessionExpiry) -> SessionWrite {
+    saved_by(client, expiry, StoredOwner::Unbound)
+}
+
+/// `SessionSaved` for `client`, a 5.0 session of `owner` without a will.
+pub(super) fn saved_by(client: &str, expiry: SessionExpiry, owner: StoredOwner) -> SessionWrite {
     SessionWrite::SessionSaved {
         client_id: text(client),
         protocol: ProtocolVersion::V5,
         expiry,
         will: None,
+        owner: Box::new(owner),
     }
 }
 
@@ -130,4 +140,41 @@ pub(super) fn skip(write: &'static str, client: &str) -> Skipped {
         write,
         client_id: client.to_owned(),
     }
+}
+
+/// The record of client "old" as the encoder wrote it before owners were stored (format
+/// version 3, ending after the inbound QoS 2 ids): a 5.0 session with expiry 60 s,
+/// disconnected at 1,000 s after the epoch, one subscription (`a/#` at QoS 1), no will.
+pub(super) fn record_without_owner() -> Vec<u8> {
+    let mut bytes = vec![3, 5, 1, 0, 0, 0, 60, 0, 1, 0];
+    bytes.extend_from_slice(&1_000u64.to_be_bytes());
+    bytes.extend_from_slice(&0u32.to_be_bytes());
+    bytes.extend_from_slice(&1u32.to_be_bytes());
+    bytes.extend_from_slice(&3u32.to_be_bytes());
+    bytes.extend_from_slice(b"a/#");
+    bytes.extend_from_slice(&[1, 0, 0, 0, 0]);
+    bytes.extend_from_slice(&0u32.to_be_bytes());
+    bytes
+}
+
+/// The session [`record_without_owner`] holds: its owner not known.
+pub(super) fn session_without_owner() -> StoredSession {
+    let mut session = StoredSession::new(
+        text("old"),
+        ProtocolVersion::V5,
+        SessionExpiry::After(60),
+        None,
+    );
+    session.disconnected_at = Some(SystemTime::UNIX_EPOCH + Duration::from_secs(1_000));
+    session.subscriptions = vec![StoredSubscription {
+        filter: text("a/#"),
+        options: SubscriptionOptions {
+            qos: QoS::AtLeastOnce,
+            no_local: false,
+            retain_as_published: false,
+            retain_handling: RetainHandling::from_u8(0).expect("0 is a retain handling"),
+        },
+        id: None,
+    }];
+    session
 }

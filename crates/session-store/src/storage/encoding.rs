@@ -12,12 +12,19 @@ use codec::{
     SubscriptionOptions, Will, WillProperties,
 };
 
-use super::{StoredMessage, StoredSession, StoredSubscription};
+use super::{StoredMessage, StoredOwner, StoredSession, StoredSubscription};
 use crate::{InflightState, PendingWill, SessionExpiry};
 
 /// The format version every value starts with (2: records without inflight ids, inflight
-/// entries with their send number).
+/// entries with their send number). A session record may end with its owner, a trailing field
+/// added within version 3: a record without it (written before owners were stored) reads as
+/// [`StoredOwner::Unbound`].
 const VERSION: u8 = 3;
+
+/// The tags of a record's trailing owner field.
+const OWNER_UNBOUND: u8 = 0;
+const OWNER_ANONYMOUS: u8 = 1;
+const OWNER_USER: u8 = 2;
 
 /// A value that does not decode.
 #[derive(Debug)]
@@ -176,6 +183,10 @@ impl<'a> Reader<'a> {
         };
         t.ok_or(Malformed)
     }
+    /// Whether every byte has been read (an optional trailing field is absent).
+    fn at_end(&self) -> bool {
+        self.0.is_empty()
+    }
     pub(in crate::storage) fn finish<T>(self, value: T) -> Decoded<T> {
         if self.0.is_empty() {
             Ok(value)
@@ -190,7 +201,7 @@ pub(in crate::storage) fn len_u32(n: usize) -> u32 {
 }
 
 /// A session's own record: everything but its queued and inflight messages (stored under their
-/// own keys).
+/// own keys), its owner last.
 pub(in crate::storage) fn encode_record(s: &StoredSession) -> Vec<u8> {
     let mut w = Writer::new();
     w.u8(s.protocol.level());
@@ -211,10 +222,13 @@ pub(in crate::storage) fn encode_record(s: &StoredSession) -> Vec<u8> {
     // Inbound QoS 2 ids live under their own key, `p` (written once per batch that changes
     // them, not with every record rewrite): the record's list stays empty.
     w.u32(0);
+    write_owner(&mut w, &s.owner);
     w.0
 }
 
-/// Decodes a record: the session without queue or inflight entries.
+/// Decodes a record: the session without queue or inflight entries. A record that ends before
+/// the owner (the format before owners were stored) is a session of owner
+/// [`StoredOwner::Unbound`].
 pub(in crate::storage) fn decode_record(
     client_id: MqttStr,
     value: &[u8],
@@ -237,7 +251,30 @@ pub(in crate::storage) fn decode_record(
     session.disconnected_at = r.opt(Reader::time)?;
     session.subscriptions = r.vec(read_subscription)?;
     session.awaiting_release = r.vec(Reader::packet_id)?;
+    if !r.at_end() {
+        session.owner = read_owner(&mut r)?;
+    }
     r.finish(session)
+}
+
+fn write_owner(w: &mut Writer, owner: &StoredOwner) {
+    match owner {
+        StoredOwner::Unbound => w.u8(OWNER_UNBOUND),
+        StoredOwner::Anonymous => w.u8(OWNER_ANONYMOUS),
+        StoredOwner::User(name) => {
+            w.u8(OWNER_USER);
+            w.bytes(name.as_bytes());
+        }
+    }
+}
+
+fn read_owner(r: &mut Reader<'_>) -> Decoded<StoredOwner> {
+    match r.u8()? {
+        OWNER_UNBOUND => Ok(StoredOwner::Unbound),
+        OWNER_ANONYMOUS => Ok(StoredOwner::Anonymous),
+        OWNER_USER => Ok(StoredOwner::User(r.text()?)),
+        _ => Err(Malformed),
+    }
 }
 
 fn write_will(w: &mut Writer, will: &PendingWill) {
@@ -417,4 +454,51 @@ pub(in crate::storage) fn decode_inflight(
         _ => return Err(Malformed),
     };
     r.finish((send, state))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::storage::contract_writes::{record_without_owner, session_without_owner, text};
+
+    #[test]
+    fn a_record_written_before_owners_were_stored_reads_as_unbound() {
+        let decoded = decode_record(text("old"), &record_without_owner()).unwrap();
+        assert_eq!(decoded, session_without_owner());
+        assert_eq!(decoded.owner, StoredOwner::Unbound);
+    }
+
+    #[test]
+    fn the_owner_is_the_records_trailing_field() {
+        let encoded = encode_record(&session_without_owner());
+        assert_eq!(
+            encoded,
+            [record_without_owner(), vec![OWNER_UNBOUND]].concat()
+        );
+    }
+
+    #[test]
+    fn every_owner_round_trips() {
+        for owner in [
+            StoredOwner::Unbound,
+            StoredOwner::Anonymous,
+            StoredOwner::User(text("alice")),
+        ] {
+            let mut session = session_without_owner();
+            session.owner = owner;
+            let back = decode_record(text("old"), &encode_record(&session)).unwrap();
+            assert_eq!(back, session);
+        }
+    }
+
+    #[test]
+    fn an_unknown_or_cut_owner_is_malformed() {
+        let unknown = [record_without_owner(), vec![OWNER_USER + 1]].concat();
+        assert!(decode_record(text("old"), &unknown).is_err());
+        let mut session = session_without_owner();
+        session.owner = StoredOwner::User(text("alice"));
+        let encoded = encode_record(&session);
+        let cut = &encoded[..encoded.len() - 1];
+        assert!(decode_record(text("old"), cut).is_err());
+    }
 }

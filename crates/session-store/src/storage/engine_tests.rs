@@ -10,7 +10,8 @@ use tempfile::TempDir;
 use super::contract_skip_tests as contract_skip;
 use super::contract_tests as contract;
 use super::contract_writes::{
-    acked, pid, queued, released, retain_set, saved, sent, subscribed, text,
+    acked, pid, queued, record_without_owner, released, retain_set, saved, saved_by, sent,
+    session_without_owner, subscribed, text,
 };
 use super::*;
 use crate::SessionExpiry;
@@ -67,6 +68,11 @@ macro_rules! contract_suite {
         #[test]
         fn a_sequence_of_writes_loads_as_the_sessions_it_describes() {
             contract::a_sequence_of_writes_loads_as_the_sessions_it_describes($make);
+        }
+
+        #[test]
+        fn the_owner_is_stored_with_the_session_and_replaced_by_each_save() {
+            contract::the_owner_is_stored_with_the_session_and_replaced_by_each_save($make);
         }
 
         #[test]
@@ -147,6 +153,18 @@ macro_rules! durable_suite {
         #[test]
         fn synced_state_survives_a_reopen() {
             durable_state_survives_a_reopen($open, SyncMode::Deferred);
+        }
+
+        #[test]
+        fn owners_survive_a_reopen() {
+            durable_owners_survive_a_reopen($open);
+        }
+
+        #[test]
+        fn a_record_stored_before_owners_loads_as_unbound() {
+            durable_record_without_owner_loads_as_unbound($open, |storage, key, value| {
+                storage.put_raw(key, value)
+            });
         }
 
         #[test]
@@ -268,6 +286,48 @@ fn durable_state_survives_a_reopen<S: SessionStorage>(open: Open<S>, sync: SyncM
         reopen(open, &path, SyncMode::EveryCommit).load().unwrap(),
         expected
     );
+}
+
+/// Sessions saved with owners, one saved again by another identity, find their owners again
+/// after a reopen, opened with either sync mode (synced before the reopen).
+fn durable_owners_survive_a_reopen<S: SessionStorage>(open: Open<S>) {
+    for sync in [SyncMode::EveryCommit, SyncMode::Deferred] {
+        let dir = temp_dir();
+        let path = dir.path().join("db");
+        let mut storage = open(&path, sync).unwrap();
+        storage
+            .commit(&contract::sessions_of_every_owner())
+            .unwrap();
+        let dave = StoredOwner::User(text("dave"));
+        storage
+            .commit(&[saved_by("c", SessionExpiry::Never, dave)])
+            .unwrap();
+        storage.sync().unwrap();
+        drop(storage);
+        let mut reopened = reopen(open, &path, SyncMode::EveryCommit);
+        assert_eq!(
+            contract::owners_of(&mut reopened),
+            contract::owners_saved_and_replaced(),
+            "{sync:?}"
+        );
+    }
+}
+
+/// A store written before owners were stored (its session record, or the log entry holding it,
+/// without the trailing owner) loads unchanged, the session's owner not known.
+/// `put_raw`: the engine's own raw write of a key.
+fn durable_record_without_owner_loads_as_unbound<S: SessionStorage>(
+    open: Open<S>,
+    put_raw: fn(&mut S, &[u8], &[u8]),
+) {
+    let dir = temp_dir();
+    let path = dir.path().join("db");
+    let mut storage = open(&path, SyncMode::EveryCommit).unwrap();
+    let key = keyed::session_key(&text("old"));
+    put_raw(&mut storage, &key, &record_without_owner());
+    drop(storage);
+    let loaded = reopen(open, &path, SyncMode::EveryCommit).load().unwrap();
+    assert_eq!(loaded.sessions, [session_without_owner()]);
 }
 
 /// A reopened store's first commit (no `load` before it) sees the stored state: acks of

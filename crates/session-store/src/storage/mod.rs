@@ -55,7 +55,7 @@
 //!
 //! | write | handler |
 //! |---|---|
-//! | `SessionSaved` | `connect.rs`: `record_connected` (new or resumed session: expiry, will, protocol; with its subscriptions when it was not stored before); `close.rs`: `record_disconnected` (the will as it stands) |
+//! | `SessionSaved` | `connect.rs`: `record_connected` (new or resumed session: expiry, will, protocol, and the owner, the identity of the CONNECT; with its subscriptions when it was not stored before); `close.rs`: `record_disconnected` (the will as it stands, the owner the session directory names); `ownership.rs`: `record_imported` (a session another node released) |
 //! | `SessionDisconnected` | `close.rs`: `record_disconnected` (connection closed; a delayed will published) |
 //! | `SessionRemoved` | `close.rs`: `end_session_state` (expiry, Clean Start, expiry 0 on close), `handle_disconnect` (a DISCONNECT setting expiry 0); `connect.rs`: `record_connected` (reconnected with expiry 0) |
 //! | `Subscribed` / `Unsubscribed` | `subscribe.rs`: `subscribe_one` / `unsubscribe_one` |
@@ -68,8 +68,8 @@
 //! | `Qos2Received` / `Qos2Released` | `publish.rs`: `handle_publish` (QoS 2 recorded) / `acks.rs`: `handle_pubrel` |
 //! | `RetainSet` / `RetainCleared` | `publish.rs`: `retain` (a RETAIN publish sets or, with an empty payload, clears) |
 //!
-//! Session moves between shards (`takeover.rs`) write nothing: the owner is not durable, the
-//! state is keyed by client identifier. Sequence numbers come from one broker-wide counter
+//! Session moves between shards (`takeover.rs`) write nothing: the shard holding a session is
+//! not durable, the state is keyed by client identifier. Sequence numbers come from one broker-wide counter
 //! (`Shared::new_seq`), started above `PagedRecovered::max_queued_seq`; a copy carries its own
 //! (`Outgoing::seq`).
 
@@ -106,7 +106,7 @@ pub use snapshot::{
     encode_session_snapshot,
 };
 pub use write::{
-    MessageSeq, PagedRecovered, Recovered, SessionWrite, StoredMessage, StoredSession,
+    MessageSeq, PagedRecovered, Recovered, SessionWrite, StoredMessage, StoredOwner, StoredSession,
     StoredSubscription,
 };
 

@@ -55,6 +55,16 @@ impl Writes {
         (0..len).map(|_| self.write(stored)).collect()
     }
 
+    /// The owner a `SessionSaved` records: any of them, so a save by another identity
+    /// replaces the stored one.
+    fn owner(&mut self) -> StoredOwner {
+        match self.rng.below(4) {
+            0 => StoredOwner::Unbound,
+            1 => StoredOwner::Anonymous,
+            _ => StoredOwner::User(text(self.rng.name(&["alice", "bob"]))),
+        }
+    }
+
     fn write(&mut self, stored: &Recovered) -> SessionWrite {
         let c = usize::try_from(self.rng.below(3)).unwrap();
         let client_id = text(CLIENTS[c]);
@@ -82,6 +92,7 @@ impl Writes {
                 protocol: codec::ProtocolVersion::V5,
                 expiry: SessionExpiry::After(u32::try_from(self.rng.below(100)).unwrap()),
                 will: None,
+                owner: Box::new(self.owner()),
             },
             1 => SessionWrite::SessionRemoved { client_id },
             2 => SessionWrite::SessionDisconnected {

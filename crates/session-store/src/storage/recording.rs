@@ -148,18 +148,20 @@ fn session_of<'a>(
 }
 
 /// Applies `SessionSaved` to its (possibly just created) session: the connection-scoped state
-/// is replaced and the session is connected again. Other writes are ignored.
+/// (its owner included) is replaced and the session is connected again. Other writes are ignored.
 pub(super) fn save(session: &mut StoredSession, write: &SessionWrite) {
     if let SessionWrite::SessionSaved {
         protocol,
         expiry,
         will,
+        owner,
         ..
     } = write
     {
         session.protocol = *protocol;
         session.expiry = *expiry;
         session.will = will.as_deref().cloned();
+        session.owner = (**owner).clone();
         session.disconnected_at = None;
     }
 }

@@ -1,7 +1,7 @@
 //! A whole session in one value, to move it to another broker (a node of a cluster taking a
-//! client over): its record (as stored), then its inbound QoS 2 ids, its queued messages with
-//! their sequence numbers and its inflight entries in send order, each in the engines' own
-//! encodings. Decoding checks everything, like the engines' values.
+//! client over): its record (as stored, its owner included), then its inbound QoS 2 ids, its
+//! queued messages with their sequence numbers and its inflight entries in send order, each in
+//! the engines' own encodings. Decoding checks everything, like the engines' values.
 
 use codec::MqttStr;
 
@@ -76,7 +76,7 @@ mod tests {
     use codec::{PacketId, ProtocolVersion, QoS, SubscriptionOptions};
 
     use super::*;
-    use crate::storage::{StoredMessage, StoredSubscription};
+    use crate::storage::{StoredMessage, StoredOwner, StoredSubscription};
     use crate::{InflightState, SessionExpiry};
 
     fn message(payload: &'static [u8]) -> StoredMessage {
@@ -104,6 +104,7 @@ mod tests {
             options: SubscriptionOptions::default(),
             id: None,
         }];
+        s.owner = StoredOwner::User(MqttStr::try_from("alice").unwrap());
         s.awaiting_release = vec![id(7), id(9)];
         s.queued = vec![(11, message(b"q1")), (12, message(b"q2"))];
         s.inflight = vec![

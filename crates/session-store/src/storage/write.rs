@@ -36,17 +36,19 @@ pub struct StoredMessage {
 
 /// One durable event of a session, keyed by client identifier. A batch is committed as a whole.
 ///
-/// Its messages and will are boxed: a turn's writes are moved into its batch and again into
-/// the group commit, so a small write (88 bytes; 280 with them inline) moves less.
+/// Its messages, will and owner are boxed: a turn's writes are moved into its batch and again
+/// into the group commit, so a small write (88 bytes; 280 with them inline) moves less.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum SessionWrite {
     /// A persistent session was created, or its connection-scoped state changed (a resumed
-    /// session's new expiry, will or protocol). Creates the session if it is not stored.
+    /// session's new expiry, will or protocol, or the identity that now holds it). Creates the
+    /// session if it is not stored.
     SessionSaved {
         client_id: MqttStr,
         protocol: ProtocolVersion,
         expiry: SessionExpiry,
         will: Option<Box<PendingWill>>,
+        owner: Box<StoredOwner>,
     },
     /// Its connection closed; the expiry interval counts from `at`.
     SessionDisconnected { client_id: MqttStr, at: SystemTime },
@@ -159,6 +161,20 @@ impl SessionWrite {
     }
 }
 
+/// The identity a stored session belongs to, so that a session read back after a restart is
+/// still refused to every other identity (the broker's `auth.client_id_owner_check`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum StoredOwner {
+    /// Not known: a session stored before owners were recorded (its record has no owner), or
+    /// one that was never claimed since.
+    #[default]
+    Unbound,
+    /// A client that connected without a username.
+    Anonymous,
+    /// The client that connected with this username.
+    User(MqttStr),
+}
+
 /// A subscription as stored.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StoredSubscription {
@@ -181,6 +197,8 @@ pub struct StoredSession {
     pub expiry: SessionExpiry,
     /// The will of its latest connection, if not yet published.
     pub will: Option<PendingWill>,
+    /// The identity it belongs to.
+    pub owner: StoredOwner,
     /// When its connection closed, if it had closed.
     pub disconnected_at: Option<SystemTime>,
     /// Its subscriptions, in the order first made.
@@ -194,7 +212,8 @@ pub struct StoredSession {
 }
 
 impl StoredSession {
-    /// A session with nothing but its connection-scoped state.
+    /// A session with nothing but its connection-scoped state, its owner not known (set
+    /// [`Self::owner`] where it is).
     pub fn new(
         client_id: MqttStr,
         protocol: ProtocolVersion,
@@ -206,6 +225,7 @@ impl StoredSession {
             protocol,
             expiry,
             will,
+            owner: StoredOwner::Unbound,
             disconnected_at: None,
             subscriptions: Vec::new(),
             queued: Vec::new(),
