@@ -7,14 +7,15 @@ use ring_runtime::ShardId;
 use router::{SubscriptionChange, SubscriptionFilter, TopicName};
 use session_store::storage::{StoredMessage, StoredSession};
 
-use crate::directory::SessionLocation;
+use crate::directory::{SessionLocation, SessionOwner};
 use crate::shared::Shared;
 use crate::store::{RecoveredSession, Recovery, ReplicaSeed, message_from_stored};
 
 /// Deals the recovered sessions to `shards` shards: each gets a fresh subscriber key, a shard
-/// (in turn), and an entry in the session directory. Subscriptions and retained messages
-/// are parsed once here for every replica; one that no longer parses (a stricter topic
-/// limit since) is left out with a warning.
+/// (in turn), and an entry in the session directory naming its stored owner (so another
+/// identity is refused it after a restart too). Subscriptions and retained messages are
+/// parsed once here for every replica; one that no longer parses (a stricter topic limit
+/// since) is left out with a warning.
 pub fn deal_recovered(
     recovery: &Recovery,
     shared: &Shared,
@@ -43,7 +44,7 @@ pub fn deal_recovered(
                 shard,
                 subscriber,
                 claim: shared.directory.new_claim(),
-                owner: crate::directory::SessionOwner::Unbound,
+                owner: SessionOwner::from_stored(&stored.owner),
             },
         );
         seed.owners.push((subscriber, shard));

@@ -28,12 +28,13 @@ pub struct SessionLocation {
 }
 
 /// The identity a session belongs to: the CONNECT username after authentication (with a
-/// listener's `identity_as_username`, the client certificate's name), or none. Stored with the
-/// session (`SessionWrite::SessionSaved`), but not read back yet: a session recovered at start
-/// is `Unbound` and the first identity that connects to it takes it.
+/// listener's `identity_as_username`, the client certificate's name), or none. A stored
+/// session's owner is stored with it (`SessionWrite::SessionSaved`) and comes back at start
+/// (`deal.rs`); only a session stored before owners were recorded comes back `Unbound`, and the
+/// first identity that connects to it takes it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum SessionOwner {
-    /// Recovered from the store: not bound yet.
+    /// Recovered from a store that did not record its owner: not bound yet.
     Unbound,
     /// Created by a client without a username.
     Anonymous,
@@ -64,6 +65,15 @@ impl SessionOwner {
             ),
         }
     }
+
+    /// The owner the store recorded for a session.
+    pub fn from_stored(stored: &StoredOwner) -> Self {
+        match stored {
+            StoredOwner::Unbound => Self::Unbound,
+            StoredOwner::Anonymous => Self::Anonymous,
+            StoredOwner::User(name) => Self::User(Arc::from(name.as_str())),
+        }
+    }
 }
 
 /// One CONNECT's claim on a client's session, unique among claims still in progress (ids wrap
@@ -78,4 +88,20 @@ pub const BIRTH_SHARD_BITS: u32 = 16;
 /// The shard a subscriber key was handed out on (`SessionDirectory::new_subscriber`).
 pub fn birth_shard(subscriber: SubscriberId) -> ShardId {
     ShardId::new((subscriber.0 & ((1 << BIRTH_SHARD_BITS) - 1)) as u16)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_owner_comes_back_from_its_stored_form() {
+        for owner in [
+            SessionOwner::Unbound,
+            SessionOwner::Anonymous,
+            SessionOwner::of(Some("alice")),
+        ] {
+            assert_eq!(SessionOwner::from_stored(&owner.to_stored()), owner);
+        }
+    }
 }
