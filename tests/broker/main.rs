@@ -22,6 +22,7 @@ mod harness;
 mod http_auth_server;
 mod ip;
 mod limits;
+mod log_damage;
 mod mailbox_stress;
 mod malformed;
 mod memory;

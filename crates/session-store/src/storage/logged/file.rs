@@ -72,6 +72,28 @@ impl LogFile {
         Ok(Some(bytes))
     }
 
+    /// The file's path.
+    pub(super) fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The file's length in bytes.
+    pub(super) fn len(&self) -> Result<u64, StorageError> {
+        let error = |e: std::io::Error| super::error::file_error(&self.path, &e);
+        Ok(self.file.metadata().map_err(error)?.len())
+    }
+
+    /// The `n` bytes at `at`, if the file holds them.
+    pub(super) fn read_at(&self, at: u64, n: usize) -> Result<Option<Vec<u8>>, StorageError> {
+        if at.saturating_add(n as u64) > self.len()? {
+            return Ok(None);
+        }
+        let mut bytes = vec![0; n];
+        (self.file.read_exact_at(&mut bytes, at))
+            .map_err(|e| super::error::file_error(&self.path, &e))?;
+        Ok(Some(bytes))
+    }
+
     /// Whether a record of `len` bytes should start a new epoch instead (it does not fit in
     /// what is left, and this epoch holds something already).
     pub(super) fn is_full_for(&self, len: usize) -> bool {

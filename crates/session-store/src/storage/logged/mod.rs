@@ -31,6 +31,7 @@
 //! Memory: the two epochs' writes, each at most what its log file holds (`max_bytes` at most).
 
 mod checkpoint;
+mod damage;
 mod error;
 mod file;
 mod group;
@@ -167,8 +168,10 @@ impl LoggedStorage {
         for file in &self.files {
             let first = file.read_record(0)?;
             let epoch = first.as_deref().and_then(record::read).map(|r| r.epoch);
-            if let Some(epoch) = epoch.filter(|epoch| *epoch > checkpointed) {
-                epochs.push((epoch, file));
+            match epoch {
+                Some(epoch) if epoch > checkpointed => epochs.push((epoch, file)),
+                Some(_) => {}
+                None => damage::judge_bad_start(file, checkpointed)?,
             }
         }
         epochs.sort_by_key(|(epoch, _)| *epoch);
@@ -355,7 +358,8 @@ impl LoggedStorage {
 }
 
 /// Adds the records of `epoch` at the start of `file` to `replayed`, up to the first that is
-/// torn, zeroed or of another epoch (a tail left from an older epoch).
+/// torn, zeroed or of another epoch (a tail left from an older epoch); refuses (corrupt) when
+/// intact records of `epoch` follow a bad one (`damage.rs`), and warns of a torn last record.
 fn replay_epoch(
     epoch: u64,
     file: &LogFile,
@@ -363,8 +367,13 @@ fn replay_epoch(
     path: &Path,
 ) -> Result<(), StorageError> {
     let mut at = 0;
-    while let Some(bytes) = file.read_record(at)? {
-        let Some(found) = record::read(&bytes).filter(|r| r.epoch == epoch) else {
+    loop {
+        let bytes = file.read_record(at)?;
+        let Some(found) = bytes
+            .as_deref()
+            .and_then(record::read)
+            .filter(|r| r.epoch == epoch)
+        else {
             break;
         };
         let writes =
@@ -377,7 +386,16 @@ fn replay_epoch(
         for write in writes {
             replayed.apply(write);
         }
-        at += bytes.len() as u64;
+        at += (record::HEADER + found.body.len()) as u64;
+    }
+    if let damage::Stop::TornTail { at } = damage::judge_stop(file, at, epoch)? {
+        tracing::warn!(
+            file = %file.path().display(),
+            offset = at,
+            epoch,
+            "log: the last record is torn (cut by a crash before its sync returned, so never \
+             acknowledged): replay ends before it"
+        );
     }
     Ok(())
 }

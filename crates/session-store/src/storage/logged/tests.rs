@@ -110,6 +110,54 @@ fn a_torn_last_record_is_not_replayed() {
     assert_eq!(recovered.load().unwrap(), expected);
 }
 
+/// The crash image of a store holding 40 QoS 2 flows in one epoch, with byte `at` of its
+/// active log flipped (`None`: the middle of what the epoch wrote); its directory and that
+/// log's name.
+fn damaged_image(dir: &Path, at: Option<u64>) -> (std::path::PathBuf, &'static str) {
+    let path = dir.join("db");
+    let mut storage = LoggedStorage::open_roomy(&path, SyncMode::EveryCommit).unwrap();
+    commit_all(&mut storage, &qos2_flows(40));
+    let active = storage.file_index();
+    let at = at.unwrap_or(storage.files[active].end / 2);
+    let image = dir.join("image");
+    crash_image(storage, &path, &image);
+    let log = image.join(super::LOG_FILES[active]);
+    let mut bytes = std::fs::read(&log).unwrap();
+    bytes[usize::try_from(at).unwrap()] ^= 0x01;
+    std::fs::write(&log, bytes).unwrap();
+    (image, super::LOG_FILES[active])
+}
+
+/// The message of the refusal to open `image`.
+fn refusal(image: &Path) -> String {
+    match LoggedStorage::open_roomy(image, SyncMode::EveryCommit) {
+        Err(error @ crate::storage::StorageError::Corrupt { .. }) => error.to_string(),
+        Err(other) => panic!("refused for another reason: {other}"),
+        Ok(_) => panic!("a damaged log was opened"),
+    }
+}
+
+#[test]
+fn a_damaged_record_with_intact_records_after_it_refuses_to_open() {
+    let dir = temp_dir();
+    let (image, log) = damaged_image(dir.path(), None);
+    let message = refusal(&image);
+    assert!(message.contains(log), "{message}");
+    assert!(message.contains("is damaged at byte"), "{message}");
+    assert!(message.contains("intact record(s) of epoch"), "{message}");
+    // Nothing was changed: it refuses again, the same way.
+    assert_eq!(refusal(&image), message);
+}
+
+#[test]
+fn a_damaged_first_record_refuses_to_open() {
+    let dir = temp_dir();
+    let (image, log) = damaged_image(dir.path(), Some(20));
+    let message = refusal(&image);
+    assert!(message.contains(log), "{message}");
+    assert!(message.contains("damaged at byte 0"), "{message}");
+}
+
 #[test]
 fn a_flow_completed_between_checkpoints_never_reaches_the_b_tree() {
     let dir = temp_dir();
