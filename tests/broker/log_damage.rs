@@ -111,3 +111,32 @@ fn a_flipped_byte_in_the_log_stops_the_start_with_an_error_naming_it() {
     assert!(stderr.contains("is damaged at byte"), "{stderr}");
     assert!(logs_are(&store, &before), "the refusal changed a log file");
 }
+
+#[test]
+fn a_truncated_checkpoint_stops_the_start_with_an_error_naming_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("store");
+    let config = dir.path().join("ringmq.toml");
+    let text = format!(
+        "[persistence]\nengine = \"log\"\ndir = \"{}\"\n",
+        store.display()
+    );
+    let broker = BrokerProcess::start(&text, &config);
+    let mut subscriber = RawClient::connected(broker.addr, persistent_connect(V5, "held", 3600));
+    subscriber.subscribe("damage/t", QoS::AtLeastOnce);
+    subscriber.disconnect();
+    drop(broker);
+    let checkpoint = store.join("checkpoint.redb");
+    let len = std::fs::metadata(&checkpoint).unwrap().len();
+    let file = std::fs::OpenOptions::new()
+        .write(true)
+        .open(&checkpoint)
+        .unwrap();
+    file.set_len(len / 2).unwrap();
+    let (started, stderr) = run_until_exit(&config);
+    assert!(
+        !started,
+        "the broker started on a truncated checkpoint:\n{stderr}"
+    );
+    assert!(stderr.contains("checkpoint.redb is damaged"), "{stderr}");
+}

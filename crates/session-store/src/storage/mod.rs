@@ -91,6 +91,8 @@ mod contract_tests;
 #[cfg(test)]
 mod contract_writes;
 #[cfg(test)]
+mod damage_tests;
+#[cfg(test)]
 mod engine_tests;
 #[cfg(test)]
 mod model_tests;

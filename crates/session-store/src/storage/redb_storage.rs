@@ -120,11 +120,38 @@ pub(super) fn open_database(
 ) -> Result<(::redb::Database, PathBuf), StorageError> {
     std::fs::create_dir_all(dir).map_err(|e| engine_error(dir, &e))?;
     let path = dir.join(file);
-    let db = ::redb::Builder::new()
-        .set_cache_size(usize::try_from(cache_bytes).unwrap_or(usize::MAX))
-        .create(&path)
+    let create = || {
+        ::redb::Builder::new()
+            .set_cache_size(usize::try_from(cache_bytes).unwrap_or(usize::MAX))
+            .create(&path)
+    };
+    // redb asserts on some damage (a file shorter than its header says) instead of returning
+    // an error: caught here, at open, and named like any other damage.
+    let db = std::panic::catch_unwind(create)
+        .map_err(|panic| damaged_database(&path, &panic_text(panic.as_ref())))?
         .map_err(|e| engine_error(&path, &e))?;
     Ok((db, path))
+}
+
+/// The text of a caught panic's payload.
+fn panic_text(payload: &(dyn std::any::Any + Send)) -> String {
+    payload
+        .downcast_ref::<&str>()
+        .map(|text| (*text).to_owned())
+        .or_else(|| payload.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "no message".to_owned())
+}
+
+/// The refusal to open a redb file that redb stopped on.
+fn damaged_database(path: &Path, what: &str) -> StorageError {
+    StorageError::Corrupt {
+        reason: format!(
+            "{} is damaged (redb stopped opening it: {what}); the store was not opened. Keep a \
+             copy of the directory, then restore it from a backup, or move the directory aside \
+             to start empty",
+            path.display()
+        ),
+    }
 }
 
 pub(super) fn engine_error(path: &Path, e: &dyn std::fmt::Display) -> StorageError {
