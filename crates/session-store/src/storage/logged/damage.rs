@@ -70,17 +70,17 @@ fn header_epoch(file: &LogFile, at: u64) -> Result<Option<u64>, StorageError> {
 /// Whether `file`, whose first record is not intact, still holds intact records of an epoch
 /// after `checkpointed` (its start is then damaged: `Err`).
 pub(super) fn judge_bad_start(file: &LogFile, checkpointed: u64) -> Result<(), StorageError> {
-    if is_clean_end(file, 0, u64::MAX)? {
+    if is_clean_end(file, file.start, u64::MAX)? {
         return Ok(());
     }
-    match survivors(file, 1, |e| e > checkpointed)? {
+    match survivors(file, file.start + 1, |e| e > checkpointed)? {
         Some(found) => {
             let epoch = file
                 .read_record(found.first)?
                 .as_deref()
                 .and_then(record::read)
                 .map_or(0, |r| r.epoch);
-            Err(damaged(file.path(), 0, epoch, &found))
+            Err(damaged(file.path(), file.start, epoch, &found))
         }
         None => Ok(()),
     }

@@ -1,5 +1,6 @@
-//! One log file: written with zeros to its full size when created, then reused from the start
-//! for each epoch it holds, so that appending and syncing inside it never changes the file's
+//! One log file: written with zeros to its full size when created, with a header (magic,
+//! format version, checksum) at its start, then reused from just after the header for each
+//! epoch it holds, so that appending and syncing inside it never changes the file's
 //! size or extents (an `fdatasync` then flushes data, not metadata). A record larger than the
 //! room left starts a new epoch; one larger than the whole file grows it. Between epochs a
 //! file can be grown ([`LogFile::grow_to`], written with zeros like a new one).
@@ -15,6 +16,53 @@ use crate::storage::StorageError;
 /// Zeros are written in chunks of this size when a file is created.
 const ZERO_CHUNK: usize = 1 << 20;
 
+/// The first bytes of every log file this format writes.
+const MAGIC: [u8; 8] = *b"RINGMQlg";
+/// The format this build writes, and the newest it reads.
+pub(super) const FORMAT_VERSION: u32 = 1;
+/// The header's bytes: the magic, the version (u32), a CRC-32 of both (u32).
+pub(super) const FILE_HEADER: u64 = 16;
+
+/// What a file's first [`FILE_HEADER`] bytes say.
+#[derive(Debug, PartialEq, Eq)]
+enum Start {
+    /// This format's header, version `u32`.
+    Header(u32),
+    /// The magic with a checksum that does not hold.
+    DamagedHeader,
+    /// Zeros: nothing was ever written.
+    Blank,
+    /// Anything else: a file of the format before headers, records from byte 0.
+    Headerless,
+}
+
+/// The header this build writes.
+fn header_bytes() -> [u8; FILE_HEADER as usize] {
+    let mut header = [0; FILE_HEADER as usize];
+    header[..8].copy_from_slice(&MAGIC);
+    header[8..12].copy_from_slice(&FORMAT_VERSION.to_be_bytes());
+    let crc = crc32fast::hash(&header[..12]);
+    header[12..].copy_from_slice(&crc.to_be_bytes());
+    header
+}
+
+/// Reads a file's first bytes.
+fn start_of(first: &[u8]) -> Start {
+    if first.iter().all(|&b| b == 0) {
+        return Start::Blank;
+    }
+    if first[..8] != MAGIC {
+        return Start::Headerless;
+    }
+    let crc = u32::from_be_bytes(first[12..16].try_into().expect("invariant: 4 bytes"));
+    if crc32fast::hash(&first[..12]) != crc {
+        return Start::DamagedHeader;
+    }
+    Start::Header(u32::from_be_bytes(
+        first[8..12].try_into().expect("invariant: 4 bytes"),
+    ))
+}
+
 /// A log file and where the next record goes.
 #[derive(Debug)]
 pub(super) struct LogFile {
@@ -22,6 +70,9 @@ pub(super) struct LogFile {
     path: PathBuf,
     /// The bytes an epoch fills before the next one starts.
     pub(super) capacity: u64,
+    /// Where records begin: after the header, or at 0 in a file written before headers
+    /// (until its next epoch, which writes the header first).
+    pub(super) start: u64,
     /// Where the next record is written.
     pub(super) end: u64,
 }
@@ -37,11 +88,25 @@ impl LogFile {
         if len < capacity {
             fill_with_zeros(&mut file, len, capacity).map_err(error)?;
         }
+        let mut first = [0; FILE_HEADER as usize];
+        file.read_exact_at(&mut first, 0).map_err(error)?;
+        let start = match start_of(&first) {
+            Start::Header(version) if version <= FORMAT_VERSION => FILE_HEADER,
+            Start::Header(version) => return Err(newer_format(path, version)),
+            Start::DamagedHeader => return Err(damaged_header(path)),
+            Start::Headerless => 0,
+            Start::Blank => {
+                file.write_all_at(&header_bytes(), 0).map_err(error)?;
+                file.sync_data().map_err(error)?;
+                FILE_HEADER
+            }
+        };
         Ok(Self {
             file,
             path: path.to_path_buf(),
             capacity,
-            end: 0,
+            start,
+            end: start,
         })
     }
 
@@ -97,7 +162,7 @@ impl LogFile {
     /// Whether a record of `len` bytes should start a new epoch instead (it does not fit in
     /// what is left, and this epoch holds something already).
     pub(super) fn is_full_for(&self, len: usize) -> bool {
-        self.end > 0 && self.end + len as u64 > self.capacity
+        self.end > self.start && self.end + len as u64 > self.capacity
     }
 
     /// Writes `record` after the previous one (the end moves only if the whole write
@@ -129,9 +194,17 @@ impl LogFile {
         Ok(())
     }
 
-    /// Starts writing from the beginning again (a new epoch, the old one checkpointed).
-    pub(super) fn restart(&mut self) {
-        self.end = 0;
+    /// Starts writing from the beginning again (a new epoch, the old one checkpointed); a
+    /// file from before headers gets its header first (made durable with the epoch's first
+    /// record; a crash before that leaves a header over a checkpointed epoch, read as the end).
+    pub(super) fn restart(&mut self) -> Result<(), StorageError> {
+        if self.start == 0 {
+            let error = |e: std::io::Error| super::error::file_error(&self.path, &e);
+            self.file.write_all_at(&header_bytes(), 0).map_err(error)?;
+            self.start = FILE_HEADER;
+        }
+        self.end = self.start;
+        Ok(())
     }
 }
 
@@ -146,4 +219,43 @@ fn fill_with_zeros(file: &mut File, from: u64, to: u64) -> std::io::Result<()> {
     }
     file.flush()?;
     file.sync_all()
+}
+
+/// The refusal to open a log written by a newer format.
+fn newer_format(path: &Path, version: u32) -> StorageError {
+    StorageError::Corrupt {
+        reason: format!(
+            "{} is a log of format {version}, written by a newer RingMQ (this one reads up to \
+             format {FORMAT_VERSION}): start that version on this directory, or move the \
+             directory aside",
+            path.display()
+        ),
+    }
+}
+
+/// The refusal to open a log whose header is damaged.
+fn damaged_header(path: &Path) -> StorageError {
+    StorageError::Corrupt {
+        reason: format!(
+            "{} is damaged: its header (magic, format version) fails its checksum; the store \
+             was not opened. Keep a copy of the directory; then restore it from a backup, or \
+             move this log file aside to start from the last checkpoint",
+            path.display()
+        ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_header_reads_back_as_this_format() {
+        assert_eq!(start_of(&header_bytes()), Start::Header(FORMAT_VERSION));
+        assert_eq!(start_of(&[0; 16]), Start::Blank);
+        let mut flipped = header_bytes();
+        flipped[9] ^= 1;
+        assert_eq!(start_of(&flipped), Start::DamagedHeader);
+        assert_eq!(start_of(&[7; 16]), Start::Headerless);
+    }
 }

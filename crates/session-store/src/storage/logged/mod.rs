@@ -157,6 +157,10 @@ impl LoggedStorage {
             writes: Vec::new(),
         };
         storage.epoch = storage.replay()? + 1;
+        // Every epoch the logs held is checkpointed: the first new one starts afresh (a file
+        // from before headers gets its header).
+        let index = storage.file_index();
+        storage.files[index].restart()?;
         Ok(storage)
     }
 
@@ -166,7 +170,7 @@ impl LoggedStorage {
         let checkpointed = checkpoint::checkpointed(&self.db, &self.path)?;
         let mut epochs = Vec::new();
         for file in &self.files {
-            let first = file.read_record(0)?;
+            let first = file.read_record(file.start)?;
             let epoch = first.as_deref().and_then(record::read).map(|r| r.epoch);
             match epoch {
                 Some(epoch) if epoch > checkpointed => epochs.push((epoch, file)),
@@ -258,7 +262,7 @@ impl LoggedStorage {
         let mut ended = std::mem::take(&mut self.active);
         self.epoch += 1;
         let index = self.file_index();
-        self.files[index].restart();
+        self.files[index].restart()?;
         let mut carried = self.carry_flows(&mut ended)?;
         let room = self
             .carry_room()
@@ -366,7 +370,7 @@ fn replay_epoch(
     replayed: &mut Pending,
     path: &Path,
 ) -> Result<(), StorageError> {
-    let mut at = 0;
+    let mut at = file.start;
     loop {
         let bytes = file.read_record(at)?;
         let Some(found) = bytes

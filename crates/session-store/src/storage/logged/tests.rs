@@ -155,7 +155,86 @@ fn a_damaged_first_record_refuses_to_open() {
     let (image, log) = damaged_image(dir.path(), Some(20));
     let message = refusal(&image);
     assert!(message.contains(log), "{message}");
-    assert!(message.contains("damaged at byte 0"), "{message}");
+    assert!(message.contains("damaged at byte 16"), "{message}");
+}
+
+#[test]
+fn a_log_written_before_headers_is_read() {
+    let dir = temp_dir();
+    let path = dir.path().join("db");
+    let mut storage = LoggedStorage::open_roomy(&path, SyncMode::EveryCommit).unwrap();
+    let batches = qos2_flows(20);
+    let expected = commit_all(&mut storage, &batches);
+    let active = storage.file_index();
+    let image = dir.path().join("image");
+    crash_image(storage, &path, &image);
+    strip_headers(&image);
+    let mut recovered = LoggedStorage::open_roomy(&image, SyncMode::EveryCommit).unwrap();
+    assert_eq!(
+        recovered.files[active].start, 0,
+        "read as a file without a header"
+    );
+    assert_eq!(recovered.load().unwrap(), expected);
+}
+
+/// Rewrites both log files of `dir` in the format before headers (the same bytes from 0).
+fn strip_headers(dir: &Path) {
+    let header = usize::try_from(super::file::FILE_HEADER).unwrap();
+    for name in super::LOG_FILES {
+        let log = dir.join(name);
+        let bytes = std::fs::read(&log).unwrap();
+        let mut old = bytes[header..].to_vec();
+        old.resize(bytes.len(), 0);
+        std::fs::write(&log, old).unwrap();
+    }
+}
+
+#[test]
+fn logs_written_before_headers_get_theirs_as_their_epochs_restart() {
+    let dir = temp_dir();
+    let path = dir.path().join("db");
+    let mut storage = LoggedStorage::open_tiny(&path, SyncMode::EveryCommit).unwrap();
+    let batches = qos2_flows(60);
+    let mut model = RecordingStorage::default();
+    for batch in &batches[..30] {
+        storage.commit(batch).unwrap();
+        model.commit(batch).unwrap();
+    }
+    storage.checkpointer.wait().unwrap();
+    let image = dir.path().join("image");
+    crash_image(storage, &path, &image);
+    strip_headers(&image);
+    let mut upgraded = LoggedStorage::open_tiny(&image, SyncMode::EveryCommit).unwrap();
+    for batch in &batches[30..] {
+        upgraded.commit(batch).unwrap();
+        model.commit(batch).unwrap();
+    }
+    assert!(
+        upgraded
+            .files
+            .iter()
+            .all(|f| f.start == super::file::FILE_HEADER)
+    );
+    upgraded.checkpointer.wait().unwrap();
+    let again = dir.path().join("again");
+    crash_image(upgraded, &image, &again);
+    let mut recovered = LoggedStorage::open_tiny(&again, SyncMode::EveryCommit).unwrap();
+    assert_eq!(recovered.load().unwrap(), model.load().unwrap());
+}
+
+#[test]
+fn a_log_of_a_newer_format_is_refused() {
+    let dir = temp_dir();
+    let path = dir.path().join("db");
+    drop(LoggedStorage::open_roomy(&path, SyncMode::EveryCommit).unwrap());
+    let log = path.join(super::LOG_FILES[0]);
+    let mut bytes = std::fs::read(&log).unwrap();
+    bytes[8..12].copy_from_slice(&(super::file::FORMAT_VERSION + 1).to_be_bytes());
+    let crc = crc32fast::hash(&bytes[..12]);
+    bytes[12..16].copy_from_slice(&crc.to_be_bytes());
+    std::fs::write(&log, bytes).unwrap();
+    let message = refusal(&path);
+    assert!(message.contains("written by a newer RingMQ"), "{message}");
 }
 
 #[test]
