@@ -43,6 +43,7 @@ mod quotas;
 mod real_clients;
 mod redis_server;
 mod reload;
+mod restart;
 mod retained;
 mod session_owner;
 #[cfg(debug_assertions)]

@@ -17,6 +17,11 @@ impl BrokerProcess {
     /// returns once it accepts connections.
     pub fn start(config: &str, config_path: &Path) -> Self {
         let addr: SocketAddr = ([127, 0, 0, 1], crate::ports::free_port()).into();
+        Self::start_on(addr, config, config_path)
+    }
+
+    /// [`Self::start`] on `addr` (a port an earlier broker of the test used, say).
+    pub fn start_on(addr: SocketAddr, config: &str, config_path: &Path) -> Self {
         std::fs::write(config_path, config).expect("write the config");
         let child = Command::new(env!("CARGO_BIN_EXE_ringmq"))
             .arg("--config")
@@ -38,6 +43,23 @@ impl BrokerProcess {
             std::thread::sleep(Duration::from_millis(20));
         }
         Self { child, addr }
+    }
+
+    /// Waits (at most 20 s) until the broker answers a CONNECT with a CONNACK: after a restart
+    /// on the port of a killed broker, a TCP connect may still reach the killed one's closing
+    /// listener. Fails the test if the broker exits instead.
+    pub fn wait_serving(&mut self) {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            if let Some(status) = self.child.try_wait().expect("the broker's status") {
+                panic!("the broker exited instead of serving: {status}");
+            }
+            if answers_connect(self.addr) {
+                return;
+            }
+            assert!(Instant::now() < deadline, "the broker did not serve");
+            std::thread::sleep(Duration::from_millis(10));
+        }
     }
 
     /// The broker's process id (for its `/proc` entries).
@@ -73,4 +95,20 @@ impl Drop for BrokerProcess {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+/// Whether a 3.1.1 CONNECT to `addr` gets a CONNACK (two bytes `0x20 0x02`, then flags and
+/// return code) within a second.
+fn answers_connect(addr: SocketAddr) -> bool {
+    use std::io::{Read, Write};
+    let Ok(mut stream) = TcpStream::connect(addr) else {
+        return false;
+    };
+    let _ = stream.set_read_timeout(Some(Duration::from_secs(1)));
+    // CONNECT: "MQTT", level 4, clean session, keep-alive 0, client id "probe".
+    let connect = b"\x10\x11\x00\x04MQTT\x04\x02\x00\x00\x00\x05probe";
+    let mut connack = [0u8; 4];
+    stream.write_all(connect).is_ok()
+        && stream.read_exact(&mut connack).is_ok()
+        && connack[..2] == [0x20, 0x02]
 }

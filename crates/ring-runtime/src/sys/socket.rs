@@ -3,6 +3,7 @@
 use std::io;
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::os::fd::RawFd;
+use std::time::{Duration, Instant};
 
 use socket2::{Domain, Protocol, SockAddr, Socket, Type};
 
@@ -40,11 +41,32 @@ pub(crate) fn bind_shard_listeners(
     Ok((per_shard, resolved))
 }
 
-/// Fails with `AddrInUse` when something already listens on `addr`. `SO_REUSEPORT` lets any
-/// process of the same user join a port's listeners, so a second broker started by mistake on
-/// the same port would silently take a share of its connections: a plain bind (no
-/// `SO_REUSEPORT`) first tells whether the port is free.
+/// How long binding waits for a port whose listeners are closing: a process killed a moment
+/// ago (a supervisor restarting it at once) releases the sockets its io_uring rings held some
+/// milliseconds after it is reaped; joining its `SO_REUSEPORT` group meanwhile would hand some
+/// new connections to listeners about to close.
+const CLOSING_LISTENERS_WAIT: Duration = Duration::from_secs(2);
+
+/// Fails with `AddrInUse` when something listens on `addr` for longer than
+/// [`CLOSING_LISTENERS_WAIT`]. `SO_REUSEPORT` lets any process of the same user join a port's
+/// listeners, so a second broker started by mistake on the same port would silently take a
+/// share of its connections, and a broker restarted at once would share it with the killed
+/// one's closing listeners: a plain bind (no `SO_REUSEPORT`) first tells whether the port is
+/// free.
 fn ensure_unused(addr: SocketAddr) -> io::Result<()> {
+    let deadline = Instant::now() + CLOSING_LISTENERS_WAIT;
+    loop {
+        match probe_bind(addr) {
+            Err(error) if error.kind() == io::ErrorKind::AddrInUse && Instant::now() < deadline => {
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            result => return result,
+        }
+    }
+}
+
+/// A plain bind of `addr` (dropped at once): whether the port is free.
+fn probe_bind(addr: SocketAddr) -> io::Result<()> {
     let probe = Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP))?;
     // Connections of an earlier run in TIME_WAIT do not make the port busy.
     probe.set_reuse_address(true)?;
