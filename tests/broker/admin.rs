@@ -303,7 +303,12 @@ fn a_reload_changes_a_limit_and_the_password_file_while_clients_stay_connected()
 
 /// Publishes `count` QoS 1 messages on `topic`, up to `window` unacknowledged at a time (so a
 /// stored broker commits them in groups rather than one sync per message).
-fn publish_acked_in_windows(publisher: &mut RawClient, topic: &str, count: u16, window: u16) {
+pub(crate) fn publish_acked_in_windows(
+    publisher: &mut RawClient,
+    topic: &str,
+    count: u16,
+    window: u16,
+) {
     let mut sent = 0;
     while sent < count {
         let ids: Vec<u16> = (0..window.min(count - sent))

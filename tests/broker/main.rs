@@ -18,6 +18,7 @@ mod connect;
 mod crash;
 mod examples;
 mod expiry;
+mod expiry_change;
 mod harness;
 mod http_auth_server;
 mod ip;

@@ -107,7 +107,9 @@ impl BrokerShard {
         let will = session.will.take().filter(|_| publish_will);
         let now = ctx.now();
         match (will, session.expiry) {
-            (Some(pending), SessionExpiry::After(expiry)) if !pending.delay.is_zero() => {
+            (Some(pending), SessionExpiry::After(expiry))
+                if !pending.delay.is_zero() && expiry != 0 =>
+            {
                 let at = now + pending.delay.min(seconds(expiry));
                 session.will = Some(pending);
                 let timer = self
@@ -132,7 +134,8 @@ impl BrokerShard {
         }
         self.mirror_offline(ctx, &session);
         match session.expiry {
-            SessionExpiry::OnClose => {
+            // `After(0)`: a stored session resumed with expiry 0 (`connect.rs`).
+            SessionExpiry::OnClose | SessionExpiry::After(0) => {
                 self.end_session(ctx, *session);
             }
             SessionExpiry::After(expiry) => {

@@ -19,8 +19,8 @@ use crate::message::Change;
 use crate::session::Session;
 use crate::settings::CoreConfig;
 use crate::shared::Shared;
-use session_store::PendingWill;
 use session_store::storage::SessionWrite;
+use session_store::{PendingWill, SessionExpiry};
 
 /// Where the session for a CONNECT comes from.
 enum Claim {
@@ -354,6 +354,13 @@ impl BrokerShard {
         let was_stored = self.durable.stores(session.expiry);
         let requested_expiry = crate::settings::requested_expiry_interval(&connect);
         session.expiry = self.shared.config.sessions.expiry_for(&connect);
+        if was_stored && session.expiry == SessionExpiry::OnClose {
+            // A stored session resumed with expiry 0 still ends when this connection closes,
+            // but stays stored until then: what it queued on disk is read back and delivered,
+            // and the sends and acknowledgements of its stored copies keep following the
+            // store (removing it now lost the part on disk).
+            session.expiry = SessionExpiry::After(0);
+        }
         let props = &connect.properties;
         session.protocol = connect.protocol;
         session.will = connect.will.clone().map(|will| {
