@@ -4,7 +4,6 @@
 use bytes::Bytes;
 use codec::{QoS, ReasonCode};
 use crossbeam_channel::Sender;
-use serde::Serialize;
 
 /// A question for one shard; the answer goes back on `reply`.
 #[derive(Debug)]
@@ -51,7 +50,7 @@ pub enum AdminQuery {
 }
 
 /// One client in a list.
-#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ClientInfo {
     pub client_id: String,
     pub connected: bool,
@@ -74,9 +73,8 @@ pub struct ClientInfo {
 }
 
 /// One client, in detail.
-#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ClientDetail {
-    #[serde(flatten)]
     pub info: ClientInfo,
     /// Session expiry interval in seconds; `None`: never expires.
     pub session_expiry: Option<u64>,
@@ -84,7 +82,7 @@ pub struct ClientDetail {
 }
 
 /// One subscription.
-#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SubscriptionInfo {
     pub client_id: String,
     pub filter: String,
@@ -96,7 +94,7 @@ pub struct SubscriptionInfo {
 }
 
 /// One retained message.
-#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RetainedInfo {
     pub topic: String,
     pub qos: u8,

@@ -17,6 +17,7 @@ use bytes::Bytes;
 use codec::{PacketType, QoS, ReasonCode};
 use serde::Deserialize;
 
+use super::json;
 use super::query::AdminQuery;
 use super::{AdminPort, AdminRequest, AdminResponse, DEFAULT_LIMIT, MAX_LIMIT, NoAnswer};
 
@@ -113,9 +114,10 @@ fn clients(port: &AdminPort, request: &AdminRequest<'_>) -> Answer {
         })
         .map_err(unavailable)?;
     let (clients, next) = merged(pages, limit, |c| c.client_id.clone());
-    Ok(AdminResponse::ok(
-        &serde_json::json!({ "clients": clients, "next": next }),
-    ))
+    Ok(AdminResponse::ok(&serde_json::json!({
+        "clients": clients.iter().map(json::client).collect::<Vec<_>>(),
+        "next": next,
+    })))
 }
 
 fn client(port: &AdminPort, client_id: &str) -> Answer {
@@ -127,7 +129,7 @@ fn client(port: &AdminPort, client_id: &str) -> Answer {
         .map_err(unavailable)?
         .flatten();
     match detail {
-        Some(detail) => Ok(AdminResponse::ok(&detail)),
+        Some(detail) => Ok(AdminResponse::ok(&json::client_detail(&detail))),
         None => Err(AdminResponse::error(
             404,
             format!("no session for client `{client_id}`"),
@@ -191,9 +193,10 @@ fn subscriptions(port: &AdminPort, request: &AdminRequest<'_>) -> Answer {
         .map_err(unavailable)?;
     let (subscriptions, next) = merged(pages, limit, |s| (s.client_id.clone(), s.filter.clone()));
     let next = next.map(|(client_id, filter)| serde_json::json!({"after_client": client_id, "after_filter": filter}));
-    Ok(AdminResponse::ok(
-        &serde_json::json!({ "subscriptions": subscriptions, "next": next }),
-    ))
+    Ok(AdminResponse::ok(&serde_json::json!({
+        "subscriptions": subscriptions.iter().map(json::subscription).collect::<Vec<_>>(),
+        "next": next,
+    })))
 }
 
 fn retained(port: &AdminPort, request: &AdminRequest<'_>) -> Answer {
@@ -210,9 +213,10 @@ fn retained(port: &AdminPort, request: &AdminRequest<'_>) -> Answer {
         })
         .map_err(unavailable)?;
     let (retained, next) = merged(vec![page], limit, |r| r.topic.clone());
-    Ok(AdminResponse::ok(
-        &serde_json::json!({ "retained": retained, "next": next }),
-    ))
+    Ok(AdminResponse::ok(&serde_json::json!({
+        "retained": retained.iter().map(json::retained).collect::<Vec<_>>(),
+        "next": next,
+    })))
 }
 
 fn clear_retained(port: &AdminPort, topic: &str) -> Answer {
