@@ -6,6 +6,7 @@ use std::sync::Arc;
 use tokio::sync::mpsc;
 
 use super::counters::ClusterCounters;
+use super::interest_queue::InterestQueue;
 use super::settled::Settled;
 use crate::settings::ClusterSettings;
 use broker_api::Message;
@@ -36,7 +37,7 @@ pub(crate) struct Outbound {
 #[derive(Debug)]
 pub struct ClusterLink {
     outbound: mpsc::Sender<Outbound>,
-    interest: mpsc::UnboundedSender<Interest>,
+    interest: Arc<InterestQueue>,
     claims: mpsc::Sender<ClaimRequest>,
     mirror: mpsc::Sender<MirrorOp>,
     /// The link's counters.
@@ -49,7 +50,7 @@ pub struct ClusterLink {
 #[derive(Debug)]
 pub struct ClusterQueues {
     pub(super) outbound: mpsc::Receiver<Outbound>,
-    pub(super) interest: mpsc::UnboundedReceiver<Interest>,
+    pub(super) interest: Arc<InterestQueue>,
     pub(super) claims: mpsc::Receiver<ClaimRequest>,
     pub(super) mirror: mpsc::Receiver<MirrorOp>,
     pub(super) settled: Arc<Settled>,
@@ -60,7 +61,8 @@ impl ClusterLink {
     pub fn new(settings: &ClusterSettings, shards: usize) -> (Self, ClusterQueues) {
         let settled = Arc::new(Settled::new(shards));
         let (outbound, outbound_rx) = mpsc::channel(settings.max_outbound_messages);
-        let (interest, interest_rx) = mpsc::unbounded_channel();
+        let interest = Arc::new(InterestQueue::default());
+        let interest_rx = Arc::clone(&interest);
         let (claims, claims_rx) = mpsc::channel(settings.max_outbound_messages);
         let (mirror, mirror_rx) = mpsc::channel(settings.max_outbound_messages);
         let link = Self {
@@ -133,11 +135,12 @@ impl ClusterLink {
     /// Interest changes are never dropped (a lost one would leave a NATS subscription
     /// forever or miss one).
     pub fn interest(&self, filter: &str, delta: i32) {
-        let change = Interest {
-            filter: filter.to_owned(),
-            delta,
-        };
-        // Fails only once the thread is gone (shutdown): nothing to keep in step then.
-        let _ = self.interest.send(change);
+        self.interest.add(filter, delta);
+    }
+}
+
+impl Drop for ClusterLink {
+    fn drop(&mut self) {
+        self.interest.close();
     }
 }

@@ -26,6 +26,7 @@ mod handle;
 mod headers;
 mod inbound;
 mod interest;
+mod interest_queue;
 mod lifecycle;
 mod link;
 mod link_state;

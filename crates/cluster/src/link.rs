@@ -20,6 +20,7 @@ use tokio::task::AbortHandle;
 use tracing::{debug, error, info, warn};
 
 use super::interest::{Action, InterestTable, NatsSubscription};
+use super::interest_queue::InterestQueue;
 use super::link_state::Link;
 use super::reliable;
 use super::replays::{Replays, Window};
@@ -301,42 +302,55 @@ fn start_nonce() -> u64 {
 /// Keeps the NATS subscriptions in step with local interest.
 async fn interest(
     link: Arc<Link>,
-    mut changes: mpsc::UnboundedReceiver<Interest>,
+    changes: Arc<InterestQueue>,
     inbound: mpsc::Sender<(Scope, async_nats::Message)>,
 ) {
     let mut table = InterestTable::default();
     let mut readers: HashMap<String, Vec<AbortHandle>> = HashMap::new();
-    while let Some(change) = changes.recv().await {
-        match table.apply(&link.prefix, &change) {
-            Action::Subscribe(subscriptions) => {
-                let reliable_root = format!("{}.", message_root(&link.prefix, Root::Reliable));
-                let replayed: Vec<String> = subscriptions
-                    .iter()
-                    .filter(|s| s.scope == Scope::Plain && s.subject.starts_with(&reliable_root))
-                    .map(|s| s.subject.clone())
-                    .collect();
-                if !replayed.is_empty() {
-                    link.replays.set_interest(&change.filter, Some(replayed));
-                }
-                let mut handles = Vec::with_capacity(subscriptions.len());
-                for subscription in subscriptions {
-                    if let Some(handle) = subscribe(&link, subscription, inbound.clone()).await {
-                        handles.push(handle);
-                    }
-                }
-                readers.insert(change.filter, handles);
-            }
-            Action::Unsubscribe => {
-                link.replays.set_interest(&change.filter, None);
-                for handle in readers.remove(&change.filter).into_iter().flatten() {
-                    // Dropping the reader drops its subscriber, which unsubscribes.
-                    handle.abort();
-                }
-            }
-            Action::Nothing => {}
+    while let Some(batch) = changes.take().await {
+        for change in batch {
+            apply_interest(&link, &mut table, &mut readers, change, &inbound).await;
         }
         let held: usize = readers.values().map(Vec::len).sum();
         ClusterCounters::set(&link.counters.subscriptions, held as u64);
+    }
+}
+
+/// Takes or drops the NATS subscriptions one net change of interest asks for.
+async fn apply_interest(
+    link: &Link,
+    table: &mut InterestTable,
+    readers: &mut HashMap<String, Vec<AbortHandle>>,
+    change: Interest,
+    inbound: &mpsc::Sender<(Scope, async_nats::Message)>,
+) {
+    match table.apply(&link.prefix, &change) {
+        Action::Subscribe(subscriptions) => {
+            let reliable_root = format!("{}.", message_root(&link.prefix, Root::Reliable));
+            let replayed: Vec<String> = subscriptions
+                .iter()
+                .filter(|s| s.scope == Scope::Plain && s.subject.starts_with(&reliable_root))
+                .map(|s| s.subject.clone())
+                .collect();
+            if !replayed.is_empty() {
+                link.replays.set_interest(&change.filter, Some(replayed));
+            }
+            let mut handles = Vec::with_capacity(subscriptions.len());
+            for subscription in subscriptions {
+                if let Some(handle) = subscribe(link, subscription, inbound.clone()).await {
+                    handles.push(handle);
+                }
+            }
+            readers.insert(change.filter, handles);
+        }
+        Action::Unsubscribe => {
+            link.replays.set_interest(&change.filter, None);
+            for handle in readers.remove(&change.filter).into_iter().flatten() {
+                // Dropping the reader drops its subscriber, which unsubscribes.
+                handle.abort();
+            }
+        }
+        Action::Nothing => {}
     }
 }
 
