@@ -12,15 +12,6 @@ use crate::settings::ClusterSettings;
 use broker_api::Message;
 use broker_api::cluster::{ClaimRequest, MirrorOp};
 
-/// A change of the local interest in one filter.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct Interest {
-    /// The whole filter text (`$share/...` included).
-    pub filter: String,
-    /// +1: one more local subscription; -1: one fewer.
-    pub delta: i32,
-}
-
 /// A message on its way to NATS.
 #[derive(Debug)]
 pub(crate) struct Outbound {

@@ -10,7 +10,14 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use tokio::sync::Notify;
 
-use super::Interest;
+/// A change of the local interest in one filter.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Interest {
+    /// The whole filter text (`$share/...` included).
+    pub filter: String,
+    /// +1: one more local subscription; -1: one fewer.
+    pub delta: i32,
+}
 
 /// Net changes per filter, and the wake-up of the thread that takes them.
 #[derive(Debug, Default)]

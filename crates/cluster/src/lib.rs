@@ -48,8 +48,9 @@ pub use broker_api::cluster::{
     ClaimRequest, ClusterPublish, MirrorOp, Ownership, OwnershipAnswer, ReleaseRequest, Scope,
 };
 pub use counters::{ClusterCounters, ClusterFigures};
+pub(crate) use handle::Outbound;
 pub use handle::{ClusterLink, ClusterQueues};
-pub(crate) use handle::{Interest, Outbound};
+pub(crate) use interest_queue::Interest;
 pub use link::ClusterThread;
 pub use settled::Settled;
 
