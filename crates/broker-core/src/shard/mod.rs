@@ -19,6 +19,7 @@ mod connect;
 mod deadlines;
 mod deliver;
 mod door;
+mod drain;
 mod durability;
 mod durable;
 mod fault;
