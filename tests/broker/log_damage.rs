@@ -74,19 +74,26 @@ fn run_until_exit(config: &Path) -> (bool, String) {
     )
 }
 
-#[test]
-fn a_flipped_byte_in_the_log_stops_the_start_with_an_error_naming_it() {
-    let dir = tempfile::tempdir().unwrap();
-    let store = dir.path().join("store");
-    let config = dir.path().join("ringmq.toml");
+/// A broker storing with the log engine in `dir`/store, and an offline persistent session
+/// subscribed to `damage/#` at QoS 1; the broker, the store's directory, the config file.
+fn broker_with_held_session(dir: &Path) -> (BrokerProcess, PathBuf, PathBuf) {
+    let store = dir.join("store");
+    let config = dir.join("ringmq.toml");
     let text = format!(
         "[persistence]\nengine = \"log\"\ndir = \"{}\"\n",
         store.display()
     );
     let broker = BrokerProcess::start(&text, &config);
     let mut subscriber = RawClient::connected(broker.addr, persistent_connect(V5, "held", 3600));
-    subscriber.subscribe("damage/t", QoS::AtLeastOnce);
+    subscriber.subscribe("damage/#", QoS::AtLeastOnce);
     subscriber.disconnect();
+    (broker, store, config)
+}
+
+#[test]
+fn a_flipped_byte_in_the_log_stops_the_start_with_an_error_naming_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let (broker, store, config) = broker_with_held_session(dir.path());
     let mut publisher = RawClient::connected_clean(broker.addr, V5, "damage-pub");
     for i in 0u32..200 {
         let reason = publisher.publish_simple("damage/t", &i.to_be_bytes(), QoS::AtLeastOnce);
@@ -115,16 +122,7 @@ fn a_flipped_byte_in_the_log_stops_the_start_with_an_error_naming_it() {
 #[test]
 fn a_truncated_checkpoint_stops_the_start_with_an_error_naming_it() {
     let dir = tempfile::tempdir().unwrap();
-    let store = dir.path().join("store");
-    let config = dir.path().join("ringmq.toml");
-    let text = format!(
-        "[persistence]\nengine = \"log\"\ndir = \"{}\"\n",
-        store.display()
-    );
-    let broker = BrokerProcess::start(&text, &config);
-    let mut subscriber = RawClient::connected(broker.addr, persistent_connect(V5, "held", 3600));
-    subscriber.subscribe("damage/t", QoS::AtLeastOnce);
-    subscriber.disconnect();
+    let (broker, store, config) = broker_with_held_session(dir.path());
     drop(broker);
     let checkpoint = store.join("checkpoint.redb");
     let len = std::fs::metadata(&checkpoint).unwrap().len();
