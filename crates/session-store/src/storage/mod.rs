@@ -20,6 +20,12 @@
 //! durable ones also across a reopen and in both sync modes, and a comparison of the durable
 //! engines with the model over random write sequences with reopens (`model_tests.rs`).
 //!
+//! The log and redb engines reach their files through a seam (`disk/`): the file system in
+//! the broker, a simulated disk in tests that cuts the power after any write or sync, keeping
+//! none, a prefix or a torn part of what was not synced (`power_cut_tests.rs`: every commit
+//! that returned survives, nothing else appears), and fails writes and syncs or shortens them
+//! (`fault_tests.rs`). sled has no such seam: its crash tests kill the broker instead.
+//!
 //! # Contract
 //!
 //! - `load` (or `load_paged`) comes first: a durable engine builds its index there. A `commit`
@@ -74,6 +80,7 @@
 //! (`Outgoing::seq`).
 
 mod committed;
+mod disk;
 mod encoding;
 mod keyed;
 mod logged;
@@ -95,7 +102,13 @@ mod damage_tests;
 #[cfg(test)]
 mod engine_tests;
 #[cfg(test)]
+mod fault_tests;
+#[cfg(test)]
 mod model_tests;
+#[cfg(test)]
+mod power_cut_tests;
+#[cfg(test)]
+mod random_writes;
 
 pub use committed::{Committed, Skipped, SyncMode};
 pub use logged::{DEFAULT_LOG_BYTES, DEFAULT_MAX_LOG_BYTES, LogSize, LoggedStorage};

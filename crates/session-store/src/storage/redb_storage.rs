@@ -11,6 +11,7 @@ use ::redb::{Durability, ReadableTable, TableDefinition};
 
 use codec::MqttStr;
 
+use super::disk::{Disk, RealDisk};
 use super::keyed::{self, Keyed, KvRead, Visit};
 use super::{
     Committed, MessageSeq, PagedRecovered, Recovered, SessionStorage, SessionWrite, StorageError,
@@ -46,7 +47,17 @@ impl RedbStorage {
         sync: SyncMode,
         cache_bytes: u64,
     ) -> Result<Self, StorageError> {
-        let (db, path) = open_database(dir, FILE, cache_bytes)?;
+        Self::open_on(&RealDisk, dir, sync, cache_bytes)
+    }
+
+    /// Like [`Self::open_with_cache`], with the database file on `disk`.
+    pub(crate) fn open_on(
+        disk: &dyn Disk,
+        dir: &Path,
+        sync: SyncMode,
+        cache_bytes: u64,
+    ) -> Result<Self, StorageError> {
+        let (db, path) = open_database(disk, dir, FILE, cache_bytes)?;
         let storage = Self {
             db,
             path,
@@ -111,25 +122,27 @@ impl RedbStorage {
     }
 }
 
-/// Opens (or creates) the redb database `file` in `dir` (created if missing) with its page
-/// cache bounded to `cache_bytes`; the database and its path.
+/// Opens (or creates) the redb database `file` in `dir` (created if missing) on `disk`, with
+/// its page cache bounded to `cache_bytes`; the database and its path. The directory is
+/// synced once the file exists, so that a new database's entry survives a power cut.
 pub(super) fn open_database(
+    disk: &dyn Disk,
     dir: &Path,
     file: &str,
     cache_bytes: u64,
 ) -> Result<(::redb::Database, PathBuf), StorageError> {
-    std::fs::create_dir_all(dir).map_err(|e| engine_error(dir, &e))?;
+    disk.create_dir_all(dir)
+        .map_err(|e| engine_error(dir, &e))?;
     let path = dir.join(file);
-    let create = || {
-        ::redb::Builder::new()
-            .set_cache_size(usize::try_from(cache_bytes).unwrap_or(usize::MAX))
-            .create(&path)
-    };
+    let mut builder = ::redb::Builder::new();
+    builder.set_cache_size(usize::try_from(cache_bytes).unwrap_or(usize::MAX));
+    let create = || disk.open_redb(&builder, &path);
     // redb asserts on some damage (a file shorter than its header says) instead of returning
     // an error: caught here, at open, and named like any other damage.
-    let db = std::panic::catch_unwind(create)
+    let db = std::panic::catch_unwind(std::panic::AssertUnwindSafe(create))
         .map_err(|panic| damaged_database(&path, &panic_text(panic.as_ref())))?
         .map_err(|e| engine_error(&path, &e))?;
+    disk.sync_dir(dir).map_err(|e| engine_error(dir, &e))?;
     Ok((db, path))
 }
 

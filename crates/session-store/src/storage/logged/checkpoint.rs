@@ -62,6 +62,18 @@ struct Job {
     pending: Arc<Pending>,
 }
 
+/// Where checkpoints run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Checkpoints {
+    /// On a thread of their own, beside the store thread's logging (the broker's way).
+    OnThread,
+    /// On the store thread, each one done at a later poll drawn from `seed` (up to three
+    /// commits after it was handed over) or at the wait before the next epoch: the same
+    /// order of writes for a seed, so that a simulated-disk test reproduces.
+    #[cfg(test)]
+    Stepped { seed: u64 },
+}
+
 /// The checkpoint thread: one checkpoint at a time.
 #[derive(Debug)]
 pub(super) struct Checkpointer {
@@ -70,37 +82,42 @@ pub(super) struct Checkpointer {
     thread: Option<JoinHandle<()>>,
     /// A checkpoint was handed over and its result not yet taken.
     busy: bool,
+    #[cfg(test)]
+    stepped: Option<stepped::Stepped>,
 }
 
 impl Checkpointer {
-    /// Starts the thread, checkpointing into `db`.
-    pub(super) fn start(db: Arc<Database>, path: PathBuf) -> Result<Self, StorageError> {
+    /// Starts the thread, checkpointing into `db` (none with [`Checkpoints::Stepped`]).
+    pub(super) fn start(
+        db: Arc<Database>,
+        path: PathBuf,
+        checkpoints: Checkpoints,
+    ) -> Result<Self, StorageError> {
         let (jobs, incoming) = mpsc::sync_channel::<Job>(1);
         let (report, done) = mpsc::sync_channel(1);
-        let thread = std::thread::Builder::new()
-            .name("ringmq-checkpoint".into())
-            .spawn(move || {
-                for job in incoming {
-                    let applied = apply(&db, &path, job.epoch, &job.pending);
-                    if report.send(applied).is_err() {
-                        return;
-                    }
-                }
-            })
-            .map_err(|e| StorageError::Engine {
-                engine: super::error::ENGINE,
-                reason: format!("cannot start the checkpoint thread: {e}"),
-            })?;
+        let thread = match checkpoints {
+            Checkpoints::OnThread => Some(spawn(db.clone(), path.clone(), incoming, report)?),
+            #[cfg(test)]
+            Checkpoints::Stepped { .. } => None,
+        };
         Ok(Self {
             jobs: Some(jobs),
             done,
-            thread: Some(thread),
+            thread,
             busy: false,
+            #[cfg(test)]
+            stepped: stepped::Stepped::new(checkpoints, db, path),
         })
     }
 
     /// Hands `pending`, the whole of `epoch`, to the thread (after [`Self::wait`]).
     pub(super) fn submit(&mut self, epoch: u64, pending: Arc<Pending>) -> Result<(), StorageError> {
+        #[cfg(test)]
+        if let Some(stepped) = &mut self.stepped {
+            stepped.submit(Job { epoch, pending });
+            self.busy = true;
+            return Ok(());
+        }
         let sent = self
             .jobs
             .as_ref()
@@ -119,6 +136,13 @@ impl Checkpointer {
         if !self.busy {
             return Ok(true);
         }
+        #[cfg(test)]
+        if let Some(stepped) = &mut self.stepped {
+            return match stepped.poll() {
+                Some(applied) => self.finished(applied).map(|()| true),
+                None => Ok(false),
+            };
+        }
         match self.done.try_recv() {
             Ok(applied) => self.finished(applied).map(|()| true),
             Err(TryRecvError::Empty) => Ok(false),
@@ -131,6 +155,11 @@ impl Checkpointer {
         if !self.busy {
             return Ok(());
         }
+        #[cfg(test)]
+        if let Some(stepped) = &mut self.stepped {
+            let applied = stepped.finish();
+            return self.finished(applied);
+        }
         let applied = self.done.recv().map_err(|_| stopped())?;
         self.finished(applied)
     }
@@ -139,6 +168,29 @@ impl Checkpointer {
         self.busy = false;
         applied
     }
+}
+
+/// Starts the checkpoint thread: it applies each job it receives and reports the result.
+fn spawn(
+    db: Arc<Database>,
+    path: PathBuf,
+    incoming: Receiver<Job>,
+    report: SyncSender<Result<(), StorageError>>,
+) -> Result<JoinHandle<()>, StorageError> {
+    std::thread::Builder::new()
+        .name("ringmq-checkpoint".into())
+        .spawn(move || {
+            for job in incoming {
+                let applied = apply(&db, &path, job.epoch, &job.pending);
+                if report.send(applied).is_err() {
+                    return;
+                }
+            }
+        })
+        .map_err(|e| StorageError::Engine {
+            engine: super::error::ENGINE,
+            reason: format!("cannot start the checkpoint thread: {e}"),
+        })
 }
 
 impl Drop for Checkpointer {
@@ -156,5 +208,69 @@ fn stopped() -> StorageError {
     StorageError::Engine {
         engine: super::error::ENGINE,
         reason: "the checkpoint thread stopped".into(),
+    }
+}
+
+/// Checkpoints on the store thread, on a seeded schedule (see [`Checkpoints::Stepped`]).
+#[cfg(test)]
+mod stepped {
+    use super::*;
+
+    #[derive(Debug)]
+    pub(super) struct Stepped {
+        db: Arc<Database>,
+        path: PathBuf,
+        rng: u64,
+        job: Option<Job>,
+        /// Polls left before the job is done.
+        polls_left: u64,
+    }
+
+    impl std::fmt::Debug for Job {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.debug_struct("Job").field("epoch", &self.epoch).finish()
+        }
+    }
+
+    impl Stepped {
+        pub(super) fn new(
+            checkpoints: Checkpoints,
+            db: Arc<Database>,
+            path: PathBuf,
+        ) -> Option<Self> {
+            match checkpoints {
+                Checkpoints::OnThread => None,
+                Checkpoints::Stepped { seed } => Some(Self {
+                    db,
+                    path,
+                    rng: seed | 1,
+                    job: None,
+                    polls_left: 0,
+                }),
+            }
+        }
+
+        pub(super) fn submit(&mut self, job: Job) {
+            self.rng ^= self.rng << 13;
+            self.rng ^= self.rng >> 7;
+            self.rng ^= self.rng << 17;
+            self.polls_left = self.rng % 4;
+            self.job = Some(job);
+        }
+
+        pub(super) fn poll(&mut self) -> Option<Result<(), StorageError>> {
+            if self.polls_left > 0 {
+                self.polls_left -= 1;
+                return None;
+            }
+            Some(self.finish())
+        }
+
+        pub(super) fn finish(&mut self) -> Result<(), StorageError> {
+            match self.job.take() {
+                Some(job) => apply(&self.db, &self.path, job.epoch, &job.pending),
+                None => Ok(()),
+            }
+        }
     }
 }

@@ -5,13 +5,11 @@
 //! room left starts a new epoch; one larger than the whole file grows it. Between epochs a
 //! file can be grown ([`LogFile::grow_to`], written with zeros like a new one).
 
-use std::fs::{File, OpenOptions};
-use std::io::Write;
-use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
 use super::record;
 use crate::storage::StorageError;
+use crate::storage::disk::{Disk, DiskFile};
 
 /// Zeros are written in chunks of this size when a file is created.
 const ZERO_CHUNK: usize = 1 << 20;
@@ -66,7 +64,7 @@ fn start_of(first: &[u8]) -> Start {
 /// A log file and where the next record goes.
 #[derive(Debug)]
 pub(super) struct LogFile {
-    file: File,
+    file: Box<dyn DiskFile>,
     path: PathBuf,
     /// The bytes an epoch fills before the next one starts.
     pub(super) capacity: u64,
@@ -78,15 +76,13 @@ pub(super) struct LogFile {
 }
 
 impl LogFile {
-    /// Opens (or creates, written with zeros to `capacity` bytes) the log at `path`.
-    pub(super) fn open(path: &Path, capacity: u64) -> Result<Self, StorageError> {
+    /// Opens (or creates, written with zeros to `capacity` bytes) the log at `path` on `disk`.
+    pub(super) fn open(disk: &dyn Disk, path: &Path, capacity: u64) -> Result<Self, StorageError> {
         let error = |e: std::io::Error| super::error::file_error(path, &e);
-        let mut options = OpenOptions::new();
-        options.read(true).write(true).create(true).truncate(false);
-        let mut file = options.open(path).map_err(error)?;
-        let len = file.metadata().map_err(error)?.len();
+        let file = disk.open(path).map_err(error)?;
+        let len = file.len().map_err(error)?;
         if len < capacity {
-            fill_with_zeros(&mut file, len, capacity).map_err(error)?;
+            fill_with_zeros(&*file, len, capacity).map_err(error)?;
         }
         let mut first = [0; FILE_HEADER as usize];
         file.read_exact_at(&mut first, 0).map_err(error)?;
@@ -116,7 +112,7 @@ impl LogFile {
     /// the last epoch used little).
     pub(super) fn read_record(&self, at: u64) -> Result<Option<Vec<u8>>, StorageError> {
         let error = |e: std::io::Error| super::error::file_error(&self.path, &e);
-        let len = self.file.metadata().map_err(error)?.len();
+        let len = self.file.len().map_err(error)?;
         let mut header = [0; record::HEADER];
         if at.saturating_add(record::HEADER as u64) > len {
             return Ok(None);
@@ -145,7 +141,7 @@ impl LogFile {
     /// The file's length in bytes.
     pub(super) fn len(&self) -> Result<u64, StorageError> {
         let error = |e: std::io::Error| super::error::file_error(&self.path, &e);
-        Ok(self.file.metadata().map_err(error)?.len())
+        self.file.len().map_err(error)
     }
 
     /// The `n` bytes at `at`, if the file holds them.
@@ -186,9 +182,9 @@ impl LogFile {
     /// file already that long, grown before a restart, is only reused).
     pub(super) fn grow_to(&mut self, capacity: u64) -> Result<(), StorageError> {
         let error = |e: std::io::Error| super::error::file_error(&self.path, &e);
-        let len = self.file.metadata().map_err(error)?.len();
+        let len = self.file.len().map_err(error)?;
         if len < capacity {
-            fill_with_zeros(&mut self.file, len, capacity).map_err(error)?;
+            fill_with_zeros(&*self.file, len, capacity).map_err(error)?;
         }
         self.capacity = self.capacity.max(capacity);
         Ok(())
@@ -209,7 +205,7 @@ impl LogFile {
 }
 
 /// Writes zeros from `from` to `to` and syncs the file with its new size.
-fn fill_with_zeros(file: &mut File, from: u64, to: u64) -> std::io::Result<()> {
+fn fill_with_zeros(file: &dyn DiskFile, from: u64, to: u64) -> std::io::Result<()> {
     let zeros = vec![0; ZERO_CHUNK];
     let mut at = from;
     while at < to {
@@ -217,8 +213,7 @@ fn fill_with_zeros(file: &mut File, from: u64, to: u64) -> std::io::Result<()> {
         file.write_all_at(&zeros[..n], at)?;
         at += n as u64;
     }
-    file.flush()?;
-    file.sync_all()
+    file.sync_data()
 }
 
 /// The refusal to open a log written by a newer format.

@@ -46,12 +46,14 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use checkpoint::Checkpointer;
+pub(crate) use checkpoint::Checkpoints;
 use codec::MqttStr;
 use error::file_error;
 use file::LogFile;
 use layered::Layered;
 use pending::{Pending, Young};
 
+use super::disk::{Disk, RealDisk};
 use super::keyed::{self, KeyWrite, Keyed};
 use super::redb_storage::{Reads, TABLE, engine_error, open_database};
 use super::{
@@ -114,9 +116,20 @@ pub struct LoggedStorage {
     /// The previous epoch's, until its checkpoint is done.
     checkpointing: Option<Arc<Pending>>,
     checkpointer: Checkpointer,
-    /// The record being appended (kept between commits).
+    /// Buffers kept between commits.
+    buffers: Buffers,
+    /// Why a write or sync failed, once one did: the store then refuses every commit and
+    /// sync (a failed `fdatasync` may have dropped the unsynced pages: a later sync that
+    /// succeeds would not bring them back, so nothing after it may be called durable).
+    failed: Option<String>,
+}
+
+/// Buffers a commit reuses.
+#[derive(Debug, Default)]
+struct Buffers {
+    /// The record being appended.
     record: Vec<u8>,
-    /// The key writes of the batch being committed (kept between commits, empty between).
+    /// The key writes of the batch being committed (empty between commits).
     writes: Vec<KeyWrite>,
 }
 
@@ -135,15 +148,35 @@ impl LoggedStorage {
         cache_bytes: u64,
         log: LogSize,
     ) -> Result<Self, StorageError> {
-        let (db, path) = open_database(dir, DB_FILE, cache_bytes)?;
+        Self::open_on(
+            &RealDisk,
+            dir,
+            sync,
+            cache_bytes,
+            log,
+            Checkpoints::OnThread,
+        )
+    }
+
+    /// Like [`Self::open_with`], with the files on `disk` and checkpoints run as `checkpoints`
+    /// says.
+    pub(crate) fn open_on(
+        disk: &dyn Disk,
+        dir: &Path,
+        sync: SyncMode,
+        cache_bytes: u64,
+        log: LogSize,
+        checkpoints: Checkpoints,
+    ) -> Result<Self, StorageError> {
+        let (db, path) = open_database(disk, dir, DB_FILE, cache_bytes)?;
         let db = Arc::new(db);
         let files = [
-            LogFile::open(&dir.join(LOG_FILES[0]), log.bytes)?,
-            LogFile::open(&dir.join(LOG_FILES[1]), log.bytes)?,
+            LogFile::open(disk, &dir.join(LOG_FILES[0]), log.bytes)?,
+            LogFile::open(disk, &dir.join(LOG_FILES[1]), log.bytes)?,
         ];
-        sync_dir(dir)?;
+        disk.sync_dir(dir).map_err(|e| file_error(dir, &e))?;
         let mut storage = Self {
-            checkpointer: Checkpointer::start(db.clone(), path.clone())?,
+            checkpointer: Checkpointer::start(db.clone(), path.clone(), checkpoints)?,
             db,
             path,
             sync,
@@ -153,8 +186,8 @@ impl LoggedStorage {
             epoch: 0,
             active: Pending::default(),
             checkpointing: None,
-            record: Vec::new(),
-            writes: Vec::new(),
+            buffers: Buffers::default(),
+            failed: None,
         };
         storage.epoch = storage.replay()? + 1;
         // Every epoch the logs held is checkpointed: the first new one starts afresh (a file
@@ -207,6 +240,21 @@ impl LoggedStorage {
         engine_error(&self.path, &e)
     }
 
+    /// The refusal of a store whose write or sync failed (see its `failed` field).
+    fn refuse_after_failure(&self) -> Result<(), StorageError> {
+        match &self.failed {
+            None => Ok(()),
+            Some(failure) => Err(StorageError::Engine {
+                engine: error::ENGINE,
+                reason: format!(
+                    "{} refuses writes after an earlier failure ({failure}): restart to \
+                     recover from the log",
+                    self.path.display()
+                ),
+            }),
+        }
+    }
+
     /// Forgets the previous epoch's writes once its checkpoint is done.
     fn reap_checkpoint(&mut self) -> Result<(), StorageError> {
         if self.checkpointer.poll()? {
@@ -222,13 +270,13 @@ impl LoggedStorage {
         keyed: &mut Keyed,
         batch: &[SessionWrite],
     ) -> Result<Committed, StorageError> {
-        let mut writes = std::mem::take(&mut self.writes);
+        let mut writes = std::mem::take(&mut self.buffers.writes);
         writes.clear();
         let planned = self.read(|reads| keyed.plan(reads, batch, &mut writes));
         let logged = planned
             .and_then(|planned| planned)
             .and_then(|committed| self.log(&mut writes).map(|()| committed));
-        self.writes = writes;
+        self.buffers.writes = writes;
         logged.inspect_err(|_| keyed.forget())
     }
 
@@ -241,11 +289,11 @@ impl LoggedStorage {
         if self.active_file().is_full_for(record::encoded_len(writes)) {
             self.next_epoch()?;
         }
-        self.record.clear();
-        record::encode(self.epoch, writes, &mut self.record);
+        self.buffers.record.clear();
+        record::encode(self.epoch, writes, &mut self.buffers.record);
         let sync = self.sync == SyncMode::EveryCommit;
         let index = self.file_index();
-        self.files[index].append(&self.record, sync)?;
+        self.files[index].append(&self.buffers.record, sync)?;
         for write in writes.drain(..) {
             self.active.apply(write);
         }
@@ -330,10 +378,10 @@ impl LoggedStorage {
         if carried.is_empty() {
             return Ok(());
         }
-        self.record.clear();
-        record::encode(self.epoch, &carried, &mut self.record);
+        self.buffers.record.clear();
+        record::encode(self.epoch, &carried, &mut self.buffers.record);
         let index = self.file_index();
-        self.files[index].append(&self.record, true)?;
+        self.files[index].append(&self.buffers.record, true)?;
         for write in carried {
             self.active.apply_carried(write);
         }
@@ -404,12 +452,6 @@ fn replay_epoch(
     Ok(())
 }
 
-/// Makes the directory's entries (new log files) durable.
-fn sync_dir(dir: &Path) -> Result<(), StorageError> {
-    let synced = std::fs::File::open(dir).and_then(|d| d.sync_all());
-    synced.map_err(|e| file_error(dir, &e))
-}
-
 impl SessionStorage for LoggedStorage {
     fn load(&mut self) -> Result<Recovered, StorageError> {
         self.load_paged(usize::MAX).map(|paged| paged.recovered)
@@ -426,15 +468,20 @@ impl SessionStorage for LoggedStorage {
     }
 
     fn commit(&mut self, batch: &[SessionWrite]) -> Result<Committed, StorageError> {
-        self.reap_checkpoint()?;
-        let mut keyed = std::mem::take(&mut self.keyed);
-        let logged = self.plan_and_log(&mut keyed, batch);
-        self.keyed = keyed;
-        logged
+        self.refuse_after_failure()?;
+        let committed = self.reap_checkpoint().and_then(|()| {
+            let mut keyed = std::mem::take(&mut self.keyed);
+            let logged = self.plan_and_log(&mut keyed, batch);
+            self.keyed = keyed;
+            logged
+        });
+        committed.inspect_err(|e| self.failed = Some(e.to_string()))
     }
 
     fn sync(&mut self) -> Result<(), StorageError> {
-        self.active_file().sync()
+        self.refuse_after_failure()?;
+        let synced = self.active_file().sync();
+        synced.inspect_err(|e| self.failed = Some(e.to_string()))
     }
 
     fn queued_after(
