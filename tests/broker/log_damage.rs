@@ -20,7 +20,7 @@ use crate::process::BrokerProcess;
 const V5: ProtocolVersion = ProtocolVersion::V5;
 
 /// The log file holding the most written (non-zero) bytes, and the middle of them.
-fn written_log(store: &Path) -> (PathBuf, usize) {
+pub(crate) fn written_log(store: &Path) -> (PathBuf, usize) {
     ["log-0", "log-1"]
         .iter()
         .map(|name| {
@@ -38,7 +38,7 @@ fn written_log(store: &Path) -> (PathBuf, usize) {
 }
 
 /// Whether the log files of `store` hold exactly `expected` (compared without printing them).
-fn logs_are(store: &Path, expected: &[Vec<u8>]) -> bool {
+pub(crate) fn logs_are(store: &Path, expected: &[Vec<u8>]) -> bool {
     ["log-0", "log-1"]
         .iter()
         .zip(expected)
@@ -46,7 +46,7 @@ fn logs_are(store: &Path, expected: &[Vec<u8>]) -> bool {
 }
 
 /// Runs the broker with `config` until it exits (at most 30 s); its exit success and stderr.
-fn run_until_exit(config: &Path) -> (bool, String) {
+pub(crate) fn run_until_exit(config: &Path) -> (bool, String) {
     let port = crate::ports::free_port();
     let mut child = Command::new(env!("CARGO_BIN_EXE_ringmq"))
         .arg("--config")
@@ -76,7 +76,7 @@ fn run_until_exit(config: &Path) -> (bool, String) {
 
 /// A broker storing with the log engine in `dir`/store, and an offline persistent session
 /// subscribed to `damage/#` at QoS 1; the broker, the store's directory, the config file.
-fn broker_with_held_session(dir: &Path) -> (BrokerProcess, PathBuf, PathBuf) {
+pub(crate) fn broker_with_held_session(dir: &Path) -> (BrokerProcess, PathBuf, PathBuf) {
     let store = dir.join("store");
     let config = dir.join("ringmq.toml");
     let text = format!(

@@ -51,6 +51,7 @@ mod session_owner;
 mod shard_exit;
 mod shared;
 mod slow;
+mod store_tool;
 mod subscribe;
 mod sys;
 mod takeover;

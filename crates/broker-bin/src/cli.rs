@@ -2,7 +2,7 @@
 
 use std::path::PathBuf;
 
-use clap::Parser;
+use clap::{Parser, Subcommand};
 
 use crate::config::{self, Config, ConfigError, RawConfig};
 
@@ -30,6 +30,42 @@ pub struct Cli {
     /// a config file) and exit; a bad value exits non-zero naming the key.
     #[arg(long)]
     pub check_config: bool,
+
+    /// Tools instead of the broker.
+    #[command(subcommand)]
+    pub command: Option<Command>,
+}
+
+/// What the binary runs instead of the broker.
+#[derive(Debug, Clone, Subcommand)]
+pub enum Command {
+    /// The persistence store: report on it, salvage a damaged one.
+    #[command(subcommand)]
+    Store(StoreCommand),
+}
+
+/// `ringmq store ...`: read the store directory only (a stopped broker's: stop it first).
+#[derive(Debug, Clone, Subcommand)]
+pub enum StoreCommand {
+    /// Report what the store holds: its engine, files, epochs, any damage, what a start would
+    /// load or why it would refuse, and what a salvage would keep. Exits 2 when damage is
+    /// found.
+    Check {
+        /// The store directory (default: `persistence.dir` of the configuration).
+        #[arg(long, value_name = "DIR")]
+        dir: Option<PathBuf>,
+    },
+    /// Copy everything intact of the store into a new store of the same engine in a new or
+    /// empty directory (never writing the damaged one), then open it as the broker would.
+    /// Point `persistence.dir` at the new directory to start from it.
+    Salvage {
+        /// The damaged store directory (default: `persistence.dir` of the configuration).
+        #[arg(long, value_name = "DIR")]
+        dir: Option<PathBuf>,
+        /// The new store's directory: new or empty.
+        #[arg(long, value_name = "DIR")]
+        into: PathBuf,
+    },
 }
 
 impl Cli {

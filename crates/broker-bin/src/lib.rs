@@ -18,6 +18,7 @@ pub use ::ops;
 pub mod reload;
 #[cfg(any(test, feature = "sim"))]
 pub mod sim;
+pub mod store_tool;
 
 /// TLS and WebSocket listeners (the `transport` crate), under their old path.
 pub use ::transport;

@@ -7,7 +7,7 @@ use anyhow::Context;
 use clap::Parser;
 use ring_runtime::ShardExit;
 use ringmq::Broker;
-use ringmq::cli::Cli;
+use ringmq::cli::{Cli, Command};
 use ringmq::config::DEFAULT_CONFIG_TOML;
 use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
 use signal_hook::iterator::Signals;
@@ -16,14 +16,22 @@ use signal_hook::iterator::Signals;
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
-fn main() -> anyhow::Result<()> {
+fn main() -> anyhow::Result<std::process::ExitCode> {
     let cli = Cli::parse();
+    if let Some(Command::Store(command)) = &cli.command {
+        return ringmq::store_tool::run(&cli, command);
+    }
+    run_broker(&cli).map(|()| std::process::ExitCode::SUCCESS)
+}
+
+/// Runs the broker (or prints or checks its configuration) as `cli` says.
+fn run_broker(cli: &Cli) -> anyhow::Result<()> {
     if cli.print_default_config {
         print!("{DEFAULT_CONFIG_TOML}");
         return Ok(());
     }
     if cli.check_config {
-        return check_config(&cli);
+        return check_config(cli);
     }
     let raw = cli.raw_config()?;
     let config = raw.validate()?;

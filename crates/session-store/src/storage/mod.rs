@@ -87,6 +87,7 @@ mod logged;
 mod none;
 mod recording;
 mod redb_storage;
+mod salvage;
 mod sled_storage;
 mod snapshot;
 mod write;
@@ -115,6 +116,9 @@ pub use logged::{DEFAULT_LOG_BYTES, DEFAULT_MAX_LOG_BYTES, LogSize, LoggedStorag
 pub use none::NoStorage;
 pub use recording::RecordingStorage;
 pub use redb_storage::RedbStorage;
+pub use salvage::{
+    StoreCounts, StoreEngine, StoreReport, check_store, detect_engine, salvage_store,
+};
 pub use sled_storage::SledStorage;
 pub use snapshot::{
     SnapshotError, decode_queued_message, decode_session_snapshot, encode_queued_message,

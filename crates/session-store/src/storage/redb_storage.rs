@@ -13,6 +13,7 @@ use codec::MqttStr;
 
 use super::disk::{Disk, RealDisk};
 use super::keyed::{self, Keyed, KvRead, Visit};
+use super::salvage::{self, ImageRead, KeyImage};
 use super::{
     Committed, MessageSeq, PagedRecovered, Recovered, SessionStorage, SessionWrite, StorageError,
     StoredMessage, SyncMode,
@@ -100,7 +101,7 @@ impl RedbStorage {
 
     /// Writes raw bytes under a key, bypassing the format (tests corrupt data with it).
     #[cfg(test)]
-    pub(super) fn put_raw(&self, key: &[u8], value: &[u8]) {
+    pub(crate) fn put_raw(&self, key: &[u8], value: &[u8]) {
         self.write(Durability::Immediate, |table| {
             table.insert(key, value).expect("test: redb insert");
             Ok(())
@@ -140,14 +141,14 @@ pub(super) fn open_database(
     // redb asserts on some damage (a file shorter than its header says) instead of returning
     // an error: caught here, at open, and named like any other damage.
     let db = std::panic::catch_unwind(std::panic::AssertUnwindSafe(create))
-        .map_err(|panic| damaged_database(&path, &panic_text(panic.as_ref())))?
+        .map_err(|panic| damaged_database(ENGINE, &path, &panic_text(panic.as_ref())))?
         .map_err(|e| engine_error(&path, &e))?;
     disk.sync_dir(dir).map_err(|e| engine_error(dir, &e))?;
     Ok((db, path))
 }
 
 /// The text of a caught panic's payload.
-fn panic_text(payload: &(dyn std::any::Any + Send)) -> String {
+pub(super) fn panic_text(payload: &(dyn std::any::Any + Send)) -> String {
     payload
         .downcast_ref::<&str>()
         .map(|text| (*text).to_owned())
@@ -155,14 +156,16 @@ fn panic_text(payload: &(dyn std::any::Any + Send)) -> String {
         .unwrap_or_else(|| "no message".to_owned())
 }
 
-/// The refusal to open a redb file that redb stopped on.
-fn damaged_database(path: &Path, what: &str) -> StorageError {
+/// The refusal to open a store file (or directory) `engine` stopped on.
+pub(super) fn damaged_database(engine: &str, path: &Path, what: &str) -> StorageError {
     StorageError::Corrupt {
         reason: format!(
-            "{} is damaged (redb stopped opening it: {what}); the store was not opened. Keep a \
-             copy of the directory, then restore it from a backup, or move the directory aside \
-             to start empty",
-            path.display()
+            "{} is damaged ({engine} stopped opening it: {what}); the store was not opened. Keep \
+             a copy of the directory; `{}` reports what is intact and `{}` copies it into a new \
+             store; or restore the directory from a backup",
+            path.display(),
+            salvage::check_command(path),
+            salvage::salvage_command(path)
         ),
     }
 }
@@ -292,4 +295,54 @@ impl SessionStorage for RedbStorage {
     ) -> Result<Vec<(MessageSeq, StoredMessage)>, StorageError> {
         self.read(|reads| keyed::queued_after(reads, client_id, after, limit))
     }
+}
+
+/// The keys of the redb store in `dir`, read from a copy in `scratch` (opening redb may
+/// repair the file); what reads before an error is kept, the error reported.
+pub(crate) fn image_of(dir: &Path, scratch: &Path) -> Result<ImageRead, StorageError> {
+    let path = dir.join(FILE);
+    std::fs::copy(&path, scratch.join(FILE)).map_err(|e| engine_error(&path, &e))?;
+    let mut read = ImageRead::default();
+    let (db, _) = match open_database(&RealDisk, scratch, FILE, super::DEFAULT_CACHE_BYTES) {
+        Ok(opened) => opened,
+        Err(e) => {
+            read.damaged = true;
+            read.findings
+                .push(format!("{} cannot be opened: {e}", path.display()));
+            return Ok(read);
+        }
+    };
+    let txn = db.begin_read().map_err(|e| engine_error(&path, &e))?;
+    let table = match txn.open_table(TABLE) {
+        Ok(table) => table,
+        Err(::redb::TableError::TableDoesNotExist(_)) => return Ok(read),
+        Err(e) => return Err(engine_error(&path, &e)),
+    };
+    let mut errors = Vec::new();
+    read.image = KeyImage::read_from(&Reads::new(&table, &path), &mut errors);
+    read.damaged = !errors.is_empty();
+    (read.findings).extend(
+        errors
+            .into_iter()
+            .map(|e| format!("{}: {e}", path.display())),
+    );
+    Ok(read)
+}
+
+/// Writes `image` as a new redb store in `into`.
+pub(crate) fn write_image(into: &Path, image: &KeyImage) -> Result<(), StorageError> {
+    let (db, path) = open_database(&RealDisk, into, FILE, super::DEFAULT_CACHE_BYTES)?;
+    let storage = RedbStorage {
+        db,
+        path,
+        sync: SyncMode::EveryCommit,
+        keyed: Keyed::default(),
+    };
+    storage.write(Durability::Immediate, |table| {
+        for (key, value) in &image.0 {
+            let inserted = table.insert(key.as_slice(), value.as_slice());
+            inserted.map_err(|e| engine_error(&storage.path, &e))?;
+        }
+        Ok(())
+    })
 }

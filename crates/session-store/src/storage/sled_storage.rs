@@ -8,6 +8,8 @@ use std::path::{Path, PathBuf};
 use codec::MqttStr;
 
 use super::keyed::{self, Keyed, KvRead, Visit};
+use super::redb_storage::{damaged_database, panic_text};
+use super::salvage::{ImageRead, KeyImage};
 use super::{
     Committed, MessageSeq, PagedRecovered, Recovered, SessionStorage, SessionWrite, StorageError,
     StoredMessage, SyncMode,
@@ -36,10 +38,16 @@ impl SledStorage {
         sync: SyncMode,
         cache_bytes: u64,
     ) -> Result<Self, StorageError> {
-        let db = ::sled::Config::new()
-            .path(dir)
-            .cache_capacity(cache_bytes)
-            .open()
+        let open = || {
+            ::sled::Config::new()
+                .path(dir)
+                .cache_capacity(cache_bytes)
+                .open()
+        };
+        // sled panics on some damage instead of returning an error: caught here, at open,
+        // and named like any other damage.
+        let db = std::panic::catch_unwind(open)
+            .map_err(|panic| damaged_database(ENGINE, dir, &panic_text(panic.as_ref())))?
             .map_err(|e| engine_error(dir, &e))?;
         Ok(Self {
             db,
@@ -83,6 +91,42 @@ impl SledStorage {
     pub(super) fn put_raw(&self, key: &[u8], value: &[u8]) {
         self.db.insert(key, value).expect("test: sled insert");
     }
+}
+
+/// The keys of the sled store in `dir`, read from a copy of it in `scratch` (sled writes
+/// when it opens); what reads before an error is kept, the error reported.
+pub(crate) fn image_of(dir: &Path, scratch: &Path) -> Result<ImageRead, StorageError> {
+    super::salvage::copy_dir(dir, scratch)?;
+    let mut read = ImageRead::default();
+    let storage = match SledStorage::open(scratch, SyncMode::EveryCommit) {
+        Ok(storage) => storage,
+        Err(e) => {
+            read.damaged = true;
+            read.findings
+                .push(format!("{} cannot be opened: {e}", dir.display()));
+            return Ok(read);
+        }
+    };
+    let mut errors = Vec::new();
+    read.image = KeyImage::read_from(&storage.reads(), &mut errors);
+    read.damaged = !errors.is_empty();
+    (read.findings).extend(
+        errors
+            .into_iter()
+            .map(|e| format!("{}: {e}", dir.display())),
+    );
+    Ok(read)
+}
+
+/// Writes `image` as a new sled store in `into`, flushed.
+pub(crate) fn write_image(into: &Path, image: &KeyImage) -> Result<(), StorageError> {
+    let storage = SledStorage::open(into, SyncMode::EveryCommit)?;
+    let mut batch = ::sled::Batch::default();
+    for (key, value) in &image.0 {
+        batch.insert(key.as_slice(), value.as_slice());
+    }
+    (storage.db.apply_batch(batch)).map_err(|e| engine_error(into, &e))?;
+    storage.flush()
 }
 
 fn engine_error(path: &Path, e: &dyn std::fmt::Display) -> StorageError {

@@ -21,6 +21,9 @@ pub(crate) trait Disk: Send + Sync + Debug {
     /// Opens `path` for reading and writing, created (empty) if missing.
     fn open(&self, path: &Path) -> io::Result<Box<dyn DiskFile>>;
 
+    /// Whether a file is at `path`.
+    fn exists(&self, path: &Path) -> bool;
+
     /// Creates `dir` and its parents where missing.
     fn create_dir_all(&self, dir: &Path) -> io::Result<()>;
 
@@ -75,6 +78,10 @@ impl Disk for RealDisk {
         let mut options = OpenOptions::new();
         options.read(true).write(true).create(true).truncate(false);
         Ok(Box::new(options.open(path)?))
+    }
+
+    fn exists(&self, path: &Path) -> bool {
+        path.exists()
     }
 
     fn create_dir_all(&self, dir: &Path) -> io::Result<()> {

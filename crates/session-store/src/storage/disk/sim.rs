@@ -280,6 +280,10 @@ impl Disk for SimDisk {
         Ok(Box::new(self.open_file(path)))
     }
 
+    fn exists(&self, path: &Path) -> bool {
+        self.lock().platter.files.contains_key(path)
+    }
+
     fn create_dir_all(&self, _dir: &Path) -> io::Result<()> {
         Ok(())
     }

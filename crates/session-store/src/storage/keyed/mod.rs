@@ -47,7 +47,8 @@ mod plan;
 #[cfg(test)]
 mod tests;
 
-pub(super) use keys::{AWAITING, AWAITING_IDS, INFLIGHT, QUEUED, SESSION, split_client};
+pub(super) use keys::{AWAITING, AWAITING_IDS, INFLIGHT, QUEUED, RETAINED, SESSION, split_client};
+pub(super) use keys::{client_id, topic_of};
 #[cfg(test)]
 pub(super) use keys::{inflight_key, prefix, queued_key, session_key};
 pub(super) use kv::{KeyWrite, KvRead, Visit, prefix_end};

@@ -18,6 +18,7 @@ use std::path::Path;
 use super::file::LogFile;
 use super::record;
 use crate::storage::StorageError;
+use crate::storage::salvage;
 
 /// Bytes read at a time while scanning.
 const SCAN_CHUNK: usize = 1 << 20;
@@ -62,7 +63,7 @@ pub(super) fn judge_stop(file: &LogFile, at: u64, epoch: u64) -> Result<Stop, St
 }
 
 /// The epoch field of the header at `at`, if the file holds a header there.
-fn header_epoch(file: &LogFile, at: u64) -> Result<Option<u64>, StorageError> {
+pub(super) fn header_epoch(file: &LogFile, at: u64) -> Result<Option<u64>, StorageError> {
     let header = file.read_at(at, record::HEADER)?;
     Ok(header.map(|h| u64::from_be_bytes(h[8..16].try_into().expect("invariant: 8 bytes"))))
 }
@@ -88,7 +89,7 @@ pub(super) fn judge_bad_start(file: &LogFile, checkpointed: u64) -> Result<(), S
 
 /// Zeros at `at` (a header of zeros: nothing was ever written there), the file's end, or an
 /// intact record of an epoch before `epoch`.
-fn is_clean_end(file: &LogFile, at: u64, epoch: u64) -> Result<bool, StorageError> {
+pub(super) fn is_clean_end(file: &LogFile, at: u64, epoch: u64) -> Result<bool, StorageError> {
     let Some(header) = file.read_at(at, record::HEADER)? else {
         return Ok(true);
     };
@@ -130,7 +131,7 @@ fn survivors(
 
 /// The offset and epoch of the first intact record at or after `from` whose epoch `wanted`
 /// accepts: the epoch field is compared first, the checksum only where it matches.
-fn first_intact(
+pub(super) fn first_intact(
     file: &LogFile,
     from: u64,
     wanted: &impl Fn(u64) -> bool,
@@ -172,12 +173,15 @@ fn damaged(path: &Path, at: u64, epoch: u64, found: &Survivors) -> StorageError 
             "{} is damaged at byte {at}: the record there fails its checksum, yet {} intact \
              record(s) of epoch {epoch} ({} bytes) follow it from byte {}; replaying up to the \
              damage would silently lose them, so the store was not opened and nothing in it was \
-             changed. Keep a copy of the directory; then restore it from a backup, or move this \
-             log file aside to start from the last checkpoint without those records",
+             changed. Keep a copy of the directory; `{}` reports what is intact, and `{}` \
+             copies every intact record, before and after the damage, into a new store; or \
+             restore the directory from a backup",
             path.display(),
             found.records,
             found.bytes,
-            found.first
+            found.first,
+            salvage::check_command(path),
+            salvage::salvage_command(path)
         ),
     }
 }

@@ -106,6 +106,41 @@ impl LogFile {
         })
     }
 
+    /// Opens the log at `path` to read it only (nothing is written, even to a blank file);
+    /// what its header says is reported, not refused: a damaged header reads as this
+    /// format's.
+    pub(super) fn read_only(path: &Path) -> Result<(Self, String), StorageError> {
+        let error = |e: std::io::Error| super::error::file_error(path, &e);
+        let file = std::fs::File::open(path).map_err(error)?;
+        Self::reading(Box::new(file), path)
+    }
+
+    /// Reads `file`, the log at `path`, without writing it (see [`Self::read_only`]).
+    pub(super) fn reading(
+        file: Box<dyn DiskFile>,
+        path: &Path,
+    ) -> Result<(Self, String), StorageError> {
+        let error = |e: std::io::Error| super::error::file_error(path, &e);
+        let capacity = file.len().map_err(error)?;
+        let mut first = [0; FILE_HEADER as usize];
+        let read = file.read_exact_at(&mut first, 0);
+        let (start, header) = match read.map(|()| start_of(&first)) {
+            Err(_) => (FILE_HEADER, "shorter than a header".to_owned()),
+            Ok(Start::Header(version)) => (FILE_HEADER, format!("format {version}")),
+            Ok(Start::DamagedHeader) => (FILE_HEADER, "a damaged header".to_owned()),
+            Ok(Start::Blank) => (FILE_HEADER, "never written".to_owned()),
+            Ok(Start::Headerless) => (0, "the format before headers".to_owned()),
+        };
+        let file = Self {
+            file,
+            path: path.to_path_buf(),
+            capacity,
+            start,
+            end: start,
+        };
+        Ok((file, header))
+    }
+
     /// The bytes of the record (header and body) that starts at `at` as its header gives its
     /// length, if the file holds that many (not checked: [`record::read`] does). Replay reads
     /// a record at a time, never the whole file (a grown file can be hundreds of MiB of which

@@ -39,6 +39,7 @@ mod layered;
 mod pending;
 mod prefix;
 mod record;
+mod scan;
 #[cfg(test)]
 mod tests;
 
@@ -52,6 +53,7 @@ use error::file_error;
 use file::LogFile;
 use layered::Layered;
 use pending::{Pending, Young};
+pub(crate) use scan::{scan_store, write_image};
 
 use super::disk::{Disk, RealDisk};
 use super::keyed::{self, KeyWrite, Keyed};
@@ -168,6 +170,7 @@ impl LoggedStorage {
         log: LogSize,
         checkpoints: Checkpoints,
     ) -> Result<Self, StorageError> {
+        refuse_logs_without_checkpoint(disk, dir)?;
         let (db, path) = open_database(disk, dir, DB_FILE, cache_bytes)?;
         let db = Arc::new(db);
         let files = [
@@ -212,6 +215,9 @@ impl LoggedStorage {
             }
         }
         epochs.sort_by_key(|(epoch, _)| *epoch);
+        if let Some((first, _)) = epochs.first().filter(|(e, _)| *e > checkpointed + 1) {
+            return Err(behind_the_logs(&self.path, checkpointed, *first));
+        }
         let mut replayed = Pending::default();
         let mut last = checkpointed;
         for (epoch, file) in epochs {
@@ -399,7 +405,7 @@ impl LoggedStorage {
     /// Writes raw bytes under a key through the log, bypassing the format (tests corrupt data
     /// with it).
     #[cfg(test)]
-    pub(super) fn put_raw(&mut self, key: &[u8], value: &[u8]) {
+    pub(crate) fn put_raw(&mut self, key: &[u8], value: &[u8]) {
         let write = KeyWrite {
             key: key.to_vec(),
             value: Some(value.to_vec()),
@@ -452,6 +458,65 @@ fn replay_epoch(
     Ok(())
 }
 
+/// Refuses a store whose checkpoint file is missing while a log file holds a record: the
+/// checkpoint was deleted (it is created before the logs, and an epoch's records reach the
+/// log only once it exists), and a new one would silently lose every checkpointed epoch.
+/// Nothing is created then.
+fn refuse_logs_without_checkpoint(disk: &dyn Disk, dir: &Path) -> Result<(), StorageError> {
+    let checkpoint = dir.join(DB_FILE);
+    if disk.exists(&checkpoint) {
+        return Ok(());
+    }
+    for name in LOG_FILES {
+        let path = dir.join(name);
+        if !disk.exists(&path) {
+            continue;
+        }
+        let opened = disk.open(&path).map_err(|e| file_error(&path, &e))?;
+        let (file, _) = LogFile::reading(opened, &path)?;
+        let first = file.read_record(file.start)?;
+        if first.as_deref().and_then(record::read).is_some() {
+            return Err(missing_checkpoint(&checkpoint));
+        }
+    }
+    Ok(())
+}
+
+/// The refusal to open a store whose checkpoint file `at` is missing beside logs that hold
+/// records.
+fn missing_checkpoint(at: &Path) -> StorageError {
+    StorageError::Corrupt {
+        reason: format!(
+            "{} is missing while the logs beside it hold records: the state they were \
+             checkpointed into is gone, so the store was not opened and nothing was created. \
+             Restore checkpoint.redb, or `{}` keeps what the logs hold",
+            at.display(),
+            super::salvage::salvage_command(at)
+        ),
+    }
+}
+
+/// The refusal to open a store whose checkpoint is behind its logs: a log holds epoch
+/// `first` but the checkpoint `at` names only epoch `checkpointed`, though an epoch starts
+/// only once the one before the last is checkpointed. The checkpoint was deleted or replaced
+/// by an older copy: replaying the logs over it would silently lose every epoch between.
+pub(super) fn behind_the_logs(at: &Path, checkpointed: u64, first: u64) -> StorageError {
+    let dir = at.parent().unwrap_or(at);
+    StorageError::Corrupt {
+        reason: format!(
+            "the checkpoint in {} is behind its logs: it holds epochs up to {checkpointed}, \
+             the logs start at epoch {first}, so epochs {} to {} are gone (checkpoint.redb \
+             deleted or replaced by an older copy); the store was not opened. Restore \
+             checkpoint.redb, or `ringmq store salvage --dir {} --into NEW_DIR` keeps what \
+             the logs hold",
+            dir.display(),
+            checkpointed + 1,
+            first - 1,
+            dir.display()
+        ),
+    }
+}
+
 impl SessionStorage for LoggedStorage {
     fn load(&mut self) -> Result<Recovered, StorageError> {
         self.load_paged(usize::MAX).map(|paged| paged.recovered)
@@ -499,7 +564,7 @@ impl SessionStorage for LoggedStorage {
 #[cfg(test)]
 impl LoggedStorage {
     /// Log files of 1 KiB: most commits end an epoch.
-    pub(super) fn open_tiny(dir: &Path, sync: SyncMode) -> Result<Self, StorageError> {
+    pub(crate) fn open_tiny(dir: &Path, sync: SyncMode) -> Result<Self, StorageError> {
         Self::open_with(
             dir,
             sync,
