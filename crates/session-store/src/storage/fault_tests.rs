@@ -52,7 +52,16 @@ fn until_failure(
         returned.push((disk.op_count(), state.clone()));
     }
     let ops = disk.ops();
-    (Run { ops, returned }, failure)
+    let deferred = false;
+    (
+        Run {
+            ops,
+            returned,
+            deferred,
+            syncs: Vec::new(),
+        },
+        failure,
+    )
 }
 
 /// Fails the `nth` write or sync of a workload with `errno`, then cuts the power every way.

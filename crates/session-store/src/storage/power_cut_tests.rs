@@ -6,10 +6,13 @@
 //! each file's kept; that and the next write torn at a sector), the engine opened on what is
 //! left, and its `load` compared with the model: it must be the state of every batch whose
 //! commit had returned, plus perhaps the whole batch being committed, nothing else (so no
-//! acknowledged message lost, nothing never written, no QoS 2 id lost or doubled). Every
-//! eighth recovered store is cut again and reopened: recovery's own writes must be durable.
+//! acknowledged message lost, nothing never written, no QoS 2 id lost or doubled). With
+//! `SyncMode::Deferred` (the broker's `sync = "interval"`; a `sync` after about one batch in
+//! four) it must be the state of a batch between the last `sync` that returned and the one
+//! in progress. Every eighth recovered store is cut again and reopened: recovery's own writes
+//! must be durable.
 //!
-//! `RINGMQ_POWER_CUTS` sets the cut points per engine (default 3,000: the test command's
+//! `RINGMQ_POWER_CUTS` sets the cut points per engine and sync mode (default 2,000: the test command.s
 //! run); `scripts/power-cuts.sh` runs 100,000 and more. A failure names its seed, operation
 //! and cut, and `RINGMQ_POWER_CUT_SEED` starts the runs from that seed.
 
@@ -26,26 +29,37 @@ const DIR: &str = "/store";
 /// Batches per run: enough for many epochs of the log with its small files.
 pub(super) const BATCHES: usize = 160;
 
-/// The durable engines with an I/O seam.
-#[derive(Debug, Clone, Copy)]
+/// The durable engines with an I/O seam, in each sync mode.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Engine {
     /// The log engine, with files of 4 KiB growing to 16 KiB (an epoch every few commits,
     /// checkpoints and growth often), checkpoints stepped from the seed.
     Log,
     Redb,
+    /// The log engine with [`SyncMode::Deferred`] (the broker's `sync = "interval"`).
+    LogDeferred,
+    /// redb with [`SyncMode::Deferred`].
+    RedbDeferred,
 }
 
 impl Engine {
+    fn sync_mode(self) -> SyncMode {
+        match self {
+            Self::Log | Self::Redb => SyncMode::EveryCommit,
+            Self::LogDeferred | Self::RedbDeferred => SyncMode::Deferred,
+        }
+    }
+
     pub(super) fn open(
         self,
         disk: &dyn Disk,
         seed: u64,
     ) -> Result<Box<dyn SessionStorage>, StorageError> {
         let dir = Path::new(DIR);
-        let sync = SyncMode::EveryCommit;
+        let sync = self.sync_mode();
         let cache = 1 << 20;
         Ok(match self {
-            Self::Log => {
+            Self::Log | Self::LogDeferred => {
                 let log = LogSize {
                     bytes: 4 << 10,
                     max_bytes: 16 << 10,
@@ -60,7 +74,9 @@ impl Engine {
                     checkpoints,
                 )?)
             }
-            Self::Redb => Box::new(RedbStorage::open_on(disk, dir, sync, cache)?),
+            Self::Redb | Self::RedbDeferred => {
+                Box::new(RedbStorage::open_on(disk, dir, sync, cache)?)
+            }
         })
     }
 }
@@ -70,6 +86,11 @@ impl Engine {
 pub(super) struct Run {
     pub(super) ops: Vec<Op>,
     pub(super) returned: Vec<(usize, Recovered)>,
+    /// Whether commits were durable only at a `sync` ([`SyncMode::Deferred`]).
+    pub(super) deferred: bool,
+    /// Each `sync` that returned, as the operations done by then and how many commits it made
+    /// durable.
+    pub(super) syncs: Vec<(usize, usize)>,
 }
 
 /// Runs `BATCHES` random batches from `seed` through `engine` on a fresh simulated disk.
@@ -81,6 +102,8 @@ fn workload(engine: Engine, seed: u64) -> Run {
     let mut state = model.load().expect("test: the model loads");
     let mut returned = vec![(disk.op_count(), state.clone())];
     let mut writes = Writes::new(seed);
+    let mut syncs = Vec::new();
+    let mut rng = Rng(seed ^ 0x5eed | 1);
     for step in 0..BATCHES {
         let batch = writes.batch(&state);
         let expected = model.commit(&batch).expect("test: the model commits");
@@ -88,20 +111,33 @@ fn workload(engine: Engine, seed: u64) -> Run {
         assert_eq!(committed.ok(), Some(expected), "seed {seed} step {step}");
         state = model.load().expect("test: the model loads");
         returned.push((disk.op_count(), state.clone()));
+        if engine.sync_mode() == SyncMode::Deferred && rng.below(4) == 0 {
+            storage.sync().expect("test: sync");
+            syncs.push((disk.op_count(), step + 1));
+        }
     }
     drop(storage);
     Run {
         ops: disk.ops(),
         returned,
+        deferred: engine.sync_mode() == SyncMode::Deferred,
+        syncs,
     }
 }
 
 /// The states a store cut after `done` operations may come back with: that of the last
-/// commit returned by then, or of the one in progress.
+/// commit returned by then, or of the one in progress; with [`SyncMode::Deferred`], also
+/// that of any commit since the last `sync` that returned.
 pub(super) fn allowed(run: &Run, done: usize) -> &[(usize, Recovered)] {
     let returned = run.returned.partition_point(|(ops, _)| *ops <= done);
     let last = returned.saturating_sub(1);
-    &run.returned[last..(last + 2).min(run.returned.len())]
+    let end = (last + 2).min(run.returned.len());
+    if !run.deferred {
+        return &run.returned[last..end];
+    }
+    let synced = run.syncs.partition_point(|(ops, _)| *ops <= done);
+    let durable = synced.checked_sub(1).map_or(0, |i| run.syncs[i].1);
+    &run.returned[durable.min(last)..end]
 }
 
 /// Opens `engine` on `platter` and loads it.
@@ -161,7 +197,7 @@ fn budget() -> (usize, u64) {
     fn var<T: std::str::FromStr>(name: &str) -> Option<T> {
         std::env::var(name).ok().and_then(|v| v.parse().ok())
     }
-    let cuts = var("RINGMQ_POWER_CUTS").unwrap_or(3_000);
+    let cuts = var("RINGMQ_POWER_CUTS").unwrap_or(2_000);
     (cuts, var("RINGMQ_POWER_CUT_SEED").unwrap_or(1))
 }
 
@@ -191,4 +227,14 @@ fn the_log_engine_loses_no_committed_write_to_a_power_cut() {
 #[test]
 fn the_redb_engine_loses_no_committed_write_to_a_power_cut() {
     power_cuts(Engine::Redb);
+}
+
+#[test]
+fn the_log_engine_loses_nothing_synced_to_a_power_cut() {
+    power_cuts(Engine::LogDeferred);
+}
+
+#[test]
+fn the_redb_engine_loses_nothing_synced_to_a_power_cut() {
+    power_cuts(Engine::RedbDeferred);
 }

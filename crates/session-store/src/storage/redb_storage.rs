@@ -142,7 +142,12 @@ pub(super) fn open_database(
     // an error: caught here, at open, and named like any other damage.
     let db = std::panic::catch_unwind(std::panic::AssertUnwindSafe(create))
         .map_err(|panic| damaged_database(ENGINE, &path, &panic_text(panic.as_ref())))?
-        .map_err(|e| engine_error(&path, &e))?;
+        .map_err(|e| match e {
+            ::redb::DatabaseError::Storage(::redb::StorageError::Corrupted(what)) => {
+                damaged_database(ENGINE, &path, &what)
+            }
+            e => engine_error(&path, &e),
+        })?;
     disk.sync_dir(dir).map_err(|e| engine_error(dir, &e))?;
     Ok((db, path))
 }
