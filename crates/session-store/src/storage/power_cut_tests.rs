@@ -12,8 +12,8 @@
 //! in progress. Every eighth recovered store is cut again and reopened: recovery's own writes
 //! must be durable.
 //!
-//! `RINGMQ_POWER_CUTS` sets the cut points per engine and sync mode (default 2,000: the test command.s
-//! run); `scripts/power-cuts.sh` runs 100,000 and more. A failure names its seed, operation
+//! `RINGMQ_POWER_CUTS` sets the cut points per engine and sync mode (default 2,000: the test
+//! command's run); `scripts/power-cuts.sh` runs 100,000 and more. A failure names its seed, operation
 //! and cut, and `RINGMQ_POWER_CUT_SEED` starts the runs from that seed.
 
 use std::path::Path;
