@@ -7,7 +7,7 @@ use session_store::storage::SessionWrite;
 use session_store::{AckError, InflightWindow};
 use tracing::debug;
 
-use super::{BrokerShard, Ctx, Fault};
+use super::{BrokerShard, Ctx, Fault, client_id_of};
 use crate::message::Outgoing;
 
 impl BrokerShard {
@@ -75,7 +75,7 @@ impl BrokerShard {
 
     /// PUBREC: answer PUBREL (0x92 when the id is unknown); an error reason ends the flow.
     pub(super) fn handle_pubrec(&mut self, ctx: &mut Ctx, conn: ConnId, rec: PubRec) {
-        let Some(client_id) = self.client_id_of(conn) else {
+        let Some(client_id) = client_id_of(&self.conns, &self.sessions, conn) else {
             return;
         };
         let Some(session) = self.sessions.get_mut(&client_id) else {
@@ -107,7 +107,7 @@ impl BrokerShard {
 
     /// PUBREL: the client releases an inbound QoS 2 message; answer PUBCOMP.
     pub(super) fn handle_pubrel(&mut self, ctx: &mut Ctx, conn: ConnId, id: PacketId) {
-        let Some(client_id) = self.client_id_of(conn) else {
+        let Some(client_id) = client_id_of(&self.conns, &self.sessions, conn) else {
             return;
         };
         let released = self

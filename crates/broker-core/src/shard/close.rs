@@ -8,7 +8,7 @@ use ring_runtime::{CloseReason, ConnId};
 use tracing::debug;
 
 use super::timer_book::TimerPurpose;
-use super::{BrokerShard, Ctx, Fault};
+use super::{BrokerShard, Ctx, Fault, client_id_of};
 use crate::directory::SessionOwner;
 use crate::message::Change;
 use crate::metrics::DropReason;
@@ -68,7 +68,7 @@ impl BrokerShard {
         self.auth.acl_clients.remove(&conn);
         self.auth.rechecks.recheck_closed(conn);
         self.login_closed(ctx, conn);
-        self.topic_wait_closed(conn);
+        self.auth.topic_wait_closed(conn);
         if connection.counted {
             self.figures.gauges.connected_clients -= 1;
         }
@@ -132,7 +132,8 @@ impl BrokerShard {
             let owner = self.shared.directory.owner_of(client_id.as_str());
             record_disconnected(&mut self.durable, &session, &owner);
         }
-        self.mirror_offline(ctx, &session);
+        self.cluster_side
+            .mirror_offline(&self.shared.links, ctx, &session);
         match session.expiry {
             // `After(0)`: a stored session resumed with expiry 0 (`connect.rs`).
             SessionExpiry::OnClose | SessionExpiry::After(0) => {
@@ -214,7 +215,8 @@ impl BrokerShard {
     /// as dropped. The directory is not touched (the caller knows whether it still names it).
     pub(super) fn end_session_state(&mut self, ctx: &mut Ctx, mut session: Session) {
         self.timers.disarm_session_timers(ctx, &mut session);
-        self.mirror_forget(&session.client_id);
+        self.cluster_side
+            .mirror_forget(&self.shared.links, &session.client_id);
         if self.durable.stores(session.expiry) {
             let client_id = session.client_id.clone();
             self.durable
@@ -246,7 +248,7 @@ impl BrokerShard {
             .collect();
         for conn in connected {
             self.send_disconnect(ctx, conn, ReasonCode::ServerShuttingDown);
-            let Some(client_id) = self.client_id_of(conn) else {
+            let Some(client_id) = client_id_of(&self.conns, &self.sessions, conn) else {
                 continue;
             };
             if let Some(pending) = self

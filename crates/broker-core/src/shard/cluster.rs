@@ -49,7 +49,9 @@ impl BrokerShard {
         if self.shared.links.cluster.is_none() {
             return false;
         }
-        let number = self.cluster_ack_number(message.qos);
+        let number = self
+            .cluster_side
+            .cluster_ack_number(&self.shared.links, message.qos);
         let settle = number.map(|number| (self.id, number));
         let queued = self
             .shared

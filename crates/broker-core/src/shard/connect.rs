@@ -10,6 +10,7 @@ use router::TopicName;
 use tracing::debug;
 
 use super::logins::Judgement;
+use super::will_check::WillJudge;
 use super::will_checks::WillCheck;
 use super::{BrokerShard, Ctx, Fault};
 use crate::conn::Phase;
@@ -114,11 +115,14 @@ impl BrokerShard {
             detach::will(will);
         }
         // The will passes the checks a PUBLISH of this client would (`will_check.rs`).
-        match self.check_will(ctx, conn, &connect, &grant) {
+        let judge = WillJudge::of(&self.shared, &self.figures, self.id);
+        let wills = &mut self.auth.topic_waits.wills;
+        match judge.check_will(wills, ctx, conn, &connect, &grant) {
             WillCheck::Pass => self.admit_checked(ctx, conn, connect, grant, assigned.is_some()),
             WillCheck::Refuse(reason) => self.refuse_connect(ctx, conn, reason),
             WillCheck::Wait(token) => {
-                self.wait_for_will(conn, token, connect, (grant, assigned.is_some()))
+                let waiting = (grant, assigned.is_some());
+                wills.wait_for_will(&mut self.conns, conn, token, connect, waiting)
             }
         }
     }
@@ -375,9 +379,13 @@ impl BrokerShard {
         session
             .inflight
             .set_capacity(client_receive_max.min(self.shared.config.limits.max_inflight_outbound));
-        self.will_attached(conn, &session.client_id);
+        self.auth
+            .topic_waits
+            .wills
+            .will_attached(&self.sessions, conn, &session.client_id);
         self.record_connected(&session, was_stored, &owner_of(&connect));
-        self.mirror_connected(ctx, &session);
+        self.cluster_side
+            .mirror_connected(&self.shared.links, ctx, &session);
         self.timers.disarm_session_timers(ctx, &mut session);
         session.conn = Some(conn);
         let filters = session.subscriptions.iter().map(|(filter, _)| filter);
@@ -387,7 +395,14 @@ impl BrokerShard {
         self.auth
             .rechecks
             .track_backend_grant(conn, username.as_ref(), grant.as_ref());
-        self.acl_connected(conn, &session.client_id, username, grant, filters);
+        self.auth.acl_connected(
+            &self.shared.access,
+            conn,
+            &session.client_id,
+            username,
+            grant,
+            filters,
+        );
         let keep_alive = self.shared.config.connection.keep_alive_for(&connect);
         self.setup_connection(ctx, conn, &connect, session.subscriber, keep_alive);
         let connack = connack(

@@ -235,7 +235,13 @@ impl BrokerShard {
     fn enqueue(&mut self, ctx: &mut Ctx, at: SessionAt, mut outgoing: Outgoing) {
         let memory_limit = self.shared.config.persistence.memory_queue_messages as usize;
         if self.shared.links.cluster.is_some() {
-            self.mirror_if_offline(ctx, at, &outgoing);
+            self.cluster_side.mirror_if_offline(
+                &self.shared.links,
+                &self.sessions,
+                ctx,
+                at,
+                &outgoing,
+            );
         }
         let Some(session) = self.sessions.at_mut(at) else {
             return;
@@ -287,15 +293,6 @@ impl BrokerShard {
         }
         if drain {
             self.drain_at(ctx, at);
-        }
-    }
-
-    /// Mirrors a copy queued for an offline session to the cluster.
-    fn mirror_if_offline(&self, ctx: &Ctx, at: SessionAt, outgoing: &Outgoing) {
-        if let Some(session) = self.sessions.at(at)
-            && session.conn.is_none()
-        {
-            self.mirror_queued(ctx, &session.client_id, outgoing);
         }
     }
 

@@ -31,7 +31,7 @@ use tracing::{debug, info, warn};
 use super::acl_client::TopicVerdict;
 use super::grant_rechecks::AskedRecheck;
 use super::timer_book::TimerPurpose;
-use super::{BrokerShard, Ctx};
+use super::{BrokerShard, Ctx, client_id_of};
 use crate::metrics::ShardCounters;
 
 /// Re-check jobs one shard has out at once, at most.
@@ -93,7 +93,7 @@ impl BrokerShard {
         let client = self.auth.rechecks.clients.get(&conn)?;
         let link = client.link;
         let username = client.username.as_ref().map(|u| u.as_str().to_owned());
-        let client_id = self.client_id_of(conn)?;
+        let client_id = client_id_of(&self.conns, &self.sessions, conn)?;
         let session = self.sessions.get(&client_id)?;
         let filters: Vec<MqttStr> = session
             .subscriptions
@@ -148,7 +148,7 @@ impl BrokerShard {
         };
         let current = asked.conn == conn
             && asked.epoch == self.auth.rechecks.seen_epoch
-            && self.client_id_of(conn).as_ref() == Some(&asked.client_id);
+            && client_id_of(&self.conns, &self.sessions, conn).as_ref() == Some(&asked.client_id);
         if !current {
             return;
         }
@@ -181,9 +181,21 @@ impl BrokerShard {
         };
         let filters = self.subscription_filters(client_id);
         self.auth.acl_clients.remove(&conn);
-        self.acl_connected(conn, client_id, username, Some(grant), filters.iter());
+        self.auth.acl_connected(
+            &self.shared.access,
+            conn,
+            client_id,
+            username,
+            Some(grant),
+            filters.iter(),
+        );
         for filter in &filters {
-            if self.subscribe_verdict(conn, client_id, filter.as_str()).0 != TopicVerdict::Allowed {
+            if self
+                .auth
+                .subscribe_verdict(&self.shared.access, conn, client_id, filter.as_str())
+                .0
+                != TopicVerdict::Allowed
+            {
                 self.revoke_subscription(ctx, client_id, filter);
             }
         }
@@ -213,7 +225,9 @@ impl BrokerShard {
         for filter in refused {
             let fresh = (filter.as_str().to_owned(), TopicAccess::Subscribe, false);
             self.auth.topic_waits.fresh = vec![fresh];
-            let verdict = self.subscribe_verdict(conn, client_id, filter.as_str());
+            let verdict =
+                self.auth
+                    .subscribe_verdict(&self.shared.access, conn, client_id, filter.as_str());
             self.auth.topic_waits.fresh.clear();
             match verdict {
                 (TopicVerdict::Allowed, partly) => {
@@ -245,7 +259,8 @@ impl BrokerShard {
         if self.remove_subscription(ctx, client_id, filter).is_none() {
             return;
         }
-        self.mirror_subscriptions(ctx, client_id);
+        self.cluster_side
+            .mirror_subscriptions(&self.shared.links, &self.sessions, ctx, client_id);
         ShardCounters::add(&self.figures.counters().subscriptions_revoked, 1);
         info!(
             client = client_id.as_str(),

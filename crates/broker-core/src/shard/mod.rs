@@ -154,22 +154,24 @@ impl BrokerShard {
         self.shared.limits.queues.budget.used()
     }
 
-    /// The client id of the session `conn` is attached to.
-    fn client_id_of(&self, conn: ConnId) -> Option<MqttStr> {
-        let subscriber = self.conns.get(&conn)?.session()?;
-        self.sessions.client_id(subscriber).cloned()
-    }
-
     /// The span every log line about one connection is written in: connection id, client id
     /// and shard. Built only when debug logging is on.
     fn conn_span(&self, conn: ConnId) -> tracing::Span {
         tracing::debug_span!(
             "conn",
             id = conn.index(),
-            client = self.client_id_of(conn).as_ref().map_or("", |c| c.as_str()),
+            client = client_id_of(&self.conns, &self.sessions, conn)
+                .as_ref()
+                .map_or("", |c| c.as_str()),
             shard = self.id.index(),
         )
     }
+}
+
+/// The client id of the session `conn` is attached to.
+fn client_id_of(conns: &Connections, sessions: &Sessions, conn: ConnId) -> Option<MqttStr> {
+    let subscriber = conns.get(&conn)?.session()?;
+    sessions.client_id(subscriber).cloned()
 }
 
 impl Handler for BrokerShard {

@@ -16,7 +16,8 @@ use session_store::InboundQos2;
 use tracing::debug;
 
 use super::cluster::RouteScope;
-use super::{BrokerShard, Ctx, Fault};
+use super::will_check::WillJudge;
+use super::{BrokerShard, Ctx, Fault, client_id_of};
 use crate::detach;
 use crate::message::{BareCopy, Change, CopyView, Message, Recipient, ShardMsg};
 use crate::metrics::{DropReason, ShardCounters};
@@ -62,7 +63,7 @@ impl BrokerShard {
                 .content
                 .set_topic(MqttStr::from_bytes(topic).map_err(Fault::from)?);
         }
-        let client_id = self.client_id_of(conn).unwrap_or_default();
+        let client_id = client_id_of(&self.conns, &self.sessions, conn).unwrap_or_default();
         let topic =
             TopicName::from_mqtt_str(publish.content.shared_topic(), &self.shared.limits.topics)
                 .map_err(|e| Fault::new(ReasonCode::TopicNameInvalid, e.to_string()))?;
@@ -145,7 +146,9 @@ impl BrokerShard {
             .access
             .hook
             .authorize_publish(client_id.as_str(), topic.as_str())
-            || !self.acl_allows_publish(conn, client_id, topic.as_str())
+            || !self
+                .auth
+                .acl_allows_publish(&self.shared.access, conn, client_id, topic.as_str())
         {
             return ReasonCode::NotAuthorized;
         }
@@ -182,7 +185,9 @@ impl BrokerShard {
 
     /// Publishes a client's will.
     pub(super) fn publish_will(&mut self, ctx: &mut Ctx, client_id: &MqttStr, will: Will) {
-        if !self.will_may_fire(client_id, will.topic.as_str()) {
+        let judge = WillJudge::of(&self.shared, &self.figures, self.id);
+        let wills = &mut self.auth.topic_waits.wills;
+        if !judge.will_may_fire(wills, client_id, will.topic.as_str()) {
             return;
         }
         let Ok(topic) = TopicName::from_mqtt_str(will.topic.clone(), &self.shared.limits.topics)

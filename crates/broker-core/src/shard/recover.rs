@@ -29,7 +29,8 @@ impl BrokerShard {
             let mut session = self.rebuild_session(recovered.stored, recovered.subscriber, now);
             spill_recovered_tail(&mut session, recovered.queued_total);
             self.sessions.insert(session);
-            self.mirror_recovered(&client_id);
+            self.cluster_side
+                .mirror_recovered(&self.shared.links, &client_id);
             self.timers.recovered.push(client_id);
         }
     }

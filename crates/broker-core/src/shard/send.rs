@@ -6,7 +6,7 @@ use codec::{Disconnect, DisconnectProperties, FrameOptions, Packet, PacketId, Re
 use ring_runtime::ConnId;
 use tracing::debug;
 
-use super::{BrokerShard, Ctx};
+use super::{BrokerShard, Ctx, client_id_of};
 use std::sync::Arc;
 
 use super::frame_cache::{CachedFrame, FrameCache, FrameKey};
@@ -80,7 +80,14 @@ impl BrokerShard {
         packet_id: Option<PacketId>,
         dup: bool,
     ) -> Result<(), NotSent> {
-        if !self.acl_allows_delivery(conn, copy.message.publish.topic()) {
+        let allowed = self.auth.acl_allows_delivery(
+            &self.shared.access,
+            self.figures.counters(),
+            conn,
+            copy.message.publish.topic(),
+            || client_id_of(&self.conns, &self.sessions, conn),
+        );
+        if !allowed {
             return Err(NotSent::NotAuthorized);
         }
         let message_expiry_interval = match copy.message.expiry(ctx.now()) {

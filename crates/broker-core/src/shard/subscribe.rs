@@ -10,7 +10,7 @@ use codec::{
 use ring_runtime::ConnId;
 use router::{ChangeSeq, SubscriptionChange, SubscriptionFilter};
 
-use super::{BrokerShard, Ctx, Fault};
+use super::{BrokerShard, Ctx, Fault, client_id_of};
 use crate::detach;
 use crate::message::{Change, Expiry, Message, Outgoing};
 use crate::session::SessionSubscription;
@@ -24,7 +24,7 @@ impl BrokerShard {
         conn: ConnId,
         subscribe: Subscribe,
     ) -> Result<(), Fault> {
-        let Some(client_id) = self.client_id_of(conn) else {
+        let Some(client_id) = client_id_of(&self.conns, &self.sessions, conn) else {
             return Ok(());
         };
         let id = subscribe.properties.subscription_identifier;
@@ -57,7 +57,12 @@ impl BrokerShard {
         };
         let packet = Packet::SubAck(suback);
         if last_change.is_some() {
-            self.mirror_subscriptions(ctx, &client_id);
+            self.cluster_side.mirror_subscriptions(
+                &self.shared.links,
+                &self.sessions,
+                ctx,
+                &client_id,
+            );
         }
         self.ack_when_applied(ctx, conn, client_id, last_change, packet, retained_for);
         Ok(())
@@ -94,7 +99,10 @@ impl BrokerShard {
         {
             return Ok(Err(ReasonCode::NotAuthorized));
         }
-        if let Err(refused) = self.acl_admits_subscription(conn, client_id, text.as_str()) {
+        if let Err(refused) =
+            self.auth
+                .acl_admits_subscription(&self.shared.access, conn, client_id, text.as_str())
+        {
             return Ok(Err(refused));
         }
         let max = self.shared.config.limits.max_subscriptions_per_client as usize;
@@ -183,7 +191,7 @@ impl BrokerShard {
         conn: ConnId,
         unsubscribe: Unsubscribe,
     ) {
-        let Some(client_id) = self.client_id_of(conn) else {
+        let Some(client_id) = client_id_of(&self.conns, &self.sessions, conn) else {
             return;
         };
         let mut reason_codes = Vec::with_capacity(unsubscribe.filters.len());
@@ -201,7 +209,12 @@ impl BrokerShard {
         // Like SUBACK: once the client sees UNSUBACK, no shard adds new messages for the filter.
         let packet = Packet::UnsubAck(unsuback);
         if last_change.is_some() {
-            self.mirror_subscriptions(ctx, &client_id);
+            self.cluster_side.mirror_subscriptions(
+                &self.shared.links,
+                &self.sessions,
+                ctx,
+                &client_id,
+            );
         }
         self.ack_when_applied(ctx, conn, client_id, last_change, packet, Vec::new());
     }

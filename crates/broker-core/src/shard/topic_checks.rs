@@ -11,30 +11,15 @@ use ring_runtime::ConnId;
 use tracing::debug;
 
 use super::acl_client::{AclClient, TopicVerdict};
+use super::parts::AuthWaits;
 use super::topic_waits::WaitingPacket;
-use super::{BrokerShard, Ctx};
+use super::{BrokerShard, Ctx, client_id_of};
+use crate::shared_parts::AccessControl;
 use access::backend::{AclRequest, TopicAccess};
 use access::gatekeeper::keys::AclKey;
 use access::gatekeeper::workers::Job;
 
 impl BrokerShard {
-    /// The cached (or just received) answer of `client`'s backend for `topic`.
-    pub(super) fn remote_answer(
-        &self,
-        client_id: &MqttStr,
-        client: &AclClient,
-        topic: &str,
-        access: TopicAccess,
-    ) -> Option<bool> {
-        let mut fresh = self.auth.topic_waits.fresh.iter();
-        if let Some((_, _, allowed)) = fresh.rfind(|(t, a, _)| t == topic && *a == access) {
-            return Some(*allowed);
-        }
-        let gatekeeper = self.shared.access.gatekeeper.as_ref()?;
-        let username = client.username.as_ref().map(MqttStr::as_str);
-        gatekeeper.cached_topic(&AclKey::new(client_id.as_str(), username, topic, access))
-    }
-
     /// Sets `packet` aside when a backend must be asked about it first; `None` when it can
     /// be handled now (the packet comes back).
     pub(super) fn hold_for_topic_checks(
@@ -93,7 +78,7 @@ impl BrokerShard {
         if !client.grant.as_ref().is_some_and(|g| g.remote_topics) {
             return Vec::new();
         }
-        let Some(client_id) = self.client_id_of(conn) else {
+        let Some(client_id) = client_id_of(&self.conns, &self.sessions, conn) else {
             return Vec::new();
         };
         let request = |topic: &str, access| AclRequest {
@@ -108,7 +93,10 @@ impl BrokerShard {
         match packet {
             Packet::Publish(publish) if !publish.topic().is_empty() => {
                 let topic = publish.topic();
-                match self.publish_verdict(conn, &client_id, topic) {
+                match self
+                    .auth
+                    .publish_verdict(&self.shared.access, conn, &client_id, topic)
+                {
                     TopicVerdict::Ask => vec![request(topic, TopicAccess::Publish)],
                     _ => Vec::new(),
                 }
@@ -117,7 +105,10 @@ impl BrokerShard {
                 .filters
                 .iter()
                 .filter(|(filter, _)| {
-                    self.subscribe_verdict(conn, &client_id, filter.as_str()).0 == TopicVerdict::Ask
+                    self.auth
+                        .subscribe_verdict(&self.shared.access, conn, &client_id, filter.as_str())
+                        .0
+                        == TopicVerdict::Ask
                 })
                 .map(|(filter, _)| request(filter.as_str(), TopicAccess::Subscribe))
                 .collect(),
@@ -154,10 +145,30 @@ impl BrokerShard {
             Err(fault) => self.fail(ctx, conn, fault),
         }
     }
+}
+
+impl AuthWaits {
+    /// The cached (or just received) answer of `client`'s backend for `topic`.
+    pub(super) fn remote_answer(
+        &self,
+        control: &AccessControl,
+        client_id: &MqttStr,
+        client: &AclClient,
+        topic: &str,
+        access: TopicAccess,
+    ) -> Option<bool> {
+        let mut fresh = self.topic_waits.fresh.iter();
+        if let Some((_, _, allowed)) = fresh.rfind(|(t, a, _)| t == topic && *a == access) {
+            return Some(*allowed);
+        }
+        let gatekeeper = control.gatekeeper.as_ref()?;
+        let username = client.username.as_ref().map(MqttStr::as_str);
+        gatekeeper.cached_topic(&AclKey::new(client_id.as_str(), username, topic, access))
+    }
 
     /// The connection ended: a packet it set aside is dropped (the answers are ignored).
     pub(super) fn topic_wait_closed(&mut self, conn: ConnId) {
-        self.auth.topic_waits.waiting.remove(&conn);
-        self.auth.topic_waits.wills.will_check_closed(conn);
+        self.topic_waits.waiting.remove(&conn);
+        self.topic_waits.wills.will_check_closed(conn);
     }
 }
