@@ -282,6 +282,13 @@ pub struct Links {
 }
 
 impl Links {
+    /// Whether shard `shard` reports local interest to the cluster link: shard 0 (every shard
+    /// applies every subscription change, in the same order; one of them reports), when
+    /// `[cluster]` is on.
+    pub fn reports_interest(&self, shard: ShardId) -> bool {
+        shard.index() == 0 && self.cluster.is_some()
+    }
+
     /// Reports one more (`delta` 1) or one fewer (-1) local subscription to `filter` to the
     /// cluster link, if there is one.
     pub fn report_interest(&self, filter: &str, delta: i32) {

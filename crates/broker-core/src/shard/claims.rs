@@ -36,7 +36,7 @@ impl BrokerShard {
             successor: None,
         };
         self.delivery.mobility.claims.insert(mine, claim);
-        self.post(ctx, holder, ShardMsg::Takeover(request));
+        self.figures.post(ctx, holder, ShardMsg::Takeover(request));
     }
 
     /// A newer connection on this shard for `claim`, pending here: it replaces the connection

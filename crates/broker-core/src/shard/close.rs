@@ -7,6 +7,7 @@ use codec::{Disconnect, MqttStr, ProtocolVersion, ReasonCode};
 use ring_runtime::{CloseReason, ConnId};
 use tracing::debug;
 
+use super::lifecycle::LifecycleLines;
 use super::timer_book::TimerPurpose;
 use super::{BrokerShard, Ctx, Fault, client_id_of};
 use crate::directory::SessionOwner;
@@ -81,7 +82,12 @@ impl BrokerShard {
         else {
             return;
         };
-        self.log_disconnected(ctx, &client_id, connection.protocol, reason);
+        let mut lines = LifecycleLines {
+            shared: &self.shared,
+            timers: &mut self.timers,
+            shard: self.id,
+        };
+        lines.log_disconnected(ctx, &client_id, connection.protocol, reason);
         let owns_session = self
             .sessions
             .get(&client_id)
@@ -229,9 +235,11 @@ impl BrokerShard {
                 subscriber,
                 filter: subscription.filter,
             };
-            self.broadcast(ctx, Change::Subscription(change));
+            self.figures
+                .broadcast(ctx, &self.shared.order, Change::Subscription(change));
         }
-        self.broadcast(ctx, Change::Gone { subscriber });
+        self.figures
+            .broadcast(ctx, &self.shared.order, Change::Gone { subscriber });
         let undelivered = session.inflight.len() + session.queue.len();
         self.figures
             .count_dropped(DropReason::SessionEnded, undelivered as u64);

@@ -9,6 +9,7 @@ use ring_runtime::{ConnId, ShardId};
 use router::TopicName;
 use tracing::debug;
 
+use super::lifecycle::LifecycleLines;
 use super::logins::Judgement;
 use super::will_check::WillJudge;
 use super::will_checks::WillCheck;
@@ -160,8 +161,9 @@ impl BrokerShard {
         match self.claim(&connect.client_id, &owner) {
             Err(reason) => self.refuse_connect(ctx, conn, reason),
             Ok(Claim::Fresh(subscriber)) => {
-                self.broadcast(
+                self.figures.broadcast(
                     ctx,
+                    &self.shared.order,
                     Change::Owner {
                         subscriber,
                         shard: self.id,
@@ -294,8 +296,9 @@ impl BrokerShard {
                 claim: shared.directory.new_claim(),
                 owner,
             });
-        self.broadcast(
+        self.figures.broadcast(
             ctx,
+            &self.shared.order,
             Change::Owner {
                 subscriber,
                 shard: self.id,
@@ -414,7 +417,12 @@ impl BrokerShard {
             requested_expiry,
         );
         self.send_packet(ctx, conn, &Packet::from(connack));
-        self.log_connected(ctx, conn, &session.client_id, &connect, keep_alive);
+        let mut lines = LifecycleLines {
+            shared: &self.shared,
+            timers: &mut self.timers,
+            shard: self.id,
+        };
+        lines.log_connected(ctx, conn, &session.client_id, &connect, keep_alive);
         if session_present {
             // What a resumed session owes goes out (a fresh session owes nothing).
             let client_id = session.client_id.clone();

@@ -10,8 +10,8 @@ use tracing::debug;
 
 use super::send::NotSent;
 use super::{BrokerShard, Ctx};
-use crate::message::{CopyBatch, CopyView, Expiry, Outgoing, Recipient, ShardMsg};
-use crate::metrics::{DropReason, ShardCounters};
+use crate::message::{CopyBatch, CopyView, Expiry, Outgoing, Recipient};
+use crate::metrics::DropReason;
 use crate::session::Session;
 use crate::session::SessionAt;
 use crate::store::stored_message;
@@ -363,57 +363,6 @@ impl BrokerShard {
                 }
             }
             None => self.figures.count_dropped(DropReason::Offline, 1),
-        }
-    }
-
-    /// Posts to a shard, in the lane the message needs:
-    /// - deliveries are data: over the runtime's mailbox bound they are dropped and counted
-    ///   (`deliveries_dropped_mailbox_full`);
-    /// - a fence must arrive behind the copies it fences: the ordered lane, never refused;
-    /// - replicated changes, hand-overs and wake-ups must neither be lost (one lost change
-    ///   stops replication for good) nor wait behind a flood of deliveries: the urgent lane.
-    ///
-    /// False when the message was not posted.
-    pub(super) fn post(
-        &mut self,
-        ctx: &mut Ctx,
-        shard: ring_runtime::ShardId,
-        message: ShardMsg,
-    ) -> bool {
-        let copies = match &message {
-            ShardMsg::Deliver { copies, .. } => copies.len() as u64,
-            ShardMsg::Fence { .. } => {
-                let posted = ctx.post_reliable(shard, message);
-                return log_unposted(posted, shard);
-            }
-            _ => {
-                let posted = ctx.post_urgent(shard, message);
-                return log_unposted(posted, shard);
-            }
-        };
-        if let Err(error) = ctx.post(shard, message) {
-            debug!(%error, %shard, copies, "deliveries dropped: mailbox bound exceeded");
-            ShardCounters::add(
-                &self.figures.counters().deliveries_dropped_mailbox_full,
-                copies,
-            );
-            self.figures.count_dropped(DropReason::MailboxFull, copies);
-            return false;
-        }
-        true
-    }
-}
-
-/// A never-refused post fails only for a shard that does not exist: a bug, logged.
-fn log_unposted(
-    posted: Result<(), ring_runtime::RuntimeError>,
-    shard: ring_runtime::ShardId,
-) -> bool {
-    match posted {
-        Ok(()) => true,
-        Err(error) => {
-            tracing::error!(%error, %shard, "control message to a shard that does not exist");
-            false
         }
     }
 }

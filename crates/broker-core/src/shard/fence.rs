@@ -61,7 +61,7 @@ impl BrokerShard {
                 origin,
                 forwarded: false,
             };
-            self.post(ctx, previous, fence);
+            self.figures.post(ctx, previous, fence);
         }
     }
 
@@ -93,7 +93,7 @@ impl BrokerShard {
             origin,
             forwarded: true,
         };
-        self.post(ctx, to, fence);
+        self.figures.post(ctx, to, fence);
     }
 
     /// Keeps a takeover of `subscriber`'s session until its fences are in (or overdue); gives

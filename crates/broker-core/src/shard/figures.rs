@@ -1,14 +1,16 @@
 //! This shard's labelled figures for `/metrics` (`crate::metrics::ShardDetail`): PUBLISH
 //! packets in and out by QoS, drops by reason, connections by listener, the loop's turns and
 //! busy time, queue gauges, and the delivery latency histogram. Each write is a relaxed add to
-//! this shard's own block.
+//! this shard's own block. Posts to other shards go through [`Figures::post`], which counts
+//! the deliveries a full mailbox drops.
 
 use ring_runtime::ConnId;
 
 use super::parts::Figures;
 use super::{BrokerShard, Ctx};
-use crate::message::CopyView;
+use crate::message::{CopyView, ShardMsg};
 use crate::metrics::{DropReason, Listener, ShardCounters, ShardDetail, qos_index};
+use tracing::debug;
 
 impl Figures {
     /// This shard's counters.
@@ -90,6 +92,55 @@ impl Figures {
         let detail = self.detail();
         ShardCounters::set(&detail.turns, stats.turns);
         ShardCounters::set(&detail.busy_ns, stats.busy_ns);
+    }
+
+    /// Posts to a shard, in the lane the message needs:
+    /// - deliveries are data: over the runtime's mailbox bound they are dropped and counted
+    ///   (`deliveries_dropped_mailbox_full`);
+    /// - a fence must arrive behind the copies it fences: the ordered lane, never refused;
+    /// - replicated changes, hand-overs and wake-ups must neither be lost (one lost change
+    ///   stops replication for good) nor wait behind a flood of deliveries: the urgent lane.
+    ///
+    /// False when the message was not posted. Posting goes through the figures because what a
+    /// mailbox refuses is counted.
+    pub(super) fn post(
+        &self,
+        ctx: &mut Ctx,
+        shard: ring_runtime::ShardId,
+        message: ShardMsg,
+    ) -> bool {
+        let copies = match &message {
+            ShardMsg::Deliver { copies, .. } => copies.len() as u64,
+            ShardMsg::Fence { .. } => {
+                let posted = ctx.post_reliable(shard, message);
+                return log_unposted(posted, shard);
+            }
+            _ => {
+                let posted = ctx.post_urgent(shard, message);
+                return log_unposted(posted, shard);
+            }
+        };
+        if let Err(error) = ctx.post(shard, message) {
+            debug!(%error, %shard, copies, "deliveries dropped: mailbox bound exceeded");
+            ShardCounters::add(&self.counters().deliveries_dropped_mailbox_full, copies);
+            self.count_dropped(DropReason::MailboxFull, copies);
+            return false;
+        }
+        true
+    }
+}
+
+/// A never-refused post fails only for a shard that does not exist: a bug, logged.
+fn log_unposted(
+    posted: Result<(), ring_runtime::RuntimeError>,
+    shard: ring_runtime::ShardId,
+) -> bool {
+    match posted {
+        Ok(()) => true,
+        Err(error) => {
+            tracing::error!(%error, %shard, "control message to a shard that does not exist");
+            false
+        }
     }
 }
 

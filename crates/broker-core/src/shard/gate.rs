@@ -18,6 +18,7 @@ use ring_runtime::ConnId;
 use router::ChangeSeq;
 
 use super::ack_gate::{PendingAck, RetainedDue};
+use super::changes::applied_everywhere;
 use super::{BrokerShard, Ctx};
 
 impl BrokerShard {
@@ -58,7 +59,7 @@ impl BrokerShard {
         if self.replication.gate.pending.is_empty() {
             return;
         }
-        let applied = self.applied_everywhere();
+        let applied = applied_everywhere(&self.shared.order);
         let durable = self
             .shared
             .persistence

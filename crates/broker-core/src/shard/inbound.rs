@@ -9,6 +9,7 @@ use codec::{Limits, Packet, PingResp, ProtocolVersion, ReasonCode};
 use ring_runtime::ConnId;
 use tracing::debug;
 
+use super::lifecycle::LifecycleLines;
 use super::{BrokerShard, Ctx, Fault};
 use crate::carry;
 use crate::conn::{Connection, Phase};
@@ -32,7 +33,12 @@ impl BrokerShard {
             self.shared.door.connections.fetch_sub(1, Ordering::Relaxed);
             self.figures
                 .count_refusal(crate::metrics::Refusal::MaxConnections);
-            self.log_refused_at_max(ctx, peer, max);
+            let mut lines = LifecycleLines {
+                shared: &self.shared,
+                timers: &mut self.timers,
+                shard: self.id,
+            };
+            lines.log_refused_at_max(ctx, peer, max);
             ctx.abort(conn);
             return;
         }

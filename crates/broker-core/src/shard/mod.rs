@@ -208,7 +208,15 @@ impl Handler for BrokerShard {
     fn on_messages(&mut self, ctx: &mut Ctx, messages: Vec<ShardMsg>) {
         for message in messages {
             match message {
-                ShardMsg::Change(change) => self.receive_change(change),
+                ShardMsg::Change(change) => {
+                    let effects = changes::ApplyEffects {
+                        mobility: &mut self.delivery.mobility,
+                        figures: &self.figures,
+                        links: &self.shared.links,
+                        shard: self.id,
+                    };
+                    self.replication.receive_change(change, effects);
+                }
                 ShardMsg::Deliver {
                     origin,
                     forwarded,
@@ -232,19 +240,21 @@ impl Handler for BrokerShard {
                 ShardMsg::Start => {
                     self.start_sys(ctx);
                     self.resume_recovered(ctx);
-                    self.collect_freed_memory(ctx);
+                    self.timers.collect_freed_memory(ctx);
                 }
                 ShardMsg::Applied => {}
-                ShardMsg::ReturnMemory => self.collect_freed_memory(ctx),
+                ShardMsg::ReturnMemory => self.timers.collect_freed_memory(ctx),
                 ShardMsg::Admin(query) => self.answer_admin(ctx, query),
                 ShardMsg::Cluster(publish) => self.publish_from_cluster(ctx, *publish),
                 ShardMsg::ClusterOwnership(answer) => self.ownership_answered(ctx, *answer),
                 ShardMsg::ClusterRelease(request) => self.release_to_cluster(ctx, *request),
             }
         }
-        self.publish_applied_watermark();
+        self.replication
+            .publish_applied_watermark(&self.shared.order, self.id);
         self.send_fences(ctx);
-        self.nudge_acknowledging_shards(ctx);
+        self.replication
+            .nudge_acknowledging_shards(ctx, &self.figures);
         self.release_acks(ctx);
         self.release_cluster_acks(ctx);
         self.release_durable(ctx);
@@ -270,7 +280,8 @@ impl Handler for BrokerShard {
         self.update_gauges();
         self.figures.copy_turn_stats(ctx);
         self.delivery.routes.frame_cache.clear();
-        self.return_freed_memory(ctx);
+        self.timers
+            .return_freed_memory(&self.shared, &self.figures, ctx);
         self.durable.submit(self.id);
     }
 

@@ -117,7 +117,11 @@ impl BrokerShard {
                 options: subscription.options,
                 id: subscription.id,
             };
-            self.broadcast(ctx, crate::message::Change::Subscription(change));
+            self.figures.broadcast(
+                ctx,
+                &self.shared.order,
+                crate::message::Change::Subscription(change),
+            );
         }
         Some(session)
     }

@@ -254,7 +254,10 @@ impl BrokerShard {
         // where this node's members take part in the choice (docs/cluster.md); while NATS is
         // down, here.
         let via_nats = self.shared.links.shares_served_by_cluster(&input.topic);
-        let clustered = input.to_cluster && self.hand_to_cluster(&message, !via_nats);
+        let clustered = input.to_cluster
+            && self
+                .cluster_side
+                .hand_to_cluster(&self.shared.links, self.id, &message, !via_nats);
         let publisher = Publisher {
             subscriber: input.publisher,
             client_id: input.client_id.as_bytes(),
@@ -323,8 +326,9 @@ impl BrokerShard {
             self.durable.record(write);
         }
         let message = (!clear).then(|| Arc::clone(message));
-        self.broadcast(
+        self.figures.broadcast(
             ctx,
+            &self.shared.order,
             Change::Retain {
                 topic: topic.clone(),
                 message,
@@ -423,7 +427,7 @@ impl BrokerShard {
                     copies,
                     confirm,
                 };
-                if self.post(ctx, shard, message) && confirm.is_some() {
+                if self.figures.post(ctx, shard, message) && confirm.is_some() {
                     self.durable.needs_confirmation(shard);
                 }
             }

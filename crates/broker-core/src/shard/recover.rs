@@ -38,7 +38,7 @@ impl BrokerShard {
     fn install_seed(&mut self, seed: &ReplicaSeed) {
         for change in &seed.subscriptions {
             change.apply_to(&mut self.replication.replica.table);
-            if self.reports_interest()
+            if self.shared.links.reports_interest(self.id)
                 && let router::SubscriptionChange::Subscribe { filter, .. } = change
             {
                 self.shared.links.report_interest(filter.as_str(), 1);

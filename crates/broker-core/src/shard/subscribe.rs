@@ -143,7 +143,9 @@ impl BrokerShard {
             options,
             id,
         };
-        let seq = self.broadcast(ctx, Change::Subscription(change));
+        let seq = self
+            .figures
+            .broadcast(ctx, &self.shared.order, Change::Subscription(change));
         Ok(Ok((granted, filter, is_new, seq)))
     }
 
@@ -265,7 +267,10 @@ impl BrokerShard {
             subscriber,
             filter: removed.filter,
         };
-        Some(self.broadcast(ctx, Change::Subscription(change)))
+        Some(
+            self.figures
+                .broadcast(ctx, &self.shared.order, Change::Subscription(change)),
+        )
     }
 }
 

@@ -100,7 +100,8 @@ impl BrokerShard {
             to_claim: request.to_claim,
             session,
         };
-        self.post(ctx, request.to_shard, ShardMsg::Transfer(transfer));
+        self.figures
+            .post(ctx, request.to_shard, ShardMsg::Transfer(transfer));
     }
 
     /// A claimed session arrived from another shard (or the news that there is none).
@@ -130,8 +131,9 @@ impl BrokerShard {
             spilled.reading = None;
         }
         let subscriber = session.subscriber;
-        self.broadcast(
+        self.figures.broadcast(
             ctx,
+            &self.shared.order,
             Change::Owner {
                 subscriber,
                 shard: self.id,

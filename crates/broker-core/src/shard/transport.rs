@@ -7,6 +7,7 @@ use codec::{Connect, MqttStr, ReasonCode};
 use ring_runtime::{ConnId, LayerError};
 use tracing::debug;
 
+use super::lifecycle::LifecycleLines;
 use super::{BrokerShard, Ctx};
 use crate::metrics::{Listener, ShardCounters};
 use transport::MqttTransport;
@@ -57,8 +58,13 @@ impl BrokerShard {
         if transport.is_some_and(|t| t.held_over().is_some()) {
             ShardCounters::add(&self.figures.counters().partial_frame_closed, 1);
         }
+        let mut lines = LifecycleLines {
+            shared: &self.shared,
+            timers: &mut self.timers,
+            shard: self.id,
+        };
         let warned = match (peer, refusal) {
-            (Some(peer), Some(refusal)) => self.log_certificate_refused(ctx, peer, refusal),
+            (Some(peer), Some(refusal)) => lines.log_certificate_refused(ctx, peer, refusal),
             _ => false,
         };
         if !warned {
