@@ -133,6 +133,15 @@ impl AccessControl {
         }
     }
 
+    /// Whether chain link `link` is a backend asked about each topic (HTTP with an ACL URL).
+    pub fn link_checks_topics(&self, link: usize) -> bool {
+        let gatekeeper = self.gatekeeper.as_ref();
+        match gatekeeper.and_then(|g| g.chain().links().get(link)) {
+            Some(access::gatekeeper::chain::Link::External(backend)) => backend.checks_topics(),
+            _ => false,
+        }
+    }
+
     /// The password file in force, if one is configured.
     pub fn passwords(&self) -> Option<Arc<access::PasswordFile>> {
         self.passwords.as_ref().map(Swap::get)

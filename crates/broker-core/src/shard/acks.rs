@@ -102,7 +102,7 @@ impl BrokerShard {
             Ok(None) => {}
             Err(_) => rel.reason_code = ReasonCode::PacketIdentifierNotFound,
         }
-        self.send_packet(ctx, conn, &Packet::PubRel(rel));
+        self.wire().send_packet(ctx, conn, &Packet::PubRel(rel));
     }
 
     /// PUBREL: the client releases an inbound QoS 2 message; answer PUBCOMP.

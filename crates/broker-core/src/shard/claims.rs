@@ -54,7 +54,7 @@ impl BrokerShard {
         let older = pending.waiting.replace((conn, Box::new(connect)));
         self.conns.mark_awaiting(conn);
         if let Some((older, _)) = older {
-            self.close_connection(ctx, older);
+            self.wire().close_connection(ctx, older);
         }
     }
 
@@ -73,7 +73,7 @@ impl BrokerShard {
             tracing::error!("a claim superseded twice: the earlier request is dropped");
         }
         if let Some((conn, _)) = superseded {
-            self.close_connection(ctx, conn);
+            self.wire().close_connection(ctx, conn);
         }
         None
     }

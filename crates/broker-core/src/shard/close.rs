@@ -53,7 +53,7 @@ impl BrokerShard {
                     .record(SessionWrite::SessionRemoved { client_id });
             }
         }
-        self.close_connection(ctx, conn);
+        self.wire().close_connection(ctx, conn);
         Ok(())
     }
 
@@ -68,13 +68,15 @@ impl BrokerShard {
         self.connection_ended(conn);
         self.auth.acl_clients.remove(&conn);
         self.auth.rechecks.recheck_closed(conn);
-        self.login_closed(ctx, conn);
+        self.auth.logins.login_closed(&mut self.timers, ctx, conn);
         self.auth.topic_wait_closed(conn);
         if connection.counted {
             self.figures.gauges.connected_clients -= 1;
         }
         self.delivery.routes.backlog.remove(&conn);
-        self.throttle_closed(ctx, conn);
+        self.door
+            .throttle
+            .throttle_closed(&mut self.timers, ctx, conn);
         debug!(?reason, "connection closed");
         let Some(client_id) = connection
             .session()
@@ -255,7 +257,8 @@ impl BrokerShard {
             .map(|(id, _)| id)
             .collect();
         for conn in connected {
-            self.send_disconnect(ctx, conn, ReasonCode::ServerShuttingDown);
+            self.wire()
+                .send_disconnect(ctx, conn, ReasonCode::ServerShuttingDown);
             let Some(client_id) = client_id_of(&self.conns, &self.sessions, conn) else {
                 continue;
             };

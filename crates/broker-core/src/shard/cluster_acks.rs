@@ -39,7 +39,7 @@ impl BrokerShard {
         if self.cluster_side.cluster_acks.held.is_empty()
             && waits_for <= cluster_settled(&self.shared.links, self.id)
         {
-            self.send_packet(ctx, conn, &packet);
+            self.wire().send_packet(ctx, conn, &packet);
             return;
         }
         let acks = &mut self.cluster_side.cluster_acks;
@@ -82,7 +82,7 @@ impl BrokerShard {
                     per_conn.remove(&held.conn);
                 }
             }
-            self.send_packet(ctx, held.conn, &held.packet);
+            self.wire().send_packet(ctx, held.conn, &held.packet);
             if was_full {
                 self.unpark_if_free(ctx, held.conn);
             }

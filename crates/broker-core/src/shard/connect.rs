@@ -11,6 +11,7 @@ use tracing::debug;
 
 use super::lifecycle::LifecycleLines;
 use super::logins::Judgement;
+use super::parts::Wire;
 use super::will_check::WillJudge;
 use super::will_checks::WillCheck;
 use super::{BrokerShard, Ctx, Fault};
@@ -74,16 +75,17 @@ impl BrokerShard {
                 ?conn,
                 "CONNECT refused: username barred from this address (ip.ban_user_after_auth_failures)"
             );
-            self.refuse_connect(ctx, conn, ReasonCode::Banned);
+            self.wire().refuse_connect(ctx, conn, ReasonCode::Banned);
             return Ok(());
         }
-        match self.judge_login(ctx, conn, &connect, certified) {
+        let logins = &mut self.auth.logins;
+        match logins.judge_login(&self.shared, self.id, ctx, conn, &connect, certified) {
             Judgement::Admit(grant) => self.admit(ctx, conn, connect, grant),
             Judgement::Refuse(reason) => {
                 let user = connect.username.as_ref().map(|u| u.as_str());
                 self.refuse_login(ctx, conn, reason, user);
             }
-            Judgement::Wait(token) => self.wait_for_login(conn, connect, token),
+            Judgement::Wait(token) => logins.wait_for_login(&mut self.conns, conn, connect, token),
         }
         Ok(())
     }
@@ -100,7 +102,9 @@ impl BrokerShard {
             // mosquitto's `use_username_as_clientid`: the username is the client id.
             let Some(username) = connect.username.clone() else {
                 debug!("CONNECT without a username refused: auth.use_username_as_clientid");
-                return self.refuse_connect(ctx, conn, ReasonCode::NotAuthorized);
+                return self
+                    .wire()
+                    .refuse_connect(ctx, conn, ReasonCode::NotAuthorized);
             };
             connect.client_id = username;
         }
@@ -120,7 +124,7 @@ impl BrokerShard {
         let wills = &mut self.auth.topic_waits.wills;
         match judge.check_will(wills, ctx, conn, &connect, &grant) {
             WillCheck::Pass => self.admit_checked(ctx, conn, connect, grant, assigned.is_some()),
-            WillCheck::Refuse(reason) => self.refuse_connect(ctx, conn, reason),
+            WillCheck::Refuse(reason) => self.wire().refuse_connect(ctx, conn, reason),
             WillCheck::Wait(token) => {
                 let waiting = (grant, assigned.is_some());
                 wills.wait_for_will(&mut self.conns, conn, token, connect, waiting)
@@ -159,7 +163,7 @@ impl BrokerShard {
     ) {
         let owner = owner_of(&connect);
         match self.claim(&connect.client_id, &owner) {
-            Err(reason) => self.refuse_connect(ctx, conn, reason),
+            Err(reason) => self.wire().refuse_connect(ctx, conn, reason),
             Ok(Claim::Fresh(subscriber)) => {
                 self.figures.broadcast(
                     ctx,
@@ -311,38 +315,6 @@ impl BrokerShard {
         )
     }
 
-    /// Refuses a CONNECT with `reason` (mapped to a 3.x return code where needed), then closes.
-    pub(super) fn refuse_connect(&mut self, ctx: &mut Ctx, conn: ConnId, reason: ReasonCode) {
-        self.refuse_connect_for_fault(ctx, conn, reason);
-        self.close_connection(ctx, conn);
-    }
-
-    /// Sends the CONNACK that refuses a connection.
-    pub(super) fn refuse_connect_for_fault(
-        &mut self,
-        ctx: &mut Ctx,
-        conn: ConnId,
-        reason: ReasonCode,
-    ) {
-        let Some(protocol) = self.conns.get(&conn).map(|c| c.protocol) else {
-            return;
-        };
-        let reason_code = if protocol.is_v5() {
-            connack_v5_code(reason)
-        } else {
-            connack_v3_code(reason)
-        };
-        debug!(?conn, reason = reason_code.name(), "CONNECT refused");
-        self.figures
-            .count_refusal(crate::metrics::Refusal::of(reason));
-        let connack = ConnAck {
-            session_present: false,
-            reason_code,
-            properties: ConnAckProperties::default(),
-        };
-        self.send_packet(ctx, conn, &Packet::from(connack));
-    }
-
     /// Attaches `session` to `conn`, answers CONNACK, then resends what the session owes.
     pub(super) fn complete_connect(
         &mut self,
@@ -393,7 +365,9 @@ impl BrokerShard {
         session.conn = Some(conn);
         let filters = session.subscriptions.iter().map(|(filter, _)| filter);
         let grant = self.auth.logins.grants.remove(&conn);
-        self.arm_credentials_expiry(ctx, conn, grant.as_ref());
+        self.auth
+            .logins
+            .arm_credentials_expiry(&mut self.timers, ctx, conn, grant.as_ref());
         let username = connect.username.clone();
         self.auth
             .rechecks
@@ -416,7 +390,7 @@ impl BrokerShard {
             keep_alive,
             requested_expiry,
         );
-        self.send_packet(ctx, conn, &Packet::from(connack));
+        self.wire().send_packet(ctx, conn, &Packet::from(connack));
         let mut lines = LifecycleLines {
             shared: &self.shared,
             timers: &mut self.timers,
@@ -590,4 +564,38 @@ fn assign_client_id(shared: &Shared, shard: ShardId) -> MqttStr {
     let nanos = shared.time.uptime().as_nanos() as u64;
     let text = format!("ringmq-{:x}-{key:x}-{nanos:x}", shard.index());
     MqttStr::from_bytes(text.into()).expect("invariant: ASCII without U+0000")
+}
+
+impl Wire<'_> {
+    /// Refuses a CONNECT with `reason` (mapped to a 3.x return code where needed), then closes.
+    pub(super) fn refuse_connect(&mut self, ctx: &mut Ctx, conn: ConnId, reason: ReasonCode) {
+        self.refuse_connect_for_fault(ctx, conn, reason);
+        self.close_connection(ctx, conn);
+    }
+
+    /// Sends the CONNACK that refuses a connection.
+    pub(super) fn refuse_connect_for_fault(
+        &mut self,
+        ctx: &mut Ctx,
+        conn: ConnId,
+        reason: ReasonCode,
+    ) {
+        let Some(protocol) = self.conns.get(&conn).map(|c| c.protocol) else {
+            return;
+        };
+        let reason_code = if protocol.is_v5() {
+            connack_v5_code(reason)
+        } else {
+            connack_v3_code(reason)
+        };
+        debug!(?conn, reason = reason_code.name(), "CONNECT refused");
+        self.figures
+            .count_refusal(crate::metrics::Refusal::of(reason));
+        let connack = ConnAck {
+            session_present: false,
+            reason_code,
+            properties: ConnAckProperties::default(),
+        };
+        self.send_packet(ctx, conn, &Packet::from(connack));
+    }
 }

@@ -8,6 +8,7 @@ use router::SubscriberId;
 use session_store::Pushed;
 use tracing::debug;
 
+use super::parts::Wire;
 use super::send::NotSent;
 use super::{BrokerShard, Ctx};
 use crate::message::{CopyBatch, CopyView, Expiry, Outgoing, Recipient};
@@ -287,28 +288,13 @@ impl BrokerShard {
             let client_id = self.sessions.at(at).map(|s| &s.client_id);
             if let Some((conn, client_id)) = refuse_conn.zip(client_id) {
                 let client_id = client_id.clone();
-                self.disconnect_slow_consumer(ctx, &client_id, conn);
+                self.wire().disconnect_slow_consumer(ctx, &client_id, conn);
             }
             return;
         }
         if drain {
             self.drain_at(ctx, at);
         }
-    }
-
-    /// A session's queue is full under the `disconnect` policy: its client goes (0x97).
-    pub(super) fn disconnect_slow_consumer(
-        &mut self,
-        ctx: &mut Ctx,
-        client_id: &MqttStr,
-        conn: ConnId,
-    ) {
-        debug!(
-            client = client_id.as_str(),
-            "slow consumer: queue full (messages or bytes), disconnecting"
-        );
-        self.send_disconnect(ctx, conn, ReasonCode::QuotaExceeded);
-        self.close_connection(ctx, conn);
     }
 
     /// A shared-subscription member lost its connection: its unacknowledged QoS 1 copies and
@@ -388,5 +374,22 @@ fn queued_write(
         client_id: client_id.clone(),
         seq,
         message: Box::new(stored_message(outgoing, now)),
+    }
+}
+
+impl Wire<'_> {
+    /// A session's queue is full under the `disconnect` policy: its client goes (0x97).
+    pub(super) fn disconnect_slow_consumer(
+        &mut self,
+        ctx: &mut Ctx,
+        client_id: &MqttStr,
+        conn: ConnId,
+    ) {
+        debug!(
+            client = client_id.as_str(),
+            "slow consumer: queue full (messages or bytes), disconnecting"
+        );
+        self.send_disconnect(ctx, conn, ReasonCode::QuotaExceeded);
+        self.close_connection(ctx, conn);
     }
 }

@@ -171,7 +171,9 @@ impl BrokerShard {
                         self.figures.count_dropped(not_sent.drop_reason(), 1);
                     }
                 }
-                None => self.send_packet(ctx, conn, &Packet::PubRel(PubRel::new(packet_id))),
+                None => self
+                    .wire()
+                    .send_packet(ctx, conn, &Packet::PubRel(PubRel::new(packet_id))),
             }
         }
     }

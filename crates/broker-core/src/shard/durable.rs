@@ -51,7 +51,7 @@ impl BrokerShard {
         if self.durable.acks_wait() {
             self.durable.hold(conn, HeldSend::Packet(packet), false);
         } else {
-            self.send_packet(ctx, conn, &packet);
+            self.wire().send_packet(ctx, conn, &packet);
         }
     }
 
@@ -83,7 +83,7 @@ impl BrokerShard {
                 self.unpark_if_free(ctx, held.conn);
             }
             match held.send {
-                HeldSend::Packet(packet) => self.send_packet(ctx, held.conn, &packet),
+                HeldSend::Packet(packet) => self.wire().send_packet(ctx, held.conn, &packet),
                 HeldSend::Ack { packet, waits_for } => {
                     self.send_ack_when_settled(ctx, held.conn, packet, waits_for);
                 }

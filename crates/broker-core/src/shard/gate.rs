@@ -110,7 +110,7 @@ impl BrokerShard {
         packet: &Packet,
         retained_due: RetainedDue,
     ) {
-        self.send_packet(ctx, conn, packet);
+        self.wire().send_packet(ctx, conn, packet);
         for (filter, granted, id) in retained_due {
             self.send_retained(ctx, client_id, &filter, granted, id);
         }

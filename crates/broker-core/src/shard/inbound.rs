@@ -10,6 +10,8 @@ use ring_runtime::ConnId;
 use tracing::debug;
 
 use super::lifecycle::LifecycleLines;
+use super::parts::Wire;
+use super::throttle::Throttling;
 use super::{BrokerShard, Ctx, Fault};
 use crate::carry;
 use crate::conn::{Connection, Phase};
@@ -52,7 +54,11 @@ impl BrokerShard {
             conn,
             Connection::new(self.shared.time.since_start(ctx.now())),
         );
-        self.arm_deadline_sweep(ctx);
+        self.timers.arm_deadline_sweep(
+            ctx,
+            &self.conns,
+            self.shared.config.connection.connect_timeout,
+        );
         self.connection_opened(conn, listener);
     }
 
@@ -79,7 +85,7 @@ impl BrokerShard {
         {
             // The first packet must be CONNECT: anything else closes the socket, with no CONNACK.
             debug!("first packet is not CONNECT: closing");
-            self.close_connection(ctx, conn);
+            self.wire().close_connection(ctx, conn);
             return;
         }
         if matches!(connection.phase, Phase::AwaitingConnect) && announces_v5(&buf) {
@@ -90,7 +96,7 @@ impl BrokerShard {
         if matches!(phase, Phase::AwaitingConnect)
             && let Some(fault) = self.connect_too_large(&buf, &limits)
         {
-            self.fail(ctx, conn, fault);
+            self.wire().fail(ctx, conn, fault);
             return;
         }
         if matches!(
@@ -99,7 +105,7 @@ impl BrokerShard {
         ) {
             // Packets behind the CONNECT wait for the session, packets behind a SUBSCRIBE or
             // UNSUBSCRIBE for it to take effect everywhere (see `resume_reading`).
-            self.keep_carry(ctx, conn, buf);
+            self.wire().keep_carry(ctx, conn, buf);
             return;
         }
         self.decode_buffer(ctx, conn, buf);
@@ -121,33 +127,6 @@ impl BrokerShard {
         ))
     }
 
-    /// Keeps `buf` as `conn`'s partial frame, charged to the broker's partial-frame budget; a
-    /// connection whose partial frame does not fit is closed (5.0: 0x97) and counted.
-    fn keep_carry(&mut self, ctx: &mut Ctx, conn: ConnId, buf: BytesMut) {
-        let Some(connection) = self.conns.get_mut(&conn) else {
-            return;
-        };
-        if matches!(connection.phase, Phase::Closing) {
-            return;
-        }
-        let Err(over) = connection.keep_carry(buf, &self.shared.limits.partial_frames) else {
-            return;
-        };
-        ShardCounters::add(&self.figures.counters().partial_frame_closed, 1);
-        let budget = self.shared.limits.partial_frames.limit();
-        self.fail(
-            ctx,
-            conn,
-            Fault::new(
-                ReasonCode::QuotaExceeded,
-                format!(
-                    "partial packet of {} bytes over limits.max_partial_frame_bytes ({budget} in all)",
-                    over.bytes
-                ),
-            ),
-        );
-    }
-
     /// Decodes and handles the complete frames of `buf`; keeps a partial one (or what waits for
     /// a session hand-over) as the connection's carry.
     fn decode_buffer(&mut self, ctx: &mut Ctx, conn: ConnId, mut buf: BytesMut) {
@@ -158,11 +137,12 @@ impl BrokerShard {
             .with_max_packet_size(self.shared.config.limits.max_packet_size);
         let decoded_from = buf.len();
         if let Err(fault) = self.decode_all(ctx, conn, &mut buf, limits) {
-            self.fail(ctx, conn, fault);
+            self.wire().fail(ctx, conn, fault);
             return;
         }
         // An idle connection holds no buffer: an empty remainder is dropped, not kept.
-        self.keep_carry(ctx, conn, carry::compact(buf, decoded_from));
+        self.wire()
+            .keep_carry(ctx, conn, carry::compact(buf, decoded_from));
     }
 
     /// Handles the packets a client sent behind its CONNECT while the session was handed over
@@ -201,7 +181,14 @@ impl BrokerShard {
             }
             if let Some(len) = publish_len {
                 // Over a publish rate the connection is parked: the loop stops below.
-                self.charge_publish(ctx, conn, len);
+                let rates = self.shared.door.abuse.publish_rates();
+                let mut throttling = Throttling {
+                    throttle: &mut self.door.throttle,
+                    timers: &mut self.timers,
+                    conns: &mut self.conns,
+                    counters: self.figures.counters(),
+                };
+                throttling.charge_publish(rates, ctx, conn, len);
             }
             match self.conns.get(&conn) {
                 Some(c) if matches!(c.phase, Phase::AwaitingConnect | Phase::Connected) => {
@@ -244,7 +231,9 @@ impl BrokerShard {
             Packet::PubComp(comp) => self.handle_pubcomp(ctx, conn, comp.packet_id),
             Packet::Subscribe(subscribe) => self.handle_subscribe(ctx, conn, subscribe)?,
             Packet::Unsubscribe(unsubscribe) => self.handle_unsubscribe(ctx, conn, unsubscribe),
-            Packet::PingReq(_) => self.send_packet(ctx, conn, &Packet::PingResp(PingResp)),
+            Packet::PingReq(_) => self
+                .wire()
+                .send_packet(ctx, conn, &Packet::PingResp(PingResp)),
             Packet::Disconnect(disconnect) => self.handle_disconnect(ctx, conn, disconnect)?,
             Packet::Auth(_) => {
                 return Err(Fault::protocol("AUTH without an authentication method"));
@@ -258,7 +247,29 @@ impl BrokerShard {
         }
         Ok(())
     }
+}
 
+/// Whether a bad CONNECT may be answered with a CONNACK: always in 5.0; in 3.x only for an
+/// unacceptable protocol version or client identifier, as a malformed CONNECT must be closed
+/// without one (MQTT-3.1.4-1).
+fn connack_allowed_for_fault(protocol: ProtocolVersion, reason: ReasonCode) -> bool {
+    protocol.is_v5()
+        || matches!(
+            reason,
+            ReasonCode::UnsupportedProtocolVersion | ReasonCode::ClientIdentifierNotValid
+        )
+}
+
+/// Whether `buf` starts with a CONNECT for protocol "MQTT" level 5 (read before it decodes).
+fn announces_v5(buf: &[u8]) -> bool {
+    let Some(length_bytes) = buf.iter().skip(1).take(4).position(|b| b & 0x80 == 0) else {
+        return false;
+    };
+    buf.get(2 + length_bytes..).and_then(|rest| rest.get(..7))
+        == Some(&[0x00, 0x04, b'M', b'Q', b'T', b'T', 5][..])
+}
+
+impl Wire<'_> {
     /// Ends a connection for a protocol fault: DISCONNECT with the reason (5.0), then close.
     pub(super) fn fail(&mut self, ctx: &mut Ctx, conn: ConnId, fault: Fault) {
         let Some(connection) = self.conns.get(&conn) else {
@@ -287,24 +298,31 @@ impl BrokerShard {
         }
         ctx.close(conn);
     }
-}
 
-/// Whether a bad CONNECT may be answered with a CONNACK: always in 5.0; in 3.x only for an
-/// unacceptable protocol version or client identifier, as a malformed CONNECT must be closed
-/// without one (MQTT-3.1.4-1).
-fn connack_allowed_for_fault(protocol: ProtocolVersion, reason: ReasonCode) -> bool {
-    protocol.is_v5()
-        || matches!(
-            reason,
-            ReasonCode::UnsupportedProtocolVersion | ReasonCode::ClientIdentifierNotValid
-        )
-}
-
-/// Whether `buf` starts with a CONNECT for protocol "MQTT" level 5 (read before it decodes).
-fn announces_v5(buf: &[u8]) -> bool {
-    let Some(length_bytes) = buf.iter().skip(1).take(4).position(|b| b & 0x80 == 0) else {
-        return false;
-    };
-    buf.get(2 + length_bytes..).and_then(|rest| rest.get(..7))
-        == Some(&[0x00, 0x04, b'M', b'Q', b'T', b'T', 5][..])
+    /// Keeps `buf` as `conn`'s partial frame, charged to the broker's partial-frame budget; a
+    /// connection whose partial frame does not fit is closed (5.0: 0x97) and counted.
+    fn keep_carry(&mut self, ctx: &mut Ctx, conn: ConnId, buf: BytesMut) {
+        let Some(connection) = self.conns.get_mut(&conn) else {
+            return;
+        };
+        if matches!(connection.phase, Phase::Closing) {
+            return;
+        }
+        let Err(over) = connection.keep_carry(buf, &self.shared.limits.partial_frames) else {
+            return;
+        };
+        ShardCounters::add(&self.figures.counters().partial_frame_closed, 1);
+        let budget = self.shared.limits.partial_frames.limit();
+        self.fail(
+            ctx,
+            conn,
+            Fault::new(
+                ReasonCode::QuotaExceeded,
+                format!(
+                    "partial packet of {} bytes over limits.max_partial_frame_bytes ({budget} in all)",
+                    over.bytes
+                ),
+            ),
+        );
+    }
 }

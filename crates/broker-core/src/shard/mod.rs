@@ -154,6 +154,16 @@ impl BrokerShard {
         self.shared.limits.queues.budget.used()
     }
 
+    /// The connections as control packets reach them (see [`parts::Wire`]).
+    fn wire(&mut self) -> parts::Wire<'_> {
+        parts::Wire {
+            conns: &mut self.conns,
+            scratch: &mut self.delivery.routes.scratch,
+            figures: &self.figures,
+            shared: &self.shared,
+        }
+    }
+
     /// The span every log line about one connection is written in: connection id, client id
     /// and shard. Built only when debug logging is on.
     fn conn_span(&self, conn: ConnId) -> tracing::Span {

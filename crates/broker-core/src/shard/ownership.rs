@@ -35,7 +35,9 @@ impl BrokerShard {
         };
         if !link.claim(request) {
             debug!("CONNECT refused: cluster.max_outbound_messages ownership questions wait");
-            return self.refuse_connect(ctx, conn, ReasonCode::ServerBusy);
+            return self
+                .wire()
+                .refuse_connect(ctx, conn, ReasonCode::ServerBusy);
         }
         if let Some(connection) = self.conns.get_mut(&conn) {
             connection.phase = Phase::AwaitingSession;
@@ -70,7 +72,8 @@ impl BrokerShard {
             }
             Ownership::Unavailable => {
                 debug!(client = %answer.client_id, "CONNECT refused: the session's node did not release it");
-                self.refuse_connect(ctx, answer.conn, ReasonCode::ServerUnavailable);
+                self.wire()
+                    .refuse_connect(ctx, answer.conn, ReasonCode::ServerUnavailable);
             }
         }
     }

@@ -94,3 +94,15 @@ pub(super) struct Figures {
     /// (`figures.rs`, `turn_nanos`).
     pub(super) turn_clock: (std::time::Instant, u64),
 }
+
+/// What putting control packets on connections and closing them touches: the connections,
+/// the encode buffer (`routes.rs`), the shard's figures (bytes sent, refusals) and the shared
+/// limits (the partial-frame budget a closed connection gives back). Built by
+/// [`super::BrokerShard::wire`]; its methods live beside their feature (`send.rs`,
+/// `inbound.rs`, `connect.rs`).
+pub(super) struct Wire<'a> {
+    pub(super) conns: &'a mut crate::conn::Connections,
+    pub(super) scratch: &'a mut bytes::BytesMut,
+    pub(super) figures: &'a Figures,
+    pub(super) shared: &'a crate::shared::Shared,
+}

@@ -39,7 +39,7 @@ impl BrokerShard {
                 Some(oldest) => self.durable.forget_stored_copies(client_id, &[oldest]),
                 None => {
                     if let Some(conn) = conn.filter(|_| limits.policy == OverflowPolicy::Refuse) {
-                        self.disconnect_slow_consumer(ctx, client_id, conn);
+                        self.wire().disconnect_slow_consumer(ctx, client_id, conn);
                     }
                     return;
                 }

@@ -209,9 +209,10 @@ impl BrokerShard {
             let publish_will = connection.publish_will;
             debug!(conn = ?old, client = session.client_id.as_str(), "session taken over");
             if taken_over {
-                self.send_disconnect(ctx, old, ReasonCode::SessionTakenOver);
+                self.wire()
+                    .send_disconnect(ctx, old, ReasonCode::SessionTakenOver);
             }
-            self.close_connection(ctx, old);
+            self.wire().close_connection(ctx, old);
             if let Some(pending) = will.filter(|w| publish_will && w.delay.is_zero()) {
                 self.publish_will(ctx, &session.client_id, pending.will);
             }

@@ -142,7 +142,7 @@ impl BrokerShard {
         self.auth.topic_waits.fresh.clear();
         match handled {
             Ok(()) => self.unpark_if_free(ctx, conn),
-            Err(fault) => self.fail(ctx, conn, fault),
+            Err(fault) => self.wire().fail(ctx, conn, fault),
         }
     }
 }

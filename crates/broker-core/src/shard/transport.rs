@@ -73,7 +73,7 @@ impl BrokerShard {
                 None => debug!(%error, "transport error: closing"),
             }
         }
-        self.close_connection(ctx, conn);
+        self.wire().close_connection(ctx, conn);
     }
 
     /// On a listener with `identity_as_username`, the verified client certificate's Common

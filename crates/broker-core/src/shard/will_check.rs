@@ -312,7 +312,8 @@ impl BrokerShard {
                 topic,
                 reason,
             );
-            self.refuse_connect(ctx, conn, ReasonCode::NotAuthorized);
+            self.wire()
+                .refuse_connect(ctx, conn, ReasonCode::NotAuthorized);
             return;
         }
         let grant = &waiting.grant;
