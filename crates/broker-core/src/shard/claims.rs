@@ -2,15 +2,19 @@
 //! the shared directory and asks the previous claim's shard for it. In a burst of reconnects the
 //! claims form a chain, possibly through one shard several times; each request names the claim
 //! it supersedes, and the session walks the chain to the newest claim. A superseded claim's
-//! connection is closed when its successor's request arrives.
+//! connection is closed when its successor's request arrives. [`claim`] takes the directory
+//! entry; [`Claim`] says where the session comes from.
 
 use super::mobility::{Claimant, PendingClaim};
-use codec::{Connect, MqttStr};
+use codec::{Connect, MqttStr, ReasonCode};
+use dashmap::mapref::entry::Entry;
 use ring_runtime::{ConnId, ShardId};
+use tracing::debug;
 
 use super::{BrokerShard, Ctx};
-use crate::directory::ClaimId;
+use crate::directory::{ClaimId, SessionLocation, SessionOwner};
 use crate::message::{ShardMsg, TakeoverRequest};
+use crate::shared::Shared;
 
 impl BrokerShard {
     /// Parks `conn` and asks `holder` for the session that `supersedes` (a claim there) has.
@@ -91,4 +95,77 @@ impl BrokerShard {
         };
         Some((pending.client_id, claimant))
     }
+}
+
+/// Where the session for a CONNECT comes from.
+pub(super) enum Claim {
+    /// No session existed: a fresh one with this key.
+    Fresh(router::SubscriberId),
+    /// The session (if any) is on this shard, or is claimed by a connection here.
+    Local(ClaimId),
+    /// Another shard holds it (for the claim `supersedes`) and must hand it over to `mine`.
+    Remote {
+        holder: ring_runtime::ShardId,
+        supersedes: ClaimId,
+        mine: ClaimId,
+    },
+}
+
+/// Claims the client's entry in the shared session directory for this shard, for a client of
+/// identity `owner`: refused (Client Identifier not valid) when the session belongs to
+/// another identity and `auth.client_id_owner_check` is on.
+pub(super) fn claim(
+    shared: &Shared,
+    shard: ShardId,
+    client_id: &MqttStr,
+    owner: &SessionOwner,
+) -> Result<Claim, ReasonCode> {
+    let check_owner = shared.config.auth.client_id_owner_check;
+    let max = shared.config.sessions.max_sessions as usize;
+    // Measured before taking the entry lock: `len` locks every map shard.
+    let full = shared.directory.sessions.len() >= max;
+    Ok(
+        match shared
+            .directory
+            .sessions
+            .entry(Box::from(client_id.as_str()))
+        {
+            Entry::Vacant(_) if full => return Err(ReasonCode::QuotaExceeded),
+            Entry::Vacant(vacant) => {
+                let subscriber = shared.directory.new_subscriber(shard);
+                vacant.insert(SessionLocation {
+                    shard,
+                    subscriber,
+                    claim: shared.directory.new_claim(),
+                    owner: owner.clone(),
+                });
+                Claim::Fresh(subscriber)
+            }
+            Entry::Occupied(occupied) if check_owner && !occupied.get().owner.admits(owner) => {
+                debug!(
+                    client = client_id.as_str(),
+                    "CONNECT refused: the client id's session belongs to another identity"
+                );
+                return Err(ReasonCode::ClientIdentifierNotValid);
+            }
+            Entry::Occupied(mut occupied) if occupied.get().shard == shard => {
+                let location = occupied.get_mut();
+                location.owner = owner.clone();
+                Claim::Local(location.claim)
+            }
+            Entry::Occupied(mut occupied) => {
+                let location = occupied.get_mut();
+                location.owner = owner.clone();
+                let (holder, supersedes) = (location.shard, location.claim);
+                let mine = shared.directory.new_claim();
+                location.shard = shard;
+                location.claim = mine;
+                Claim::Remote {
+                    holder,
+                    supersedes,
+                    mine,
+                }
+            }
+        },
+    )
 }

@@ -65,7 +65,7 @@ impl BrokerShard {
         };
         connection.discard_carry(&self.shared.limits.partial_frames);
         self.shared.door.connections.fetch_sub(1, Ordering::Relaxed);
-        self.connection_ended(conn);
+        self.door.connection_ended(&self.figures, conn);
         self.auth.acl_clients.remove(&conn);
         self.auth.rechecks.recheck_closed(conn);
         self.auth.logins.login_closed(&mut self.timers, ctx, conn);
@@ -216,7 +216,12 @@ impl BrokerShard {
         let subscriber = session.subscriber;
         self.end_session_state(ctx, session);
         self.shared.links.owner_record_ended(&client_id);
-        self.forget_directory_entry(&client_id, Some(subscriber));
+        self.delivery.mobility.forget_directory_entry(
+            &self.shared.directory,
+            self.id,
+            &client_id,
+            Some(subscriber),
+        );
     }
 
     /// Removes a session's subscriptions from every replica and counts its undelivered messages

@@ -57,7 +57,9 @@ impl BrokerShard {
             }
             return;
         };
-        let message = self.message(ctx, shared, (publish.qos, publish.retain), publish.expiry);
+        let message =
+            self.figures
+                .message(ctx, shared, (publish.qos, publish.retain), publish.expiry);
         let publisher = Publisher {
             subscriber: None,
             client_id: b"",

@@ -4,14 +4,16 @@ use std::num::{NonZeroU16, NonZeroU32};
 use std::time::Duration;
 
 use codec::{ConnAck, ConnAckProperties, Connect, MqttStr, Packet, ProtocolVersion, ReasonCode};
-use dashmap::mapref::entry::Entry;
 use ring_runtime::{ConnId, ShardId};
 use router::TopicName;
 use tracing::debug;
 
+use super::claims::{Claim, claim};
+use super::durability::Durability;
 use super::lifecycle::LifecycleLines;
 use super::logins::Judgement;
 use super::parts::Wire;
+use super::transport::apply_certificate_identity;
 use super::will_check::WillJudge;
 use super::will_checks::WillCheck;
 use super::{BrokerShard, Ctx, Fault};
@@ -24,20 +26,6 @@ use crate::settings::CoreConfig;
 use crate::shared::Shared;
 use session_store::storage::SessionWrite;
 use session_store::{PendingWill, SessionExpiry};
-
-/// Where the session for a CONNECT comes from.
-enum Claim {
-    /// No session existed: a fresh one with this key.
-    Fresh(router::SubscriberId),
-    /// The session (if any) is on this shard, or is claimed by a connection here.
-    Local(ClaimId),
-    /// Another shard holds it (for the claim `supersedes`) and must hand it over to `mine`.
-    Remote {
-        holder: ring_runtime::ShardId,
-        supersedes: ClaimId,
-        mine: ClaimId,
-    },
-}
 
 impl BrokerShard {
     /// CONNECT: validate, then claim the client's session.
@@ -54,8 +42,7 @@ impl BrokerShard {
             return Err(Fault::protocol("a second CONNECT"));
         }
         connection.protocol = connect.protocol;
-        let checked = self
-            .apply_certificate_identity(ctx, conn, &mut connect)
+        let checked = apply_certificate_identity(ctx, conn, &mut connect)
             .and_then(|certified| check_connect(&self.shared, &connect).map(|()| certified));
         let user = connect.username.as_ref().map(|u| u.as_str());
         let certified = match checked {
@@ -162,7 +149,7 @@ impl BrokerShard {
         imported: Option<bytes::Bytes>,
     ) {
         let owner = owner_of(&connect);
-        match self.claim(&connect.client_id, &owner) {
+        match claim(&self.shared, self.id, &connect.client_id, &owner) {
             Err(reason) => self.wire().refuse_connect(ctx, conn, reason),
             Ok(Claim::Fresh(subscriber)) => {
                 self.figures.broadcast(
@@ -193,61 +180,6 @@ impl BrokerShard {
                 mine,
             }) => self.request_takeover(ctx, conn, connect, holder, (supersedes, mine)),
         }
-    }
-
-    /// Claims the client's entry in the shared session directory for this shard, for a client of
-    /// identity `owner`: refused (Client Identifier not valid) when the session belongs to
-    /// another identity and `auth.client_id_owner_check` is on.
-    fn claim(&self, client_id: &MqttStr, owner: &SessionOwner) -> Result<Claim, ReasonCode> {
-        let check_owner = self.shared.config.auth.client_id_owner_check;
-        let max = self.shared.config.sessions.max_sessions as usize;
-        // Measured before taking the entry lock: `len` locks every map shard.
-        let full = self.shared.directory.sessions.len() >= max;
-        Ok(
-            match self
-                .shared
-                .directory
-                .sessions
-                .entry(Box::from(client_id.as_str()))
-            {
-                Entry::Vacant(_) if full => return Err(ReasonCode::QuotaExceeded),
-                Entry::Vacant(vacant) => {
-                    let subscriber = self.shared.directory.new_subscriber(self.id);
-                    vacant.insert(SessionLocation {
-                        shard: self.id,
-                        subscriber,
-                        claim: self.shared.directory.new_claim(),
-                        owner: owner.clone(),
-                    });
-                    Claim::Fresh(subscriber)
-                }
-                Entry::Occupied(occupied) if check_owner && !occupied.get().owner.admits(owner) => {
-                    debug!(
-                        client = client_id.as_str(),
-                        "CONNECT refused: the client id's session belongs to another identity"
-                    );
-                    return Err(ReasonCode::ClientIdentifierNotValid);
-                }
-                Entry::Occupied(mut occupied) if occupied.get().shard == self.id => {
-                    let location = occupied.get_mut();
-                    location.owner = owner.clone();
-                    Claim::Local(location.claim)
-                }
-                Entry::Occupied(mut occupied) => {
-                    let location = occupied.get_mut();
-                    location.owner = owner.clone();
-                    let (holder, supersedes) = (location.shard, location.claim);
-                    let mine = self.shared.directory.new_claim();
-                    location.shard = self.id;
-                    location.claim = mine;
-                    Claim::Remote {
-                        holder,
-                        supersedes,
-                        mine,
-                    }
-                }
-            },
-        )
     }
 
     /// The session is (or is about to be) on this shard.
@@ -358,7 +290,8 @@ impl BrokerShard {
             .topic_waits
             .wills
             .will_attached(&self.sessions, conn, &session.client_id);
-        self.record_connected(&session, was_stored, &owner_of(&connect));
+        self.durable
+            .record_connected(&session, was_stored, &owner_of(&connect));
         self.cluster_side
             .mirror_connected(&self.shared.links, ctx, &session);
         self.timers.disarm_session_timers(ctx, &mut session);
@@ -406,33 +339,6 @@ impl BrokerShard {
             self.sessions.insert(session);
         }
         self.resume_reading(ctx, conn);
-    }
-
-    /// A session got a connection of identity `owner`: store its connection-scoped state and
-    /// owner if it outlives the connection (with its subscriptions, if it was not stored
-    /// before), or remove it from the store if it no longer does.
-    fn record_connected(&mut self, session: &Session, was_stored: bool, owner: &SessionOwner) {
-        let client_id = &session.client_id;
-        if !self.durable.stores(session.expiry) {
-            if was_stored {
-                let client_id = client_id.clone();
-                self.durable
-                    .record(SessionWrite::SessionRemoved { client_id });
-            }
-            return;
-        }
-        self.durable.record_saved(session, owner);
-        if was_stored {
-            return;
-        }
-        for (filter, subscription) in session.subscriptions.iter() {
-            self.durable.record(SessionWrite::Subscribed {
-                client_id: client_id.clone(),
-                filter: filter.clone(),
-                options: subscription.options,
-                id: subscription.id,
-            });
-        }
     }
 
     /// Connection state from the CONNECT; its keep-alive counts from now.
@@ -597,5 +503,33 @@ impl Wire<'_> {
             properties: ConnAckProperties::default(),
         };
         self.send_packet(ctx, conn, &Packet::from(connack));
+    }
+}
+
+impl Durability {
+    /// A session got a connection of identity `owner`: store its connection-scoped state and
+    /// owner if it outlives the connection (with its subscriptions, if it was not stored
+    /// before), or remove it from the store if it no longer does.
+    fn record_connected(&mut self, session: &Session, was_stored: bool, owner: &SessionOwner) {
+        let client_id = &session.client_id;
+        if !self.stores(session.expiry) {
+            if was_stored {
+                let client_id = client_id.clone();
+                self.record(SessionWrite::SessionRemoved { client_id });
+            }
+            return;
+        }
+        self.record_saved(session, owner);
+        if was_stored {
+            return;
+        }
+        for (filter, subscription) in session.subscriptions.iter() {
+            self.record(SessionWrite::Subscribed {
+                client_id: client_id.clone(),
+                filter: filter.clone(),
+                options: subscription.options,
+                id: subscription.id,
+            });
+        }
     }
 }

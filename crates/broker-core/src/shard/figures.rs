@@ -6,10 +6,11 @@
 
 use ring_runtime::ConnId;
 
-use super::parts::Figures;
-use super::{BrokerShard, Ctx};
+use super::Ctx;
+use super::parts::{Door, Figures};
 use crate::message::{CopyView, ShardMsg};
 use crate::metrics::{DropReason, Listener, ShardCounters, ShardDetail, qos_index};
+use crate::session::Sessions;
 use tracing::debug;
 
 impl Figures {
@@ -128,6 +129,21 @@ impl Figures {
         }
         true
     }
+
+    /// Recounts the copies in flight and queued in memory over this shard's sessions: a walk
+    /// over every session, so only on the gauge tick (`sys.interval`, or every
+    /// `GAUGE_INTERVAL` when only the operations listener wants it).
+    pub(super) fn refresh_queue_gauges(&self, sessions: &Sessions) {
+        let (inflight, queued) = sessions.iter().fold((0, 0), |(i, q), session| {
+            (
+                i + session.inflight.len() as u64,
+                q + session.queue.len() as u64,
+            )
+        });
+        let detail = self.detail();
+        ShardCounters::set(&detail.inflight, inflight);
+        ShardCounters::set(&detail.queued, queued);
+    }
 }
 
 /// A never-refused post fails only for a shard that does not exist: a bug, logged.
@@ -144,33 +160,18 @@ fn log_unposted(
     }
 }
 
-impl BrokerShard {
+impl Door {
     /// A connection accepted on a `kind` listener is now served by this shard.
-    pub(super) fn connection_opened(&mut self, conn: ConnId, kind: Listener) {
+    pub(super) fn connection_opened(&mut self, figures: &Figures, conn: ConnId, kind: Listener) {
         if kind != Listener::Tcp {
-            self.door.listeners.insert(conn, kind);
+            self.listeners.insert(conn, kind);
         }
-        ShardCounters::add(&self.figures.detail().connections[kind.index()], 1);
+        ShardCounters::add(&figures.detail().connections[kind.index()], 1);
     }
 
     /// A connection counted by [`Self::connection_opened`] closed.
-    pub(super) fn connection_ended(&mut self, conn: ConnId) {
-        let kind = self.door.listeners.remove(&conn).unwrap_or(Listener::Tcp);
-        ShardCounters::sub(&self.figures.detail().connections[kind.index()], 1);
-    }
-
-    /// Recounts the copies in flight and queued in memory over this shard's sessions: a walk
-    /// over every session, so only on the gauge tick (`sys.interval`, or every
-    /// `GAUGE_INTERVAL` when only the operations listener wants it).
-    pub(super) fn refresh_queue_gauges(&self) {
-        let (inflight, queued) = self.sessions.iter().fold((0, 0), |(i, q), session| {
-            (
-                i + session.inflight.len() as u64,
-                q + session.queue.len() as u64,
-            )
-        });
-        let detail = self.figures.detail();
-        ShardCounters::set(&detail.inflight, inflight);
-        ShardCounters::set(&detail.queued, queued);
+    pub(super) fn connection_ended(&mut self, figures: &Figures, conn: ConnId) {
+        let kind = self.listeners.remove(&conn).unwrap_or(Listener::Tcp);
+        ShardCounters::sub(&figures.detail().connections[kind.index()], 1);
     }
 }

@@ -10,8 +10,10 @@ use ring_runtime::ConnId;
 use tracing::debug;
 
 use super::lifecycle::LifecycleLines;
+use super::overload::refuse_in_overload;
 use super::parts::Wire;
 use super::throttle::Throttling;
+use super::transport::add_transport;
 use super::{BrokerShard, Ctx, Fault};
 use crate::carry;
 use crate::conn::{Connection, Phase};
@@ -23,7 +25,7 @@ const CONNECT_TYPE: u8 = codec::PacketType::Connect as u8;
 impl BrokerShard {
     /// A new socket: refuse it beyond `max_connections`, else wait for its CONNECT.
     pub(super) fn accept(&mut self, ctx: &mut Ctx, conn: ConnId, peer: SocketAddr) {
-        if self.refuse_in_overload(ctx, conn, peer)
+        if refuse_in_overload(&self.shared, self.figures.counters(), ctx, (conn, peer))
             || !self
                 .door
                 .admit_address(&self.shared.door.guard, ctx, conn, peer)
@@ -45,7 +47,7 @@ impl BrokerShard {
             return;
         }
         debug!(%peer, "accepted");
-        let Some(listener) = self.add_transport(ctx, conn, peer) else {
+        let Some(listener) = add_transport(&self.shared.door.transports, ctx, conn, peer) else {
             self.shared.door.connections.fetch_sub(1, Ordering::Relaxed);
             ctx.abort(conn);
             return;
@@ -59,7 +61,7 @@ impl BrokerShard {
             &self.conns,
             self.shared.config.connection.connect_timeout,
         );
-        self.connection_opened(conn, listener);
+        self.door.connection_opened(&self.figures, conn, listener);
     }
 
     /// Bytes arrived: decode every complete frame, keep a partial one.
@@ -94,7 +96,8 @@ impl BrokerShard {
         }
         let phase = connection.phase;
         if matches!(phase, Phase::AwaitingConnect)
-            && let Some(fault) = self.connect_too_large(&buf, &limits)
+            && let Some(fault) =
+                connect_too_large(self.shared.config.limits.max_connect_size, &buf, &limits)
         {
             self.wire().fail(ctx, conn, fault);
             return;
@@ -109,22 +112,6 @@ impl BrokerShard {
             return;
         }
         self.decode_buffer(ctx, conn, buf);
-    }
-
-    /// A fault when `buf` starts with a CONNECT announcing more than `limits.max_connect_size`
-    /// (judged once the protocol level has arrived, so a 5.0 client gets its CONNACK 0x95).
-    fn connect_too_large(&self, buf: &[u8], limits: &Limits) -> Option<Fault> {
-        const CONNECT_HEAD: usize = 12;
-        let max = self.shared.config.limits.max_connect_size;
-        let size = codec::peek_frame_len(buf, limits).ok().flatten()?;
-        if size <= max as usize || buf.len() < CONNECT_HEAD {
-            return None;
-        }
-        debug!(size, max, "CONNECT over limits.max_connect_size: refused");
-        Some(Fault::new(
-            ReasonCode::PacketTooLarge,
-            format!("CONNECT of {size} bytes over limits.max_connect_size ({max})"),
-        ))
     }
 
     /// Decodes and handles the complete frames of `buf`; keeps a partial one (or what waits for
@@ -325,4 +312,19 @@ impl Wire<'_> {
             ),
         );
     }
+}
+
+/// A fault when `buf` starts with a CONNECT announcing more than `limits.max_connect_size`
+/// (judged once the protocol level has arrived, so a 5.0 client gets its CONNACK 0x95).
+fn connect_too_large(max: u32, buf: &[u8], limits: &Limits) -> Option<Fault> {
+    const CONNECT_HEAD: usize = 12;
+    let size = codec::peek_frame_len(buf, limits).ok().flatten()?;
+    if size <= max as usize || buf.len() < CONNECT_HEAD {
+        return None;
+    }
+    debug!(size, max, "CONNECT over limits.max_connect_size: refused");
+    Some(Fault::new(
+        ReasonCode::PacketTooLarge,
+        format!("CONNECT of {size} bytes over limits.max_connect_size ({max})"),
+    ))
 }

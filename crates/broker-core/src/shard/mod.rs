@@ -116,6 +116,7 @@ impl BrokerShard {
         );
         let store = shared.persistence.store.clone();
         let durable = durability::Durability::new(store, shared.config.persistence.acks_wait());
+        let connect_timeout = shared.config.connection.connect_timeout;
         let shared_started = shared.time.started;
         let shared_metrics = std::sync::Arc::clone(&shared.metrics);
         let mut shard = Self {
@@ -129,7 +130,7 @@ impl BrokerShard {
             },
             delivery: parts::Delivery {
                 routes: routes::Routes::new(shard_count),
-                mobility: mobility::Mobility::default(),
+                mobility: mobility::Mobility::new(connect_timeout),
                 outbound: crate::outbound::ShardView::new(id.index()),
             },
             timers: TimerBook::default(),

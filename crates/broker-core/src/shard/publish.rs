@@ -16,11 +16,13 @@ use session_store::InboundQos2;
 use tracing::debug;
 
 use super::cluster::RouteScope;
+use super::parts::{AuthWaits, Figures};
 use super::will_check::WillJudge;
 use super::{BrokerShard, Ctx, Fault, client_id_of};
 use crate::detach;
 use crate::message::{BareCopy, Change, CopyView, Message, Recipient, ShardMsg};
 use crate::metrics::{DropReason, ShardCounters};
+use crate::shared_parts::AccessControl;
 use crate::store::stored_retained;
 use session_store::storage::SessionWrite;
 
@@ -67,7 +69,9 @@ impl BrokerShard {
         let topic =
             TopicName::from_mqtt_str(publish.content.shared_topic(), &self.shared.limits.topics)
                 .map_err(|e| Fault::new(ReasonCode::TopicNameInvalid, e.to_string()))?;
-        let verdict = self.admit_publish(conn, &publish, &client_id, &topic);
+        let verdict =
+            self.auth
+                .admit_publish(&self.shared.access, conn, &publish, &client_id, &topic);
         if verdict == ReasonCode::NotAuthorized {
             ShardCounters::add(&self.figures.counters().publishes_not_authorized, 1);
         }
@@ -121,38 +125,6 @@ impl BrokerShard {
             (_, None) => return Err(Fault::protocol("QoS 1/2 PUBLISH without packet id")),
         }
         Ok(())
-    }
-
-    /// Success, or why a PUBLISH is acknowledged but not forwarded.
-    fn admit_publish(
-        &self,
-        conn: ConnId,
-        publish: &Publish,
-        client_id: &MqttStr,
-        topic: &TopicName,
-    ) -> ReasonCode {
-        if publish.check_payload_format().is_err() {
-            return ReasonCode::PayloadFormatInvalid;
-        }
-        if topic.as_str().starts_with(SYS_PREFIX) {
-            debug!(
-                topic = topic.as_str(),
-                "client PUBLISH to $SYS refused: only the broker writes it"
-            );
-            return ReasonCode::NotAuthorized;
-        }
-        if !self
-            .shared
-            .access
-            .hook
-            .authorize_publish(client_id.as_str(), topic.as_str())
-            || !self
-                .auth
-                .acl_allows_publish(&self.shared.access, conn, client_id, topic.as_str())
-        {
-            return ReasonCode::NotAuthorized;
-        }
-        ReasonCode::Success
     }
 
     /// Forwards an accepted PUBLISH; the reason code to acknowledge it with.
@@ -246,7 +218,9 @@ impl BrokerShard {
         let Ok(shared) = SharedPublish::new(topic_text, payload, &input.properties) else {
             return ReasonCode::ImplementationSpecificError;
         };
-        let message = self.message(ctx, shared, (input.qos, input.retain), input.expiry);
+        let message = self
+            .figures
+            .message(ctx, shared, (input.qos, input.retain), input.expiry);
         if input.retain {
             self.retain(ctx, &input.topic, &message);
         }
@@ -273,25 +247,6 @@ impl BrokerShard {
         } else {
             ReasonCode::Success
         }
-    }
-
-    /// A message received this turn: `flags` are its QoS and RETAIN, `expiry` its Message
-    /// Expiry Interval (from now).
-    pub(super) fn message(
-        &mut self,
-        ctx: &Ctx,
-        publish: SharedPublish,
-        flags: (QoS, bool),
-        expiry: Option<u32>,
-    ) -> Arc<Message> {
-        let expires_at = expiry.map(|secs| ctx.now() + Duration::from_secs(u64::from(secs)));
-        Arc::new(Message {
-            publish,
-            qos: flags.0,
-            retain: flags.1,
-            expires_at,
-            received_ns: self.figures.turn_nanos(ctx),
-        })
     }
 
     /// Replicates a retained message (an empty payload clears the topic's retained message).
@@ -449,4 +404,56 @@ pub(super) struct PublishInput<'a> {
     /// Whether it is also handed to the cluster (`[cluster]`): a message published on this
     /// node, not a `$SYS` value (per node) and never one that came from the cluster.
     pub to_cluster: bool,
+}
+
+impl AuthWaits {
+    /// Success, or why a PUBLISH is acknowledged but not forwarded.
+    fn admit_publish(
+        &self,
+        control: &AccessControl,
+        conn: ConnId,
+        publish: &Publish,
+        client_id: &MqttStr,
+        topic: &TopicName,
+    ) -> ReasonCode {
+        if publish.check_payload_format().is_err() {
+            return ReasonCode::PayloadFormatInvalid;
+        }
+        if topic.as_str().starts_with(SYS_PREFIX) {
+            debug!(
+                topic = topic.as_str(),
+                "client PUBLISH to $SYS refused: only the broker writes it"
+            );
+            return ReasonCode::NotAuthorized;
+        }
+        if !control
+            .hook
+            .authorize_publish(client_id.as_str(), topic.as_str())
+            || !self.acl_allows_publish(control, conn, client_id, topic.as_str())
+        {
+            return ReasonCode::NotAuthorized;
+        }
+        ReasonCode::Success
+    }
+}
+
+impl Figures {
+    /// A message received this turn: `flags` are its QoS and RETAIN, `expiry` its Message
+    /// Expiry Interval (from now).
+    pub(super) fn message(
+        &mut self,
+        ctx: &Ctx,
+        publish: SharedPublish,
+        flags: (QoS, bool),
+        expiry: Option<u32>,
+    ) -> Arc<Message> {
+        let expires_at = expiry.map(|secs| ctx.now() + Duration::from_secs(u64::from(secs)));
+        Arc::new(Message {
+            publish,
+            qos: flags.0,
+            retain: flags.1,
+            expires_at,
+            received_ns: self.turn_nanos(ctx),
+        })
+    }
 }

@@ -16,7 +16,7 @@ impl BrokerShard {
     /// Starts the `$SYS` (gauge) timer. Every shard refreshes its gauges on it; shard 0 also
     /// publishes the sums when `$SYS` is on.
     pub(super) fn start_sys(&mut self, ctx: &mut Ctx) {
-        self.refresh_queue_gauges();
+        self.figures.refresh_queue_gauges(&self.sessions);
         if let Some(interval) = self.shared.config.gauge_interval() {
             self.timers
                 .arm(ctx, ctx.now() + interval, TimerPurpose::Sys);
@@ -31,7 +31,7 @@ impl BrokerShard {
         };
         self.timers
             .arm(ctx, ctx.now() + interval, TimerPurpose::Sys);
-        self.refresh_queue_gauges();
+        self.figures.refresh_queue_gauges(&self.sessions);
         if self.id.index() != 0 || self.shared.config.sys_interval.is_none() {
             return;
         }

@@ -7,11 +7,14 @@ use codec::{MqttStr, ReasonCode};
 use tracing::{debug, error};
 
 use super::mobility::Claimant;
-use super::mobility::Moved;
+use super::mobility::{Mobility, Moved};
+use super::parts::Figures;
 use super::{BrokerShard, Ctx};
 use crate::directory::ClaimId;
 use crate::message::{Change, SessionTransfer, ShardMsg, TakeoverRequest};
 use crate::session::Session;
+use crate::shared_parts::SessionDirectory;
+use ring_runtime::ShardId;
 
 impl BrokerShard {
     /// A newer claim asks for the session: give it away (or discard it on Clean Start). A claim
@@ -36,7 +39,7 @@ impl BrokerShard {
             }
             None => None,
         };
-        self.send_transfer(ctx, request, session);
+        send_transfer(&self.figures, ctx, request, session);
     }
 
     /// Closes the session's connection and keeps the request until the session's fences are
@@ -50,7 +53,11 @@ impl BrokerShard {
             return Some(request);
         };
         let client_id = request.client_id.clone();
-        if let Err(request) = self.defer_until_fenced(ctx, subscriber, request) {
+        if let Err(request) =
+            self.delivery
+                .mobility
+                .defer_until_fenced(&mut self.timers, ctx, subscriber, request)
+        {
             return Some(request);
         }
         if let Some(mut session) = self.sessions.remove(&client_id) {
@@ -89,21 +96,6 @@ impl BrokerShard {
         Some(session)
     }
 
-    fn send_transfer(
-        &mut self,
-        ctx: &mut Ctx,
-        request: TakeoverRequest,
-        session: Option<Box<Session>>,
-    ) {
-        let transfer = SessionTransfer {
-            client_id: request.client_id,
-            to_claim: request.to_claim,
-            session,
-        };
-        self.figures
-            .post(ctx, request.to_shard, ShardMsg::Transfer(transfer));
-    }
-
     /// A claimed session arrived from another shard (or the news that there is none).
     pub(super) fn take_over(&mut self, ctx: &mut Ctx, transfer: SessionTransfer) {
         let Some((client_id, claimant)) = self.settle_claim(transfer.to_claim) else {
@@ -139,12 +131,17 @@ impl BrokerShard {
                 shard: self.id,
             },
         );
-        self.hold_until_fenced(ctx, subscriber);
+        self.delivery.mobility.hold_until_fenced(ctx, subscriber);
         match claimant {
             Claimant::Successor(request) => {
                 // A newer claim is waiting: the session passes on once fenced, like any other.
                 self.sessions.insert(session);
-                if let Err(request) = self.defer_until_fenced(ctx, subscriber, request) {
+                if let Err(request) = self.delivery.mobility.defer_until_fenced(
+                    &mut self.timers,
+                    ctx,
+                    subscriber,
+                    request,
+                ) {
                     self.hand_over(ctx, request);
                 }
             }
@@ -176,7 +173,7 @@ impl BrokerShard {
         claimant: Claimant,
     ) {
         match claimant {
-            Claimant::Successor(request) => self.send_transfer(ctx, request, None),
+            Claimant::Successor(request) => send_transfer(&self.figures, ctx, request, None),
             Claimant::Connection(conn, connect) => {
                 let owner = super::connect::owner_of(&connect);
                 let fresh = self.fresh_session(ctx, client_id, owner);
@@ -218,19 +215,22 @@ impl BrokerShard {
             }
         }
     }
+}
 
+impl Mobility {
     /// Removes the directory entry for `client_id` if it still points at this shard (and at
     /// `subscriber`, when given).
     pub(super) fn forget_directory_entry(
         &mut self,
+        directory: &SessionDirectory,
+        shard: ShardId,
         client_id: &MqttStr,
         subscriber: Option<router::SubscriberId>,
     ) {
-        let me = self.id;
-        let claims = &self.delivery.mobility.claims;
+        let me = shard;
+        let claims = &self.claims;
         // A newer claim pending here keeps the entry: its session (or a fresh one) comes here.
-        self.shared
-            .directory
+        directory
             .sessions
             .remove_if(client_id.as_str(), |_, location| {
                 location.shard == me
@@ -238,4 +238,19 @@ impl BrokerShard {
                     && !claims.contains_key(&location.claim)
             });
     }
+}
+
+/// Sends the session `request` claims (or the news that there is none) to its claimant.
+fn send_transfer(
+    figures: &Figures,
+    ctx: &mut Ctx,
+    request: TakeoverRequest,
+    session: Option<Box<Session>>,
+) {
+    let transfer = SessionTransfer {
+        client_id: request.client_id,
+        to_claim: request.to_claim,
+        session,
+    };
+    figures.post(ctx, request.to_shard, ShardMsg::Transfer(transfer));
 }
