@@ -83,7 +83,8 @@ impl BrokerShard {
         };
         let expiry = session.expiry;
         if rec.reason_code.is_error() {
-            self.abandon_inflight(&client_id, rec.packet_id);
+            self.durable
+                .abandon_inflight(&mut self.sessions, &client_id, rec.packet_id);
             self.drain_session(ctx, &client_id);
             return;
         }

@@ -5,7 +5,8 @@
 //! connection is closed when its successor's request arrives. [`claim`] takes the directory
 //! entry; [`Claim`] says where the session comes from.
 
-use super::mobility::{Claimant, PendingClaim};
+use super::mobility::{Claimant, Mobility, PendingClaim};
+use crate::conn::Connections;
 use codec::{Connect, MqttStr, ReasonCode};
 use dashmap::mapref::entry::Entry;
 use ring_runtime::{ConnId, ShardId};
@@ -81,20 +82,6 @@ impl BrokerShard {
         }
         None
     }
-
-    /// The claim `claim` is settled (its session, or the news that there is none, arrived):
-    /// who gets the session.
-    pub(super) fn settle_claim(&mut self, claim: ClaimId) -> Option<(MqttStr, Claimant)> {
-        let pending = self.delivery.mobility.claims.remove(&claim)?;
-        let claimant = match (pending.successor, pending.waiting) {
-            (Some(request), _) => Claimant::Successor(request),
-            (None, Some((conn, connect))) if self.conns.stop_waiting(conn) => {
-                Claimant::Connection(conn, connect)
-            }
-            (None, _) => Claimant::Nobody,
-        };
-        Some((pending.client_id, claimant))
-    }
 }
 
 /// Where the session for a CONNECT comes from.
@@ -168,4 +155,24 @@ pub(super) fn claim(
             }
         },
     )
+}
+
+impl Mobility {
+    /// The claim `claim` is settled (its session, or the news that there is none, arrived):
+    /// who gets the session.
+    pub(super) fn settle_claim(
+        &mut self,
+        conns: &mut Connections,
+        claim: ClaimId,
+    ) -> Option<(MqttStr, Claimant)> {
+        let pending = self.claims.remove(&claim)?;
+        let claimant = match (pending.successor, pending.waiting) {
+            (Some(request), _) => Claimant::Successor(request),
+            (None, Some((conn, connect))) if conns.stop_waiting(conn) => {
+                Claimant::Connection(conn, connect)
+            }
+            (None, _) => Claimant::Nobody,
+        };
+        Some((pending.client_id, claimant))
+    }
 }

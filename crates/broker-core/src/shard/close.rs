@@ -275,7 +275,8 @@ impl BrokerShard {
                 self.publish_will(ctx, &client_id, pending.will);
             }
         }
-        self.flush_routes(ctx);
+        self.delivery
+            .flush_routes(ctx, &mut self.durable, &self.figures, self.id);
     }
 }
 

@@ -12,6 +12,7 @@ use super::claims::{Claim, claim};
 use super::durability::Durability;
 use super::lifecycle::LifecycleLines;
 use super::logins::Judgement;
+use super::parts::Figures;
 use super::parts::Wire;
 use super::transport::apply_certificate_identity;
 use super::will_check::WillJudge;
@@ -197,54 +198,27 @@ impl BrokerShard {
                 let present = !connect.clean_start;
                 if connect.clean_start {
                     self.end_session_state(ctx, *session);
-                    let fresh = self.fresh_session(ctx, &client_id, owner);
+                    let fresh = fresh_session(
+                        (&self.shared, &self.figures, self.id),
+                        ctx,
+                        &client_id,
+                        owner,
+                    );
                     self.complete_connect(ctx, conn, connect, fresh, false, false);
                 } else {
                     self.complete_connect(ctx, conn, connect, session, present, false);
                 }
             }
             None => {
-                let fresh = self.fresh_session(ctx, &client_id, owner);
+                let fresh = fresh_session(
+                    (&self.shared, &self.figures, self.id),
+                    ctx,
+                    &client_id,
+                    owner,
+                );
                 self.complete_connect(ctx, conn, connect, fresh, false, false);
             }
         }
-    }
-
-    /// A new session with a new subscriber key, recorded in the directory for this shard (for
-    /// identity `owner` if the entry is new).
-    pub(super) fn fresh_session(
-        &mut self,
-        ctx: &mut Ctx,
-        client_id: &MqttStr,
-        owner: SessionOwner,
-    ) -> Box<Session> {
-        let subscriber = self.shared.directory.new_subscriber(self.id);
-        // A newer claim elsewhere keeps its place in the directory: this session goes to it.
-        let shared = &self.shared;
-        shared
-            .directory
-            .sessions
-            .entry(Box::from(client_id.as_str()))
-            .and_modify(|entry| entry.subscriber = subscriber)
-            .or_insert_with(|| SessionLocation {
-                shard: self.id,
-                subscriber,
-                claim: shared.directory.new_claim(),
-                owner,
-            });
-        self.figures.broadcast(
-            ctx,
-            &self.shared.order,
-            Change::Owner {
-                subscriber,
-                shard: self.id,
-            },
-        );
-        Session::new(
-            client_id.clone(),
-            subscriber,
-            self.shared.config.limits.max_inflight_outbound,
-        )
     }
 
     /// Attaches `session` to `conn`, answers CONNACK, then resends what the session owes.
@@ -470,6 +444,35 @@ fn assign_client_id(shared: &Shared, shard: ShardId) -> MqttStr {
     let nanos = shared.time.uptime().as_nanos() as u64;
     let text = format!("ringmq-{:x}-{key:x}-{nanos:x}", shard.index());
     MqttStr::from_bytes(text.into()).expect("invariant: ASCII without U+0000")
+}
+
+/// A new session with a new subscriber key, recorded in the directory for this shard (for
+/// identity `owner` if the entry is new).
+pub(super) fn fresh_session(
+    (shared, figures, shard): (&Shared, &Figures, ShardId),
+    ctx: &mut Ctx,
+    client_id: &MqttStr,
+    owner: SessionOwner,
+) -> Box<Session> {
+    let subscriber = shared.directory.new_subscriber(shard);
+    // A newer claim elsewhere keeps its place in the directory: this session goes to it.
+    shared
+        .directory
+        .sessions
+        .entry(Box::from(client_id.as_str()))
+        .and_modify(|entry| entry.subscriber = subscriber)
+        .or_insert_with(|| SessionLocation {
+            shard,
+            subscriber,
+            claim: shared.directory.new_claim(),
+            owner,
+        });
+    figures.broadcast(ctx, &shared.order, Change::Owner { subscriber, shard });
+    Session::new(
+        client_id.clone(),
+        subscriber,
+        shared.config.limits.max_inflight_outbound,
+    )
 }
 
 impl Wire<'_> {

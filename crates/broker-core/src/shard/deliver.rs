@@ -8,7 +8,8 @@ use router::SubscriberId;
 use session_store::Pushed;
 use tracing::debug;
 
-use super::parts::Wire;
+use super::parts::{Delivery, Figures, Wire};
+use super::replica::ReplicaState;
 use super::send::NotSent;
 use super::{BrokerShard, Ctx};
 use crate::message::{CopyBatch, CopyView, Expiry, Outgoing, Recipient};
@@ -16,6 +17,7 @@ use crate::metrics::DropReason;
 use crate::session::Session;
 use crate::session::SessionAt;
 use crate::store::stored_message;
+use ring_runtime::ShardId;
 use session_store::storage::SessionWrite;
 
 impl BrokerShard {
@@ -45,7 +47,8 @@ impl BrokerShard {
     pub(super) fn deliver(&mut self, ctx: &mut Ctx, recipient: Recipient) {
         let located = self.sessions.locate(recipient.subscriber);
         let Some((at, conn)) = located.and_then(|at| Some((at, self.sessions.at(at)?.conn))) else {
-            self.forward(recipient);
+            self.delivery
+                .forward(&self.replication.replica, &self.figures, self.id, recipient);
             return;
         };
         if recipient.outgoing.qos == QoS::AtMostOnce {
@@ -163,27 +166,10 @@ impl BrokerShard {
         packet_id: PacketId,
         not_sent: NotSent,
     ) {
-        self.abandon_inflight(client_id, packet_id);
+        self.durable
+            .abandon_inflight(&mut self.sessions, client_id, packet_id);
         if not_sent != NotSent::NotAuthorized {
             self.figures.count_dropped(not_sent.drop_reason(), 1);
-        }
-    }
-
-    /// A copy for a session this shard does not hold: forward it where the session went.
-    fn forward(&mut self, recipient: Recipient) {
-        let target = self
-            .delivery
-            .mobility
-            .moved
-            .get(&recipient.subscriber)
-            .map_or_else(
-                || self.replication.replica.owner(recipient.subscriber),
-                |moved| moved.to,
-            );
-        if target == self.id {
-            self.figures.count_dropped(DropReason::Offline, 1);
-        } else {
-            self.delivery.routes.forward_buf[target.index()].push_recipient(recipient);
         }
     }
 
@@ -391,5 +377,27 @@ impl Wire<'_> {
         );
         self.send_disconnect(ctx, conn, ReasonCode::QuotaExceeded);
         self.close_connection(ctx, conn);
+    }
+}
+
+impl Delivery {
+    /// A copy for a session this shard does not hold: forward it where the session went.
+    fn forward(
+        &mut self,
+        replica: &ReplicaState,
+        figures: &Figures,
+        shard: ShardId,
+        recipient: Recipient,
+    ) {
+        let target = self
+            .mobility
+            .moved
+            .get(&recipient.subscriber)
+            .map_or_else(|| replica.owner(recipient.subscriber), |moved| moved.to);
+        if target == shard {
+            figures.count_dropped(DropReason::Offline, 1);
+        } else {
+            self.routes.forward_buf[target.index()].push_recipient(recipient);
+        }
     }
 }

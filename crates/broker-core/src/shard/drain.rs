@@ -48,7 +48,10 @@ impl BrokerShard {
             self.send_from_queue(ctx, at, conn);
         }
         if spilled {
-            self.refill_from_disk_if_low(at.subscriber());
+            let limit = self.shared.config.persistence.memory_queue_messages as usize;
+            let (sessions, reading) = (&mut self.sessions, (self.id, limit));
+            self.durable
+                .refill_from_disk_if_low(sessions, reading, at.subscriber());
         }
     }
 
@@ -167,7 +170,8 @@ impl BrokerShard {
                     if let Err(not_sent) = sent
                         && self.sessions.get(client_id).is_some()
                     {
-                        self.abandon_inflight(client_id, packet_id);
+                        self.durable
+                            .abandon_inflight(&mut self.sessions, client_id, packet_id);
                         self.figures.count_dropped(not_sent.drop_reason(), 1);
                     }
                 }

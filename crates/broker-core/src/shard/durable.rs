@@ -17,10 +17,12 @@ use codec::{MqttStr, Packet, PacketId};
 use ring_runtime::ConnId;
 use session_store::storage::SessionWrite;
 
+use super::durability::Durability;
 use super::durability::HeldSend;
 use super::send::NotSent;
 use super::{BrokerShard, Ctx};
 use crate::message::Outgoing;
+use crate::session::Sessions;
 
 impl BrokerShard {
     /// Sends an acknowledgement of a client's packet once this turn's batch is durable when it
@@ -114,24 +116,34 @@ impl BrokerShard {
         }
         match self.send_publish(ctx, conn, outgoing.view(), Some(packet_id), false) {
             Ok(()) | Err(NotSent::Closed) => {}
-            Err(NotSent::NotAuthorized) => self.abandon_inflight(client_id, packet_id),
+            Err(NotSent::NotAuthorized) => {
+                self.durable
+                    .abandon_inflight(&mut self.sessions, client_id, packet_id)
+            }
             Err(not_sent @ (NotSent::Expired | NotSent::TooLarge)) => {
-                self.abandon_inflight(client_id, packet_id);
+                self.durable
+                    .abandon_inflight(&mut self.sessions, client_id, packet_id);
                 self.figures.count_dropped(not_sent.drop_reason(), 1);
             }
         }
     }
+}
 
+impl Durability {
     /// Ends an outbound flow without an acknowledgement (expired, too large, refused).
-    pub(super) fn abandon_inflight(&mut self, client_id: &MqttStr, packet_id: PacketId) {
-        let Some(session) = self.sessions.get_mut(client_id) else {
+    pub(super) fn abandon_inflight(
+        &mut self,
+        sessions: &mut Sessions,
+        client_id: &MqttStr,
+        packet_id: PacketId,
+    ) {
+        let Some(session) = sessions.get_mut(client_id) else {
             return;
         };
         session.inflight.abandon(packet_id);
-        self.durable
-            .record_if(session.expiry, || SessionWrite::InflightAcked {
-                client_id: client_id.clone(),
-                packet_id,
-            });
+        self.record_if(session.expiry, || SessionWrite::InflightAcked {
+            client_id: client_id.clone(),
+            packet_id,
+        });
     }
 }

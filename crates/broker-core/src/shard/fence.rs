@@ -16,7 +16,9 @@
 //! closed at once. Every shard that receives a session announces and fences it this way, also
 //! one that only passes it on to a newer connection, so moves happen one at a time.
 
+use super::durability::Durability;
 use super::mobility::{Holding, Mobility};
+use super::parts::{Delivery, Figures};
 use std::collections::VecDeque;
 
 use ring_runtime::ShardId;
@@ -27,23 +29,6 @@ use super::{BrokerShard, Ctx};
 use crate::message::{Recipient, ShardMsg, TakeoverRequest};
 
 impl BrokerShard {
-    /// Sends the fences due, behind every copy already routed this turn.
-    pub(super) fn send_fences(&mut self, ctx: &mut Ctx) {
-        if self.delivery.mobility.fences_due.is_empty() {
-            return;
-        }
-        self.flush_routes(ctx);
-        let origin = self.id;
-        for (previous, subscriber) in std::mem::take(&mut self.delivery.mobility.fences_due) {
-            let fence = ShardMsg::Fence {
-                subscriber,
-                origin,
-                forwarded: false,
-            };
-            self.figures.post(ctx, previous, fence);
-        }
-    }
-
     /// A fence arrived: on the old shard pass it on behind the forwarded copies; on the new
     /// shard release what its origin sent straight here.
     pub(super) fn fence_arrived(
@@ -66,7 +51,8 @@ impl BrokerShard {
         if moved.fences_left == 0 {
             self.delivery.mobility.moved.remove(&subscriber);
         }
-        self.flush_routes(ctx);
+        self.delivery
+            .flush_routes(ctx, &mut self.durable, &self.figures, self.id);
         let fence = ShardMsg::Fence {
             subscriber,
             origin,
@@ -203,5 +189,29 @@ impl Mobility {
             timers.disarm(ctx, Some(timer));
         }
         Ok(())
+    }
+}
+
+impl Delivery {
+    /// Sends the fences due, behind every copy already routed this turn.
+    pub(super) fn send_fences(
+        &mut self,
+        ctx: &mut Ctx,
+        durable: &mut Durability,
+        figures: &Figures,
+        origin: ShardId,
+    ) {
+        if self.mobility.fences_due.is_empty() {
+            return;
+        }
+        self.flush_routes(ctx, durable, figures, origin);
+        for (previous, subscriber) in std::mem::take(&mut self.mobility.fences_due) {
+            let fence = ShardMsg::Fence {
+                subscriber,
+                origin,
+                forwarded: false,
+            };
+            figures.post(ctx, previous, fence);
+        }
     }
 }

@@ -14,7 +14,7 @@ use super::overload::refuse_in_overload;
 use super::parts::Wire;
 use super::throttle::Throttling;
 use super::transport::add_transport;
-use super::{BrokerShard, Ctx, Fault};
+use super::{BrokerShard, Ctx, Fault, client_id_of};
 use crate::carry;
 use crate::conn::{Connection, Phase};
 use crate::metrics::ShardCounters;
@@ -196,9 +196,21 @@ impl BrokerShard {
     ) -> Result<(), Fault> {
         let connected = self.conns.get(&conn).is_some_and(|c| c.is_connected());
         let packet = if connected {
-            match self.hold_for_topic_checks(ctx, conn, packet) {
+            let (conns, sessions) = (&self.conns, &self.sessions);
+            let client_id = || client_id_of(conns, sessions, conn);
+            let asking = (&self.shared.access, self.id);
+            match self
+                .auth
+                .hold_for_topic_checks(asking, ctx, (conn, packet), client_id)
+            {
                 Some(packet) => packet,
-                None => return Ok(()),
+                None => {
+                    // Its packets wait behind the one set aside (`topics_answered`).
+                    if let Some(connection) = self.conns.get_mut(&conn) {
+                        connection.park();
+                    }
+                    return Ok(());
+                }
             }
         } else {
             packet

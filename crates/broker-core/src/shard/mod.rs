@@ -263,7 +263,8 @@ impl Handler for BrokerShard {
         }
         self.replication
             .publish_applied_watermark(&self.shared.order, self.id);
-        self.send_fences(ctx);
+        self.delivery
+            .send_fences(ctx, &mut self.durable, &self.figures, self.id);
         self.replication
             .nudge_acknowledging_shards(ctx, &self.figures);
         self.release_acks(ctx);
@@ -283,12 +284,14 @@ impl Handler for BrokerShard {
         self.release_durable(ctx);
         self.release_acks(ctx);
         self.drain_backlog(ctx);
-        self.flush_routes(ctx);
+        self.delivery
+            .flush_routes(ctx, &mut self.durable, &self.figures, self.id);
         let queued = ctx.shard_queued_bytes() as u64;
         self.delivery
             .outbound
             .publish(&self.shared.limits.outbound, queued);
-        self.update_gauges();
+        self.figures
+            .update_gauges(&self.sessions, &self.replication.replica.retained);
         self.figures.copy_turn_stats(ctx);
         self.delivery.routes.frame_cache.clear();
         self.timers

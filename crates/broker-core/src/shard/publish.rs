@@ -16,7 +16,8 @@ use session_store::InboundQos2;
 use tracing::debug;
 
 use super::cluster::RouteScope;
-use super::parts::{AuthWaits, Figures};
+use super::durability::Durability;
+use super::parts::{AuthWaits, Delivery, Figures};
 use super::will_check::WillJudge;
 use super::{BrokerShard, Ctx, Fault, client_id_of};
 use crate::detach;
@@ -24,6 +25,7 @@ use crate::message::{BareCopy, Change, CopyView, Message, Recipient, ShardMsg};
 use crate::metrics::{DropReason, ShardCounters};
 use crate::shared_parts::AccessControl;
 use crate::store::stored_retained;
+use ring_runtime::ShardId;
 use session_store::storage::SessionWrite;
 
 /// Topics only the broker publishes: a client's PUBLISH to one is refused (0x87 on MQTT 5.0;
@@ -352,42 +354,6 @@ impl BrokerShard {
         self.delivery.routes.matches = matches;
         count
     }
-
-    /// Sends this turn's batches to the other shards: at most one mailbox message per
-    /// destination for copies routed here and one for copies forwarded for moved sessions.
-    pub(super) fn flush_routes(&mut self, ctx: &mut Ctx) {
-        let origin = self.id;
-        for index in 0..self.delivery.routes.route_buf.len() {
-            let shard = ring_runtime::ShardId::new(index as u16);
-            for forwarded in [true, false] {
-                let buf = if forwarded {
-                    &mut self.delivery.routes.forward_buf
-                } else {
-                    &mut self.delivery.routes.route_buf
-                };
-                if buf[index].is_empty() {
-                    continue;
-                }
-                let copies = mem::take(&mut buf[index]);
-                // Copies routed here for QoS 1/2: the shard confirms them once durable, and
-                // this turn's acknowledgements wait for it (forwarded copies are confirmed by
-                // the shard that forwards them).
-                let confirm = self
-                    .durable
-                    .confirm_ticket()
-                    .filter(|_| !forwarded && copies.has_reliable());
-                let message = ShardMsg::Deliver {
-                    origin,
-                    forwarded,
-                    copies,
-                    confirm,
-                };
-                if self.figures.post(ctx, shard, message) && confirm.is_some() {
-                    self.durable.needs_confirmation(shard);
-                }
-            }
-        }
-    }
 }
 
 /// Everything [`BrokerShard::publish_internal`] needs to publish a message.
@@ -455,5 +421,48 @@ impl Figures {
             expires_at,
             received_ns: self.turn_nanos(ctx),
         })
+    }
+}
+
+impl Delivery {
+    /// Sends this turn's batches to the other shards: at most one mailbox message per
+    /// destination for copies routed here and one for copies forwarded for moved sessions.
+    /// (`origin`: this shard; what it routed for QoS 1/2 is confirmed once `durable`.)
+    pub(super) fn flush_routes(
+        &mut self,
+        ctx: &mut Ctx,
+        durable: &mut Durability,
+        figures: &Figures,
+        origin: ShardId,
+    ) {
+        for index in 0..self.routes.route_buf.len() {
+            let shard = ring_runtime::ShardId::new(index as u16);
+            for forwarded in [true, false] {
+                let buf = if forwarded {
+                    &mut self.routes.forward_buf
+                } else {
+                    &mut self.routes.route_buf
+                };
+                if buf[index].is_empty() {
+                    continue;
+                }
+                let copies = mem::take(&mut buf[index]);
+                // Copies routed here for QoS 1/2: the shard confirms them once durable, and
+                // this turn's acknowledgements wait for it (forwarded copies are confirmed by
+                // the shard that forwards them).
+                let confirm = durable
+                    .confirm_ticket()
+                    .filter(|_| !forwarded && copies.has_reliable());
+                let message = ShardMsg::Deliver {
+                    origin,
+                    forwarded,
+                    copies,
+                    confirm,
+                };
+                if figures.post(ctx, shard, message) && confirm.is_some() {
+                    durable.needs_confirmation(shard);
+                }
+            }
+        }
     }
 }

@@ -11,10 +11,15 @@ use router::SubscriptionFilter;
 use session_store::storage::StoredSession;
 use session_store::{InflightState, PendingWill, SessionExpiry};
 
+use super::parts::Replication;
+use super::timer_book::TimerBook;
 use super::timer_book::TimerPurpose;
 use super::{BrokerShard, Ctx};
+use crate::session::Sessions;
 use crate::session::{Session, SessionSubscription};
+use crate::shared_parts::Links;
 use crate::store::{ReplicaSeed, outgoing_from_stored};
+use ring_runtime::ShardId;
 
 impl BrokerShard {
     /// At construction: the recovered replica state and this shard's recovered sessions.
@@ -22,7 +27,8 @@ impl BrokerShard {
         let Some(seed) = self.shared.persistence.recovery.seed() else {
             return;
         };
-        self.install_seed(&seed);
+        self.replication
+            .install_seed(&self.shared.links, self.id, &seed);
         let now = self.shared.time.clock.now();
         for recovered in self.shared.persistence.recovery.take_sessions(self.id) {
             let client_id = recovered.stored.client_id.clone();
@@ -32,27 +38,6 @@ impl BrokerShard {
             self.cluster_side
                 .mirror_recovered(&self.shared.links, &client_id);
             self.timers.recovered.push(client_id);
-        }
-    }
-
-    fn install_seed(&mut self, seed: &ReplicaSeed) {
-        for change in &seed.subscriptions {
-            change.apply_to(&mut self.replication.replica.table);
-            if self.shared.links.reports_interest(self.id)
-                && let router::SubscriptionChange::Subscribe { filter, .. } = change
-            {
-                self.shared.links.report_interest(filter.as_str(), 1);
-            }
-        }
-        for (subscriber, shard) in &seed.owners {
-            self.replication.replica.set_owner(*subscriber, *shard);
-        }
-        for (topic, message) in &seed.retained {
-            let size = message.publish.payload().len() + topic.as_str().len();
-            self.replication
-                .replica
-                .retained
-                .store(topic, Arc::clone(message), size);
         }
     }
 
@@ -132,38 +117,9 @@ impl BrokerShard {
                 None => self.session_disconnected(ctx, &client_id, true),
                 Some((_, at)) => {
                     let elapsed = SystemTime::now().duration_since(*at).unwrap_or_default();
-                    self.arm_recovered_timers(ctx, &client_id, elapsed);
+                    self.timers
+                        .arm_recovered_timers(&mut self.sessions, ctx, &client_id, elapsed);
                 }
-            }
-        }
-    }
-
-    /// Arms what a session disconnected `elapsed` ago still has to wait for.
-    fn arm_recovered_timers(&mut self, ctx: &mut Ctx, client_id: &MqttStr, elapsed: Duration) {
-        let now = ctx.now();
-        let Some(session) = self.sessions.get_mut(client_id) else {
-            return;
-        };
-        let expiry = session.expiry;
-        let will_delay = session.will.as_deref().map(|w: &PendingWill| w.delay);
-        if let Some(delay) = will_delay {
-            let at = now + delay.saturating_sub(elapsed);
-            let timer = self
-                .timers
-                .arm(ctx, at, TimerPurpose::WillDelay(client_id.clone()));
-            if let Some(session) = self.sessions.get_mut(client_id) {
-                session.set_will_timer(Some(timer));
-            }
-        }
-        if let SessionExpiry::After(secs) = expiry {
-            let left = Duration::from_secs(u64::from(secs)).saturating_sub(elapsed);
-            let timer = self.timers.arm(
-                ctx,
-                now + left,
-                TimerPurpose::SessionExpiry(client_id.clone()),
-            );
-            if let Some(session) = self.sessions.get_mut(client_id) {
-                session.set_expiry_timer(Some(timer));
             }
         }
     }
@@ -182,5 +138,63 @@ fn spill_recovered_tail(session: &mut Session, queued_total: usize) {
             reading: None,
             written_since_read: 0,
         }));
+    }
+}
+
+impl Replication {
+    fn install_seed(&mut self, links: &Links, shard: ShardId, seed: &ReplicaSeed) {
+        for change in &seed.subscriptions {
+            change.apply_to(&mut self.replica.table);
+            if links.reports_interest(shard)
+                && let router::SubscriptionChange::Subscribe { filter, .. } = change
+            {
+                links.report_interest(filter.as_str(), 1);
+            }
+        }
+        for (subscriber, shard) in &seed.owners {
+            self.replica.set_owner(*subscriber, *shard);
+        }
+        for (topic, message) in &seed.retained {
+            let size = message.publish.payload().len() + topic.as_str().len();
+            self.replica
+                .retained
+                .store(topic, Arc::clone(message), size);
+        }
+    }
+}
+
+impl TimerBook {
+    /// Arms what a session disconnected `elapsed` ago still has to wait for.
+    fn arm_recovered_timers(
+        &mut self,
+        sessions: &mut Sessions,
+        ctx: &mut Ctx,
+        client_id: &MqttStr,
+        elapsed: Duration,
+    ) {
+        let now = ctx.now();
+        let Some(session) = sessions.get_mut(client_id) else {
+            return;
+        };
+        let expiry = session.expiry;
+        let will_delay = session.will.as_deref().map(|w: &PendingWill| w.delay);
+        if let Some(delay) = will_delay {
+            let at = now + delay.saturating_sub(elapsed);
+            let timer = self.arm(ctx, at, TimerPurpose::WillDelay(client_id.clone()));
+            if let Some(session) = sessions.get_mut(client_id) {
+                session.set_will_timer(Some(timer));
+            }
+        }
+        if let SessionExpiry::After(secs) = expiry {
+            let left = Duration::from_secs(u64::from(secs)).saturating_sub(elapsed);
+            let timer = self.arm(
+                ctx,
+                now + left,
+                TimerPurpose::SessionExpiry(client_id.clone()),
+            );
+            if let Some(session) = sessions.get_mut(client_id) {
+                session.set_expiry_timer(Some(timer));
+            }
+        }
     }
 }

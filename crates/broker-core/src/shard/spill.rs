@@ -9,9 +9,12 @@ use router::SubscriberId;
 use session_store::storage::SessionWrite;
 use session_store::{OverflowPolicy, Pushed, SpilledQueue};
 
+use super::durability::Durability;
 use super::{BrokerShard, Ctx};
 use crate::metrics::DropReason;
+use crate::session::Sessions;
 use crate::store::{QueueReadDone, outgoing_from_stored};
+use ring_runtime::ShardId;
 
 impl BrokerShard {
     /// Queues a stored copy on disk only (`queued` is its `MessageQueued`), within the
@@ -60,35 +63,6 @@ impl BrokerShard {
                 reading: None,
                 written_since_read: 1,
             })),
-        }
-    }
-
-    /// Asks for the next part of the on-disk queue once the in-memory part is half empty.
-    pub(super) fn refill_from_disk_if_low(&mut self, subscriber: SubscriberId) {
-        let limit = self.shared.config.persistence.memory_queue_messages as usize;
-        let shard = self.id;
-        let Some(session) = self.sessions.by_subscriber_mut(subscriber) else {
-            return;
-        };
-        let in_memory = session.queue.len();
-        let Some(spilled) = session.spilled_mut() else {
-            return;
-        };
-        if spilled.reading.is_some() || in_memory > limit / 2 {
-            return;
-        }
-        let after = spilled.after;
-        spilled.written_since_read = 0;
-        let client_id = session.client_id.clone();
-        let id = self
-            .durable
-            .request_read(shard, client_id, after, limit - in_memory);
-        if let Some(spilled) = self
-            .sessions
-            .by_subscriber_mut(subscriber)
-            .and_then(|s| s.spilled_mut())
-        {
-            spilled.reading = Some(id);
         }
     }
 
@@ -166,5 +140,37 @@ impl BrokerShard {
             .count_dropped(DropReason::QueueFull, dropped.len() as u64);
         self.durable.forget_stored_copies(&done.client_id, &dropped);
         true
+    }
+}
+
+impl Durability {
+    /// Asks for the next part of the on-disk queue once the in-memory part is half empty.
+    /// (`limit`: `persistence.memory_queue_messages`; the read's answer comes to `shard`.)
+    pub(super) fn refill_from_disk_if_low(
+        &mut self,
+        sessions: &mut Sessions,
+        (shard, limit): (ShardId, usize),
+        subscriber: SubscriberId,
+    ) {
+        let Some(session) = sessions.by_subscriber_mut(subscriber) else {
+            return;
+        };
+        let in_memory = session.queue.len();
+        let Some(spilled) = session.spilled_mut() else {
+            return;
+        };
+        if spilled.reading.is_some() || in_memory > limit / 2 {
+            return;
+        }
+        let after = spilled.after;
+        spilled.written_since_read = 0;
+        let client_id = session.client_id.clone();
+        let id = self.request_read(shard, client_id, after, limit - in_memory);
+        if let Some(spilled) = sessions
+            .by_subscriber_mut(subscriber)
+            .and_then(|s| s.spilled_mut())
+        {
+            spilled.reading = Some(id);
+        }
     }
 }

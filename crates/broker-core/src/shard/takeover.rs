@@ -6,6 +6,7 @@
 use codec::{MqttStr, ReasonCode};
 use tracing::{debug, error};
 
+use super::connect::fresh_session;
 use super::mobility::Claimant;
 use super::mobility::{Mobility, Moved};
 use super::parts::Figures;
@@ -98,7 +99,11 @@ impl BrokerShard {
 
     /// A claimed session arrived from another shard (or the news that there is none).
     pub(super) fn take_over(&mut self, ctx: &mut Ctx, transfer: SessionTransfer) {
-        let Some((client_id, claimant)) = self.settle_claim(transfer.to_claim) else {
+        let Some((client_id, claimant)) = self
+            .delivery
+            .mobility
+            .settle_claim(&mut self.conns, transfer.to_claim)
+        else {
             // Every transfer answers a claim pending here; keep a session rather than lose it.
             error!(
                 client = transfer.client_id.as_str(),
@@ -151,7 +156,12 @@ impl BrokerShard {
                 let client_id = session.client_id.clone();
                 self.end_session_state(ctx, *session);
                 let owner = super::connect::owner_of(&connect);
-                let fresh = self.fresh_session(ctx, &client_id, owner);
+                let fresh = fresh_session(
+                    (&self.shared, &self.figures, self.id),
+                    ctx,
+                    &client_id,
+                    owner,
+                );
                 self.complete_connect(ctx, conn, *connect, fresh, false, false);
             }
             Claimant::Connection(conn, connect) => {
@@ -176,7 +186,12 @@ impl BrokerShard {
             Claimant::Successor(request) => send_transfer(&self.figures, ctx, request, None),
             Claimant::Connection(conn, connect) => {
                 let owner = super::connect::owner_of(&connect);
-                let fresh = self.fresh_session(ctx, client_id, owner);
+                let fresh = fresh_session(
+                    (&self.shared, &self.figures, self.id),
+                    ctx,
+                    client_id,
+                    owner,
+                );
                 self.complete_connect(ctx, conn, *connect, fresh, false, false);
             }
             Claimant::Nobody => {
