@@ -96,7 +96,9 @@ impl BrokerShard {
                         client_id: client_id.clone(),
                         packet_id: rec.packet_id,
                     });
-                    self.send_stored_pubrel(ctx, conn, Packet::PubRel(rel));
+                    if let Some(pubrel) = self.durable.hold_pubrel(conn, Packet::PubRel(rel)) {
+                        self.wire().send_packet(ctx, conn, &pubrel);
+                    }
                     return;
                 }
             }

@@ -36,7 +36,13 @@ impl BrokerShard {
                 reason,
                 reply,
             } => {
-                let _ = reply.send(self.admin_disconnect(ctx, &client_id, reason));
+                let mut wire = Wire::new(
+                    &mut self.conns,
+                    &mut self.delivery.routes,
+                    &self.figures,
+                    &self.shared,
+                );
+                let _ = reply.send(wire.admin_disconnect(&self.sessions, ctx, &client_id, reason));
             }
             AdminQuery::Subscriptions {
                 after,
@@ -62,27 +68,6 @@ impl BrokerShard {
                 let _ = reply.send(self.admin_publish(ctx, &topic, payload, qos, retain));
             }
         }
-    }
-
-    fn admin_disconnect(
-        &mut self,
-        ctx: &mut Ctx,
-        client_id: &str,
-        reason: codec::ReasonCode,
-    ) -> bool {
-        let Ok(key) = MqttStr::try_from(client_id) else {
-            return false;
-        };
-        let Some(conn) = self.sessions.get(&key).and_then(|s| s.conn) else {
-            return false;
-        };
-        info!(
-            client = client_id,
-            reason = reason.name(),
-            "disconnected by the admin API"
-        );
-        self.wire().disconnect_with(ctx, conn, reason);
-        true
     }
 
     fn admin_publish(
@@ -264,8 +249,33 @@ fn protocol_name(protocol: ProtocolVersion) -> &'static str {
 }
 
 impl Wire<'_> {
+    /// DISCONNECT with `reason` (5.0), then close.
     fn disconnect_with(&mut self, ctx: &mut Ctx, conn: ConnId, reason: codec::ReasonCode) {
         self.send_disconnect(ctx, conn, reason);
         self.close_connection(ctx, conn);
+    }
+
+    /// Disconnects `client_id`'s client (DISCONNECT `reason` in 5.0) when its session in
+    /// `sessions` has a connection; whether it had.
+    fn admin_disconnect(
+        &mut self,
+        sessions: &Sessions,
+        ctx: &mut Ctx,
+        client_id: &str,
+        reason: codec::ReasonCode,
+    ) -> bool {
+        let Ok(key) = MqttStr::try_from(client_id) else {
+            return false;
+        };
+        let Some(conn) = sessions.get(&key).and_then(|s| s.conn) else {
+            return false;
+        };
+        info!(
+            client = client_id,
+            reason = reason.name(),
+            "disconnected by the admin API"
+        );
+        self.disconnect_with(ctx, conn, reason);
+        true
     }
 }

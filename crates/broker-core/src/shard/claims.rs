@@ -12,75 +12,88 @@ use dashmap::mapref::entry::Entry;
 use ring_runtime::{ConnId, ShardId};
 use tracing::debug;
 
-use super::{BrokerShard, Ctx};
+use super::Ctx;
+use super::parts::Figures;
 use crate::directory::{ClaimId, SessionLocation, SessionOwner};
 use crate::message::{ShardMsg, TakeoverRequest};
 use crate::shared::Shared;
 
-impl BrokerShard {
-    /// Parks `conn` and asks `holder` for the session that `supersedes` (a claim there) has.
+impl Mobility {
+    /// Parks `conn` (claim `mine`, on shard `to_shard`) and asks `holder` for the session that
+    /// `supersedes` (a claim there) has.
     pub(super) fn request_takeover(
         &mut self,
+        (conns, figures): (&mut Connections, &Figures),
         ctx: &mut Ctx,
-        conn: ConnId,
-        connect: Connect,
-        holder: ShardId,
-        (supersedes, mine): (ClaimId, ClaimId),
+        (conn, connect): (ConnId, Connect),
+        to_shard: ShardId,
+        (holder, supersedes, mine): (ShardId, ClaimId, ClaimId),
     ) {
         let request = TakeoverRequest {
             client_id: connect.client_id.clone(),
-            to_shard: self.id,
+            to_shard,
             to_claim: mine,
             supersedes,
             clean_start: connect.clean_start,
         };
-        self.conns.mark_awaiting(conn);
+        conns.mark_awaiting(conn);
         let claim = PendingClaim {
             client_id: connect.client_id.clone(),
             waiting: Some((conn, Box::new(connect))),
             successor: None,
         };
-        self.delivery.mobility.claims.insert(mine, claim);
-        self.figures.post(ctx, holder, ShardMsg::Takeover(request));
+        self.claims.insert(mine, claim);
+        figures.post(ctx, holder, ShardMsg::Takeover(request));
     }
 
     /// A newer connection on this shard for `claim`, pending here: it replaces the connection
-    /// waiting (the newer wins).
+    /// waiting (the newer wins), which is returned to be closed.
     pub(super) fn replace_waiting(
         &mut self,
-        ctx: &mut Ctx,
+        conns: &mut Connections,
         claim: ClaimId,
         conn: ConnId,
         connect: Connect,
-    ) {
-        let Some(pending) = self.delivery.mobility.claims.get_mut(&claim) else {
-            return;
-        };
+    ) -> Option<ConnId> {
+        let pending = self.claims.get_mut(&claim)?;
         let older = pending.waiting.replace((conn, Box::new(connect)));
-        self.conns.mark_awaiting(conn);
-        if let Some((older, _)) = older {
-            self.wire().close_connection(ctx, older);
-        }
+        conns.mark_awaiting(conn);
+        older.map(|(older, _)| older)
     }
 
     /// A request for the session of `request.supersedes`, if that claim is pending here: the
-    /// session will pass on when it arrives, and the superseded connection closes now.
+    /// session will pass on when it arrives, and the superseded connection (returned) is to
+    /// close now. The request comes back when that claim is not pending here.
     pub(super) fn supersede_pending(
         &mut self,
-        ctx: &mut Ctx,
         request: TakeoverRequest,
-    ) -> Option<TakeoverRequest> {
-        let Some(pending) = self.delivery.mobility.claims.get_mut(&request.supersedes) else {
-            return Some(request);
+    ) -> Result<Option<ConnId>, TakeoverRequest> {
+        let Some(pending) = self.claims.get_mut(&request.supersedes) else {
+            return Err(request);
         };
         let superseded = pending.waiting.take();
         if pending.successor.replace(request).is_some() {
             tracing::error!("a claim superseded twice: the earlier request is dropped");
         }
-        if let Some((conn, _)) = superseded {
-            self.wire().close_connection(ctx, conn);
-        }
-        None
+        Ok(superseded.map(|(conn, _)| conn))
+    }
+
+    /// The claim `claim` is settled (its session, or the news that there is none, arrived):
+    /// who gets the session.
+    pub(super) fn settle_claim(
+        &mut self,
+        conns: &mut Connections,
+        claim: ClaimId,
+    ) -> Option<(MqttStr, Claimant)> {
+        let pending = self.claims.remove(&claim)?;
+        let claimant = match (pending.successor, pending.waiting) {
+            (Some(request), _) => Claimant::Successor(request),
+            (None, Some((conn, connect))) if conns.stop_waiting(conn) => {
+                Claimant::Connection(conn, connect)
+            }
+            (None, _) => Claimant::Nobody,
+        };
+        Some((pending.client_id, claimant))
     }
 }
 
@@ -155,24 +168,4 @@ pub(super) fn claim(
             }
         },
     )
-}
-
-impl Mobility {
-    /// The claim `claim` is settled (its session, or the news that there is none, arrived):
-    /// who gets the session.
-    pub(super) fn settle_claim(
-        &mut self,
-        conns: &mut Connections,
-        claim: ClaimId,
-    ) -> Option<(MqttStr, Claimant)> {
-        let pending = self.claims.remove(&claim)?;
-        let claimant = match (pending.successor, pending.waiting) {
-            (Some(request), _) => Claimant::Successor(request),
-            (None, Some((conn, connect))) if conns.stop_waiting(conn) => {
-                Claimant::Connection(conn, connect)
-            }
-            (None, _) => Claimant::Nobody,
-        };
-        Some((pending.client_id, claimant))
-    }
 }

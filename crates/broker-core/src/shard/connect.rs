@@ -10,6 +10,7 @@ use tracing::debug;
 
 use super::claims::{Claim, claim};
 use super::durability::Durability;
+use super::gauges::Gauges;
 use super::lifecycle::LifecycleLines;
 use super::logins::Judgement;
 use super::parts::Figures;
@@ -18,7 +19,7 @@ use super::transport::apply_certificate_identity;
 use super::will_check::WillJudge;
 use super::will_checks::WillCheck;
 use super::{BrokerShard, Ctx, Fault};
-use crate::conn::Phase;
+use crate::conn::{Connections, Phase};
 use crate::detach;
 use crate::directory::{ClaimId, SessionLocation, SessionOwner};
 use crate::message::Change;
@@ -179,7 +180,13 @@ impl BrokerShard {
                 holder,
                 supersedes,
                 mine,
-            }) => self.request_takeover(ctx, conn, connect, holder, (supersedes, mine)),
+            }) => self.delivery.mobility.request_takeover(
+                (&mut self.conns, &self.figures),
+                ctx,
+                (conn, connect),
+                self.id,
+                (holder, supersedes, mine),
+            ),
         }
     }
 
@@ -187,7 +194,10 @@ impl BrokerShard {
     fn connect_local(&mut self, ctx: &mut Ctx, conn: ConnId, connect: Connect, claim: ClaimId) {
         if self.delivery.mobility.is_pending(claim) {
             // An earlier connection here still waits for the session to arrive: the newer wins.
-            self.replace_waiting(ctx, claim, conn, connect);
+            let mobility = &mut self.delivery.mobility;
+            if let Some(older) = mobility.replace_waiting(&mut self.conns, claim, conn, connect) {
+                self.wire().close_connection(ctx, older);
+            }
             return;
         }
         let client_id = connect.client_id.clone();
@@ -288,7 +298,10 @@ impl BrokerShard {
             filters,
         );
         let keep_alive = self.shared.config.connection.keep_alive_for(&connect);
-        self.setup_connection(ctx, conn, &connect, session.subscriber, keep_alive);
+        let counted = (&*self.shared, &mut self.figures.gauges);
+        let attached = (session.subscriber, keep_alive);
+        self.conns
+            .setup_connection(counted, ctx, conn, &connect, attached);
         let connack = connack(
             &self.shared.config,
             &connect,
@@ -313,46 +326,6 @@ impl BrokerShard {
             self.sessions.insert(session);
         }
         self.resume_reading(ctx, conn);
-    }
-
-    /// Connection state from the CONNECT; its keep-alive counts from now.
-    fn setup_connection(
-        &mut self,
-        ctx: &mut Ctx,
-        conn: ConnId,
-        connect: &Connect,
-        subscriber: router::SubscriberId,
-        keep_alive: u16,
-    ) {
-        let since_start = self.shared.time.since_start(ctx.now());
-        let limits = &self.shared.config.limits;
-        let props = &connect.properties;
-        let outbound_aliases = props
-            .topic_alias_maximum
-            .unwrap_or(0)
-            .min(limits.outbound_topic_alias_maximum);
-        let inbound_aliases = if connect.protocol.is_v5() {
-            limits.topic_alias_maximum
-        } else {
-            0
-        };
-        let Some(connection) = self.conns.get_mut(&conn) else {
-            return;
-        };
-        connection.phase = Phase::Connected;
-        if !connection.counted {
-            connection.counted = true;
-            self.figures.gauges.connected_clients += 1;
-        }
-        connection.protocol = connect.protocol;
-        connection.attach(subscriber);
-        connection.keep_alive = keep_alive;
-        connection.set_topic_alias_maximums(inbound_aliases, outbound_aliases);
-        connection.client_max_packet = props.maximum_packet_size.map_or(u32::MAX, NonZeroU32::get);
-        connection.publish_will = true;
-        connection.connected_at_s = u32::try_from(since_start.as_secs()).unwrap_or(u32::MAX);
-        // The keep-alive counts from the CONNACK (`Connection::deadline`).
-        connection.touch(since_start);
     }
 }
 
@@ -534,5 +507,48 @@ impl Durability {
                 id: subscription.id,
             });
         }
+    }
+}
+
+impl Connections {
+    /// Connection state from the CONNECT; its keep-alive counts from now (`gauges` count
+    /// the client connected).
+    fn setup_connection(
+        &mut self,
+        (shared, gauges): (&Shared, &mut Gauges),
+        ctx: &mut Ctx,
+        conn: ConnId,
+        connect: &Connect,
+        (subscriber, keep_alive): (router::SubscriberId, u16),
+    ) {
+        let since_start = shared.time.since_start(ctx.now());
+        let limits = &shared.config.limits;
+        let props = &connect.properties;
+        let outbound_aliases = props
+            .topic_alias_maximum
+            .unwrap_or(0)
+            .min(limits.outbound_topic_alias_maximum);
+        let inbound_aliases = if connect.protocol.is_v5() {
+            limits.topic_alias_maximum
+        } else {
+            0
+        };
+        let Some(connection) = self.get_mut(&conn) else {
+            return;
+        };
+        connection.phase = Phase::Connected;
+        if !connection.counted {
+            connection.counted = true;
+            gauges.connected_clients += 1;
+        }
+        connection.protocol = connect.protocol;
+        connection.attach(subscriber);
+        connection.keep_alive = keep_alive;
+        connection.set_topic_alias_maximums(inbound_aliases, outbound_aliases);
+        connection.client_max_packet = props.maximum_packet_size.map_or(u32::MAX, NonZeroU32::get);
+        connection.publish_will = true;
+        connection.connected_at_s = u32::try_from(since_start.as_secs()).unwrap_or(u32::MAX);
+        // The keep-alive counts from the CONNACK (`Connection::deadline`).
+        connection.touch(since_start);
     }
 }

@@ -10,6 +10,8 @@ use std::time::{Duration, Instant};
 use ring_runtime::ConnId;
 use tracing::debug;
 
+use super::parts::Wire;
+use super::rate_buckets::Throttle;
 use super::timer_book::{TimerBook, TimerPurpose};
 use super::{BrokerShard, Ctx};
 use crate::conn::Connections;
@@ -34,8 +36,14 @@ impl BrokerShard {
             .filter(|(_, deadline)| now >= *deadline)
             .collect();
         for (conn, deadline) in due {
-            let _span = self.conn_span(conn).entered();
-            self.deadline_passed(ctx, conn, deadline);
+            let _span = self.conns.span(&self.sessions, self.id, conn).entered();
+            let mut wire = Wire::new(
+                &mut self.conns,
+                &mut self.delivery.routes,
+                &self.figures,
+                &self.shared,
+            );
+            wire.deadline_passed(&self.door.throttle, ctx, conn, deadline);
         }
         self.timers.arm_deadline_sweep(
             ctx,
@@ -43,34 +51,41 @@ impl BrokerShard {
             self.shared.config.connection.connect_timeout,
         );
     }
-
-    /// `conn`'s deadline has passed: no CONNECT in time closes it; a keep-alive that ran out
-    /// (a connection paused for its publish rate excepted) disconnects it.
-    fn deadline_passed(&mut self, ctx: &mut Ctx, conn: ConnId, deadline: Instant) {
-        if !self.conns.get(&conn).is_some_and(|c| c.is_connected()) {
-            debug!("no CONNECT in time: closing");
-            ctx.abort(conn);
-            return;
-        }
-        let deadline = self.door.throttle.keep_alive_while_throttled(
-            &mut self.conns,
-            &self.shared.time,
-            ctx,
-            (conn, deadline),
-        );
-        if ctx.now() >= deadline {
-            debug!("keep-alive expired");
-            self.wire()
-                .send_disconnect(ctx, conn, ReasonCode::KeepAliveTimeout);
-            self.wire().close_connection(ctx, conn);
-        }
-    }
 }
 
 /// How often connections' deadlines are swept for a CONNECT timeout of `connect_timeout`: half
 /// of it, within [`SWEEP_AT_LEAST`] and [`SWEEP_EVERY`].
 fn sweep_interval(connect_timeout: Duration) -> Duration {
     (connect_timeout / 2).clamp(SWEEP_AT_LEAST, SWEEP_EVERY)
+}
+
+impl Wire<'_> {
+    /// `conn`'s deadline has passed: no CONNECT in time closes it; a keep-alive that ran out
+    /// (a connection paused for its publish rate in `throttle` excepted) disconnects it.
+    fn deadline_passed(
+        &mut self,
+        throttle: &Throttle,
+        ctx: &mut Ctx,
+        conn: ConnId,
+        deadline: Instant,
+    ) {
+        if !self.conns.get(&conn).is_some_and(|c| c.is_connected()) {
+            debug!("no CONNECT in time: closing");
+            ctx.abort(conn);
+            return;
+        }
+        let deadline = throttle.keep_alive_while_throttled(
+            self.conns,
+            &self.shared.time,
+            ctx,
+            (conn, deadline),
+        );
+        if ctx.now() >= deadline {
+            debug!("keep-alive expired");
+            self.send_disconnect(ctx, conn, ReasonCode::KeepAliveTimeout);
+            self.close_connection(ctx, conn);
+        }
+    }
 }
 
 impl TimerBook {

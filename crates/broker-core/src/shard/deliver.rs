@@ -8,6 +8,7 @@ use router::SubscriberId;
 use session_store::Pushed;
 use tracing::debug;
 
+use super::durability::Durability;
 use super::parts::{Delivery, Figures, Wire};
 use super::replica::ReplicaState;
 use super::send::NotSent;
@@ -16,6 +17,7 @@ use crate::message::{CopyBatch, CopyView, Expiry, Outgoing, Recipient};
 use crate::metrics::DropReason;
 use crate::session::Session;
 use crate::session::SessionAt;
+use crate::session::Sessions;
 use crate::store::stored_message;
 use ring_runtime::ShardId;
 use session_store::storage::SessionWrite;
@@ -155,21 +157,6 @@ impl BrokerShard {
         // A full window waits on the client's acknowledgements: send it now.
         if sent.is_ok() && !session.inflight.has_room() {
             ctx.expedite(conn);
-        }
-    }
-
-    /// An admitted copy could not be sent (not `Closed`): its flow ends, counted as dropped
-    /// unless the ACL filtered it.
-    pub(super) fn first_send_failed(
-        &mut self,
-        client_id: &MqttStr,
-        packet_id: PacketId,
-        not_sent: NotSent,
-    ) {
-        self.durable
-            .abandon_inflight(&mut self.sessions, client_id, packet_id);
-        if not_sent != NotSent::NotAuthorized {
-            self.figures.count_dropped(not_sent.drop_reason(), 1);
         }
     }
 
@@ -398,6 +385,24 @@ impl Delivery {
             figures.count_dropped(DropReason::Offline, 1);
         } else {
             self.routes.forward_buf[target.index()].push_recipient(recipient);
+        }
+    }
+}
+
+impl Durability {
+    /// An admitted copy could not be sent (not `Closed`): its flow ends, counted as dropped
+    /// unless the ACL filtered it.
+    pub(super) fn first_send_failed(
+        &mut self,
+        sessions: &mut Sessions,
+        figures: &Figures,
+        client_id: &MqttStr,
+        packet_id: PacketId,
+        not_sent: NotSent,
+    ) {
+        self.abandon_inflight(sessions, client_id, packet_id);
+        if not_sent != NotSent::NotAuthorized {
+            figures.count_dropped(not_sent.drop_reason(), 1);
         }
     }
 }

@@ -140,7 +140,13 @@ impl BrokerShard {
                 }
             }
             Err(NotSent::Closed) => {}
-            Err(not_sent) => self.first_send_failed(client_id, packet_id, not_sent),
+            Err(not_sent) => self.durable.first_send_failed(
+                &mut self.sessions,
+                &self.figures,
+                client_id,
+                packet_id,
+                not_sent,
+            ),
         }
     }
 

@@ -48,15 +48,6 @@ impl BrokerShard {
         }
     }
 
-    /// Sends a PUBREL of a stored flow once its release is durable.
-    pub(super) fn send_stored_pubrel(&mut self, ctx: &mut Ctx, conn: ConnId, packet: Packet) {
-        if self.durable.acks_wait() {
-            self.durable.hold(conn, HeldSend::Packet(packet), false);
-        } else {
-            self.wire().send_packet(ctx, conn, &packet);
-        }
-    }
-
     /// Sends every held item whose batch is durable (and confirmed by the shards it needs).
     pub(super) fn release_durable(&mut self, ctx: &mut Ctx) {
         if self.durable.held.is_empty() {
@@ -130,6 +121,16 @@ impl BrokerShard {
 }
 
 impl Durability {
+    /// A PUBREL of a stored flow: held until its release is durable when acknowledgements
+    /// wait for the disk, else given back to be sent now.
+    pub(super) fn hold_pubrel(&mut self, conn: ConnId, packet: Packet) -> Option<Packet> {
+        if !self.acks_wait() {
+            return Some(packet);
+        }
+        self.hold(conn, HeldSend::Packet(packet), false);
+        None
+    }
+
     /// Ends an outbound flow without an acknowledgement (expired, too large, refused).
     pub(super) fn abandon_inflight(
         &mut self,

@@ -75,13 +75,9 @@ impl BrokerShard {
         self.replication.gate.pending = waiting;
         for p in ready {
             self.finish_ack(ctx, p.conn, &p.client_id, &p.packet, p.retained_due);
-            self.unpark(ctx, p.conn);
+            // The acknowledgement is out: handle what the client sent behind the packet.
+            self.unpark_if_free(ctx, p.conn);
         }
-    }
-
-    /// The connection's acknowledgement is out: handle what it sent behind the packet.
-    fn unpark(&mut self, ctx: &mut Ctx, conn: ConnId) {
-        self.unpark_if_free(ctx, conn);
     }
 
     /// Lets a parked connection read again unless it still waits for a SUBACK/UNSUBACK, has

@@ -86,7 +86,7 @@ impl BrokerShard {
         if !current {
             return;
         }
-        let _span = self.conn_span(conn).entered();
+        let _span = self.conns.span(&self.sessions, self.id, conn).entered();
         match outcome {
             Recheck::Grant(grant) => self.regranted(ctx, conn, &asked.client_id, grant),
             Recheck::Filters(answers) => self.filters_rechecked(ctx, conn, &asked, &answers),
@@ -182,7 +182,11 @@ impl BrokerShard {
 
     /// Removes `client_id`'s subscription `filter` as an UNSUBSCRIBE would, without a packet.
     fn revoke_subscription(&mut self, ctx: &mut Ctx, client_id: &MqttStr, filter: &MqttStr) {
-        if self.remove_subscription(ctx, client_id, filter).is_none() {
+        if self
+            .subscriptions()
+            .remove_subscription(ctx, client_id, filter)
+            .is_none()
+        {
             return;
         }
         self.cluster_side

@@ -51,7 +51,7 @@ impl BrokerShard {
     }
 
     fn login_answered(&mut self, ctx: &mut Ctx, conn: ConnId, token: u64, outcome: LoginVerdict) {
-        let _span = self.conn_span(conn).entered();
+        let _span = self.conns.span(&self.sessions, self.id, conn).entered();
         let Some(pending) = self.auth.logins.pending.remove(&conn) else {
             return;
         };
@@ -112,7 +112,7 @@ impl BrokerShard {
         if !connected {
             return;
         }
-        let _span = self.conn_span(conn).entered();
+        let _span = self.conns.span(&self.sessions, self.id, conn).entered();
         debug!("credentials expired: disconnecting");
         self.wire()
             .send_disconnect(ctx, conn, ReasonCode::MaximumConnectTime);

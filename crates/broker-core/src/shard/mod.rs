@@ -157,25 +157,23 @@ impl BrokerShard {
 
     /// The connections as control packets reach them (see [`parts::Wire`]).
     fn wire(&mut self) -> parts::Wire<'_> {
-        parts::Wire {
-            conns: &mut self.conns,
-            scratch: &mut self.delivery.routes.scratch,
-            figures: &self.figures,
-            shared: &self.shared,
-        }
+        parts::Wire::new(
+            &mut self.conns,
+            &mut self.delivery.routes,
+            &self.figures,
+            &self.shared,
+        )
     }
 
-    /// The span every log line about one connection is written in: connection id, client id
-    /// and shard. Built only when debug logging is on.
-    fn conn_span(&self, conn: ConnId) -> tracing::Span {
-        tracing::debug_span!(
-            "conn",
-            id = conn.index(),
-            client = client_id_of(&self.conns, &self.sessions, conn)
-                .as_ref()
-                .map_or("", |c| c.as_str()),
-            shard = self.id.index(),
-        )
+    /// The parts a subscription change touches (see [`parts::SubscriptionBook`]).
+    fn subscriptions(&mut self) -> parts::SubscriptionBook<'_> {
+        parts::SubscriptionBook {
+            sessions: &mut self.sessions,
+            durable: &mut self.durable,
+            figures: &mut self.figures,
+            auth: &mut self.auth,
+            shared: &self.shared,
+        }
     }
 }
 
@@ -185,21 +183,36 @@ fn client_id_of(conns: &Connections, sessions: &Sessions, conn: ConnId) -> Optio
     sessions.client_id(subscriber).cloned()
 }
 
+impl Connections {
+    /// The span every log line about connection `conn` is written in: connection id, client
+    /// id (its session in `sessions`) and shard. Built only when debug logging is on.
+    fn span(&self, sessions: &Sessions, shard: ShardId, conn: ConnId) -> tracing::Span {
+        tracing::debug_span!(
+            "conn",
+            id = conn.index(),
+            client = client_id_of(self, sessions, conn)
+                .as_ref()
+                .map_or("", |c| c.as_str()),
+            shard = shard.index(),
+        )
+    }
+}
+
 impl Handler for BrokerShard {
     type Message = ShardMsg;
 
     fn on_accept(&mut self, ctx: &mut Ctx, conn: ConnId, peer: SocketAddr) {
-        let _span = self.conn_span(conn).entered();
+        let _span = self.conns.span(&self.sessions, self.id, conn).entered();
         self.accept(ctx, conn, peer);
     }
 
     fn on_data(&mut self, ctx: &mut Ctx, conn: ConnId, data: Bytes) {
-        let _span = self.conn_span(conn).entered();
+        let _span = self.conns.span(&self.sessions, self.id, conn).entered();
         self.receive(ctx, conn, data);
     }
 
     fn on_layer_error(&mut self, ctx: &mut Ctx, conn: ConnId, error: ring_runtime::LayerError) {
-        let _span = self.conn_span(conn).entered();
+        let _span = self.conns.span(&self.sessions, self.id, conn).entered();
         self.transport_failed(ctx, conn, error);
     }
 
@@ -208,7 +221,7 @@ impl Handler for BrokerShard {
     }
 
     fn on_closed(&mut self, ctx: &mut Ctx, conn: ConnId, reason: CloseReason) {
-        let _span = self.conn_span(conn).entered();
+        let _span = self.conns.span(&self.sessions, self.id, conn).entered();
         self.connection_closed(ctx, conn, reason);
     }
 

@@ -13,6 +13,7 @@ use tracing::{debug, warn};
 
 use super::durability::Durability;
 use super::owning::PendingOwnership;
+use super::recover::rebuild_session;
 use super::{BrokerShard, Ctx};
 use crate::conn::Phase;
 use crate::session::Session;
@@ -115,7 +116,8 @@ impl BrokerShard {
             self.durable
                 .record_imported(&self.shared.persistence, &stored);
         }
-        let session = self.rebuild_session(stored, subscriber, ctx.now());
+        let rebuilt_into = (&mut self.figures.gauges, &mut self.timers);
+        let session = rebuild_session(&self.shared, rebuilt_into, stored, subscriber, ctx.now());
         for (_, subscription) in session.subscriptions.iter() {
             let change = router::SubscriptionChange::Subscribe {
                 subscriber,

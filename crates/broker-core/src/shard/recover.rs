@@ -11,12 +11,14 @@ use router::SubscriptionFilter;
 use session_store::storage::StoredSession;
 use session_store::{InflightState, PendingWill, SessionExpiry};
 
+use super::gauges::Gauges;
 use super::parts::Replication;
 use super::timer_book::TimerBook;
 use super::timer_book::TimerPurpose;
 use super::{BrokerShard, Ctx};
 use crate::session::Sessions;
 use crate::session::{Session, SessionSubscription};
+use crate::shared::Shared;
 use crate::shared_parts::Links;
 use crate::store::{ReplicaSeed, outgoing_from_stored};
 use ring_runtime::ShardId;
@@ -32,72 +34,20 @@ impl BrokerShard {
         let now = self.shared.time.clock.now();
         for recovered in self.shared.persistence.recovery.take_sessions(self.id) {
             let client_id = recovered.stored.client_id.clone();
-            let mut session = self.rebuild_session(recovered.stored, recovered.subscriber, now);
+            let rebuilt_into = (&mut self.figures.gauges, &mut self.timers);
+            let mut session = rebuild_session(
+                &self.shared,
+                rebuilt_into,
+                recovered.stored,
+                recovered.subscriber,
+                now,
+            );
             spill_recovered_tail(&mut session, recovered.queued_total);
             self.sessions.insert(session);
             self.cluster_side
                 .mirror_recovered(&self.shared.links, &client_id);
             self.timers.recovered.push(client_id);
         }
-    }
-
-    /// A session as it was stored: subscriptions, queue, inflight window (unsent: resent on
-    /// resume) and inbound QoS 2 ids.
-    pub(super) fn rebuild_session(
-        &mut self,
-        stored: StoredSession,
-        subscriber: router::SubscriberId,
-        now: std::time::Instant,
-    ) -> Box<Session> {
-        let max_inflight = self.shared.config.limits.max_inflight_outbound;
-        let mut session = Session::new(stored.client_id, subscriber, max_inflight);
-        session.protocol = stored.protocol;
-        session.expiry = stored.expiry;
-        session.will = stored.will.map(Box::new);
-        let limits = &self.shared.limits.topics;
-        for sub in stored.subscriptions {
-            let Ok(filter) =
-                SubscriptionFilter::from_bytes(sub.filter.as_shared_bytes().clone(), limits)
-            else {
-                continue;
-            };
-            let record = SessionSubscription {
-                filter,
-                options: sub.options,
-                id: sub.id,
-            };
-            session.subscriptions.insert(sub.filter, record);
-            self.figures.gauges.subscriptions += 1;
-        }
-        for (seq, message) in stored.queued {
-            if let Some(outgoing) = outgoing_from_stored(&message, seq, now) {
-                session.queue.push(outgoing, &self.shared.limits.queues);
-            }
-        }
-        for (packet_id, state) in stored.inflight {
-            let state = match state {
-                InflightState::AwaitingPubAck(m) => {
-                    outgoing_from_stored(&m, 0, now).map(InflightState::AwaitingPubAck)
-                }
-                InflightState::AwaitingPubRec(m) => {
-                    outgoing_from_stored(&m, 0, now).map(InflightState::AwaitingPubRec)
-                }
-                InflightState::AwaitingPubComp => Some(InflightState::AwaitingPubComp),
-            };
-            if let Some(state) = state {
-                session.inflight.restore(packet_id, state);
-            }
-        }
-        let receive_maximum = usize::from(self.shared.config.limits.receive_maximum);
-        for id in stored.awaiting_release {
-            session.record_awaiting_release(id, receive_maximum);
-        }
-        if let Some(at) = stored.disconnected_at {
-            self.timers
-                .recovered_down_since
-                .push((session.client_id.clone(), at));
-        }
-        session
     }
 
     /// Once running: each recovered session still without a connection counts its expiry and
@@ -123,6 +73,67 @@ impl BrokerShard {
             }
         }
     }
+}
+
+/// A session as it was stored: subscriptions, queue, inflight window (unsent: resent on
+/// resume) and inbound QoS 2 ids; its subscriptions counted in `gauges`, when it
+/// disconnected kept in `timers` (its expiry and will delay count from then).
+pub(super) fn rebuild_session(
+    shared: &Shared,
+    (gauges, timers): (&mut Gauges, &mut TimerBook),
+    stored: StoredSession,
+    subscriber: router::SubscriberId,
+    now: std::time::Instant,
+) -> Box<Session> {
+    let max_inflight = shared.config.limits.max_inflight_outbound;
+    let mut session = Session::new(stored.client_id, subscriber, max_inflight);
+    session.protocol = stored.protocol;
+    session.expiry = stored.expiry;
+    session.will = stored.will.map(Box::new);
+    let limits = &shared.limits.topics;
+    for sub in stored.subscriptions {
+        let Ok(filter) =
+            SubscriptionFilter::from_bytes(sub.filter.as_shared_bytes().clone(), limits)
+        else {
+            continue;
+        };
+        let record = SessionSubscription {
+            filter,
+            options: sub.options,
+            id: sub.id,
+        };
+        session.subscriptions.insert(sub.filter, record);
+        gauges.subscriptions += 1;
+    }
+    for (seq, message) in stored.queued {
+        if let Some(outgoing) = outgoing_from_stored(&message, seq, now) {
+            session.queue.push(outgoing, &shared.limits.queues);
+        }
+    }
+    for (packet_id, state) in stored.inflight {
+        let state = match state {
+            InflightState::AwaitingPubAck(m) => {
+                outgoing_from_stored(&m, 0, now).map(InflightState::AwaitingPubAck)
+            }
+            InflightState::AwaitingPubRec(m) => {
+                outgoing_from_stored(&m, 0, now).map(InflightState::AwaitingPubRec)
+            }
+            InflightState::AwaitingPubComp => Some(InflightState::AwaitingPubComp),
+        };
+        if let Some(state) = state {
+            session.inflight.restore(packet_id, state);
+        }
+    }
+    let receive_maximum = usize::from(shared.config.limits.receive_maximum);
+    for id in stored.awaiting_release {
+        session.record_awaiting_release(id, receive_maximum);
+    }
+    if let Some(at) = stored.disconnected_at {
+        timers
+            .recovered_down_since
+            .push((session.client_id.clone(), at));
+    }
+    session
 }
 
 /// A recovered session whose queue is longer than the part loaded keeps the rest on disk.

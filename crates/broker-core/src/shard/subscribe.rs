@@ -10,6 +10,8 @@ use codec::{
 use ring_runtime::ConnId;
 use router::{ChangeSeq, SubscriptionChange, SubscriptionFilter};
 
+use super::ack_gate::RetainedDue;
+use super::parts::SubscriptionBook;
 use super::{BrokerShard, Ctx, Fault, client_id_of};
 use crate::detach;
 use crate::message::{Change, Expiry, Message, Outgoing};
@@ -32,7 +34,10 @@ impl BrokerShard {
         let mut retained_for = Vec::new();
         let mut last_change = None;
         for (text, options) in subscribe.filters {
-            match self.subscribe_one(ctx, conn, &client_id, &text, options, id)? {
+            match self
+                .subscriptions()
+                .subscribe_one(ctx, conn, &client_id, &text, options, id)?
+            {
                 Ok((granted, filter, is_new, seq)) => {
                     last_change = Some(seq);
                     reason_codes.push(granted_code(granted));
@@ -56,18 +61,114 @@ impl BrokerShard {
             properties: Default::default(),
         };
         let packet = Packet::SubAck(suback);
-        if last_change.is_some() {
-            self.cluster_side.mirror_subscriptions(
-                &self.shared.links,
-                &self.sessions,
-                ctx,
-                &client_id,
-            );
-        }
-        self.ack_when_applied(ctx, conn, client_id, last_change, packet, retained_for);
+        self.subscriptions_changed(ctx, conn, client_id, last_change, (packet, retained_for));
         Ok(())
     }
 
+    /// Sends the retained messages matching a new subscription (RETAIN set, as the spec says).
+    pub(super) fn send_retained(
+        &mut self,
+        ctx: &mut Ctx,
+        client_id: &MqttStr,
+        filter: &SubscriptionFilter,
+        granted: QoS,
+        id: Option<SubscriptionId>,
+    ) {
+        let SubscriptionFilter::Plain(topic_filter) = filter else {
+            return;
+        };
+        let now = ctx.now();
+        let messages: Vec<Arc<Message>> = self
+            .replication
+            .replica
+            .retained
+            .matching(topic_filter)
+            .map(|(_, message)| Arc::clone(message))
+            .filter(|m| m.expiry(now) != Expiry::Expired)
+            .collect();
+        let Some(subscriber) = self.sessions.get(client_id).map(|s| s.subscriber) else {
+            return;
+        };
+        for message in messages {
+            let qos = message.qos.min(granted);
+            let outgoing = Outgoing::new(message, qos, true, id.as_slice(), None);
+            self.deliver(
+                ctx,
+                crate::message::Recipient {
+                    subscriber,
+                    outgoing,
+                },
+            );
+        }
+    }
+
+    /// UNSUBSCRIBE: Success or No subscription existed per filter (0x8F for a bad filter).
+    pub(super) fn handle_unsubscribe(
+        &mut self,
+        ctx: &mut Ctx,
+        conn: ConnId,
+        unsubscribe: Unsubscribe,
+    ) {
+        let Some(client_id) = client_id_of(&self.conns, &self.sessions, conn) else {
+            return;
+        };
+        let mut reason_codes = Vec::with_capacity(unsubscribe.filters.len());
+        let mut last_change = None;
+        for text in &unsubscribe.filters {
+            let (reason, change) = self.subscriptions().unsubscribe_one(ctx, &client_id, text);
+            reason_codes.push(reason);
+            last_change = change.or(last_change);
+        }
+        let unsuback = UnsubAck {
+            packet_id: unsubscribe.packet_id,
+            reason_codes,
+            properties: Default::default(),
+        };
+        // Like SUBACK: once the client sees UNSUBACK, no shard adds new messages for the filter.
+        let packet = Packet::UnsubAck(unsuback);
+        self.subscriptions_changed(ctx, conn, client_id, last_change, (packet, Vec::new()));
+    }
+
+    /// After a SUBSCRIBE or UNSUBSCRIBE: the session's subscriptions are mirrored to the
+    /// cluster when they changed (`last_change`), and `ack` (SUBACK and the retained messages
+    /// due, or UNSUBACK) leaves once every shard applied the change.
+    fn subscriptions_changed(
+        &mut self,
+        ctx: &mut Ctx,
+        conn: ConnId,
+        client_id: MqttStr,
+        last_change: Option<ChangeSeq>,
+        (packet, retained_due): (Packet, RetainedDue),
+    ) {
+        if last_change.is_some() {
+            let (links, sessions) = (&self.shared.links, &self.sessions);
+            self.cluster_side
+                .mirror_subscriptions(links, sessions, ctx, &client_id);
+        }
+        self.ack_when_applied(ctx, conn, client_id, last_change, packet, retained_due);
+    }
+}
+
+/// The SUBACK code for a granted QoS.
+fn granted_code(qos: QoS) -> ReasonCode {
+    match qos {
+        QoS::AtMostOnce => ReasonCode::Success,
+        QoS::AtLeastOnce => ReasonCode::GrantedQoS1,
+        QoS::ExactlyOnce => ReasonCode::GrantedQoS2,
+    }
+}
+
+/// Whether a subscription gets the retained messages now (never for shared subscriptions).
+fn wants_retained(filter: &SubscriptionFilter, handling: RetainHandling, is_new: bool) -> bool {
+    matches!(filter, SubscriptionFilter::Plain(_))
+        && match handling {
+            RetainHandling::SendAtSubscribe => true,
+            RetainHandling::SendIfNew => is_new,
+            RetainHandling::DoNotSend => false,
+        }
+}
+
+impl SubscriptionBook<'_> {
     /// One filter of a SUBSCRIBE: the granted QoS, the filter and whether it is new; or the
     /// refusal reason. A protocol violation ends the connection.
     #[allow(clippy::type_complexity)]
@@ -149,78 +250,6 @@ impl BrokerShard {
         Ok(Ok((granted, filter, is_new, seq)))
     }
 
-    /// Sends the retained messages matching a new subscription (RETAIN set, as the spec says).
-    pub(super) fn send_retained(
-        &mut self,
-        ctx: &mut Ctx,
-        client_id: &MqttStr,
-        filter: &SubscriptionFilter,
-        granted: QoS,
-        id: Option<SubscriptionId>,
-    ) {
-        let SubscriptionFilter::Plain(topic_filter) = filter else {
-            return;
-        };
-        let now = ctx.now();
-        let messages: Vec<Arc<Message>> = self
-            .replication
-            .replica
-            .retained
-            .matching(topic_filter)
-            .map(|(_, message)| Arc::clone(message))
-            .filter(|m| m.expiry(now) != Expiry::Expired)
-            .collect();
-        let Some(subscriber) = self.sessions.get(client_id).map(|s| s.subscriber) else {
-            return;
-        };
-        for message in messages {
-            let qos = message.qos.min(granted);
-            let outgoing = Outgoing::new(message, qos, true, id.as_slice(), None);
-            self.deliver(
-                ctx,
-                crate::message::Recipient {
-                    subscriber,
-                    outgoing,
-                },
-            );
-        }
-    }
-
-    /// UNSUBSCRIBE: Success or No subscription existed per filter (0x8F for a bad filter).
-    pub(super) fn handle_unsubscribe(
-        &mut self,
-        ctx: &mut Ctx,
-        conn: ConnId,
-        unsubscribe: Unsubscribe,
-    ) {
-        let Some(client_id) = client_id_of(&self.conns, &self.sessions, conn) else {
-            return;
-        };
-        let mut reason_codes = Vec::with_capacity(unsubscribe.filters.len());
-        let mut last_change = None;
-        for text in &unsubscribe.filters {
-            let (reason, change) = self.unsubscribe_one(ctx, &client_id, text);
-            reason_codes.push(reason);
-            last_change = change.or(last_change);
-        }
-        let unsuback = UnsubAck {
-            packet_id: unsubscribe.packet_id,
-            reason_codes,
-            properties: Default::default(),
-        };
-        // Like SUBACK: once the client sees UNSUBACK, no shard adds new messages for the filter.
-        let packet = Packet::UnsubAck(unsuback);
-        if last_change.is_some() {
-            self.cluster_side.mirror_subscriptions(
-                &self.shared.links,
-                &self.sessions,
-                ctx,
-                &client_id,
-            );
-        }
-        self.ack_when_applied(ctx, conn, client_id, last_change, packet, Vec::new());
-    }
-
     fn unsubscribe_one(
         &mut self,
         ctx: &mut Ctx,
@@ -272,23 +301,4 @@ impl BrokerShard {
                 .broadcast(ctx, &self.shared.order, Change::Subscription(change)),
         )
     }
-}
-
-/// The SUBACK code for a granted QoS.
-fn granted_code(qos: QoS) -> ReasonCode {
-    match qos {
-        QoS::AtMostOnce => ReasonCode::Success,
-        QoS::AtLeastOnce => ReasonCode::GrantedQoS1,
-        QoS::ExactlyOnce => ReasonCode::GrantedQoS2,
-    }
-}
-
-/// Whether a subscription gets the retained messages now (never for shared subscriptions).
-fn wants_retained(filter: &SubscriptionFilter, handling: RetainHandling, is_new: bool) -> bool {
-    matches!(filter, SubscriptionFilter::Plain(_))
-        && match handling {
-            RetainHandling::SendAtSubscribe => true,
-            RetainHandling::SendIfNew => is_new,
-            RetainHandling::DoNotSend => false,
-        }
 }

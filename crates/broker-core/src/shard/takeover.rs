@@ -23,8 +23,14 @@ impl BrokerShard {
     /// session (it arrived moments ago) the old connection closes now and the session follows
     /// once every fence is in (fence.rs).
     pub(super) fn hand_over(&mut self, ctx: &mut Ctx, request: TakeoverRequest) {
-        let Some(mut request) = self.supersede_pending(ctx, request) else {
-            return;
+        let mut request = match self.delivery.mobility.supersede_pending(request) {
+            Err(request) => request,
+            Ok(superseded) => {
+                if let Some(conn) = superseded {
+                    self.wire().close_connection(ctx, conn);
+                }
+                return;
+            }
         };
         // A discarded session needs no order kept: Clean Start goes ahead at once.
         if !request.clean_start {

@@ -29,7 +29,7 @@ impl BrokerShard {
         token: u64,
         answers: Vec<bool>,
     ) {
-        let _span = self.conn_span(conn).entered();
+        let _span = self.conns.span(&self.sessions, self.id, conn).entered();
         let Some(waiting) = self.auth.topic_waits.waiting.remove(&conn) else {
             return self.will_answered(ctx, conn, token, &answers);
         };
