@@ -11,11 +11,13 @@
 //! Freed pages otherwise stay with the allocator for `limits.free_memory_hold_ms` (its purge
 //! delay) so that a busy shard reuses them without page faults; a shard only purges while it
 //! allocates, though. So a shard that has been quiet for a [`QUIET_CHECK`] interval after it
-//! worked collects ([`QuietWatch`]), after shrinking the buffers a burst grew (its route
-//! buffers and change reorder buffer here, the runtime's event lists, write pool and receive
-//! buffers through `ShardCtx::release_idle_memory`), and once more [`COLLECT_SETTLE`] later:
-//! the other shards' frees into its pages that came after (their own quiet shrink) are only
-//! taken back by a collection of its own.
+//! worked collects ([`QuietWatch`](super::quiet::QuietWatch)), after shrinking the buffers a
+//! burst grew (its route buffers and change reorder buffer here, the runtime's event lists,
+//! write pool and receive buffers through `ShardCtx::release_idle_memory`), and once more
+//! [`COLLECT_SETTLE`] later: the other shards' frees into its pages that came after (their own
+//! quiet shrink) are only taken back by a collection of its own.
+//!
+//! What is armed lives in the shard's [`TimerBook`]; the work is its methods here.
 
 use std::time::Duration;
 

@@ -3,6 +3,14 @@
 //! It owns the connections its listener accepted, the sessions of those clients, and a replica
 //! of the subscription table and the retained index. Each submodule handles one concern; the
 //! [`Handler`] impl below only dispatches.
+//!
+//! [`BrokerShard`] is a composition of owned parts (its fields). Work that touches one part is
+//! a method of that part, given what else it reads (the shared state, the shard id, the
+//! figures) as arguments; work that touches a few parts is a method of one of them taking the
+//! others, or of a short-lived view that borrows just those parts (`parts::Wire`,
+//! `parts::SubscriptionBook`, `Throttling`, `WillJudge`, ...). What stays on `BrokerShard`
+//! is the dispatch and the work that reaches across the whole shard: a packet's handling, a
+//! session's connect, move, delivery and end.
 
 mod ack_gate;
 mod acks;

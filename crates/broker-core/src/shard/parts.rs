@@ -1,5 +1,8 @@
 //! The shard's parts that group smaller state: each is owned by [`super::BrokerShard`] and
-//! touched by the files of its feature (named on each field).
+//! touched by the files of its feature (named on each field). Also the short-lived views that
+//! borrow just the parts some work touches and that the shard builds ([`Wire`],
+//! [`SubscriptionBook`]); a view built by one feature only lives in its file
+//! (`throttle.rs`, `will_check.rs`, `lifecycle.rs`, ...).
 
 use ring_runtime::ConnId;
 
@@ -98,8 +101,9 @@ pub(super) struct Figures {
 /// What putting control packets on connections and closing them touches: the connections,
 /// the encode buffer (`routes.rs`), the shard's figures (bytes sent, refusals) and the shared
 /// limits (the partial-frame budget a closed connection gives back). Built by
-/// [`super::BrokerShard::wire`] or [`Wire::new`] (beside another part); its methods live beside their feature (`send.rs`,
-/// `inbound.rs`, `connect.rs`).
+/// [`super::BrokerShard::wire`], or by [`Wire::new`] beside another part; its methods live
+/// beside their feature (`send.rs`, `inbound.rs`, `connect.rs`, `deadlines.rs`, `admin.rs`,
+/// `deliver.rs`).
 pub(super) struct Wire<'a> {
     pub(super) conns: &'a mut crate::conn::Connections,
     pub(super) scratch: &'a mut bytes::BytesMut,
