@@ -17,12 +17,13 @@ use tracing::debug;
 
 use super::cluster::RouteScope;
 use super::durability::Durability;
-use super::parts::{AuthWaits, Delivery, Figures};
+use super::parts::{AuthWaits, Delivery, Figures, Replication};
 use super::will_check::WillJudge;
 use super::{BrokerShard, Ctx, Fault, client_id_of};
 use crate::detach;
 use crate::message::{BareCopy, Change, CopyView, Message, Recipient, ShardMsg};
 use crate::metrics::{DropReason, ShardCounters};
+use crate::shared::Shared;
 use crate::shared_parts::AccessControl;
 use crate::store::stored_retained;
 use ring_runtime::ShardId;
@@ -224,7 +225,12 @@ impl BrokerShard {
             .figures
             .message(ctx, shared, (input.qos, input.retain), input.expiry);
         if input.retain {
-            self.retain(ctx, &input.topic, &message);
+            self.replication.retain(
+                (&mut self.durable, &self.figures, &self.shared),
+                ctx,
+                &input.topic,
+                &message,
+            );
         }
         // Shared subscriptions of a clustered message are served through NATS's queue groups,
         // where this node's members take part in the choice (docs/cluster.md); while NATS is
@@ -249,48 +255,6 @@ impl BrokerShard {
         } else {
             ReasonCode::Success
         }
-    }
-
-    /// Replicates a retained message (an empty payload clears the topic's retained message).
-    pub(super) fn retain(&mut self, ctx: &mut Ctx, topic: &TopicName, message: &Arc<Message>) {
-        let limits = &self.shared.config.retained;
-        let clear = message.publish.payload().is_empty();
-        let replacing = self.replication.replica.retained.get(topic).is_some();
-        let full = self.replication.replica.retained.len() >= limits.max_messages as usize
-            || (self.replication.replica.retained.total_bytes() + message.publish.payload().len())
-                as u64
-                > limits.max_bytes;
-        if !clear && full && !replacing {
-            debug!(
-                topic = topic.as_str(),
-                "retained limit reached: message delivered, not retained"
-            );
-            self.figures.count_dropped(DropReason::RetainedFull, 1);
-            return;
-        }
-        // `$SYS` values are the running broker's own: republished on their interval, never
-        // stored (a restart would otherwise serve the last run's figures).
-        if !topic.as_str().starts_with(SYS_PREFIX) {
-            let write = match clear {
-                true => SessionWrite::RetainCleared {
-                    topic: message.publish.topic().clone(),
-                },
-                false => SessionWrite::RetainSet {
-                    topic: message.publish.topic().clone(),
-                    message: Box::new(stored_retained(message, ctx.now())),
-                },
-            };
-            self.durable.record(write);
-        }
-        let message = (!clear).then(|| Arc::clone(message));
-        self.figures.broadcast(
-            ctx,
-            &self.shared.order,
-            Change::Retain {
-                topic: topic.clone(),
-                message,
-            },
-        );
     }
 
     /// Matches `topic` and sends each matching session in `scope` its copy; the number of
@@ -464,5 +428,54 @@ impl Delivery {
                 }
             }
         }
+    }
+}
+
+impl Replication {
+    /// Replicates a retained message (an empty payload clears the topic's retained message).
+    pub(super) fn retain(
+        &mut self,
+        (durable, figures, shared): (&mut Durability, &Figures, &Shared),
+        ctx: &mut Ctx,
+        topic: &TopicName,
+        message: &Arc<Message>,
+    ) {
+        let limits = &shared.config.retained;
+        let clear = message.publish.payload().is_empty();
+        let replacing = self.replica.retained.get(topic).is_some();
+        let full = self.replica.retained.len() >= limits.max_messages as usize
+            || (self.replica.retained.total_bytes() + message.publish.payload().len()) as u64
+                > limits.max_bytes;
+        if !clear && full && !replacing {
+            debug!(
+                topic = topic.as_str(),
+                "retained limit reached: message delivered, not retained"
+            );
+            figures.count_dropped(DropReason::RetainedFull, 1);
+            return;
+        }
+        // `$SYS` values are the running broker's own: republished on their interval, never
+        // stored (a restart would otherwise serve the last run's figures).
+        if !topic.as_str().starts_with(SYS_PREFIX) {
+            let write = match clear {
+                true => SessionWrite::RetainCleared {
+                    topic: message.publish.topic().clone(),
+                },
+                false => SessionWrite::RetainSet {
+                    topic: message.publish.topic().clone(),
+                    message: Box::new(stored_retained(message, ctx.now())),
+                },
+            };
+            durable.record(write);
+        }
+        let message = (!clear).then(|| Arc::clone(message));
+        figures.broadcast(
+            ctx,
+            &shared.order,
+            Change::Retain {
+                topic: topic.clone(),
+                message,
+            },
+        );
     }
 }
