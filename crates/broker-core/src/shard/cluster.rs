@@ -69,7 +69,9 @@ impl BrokerShard {
             Scope::Group(group) => RouteScope::Group(group),
             Scope::Retained => {
                 return self.replication.retain(
-                    (&mut self.durable, &self.figures, &self.shared),
+                    &mut self.durable,
+                    &self.figures,
+                    &self.shared,
                     ctx,
                     &topic,
                     &message,

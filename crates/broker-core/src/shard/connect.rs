@@ -208,24 +208,16 @@ impl BrokerShard {
                 let present = !connect.clean_start;
                 if connect.clean_start {
                     self.end_session_state(ctx, *session);
-                    let fresh = fresh_session(
-                        (&self.shared, &self.figures, self.id),
-                        ctx,
-                        &client_id,
-                        owner,
-                    );
+                    let fresh =
+                        fresh_session(&self.shared, &self.figures, self.id, ctx, &client_id, owner);
                     self.complete_connect(ctx, conn, connect, fresh, false, false);
                 } else {
                     self.complete_connect(ctx, conn, connect, session, present, false);
                 }
             }
             None => {
-                let fresh = fresh_session(
-                    (&self.shared, &self.figures, self.id),
-                    ctx,
-                    &client_id,
-                    owner,
-                );
+                let fresh =
+                    fresh_session(&self.shared, &self.figures, self.id, ctx, &client_id, owner);
                 self.complete_connect(ctx, conn, connect, fresh, false, false);
             }
         }
@@ -422,7 +414,9 @@ fn assign_client_id(shared: &Shared, shard: ShardId) -> MqttStr {
 /// A new session with a new subscriber key, recorded in the directory for this shard (for
 /// identity `owner` if the entry is new).
 pub(super) fn fresh_session(
-    (shared, figures, shard): (&Shared, &Figures, ShardId),
+    shared: &Shared,
+    figures: &Figures,
+    shard: ShardId,
     ctx: &mut Ctx,
     client_id: &MqttStr,
     owner: SessionOwner,

@@ -74,12 +74,8 @@ impl Wire<'_> {
             ctx.abort(conn);
             return;
         }
-        let deadline = throttle.keep_alive_while_throttled(
-            self.conns,
-            &self.shared.time,
-            ctx,
-            (conn, deadline),
-        );
+        let deadline =
+            throttle.keep_alive_while_throttled(self.conns, &self.shared.time, ctx, conn, deadline);
         if ctx.now() >= deadline {
             debug!("keep-alive expired");
             self.send_disconnect(ctx, conn, ReasonCode::KeepAliveTimeout);

@@ -49,9 +49,9 @@ impl BrokerShard {
         }
         if spilled {
             let limit = self.shared.config.persistence.memory_queue_messages as usize;
-            let (sessions, reading) = (&mut self.sessions, (self.id, limit));
+            let (sessions, subscriber) = (&mut self.sessions, at.subscriber());
             self.durable
-                .refill_from_disk_if_low(sessions, reading, at.subscriber());
+                .refill_from_disk_if_low(sessions, self.id, limit, subscriber);
         }
     }
 

@@ -237,7 +237,7 @@ impl GrantRechecks {
                 return;
             };
             let Some((token, job, asked)) =
-                self.recheck_job((asking.control, asking.shard), ctx, conn, &clients)
+                self.recheck_job(asking.control, asking.shard, ctx, conn, &clients)
             else {
                 continue;
             };
@@ -263,7 +263,8 @@ impl GrantRechecks {
     /// to ask (gone, or no subscription and a backend that answers only per topic).
     fn recheck_job(
         &mut self,
-        (control, shard): (&AccessControl, ShardId),
+        control: &AccessControl,
+        shard: ShardId,
         ctx: &Ctx,
         conn: ConnId,
         clients: impl Fn(ConnId) -> Option<(MqttStr, Vec<MqttStr>)>,

@@ -25,7 +25,7 @@ const CONNECT_TYPE: u8 = codec::PacketType::Connect as u8;
 impl BrokerShard {
     /// A new socket: refuse it beyond `max_connections`, else wait for its CONNECT.
     pub(super) fn accept(&mut self, ctx: &mut Ctx, conn: ConnId, peer: SocketAddr) {
-        if refuse_in_overload(&self.shared, self.figures.counters(), ctx, (conn, peer))
+        if refuse_in_overload(&self.shared, self.figures.counters(), ctx, conn, peer)
             || !self
                 .door
                 .admit_address(&self.shared.door.guard, ctx, conn, peer)
@@ -198,11 +198,14 @@ impl BrokerShard {
         let packet = if connected {
             let (conns, sessions) = (&self.conns, &self.sessions);
             let client_id = || client_id_of(conns, sessions, conn);
-            let asking = (&self.shared.access, self.id);
-            match self
-                .auth
-                .hold_for_topic_checks(asking, ctx, (conn, packet), client_id)
-            {
+            match self.auth.hold_for_topic_checks(
+                &self.shared.access,
+                self.id,
+                ctx,
+                conn,
+                packet,
+                client_id,
+            ) {
                 Some(packet) => packet,
                 None => {
                     // Its packets wait behind the one set aside (`topics_answered`).

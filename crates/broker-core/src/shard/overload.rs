@@ -18,7 +18,8 @@ pub(super) fn refuse_in_overload(
     shared: &Shared,
     counters: &ShardCounters,
     ctx: &mut Ctx,
-    (conn, peer): (ConnId, SocketAddr),
+    conn: ConnId,
+    peer: SocketAddr,
 ) -> bool {
     if !shared
         .door

@@ -116,8 +116,14 @@ impl BrokerShard {
             self.durable
                 .record_imported(&self.shared.persistence, &stored);
         }
-        let rebuilt_into = (&mut self.figures.gauges, &mut self.timers);
-        let session = rebuild_session(&self.shared, rebuilt_into, stored, subscriber, ctx.now());
+        let session = rebuild_session(
+            &self.shared,
+            &mut self.figures.gauges,
+            &mut self.timers,
+            stored,
+            subscriber,
+            ctx.now(),
+        );
         for (_, subscription) in session.subscriptions.iter() {
             let change = router::SubscriptionChange::Subscribe {
                 subscriber,

@@ -226,7 +226,9 @@ impl BrokerShard {
             .message(ctx, shared, (input.qos, input.retain), input.expiry);
         if input.retain {
             self.replication.retain(
-                (&mut self.durable, &self.figures, &self.shared),
+                &mut self.durable,
+                &self.figures,
+                &self.shared,
                 ctx,
                 &input.topic,
                 &message,
@@ -435,7 +437,9 @@ impl Replication {
     /// Replicates a retained message (an empty payload clears the topic's retained message).
     pub(super) fn retain(
         &mut self,
-        (durable, figures, shared): (&mut Durability, &Figures, &Shared),
+        durable: &mut Durability,
+        figures: &Figures,
+        shared: &Shared,
         ctx: &mut Ctx,
         topic: &TopicName,
         message: &Arc<Message>,

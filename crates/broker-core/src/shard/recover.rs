@@ -34,10 +34,10 @@ impl BrokerShard {
         let now = self.shared.time.clock.now();
         for recovered in self.shared.persistence.recovery.take_sessions(self.id) {
             let client_id = recovered.stored.client_id.clone();
-            let rebuilt_into = (&mut self.figures.gauges, &mut self.timers);
             let mut session = rebuild_session(
                 &self.shared,
-                rebuilt_into,
+                &mut self.figures.gauges,
+                &mut self.timers,
                 recovered.stored,
                 recovered.subscriber,
                 now,
@@ -80,7 +80,8 @@ impl BrokerShard {
 /// disconnected kept in `timers` (its expiry and will delay count from then).
 pub(super) fn rebuild_session(
     shared: &Shared,
-    (gauges, timers): (&mut Gauges, &mut TimerBook),
+    gauges: &mut Gauges,
+    timers: &mut TimerBook,
     stored: StoredSession,
     subscriber: router::SubscriberId,
     now: std::time::Instant,

@@ -88,11 +88,9 @@ impl BrokerShard {
             };
             let client_id = done.client_id.clone();
             if self.durable.refill(
-                (
-                    &mut self.sessions,
-                    &self.figures,
-                    &self.shared.limits.queues,
-                ),
+                &mut self.sessions,
+                &self.figures,
+                &self.shared.limits.queues,
                 ctx,
                 done,
             ) {
@@ -108,7 +106,8 @@ impl Durability {
     pub(super) fn refill_from_disk_if_low(
         &mut self,
         sessions: &mut Sessions,
-        (shard, limit): (ShardId, usize),
+        shard: ShardId,
+        limit: usize,
         subscriber: SubscriberId,
     ) {
         let Some(session) = sessions.by_subscriber_mut(subscriber) else {
@@ -136,7 +135,9 @@ impl Durability {
     /// Appends a read's messages to the session's in-memory queue; false for a stale read.
     fn refill(
         &mut self,
-        (sessions, figures, limits): (&mut Sessions, &Figures, &QueueLimits),
+        sessions: &mut Sessions,
+        figures: &Figures,
+        limits: &QueueLimits,
         ctx: &mut Ctx,
         done: QueueReadDone,
     ) -> bool {

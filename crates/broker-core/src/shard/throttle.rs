@@ -118,7 +118,8 @@ impl Throttle {
         conns: &mut Connections,
         time: &BrokerTime,
         ctx: &Ctx,
-        (conn, deadline): (ConnId, Instant),
+        conn: ConnId,
+        deadline: Instant,
     ) -> Instant {
         if ctx.now() < deadline || !self.is_throttled(conn) {
             return deadline;

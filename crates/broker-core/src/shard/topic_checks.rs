@@ -58,15 +58,17 @@ impl AuthWaits {
     /// `client_id` tells `conn`'s client id, asked only when a check is needed.
     pub(super) fn hold_for_topic_checks(
         &mut self,
-        (control, shard): (&AccessControl, ShardId),
+        control: &AccessControl,
+        shard: ShardId,
         ctx: &mut Ctx,
-        (conn, packet): (ConnId, Packet),
+        conn: ConnId,
+        packet: Packet,
         client_id: impl FnOnce() -> Option<MqttStr>,
     ) -> Option<Packet> {
         if self.acl_clients.is_empty() {
             return Some(packet);
         }
-        let requests = self.unanswered_checks(control, ctx, (conn, &packet), client_id);
+        let requests = self.unanswered_checks(control, ctx, conn, &packet, client_id);
         if requests.is_empty() {
             return Some(packet);
         }
@@ -106,7 +108,8 @@ impl AuthWaits {
         &self,
         control: &AccessControl,
         ctx: &Ctx,
-        (conn, packet): (ConnId, &Packet),
+        conn: ConnId,
+        packet: &Packet,
         client_id: impl FnOnce() -> Option<MqttStr>,
     ) -> Vec<AclRequest> {
         let Some(client) = self.acl_clients.get(&conn) else {
