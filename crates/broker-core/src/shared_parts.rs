@@ -133,6 +133,15 @@ impl AccessControl {
         }
     }
 
+    /// Whether chain link `link` is a backend asked about each topic (HTTP with an ACL URL).
+    pub fn link_checks_topics(&self, link: usize) -> bool {
+        let gatekeeper = self.gatekeeper.as_ref();
+        match gatekeeper.and_then(|g| g.chain().links().get(link)) {
+            Some(access::gatekeeper::chain::Link::External(backend)) => backend.checks_topics(),
+            _ => false,
+        }
+    }
+
     /// The password file in force, if one is configured.
     pub fn passwords(&self) -> Option<Arc<access::PasswordFile>> {
         self.passwords.as_ref().map(Swap::get)
@@ -282,6 +291,13 @@ pub struct Links {
 }
 
 impl Links {
+    /// Whether shard `shard` reports local interest to the cluster link: shard 0 (every shard
+    /// applies every subscription change, in the same order; one of them reports), when
+    /// `[cluster]` is on.
+    pub fn reports_interest(&self, shard: ShardId) -> bool {
+        shard.index() == 0 && self.cluster.is_some()
+    }
+
     /// Reports one more (`delta` 1) or one fewer (-1) local subscription to `filter` to the
     /// cluster link, if there is one.
     pub fn report_interest(&self, filter: &str, delta: i32) {

@@ -7,7 +7,7 @@ use session_store::storage::SessionWrite;
 use session_store::{AckError, InflightWindow};
 use tracing::debug;
 
-use super::{BrokerShard, Ctx, Fault};
+use super::{BrokerShard, Ctx, Fault, client_id_of};
 use crate::message::Outgoing;
 
 impl BrokerShard {
@@ -75,7 +75,7 @@ impl BrokerShard {
 
     /// PUBREC: answer PUBREL (0x92 when the id is unknown); an error reason ends the flow.
     pub(super) fn handle_pubrec(&mut self, ctx: &mut Ctx, conn: ConnId, rec: PubRec) {
-        let Some(client_id) = self.client_id_of(conn) else {
+        let Some(client_id) = client_id_of(&self.conns, &self.sessions, conn) else {
             return;
         };
         let Some(session) = self.sessions.get_mut(&client_id) else {
@@ -83,7 +83,8 @@ impl BrokerShard {
         };
         let expiry = session.expiry;
         if rec.reason_code.is_error() {
-            self.abandon_inflight(&client_id, rec.packet_id);
+            self.durable
+                .abandon_inflight(&mut self.sessions, &client_id, rec.packet_id);
             self.drain_session(ctx, &client_id);
             return;
         }
@@ -95,19 +96,21 @@ impl BrokerShard {
                         client_id: client_id.clone(),
                         packet_id: rec.packet_id,
                     });
-                    self.send_stored_pubrel(ctx, conn, Packet::PubRel(rel));
+                    if let Some(pubrel) = self.durable.hold_pubrel(conn, Packet::PubRel(rel)) {
+                        self.wire().send_packet(ctx, conn, &pubrel);
+                    }
                     return;
                 }
             }
             Ok(None) => {}
             Err(_) => rel.reason_code = ReasonCode::PacketIdentifierNotFound,
         }
-        self.send_packet(ctx, conn, &Packet::PubRel(rel));
+        self.wire().send_packet(ctx, conn, &Packet::PubRel(rel));
     }
 
     /// PUBREL: the client releases an inbound QoS 2 message; answer PUBCOMP.
     pub(super) fn handle_pubrel(&mut self, ctx: &mut Ctx, conn: ConnId, id: PacketId) {
-        let Some(client_id) = self.client_id_of(conn) else {
+        let Some(client_id) = client_id_of(&self.conns, &self.sessions, conn) else {
             return;
         };
         let released = self

@@ -15,18 +15,20 @@ use codec::{MqttStr, ReasonCode};
 use ring_runtime::ConnId;
 use tracing::debug;
 
-use super::BrokerShard;
 use super::acl_client::{AclClient, TopicVerdict, anonymous, identity, write_verdict};
+use super::parts::AuthWaits;
 use crate::metrics::ShardCounters;
+use crate::shared_parts::AccessControl;
 use access::backend::TopicAccess;
 use access::gatekeeper::grant::ClientGrant;
 use access::{Access, SubscribeScope};
 
-impl BrokerShard {
+impl AuthWaits {
     /// A client connected with `username` and `grant`; `filters` are its session's
     /// subscriptions (a resumed session keeps them, and the rules may have changed since).
     pub(super) fn acl_connected<'a>(
         &mut self,
+        control: &AccessControl,
         conn: ConnId,
         client_id: &MqttStr,
         username: Option<MqttStr>,
@@ -34,30 +36,32 @@ impl BrokerShard {
         filters: impl Iterator<Item = &'a MqttStr>,
     ) {
         let grant = grant.filter(ClientGrant::restricts).map(Box::new);
-        let acl = self.shared.access.acl();
+        let acl = control.acl();
         if acl.is_none() && grant.is_none() {
             return;
         }
         let mut client = AclClient {
             username,
             read_filtered: false,
-            rules_epoch: self.shared.access.rules_epoch(),
+            rules_epoch: control.rules_epoch(),
             grant,
         };
         client.read_filtered = filters
             .map(|filter| client.local_scope(acl.as_deref(), client_id, unshared(filter.as_str())))
             .any(|scope| scope != Some(SubscribeScope::All) && scope.is_some());
-        self.auth.acl_clients.insert(conn, client);
+        self.acl_clients.insert(conn, client);
     }
 
     /// Whether `conn`'s client may publish to `topic`.
     pub(super) fn acl_allows_publish(
         &self,
+        control: &AccessControl,
         conn: ConnId,
         client_id: &MqttStr,
         topic: &str,
     ) -> bool {
-        let allowed = self.publish_verdict(conn, client_id, topic) == TopicVerdict::Allowed;
+        let allowed =
+            self.publish_verdict(control, conn, client_id, topic) == TopicVerdict::Allowed;
         if !allowed {
             debug!(topic, "PUBLISH refused by the ACL");
         }
@@ -67,12 +71,13 @@ impl BrokerShard {
     /// Whether `conn`'s client may publish to `topic`, or whether its backend must be asked.
     pub(super) fn publish_verdict(
         &self,
+        control: &AccessControl,
         conn: ConnId,
         client_id: &MqttStr,
         topic: &str,
     ) -> TopicVerdict {
-        let file = self.shared.access.acl();
-        let Some(client) = self.auth.acl_clients.get(&conn) else {
+        let file = control.acl();
+        let Some(client) = self.acl_clients.get(&conn) else {
             return if file
                 .is_some_and(|acl| !acl.check(&anonymous(client_id), topic, Access::Write))
             {
@@ -81,10 +86,10 @@ impl BrokerShard {
                 TopicVerdict::Allowed
             };
         };
-        let remote = || self.remote_answer(client_id, client, topic, TopicAccess::Publish);
+        let remote = || self.remote_answer(control, client_id, client, topic, TopicAccess::Publish);
         let (username, grant) = (client.username.as_ref(), client.grant.as_deref());
         write_verdict(
-            self.shared.access.acl().as_deref(),
+            control.acl().as_deref(),
             client_id,
             username,
             grant,
@@ -97,13 +102,14 @@ impl BrokerShard {
     /// what the filter matches; partly readable filters make its deliveries checked.
     pub(super) fn acl_admits_subscription(
         &mut self,
+        control: &AccessControl,
         conn: ConnId,
         client_id: &MqttStr,
         filter: &str,
     ) -> Result<(), ReasonCode> {
-        match self.subscribe_verdict(conn, client_id, filter) {
+        match self.subscribe_verdict(control, conn, client_id, filter) {
             (TopicVerdict::Allowed, filtered) => {
-                if filtered && let Some(client) = self.auth.acl_clients.get_mut(&conn) {
+                if filtered && let Some(client) = self.acl_clients.get_mut(&conn) {
                     client.read_filtered = true;
                 }
                 Ok(())
@@ -119,27 +125,24 @@ impl BrokerShard {
     /// checked one by one.
     pub(super) fn subscribe_verdict(
         &self,
+        control: &AccessControl,
         conn: ConnId,
         client_id: &MqttStr,
         filter: &str,
     ) -> (TopicVerdict, bool) {
-        let Some(client) = self.auth.acl_clients.get(&conn) else {
+        let Some(client) = self.acl_clients.get(&conn) else {
             return (TopicVerdict::Allowed, false);
         };
         let grant = client.grant.as_deref();
         if grant.is_some_and(|g| g.superuser) {
             return (TopicVerdict::Allowed, false);
         }
-        let scope = client.local_scope(
-            self.shared.access.acl().as_deref(),
-            client_id,
-            unshared(filter),
-        );
+        let scope = client.local_scope(control.acl().as_deref(), client_id, unshared(filter));
         if scope == Some(SubscribeScope::All) {
             return (TopicVerdict::Allowed, false);
         }
         if grant.is_some_and(|g| g.remote_topics) {
-            match self.remote_answer(client_id, client, filter, TopicAccess::Subscribe) {
+            match self.remote_answer(control, client_id, client, filter, TopicAccess::Subscribe) {
                 Some(true) => return (TopicVerdict::Allowed, false),
                 Some(false) => {}
                 None => return (TopicVerdict::Ask, false),
@@ -157,13 +160,20 @@ impl BrokerShard {
     /// (its subscriptions were admitted under rules no longer in force; mosquitto checks every
     /// delivery against the ACL in force). The topic's text is looked at only then (`as_str`
     /// re-checks its UTF-8). A refusal is counted in `deliveries_not_authorized`.
-    pub(super) fn acl_allows_delivery(&self, conn: ConnId, topic: &MqttStr) -> bool {
-        if self.auth.acl_clients.is_empty() {
+    pub(super) fn acl_allows_delivery(
+        &self,
+        control: &AccessControl,
+        counters: &ShardCounters,
+        conn: ConnId,
+        topic: &MqttStr,
+        client_id: impl FnOnce() -> Option<MqttStr>,
+    ) -> bool {
+        if self.acl_clients.is_empty() {
             return true;
         }
-        let epoch = self.shared.access.rules_epoch();
+        let epoch = control.rules_epoch();
         let checked = |c: &&AclClient| c.read_filtered || c.rules_epoch != epoch;
-        let Some(client) = self.auth.acl_clients.get(&conn).filter(checked) else {
+        let Some(client) = self.acl_clients.get(&conn).filter(checked) else {
             return true;
         };
         let grant = client.grant.as_deref();
@@ -173,23 +183,21 @@ impl BrokerShard {
             return true;
         }
         let rules = grant.and_then(|g| g.rules.as_ref());
-        if self.shared.access.acl().is_none() && rules.is_none() {
+        if control.acl().is_none() && rules.is_none() {
             return true;
         }
-        let Some(client_id) = self.client_id_of(conn) else {
+        let Some(client_id) = client_id() else {
             return true;
         };
         let topic = topic.as_str();
         let identity = identity(&client_id, client.username.as_ref());
-        let by_file = self
-            .shared
-            .access
+        let by_file = control
             .acl()
             .is_some_and(|acl| acl.check(&identity, topic, Access::Read));
         let allowed = by_file
             || rules.is_some_and(|rules| rules.check(&anonymous(&client_id), topic, Access::Read));
         if !allowed {
-            ShardCounters::add(&self.figures.counters().deliveries_not_authorized, 1);
+            ShardCounters::add(&counters.deliveries_not_authorized, 1);
         }
         allowed
     }

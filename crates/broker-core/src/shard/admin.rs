@@ -3,15 +3,19 @@
 //! replica's retained messages, and publishing as the broker.
 
 use codec::{MqttStr, ProtocolVersion, PublishProperties};
-use ring_runtime::ConnId;
+use ring_runtime::{ConnId, ShardId};
 use router::TopicName;
 use session_store::SessionExpiry;
 use tracing::info;
 
+use super::parts::Replication;
+use super::parts::Wire;
 use super::publish::PublishInput;
 use super::{BrokerShard, Ctx};
 use crate::admin_query::{AdminQuery, ClientDetail, ClientInfo, RetainedInfo, SubscriptionInfo};
-use crate::session::Session;
+use crate::conn::Connections;
+use crate::session::{Session, Sessions};
+use crate::shared_parts::BrokerTime;
 
 impl BrokerShard {
     /// Answers one admin question (a reply nobody waits for any more is dropped).
@@ -22,31 +26,37 @@ impl BrokerShard {
                 limit,
                 reply,
             } => {
-                let _ = reply.send(self.client_page(ctx, after.as_deref(), limit));
+                let _ = reply.send(ClientPages::of(self).client_page(ctx, after.as_deref(), limit));
             }
             AdminQuery::Client { client_id, reply } => {
-                let _ = reply.send(self.client_detail(ctx, &client_id));
+                let _ = reply.send(ClientPages::of(self).client_detail(ctx, &client_id));
             }
             AdminQuery::Disconnect {
                 client_id,
                 reason,
                 reply,
             } => {
-                let _ = reply.send(self.admin_disconnect(ctx, &client_id, reason));
+                let mut wire = Wire::new(
+                    &mut self.conns,
+                    &mut self.delivery.routes,
+                    &self.figures,
+                    &self.shared,
+                );
+                let _ = reply.send(wire.admin_disconnect(&self.sessions, ctx, &client_id, reason));
             }
             AdminQuery::Subscriptions {
                 after,
                 limit,
                 reply,
             } => {
-                let _ = reply.send(self.subscription_page(after.as_ref(), limit));
+                let _ = reply.send(ClientPages::of(self).subscription_page(after.as_ref(), limit));
             }
             AdminQuery::Retained {
                 after,
                 limit,
                 reply,
             } => {
-                let _ = reply.send(self.retained_page(after.as_deref(), limit));
+                let _ = reply.send(self.replication.retained_page(after.as_deref(), limit));
             }
             AdminQuery::Publish {
                 topic,
@@ -58,125 +68,6 @@ impl BrokerShard {
                 let _ = reply.send(self.admin_publish(ctx, &topic, payload, qos, retain));
             }
         }
-    }
-
-    fn client_page(&self, ctx: &Ctx, after: Option<&str>, limit: usize) -> Vec<ClientInfo> {
-        let mut page: Vec<&Session> = self
-            .sessions
-            .iter()
-            .filter(|s| after.is_none_or(|after| s.client_id.as_str() > after))
-            .collect();
-        page.sort_unstable_by(|a, b| a.client_id.as_str().cmp(b.client_id.as_str()));
-        page.truncate(limit);
-        page.into_iter()
-            .map(|session| self.client_info(ctx, session))
-            .collect()
-    }
-
-    fn client_info(&self, ctx: &Ctx, session: &Session) -> ClientInfo {
-        let connection = session
-            .conn
-            .and_then(|conn| Some((conn, self.conns.get(&conn)?)));
-        let started = std::time::SystemTime::now() - self.shared.time.uptime();
-        let queued_on_disk = session.spilled().map_or(0, |spilled| spilled.on_disk);
-        ClientInfo {
-            client_id: session.client_id.as_str().to_owned(),
-            connected: connection.is_some(),
-            address: connection
-                .and_then(|(conn, _)| ctx.peer_addr(conn).ok())
-                .map(|addr| addr.to_string()),
-            protocol: protocol_name(session.protocol),
-            keep_alive: connection.map(|(_, c)| c.keep_alive),
-            subscriptions: session.subscriptions.len(),
-            inflight: session.inflight.len(),
-            queued: session.queue.len() as u64 + queued_on_disk,
-            queued_on_disk,
-            connected_since: connection.map(|(_, c)| {
-                let at = started + std::time::Duration::from_secs(u64::from(c.connected_at_s));
-                at.duration_since(std::time::UNIX_EPOCH)
-                    .map_or(0, |d| d.as_secs())
-            }),
-            shard: self.id.index(),
-        }
-    }
-
-    fn client_detail(&self, ctx: &Ctx, client_id: &str) -> Option<ClientDetail> {
-        let key = MqttStr::try_from(client_id).ok()?;
-        let session = self.sessions.get(&key)?;
-        Some(ClientDetail {
-            info: self.client_info(ctx, session),
-            session_expiry: match session.expiry {
-                SessionExpiry::OnClose => Some(0),
-                SessionExpiry::After(seconds) => Some(u64::from(seconds)),
-                SessionExpiry::Never => None,
-            },
-            subscription_list: subscriptions_of(session).collect(),
-        })
-    }
-
-    fn admin_disconnect(
-        &mut self,
-        ctx: &mut Ctx,
-        client_id: &str,
-        reason: codec::ReasonCode,
-    ) -> bool {
-        let Ok(key) = MqttStr::try_from(client_id) else {
-            return false;
-        };
-        let Some(conn) = self.sessions.get(&key).and_then(|s| s.conn) else {
-            return false;
-        };
-        info!(
-            client = client_id,
-            reason = reason.name(),
-            "disconnected by the admin API"
-        );
-        self.disconnect_with(ctx, conn, reason);
-        true
-    }
-
-    fn disconnect_with(&mut self, ctx: &mut Ctx, conn: ConnId, reason: codec::ReasonCode) {
-        self.send_disconnect(ctx, conn, reason);
-        self.close_connection(ctx, conn);
-    }
-
-    fn subscription_page(
-        &self,
-        after: Option<&(String, String)>,
-        limit: usize,
-    ) -> Vec<SubscriptionInfo> {
-        let mut page: Vec<SubscriptionInfo> = self
-            .sessions
-            .iter()
-            .flat_map(subscriptions_of)
-            .filter(|s| {
-                after.is_none_or(|(client, filter)| {
-                    (s.client_id.as_str(), s.filter.as_str()) > (client.as_str(), filter.as_str())
-                })
-            })
-            .collect();
-        page.sort_unstable_by(|a, b| (&a.client_id, &a.filter).cmp(&(&b.client_id, &b.filter)));
-        page.truncate(limit);
-        page
-    }
-
-    fn retained_page(&self, after: Option<&str>, limit: usize) -> Vec<RetainedInfo> {
-        let mut page = Vec::new();
-        self.replication
-            .replica
-            .retained
-            .for_each(|topic, message| {
-                if after.is_none_or(|after| topic.as_str() > after) {
-                    page.push(RetainedInfo {
-                        topic: topic.as_str().to_owned(),
-                        qos: message.qos as u8,
-                        payload_bytes: message.publish.payload().len(),
-                    });
-                }
-            });
-        page.sort_unstable_by(|a, b| a.topic.cmp(&b.topic));
-        page.truncate(limit);
-        page
     }
 
     fn admin_publish(
@@ -216,6 +107,123 @@ impl BrokerShard {
     }
 }
 
+/// What the admin API's questions about clients read: the sessions and their connections,
+/// the broker's clock (connected since) and this shard's id.
+struct ClientPages<'a> {
+    sessions: &'a Sessions,
+    conns: &'a Connections,
+    time: &'a BrokerTime,
+    shard: ShardId,
+}
+
+impl<'a> ClientPages<'a> {
+    fn of(shard: &'a BrokerShard) -> Self {
+        Self {
+            sessions: &shard.sessions,
+            conns: &shard.conns,
+            time: &shard.shared.time,
+            shard: shard.id,
+        }
+    }
+
+    /// One page of the clients, by client id, after `after`.
+    fn client_page(&self, ctx: &Ctx, after: Option<&str>, limit: usize) -> Vec<ClientInfo> {
+        let mut page: Vec<&Session> = self
+            .sessions
+            .iter()
+            .filter(|s| after.is_none_or(|after| s.client_id.as_str() > after))
+            .collect();
+        page.sort_unstable_by(|a, b| a.client_id.as_str().cmp(b.client_id.as_str()));
+        page.truncate(limit);
+        page.into_iter()
+            .map(|session| self.client_info(ctx, session))
+            .collect()
+    }
+
+    /// What the admin API shows of one client.
+    fn client_info(&self, ctx: &Ctx, session: &Session) -> ClientInfo {
+        let connection = session
+            .conn
+            .and_then(|conn| Some((conn, self.conns.get(&conn)?)));
+        let started = std::time::SystemTime::now() - self.time.uptime();
+        let queued_on_disk = session.spilled().map_or(0, |spilled| spilled.on_disk);
+        ClientInfo {
+            client_id: session.client_id.as_str().to_owned(),
+            connected: connection.is_some(),
+            address: connection
+                .and_then(|(conn, _)| ctx.peer_addr(conn).ok())
+                .map(|addr| addr.to_string()),
+            protocol: protocol_name(session.protocol),
+            keep_alive: connection.map(|(_, c)| c.keep_alive),
+            subscriptions: session.subscriptions.len(),
+            inflight: session.inflight.len(),
+            queued: session.queue.len() as u64 + queued_on_disk,
+            queued_on_disk,
+            connected_since: connection.map(|(_, c)| {
+                let at = started + std::time::Duration::from_secs(u64::from(c.connected_at_s));
+                at.duration_since(std::time::UNIX_EPOCH)
+                    .map_or(0, |d| d.as_secs())
+            }),
+            shard: self.shard.index(),
+        }
+    }
+
+    /// One client, with its subscriptions.
+    fn client_detail(&self, ctx: &Ctx, client_id: &str) -> Option<ClientDetail> {
+        let key = MqttStr::try_from(client_id).ok()?;
+        let session = self.sessions.get(&key)?;
+        Some(ClientDetail {
+            info: self.client_info(ctx, session),
+            session_expiry: match session.expiry {
+                SessionExpiry::OnClose => Some(0),
+                SessionExpiry::After(seconds) => Some(u64::from(seconds)),
+                SessionExpiry::Never => None,
+            },
+            subscription_list: subscriptions_of(session).collect(),
+        })
+    }
+
+    /// One page of the subscriptions, by client id and filter, after `after`.
+    fn subscription_page(
+        &self,
+        after: Option<&(String, String)>,
+        limit: usize,
+    ) -> Vec<SubscriptionInfo> {
+        let mut page: Vec<SubscriptionInfo> = self
+            .sessions
+            .iter()
+            .flat_map(subscriptions_of)
+            .filter(|s| {
+                after.is_none_or(|(client, filter)| {
+                    (s.client_id.as_str(), s.filter.as_str()) > (client.as_str(), filter.as_str())
+                })
+            })
+            .collect();
+        page.sort_unstable_by(|a, b| (&a.client_id, &a.filter).cmp(&(&b.client_id, &b.filter)));
+        page.truncate(limit);
+        page
+    }
+}
+
+impl Replication {
+    /// One page of the retained messages, by topic, after `after`.
+    pub(super) fn retained_page(&self, after: Option<&str>, limit: usize) -> Vec<RetainedInfo> {
+        let mut page = Vec::new();
+        self.replica.retained.for_each(|topic, message| {
+            if after.is_none_or(|after| topic.as_str() > after) {
+                page.push(RetainedInfo {
+                    topic: topic.as_str().to_owned(),
+                    qos: message.qos as u8,
+                    payload_bytes: message.publish.payload().len(),
+                });
+            }
+        });
+        page.sort_unstable_by(|a, b| a.topic.cmp(&b.topic));
+        page.truncate(limit);
+        page
+    }
+}
+
 /// A session's subscriptions, as the admin API lists them.
 fn subscriptions_of(session: &Session) -> impl Iterator<Item = SubscriptionInfo> + '_ {
     session
@@ -237,5 +245,37 @@ fn protocol_name(protocol: ProtocolVersion) -> &'static str {
         ProtocolVersion::V3_1 => "3.1",
         ProtocolVersion::V3_1_1 => "3.1.1",
         ProtocolVersion::V5 => "5.0",
+    }
+}
+
+impl Wire<'_> {
+    /// DISCONNECT with `reason` (5.0), then close.
+    fn disconnect_with(&mut self, ctx: &mut Ctx, conn: ConnId, reason: codec::ReasonCode) {
+        self.send_disconnect(ctx, conn, reason);
+        self.close_connection(ctx, conn);
+    }
+
+    /// Disconnects `client_id`'s client (DISCONNECT `reason` in 5.0) when its session in
+    /// `sessions` has a connection; whether it had.
+    fn admin_disconnect(
+        &mut self,
+        sessions: &Sessions,
+        ctx: &mut Ctx,
+        client_id: &str,
+        reason: codec::ReasonCode,
+    ) -> bool {
+        let Ok(key) = MqttStr::try_from(client_id) else {
+            return false;
+        };
+        let Some(conn) = sessions.get(&key).and_then(|s| s.conn) else {
+            return false;
+        };
+        info!(
+            client = client_id,
+            reason = reason.name(),
+            "disconnected by the admin API"
+        );
+        self.disconnect_with(ctx, conn, reason);
+        true
     }
 }

@@ -1,23 +1,33 @@
 //! Replicated state: subscription, ownership and retained changes are stamped by the shared
 //! sequencer, sent to every shard (this one included), and applied by each in the same order.
+//! Stamping and sending is [`Figures::broadcast`] (posting counts what a mailbox drops);
+//! putting in order and applying is [`Replication`]'s.
 
 use std::sync::atomic::Ordering;
 
 use ring_runtime::ShardId;
-use router::{ChangeSeq, Received, Sequenced};
+use router::{ChangeSeq, Received, Sequenced, SubscriptionChange};
 use tracing::warn;
 
+use super::Ctx;
+use super::mobility::Mobility;
+use super::parts::{Figures, Replication};
 use super::replica::Applied;
-use super::{BrokerShard, Ctx};
 use crate::message::{Change, ShardMsg};
 use crate::metrics::ShardCounters;
+use crate::shared_parts::{ChangeOrder, Links};
 
-impl BrokerShard {
-    /// Stamps `change` and sends it to every shard; returns its place in the order. Nothing else
-    /// is stamped by this shard until every copy is posted, so a gap in the order is only ever a
-    /// change in flight.
-    pub(super) fn broadcast(&mut self, ctx: &mut Ctx, change: Change) -> ChangeSeq {
-        let seq = self.shared.order.sequencer.next();
+impl Figures {
+    /// Stamps `change` in `order` and sends it to every shard; returns its place in the order.
+    /// Nothing else is stamped by this shard until every copy is posted, so a gap in the order
+    /// is only ever a change in flight.
+    pub(super) fn broadcast(
+        &self,
+        ctx: &mut Ctx,
+        order: &ChangeOrder,
+        change: Change,
+    ) -> ChangeSeq {
+        let seq = order.sequencer.next();
         let shards = ctx.shard_count();
         for index in 0..shards {
             let change = change.clone();
@@ -29,18 +39,34 @@ impl BrokerShard {
         }
         seq
     }
+}
 
+/// What applying a change does to the rest of the shard: sessions it moves are fenced
+/// (`mobility`), its subscription counts are reported to the cluster `links` (shard 0 only)
+/// and counted.
+pub(super) struct ApplyEffects<'a> {
+    pub(super) mobility: &'a mut Mobility,
+    pub(super) figures: &'a Figures,
+    pub(super) links: &'a Links,
+    pub(super) shard: ShardId,
+}
+
+impl Replication {
     /// A change arrived: put it in order and apply every change whose turn it is. A change is
     /// never refused (a gap would stop every later one); one that arrives further ahead than
     /// `runtime.max_pending_changes` is counted and reported on a log scale.
-    pub(super) fn receive_change(&mut self, change: Sequenced<Change>) {
+    pub(super) fn receive_change(
+        &mut self,
+        change: Sequenced<Change>,
+        mut effects: ApplyEffects<'_>,
+    ) {
         let seq = change.seq.0;
-        if self.replication.replica.changes.receive(change) == Received::BeyondWindow {
-            let counters = self.figures.counters();
+        if self.replica.changes.receive(change) == Received::BeyondWindow {
+            let counters = effects.figures.counters();
             ShardCounters::add(&counters.changes_beyond_window, 1);
             let count = counters.changes_beyond_window.load(Ordering::Relaxed);
             if count.is_power_of_two() {
-                let waiting_for = self.replication.replica.changes.next_expected().0;
+                let waiting_for = self.replica.changes.next_expected().0;
                 warn!(
                     seq,
                     waiting_for,
@@ -49,57 +75,68 @@ impl BrokerShard {
                 );
             }
         }
-        while let Some(ready) = self.replication.replica.changes.pop_ready() {
-            self.apply(ready);
+        while let Some(ready) = self.replica.changes.pop_ready() {
+            self.apply(ready, &mut effects);
         }
     }
 
     /// Applies one change to the replica, then does what it asks of the rest of the shard.
-    fn apply(&mut self, change: Sequenced<Change>) {
-        let filter = self.cluster_filter(&change.change);
-        let effect = self.replication.replica.apply(change.change);
+    fn apply(&mut self, change: Sequenced<Change>, effects: &mut ApplyEffects<'_>) {
+        let filter = effects
+            .links
+            .reports_interest(effects.shard)
+            .then(|| interest_filter(&change.change))
+            .flatten();
+        let effect = self.replica.apply(change.change);
         match effect {
             Applied::Subscription { owner, delta } => {
                 if let Some(filter) = filter {
-                    self.shared.links.report_interest(&filter, delta);
+                    effects.links.report_interest(&filter, delta);
                 }
-                if let Some(owner) = owner.filter(|owner| *owner != self.id) {
-                    self.replication.gate.to_nudge.insert(owner);
+                if let Some(owner) = owner.filter(|owner| *owner != effects.shard) {
+                    self.gate.to_nudge.insert(owner);
                 }
-                let held = self.replication.replica.subscription_count() as u64;
-                ShardCounters::set(&self.figures.counters().replica_subscriptions, held);
+                let held = self.replica.subscription_count() as u64;
+                ShardCounters::set(&effects.figures.counters().replica_subscriptions, held);
             }
-            Applied::Moved { subscriber, from } => {
-                self.delivery.mobility.fence_later(from, subscriber)
-            }
+            Applied::Moved { subscriber, from } => effects.mobility.fence_later(from, subscriber),
             Applied::Other => {}
         }
     }
 
-    /// Wakes the shards whose sessions subscribed in the changes just applied: their acknowledgements
-    /// wait for every shard (see `gate.rs`).
-    pub(super) fn nudge_acknowledging_shards(&mut self, ctx: &mut Ctx) {
-        let shards: Vec<ShardId> = self.replication.gate.to_nudge.drain().collect();
-        for shard in shards {
-            self.post(ctx, shard, ShardMsg::Applied);
+    /// Wakes the shards whose sessions subscribed in the changes just applied: their
+    /// acknowledgements wait for every shard (see `gate.rs`).
+    pub(super) fn nudge_acknowledging_shards(&mut self, ctx: &mut Ctx, figures: &Figures) {
+        for shard in self.gate.to_nudge.drain() {
+            figures.post(ctx, shard, ShardMsg::Applied);
         }
     }
 
-    /// How far every shard has applied the change order.
-    pub(super) fn applied_everywhere(&self) -> ChangeSeq {
-        let least = self
-            .shared
-            .order
-            .applied
-            .iter()
-            .map(|a| a.load(Ordering::Relaxed))
-            .min();
-        ChangeSeq(least.unwrap_or(0))
+    /// Tells the other shards (through `order`) how far shard `shard` has applied.
+    pub(super) fn publish_applied_watermark(&self, order: &ChangeOrder, shard: ShardId) {
+        let applied = self.replica.changes.next_expected().0;
+        order.applied[shard.index()].store(applied, Ordering::Release);
     }
+}
 
-    /// Tells the other shards how far this one has applied.
-    pub(super) fn publish_applied_watermark(&mut self) {
-        let applied = self.replication.replica.changes.next_expected().0;
-        self.shared.order.applied[self.id.index()].store(applied, Ordering::Release);
+/// How far every shard has applied the change `order`.
+pub(super) fn applied_everywhere(order: &ChangeOrder) -> ChangeSeq {
+    let least = order
+        .applied
+        .iter()
+        .map(|a| a.load(Ordering::Relaxed))
+        .min();
+    ChangeSeq(least.unwrap_or(0))
+}
+
+/// The filter text of a subscription change (whose effect shard 0 reports to the cluster
+/// link); `None` for other changes.
+fn interest_filter(change: &Change) -> Option<String> {
+    match change {
+        Change::Subscription(
+            SubscriptionChange::Subscribe { filter, .. }
+            | SubscriptionChange::Unsubscribe { filter, .. },
+        ) => Some(filter.as_str().to_owned()),
+        _ => None,
     }
 }

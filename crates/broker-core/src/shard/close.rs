@@ -7,8 +7,9 @@ use codec::{Disconnect, MqttStr, ProtocolVersion, ReasonCode};
 use ring_runtime::{CloseReason, ConnId};
 use tracing::debug;
 
+use super::lifecycle::LifecycleLines;
 use super::timer_book::TimerPurpose;
-use super::{BrokerShard, Ctx, Fault};
+use super::{BrokerShard, Ctx, Fault, client_id_of};
 use crate::directory::SessionOwner;
 use crate::message::Change;
 use crate::metrics::DropReason;
@@ -52,7 +53,7 @@ impl BrokerShard {
                     .record(SessionWrite::SessionRemoved { client_id });
             }
         }
-        self.close_connection(ctx, conn);
+        self.wire().close_connection(ctx, conn);
         Ok(())
     }
 
@@ -64,16 +65,18 @@ impl BrokerShard {
         };
         connection.discard_carry(&self.shared.limits.partial_frames);
         self.shared.door.connections.fetch_sub(1, Ordering::Relaxed);
-        self.connection_ended(conn);
+        self.door.connection_ended(&self.figures, conn);
         self.auth.acl_clients.remove(&conn);
         self.auth.rechecks.recheck_closed(conn);
-        self.login_closed(ctx, conn);
-        self.topic_wait_closed(conn);
+        self.auth.logins.login_closed(&mut self.timers, ctx, conn);
+        self.auth.topic_wait_closed(conn);
         if connection.counted {
             self.figures.gauges.connected_clients -= 1;
         }
         self.delivery.routes.backlog.remove(&conn);
-        self.throttle_closed(ctx, conn);
+        self.door
+            .throttle
+            .throttle_closed(&mut self.timers, ctx, conn);
         debug!(?reason, "connection closed");
         let Some(client_id) = connection
             .session()
@@ -81,7 +84,12 @@ impl BrokerShard {
         else {
             return;
         };
-        self.log_disconnected(ctx, &client_id, connection.protocol, reason);
+        let mut lines = LifecycleLines {
+            shared: &self.shared,
+            timers: &mut self.timers,
+            shard: self.id,
+        };
+        lines.log_disconnected(ctx, &client_id, connection.protocol, reason);
         let owns_session = self
             .sessions
             .get(&client_id)
@@ -132,7 +140,8 @@ impl BrokerShard {
             let owner = self.shared.directory.owner_of(client_id.as_str());
             record_disconnected(&mut self.durable, &session, &owner);
         }
-        self.mirror_offline(ctx, &session);
+        self.cluster_side
+            .mirror_offline(&self.shared.links, ctx, &session);
         match session.expiry {
             // `After(0)`: a stored session resumed with expiry 0 (`connect.rs`).
             SessionExpiry::OnClose | SessionExpiry::After(0) => {
@@ -207,14 +216,20 @@ impl BrokerShard {
         let subscriber = session.subscriber;
         self.end_session_state(ctx, session);
         self.shared.links.owner_record_ended(&client_id);
-        self.forget_directory_entry(&client_id, Some(subscriber));
+        self.delivery.mobility.forget_directory_entry(
+            &self.shared.directory,
+            self.id,
+            &client_id,
+            Some(subscriber),
+        );
     }
 
     /// Removes a session's subscriptions from every replica and counts its undelivered messages
     /// as dropped. The directory is not touched (the caller knows whether it still names it).
     pub(super) fn end_session_state(&mut self, ctx: &mut Ctx, mut session: Session) {
         self.timers.disarm_session_timers(ctx, &mut session);
-        self.mirror_forget(&session.client_id);
+        self.cluster_side
+            .mirror_forget(&self.shared.links, &session.client_id);
         if self.durable.stores(session.expiry) {
             let client_id = session.client_id.clone();
             self.durable
@@ -227,9 +242,11 @@ impl BrokerShard {
                 subscriber,
                 filter: subscription.filter,
             };
-            self.broadcast(ctx, Change::Subscription(change));
+            self.figures
+                .broadcast(ctx, &self.shared.order, Change::Subscription(change));
         }
-        self.broadcast(ctx, Change::Gone { subscriber });
+        self.figures
+            .broadcast(ctx, &self.shared.order, Change::Gone { subscriber });
         let undelivered = session.inflight.len() + session.queue.len();
         self.figures
             .count_dropped(DropReason::SessionEnded, undelivered as u64);
@@ -245,8 +262,9 @@ impl BrokerShard {
             .map(|(id, _)| id)
             .collect();
         for conn in connected {
-            self.send_disconnect(ctx, conn, ReasonCode::ServerShuttingDown);
-            let Some(client_id) = self.client_id_of(conn) else {
+            self.wire()
+                .send_disconnect(ctx, conn, ReasonCode::ServerShuttingDown);
+            let Some(client_id) = client_id_of(&self.conns, &self.sessions, conn) else {
                 continue;
             };
             if let Some(pending) = self
@@ -257,7 +275,8 @@ impl BrokerShard {
                 self.publish_will(ctx, &client_id, pending.will);
             }
         }
-        self.flush_routes(ctx);
+        self.delivery
+            .flush_routes(ctx, &mut self.durable, &self.figures, self.id);
     }
 }
 

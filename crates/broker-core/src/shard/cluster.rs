@@ -9,11 +9,14 @@
 use std::sync::Arc;
 
 use codec::SharedPublish;
-use router::{Publisher, SharedFilter, SubscriptionChange, TopicName};
+use router::{Publisher, SharedFilter, TopicName};
 
+use super::parts::ClusterSide;
 use super::{BrokerShard, Ctx};
-use crate::message::{Change, Message};
+use crate::message::Message;
+use crate::shared_parts::Links;
 use broker_api::cluster::{ClusterPublish, Scope};
+use ring_runtime::ShardId;
 
 /// Which of the matching local subscriptions a routed message goes to.
 #[derive(Debug, Clone, Copy)]
@@ -40,51 +43,6 @@ impl RouteScope<'_> {
 }
 
 impl BrokerShard {
-    /// Hands a message published on this node to the cluster (nothing on a single node;
-    /// `shares_served`: this node serves its shared subscriptions); whether it was a node of a
-    /// cluster.
-    /// A QoS 1/2 message's acknowledgement then waits until the cluster settled it
-    /// (`cluster_acks.rs`).
-    pub(super) fn hand_to_cluster(&mut self, message: &Arc<Message>, shares_served: bool) -> bool {
-        if self.shared.links.cluster.is_none() {
-            return false;
-        }
-        let number = self.cluster_ack_number(message.qos);
-        let settle = number.map(|number| (self.id, number));
-        let queued = self
-            .shared
-            .links
-            .cluster
-            .as_ref()
-            .is_some_and(|link| link.send(message, shares_served, settle));
-        if let (true, Some(number)) = (queued, number) {
-            self.cluster_side.cluster_acks.cluster_ack_handed(number);
-        }
-        true
-    }
-
-    /// The filter text of a subscription change whose effect shard 0 reports to the cluster
-    /// link (`None` on other shards, on a single node, and for other changes).
-    pub(super) fn cluster_filter(&self, change: &Change) -> Option<String> {
-        if !self.reports_interest() {
-            return None;
-        }
-        match change {
-            Change::Subscription(
-                SubscriptionChange::Subscribe { filter, .. }
-                | SubscriptionChange::Unsubscribe { filter, .. },
-            ) => Some(filter.as_str().to_owned()),
-            _ => None,
-        }
-    }
-
-    /// Whether this shard reports local interest to the cluster link: shard 0 (every shard
-    /// applies every subscription change, in the same order; one of them reports), when
-    /// `[cluster]` is on.
-    pub(super) fn reports_interest(&self) -> bool {
-        self.id.index() == 0 && self.shared.links.cluster.is_some()
-    }
-
     /// A message from another node: routed to this node's subscribers in its scope and never
     /// sent back to the cluster; or (scope `Retained`) a topic's retained message from the
     /// cluster's bucket, stored here and routed to no one.
@@ -99,7 +57,9 @@ impl BrokerShard {
             }
             return;
         };
-        let message = self.message(ctx, shared, (publish.qos, publish.retain), publish.expiry);
+        let message =
+            self.figures
+                .message(ctx, shared, (publish.qos, publish.retain), publish.expiry);
         let publisher = Publisher {
             subscriber: None,
             client_id: b"",
@@ -107,9 +67,47 @@ impl BrokerShard {
         let scope = match &publish.scope {
             Scope::Plain => RouteScope::Plain,
             Scope::Group(group) => RouteScope::Group(group),
-            Scope::Retained => return self.retain(ctx, &topic, &message),
+            Scope::Retained => {
+                return self.replication.retain(
+                    &mut self.durable,
+                    &self.figures,
+                    &self.shared,
+                    ctx,
+                    &topic,
+                    &message,
+                );
+            }
         };
         self.route(ctx, &topic, &message, &publisher, scope);
+    }
+}
+
+impl ClusterSide {
+    /// Hands a message published on this node to the cluster (nothing on a single node;
+    /// `shares_served`: this node serves its shared subscriptions); whether it was a node of a
+    /// cluster.
+    /// A QoS 1/2 message's acknowledgement then waits until the cluster settled it
+    /// (`cluster_acks.rs`).
+    pub(super) fn hand_to_cluster(
+        &mut self,
+        links: &Links,
+        shard: ShardId,
+        message: &Arc<Message>,
+        shares_served: bool,
+    ) -> bool {
+        if links.cluster.is_none() {
+            return false;
+        }
+        let number = self.cluster_ack_number(links, message.qos);
+        let settle = number.map(|number| (shard, number));
+        let queued = links
+            .cluster
+            .as_ref()
+            .is_some_and(|link| link.send(message, shares_served, settle));
+        if let (true, Some(number)) = (queued, number) {
+            self.cluster_acks.cluster_ack_handed(number);
+        }
+        true
     }
 }
 

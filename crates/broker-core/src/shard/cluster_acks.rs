@@ -11,22 +11,14 @@
 //! parked (its further packets wait, TCP pushes back) until some leave.
 
 use codec::Packet;
-use ring_runtime::ConnId;
+use ring_runtime::{ConnId, ShardId};
 
 use super::held_acks::HeldAck;
+use super::parts::ClusterSide;
 use super::{BrokerShard, Ctx};
+use crate::shared_parts::Links;
 
 impl BrokerShard {
-    /// The number a QoS 1/2 message handed to the cluster now settles under (`None`: its
-    /// acknowledgement does not wait: QoS 0, no cluster, or NATS down).
-    pub(super) fn cluster_ack_number(&mut self, qos: codec::QoS) -> Option<u64> {
-        let link = self.shared.links.cluster.as_ref()?;
-        if qos == codec::QoS::AtMostOnce || !link.connected() {
-            return None;
-        }
-        Some(self.cluster_side.cluster_acks.last + 1)
-    }
-
     /// Sends the acknowledgement of a client's packet: first as persistence says
     /// (`durable.rs`), then once the cluster settled the message of the PUBLISH being handled
     /// (and behind any acknowledgement that waits for the cluster).
@@ -44,8 +36,10 @@ impl BrokerShard {
         packet: Packet,
         waits_for: u64,
     ) {
-        if self.cluster_side.cluster_acks.held.is_empty() && waits_for <= self.cluster_settled() {
-            self.send_packet(ctx, conn, &packet);
+        if self.cluster_side.cluster_acks.held.is_empty()
+            && waits_for <= cluster_settled(&self.shared.links, self.id)
+        {
+            self.wire().send_packet(ctx, conn, &packet);
             return;
         }
         let acks = &mut self.cluster_side.cluster_acks;
@@ -68,7 +62,7 @@ impl BrokerShard {
         if self.cluster_side.cluster_acks.held.is_empty() {
             return;
         }
-        let settled = self.cluster_settled();
+        let settled = cluster_settled(&self.shared.links, self.id);
         let limit = self.shared.config.limits.held_ack_limit();
         while self
             .cluster_side
@@ -88,18 +82,30 @@ impl BrokerShard {
                     per_conn.remove(&held.conn);
                 }
             }
-            self.send_packet(ctx, held.conn, &held.packet);
+            self.wire().send_packet(ctx, held.conn, &held.packet);
             if was_full {
                 self.unpark_if_free(ctx, held.conn);
             }
         }
     }
+}
 
-    /// The highest number the cluster settled for this shard; everything while NATS is down.
-    fn cluster_settled(&self) -> u64 {
-        match &self.shared.links.cluster {
-            Some(link) if link.connected() => link.settled(self.id),
-            _ => u64::MAX,
+impl ClusterSide {
+    /// The number a QoS 1/2 message handed to the cluster now settles under (`None`: its
+    /// acknowledgement does not wait: QoS 0, no cluster, or NATS down).
+    pub(super) fn cluster_ack_number(&self, links: &Links, qos: codec::QoS) -> Option<u64> {
+        let link = links.cluster.as_ref()?;
+        if qos == codec::QoS::AtMostOnce || !link.connected() {
+            return None;
         }
+        Some(self.cluster_acks.last + 1)
+    }
+}
+
+/// The highest number the cluster settled for this shard; everything while NATS is down.
+fn cluster_settled(links: &Links, shard: ShardId) -> u64 {
+    match &links.cluster {
+        Some(link) if link.connected() => link.settled(shard),
+        _ => u64::MAX,
     }
 }

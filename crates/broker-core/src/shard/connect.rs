@@ -4,15 +4,22 @@ use std::num::{NonZeroU16, NonZeroU32};
 use std::time::Duration;
 
 use codec::{ConnAck, ConnAckProperties, Connect, MqttStr, Packet, ProtocolVersion, ReasonCode};
-use dashmap::mapref::entry::Entry;
 use ring_runtime::{ConnId, ShardId};
 use router::TopicName;
 use tracing::debug;
 
+use super::claims::{Claim, claim};
+use super::durability::Durability;
+use super::gauges::Gauges;
+use super::lifecycle::LifecycleLines;
 use super::logins::Judgement;
+use super::parts::Figures;
+use super::parts::Wire;
+use super::transport::apply_certificate_identity;
+use super::will_check::WillJudge;
 use super::will_checks::WillCheck;
 use super::{BrokerShard, Ctx, Fault};
-use crate::conn::Phase;
+use crate::conn::{Connections, Phase};
 use crate::detach;
 use crate::directory::{ClaimId, SessionLocation, SessionOwner};
 use crate::message::Change;
@@ -21,20 +28,6 @@ use crate::settings::CoreConfig;
 use crate::shared::Shared;
 use session_store::storage::SessionWrite;
 use session_store::{PendingWill, SessionExpiry};
-
-/// Where the session for a CONNECT comes from.
-enum Claim {
-    /// No session existed: a fresh one with this key.
-    Fresh(router::SubscriberId),
-    /// The session (if any) is on this shard, or is claimed by a connection here.
-    Local(ClaimId),
-    /// Another shard holds it (for the claim `supersedes`) and must hand it over to `mine`.
-    Remote {
-        holder: ring_runtime::ShardId,
-        supersedes: ClaimId,
-        mine: ClaimId,
-    },
-}
 
 impl BrokerShard {
     /// CONNECT: validate, then claim the client's session.
@@ -51,8 +44,7 @@ impl BrokerShard {
             return Err(Fault::protocol("a second CONNECT"));
         }
         connection.protocol = connect.protocol;
-        let checked = self
-            .apply_certificate_identity(ctx, conn, &mut connect)
+        let checked = apply_certificate_identity(ctx, conn, &mut connect)
             .and_then(|certified| check_connect(&self.shared, &connect).map(|()| certified));
         let user = connect.username.as_ref().map(|u| u.as_str());
         let certified = match checked {
@@ -72,16 +64,17 @@ impl BrokerShard {
                 ?conn,
                 "CONNECT refused: username barred from this address (ip.ban_user_after_auth_failures)"
             );
-            self.refuse_connect(ctx, conn, ReasonCode::Banned);
+            self.wire().refuse_connect(ctx, conn, ReasonCode::Banned);
             return Ok(());
         }
-        match self.judge_login(ctx, conn, &connect, certified) {
+        let logins = &mut self.auth.logins;
+        match logins.judge_login(&self.shared, self.id, ctx, conn, &connect, certified) {
             Judgement::Admit(grant) => self.admit(ctx, conn, connect, grant),
             Judgement::Refuse(reason) => {
                 let user = connect.username.as_ref().map(|u| u.as_str());
                 self.refuse_login(ctx, conn, reason, user);
             }
-            Judgement::Wait(token) => self.wait_for_login(conn, connect, token),
+            Judgement::Wait(token) => logins.wait_for_login(&mut self.conns, conn, connect, token),
         }
         Ok(())
     }
@@ -98,7 +91,9 @@ impl BrokerShard {
             // mosquitto's `use_username_as_clientid`: the username is the client id.
             let Some(username) = connect.username.clone() else {
                 debug!("CONNECT without a username refused: auth.use_username_as_clientid");
-                return self.refuse_connect(ctx, conn, ReasonCode::NotAuthorized);
+                return self
+                    .wire()
+                    .refuse_connect(ctx, conn, ReasonCode::NotAuthorized);
             };
             connect.client_id = username;
         }
@@ -114,11 +109,14 @@ impl BrokerShard {
             detach::will(will);
         }
         // The will passes the checks a PUBLISH of this client would (`will_check.rs`).
-        match self.check_will(ctx, conn, &connect, &grant) {
+        let judge = WillJudge::of(&self.shared, &self.figures, self.id);
+        let wills = &mut self.auth.topic_waits.wills;
+        match judge.check_will(wills, ctx, conn, &connect, &grant) {
             WillCheck::Pass => self.admit_checked(ctx, conn, connect, grant, assigned.is_some()),
-            WillCheck::Refuse(reason) => self.refuse_connect(ctx, conn, reason),
+            WillCheck::Refuse(reason) => self.wire().refuse_connect(ctx, conn, reason),
             WillCheck::Wait(token) => {
-                self.wait_for_will(conn, token, connect, (grant, assigned.is_some()))
+                let waiting = (grant, assigned.is_some());
+                wills.wait_for_will(&mut self.conns, conn, token, connect, waiting)
             }
         }
     }
@@ -153,11 +151,12 @@ impl BrokerShard {
         imported: Option<bytes::Bytes>,
     ) {
         let owner = owner_of(&connect);
-        match self.claim(&connect.client_id, &owner) {
-            Err(reason) => self.refuse_connect(ctx, conn, reason),
+        match claim(&self.shared, self.id, &connect.client_id, &owner) {
+            Err(reason) => self.wire().refuse_connect(ctx, conn, reason),
             Ok(Claim::Fresh(subscriber)) => {
-                self.broadcast(
+                self.figures.broadcast(
                     ctx,
+                    &self.shared.order,
                     Change::Owner {
                         subscriber,
                         shard: self.id,
@@ -181,70 +180,24 @@ impl BrokerShard {
                 holder,
                 supersedes,
                 mine,
-            }) => self.request_takeover(ctx, conn, connect, holder, (supersedes, mine)),
+            }) => self.delivery.mobility.request_takeover(
+                (&mut self.conns, &self.figures),
+                ctx,
+                (conn, connect),
+                self.id,
+                (holder, supersedes, mine),
+            ),
         }
-    }
-
-    /// Claims the client's entry in the shared session directory for this shard, for a client of
-    /// identity `owner`: refused (Client Identifier not valid) when the session belongs to
-    /// another identity and `auth.client_id_owner_check` is on.
-    fn claim(&self, client_id: &MqttStr, owner: &SessionOwner) -> Result<Claim, ReasonCode> {
-        let check_owner = self.shared.config.auth.client_id_owner_check;
-        let max = self.shared.config.sessions.max_sessions as usize;
-        // Measured before taking the entry lock: `len` locks every map shard.
-        let full = self.shared.directory.sessions.len() >= max;
-        Ok(
-            match self
-                .shared
-                .directory
-                .sessions
-                .entry(Box::from(client_id.as_str()))
-            {
-                Entry::Vacant(_) if full => return Err(ReasonCode::QuotaExceeded),
-                Entry::Vacant(vacant) => {
-                    let subscriber = self.shared.directory.new_subscriber(self.id);
-                    vacant.insert(SessionLocation {
-                        shard: self.id,
-                        subscriber,
-                        claim: self.shared.directory.new_claim(),
-                        owner: owner.clone(),
-                    });
-                    Claim::Fresh(subscriber)
-                }
-                Entry::Occupied(occupied) if check_owner && !occupied.get().owner.admits(owner) => {
-                    debug!(
-                        client = client_id.as_str(),
-                        "CONNECT refused: the client id's session belongs to another identity"
-                    );
-                    return Err(ReasonCode::ClientIdentifierNotValid);
-                }
-                Entry::Occupied(mut occupied) if occupied.get().shard == self.id => {
-                    let location = occupied.get_mut();
-                    location.owner = owner.clone();
-                    Claim::Local(location.claim)
-                }
-                Entry::Occupied(mut occupied) => {
-                    let location = occupied.get_mut();
-                    location.owner = owner.clone();
-                    let (holder, supersedes) = (location.shard, location.claim);
-                    let mine = self.shared.directory.new_claim();
-                    location.shard = self.id;
-                    location.claim = mine;
-                    Claim::Remote {
-                        holder,
-                        supersedes,
-                        mine,
-                    }
-                }
-            },
-        )
     }
 
     /// The session is (or is about to be) on this shard.
     fn connect_local(&mut self, ctx: &mut Ctx, conn: ConnId, connect: Connect, claim: ClaimId) {
         if self.delivery.mobility.is_pending(claim) {
             // An earlier connection here still waits for the session to arrive: the newer wins.
-            self.replace_waiting(ctx, claim, conn, connect);
+            let mobility = &mut self.delivery.mobility;
+            if let Some(older) = mobility.replace_waiting(&mut self.conns, claim, conn, connect) {
+                self.wire().close_connection(ctx, older);
+            }
             return;
         }
         let client_id = connect.client_id.clone();
@@ -255,85 +208,19 @@ impl BrokerShard {
                 let present = !connect.clean_start;
                 if connect.clean_start {
                     self.end_session_state(ctx, *session);
-                    let fresh = self.fresh_session(ctx, &client_id, owner);
+                    let fresh =
+                        fresh_session(&self.shared, &self.figures, self.id, ctx, &client_id, owner);
                     self.complete_connect(ctx, conn, connect, fresh, false, false);
                 } else {
                     self.complete_connect(ctx, conn, connect, session, present, false);
                 }
             }
             None => {
-                let fresh = self.fresh_session(ctx, &client_id, owner);
+                let fresh =
+                    fresh_session(&self.shared, &self.figures, self.id, ctx, &client_id, owner);
                 self.complete_connect(ctx, conn, connect, fresh, false, false);
             }
         }
-    }
-
-    /// A new session with a new subscriber key, recorded in the directory for this shard (for
-    /// identity `owner` if the entry is new).
-    pub(super) fn fresh_session(
-        &mut self,
-        ctx: &mut Ctx,
-        client_id: &MqttStr,
-        owner: SessionOwner,
-    ) -> Box<Session> {
-        let subscriber = self.shared.directory.new_subscriber(self.id);
-        // A newer claim elsewhere keeps its place in the directory: this session goes to it.
-        let shared = &self.shared;
-        shared
-            .directory
-            .sessions
-            .entry(Box::from(client_id.as_str()))
-            .and_modify(|entry| entry.subscriber = subscriber)
-            .or_insert_with(|| SessionLocation {
-                shard: self.id,
-                subscriber,
-                claim: shared.directory.new_claim(),
-                owner,
-            });
-        self.broadcast(
-            ctx,
-            Change::Owner {
-                subscriber,
-                shard: self.id,
-            },
-        );
-        Session::new(
-            client_id.clone(),
-            subscriber,
-            self.shared.config.limits.max_inflight_outbound,
-        )
-    }
-
-    /// Refuses a CONNECT with `reason` (mapped to a 3.x return code where needed), then closes.
-    pub(super) fn refuse_connect(&mut self, ctx: &mut Ctx, conn: ConnId, reason: ReasonCode) {
-        self.refuse_connect_for_fault(ctx, conn, reason);
-        self.close_connection(ctx, conn);
-    }
-
-    /// Sends the CONNACK that refuses a connection.
-    pub(super) fn refuse_connect_for_fault(
-        &mut self,
-        ctx: &mut Ctx,
-        conn: ConnId,
-        reason: ReasonCode,
-    ) {
-        let Some(protocol) = self.conns.get(&conn).map(|c| c.protocol) else {
-            return;
-        };
-        let reason_code = if protocol.is_v5() {
-            connack_v5_code(reason)
-        } else {
-            connack_v3_code(reason)
-        };
-        debug!(?conn, reason = reason_code.name(), "CONNECT refused");
-        self.figures
-            .count_refusal(crate::metrics::Refusal::of(reason));
-        let connack = ConnAck {
-            session_present: false,
-            reason_code,
-            properties: ConnAckProperties::default(),
-        };
-        self.send_packet(ctx, conn, &Packet::from(connack));
     }
 
     /// Attaches `session` to `conn`, answers CONNACK, then resends what the session owes.
@@ -375,21 +262,38 @@ impl BrokerShard {
         session
             .inflight
             .set_capacity(client_receive_max.min(self.shared.config.limits.max_inflight_outbound));
-        self.will_attached(conn, &session.client_id);
-        self.record_connected(&session, was_stored, &owner_of(&connect));
-        self.mirror_connected(ctx, &session);
+        self.auth
+            .topic_waits
+            .wills
+            .will_attached(&self.sessions, conn, &session.client_id);
+        self.durable
+            .record_connected(&session, was_stored, &owner_of(&connect));
+        self.cluster_side
+            .mirror_connected(&self.shared.links, ctx, &session);
         self.timers.disarm_session_timers(ctx, &mut session);
         session.conn = Some(conn);
         let filters = session.subscriptions.iter().map(|(filter, _)| filter);
         let grant = self.auth.logins.grants.remove(&conn);
-        self.arm_credentials_expiry(ctx, conn, grant.as_ref());
+        self.auth
+            .logins
+            .arm_credentials_expiry(&mut self.timers, ctx, conn, grant.as_ref());
         let username = connect.username.clone();
         self.auth
             .rechecks
             .track_backend_grant(conn, username.as_ref(), grant.as_ref());
-        self.acl_connected(conn, &session.client_id, username, grant, filters);
+        self.auth.acl_connected(
+            &self.shared.access,
+            conn,
+            &session.client_id,
+            username,
+            grant,
+            filters,
+        );
         let keep_alive = self.shared.config.connection.keep_alive_for(&connect);
-        self.setup_connection(ctx, conn, &connect, session.subscriber, keep_alive);
+        let counted = (&*self.shared, &mut self.figures.gauges);
+        let attached = (session.subscriber, keep_alive);
+        self.conns
+            .setup_connection(counted, ctx, conn, &connect, attached);
         let connack = connack(
             &self.shared.config,
             &connect,
@@ -398,8 +302,13 @@ impl BrokerShard {
             keep_alive,
             requested_expiry,
         );
-        self.send_packet(ctx, conn, &Packet::from(connack));
-        self.log_connected(ctx, conn, &session.client_id, &connect, keep_alive);
+        self.wire().send_packet(ctx, conn, &Packet::from(connack));
+        let mut lines = LifecycleLines {
+            shared: &self.shared,
+            timers: &mut self.timers,
+            shard: self.id,
+        };
+        lines.log_connected(ctx, conn, &session.client_id, &connect, keep_alive);
         if session_present {
             // What a resumed session owes goes out (a fresh session owes nothing).
             let client_id = session.client_id.clone();
@@ -409,73 +318,6 @@ impl BrokerShard {
             self.sessions.insert(session);
         }
         self.resume_reading(ctx, conn);
-    }
-
-    /// A session got a connection of identity `owner`: store its connection-scoped state and
-    /// owner if it outlives the connection (with its subscriptions, if it was not stored
-    /// before), or remove it from the store if it no longer does.
-    fn record_connected(&mut self, session: &Session, was_stored: bool, owner: &SessionOwner) {
-        let client_id = &session.client_id;
-        if !self.durable.stores(session.expiry) {
-            if was_stored {
-                let client_id = client_id.clone();
-                self.durable
-                    .record(SessionWrite::SessionRemoved { client_id });
-            }
-            return;
-        }
-        self.durable.record_saved(session, owner);
-        if was_stored {
-            return;
-        }
-        for (filter, subscription) in session.subscriptions.iter() {
-            self.durable.record(SessionWrite::Subscribed {
-                client_id: client_id.clone(),
-                filter: filter.clone(),
-                options: subscription.options,
-                id: subscription.id,
-            });
-        }
-    }
-
-    /// Connection state from the CONNECT; its keep-alive counts from now.
-    fn setup_connection(
-        &mut self,
-        ctx: &mut Ctx,
-        conn: ConnId,
-        connect: &Connect,
-        subscriber: router::SubscriberId,
-        keep_alive: u16,
-    ) {
-        let since_start = self.shared.time.since_start(ctx.now());
-        let limits = &self.shared.config.limits;
-        let props = &connect.properties;
-        let outbound_aliases = props
-            .topic_alias_maximum
-            .unwrap_or(0)
-            .min(limits.outbound_topic_alias_maximum);
-        let inbound_aliases = if connect.protocol.is_v5() {
-            limits.topic_alias_maximum
-        } else {
-            0
-        };
-        let Some(connection) = self.conns.get_mut(&conn) else {
-            return;
-        };
-        connection.phase = Phase::Connected;
-        if !connection.counted {
-            connection.counted = true;
-            self.figures.gauges.connected_clients += 1;
-        }
-        connection.protocol = connect.protocol;
-        connection.attach(subscriber);
-        connection.keep_alive = keep_alive;
-        connection.set_topic_alias_maximums(inbound_aliases, outbound_aliases);
-        connection.client_max_packet = props.maximum_packet_size.map_or(u32::MAX, NonZeroU32::get);
-        connection.publish_will = true;
-        connection.connected_at_s = u32::try_from(since_start.as_secs()).unwrap_or(u32::MAX);
-        // The keep-alive counts from the CONNACK (`Connection::deadline`).
-        connection.touch(since_start);
     }
 }
 
@@ -567,4 +409,140 @@ fn assign_client_id(shared: &Shared, shard: ShardId) -> MqttStr {
     let nanos = shared.time.uptime().as_nanos() as u64;
     let text = format!("ringmq-{:x}-{key:x}-{nanos:x}", shard.index());
     MqttStr::from_bytes(text.into()).expect("invariant: ASCII without U+0000")
+}
+
+/// A new session with a new subscriber key, recorded in the directory for this shard (for
+/// identity `owner` if the entry is new).
+pub(super) fn fresh_session(
+    shared: &Shared,
+    figures: &Figures,
+    shard: ShardId,
+    ctx: &mut Ctx,
+    client_id: &MqttStr,
+    owner: SessionOwner,
+) -> Box<Session> {
+    let subscriber = shared.directory.new_subscriber(shard);
+    // A newer claim elsewhere keeps its place in the directory: this session goes to it.
+    shared
+        .directory
+        .sessions
+        .entry(Box::from(client_id.as_str()))
+        .and_modify(|entry| entry.subscriber = subscriber)
+        .or_insert_with(|| SessionLocation {
+            shard,
+            subscriber,
+            claim: shared.directory.new_claim(),
+            owner,
+        });
+    figures.broadcast(ctx, &shared.order, Change::Owner { subscriber, shard });
+    Session::new(
+        client_id.clone(),
+        subscriber,
+        shared.config.limits.max_inflight_outbound,
+    )
+}
+
+impl Wire<'_> {
+    /// Refuses a CONNECT with `reason` (mapped to a 3.x return code where needed), then closes.
+    pub(super) fn refuse_connect(&mut self, ctx: &mut Ctx, conn: ConnId, reason: ReasonCode) {
+        self.refuse_connect_for_fault(ctx, conn, reason);
+        self.close_connection(ctx, conn);
+    }
+
+    /// Sends the CONNACK that refuses a connection.
+    pub(super) fn refuse_connect_for_fault(
+        &mut self,
+        ctx: &mut Ctx,
+        conn: ConnId,
+        reason: ReasonCode,
+    ) {
+        let Some(protocol) = self.conns.get(&conn).map(|c| c.protocol) else {
+            return;
+        };
+        let reason_code = if protocol.is_v5() {
+            connack_v5_code(reason)
+        } else {
+            connack_v3_code(reason)
+        };
+        debug!(?conn, reason = reason_code.name(), "CONNECT refused");
+        self.figures
+            .count_refusal(crate::metrics::Refusal::of(reason));
+        let connack = ConnAck {
+            session_present: false,
+            reason_code,
+            properties: ConnAckProperties::default(),
+        };
+        self.send_packet(ctx, conn, &Packet::from(connack));
+    }
+}
+
+impl Durability {
+    /// A session got a connection of identity `owner`: store its connection-scoped state and
+    /// owner if it outlives the connection (with its subscriptions, if it was not stored
+    /// before), or remove it from the store if it no longer does.
+    fn record_connected(&mut self, session: &Session, was_stored: bool, owner: &SessionOwner) {
+        let client_id = &session.client_id;
+        if !self.stores(session.expiry) {
+            if was_stored {
+                let client_id = client_id.clone();
+                self.record(SessionWrite::SessionRemoved { client_id });
+            }
+            return;
+        }
+        self.record_saved(session, owner);
+        if was_stored {
+            return;
+        }
+        for (filter, subscription) in session.subscriptions.iter() {
+            self.record(SessionWrite::Subscribed {
+                client_id: client_id.clone(),
+                filter: filter.clone(),
+                options: subscription.options,
+                id: subscription.id,
+            });
+        }
+    }
+}
+
+impl Connections {
+    /// Connection state from the CONNECT; its keep-alive counts from now (`gauges` count
+    /// the client connected).
+    fn setup_connection(
+        &mut self,
+        (shared, gauges): (&Shared, &mut Gauges),
+        ctx: &mut Ctx,
+        conn: ConnId,
+        connect: &Connect,
+        (subscriber, keep_alive): (router::SubscriberId, u16),
+    ) {
+        let since_start = shared.time.since_start(ctx.now());
+        let limits = &shared.config.limits;
+        let props = &connect.properties;
+        let outbound_aliases = props
+            .topic_alias_maximum
+            .unwrap_or(0)
+            .min(limits.outbound_topic_alias_maximum);
+        let inbound_aliases = if connect.protocol.is_v5() {
+            limits.topic_alias_maximum
+        } else {
+            0
+        };
+        let Some(connection) = self.get_mut(&conn) else {
+            return;
+        };
+        connection.phase = Phase::Connected;
+        if !connection.counted {
+            connection.counted = true;
+            gauges.connected_clients += 1;
+        }
+        connection.protocol = connect.protocol;
+        connection.attach(subscriber);
+        connection.keep_alive = keep_alive;
+        connection.set_topic_alias_maximums(inbound_aliases, outbound_aliases);
+        connection.client_max_packet = props.maximum_packet_size.map_or(u32::MAX, NonZeroU32::get);
+        connection.publish_will = true;
+        connection.connected_at_s = u32::try_from(since_start.as_secs()).unwrap_or(u32::MAX);
+        // The keep-alive counts from the CONNACK (`Connection::deadline`).
+        connection.touch(since_start);
+    }
 }

@@ -10,8 +10,11 @@ use std::time::{Duration, Instant};
 use ring_runtime::ConnId;
 use tracing::debug;
 
-use super::timer_book::TimerPurpose;
+use super::parts::Wire;
+use super::rate_buckets::Throttle;
+use super::timer_book::{TimerBook, TimerPurpose};
 use super::{BrokerShard, Ctx};
+use crate::conn::Connections;
 use codec::ReasonCode;
 
 /// The longest between two sweeps.
@@ -20,16 +23,6 @@ const SWEEP_EVERY: Duration = Duration::from_secs(1);
 const SWEEP_AT_LEAST: Duration = Duration::from_millis(50);
 
 impl BrokerShard {
-    /// Arms the sweep, unless it is armed or the shard holds no connection.
-    pub(super) fn arm_deadline_sweep(&mut self, ctx: &mut Ctx) {
-        if self.timers.sweep_armed || self.conns.is_empty() {
-            return;
-        }
-        self.timers.sweep_armed = true;
-        let at = ctx.now() + sweep_interval(self.shared.config.connection.connect_timeout);
-        self.timers.arm(ctx, at, TimerPurpose::DeadlineSweep);
-    }
-
     /// The sweep is due: every connection whose deadline has passed is dealt with.
     pub(super) fn sweep_deadlines(&mut self, ctx: &mut Ctx) {
         self.timers.sweep_armed = false;
@@ -43,21 +36,46 @@ impl BrokerShard {
             .filter(|(_, deadline)| now >= *deadline)
             .collect();
         for (conn, deadline) in due {
-            let _span = self.conn_span(conn).entered();
-            self.deadline_passed(ctx, conn, deadline);
+            let _span = self.conns.span(&self.sessions, self.id, conn).entered();
+            let mut wire = Wire::new(
+                &mut self.conns,
+                &mut self.delivery.routes,
+                &self.figures,
+                &self.shared,
+            );
+            wire.deadline_passed(&self.door.throttle, ctx, conn, deadline);
         }
-        self.arm_deadline_sweep(ctx);
+        self.timers.arm_deadline_sweep(
+            ctx,
+            &self.conns,
+            self.shared.config.connection.connect_timeout,
+        );
     }
+}
 
+/// How often connections' deadlines are swept for a CONNECT timeout of `connect_timeout`: half
+/// of it, within [`SWEEP_AT_LEAST`] and [`SWEEP_EVERY`].
+fn sweep_interval(connect_timeout: Duration) -> Duration {
+    (connect_timeout / 2).clamp(SWEEP_AT_LEAST, SWEEP_EVERY)
+}
+
+impl Wire<'_> {
     /// `conn`'s deadline has passed: no CONNECT in time closes it; a keep-alive that ran out
-    /// (a connection paused for its publish rate excepted) disconnects it.
-    fn deadline_passed(&mut self, ctx: &mut Ctx, conn: ConnId, deadline: Instant) {
+    /// (a connection paused for its publish rate in `throttle` excepted) disconnects it.
+    fn deadline_passed(
+        &mut self,
+        throttle: &Throttle,
+        ctx: &mut Ctx,
+        conn: ConnId,
+        deadline: Instant,
+    ) {
         if !self.conns.get(&conn).is_some_and(|c| c.is_connected()) {
             debug!("no CONNECT in time: closing");
             ctx.abort(conn);
             return;
         }
-        let deadline = self.keep_alive_while_throttled(ctx, conn, deadline);
+        let deadline =
+            throttle.keep_alive_while_throttled(self.conns, &self.shared.time, ctx, conn, deadline);
         if ctx.now() >= deadline {
             debug!("keep-alive expired");
             self.send_disconnect(ctx, conn, ReasonCode::KeepAliveTimeout);
@@ -66,8 +84,19 @@ impl BrokerShard {
     }
 }
 
-/// How often connections' deadlines are swept for a CONNECT timeout of `connect_timeout`: half
-/// of it, within [`SWEEP_AT_LEAST`] and [`SWEEP_EVERY`].
-fn sweep_interval(connect_timeout: Duration) -> Duration {
-    (connect_timeout / 2).clamp(SWEEP_AT_LEAST, SWEEP_EVERY)
+impl TimerBook {
+    /// Arms the sweep, unless it is armed or the shard holds no connection.
+    pub(super) fn arm_deadline_sweep(
+        &mut self,
+        ctx: &mut Ctx,
+        conns: &Connections,
+        connect_timeout: Duration,
+    ) {
+        if self.sweep_armed || conns.is_empty() {
+            return;
+        }
+        self.sweep_armed = true;
+        let at = ctx.now() + sweep_interval(connect_timeout);
+        self.arm(ctx, at, TimerPurpose::DeadlineSweep);
+    }
 }

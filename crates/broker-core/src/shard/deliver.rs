@@ -8,13 +8,18 @@ use router::SubscriberId;
 use session_store::Pushed;
 use tracing::debug;
 
+use super::durability::Durability;
+use super::parts::{Delivery, Figures, Wire};
+use super::replica::ReplicaState;
 use super::send::NotSent;
 use super::{BrokerShard, Ctx};
-use crate::message::{CopyBatch, CopyView, Expiry, Outgoing, Recipient, ShardMsg};
-use crate::metrics::{DropReason, ShardCounters};
+use crate::message::{CopyBatch, CopyView, Expiry, Outgoing, Recipient};
+use crate::metrics::DropReason;
 use crate::session::Session;
 use crate::session::SessionAt;
+use crate::session::Sessions;
 use crate::store::stored_message;
+use ring_runtime::ShardId;
 use session_store::storage::SessionWrite;
 
 impl BrokerShard {
@@ -44,7 +49,8 @@ impl BrokerShard {
     pub(super) fn deliver(&mut self, ctx: &mut Ctx, recipient: Recipient) {
         let located = self.sessions.locate(recipient.subscriber);
         let Some((at, conn)) = located.and_then(|at| Some((at, self.sessions.at(at)?.conn))) else {
-            self.forward(recipient);
+            self.delivery
+                .forward(&self.replication.replica, &self.figures, self.id, recipient);
             return;
         };
         if recipient.outgoing.qos == QoS::AtMostOnce {
@@ -154,38 +160,6 @@ impl BrokerShard {
         }
     }
 
-    /// An admitted copy could not be sent (not `Closed`): its flow ends, counted as dropped
-    /// unless the ACL filtered it.
-    pub(super) fn first_send_failed(
-        &mut self,
-        client_id: &MqttStr,
-        packet_id: PacketId,
-        not_sent: NotSent,
-    ) {
-        self.abandon_inflight(client_id, packet_id);
-        if not_sent != NotSent::NotAuthorized {
-            self.figures.count_dropped(not_sent.drop_reason(), 1);
-        }
-    }
-
-    /// A copy for a session this shard does not hold: forward it where the session went.
-    fn forward(&mut self, recipient: Recipient) {
-        let target = self
-            .delivery
-            .mobility
-            .moved
-            .get(&recipient.subscriber)
-            .map_or_else(
-                || self.replication.replica.owner(recipient.subscriber),
-                |moved| moved.to,
-            );
-        if target == self.id {
-            self.figures.count_dropped(DropReason::Offline, 1);
-        } else {
-            self.delivery.routes.forward_buf[target.index()].push_recipient(recipient);
-        }
-    }
-
     /// A QoS 0 copy for a session of this shard, delivered without an [`Outgoing`] of its own.
     /// False when it cannot be done here (the session moved, or copies are held for it while
     /// it moves): the caller then routes a full copy.
@@ -235,7 +209,13 @@ impl BrokerShard {
     fn enqueue(&mut self, ctx: &mut Ctx, at: SessionAt, mut outgoing: Outgoing) {
         let memory_limit = self.shared.config.persistence.memory_queue_messages as usize;
         if self.shared.links.cluster.is_some() {
-            self.mirror_if_offline(ctx, at, &outgoing);
+            self.cluster_side.mirror_if_offline(
+                &self.shared.links,
+                &self.sessions,
+                ctx,
+                at,
+                &outgoing,
+            );
         }
         let Some(session) = self.sessions.at_mut(at) else {
             return;
@@ -281,37 +261,13 @@ impl BrokerShard {
             let client_id = self.sessions.at(at).map(|s| &s.client_id);
             if let Some((conn, client_id)) = refuse_conn.zip(client_id) {
                 let client_id = client_id.clone();
-                self.disconnect_slow_consumer(ctx, &client_id, conn);
+                self.wire().disconnect_slow_consumer(ctx, &client_id, conn);
             }
             return;
         }
         if drain {
             self.drain_at(ctx, at);
         }
-    }
-
-    /// Mirrors a copy queued for an offline session to the cluster.
-    fn mirror_if_offline(&self, ctx: &Ctx, at: SessionAt, outgoing: &Outgoing) {
-        if let Some(session) = self.sessions.at(at)
-            && session.conn.is_none()
-        {
-            self.mirror_queued(ctx, &session.client_id, outgoing);
-        }
-    }
-
-    /// A session's queue is full under the `disconnect` policy: its client goes (0x97).
-    pub(super) fn disconnect_slow_consumer(
-        &mut self,
-        ctx: &mut Ctx,
-        client_id: &MqttStr,
-        conn: ConnId,
-    ) {
-        debug!(
-            client = client_id.as_str(),
-            "slow consumer: queue full (messages or bytes), disconnecting"
-        );
-        self.send_disconnect(ctx, conn, ReasonCode::QuotaExceeded);
-        self.close_connection(ctx, conn);
     }
 
     /// A shared-subscription member lost its connection: its unacknowledged QoS 1 copies and
@@ -368,57 +324,6 @@ impl BrokerShard {
             None => self.figures.count_dropped(DropReason::Offline, 1),
         }
     }
-
-    /// Posts to a shard, in the lane the message needs:
-    /// - deliveries are data: over the runtime's mailbox bound they are dropped and counted
-    ///   (`deliveries_dropped_mailbox_full`);
-    /// - a fence must arrive behind the copies it fences: the ordered lane, never refused;
-    /// - replicated changes, hand-overs and wake-ups must neither be lost (one lost change
-    ///   stops replication for good) nor wait behind a flood of deliveries: the urgent lane.
-    ///
-    /// False when the message was not posted.
-    pub(super) fn post(
-        &mut self,
-        ctx: &mut Ctx,
-        shard: ring_runtime::ShardId,
-        message: ShardMsg,
-    ) -> bool {
-        let copies = match &message {
-            ShardMsg::Deliver { copies, .. } => copies.len() as u64,
-            ShardMsg::Fence { .. } => {
-                let posted = ctx.post_reliable(shard, message);
-                return log_unposted(posted, shard);
-            }
-            _ => {
-                let posted = ctx.post_urgent(shard, message);
-                return log_unposted(posted, shard);
-            }
-        };
-        if let Err(error) = ctx.post(shard, message) {
-            debug!(%error, %shard, copies, "deliveries dropped: mailbox bound exceeded");
-            ShardCounters::add(
-                &self.figures.counters().deliveries_dropped_mailbox_full,
-                copies,
-            );
-            self.figures.count_dropped(DropReason::MailboxFull, copies);
-            return false;
-        }
-        true
-    }
-}
-
-/// A never-refused post fails only for a shard that does not exist: a bug, logged.
-fn log_unposted(
-    posted: Result<(), ring_runtime::RuntimeError>,
-    shard: ring_runtime::ShardId,
-) -> bool {
-    match posted {
-        Ok(()) => true,
-        Err(error) => {
-            tracing::error!(%error, %shard, "control message to a shard that does not exist");
-            false
-        }
-    }
 }
 
 /// Whether draining `session` can send or read anything now: it is connected with re-sends
@@ -442,5 +347,62 @@ fn queued_write(
         client_id: client_id.clone(),
         seq,
         message: Box::new(stored_message(outgoing, now)),
+    }
+}
+
+impl Wire<'_> {
+    /// A session's queue is full under the `disconnect` policy: its client goes (0x97).
+    pub(super) fn disconnect_slow_consumer(
+        &mut self,
+        ctx: &mut Ctx,
+        client_id: &MqttStr,
+        conn: ConnId,
+    ) {
+        debug!(
+            client = client_id.as_str(),
+            "slow consumer: queue full (messages or bytes), disconnecting"
+        );
+        self.send_disconnect(ctx, conn, ReasonCode::QuotaExceeded);
+        self.close_connection(ctx, conn);
+    }
+}
+
+impl Delivery {
+    /// A copy for a session this shard does not hold: forward it where the session went.
+    fn forward(
+        &mut self,
+        replica: &ReplicaState,
+        figures: &Figures,
+        shard: ShardId,
+        recipient: Recipient,
+    ) {
+        let target = self
+            .mobility
+            .moved
+            .get(&recipient.subscriber)
+            .map_or_else(|| replica.owner(recipient.subscriber), |moved| moved.to);
+        if target == shard {
+            figures.count_dropped(DropReason::Offline, 1);
+        } else {
+            self.routes.forward_buf[target.index()].push_recipient(recipient);
+        }
+    }
+}
+
+impl Durability {
+    /// An admitted copy could not be sent (not `Closed`): its flow ends, counted as dropped
+    /// unless the ACL filtered it.
+    pub(super) fn first_send_failed(
+        &mut self,
+        sessions: &mut Sessions,
+        figures: &Figures,
+        client_id: &MqttStr,
+        packet_id: PacketId,
+        not_sent: NotSent,
+    ) {
+        self.abandon_inflight(sessions, client_id, packet_id);
+        if not_sent != NotSent::NotAuthorized {
+            figures.count_dropped(not_sent.drop_reason(), 1);
+        }
     }
 }

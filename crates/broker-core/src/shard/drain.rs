@@ -48,7 +48,10 @@ impl BrokerShard {
             self.send_from_queue(ctx, at, conn);
         }
         if spilled {
-            self.refill_from_disk_if_low(at.subscriber());
+            let limit = self.shared.config.persistence.memory_queue_messages as usize;
+            let (sessions, subscriber) = (&mut self.sessions, at.subscriber());
+            self.durable
+                .refill_from_disk_if_low(sessions, self.id, limit, subscriber);
         }
     }
 
@@ -137,7 +140,13 @@ impl BrokerShard {
                 }
             }
             Err(NotSent::Closed) => {}
-            Err(not_sent) => self.first_send_failed(client_id, packet_id, not_sent),
+            Err(not_sent) => self.durable.first_send_failed(
+                &mut self.sessions,
+                &self.figures,
+                client_id,
+                packet_id,
+                not_sent,
+            ),
         }
     }
 
@@ -167,11 +176,14 @@ impl BrokerShard {
                     if let Err(not_sent) = sent
                         && self.sessions.get(client_id).is_some()
                     {
-                        self.abandon_inflight(client_id, packet_id);
+                        self.durable
+                            .abandon_inflight(&mut self.sessions, client_id, packet_id);
                         self.figures.count_dropped(not_sent.drop_reason(), 1);
                     }
                 }
-                None => self.send_packet(ctx, conn, &Packet::PubRel(PubRel::new(packet_id))),
+                None => self
+                    .wire()
+                    .send_packet(ctx, conn, &Packet::PubRel(PubRel::new(packet_id))),
             }
         }
     }

@@ -17,10 +17,12 @@ use codec::{MqttStr, Packet, PacketId};
 use ring_runtime::ConnId;
 use session_store::storage::SessionWrite;
 
+use super::durability::Durability;
 use super::durability::HeldSend;
 use super::send::NotSent;
 use super::{BrokerShard, Ctx};
 use crate::message::Outgoing;
+use crate::session::Sessions;
 
 impl BrokerShard {
     /// Sends an acknowledgement of a client's packet once this turn's batch is durable when it
@@ -43,15 +45,6 @@ impl BrokerShard {
             && let Some(connection) = self.conns.get_mut(&conn)
         {
             connection.park();
-        }
-    }
-
-    /// Sends a PUBREL of a stored flow once its release is durable.
-    pub(super) fn send_stored_pubrel(&mut self, ctx: &mut Ctx, conn: ConnId, packet: Packet) {
-        if self.durable.acks_wait() {
-            self.durable.hold(conn, HeldSend::Packet(packet), false);
-        } else {
-            self.send_packet(ctx, conn, &packet);
         }
     }
 
@@ -83,7 +76,7 @@ impl BrokerShard {
                 self.unpark_if_free(ctx, held.conn);
             }
             match held.send {
-                HeldSend::Packet(packet) => self.send_packet(ctx, held.conn, &packet),
+                HeldSend::Packet(packet) => self.wire().send_packet(ctx, held.conn, &packet),
                 HeldSend::Ack { packet, waits_for } => {
                     self.send_ack_when_settled(ctx, held.conn, packet, waits_for);
                 }
@@ -114,24 +107,44 @@ impl BrokerShard {
         }
         match self.send_publish(ctx, conn, outgoing.view(), Some(packet_id), false) {
             Ok(()) | Err(NotSent::Closed) => {}
-            Err(NotSent::NotAuthorized) => self.abandon_inflight(client_id, packet_id),
+            Err(NotSent::NotAuthorized) => {
+                self.durable
+                    .abandon_inflight(&mut self.sessions, client_id, packet_id)
+            }
             Err(not_sent @ (NotSent::Expired | NotSent::TooLarge)) => {
-                self.abandon_inflight(client_id, packet_id);
+                self.durable
+                    .abandon_inflight(&mut self.sessions, client_id, packet_id);
                 self.figures.count_dropped(not_sent.drop_reason(), 1);
             }
         }
     }
+}
+
+impl Durability {
+    /// A PUBREL of a stored flow: held until its release is durable when acknowledgements
+    /// wait for the disk, else given back to be sent now.
+    pub(super) fn hold_pubrel(&mut self, conn: ConnId, packet: Packet) -> Option<Packet> {
+        if !self.acks_wait() {
+            return Some(packet);
+        }
+        self.hold(conn, HeldSend::Packet(packet), false);
+        None
+    }
 
     /// Ends an outbound flow without an acknowledgement (expired, too large, refused).
-    pub(super) fn abandon_inflight(&mut self, client_id: &MqttStr, packet_id: PacketId) {
-        let Some(session) = self.sessions.get_mut(client_id) else {
+    pub(super) fn abandon_inflight(
+        &mut self,
+        sessions: &mut Sessions,
+        client_id: &MqttStr,
+        packet_id: PacketId,
+    ) {
+        let Some(session) = sessions.get_mut(client_id) else {
             return;
         };
         session.inflight.abandon(packet_id);
-        self.durable
-            .record_if(session.expiry, || SessionWrite::InflightAcked {
-                client_id: client_id.clone(),
-                packet_id,
-            });
+        self.record_if(session.expiry, || SessionWrite::InflightAcked {
+            client_id: client_id.clone(),
+            packet_id,
+        });
     }
 }

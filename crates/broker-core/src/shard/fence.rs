@@ -16,55 +16,19 @@
 //! closed at once. Every shard that receives a session announces and fences it this way, also
 //! one that only passes it on to a newer connection, so moves happen one at a time.
 
-use super::mobility::Holding;
+use super::durability::Durability;
+use super::mobility::{Holding, Mobility};
+use super::parts::{Delivery, Figures};
 use std::collections::VecDeque;
-use std::time::Duration;
 
 use ring_runtime::ShardId;
 use router::SubscriberId;
 
-use super::timer_book::TimerPurpose;
+use super::timer_book::{TimerBook, TimerPurpose};
 use super::{BrokerShard, Ctx};
 use crate::message::{Recipient, ShardMsg, TakeoverRequest};
 
-/// Longest a takeover waits for the fences of the session's previous move. Fences arrive within
-/// a few loop turns; only one lost to a mailbox over its bound (logged) waits this long, and
-/// then order across that move is given up rather than the session. Half the CONNECT timeout at
-/// most, so the waiting connection is still there.
-const MAX_FENCE_WAIT: Duration = Duration::from_secs(1);
-
 impl BrokerShard {
-    /// A session just arrived here from another shard: hold direct copies until every shard
-    /// has fenced.
-    pub(super) fn hold_until_fenced(&mut self, ctx: &Ctx, subscriber: SubscriberId) {
-        let waiting = (0..ctx.shard_count())
-            .map(|i| ShardId::new(i as u16))
-            .collect();
-        let holding = Holding {
-            waiting,
-            held: VecDeque::new(),
-            deferred: None,
-        };
-        self.delivery.mobility.holding.insert(subscriber, holding);
-    }
-
-    /// Sends the fences due, behind every copy already routed this turn.
-    pub(super) fn send_fences(&mut self, ctx: &mut Ctx) {
-        if self.delivery.mobility.fences_due.is_empty() {
-            return;
-        }
-        self.flush_routes(ctx);
-        let origin = self.id;
-        for (previous, subscriber) in std::mem::take(&mut self.delivery.mobility.fences_due) {
-            let fence = ShardMsg::Fence {
-                subscriber,
-                origin,
-                forwarded: false,
-            };
-            self.post(ctx, previous, fence);
-        }
-    }
-
     /// A fence arrived: on the old shard pass it on behind the forwarded copies; on the new
     /// shard release what its origin sent straight here.
     pub(super) fn fence_arrived(
@@ -87,48 +51,14 @@ impl BrokerShard {
         if moved.fences_left == 0 {
             self.delivery.mobility.moved.remove(&subscriber);
         }
-        self.flush_routes(ctx);
+        self.delivery
+            .flush_routes(ctx, &mut self.durable, &self.figures, self.id);
         let fence = ShardMsg::Fence {
             subscriber,
             origin,
             forwarded: true,
         };
-        self.post(ctx, to, fence);
-    }
-
-    /// Keeps a takeover of `subscriber`'s session until its fences are in (or overdue); gives
-    /// the request back when nothing is held for the session.
-    pub(super) fn defer_until_fenced(
-        &mut self,
-        ctx: &mut Ctx,
-        subscriber: SubscriberId,
-        request: TakeoverRequest,
-    ) -> Result<(), TakeoverRequest> {
-        if !self.delivery.mobility.holding.contains_key(&subscriber) {
-            return Err(request);
-        }
-        let wait = MAX_FENCE_WAIT.min(self.shared.config.connection.connect_timeout / 2);
-        let at = ctx.now() + wait;
-        let timer = self
-            .timers
-            .arm(ctx, at, TimerPurpose::FencesOverdue(subscriber));
-        let Some(holding) = self.delivery.mobility.holding.get_mut(&subscriber) else {
-            return Err(request);
-        };
-        // Each claim is superseded once (the directory swaps claims under its entry lock), and
-        // a session with a deferred request cannot come back here meanwhile.
-        debug_assert!(
-            holding.deferred.is_none(),
-            "one deferred takeover per holding"
-        );
-        if let Some((older, timer)) = holding.deferred.replace((request, timer)) {
-            tracing::error!(
-                client = older.client_id.as_str(),
-                "takeover request superseded"
-            );
-            self.timers.disarm(ctx, Some(timer));
-        }
-        Ok(())
+        self.figures.post(ctx, to, fence);
     }
 
     /// The fences of a session's move did not all arrive in time: deliver what is held, in
@@ -210,5 +140,78 @@ impl BrokerShard {
             return;
         }
         self.deliver(ctx, recipient);
+    }
+}
+
+impl Mobility {
+    /// A session just arrived here from another shard: hold direct copies until every shard
+    /// has fenced.
+    pub(super) fn hold_until_fenced(&mut self, ctx: &Ctx, subscriber: SubscriberId) {
+        let waiting = (0..ctx.shard_count())
+            .map(|i| ShardId::new(i as u16))
+            .collect();
+        let holding = Holding {
+            waiting,
+            held: VecDeque::new(),
+            deferred: None,
+        };
+        self.holding.insert(subscriber, holding);
+    }
+
+    /// Keeps a takeover of `subscriber`'s session until its fences are in (or overdue); gives
+    /// the request back when nothing is held for the session.
+    pub(super) fn defer_until_fenced(
+        &mut self,
+        timers: &mut TimerBook,
+        ctx: &mut Ctx,
+        subscriber: SubscriberId,
+        request: TakeoverRequest,
+    ) -> Result<(), TakeoverRequest> {
+        if !self.holding.contains_key(&subscriber) {
+            return Err(request);
+        }
+        let at = ctx.now() + self.fence_wait;
+        let timer = timers.arm(ctx, at, TimerPurpose::FencesOverdue(subscriber));
+        let Some(holding) = self.holding.get_mut(&subscriber) else {
+            return Err(request);
+        };
+        // Each claim is superseded once (the directory swaps claims under its entry lock), and
+        // a session with a deferred request cannot come back here meanwhile.
+        debug_assert!(
+            holding.deferred.is_none(),
+            "one deferred takeover per holding"
+        );
+        if let Some((older, timer)) = holding.deferred.replace((request, timer)) {
+            tracing::error!(
+                client = older.client_id.as_str(),
+                "takeover request superseded"
+            );
+            timers.disarm(ctx, Some(timer));
+        }
+        Ok(())
+    }
+}
+
+impl Delivery {
+    /// Sends the fences due, behind every copy already routed this turn.
+    pub(super) fn send_fences(
+        &mut self,
+        ctx: &mut Ctx,
+        durable: &mut Durability,
+        figures: &Figures,
+        origin: ShardId,
+    ) {
+        if self.mobility.fences_due.is_empty() {
+            return;
+        }
+        self.flush_routes(ctx, durable, figures, origin);
+        for (previous, subscriber) in std::mem::take(&mut self.mobility.fences_due) {
+            let fence = ShardMsg::Fence {
+                subscriber,
+                origin,
+                forwarded: false,
+            };
+            figures.post(ctx, previous, fence);
+        }
     }
 }

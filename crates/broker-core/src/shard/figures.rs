@@ -1,14 +1,17 @@
 //! This shard's labelled figures for `/metrics` (`crate::metrics::ShardDetail`): PUBLISH
 //! packets in and out by QoS, drops by reason, connections by listener, the loop's turns and
 //! busy time, queue gauges, and the delivery latency histogram. Each write is a relaxed add to
-//! this shard's own block.
+//! this shard's own block. Posts to other shards go through [`Figures::post`], which counts
+//! the deliveries a full mailbox drops.
 
 use ring_runtime::ConnId;
 
-use super::parts::Figures;
-use super::{BrokerShard, Ctx};
-use crate::message::CopyView;
+use super::Ctx;
+use super::parts::{Door, Figures};
+use crate::message::{CopyView, ShardMsg};
 use crate::metrics::{DropReason, Listener, ShardCounters, ShardDetail, qos_index};
+use crate::session::Sessions;
+use tracing::debug;
 
 impl Figures {
     /// This shard's counters.
@@ -91,35 +94,84 @@ impl Figures {
         ShardCounters::set(&detail.turns, stats.turns);
         ShardCounters::set(&detail.busy_ns, stats.busy_ns);
     }
-}
 
-impl BrokerShard {
-    /// A connection accepted on a `kind` listener is now served by this shard.
-    pub(super) fn connection_opened(&mut self, conn: ConnId, kind: Listener) {
-        if kind != Listener::Tcp {
-            self.door.listeners.insert(conn, kind);
+    /// Posts to a shard, in the lane the message needs:
+    /// - deliveries are data: over the runtime's mailbox bound they are dropped and counted
+    ///   (`deliveries_dropped_mailbox_full`);
+    /// - a fence must arrive behind the copies it fences: the ordered lane, never refused;
+    /// - replicated changes, hand-overs and wake-ups must neither be lost (one lost change
+    ///   stops replication for good) nor wait behind a flood of deliveries: the urgent lane.
+    ///
+    /// False when the message was not posted. Posting goes through the figures because what a
+    /// mailbox refuses is counted.
+    pub(super) fn post(
+        &self,
+        ctx: &mut Ctx,
+        shard: ring_runtime::ShardId,
+        message: ShardMsg,
+    ) -> bool {
+        let copies = match &message {
+            ShardMsg::Deliver { copies, .. } => copies.len() as u64,
+            ShardMsg::Fence { .. } => {
+                let posted = ctx.post_reliable(shard, message);
+                return log_unposted(posted, shard);
+            }
+            _ => {
+                let posted = ctx.post_urgent(shard, message);
+                return log_unposted(posted, shard);
+            }
+        };
+        if let Err(error) = ctx.post(shard, message) {
+            debug!(%error, %shard, copies, "deliveries dropped: mailbox bound exceeded");
+            ShardCounters::add(&self.counters().deliveries_dropped_mailbox_full, copies);
+            self.count_dropped(DropReason::MailboxFull, copies);
+            return false;
         }
-        ShardCounters::add(&self.figures.detail().connections[kind.index()], 1);
-    }
-
-    /// A connection counted by [`Self::connection_opened`] closed.
-    pub(super) fn connection_ended(&mut self, conn: ConnId) {
-        let kind = self.door.listeners.remove(&conn).unwrap_or(Listener::Tcp);
-        ShardCounters::sub(&self.figures.detail().connections[kind.index()], 1);
+        true
     }
 
     /// Recounts the copies in flight and queued in memory over this shard's sessions: a walk
     /// over every session, so only on the gauge tick (`sys.interval`, or every
     /// `GAUGE_INTERVAL` when only the operations listener wants it).
-    pub(super) fn refresh_queue_gauges(&self) {
-        let (inflight, queued) = self.sessions.iter().fold((0, 0), |(i, q), session| {
+    pub(super) fn refresh_queue_gauges(&self, sessions: &Sessions) {
+        let (inflight, queued) = sessions.iter().fold((0, 0), |(i, q), session| {
             (
                 i + session.inflight.len() as u64,
                 q + session.queue.len() as u64,
             )
         });
-        let detail = self.figures.detail();
+        let detail = self.detail();
         ShardCounters::set(&detail.inflight, inflight);
         ShardCounters::set(&detail.queued, queued);
+    }
+}
+
+/// A never-refused post fails only for a shard that does not exist: a bug, logged.
+fn log_unposted(
+    posted: Result<(), ring_runtime::RuntimeError>,
+    shard: ring_runtime::ShardId,
+) -> bool {
+    match posted {
+        Ok(()) => true,
+        Err(error) => {
+            tracing::error!(%error, %shard, "control message to a shard that does not exist");
+            false
+        }
+    }
+}
+
+impl Door {
+    /// A connection accepted on a `kind` listener is now served by this shard.
+    pub(super) fn connection_opened(&mut self, figures: &Figures, conn: ConnId, kind: Listener) {
+        if kind != Listener::Tcp {
+            self.listeners.insert(conn, kind);
+        }
+        ShardCounters::add(&figures.detail().connections[kind.index()], 1);
+    }
+
+    /// A connection counted by [`Self::connection_opened`] closed.
+    pub(super) fn connection_ended(&mut self, figures: &Figures, conn: ConnId) {
+        let kind = self.listeners.remove(&conn).unwrap_or(Listener::Tcp);
+        ShardCounters::sub(&figures.detail().connections[kind.index()], 1);
     }
 }

@@ -18,6 +18,7 @@ use ring_runtime::ConnId;
 use router::ChangeSeq;
 
 use super::ack_gate::{PendingAck, RetainedDue};
+use super::changes::applied_everywhere;
 use super::{BrokerShard, Ctx};
 
 impl BrokerShard {
@@ -58,7 +59,7 @@ impl BrokerShard {
         if self.replication.gate.pending.is_empty() {
             return;
         }
-        let applied = self.applied_everywhere();
+        let applied = applied_everywhere(&self.shared.order);
         let durable = self
             .shared
             .persistence
@@ -74,13 +75,9 @@ impl BrokerShard {
         self.replication.gate.pending = waiting;
         for p in ready {
             self.finish_ack(ctx, p.conn, &p.client_id, &p.packet, p.retained_due);
-            self.unpark(ctx, p.conn);
+            // The acknowledgement is out: handle what the client sent behind the packet.
+            self.unpark_if_free(ctx, p.conn);
         }
-    }
-
-    /// The connection's acknowledgement is out: handle what it sent behind the packet.
-    fn unpark(&mut self, ctx: &mut Ctx, conn: ConnId) {
-        self.unpark_if_free(ctx, conn);
     }
 
     /// Lets a parked connection read again unless it still waits for a SUBACK/UNSUBACK, has
@@ -109,7 +106,7 @@ impl BrokerShard {
         packet: &Packet,
         retained_due: RetainedDue,
     ) {
-        self.send_packet(ctx, conn, packet);
+        self.wire().send_packet(ctx, conn, packet);
         for (filter, granted, id) in retained_due {
             self.send_retained(ctx, client_id, &filter, granted, id);
         }

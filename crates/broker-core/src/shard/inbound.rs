@@ -9,7 +9,12 @@ use codec::{Limits, Packet, PingResp, ProtocolVersion, ReasonCode};
 use ring_runtime::ConnId;
 use tracing::debug;
 
-use super::{BrokerShard, Ctx, Fault};
+use super::lifecycle::LifecycleLines;
+use super::overload::refuse_in_overload;
+use super::parts::Wire;
+use super::throttle::Throttling;
+use super::transport::add_transport;
+use super::{BrokerShard, Ctx, Fault, client_id_of};
 use crate::carry;
 use crate::conn::{Connection, Phase};
 use crate::metrics::ShardCounters;
@@ -20,7 +25,7 @@ const CONNECT_TYPE: u8 = codec::PacketType::Connect as u8;
 impl BrokerShard {
     /// A new socket: refuse it beyond `max_connections`, else wait for its CONNECT.
     pub(super) fn accept(&mut self, ctx: &mut Ctx, conn: ConnId, peer: SocketAddr) {
-        if self.refuse_in_overload(ctx, conn, peer)
+        if refuse_in_overload(&self.shared, self.figures.counters(), ctx, conn, peer)
             || !self
                 .door
                 .admit_address(&self.shared.door.guard, ctx, conn, peer)
@@ -32,12 +37,17 @@ impl BrokerShard {
             self.shared.door.connections.fetch_sub(1, Ordering::Relaxed);
             self.figures
                 .count_refusal(crate::metrics::Refusal::MaxConnections);
-            self.log_refused_at_max(ctx, peer, max);
+            let mut lines = LifecycleLines {
+                shared: &self.shared,
+                timers: &mut self.timers,
+                shard: self.id,
+            };
+            lines.log_refused_at_max(ctx, peer, max);
             ctx.abort(conn);
             return;
         }
         debug!(%peer, "accepted");
-        let Some(listener) = self.add_transport(ctx, conn, peer) else {
+        let Some(listener) = add_transport(&self.shared.door.transports, ctx, conn, peer) else {
             self.shared.door.connections.fetch_sub(1, Ordering::Relaxed);
             ctx.abort(conn);
             return;
@@ -46,8 +56,12 @@ impl BrokerShard {
             conn,
             Connection::new(self.shared.time.since_start(ctx.now())),
         );
-        self.arm_deadline_sweep(ctx);
-        self.connection_opened(conn, listener);
+        self.timers.arm_deadline_sweep(
+            ctx,
+            &self.conns,
+            self.shared.config.connection.connect_timeout,
+        );
+        self.door.connection_opened(&self.figures, conn, listener);
     }
 
     /// Bytes arrived: decode every complete frame, keep a partial one.
@@ -73,7 +87,7 @@ impl BrokerShard {
         {
             // The first packet must be CONNECT: anything else closes the socket, with no CONNACK.
             debug!("first packet is not CONNECT: closing");
-            self.close_connection(ctx, conn);
+            self.wire().close_connection(ctx, conn);
             return;
         }
         if matches!(connection.phase, Phase::AwaitingConnect) && announces_v5(&buf) {
@@ -82,9 +96,10 @@ impl BrokerShard {
         }
         let phase = connection.phase;
         if matches!(phase, Phase::AwaitingConnect)
-            && let Some(fault) = self.connect_too_large(&buf, &limits)
+            && let Some(fault) =
+                connect_too_large(self.shared.config.limits.max_connect_size, &buf, &limits)
         {
-            self.fail(ctx, conn, fault);
+            self.wire().fail(ctx, conn, fault);
             return;
         }
         if matches!(
@@ -93,53 +108,10 @@ impl BrokerShard {
         ) {
             // Packets behind the CONNECT wait for the session, packets behind a SUBSCRIBE or
             // UNSUBSCRIBE for it to take effect everywhere (see `resume_reading`).
-            self.keep_carry(ctx, conn, buf);
+            self.wire().keep_carry(ctx, conn, buf);
             return;
         }
         self.decode_buffer(ctx, conn, buf);
-    }
-
-    /// A fault when `buf` starts with a CONNECT announcing more than `limits.max_connect_size`
-    /// (judged once the protocol level has arrived, so a 5.0 client gets its CONNACK 0x95).
-    fn connect_too_large(&self, buf: &[u8], limits: &Limits) -> Option<Fault> {
-        const CONNECT_HEAD: usize = 12;
-        let max = self.shared.config.limits.max_connect_size;
-        let size = codec::peek_frame_len(buf, limits).ok().flatten()?;
-        if size <= max as usize || buf.len() < CONNECT_HEAD {
-            return None;
-        }
-        debug!(size, max, "CONNECT over limits.max_connect_size: refused");
-        Some(Fault::new(
-            ReasonCode::PacketTooLarge,
-            format!("CONNECT of {size} bytes over limits.max_connect_size ({max})"),
-        ))
-    }
-
-    /// Keeps `buf` as `conn`'s partial frame, charged to the broker's partial-frame budget; a
-    /// connection whose partial frame does not fit is closed (5.0: 0x97) and counted.
-    fn keep_carry(&mut self, ctx: &mut Ctx, conn: ConnId, buf: BytesMut) {
-        let Some(connection) = self.conns.get_mut(&conn) else {
-            return;
-        };
-        if matches!(connection.phase, Phase::Closing) {
-            return;
-        }
-        let Err(over) = connection.keep_carry(buf, &self.shared.limits.partial_frames) else {
-            return;
-        };
-        ShardCounters::add(&self.figures.counters().partial_frame_closed, 1);
-        let budget = self.shared.limits.partial_frames.limit();
-        self.fail(
-            ctx,
-            conn,
-            Fault::new(
-                ReasonCode::QuotaExceeded,
-                format!(
-                    "partial packet of {} bytes over limits.max_partial_frame_bytes ({budget} in all)",
-                    over.bytes
-                ),
-            ),
-        );
     }
 
     /// Decodes and handles the complete frames of `buf`; keeps a partial one (or what waits for
@@ -152,11 +124,12 @@ impl BrokerShard {
             .with_max_packet_size(self.shared.config.limits.max_packet_size);
         let decoded_from = buf.len();
         if let Err(fault) = self.decode_all(ctx, conn, &mut buf, limits) {
-            self.fail(ctx, conn, fault);
+            self.wire().fail(ctx, conn, fault);
             return;
         }
         // An idle connection holds no buffer: an empty remainder is dropped, not kept.
-        self.keep_carry(ctx, conn, carry::compact(buf, decoded_from));
+        self.wire()
+            .keep_carry(ctx, conn, carry::compact(buf, decoded_from));
     }
 
     /// Handles the packets a client sent behind its CONNECT while the session was handed over
@@ -195,7 +168,14 @@ impl BrokerShard {
             }
             if let Some(len) = publish_len {
                 // Over a publish rate the connection is parked: the loop stops below.
-                self.charge_publish(ctx, conn, len);
+                let rates = self.shared.door.abuse.publish_rates();
+                let mut throttling = Throttling {
+                    throttle: &mut self.door.throttle,
+                    timers: &mut self.timers,
+                    conns: &mut self.conns,
+                    counters: self.figures.counters(),
+                };
+                throttling.charge_publish(rates, ctx, conn, len);
             }
             match self.conns.get(&conn) {
                 Some(c) if matches!(c.phase, Phase::AwaitingConnect | Phase::Connected) => {
@@ -216,9 +196,24 @@ impl BrokerShard {
     ) -> Result<(), Fault> {
         let connected = self.conns.get(&conn).is_some_and(|c| c.is_connected());
         let packet = if connected {
-            match self.hold_for_topic_checks(ctx, conn, packet) {
+            let (conns, sessions) = (&self.conns, &self.sessions);
+            let client_id = || client_id_of(conns, sessions, conn);
+            match self.auth.hold_for_topic_checks(
+                &self.shared.access,
+                self.id,
+                ctx,
+                conn,
+                packet,
+                client_id,
+            ) {
                 Some(packet) => packet,
-                None => return Ok(()),
+                None => {
+                    // Its packets wait behind the one set aside (`topics_answered`).
+                    if let Some(connection) = self.conns.get_mut(&conn) {
+                        connection.park();
+                    }
+                    return Ok(());
+                }
             }
         } else {
             packet
@@ -238,7 +233,9 @@ impl BrokerShard {
             Packet::PubComp(comp) => self.handle_pubcomp(ctx, conn, comp.packet_id),
             Packet::Subscribe(subscribe) => self.handle_subscribe(ctx, conn, subscribe)?,
             Packet::Unsubscribe(unsubscribe) => self.handle_unsubscribe(ctx, conn, unsubscribe),
-            Packet::PingReq(_) => self.send_packet(ctx, conn, &Packet::PingResp(PingResp)),
+            Packet::PingReq(_) => self
+                .wire()
+                .send_packet(ctx, conn, &Packet::PingResp(PingResp)),
             Packet::Disconnect(disconnect) => self.handle_disconnect(ctx, conn, disconnect)?,
             Packet::Auth(_) => {
                 return Err(Fault::protocol("AUTH without an authentication method"));
@@ -252,7 +249,29 @@ impl BrokerShard {
         }
         Ok(())
     }
+}
 
+/// Whether a bad CONNECT may be answered with a CONNACK: always in 5.0; in 3.x only for an
+/// unacceptable protocol version or client identifier, as a malformed CONNECT must be closed
+/// without one (MQTT-3.1.4-1).
+fn connack_allowed_for_fault(protocol: ProtocolVersion, reason: ReasonCode) -> bool {
+    protocol.is_v5()
+        || matches!(
+            reason,
+            ReasonCode::UnsupportedProtocolVersion | ReasonCode::ClientIdentifierNotValid
+        )
+}
+
+/// Whether `buf` starts with a CONNECT for protocol "MQTT" level 5 (read before it decodes).
+fn announces_v5(buf: &[u8]) -> bool {
+    let Some(length_bytes) = buf.iter().skip(1).take(4).position(|b| b & 0x80 == 0) else {
+        return false;
+    };
+    buf.get(2 + length_bytes..).and_then(|rest| rest.get(..7))
+        == Some(&[0x00, 0x04, b'M', b'Q', b'T', b'T', 5][..])
+}
+
+impl Wire<'_> {
     /// Ends a connection for a protocol fault: DISCONNECT with the reason (5.0), then close.
     pub(super) fn fail(&mut self, ctx: &mut Ctx, conn: ConnId, fault: Fault) {
         let Some(connection) = self.conns.get(&conn) else {
@@ -281,24 +300,46 @@ impl BrokerShard {
         }
         ctx.close(conn);
     }
+
+    /// Keeps `buf` as `conn`'s partial frame, charged to the broker's partial-frame budget; a
+    /// connection whose partial frame does not fit is closed (5.0: 0x97) and counted.
+    fn keep_carry(&mut self, ctx: &mut Ctx, conn: ConnId, buf: BytesMut) {
+        let Some(connection) = self.conns.get_mut(&conn) else {
+            return;
+        };
+        if matches!(connection.phase, Phase::Closing) {
+            return;
+        }
+        let Err(over) = connection.keep_carry(buf, &self.shared.limits.partial_frames) else {
+            return;
+        };
+        ShardCounters::add(&self.figures.counters().partial_frame_closed, 1);
+        let budget = self.shared.limits.partial_frames.limit();
+        self.fail(
+            ctx,
+            conn,
+            Fault::new(
+                ReasonCode::QuotaExceeded,
+                format!(
+                    "partial packet of {} bytes over limits.max_partial_frame_bytes ({budget} in all)",
+                    over.bytes
+                ),
+            ),
+        );
+    }
 }
 
-/// Whether a bad CONNECT may be answered with a CONNACK: always in 5.0; in 3.x only for an
-/// unacceptable protocol version or client identifier, as a malformed CONNECT must be closed
-/// without one (MQTT-3.1.4-1).
-fn connack_allowed_for_fault(protocol: ProtocolVersion, reason: ReasonCode) -> bool {
-    protocol.is_v5()
-        || matches!(
-            reason,
-            ReasonCode::UnsupportedProtocolVersion | ReasonCode::ClientIdentifierNotValid
-        )
-}
-
-/// Whether `buf` starts with a CONNECT for protocol "MQTT" level 5 (read before it decodes).
-fn announces_v5(buf: &[u8]) -> bool {
-    let Some(length_bytes) = buf.iter().skip(1).take(4).position(|b| b & 0x80 == 0) else {
-        return false;
-    };
-    buf.get(2 + length_bytes..).and_then(|rest| rest.get(..7))
-        == Some(&[0x00, 0x04, b'M', b'Q', b'T', b'T', 5][..])
+/// A fault when `buf` starts with a CONNECT announcing more than `limits.max_connect_size`
+/// (judged once the protocol level has arrived, so a 5.0 client gets its CONNACK 0x95).
+fn connect_too_large(max: u32, buf: &[u8], limits: &Limits) -> Option<Fault> {
+    const CONNECT_HEAD: usize = 12;
+    let size = codec::peek_frame_len(buf, limits).ok().flatten()?;
+    if size <= max as usize || buf.len() < CONNECT_HEAD {
+        return None;
+    }
+    debug!(size, max, "CONNECT over limits.max_connect_size: refused");
+    Some(Fault::new(
+        ReasonCode::PacketTooLarge,
+        format!("CONNECT of {size} bytes over limits.max_connect_size ({max})"),
+    ))
 }

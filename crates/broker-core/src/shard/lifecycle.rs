@@ -3,17 +3,27 @@
 //! and the peer address is not looked up, unless the line is enabled and admitted.
 
 use codec::{Connect, MqttStr, ProtocolVersion};
-use ring_runtime::{CloseReason, ConnId};
+use ring_runtime::{CloseReason, ConnId, ShardId};
 use tracing::Level;
 
+use super::Ctx;
+use super::timer_book::TimerBook;
 use super::timer_book::TimerPurpose;
-use super::{BrokerShard, Ctx};
 use crate::lifecycle::{Admit, Lifecycle, TARGET};
+use crate::shared::Shared;
 
 /// How long after the first suppressed line its summary is written.
 const SUMMARY_AFTER: std::time::Duration = std::time::Duration::from_secs(1);
 
-impl BrokerShard {
+/// What a lifecycle line needs: the broker's bound on them, the timer book (for the summary of
+/// the suppressed ones) and this shard's id (in every line).
+pub(super) struct LifecycleLines<'a> {
+    pub(super) shared: &'a Shared,
+    pub(super) timers: &'a mut TimerBook,
+    pub(super) shard: ShardId,
+}
+
+impl LifecycleLines<'_> {
     /// A CONNECT was accepted: `client connected` with its id, address, protocol, clean start,
     /// keep-alive in force and username.
     pub(super) fn log_connected(
@@ -24,7 +34,7 @@ impl BrokerShard {
         connect: &Connect,
         keep_alive: u16,
     ) {
-        if !self.lifecycle_admitted(ctx, Lifecycle::Connected, Level::INFO) {
+        if !self.admitted(ctx, Lifecycle::Connected, Level::INFO) {
             return;
         }
         let peer = ctx.peer_addr(conn).ok();
@@ -36,7 +46,7 @@ impl BrokerShard {
             clean_start = connect.clean_start,
             keep_alive,
             username = connect.username.as_ref().map(MqttStr::as_str),
-            shard = self.id.index(),
+            shard = self.shard.index(),
             "client connected"
         );
     }
@@ -50,7 +60,7 @@ impl BrokerShard {
         protocol: ProtocolVersion,
         reason: CloseReason,
     ) {
-        if !self.lifecycle_admitted(ctx, Lifecycle::Disconnected, Level::INFO) {
+        if !self.admitted(ctx, Lifecycle::Disconnected, Level::INFO) {
             return;
         }
         tracing::info!(
@@ -58,7 +68,7 @@ impl BrokerShard {
             client = client_id.as_str(),
             protocol = protocol_name(protocol),
             ?reason,
-            shard = self.id.index(),
+            shard = self.shard.index(),
             "client disconnected"
         );
     }
@@ -71,7 +81,7 @@ impl BrokerShard {
         peer: std::net::SocketAddr,
         max: usize,
     ) {
-        if self.lifecycle_admitted(ctx, Lifecycle::RefusedAtMax, Level::WARN) {
+        if self.admitted(ctx, Lifecycle::RefusedAtMax, Level::WARN) {
             tracing::warn!(target: TARGET, %peer, max, "connection refused: max_connections reached");
         }
     }
@@ -84,7 +94,7 @@ impl BrokerShard {
         peer: std::net::SocketAddr,
         refusal: transport::CertificateRefusal,
     ) -> bool {
-        let admitted = self.lifecycle_admitted(ctx, Lifecycle::CertificateRefused, Level::WARN);
+        let admitted = self.admitted(ctx, Lifecycle::CertificateRefused, Level::WARN);
         if admitted {
             tracing::warn!(target: TARGET, %peer, "TLS client certificate refused: {refusal}");
         }
@@ -93,7 +103,7 @@ impl BrokerShard {
 
     /// Whether a line of `kind` at `level` is written now; a suppressed one is counted, and the
     /// first of a run arms its summary.
-    fn lifecycle_admitted(&mut self, ctx: &mut Ctx, kind: Lifecycle, level: Level) -> bool {
+    fn admitted(&mut self, ctx: &mut Ctx, kind: Lifecycle, level: Level) -> bool {
         let enabled = match level {
             Level::WARN => tracing::enabled!(target: TARGET, Level::WARN),
             _ => tracing::enabled!(target: TARGET, Level::INFO),

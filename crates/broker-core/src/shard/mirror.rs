@@ -13,125 +13,14 @@ use codec::MqttStr;
 use session_store::SessionExpiry;
 use session_store::storage::{encode_queued_message, encode_session_snapshot};
 
-use super::{BrokerShard, Ctx};
+use super::Ctx;
+use super::parts::ClusterSide;
 use crate::message::Outgoing;
-use crate::session::Session;
+use crate::session::SessionAt;
+use crate::session::{Session, Sessions};
+use crate::shared_parts::Links;
 use crate::store::{stored_message, stored_session_of};
 use broker_api::cluster::MirrorOp;
-
-impl BrokerShard {
-    /// A session that outlives its connection lost it: its whole state is mirrored until the
-    /// client comes back.
-    pub(super) fn mirror_offline(&mut self, ctx: &Ctx, session: &Session) {
-        let Some(link) = &self.shared.links.cluster else {
-            return;
-        };
-        if session.expiry == SessionExpiry::OnClose {
-            return;
-        }
-        let snapshot = encode_session_snapshot(&stored_session_of(session, ctx.now()));
-        link.mirror(MirrorOp::Offline {
-            client_id: session.client_id.clone(),
-            snapshot: bytes::Bytes::from(snapshot),
-        });
-        self.cluster_side
-            .owning
-            .mirrored
-            .insert(session.client_id.clone(), ());
-    }
-
-    /// A session whose client is connected here, at its CONNECT: its subscriptions are
-    /// mirrored (`connected_snapshot`) and what was mirrored while it was offline goes. A
-    /// session that ends with its connection is not mirrored, and what was before goes.
-    pub(super) fn mirror_connected(&mut self, ctx: &Ctx, session: &Session) {
-        if self.shared.links.cluster.is_some() {
-            let snapshot = connected_snapshot(session, ctx);
-            self.mirror_connected_snapshot(&session.client_id, snapshot, true);
-        }
-    }
-
-    /// A connected session's subscriptions changed (SUBSCRIBE, UNSUBSCRIBE): mirrored again.
-    pub(super) fn mirror_subscriptions(&mut self, ctx: &Ctx, client_id: &MqttStr) {
-        if self.shared.links.cluster.is_none() {
-            return;
-        }
-        if let Some(session) = self.sessions.get(client_id) {
-            let snapshot = connected_snapshot(session, ctx);
-            self.mirror_connected_snapshot(client_id, snapshot, false);
-        }
-    }
-
-    fn mirror_connected_snapshot(
-        &mut self,
-        client_id: &MqttStr,
-        snapshot: Option<bytes::Bytes>,
-        at_connect: bool,
-    ) {
-        let Some(link) = &self.shared.links.cluster else {
-            return;
-        };
-        let Some(snapshot) = snapshot else {
-            self.mirror_forget(client_id);
-            return;
-        };
-        let was_offline = self
-            .cluster_side
-            .owning
-            .mirrored
-            .insert(client_id.clone(), ())
-            .is_some();
-        link.mirror(MirrorOp::Connected {
-            client_id: client_id.clone(),
-            snapshot,
-            purge_queue: at_connect && was_offline,
-        });
-    }
-
-    /// A QoS 1/2 copy queued for a mirrored session while its client is away is mirrored too
-    /// (`deliver.rs` asks only then).
-    pub(super) fn mirror_queued(&self, ctx: &Ctx, client_id: &MqttStr, outgoing: &Outgoing) {
-        let Some(link) = &self.shared.links.cluster else {
-            return;
-        };
-        if !self.cluster_side.owning.mirrored.contains_key(client_id) {
-            return;
-        }
-        let message = encode_queued_message(&stored_message(outgoing, ctx.now()));
-        link.mirror(MirrorOp::Queued {
-            client_id: client_id.clone(),
-            message: bytes::Bytes::from(message),
-        });
-    }
-
-    /// A stored session recovered at start-up may still be mirrored from before the restart
-    /// (`mirror_offline` when its client left): its return here replaces that.
-    pub(super) fn mirror_recovered(&mut self, client_id: &MqttStr) {
-        if self.shared.links.cluster.is_some() {
-            self.cluster_side
-                .owning
-                .mirrored
-                .insert(client_id.clone(), ());
-        }
-    }
-
-    /// The session ended: nothing of it stays mirrored.
-    pub(super) fn mirror_forget(&mut self, client_id: &MqttStr) {
-        let Some(link) = &self.shared.links.cluster else {
-            return;
-        };
-        if self
-            .cluster_side
-            .owning
-            .mirrored
-            .remove(client_id)
-            .is_some()
-        {
-            link.mirror(MirrorOp::Forget {
-                client_id: client_id.clone(),
-            });
-        }
-    }
-}
 
 /// What is mirrored of a session whose client is connected: its subscriptions, expiry and
 /// protocol, not its messages (they change with every delivery: a node death loses those in
@@ -146,4 +35,130 @@ fn connected_snapshot(session: &Session, ctx: &Ctx) -> Option<bytes::Bytes> {
     stored.inflight.clear();
     stored.awaiting_release.clear();
     Some(bytes::Bytes::from(encode_session_snapshot(&stored)))
+}
+
+impl ClusterSide {
+    /// A session that outlives its connection lost it: its whole state is mirrored until the
+    /// client comes back.
+    pub(super) fn mirror_offline(&mut self, links: &Links, ctx: &Ctx, session: &Session) {
+        let Some(link) = &links.cluster else {
+            return;
+        };
+        if session.expiry == SessionExpiry::OnClose {
+            return;
+        }
+        let snapshot = encode_session_snapshot(&stored_session_of(session, ctx.now()));
+        link.mirror(MirrorOp::Offline {
+            client_id: session.client_id.clone(),
+            snapshot: bytes::Bytes::from(snapshot),
+        });
+        self.owning.mirrored.insert(session.client_id.clone(), ());
+    }
+
+    /// A session whose client is connected here, at its CONNECT: its subscriptions are
+    /// mirrored (`connected_snapshot`) and what was mirrored while it was offline goes. A
+    /// session that ends with its connection is not mirrored, and what was before goes.
+    pub(super) fn mirror_connected(&mut self, links: &Links, ctx: &Ctx, session: &Session) {
+        if links.cluster.is_some() {
+            let snapshot = connected_snapshot(session, ctx);
+            self.mirror_connected_snapshot(links, &session.client_id, snapshot, true);
+        }
+    }
+
+    /// A connected session's subscriptions changed (SUBSCRIBE, UNSUBSCRIBE): mirrored again.
+    pub(super) fn mirror_subscriptions(
+        &mut self,
+        links: &Links,
+        sessions: &Sessions,
+        ctx: &Ctx,
+        client_id: &MqttStr,
+    ) {
+        if links.cluster.is_none() {
+            return;
+        }
+        if let Some(session) = sessions.get(client_id) {
+            let snapshot = connected_snapshot(session, ctx);
+            self.mirror_connected_snapshot(links, client_id, snapshot, false);
+        }
+    }
+
+    pub(super) fn mirror_connected_snapshot(
+        &mut self,
+        links: &Links,
+        client_id: &MqttStr,
+        snapshot: Option<bytes::Bytes>,
+        at_connect: bool,
+    ) {
+        let Some(link) = &links.cluster else {
+            return;
+        };
+        let Some(snapshot) = snapshot else {
+            self.mirror_forget(links, client_id);
+            return;
+        };
+        let was_offline = self.owning.mirrored.insert(client_id.clone(), ()).is_some();
+        link.mirror(MirrorOp::Connected {
+            client_id: client_id.clone(),
+            snapshot,
+            purge_queue: at_connect && was_offline,
+        });
+    }
+
+    /// A QoS 1/2 copy queued for a mirrored session while its client is away is mirrored too
+    /// (`deliver.rs` asks only then).
+    pub(super) fn mirror_queued(
+        &self,
+        links: &Links,
+        ctx: &Ctx,
+        client_id: &MqttStr,
+        outgoing: &Outgoing,
+    ) {
+        let Some(link) = &links.cluster else {
+            return;
+        };
+        if !self.owning.mirrored.contains_key(client_id) {
+            return;
+        }
+        let message = encode_queued_message(&stored_message(outgoing, ctx.now()));
+        link.mirror(MirrorOp::Queued {
+            client_id: client_id.clone(),
+            message: bytes::Bytes::from(message),
+        });
+    }
+
+    /// A stored session recovered at start-up may still be mirrored from before the restart
+    /// (`mirror_offline` when its client left): its return here replaces that.
+    pub(super) fn mirror_recovered(&mut self, links: &Links, client_id: &MqttStr) {
+        if links.cluster.is_some() {
+            self.owning.mirrored.insert(client_id.clone(), ());
+        }
+    }
+
+    /// The session ended: nothing of it stays mirrored.
+    pub(super) fn mirror_forget(&mut self, links: &Links, client_id: &MqttStr) {
+        let Some(link) = &links.cluster else {
+            return;
+        };
+        if self.owning.mirrored.remove(client_id).is_some() {
+            link.mirror(MirrorOp::Forget {
+                client_id: client_id.clone(),
+            });
+        }
+    }
+
+    /// Mirrors a copy queued for an offline session to the cluster.
+    pub(super) fn mirror_if_offline(
+        &self,
+        links: &Links,
+        sessions: &Sessions,
+        ctx: &Ctx,
+        at: SessionAt,
+        outgoing: &Outgoing,
+    ) {
+        if let Some(session) = sessions.at(at)
+            && session.conn.is_none()
+        {
+            self.mirror_queued(links, ctx, &session.client_id, outgoing);
+        }
+    }
 }

@@ -3,6 +3,7 @@
 //! claims of CONNECTs waiting for a session (`claims.rs`, `takeover.rs`).
 
 use std::collections::VecDeque;
+use std::time::Duration;
 
 use codec::{Connect, MqttStr};
 use ring_runtime::{ConnId, ShardId};
@@ -12,6 +13,12 @@ use super::FastMap;
 use super::timer_book::ArmedTimer;
 use crate::directory::ClaimId;
 use crate::message::{Recipient, TakeoverRequest};
+
+/// Longest a takeover waits for the fences of the session's previous move. Fences arrive within
+/// a few loop turns; only one lost to a mailbox over its bound (logged) waits this long, and
+/// then order across that move is given up rather than the session. Half the CONNECT timeout at
+/// most, so the waiting connection is still there.
+const MAX_FENCE_WAIT: Duration = Duration::from_secs(1);
 
 /// What this shard tracks of sessions in motion.
 #[derive(Default)]
@@ -24,6 +31,20 @@ pub(super) struct Mobility {
     pub(super) fences_due: Vec<(ShardId, SubscriberId)>,
     /// CONNECTs on this shard waiting for their session.
     pub(super) claims: FastMap<ClaimId, PendingClaim>,
+    /// How long a takeover waits for the fences of the session's previous move: at most
+    /// [`MAX_FENCE_WAIT`], half the CONNECT timeout.
+    pub(super) fence_wait: Duration,
+}
+
+impl Mobility {
+    /// Sessions in motion between the shards of a broker whose CONNECT timeout is
+    /// `connect_timeout`.
+    pub(super) fn new(connect_timeout: Duration) -> Self {
+        Self {
+            fence_wait: MAX_FENCE_WAIT.min(connect_timeout / 2),
+            ..Self::default()
+        }
+    }
 }
 
 /// Copies held for a session that arrived on this shard, until every shard's fence is in.

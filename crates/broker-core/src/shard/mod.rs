@@ -3,6 +3,14 @@
 //! It owns the connections its listener accepted, the sessions of those clients, and a replica
 //! of the subscription table and the retained index. Each submodule handles one concern; the
 //! [`Handler`] impl below only dispatches.
+//!
+//! [`BrokerShard`] is a composition of owned parts (its fields). Work that touches one part is
+//! a method of that part, given what else it reads (the shared state, the shard id, the
+//! figures) as arguments; work that touches a few parts is a method of one of them taking the
+//! others, or of a short-lived view that borrows just those parts (`parts::Wire`,
+//! `parts::SubscriptionBook`, `Throttling`, `WillJudge`, ...). What stays on `BrokerShard`
+//! is the dispatch and the work that reaches across the whole shard: a packet's handling, a
+//! session's connect, move, delivery and end.
 
 mod ack_gate;
 mod acks;
@@ -116,6 +124,7 @@ impl BrokerShard {
         );
         let store = shared.persistence.store.clone();
         let durable = durability::Durability::new(store, shared.config.persistence.acks_wait());
+        let connect_timeout = shared.config.connection.connect_timeout;
         let shared_started = shared.time.started;
         let shared_metrics = std::sync::Arc::clone(&shared.metrics);
         let mut shard = Self {
@@ -129,7 +138,7 @@ impl BrokerShard {
             },
             delivery: parts::Delivery {
                 routes: routes::Routes::new(shard_count),
-                mobility: mobility::Mobility::default(),
+                mobility: mobility::Mobility::new(connect_timeout),
                 outbound: crate::outbound::ShardView::new(id.index()),
             },
             timers: TimerBook::default(),
@@ -154,20 +163,45 @@ impl BrokerShard {
         self.shared.limits.queues.budget.used()
     }
 
-    /// The client id of the session `conn` is attached to.
-    fn client_id_of(&self, conn: ConnId) -> Option<MqttStr> {
-        let subscriber = self.conns.get(&conn)?.session()?;
-        self.sessions.client_id(subscriber).cloned()
+    /// The connections as control packets reach them (see [`parts::Wire`]).
+    fn wire(&mut self) -> parts::Wire<'_> {
+        parts::Wire::new(
+            &mut self.conns,
+            &mut self.delivery.routes,
+            &self.figures,
+            &self.shared,
+        )
     }
 
-    /// The span every log line about one connection is written in: connection id, client id
-    /// and shard. Built only when debug logging is on.
-    fn conn_span(&self, conn: ConnId) -> tracing::Span {
+    /// The parts a subscription change touches (see [`parts::SubscriptionBook`]).
+    fn subscriptions(&mut self) -> parts::SubscriptionBook<'_> {
+        parts::SubscriptionBook {
+            sessions: &mut self.sessions,
+            durable: &mut self.durable,
+            figures: &mut self.figures,
+            auth: &mut self.auth,
+            shared: &self.shared,
+        }
+    }
+}
+
+/// The client id of the session `conn` is attached to.
+fn client_id_of(conns: &Connections, sessions: &Sessions, conn: ConnId) -> Option<MqttStr> {
+    let subscriber = conns.get(&conn)?.session()?;
+    sessions.client_id(subscriber).cloned()
+}
+
+impl Connections {
+    /// The span every log line about connection `conn` is written in: connection id, client
+    /// id (its session in `sessions`) and shard. Built only when debug logging is on.
+    fn span(&self, sessions: &Sessions, shard: ShardId, conn: ConnId) -> tracing::Span {
         tracing::debug_span!(
             "conn",
             id = conn.index(),
-            client = self.client_id_of(conn).as_ref().map_or("", |c| c.as_str()),
-            shard = self.id.index(),
+            client = client_id_of(self, sessions, conn)
+                .as_ref()
+                .map_or("", |c| c.as_str()),
+            shard = shard.index(),
         )
     }
 }
@@ -176,17 +210,17 @@ impl Handler for BrokerShard {
     type Message = ShardMsg;
 
     fn on_accept(&mut self, ctx: &mut Ctx, conn: ConnId, peer: SocketAddr) {
-        let _span = self.conn_span(conn).entered();
+        let _span = self.conns.span(&self.sessions, self.id, conn).entered();
         self.accept(ctx, conn, peer);
     }
 
     fn on_data(&mut self, ctx: &mut Ctx, conn: ConnId, data: Bytes) {
-        let _span = self.conn_span(conn).entered();
+        let _span = self.conns.span(&self.sessions, self.id, conn).entered();
         self.receive(ctx, conn, data);
     }
 
     fn on_layer_error(&mut self, ctx: &mut Ctx, conn: ConnId, error: ring_runtime::LayerError) {
-        let _span = self.conn_span(conn).entered();
+        let _span = self.conns.span(&self.sessions, self.id, conn).entered();
         self.transport_failed(ctx, conn, error);
     }
 
@@ -195,7 +229,7 @@ impl Handler for BrokerShard {
     }
 
     fn on_closed(&mut self, ctx: &mut Ctx, conn: ConnId, reason: CloseReason) {
-        let _span = self.conn_span(conn).entered();
+        let _span = self.conns.span(&self.sessions, self.id, conn).entered();
         self.connection_closed(ctx, conn, reason);
     }
 
@@ -206,7 +240,15 @@ impl Handler for BrokerShard {
     fn on_messages(&mut self, ctx: &mut Ctx, messages: Vec<ShardMsg>) {
         for message in messages {
             match message {
-                ShardMsg::Change(change) => self.receive_change(change),
+                ShardMsg::Change(change) => {
+                    let effects = changes::ApplyEffects {
+                        mobility: &mut self.delivery.mobility,
+                        figures: &self.figures,
+                        links: &self.shared.links,
+                        shard: self.id,
+                    };
+                    self.replication.receive_change(change, effects);
+                }
                 ShardMsg::Deliver {
                     origin,
                     forwarded,
@@ -230,19 +272,22 @@ impl Handler for BrokerShard {
                 ShardMsg::Start => {
                     self.start_sys(ctx);
                     self.resume_recovered(ctx);
-                    self.collect_freed_memory(ctx);
+                    self.timers.collect_freed_memory(ctx);
                 }
                 ShardMsg::Applied => {}
-                ShardMsg::ReturnMemory => self.collect_freed_memory(ctx),
+                ShardMsg::ReturnMemory => self.timers.collect_freed_memory(ctx),
                 ShardMsg::Admin(query) => self.answer_admin(ctx, query),
                 ShardMsg::Cluster(publish) => self.publish_from_cluster(ctx, *publish),
                 ShardMsg::ClusterOwnership(answer) => self.ownership_answered(ctx, *answer),
                 ShardMsg::ClusterRelease(request) => self.release_to_cluster(ctx, *request),
             }
         }
-        self.publish_applied_watermark();
-        self.send_fences(ctx);
-        self.nudge_acknowledging_shards(ctx);
+        self.replication
+            .publish_applied_watermark(&self.shared.order, self.id);
+        self.delivery
+            .send_fences(ctx, &mut self.durable, &self.figures, self.id);
+        self.replication
+            .nudge_acknowledging_shards(ctx, &self.figures);
         self.release_acks(ctx);
         self.release_cluster_acks(ctx);
         self.release_durable(ctx);
@@ -260,15 +305,18 @@ impl Handler for BrokerShard {
         self.release_durable(ctx);
         self.release_acks(ctx);
         self.drain_backlog(ctx);
-        self.flush_routes(ctx);
+        self.delivery
+            .flush_routes(ctx, &mut self.durable, &self.figures, self.id);
         let queued = ctx.shard_queued_bytes() as u64;
         self.delivery
             .outbound
             .publish(&self.shared.limits.outbound, queued);
-        self.update_gauges();
+        self.figures
+            .update_gauges(&self.sessions, &self.replication.replica.retained);
         self.figures.copy_turn_stats(ctx);
         self.delivery.routes.frame_cache.clear();
-        self.return_freed_memory(ctx);
+        self.timers
+            .return_freed_memory(&self.shared, &self.figures, ctx);
         self.durable.submit(self.id);
     }
 

@@ -8,29 +8,28 @@ use std::net::SocketAddr;
 use ring_runtime::ConnId;
 use tracing::debug;
 
-use super::{BrokerShard, Ctx};
+use super::Ctx;
 use crate::metrics::ShardCounters;
+use crate::shared::Shared;
 
-impl BrokerShard {
-    /// Whether overload mode refuses the connection `conn` just accepted from `peer` (it is
-    /// then aborted).
-    pub(super) fn refuse_in_overload(
-        &mut self,
-        ctx: &mut Ctx,
-        conn: ConnId,
-        peer: SocketAddr,
-    ) -> bool {
-        if !self
-            .shared
-            .door
-            .abuse
-            .refuses_connections(self.shared.time.since_start(ctx.now()))
-        {
-            return false;
-        }
-        ShardCounters::add(&self.figures.counters().refused_overload, 1);
-        debug!(%peer, "connection refused at accept: overload mode");
-        ctx.abort(conn);
-        true
+/// Whether overload mode refuses the connection `conn` just accepted from `peer` (it is
+/// then aborted).
+pub(super) fn refuse_in_overload(
+    shared: &Shared,
+    counters: &ShardCounters,
+    ctx: &mut Ctx,
+    conn: ConnId,
+    peer: SocketAddr,
+) -> bool {
+    if !shared
+        .door
+        .abuse
+        .refuses_connections(shared.time.since_start(ctx.now()))
+    {
+        return false;
     }
+    ShardCounters::add(&counters.refused_overload, 1);
+    debug!(%peer, "connection refused at accept: overload mode");
+    ctx.abort(conn);
+    true
 }

@@ -11,10 +11,13 @@ use session_store::storage::{SessionWrite, decode_session_snapshot};
 use session_store::{InflightState, SessionExpiry};
 use tracing::{debug, warn};
 
+use super::durability::Durability;
 use super::owning::PendingOwnership;
+use super::recover::rebuild_session;
 use super::{BrokerShard, Ctx};
 use crate::conn::Phase;
 use crate::session::Session;
+use crate::shared_parts::Persistence;
 use broker_api::cluster::{ClaimRequest, Ownership, OwnershipAnswer};
 
 impl BrokerShard {
@@ -35,7 +38,9 @@ impl BrokerShard {
         };
         if !link.claim(request) {
             debug!("CONNECT refused: cluster.max_outbound_messages ownership questions wait");
-            return self.refuse_connect(ctx, conn, ReasonCode::ServerBusy);
+            return self
+                .wire()
+                .refuse_connect(ctx, conn, ReasonCode::ServerBusy);
         }
         if let Some(connection) = self.conns.get_mut(&conn) {
             connection.phase = Phase::AwaitingSession;
@@ -70,7 +75,8 @@ impl BrokerShard {
             }
             Ownership::Unavailable => {
                 debug!(client = %answer.client_id, "CONNECT refused: the session's node did not release it");
-                self.refuse_connect(ctx, answer.conn, ReasonCode::ServerUnavailable);
+                self.wire()
+                    .refuse_connect(ctx, answer.conn, ReasonCode::ServerUnavailable);
             }
         }
     }
@@ -107,9 +113,17 @@ impl BrokerShard {
             .owner_of(stored.client_id.as_str())
             .to_stored();
         if self.durable.stores(expiry) {
-            self.record_imported(&stored);
+            self.durable
+                .record_imported(&self.shared.persistence, &stored);
         }
-        let session = self.rebuild_session(stored, subscriber, ctx.now());
+        let session = rebuild_session(
+            &self.shared,
+            &mut self.figures.gauges,
+            &mut self.timers,
+            stored,
+            subscriber,
+            ctx.now(),
+        );
         for (_, subscription) in session.subscriptions.iter() {
             let change = router::SubscriptionChange::Subscribe {
                 subscriber,
@@ -117,69 +131,13 @@ impl BrokerShard {
                 options: subscription.options,
                 id: subscription.id,
             };
-            self.broadcast(ctx, crate::message::Change::Subscription(change));
+            self.figures.broadcast(
+                ctx,
+                &self.shared.order,
+                crate::message::Change::Subscription(change),
+            );
         }
         Some(session)
-    }
-
-    /// Writes every part of an imported session to the store: its record, subscriptions,
-    /// queue, inflight entries and inbound QoS 2 ids.
-    fn record_imported(&mut self, stored: &session_store::storage::StoredSession) {
-        let client_id = &stored.client_id;
-        self.durable.record(SessionWrite::SessionSaved {
-            client_id: client_id.clone(),
-            protocol: stored.protocol,
-            expiry: stored.expiry,
-            will: None,
-            owner: Box::new(stored.owner.clone()),
-        });
-        for subscription in &stored.subscriptions {
-            self.durable.record(SessionWrite::Subscribed {
-                client_id: client_id.clone(),
-                filter: subscription.filter.clone(),
-                options: subscription.options,
-                id: subscription.id,
-            });
-        }
-        for (seq, message) in &stored.queued {
-            self.durable.record(SessionWrite::MessageQueued {
-                client_id: client_id.clone(),
-                seq: *seq,
-                message: Box::new(message.clone()),
-            });
-        }
-        for (packet_id, state) in &stored.inflight {
-            // The store's own path to each state: queued, then sent, then (PUBREL owed)
-            // released, which drops the message (a placeholder serves there).
-            let seq = self.shared.persistence.new_seq();
-            let message = match state {
-                InflightState::AwaitingPubAck(m) | InflightState::AwaitingPubRec(m) => m.clone(),
-                InflightState::AwaitingPubComp => released_placeholder(),
-            };
-            let (client_id, packet_id) = (client_id.clone(), *packet_id);
-            self.durable.record(SessionWrite::MessageQueued {
-                client_id: client_id.clone(),
-                seq,
-                message: Box::new(message),
-            });
-            self.durable.record(SessionWrite::InflightSent {
-                client_id: client_id.clone(),
-                seq,
-                packet_id,
-            });
-            if matches!(state, InflightState::AwaitingPubComp) {
-                self.durable.record(SessionWrite::InflightReleased {
-                    client_id,
-                    packet_id,
-                });
-            }
-        }
-        for packet_id in &stored.awaiting_release {
-            self.durable.record(SessionWrite::Qos2Received {
-                client_id: client_id.clone(),
-                packet_id: *packet_id,
-            });
-        }
     }
 }
 
@@ -194,5 +152,71 @@ fn released_placeholder() -> session_store::storage::StoredMessage {
         properties: bytes::Bytes::new(),
         expires_at: None,
         sub_ids: Vec::new(),
+    }
+}
+
+impl Durability {
+    /// Writes every part of an imported session to the store: its record, subscriptions,
+    /// queue, inflight entries and inbound QoS 2 ids.
+    fn record_imported(
+        &mut self,
+        persistence: &Persistence,
+        stored: &session_store::storage::StoredSession,
+    ) {
+        let client_id = &stored.client_id;
+        self.record(SessionWrite::SessionSaved {
+            client_id: client_id.clone(),
+            protocol: stored.protocol,
+            expiry: stored.expiry,
+            will: None,
+            owner: Box::new(stored.owner.clone()),
+        });
+        for subscription in &stored.subscriptions {
+            self.record(SessionWrite::Subscribed {
+                client_id: client_id.clone(),
+                filter: subscription.filter.clone(),
+                options: subscription.options,
+                id: subscription.id,
+            });
+        }
+        for (seq, message) in &stored.queued {
+            self.record(SessionWrite::MessageQueued {
+                client_id: client_id.clone(),
+                seq: *seq,
+                message: Box::new(message.clone()),
+            });
+        }
+        for (packet_id, state) in &stored.inflight {
+            // The store's own path to each state: queued, then sent, then (PUBREL owed)
+            // released, which drops the message (a placeholder serves there).
+            let seq = persistence.new_seq();
+            let message = match state {
+                InflightState::AwaitingPubAck(m) | InflightState::AwaitingPubRec(m) => m.clone(),
+                InflightState::AwaitingPubComp => released_placeholder(),
+            };
+            let (client_id, packet_id) = (client_id.clone(), *packet_id);
+            self.record(SessionWrite::MessageQueued {
+                client_id: client_id.clone(),
+                seq,
+                message: Box::new(message),
+            });
+            self.record(SessionWrite::InflightSent {
+                client_id: client_id.clone(),
+                seq,
+                packet_id,
+            });
+            if matches!(state, InflightState::AwaitingPubComp) {
+                self.record(SessionWrite::InflightReleased {
+                    client_id,
+                    packet_id,
+                });
+            }
+        }
+        for packet_id in &stored.awaiting_release {
+            self.record(SessionWrite::Qos2Received {
+                client_id: client_id.clone(),
+                packet_id: *packet_id,
+            });
+        }
     }
 }

@@ -1,5 +1,8 @@
 //! The shard's parts that group smaller state: each is owned by [`super::BrokerShard`] and
-//! touched by the files of its feature (named on each field).
+//! touched by the files of its feature (named on each field). Also the short-lived views that
+//! borrow just the parts some work touches and that the shard builds ([`Wire`],
+//! [`SubscriptionBook`]); a view built by one feature only lives in its file
+//! (`throttle.rs`, `will_check.rs`, `lifecycle.rs`, ...).
 
 use ring_runtime::ConnId;
 
@@ -93,4 +96,46 @@ pub(super) struct Figures {
     /// The last turn's `ctx.now()` and the same in nanoseconds since the broker started
     /// (`figures.rs`, `turn_nanos`).
     pub(super) turn_clock: (std::time::Instant, u64),
+}
+
+/// What putting control packets on connections and closing them touches: the connections,
+/// the encode buffer (`routes.rs`), the shard's figures (bytes sent, refusals) and the shared
+/// limits (the partial-frame budget a closed connection gives back). Built by
+/// [`super::BrokerShard::wire`], or by [`Wire::new`] beside another part; its methods live
+/// beside their feature (`send.rs`, `inbound.rs`, `connect.rs`, `deadlines.rs`, `admin.rs`,
+/// `deliver.rs`).
+pub(super) struct Wire<'a> {
+    pub(super) conns: &'a mut crate::conn::Connections,
+    pub(super) scratch: &'a mut bytes::BytesMut,
+    pub(super) figures: &'a Figures,
+    pub(super) shared: &'a crate::shared::Shared,
+}
+
+impl<'a> Wire<'a> {
+    /// The wire over `conns`, encoding in the scratch buffer of `routes`.
+    pub(super) fn new(
+        conns: &'a mut crate::conn::Connections,
+        routes: &'a mut Routes,
+        figures: &'a Figures,
+        shared: &'a crate::shared::Shared,
+    ) -> Self {
+        Self {
+            conns,
+            scratch: &mut routes.scratch,
+            figures,
+            shared,
+        }
+    }
+}
+
+/// What a subscription change touches: the client's session, the store, the subscription
+/// gauge and the replicated order (the figures stamp and post the change), the ACL state (a
+/// SUBSCRIBE is judged) and the shared limits and hooks. Built by
+/// [`super::BrokerShard::subscriptions`]; its methods are in `subscribe.rs`.
+pub(super) struct SubscriptionBook<'a> {
+    pub(super) sessions: &'a mut crate::session::Sessions,
+    pub(super) durable: &'a mut super::durability::Durability,
+    pub(super) figures: &'a mut Figures,
+    pub(super) auth: &'a mut AuthWaits,
+    pub(super) shared: &'a crate::shared::Shared,
 }

@@ -16,11 +16,17 @@ use session_store::InboundQos2;
 use tracing::debug;
 
 use super::cluster::RouteScope;
-use super::{BrokerShard, Ctx, Fault};
+use super::durability::Durability;
+use super::parts::{AuthWaits, Delivery, Figures, Replication};
+use super::will_check::WillJudge;
+use super::{BrokerShard, Ctx, Fault, client_id_of};
 use crate::detach;
 use crate::message::{BareCopy, Change, CopyView, Message, Recipient, ShardMsg};
 use crate::metrics::{DropReason, ShardCounters};
+use crate::shared::Shared;
+use crate::shared_parts::AccessControl;
 use crate::store::stored_retained;
+use ring_runtime::ShardId;
 use session_store::storage::SessionWrite;
 
 /// Topics only the broker publishes: a client's PUBLISH to one is refused (0x87 on MQTT 5.0;
@@ -62,11 +68,13 @@ impl BrokerShard {
                 .content
                 .set_topic(MqttStr::from_bytes(topic).map_err(Fault::from)?);
         }
-        let client_id = self.client_id_of(conn).unwrap_or_default();
+        let client_id = client_id_of(&self.conns, &self.sessions, conn).unwrap_or_default();
         let topic =
             TopicName::from_mqtt_str(publish.content.shared_topic(), &self.shared.limits.topics)
                 .map_err(|e| Fault::new(ReasonCode::TopicNameInvalid, e.to_string()))?;
-        let verdict = self.admit_publish(conn, &publish, &client_id, &topic);
+        let verdict =
+            self.auth
+                .admit_publish(&self.shared.access, conn, &publish, &client_id, &topic);
         if verdict == ReasonCode::NotAuthorized {
             ShardCounters::add(&self.figures.counters().publishes_not_authorized, 1);
         }
@@ -122,36 +130,6 @@ impl BrokerShard {
         Ok(())
     }
 
-    /// Success, or why a PUBLISH is acknowledged but not forwarded.
-    fn admit_publish(
-        &self,
-        conn: ConnId,
-        publish: &Publish,
-        client_id: &MqttStr,
-        topic: &TopicName,
-    ) -> ReasonCode {
-        if publish.check_payload_format().is_err() {
-            return ReasonCode::PayloadFormatInvalid;
-        }
-        if topic.as_str().starts_with(SYS_PREFIX) {
-            debug!(
-                topic = topic.as_str(),
-                "client PUBLISH to $SYS refused: only the broker writes it"
-            );
-            return ReasonCode::NotAuthorized;
-        }
-        if !self
-            .shared
-            .access
-            .hook
-            .authorize_publish(client_id.as_str(), topic.as_str())
-            || !self.acl_allows_publish(conn, client_id, topic.as_str())
-        {
-            return ReasonCode::NotAuthorized;
-        }
-        ReasonCode::Success
-    }
-
     /// Forwards an accepted PUBLISH; the reason code to acknowledge it with.
     fn accept_publish(
         &mut self,
@@ -182,7 +160,9 @@ impl BrokerShard {
 
     /// Publishes a client's will.
     pub(super) fn publish_will(&mut self, ctx: &mut Ctx, client_id: &MqttStr, will: Will) {
-        if !self.will_may_fire(client_id, will.topic.as_str()) {
+        let judge = WillJudge::of(&self.shared, &self.figures, self.id);
+        let wills = &mut self.auth.topic_waits.wills;
+        if !judge.will_may_fire(wills, client_id, will.topic.as_str()) {
             return;
         }
         let Ok(topic) = TopicName::from_mqtt_str(will.topic.clone(), &self.shared.limits.topics)
@@ -241,15 +221,27 @@ impl BrokerShard {
         let Ok(shared) = SharedPublish::new(topic_text, payload, &input.properties) else {
             return ReasonCode::ImplementationSpecificError;
         };
-        let message = self.message(ctx, shared, (input.qos, input.retain), input.expiry);
+        let message = self
+            .figures
+            .message(ctx, shared, (input.qos, input.retain), input.expiry);
         if input.retain {
-            self.retain(ctx, &input.topic, &message);
+            self.replication.retain(
+                &mut self.durable,
+                &self.figures,
+                &self.shared,
+                ctx,
+                &input.topic,
+                &message,
+            );
         }
         // Shared subscriptions of a clustered message are served through NATS's queue groups,
         // where this node's members take part in the choice (docs/cluster.md); while NATS is
         // down, here.
         let via_nats = self.shared.links.shares_served_by_cluster(&input.topic);
-        let clustered = input.to_cluster && self.hand_to_cluster(&message, !via_nats);
+        let clustered = input.to_cluster
+            && self
+                .cluster_side
+                .hand_to_cluster(&self.shared.links, self.id, &message, !via_nats);
         let publisher = Publisher {
             subscriber: input.publisher,
             client_id: input.client_id.as_bytes(),
@@ -265,66 +257,6 @@ impl BrokerShard {
         } else {
             ReasonCode::Success
         }
-    }
-
-    /// A message received this turn: `flags` are its QoS and RETAIN, `expiry` its Message
-    /// Expiry Interval (from now).
-    pub(super) fn message(
-        &mut self,
-        ctx: &Ctx,
-        publish: SharedPublish,
-        flags: (QoS, bool),
-        expiry: Option<u32>,
-    ) -> Arc<Message> {
-        let expires_at = expiry.map(|secs| ctx.now() + Duration::from_secs(u64::from(secs)));
-        Arc::new(Message {
-            publish,
-            qos: flags.0,
-            retain: flags.1,
-            expires_at,
-            received_ns: self.figures.turn_nanos(ctx),
-        })
-    }
-
-    /// Replicates a retained message (an empty payload clears the topic's retained message).
-    pub(super) fn retain(&mut self, ctx: &mut Ctx, topic: &TopicName, message: &Arc<Message>) {
-        let limits = &self.shared.config.retained;
-        let clear = message.publish.payload().is_empty();
-        let replacing = self.replication.replica.retained.get(topic).is_some();
-        let full = self.replication.replica.retained.len() >= limits.max_messages as usize
-            || (self.replication.replica.retained.total_bytes() + message.publish.payload().len())
-                as u64
-                > limits.max_bytes;
-        if !clear && full && !replacing {
-            debug!(
-                topic = topic.as_str(),
-                "retained limit reached: message delivered, not retained"
-            );
-            self.figures.count_dropped(DropReason::RetainedFull, 1);
-            return;
-        }
-        // `$SYS` values are the running broker's own: republished on their interval, never
-        // stored (a restart would otherwise serve the last run's figures).
-        if !topic.as_str().starts_with(SYS_PREFIX) {
-            let write = match clear {
-                true => SessionWrite::RetainCleared {
-                    topic: message.publish.topic().clone(),
-                },
-                false => SessionWrite::RetainSet {
-                    topic: message.publish.topic().clone(),
-                    message: Box::new(stored_retained(message, ctx.now())),
-                },
-            };
-            self.durable.record(write);
-        }
-        let message = (!clear).then(|| Arc::clone(message));
-        self.broadcast(
-            ctx,
-            Change::Retain {
-                topic: topic.clone(),
-                message,
-            },
-        );
     }
 
     /// Matches `topic` and sends each matching session in `scope` its copy; the number of
@@ -388,42 +320,6 @@ impl BrokerShard {
         self.delivery.routes.matches = matches;
         count
     }
-
-    /// Sends this turn's batches to the other shards: at most one mailbox message per
-    /// destination for copies routed here and one for copies forwarded for moved sessions.
-    pub(super) fn flush_routes(&mut self, ctx: &mut Ctx) {
-        let origin = self.id;
-        for index in 0..self.delivery.routes.route_buf.len() {
-            let shard = ring_runtime::ShardId::new(index as u16);
-            for forwarded in [true, false] {
-                let buf = if forwarded {
-                    &mut self.delivery.routes.forward_buf
-                } else {
-                    &mut self.delivery.routes.route_buf
-                };
-                if buf[index].is_empty() {
-                    continue;
-                }
-                let copies = mem::take(&mut buf[index]);
-                // Copies routed here for QoS 1/2: the shard confirms them once durable, and
-                // this turn's acknowledgements wait for it (forwarded copies are confirmed by
-                // the shard that forwards them).
-                let confirm = self
-                    .durable
-                    .confirm_ticket()
-                    .filter(|_| !forwarded && copies.has_reliable());
-                let message = ShardMsg::Deliver {
-                    origin,
-                    forwarded,
-                    copies,
-                    confirm,
-                };
-                if self.post(ctx, shard, message) && confirm.is_some() {
-                    self.durable.needs_confirmation(shard);
-                }
-            }
-        }
-    }
 }
 
 /// Everything [`BrokerShard::publish_internal`] needs to publish a message.
@@ -440,4 +336,150 @@ pub(super) struct PublishInput<'a> {
     /// Whether it is also handed to the cluster (`[cluster]`): a message published on this
     /// node, not a `$SYS` value (per node) and never one that came from the cluster.
     pub to_cluster: bool,
+}
+
+impl AuthWaits {
+    /// Success, or why a PUBLISH is acknowledged but not forwarded.
+    fn admit_publish(
+        &self,
+        control: &AccessControl,
+        conn: ConnId,
+        publish: &Publish,
+        client_id: &MqttStr,
+        topic: &TopicName,
+    ) -> ReasonCode {
+        if publish.check_payload_format().is_err() {
+            return ReasonCode::PayloadFormatInvalid;
+        }
+        if topic.as_str().starts_with(SYS_PREFIX) {
+            debug!(
+                topic = topic.as_str(),
+                "client PUBLISH to $SYS refused: only the broker writes it"
+            );
+            return ReasonCode::NotAuthorized;
+        }
+        if !control
+            .hook
+            .authorize_publish(client_id.as_str(), topic.as_str())
+            || !self.acl_allows_publish(control, conn, client_id, topic.as_str())
+        {
+            return ReasonCode::NotAuthorized;
+        }
+        ReasonCode::Success
+    }
+}
+
+impl Figures {
+    /// A message received this turn: `flags` are its QoS and RETAIN, `expiry` its Message
+    /// Expiry Interval (from now).
+    pub(super) fn message(
+        &mut self,
+        ctx: &Ctx,
+        publish: SharedPublish,
+        flags: (QoS, bool),
+        expiry: Option<u32>,
+    ) -> Arc<Message> {
+        let expires_at = expiry.map(|secs| ctx.now() + Duration::from_secs(u64::from(secs)));
+        Arc::new(Message {
+            publish,
+            qos: flags.0,
+            retain: flags.1,
+            expires_at,
+            received_ns: self.turn_nanos(ctx),
+        })
+    }
+}
+
+impl Delivery {
+    /// Sends this turn's batches to the other shards: at most one mailbox message per
+    /// destination for copies routed here and one for copies forwarded for moved sessions.
+    /// (`origin`: this shard; what it routed for QoS 1/2 is confirmed once `durable`.)
+    pub(super) fn flush_routes(
+        &mut self,
+        ctx: &mut Ctx,
+        durable: &mut Durability,
+        figures: &Figures,
+        origin: ShardId,
+    ) {
+        for index in 0..self.routes.route_buf.len() {
+            let shard = ring_runtime::ShardId::new(index as u16);
+            for forwarded in [true, false] {
+                let buf = if forwarded {
+                    &mut self.routes.forward_buf
+                } else {
+                    &mut self.routes.route_buf
+                };
+                if buf[index].is_empty() {
+                    continue;
+                }
+                let copies = mem::take(&mut buf[index]);
+                // Copies routed here for QoS 1/2: the shard confirms them once durable, and
+                // this turn's acknowledgements wait for it (forwarded copies are confirmed by
+                // the shard that forwards them).
+                let confirm = durable
+                    .confirm_ticket()
+                    .filter(|_| !forwarded && copies.has_reliable());
+                let message = ShardMsg::Deliver {
+                    origin,
+                    forwarded,
+                    copies,
+                    confirm,
+                };
+                if figures.post(ctx, shard, message) && confirm.is_some() {
+                    durable.needs_confirmation(shard);
+                }
+            }
+        }
+    }
+}
+
+impl Replication {
+    /// Replicates a retained message (an empty payload clears the topic's retained message).
+    pub(super) fn retain(
+        &mut self,
+        durable: &mut Durability,
+        figures: &Figures,
+        shared: &Shared,
+        ctx: &mut Ctx,
+        topic: &TopicName,
+        message: &Arc<Message>,
+    ) {
+        let limits = &shared.config.retained;
+        let clear = message.publish.payload().is_empty();
+        let replacing = self.replica.retained.get(topic).is_some();
+        let full = self.replica.retained.len() >= limits.max_messages as usize
+            || (self.replica.retained.total_bytes() + message.publish.payload().len()) as u64
+                > limits.max_bytes;
+        if !clear && full && !replacing {
+            debug!(
+                topic = topic.as_str(),
+                "retained limit reached: message delivered, not retained"
+            );
+            figures.count_dropped(DropReason::RetainedFull, 1);
+            return;
+        }
+        // `$SYS` values are the running broker's own: republished on their interval, never
+        // stored (a restart would otherwise serve the last run's figures).
+        if !topic.as_str().starts_with(SYS_PREFIX) {
+            let write = match clear {
+                true => SessionWrite::RetainCleared {
+                    topic: message.publish.topic().clone(),
+                },
+                false => SessionWrite::RetainSet {
+                    topic: message.publish.topic().clone(),
+                    message: Box::new(stored_retained(message, ctx.now())),
+                },
+            };
+            durable.record(write);
+        }
+        let message = (!clear).then(|| Arc::clone(message));
+        figures.broadcast(
+            ctx,
+            &shared.order,
+            Change::Retain {
+                topic: topic.clone(),
+                message,
+            },
+        );
+    }
 }

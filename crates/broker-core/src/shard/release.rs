@@ -32,7 +32,7 @@ impl BrokerShard {
         {
             request.hops += 1;
             let message = ShardMsg::ClusterRelease(Box::new(request));
-            self.post(ctx, holder, message);
+            self.figures.post(ctx, holder, message);
             return;
         }
         self.release_session(ctx, request);

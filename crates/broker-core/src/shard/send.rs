@@ -6,7 +6,8 @@ use codec::{Disconnect, DisconnectProperties, FrameOptions, Packet, PacketId, Re
 use ring_runtime::ConnId;
 use tracing::debug;
 
-use super::{BrokerShard, Ctx};
+use super::parts::Wire;
+use super::{BrokerShard, Ctx, client_id_of};
 use std::sync::Arc;
 
 use super::frame_cache::{CachedFrame, FrameCache, FrameKey};
@@ -39,37 +40,6 @@ impl NotSent {
 }
 
 impl BrokerShard {
-    /// Encodes a control packet and queues it for `conn`.
-    pub(super) fn send_packet(&mut self, ctx: &mut Ctx, conn: ConnId, packet: &Packet) {
-        let Some(protocol) = self.conns.get(&conn).map(|c| c.protocol) else {
-            return;
-        };
-        if let Err(error) = codec::encode(packet, protocol, &mut self.delivery.routes.scratch) {
-            debug!(%error, ?conn, "cannot encode {} for this client", packet.packet_type());
-            return;
-        }
-        let frame = self.delivery.routes.scratch.split().freeze();
-        let len = frame.len() as u64;
-        if ctx.send(conn, frame).is_ok() {
-            // The peer waits on control packets (acknowledgements, CONNACK, PINGRESP): never
-            // paced.
-            ctx.expedite(conn);
-            ShardCounters::add(&self.figures.counters().bytes_sent, len);
-        }
-    }
-
-    /// Sends a 5.0 DISCONNECT with `reason` (nothing on 3.x, which has no server DISCONNECT).
-    pub(super) fn send_disconnect(&mut self, ctx: &mut Ctx, conn: ConnId, reason: ReasonCode) {
-        let v5 = self.conns.get(&conn).is_some_and(|c| c.protocol.is_v5());
-        if v5 {
-            let packet = Packet::Disconnect(Disconnect {
-                reason_code: reason,
-                properties: DisconnectProperties::default(),
-            });
-            self.send_packet(ctx, conn, &packet);
-        }
-    }
-
     /// Frames one PUBLISH for `conn` (its own header: QoS, packet id, DUP, expiry, alias,
     /// subscription identifiers) and queues it.
     pub(super) fn send_publish(
@@ -80,7 +50,14 @@ impl BrokerShard {
         packet_id: Option<PacketId>,
         dup: bool,
     ) -> Result<(), NotSent> {
-        if !self.acl_allows_delivery(conn, copy.message.publish.topic()) {
+        let allowed = self.auth.acl_allows_delivery(
+            &self.shared.access,
+            self.figures.counters(),
+            conn,
+            copy.message.publish.topic(),
+            || client_id_of(&self.conns, &self.sessions, conn),
+        );
+        if !allowed {
             return Err(NotSent::NotAuthorized);
         }
         let message_expiry_interval = match copy.message.expiry(ctx.now()) {
@@ -205,5 +182,38 @@ fn queue_publish(
         Ok(Ok(())) => ctx
             .send(conn, publish.payload().clone())
             .map_err(|_| NotSent::Closed),
+    }
+}
+
+impl Wire<'_> {
+    /// Encodes a control packet and queues it for `conn`.
+    pub(super) fn send_packet(&mut self, ctx: &mut Ctx, conn: ConnId, packet: &Packet) {
+        let Some(protocol) = self.conns.get(&conn).map(|c| c.protocol) else {
+            return;
+        };
+        if let Err(error) = codec::encode(packet, protocol, self.scratch) {
+            debug!(%error, ?conn, "cannot encode {} for this client", packet.packet_type());
+            return;
+        }
+        let frame = self.scratch.split().freeze();
+        let len = frame.len() as u64;
+        if ctx.send(conn, frame).is_ok() {
+            // The peer waits on control packets (acknowledgements, CONNACK, PINGRESP): never
+            // paced.
+            ctx.expedite(conn);
+            ShardCounters::add(&self.figures.counters().bytes_sent, len);
+        }
+    }
+
+    /// Sends a 5.0 DISCONNECT with `reason` (nothing on 3.x, which has no server DISCONNECT).
+    pub(super) fn send_disconnect(&mut self, ctx: &mut Ctx, conn: ConnId, reason: ReasonCode) {
+        let v5 = self.conns.get(&conn).is_some_and(|c| c.protocol.is_v5());
+        if v5 {
+            let packet = Packet::Disconnect(Disconnect {
+                reason_code: reason,
+                properties: DisconnectProperties::default(),
+            });
+            self.send_packet(ctx, conn, &packet);
+        }
     }
 }

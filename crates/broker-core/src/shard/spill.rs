@@ -9,9 +9,14 @@ use router::SubscriberId;
 use session_store::storage::SessionWrite;
 use session_store::{OverflowPolicy, Pushed, SpilledQueue};
 
+use super::durability::Durability;
+use super::parts::Figures;
 use super::{BrokerShard, Ctx};
 use crate::metrics::DropReason;
+use crate::session::Sessions;
 use crate::store::{QueueReadDone, outgoing_from_stored};
+use ring_runtime::ShardId;
+use session_store::QueueLimits;
 
 impl BrokerShard {
     /// Queues a stored copy on disk only (`queued` is its `MessageQueued`), within the
@@ -39,7 +44,7 @@ impl BrokerShard {
                 Some(oldest) => self.durable.forget_stored_copies(client_id, &[oldest]),
                 None => {
                     if let Some(conn) = conn.filter(|_| limits.policy == OverflowPolicy::Refuse) {
-                        self.disconnect_slow_consumer(ctx, client_id, conn);
+                        self.wire().disconnect_slow_consumer(ctx, client_id, conn);
                     }
                     return;
                 }
@@ -63,35 +68,6 @@ impl BrokerShard {
         }
     }
 
-    /// Asks for the next part of the on-disk queue once the in-memory part is half empty.
-    pub(super) fn refill_from_disk_if_low(&mut self, subscriber: SubscriberId) {
-        let limit = self.shared.config.persistence.memory_queue_messages as usize;
-        let shard = self.id;
-        let Some(session) = self.sessions.by_subscriber_mut(subscriber) else {
-            return;
-        };
-        let in_memory = session.queue.len();
-        let Some(spilled) = session.spilled_mut() else {
-            return;
-        };
-        if spilled.reading.is_some() || in_memory > limit / 2 {
-            return;
-        }
-        let after = spilled.after;
-        spilled.written_since_read = 0;
-        let client_id = session.client_id.clone();
-        let id = self
-            .durable
-            .request_read(shard, client_id, after, limit - in_memory);
-        if let Some(spilled) = self
-            .sessions
-            .by_subscriber_mut(subscriber)
-            .and_then(|s| s.spilled_mut())
-        {
-            spilled.reading = Some(id);
-        }
-    }
-
     /// Takes the reads the store thread finished: their messages join the in-memory queues.
     pub(super) fn take_queue_reads(&mut self, ctx: &mut Ctx) {
         if self.durable.queue_reads.reads_outstanding == 0 {
@@ -111,17 +87,62 @@ impl BrokerShard {
                 continue;
             };
             let client_id = done.client_id.clone();
-            if self.refill(ctx, done) {
+            if self.durable.refill(
+                &mut self.sessions,
+                &self.figures,
+                &self.shared.limits.queues,
+                ctx,
+                done,
+            ) {
                 self.drain_session(ctx, &client_id);
             }
         }
     }
+}
+
+impl Durability {
+    /// Asks for the next part of the on-disk queue once the in-memory part is half empty.
+    /// (`limit`: `persistence.memory_queue_messages`; the read's answer comes to `shard`.)
+    pub(super) fn refill_from_disk_if_low(
+        &mut self,
+        sessions: &mut Sessions,
+        shard: ShardId,
+        limit: usize,
+        subscriber: SubscriberId,
+    ) {
+        let Some(session) = sessions.by_subscriber_mut(subscriber) else {
+            return;
+        };
+        let in_memory = session.queue.len();
+        let Some(spilled) = session.spilled_mut() else {
+            return;
+        };
+        if spilled.reading.is_some() || in_memory > limit / 2 {
+            return;
+        }
+        let after = spilled.after;
+        spilled.written_since_read = 0;
+        let client_id = session.client_id.clone();
+        let id = self.request_read(shard, client_id, after, limit - in_memory);
+        if let Some(spilled) = sessions
+            .by_subscriber_mut(subscriber)
+            .and_then(|s| s.spilled_mut())
+        {
+            spilled.reading = Some(id);
+        }
+    }
 
     /// Appends a read's messages to the session's in-memory queue; false for a stale read.
-    fn refill(&mut self, ctx: &mut Ctx, done: QueueReadDone) -> bool {
+    fn refill(
+        &mut self,
+        sessions: &mut Sessions,
+        figures: &Figures,
+        limits: &QueueLimits,
+        ctx: &mut Ctx,
+        done: QueueReadDone,
+    ) -> bool {
         let now = ctx.now();
-        let limits = &self.shared.limits.queues;
-        let Some(session) = self.sessions.get_mut(&done.client_id) else {
+        let Some(session) = sessions.get_mut(&done.client_id) else {
             return false;
         };
         if session.spilled().and_then(|s| s.reading) != Some(done.id) {
@@ -162,9 +183,8 @@ impl BrokerShard {
         if spilled.on_disk == 0 {
             session.set_spilled(None);
         }
-        self.figures
-            .count_dropped(DropReason::QueueFull, dropped.len() as u64);
-        self.durable.forget_stored_copies(&done.client_id, &dropped);
+        figures.count_dropped(DropReason::QueueFull, dropped.len() as u64);
+        self.forget_stored_copies(&done.client_id, &dropped);
         true
     }
 }

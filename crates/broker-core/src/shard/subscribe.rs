@@ -10,7 +10,9 @@ use codec::{
 use ring_runtime::ConnId;
 use router::{ChangeSeq, SubscriptionChange, SubscriptionFilter};
 
-use super::{BrokerShard, Ctx, Fault};
+use super::ack_gate::RetainedDue;
+use super::parts::SubscriptionBook;
+use super::{BrokerShard, Ctx, Fault, client_id_of};
 use crate::detach;
 use crate::message::{Change, Expiry, Message, Outgoing};
 use crate::session::SessionSubscription;
@@ -24,7 +26,7 @@ impl BrokerShard {
         conn: ConnId,
         subscribe: Subscribe,
     ) -> Result<(), Fault> {
-        let Some(client_id) = self.client_id_of(conn) else {
+        let Some(client_id) = client_id_of(&self.conns, &self.sessions, conn) else {
             return Ok(());
         };
         let id = subscribe.properties.subscription_identifier;
@@ -32,7 +34,10 @@ impl BrokerShard {
         let mut retained_for = Vec::new();
         let mut last_change = None;
         for (text, options) in subscribe.filters {
-            match self.subscribe_one(ctx, conn, &client_id, &text, options, id)? {
+            match self
+                .subscriptions()
+                .subscribe_one(ctx, conn, &client_id, &text, options, id)?
+            {
                 Ok((granted, filter, is_new, seq)) => {
                     last_change = Some(seq);
                     reason_codes.push(granted_code(granted));
@@ -56,87 +61,8 @@ impl BrokerShard {
             properties: Default::default(),
         };
         let packet = Packet::SubAck(suback);
-        if last_change.is_some() {
-            self.mirror_subscriptions(ctx, &client_id);
-        }
-        self.ack_when_applied(ctx, conn, client_id, last_change, packet, retained_for);
+        self.subscriptions_changed(ctx, conn, client_id, last_change, (packet, retained_for));
         Ok(())
-    }
-
-    /// One filter of a SUBSCRIBE: the granted QoS, the filter and whether it is new; or the
-    /// refusal reason. A protocol violation ends the connection.
-    #[allow(clippy::type_complexity)]
-    fn subscribe_one(
-        &mut self,
-        ctx: &mut Ctx,
-        conn: ConnId,
-        client_id: &MqttStr,
-        text: &MqttStr,
-        options: SubscriptionOptions,
-        id: Option<SubscriptionId>,
-    ) -> Result<Result<(QoS, SubscriptionFilter, bool, ChangeSeq), ReasonCode>, Fault> {
-        // Kept by the session for its life: detached from the receive buffer.
-        let text = &detach::string(text);
-        let Ok(filter) = SubscriptionFilter::from_bytes(
-            text.as_shared_bytes().clone(),
-            &self.shared.limits.topics,
-        ) else {
-            return Ok(Err(ReasonCode::TopicFilterInvalid));
-        };
-        if matches!(filter, SubscriptionFilter::Shared(_)) && options.no_local {
-            return Err(Fault::protocol("No Local set on a shared subscription"));
-        }
-        if !self
-            .shared
-            .access
-            .hook
-            .authorize_subscribe(client_id.as_str(), text.as_str())
-        {
-            return Ok(Err(ReasonCode::NotAuthorized));
-        }
-        if let Err(refused) = self.acl_admits_subscription(conn, client_id, text.as_str()) {
-            return Ok(Err(refused));
-        }
-        let max = self.shared.config.limits.max_subscriptions_per_client as usize;
-        let Some(session) = self.sessions.get_mut(client_id) else {
-            return Ok(Err(ReasonCode::UnspecifiedError));
-        };
-        let is_new = !session.subscriptions.contains_key(text);
-        if is_new && session.subscriptions.len() >= max {
-            return Ok(Err(ReasonCode::QuotaExceeded));
-        }
-        let granted = options.qos.min(QoS::ExactlyOnce);
-        let options = SubscriptionOptions {
-            qos: granted,
-            ..options
-        };
-        let record = SessionSubscription {
-            filter: filter.clone(),
-            options,
-            id,
-        };
-        session.subscriptions.insert(text.clone(), record);
-        let subscriber = session.subscriber;
-        let expiry = session.expiry;
-        if self.durable.stores(expiry) {
-            self.durable.record(SessionWrite::Subscribed {
-                client_id: client_id.clone(),
-                filter: text.clone(),
-                options,
-                id,
-            });
-        }
-        if is_new {
-            self.figures.gauges.subscriptions += 1;
-        }
-        let change = SubscriptionChange::Subscribe {
-            subscriber,
-            filter: filter.clone(),
-            options,
-            id,
-        };
-        let seq = self.broadcast(ctx, Change::Subscription(change));
-        Ok(Ok((granted, filter, is_new, seq)))
     }
 
     /// Sends the retained messages matching a new subscription (RETAIN set, as the spec says).
@@ -183,13 +109,13 @@ impl BrokerShard {
         conn: ConnId,
         unsubscribe: Unsubscribe,
     ) {
-        let Some(client_id) = self.client_id_of(conn) else {
+        let Some(client_id) = client_id_of(&self.conns, &self.sessions, conn) else {
             return;
         };
         let mut reason_codes = Vec::with_capacity(unsubscribe.filters.len());
         let mut last_change = None;
         for text in &unsubscribe.filters {
-            let (reason, change) = self.unsubscribe_one(ctx, &client_id, text);
+            let (reason, change) = self.subscriptions().unsubscribe_one(ctx, &client_id, text);
             reason_codes.push(reason);
             last_change = change.or(last_change);
         }
@@ -200,10 +126,128 @@ impl BrokerShard {
         };
         // Like SUBACK: once the client sees UNSUBACK, no shard adds new messages for the filter.
         let packet = Packet::UnsubAck(unsuback);
+        self.subscriptions_changed(ctx, conn, client_id, last_change, (packet, Vec::new()));
+    }
+
+    /// After a SUBSCRIBE or UNSUBSCRIBE: the session's subscriptions are mirrored to the
+    /// cluster when they changed (`last_change`), and `ack` (SUBACK and the retained messages
+    /// due, or UNSUBACK) leaves once every shard applied the change.
+    fn subscriptions_changed(
+        &mut self,
+        ctx: &mut Ctx,
+        conn: ConnId,
+        client_id: MqttStr,
+        last_change: Option<ChangeSeq>,
+        (packet, retained_due): (Packet, RetainedDue),
+    ) {
         if last_change.is_some() {
-            self.mirror_subscriptions(ctx, &client_id);
+            let (links, sessions) = (&self.shared.links, &self.sessions);
+            self.cluster_side
+                .mirror_subscriptions(links, sessions, ctx, &client_id);
         }
-        self.ack_when_applied(ctx, conn, client_id, last_change, packet, Vec::new());
+        self.ack_when_applied(ctx, conn, client_id, last_change, packet, retained_due);
+    }
+}
+
+/// The SUBACK code for a granted QoS.
+fn granted_code(qos: QoS) -> ReasonCode {
+    match qos {
+        QoS::AtMostOnce => ReasonCode::Success,
+        QoS::AtLeastOnce => ReasonCode::GrantedQoS1,
+        QoS::ExactlyOnce => ReasonCode::GrantedQoS2,
+    }
+}
+
+/// Whether a subscription gets the retained messages now (never for shared subscriptions).
+fn wants_retained(filter: &SubscriptionFilter, handling: RetainHandling, is_new: bool) -> bool {
+    matches!(filter, SubscriptionFilter::Plain(_))
+        && match handling {
+            RetainHandling::SendAtSubscribe => true,
+            RetainHandling::SendIfNew => is_new,
+            RetainHandling::DoNotSend => false,
+        }
+}
+
+impl SubscriptionBook<'_> {
+    /// One filter of a SUBSCRIBE: the granted QoS, the filter and whether it is new; or the
+    /// refusal reason. A protocol violation ends the connection.
+    #[allow(clippy::type_complexity)]
+    fn subscribe_one(
+        &mut self,
+        ctx: &mut Ctx,
+        conn: ConnId,
+        client_id: &MqttStr,
+        text: &MqttStr,
+        options: SubscriptionOptions,
+        id: Option<SubscriptionId>,
+    ) -> Result<Result<(QoS, SubscriptionFilter, bool, ChangeSeq), ReasonCode>, Fault> {
+        // Kept by the session for its life: detached from the receive buffer.
+        let text = &detach::string(text);
+        let Ok(filter) = SubscriptionFilter::from_bytes(
+            text.as_shared_bytes().clone(),
+            &self.shared.limits.topics,
+        ) else {
+            return Ok(Err(ReasonCode::TopicFilterInvalid));
+        };
+        if matches!(filter, SubscriptionFilter::Shared(_)) && options.no_local {
+            return Err(Fault::protocol("No Local set on a shared subscription"));
+        }
+        if !self
+            .shared
+            .access
+            .hook
+            .authorize_subscribe(client_id.as_str(), text.as_str())
+        {
+            return Ok(Err(ReasonCode::NotAuthorized));
+        }
+        if let Err(refused) =
+            self.auth
+                .acl_admits_subscription(&self.shared.access, conn, client_id, text.as_str())
+        {
+            return Ok(Err(refused));
+        }
+        let max = self.shared.config.limits.max_subscriptions_per_client as usize;
+        let Some(session) = self.sessions.get_mut(client_id) else {
+            return Ok(Err(ReasonCode::UnspecifiedError));
+        };
+        let is_new = !session.subscriptions.contains_key(text);
+        if is_new && session.subscriptions.len() >= max {
+            return Ok(Err(ReasonCode::QuotaExceeded));
+        }
+        let granted = options.qos.min(QoS::ExactlyOnce);
+        let options = SubscriptionOptions {
+            qos: granted,
+            ..options
+        };
+        let record = SessionSubscription {
+            filter: filter.clone(),
+            options,
+            id,
+        };
+        session.subscriptions.insert(text.clone(), record);
+        let subscriber = session.subscriber;
+        let expiry = session.expiry;
+        if self.durable.stores(expiry) {
+            self.durable.record(SessionWrite::Subscribed {
+                client_id: client_id.clone(),
+                filter: text.clone(),
+                options,
+                id,
+            });
+        }
+        if is_new {
+            self.figures.gauges.subscriptions += 1;
+        }
+        let change = SubscriptionChange::Subscribe {
+            subscriber,
+            filter: filter.clone(),
+            options,
+            id,
+        };
+        let seq = self
+            .figures
+            .broadcast(ctx, &self.shared.order, Change::Subscription(change));
+        Ok(Ok((granted, filter, is_new, seq)))
     }
 
     fn unsubscribe_one(
@@ -252,25 +296,9 @@ impl BrokerShard {
             subscriber,
             filter: removed.filter,
         };
-        Some(self.broadcast(ctx, Change::Subscription(change)))
+        Some(
+            self.figures
+                .broadcast(ctx, &self.shared.order, Change::Subscription(change)),
+        )
     }
-}
-
-/// The SUBACK code for a granted QoS.
-fn granted_code(qos: QoS) -> ReasonCode {
-    match qos {
-        QoS::AtMostOnce => ReasonCode::Success,
-        QoS::AtLeastOnce => ReasonCode::GrantedQoS1,
-        QoS::ExactlyOnce => ReasonCode::GrantedQoS2,
-    }
-}
-
-/// Whether a subscription gets the retained messages now (never for shared subscriptions).
-fn wants_retained(filter: &SubscriptionFilter, handling: RetainHandling, is_new: bool) -> bool {
-    matches!(filter, SubscriptionFilter::Plain(_))
-        && match handling {
-            RetainHandling::SendAtSubscribe => true,
-            RetainHandling::SendIfNew => is_new,
-            RetainHandling::DoNotSend => false,
-        }
 }

@@ -7,16 +7,21 @@ use bytes::Bytes;
 use codec::{MqttStr, PublishProperties, QoS};
 use router::TopicName;
 
+use super::parts::Figures;
 use super::publish::PublishInput;
 use super::timer_book::TimerPurpose;
 use super::{BrokerShard, Ctx};
+use crate::message::Message;
 use crate::metrics::ShardCounters;
+use crate::session::Sessions;
+use router::RetainedStore;
+use std::sync::Arc;
 
 impl BrokerShard {
     /// Starts the `$SYS` (gauge) timer. Every shard refreshes its gauges on it; shard 0 also
     /// publishes the sums when `$SYS` is on.
     pub(super) fn start_sys(&mut self, ctx: &mut Ctx) {
-        self.refresh_queue_gauges();
+        self.figures.refresh_queue_gauges(&self.sessions);
         if let Some(interval) = self.shared.config.gauge_interval() {
             self.timers
                 .arm(ctx, ctx.now() + interval, TimerPurpose::Sys);
@@ -31,7 +36,7 @@ impl BrokerShard {
         };
         self.timers
             .arm(ctx, ctx.now() + interval, TimerPurpose::Sys);
-        self.refresh_queue_gauges();
+        self.figures.refresh_queue_gauges(&self.sessions);
         if self.id.index() != 0 || self.shared.config.sys_interval.is_none() {
             return;
         }
@@ -198,21 +203,23 @@ impl BrokerShard {
             },
         );
     }
+}
 
+impl Figures {
     /// This shard's gauges for `$SYS`: O(1), refreshed every turn.
-    pub(super) fn update_gauges(&self) {
-        let counters = self.figures.counters();
+    pub(super) fn update_gauges(
+        &self,
+        sessions: &Sessions,
+        retained: &RetainedStore<Arc<Message>>,
+    ) {
+        let counters = self.counters();
         ShardCounters::set(
             &counters.clients_connected,
-            self.figures.gauges.connected_clients as u64,
+            self.gauges.connected_clients as u64,
         );
-        ShardCounters::set(&counters.clients_total, self.sessions.len() as u64);
-        ShardCounters::set(
-            &counters.subscriptions,
-            self.figures.gauges.subscriptions as u64,
-        );
-        if self.id.index() == 0 {
-            let retained = &self.replication.replica.retained;
+        ShardCounters::set(&counters.clients_total, sessions.len() as u64);
+        ShardCounters::set(&counters.subscriptions, self.gauges.subscriptions as u64);
+        if self.index == 0 {
             ShardCounters::set(&counters.retained_messages, retained.len() as u64);
             ShardCounters::set(&counters.retained_bytes, retained.total_bytes() as u64);
         }

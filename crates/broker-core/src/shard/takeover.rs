@@ -6,12 +6,16 @@
 use codec::{MqttStr, ReasonCode};
 use tracing::{debug, error};
 
+use super::connect::fresh_session;
 use super::mobility::Claimant;
-use super::mobility::Moved;
+use super::mobility::{Mobility, Moved};
+use super::parts::Figures;
 use super::{BrokerShard, Ctx};
 use crate::directory::ClaimId;
 use crate::message::{Change, SessionTransfer, ShardMsg, TakeoverRequest};
 use crate::session::Session;
+use crate::shared_parts::SessionDirectory;
+use ring_runtime::ShardId;
 
 impl BrokerShard {
     /// A newer claim asks for the session: give it away (or discard it on Clean Start). A claim
@@ -19,8 +23,14 @@ impl BrokerShard {
     /// session (it arrived moments ago) the old connection closes now and the session follows
     /// once every fence is in (fence.rs).
     pub(super) fn hand_over(&mut self, ctx: &mut Ctx, request: TakeoverRequest) {
-        let Some(mut request) = self.supersede_pending(ctx, request) else {
-            return;
+        let mut request = match self.delivery.mobility.supersede_pending(request) {
+            Err(request) => request,
+            Ok(superseded) => {
+                if let Some(conn) = superseded {
+                    self.wire().close_connection(ctx, conn);
+                }
+                return;
+            }
         };
         // A discarded session needs no order kept: Clean Start goes ahead at once.
         if !request.clean_start {
@@ -36,7 +46,7 @@ impl BrokerShard {
             }
             None => None,
         };
-        self.send_transfer(ctx, request, session);
+        send_transfer(&self.figures, ctx, request, session);
     }
 
     /// Closes the session's connection and keeps the request until the session's fences are
@@ -50,7 +60,11 @@ impl BrokerShard {
             return Some(request);
         };
         let client_id = request.client_id.clone();
-        if let Err(request) = self.defer_until_fenced(ctx, subscriber, request) {
+        if let Err(request) =
+            self.delivery
+                .mobility
+                .defer_until_fenced(&mut self.timers, ctx, subscriber, request)
+        {
             return Some(request);
         }
         if let Some(mut session) = self.sessions.remove(&client_id) {
@@ -89,23 +103,13 @@ impl BrokerShard {
         Some(session)
     }
 
-    fn send_transfer(
-        &mut self,
-        ctx: &mut Ctx,
-        request: TakeoverRequest,
-        session: Option<Box<Session>>,
-    ) {
-        let transfer = SessionTransfer {
-            client_id: request.client_id,
-            to_claim: request.to_claim,
-            session,
-        };
-        self.post(ctx, request.to_shard, ShardMsg::Transfer(transfer));
-    }
-
     /// A claimed session arrived from another shard (or the news that there is none).
     pub(super) fn take_over(&mut self, ctx: &mut Ctx, transfer: SessionTransfer) {
-        let Some((client_id, claimant)) = self.settle_claim(transfer.to_claim) else {
+        let Some((client_id, claimant)) = self
+            .delivery
+            .mobility
+            .settle_claim(&mut self.conns, transfer.to_claim)
+        else {
             // Every transfer answers a claim pending here; keep a session rather than lose it.
             error!(
                 client = transfer.client_id.as_str(),
@@ -130,19 +134,25 @@ impl BrokerShard {
             spilled.reading = None;
         }
         let subscriber = session.subscriber;
-        self.broadcast(
+        self.figures.broadcast(
             ctx,
+            &self.shared.order,
             Change::Owner {
                 subscriber,
                 shard: self.id,
             },
         );
-        self.hold_until_fenced(ctx, subscriber);
+        self.delivery.mobility.hold_until_fenced(ctx, subscriber);
         match claimant {
             Claimant::Successor(request) => {
                 // A newer claim is waiting: the session passes on once fenced, like any other.
                 self.sessions.insert(session);
-                if let Err(request) = self.defer_until_fenced(ctx, subscriber, request) {
+                if let Err(request) = self.delivery.mobility.defer_until_fenced(
+                    &mut self.timers,
+                    ctx,
+                    subscriber,
+                    request,
+                ) {
                     self.hand_over(ctx, request);
                 }
             }
@@ -152,7 +162,8 @@ impl BrokerShard {
                 let client_id = session.client_id.clone();
                 self.end_session_state(ctx, *session);
                 let owner = super::connect::owner_of(&connect);
-                let fresh = self.fresh_session(ctx, &client_id, owner);
+                let fresh =
+                    fresh_session(&self.shared, &self.figures, self.id, ctx, &client_id, owner);
                 self.complete_connect(ctx, conn, *connect, fresh, false, false);
             }
             Claimant::Connection(conn, connect) => {
@@ -174,10 +185,11 @@ impl BrokerShard {
         claimant: Claimant,
     ) {
         match claimant {
-            Claimant::Successor(request) => self.send_transfer(ctx, request, None),
+            Claimant::Successor(request) => send_transfer(&self.figures, ctx, request, None),
             Claimant::Connection(conn, connect) => {
                 let owner = super::connect::owner_of(&connect);
-                let fresh = self.fresh_session(ctx, client_id, owner);
+                let fresh =
+                    fresh_session(&self.shared, &self.figures, self.id, ctx, client_id, owner);
                 self.complete_connect(ctx, conn, *connect, fresh, false, false);
             }
             Claimant::Nobody => {
@@ -207,27 +219,31 @@ impl BrokerShard {
             let publish_will = connection.publish_will;
             debug!(conn = ?old, client = session.client_id.as_str(), "session taken over");
             if taken_over {
-                self.send_disconnect(ctx, old, ReasonCode::SessionTakenOver);
+                self.wire()
+                    .send_disconnect(ctx, old, ReasonCode::SessionTakenOver);
             }
-            self.close_connection(ctx, old);
+            self.wire().close_connection(ctx, old);
             if let Some(pending) = will.filter(|w| publish_will && w.delay.is_zero()) {
                 self.publish_will(ctx, &session.client_id, pending.will);
             }
         }
     }
+}
 
+impl Mobility {
     /// Removes the directory entry for `client_id` if it still points at this shard (and at
     /// `subscriber`, when given).
     pub(super) fn forget_directory_entry(
         &mut self,
+        directory: &SessionDirectory,
+        shard: ShardId,
         client_id: &MqttStr,
         subscriber: Option<router::SubscriberId>,
     ) {
-        let me = self.id;
-        let claims = &self.delivery.mobility.claims;
+        let me = shard;
+        let claims = &self.claims;
         // A newer claim pending here keeps the entry: its session (or a fresh one) comes here.
-        self.shared
-            .directory
+        directory
             .sessions
             .remove_if(client_id.as_str(), |_, location| {
                 location.shard == me
@@ -235,4 +251,19 @@ impl BrokerShard {
                     && !claims.contains_key(&location.claim)
             });
     }
+}
+
+/// Sends the session `request` claims (or the news that there is none) to its claimant.
+fn send_transfer(
+    figures: &Figures,
+    ctx: &mut Ctx,
+    request: TakeoverRequest,
+    session: Option<Box<Session>>,
+) {
+    let transfer = SessionTransfer {
+        client_id: request.client_id,
+        to_claim: request.to_claim,
+        session,
+    };
+    figures.post(ctx, request.to_shard, ShardMsg::Transfer(transfer));
 }

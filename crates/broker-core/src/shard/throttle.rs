@@ -15,22 +15,38 @@ use std::time::Instant;
 use ring_runtime::ConnId;
 use tracing::debug;
 
-use super::rate_buckets::Buckets;
-use super::timer_book::TimerPurpose;
+use super::rate_buckets::{Buckets, Throttle};
+use super::timer_book::{TimerBook, TimerPurpose};
 use super::{BrokerShard, Ctx};
+use crate::conn::Connections;
 use crate::metrics::ShardCounters;
+use crate::settings::PublishRates;
+use crate::shared_parts::BrokerTime;
 
-impl BrokerShard {
-    /// A PUBLISH of `len` bytes (its whole packet) from `conn` was handled: charge it, and
-    /// pause the connection when that put it in debt.
-    pub(super) fn charge_publish(&mut self, ctx: &mut Ctx, conn: ConnId, len: usize) {
-        let rates = self.shared.door.abuse.publish_rates();
+/// What charging a PUBLISH acts on: the buckets, the timer book (when a pause ends), the
+/// connections (a paused one is parked) and the counters.
+pub(super) struct Throttling<'a> {
+    pub(super) throttle: &'a mut Throttle,
+    pub(super) timers: &'a mut TimerBook,
+    pub(super) conns: &'a mut Connections,
+    pub(super) counters: &'a ShardCounters,
+}
+
+impl Throttling<'_> {
+    /// A PUBLISH of `len` bytes (its whole packet) from `conn` was handled: charge it at
+    /// `rates`, and pause the connection when that put it in debt.
+    pub(super) fn charge_publish(
+        &mut self,
+        rates: PublishRates,
+        ctx: &mut Ctx,
+        conn: ConnId,
+        len: usize,
+    ) {
         if !rates.any() {
             return;
         }
         let now = ctx.now();
         let bucket = self
-            .door
             .throttle
             .buckets
             .entry(conn)
@@ -55,65 +71,89 @@ impl BrokerShard {
         }
         connection.park();
         ctx.pause_reading(conn);
-        ShardCounters::add(&self.figures.counters().publishers_throttled, 1);
+        ShardCounters::add(&self.counters.publishers_throttled, 1);
         debug!(
             pause_ms = until.saturating_duration_since(ctx.now()).as_millis(),
             "over the publish rate: reading paused"
         );
-        self.arm_resume(ctx, conn, until);
+        self.throttle.arm_resume(self.timers, ctx, conn, until);
     }
+}
 
-    fn arm_resume(&mut self, ctx: &mut Ctx, conn: ConnId, until: Instant) {
-        let timer = self.timers.arm(ctx, until, TimerPurpose::Throttle(conn));
-        match self.door.throttle.buckets.get_mut(&conn) {
+impl Throttle {
+    fn arm_resume(&mut self, timers: &mut TimerBook, ctx: &mut Ctx, conn: ConnId, until: Instant) {
+        let timer = timers.arm(ctx, until, TimerPurpose::Throttle(conn));
+        match self.buckets.get_mut(&conn) {
             Some(bucket) => bucket.resume = Some(timer),
-            None => self.timers.disarm(ctx, Some(timer)),
+            None => timers.disarm(ctx, Some(timer)),
         }
     }
 
-    /// The pause of `conn` is due to end: read it again unless it is still in debt (the limit
-    /// was lowered meanwhile), then handle what waited in its carry.
-    pub(super) fn throttle_elapsed(&mut self, ctx: &mut Ctx, conn: ConnId) {
-        let rates = self.shared.door.abuse.publish_rates();
+    /// The pause of `conn` is due to end: whether it may be read again (false while it is
+    /// still in debt at `rates`, the limit lowered meanwhile: the pause goes on).
+    fn pause_over(
+        &mut self,
+        timers: &mut TimerBook,
+        rates: PublishRates,
+        ctx: &mut Ctx,
+        conn: ConnId,
+    ) -> bool {
         let now = ctx.now();
-        let Some(bucket) = self.door.throttle.buckets.get_mut(&conn) else {
-            return;
+        let Some(bucket) = self.buckets.get_mut(&conn) else {
+            return false;
         };
         bucket.resume = None;
         bucket.refill(rates, now);
         if let Some(wait) = bucket.debt_wait(rates) {
-            self.arm_resume(ctx, conn, now + wait);
-            return;
+            self.arm_resume(timers, ctx, conn, now + wait);
+            return false;
         }
-        ctx.resume_reading(conn);
-        self.unpark_if_free(ctx, conn);
+        true
     }
 
     /// `conn`'s keep-alive deadline: a connection paused for its publish rate is not read, so
-    /// its silence is ours and it counts as active now.
+    /// its silence is ours and it counts as active now (on the broker's `time`).
     pub(super) fn keep_alive_while_throttled(
-        &mut self,
+        &self,
+        conns: &mut Connections,
+        time: &BrokerTime,
         ctx: &Ctx,
         conn: ConnId,
         deadline: Instant,
     ) -> Instant {
-        if ctx.now() < deadline || !self.door.throttle.is_throttled(conn) {
+        if ctx.now() < deadline || !self.is_throttled(conn) {
             return deadline;
         }
-        let since_start = self.shared.time.since_start(ctx.now());
-        let Some(connection) = self.conns.get_mut(&conn) else {
+        let since_start = time.since_start(ctx.now());
+        let Some(connection) = conns.get_mut(&conn) else {
             return deadline;
         };
         connection.touch(since_start);
         connection
-            .keep_alive_deadline(self.shared.time.started)
+            .keep_alive_deadline(time.started)
             .unwrap_or(deadline)
     }
 
     /// `conn` closed: forget its buckets.
-    pub(super) fn throttle_closed(&mut self, ctx: &mut Ctx, conn: ConnId) {
-        if let Some(bucket) = self.door.throttle.buckets.remove(&conn) {
-            self.timers.disarm(ctx, bucket.resume);
+    pub(super) fn throttle_closed(&mut self, timers: &mut TimerBook, ctx: &mut Ctx, conn: ConnId) {
+        if let Some(bucket) = self.buckets.remove(&conn) {
+            timers.disarm(ctx, bucket.resume);
+        }
+    }
+}
+
+impl BrokerShard {
+    /// The pause of `conn` is due to end: read it again unless it is still in debt (the limit
+    /// was lowered meanwhile), then handle what waited in its carry.
+    pub(super) fn throttle_elapsed(&mut self, ctx: &mut Ctx, conn: ConnId) {
+        let rates = self.shared.door.abuse.publish_rates();
+        if self
+            .door
+            .throttle
+            .pause_over(&mut self.timers, rates, ctx, conn)
+        {
+            ctx.resume_reading(conn);
+            self.unpark_if_free(ctx, conn);
         }
     }
 }

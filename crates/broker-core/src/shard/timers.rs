@@ -28,8 +28,12 @@ impl BrokerShard {
                 self.drain_backlog(ctx);
             }
             TimerPurpose::FencesOverdue(subscriber) => self.fences_overdue(ctx, subscriber),
-            TimerPurpose::CollectAgain => self.collect_again(),
-            TimerPurpose::QuietCheck => self.quiet_check(ctx),
+            TimerPurpose::CollectAgain => self.timers.collect_again(),
+            TimerPurpose::QuietCheck => self.timers.quiet_check(
+                &mut self.delivery.routes,
+                &mut self.replication.replica.changes,
+                ctx,
+            ),
             TimerPurpose::DeadlineSweep => self.sweep_deadlines(ctx),
             TimerPurpose::CredentialsExpired(conn) => self.credentials_expired(ctx, conn),
             TimerPurpose::Throttle(conn) => self.throttle_elapsed(ctx, conn),

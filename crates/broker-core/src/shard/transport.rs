@@ -7,44 +7,12 @@ use codec::{Connect, MqttStr, ReasonCode};
 use ring_runtime::{ConnId, LayerError};
 use tracing::debug;
 
+use super::lifecycle::LifecycleLines;
 use super::{BrokerShard, Ctx};
 use crate::metrics::{Listener, ShardCounters};
-use transport::MqttTransport;
+use transport::{MqttTransport, Transports};
 
 impl BrokerShard {
-    /// Gives `conn` the layer of the listener that accepted it; the listener's kind, or `None`
-    /// when the connection cannot be served (logged).
-    pub(super) fn add_transport(
-        &mut self,
-        ctx: &mut Ctx,
-        conn: ConnId,
-        peer: SocketAddr,
-    ) -> Option<Listener> {
-        let transports = &self.shared.door.transports;
-        if !transports.any() {
-            return Some(Listener::Tcp);
-        }
-        let local = match ctx.local_addr(conn) {
-            Ok(local) => local,
-            Err(error) => {
-                debug!(%peer, %error, "accepted connection has no local address: closing");
-                return None;
-            }
-        };
-        match transports.layer_for(local, peer) {
-            None => Some(Listener::Tcp),
-            Some(Ok(layer)) => {
-                let kind = Listener::from(layer.kind());
-                ctx.set_layer(conn, Box::new(layer));
-                Some(kind)
-            }
-            Some(Err(error)) => {
-                debug!(%peer, %local, %error, "cannot serve this connection: closing");
-                None
-            }
-        }
-    }
-
     /// The layer gave up (failed handshake, plain MQTT on a TLS port, bad upgrade, bad
     /// framing, more held than its bounds allow): logged at debug with the peer, then closed.
     /// A layer over its bounds is counted with the partial packets over the budget. A client
@@ -57,8 +25,13 @@ impl BrokerShard {
         if transport.is_some_and(|t| t.held_over().is_some()) {
             ShardCounters::add(&self.figures.counters().partial_frame_closed, 1);
         }
+        let mut lines = LifecycleLines {
+            shared: &self.shared,
+            timers: &mut self.timers,
+            shard: self.id,
+        };
         let warned = match (peer, refusal) {
-            (Some(peer), Some(refusal)) => self.log_certificate_refused(ctx, peer, refusal),
+            (Some(peer), Some(refusal)) => lines.log_certificate_refused(ctx, peer, refusal),
             _ => false,
         };
         if !warned {
@@ -67,32 +40,63 @@ impl BrokerShard {
                 None => debug!(%error, "transport error: closing"),
             }
         }
-        self.close_connection(ctx, conn);
+        self.wire().close_connection(ctx, conn);
     }
+}
 
-    /// On a listener with `identity_as_username`, the verified client certificate's Common
-    /// Name replaces the CONNECT's username (`Ok(true)`); without one the CONNECT is refused.
-    /// `Ok(false)` on other listeners.
-    pub(super) fn apply_certificate_identity(
-        &self,
-        ctx: &mut Ctx,
-        conn: ConnId,
-        connect: &mut Connect,
-    ) -> Result<bool, ReasonCode> {
-        let Some(transport) = ctx.layer_mut::<MqttTransport>(conn) else {
-            return Ok(false);
-        };
-        let Some(identity) = transport.username_from_certificate() else {
-            return Ok(false);
-        };
-        let peer = transport.peer();
-        let Ok(name) = identity else {
-            debug!(%peer, "no client certificate Common Name to use as the username: refused");
-            return Err(ReasonCode::NotAuthorized);
-        };
-        let username =
-            MqttStr::from_bytes(name.into_bytes().into()).map_err(|_| ReasonCode::NotAuthorized)?;
-        connect.username = Some(username);
-        Ok(true)
+/// Gives `conn` the layer of the listener that accepted it; the listener's kind, or `None`
+/// when the connection cannot be served (logged).
+pub(super) fn add_transport(
+    transports: &Transports,
+    ctx: &mut Ctx,
+    conn: ConnId,
+    peer: SocketAddr,
+) -> Option<Listener> {
+    if !transports.any() {
+        return Some(Listener::Tcp);
     }
+    let local = match ctx.local_addr(conn) {
+        Ok(local) => local,
+        Err(error) => {
+            debug!(%peer, %error, "accepted connection has no local address: closing");
+            return None;
+        }
+    };
+    match transports.layer_for(local, peer) {
+        None => Some(Listener::Tcp),
+        Some(Ok(layer)) => {
+            let kind = Listener::from(layer.kind());
+            ctx.set_layer(conn, Box::new(layer));
+            Some(kind)
+        }
+        Some(Err(error)) => {
+            debug!(%peer, %local, %error, "cannot serve this connection: closing");
+            None
+        }
+    }
+}
+
+/// On a listener with `identity_as_username`, the verified client certificate's Common
+/// Name replaces the CONNECT's username (`Ok(true)`); without one the CONNECT is refused.
+/// `Ok(false)` on other listeners.
+pub(super) fn apply_certificate_identity(
+    ctx: &mut Ctx,
+    conn: ConnId,
+    connect: &mut Connect,
+) -> Result<bool, ReasonCode> {
+    let Some(transport) = ctx.layer_mut::<MqttTransport>(conn) else {
+        return Ok(false);
+    };
+    let Some(identity) = transport.username_from_certificate() else {
+        return Ok(false);
+    };
+    let peer = transport.peer();
+    let Ok(name) = identity else {
+        debug!(%peer, "no client certificate Common Name to use as the username: refused");
+        return Err(ReasonCode::NotAuthorized);
+    };
+    let username =
+        MqttStr::from_bytes(name.into_bytes().into()).map_err(|_| ReasonCode::NotAuthorized)?;
+    connect.username = Some(username);
+    Ok(true)
 }

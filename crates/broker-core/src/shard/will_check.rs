@@ -12,15 +12,19 @@
 //!
 //! Either way it is counted in `wills_not_authorized` and logged at warn.
 
-use super::will_checks::{WaitingConnect, WillCheck, WillRules};
+use super::will_checks::{WaitingConnect, WillCheck, WillChecks, WillRules};
 use codec::{Connect, MqttStr, ReasonCode};
-use ring_runtime::ConnId;
+use ring_runtime::{ConnId, ShardId};
 use tracing::warn;
 
 use super::acl_client::TopicVerdict;
+use super::parts::Figures;
 use super::{BrokerShard, Ctx};
-use crate::conn::Phase;
+use crate::conn::{Connections, Phase};
 use crate::metrics::ShardCounters;
+use crate::session::Sessions;
+use crate::shared::Shared;
+use crate::shared_parts::AccessControl;
 use access::backend::{AclRequest, TopicAccess};
 use access::gatekeeper::grant::ClientGrant;
 use access::gatekeeper::keys::AclKey;
@@ -29,11 +33,30 @@ use access::gatekeeper::workers::Job;
 /// Topics only the broker publishes (as for PUBLISH, `publish.rs`).
 const SYS_PREFIX: &str = "$SYS";
 
-impl BrokerShard {
+/// What judging a will reads: the rules in force, the counter of refusals, and this shard's
+/// id (a backend's answer comes back to it).
+#[derive(Clone, Copy)]
+pub(super) struct WillJudge<'a> {
+    pub(super) control: &'a AccessControl,
+    pub(super) counters: &'a ShardCounters,
+    pub(super) shard: ShardId,
+}
+
+impl<'a> WillJudge<'a> {
+    /// The judge of shard `shard`, by the rules in `shared`, counting in `figures`.
+    pub(super) fn of(shared: &'a Shared, figures: &'a Figures, shard: ShardId) -> Self {
+        Self {
+            control: &shared.access,
+            counters: figures.counters(),
+            shard,
+        }
+    }
+
     /// Judges `connect`'s will (its client id already final) for a client its login let in
     /// with `grant`.
     pub(super) fn check_will(
-        &mut self,
+        self,
+        wills: &mut WillChecks,
         ctx: &Ctx,
         conn: ConnId,
         connect: &Connect,
@@ -52,7 +75,7 @@ impl BrokerShard {
         let remote = || self.cached_will_answer(client_id, rules.username.as_ref(), topic);
         match self.will_verdict(client_id, &rules, topic, remote) {
             TopicVerdict::Allowed => {
-                self.keep_will_rules(conn, rules);
+                self.keep_will_rules(wills, conn, rules);
                 WillCheck::Pass
             }
             TopicVerdict::Refused => {
@@ -60,6 +83,7 @@ impl BrokerShard {
                 WillCheck::Refuse(ReasonCode::NotAuthorized)
             }
             TopicVerdict::Ask => self.ask_about_will(
+                wills,
                 ctx,
                 conn,
                 connect,
@@ -71,7 +95,7 @@ impl BrokerShard {
 
     /// `$SYS`, the authorization hook, then the ACL file and the backend's rules.
     fn will_verdict(
-        &self,
+        self,
         client_id: &MqttStr,
         rules: &WillRules,
         topic: &str,
@@ -79,8 +103,7 @@ impl BrokerShard {
     ) -> TopicVerdict {
         if topic.starts_with(SYS_PREFIX)
             || !self
-                .shared
-                .access
+                .control
                 .hook
                 .authorize_publish(client_id.as_str(), topic)
         {
@@ -88,7 +111,7 @@ impl BrokerShard {
         }
         let grant = rules.grant.as_deref();
         super::acl_client::write_verdict(
-            self.shared.access.acl().as_deref(),
+            self.control.acl().as_deref(),
             client_id,
             rules.username.as_ref(),
             grant,
@@ -99,12 +122,12 @@ impl BrokerShard {
 
     /// The backend's cached answer about writing to `topic`.
     fn cached_will_answer(
-        &self,
+        self,
         client_id: &MqttStr,
         username: Option<&MqttStr>,
         topic: &str,
     ) -> Option<bool> {
-        let gatekeeper = self.shared.access.gatekeeper.as_ref()?;
+        let gatekeeper = self.control.gatekeeper.as_ref()?;
         let username = username.map(MqttStr::as_str);
         let key = AclKey::new(client_id.as_str(), username, topic, TopicAccess::Publish);
         gatekeeper.cached_topic(&key)
@@ -112,7 +135,8 @@ impl BrokerShard {
 
     /// Asks the backend about the will's topic; the CONNECT waits for the answer.
     fn ask_about_will(
-        &mut self,
+        self,
+        wills: &mut WillChecks,
         ctx: &Ctx,
         conn: ConnId,
         connect: &Connect,
@@ -122,11 +146,10 @@ impl BrokerShard {
         let client_id = &connect.client_id;
         let topic = connect.will.as_ref().map_or("", |w| w.topic.as_str());
         let link = grant.and_then(|g| g.link);
-        let (Some(gatekeeper), Some(link)) = (&self.shared.access.gatekeeper, link) else {
+        let (Some(gatekeeper), Some(link)) = (&self.control.gatekeeper, link) else {
             self.will_refused(client_id, topic, "CONNECT refused: no backend to ask");
             return WillCheck::Refuse(ReasonCode::NotAuthorized);
         };
-        let wills = &mut self.auth.topic_waits.wills;
         wills.next_token += 1;
         let token = wills.next_token;
         let request = AclRequest {
@@ -139,7 +162,7 @@ impl BrokerShard {
             access: TopicAccess::Publish,
         };
         let job = Job::Topics {
-            shard: self.id,
+            shard: self.shard,
             conn,
             token,
             link,
@@ -152,27 +175,108 @@ impl BrokerShard {
         WillCheck::Wait(token)
     }
 
+    /// Keeps what an admitted will was judged by, for when it fires; nothing when neither an
+    /// ACL file nor the client's grant restricts it (the file cannot appear by a reload).
+    fn keep_will_rules(self, wills: &mut WillChecks, conn: ConnId, rules: WillRules) {
+        if rules.grant.is_some() || self.control.acl().is_some() {
+            wills.admitted.insert(conn, rules);
+        }
+    }
+
+    /// Whether `client_id`'s will on `topic` may go out now, by the rules in force now.
+    pub(super) fn will_may_fire(
+        self,
+        wills: &mut WillChecks,
+        client_id: &MqttStr,
+        topic: &str,
+    ) -> bool {
+        let verdict = match wills.held.remove(client_id) {
+            Some(rules) => {
+                // The backend cannot be asked now: its cached answer, else the one it gave at
+                // CONNECT; never asked and not allowed by the local rules: refused.
+                let known = rules.remote;
+                let username = rules.username.as_ref();
+                let remote = || {
+                    self.cached_will_answer(client_id, username, topic)
+                        .or(known)
+                };
+                self.will_verdict(client_id, &rules, topic, remote)
+            }
+            // Nothing restricts the client beyond `$SYS` and the hook; or a will recovered from
+            // the store after a restart, whose login is not stored (it passed the ACL at
+            // CONNECT).
+            None if topic.starts_with(SYS_PREFIX)
+                || !self
+                    .control
+                    .hook
+                    .authorize_publish(client_id.as_str(), topic) =>
+            {
+                TopicVerdict::Refused
+            }
+            None => TopicVerdict::Allowed,
+        };
+        if verdict == TopicVerdict::Allowed {
+            return true;
+        }
+        self.will_refused(
+            client_id,
+            topic,
+            "will dropped: the rules in force refuse it",
+        );
+        false
+    }
+
+    /// Counts and logs a will the rules refuse.
+    fn will_refused(self, client_id: &MqttStr, topic: &str, outcome: &str) {
+        ShardCounters::add(&self.counters.wills_not_authorized, 1);
+        warn!(
+            client = client_id.as_str(),
+            topic, "will not authorized: {outcome}"
+        );
+    }
+}
+
+impl WillChecks {
     /// The CONNECT waits for its backend's answer about the will.
     pub(super) fn wait_for_will(
         &mut self,
+        conns: &mut Connections,
         conn: ConnId,
         token: u64,
         connect: Connect,
         (grant, assigned): (Box<ClientGrant>, bool),
     ) {
-        if let Some(connection) = self.conns.get_mut(&conn) {
+        if let Some(connection) = conns.get_mut(&conn) {
             connection.phase = Phase::AwaitingAuth;
         }
-        let wills = &mut self.auth.topic_waits.wills;
         let waiting = WaitingConnect {
             token,
             connect,
             grant,
             assigned,
         };
-        wills.waiting.insert(conn, waiting);
+        self.waiting.insert(conn, waiting);
     }
 
+    /// `conn`'s CONNECT completed: its session's will (if any) is the one checked for it.
+    pub(super) fn will_attached(&mut self, sessions: &Sessions, conn: ConnId, client_id: &MqttStr) {
+        let wills = self;
+        let Some(rules) = wills.admitted.remove(&conn) else {
+            wills.held.remove(client_id);
+            return;
+        };
+        // Rules of wills that went without firing (normal DISCONNECT, session moved or
+        // ended) are dropped now and then: at most about two per session held here.
+        if wills.held.len() >= 64 + 2 * sessions.len() {
+            wills
+                .held
+                .retain(|id, _| sessions.get(id).is_some_and(|s| s.will.is_some()));
+        }
+        wills.held.insert(client_id.clone(), rules);
+    }
+}
+
+impl BrokerShard {
     /// A worker answered about a waiting CONNECT's will (`topics_answered` found no parked
     /// packet for `conn`): the CONNECT goes on, or is refused.
     pub(super) fn will_answered(
@@ -203,8 +307,13 @@ impl BrokerShard {
         if !allowed {
             let topic = connect.will.as_ref().map_or("", |w| w.topic.as_str());
             let reason = "CONNECT refused: 0x87 Not authorized (backend)";
-            self.will_refused(&connect.client_id, topic, reason);
-            self.refuse_connect(ctx, conn, ReasonCode::NotAuthorized);
+            WillJudge::of(&self.shared, &self.figures, self.id).will_refused(
+                &connect.client_id,
+                topic,
+                reason,
+            );
+            self.wire()
+                .refuse_connect(ctx, conn, ReasonCode::NotAuthorized);
             return;
         }
         let grant = &waiting.grant;
@@ -213,80 +322,8 @@ impl BrokerShard {
             grant: grant.restricts().then(|| grant.clone()),
             remote: Some(true),
         };
-        self.keep_will_rules(conn, rules);
-        self.admit_checked(ctx, conn, connect, waiting.grant, waiting.assigned);
-    }
-
-    /// Keeps what an admitted will was judged by, for when it fires; nothing when neither an
-    /// ACL file nor the client's grant restricts it (the file cannot appear by a reload).
-    fn keep_will_rules(&mut self, conn: ConnId, rules: WillRules) {
-        if rules.grant.is_some() || self.shared.access.acl().is_some() {
-            self.auth.topic_waits.wills.admitted.insert(conn, rules);
-        }
-    }
-
-    /// `conn`'s CONNECT completed: its session's will (if any) is the one checked for it.
-    pub(super) fn will_attached(&mut self, conn: ConnId, client_id: &MqttStr) {
         let wills = &mut self.auth.topic_waits.wills;
-        let Some(rules) = wills.admitted.remove(&conn) else {
-            wills.held.remove(client_id);
-            return;
-        };
-        // Rules of wills that went without firing (normal DISCONNECT, session moved or
-        // ended) are dropped now and then: at most about two per session held here.
-        if wills.held.len() >= 64 + 2 * self.sessions.len() {
-            let sessions = &self.sessions;
-            wills
-                .held
-                .retain(|id, _| sessions.get(id).is_some_and(|s| s.will.is_some()));
-        }
-        wills.held.insert(client_id.clone(), rules);
-    }
-
-    /// Whether `client_id`'s will on `topic` may go out now, by the rules in force now.
-    pub(super) fn will_may_fire(&mut self, client_id: &MqttStr, topic: &str) -> bool {
-        let verdict = match self.auth.topic_waits.wills.held.remove(client_id) {
-            Some(rules) => {
-                // The backend cannot be asked now: its cached answer, else the one it gave at
-                // CONNECT; never asked and not allowed by the local rules: refused.
-                let known = rules.remote;
-                let username = rules.username.as_ref();
-                let remote = || {
-                    self.cached_will_answer(client_id, username, topic)
-                        .or(known)
-                };
-                self.will_verdict(client_id, &rules, topic, remote)
-            }
-            // Nothing restricts the client beyond `$SYS` and the hook; or a will recovered from
-            // the store after a restart, whose login is not stored (it passed the ACL at
-            // CONNECT).
-            None if topic.starts_with(SYS_PREFIX)
-                || !self
-                    .shared
-                    .access
-                    .hook
-                    .authorize_publish(client_id.as_str(), topic) =>
-            {
-                TopicVerdict::Refused
-            }
-            None => TopicVerdict::Allowed,
-        };
-        if verdict == TopicVerdict::Allowed {
-            return true;
-        }
-        self.will_refused(
-            client_id,
-            topic,
-            "will dropped: the rules in force refuse it",
-        );
-        false
-    }
-
-    fn will_refused(&self, client_id: &MqttStr, topic: &str, outcome: &str) {
-        ShardCounters::add(&self.figures.counters().wills_not_authorized, 1);
-        warn!(
-            client = client_id.as_str(),
-            topic, "will not authorized: {outcome}"
-        );
+        WillJudge::of(&self.shared, &self.figures, self.id).keep_will_rules(wills, conn, rules);
+        self.admit_checked(ctx, conn, connect, waiting.grant, waiting.assigned);
     }
 }
