@@ -13,7 +13,8 @@ use codec::MqttStr;
 
 use super::disk::{Disk, RealDisk};
 use super::keyed::{self, Keyed, KvRead, Visit};
-use super::salvage::{self, ImageRead, KeyImage};
+use super::salvage::files as salvage;
+use super::salvage::image::{ImageRead, KeyImage};
 use super::{
     Committed, MessageSeq, PagedRecovered, Recovered, SessionStorage, SessionWrite, StorageError,
     StoredMessage, SyncMode,

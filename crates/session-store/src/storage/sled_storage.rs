@@ -9,7 +9,8 @@ use codec::MqttStr;
 
 use super::keyed::{self, Keyed, KvRead, Visit};
 use super::redb_storage::{damaged_database, panic_text};
-use super::salvage::{ImageRead, KeyImage};
+use super::salvage::files::copy_dir;
+use super::salvage::image::{ImageRead, KeyImage};
 use super::{
     Committed, MessageSeq, PagedRecovered, Recovered, SessionStorage, SessionWrite, StorageError,
     StoredMessage, SyncMode,
@@ -96,7 +97,7 @@ impl SledStorage {
 /// The keys of the sled store in `dir`, read from a copy of it in `scratch` (sled writes
 /// when it opens); what reads before an error is kept, the error reported.
 pub(crate) fn image_of(dir: &Path, scratch: &Path) -> Result<ImageRead, StorageError> {
-    super::salvage::copy_dir(dir, scratch)?;
+    copy_dir(dir, scratch)?;
     let mut read = ImageRead::default();
     let storage = match SledStorage::open(scratch, SyncMode::EveryCommit) {
         Ok(storage) => storage,

@@ -18,7 +18,7 @@ use std::path::Path;
 use super::file::LogFile;
 use super::record;
 use crate::storage::StorageError;
-use crate::storage::salvage;
+use crate::storage::salvage::files as salvage;
 
 /// Bytes read at a time while scanning.
 const SCAN_CHUNK: usize = 1 << 20;

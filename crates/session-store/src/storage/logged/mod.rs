@@ -491,7 +491,7 @@ fn missing_checkpoint(at: &Path) -> StorageError {
              checkpointed into is gone, so the store was not opened and nothing was created. \
              Restore checkpoint.redb, or `{}` keeps what the logs hold",
             at.display(),
-            super::salvage::salvage_command(at)
+            super::salvage::files::salvage_command(at)
         ),
     }
 }

@@ -11,7 +11,7 @@ use crate::storage::StorageError;
 use crate::storage::disk::RealDisk;
 use crate::storage::keyed::KeyWrite;
 use crate::storage::redb_storage::{Reads, TABLE, engine_error, open_database};
-use crate::storage::salvage::{ImageRead, KeyImage};
+use crate::storage::salvage::image::{ImageRead, KeyImage};
 
 /// What one log file holds after the last checkpointed epoch.
 #[derive(Debug, Default)]

@@ -1,64 +1,15 @@
 //! The engine-specific steps of check and salvage: scratch copies, reading a store's keys,
 //! writing them as a new store, and opening a store as the broker does.
 
-use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::path::Path;
 
-use super::{ImageRead, KeyImage, StoreCounts, StoreEngine};
+use super::image::{ImageRead, KeyImage};
+use super::report::{StoreCounts, StoreEngine};
 use crate::storage::keyed::Keyed;
 use crate::storage::{
     LoggedStorage, Recovered, RedbStorage, SessionStorage, SledStorage, StorageError, SyncMode,
     logged, redb_storage, sled_storage,
 };
-
-/// A directory of its own under the system's temporary directory, removed when dropped.
-pub(super) struct Scratch(PathBuf);
-
-impl Scratch {
-    pub(super) fn new() -> Result<Self, StorageError> {
-        static NEXT: AtomicU64 = AtomicU64::new(0);
-        let name = format!(
-            "ringmq-store-{}-{}",
-            std::process::id(),
-            NEXT.fetch_add(1, Ordering::Relaxed)
-        );
-        let path = std::env::temp_dir().join(name);
-        std::fs::create_dir_all(&path).map_err(|e| io_error(&path, &e))?;
-        Ok(Self(path))
-    }
-
-    pub(super) fn path(&self) -> &Path {
-        &self.0
-    }
-}
-
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
-fn io_error(path: &Path, e: &std::io::Error) -> StorageError {
-    StorageError::Engine {
-        engine: "store tool",
-        reason: format!("{}: {e}", path.display()),
-    }
-}
-
-/// Copies the files of `from` (and its subdirectories) into `to`.
-pub(crate) fn copy_dir(from: &Path, to: &Path) -> Result<(), StorageError> {
-    std::fs::create_dir_all(to).map_err(|e| io_error(to, &e))?;
-    for entry in std::fs::read_dir(from).map_err(|e| io_error(from, &e))? {
-        let entry = entry.map_err(|e| io_error(from, &e))?;
-        let (source, target) = (entry.path(), to.join(entry.file_name()));
-        if source.is_dir() {
-            copy_dir(&source, &target)?;
-        } else {
-            std::fs::copy(&source, &target).map_err(|e| io_error(&source, &e))?;
-        }
-    }
-    Ok(())
-}
 
 /// Refuses a salvage target that is not new or empty, or lies inside the damaged store.
 pub(super) fn refuse_unfit_target(dir: &Path, into: &Path) -> Result<(), StorageError> {

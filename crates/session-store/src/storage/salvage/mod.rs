@@ -11,122 +11,19 @@
 //! opens it as the broker would, to prove it.
 
 mod engines;
-mod image;
+pub(crate) mod files;
+pub(crate) mod image;
+mod report;
 #[cfg(test)]
 mod tests;
 
-use std::fmt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
-pub(crate) use engines::copy_dir;
-pub(crate) use image::{ImageRead, KeyImage};
+pub use report::{StoreCounts, StoreEngine, StoreReport};
 
-use super::{Recovered, StorageError};
-use engines::Scratch;
-
-/// The engines a store directory can hold.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum StoreEngine {
-    /// `log-0`, `log-1` and `checkpoint.redb`.
-    Log,
-    /// `sessions.redb`.
-    Redb,
-    /// sled's `conf` and `db`.
-    Sled,
-}
-
-/// What a store holds, counted.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct StoreCounts {
-    pub sessions: usize,
-    pub queued: usize,
-    pub inflight: usize,
-    pub awaiting_release: usize,
-    pub retained: usize,
-}
-
-impl StoreCounts {
-    fn of(recovered: &Recovered) -> Self {
-        let sessions = &recovered.sessions;
-        Self {
-            sessions: sessions.len(),
-            queued: sessions.iter().map(|s| s.queued.len()).sum(),
-            inflight: sessions.iter().map(|s| s.inflight.len()).sum(),
-            awaiting_release: sessions.iter().map(|s| s.awaiting_release.len()).sum(),
-            retained: recovered.retained.len(),
-        }
-    }
-}
-
-impl fmt::Display for StoreCounts {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "{} session(s), {} queued message(s), {} inflight, {} inbound QoS 2 id(s), {} \
-             retained",
-            self.sessions, self.queued, self.inflight, self.awaiting_release, self.retained
-        )
-    }
-}
-
-/// What `check` or `salvage` found.
-#[derive(Debug)]
-pub struct StoreReport {
-    pub engine: StoreEngine,
-    pub dir: PathBuf,
-    /// What opening the store (a copy of it for `check`; the new store for `salvage`) as the
-    /// broker does gives: what it loads, or why it refuses.
-    pub opens: Result<StoreCounts, String>,
-    /// One line per thing found: files, epochs, damage.
-    pub findings: Vec<String>,
-    /// Whether damage was found.
-    pub damaged: bool,
-    /// What everything intact adds up to (what `salvage` keeps).
-    pub intact: StoreCounts,
-    /// Keys dropped as undecodable or belonging to no stored session.
-    pub dropped_keys: usize,
-}
-
-impl fmt::Display for StoreReport {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        writeln!(f, "store {} ({:?} engine)", self.dir.display(), self.engine)?;
-        for finding in &self.findings {
-            writeln!(f, "  {finding}")?;
-        }
-        match &self.opens {
-            Ok(counts) => writeln!(f, "opens: yes, with {counts}")?,
-            Err(e) => writeln!(f, "opens: no: {e}")?,
-        }
-        writeln!(f, "intact: {}", self.intact)?;
-        writeln!(
-            f,
-            "dropped: {} key(s) that do not decode or name no stored session",
-            self.dropped_keys
-        )?;
-        write!(f, "damage: {}", if self.damaged { "found" } else { "none" })
-    }
-}
-
-/// The command that reports on the store holding `path` (a file of it, or its directory).
-pub(crate) fn check_command(path: &Path) -> String {
-    format!("ringmq store check --dir {}", store_dir(path).display())
-}
-
-/// The command that salvages the store holding `path`.
-pub(crate) fn salvage_command(path: &Path) -> String {
-    format!(
-        "ringmq store salvage --dir {} --into NEW_DIR",
-        store_dir(path).display()
-    )
-}
-
-fn store_dir(path: &Path) -> &Path {
-    if path.is_dir() {
-        path
-    } else {
-        path.parent().unwrap_or(path)
-    }
-}
+use super::StorageError;
+use files::{Scratch, copy_dir};
+use image::KeyImage;
 
 /// The engine of the store in `dir`.
 pub fn detect_engine(dir: &Path) -> Result<StoreEngine, StorageError> {
@@ -153,7 +50,7 @@ pub fn check_store(dir: &Path) -> Result<StoreReport, StorageError> {
     let engine = detect_engine(dir)?;
     let opens = {
         let scratch = Scratch::new()?;
-        engines::copy_dir(dir, scratch.path())?;
+        copy_dir(dir, scratch.path())?;
         let opens = engines::open_and_count(engine, scratch.path());
         // The error names the copy: name the store.
         let copy = scratch.path().display().to_string();

@@ -9,7 +9,7 @@ use super::*;
 use crate::storage::engine_tests::{Open, temp_dir};
 use crate::storage::random_writes::Writes;
 use crate::storage::{
-    LoggedStorage, RecordingStorage, RedbStorage, SessionStorage, SledStorage, SyncMode,
+    LoggedStorage, RecordingStorage, Recovered, RedbStorage, SessionStorage, SledStorage, SyncMode,
 };
 
 /// Fills a store of `open` in `dir` with 80 random batches; what it loads.
