@@ -58,6 +58,7 @@ mod takeover;
 mod takeover_stream;
 mod throttle;
 mod tls;
+mod webhooks;
 mod will;
 mod will_acl;
 mod ws;

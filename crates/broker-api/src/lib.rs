@@ -12,6 +12,8 @@
 //! (and prints the configuration with [`redact_url`] and [`REDACTED`]).
 //!
 //! - [`BridgeStats`] and [`BridgeFigures`]: the bridges' figures, read for `$SYS`.
+//! - [`BrokerEvent`] and [`EventHook`]: what happened (connections, subscriptions, publishes,
+//!   drops), for a hook that reports it elsewhere (`webhooks`).
 //! - [`Message`]: one published message, encoded once and shared by every copy.
 //! - [`cluster`]: what the shards and the cluster link exchange, and the [`ClusterInbox`] the
 //!   link posts into.
@@ -28,14 +30,17 @@
 mod bridge_stats;
 pub mod cluster;
 mod cluster_figures;
+mod events;
 mod message;
 mod own_links;
 mod reply;
 mod secret;
 
 pub use bridge_stats::{BridgeFigures, BridgeStats};
+pub use bytes::Bytes;
 pub use cluster::{ClusterInbound, ClusterInbox, ClusterPort, PostRefused};
 pub use cluster_figures::ClusterFigures;
+pub use events::{BrokerEvent, EventHook, EventHookFigures, EventKind};
 pub use message::{Expiry, Message};
 pub use own_links::{OwnLink, OwnLinks};
 pub use reply::Reply;

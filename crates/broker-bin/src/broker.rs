@@ -63,6 +63,9 @@ pub enum StartError {
     /// The operations HTTP listener (`[http]`) could not be set up.
     #[error(transparent)]
     Ops(#[from] crate::ops::OpsError),
+    /// A webhook (`[[webhooks]]`) could not be set up.
+    #[error(transparent)]
+    Webhook(#[from] webhooks::WebhookError),
 }
 
 impl Broker {
@@ -123,6 +126,10 @@ impl Broker {
             let link = Arc::new(link);
             shared.links.cluster = Some(Arc::clone(&link) as Arc<dyn broker_api::ClusterPort>);
             cluster_link = Some((link, queues));
+        }
+        if !config.webhooks.is_empty() {
+            let hooks = webhooks::Webhooks::start(config.webhooks.clone())?;
+            shared.links.events = Some(Arc::new(hooks) as Arc<dyn broker_api::EventHook>);
         }
         let mut store = None;
         if let Some(opened) = opened {

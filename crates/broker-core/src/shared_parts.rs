@@ -288,9 +288,16 @@ pub struct Links {
     pub bridges: Arc<dyn broker_api::BridgeFigures>,
     /// The cluster link (`[cluster]`), `None` on a single node.
     pub cluster: Option<Arc<dyn broker_api::ClusterPort>>,
+    /// Where events go (`[[webhooks]]`), `None` when nothing wants them.
+    pub events: Option<Arc<dyn broker_api::EventHook>>,
 }
 
 impl Links {
+    /// The event hook, if it wants events of `kind`.
+    pub fn events_of(&self, kind: broker_api::EventKind) -> Option<&dyn broker_api::EventHook> {
+        (self.events.as_deref()).filter(|hook| hook.wants(kind))
+    }
+
     /// Whether shard `shard` reports local interest to the cluster link: shard 0 (every shard
     /// applies every subscription change, in the same order; one of them reports), when
     /// `[cluster]` is on.
@@ -331,6 +338,7 @@ impl Default for Links {
         Self {
             bridges: Arc::new(NoBridges),
             cluster: None,
+            events: None,
         }
     }
 }

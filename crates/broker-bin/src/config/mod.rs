@@ -27,6 +27,7 @@ mod sessions;
 mod sys;
 mod typed;
 mod validate;
+mod webhooks;
 
 pub use auth::{AuthSettings, BackendKind, JwtConfig};
 pub use bridges::{

@@ -21,6 +21,7 @@ use super::persistence::RawPersistence;
 use super::runtime::RawRuntime;
 use super::sessions::{RawQueues, RawRetained, RawRouting, RawSessions};
 use super::sys::RawSys;
+use super::webhooks::RawWebhook;
 
 /// The whole raw configuration file.
 #[derive(Debug, Clone, Default, Deserialize, Serialize)]
@@ -62,6 +63,9 @@ pub struct RawConfig {
     /// `[cluster]`: absent on a single node (the default).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cluster: Option<RawCluster>,
+    /// `[[webhooks]]`: a later file's list replaces the earlier one whole.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub webhooks: Option<Vec<RawWebhook>>,
 }
 
 impl RawConfig {
@@ -84,6 +88,7 @@ impl RawConfig {
         set_if_some(&mut self.bridges, over.bridges);
         self.http.overlay(over.http);
         overlay_table(&mut self.cluster, over.cluster, RawCluster::overlay);
+        set_if_some(&mut self.webhooks, over.webhooks);
     }
 }
 

@@ -20,6 +20,8 @@ pub struct Config {
     pub bridges: Vec<BridgeSettings>,
     /// `[http]`: the operations HTTP listener.
     pub http: HttpSettings,
+    /// `[[webhooks]]` (read at start).
+    pub webhooks: Vec<webhooks::WebhookSettings>,
 }
 
 /// The core's sections read as the configuration's own (`config.limits`, `config.queues`).

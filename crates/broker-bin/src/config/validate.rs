@@ -6,6 +6,7 @@ use super::cluster;
 use super::error::ConfigError;
 use super::raw::RawConfig;
 use super::typed::Config;
+use super::webhooks;
 use crate::settings::CoreConfig;
 
 impl RawConfig {
@@ -20,6 +21,7 @@ impl RawConfig {
         let bridges = bridges::validate(self.bridges.as_deref().unwrap_or_default(), &listeners)?;
         let http = self.http.validate()?;
         let cluster = self.cluster.as_ref().map(cluster::validate).transpose()?;
+        let webhooks = webhooks::validate(self.webhooks.as_deref().unwrap_or_default())?;
         let core = CoreConfig {
             auth,
             ip,
@@ -47,6 +49,7 @@ impl RawConfig {
             cluster,
             bridges,
             http,
+            webhooks,
         })
     }
 }

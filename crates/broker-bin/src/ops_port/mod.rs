@@ -5,6 +5,7 @@
 
 mod collect;
 mod collect_cluster;
+mod collect_events;
 mod port;
 mod state;
 

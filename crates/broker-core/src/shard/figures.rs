@@ -35,6 +35,10 @@ impl Figures {
         // total.
         std::sync::atomic::fence(std::sync::atomic::Ordering::Release);
         ShardCounters::add(&self.detail().dropped[reason.index()], n);
+        if let Some(hook) = &self.drop_events {
+            let reason = reason.label();
+            hook.post(broker_api::BrokerEvent::MessageDropped { reason, count: n });
+        }
     }
 
     /// Counts a connection refused before login.

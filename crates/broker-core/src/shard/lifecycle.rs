@@ -2,6 +2,7 @@
 //! bounded by `log.max_lifecycle_per_sec` (`crate::lifecycle`). Nothing is formatted,
 //! and the peer address is not looked up, unless the line is enabled and admitted.
 
+use broker_api::{BrokerEvent, EventKind};
 use codec::{Connect, MqttStr, ProtocolVersion};
 use ring_runtime::{CloseReason, ConnId, ShardId};
 use tracing::Level;
@@ -34,6 +35,16 @@ impl LifecycleLines<'_> {
         connect: &Connect,
         keep_alive: u16,
     ) {
+        if let Some(hook) = self.shared.links.events_of(EventKind::ClientConnected) {
+            hook.post(BrokerEvent::ClientConnected {
+                client_id: client_id.as_str().to_owned(),
+                username: connect.username.as_ref().map(|u| u.as_str().to_owned()),
+                peer: ctx.peer_addr(conn).ok(),
+                protocol: protocol_level(connect.protocol),
+                clean_start: connect.clean_start,
+                keep_alive,
+            });
+        }
         if !self.admitted(ctx, Lifecycle::Connected, Level::INFO) {
             return;
         }
@@ -60,6 +71,12 @@ impl LifecycleLines<'_> {
         protocol: ProtocolVersion,
         reason: CloseReason,
     ) {
+        if let Some(hook) = self.shared.links.events_of(EventKind::ClientDisconnected) {
+            hook.post(BrokerEvent::ClientDisconnected {
+                client_id: client_id.as_str().to_owned(),
+                reason: format!("{reason:?}"),
+            });
+        }
         if !self.admitted(ctx, Lifecycle::Disconnected, Level::INFO) {
             return;
         }
@@ -126,6 +143,15 @@ impl LifecycleLines<'_> {
 }
 
 /// The MQTT version as operators write it.
+/// The protocol level a CONNECT names (3, 4 or 5).
+fn protocol_level(protocol: ProtocolVersion) -> u8 {
+    match protocol {
+        ProtocolVersion::V3_1 => 3,
+        ProtocolVersion::V3_1_1 => 4,
+        ProtocolVersion::V5 => 5,
+    }
+}
+
 fn protocol_name(protocol: ProtocolVersion) -> &'static str {
     match protocol {
         ProtocolVersion::V3_1 => "3.1",

@@ -127,6 +127,9 @@ impl BrokerShard {
         let connect_timeout = shared.config.connection.connect_timeout;
         let shared_started = shared.time.started;
         let shared_metrics = std::sync::Arc::clone(&shared.metrics);
+        let drop_events = (shared.links)
+            .events_of(broker_api::EventKind::MessageDropped)
+            .and(shared.links.events.clone());
         let mut shard = Self {
             shared,
             id,
@@ -152,6 +155,7 @@ impl BrokerShard {
                 index: id.index(),
                 started: shared_started,
                 turn_clock: (shared_started, 0),
+                drop_events,
             },
         };
         shard.install_recovered();

@@ -96,6 +96,8 @@ pub(super) struct Figures {
     /// The last turn's `ctx.now()` and the same in nanoseconds since the broker started
     /// (`figures.rs`, `turn_nanos`).
     pub(super) turn_clock: (std::time::Instant, u64),
+    /// Where `message.dropped` events go, if anywhere wants them.
+    pub(super) drop_events: Option<std::sync::Arc<dyn broker_api::EventHook>>,
 }
 
 /// What putting control packets on connections and closing them touches: the connections,

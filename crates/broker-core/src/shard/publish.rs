@@ -141,6 +141,8 @@ impl BrokerShard {
         let publisher = self.sessions.get(client_id).map(|s| s.subscriber);
         let expiry = publish.properties.message_expiry_interval;
         let (topic_text, payload) = publish.content.into_parts();
+        let flags = (publish.qos, publish.retain);
+        post_published(&self.shared.links, client_id, &topic_text, flags, &payload);
         self.publish_internal(
             ctx,
             PublishInput {
@@ -481,5 +483,27 @@ impl Replication {
                 message,
             },
         );
+    }
+}
+
+/// Hands a `message.published` event to the event hook, if it wants one for this topic.
+fn post_published(
+    links: &crate::shared_parts::Links,
+    client_id: &MqttStr,
+    topic: &MqttStr,
+    (qos, retain): (QoS, bool),
+    payload: &bytes::Bytes,
+) {
+    let Some(hook) = links.events_of(broker_api::EventKind::MessagePublished) else {
+        return;
+    };
+    if hook.wants_topic(topic.as_str()) {
+        hook.post(broker_api::BrokerEvent::MessagePublished {
+            client_id: client_id.as_str().to_owned(),
+            topic: topic.as_str().to_owned(),
+            qos: qos as u8,
+            retain,
+            payload: payload.clone(),
+        });
     }
 }

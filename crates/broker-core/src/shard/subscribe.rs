@@ -3,6 +3,8 @@
 
 use std::sync::Arc;
 
+use broker_api::{BrokerEvent, EventKind};
+
 use codec::{
     MqttStr, Packet, QoS, ReasonCode, RetainHandling, SubAck, Subscribe, SubscriptionId,
     SubscriptionOptions, UnsubAck, Unsubscribe,
@@ -238,6 +240,13 @@ impl SubscriptionBook<'_> {
         if is_new {
             self.figures.gauges.subscriptions += 1;
         }
+        if let Some(hook) = self.shared.links.events_of(EventKind::SessionSubscribed) {
+            hook.post(BrokerEvent::SessionSubscribed {
+                client_id: client_id.as_str().to_owned(),
+                filter: text.as_str().to_owned(),
+                qos: granted as u8,
+            });
+        }
         let change = SubscriptionChange::Subscribe {
             subscriber,
             filter: filter.clone(),
@@ -267,10 +276,16 @@ impl SubscriptionBook<'_> {
         if self.sessions.get(client_id).is_none() {
             return (ReasonCode::UnspecifiedError, None);
         }
-        match self.remove_subscription(ctx, client_id, text) {
-            Some(seq) => (ReasonCode::Success, Some(seq)),
-            None => (ReasonCode::NoSubscriptionExisted, None),
+        let Some(seq) = self.remove_subscription(ctx, client_id, text) else {
+            return (ReasonCode::NoSubscriptionExisted, None);
+        };
+        if let Some(hook) = self.shared.links.events_of(EventKind::SessionUnsubscribed) {
+            hook.post(BrokerEvent::SessionUnsubscribed {
+                client_id: client_id.as_str().to_owned(),
+                filter: text.as_str().to_owned(),
+            });
         }
+        (ReasonCode::Success, Some(seq))
     }
 
     /// Removes `client_id`'s subscription `text` from its session, the store and (replicated)
