@@ -17,6 +17,7 @@ mod cluster_tls;
 mod connect;
 mod crash;
 mod examples;
+mod exclusive;
 mod expiry;
 mod expiry_change;
 mod harness;

@@ -4,7 +4,7 @@
 
 use codec::MqttStr;
 use ring_runtime::ShardId;
-use router::{SubscriptionChange, SubscriptionFilter, TopicName};
+use router::{SubscriptionChange, TopicName};
 use session_store::storage::{StoredMessage, StoredSession};
 
 use crate::directory::{SessionLocation, SessionOwner};
@@ -35,7 +35,11 @@ pub fn deal_recovered(
             .collect(),
         ..ReplicaSeed::default()
     };
-    for (index, (stored, queued_total)) in sessions.into_iter().enumerate() {
+    for (index, (mut stored, queued_total)) in sessions.into_iter().enumerate() {
+        let client_id = stored.client_id.clone();
+        stored
+            .subscriptions
+            .retain(|sub| takes_exclusive_hold(shared, &client_id, sub.filter.as_str()));
         let shard = ShardId::new((index % shards) as u16);
         let subscriber = shared.directory.new_subscriber(shard);
         shared.directory.sessions.insert(
@@ -49,8 +53,8 @@ pub fn deal_recovered(
         );
         seed.owners.push((subscriber, shard));
         for stored in &stored.subscriptions {
-            let filter = stored.filter.as_shared_bytes().clone();
-            let Ok(filter) = SubscriptionFilter::from_bytes(filter, limits) else {
+            let Some(filter) = (shared.exclusive.read(&stored.filter, limits)).map(|r| r.filter)
+            else {
                 tracing::warn!(
                     filter = stored.filter.as_str(),
                     "stored filter no longer valid: dropped"
@@ -71,4 +75,23 @@ pub fn deal_recovered(
         });
     }
     recovery.hold(dealt, seed);
+}
+
+/// Takes the hold of a recovered `$exclusive/` subscription for `client_id` (every other one
+/// passes): `false` when another recovered session holds it already (a store written with
+/// `routing.exclusive_subscriptions` off, read with it on), which leaves it out, warned.
+fn takes_exclusive_hold(shared: &Shared, client_id: &MqttStr, text: &str) -> bool {
+    let exclusive = &shared.exclusive;
+    let Some(filter) = text.strip_prefix(crate::exclusive::PREFIX) else {
+        return true;
+    };
+    if !exclusive.enabled() || exclusive.acquire(filter, client_id) {
+        return true;
+    }
+    tracing::warn!(
+        client = client_id.as_str(),
+        filter = text,
+        "recovered exclusive subscription held by another session: dropped"
+    );
+    false
 }

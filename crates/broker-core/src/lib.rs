@@ -22,6 +22,7 @@ pub mod conn;
 pub mod deal;
 pub mod detach;
 pub mod directory;
+pub mod exclusive;
 pub mod guard;
 pub mod lifecycle;
 pub mod message;

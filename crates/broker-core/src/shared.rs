@@ -41,6 +41,8 @@ pub struct Shared {
     pub persistence: Persistence,
     /// The running bridges' board and the cluster link.
     pub links: Links,
+    /// Which session holds each `$exclusive/` filter.
+    pub exclusive: crate::exclusive::ExclusiveSubscriptions,
 }
 
 impl Shared {
@@ -84,6 +86,8 @@ impl Shared {
         };
         let door = Door::new(&config);
         let lifecycle = crate::lifecycle::LifecycleLog::new(config.log.max_lifecycle_per_sec);
+        let exclusive =
+            crate::exclusive::ExclusiveSubscriptions::new(config.routing.exclusive_subscriptions);
         Self {
             limits,
             config,
@@ -101,6 +105,7 @@ impl Shared {
             time: BrokerTime::new(clock),
             persistence: Persistence::default(),
             links: Links::default(),
+            exclusive,
         }
     }
 }

@@ -14,7 +14,7 @@ use crate::settings::{
 
 raw_section!(
     /// `[routing]`
-    RawRouting { shared_strategy: String }
+    RawRouting { shared_strategy: String, exclusive_subscriptions: bool }
 );
 raw_section!(
     /// `[queues]`
@@ -55,7 +55,14 @@ impl RawRouting {
                 ));
             }
         };
-        Ok(RoutingSettings { shared_strategy })
+        let exclusive_subscriptions = need(
+            "routing.exclusive_subscriptions",
+            &self.exclusive_subscriptions,
+        )?;
+        Ok(RoutingSettings {
+            shared_strategy,
+            exclusive_subscriptions,
+        })
     }
 }
 

@@ -15,6 +15,8 @@ pub enum SlowConsumerPolicy {
 #[derive(Debug, Clone)]
 pub struct RoutingSettings {
     pub shared_strategy: router::SharedStrategy,
+    /// `$exclusive/<filter>` subscriptions (`crate::exclusive`) on.
+    pub exclusive_subscriptions: bool,
 }
 
 /// `[queues]`

@@ -236,7 +236,8 @@ impl BrokerShard {
                 .record(SessionWrite::SessionRemoved { client_id });
         }
         let subscriber = session.subscriber;
-        for (_, subscription) in session.subscriptions.drain() {
+        for (text, subscription) in session.subscriptions.drain() {
+            (self.shared.exclusive).release(text.as_str(), &session.client_id);
             self.figures.gauges.subscriptions = self.figures.gauges.subscriptions.saturating_sub(1);
             let change = router::SubscriptionChange::Unsubscribe {
                 subscriber,

@@ -7,7 +7,6 @@ use std::time::{Duration, SystemTime};
 use codec::MqttStr;
 use std::sync::Arc;
 
-use router::SubscriptionFilter;
 use session_store::storage::StoredSession;
 use session_store::{InflightState, PendingWill, SessionExpiry};
 
@@ -93,11 +92,11 @@ pub(super) fn rebuild_session(
     session.will = stored.will.map(Box::new);
     let limits = &shared.limits.topics;
     for sub in stored.subscriptions {
-        let Ok(filter) =
-            SubscriptionFilter::from_bytes(sub.filter.as_shared_bytes().clone(), limits)
-        else {
+        let Some(read) = shared.exclusive.read(&sub.filter, limits) else {
             continue;
         };
+        // An exclusive one's hold was taken when the sessions were dealt (`deal.rs`).
+        let filter = read.filter;
         let record = SessionSubscription {
             filter,
             options: sub.options,

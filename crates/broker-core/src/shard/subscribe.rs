@@ -16,6 +16,7 @@ use super::ack_gate::RetainedDue;
 use super::parts::SubscriptionBook;
 use super::{BrokerShard, Ctx, Fault, client_id_of};
 use crate::detach;
+use crate::exclusive::PREFIX;
 use crate::message::{Change, Expiry, Message, Outgoing};
 use crate::session::SessionSubscription;
 use session_store::storage::SessionWrite;
@@ -185,12 +186,10 @@ impl SubscriptionBook<'_> {
     ) -> Result<Result<(QoS, SubscriptionFilter, bool, ChangeSeq), ReasonCode>, Fault> {
         // Kept by the session for its life: detached from the receive buffer.
         let text = &detach::string(text);
-        let Ok(filter) = SubscriptionFilter::from_bytes(
-            text.as_shared_bytes().clone(),
-            &self.shared.limits.topics,
-        ) else {
+        let Some(read) = self.shared.exclusive.read(text, &self.shared.limits.topics) else {
             return Ok(Err(ReasonCode::TopicFilterInvalid));
         };
+        let filter = read.filter;
         if matches!(filter, SubscriptionFilter::Shared(_)) && options.no_local {
             return Err(Fault::protocol("No Local set on a shared subscription"));
         }
@@ -214,6 +213,10 @@ impl SubscriptionBook<'_> {
         };
         let is_new = !session.subscriptions.contains_key(text);
         if is_new && session.subscriptions.len() >= max {
+            return Ok(Err(ReasonCode::QuotaExceeded));
+        }
+        let exclusive = &self.shared.exclusive;
+        if read.exclusive && !exclusive.acquire(&text.as_str()[PREFIX.len()..], client_id) {
             return Ok(Err(ReasonCode::QuotaExceeded));
         }
         let granted = options.qos.min(QoS::ExactlyOnce);
@@ -265,12 +268,8 @@ impl SubscriptionBook<'_> {
         client_id: &MqttStr,
         text: &MqttStr,
     ) -> (ReasonCode, Option<ChangeSeq>) {
-        if SubscriptionFilter::from_bytes(
-            text.as_shared_bytes().clone(),
-            &self.shared.limits.topics,
-        )
-        .is_err()
-        {
+        let exclusive = &self.shared.exclusive;
+        if exclusive.read(text, &self.shared.limits.topics).is_none() {
             return (ReasonCode::TopicFilterInvalid, None);
         }
         if self.sessions.get(client_id).is_none() {
@@ -298,6 +297,7 @@ impl SubscriptionBook<'_> {
     ) -> Option<ChangeSeq> {
         let session = self.sessions.get_mut(client_id)?;
         let removed = session.subscriptions.remove(text)?;
+        self.shared.exclusive.release(text.as_str(), client_id);
         let subscriber = session.subscriber;
         let expiry = session.expiry;
         if self.durable.stores(expiry) {
