@@ -47,6 +47,7 @@ mod redis_server;
 mod reload;
 mod restart;
 mod retained;
+mod rewrite;
 mod session_owner;
 #[cfg(debug_assertions)]
 mod shard_exit;

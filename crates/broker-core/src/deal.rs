@@ -53,7 +53,8 @@ pub fn deal_recovered(
         );
         seed.owners.push((subscriber, shard));
         for stored in &stored.subscriptions {
-            let Some(filter) = (shared.exclusive.read(&stored.filter, limits)).map(|r| r.filter)
+            let Some(filter) =
+                (shared.topic_rules.exclusive.read(&stored.filter, limits)).map(|r| r.filter)
             else {
                 tracing::warn!(
                     filter = stored.filter.as_str(),
@@ -81,7 +82,7 @@ pub fn deal_recovered(
 /// passes): `false` when another recovered session holds it already (a store written with
 /// `routing.exclusive_subscriptions` off, read with it on), which leaves it out, warned.
 fn takes_exclusive_hold(shared: &Shared, client_id: &MqttStr, text: &str) -> bool {
-    let exclusive = &shared.exclusive;
+    let exclusive = &shared.topic_rules.exclusive;
     let Some(filter) = text.strip_prefix(crate::exclusive::PREFIX) else {
         return true;
     };

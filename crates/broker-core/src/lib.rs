@@ -35,3 +35,4 @@ pub mod shared;
 pub mod shared_parts;
 pub mod store;
 pub mod swap;
+pub mod topic_rules;

@@ -41,8 +41,8 @@ pub struct Shared {
     pub persistence: Persistence,
     /// The running bridges' board and the cluster link.
     pub links: Links,
-    /// Which session holds each `$exclusive/` filter.
-    pub exclusive: crate::exclusive::ExclusiveSubscriptions,
+    /// Topic rewrite rules, and which session holds each `$exclusive/` filter.
+    pub topic_rules: crate::topic_rules::TopicRules,
 }
 
 impl Shared {
@@ -86,8 +86,12 @@ impl Shared {
         };
         let door = Door::new(&config);
         let lifecycle = crate::lifecycle::LifecycleLog::new(config.log.max_lifecycle_per_sec);
-        let exclusive =
-            crate::exclusive::ExclusiveSubscriptions::new(config.routing.exclusive_subscriptions);
+        let topic_rules = crate::topic_rules::TopicRules {
+            rewrite: config.routing.rewrite.clone(),
+            exclusive: crate::exclusive::ExclusiveSubscriptions::new(
+                config.routing.exclusive_subscriptions,
+            ),
+        };
         Self {
             limits,
             config,
@@ -105,7 +109,7 @@ impl Shared {
             time: BrokerTime::new(clock),
             persistence: Persistence::default(),
             links: Links::default(),
-            exclusive,
+            topic_rules,
         }
     }
 }

@@ -22,6 +22,7 @@ mod overlay;
 mod persistence;
 mod print;
 mod raw;
+mod rewrite;
 mod runtime;
 mod sessions;
 mod sys;

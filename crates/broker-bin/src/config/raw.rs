@@ -18,6 +18,7 @@ use super::listeners::RawListeners;
 use super::log::RawLog;
 use super::overlay::{overlay_table, set_if_some};
 use super::persistence::RawPersistence;
+use super::rewrite::RawRewrite;
 use super::runtime::RawRuntime;
 use super::sessions::{RawQueues, RawRetained, RawRouting, RawSessions};
 use super::sys::RawSys;
@@ -63,6 +64,9 @@ pub struct RawConfig {
     /// `[cluster]`: absent on a single node (the default).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cluster: Option<RawCluster>,
+    /// `[[rewrite]]`: a later file's list replaces the earlier one whole.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rewrite: Option<Vec<RawRewrite>>,
     /// `[[webhooks]]`: a later file's list replaces the earlier one whole.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub webhooks: Option<Vec<RawWebhook>>,
@@ -89,6 +93,7 @@ impl RawConfig {
         self.http.overlay(over.http);
         overlay_table(&mut self.cluster, over.cluster, RawCluster::overlay);
         set_if_some(&mut self.webhooks, over.webhooks);
+        set_if_some(&mut self.rewrite, over.rewrite);
     }
 }
 

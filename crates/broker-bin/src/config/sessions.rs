@@ -38,7 +38,11 @@ raw_section!(
 );
 
 impl RawRouting {
-    pub(super) fn validate(&self) -> Result<RoutingSettings, ConfigError> {
+    /// `[routing]` with the `[[rewrite]]` rules read beside it.
+    pub(super) fn validate(
+        &self,
+        rewrite: router::TopicRewrite,
+    ) -> Result<RoutingSettings, ConfigError> {
         const KEY: &str = "routing.shared_strategy";
         let shared_strategy = match need(KEY, &self.shared_strategy)?.as_str() {
             "round-robin" => SharedStrategy::RoundRobin,
@@ -62,6 +66,7 @@ impl RawRouting {
         Ok(RoutingSettings {
             shared_strategy,
             exclusive_subscriptions,
+            rewrite,
         })
     }
 }

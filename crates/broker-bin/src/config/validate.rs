@@ -5,6 +5,7 @@ use super::bridges;
 use super::cluster;
 use super::error::ConfigError;
 use super::raw::RawConfig;
+use super::rewrite;
 use super::typed::Config;
 use super::webhooks;
 use crate::settings::CoreConfig;
@@ -36,7 +37,9 @@ impl RawConfig {
             },
             connection: self.connection.validate()?,
             limits: self.limits.validate()?,
-            routing: self.routing.validate()?,
+            routing: self.routing.validate(rewrite::validate(
+                self.rewrite.as_deref().unwrap_or_default(),
+            )?)?,
             queues: self.queues.validate()?,
             sessions: self.sessions.validate()?,
             retained: self.retained.validate()?,

@@ -91,6 +91,12 @@ pub(crate) const RESTART: &[KeyCheck] = &[
     ),
     same!("limits.free_memory_hold_ms", limits.free_memory_hold),
     same!("routing.shared_strategy", routing.shared_strategy),
+    same!(
+        "routing.exclusive_subscriptions",
+        routing.exclusive_subscriptions
+    ),
+    same!("rewrite", routing.rewrite),
+    same!("webhooks", webhooks),
     same!("queues.outbound_bytes", queues.outbound_bytes),
     same!("queues.backlog_retry_ms", queues.backlog_retry),
     same!("queues.max_queued_messages", queues.max_queued_messages),

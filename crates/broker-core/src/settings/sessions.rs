@@ -17,6 +17,8 @@ pub struct RoutingSettings {
     pub shared_strategy: router::SharedStrategy,
     /// `$exclusive/<filter>` subscriptions (`crate::exclusive`) on.
     pub exclusive_subscriptions: bool,
+    /// `[[rewrite]]` rules.
+    pub rewrite: router::TopicRewrite,
 }
 
 /// `[queues]`

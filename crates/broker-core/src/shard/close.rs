@@ -237,7 +237,7 @@ impl BrokerShard {
         }
         let subscriber = session.subscriber;
         for (text, subscription) in session.subscriptions.drain() {
-            (self.shared.exclusive).release(text.as_str(), &session.client_id);
+            (self.shared.topic_rules.exclusive).release(text.as_str(), &session.client_id);
             self.figures.gauges.subscriptions = self.figures.gauges.subscriptions.saturating_sub(1);
             let change = router::SubscriptionChange::Unsubscribe {
                 subscriber,

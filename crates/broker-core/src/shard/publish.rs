@@ -72,6 +72,7 @@ impl BrokerShard {
         let topic =
             TopicName::from_mqtt_str(publish.content.shared_topic(), &self.shared.limits.topics)
                 .map_err(|e| Fault::new(ReasonCode::TopicNameInvalid, e.to_string()))?;
+        let topic = rewritten(&self.shared, &mut publish, topic, &client_id);
         let verdict =
             self.auth
                 .admit_publish(&self.shared.access, conn, &publish, &client_id, &topic);
@@ -506,4 +507,22 @@ fn post_published(
             payload: payload.clone(),
         });
     }
+}
+
+/// `topic`, or where a `[[rewrite]]` rule sends a PUBLISH of `client_id` to it (then the
+/// PUBLISH carries the new topic).
+fn rewritten(
+    shared: &Shared,
+    publish: &mut Publish,
+    topic: TopicName,
+    client_id: &MqttStr,
+) -> TopicName {
+    let limits = &shared.limits.topics;
+    let topic = (shared.topic_rules).publish_topic(topic, client_id.as_str(), limits);
+    if topic.as_str() != publish.content.shared_topic().as_str()
+        && let Ok(text) = MqttStr::try_from(topic.as_str().to_owned())
+    {
+        publish.content.set_topic(text);
+    }
+    topic
 }

@@ -92,7 +92,7 @@ pub(super) fn rebuild_session(
     session.will = stored.will.map(Box::new);
     let limits = &shared.limits.topics;
     for sub in stored.subscriptions {
-        let Some(read) = shared.exclusive.read(&sub.filter, limits) else {
+        let Some(read) = shared.topic_rules.exclusive.read(&sub.filter, limits) else {
             continue;
         };
         // An exclusive one's hold was taken when the sessions were dealt (`deal.rs`).

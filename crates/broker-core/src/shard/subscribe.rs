@@ -186,7 +186,13 @@ impl SubscriptionBook<'_> {
     ) -> Result<Result<(QoS, SubscriptionFilter, bool, ChangeSeq), ReasonCode>, Fault> {
         // Kept by the session for its life: detached from the receive buffer.
         let text = &detach::string(text);
-        let Some(read) = self.shared.exclusive.read(text, &self.shared.limits.topics) else {
+        let text = &(self.shared.topic_rules).filter_text(text, client_id.as_str());
+        let Some(read) = self
+            .shared
+            .topic_rules
+            .exclusive
+            .read(text, &self.shared.limits.topics)
+        else {
             return Ok(Err(ReasonCode::TopicFilterInvalid));
         };
         let filter = read.filter;
@@ -215,7 +221,7 @@ impl SubscriptionBook<'_> {
         if is_new && session.subscriptions.len() >= max {
             return Ok(Err(ReasonCode::QuotaExceeded));
         }
-        let exclusive = &self.shared.exclusive;
+        let exclusive = &self.shared.topic_rules.exclusive;
         if read.exclusive && !exclusive.acquire(&text.as_str()[PREFIX.len()..], client_id) {
             return Ok(Err(ReasonCode::QuotaExceeded));
         }
@@ -268,7 +274,8 @@ impl SubscriptionBook<'_> {
         client_id: &MqttStr,
         text: &MqttStr,
     ) -> (ReasonCode, Option<ChangeSeq>) {
-        let exclusive = &self.shared.exclusive;
+        let text = &(self.shared.topic_rules).filter_text(text, client_id.as_str());
+        let exclusive = &self.shared.topic_rules.exclusive;
         if exclusive.read(text, &self.shared.limits.topics).is_none() {
             return (ReasonCode::TopicFilterInvalid, None);
         }
@@ -297,7 +304,10 @@ impl SubscriptionBook<'_> {
     ) -> Option<ChangeSeq> {
         let session = self.sessions.get_mut(client_id)?;
         let removed = session.subscriptions.remove(text)?;
-        self.shared.exclusive.release(text.as_str(), client_id);
+        self.shared
+            .topic_rules
+            .exclusive
+            .release(text.as_str(), client_id);
         let subscriber = session.subscriber;
         let expiry = session.expiry;
         if self.durable.stores(expiry) {

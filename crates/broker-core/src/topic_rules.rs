@@ -1,0 +1,95 @@
+//! The operator's rules over topics, read at start: topic rewrite (`[[rewrite]]`, the router's
+//! [`TopicRewrite`]) and exclusive subscriptions ([`crate::exclusive`]). A rewrite runs first,
+//! before the access checks, so that the ACL judges the topic a message is really published
+//! to and the filter a session really gets (a rule cannot carry a client past them).
+
+use codec::MqttStr;
+use router::{SHARE_PREFIX, TopicLimits, TopicName, TopicRewrite};
+
+use crate::exclusive::ExclusiveSubscriptions;
+
+/// The rules over topics.
+#[derive(Debug, Default)]
+pub struct TopicRules {
+    pub rewrite: TopicRewrite,
+    pub exclusive: ExclusiveSubscriptions,
+}
+
+impl TopicRules {
+    /// The topic a PUBLISH of `client_id` to `topic` goes to: `topic`, or where a rule
+    /// rewrites it (when that is a valid topic name; a rule that writes something else is
+    /// taken as not matching, and logged at debug).
+    pub fn publish_topic(
+        &self,
+        topic: TopicName,
+        client_id: &str,
+        limits: &TopicLimits,
+    ) -> TopicName {
+        if self.rewrite.is_empty() {
+            return topic;
+        }
+        let Some(text) = self.rewrite.publish(&topic, client_id) else {
+            return topic;
+        };
+        match TopicName::new(&text, limits) {
+            Ok(rewritten) => rewritten,
+            Err(error) => {
+                tracing::debug!(from = topic.as_str(), to = text, %error, "topic rewrite gave no valid topic: not applied");
+                topic
+            }
+        }
+    }
+
+    /// The filter a SUBSCRIBE or UNSUBSCRIBE of `text` by `client_id` names: `text`, or
+    /// where a rule rewrites it (a shared subscription's filter without its
+    /// `$share/<group>/`, which is kept).
+    pub fn filter_text(&self, text: &MqttStr, client_id: &str) -> MqttStr {
+        if self.rewrite.is_empty() {
+            return text.clone();
+        }
+        let (prefix, filter) = split_share(text.as_str());
+        let Some(rewritten) = self.rewrite.subscribe(filter, client_id) else {
+            return text.clone();
+        };
+        MqttStr::try_from(format!("{prefix}{rewritten}")).unwrap_or_else(|_| text.clone())
+    }
+}
+
+/// A shared subscription's `$share/<group>/` and the rest; `("", text)` for any other.
+fn split_share(text: &str) -> (&str, &str) {
+    let Some(rest) = text.strip_prefix(SHARE_PREFIX) else {
+        return ("", text);
+    };
+    match rest.find('/') {
+        Some(slash) => text.split_at(SHARE_PREFIX.len() + slash + 1),
+        None => ("", text),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use router::{RewriteAction, RewriteRule};
+
+    fn text(s: &str) -> MqttStr {
+        MqttStr::try_from(s.to_owned()).unwrap()
+    }
+
+    #[test]
+    fn a_shared_subscription_keeps_its_group_and_has_its_filter_rewritten() {
+        let rule = RewriteRule::new(RewriteAction::All, "old/#", "^old/(.*)$", "new/$1").unwrap();
+        let rules = TopicRules {
+            rewrite: TopicRewrite::new(vec![rule]),
+            ..TopicRules::default()
+        };
+        assert_eq!(
+            rules.filter_text(&text("$share/g/old/+"), "c"),
+            text("$share/g/new/+")
+        );
+        assert_eq!(rules.filter_text(&text("old/a"), "c"), text("new/a"));
+        assert_eq!(rules.filter_text(&text("other"), "c"), text("other"));
+        let limits = TopicLimits::default();
+        let topic = TopicName::new("old/x", &limits).unwrap();
+        assert_eq!(rules.publish_topic(topic, "c", &limits).as_str(), "new/x");
+    }
+}
