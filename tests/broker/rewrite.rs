@@ -81,5 +81,5 @@ fn the_acl_judges_the_rewritten_topic() {
     assert_eq!(reason, ReasonCode::NotAuthorized);
     // Not rewritten (the expression does not match): allowed as written.
     let reason = device.publish_simple("legacy/d1/other", b"x", QoS::AtLeastOnce);
-    assert_eq!(reason, ReasonCode::Success);
+    assert!(!reason.is_error(), "{reason:?}");
 }
