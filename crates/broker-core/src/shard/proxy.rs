@@ -2,8 +2,9 @@
 //! balancer outside `listeners.proxy_trusted` they are refused at accept; otherwise the header
 //! is read first, within the connect timeout, before TLS, WebSocket and MQTT. The client address
 //! it names then stands for the connection's peer everywhere (`ShardCtx::set_peer_addr`): the
-//! `[ip]` guard admits it (decided here, not at accept), bans and ACL patterns see it, and so do
-//! the lifecycle lines and the admin API. A connection without a valid header is closed. Every
+//! `[ip]` guard admits it (decided here, not at accept), the failed-login bans and the
+//! authentication backends (the HTTP backend's `peer`) see it, and so do the lifecycle lines
+//! and the admin API. A connection without a valid header is closed. Every
 //! refusal here is counted under `ringmq_connects_refused_total{reason="proxy_protocol"}`.
 
 use std::net::SocketAddr;
@@ -29,7 +30,7 @@ impl BrokerShard {
         if self.shared.door.transports.trusts_proxy(peer) {
             return true;
         }
-        debug!(%peer, "PROXY protocol listener: not a trusted balancer (listeners.proxy_trusted): refused");
+        debug!(%peer, "PROXY protocol header refused: not from listeners.proxy_trusted");
         self.figures.count_refusal(Refusal::ProxyProtocol);
         ctx.abort(conn);
         false
