@@ -27,5 +27,7 @@ test_tools() {
   ensure_debian_package redis-server redis-server
   # The cluster tests run a real 3-server NATS cluster (tests/broker/nats_cluster.rs).
   ensure_debian_package nats-server nats-server
+  # The PROXY protocol tests put a real HAProxy in front of the broker (tests/broker/proxy.rs).
+  ensure_debian_package haproxy haproxy
   cargo --version
 }

@@ -128,6 +128,19 @@ impl TestBroker {
             .unwrap_or_else(|| panic!("the test broker has no {kind} listener"))
     }
 
+    /// Every bound listener address, in bind order (`tcp`, `proxy_tcp`, then the tables).
+    pub fn local_addrs(&self) -> Vec<SocketAddr> {
+        self.broker().local_addrs().to_vec()
+    }
+
+    /// Connections refused so far for `refusal`, over every shard.
+    pub fn refused(&self, refusal: ringmq::metrics::Refusal) -> u64 {
+        let metrics = self.broker().metrics();
+        (0..self.broker().shard_count())
+            .map(|i| metrics.detail(i).refused[refusal.index()].load(Ordering::Relaxed))
+            .sum()
+    }
+
     /// The bound address of the operations HTTP listener (`[http] bind`).
     pub fn http_addr(&self) -> SocketAddr {
         self.broker()

@@ -21,7 +21,7 @@ pub(crate) fn loopback(last: u8) -> IpAddr {
 }
 
 /// A TCP connection to `addr` from `source`.
-fn stream_from(source: IpAddr, addr: SocketAddr) -> TcpStream {
+pub(crate) fn stream_from(source: IpAddr, addr: SocketAddr) -> TcpStream {
     let socket = Socket::new(Domain::IPV4, Type::STREAM, None).unwrap();
     socket.bind(&SocketAddr::new(source, 0).into()).unwrap();
     socket.connect(&addr.into()).unwrap();
@@ -39,7 +39,15 @@ pub(crate) fn try_connect(
     source: IpAddr,
     login: Option<(&str, &str)>,
 ) -> Option<ReasonCode> {
-    let mut stream = stream_from(source, broker.addr());
+    connect_over(stream_from(source, broker.addr()), login)
+}
+
+/// Sends a CONNECT with `login` over `stream` (after whatever the test sent first); the
+/// CONNACK's reason, or `None` when the broker closed the connection without one.
+pub(crate) fn connect_over(
+    mut stream: TcpStream,
+    login: Option<(&str, &str)>,
+) -> Option<ReasonCode> {
     let mut connect = connect_packet(V5, "door", true);
     if let Some((user, password)) = login {
         connect.username = Some(s(user));

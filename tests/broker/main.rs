@@ -39,6 +39,7 @@ mod pipelined;
 mod pki;
 mod ports;
 mod process;
+mod proxy;
 mod qos;
 mod queue_bytes;
 mod quotas;

@@ -71,6 +71,8 @@ pub struct ShardCtx<M> {
     pub(crate) clock: Clock,
     pub(crate) conns: ConnTable,
     pub(crate) layers: Layers,
+    /// Peer addresses the handler named for connections (a PROXY protocol header's client).
+    pub(crate) named_peers: std::collections::HashMap<ConnId, SocketAddr>,
     pub(crate) timers: TimerWheel<TimerTarget>,
     pub(crate) outboxes: Outboxes<M>,
     pub(crate) local_inbox: LocalInbox<M>,
@@ -93,6 +95,8 @@ pub(crate) struct TurnRequests {
     pub(crate) release_memory: bool,
     /// Connections whose reading was paused or resumed this turn.
     pub(crate) read_changes: Vec<ConnId>,
+    /// Bytes received before a layer was set, to pass through it after the callback.
+    pub(crate) layer_input: Vec<(ConnId, Bytes)>,
 }
 
 impl<M> ShardCtx<M> {
@@ -107,6 +111,7 @@ impl<M> ShardCtx<M> {
             clock,
             conns: ConnTable::new(),
             layers: Layers::default(),
+            named_peers: std::collections::HashMap::new(),
             timers: TimerWheel::new(now, config.timer_tick),
             outboxes: Outboxes::new(shard_count, config.max_pending_posts),
             local_inbox: LocalInbox::default(),
@@ -264,6 +269,25 @@ impl<M> ShardCtx<M> {
         self.conns.mark_dirty(conn);
     }
 
+    /// Passes `data`, bytes the handler received on `conn` before it set the connection's
+    /// layer (what followed a PROXY protocol header in the same read), through that layer as
+    /// if they had just arrived: right after the current `on_data` returns, before anything
+    /// read later. Call it from `on_data`, after [`Self::set_layer`]. (The simulated shard
+    /// has no layers and drops them.)
+    pub fn receive_through_layer(&mut self, conn: ConnId, data: Bytes) {
+        if !data.is_empty() {
+            self.requests.layer_input.push((conn, data));
+        }
+    }
+
+    /// From now on [`Self::peer_addr`] answers `peer` for `conn`: the client a PROXY protocol
+    /// header named, not the balancer the socket is connected to.
+    pub fn set_peer_addr(&mut self, conn: ConnId, peer: SocketAddr) {
+        if self.conns.get(conn).is_some() {
+            self.named_peers.insert(conn, peer);
+        }
+    }
+
     /// `conn`'s layer, if it has one of type `T`.
     pub fn layer_mut<T: StreamLayer>(&mut self, conn: ConnId) -> Option<&mut T> {
         let layer: &mut dyn std::any::Any = self.layers.layer_mut(conn)?;
@@ -279,8 +303,11 @@ impl<M> ShardCtx<M> {
         record.socket()?.local_addr()
     }
 
-    /// The remote address of `conn`'s socket.
+    /// The remote address of `conn`'s socket, or the one named with [`Self::set_peer_addr`].
     pub fn peer_addr(&self, conn: ConnId) -> std::io::Result<SocketAddr> {
+        if let Some(peer) = self.named_peers.get(&conn) {
+            return Ok(*peer);
+        }
         let record = self
             .conns
             .get(conn)

@@ -4,6 +4,8 @@
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
+use crate::proxy::ProxyTrust;
+
 /// The TLS side of a `tls` or `wss` listener. Paths are relative to the working directory;
 /// the files are read when the broker starts and on every reload.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -96,21 +98,33 @@ impl ListenerKind {
 pub struct TransportListener {
     pub bind: SocketAddr,
     pub kind: ListenerKind,
+    /// Every connection starts with a PROXY protocol header (v1 or v2) from a trusted balancer.
+    pub proxy_protocol: bool,
 }
 
 /// Every validated listener.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ListenerSettings {
     pub tcp: Vec<SocketAddr>,
+    /// Plain TCP listeners whose connections start with a PROXY protocol header.
+    pub proxy_tcp: Vec<SocketAddr>,
     pub transports: Vec<TransportListener>,
+    /// Whose PROXY protocol headers are believed, on every listener that expects one.
+    pub proxy_trusted: ProxyTrust,
 }
 
 impl ListenerSettings {
-    /// Every address to bind, in the order the runtime reports them: the TCP listeners, then
-    /// the TLS and WebSocket listeners in config order.
+    /// Every address to bind, in the order the runtime reports them: the TCP listeners, the
+    /// TCP listeners behind a balancer, then the TLS and WebSocket listeners in config order.
     pub fn binds(&self) -> Vec<SocketAddr> {
         let transports = self.transports.iter().map(|t| t.bind);
-        self.tcp.iter().copied().chain(transports).collect()
+        let tcp = self.tcp.iter().chain(&self.proxy_tcp).copied();
+        tcp.chain(transports).collect()
+    }
+
+    /// Whether any listener expects a PROXY protocol header.
+    pub fn any_proxy(&self) -> bool {
+        !self.proxy_tcp.is_empty() || self.transports.iter().any(|t| t.proxy_protocol)
     }
 }
 

@@ -13,6 +13,10 @@
 //! pass between them) exists once for both sides; what differs (rustls' server or client
 //! connection, WebSocket upgrade answered or requested, frames masked or not) is a named half.
 //!
+//! A listener may expect a PROXY protocol header (v1 or v2) before all of that, from the load
+//! balancers it trusts ([`proxy`]): the header is read first, then the connection gets its
+//! layer with the client's address the header named.
+//!
 //! What a server connection's transport holds for its peer between reads (a partial TLS
 //! record, the WebSocket upgrade request, a partial frame header) is bounded per connection and
 //! charged to a budget the broker shares ([`HoldLimit`]); WebSocket payload is never held (it
@@ -24,18 +28,21 @@
 //! map [`TransportKind`]) or its shards.
 #![forbid(unsafe_code)]
 
+mod cidr;
 mod client;
 mod client_cert;
 pub mod config;
 mod error;
 mod hold;
 mod listeners;
+pub mod proxy;
 mod server_layer;
 mod stack;
 mod tls;
 mod tls_session;
 mod ws;
 
+pub use cidr::{Cidr, CidrError};
 pub use client::{ClientLayer, Connector};
 pub use config::{
     AllowedOrigins, ClientSettings, ListenerKind, ListenerSettings, TlsSettings, TransportListener,
@@ -43,6 +50,7 @@ pub use config::{
 pub use error::{CertificateRefusal, ClientError, TransportError};
 pub use hold::{HeldOver, HoldLimit, MIN_HOLD_PER_CONNECTION, SharedBudget};
 pub use listeners::Transports;
+pub use proxy::{ProxyHeader, ProxyReader, ProxyTrust, ReadStep};
 pub use server_layer::{MqttTransport, NoCommonName};
 pub use stack::{Stack, TransportKind};
 pub use tls::load_server_config;

@@ -7,6 +7,7 @@ use std::sync::OnceLock;
 use crate::config::{ListenerKind, ListenerSettings};
 use crate::error::TransportError;
 use crate::hold::HoldLimit;
+use crate::proxy::{ProxyReader, ProxyTrust};
 use crate::server_layer::MqttTransport;
 use crate::stack::TransportKind;
 use crate::tls::TlsSource;
@@ -20,9 +21,19 @@ enum Transport {
     Wss(WsEndpoint, TlsSource),
 }
 
+/// One configured listener: its address, what it adds on top of TCP, and whether its
+/// connections start with a PROXY protocol header.
+struct Listener {
+    addr: SocketAddr,
+    transport: Transport,
+    proxy: bool,
+}
+
 /// Every listener, in the order the runtime binds them (see [`ListenerSettings::binds`]).
 pub struct Transports {
-    listeners: Vec<(SocketAddr, Transport)>,
+    listeners: Vec<Listener>,
+    /// Whose PROXY protocol headers are believed.
+    trusted: ProxyTrust,
     /// The bound addresses (port 0 resolved), set once the runtime has bound them.
     bound: OnceLock<Vec<SocketAddr>>,
     /// Largest WebSocket message accepted.
@@ -35,11 +46,13 @@ pub struct Transports {
 impl Transports {
     /// Loads every TLS listener's certificate and key; an error names the file.
     pub fn load(settings: &ListenerSettings, max_packet_size: u32) -> Result<Self, TransportError> {
-        let mut listeners: Vec<(SocketAddr, Transport)> = settings
-            .tcp
-            .iter()
-            .map(|addr| (*addr, Transport::Plain))
-            .collect();
+        let plain = |addr: &SocketAddr, proxy| Listener {
+            addr: *addr,
+            transport: Transport::Plain,
+            proxy,
+        };
+        let mut listeners: Vec<Listener> = settings.tcp.iter().map(|a| plain(a, false)).collect();
+        listeners.extend(settings.proxy_tcp.iter().map(|a| plain(a, true)));
         for listener in &settings.transports {
             let transport = match &listener.kind {
                 ListenerKind::Tls(tls) => Transport::Tls(TlsSource::load(tls.clone())?),
@@ -49,11 +62,16 @@ impl Transports {
                     TlsSource::load(tls.clone())?,
                 ),
             };
-            listeners.push((listener.bind, transport));
+            listeners.push(Listener {
+                addr: listener.bind,
+                transport,
+                proxy: listener.proxy_protocol,
+            });
         }
         Ok(Self {
-            any: !settings.transports.is_empty(),
+            any: !settings.transports.is_empty() || settings.any_proxy(),
             listeners,
+            trusted: settings.proxy_trusted.clone(),
             bound: OnceLock::new(),
             max_ws_message: (max_packet_size as usize).saturating_mul(2).max(64 * 1024),
             hold: None,
@@ -75,6 +93,7 @@ impl Transports {
     pub fn plain() -> Self {
         Self {
             listeners: Vec::new(),
+            trusted: ProxyTrust::default(),
             bound: OnceLock::new(),
             max_ws_message: 0,
             hold: None,
@@ -87,7 +106,7 @@ impl Transports {
         let _ = self.bound.set(addrs.to_vec());
     }
 
-    /// Whether any listener speaks TLS or WebSocket.
+    /// Whether any listener speaks TLS or WebSocket or expects a PROXY protocol header.
     pub fn any(&self) -> bool {
         self.any
     }
@@ -98,8 +117,11 @@ impl Transports {
         self.listeners
             .iter()
             .enumerate()
-            .filter(|(_, (_, transport))| transport.kind().name() == kind)
-            .map(|(index, (addr, _))| bound.and_then(|b| b.get(index)).copied().unwrap_or(*addr))
+            .filter(|(_, listener)| listener.transport.kind().name() == kind)
+            .map(|(index, listener)| {
+                let bound = bound.and_then(|b| b.get(index)).copied();
+                bound.unwrap_or(listener.addr)
+            })
             .collect()
     }
 
@@ -107,27 +129,51 @@ impl Transports {
     pub fn reload(&self) -> Vec<TransportError> {
         self.listeners
             .iter()
-            .filter_map(|(_, transport)| match transport {
+            .filter_map(|listener| match &listener.transport {
                 Transport::Tls(tls) | Transport::Wss(_, tls) => tls.reload().err(),
                 Transport::Plain | Transport::Ws(_) => None,
             })
             .collect()
     }
 
-    /// The layer for a connection accepted on `local` from `peer`; `None` for plain TCP.
+    /// Whether the listener that accepted a connection on `local` expects a PROXY protocol
+    /// header first (`false` for an unknown listener: [`Self::layer_for`] refuses it).
+    pub fn expects_proxy(&self, local: SocketAddr) -> bool {
+        self.listener_at(local)
+            .is_some_and(|listener| listener.proxy)
+    }
+
+    /// Whether a PROXY protocol header from `peer` (the balancer) is believed.
+    pub fn trusts_proxy(&self, peer: SocketAddr) -> bool {
+        self.trusted.trusts(peer.ip())
+    }
+
+    /// A reader for a connection's PROXY protocol header, bounded like its layer.
+    pub fn proxy_reader(&self) -> ProxyReader {
+        ProxyReader::new(self.hold.as_ref())
+    }
+
+    /// What the listener on `local` adds on top of TCP (plain for an unknown one).
+    pub fn kind_at(&self, local: SocketAddr) -> TransportKind {
+        self.listener_at(local)
+            .map_or(TransportKind::Plain, |listener| listener.transport.kind())
+    }
+
+    /// The layer for a connection accepted on `local` from `peer` (the client: the address a
+    /// PROXY protocol header named, on a listener that expects one); `None` for plain TCP.
     pub fn layer_for(
         &self,
         local: SocketAddr,
         peer: SocketAddr,
     ) -> Option<Result<MqttTransport, String>> {
-        let Some(transport) = self.listener_at(local) else {
+        let Some(listener) = self.listener_at(local) else {
             // Only before the bound addresses are known, for a port-0 listener: never serve
             // plain MQTT on what may be a TLS port.
             return Some(Err(format!("no listener known for {local} yet")));
         };
         let ws = |endpoint: &WsEndpoint| WsSession::new(endpoint.clone(), self.max_ws_message);
         let hold = self.hold.as_ref();
-        let layer = match transport {
+        let layer = match &listener.transport {
             Transport::Plain => return None,
             Transport::Ws(path) => Ok(MqttTransport::server(
                 None,
@@ -150,12 +196,16 @@ impl Transports {
 
     /// The listener bound to `local`: an exact address first, then a wildcard one on its port.
     /// Before the runtime reported the bound addresses, the configured ones stand in.
-    fn listener_at(&self, local: SocketAddr) -> Option<&Transport> {
+    fn listener_at(&self, local: SocketAddr) -> Option<&Listener> {
         let configured: Vec<SocketAddr>;
         let bound = match self.bound.get() {
             Some(bound) => bound,
             None => {
-                configured = self.listeners.iter().map(|(addr, _)| *addr).collect();
+                configured = self
+                    .listeners
+                    .iter()
+                    .map(|listener| listener.addr)
+                    .collect();
                 &configured
             }
         };
@@ -163,7 +213,7 @@ impl Transports {
         let exact = addrs().find(|(addr, _)| **addr == local);
         let wildcard =
             || addrs().find(|(addr, _)| addr.port() == local.port() && addr.ip().is_unspecified());
-        exact.or_else(wildcard).map(|(_, (_, transport))| transport)
+        exact.or_else(wildcard).map(|(_, listener)| listener)
     }
 }
 

@@ -1,6 +1,8 @@
-//! `[listeners]`: plain TCP addresses plus `[[listeners.tls]]`, `[[listeners.ws]]` and
-//! `[[listeners.wss]]` tables, raw and validated (into the `transport` crate's typed settings,
-//! re-exported here).
+//! `[listeners]`: plain TCP addresses (direct, and behind a balancer that sends a PROXY
+//! protocol header: `proxy_tcp`) plus `[[listeners.tls]]`, `[[listeners.ws]]` and
+//! `[[listeners.wss]]` tables (each with `proxy_protocol`), and the balancers trusted to send
+//! that header (`proxy_trusted`); raw and validated (into the `transport` crate's typed
+//! settings, re-exported here).
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -8,7 +10,8 @@ use std::path::PathBuf;
 use serde::{Deserialize, Serialize};
 
 pub use transport::{
-    AllowedOrigins, ListenerKind, ListenerSettings, TlsSettings, TransportListener,
+    AllowedOrigins, Cidr, ListenerKind, ListenerSettings, ProxyTrust, TlsSettings,
+    TransportListener,
 };
 
 use super::error::ConfigError;
@@ -19,6 +22,8 @@ raw_section!(
     /// `[listeners]`
     RawListeners {
         tcp: Vec<String>,
+        proxy_tcp: Vec<String>,
+        proxy_trusted: Vec<String>,
         tls: Vec<RawTlsListener>,
         ws: Vec<RawWsListener>,
         wss: Vec<RawWssListener>,
@@ -31,6 +36,8 @@ raw_section!(
 pub struct RawTlsListener {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub bind: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub proxy_protocol: Option<bool>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cert: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -50,6 +57,8 @@ pub struct RawWsListener {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub bind: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
+    pub proxy_protocol: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub path: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub allowed_origins: Option<Vec<String>>,
@@ -61,6 +70,8 @@ pub struct RawWsListener {
 pub struct RawWssListener {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub bind: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub proxy_protocol: Option<bool>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub path: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -80,40 +91,41 @@ pub struct RawWssListener {
 impl RawListeners {
     /// Validates every listener; at least one of any kind is required.
     pub(super) fn validate(&self) -> Result<ListenerSettings, ConfigError> {
-        let tcp = self
-            .tcp
-            .iter()
-            .flatten()
-            .map(|text| parse_listen_addr("listeners.tcp", text))
-            .collect::<Result<Vec<_>, _>>()?;
+        let tcp = addresses("listeners.tcp", &self.tcp)?;
+        let proxy_tcp = addresses("listeners.proxy_tcp", &self.proxy_tcp)?;
         let mut transports = Vec::new();
         for raw in self.tls.iter().flatten() {
             let kind = ListenerKind::Tls(tls_settings("listeners.tls", raw.into())?);
-            transports.push(listener("listeners.tls.bind", &raw.bind, kind)?);
+            let bind = ("listeners.tls.bind", &raw.bind);
+            transports.push(listener(bind, kind, raw.proxy_protocol)?);
         }
         for raw in self.ws.iter().flatten() {
             let path = ws_path("listeners.ws.path", &raw.path)?;
             let origins = allowed_origins("listeners.ws.allowed_origins", &raw.allowed_origins)?;
-            transports.push(listener(
-                "listeners.ws.bind",
-                &raw.bind,
-                ListenerKind::Ws { path, origins },
-            )?);
+            let kind = ListenerKind::Ws { path, origins };
+            let bind = ("listeners.ws.bind", &raw.bind);
+            transports.push(listener(bind, kind, raw.proxy_protocol)?);
         }
         for raw in self.wss.iter().flatten() {
             let path = ws_path("listeners.wss.path", &raw.path)?;
             let origins = allowed_origins("listeners.wss.allowed_origins", &raw.allowed_origins)?;
             let tls = tls_settings("listeners.wss", raw.into())?;
             let kind = ListenerKind::Wss { path, origins, tls };
-            transports.push(listener("listeners.wss.bind", &raw.bind, kind)?);
+            let bind = ("listeners.wss.bind", &raw.bind);
+            transports.push(listener(bind, kind, raw.proxy_protocol)?);
         }
-        if tcp.is_empty() && transports.is_empty() {
+        if tcp.is_empty() && proxy_tcp.is_empty() && transports.is_empty() {
             return Err(ConfigError::invalid(
                 "listeners.tcp",
-                "at least one listener (tcp, tls, ws or wss) is required",
+                "at least one listener (tcp, proxy_tcp, tls, ws or wss) is required",
             ));
         }
-        let settings = ListenerSettings { tcp, transports };
+        let settings = ListenerSettings {
+            tcp,
+            proxy_tcp,
+            transports,
+            proxy_trusted: proxy_trusted(&self.proxy_trusted)?,
+        };
         reject_duplicate_binds(&settings.binds())?;
         Ok(settings)
     }
@@ -223,10 +235,11 @@ fn ws_path(key: &'static str, path: &Option<String>) -> Result<String, ConfigErr
     Ok(path)
 }
 
+/// A table's listener: `bind` is (its key, its value).
 fn listener(
-    key: &'static str,
-    bind: &Option<String>,
+    (key, bind): (&'static str, &Option<String>),
     kind: ListenerKind,
+    proxy_protocol: Option<bool>,
 ) -> Result<TransportListener, ConfigError> {
     let text = bind
         .as_deref()
@@ -234,7 +247,33 @@ fn listener(
     Ok(TransportListener {
         bind: parse_listen_addr(key, text)?,
         kind,
+        proxy_protocol: proxy_protocol.unwrap_or(false),
     })
+}
+
+/// A list of `HOST:PORT` addresses under `key`.
+fn addresses(
+    key: &'static str,
+    texts: &Option<Vec<String>>,
+) -> Result<Vec<SocketAddr>, ConfigError> {
+    texts
+        .iter()
+        .flatten()
+        .map(|text| parse_listen_addr(key, text))
+        .collect()
+}
+
+/// `listeners.proxy_trusted`: address blocks; loopback only when not set.
+fn proxy_trusted(texts: &Option<Vec<String>>) -> Result<ProxyTrust, ConfigError> {
+    let Some(texts) = texts else {
+        return Ok(ProxyTrust::loopback());
+    };
+    let blocks = texts
+        .iter()
+        .map(|text| text.parse::<Cidr>())
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|error| ConfigError::invalid("listeners.proxy_trusted", error.to_string()))?;
+    Ok(ProxyTrust::new(blocks))
 }
 
 /// Two listeners on one address would share its connections at random.
@@ -252,7 +291,48 @@ fn reject_duplicate_binds(binds: &[SocketAddr]) -> Result<(), ConfigError> {
 
 #[cfg(test)]
 mod tests {
+    use super::super::{default_raw, parse_raw};
     use super::*;
+
+    fn listeners(text: &str) -> Result<ListenerSettings, String> {
+        let mut raw = default_raw().unwrap();
+        raw.overlay(parse_raw("t", text).map_err(|e| e.to_string())?);
+        let config = raw.validate().map_err(|e| e.to_string())?;
+        Ok(config.listeners.clone())
+    }
+
+    #[test]
+    fn proxy_protocol_keys_default_off_and_loopback_and_name_bad_values() {
+        let defaults = listeners("").unwrap();
+        assert!(!defaults.any_proxy());
+        assert_eq!(defaults.proxy_trusted, ProxyTrust::loopback());
+        let set = listeners(
+            "[listeners]\nproxy_tcp = [\"127.0.0.1:1884\"]\nproxy_trusted = [\"10.0.0.0/8\"]\n\
+             [[listeners.ws]]\nbind = \"127.0.0.1:8080\"\nproxy_protocol = true\n",
+        )
+        .unwrap();
+        assert_eq!(set.proxy_tcp, ["127.0.0.1:1884".parse().unwrap()]);
+        assert!(set.transports[0].proxy_protocol);
+        assert!(set.proxy_trusted.trusts("10.1.2.3".parse().unwrap()));
+        assert!(!set.proxy_trusted.trusts("127.0.0.1".parse().unwrap()));
+        for (text, key) in [
+            (
+                "[listeners]\nproxy_trusted = [\"10.0.0.0/33\"]\n",
+                "listeners.proxy_trusted",
+            ),
+            (
+                "[listeners]\nproxy_tcp = [\"nowhere\"]\n",
+                "listeners.proxy_tcp",
+            ),
+            (
+                "[[listeners.tls]]\nbind = \"127.0.0.1:8883\"\nproxy_protocol = 1\n",
+                "proxy_protocol",
+            ),
+        ] {
+            let error = listeners(text).unwrap_err();
+            assert!(error.contains(key), "{error}");
+        }
+    }
 
     #[test]
     fn allowed_origins_are_scheme_and_host_only() {

@@ -96,33 +96,38 @@ fn hide_secrets(raw: &mut RawConfig) -> bool {
 
 /// The listener keys with defaults (`path`, the client-certificate switches), from `config`.
 fn fill_listeners(raw: &mut RawListeners, config: &Config) {
-    let kinds = || config.listeners.transports.iter().map(|t| &t.kind);
-    let tls = kinds().filter_map(|kind| match kind {
-        ListenerKind::Tls(tls) => Some(tls),
+    let listeners = || config.listeners.transports.iter();
+    let tls = listeners().filter_map(|t| match &t.kind {
+        ListenerKind::Tls(tls) => Some((tls, t.proxy_protocol)),
         _ => None,
     });
-    for (table, tls) in raw.tls.iter_mut().flatten().zip(tls) {
+    for (table, (tls, proxy)) in raw.tls.iter_mut().flatten().zip(tls) {
+        table.proxy_protocol = Some(proxy);
         table.require_client_cert = Some(tls.require_client_cert);
         table.identity_as_username = Some(tls.identity_as_username);
     }
-    let ws = kinds().filter_map(|kind| match kind {
-        ListenerKind::Ws { path, origins } => Some((path, origins)),
+    let ws = listeners().filter_map(|t| match &t.kind {
+        ListenerKind::Ws { path, origins } => Some((path, origins, t.proxy_protocol)),
         _ => None,
     });
-    for (table, (path, origins)) in raw.ws.iter_mut().flatten().zip(ws) {
+    for (table, (path, origins, proxy)) in raw.ws.iter_mut().flatten().zip(ws) {
+        table.proxy_protocol = Some(proxy);
         table.path = Some(path.clone());
         table.allowed_origins = Some(origins.listed().to_vec());
     }
-    let wss = kinds().filter_map(|kind| match kind {
-        ListenerKind::Wss { path, origins, tls } => Some((path, origins, tls)),
+    let wss = listeners().filter_map(|t| match &t.kind {
+        ListenerKind::Wss { path, origins, tls } => Some((path, origins, tls, t.proxy_protocol)),
         _ => None,
     });
-    for (table, (path, origins, tls)) in raw.wss.iter_mut().flatten().zip(wss) {
+    for (table, (path, origins, tls, proxy)) in raw.wss.iter_mut().flatten().zip(wss) {
+        table.proxy_protocol = Some(proxy);
         table.path = Some(path.clone());
         table.allowed_origins = Some(origins.listed().to_vec());
         table.require_client_cert = Some(tls.require_client_cert);
         table.identity_as_username = Some(tls.identity_as_username);
     }
+    let trusted = config.listeners.proxy_trusted.blocks().iter();
+    raw.proxy_trusted = Some(trusted.map(ToString::to_string).collect());
 }
 
 /// The keys of `[auth]` and its backends' tables that have defaults, from `config` (a table

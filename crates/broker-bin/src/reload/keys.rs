@@ -38,6 +38,8 @@ pub(crate) const LIVE: &[KeyCheck] = &[
 /// Keys read once at start: a new value takes effect at the next start.
 pub(crate) const RESTART: &[KeyCheck] = &[
     same!("listeners.tcp", listeners.tcp),
+    same!("listeners.proxy_tcp", listeners.proxy_tcp),
+    same!("listeners.proxy_trusted", listeners.proxy_trusted),
     same!(
         "listeners.tls, listeners.ws, listeners.wss",
         listeners.transports

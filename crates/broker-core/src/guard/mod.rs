@@ -4,7 +4,6 @@
 //! `ip.exempt` and the broker's own links ([`OwnLinks`]: the bridges' local connections) are
 //! neither limited nor banned. Shared by all shards; the per-address table is bounded.
 
-mod cidr;
 mod rules;
 mod table;
 
@@ -14,9 +13,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 
 use broker_api::OwnLinks;
-pub use cidr::{Cidr, CidrError};
 pub use rules::{Admission, BanRule, IpSettings, Refusal};
 use table::IpTable;
+pub use transport::{Cidr, CidrError};
 
 use crate::swap::Swap;
 

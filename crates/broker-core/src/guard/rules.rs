@@ -2,9 +2,9 @@
 //! refuses a connection ([`Refusal`]) and what an admitted connection gives back at close
 //! ([`Admission`]). `table.rs` keeps the per-address counts, `mod.rs` puts them together.
 
-use super::cidr::Cidr;
 use std::net::IpAddr;
 use std::time::Duration;
+use transport::Cidr;
 
 /// `[ip]`, validated.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -23,11 +23,14 @@ pub enum Refusal {
     QuotaExceeded,
     /// Any other reason (a malformed or unsupported CONNECT).
     Other,
+    /// On a `proxy_protocol` listener: a connection from outside `listeners.proxy_trusted`,
+    /// or without a valid PROXY protocol header (closed, no CONNACK).
+    ProxyProtocol,
 }
 
 impl Refusal {
     /// Every refusal, in declaration order.
-    pub const ALL: [Self; 8] = [
+    pub const ALL: [Self; 9] = [
         Self::MaxConnections,
         Self::BadCredentials,
         Self::NotAuthorized,
@@ -36,6 +39,7 @@ impl Refusal {
         Self::Unavailable,
         Self::QuotaExceeded,
         Self::Other,
+        Self::ProxyProtocol,
     ];
 
     /// The refusal a CONNACK with `reason` (a 5.0 reason code) stands for.
@@ -67,6 +71,7 @@ impl Refusal {
             Self::Unavailable => "unavailable",
             Self::QuotaExceeded => "quota_exceeded",
             Self::Other => "other",
+            Self::ProxyProtocol => "proxy_protocol",
         }
     }
 }

@@ -13,7 +13,7 @@ use super::lifecycle::LifecycleLines;
 use super::overload::refuse_in_overload;
 use super::parts::Wire;
 use super::throttle::Throttling;
-use super::transport::add_transport;
+use super::transport::{add_transport, listener_address};
 use super::{BrokerShard, Ctx, Fault, client_id_of};
 use crate::carry;
 use crate::conn::{Connection, Phase};
@@ -23,31 +23,33 @@ use crate::metrics::ShardCounters;
 const CONNECT_TYPE: u8 = codec::PacketType::Connect as u8;
 
 impl BrokerShard {
-    /// A new socket: refuse it beyond `max_connections`, else wait for its CONNECT.
+    /// A new socket: refuse it beyond `max_connections`, else wait for its CONNECT (after its
+    /// PROXY protocol header, on a listener that expects one: `proxy.rs`).
     pub(super) fn accept(&mut self, ctx: &mut Ctx, conn: ConnId, peer: SocketAddr) {
-        if refuse_in_overload(&self.shared, self.figures.counters(), ctx, conn, peer)
-            || !self
-                .door
-                .admit_address(&self.shared.door.guard, ctx, conn, peer)
-        {
+        if refuse_in_overload(&self.shared, self.figures.counters(), ctx, conn, peer) {
             return;
         }
-        let max = self.shared.config.connection.max_connections as usize;
-        if self.shared.door.connections.fetch_add(1, Ordering::Relaxed) >= max {
-            self.shared.door.connections.fetch_sub(1, Ordering::Relaxed);
-            self.figures
-                .count_refusal(crate::metrics::Refusal::MaxConnections);
-            let mut lines = LifecycleLines {
-                shared: &self.shared,
-                timers: &mut self.timers,
-                shard: self.id,
-            };
-            lines.log_refused_at_max(ctx, peer, max);
+        let transports = &self.shared.door.transports;
+        let Ok(local) = listener_address(transports, ctx, conn, peer) else {
             ctx.abort(conn);
+            return;
+        };
+        let proxied = local.filter(|local| transports.expects_proxy(*local));
+        let admitted = match proxied {
+            Some(_) => self.proxy_source_trusted(ctx, conn, peer),
+            None => self
+                .door
+                .admit_address(&self.shared.door.guard, ctx, conn, peer),
+        };
+        if !admitted || !self.within_max_connections(ctx, conn, peer) {
             return;
         }
         debug!(%peer, "accepted");
-        let Some(listener) = add_transport(&self.shared.door.transports, ctx, conn, peer) else {
+        let listener = match proxied {
+            Some(local) => Some(self.await_proxy_header(conn, local)),
+            None => add_transport(&self.shared.door.transports, ctx, conn, local, peer),
+        };
+        let Some(listener) = listener else {
             self.shared.door.connections.fetch_sub(1, Ordering::Relaxed);
             ctx.abort(conn);
             return;
@@ -64,9 +66,36 @@ impl BrokerShard {
         self.door.connection_opened(&self.figures, conn, listener);
     }
 
+    /// Counts a new connection; beyond `connection.max_connections` it is refused (logged,
+    /// counted, aborted).
+    fn within_max_connections(&mut self, ctx: &mut Ctx, conn: ConnId, peer: SocketAddr) -> bool {
+        let max = self.shared.config.connection.max_connections as usize;
+        if self.shared.door.connections.fetch_add(1, Ordering::Relaxed) < max {
+            return true;
+        }
+        self.shared.door.connections.fetch_sub(1, Ordering::Relaxed);
+        self.figures
+            .count_refusal(crate::metrics::Refusal::MaxConnections);
+        let mut lines = LifecycleLines {
+            shared: &self.shared,
+            timers: &mut self.timers,
+            shard: self.id,
+        };
+        lines.log_refused_at_max(ctx, peer, max);
+        ctx.abort(conn);
+        false
+    }
+
     /// Bytes arrived: decode every complete frame, keep a partial one.
     pub(super) fn receive(&mut self, ctx: &mut Ctx, conn: ConnId, data: Bytes) {
         ShardCounters::add(&self.figures.counters().bytes_received, data.len() as u64);
+        let data = match self.door.proxy_waits.is_empty() {
+            true => data,
+            false => match self.read_proxy_header(ctx, conn, data) {
+                Some(rest) => rest,
+                None => return,
+            },
+        };
         let since_start = self.shared.time.since_start(ctx.now());
         let Some(connection) = self.conns.get_mut(&conn) else {
             return;

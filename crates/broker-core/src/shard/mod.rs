@@ -50,6 +50,7 @@ mod overload;
 mod ownership;
 mod owning;
 mod parts;
+mod proxy;
 mod publish;
 mod quiet;
 mod rate_buckets;

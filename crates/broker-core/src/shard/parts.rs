@@ -61,6 +61,9 @@ pub(super) struct Door {
     pub(super) admitted: FastMap<ConnId, (std::net::SocketAddr, crate::guard::Admission)>,
     /// Publish rate buckets of connections (`throttle.rs`).
     pub(super) throttle: Throttle,
+    /// Connections waiting for their PROXY protocol header (`proxy.rs`): the header so far
+    /// and the address of the listener that accepted them.
+    pub(super) proxy_waits: FastMap<ConnId, (transport::ProxyReader, std::net::SocketAddr)>,
 }
 
 /// Clients' identities while an ACL is configured (`acl.rs`), logins waiting for the

@@ -44,23 +44,33 @@ impl BrokerShard {
     }
 }
 
-/// Gives `conn` the layer of the listener that accepted it; the listener's kind, or `None`
-/// when the connection cannot be served (logged).
+/// The address of the listener that accepted `conn`: `Ok(None)` when every listener is plain
+/// TCP (no need to ask); `Err` (logged) when the socket has none.
+pub(super) fn listener_address(
+    transports: &Transports,
+    ctx: &Ctx,
+    conn: ConnId,
+    peer: SocketAddr,
+) -> Result<Option<SocketAddr>, ()> {
+    if !transports.any() {
+        return Ok(None);
+    }
+    ctx.local_addr(conn).map(Some).map_err(|error| {
+        debug!(%peer, %error, "accepted connection has no local address: closing");
+    })
+}
+
+/// Gives `conn` the layer of the listener at `local` (`None`: plain TCP only) for the client
+/// at `peer`; the listener's kind, or `None` when the connection cannot be served (logged).
 pub(super) fn add_transport(
     transports: &Transports,
     ctx: &mut Ctx,
     conn: ConnId,
+    local: Option<SocketAddr>,
     peer: SocketAddr,
 ) -> Option<Listener> {
-    if !transports.any() {
+    let Some(local) = local else {
         return Some(Listener::Tcp);
-    }
-    let local = match ctx.local_addr(conn) {
-        Ok(local) => local,
-        Err(error) => {
-            debug!(%peer, %error, "accepted connection has no local address: closing");
-            return None;
-        }
     };
     match transports.layer_for(local, peer) {
         None => Some(Listener::Tcp),

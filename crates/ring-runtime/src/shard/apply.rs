@@ -142,6 +142,7 @@ impl<H: Handler, B: Backend> Shard<H, B> {
         if conn.layered {
             self.ctx.layers.remove(id);
         }
+        self.ctx.named_peers.remove(&id);
         self.held.forget(id);
         self.backend.release(id, &mut conn);
         if let Some(timer) = conn.take_drain_timer() {

@@ -42,7 +42,10 @@ impl<H: Handler, B: Backend> Shard<H, B> {
                 Some(record) if record.is_usable() && record.layered => {
                     self.receive_layered(conn, data);
                 }
-                Some(record) if record.is_usable() => self.handler.on_data(ctx, conn, data),
+                Some(record) if record.is_usable() => {
+                    self.handler.on_data(ctx, conn, data);
+                    self.receive_layer_input();
+                }
                 _ => {}
             },
             Event::Eof { conn } => {

@@ -45,6 +45,20 @@ impl<H: Handler, B: Backend> Shard<H, B> {
         }
     }
 
+    /// Bytes the handler received before it set a layer go through it now
+    /// ([`crate::ShardCtx::receive_through_layer`]).
+    pub(super) fn receive_layer_input(&mut self) {
+        if self.ctx.requests.layer_input.is_empty() {
+            return;
+        }
+        for (conn, data) in std::mem::take(&mut self.ctx.requests.layer_input) {
+            let layered = self.ctx.conns.get(conn);
+            if layered.is_some_and(|record| record.is_usable() && record.layered) {
+                self.receive_layered(conn, data);
+            }
+        }
+    }
+
     /// A write is about to start: runs what the handler queued (and, on a graceful close, the
     /// layer's goodbye) through the layer into the socket's queue. A layer that fails here
     /// aborts its connection.

@@ -188,3 +188,62 @@ fn frames_queued_while_a_layered_write_is_in_flight_follow_it() {
     let answer = common::read_exact(&mut stream, asks * BIG);
     assert!(answer.iter().all(|&b| b == b'x' ^ KEY));
 }
+
+/// Reads a `FROM <port>\n` line before setting the layer (as a PROXY protocol header comes
+/// before TLS): names the peer, then passes what followed the line through the new layer.
+#[derive(Default)]
+struct LayerAfterLine {
+    line: Vec<u8>,
+    events: Option<mpsc::Sender<String>>,
+}
+
+impl Handler for LayerAfterLine {
+    type Message = ();
+
+    fn on_accept(&mut self, _ctx: &mut ShardCtx<()>, _conn: ConnId, _peer: SocketAddr) {}
+
+    fn on_data(&mut self, ctx: &mut ShardCtx<()>, conn: ConnId, data: Bytes) {
+        if ctx.layer_mut::<XorLayer>(conn).is_some() {
+            let peer = ctx.peer_addr(conn).unwrap();
+            self.events
+                .as_ref()
+                .unwrap()
+                .send(format!("{peer}"))
+                .unwrap();
+            ctx.send(conn, data).unwrap();
+            return;
+        }
+        self.line.extend_from_slice(&data);
+        let Some(end) = self.line.iter().position(|&b| b == b'\n') else {
+            return;
+        };
+        let port: u16 = std::str::from_utf8(&self.line[5..end])
+            .unwrap()
+            .parse()
+            .unwrap();
+        ctx.set_peer_addr(conn, SocketAddr::from(([192, 0, 2, 7], port)));
+        ctx.set_layer(conn, Box::new(XorLayer::default()));
+        let rest = Bytes::copy_from_slice(&self.line[end + 1..]);
+        ctx.receive_through_layer(conn, rest);
+    }
+}
+
+#[test]
+fn bytes_read_before_a_layer_was_set_go_through_it() {
+    let (tx, rx) = mpsc::channel();
+    let start = common::start(common::config(1), move |_| LayerAfterLine {
+        events: Some(tx.clone()),
+        ..LayerAfterLine::default()
+    });
+    let Some(handle) = start else {
+        return;
+    };
+    let mut stream = common::client(handle.local_addrs()[0]);
+    // The line, the layer's greeting and data in one write.
+    let mut wire = b"FROM 51000\nHI\n".to_vec();
+    wire.extend(xor(b"ping"));
+    common::write_all(&mut stream, &wire);
+    assert_eq!(common::read_exact(&mut stream, 3), b"OK\n");
+    assert_eq!(common::read_exact(&mut stream, 4), xor(b"ping"));
+    assert_eq!(next(&rx), "192.0.2.7:51000");
+}

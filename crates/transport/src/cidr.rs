@@ -1,4 +1,5 @@
-//! CIDR blocks (`10.0.0.0/8`, `2001:db8::/32`, or a single address) for allow and deny lists.
+//! CIDR blocks (`10.0.0.0/8`, `2001:db8::/32`, or a single address): the broker's `[ip]` allow
+//! and deny lists, and the balancers trusted to send a PROXY protocol header.
 
 use std::fmt;
 use std::net::IpAddr;
