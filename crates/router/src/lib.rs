@@ -11,6 +11,7 @@ mod index;
 mod matches;
 mod replication;
 mod retained;
+mod retained_order;
 mod shared;
 mod subscription;
 mod table;
@@ -25,6 +26,7 @@ pub use replication::{
     Sequencer, SubscriptionChange,
 };
 pub use retained::{RetainedMatches, RetainedStore};
+pub use retained_order::RetainedStep;
 pub use shared::SharedStrategy;
 pub use subscription::{SubscribeOutcome, SubscriberId, Subscription};
 pub use table::{Publisher, SubscriptionTable, TableConfig, TableStats};
