@@ -46,6 +46,7 @@ mod redis_server;
 mod reload;
 mod restart;
 mod retained;
+mod retained_cursor;
 mod session_owner;
 #[cfg(debug_assertions)]
 mod shard_exit;

@@ -7,7 +7,7 @@
 //! releases them (`ack_when_applied`, `release_acks`), `changes.rs` fills `to_nudge`.
 
 use super::FastSet;
-use codec::{MqttStr, Packet, QoS, SubscriptionId};
+use codec::{Packet, QoS, SubscriptionId};
 use ring_runtime::ConnId;
 use ring_runtime::ShardId;
 use router::{ChangeSeq, SubscriptionFilter};
@@ -27,7 +27,6 @@ pub(super) struct AckGate {
 #[derive(Debug)]
 pub(super) struct PendingAck {
     pub(super) conn: ConnId,
-    pub(super) client_id: MqttStr,
     /// The last change it acknowledges (`None`: none to wait for).
     pub(super) after: Option<ChangeSeq>,
     /// The store ticket whose batch holds its subscription writes, when it must be durable

@@ -60,6 +60,7 @@ impl BrokerShard {
     /// The runtime finished closing `conn`.
     pub(super) fn connection_closed(&mut self, ctx: &mut Ctx, conn: ConnId, reason: CloseReason) {
         self.door.address_released(&self.shared.door.guard, conn);
+        self.delivery.retained.forget(conn);
         let Some(mut connection) = self.conns.remove(&conn) else {
             return;
         };

@@ -1,7 +1,6 @@
 //! SUBSCRIBE and UNSUBSCRIBE: per-filter checks and reason codes, replication of the change to
-//! every shard, and retained messages for new subscriptions.
-
-use std::sync::Arc;
+//! every shard, and which new subscriptions get the retained messages (sent as the
+//! connection drains: `retained_delivery.rs`).
 
 use codec::{
     MqttStr, Packet, QoS, ReasonCode, RetainHandling, SubAck, Subscribe, SubscriptionId,
@@ -14,7 +13,7 @@ use super::ack_gate::RetainedDue;
 use super::parts::SubscriptionBook;
 use super::{BrokerShard, Ctx, Fault, client_id_of};
 use crate::detach;
-use crate::message::{Change, Expiry, Message, Outgoing};
+use crate::message::Change;
 use crate::session::SessionSubscription;
 use session_store::storage::SessionWrite;
 
@@ -65,43 +64,6 @@ impl BrokerShard {
         Ok(())
     }
 
-    /// Sends the retained messages matching a new subscription (RETAIN set, as the spec says).
-    pub(super) fn send_retained(
-        &mut self,
-        ctx: &mut Ctx,
-        client_id: &MqttStr,
-        filter: &SubscriptionFilter,
-        granted: QoS,
-        id: Option<SubscriptionId>,
-    ) {
-        let SubscriptionFilter::Plain(topic_filter) = filter else {
-            return;
-        };
-        let now = ctx.now();
-        let messages: Vec<Arc<Message>> = self
-            .replication
-            .replica
-            .retained
-            .matching(topic_filter)
-            .map(|(_, message)| Arc::clone(message))
-            .filter(|m| m.expiry(now) != Expiry::Expired)
-            .collect();
-        let Some(subscriber) = self.sessions.get(client_id).map(|s| s.subscriber) else {
-            return;
-        };
-        for message in messages {
-            let qos = message.qos.min(granted);
-            let outgoing = Outgoing::new(message, qos, true, id.as_slice(), None);
-            self.deliver(
-                ctx,
-                crate::message::Recipient {
-                    subscriber,
-                    outgoing,
-                },
-            );
-        }
-    }
-
     /// UNSUBSCRIBE: Success or No subscription existed per filter (0x8F for a bad filter).
     pub(super) fn handle_unsubscribe(
         &mut self,
@@ -115,6 +77,7 @@ impl BrokerShard {
         let mut reason_codes = Vec::with_capacity(unsubscribe.filters.len());
         let mut last_change = None;
         for text in &unsubscribe.filters {
+            self.delivery.retained.stop(conn, text);
             let (reason, change) = self.subscriptions().unsubscribe_one(ctx, &client_id, text);
             reason_codes.push(reason);
             last_change = change.or(last_change);
@@ -145,7 +108,7 @@ impl BrokerShard {
             self.cluster_side
                 .mirror_subscriptions(links, sessions, ctx, &client_id);
         }
-        self.ack_when_applied(ctx, conn, client_id, last_change, packet, retained_due);
+        self.ack_when_applied(ctx, conn, last_change, packet, retained_due);
     }
 }
 
