@@ -144,8 +144,9 @@ fn twenty_thousand_retained_reach_a_slow_subscriber_once_each_on_both_protocols(
     assert_eq!(broker.metrics().messages_dropped, 0, "nothing dropped");
 }
 
-/// Reads packets in order until the UNSUBACK; the PUBLISHes before it.
-fn publishes_until_unsuback(client: &mut RawClient) -> usize {
+/// Reads packets in order, acknowledging PUBLISHes, until one that `is_end` accepts; returns
+/// how many PUBLISHes came before it.
+fn publishes_until(client: &mut RawClient, what: &str, is_end: fn(&Packet) -> bool) -> usize {
     let mut publishes = 0;
     loop {
         match client.next_event(Duration::from_secs(5)) {
@@ -154,10 +155,10 @@ fn publishes_until_unsuback(client: &mut RawClient) -> usize {
                     client.acknowledge(&publish);
                     publishes += 1;
                 }
-                Packet::UnsubAck(_) => return publishes,
-                other => panic!("unexpected {other:?}"),
+                ref end if is_end(end) => return publishes,
+                other => panic!("waiting for {what}: unexpected {other:?}"),
             },
-            other => panic!("waiting for UNSUBACK: {other:?}"),
+            other => panic!("waiting for {what}: {other:?}"),
         }
     }
 }
@@ -178,7 +179,9 @@ fn unsubscribe_and_disconnect_end_a_delivery_midway() {
             properties: Default::default(),
         };
         reader.send(&Packet::Unsubscribe(unsubscribe));
-        let before = publishes_until_unsuback(&mut reader);
+        let before = publishes_until(&mut reader, "UNSUBACK", |p| {
+            matches!(p, Packet::UnsubAck(_))
+        });
         assert!(before + 1 < RETAINED, "stopped midway ({before} sent)");
         let after = reader.drain_publishes(true);
         assert!(after.is_empty(), "{} copies after UNSUBACK", after.len());
@@ -249,4 +252,34 @@ fn a_message_cleared_or_replaced_after_the_subscribe_is_sent_as_it_is_then() {
         "{live:?}"
     );
     assert!(live.contains(&(last.clone(), Vec::new())), "{live:?}");
+}
+
+#[test]
+fn a_new_subscribe_to_the_same_filter_starts_the_delivery_over() {
+    let broker = TestBroker::with_config(CONFIG);
+    store_retained(&broker);
+    for protocol in [V311, V5] {
+        let (mut reader, _) = slow_client(&broker, protocol, "resubscriber");
+        reader.subscribe("bulk/#", QoS::AtLeastOnce);
+        for _ in 0..10 {
+            let publish = reader.expect_publish();
+            reader.acknowledge(&publish);
+        }
+        let id = reader.next_packet_id();
+        let again = crate::client::subscribe_packet(
+            id,
+            "bulk/#",
+            crate::client::qos_options(QoS::AtLeastOnce),
+        );
+        reader.send(&Packet::Subscribe(again));
+        // What the first delivery sent comes before the second SUBACK; all of it after.
+        publishes_until(&mut reader, "the second SUBACK", |p| {
+            matches!(p, Packet::SubAck(_))
+        });
+        let seen = read_all_slowly(&mut reader);
+        assert!(seen.values().all(|&n| n == 1), "each once after the SUBACK");
+        assert!(reader.drain_publishes(true).is_empty(), "and nothing more");
+        reader.disconnect();
+    }
+    assert_eq!(broker.metrics().messages_dropped, 0, "nothing dropped");
 }

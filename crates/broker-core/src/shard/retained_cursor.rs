@@ -89,3 +89,65 @@ impl RetainedCursors {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use router::TopicLimits;
+
+    fn cursor(filter: &str, after: Option<&'static str>) -> RetainedCursor {
+        RetainedCursor {
+            key: MqttStr::try_from(filter).expect("a filter"),
+            filter: TopicFilter::new(filter, &TopicLimits::default()).expect("a filter"),
+            granted: QoS::AtMostOnce,
+            id: None,
+            after: after.map(|a| Bytes::from_static(a.as_bytes())),
+            started_ns: 1,
+        }
+    }
+
+    fn keys(cursors: &mut RetainedCursors, conn: ConnId) -> Vec<(String, Option<Bytes>)> {
+        let taken = cursors.take(conn).unwrap_or_default();
+        let keys = taken
+            .iter()
+            .map(|c| (c.key.as_str().to_owned(), c.after.clone()))
+            .collect();
+        cursors.put_back(conn, taken);
+        keys
+    }
+
+    #[test]
+    fn a_subscribe_to_the_same_filter_starts_over_and_unsubscribe_or_close_ends() {
+        let (a, b) = (ConnId::from_u64(1), ConnId::from_u64(2));
+        let mut cursors = RetainedCursors::default();
+        cursors.start(a, cursor("x/#", Some("x/5")));
+        cursors.start(a, cursor("y/#", None));
+        cursors.start(a, cursor("x/#", None));
+        cursors.start(b, cursor("x/#", None));
+        let expected = vec![("y/#".to_owned(), None), ("x/#".to_owned(), None)];
+        assert_eq!(keys(&mut cursors, a), expected);
+        cursors.stop(a, &MqttStr::try_from("y/#").expect("a filter"));
+        cursors.stop(a, &MqttStr::try_from("x/#").expect("a filter"));
+        assert!(cursors.take(a).is_none(), "nothing left for a");
+        cursors.forget(b);
+        assert!(cursors.is_empty());
+    }
+
+    #[test]
+    fn what_started_while_taken_out_goes_behind_and_replaces() {
+        let conn = ConnId::from_u64(7);
+        let mut cursors = RetainedCursors::default();
+        cursors.start(conn, cursor("a", Some("a")));
+        cursors.start(conn, cursor("b", Some("b")));
+        let taken = cursors.take(conn).expect("two cursors");
+        cursors.start(conn, cursor("b", None));
+        cursors.start(conn, cursor("c", None));
+        cursors.put_back(conn, taken);
+        let expected = vec![
+            ("a".to_owned(), Some(Bytes::from_static(b"a"))),
+            ("b".to_owned(), None),
+            ("c".to_owned(), None),
+        ];
+        assert_eq!(keys(&mut cursors, conn), expected);
+    }
+}
