@@ -7,13 +7,24 @@
 //! releases them (`ack_when_applied`, `release_acks`), `changes.rs` fills `to_nudge`.
 
 use super::FastSet;
-use codec::{Packet, QoS, SubscriptionId};
+use codec::{MqttStr, Packet, QoS, SubscriptionId};
 use ring_runtime::ConnId;
 use ring_runtime::ShardId;
 use router::{ChangeSeq, SubscriptionFilter};
 
 /// Retained messages owed to new subscriptions once their SUBACK is out.
-pub(super) type RetainedDue = Vec<(SubscriptionFilter, QoS, Option<SubscriptionId>)>;
+pub(super) type RetainedDue = Vec<RetainedOwed>;
+
+/// The retained delivery owed to one new subscription.
+#[derive(Debug)]
+pub(super) struct RetainedOwed {
+    /// The filter's text as the session keys the subscription (the delivery ends once the
+    /// session no longer holds it).
+    pub(super) key: MqttStr,
+    pub(super) filter: SubscriptionFilter,
+    pub(super) granted: QoS,
+    pub(super) id: Option<SubscriptionId>,
+}
 
 /// Acknowledgements waiting for replication, and the shards to wake once this shard has
 /// applied changes for their sessions.

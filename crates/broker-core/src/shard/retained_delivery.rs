@@ -14,7 +14,7 @@
 
 use std::sync::Arc;
 
-use codec::{MqttStr, QoS};
+use codec::QoS;
 use ring_runtime::ConnId;
 use router::{RetainedStep, SubscriberId, SubscriptionFilter};
 
@@ -55,19 +55,16 @@ impl BrokerShard {
             return;
         }
         let started_ns = self.figures.turn_nanos(ctx);
-        for (filter, granted, id) in due {
+        for owed in due {
             // Shared subscriptions get no retained messages (`wants_retained`).
-            let SubscriptionFilter::Plain(filter) = filter else {
-                continue;
-            };
-            let Ok(key) = MqttStr::from_bytes(filter.to_bytes()) else {
+            let SubscriptionFilter::Plain(filter) = owed.filter else {
                 continue;
             };
             let cursor = RetainedCursor {
-                key,
+                key: owed.key,
                 filter,
-                granted,
-                id,
+                granted: owed.granted,
+                id: owed.id,
                 after: None,
                 started_ns,
             };

@@ -9,7 +9,7 @@ use codec::{
 use ring_runtime::ConnId;
 use router::{ChangeSeq, SubscriptionChange, SubscriptionFilter};
 
-use super::ack_gate::RetainedDue;
+use super::ack_gate::{RetainedDue, RetainedOwed};
 use super::parts::SubscriptionBook;
 use super::{BrokerShard, Ctx, Fault, client_id_of};
 use crate::detach;
@@ -37,11 +37,16 @@ impl BrokerShard {
                 .subscriptions()
                 .subscribe_one(ctx, conn, &client_id, &text, options, id)?
             {
-                Ok((granted, filter, is_new, seq)) => {
+                Ok((granted, filter, is_new, seq, key)) => {
                     last_change = Some(seq);
                     reason_codes.push(granted_code(granted));
                     if wants_retained(&filter, options.retain_handling, is_new) {
-                        retained_for.push((filter, granted, id));
+                        retained_for.push(RetainedOwed {
+                            key,
+                            filter,
+                            granted,
+                            id,
+                        });
                     }
                 }
                 Err(reason) => reason_codes.push(reason),
@@ -132,8 +137,9 @@ fn wants_retained(filter: &SubscriptionFilter, handling: RetainHandling, is_new:
 }
 
 impl SubscriptionBook<'_> {
-    /// One filter of a SUBSCRIBE: the granted QoS, the filter and whether it is new; or the
-    /// refusal reason. A protocol violation ends the connection.
+    /// One filter of a SUBSCRIBE: the granted QoS, the filter, whether it is new, its change
+    /// and the text the session keys it by; or the refusal reason. A protocol violation ends
+    /// the connection.
     #[allow(clippy::type_complexity)]
     fn subscribe_one(
         &mut self,
@@ -143,7 +149,8 @@ impl SubscriptionBook<'_> {
         text: &MqttStr,
         options: SubscriptionOptions,
         id: Option<SubscriptionId>,
-    ) -> Result<Result<(QoS, SubscriptionFilter, bool, ChangeSeq), ReasonCode>, Fault> {
+    ) -> Result<Result<(QoS, SubscriptionFilter, bool, ChangeSeq, MqttStr), ReasonCode>, Fault>
+    {
         // Kept by the session for its life: detached from the receive buffer.
         let text = &detach::string(text);
         let Ok(filter) = SubscriptionFilter::from_bytes(
@@ -210,7 +217,7 @@ impl SubscriptionBook<'_> {
         let seq = self
             .figures
             .broadcast(ctx, &self.shared.order, Change::Subscription(change));
-        Ok(Ok((granted, filter, is_new, seq)))
+        Ok(Ok((granted, filter, is_new, seq, text.clone())))
     }
 
     fn unsubscribe_one(
