@@ -49,6 +49,7 @@ mod reload;
 mod restart;
 mod retained;
 mod rewrite;
+mod retained_cursor;
 mod session_owner;
 #[cfg(debug_assertions)]
 mod shard_exit;

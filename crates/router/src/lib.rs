@@ -12,6 +12,7 @@ mod matches;
 mod replication;
 mod retained;
 mod rewrite;
+mod retained_order;
 mod shared;
 mod subscription;
 mod table;
@@ -27,6 +28,7 @@ pub use replication::{
 };
 pub use retained::{RetainedMatches, RetainedStore};
 pub use rewrite::{RewriteAction, RewriteError, RewriteRule, TopicRewrite};
+pub use retained_order::RetainedStep;
 pub use shared::SharedStrategy;
 pub use subscription::{SubscribeOutcome, SubscriberId, Subscription};
 pub use table::{Publisher, SubscriptionTable, TableConfig, TableStats};

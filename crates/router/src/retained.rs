@@ -1,5 +1,11 @@
 //! The retained-message index: one value per topic name, found for a new subscription by
-//! walking a topic trie with the subscription's filter (never by scanning every topic).
+//! walking a topic trie with the subscription's filter (never by scanning every topic), or
+//! step by step in topic order from a saved position ([`RetainedStore::next_after`],
+//! `retained_order.rs`), for a delivery that resumes as its connection drains.
+
+use std::collections::BTreeMap;
+
+use bytes::Bytes;
 
 use crate::filter::TopicFilter;
 use crate::index::byte_levels;
@@ -37,6 +43,9 @@ impl<V> NodeValue for Slot<V> {
 #[derive(Debug, Clone)]
 pub struct RetainedStore<V> {
     trie: LevelTrie<Slot<V>>,
+    /// Every stored topic in byte order (the key shares the entry's topic allocation), with
+    /// its node: where an ordered walk resumes.
+    pub(crate) in_order: BTreeMap<Bytes, NodeId>,
     count: usize,
     bytes: usize,
 }
@@ -45,6 +54,7 @@ impl<V> Default for RetainedStore<V> {
     fn default() -> Self {
         Self {
             trie: LevelTrie::default(),
+            in_order: BTreeMap::new(),
             count: 0,
             bytes: 0,
         }
@@ -78,6 +88,7 @@ impl<V> RetainedStore<V> {
             value,
             size,
         };
+        let key = entry.topic.to_bytes();
         let previous = self.trie.value_mut(id).0.replace(entry);
         self.bytes += topic.len() + size;
         match previous {
@@ -86,6 +97,7 @@ impl<V> RetainedStore<V> {
                 Some(old.value)
             }
             None => {
+                self.in_order.insert(key, id);
                 self.count += 1;
                 None
             }
@@ -98,9 +110,15 @@ impl<V> RetainedStore<V> {
         let id = self.trie.find(byte_levels(topic.as_bytes()))?;
         let old = self.trie.value_mut(id).0.take()?;
         self.trie.prune(byte_levels(topic.as_bytes()));
+        self.in_order.remove(topic.as_bytes());
         self.count -= 1;
         self.bytes -= old.topic.len() + old.size;
         Some(old.value)
+    }
+
+    /// The topic and value stored at node `id`, if any.
+    pub(crate) fn entry_at(&self, id: NodeId) -> Option<(&TopicName, &V)> {
+        self.trie.value(id).0.as_ref().map(|e| (&e.topic, &e.value))
     }
 
     /// The retained message of exactly `topic`.
@@ -167,13 +185,7 @@ impl<'a, V> RetainedMatches<'a, V> {
     }
 
     fn entry(&self, id: NodeId) -> Option<(&'a TopicName, &'a V)> {
-        let store: &'a RetainedStore<V> = self.store;
-        store
-            .trie
-            .value(id)
-            .0
-            .as_ref()
-            .map(|e| (&e.topic, &e.value))
+        self.store.entry_at(id)
     }
 
     /// Expands one walk step; returns the entry at the node if the node itself matches.

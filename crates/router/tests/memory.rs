@@ -86,7 +86,9 @@ fn bytes_per_subscription_and_per_retained_topic() {
         "the brief's budget: {per_exact} bytes per exact subscription"
     );
     assert!(per_wildcard <= 320.0, "regression guard: {per_wildcard}");
-    assert!(per_retained <= 320.0, "regression guard: {per_retained}");
+    // About 95 of these bytes (290 before it) are the ordered index that a retained delivery
+    // resumes from (`RetainedStore::next_after`): a B-tree entry per topic, sharing its bytes.
+    assert!(per_retained <= 400.0, "regression guard: {per_retained}");
 }
 
 fn a_warm_match_allocates_nothing() {

@@ -34,7 +34,7 @@ raw_section!(
 );
 raw_section!(
     /// `[retained]`
-    RawRetained { max_messages: u64, max_bytes: u64 }
+    RawRetained { max_messages: u64, max_bytes: u64, delivery_per_turn: u64 }
 );
 
 impl RawRouting {
@@ -142,6 +142,12 @@ impl RawRetained {
         Ok(RetainedSettings {
             max_messages: narrow("retained.max_messages", &self.max_messages, 0, 100_000_000)?,
             max_bytes: in_range("retained.max_bytes", &self.max_bytes, 0, 1 << 40)?,
+            delivery_per_turn: narrow(
+                "retained.delivery_per_turn",
+                &self.delivery_per_turn,
+                1,
+                1_000_000,
+            )?,
         })
     }
 }

@@ -116,6 +116,7 @@ pub(crate) const RESTART: &[KeyCheck] = &[
     same!("sessions.max_sessions", sessions.max_sessions),
     same!("retained.max_messages", retained.max_messages),
     same!("retained.max_bytes", retained.max_bytes),
+    same!("retained.delivery_per_turn", retained.delivery_per_turn),
     same!("sys.interval", sys_interval),
     same!("persistence.engine", persistence.engine),
     same!("persistence.dir", persistence.dir),

@@ -68,4 +68,6 @@ pub fn requested_expiry_interval(connect: &codec::Connect) -> u32 {
 pub struct RetainedSettings {
     pub max_messages: u32,
     pub max_bytes: u64,
+    /// Most retained copies one connection's delivery cursors put on the wire per turn.
+    pub delivery_per_turn: u32,
 }

@@ -13,7 +13,18 @@ use ring_runtime::ShardId;
 use router::{ChangeSeq, SubscriptionFilter};
 
 /// Retained messages owed to new subscriptions once their SUBACK is out.
-pub(super) type RetainedDue = Vec<(SubscriptionFilter, QoS, Option<SubscriptionId>)>;
+pub(super) type RetainedDue = Vec<RetainedOwed>;
+
+/// The retained delivery owed to one new subscription.
+#[derive(Debug)]
+pub(super) struct RetainedOwed {
+    /// The filter's text as the session keys the subscription (the delivery ends once the
+    /// session no longer holds it).
+    pub(super) key: MqttStr,
+    pub(super) filter: SubscriptionFilter,
+    pub(super) granted: QoS,
+    pub(super) id: Option<SubscriptionId>,
+}
 
 /// Acknowledgements waiting for replication, and the shards to wake once this shard has
 /// applied changes for their sessions.
@@ -27,7 +38,6 @@ pub(super) struct AckGate {
 #[derive(Debug)]
 pub(super) struct PendingAck {
     pub(super) conn: ConnId,
-    pub(super) client_id: MqttStr,
     /// The last change it acknowledges (`None`: none to wait for).
     pub(super) after: Option<ChangeSeq>,
     /// The store ticket whose batch holds its subscription writes, when it must be durable

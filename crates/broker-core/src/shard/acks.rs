@@ -71,6 +71,8 @@ impl BrokerShard {
         if super::deliver::needs_drain(session) {
             self.drain_at(ctx, at);
         }
+        // A freed slot also lets a retained delivery waiting for the window on.
+        self.advance_retained(ctx, conn);
     }
 
     /// PUBREC: answer PUBREL (0x92 when the id is unknown); an error reason ends the flow.

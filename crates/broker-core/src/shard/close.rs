@@ -61,6 +61,7 @@ impl BrokerShard {
     pub(super) fn connection_closed(&mut self, ctx: &mut Ctx, conn: ConnId, reason: CloseReason) {
         self.door.address_released(&self.shared.door.guard, conn);
         self.door.proxy_waits.remove(&conn);
+        self.delivery.retained.forget(conn);
         let Some(mut connection) = self.conns.remove(&conn) else {
             return;
         };

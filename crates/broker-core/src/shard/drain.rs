@@ -188,7 +188,8 @@ impl BrokerShard {
         }
     }
 
-    /// Retries connections whose send queue was over its bound.
+    /// Retries connections whose send queue was over its bound, or whose retained delivery
+    /// spent its turn's share.
     pub(super) fn drain_backlog(&mut self, ctx: &mut Ctx) {
         if self.delivery.routes.backlog.is_empty() {
             return;
@@ -198,6 +199,8 @@ impl BrokerShard {
             if let Some(subscriber) = self.conns.get(&conn).and_then(|c| c.session()) {
                 self.drain_subscriber(ctx, subscriber);
             }
+            // Retained copies owed go after the session's own queue.
+            self.advance_retained(ctx, conn);
         }
     }
 }

@@ -13,7 +13,7 @@
 //! pipelined behind a SUBSCRIBE is matched with that subscription in place. A connection has
 //! at most one acknowledgement waiting.
 
-use codec::{MqttStr, Packet};
+use codec::Packet;
 use ring_runtime::ConnId;
 use router::ChangeSeq;
 
@@ -29,19 +29,17 @@ impl BrokerShard {
         &mut self,
         ctx: &mut Ctx,
         conn: ConnId,
-        client_id: MqttStr,
         last_change: Option<ChangeSeq>,
         packet: Packet,
         retained_due: RetainedDue,
     ) {
         let ticket = self.durable.ticket_of_this_turns_writes();
         if last_change.is_none() && ticket.is_none() {
-            self.finish_ack(ctx, conn, &client_id, &packet, retained_due);
+            self.finish_ack(ctx, conn, &packet, retained_due);
             return;
         }
         let pending = PendingAck {
             conn,
-            client_id,
             after: last_change,
             ticket,
             packet,
@@ -74,7 +72,7 @@ impl BrokerShard {
             });
         self.replication.gate.pending = waiting;
         for p in ready {
-            self.finish_ack(ctx, p.conn, &p.client_id, &p.packet, p.retained_due);
+            self.finish_ack(ctx, p.conn, &p.packet, p.retained_due);
             // The acknowledgement is out: handle what the client sent behind the packet.
             self.unpark_if_free(ctx, p.conn);
         }
@@ -98,17 +96,16 @@ impl BrokerShard {
         self.resume_reading(ctx, conn);
     }
 
+    /// Sends the acknowledgement, then starts the retained deliveries it made due
+    /// (`retained_delivery.rs`).
     fn finish_ack(
         &mut self,
         ctx: &mut Ctx,
         conn: ConnId,
-        client_id: &MqttStr,
         packet: &Packet,
         retained_due: RetainedDue,
     ) {
         self.wire().send_packet(ctx, conn, packet);
-        for (filter, granted, id) in retained_due {
-            self.send_retained(ctx, client_id, &filter, granted, id);
-        }
+        self.start_retained(ctx, conn, retained_due);
     }
 }

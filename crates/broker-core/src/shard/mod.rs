@@ -57,6 +57,8 @@ mod rate_buckets;
 mod recover;
 mod release;
 mod replica;
+mod retained_cursor;
+mod retained_delivery;
 mod routes;
 mod send;
 mod spill;
@@ -144,6 +146,7 @@ impl BrokerShard {
                 routes: routes::Routes::new(shard_count),
                 mobility: mobility::Mobility::new(connect_timeout),
                 outbound: crate::outbound::ShardView::new(id.index()),
+                retained: retained_cursor::RetainedCursors::default(),
             },
             timers: TimerBook::default(),
             durable,

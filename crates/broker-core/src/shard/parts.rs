@@ -19,6 +19,7 @@ use super::mobility::Mobility;
 use super::owning::Owning;
 use super::rate_buckets::Throttle;
 use super::replica::ReplicaState;
+use super::retained_cursor::RetainedCursors;
 use super::routes::Routes;
 use super::topic_waits::TopicWaits;
 
@@ -36,6 +37,8 @@ pub(super) struct Delivery {
     pub(super) mobility: Mobility,
     /// This shard's view of what all send queues hold.
     pub(super) outbound: ShardView,
+    /// Retained messages still owed to new subscriptions (`retained_delivery.rs`).
+    pub(super) retained: RetainedCursors,
 }
 
 impl Delivery {

@@ -1,7 +1,6 @@
 //! SUBSCRIBE and UNSUBSCRIBE: per-filter checks and reason codes, replication of the change to
-//! every shard, and retained messages for new subscriptions.
-
-use std::sync::Arc;
+//! every shard, and which new subscriptions get the retained messages (sent as the
+//! connection drains: `retained_delivery.rs`).
 
 use broker_api::{BrokerEvent, EventKind};
 
@@ -12,12 +11,12 @@ use codec::{
 use ring_runtime::ConnId;
 use router::{ChangeSeq, SubscriptionChange, SubscriptionFilter};
 
-use super::ack_gate::RetainedDue;
+use super::ack_gate::{RetainedDue, RetainedOwed};
 use super::parts::SubscriptionBook;
 use super::{BrokerShard, Ctx, Fault, client_id_of};
 use crate::detach;
 use crate::exclusive::PREFIX;
-use crate::message::{Change, Expiry, Message, Outgoing};
+use crate::message::Change;
 use crate::session::SessionSubscription;
 use session_store::storage::SessionWrite;
 
@@ -41,11 +40,16 @@ impl BrokerShard {
                 .subscriptions()
                 .subscribe_one(ctx, conn, &client_id, &text, options, id)?
             {
-                Ok((granted, filter, is_new, seq)) => {
+                Ok((granted, filter, is_new, seq, key)) => {
                     last_change = Some(seq);
                     reason_codes.push(granted_code(granted));
                     if wants_retained(&filter, options.retain_handling, is_new) {
-                        retained_for.push((filter, granted, id));
+                        retained_for.push(RetainedOwed {
+                            key,
+                            filter,
+                            granted,
+                            id,
+                        });
                     }
                 }
                 Err(reason) => reason_codes.push(reason),
@@ -68,43 +72,6 @@ impl BrokerShard {
         Ok(())
     }
 
-    /// Sends the retained messages matching a new subscription (RETAIN set, as the spec says).
-    pub(super) fn send_retained(
-        &mut self,
-        ctx: &mut Ctx,
-        client_id: &MqttStr,
-        filter: &SubscriptionFilter,
-        granted: QoS,
-        id: Option<SubscriptionId>,
-    ) {
-        let SubscriptionFilter::Plain(topic_filter) = filter else {
-            return;
-        };
-        let now = ctx.now();
-        let messages: Vec<Arc<Message>> = self
-            .replication
-            .replica
-            .retained
-            .matching(topic_filter)
-            .map(|(_, message)| Arc::clone(message))
-            .filter(|m| m.expiry(now) != Expiry::Expired)
-            .collect();
-        let Some(subscriber) = self.sessions.get(client_id).map(|s| s.subscriber) else {
-            return;
-        };
-        for message in messages {
-            let qos = message.qos.min(granted);
-            let outgoing = Outgoing::new(message, qos, true, id.as_slice(), None);
-            self.deliver(
-                ctx,
-                crate::message::Recipient {
-                    subscriber,
-                    outgoing,
-                },
-            );
-        }
-    }
-
     /// UNSUBSCRIBE: Success or No subscription existed per filter (0x8F for a bad filter).
     pub(super) fn handle_unsubscribe(
         &mut self,
@@ -118,6 +85,9 @@ impl BrokerShard {
         let mut reason_codes = Vec::with_capacity(unsubscribe.filters.len());
         let mut last_change = None;
         for text in &unsubscribe.filters {
+            // The text the session holds the subscription under (a rewrite rule's result).
+            let text = &(self.shared.topic_rules).filter_text(text, client_id.as_str());
+            self.delivery.retained.stop(conn, text);
             let (reason, change) = self.subscriptions().unsubscribe_one(ctx, &client_id, text);
             reason_codes.push(reason);
             last_change = change.or(last_change);
@@ -148,7 +118,7 @@ impl BrokerShard {
             self.cluster_side
                 .mirror_subscriptions(links, sessions, ctx, &client_id);
         }
-        self.ack_when_applied(ctx, conn, client_id, last_change, packet, retained_due);
+        self.ack_when_applied(ctx, conn, last_change, packet, retained_due);
     }
 }
 
@@ -172,8 +142,9 @@ fn wants_retained(filter: &SubscriptionFilter, handling: RetainHandling, is_new:
 }
 
 impl SubscriptionBook<'_> {
-    /// One filter of a SUBSCRIBE: the granted QoS, the filter and whether it is new; or the
-    /// refusal reason. A protocol violation ends the connection.
+    /// One filter of a SUBSCRIBE: the granted QoS, the filter, whether it is new, its change
+    /// and the text the session keys it by; or the refusal reason. A protocol violation ends
+    /// the connection.
     #[allow(clippy::type_complexity)]
     fn subscribe_one(
         &mut self,
@@ -183,7 +154,8 @@ impl SubscriptionBook<'_> {
         text: &MqttStr,
         options: SubscriptionOptions,
         id: Option<SubscriptionId>,
-    ) -> Result<Result<(QoS, SubscriptionFilter, bool, ChangeSeq), ReasonCode>, Fault> {
+    ) -> Result<Result<(QoS, SubscriptionFilter, bool, ChangeSeq, MqttStr), ReasonCode>, Fault>
+    {
         // Kept by the session for its life: detached from the receive buffer.
         let text = &detach::string(text);
         let text = &(self.shared.topic_rules).filter_text(text, client_id.as_str());
@@ -265,7 +237,7 @@ impl SubscriptionBook<'_> {
         let seq = self
             .figures
             .broadcast(ctx, &self.shared.order, Change::Subscription(change));
-        Ok(Ok((granted, filter, is_new, seq)))
+        Ok(Ok((granted, filter, is_new, seq, text.clone())))
     }
 
     fn unsubscribe_one(
@@ -274,7 +246,6 @@ impl SubscriptionBook<'_> {
         client_id: &MqttStr,
         text: &MqttStr,
     ) -> (ReasonCode, Option<ChangeSeq>) {
-        let text = &(self.shared.topic_rules).filter_text(text, client_id.as_str());
         let exclusive = &self.shared.topic_rules.exclusive;
         if exclusive.read(text, &self.shared.limits.topics).is_none() {
             return (ReasonCode::TopicFilterInvalid, None);
