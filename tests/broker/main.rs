@@ -5,6 +5,7 @@
 mod acl;
 mod admin;
 mod auth;
+mod auto_subscribe;
 mod backends;
 mod binary;
 mod bridge;
@@ -48,8 +49,8 @@ mod redis_server;
 mod reload;
 mod restart;
 mod retained;
-mod rewrite;
 mod retained_cursor;
+mod rewrite;
 mod session_owner;
 #[cfg(debug_assertions)]
 mod shard_exit;

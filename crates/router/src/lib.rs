@@ -11,8 +11,8 @@ mod index;
 mod matches;
 mod replication;
 mod retained;
-mod rewrite;
 mod retained_order;
+mod rewrite;
 mod shared;
 mod subscription;
 mod table;
@@ -27,8 +27,8 @@ pub use replication::{
     Sequencer, SubscriptionChange,
 };
 pub use retained::{RetainedMatches, RetainedStore};
-pub use rewrite::{RewriteAction, RewriteError, RewriteRule, TopicRewrite};
 pub use retained_order::RetainedStep;
+pub use rewrite::{RewriteAction, RewriteError, RewriteRule, TopicRewrite};
 pub use shared::SharedStrategy;
 pub use subscription::{SubscribeOutcome, SubscriberId, Subscription};
 pub use table::{Publisher, SubscriptionTable, TableConfig, TableStats};

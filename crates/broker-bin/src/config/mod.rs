@@ -9,6 +9,7 @@
 mod abuse;
 mod auth;
 mod auth_backends;
+mod auto_subscribe;
 mod bridges;
 mod cluster;
 mod error;

@@ -8,6 +8,7 @@ use serde::{Deserialize, Serialize};
 
 use super::abuse::RawOverload;
 use super::auth::RawAuth;
+use super::auto_subscribe::RawAutoSubscribe;
 use super::bridges::RawBridge;
 use super::cluster::RawCluster;
 use super::error::ConfigError;
@@ -64,6 +65,9 @@ pub struct RawConfig {
     /// `[cluster]`: absent on a single node (the default).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cluster: Option<RawCluster>,
+    /// `[[auto_subscribe]]`: a later file's list replaces the earlier one whole.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub auto_subscribe: Option<Vec<RawAutoSubscribe>>,
     /// `[[rewrite]]`: a later file's list replaces the earlier one whole.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rewrite: Option<Vec<RawRewrite>>,
@@ -94,6 +98,7 @@ impl RawConfig {
         overlay_table(&mut self.cluster, over.cluster, RawCluster::overlay);
         set_if_some(&mut self.webhooks, over.webhooks);
         set_if_some(&mut self.rewrite, over.rewrite);
+        set_if_some(&mut self.auto_subscribe, over.auto_subscribe);
     }
 }
 

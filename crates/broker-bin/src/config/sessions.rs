@@ -38,10 +38,12 @@ raw_section!(
 );
 
 impl RawRouting {
-    /// `[routing]` with the `[[rewrite]]` rules read beside it.
+    /// `[routing]` with the `[[rewrite]]` rules and `[[auto_subscribe]]` entries read beside
+    /// it.
     pub(super) fn validate(
         &self,
         rewrite: router::TopicRewrite,
+        auto_subscribe: Vec<crate::settings::AutoSubscription>,
     ) -> Result<RoutingSettings, ConfigError> {
         const KEY: &str = "routing.shared_strategy";
         let shared_strategy = match need(KEY, &self.shared_strategy)?.as_str() {
@@ -67,6 +69,7 @@ impl RawRouting {
             shared_strategy,
             exclusive_subscriptions,
             rewrite,
+            auto_subscribe,
         })
     }
 }

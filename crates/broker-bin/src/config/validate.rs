@@ -1,6 +1,7 @@
 //! Turns a raw configuration into a typed [`Config`], section by section (each section's file
 //! validates its own keys), naming the key of the first bad value.
 
+use super::auto_subscribe;
 use super::bridges;
 use super::cluster;
 use super::error::ConfigError;
@@ -37,9 +38,10 @@ impl RawConfig {
             },
             connection: self.connection.validate()?,
             limits: self.limits.validate()?,
-            routing: self.routing.validate(rewrite::validate(
-                self.rewrite.as_deref().unwrap_or_default(),
-            )?)?,
+            routing: self.routing.validate(
+                rewrite::validate(self.rewrite.as_deref().unwrap_or_default())?,
+                auto_subscribe::validate(self.auto_subscribe.as_deref().unwrap_or_default())?,
+            )?,
             queues: self.queues.validate()?,
             sessions: self.sessions.validate()?,
             retained: self.retained.validate()?,

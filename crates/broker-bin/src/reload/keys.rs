@@ -98,6 +98,7 @@ pub(crate) const RESTART: &[KeyCheck] = &[
         routing.exclusive_subscriptions
     ),
     same!("rewrite", routing.rewrite),
+    same!("auto_subscribe", routing.auto_subscribe),
     same!("webhooks", webhooks),
     same!("queues.outbound_bytes", queues.outbound_bytes),
     same!("queues.backlog_retry_ms", queues.backlog_retry),

@@ -17,8 +17,8 @@ pub use log::{LogFormat, LogSettings};
 pub use persistence::{PersistenceSettings, StorageEngine, SyncPolicy};
 pub use runtime::{BackendChoice, RuntimeSettings, WritePacingChoice};
 pub use sessions::{
-    QueueSettings, RetainedSettings, RoutingSettings, SessionSettings, SlowConsumerPolicy,
-    requested_expiry_interval,
+    AutoSubscription, QueueSettings, RetainedSettings, RoutingSettings, SessionSettings,
+    SlowConsumerPolicy, requested_expiry_interval,
 };
 
 use crate::guard::IpSettings;

@@ -19,6 +19,28 @@ pub struct RoutingSettings {
     pub exclusive_subscriptions: bool,
     /// `[[rewrite]]` rules.
     pub rewrite: router::TopicRewrite,
+    /// `[[auto_subscribe]]`: what every session is subscribed to when its client connects.
+    pub auto_subscribe: Vec<AutoSubscription>,
+}
+
+/// One `[[auto_subscribe]]` entry: a filter template (`%c` the client id, `%u` the username)
+/// and the subscription's options.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AutoSubscription {
+    pub filter: String,
+    pub options: codec::SubscriptionOptions,
+}
+
+impl AutoSubscription {
+    /// The filter for `client_id` and `username`; `None` when it names `%u` and there is no
+    /// username.
+    pub fn filter_for(&self, client_id: &str, username: Option<&str>) -> Option<String> {
+        if self.filter.contains("%u") && username.is_none() {
+            return None;
+        }
+        let filter = self.filter.replace("%c", client_id);
+        Some(filter.replace("%u", username.unwrap_or_default()))
+    }
 }
 
 /// `[queues]`

@@ -43,6 +43,7 @@ pub(super) struct PendingAck {
     /// The store ticket whose batch holds its subscription writes, when it must be durable
     /// first (`[persistence]` with acknowledgements waiting for the disk).
     pub(super) ticket: Option<u64>,
-    pub(super) packet: Packet,
+    /// The acknowledgement (`None` for subscriptions no client asked for: `[[auto_subscribe]]`).
+    pub(super) packet: Option<Packet>,
     pub(super) retained_due: RetainedDue,
 }

@@ -309,14 +309,13 @@ impl BrokerShard {
             shard: self.id,
         };
         lines.log_connected(ctx, conn, &session.client_id, &connect, keep_alive);
+        let client_id = session.client_id.clone();
+        self.sessions.insert(session);
         if session_present {
             // What a resumed session owes goes out (a fresh session owes nothing).
-            let client_id = session.client_id.clone();
-            self.sessions.insert(session);
             self.resume_session(ctx, &client_id);
-        } else {
-            self.sessions.insert(session);
         }
+        self.auto_subscribe(ctx, conn, &client_id, connect.username.as_ref());
         self.resume_reading(ctx, conn);
     }
 }

@@ -22,7 +22,7 @@ use super::changes::applied_everywhere;
 use super::{BrokerShard, Ctx};
 
 impl BrokerShard {
-    /// Sends `packet` (then the retained messages due) once every shard has applied
+    /// Sends `packet`, if any (then the retained messages due), once every shard has applied
     /// `last_change`, at once without a change of its own. A waiting acknowledgement parks its
     /// connection, so no later packet of it (and no later acknowledgement) is handled before.
     pub(super) fn ack_when_applied(
@@ -30,12 +30,12 @@ impl BrokerShard {
         ctx: &mut Ctx,
         conn: ConnId,
         last_change: Option<ChangeSeq>,
-        packet: Packet,
+        packet: Option<Packet>,
         retained_due: RetainedDue,
     ) {
         let ticket = self.durable.ticket_of_this_turns_writes();
         if last_change.is_none() && ticket.is_none() {
-            self.finish_ack(ctx, conn, &packet, retained_due);
+            self.finish_ack(ctx, conn, packet.as_ref(), retained_due);
             return;
         }
         let pending = PendingAck {
@@ -72,7 +72,7 @@ impl BrokerShard {
             });
         self.replication.gate.pending = waiting;
         for p in ready {
-            self.finish_ack(ctx, p.conn, &p.packet, p.retained_due);
+            self.finish_ack(ctx, p.conn, p.packet.as_ref(), p.retained_due);
             // The acknowledgement is out: handle what the client sent behind the packet.
             self.unpark_if_free(ctx, p.conn);
         }
@@ -102,10 +102,12 @@ impl BrokerShard {
         &mut self,
         ctx: &mut Ctx,
         conn: ConnId,
-        packet: &Packet,
+        packet: Option<&Packet>,
         retained_due: RetainedDue,
     ) {
-        self.wire().send_packet(ctx, conn, packet);
+        if let Some(packet) = packet {
+            self.wire().send_packet(ctx, conn, packet);
+        }
         self.start_retained(ctx, conn, retained_due);
     }
 }

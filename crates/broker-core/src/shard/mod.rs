@@ -18,6 +18,7 @@ mod acl;
 mod acl_client;
 mod admin;
 mod aliases;
+mod auto_subscribe;
 mod changes;
 mod claims;
 mod close;

@@ -36,24 +36,11 @@ impl BrokerShard {
         let mut retained_for = Vec::new();
         let mut last_change = None;
         for (text, options) in subscribe.filters {
-            match self
-                .subscriptions()
-                .subscribe_one(ctx, conn, &client_id, &text, options, id)?
-            {
-                Ok((granted, filter, is_new, seq, key)) => {
-                    last_change = Some(seq);
-                    reason_codes.push(granted_code(granted));
-                    if wants_retained(&filter, options.retain_handling, is_new) {
-                        retained_for.push(RetainedOwed {
-                            key,
-                            filter,
-                            granted,
-                            id,
-                        });
-                    }
-                }
-                Err(reason) => reason_codes.push(reason),
-            }
+            let owed = &mut retained_for;
+            let (reason, change) =
+                self.subscribe_filter(ctx, conn, &client_id, (&text, options, id), owed)?;
+            reason_codes.push(reason);
+            last_change = change.or(last_change);
         }
         let protocol = self.conns.get(&conn).map(|c| c.protocol);
         if protocol.is_some_and(|p| !p.is_v5()) {
@@ -67,9 +54,36 @@ impl BrokerShard {
             reason_codes,
             properties: Default::default(),
         };
-        let packet = Packet::SubAck(suback);
+        let packet = Some(Packet::SubAck(suback));
         self.subscriptions_changed(ctx, conn, client_id, last_change, (packet, retained_for));
         Ok(())
+    }
+
+    /// One filter of a SUBSCRIBE (or of `[[auto_subscribe]]`): its SUBACK code and the change
+    /// it made; the retained delivery it is owed goes to `retained_for`.
+    pub(super) fn subscribe_filter(
+        &mut self,
+        ctx: &mut Ctx,
+        conn: ConnId,
+        client_id: &MqttStr,
+        (text, options, id): (&MqttStr, SubscriptionOptions, Option<SubscriptionId>),
+        retained_for: &mut RetainedDue,
+    ) -> Result<(ReasonCode, Option<ChangeSeq>), Fault> {
+        let subscribed =
+            (self.subscriptions()).subscribe_one(ctx, conn, client_id, text, options, id)?;
+        let (granted, filter, is_new, seq, key) = match subscribed {
+            Ok(subscribed) => subscribed,
+            Err(reason) => return Ok((reason, None)),
+        };
+        if wants_retained(&filter, options.retain_handling, is_new) {
+            retained_for.push(RetainedOwed {
+                key,
+                filter,
+                granted,
+                id,
+            });
+        }
+        Ok((granted_code(granted), Some(seq)))
     }
 
     /// UNSUBSCRIBE: Success or No subscription existed per filter (0x8F for a bad filter).
@@ -98,20 +112,20 @@ impl BrokerShard {
             properties: Default::default(),
         };
         // Like SUBACK: once the client sees UNSUBACK, no shard adds new messages for the filter.
-        let packet = Packet::UnsubAck(unsuback);
+        let packet = Some(Packet::UnsubAck(unsuback));
         self.subscriptions_changed(ctx, conn, client_id, last_change, (packet, Vec::new()));
     }
 
     /// After a SUBSCRIBE or UNSUBSCRIBE: the session's subscriptions are mirrored to the
     /// cluster when they changed (`last_change`), and `ack` (SUBACK and the retained messages
     /// due, or UNSUBACK) leaves once every shard applied the change.
-    fn subscriptions_changed(
+    pub(super) fn subscriptions_changed(
         &mut self,
         ctx: &mut Ctx,
         conn: ConnId,
         client_id: MqttStr,
         last_change: Option<ChangeSeq>,
-        (packet, retained_due): (Packet, RetainedDue),
+        (packet, retained_due): (Option<Packet>, RetainedDue),
     ) {
         if last_change.is_some() {
             let (links, sessions) = (&self.shared.links, &self.sessions);
