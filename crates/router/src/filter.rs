@@ -80,7 +80,13 @@ impl TopicFilter {
 
     /// Whether this filter matches `topic`, by the rules of MQTT 4.7 (including the `$` rule).
     pub fn matches(&self, topic: &TopicName) -> bool {
-        if topic.is_dollar() && self.starts_with_wildcard() {
+        self.matches_text(topic.as_str())
+    }
+
+    /// [`Self::matches`] for a topic name's text that is already known to be valid (a
+    /// PUBLISH the broker accepted): nothing is parsed or allocated.
+    pub fn matches_text(&self, topic: &str) -> bool {
+        if topic.starts_with('$') && self.starts_with_wildcard() {
             return false;
         }
         let mut filter = Some(self.as_bytes());
