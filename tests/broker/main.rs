@@ -50,6 +50,7 @@ mod reload;
 mod restart;
 mod retained;
 mod retained_cursor;
+mod revocation;
 mod rewrite;
 mod session_owner;
 #[cfg(debug_assertions)]

@@ -5,7 +5,9 @@
 use std::path::{Path, PathBuf};
 
 use rcgen::{
-    BasicConstraints, CertificateParams, CertifiedIssuer, DnType, IsCa, KeyPair, KeyUsagePurpose,
+    BasicConstraints, CertificateParams, CertificateRevocationListParams, CertifiedIssuer, DnType,
+    IsCa, KeyIdMethod, KeyPair, KeyUsagePurpose, RevocationReason, RevokedCertParams, SerialNumber,
+    date_time_ymd,
 };
 
 /// A certificate authority that signs test certificates.
@@ -52,6 +54,43 @@ impl TestCa {
             .distinguished_name
             .push(DnType::CommonName, common_name);
         self.sign(params, dir, common_name)
+    }
+
+    /// A client certificate like [`Self::client`] with serial number `serial`.
+    pub fn client_numbered(&self, dir: &Path, common_name: &str, serial: u64) -> CertFiles {
+        let mut params = CertificateParams::new(Vec::<String>::new()).expect("client params");
+        params
+            .distinguished_name
+            .push(DnType::CommonName, common_name);
+        params.serial_number = Some(SerialNumber::from(serial));
+        self.sign(params, dir, common_name)
+    }
+
+    /// A certificate revocation list of this CA revoking `serials`, written (PEM) to `path`.
+    pub fn write_crl(&self, path: &Path, serials: &[u64]) {
+        let revoked = (serials.iter())
+            .map(|&serial| RevokedCertParams {
+                serial_number: SerialNumber::from(serial),
+                revocation_time: date_time_ymd(2024, 1, 2),
+                reason_code: Some(RevocationReason::KeyCompromise),
+                invalidity_date: None,
+            })
+            .collect();
+        let params = CertificateRevocationListParams {
+            this_update: date_time_ymd(2024, 1, 1),
+            next_update: date_time_ymd(2099, 1, 1),
+            crl_number: SerialNumber::from(serials.len() as u64 + 1),
+            issuing_distribution_point: None,
+            revoked_certs: revoked,
+            key_identifier_method: KeyIdMethod::Sha256,
+        };
+        let crl = params.signed_by(&self.issuer).expect("signed CRL");
+        std::fs::write(path, crl.pem().expect("CRL PEM")).expect("write CRL");
+    }
+
+    /// Writes this CA's private key (PEM) to `path` (for `openssl ocsp`).
+    pub fn write_key(&self, path: &Path) {
+        std::fs::write(path, self.issuer.key().serialize_pem()).expect("write CA key");
     }
 
     fn sign(&self, params: CertificateParams, dir: &Path, file: &str) -> CertFiles {

@@ -37,13 +37,18 @@ fn mosquitto(tool: &str, args: &[&str]) -> Output {
         .unwrap_or_else(|e| panic!("{tool} runs (install mosquitto-clients): {e}"))
 }
 
-fn path(p: &Path) -> &str {
+pub(crate) fn path(p: &Path) -> &str {
     p.to_str().expect("UTF-8 path")
 }
 
 /// mosquitto_pub over TLS to `port`, trusting `ca`, with an optional client certificate;
 /// whether it succeeded.
-fn publish_tls(port: u16, ca: &Path, cert: Option<&CertFiles>, extra: &[&str]) -> Output {
+pub(crate) fn publish_tls(
+    port: u16,
+    ca: &Path,
+    cert: Option<&CertFiles>,
+    extra: &[&str],
+) -> Output {
     let port = port.to_string();
     let mut args = vec!["-h", "127.0.0.1", "-p", &port, "--cafile", path(ca)];
     if let Some(cert) = cert {
@@ -344,7 +349,7 @@ fn sighup_reload_serves_new_handshakes_with_the_new_certificate_and_keeps_open_o
     );
 }
 
-fn start_error(listener: &str) -> String {
+pub(crate) fn start_error(listener: &str) -> String {
     let mut raw = ringmq::config::default_raw().unwrap();
     raw.overlay(ringmq::config::parse_raw("base", BASE).unwrap());
     raw.overlay(ringmq::config::parse_raw("test", listener).unwrap());

@@ -20,6 +20,12 @@ pub struct TlsSettings {
     pub require_client_cert: bool,
     /// The client certificate's Common Name becomes the username.
     pub identity_as_username: bool,
+    /// Certificate revocation lists (PEM) of the client CAs: a revoked client certificate is
+    /// refused, and so is one whose issuer has no list here.
+    pub crl: Option<PathBuf>,
+    /// An OCSP response (DER) for the server certificate, stapled to every handshake; the
+    /// operator refreshes the file and reloads.
+    pub ocsp_response: Option<PathBuf>,
 }
 
 /// What a listener speaks on top of TCP.

@@ -9,7 +9,7 @@ use rustls::server::UnbufferedServerConnection;
 use rustls::server::WebPkiClientVerifier;
 use rustls::{RootCertStore, ServerConfig};
 use rustls_pki_types::pem::PemObject;
-use rustls_pki_types::{CertificateDer, PrivateKeyDer};
+use rustls_pki_types::{CertificateDer, CertificateRevocationListDer, PrivateKeyDer};
 
 use crate::client_cert::ExplainedRefusals;
 use crate::config::TlsSettings;
@@ -62,6 +62,8 @@ pub fn load_server_config(cert: &Path, key: &Path) -> Result<ServerConfig, Trans
         client_ca: None,
         require_client_cert: false,
         identity_as_username: false,
+        crl: None,
+        ocsp_response: None,
     })
 }
 
@@ -92,6 +94,10 @@ fn server_config(settings: &TlsSettings) -> Result<ServerConfig, TransportError>
                 })?;
             }
             let verifier = WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider);
+            let verifier = match &settings.crl {
+                Some(crl) => verifier.with_crls(read_crls(crl)?),
+                None => verifier,
+            };
             let verifier = if settings.require_client_cert {
                 verifier
             } else {
@@ -105,8 +111,12 @@ fn server_config(settings: &TlsSettings) -> Result<ServerConfig, TransportError>
             builder.with_client_cert_verifier(ExplainedRefusals::new(verifier))
         }
     };
+    let ocsp = match &settings.ocsp_response {
+        Some(path) => read_file("OCSP response", path)?,
+        None => Vec::new(),
+    };
     let config = builder
-        .with_single_cert(certs, key)
+        .with_single_cert_with_ocsp(certs, key, ocsp)
         .map_err(|e| TransportError::KeyPair {
             cert: settings.cert.clone(),
             key: settings.key.clone(),
@@ -133,6 +143,41 @@ fn read_certs(
         return Err(error("no PEM certificate in it".into()));
     }
     Ok(certs)
+}
+
+/// Every certificate revocation list in a PEM file; an error names the file.
+fn read_crls(path: &Path) -> Result<Vec<CertificateRevocationListDer<'static>>, TransportError> {
+    let error = |cause: String| TransportError::File {
+        what: "certificate revocation list",
+        path: path.to_owned(),
+        cause,
+    };
+    let crls = CertificateRevocationListDer::pem_file_iter(path)
+        .map_err(|e| error(e.to_string()))?
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| error(e.to_string()))?;
+    if crls.is_empty() {
+        return Err(error("no PEM X509 CRL in it".into()));
+    }
+    Ok(crls)
+}
+
+/// A whole file (an OCSP response is DER, as `openssl ocsp -respout` writes it); an error
+/// names the file.
+fn read_file(what: &'static str, path: &Path) -> Result<Vec<u8>, TransportError> {
+    let bytes = std::fs::read(path).map_err(|e| TransportError::File {
+        what,
+        path: path.to_owned(),
+        cause: e.to_string(),
+    })?;
+    if bytes.is_empty() {
+        return Err(TransportError::File {
+            what,
+            path: path.to_owned(),
+            cause: "the file is empty".into(),
+        });
+    }
+    Ok(bytes)
 }
 
 /// The Common Name of a DER certificate's subject.

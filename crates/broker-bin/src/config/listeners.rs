@@ -48,6 +48,10 @@ pub struct RawTlsListener {
     pub require_client_cert: Option<bool>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub identity_as_username: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub crl_file: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ocsp_response_file: Option<String>,
 }
 
 /// `[[listeners.ws]]` as written.
@@ -86,6 +90,10 @@ pub struct RawWssListener {
     pub require_client_cert: Option<bool>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub identity_as_username: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub crl_file: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ocsp_response_file: Option<String>,
 }
 
 impl RawListeners {
@@ -138,6 +146,8 @@ struct RawTlsKeys<'a> {
     client_ca: &'a Option<String>,
     require_client_cert: Option<bool>,
     identity_as_username: Option<bool>,
+    crl_file: &'a Option<String>,
+    ocsp_response_file: &'a Option<String>,
 }
 
 impl<'a> From<&'a RawTlsListener> for RawTlsKeys<'a> {
@@ -148,6 +158,8 @@ impl<'a> From<&'a RawTlsListener> for RawTlsKeys<'a> {
             client_ca: &raw.client_ca,
             require_client_cert: raw.require_client_cert,
             identity_as_username: raw.identity_as_username,
+            crl_file: &raw.crl_file,
+            ocsp_response_file: &raw.ocsp_response_file,
         }
     }
 }
@@ -160,6 +172,8 @@ impl<'a> From<&'a RawWssListener> for RawTlsKeys<'a> {
             client_ca: &raw.client_ca,
             require_client_cert: raw.require_client_cert,
             identity_as_username: raw.identity_as_username,
+            crl_file: &raw.crl_file,
+            ocsp_response_file: &raw.ocsp_response_file,
         }
     }
 }
@@ -177,14 +191,18 @@ fn tls_settings(table: &'static str, raw: RawTlsKeys<'_>) -> Result<TlsSettings,
     let settings = TlsSettings {
         cert: path(raw.cert, "cert")?,
         key: path(raw.key, "key")?,
-        client_ca: raw
-            .client_ca
-            .as_deref()
-            .filter(|s| !s.is_empty())
-            .map(PathBuf::from),
+        client_ca: optional_path(raw.client_ca),
         require_client_cert: raw.require_client_cert.unwrap_or(false),
         identity_as_username: raw.identity_as_username.unwrap_or(false),
+        crl: optional_path(raw.crl_file),
+        ocsp_response: optional_path(raw.ocsp_response_file),
     };
+    if settings.crl.is_some() && settings.client_ca.is_none() {
+        return Err(ConfigError::invalid(
+            table,
+            "`crl_file` needs `client_ca` (the lists revoke client certificates)",
+        ));
+    }
     if settings.client_ca.is_none()
         && (settings.require_client_cert || settings.identity_as_username)
     {
@@ -195,6 +213,14 @@ fn tls_settings(table: &'static str, raw: RawTlsKeys<'_>) -> Result<TlsSettings,
         ));
     }
     Ok(settings)
+}
+
+/// A path key's value, `None` when missing or empty.
+fn optional_path(value: &Option<String>) -> Option<PathBuf> {
+    value
+        .as_deref()
+        .filter(|s| !s.is_empty())
+        .map(PathBuf::from)
 }
 
 /// A WebSocket listener's `allowed_origins`: each `http://` or `https://` with a host and an
