@@ -59,8 +59,14 @@ pub(super) async fn retained(
     loop {
         tokio::select! {
             Some(message) = updates.recv(), if acks.len() < MAX_WRITES_IN_FLIGHT => {
-                if let Some(ack) = sync.write(&js, &message).await {
-                    acks.push(ack);
+                match sync.write(&js, &message).await {
+                    Ok(ack) => acks.push(ack),
+                    // Not sent: the local value is not the bucket's; take the bucket's.
+                    Err(topic) if sync.pending.failed(&topic) => {
+                        let current = sync.read_back(&store, &topic).await;
+                        post_publishes(&link.counters, &poster, current.into_iter().collect());
+                    }
+                    Err(_) => {}
                 }
             }
             Some((topic, acked)) = acks.next(), if !acks.is_empty() => {
@@ -143,7 +149,7 @@ impl BucketSync {
         &mut self,
         js: &jetstream::Context,
         message: &Message,
-    ) -> Option<impl Future<Output = Acked> + use<>> {
+    ) -> Result<impl Future<Output = Acked> + use<>, String> {
         let topic = message.publish.topic().as_str().to_owned();
         let record = self.record(message);
         let subject = format!("{}{}", self.subject_prefix, key_of(&topic));
@@ -151,7 +157,7 @@ impl BucketSync {
             Ok(ack) => {
                 self.pending.sent(&topic);
                 ClusterCounters::add(&self.counters.retained_out, 1);
-                Some(acknowledged(topic, ack))
+                Ok(acknowledged(topic, ack))
             }
             Err(e) => {
                 debug!(error = %e, "cluster: retained write not sent");
@@ -159,7 +165,7 @@ impl BucketSync {
                     &self.counters.retained_failures,
                     "a retained message could not be written to the bucket",
                 );
-                None
+                Err(topic)
             }
         }
     }
@@ -184,15 +190,17 @@ impl BucketSync {
         }
     }
 
-    /// A write of `topic` was acknowledged (`stored`) or failed (counted); whether entries
-    /// were held back meanwhile and none of its writes awaits an acknowledgement any more (then
-    /// the topic's record is read back).
+    /// A write of `topic` was acknowledged (`stored`) or failed (counted); whether the
+    /// topic's record is to be read back now: none of its writes awaits an acknowledgement any
+    /// more, and entries were held back meanwhile or a write failed (the node's own value is
+    /// then not the bucket's: without the read back it would keep it, unlike every other node).
     fn acknowledged(&mut self, topic: &str, stored: bool) -> bool {
         if !stored {
             ClusterCounters::drop_one(
                 &self.counters.retained_failures,
                 "the retained bucket refused a write",
             );
+            self.pending.failed(topic);
         }
         self.pending.settle(topic)
     }
@@ -283,6 +291,7 @@ struct Pending {
 #[derive(Debug, Default)]
 struct PendingTopic {
     unacknowledged: u32,
+    /// An entry was held back, or a write failed: the topic is read back once all settled.
     held_back: bool,
 }
 
@@ -310,6 +319,18 @@ impl Pending {
         held_back
     }
 
+    /// A write of `topic` failed: whether nothing of ours is in flight for it (then the topic
+    /// is to be read back now); otherwise it is read back once the writes in flight settle.
+    fn failed(&mut self, topic: &str) -> bool {
+        match self.writes.get_mut(topic) {
+            Some(pending) => {
+                pending.held_back = true;
+                false
+            }
+            None => true,
+        }
+    }
+
     /// Whether an entry for `topic` waits (a write of ours awaits its acknowledgement): it is
     /// remembered, so the topic is read back once the write settles.
     fn holds_back(&mut self, topic: &str) -> bool {
@@ -326,6 +347,17 @@ impl Pending {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_failed_write_has_the_topic_read_back_once_its_writes_settle() {
+        let mut pending = Pending::default();
+        assert!(pending.failed("t"), "nothing in flight: read back now");
+        pending.sent("t");
+        pending.sent("t");
+        assert!(!pending.failed("t"), "writes in flight: later");
+        assert!(!pending.settle("t"));
+        assert!(pending.settle("t"), "the last write settled: read back");
+    }
 
     #[test]
     fn entries_wait_for_our_unacknowledged_writes_then_the_topic_is_read_back() {
