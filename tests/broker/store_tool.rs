@@ -85,6 +85,45 @@ fn queued_in(report: &str, label: &str) -> usize {
     words[at - 1].parse().unwrap()
 }
 
+/// Starts the broker on `config`'s damaged store: it must refuse, saying `says`.
+fn refused(config: &Path, says: &str) {
+    let (started, stderr) = run_until_exit(config);
+    assert!(!started && stderr.contains(says), "{stderr}");
+}
+
+/// `ringmq store check` of `store`: it must find damage (exit 2); its report.
+fn checked_damaged(store: &Path) -> String {
+    let (code, report) = store_tool(&["check", "--dir", store.to_str().unwrap()]);
+    assert_eq!(code, 2, "check found no damage:\n{report}");
+    report
+}
+
+/// `ringmq store salvage` of `store` into `into`: it must succeed; its report.
+fn salvaged(store: &Path, into: &Path) -> String {
+    let args = [
+        "salvage",
+        "--dir",
+        store.to_str().unwrap(),
+        "--into",
+        into.to_str().unwrap(),
+    ];
+    let (code, report) = store_tool(&args);
+    assert_eq!(code, 0, "{report}");
+    report
+}
+
+/// [`delivered_from`], each message checked to come once.
+fn delivered_once(store: &Path, dir: &Path) -> Vec<u32> {
+    let numbers = delivered_from(store, dir);
+    let distinct: BTreeSet<u32> = numbers.iter().copied().collect();
+    assert_eq!(
+        distinct.len(),
+        numbers.len(),
+        "a message came twice: {numbers:?}"
+    );
+    numbers
+}
+
 #[test]
 fn salvage_recovers_every_record_around_a_flipped_byte() {
     let dir = tempfile::tempdir().unwrap();
@@ -98,37 +137,24 @@ fn salvage_recovers_every_record_around_a_flipped_byte() {
         .map(|name| std::fs::read(store.join(name)).unwrap())
         .collect();
 
-    let (started, stderr) = run_until_exit(&config);
-    assert!(
-        !started && stderr.contains("ringmq store salvage"),
-        "{stderr}"
-    );
-    let store_arg = store.to_str().unwrap();
-    let (code, report) = store_tool(&["check", "--dir", store_arg]);
-    assert_eq!(code, 2, "check found no damage:\n{report}");
+    refused(&config, "ringmq store salvage");
+    let report = checked_damaged(&store);
     assert!(
         report.contains("damage at byte") && report.contains("opens: no"),
         "{report}"
     );
     let intact = queued_in(&report, "intact:");
 
-    let salvaged = dir.path().join("salvaged");
-    let salvaged_arg = salvaged.to_str().unwrap();
-    let (code, report) = store_tool(&["salvage", "--dir", store_arg, "--into", salvaged_arg]);
-    assert_eq!(code, 0, "{report}");
+    let into = dir.path().join("salvaged");
+    let report = salvaged(&store, &into);
     assert!(report.contains("opens: yes"), "{report}");
     assert!(
         logs_are(&store, &logs),
         "check or salvage changed the damaged store"
     );
 
-    let numbers = delivered_from(&salvaged, dir.path());
+    let numbers = delivered_once(&into, dir.path());
     let distinct: BTreeSet<u32> = numbers.iter().copied().collect();
-    assert_eq!(
-        distinct.len(),
-        numbers.len(),
-        "a message came twice: {numbers:?}"
-    );
     assert_eq!(numbers.len(), intact, "delivered other than check's count");
     assert!(
         numbers.len() >= 195,
@@ -150,29 +176,12 @@ fn a_damaged_first_record_is_refused_and_salvaged() {
     // Past the 16-byte file header and into the first record's body.
     bytes[16 + 20] ^= 0x40;
     std::fs::write(&log, bytes).unwrap();
-    let (started, stderr) = run_until_exit(&config);
-    assert!(
-        !started && stderr.contains("is damaged at byte 16"),
-        "{stderr}"
-    );
-    let salvaged = dir.path().join("salvaged");
-    let (code, report) = store_tool(&[
-        "salvage",
-        "--dir",
-        store.to_str().unwrap(),
-        "--into",
-        salvaged.to_str().unwrap(),
-    ]);
-    assert_eq!(code, 0, "{report}");
+    refused(&config, "is damaged at byte 16");
+    let into = dir.path().join("salvaged");
+    let report = salvaged(&store, &into);
     // What the first record held is lost (a session record written again later survives);
     // every message salvage counts comes back, once.
-    let numbers = delivered_from(&salvaged, dir.path());
-    let distinct: BTreeSet<u32> = numbers.iter().copied().collect();
-    assert_eq!(
-        distinct.len(),
-        numbers.len(),
-        "a message came twice: {numbers:?}"
-    );
+    let numbers = delivered_once(&into, dir.path());
     assert_eq!(numbers.len(), queued_in(&report, "intact:"), "{report}");
 }
 
@@ -187,26 +196,13 @@ fn a_truncated_checkpoint_is_reported_and_the_logs_salvaged() {
         .unwrap();
     file.set_len(std::fs::metadata(&checkpoint).unwrap().len() / 2)
         .unwrap();
-    let (started, stderr) = run_until_exit(&config);
-    assert!(
-        !started && stderr.contains("ringmq store check"),
-        "{stderr}"
-    );
-    let store_arg = store.to_str().unwrap();
-    let (code, report) = store_tool(&["check", "--dir", store_arg]);
-    assert_eq!(code, 2, "{report}");
+    refused(&config, "ringmq store check");
+    let report = checked_damaged(&store);
     assert!(report.contains("the checkpoint cannot be read"), "{report}");
-    let salvaged = dir.path().join("salvaged");
-    let (code, report) = store_tool(&[
-        "salvage",
-        "--dir",
-        store_arg,
-        "--into",
-        salvaged.to_str().unwrap(),
-    ]);
-    assert_eq!(code, 0, "{report}");
+    let into = dir.path().join("salvaged");
+    salvaged(&store, &into);
     // Every write since the store was created is still in the first epoch's log.
-    let numbers = delivered_from(&salvaged, dir.path());
+    let numbers = delivered_once(&into, dir.path());
     assert_eq!(numbers, (0..30).collect::<Vec<_>>());
 }
 
@@ -243,14 +239,9 @@ fn a_deleted_checkpoint_is_refused_and_nothing_created() {
         !store.join("checkpoint.redb").exists(),
         "the refusal created a checkpoint"
     );
-    let (code, report) = store_tool(&["check", "--dir", store.to_str().unwrap()]);
-    assert_eq!(code, 2, "{report}");
+    let report = checked_damaged(&store);
     assert!(report.contains("checkpoint.redb is missing"), "{report}");
     // The checkpoint, created afresh, is behind the logs: refused all the same.
     std::fs::write(store.join("checkpoint.redb"), b"").unwrap();
-    let (started, stderr) = run_until_exit(&config);
-    assert!(
-        !started && stderr.contains("is behind its logs"),
-        "{stderr}"
-    );
+    refused(&config, "is behind its logs");
 }

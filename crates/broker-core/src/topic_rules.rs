@@ -16,26 +16,29 @@ pub struct TopicRules {
 }
 
 impl TopicRules {
-    /// The topic a PUBLISH of `client_id` to `topic` goes to: `topic`, or where a rule
-    /// rewrites it (when that is a valid topic name; a rule that writes something else is
-    /// taken as not matching, and logged at debug).
-    pub fn publish_topic(
+    /// Where a rule rewrites a PUBLISH of `client_id` to `topic`, if one does and the result
+    /// is a valid topic name (a rule that writes something else is taken as not matching, and
+    /// logged at debug). Without rules: `None` at once, nothing looked at.
+    pub fn rewritten_topic(
         &self,
-        topic: TopicName,
+        topic: &TopicName,
         client_id: &str,
         limits: &TopicLimits,
-    ) -> TopicName {
+    ) -> Option<TopicName> {
         if self.rewrite.is_empty() {
-            return topic;
+            return None;
         }
-        let Some(text) = self.rewrite.publish(&topic, client_id) else {
-            return topic;
-        };
+        let text = self.rewrite.publish(topic, client_id)?;
         match TopicName::new(&text, limits) {
-            Ok(rewritten) => rewritten,
+            Ok(rewritten) => Some(rewritten),
             Err(error) => {
-                tracing::debug!(from = topic.as_str(), to = text, %error, "topic rewrite gave no valid topic: not applied");
-                topic
+                tracing::debug!(
+                    from = topic.as_str(),
+                    to = text,
+                    %error,
+                    "topic rewrite gave no valid topic: not applied"
+                );
+                None
             }
         }
     }
@@ -90,6 +93,9 @@ mod tests {
         assert_eq!(rules.filter_text(&text("other"), "c"), text("other"));
         let limits = TopicLimits::default();
         let topic = TopicName::new("old/x", &limits).unwrap();
-        assert_eq!(rules.publish_topic(topic, "c", &limits).as_str(), "new/x");
+        let rewritten = rules.rewritten_topic(&topic, "c", &limits).unwrap();
+        assert_eq!(rewritten.as_str(), "new/x");
+        let other = TopicName::new("other", &limits).unwrap();
+        assert!(rules.rewritten_topic(&other, "c", &limits).is_none());
     }
 }

@@ -518,11 +518,15 @@ fn rewritten(
     client_id: &MqttStr,
 ) -> TopicName {
     let limits = &shared.limits.topics;
-    let topic = (shared.topic_rules).publish_topic(topic, client_id.as_str(), limits);
-    if topic.as_str() != publish.content.shared_topic().as_str()
-        && let Ok(text) = MqttStr::try_from(topic.as_str().to_owned())
-    {
-        publish.content.set_topic(text);
+    let rules = &shared.topic_rules;
+    let Some(rewritten) = rules.rewritten_topic(&topic, client_id.as_str(), limits) else {
+        return topic;
+    };
+    match MqttStr::try_from(rewritten.as_str().to_owned()) {
+        Ok(text) => {
+            publish.content.set_topic(text);
+            rewritten
+        }
+        Err(_) => topic,
     }
-    topic
 }

@@ -1,67 +1,18 @@
-//! The planned writes of a batch over a plain in-memory store: each key once, and what a
+//! The planned writes of a batch over a plain in-memory store (salvage's `KeyImage`): each key once, and what a
 //! batch writes adds up to the flows it describes.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::HashSet;
 
 use super::Keyed;
 use super::keys::{AWAITING, awaiting_ids_key, awaiting_key};
-use super::kv::{KeyWrite, KvRead, Visit};
 use crate::SessionExpiry;
+use crate::storage::SessionWrite;
 use crate::storage::contract_writes::{acked, queued_and_sent, released, saved, text};
 use crate::storage::encoding;
-use crate::storage::{SessionWrite, StorageError};
+use crate::storage::salvage::image::KeyImage;
 use codec::{PacketId, QoS};
 
-/// A store in a map.
-#[derive(Default)]
-struct MapKv(BTreeMap<Vec<u8>, Vec<u8>>);
-
-impl KvRead for MapKv {
-    fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>, StorageError> {
-        Ok(self.0.get(key).cloned())
-    }
-
-    fn contains(&self, key: &[u8]) -> Result<bool, StorageError> {
-        Ok(self.0.contains_key(key))
-    }
-
-    fn scan(&self, start: &[u8], prefix: &[u8], visit: Visit<'_>) -> Result<(), StorageError> {
-        for (key, value) in self.0.range(start.to_vec()..) {
-            if !key.starts_with(prefix) || !visit(key, value)? {
-                break;
-            }
-        }
-        Ok(())
-    }
-
-    fn scan_back(&self, prefix: &[u8], visit: Visit<'_>) -> Result<(), StorageError> {
-        for (key, value) in self
-            .0
-            .iter()
-            .rev()
-            .filter(|(key, _)| key.starts_with(prefix))
-        {
-            if !visit(key, value)? {
-                break;
-            }
-        }
-        Ok(())
-    }
-}
-
-impl MapKv {
-    fn apply(&mut self, writes: Vec<KeyWrite>) {
-        for write in writes {
-            match write.value {
-                Some(value) => self.0.insert(write.key, value),
-                None => self.0.remove(&write.key),
-            };
-        }
-    }
-}
-
-/// Plans `batch` over `kv`, checks that no key is written twice, and applies the writes.
-fn commit(keyed: &mut Keyed, kv: &mut MapKv, batch: &[SessionWrite]) {
+fn commit(keyed: &mut Keyed, kv: &mut KeyImage, batch: &[SessionWrite]) {
     let mut writes = Vec::new();
     let committed = keyed.plan(kv, batch, &mut writes).unwrap();
     assert!(committed.skipped.is_empty(), "{:?}", committed.skipped);
@@ -73,12 +24,14 @@ fn commit(keyed: &mut Keyed, kv: &mut MapKv, batch: &[SessionWrite]) {
             write.key
         );
     }
-    kv.apply(writes);
+    for write in writes {
+        kv.apply(write);
+    }
 }
 
 #[test]
 fn an_inflight_key_is_written_once_in_a_batch_that_ends_its_flow_and_starts_another() {
-    let (mut keyed, mut kv) = (Keyed::default(), MapKv::default());
+    let (mut keyed, mut kv) = (Keyed::default(), KeyImage::default());
     let first = [
         saved("a", SessionExpiry::Never),
         queued_and_sent("a", 1, 7, QoS::ExactlyOnce),
@@ -132,7 +85,7 @@ fn qos2(received: bool, id: u16) -> SessionWrite {
 
 /// The keys of client "a"'s inbound QoS 2 ids: `(ids under the one key, ids under keys of the
 /// older layout)`.
-fn awaiting(kv: &MapKv) -> (Option<Vec<u16>>, Vec<u16>) {
+fn awaiting(kv: &KeyImage) -> (Option<Vec<u16>>, Vec<u16>) {
     let key = awaiting_ids_key(&text("a"));
     let ids = (kv.0.get(&key)).map(|value| {
         let ids = encoding::decode_awaiting_ids(value).unwrap();
@@ -147,7 +100,7 @@ fn awaiting(kv: &MapKv) -> (Option<Vec<u16>>, Vec<u16>) {
 
 #[test]
 fn inbound_qos2_ids_are_one_key_written_once_per_batch_and_gone_with_the_last() {
-    let (mut keyed, mut kv) = (Keyed::default(), MapKv::default());
+    let (mut keyed, mut kv) = (Keyed::default(), KeyImage::default());
     let batch = [
         saved("a", SessionExpiry::Never),
         qos2(true, 3),
@@ -171,7 +124,7 @@ fn inbound_qos2_ids_are_one_key_written_once_per_batch_and_gone_with_the_last() 
 
 #[test]
 fn ids_under_the_older_layout_are_loaded_and_deleted_when_the_ids_are_next_written() {
-    let (mut keyed, mut kv) = (Keyed::default(), MapKv::default());
+    let (mut keyed, mut kv) = (Keyed::default(), KeyImage::default());
     commit(&mut keyed, &mut kv, &[saved("a", SessionExpiry::Never)]);
     for id in [4, 5] {
         let key = awaiting_key(&text("a"), PacketId::new(id).unwrap());
