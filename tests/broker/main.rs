@@ -59,6 +59,7 @@ mod shared;
 mod slow;
 mod store_tool;
 mod subscribe;
+mod subscribe_order;
 mod sys;
 mod takeover;
 mod takeover_stream;

@@ -71,6 +71,22 @@ impl SimBroker {
         self.sim.data(conn, bytes);
     }
 
+    /// Packets from several clients arrive in one turn, in order (each encoded for `protocol`).
+    pub fn send_together(
+        &mut self,
+        arrivals: &[(ConnId, &Packet)],
+        protocol: ProtocolVersion,
+    ) -> Result<(), EncodeError> {
+        let mut encoded = Vec::with_capacity(arrivals.len());
+        for (conn, packet) in arrivals {
+            let mut buf = BytesMut::new();
+            codec::encode(packet, protocol, &mut buf)?;
+            encoded.push((*conn, buf.freeze()));
+        }
+        self.sim.data_together(encoded);
+        Ok(())
+    }
+
     /// `packet`, encoded for `protocol`, arrives from the client on `conn`.
     pub fn send_packet(
         &mut self,

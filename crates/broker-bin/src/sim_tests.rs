@@ -377,3 +377,59 @@ fn a_subscriber_keeping_up_gets_every_copy_while_offline_queues_fill_the_budget(
     let delivered = broker.received(online, protocol).expect("decodes");
     assert_eq!(publishes(delivered.clone()).len(), 3, "got {delivered:?}");
 }
+
+/// B's SUBSCRIBE and then A's PUBLISH arrive in one turn: the subscription change is stamped
+/// first but reaches the shard's replica only with the turn's posts, so the PUBLISH waits for
+/// it (`publish_order.rs`) and B gets the message; the publisher's later packets wait behind.
+fn a_subscribe_read_just_before_a_publish_takes_effect_for_it(protocol: ProtocolVersion) {
+    let mut broker = SimBroker::new(config());
+    let subscriber = connect(&mut broker, "b", protocol, 0);
+    let publisher = connect(&mut broker, "a", protocol, 0);
+    let options = SubscriptionOptions {
+        qos: QoS::AtLeastOnce,
+        ..SubscriptionOptions::default()
+    };
+    let subscribe = Packet::Subscribe(Subscribe {
+        packet_id: id(1),
+        filters: vec![(text("a/#"), options)],
+        properties: Default::default(),
+    });
+    let mut publish = Publish::new(text("a/b"), Bytes::from_static(b"first"));
+    publish.qos = QoS::AtLeastOnce;
+    publish.packet_id = Some(id(7));
+    let ping = Packet::PingReq(PingReq);
+    broker
+        .send_together(
+            &[
+                (subscriber, &subscribe),
+                (publisher, &Packet::Publish(publish)),
+                (publisher, &ping),
+            ],
+            protocol,
+        )
+        .expect("encodes");
+    let acks = broker.received(publisher, protocol).expect("decodes");
+    assert!(
+        matches!(acks.as_slice(), [Packet::PubAck(ack), Packet::PingResp(_)] if ack.packet_id == id(7)),
+        "the PUBACK, then the PINGRESP sent behind the PUBLISH: {acks:?}"
+    );
+    let got = broker.received(subscriber, protocol).expect("decodes");
+    assert!(
+        matches!(got.first(), Some(Packet::SubAck(_))),
+        "SUBACK first: {got:?}"
+    );
+    let delivered = publishes(got);
+    assert_eq!(delivered.len(), 1, "the PUBLISH read after the SUBSCRIBE");
+    assert_eq!(delivered[0].content.payload(), b"first");
+    assert!(broker.shard().settled());
+}
+
+#[test]
+fn a_subscribe_read_just_before_a_publish_takes_effect_for_it_v5() {
+    a_subscribe_read_just_before_a_publish_takes_effect_for_it(ProtocolVersion::V5);
+}
+
+#[test]
+fn a_subscribe_read_just_before_a_publish_takes_effect_for_it_v311() {
+    a_subscribe_read_just_before_a_publish_takes_effect_for_it(ProtocolVersion::V3_1_1);
+}

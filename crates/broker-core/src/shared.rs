@@ -3,10 +3,9 @@
 //! the links to other brokers. Nothing here is touched per message except through relaxed
 //! per-shard counters.
 
-use crossbeam_utils::CachePadded;
 use dashmap::DashMap;
 use ring_runtime::Clock;
-use router::{Sequencer, TopicLimits};
+use router::TopicLimits;
 use session_store::{ByteBudget, OverflowPolicy, QueueLimits};
 
 use crate::auth::Authenticator;
@@ -97,12 +96,7 @@ impl Shared {
             config,
             metrics: std::sync::Arc::new(Metrics::new(shards)),
             directory: SessionDirectory::new(DashMap::new()),
-            order: ChangeOrder {
-                sequencer: Sequencer::new(),
-                applied: (0..shards.max(1))
-                    .map(|_| CachePadded::new(std::sync::atomic::AtomicU64::new(0)))
-                    .collect(),
-            },
+            order: ChangeOrder::new(shards.max(1)),
             access: AccessControl::new(auth),
             door,
             lifecycle,

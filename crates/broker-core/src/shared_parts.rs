@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 use crossbeam_utils::CachePadded;
 use dashmap::DashMap;
 use ring_runtime::{Clock, ShardId};
-use router::{Sequencer, SubscriberId, TopicLimits};
+use router::{ChangeSeq, Sequencer, SubscriberId, TopicLimits};
 use session_store::{ByteBudget, QueueLimits};
 
 use crate::auth::Authenticator;
@@ -69,9 +69,41 @@ impl SessionDirectory {
 /// The total order of replicated changes.
 pub struct ChangeOrder {
     /// Orders every replicated change.
-    pub sequencer: Sequencer,
+    sequencer: Sequencer,
     /// Per shard: how far it has applied the change order (for forwarding clean-up).
     pub applied: Box<[CachePadded<AtomicU64>]>,
+    /// Every subscription change below this place in the order is stamped: a shard matches a
+    /// PUBLISH only once it has applied that far (`shard/publish_order.rs`). Apart from the
+    /// sequencer, which every change moves, so a publish reads a line only subscriptions write.
+    subscriptions_stamped: CachePadded<AtomicU64>,
+}
+
+impl ChangeOrder {
+    /// The order of a broker with `shards` shards, before any change.
+    pub fn new(shards: usize) -> Self {
+        Self {
+            sequencer: Sequencer::new(),
+            applied: (0..shards).map(|_| CachePadded::default()).collect(),
+            subscriptions_stamped: CachePadded::default(),
+        }
+    }
+
+    /// The next place in the order, for a change about to be sent to every shard; a
+    /// `subscription` change also moves [`Self::subscription_horizon`] past it.
+    pub fn stamp(&self, subscription: bool) -> ChangeSeq {
+        let seq = self.sequencer.next();
+        if subscription {
+            self.subscriptions_stamped
+                .fetch_max(seq.0 + 1, Ordering::Release);
+        }
+        seq
+    }
+
+    /// How far a shard must have applied the order before it matches a PUBLISH it handles
+    /// now: past every subscription change stamped so far.
+    pub fn subscription_horizon(&self) -> ChangeSeq {
+        ChangeSeq(self.subscriptions_stamped.load(Ordering::Acquire))
+    }
 }
 
 /// The broker-wide limits every shard checks.

@@ -122,6 +122,27 @@ impl<H: Handler> SimShard<H> {
         });
     }
 
+    /// Data arrives on several connections at once: one turn handles every arrival in order
+    /// (as one wait's completions), before the messages that turn posts are delivered.
+    /// Connections whose reading is paused hold theirs, as with [`Self::data`].
+    pub fn data_together(&mut self, arrivals: Vec<(ConnId, Bytes)>) {
+        let mut now = Vec::new();
+        for (conn, data) in arrivals {
+            if self.ctx.is_open(conn) && self.ctx.is_reading_paused(conn) {
+                self.peers.entry(conn).or_default().held.push(data);
+            } else {
+                now.push((conn, data));
+            }
+        }
+        self.run(|handler, ctx| {
+            for (conn, data) in now {
+                if ctx.is_open(conn) {
+                    handler.on_data(ctx, conn, data);
+                }
+            }
+        });
+    }
+
     /// The peer sends FIN on `conn` (`on_read_closed`, if the handler still reads it).
     pub fn peer_closed(&mut self, conn: ConnId) {
         self.run(|handler, ctx| {

@@ -183,6 +183,11 @@ fn messages(doc: &mut Exposition, totals: &Snapshot) {
             totals.changes_beyond_window,
         ),
         (
+            "ringmq_publishes_held_for_order_total",
+            "PUBLISH packets held until subscription changes another shard had already stamped reached this shard's replica.",
+            totals.publishes_held_for_order,
+        ),
+        (
             "ringmq_partial_frame_closed_total",
             "Connections closed because their partial packet did not fit in limits.max_partial_frame_bytes.",
             totals.partial_frame_closed,

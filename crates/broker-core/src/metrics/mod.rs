@@ -47,6 +47,7 @@ counters! {
     deliveries_dropped_mailbox_full: "Copies dropped because another shard's mailbox was over its bound (also in messages_dropped).",
     replica_subscriptions: "Subscriptions in a shard's replica of the table (gauge; equal on every shard once replication settles).",
     changes_beyond_window: "Replicated changes that arrived more than runtime.max_pending_changes ahead of a missing one (kept).",
+    publishes_held_for_order: "PUBLISH packets held until subscription changes another shard had already stamped reached this shard's replica.",
     publishes_not_authorized: "PUBLISH packets refused as not authorized (client writes to $SYS included).",
     deliveries_not_authorized: "Copies not delivered because the rules in force no longer let their subscriber read the topic (a partly readable subscription, a reloaded ACL, a shared-subscription member the ACL denies).",
     subscriptions_revoked: "Subscriptions removed because a backend, asked again after a reload, no longer lets their client read them.",

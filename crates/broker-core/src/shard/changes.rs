@@ -27,7 +27,7 @@ impl Figures {
         order: &ChangeOrder,
         change: Change,
     ) -> ChangeSeq {
-        let seq = order.sequencer.next();
+        let seq = order.stamp(matches!(change, Change::Subscription(_)));
         let shards = ctx.shard_count();
         for index in 0..shards {
             let change = change.clone();

@@ -62,6 +62,7 @@ impl BrokerShard {
         self.door.address_released(&self.shared.door.guard, conn);
         self.door.proxy_waits.remove(&conn);
         self.delivery.retained.forget(conn);
+        self.replication.order_waits.forget(conn);
         let Some(mut connection) = self.conns.remove(&conn) else {
             return;
         };

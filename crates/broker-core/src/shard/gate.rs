@@ -83,7 +83,8 @@ impl BrokerShard {
     /// rate (`throttle.rs`).
     pub(super) fn unpark_if_free(&mut self, ctx: &mut Ctx, conn: ConnId) {
         let awaiting_ack = self.replication.gate.pending.iter().any(|p| p.conn == conn)
-            || self.auth.topic_waits.waits_for_topics(conn);
+            || self.auth.topic_waits.waits_for_topics(conn)
+            || self.replication.order_waits.holds(conn);
         let limit = self.shared.config.limits.held_ack_limit();
         let held_full = self.durable.held_acks(conn) >= limit
             || self.cluster_side.cluster_acks.held(conn) >= limit;

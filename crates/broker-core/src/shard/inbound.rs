@@ -255,7 +255,7 @@ impl BrokerShard {
                     packet.packet_type()
                 )));
             }
-            Packet::Publish(publish) => self.handle_publish(ctx, conn, publish)?,
+            Packet::Publish(publish) => self.publish_in_order(ctx, conn, publish)?,
             Packet::PubAck(ack) => self.handle_puback(ctx, conn, ack.packet_id),
             Packet::PubRec(rec) => self.handle_pubrec(ctx, conn, rec),
             Packet::PubRel(rel) => self.handle_pubrel(ctx, conn, rel.packet_id),

@@ -47,12 +47,14 @@ mod logins;
 mod memory;
 mod mirror;
 mod mobility;
+mod order_waits;
 mod overload;
 mod ownership;
 mod owning;
 mod parts;
 mod proxy;
 mod publish;
+mod publish_order;
 mod quiet;
 mod rate_buckets;
 mod recover;
@@ -142,6 +144,7 @@ impl BrokerShard {
             replication: parts::Replication {
                 replica,
                 gate: ack_gate::AckGate::default(),
+                order_waits: order_waits::OrderWaits::default(),
             },
             delivery: parts::Delivery {
                 routes: routes::Routes::new(shard_count),
@@ -298,6 +301,7 @@ impl Handler for BrokerShard {
         self.replication
             .nudge_acknowledging_shards(ctx, &self.figures);
         self.release_acks(ctx);
+        self.release_ordered_publishes(ctx);
         self.release_cluster_acks(ctx);
         self.release_durable(ctx);
         self.take_queue_reads(ctx);

@@ -16,6 +16,7 @@ use super::grant_rechecks::GrantRechecks;
 use super::held_acks::ClusterAcks;
 use super::logins::Logins;
 use super::mobility::Mobility;
+use super::order_waits::OrderWaits;
 use super::owning::Owning;
 use super::rate_buckets::Throttle;
 use super::replica::ReplicaState;
@@ -28,6 +29,8 @@ use super::topic_waits::TopicWaits;
 pub(super) struct Replication {
     pub(super) replica: ReplicaState,
     pub(super) gate: AckGate,
+    /// PUBLISHes waiting for subscription changes to arrive (`publish_order.rs`).
+    pub(super) order_waits: OrderWaits,
 }
 
 /// Per-turn routing buffers and caches (`routes.rs`), and sessions moving between shards:

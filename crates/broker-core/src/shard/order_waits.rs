@@ -1,0 +1,54 @@
+//! [`OrderWaits`]: the PUBLISH packets a shard holds until its replica has applied the
+//! subscription changes stamped before them; `publish_order.rs` holds and releases them.
+
+use codec::Publish;
+use ring_runtime::ConnId;
+use router::ChangeSeq;
+
+/// PUBLISH packets waiting for subscription changes to reach this shard's replica: at most
+/// one per connection (its connection is parked), so bounded by the shard's connections.
+#[derive(Default)]
+pub(super) struct OrderWaits {
+    held: Vec<HeldPublish>,
+}
+
+pub(super) struct HeldPublish {
+    pub(super) conn: ConnId,
+    /// The replica must have applied every change below this before the PUBLISH is matched.
+    pub(super) horizon: ChangeSeq,
+    pub(super) publish: Publish,
+}
+
+impl OrderWaits {
+    /// Sets a PUBLISH aside (its connection is parked).
+    pub(super) fn hold(&mut self, held: HeldPublish) {
+        self.held.push(held);
+    }
+
+    /// Whether nothing is set aside.
+    pub(super) fn is_empty(&self) -> bool {
+        self.held.is_empty()
+    }
+
+    /// Whether `conn` has a PUBLISH set aside.
+    pub(super) fn holds(&self, conn: ConnId) -> bool {
+        self.held.iter().any(|held| held.conn == conn)
+    }
+
+    /// Forgets what a closed connection had set aside.
+    pub(super) fn forget(&mut self, conn: ConnId) {
+        if !self.held.is_empty() {
+            self.held.retain(|held| held.conn != conn);
+        }
+    }
+
+    /// Takes out every PUBLISH whose horizon a replica that has applied up to (not including)
+    /// `applied` has reached, in the order they were set aside.
+    pub(super) fn take_ready(&mut self, applied: ChangeSeq) -> Vec<HeldPublish> {
+        let (ready, waiting) = std::mem::take(&mut self.held)
+            .into_iter()
+            .partition(|held| held.horizon <= applied);
+        self.held = waiting;
+        ready
+    }
+}

@@ -1,0 +1,69 @@
+//! Subscription order across connections: a SUBSCRIBE (or UNSUBSCRIBE) that any shard handled
+//! before this shard handles a PUBLISH takes effect for that PUBLISH, as on a broker with one
+//! thread. Each shard matches against its own replica of the subscription table, which learns
+//! another shard's change only when it arrives through the mailbox; without a wait, a PUBLISH
+//! sent right after another client's SUBSCRIBE could be matched before the change arrived.
+//!
+//! So a PUBLISH first reads the order's subscription horizon ([`ChangeOrder::subscription_horizon`]:
+//! every subscription change stamped so far lies below it). When this shard's replica has
+//! applied that far, which is the rule whenever subscriptions are not changing, the PUBLISH is
+//! handled at once: one atomic load and a comparison. Otherwise it is set aside with its
+//! connection parked (what the client sends behind it waits in the carry, so its packets keep
+//! their order) and handled as soon as the changes have arrived and been applied
+//! ([`BrokerShard::release_ordered_publishes`], after each batch of mailbox messages): a change
+//! is in flight only until its shard's turn ends, so the wait is brief.
+//!
+//! What this cannot order is a SUBSCRIBE whose bytes another shard has not read yet when the
+//! PUBLISH is handled (both packets in the kernel, that shard not yet woken): which of two
+//! sockets a broker with several threads reads first is not defined, as with any such broker.
+//!
+//! [`ChangeOrder::subscription_horizon`]: crate::shared_parts::ChangeOrder::subscription_horizon
+
+use codec::Publish;
+use ring_runtime::ConnId;
+
+use super::order_waits::HeldPublish;
+use super::{BrokerShard, Ctx, Fault};
+use crate::metrics::ShardCounters;
+
+impl BrokerShard {
+    /// A client's PUBLISH: handled now if this shard's replica holds every subscription change
+    /// stamped so far, else set aside (its connection parked) until it does.
+    pub(super) fn publish_in_order(
+        &mut self,
+        ctx: &mut Ctx,
+        conn: ConnId,
+        publish: Publish,
+    ) -> Result<(), Fault> {
+        let horizon = self.shared.order.subscription_horizon();
+        if self.replication.replica.changes.next_expected() >= horizon {
+            return self.handle_publish(ctx, conn, publish);
+        }
+        ShardCounters::add(&self.figures.counters().publishes_held_for_order, 1);
+        let held = HeldPublish {
+            conn,
+            horizon,
+            publish,
+        };
+        self.replication.order_waits.hold(held);
+        if let Some(connection) = self.conns.get_mut(&conn) {
+            connection.park();
+        }
+        Ok(())
+    }
+
+    /// Handles the publishes set aside whose subscription changes have now been applied here,
+    /// then lets their connections read on.
+    pub(super) fn release_ordered_publishes(&mut self, ctx: &mut Ctx) {
+        if self.replication.order_waits.is_empty() {
+            return;
+        }
+        let applied = self.replication.replica.changes.next_expected();
+        for held in self.replication.order_waits.take_ready(applied) {
+            match self.handle_publish(ctx, held.conn, held.publish) {
+                Ok(()) => self.unpark_if_free(ctx, held.conn),
+                Err(fault) => self.wire().fail(ctx, held.conn, fault),
+            }
+        }
+    }
+}
