@@ -101,8 +101,9 @@ pub trait EventHook: Send + Sync {
     /// Whether events of `kind` are wanted at all (asked before one is built).
     fn wants(&self, kind: EventKind) -> bool;
 
-    /// Whether a `message.published` event for `topic` is wanted.
-    fn wants_topic(&self, topic: &str) -> bool;
+    /// Whether a `message.published` event for the topic name `topic` (valid, as bytes) is
+    /// wanted.
+    fn wants_topic(&self, topic: &[u8]) -> bool;
 
     /// Takes `event`.
     fn post(&self, event: BrokerEvent);

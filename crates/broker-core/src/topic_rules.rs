@@ -22,13 +22,14 @@ impl TopicRules {
     pub fn rewritten_topic(
         &self,
         topic: &TopicName,
-        client_id: &str,
+        client_id: &MqttStr,
         limits: &TopicLimits,
     ) -> Option<TopicName> {
         if self.rewrite.is_empty() {
             return None;
         }
-        let text = self.rewrite.publish(topic, client_id)?;
+        // The client id is read as text (a UTF-8 check) only for a rule that matches.
+        let text = self.rewrite.publish(topic, || client_id.as_str())?;
         match TopicName::new(&text, limits) {
             Ok(rewritten) => Some(rewritten),
             Err(error) => {
@@ -93,9 +94,9 @@ mod tests {
         assert_eq!(rules.filter_text(&text("other"), "c"), text("other"));
         let limits = TopicLimits::default();
         let topic = TopicName::new("old/x", &limits).unwrap();
-        let rewritten = rules.rewritten_topic(&topic, "c", &limits).unwrap();
+        let rewritten = rules.rewritten_topic(&topic, &text("c"), &limits).unwrap();
         assert_eq!(rewritten.as_str(), "new/x");
         let other = TopicName::new("other", &limits).unwrap();
-        assert!(rules.rewritten_topic(&other, "c", &limits).is_none());
+        assert!(rules.rewritten_topic(&other, &text("c"), &limits).is_none());
     }
 }

@@ -86,11 +86,16 @@ impl TopicFilter {
     /// [`Self::matches`] for a topic name's text that is already known to be valid (a
     /// PUBLISH the broker accepted): nothing is parsed or allocated.
     pub fn matches_text(&self, topic: &str) -> bool {
-        if topic.starts_with('$') && self.starts_with_wildcard() {
+        self.matches_bytes(topic.as_bytes())
+    }
+
+    /// [`Self::matches_text`] for the bytes of a valid topic name.
+    pub fn matches_bytes(&self, topic: &[u8]) -> bool {
+        if topic.first() == Some(&b'$') && self.starts_with_wildcard() {
             return false;
         }
         let mut filter = Some(self.as_bytes());
-        let mut name = Some(topic.as_bytes());
+        let mut name = Some(topic);
         loop {
             match (filter, name) {
                 (None, None) => return true,

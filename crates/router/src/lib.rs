@@ -5,6 +5,7 @@
 
 mod error;
 mod filter;
+mod filter_match;
 #[doc(hidden)]
 pub mod fuzz_support;
 mod index;
@@ -21,6 +22,7 @@ mod trie;
 
 pub use error::TopicError;
 pub use filter::{SHARE_PREFIX, SharedFilter, SubscriptionFilter, TopicFilter};
+pub use filter_match::FilterMatcher;
 pub use matches::{Delivery, Matches};
 pub use replication::{
     ChangeOutcome, ChangeSeq, Received, ReorderBuffer, Replica, ReplicaConfig, Sequenced,

@@ -9,6 +9,7 @@
 use regex::Regex;
 
 use crate::filter::TopicFilter;
+use crate::filter_match::FilterMatcher;
 use crate::topic::{TopicLimits, TopicName, split_level};
 
 /// Which packets a rule rewrites.
@@ -26,7 +27,7 @@ pub enum RewriteAction {
 #[derive(Debug, Clone)]
 pub struct RewriteRule {
     action: RewriteAction,
-    source: TopicFilter,
+    source: FilterMatcher,
     pattern: Regex,
     dest: String,
 }
@@ -89,7 +90,7 @@ impl RewriteRule {
         }
         Ok(Self {
             action,
-            source,
+            source: FilterMatcher::new(source),
             pattern,
             dest: dest.to_owned(),
         })
@@ -151,12 +152,17 @@ impl TopicRewrite {
         self.rules.is_empty()
     }
 
-    /// The topic a PUBLISH to `topic` by `client_id` is rewritten to, if a rule rewrites it.
-    pub fn publish(&self, topic: &TopicName, client_id: &str) -> Option<String> {
+    /// The topic a PUBLISH to `topic` by the client whose identifier `client_id` gives is
+    /// rewritten to, if a rule rewrites it (`client_id` is asked only then).
+    pub fn publish<'c>(
+        &self,
+        topic: &TopicName,
+        client_id: impl FnOnce() -> &'c str,
+    ) -> Option<String> {
         let rule = (self.rules.iter().rev())
             .filter(|rule| rule.applies_to(true))
-            .find(|rule| rule.source.matches(topic))?;
-        rule.rewrite(topic.as_str(), client_id)
+            .find(|rule| rule.source.matches_bytes(topic.as_bytes()))?;
+        rule.rewrite(topic.as_str(), client_id())
     }
 
     /// The filter a SUBSCRIBE or UNSUBSCRIBE of `filter` (a shared subscription's filter
@@ -164,7 +170,7 @@ impl TopicRewrite {
     pub fn subscribe(&self, filter: &str, client_id: &str) -> Option<String> {
         let rule = (self.rules.iter().rev())
             .filter(|rule| rule.applies_to(false))
-            .find(|rule| covers(rule.source.as_bytes(), filter.as_bytes()))?;
+            .find(|rule| covers(rule.source.filter().as_bytes(), filter.as_bytes()))?;
         rule.rewrite(filter, client_id)
     }
 }
@@ -209,16 +215,16 @@ mod tests {
     fn groups_and_the_client_id_fill_the_destination() {
         let r = rules(&[(RewriteAction::All, "x/#", "^x/y/(.+)$", "z/${clientid}/$1")]);
         assert_eq!(
-            r.publish(&topic("x/y/1/2"), "dev"),
+            r.publish(&topic("x/y/1/2"), || "dev"),
             Some("z/dev/1/2".into())
         );
         assert_eq!(
-            r.publish(&topic("x/q"), "dev"),
+            r.publish(&topic("x/q"), || "dev"),
             None,
             "the expression does not match"
         );
         assert_eq!(
-            r.publish(&topic("w/y/1"), "dev"),
+            r.publish(&topic("w/y/1"), || "dev"),
             None,
             "the filter does not match"
         );
@@ -232,8 +238,8 @@ mod tests {
             (RewriteAction::Publish, "a/b/#", "^nothing$", "second"),
         ]);
         // The later rule's filter matches and its expression does not: no rewrite.
-        assert_eq!(r.publish(&topic("a/b/c"), "c"), None);
-        assert_eq!(r.publish(&topic("a/x"), "c"), Some("first/x".into()));
+        assert_eq!(r.publish(&topic("a/b/c"), || "c"), None);
+        assert_eq!(r.publish(&topic("a/x"), || "c"), Some("first/x".into()));
         assert_eq!(
             r.subscribe("a/x", "c"),
             None,

@@ -9,7 +9,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use broker_api::{BrokerEvent, EventHook, EventHookFigures, EventKind, redact_url};
 use crossbeam_channel::{Sender as QueueSender, TrySendError, bounded};
-use router::{TopicFilter, TopicLimits};
+use router::{FilterMatcher, TopicFilter, TopicLimits};
 
 use crate::counters::WebhookCounters;
 use crate::error::WebhookError;
@@ -20,8 +20,10 @@ use crate::settings::WebhookSettings;
 /// One running webhook.
 struct Webhook {
     url: String,
-    kinds: Vec<EventKind>,
-    topics: Vec<TopicFilter>,
+    /// The kinds of events it wants, one bit per kind (asked once per event, so no list walk).
+    kinds: u8,
+    /// The topics of the `message.published` events it wants (all when empty).
+    topics: Vec<FilterMatcher>,
     queue: Option<QueueSender<Stamped>>,
     counters: Arc<WebhookCounters>,
     stop: Arc<AtomicBool>,
@@ -61,7 +63,10 @@ impl Webhook {
             })?;
         Ok(Self {
             url: settings.url,
-            kinds: settings.events,
+            kinds: settings
+                .events
+                .iter()
+                .fold(0, |bits, kind| bits | kind_bit(*kind)),
             topics,
             queue: Some(queue),
             counters,
@@ -71,16 +76,17 @@ impl Webhook {
     }
 
     fn wants(&self, kind: EventKind) -> bool {
-        self.kinds.contains(&kind)
+        self.kinds & kind_bit(kind) != 0
     }
 
-    fn wants_topic(&self, topic: &str) -> bool {
+    fn wants_topic(&self, topic: &[u8]) -> bool {
         if !self.wants(EventKind::MessagePublished) {
             return false;
         }
         // Once per accepted PUBLISH while a webhook wants them: the topic is valid already, so
-        // it is matched as it is (no parse, no allocation).
-        self.topics.is_empty() || self.topics.iter().any(|filter| filter.matches_text(topic))
+        // its bytes are matched as they are (no parse, no UTF-8 check, no allocation), each
+        // filter's literal start first.
+        self.topics.is_empty() || self.topics.iter().any(|filter| filter.matches_bytes(topic))
     }
 
     fn post(&self, stamped: Stamped) {
@@ -110,7 +116,7 @@ impl EventHook for Webhooks {
         self.hooks.iter().any(|hook| hook.wants(kind))
     }
 
-    fn wants_topic(&self, topic: &str) -> bool {
+    fn wants_topic(&self, topic: &[u8]) -> bool {
         self.hooks.iter().any(|hook| hook.wants_topic(topic))
     }
 
@@ -130,7 +136,7 @@ impl EventHook for Webhooks {
         };
         let kind = event.kind();
         let wanted = self.hooks.iter().filter(|hook| match &published {
-            Some(topic) => hook.wants_topic(topic),
+            Some(topic) => hook.wants_topic(topic.as_bytes()),
             None => hook.wants(kind),
         });
         for hook in wanted {
@@ -170,16 +176,22 @@ fn check(settings: &WebhookSettings) -> Result<(), WebhookError> {
 }
 
 /// The topic filters of `settings`, parsed.
-fn topic_filters(settings: &WebhookSettings) -> Result<Vec<TopicFilter>, WebhookError> {
+fn topic_filters(settings: &WebhookSettings) -> Result<Vec<FilterMatcher>, WebhookError> {
     (settings.topics.iter())
         .map(|text| {
-            TopicFilter::new(text, &TopicLimits::default()).map_err(|e| {
-                WebhookError::InvalidTopic {
+            let filter = TopicFilter::new(text, &TopicLimits::default());
+            filter
+                .map(FilterMatcher::new)
+                .map_err(|e| WebhookError::InvalidTopic {
                     url: redact_url(&settings.url).into_owned(),
                     filter: text.clone(),
                     reason: e.to_string(),
-                }
-            })
+                })
         })
         .collect()
+}
+
+/// `kind`'s bit in a webhook's set of wanted kinds.
+fn kind_bit(kind: EventKind) -> u8 {
+    1 << (kind as u8)
 }

@@ -169,8 +169,8 @@ fn topic_filters_choose_the_published_messages() {
     let mut settings = quick(&url, vec![EventKind::MessagePublished]);
     settings.topics = vec!["sensors/+/temp".into()];
     let hooks = Webhooks::start(vec![settings]).unwrap();
-    assert!(hooks.wants_topic("sensors/1/temp"));
-    assert!(!hooks.wants_topic("sensors/1/humidity"));
+    assert!(hooks.wants_topic(b"sensors/1/temp"));
+    assert!(!hooks.wants_topic(b"sensors/1/humidity"));
     hooks.post(published("sensors/1/humidity"));
     hooks.post(published("sensors/2/temp"));
     let body = next(&received);

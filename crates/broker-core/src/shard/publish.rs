@@ -495,10 +495,11 @@ fn post_published(
     (qos, retain): (QoS, bool),
     payload: &bytes::Bytes,
 ) {
-    let Some(hook) = links.events_of(broker_api::EventKind::MessagePublished) else {
+    // `wants_topic` asks each webhook whether it wants `message.published` at all, too.
+    let Some(hook) = links.events.as_deref() else {
         return;
     };
-    if hook.wants_topic(topic.as_str()) {
+    if hook.wants_topic(topic.as_bytes()) {
         hook.post(broker_api::BrokerEvent::MessagePublished {
             client_id: client_id.as_str().to_owned(),
             topic: topic.as_str().to_owned(),
@@ -519,7 +520,7 @@ fn rewritten(
 ) -> TopicName {
     let limits = &shared.limits.topics;
     let rules = &shared.topic_rules;
-    let Some(rewritten) = rules.rewritten_topic(&topic, client_id.as_str(), limits) else {
+    let Some(rewritten) = rules.rewritten_topic(&topic, client_id, limits) else {
         return topic;
     };
     match MqttStr::try_from(rewritten.as_str().to_owned()) {
