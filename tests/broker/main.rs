@@ -52,6 +52,8 @@ mod retained;
 mod retained_cursor;
 mod revocation;
 mod rewrite;
+mod scram;
+mod scram_client;
 mod session_owner;
 #[cfg(debug_assertions)]
 mod shard_exit;

@@ -118,3 +118,38 @@ fn decode(text: &str, field: &'static str, len: Option<usize>) -> Result<Vec<u8>
         _ => Ok(bytes),
     }
 }
+
+/// `text` (a credential file's) with `credential`'s line for `username`: it replaces the line
+/// of the same user and mechanism, or is appended. Lines that do not parse are kept as they
+/// are; a username that cannot be written on one line is an error.
+pub fn with_credential(
+    text: &str,
+    username: &str,
+    credential: &ScramCredential,
+) -> Result<String, LineProblem> {
+    if username.is_empty() {
+        return Err(LineProblem::EmptyUsername);
+    }
+    if username.contains(['\n', '\r']) || username.starts_with('#') {
+        return Err(LineProblem::MalformedScramLine);
+    }
+    let new_line = credential.file_line(username);
+    let mut replaced = false;
+    let mut lines: Vec<&str> = Vec::new();
+    for line in text.lines() {
+        let same = matches!(parse_line(line.trim()), Ok((user, existing))
+            if user == username && existing.mechanism == credential.mechanism);
+        if same && !replaced {
+            lines.push(&new_line);
+            replaced = true;
+        } else if !same {
+            lines.push(line);
+        }
+    }
+    if !replaced {
+        lines.push(&new_line);
+    }
+    let mut out = lines.join("\n");
+    out.push('\n');
+    Ok(out)
+}

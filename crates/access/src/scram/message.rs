@@ -1,7 +1,7 @@
 //! The attribute syntax of the client's SCRAM messages (RFC 5802 section 7): what the server
 //! needs of client-first and client-final, every deviation a [`ScramError`].
 
-use super::server::ScramError;
+use super::error::ScramError;
 
 /// The client-first message, split.
 #[derive(Debug, PartialEq, Eq)]

@@ -9,6 +9,7 @@
 //!   proof is checked with a few HMACs and a constant-time comparison.
 //! - `message` (private): the attribute syntax of the client's two messages.
 
+mod error;
 pub mod file;
 mod message;
 pub mod server;
@@ -23,8 +24,9 @@ use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as BASE64;
 use ring::{digest, hmac, pbkdf2};
 
+pub use error::ScramError;
 pub use file::ScramFile;
-pub use server::{ScramError, ScramServer, ScramSuccess};
+pub use server::{ScramServer, ScramSuccess};
 
 /// The iteration count `ringmq scram add` uses unless told otherwise (RFC 7677's minimum).
 pub const DEFAULT_ITERATIONS: u32 = 4096;

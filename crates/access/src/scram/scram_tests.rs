@@ -7,8 +7,9 @@ use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as BASE64;
 use ring::{digest, hmac, pbkdf2};
 
+use super::ScramError;
 use super::file::ScramFile;
-use super::server::{ScramError, ScramServer};
+use super::server::ScramServer;
 use super::{Mechanism, ScramCredential};
 use crate::{AccessFileError, LineProblem};
 
@@ -247,4 +248,23 @@ fn credential_file_errors_name_the_line() {
     );
     let message = ScramFile::parse("x").unwrap_err().to_string();
     assert!(message.contains("line 1"), "{message}");
+}
+
+#[test]
+fn adding_a_credential_replaces_the_same_user_and_mechanism_only() {
+    let first = ScramCredential::derive(Mechanism::Sha256, b"one", b"salt1", iterations(1));
+    let second = ScramCredential::derive(Mechanism::Sha256, b"two", b"salt2", iterations(1));
+    let other = ScramCredential::derive(Mechanism::Sha512, b"one", b"salt3", iterations(1));
+    let text = super::file::with_credential("# users\n", "bob", &first).unwrap();
+    let text = super::file::with_credential(&text, "bob", &other).unwrap();
+    let text = super::file::with_credential(&text, "bob", &second).unwrap();
+    assert!(text.starts_with("# users\n"), "{text}");
+    let file = ScramFile::parse(&text).unwrap();
+    assert_eq!(file.len(), 2);
+    assert_eq!(file.credential("bob", Mechanism::Sha256), Some(&second));
+    assert_eq!(file.credential("bob", Mechanism::Sha512), Some(&other));
+    assert_eq!(
+        super::file::with_credential(&text, "a\nb", &first),
+        Err(LineProblem::MalformedScramLine)
+    );
 }

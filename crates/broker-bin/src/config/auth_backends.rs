@@ -14,7 +14,8 @@ use access::backend::SaltEncoding;
 use access::backend::http::HttpSettings;
 use access::backend::jwt::{JwtSettings, TokenSource};
 use access::backend::redis::RedisSettings;
-use access::settings::{BackendKind, JwtConfig};
+use access::scram::Mechanism;
+use access::settings::{BackendKind, JwtConfig, ScramSettings};
 
 raw_section!(
     /// `[auth.http]`
@@ -46,6 +47,14 @@ raw_section!(
         publish_claim: String,
         subscribe_claim: String,
         leeway_s: u64,
+    }
+);
+
+raw_section!(
+    /// `[auth.scram]`
+    RawAuthScram {
+        file: String,
+        mechanisms: Vec<String>,
     }
 );
 
@@ -236,4 +245,43 @@ fn jwt_table(jwt: &RawAuthJwt) -> Result<JwtConfig, ConfigError> {
         ));
     }
     Ok(config)
+}
+
+/// `[auth.scram]`: its `file` is required; `mechanisms` defaults to both SCRAM mechanisms.
+pub(super) fn scram_settings(
+    raw: &Option<RawAuthScram>,
+) -> Result<Option<ScramSettings>, ConfigError> {
+    let Some(raw) = raw else {
+        return Ok(None);
+    };
+    let Some(file) = text(&raw.file) else {
+        return Err(ConfigError::invalid(
+            "auth.scram.file",
+            "[auth.scram] needs the credential file (written by `ringmq scram add`)",
+        ));
+    };
+    let names = raw
+        .mechanisms
+        .clone()
+        .unwrap_or_else(|| Mechanism::ALL.iter().map(|m| m.name().to_owned()).collect());
+    let mut mechanisms = Vec::new();
+    for name in &names {
+        let mechanism = Mechanism::from_name(name).ok_or_else(|| {
+            ConfigError::invalid(
+                "auth.scram.mechanisms",
+                format!("unknown mechanism `{name}` (expected SCRAM-SHA-256 or SCRAM-SHA-512)"),
+            )
+        })?;
+        mechanisms.push(mechanism);
+    }
+    if mechanisms.is_empty() {
+        return Err(ConfigError::invalid(
+            "auth.scram.mechanisms",
+            "name at least one mechanism, or remove [auth.scram]",
+        ));
+    }
+    Ok(Some(ScramSettings {
+        file: PathBuf::from(file),
+        mechanisms,
+    }))
 }
