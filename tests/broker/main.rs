@@ -54,6 +54,7 @@ mod revocation;
 mod rewrite;
 mod scram;
 mod scram_client;
+mod scram_mqttjs;
 mod session_owner;
 #[cfg(debug_assertions)]
 mod shard_exit;
