@@ -5,6 +5,7 @@
 mod acl;
 mod admin;
 mod auth;
+mod auth_exchange_backends;
 mod auto_subscribe;
 mod backends;
 mod binary;

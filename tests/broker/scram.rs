@@ -46,14 +46,14 @@ pub fn scram_broker(dir: &Path, auth_keys: &str, extra: &str) -> TestBroker {
 }
 
 /// A 5.0 CONNECT naming `method` with `data`.
-fn auth_connect(client_id: &str, method: &str, data: Vec<u8>) -> Connect {
+pub fn auth_connect(client_id: &str, method: &str, data: Vec<u8>) -> Connect {
     let mut connect = connect_packet(V5, client_id, true);
     connect.properties.authentication_method = Some(s(method));
     connect.properties.authentication_data = Some(Bytes::from(data));
     connect
 }
 
-fn auth_packet(reason: ReasonCode, method: &str, data: Vec<u8>) -> Packet {
+pub fn auth_packet(reason: ReasonCode, method: &str, data: Vec<u8>) -> Packet {
     Packet::Auth(Auth {
         reason_code: reason,
         properties: AuthProperties {
@@ -65,7 +65,7 @@ fn auth_packet(reason: ReasonCode, method: &str, data: Vec<u8>) -> Packet {
 }
 
 /// The next packet, which must be AUTH `reason` naming `method`: its data.
-fn expect_auth(client: &mut RawClient, reason: ReasonCode, method: &str) -> Bytes {
+pub fn expect_auth(client: &mut RawClient, reason: ReasonCode, method: &str) -> Bytes {
     match client.recv() {
         Packet::Auth(auth) => {
             assert_eq!(auth.reason_code, reason, "AUTH reason");
@@ -254,7 +254,12 @@ fn an_exchange_left_unanswered_meets_the_connect_timeout() {
 }
 
 /// Re-authentication (AUTH 0x19) of a connected SCRAM client: client-final's reply.
-fn reauthenticate(client: &mut RawClient, hash: Hash, user: &str, password: &str) -> ScramClient {
+pub fn reauthenticate(
+    client: &mut RawClient,
+    hash: Hash,
+    user: &str,
+    password: &str,
+) -> ScramClient {
     let mut scram = ScramClient::new(hash, user, password);
     client.send(&auth_packet(
         ReasonCode::ReAuthenticate,

@@ -47,6 +47,12 @@ impl AuthSettings {
             || self.backends.iter().any(|b| *b != BackendKind::File)
     }
 
+    /// Whether an HTTP backend drives the AUTH exchange of Authentication Method `name`.
+    pub fn http_drives(&self, name: &str) -> bool {
+        let exchange = self.http.as_ref().and_then(|http| http.exchange.as_ref());
+        exchange.is_some_and(|exchange| exchange.methods.iter().any(|m| m == name))
+    }
+
     /// The SCRAM mechanism configured under the MQTT Authentication Method `name`, if any.
     pub fn scram_mechanism(&self, name: &str) -> Option<Mechanism> {
         let scram = self.scram.as_ref()?;
@@ -61,13 +67,33 @@ impl AuthSettings {
     }
 }
 
-/// `[auth.scram]`, validated: the credential file and the mechanisms offered.
+/// `[auth.scram]`, validated: where the credentials are kept and the mechanisms offered.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ScramSettings {
-    /// The credential file (`crate::scram::file`), read at start and on reload.
-    pub file: PathBuf,
+    /// Where the credentials are.
+    pub store: ScramStore,
     /// The mechanisms accepted as Authentication Methods.
     pub mechanisms: Vec<Mechanism>,
+}
+
+impl ScramSettings {
+    /// The credential file, when the credentials are kept in one.
+    pub fn file(&self) -> Option<&PathBuf> {
+        match &self.store {
+            ScramStore::File(path) => Some(path),
+            ScramStore::Redis => None,
+        }
+    }
+}
+
+/// Where SCRAM credentials are kept.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ScramStore {
+    /// A credential file (`crate::scram::file`), read at start and on reload; asked on the
+    /// reactor (a few HMACs).
+    File(PathBuf),
+    /// The Redis backend (`HGET <user>:scram <MECHANISM>`), asked on the auth workers.
+    Redis,
 }
 
 /// One entry of `auth.backends`.

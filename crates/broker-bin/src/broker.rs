@@ -106,8 +106,8 @@ impl Broker {
             Some(path) => Some(access::PasswordFile::load(path)?),
             None => None,
         };
-        let scram = match &config.auth.scram {
-            Some(settings) => Some(access::scram::ScramFile::load(&settings.file)?),
+        let scram = match config.auth.scram.as_ref().and_then(|s| s.file()) {
+            Some(file) => Some(access::scram::ScramFile::load(file)?),
             None => None,
         };
         let acl = match &config.auth.acl_file {

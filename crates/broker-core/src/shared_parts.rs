@@ -205,10 +205,11 @@ impl AccessControl {
 
     /// Reads the SCRAM credential file again; on failure the old credentials stay in force.
     fn reload_scram(&self, auth: &AuthSettings) -> Result<(), access::AccessFileError> {
-        let (Some(scram), Some(settings)) = (&self.scram, &auth.scram) else {
+        let file = auth.scram.as_ref().and_then(|settings| settings.file());
+        let (Some(scram), Some(file)) = (&self.scram, file) else {
             return Ok(());
         };
-        scram.replace(access::scram::ScramFile::load(&settings.file)?);
+        scram.replace(access::scram::ScramFile::load(file)?);
         Ok(())
     }
 

@@ -10,6 +10,7 @@
 pub mod build;
 mod cache;
 pub mod chain;
+pub mod exchange;
 pub mod grant;
 pub mod keys;
 pub mod workers;

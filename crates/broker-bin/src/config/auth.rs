@@ -103,7 +103,7 @@ impl RawAuth {
             http: http_settings(&backends, &self.http)?,
             redis: redis_settings(&backends, &self.redis)?,
             jwt: jwt_config(&backends, &self.jwt)?,
-            scram: scram_settings(&self.scram)?,
+            scram: scram_settings(&backends, &self.scram)?,
             backends,
             client_id_owner_check: self.client_id_owner_check.unwrap_or(true),
             use_username_as_clientid: self.use_username_as_clientid.unwrap_or(false),
