@@ -94,3 +94,7 @@ pub(super) fn read_answer(body: &[u8]) -> Result<ExchangeAnswer, String> {
         _ => Err("AUTH round answer: `result` is not continue, success or deny".to_owned()),
     }
 }
+
+#[cfg(test)]
+#[path = "exchange_tests.rs"]
+mod tests;
