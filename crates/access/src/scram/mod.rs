@@ -4,7 +4,7 @@
 //! - [`ScramCredential`]: what is stored of a password: the salt, the iteration count, and the
 //!   StoredKey and ServerKey derived from the salted password (PBKDF2 runs only when a user is
 //!   added, [`ScramCredential::derive`]); the password itself is never kept.
-//! - [`file`]: the credential file (`user:MECHANISM:iterations:salt:StoredKey:ServerKey`).
+//! - [`file`](mod@file): the credential file (`user:MECHANISM:iterations:salt:StoredKey:ServerKey`).
 //! - [`server`]: one exchange, client-first → server-first → client-final → server-final; the
 //!   proof is checked with a few HMACs and a constant-time comparison.
 //! - `message` (private): the attribute syntax of the client's two messages.
