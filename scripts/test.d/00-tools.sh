@@ -17,6 +17,18 @@ ensure_debian_package() {
   $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$2"
 }
 
+# mqtt.js (npm `mqtt` 5), a third-party MQTT 5 client that speaks AUTH: the SCRAM interop test
+# (tests/broker/scram_mqttjs.rs) runs a node script with it from RINGMQ_MQTTJS_DIR.
+export RINGMQ_MQTTJS_DIR=${RINGMQ_MQTTJS_DIR:-$HOME/.cache/ringmq-test/mqttjs}
+ensure_mqtt_js() {
+  if [ -f "$RINGMQ_MQTTJS_DIR/node_modules/mqtt/package.json" ]; then
+    return
+  fi
+  ensure_debian_package npm npm
+  mkdir -p "$RINGMQ_MQTTJS_DIR"
+  npm install --prefix "$RINGMQ_MQTTJS_DIR" --no-audit --no-fund --silent mqtt@5
+}
+
 test_tools() {
   ensure_rust_components
   # access/ unit tests make password files with the real mosquitto_passwd.
@@ -29,5 +41,6 @@ test_tools() {
   ensure_debian_package nats-server nats-server
   # The PROXY protocol tests put a real HAProxy in front of the broker (tests/broker/proxy.rs).
   ensure_debian_package haproxy haproxy
+  ensure_mqtt_js
   cargo --version
 }

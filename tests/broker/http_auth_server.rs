@@ -18,7 +18,13 @@ pub struct Answer {
     pub delay: Duration,
 }
 
-type Decide = dyn Fn(&str, &serde_json::Value) -> Answer + Send + Sync;
+/// An answer with a body (the AUTH exchange's JSON).
+struct Reply {
+    answer: Answer,
+    body: String,
+}
+
+type Decide = dyn Fn(&str, &serde_json::Value) -> Reply + Send + Sync;
 
 /// A running server; stops accepting when dropped.
 pub struct HttpAuthServer {
@@ -32,11 +38,34 @@ impl HttpAuthServer {
     pub fn start(
         decide: impl Fn(&str, &serde_json::Value) -> Answer + Send + Sync + 'static,
     ) -> Self {
+        Self::serve(Arc::new(move |path: &str, body: &serde_json::Value| {
+            Reply {
+                answer: decide(path, body),
+                body: String::new(),
+            }
+        }))
+    }
+
+    /// Serves 200 with the JSON `decide` returns for the path and the parsed body.
+    pub fn start_json(
+        decide: impl Fn(&str, &serde_json::Value) -> serde_json::Value + Send + Sync + 'static,
+    ) -> Self {
+        Self::serve(Arc::new(move |path: &str, body: &serde_json::Value| {
+            Reply {
+                answer: Answer {
+                    status: 200,
+                    delay: Duration::ZERO,
+                },
+                body: decide(path, body).to_string(),
+            }
+        }))
+    }
+
+    fn serve(decide: Arc<Decide>) -> Self {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let addr = listener.local_addr().unwrap();
         let requests = Arc::new(AtomicUsize::new(0));
         let stop = Arc::new(AtomicBool::new(false));
-        let decide: Arc<Decide> = Arc::new(decide);
         let (count, stopped) = (Arc::clone(&requests), Arc::clone(&stop));
         std::thread::spawn(move || {
             for stream in listener.incoming() {
@@ -108,11 +137,13 @@ fn serve(stream: TcpStream, decide: &Decide, count: &AtomicUsize) {
         }
         count.fetch_add(1, Ordering::AcqRel);
         let json = serde_json::from_slice(&body).unwrap_or(serde_json::Value::Null);
-        let answer = decide(&path, &json);
-        std::thread::sleep(answer.delay);
+        let reply = decide(&path, &json);
+        std::thread::sleep(reply.answer.delay);
         let response = format!(
-            "HTTP/1.1 {} X\r\nContent-Length: 0\r\nConnection: keep-alive\r\n\r\n",
-            answer.status
+            "HTTP/1.1 {} X\r\nContent-Length: {}\r\nConnection: keep-alive\r\n\r\n{}",
+            reply.answer.status,
+            reply.body.len(),
+            reply.body
         );
         if writer.write_all(response.as_bytes()).is_err() {
             return;

@@ -5,6 +5,7 @@
 mod acl;
 mod admin;
 mod auth;
+mod auth_exchange_backends;
 mod auto_subscribe;
 mod backends;
 mod binary;
@@ -52,6 +53,9 @@ mod retained;
 mod retained_cursor;
 mod revocation;
 mod rewrite;
+mod scram;
+mod scram_client;
+mod scram_mqttjs;
 mod session_owner;
 #[cfg(debug_assertions)]
 mod shard_exit;

@@ -5,6 +5,8 @@
 //!   the older `user:$6$...` salted SHA-512), checked in constant time.
 //! - [`acl`]: the ACL file (`topic`, `user`, `pattern` lines): which topics a client may read
 //!   (subscribe, receive) and write (publish), and how much of a SUBSCRIBE filter it may read.
+//! - [`scram`]: SCRAM-SHA-256/512 (RFC 5802, 7677) for MQTT 5's AUTH exchange: the credential
+//!   file (salted keys, never the password) and the server's state machine.
 //! - `filter` (private): ACL rule filters, matching a topic without allocating, and the
 //!   overlap and cover relations between two filters that [`acl::AclFile::subscribe_scope`] uses.
 //!
@@ -28,6 +30,7 @@ pub mod backend;
 mod filter;
 pub mod gatekeeper;
 pub mod passwd;
+pub mod scram;
 pub mod settings;
 
 /// Loopback ports for the servers the backend tests start (shared with the broker's tests).
@@ -109,6 +112,12 @@ pub enum LineProblem {
         "unsupported password hash type `{0}` (expected $6$ or $7$ as written by mosquitto_passwd)"
     )]
     UnsupportedHashType(String),
+    /// A SCRAM credential line without its six `:`-separated fields.
+    #[error("expected `username:MECHANISM:iterations:salt:StoredKey:ServerKey`")]
+    MalformedScramLine,
+    /// A SCRAM credential line naming a mechanism other than SCRAM-SHA-256 or SCRAM-SHA-512.
+    #[error("unknown SCRAM mechanism `{0}` (expected SCRAM-SHA-256 or SCRAM-SHA-512)")]
+    UnknownScramMechanism(String),
     /// A `$6$` or `$7$` hash with the wrong number of `$`-separated fields.
     #[error("malformed password hash: expected {expected}")]
     MalformedHash {

@@ -191,7 +191,7 @@ fn decode<const N: usize>(text: &str, field: &'static str) -> Result<[u8; N], Li
 }
 
 /// Compares two byte strings in time that depends only on their lengths.
-fn constant_time_eq(left: &[u8], right: &[u8]) -> bool {
+pub(crate) fn constant_time_eq(left: &[u8], right: &[u8]) -> bool {
     if left.len() != right.len() {
         return false;
     }

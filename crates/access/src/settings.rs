@@ -8,6 +8,7 @@ use crate::backend::http::HttpSettings;
 use crate::backend::jwt::JwtSettings;
 use crate::backend::redis::RedisSettings;
 use crate::gatekeeper::GatekeeperSettings;
+use crate::scram::Mechanism;
 
 /// `[auth]`, validated.
 #[derive(Debug, Clone)]
@@ -28,6 +29,8 @@ pub struct AuthSettings {
     pub redis: Option<RedisSettings>,
     /// `[auth.jwt]`, when `backends` names `jwt`.
     pub jwt: Option<JwtConfig>,
+    /// `[auth.scram]`: MQTT 5 enhanced authentication with SCRAM, when configured.
+    pub scram: Option<ScramSettings>,
     /// `client_id_owner_check`: a session belongs to the identity (username, or none) that
     /// created it; another identity's CONNECT with its client id is refused.
     pub client_id_owner_check: bool,
@@ -39,7 +42,21 @@ pub struct AuthSettings {
 impl AuthSettings {
     /// Whether any authentication is configured: a password file, or an external backend.
     pub fn authenticates(&self) -> bool {
-        self.password_file.is_some() || self.backends.iter().any(|b| *b != BackendKind::File)
+        self.password_file.is_some()
+            || self.scram.is_some()
+            || self.backends.iter().any(|b| *b != BackendKind::File)
+    }
+
+    /// Whether an HTTP backend drives the AUTH exchange of Authentication Method `name`.
+    pub fn http_drives(&self, name: &str) -> bool {
+        let exchange = self.http.as_ref().and_then(|http| http.exchange.as_ref());
+        exchange.is_some_and(|exchange| exchange.methods.iter().any(|m| m == name))
+    }
+
+    /// The SCRAM mechanism configured under the MQTT Authentication Method `name`, if any.
+    pub fn scram_mechanism(&self, name: &str) -> Option<Mechanism> {
+        let scram = self.scram.as_ref()?;
+        scram.mechanisms.iter().copied().find(|m| m.name() == name)
     }
 
     /// Whether a CONNECT without a username is accepted: when `allow_anonymous` is set, or when
@@ -48,6 +65,35 @@ impl AuthSettings {
     pub fn anonymous_allowed(&self) -> bool {
         self.allow_anonymous || !self.authenticates()
     }
+}
+
+/// `[auth.scram]`, validated: where the credentials are kept and the mechanisms offered.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ScramSettings {
+    /// Where the credentials are.
+    pub store: ScramStore,
+    /// The mechanisms accepted as Authentication Methods.
+    pub mechanisms: Vec<Mechanism>,
+}
+
+impl ScramSettings {
+    /// The credential file, when the credentials are kept in one.
+    pub fn file(&self) -> Option<&PathBuf> {
+        match &self.store {
+            ScramStore::File(path) => Some(path),
+            ScramStore::Redis => None,
+        }
+    }
+}
+
+/// Where SCRAM credentials are kept.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ScramStore {
+    /// A credential file (`crate::scram::file`), read at start and on reload; asked on the
+    /// reactor (a few HMACs).
+    File(PathBuf),
+    /// The Redis backend (`HGET <user>:scram <MECHANISM>`), asked on the auth workers.
+    Redis,
 }
 
 /// One entry of `auth.backends`.

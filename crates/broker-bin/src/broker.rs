@@ -106,6 +106,10 @@ impl Broker {
             Some(path) => Some(access::PasswordFile::load(path)?),
             None => None,
         };
+        let scram = match config.auth.scram.as_ref().and_then(|s| s.file()) {
+            Some(file) => Some(access::scram::ScramFile::load(file)?),
+            None => None,
+        };
         let acl = match &config.auth.acl_file {
             Some(path) => Some(access::AclFile::load(path)?),
             None => None,
@@ -118,6 +122,7 @@ impl Broker {
         shared.links.bridges = Arc::clone(&bridge_board) as Arc<dyn broker_api::BridgeFigures>;
         shared.door.transports = transports.with_hold_limit(transport_hold_limit(&shared));
         shared.access.passwords = passwords.map(broker_core::swap::Swap::new);
+        shared.access.scram = scram.map(broker_core::swap::Swap::new);
         shared.access.acl = acl.map(broker_core::swap::Swap::new);
         shared.access.gatekeeper = access::gatekeeper::build::start(&shared.config.auth, shards)?;
         let mut cluster_link = None;

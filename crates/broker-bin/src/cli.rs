@@ -42,6 +42,35 @@ pub enum Command {
     /// The persistence store: report on it, salvage a damaged one.
     #[command(subcommand)]
     Store(StoreCommand),
+    /// SCRAM credentials for MQTT 5 enhanced authentication (`[auth.scram]`).
+    #[command(subcommand)]
+    Scram(ScramCommand),
+}
+
+/// `ringmq scram ...`: the SCRAM credential file.
+#[derive(Debug, Clone, Subcommand)]
+pub enum ScramCommand {
+    /// Add a user to the credential file, or replace their line for this mechanism: the
+    /// password is salted and hashed (PBKDF2) here, and only the derived keys are written.
+    /// The password is read from --password, else from the first line of standard input.
+    Add {
+        /// The credential file (created when missing); a running broker reads it again on
+        /// SIGHUP.
+        #[arg(long, value_name = "FILE")]
+        file: PathBuf,
+        /// The username.
+        #[arg(long)]
+        user: String,
+        /// SCRAM-SHA-256 or SCRAM-SHA-512.
+        #[arg(long, default_value = "SCRAM-SHA-256")]
+        mechanism: String,
+        /// The PBKDF2 iteration count (4096 at least is advised).
+        #[arg(long, default_value_t = access::scram::DEFAULT_ITERATIONS)]
+        iterations: u32,
+        /// The password (visible to other local users in the process list: prefer stdin).
+        #[arg(long)]
+        password: Option<String>,
+    },
 }
 
 /// `ringmq store ...`: read the store directory only (a stopped broker's: stop it first).

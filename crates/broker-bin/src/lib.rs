@@ -16,6 +16,7 @@ pub mod ops_port;
 /// The operations HTTP listener (`/metrics`, health, the admin API).
 pub use ::ops;
 pub mod reload;
+pub mod scram_tool;
 #[cfg(any(test, feature = "sim"))]
 pub mod sim;
 pub mod store_tool;

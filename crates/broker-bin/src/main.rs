@@ -21,6 +21,9 @@ fn main() -> anyhow::Result<std::process::ExitCode> {
     if let Some(Command::Store(command)) = &cli.command {
         return ringmq::store_tool::run(&cli, command);
     }
+    if let Some(Command::Scram(command)) = &cli.command {
+        return ringmq::scram_tool::run(command);
+    }
     run_broker(&cli).map(|()| std::process::ExitCode::SUCCESS)
 }
 

@@ -26,6 +26,10 @@ pub enum Phase {
     /// CONNECT received; its credentials wait for the authentication backends (the CONNECT
     /// waits in the shard's `logins`; see `shard/login.rs`).
     AwaitingAuth,
+    /// CONNECT received with an Authentication Method: the AUTH exchange runs (the CONNECT
+    /// waits in the shard's `exchanges`; see `shard/auth_exchange.rs`). Only AUTH and
+    /// DISCONNECT are read; the CONNECT timeout and `limits.max_connect_size` still apply.
+    Authenticating,
     /// CONNECT received; waiting for another shard to hand over the session (the CONNECT waits
     /// in the shard's `claims` table).
     AwaitingSession,
@@ -159,7 +163,10 @@ impl Connection {
     /// ([`Self::keep_alive_deadline`]); never while closing.
     pub fn deadline(&self, started: Instant, connect_timeout: Duration) -> Option<Instant> {
         match self.phase {
-            Phase::AwaitingConnect | Phase::AwaitingAuth | Phase::AwaitingSession => {
+            Phase::AwaitingConnect
+            | Phase::Authenticating
+            | Phase::AwaitingAuth
+            | Phase::AwaitingSession => {
                 Some(started + Duration::from_nanos(self.last_activity) + connect_timeout)
             }
             Phase::Connected | Phase::AwaitingAck => self.keep_alive_deadline(started),

@@ -141,6 +141,8 @@ pub struct AccessControl {
     pub hook: Box<dyn Authenticator>,
     /// The password file's users, when `auth.password_file` is set (swapped on reload).
     pub passwords: Option<Swap<access::PasswordFile>>,
+    /// The SCRAM credentials, when `[auth.scram]` is set (swapped on reload).
+    pub scram: Option<Swap<access::scram::ScramFile>>,
     /// The ACL file's rules, when `auth.acl_file` is set (swapped on reload).
     pub acl: Option<Swap<access::AclFile>>,
     /// The external authentication backends and their workers (`auth.backends` naming any).
@@ -158,6 +160,7 @@ impl AccessControl {
         Self {
             hook,
             passwords: None,
+            scram: None,
             acl: None,
             gatekeeper: None,
             rules_epoch: AtomicU64::new(0),
@@ -194,11 +197,14 @@ impl AccessControl {
         self.acl.as_ref().map(Swap::get)
     }
 
-    /// Reloads the password file and the ACL file, and empties the backends' caches. Whatever
+    /// Reloads the password file, the SCRAM credentials and the ACL file, and empties the backends' caches. Whatever
     /// fails to load keeps its old contents; the errors are returned.
     pub fn reload(&self, auth: &AuthSettings) -> Vec<String> {
         let mut errors = Vec::new();
         if let Err(error) = self.reload_passwords(auth) {
+            errors.push(error.to_string());
+        }
+        if let Err(error) = self.reload_scram(auth) {
             errors.push(error.to_string());
         }
         if let Err(error) = self.reload_acl(auth) {
@@ -221,6 +227,21 @@ impl AccessControl {
         };
         acl.replace(access::AclFile::load(path)?);
         self.rules_epoch.fetch_add(1, Ordering::Release);
+        Ok(())
+    }
+
+    /// The SCRAM credentials in force, if `[auth.scram]` is configured.
+    pub fn scram(&self) -> Option<Arc<access::scram::ScramFile>> {
+        self.scram.as_ref().map(Swap::get)
+    }
+
+    /// Reads the SCRAM credential file again; on failure the old credentials stay in force.
+    fn reload_scram(&self, auth: &AuthSettings) -> Result<(), access::AccessFileError> {
+        let file = auth.scram.as_ref().and_then(|settings| settings.file());
+        let (Some(scram), Some(file)) = (&self.scram, file) else {
+            return Ok(());
+        };
+        scram.replace(access::scram::ScramFile::load(file)?);
         Ok(())
     }
 

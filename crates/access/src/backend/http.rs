@@ -5,6 +5,9 @@
 //!   `ip:port`; a password that is not UTF-8 goes as `"password_base64"` instead).
 //! - Topic check: `acl_url` gets `{"clientid","username","peer","topic","acc"}` with `acc` 1
 //!   (receive), 2 (publish) or 4 (subscribe). Without `acl_url` the backend has no opinion.
+//! - AUTH exchange (MQTT 5 enhanced authentication) of the methods in `auth_methods`: each
+//!   round is POSTed to `auth_exchange_url` (see `exchange.rs` for the JSON both ways); a non-2xx
+//!   status refuses.
 //!
 //! Connections are kept alive and reused; at most `max_concurrent` requests are in flight, and
 //! waiting for one of those slots counts against the timeout.
@@ -17,10 +20,12 @@ use broker_api::redact_url;
 use serde_json::{Value, json};
 use ureq::Agent;
 
+use super::exchange::{read_answer, round_body};
 use super::setup::{SetupError, check_timeout};
 use super::slots::{Slots, remaining, timeout_error};
 use super::{
-    AclAnswer, AclRequest, Backend, BackendError, Grant, LoginAnswer, LoginRequest, TopicAccess,
+    AclAnswer, AclRequest, Backend, BackendError, ExchangeAnswer, ExchangeRound, Grant,
+    LoginAnswer, LoginRequest, TopicAccess,
 };
 
 const NAME: &str = "http";
@@ -38,6 +43,17 @@ pub struct HttpSettings {
     pub timeout: Duration,
     /// The most requests in flight at once (at least 1).
     pub max_concurrent: usize,
+    /// `auth_exchange_url` and `auth_methods`: the AUTH exchanges this backend drives.
+    pub exchange: Option<HttpExchange>,
+}
+
+/// Where the rounds of the AUTH exchanges this backend drives are POSTed, and their methods.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HttpExchange {
+    /// `auth_exchange_url`.
+    pub url: String,
+    /// `auth_methods`: the Authentication Methods it drives.
+    pub methods: Vec<String>,
 }
 
 /// Asks an HTTP service (see the module documentation).
@@ -46,6 +62,7 @@ pub struct HttpBackend {
     agent: Agent,
     login_url: String,
     acl_url: Option<String>,
+    exchange: Option<HttpExchange>,
     timeout: Duration,
     slots: Slots,
 }
@@ -57,6 +74,9 @@ impl HttpBackend {
         check_url(&settings.login_url)?;
         if let Some(url) = &settings.acl_url {
             check_url(url)?;
+        }
+        if let Some(exchange) = &settings.exchange {
+            check_url(&exchange.url)?;
         }
         let max_concurrent = settings.max_concurrent.max(1);
         let agent = Agent::config_builder()
@@ -72,6 +92,7 @@ impl HttpBackend {
             agent,
             login_url: settings.login_url,
             acl_url: settings.acl_url,
+            exchange: settings.exchange,
             timeout: settings.timeout,
             slots: Slots::new(max_concurrent),
         })
@@ -79,6 +100,12 @@ impl HttpBackend {
 
     /// POSTs `body` to `url`; whether the answer's status is 2xx.
     fn post(&self, url: &str, body: &Value) -> Result<bool, BackendError> {
+        Ok(self.post_for_body(url, body)?.is_some())
+    }
+
+    /// POSTs `body` to `url`; a 2xx answer's body (at most `MAX_BODY` bytes), `None` for any
+    /// other status.
+    fn post_for_body(&self, url: &str, body: &Value) -> Result<Option<Vec<u8>>, BackendError> {
         let deadline = Instant::now() + self.timeout;
         let _slot = self
             .slots
@@ -95,13 +122,17 @@ impl HttpBackend {
             .send(body.to_string())
             .map_err(|error| self.request_error(url, error))?;
         let allowed = response.status().is_success();
-        // Read the (ignored) body so that the connection goes back to the pool.
-        let _ = response
+        // The body is read (also when ignored) so that the connection goes back to the pool.
+        let read = response
             .into_body()
             .with_config()
             .limit(MAX_BODY)
             .read_to_vec();
-        Ok(allowed)
+        match (allowed, read) {
+            (true, Ok(bytes)) => Ok(Some(bytes)),
+            (true, Err(error)) => Err(self.request_error(url, error)),
+            (false, _) => Ok(None),
+        }
     }
 
     fn timeout_error(&self) -> BackendError {
@@ -138,6 +169,25 @@ impl Backend for HttpBackend {
         } else {
             LoginAnswer::Deny
         })
+    }
+
+    fn drives_method(&self, method: &str) -> bool {
+        self.exchange
+            .as_ref()
+            .is_some_and(|exchange| exchange.methods.iter().any(|m| m == method))
+    }
+
+    fn exchange_round(&self, round: &ExchangeRound) -> Result<ExchangeAnswer, BackendError> {
+        let Some(exchange) = &self.exchange else {
+            return Ok(ExchangeAnswer::Deny);
+        };
+        match self.post_for_body(&exchange.url, &round_body(round))? {
+            Some(body) => read_answer(&body).map_err(|detail| BackendError::BadAnswer {
+                backend: NAME,
+                detail,
+            }),
+            None => Ok(ExchangeAnswer::Deny),
+        }
     }
 
     fn check_acl(&self, request: &AclRequest) -> Result<AclAnswer, BackendError> {

@@ -136,6 +136,7 @@ fn settings(server: &TestServer) -> HttpSettings {
         acl_url: Some(server.url("/acl")),
         timeout: Duration::from_secs(5),
         max_concurrent: 4,
+        exchange: None,
     }
 }
 
@@ -283,6 +284,7 @@ fn an_unreachable_server_is_unavailable() {
         acl_url: None,
         timeout: Duration::from_secs(2),
         max_concurrent: 1,
+        exchange: None,
     });
     match backend.login(&login_request(b"pw")) {
         Err(BackendError::Unavailable { backend, detail }) => {
@@ -302,6 +304,7 @@ fn errors_show_the_urls_without_their_credentials() {
         acl_url: None,
         timeout: Duration::from_secs(2),
         max_concurrent: 1,
+        exchange: None,
     });
     match backend.login(&login_request(b"pw")) {
         Err(BackendError::Unavailable { detail, .. }) => {
@@ -319,6 +322,7 @@ fn errors_show_the_urls_without_their_credentials() {
             acl_url: None,
             timeout: Duration::from_secs(1),
             max_concurrent: 1,
+            exchange: None,
         }) {
             Err(error @ SetupError::InvalidUrl { .. }) => {
                 let shown = error.to_string();
@@ -414,6 +418,7 @@ fn settings_that_cannot_work_are_refused() {
         acl_url: None,
         timeout: Duration::from_secs(1),
         max_concurrent: 1,
+        exchange: None,
     };
     assert!(HttpBackend::new(good.clone()).is_ok());
     for url in ["ftp://host/login", "not a url", "/relative/path"] {

@@ -5,6 +5,7 @@
 //! answers. A backend only answers; the chain order, caching and what a refusal means to the
 //! client are decided by the caller.
 
+pub mod exchange;
 pub mod http;
 pub mod jwt;
 mod password_hash;
@@ -13,6 +14,7 @@ mod rules;
 mod setup;
 mod slots;
 
+pub use exchange::{ExchangeAnswer, ExchangeRound};
 pub use password_hash::SaltEncoding;
 pub use setup::SetupError;
 
@@ -171,5 +173,26 @@ pub trait Backend: Send + Sync {
         _username: Option<&str>,
     ) -> Result<Option<Grant>, BackendError> {
         Ok(None)
+    }
+
+    /// The SCRAM credential of `username` for `mechanism`, where this backend stores them
+    /// (Redis); `Ok(None)`: not here. May block (bounded by the backend's timeout).
+    fn scram_credential(
+        &self,
+        _username: &str,
+        _mechanism: crate::scram::Mechanism,
+    ) -> Result<Option<crate::scram::ScramCredential>, BackendError> {
+        Ok(None)
+    }
+
+    /// Whether this backend drives the AUTH exchange of Authentication Method `method`.
+    fn drives_method(&self, _method: &str) -> bool {
+        false
+    }
+
+    /// One round of an exchange this backend drives ([`Self::drives_method`]). May block
+    /// (bounded by the backend's timeout).
+    fn exchange_round(&self, _round: &ExchangeRound) -> Result<ExchangeAnswer, BackendError> {
+        Ok(ExchangeAnswer::Deny)
     }
 }

@@ -8,6 +8,10 @@
 //!   same under `common:` apply to everyone. `%u` and `%c` in a member stand for the username
 //!   and client id.
 //!
+//! - `HGET <username>:scram <MECHANISM>`: the user's SCRAM credential for MQTT 5 enhanced
+//!   authentication (`[auth.scram] store = "redis"`), `iterations:salt:StoredKey:ServerKey` as
+//!   in the credential file (`crate::scram::file`) after `username:MECHANISM:`.
+//!
 //! A login fetches all of it in one round trip and hands the rules over with the acceptance;
 //! a topic check fetches and judges the same. Connections are kept in a small pool; the
 //! connection, the round trip and the wait for a pooled connection share one timeout.
@@ -27,6 +31,8 @@ use super::{
     TopicRule,
 };
 use crate::ClientIdentity;
+use crate::scram::file::parse_line;
+use crate::scram::{Mechanism, ScramCredential};
 
 const NAME: &str = "redis";
 /// The most connections open (and kept) at once.
@@ -74,9 +80,18 @@ impl std::fmt::Debug for RedisBackend {
 /// What Redis holds about one user.
 struct UserRecord {
     hash: Option<Vec<u8>>,
+    /// Whether the user has SCRAM credentials (`<username>:scram`).
+    has_scram: bool,
     superuser: bool,
     /// Each ACL set's key, what its members allow, and its members.
     sets: Vec<(String, RuleAccess, Vec<Vec<u8>>)>,
+}
+
+impl UserRecord {
+    /// Whether Redis knows the user: a password hash or SCRAM credentials.
+    fn exists(&self) -> bool {
+        self.hash.is_some() || self.has_scram
+    }
 }
 
 impl RedisBackend {
@@ -103,7 +118,10 @@ impl RedisBackend {
     fn fetch(&self, username: &str) -> Result<UserRecord, BackendError> {
         let keys = acl_keys(username);
         let mut pipeline = ::redis::pipe();
-        pipeline.get(username).get(format!("{username}:su"));
+        pipeline
+            .get(username)
+            .get(format!("{username}:su"))
+            .exists(format!("{username}:scram"));
         for (key, _) in &keys {
             pipeline.smembers(key);
         }
@@ -111,12 +129,14 @@ impl RedisBackend {
         let mut values = values.into_iter();
         let hash: Option<Vec<u8>> = self.next_value(&mut values)?;
         let superuser: Option<Vec<u8>> = self.next_value(&mut values)?;
+        let has_scram: bool = self.next_value(&mut values)?;
         let sets = keys
             .into_iter()
             .map(|(key, access)| Ok((key, access, self.next_value(&mut values)?)))
             .collect::<Result<_, BackendError>>()?;
         Ok(UserRecord {
             hash,
+            has_scram,
             superuser: superuser.as_deref() == Some(b"true"),
             sets,
         })
@@ -261,7 +281,7 @@ impl Backend for RedisBackend {
             return Ok(None);
         };
         let record = self.fetch(username)?;
-        if record.hash.is_none() {
+        if !record.exists() {
             // The user is gone: nothing is granted any more.
             return Ok(Some(Grant {
                 rules: Some(Vec::new()),
@@ -279,12 +299,34 @@ impl Backend for RedisBackend {
         }))
     }
 
+    fn scram_credential(
+        &self,
+        username: &str,
+        mechanism: Mechanism,
+    ) -> Result<Option<ScramCredential>, BackendError> {
+        let mut pipeline = ::redis::pipe();
+        pipeline.hget(format!("{username}:scram"), mechanism.name());
+        let values = self.query(&pipeline)?;
+        let value: Option<String> = self.next_value(&mut values.into_iter())?;
+        let Some(value) = value else {
+            return Ok(None);
+        };
+        let line = format!("{username}:{}:{value}", mechanism.name());
+        let (_, credential) = parse_line(&line).map_err(|problem| {
+            self.bad_answer(&format!(
+                "the {} credential of user `{username}`: {problem}",
+                mechanism.name()
+            ))
+        })?;
+        Ok(Some(credential))
+    }
+
     fn check_acl(&self, request: &AclRequest) -> Result<AclAnswer, BackendError> {
         let Some(username) = request.username.as_deref() else {
             return Ok(AclAnswer::Unknown);
         };
         let record = self.fetch(username)?;
-        if record.hash.is_none() {
+        if !record.exists() {
             return Ok(AclAnswer::Unknown);
         }
         let client = ClientIdentity {

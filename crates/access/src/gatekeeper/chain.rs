@@ -6,8 +6,10 @@ use std::sync::Arc;
 
 use crate::PasswordFile;
 use crate::backend::{
-    AclAnswer, AclRequest, Backend, BackendError, Grant, LoginAnswer, LoginRequest,
+    AclAnswer, AclRequest, Backend, BackendError, ExchangeAnswer, ExchangeRound, Grant,
+    LoginAnswer, LoginRequest,
 };
+use crate::scram::{Mechanism, ScramCredential};
 
 /// One entry of `auth.backends`.
 #[derive(Clone)]
@@ -89,6 +91,57 @@ impl Chain {
             }
         }
         failure.map_or(LoginVerdict::Refused, LoginVerdict::Unavailable)
+    }
+
+    /// The first external link that drives the AUTH exchange of `method`.
+    pub fn driver_of(&self, method: &str) -> Option<usize> {
+        self.links.iter().position(|link| match link {
+            Link::External(backend) => backend.drives_method(method),
+            Link::File => false,
+        })
+    }
+
+    /// Asks link `link` for one round of an AUTH exchange.
+    pub fn exchange_round(
+        &self,
+        link: usize,
+        round: &ExchangeRound,
+    ) -> Result<ExchangeAnswer, BackendError> {
+        match self.links.get(link) {
+            Some(Link::External(backend)) => backend.exchange_round(round),
+            _ => Ok(ExchangeAnswer::Deny),
+        }
+    }
+
+    /// The SCRAM credential of `username` from the first external backend that has one, and
+    /// that backend's link.
+    pub fn scram_credential(
+        &self,
+        username: &str,
+        mechanism: Mechanism,
+    ) -> Result<Option<(usize, ScramCredential)>, BackendError> {
+        for (index, link) in self.links.iter().enumerate() {
+            if let Link::External(backend) = link
+                && let Some(credential) = backend.scram_credential(username, mechanism)?
+            {
+                return Ok(Some((index, credential)));
+            }
+        }
+        Ok(None)
+    }
+
+    /// The grant link `link` hands `username` (as `client_id`) without credentials, if it
+    /// hands any (Redis: its ACL sets and superuser flag).
+    pub fn grant_of(
+        &self,
+        link: usize,
+        client_id: &str,
+        username: &str,
+    ) -> Result<Option<Grant>, BackendError> {
+        match self.links.get(link) {
+            Some(Link::External(backend)) => backend.current_grant(client_id, Some(username)),
+            _ => Ok(None),
+        }
     }
 
     /// Asks link `link` (the backend that let the client in) whether `request` is allowed.

@@ -6,10 +6,13 @@
 //! `Phase::AwaitingAuth`, a PUBLISH or SUBSCRIBE with its connection parked) until the
 //! worker's [`workers::Verdict`] arrives in the shard's inbox and wakes it. Waiting jobs are
 //! bounded by `auth.max_pending`; beyond it a CONNECT is refused with 0x89 Server busy.
+//! [`exchange`] does the AUTH exchange's work that needs a backend (a SCRAM credential kept in
+//! Redis, a round of a method an HTTP service drives) the same way.
 
 pub mod build;
 mod cache;
 pub mod chain;
+pub mod exchange;
 pub mod grant;
 pub mod keys;
 pub mod workers;

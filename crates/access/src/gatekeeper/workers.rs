@@ -16,6 +16,7 @@ use ring_runtime::{ConnId, RuntimeControl, ShardId};
 
 use super::cache::TtlCache;
 use super::chain::{Chain, FilterAnswer, LoginVerdict, Recheck};
+use super::exchange::{ExchangeOutcome, ExchangeWork};
 use super::keys::{AclKey, LoginKey};
 use crate::PasswordFile;
 use crate::backend::{AclRequest, LoginRequest};
@@ -38,6 +39,13 @@ pub enum Job {
         token: u64,
         link: usize,
         requests: Vec<AclRequest>,
+    },
+    /// Work for an AUTH exchange (MQTT 5 enhanced authentication).
+    Exchange {
+        shard: ShardId,
+        conn: ConnId,
+        token: u64,
+        work: ExchangeWork,
     },
     /// After a reload, ask link `link` again about a connected client's grant: its whole
     /// grant where the backend hands it over, else each subscribe check in `requests` (one
@@ -66,6 +74,12 @@ pub enum Verdict {
         conn: ConnId,
         token: u64,
         answers: Vec<bool>,
+    },
+    /// The answer to a [`Job::Exchange`].
+    Exchange {
+        conn: ConnId,
+        token: u64,
+        outcome: ExchangeOutcome,
     },
     /// The answer to a [`Job::Recheck`].
     Rechecked {
@@ -243,6 +257,23 @@ fn work(core: &Core, queue: &Receiver<Job>) {
                         answers,
                     },
                 );
+            }
+            Job::Exchange {
+                shard,
+                conn,
+                token,
+                work,
+            } => {
+                let outcome = super::exchange::run(&core.chain, work);
+                if let ExchangeOutcome::Unavailable(_) = outcome {
+                    core.failures.fetch_add(1, Ordering::Relaxed);
+                }
+                let verdict = Verdict::Exchange {
+                    conn,
+                    token,
+                    outcome,
+                };
+                core.deliver(shard, verdict);
             }
             Job::Recheck {
                 shard,

@@ -1,4 +1,5 @@
-//! `[auth]`: anonymous access, the password file and the ACL file, the worker and cache keys,
+//! `[auth]`: anonymous access, the password file and the ACL file, `[auth.scram]` (MQTT 5
+//! enhanced authentication), the worker and cache keys,
 //! raw and validated (the backends' tables are in `auth_backends.rs`); and the rule that a
 //! broker reachable from other hosts never starts open by accident.
 
@@ -8,7 +9,8 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use super::auth_backends::{
-    RawAuthHttp, RawAuthJwt, RawAuthRedis, backend_kinds, http_settings, jwt_config, redis_settings,
+    RawAuthHttp, RawAuthJwt, RawAuthRedis, RawAuthScram, backend_kinds, http_settings, jwt_config,
+    redis_settings, scram_settings,
 };
 use super::error::ConfigError;
 use super::fields::{is_loopback, ranged};
@@ -48,6 +50,8 @@ pub struct RawAuth {
     pub redis: Option<RawAuthRedis>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub jwt: Option<RawAuthJwt>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub scram: Option<RawAuthScram>,
 }
 
 impl RawAuth {
@@ -69,6 +73,7 @@ impl RawAuth {
         overlay_table(&mut self.http, over.http, RawAuthHttp::overlay);
         overlay_table(&mut self.redis, over.redis, RawAuthRedis::overlay);
         overlay_table(&mut self.jwt, over.jwt, RawAuthJwt::overlay);
+        overlay_table(&mut self.scram, over.scram, RawAuthScram::overlay);
     }
 
     pub(super) fn validate(
@@ -98,6 +103,7 @@ impl RawAuth {
             http: http_settings(&backends, &self.http)?,
             redis: redis_settings(&backends, &self.redis)?,
             jwt: jwt_config(&backends, &self.jwt)?,
+            scram: scram_settings(&backends, &self.scram)?,
             backends,
             client_id_owner_check: self.client_id_owner_check.unwrap_or(true),
             use_username_as_clientid: self.use_username_as_clientid.unwrap_or(false),

@@ -11,16 +11,19 @@ use super::error::ConfigError;
 use super::fields::ranged;
 use super::overlay::raw_section;
 use access::backend::SaltEncoding;
-use access::backend::http::HttpSettings;
+use access::backend::http::{HttpExchange, HttpSettings};
 use access::backend::jwt::{JwtSettings, TokenSource};
 use access::backend::redis::RedisSettings;
-use access::settings::{BackendKind, JwtConfig};
+use access::scram::Mechanism;
+use access::settings::{BackendKind, JwtConfig, ScramSettings, ScramStore};
 
 raw_section!(
     /// `[auth.http]`
     RawAuthHttp {
         login_url: String,
         acl_url: String,
+        auth_exchange_url: String,
+        auth_methods: Vec<String>,
         timeout_ms: u64,
         max_concurrent: u64,
     }
@@ -46,6 +49,15 @@ raw_section!(
         publish_claim: String,
         subscribe_claim: String,
         leeway_s: u64,
+    }
+);
+
+raw_section!(
+    /// `[auth.scram]`
+    RawAuthScram {
+        store: String,
+        file: String,
+        mechanisms: Vec<String>,
     }
 );
 
@@ -140,7 +152,31 @@ pub(super) fn http_settings(
             1,
             4_096,
         )? as usize,
+        exchange: http_exchange(
+            url("auth.http.auth_exchange_url", &http.auth_exchange_url)?,
+            http,
+        )?,
     }))
+}
+
+/// `auth_exchange_url` with `auth_methods`: both or neither.
+fn http_exchange(
+    url: Option<String>,
+    http: &RawAuthHttp,
+) -> Result<Option<HttpExchange>, ConfigError> {
+    let methods = http.auth_methods.clone().unwrap_or_default();
+    match (url, methods.is_empty()) {
+        (None, true) => Ok(None),
+        (Some(url), false) => Ok(Some(HttpExchange { url, methods })),
+        (None, false) => Err(ConfigError::invalid(
+            "auth.http.auth_exchange_url",
+            "auth.http.auth_methods is set: name the URL their AUTH rounds are POSTed to",
+        )),
+        (Some(_), true) => Err(ConfigError::invalid(
+            "auth.http.auth_methods",
+            "auth.http.auth_exchange_url is set: name the Authentication Methods it drives",
+        )),
+    }
 }
 
 /// `[auth.redis]`, when `backends` names it.
@@ -237,3 +273,61 @@ fn jwt_table(jwt: &RawAuthJwt) -> Result<JwtConfig, ConfigError> {
     }
     Ok(config)
 }
+
+/// `[auth.scram]`: `store` "file" (the default, `file` required) or "redis" (`redis` among
+/// the backends); `mechanisms` defaults to both SCRAM mechanisms.
+pub(super) fn scram_settings(
+    backends: &[BackendKind],
+    raw: &Option<RawAuthScram>,
+) -> Result<Option<ScramSettings>, ConfigError> {
+    let Some(raw) = raw else {
+        return Ok(None);
+    };
+    let store = match (raw.store.as_deref().unwrap_or("file"), text(&raw.file)) {
+        ("file", Some(file)) => ScramStore::File(PathBuf::from(file)),
+        ("file", None) => {
+            return Err(ConfigError::invalid(
+                "auth.scram.file",
+                "[auth.scram] needs the credential file (written by `ringmq scram add`)",
+            ));
+        }
+        ("redis", _) if backends.contains(&BackendKind::Redis) => ScramStore::Redis,
+        ("redis", _) => {
+            return Err(ConfigError::invalid(
+                "auth.scram.store",
+                "\"redis\" needs `redis` among auth.backends and its [auth.redis] table",
+            ));
+        }
+        (other, _) => {
+            return Err(ConfigError::invalid(
+                "auth.scram.store",
+                format!("unknown store `{other}` (expected file or redis)"),
+            ));
+        }
+    };
+    let names = raw
+        .mechanisms
+        .clone()
+        .unwrap_or_else(|| Mechanism::ALL.iter().map(|m| m.name().to_owned()).collect());
+    let mut mechanisms = Vec::new();
+    for name in &names {
+        let mechanism = Mechanism::from_name(name).ok_or_else(|| {
+            ConfigError::invalid(
+                "auth.scram.mechanisms",
+                format!("unknown mechanism `{name}` (expected SCRAM-SHA-256 or SCRAM-SHA-512)"),
+            )
+        })?;
+        mechanisms.push(mechanism);
+    }
+    if mechanisms.is_empty() {
+        return Err(ConfigError::invalid(
+            "auth.scram.mechanisms",
+            "name at least one mechanism, or remove [auth.scram]",
+        ));
+    }
+    Ok(Some(ScramSettings { store, mechanisms }))
+}
+
+#[cfg(test)]
+#[path = "auth_scram_tests.rs"]
+mod auth_scram_tests;

@@ -146,6 +146,7 @@ pub(crate) const RESTART: &[KeyCheck] = &[
     same!("auth.http", auth.http),
     same!("auth.redis", auth.redis),
     same!("auth.jwt", auth.jwt),
+    same!("auth.scram", auth.scram),
     same!("http.bind", http.bind),
     same!("http.token", http.token),
     same!("http.username, http.password", http.basic),

@@ -67,6 +67,11 @@ impl BrokerShard {
             self.wire().refuse_connect(ctx, conn, ReasonCode::Banned);
             return Ok(());
         }
+        if connect.properties.authentication_method.is_some() {
+            // Enhanced authentication: the method's exchange decides (`auth_exchange.rs`).
+            self.start_exchange(ctx, conn, connect);
+            return Ok(());
+        }
         let logins = &mut self.auth.logins;
         match logins.judge_login(&self.shared, self.id, ctx, conn, &connect, certified) {
             Judgement::Admit(grant) => self.admit(ctx, conn, connect, grant),
@@ -354,7 +359,7 @@ fn check_connect(shared: &Shared, connect: &Connect) -> Result<(), ReasonCode> {
     if connect.client_id.len() > usize::from(limits.max_client_id_len) {
         return Err(ReasonCode::ClientIdentifierNotValid);
     }
-    if connect.properties.authentication_method.is_some() {
+    if !super::auth_exchange::method_offered(shared, connect) {
         return Err(ReasonCode::BadAuthenticationMethod);
     }
     shared.access.hook.authenticate(connect)?;
@@ -389,6 +394,9 @@ fn connack(
         if keep_alive != connect.keep_alive {
             properties.server_keep_alive = Some(keep_alive);
         }
+        // Enhanced authentication: the method, and its final data (`auth_exchange.rs`).
+        properties.authentication_method = connect.properties.authentication_method.clone();
+        properties.authentication_data = connect.properties.authentication_data.clone();
         let max_expiry = config.sessions.max_session_expiry.as_secs();
         if u64::from(requested_expiry) > max_expiry && requested_expiry != 0 {
             properties.session_expiry_interval =

@@ -124,7 +124,7 @@ impl BrokerShard {
             connection.protocol = ProtocolVersion::V5;
         }
         let phase = connection.phase;
-        if matches!(phase, Phase::AwaitingConnect)
+        if matches!(phase, Phase::AwaitingConnect | Phase::Authenticating)
             && let Some(fault) =
                 connect_too_large(self.shared.config.limits.max_connect_size, &buf, &limits)
         {
@@ -207,7 +207,12 @@ impl BrokerShard {
                 throttling.charge_publish(rates, ctx, conn, len);
             }
             match self.conns.get(&conn) {
-                Some(c) if matches!(c.phase, Phase::AwaitingConnect | Phase::Connected) => {
+                Some(c)
+                    if matches!(
+                        c.phase,
+                        Phase::AwaitingConnect | Phase::Authenticating | Phase::Connected
+                    ) =>
+                {
                     limits.protocol = c.protocol;
                 }
                 _ => break,
@@ -249,6 +254,12 @@ impl BrokerShard {
         };
         match packet {
             Packet::Connect(connect) => return self.handle_connect(ctx, conn, *connect),
+            Packet::Auth(auth) if !connected => return self.exchange_round(ctx, conn, auth),
+            Packet::Disconnect(_) if self.is_authenticating(conn) => {
+                // The client gave up its AUTH exchange: nothing to answer.
+                self.wire().close_connection(ctx, conn);
+                return Ok(());
+            }
             _ if !connected => {
                 return Err(Fault::protocol(format!(
                     "{} before CONNECT completed",
@@ -266,9 +277,7 @@ impl BrokerShard {
                 .wire()
                 .send_packet(ctx, conn, &Packet::PingResp(PingResp)),
             Packet::Disconnect(disconnect) => self.handle_disconnect(ctx, conn, disconnect)?,
-            Packet::Auth(_) => {
-                return Err(Fault::protocol("AUTH without an authentication method"));
-            }
+            Packet::Auth(auth) => self.reauthenticate(ctx, conn, auth)?,
             other => {
                 return Err(Fault::protocol(format!(
                     "{} is sent by servers only",
@@ -313,6 +322,9 @@ impl Wire<'_> {
         );
         if connection.is_connected() {
             self.send_disconnect(ctx, conn, fault.reason);
+        } else if matches!(connection.phase, Phase::Authenticating) {
+            // The AUTH exchange broke off: its CONNECT is answered with the fault's reason.
+            self.refuse_connect_for_fault(ctx, conn, fault.reason);
         } else if matches!(connection.phase, Phase::AwaitingConnect)
             && connack_allowed_for_fault(connection.protocol, fault.reason)
         {

@@ -41,6 +41,11 @@ impl BrokerShard {
                     token,
                     answers,
                 } => self.topics_answered(ctx, conn, token, answers),
+                access::gatekeeper::workers::Verdict::Exchange {
+                    conn,
+                    token,
+                    outcome,
+                } => self.exchange_answered(ctx, conn, token, outcome),
                 access::gatekeeper::workers::Verdict::Rechecked {
                     conn,
                     token,

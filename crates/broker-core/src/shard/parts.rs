@@ -82,6 +82,9 @@ pub(super) struct AuthWaits {
     pub(super) topic_waits: TopicWaits,
     /// Backend grants asked about again after a reload (`grant_recheck.rs`).
     pub(super) rechecks: GrantRechecks,
+    /// MQTT 5 AUTH exchanges in progress, and the methods clients authenticated with
+    /// (`auth_exchange.rs`).
+    pub(super) exchanges: super::exchanges::Exchanges,
 }
 
 /// CONNECTs waiting for the cluster's word on their client id (`ownership.rs`), and
