@@ -17,6 +17,7 @@ mod cluster_sessions;
 mod cluster_tls;
 mod connect;
 mod crash;
+mod delayed;
 mod examples;
 mod exclusive;
 mod expiry;

@@ -72,6 +72,7 @@ impl BrokerShard {
         let topic =
             TopicName::from_mqtt_str(publish.content.shared_topic(), &self.shared.limits.topics)
                 .map_err(|e| Fault::new(ReasonCode::TopicNameInvalid, e.to_string()))?;
+        let (topic, delay) = self.delayed_target(&mut publish, topic)?;
         let topic = rewritten(&self.shared, &mut publish, topic, &client_id);
         let verdict =
             self.auth
@@ -82,12 +83,14 @@ impl BrokerShard {
         match (publish.qos, publish.packet_id) {
             (QoS::AtMostOnce, _) => {
                 if verdict == ReasonCode::Success {
-                    self.accept_publish(ctx, &client_id, topic, publish);
+                    self.accept_or_delay(ctx, conn, &client_id, (topic, delay), publish);
                 }
             }
             (QoS::AtLeastOnce, Some(id)) => {
                 let reason = match verdict {
-                    ReasonCode::Success => self.accept_publish(ctx, &client_id, topic, publish),
+                    ReasonCode::Success => {
+                        self.accept_or_delay(ctx, conn, &client_id, (topic, delay), publish)
+                    }
                     refused => refused,
                 };
                 let mut ack = PubAck::new(id);
@@ -119,7 +122,12 @@ impl BrokerShard {
                                 client_id: client_id.clone(),
                                 packet_id: id,
                             });
-                        self.accept_publish(ctx, &client_id, topic, publish)
+                        let reason =
+                            self.accept_or_delay(ctx, conn, &client_id, (topic, delay), publish);
+                        if reason == ReasonCode::QuotaExceeded {
+                            self.forget_refused_qos2(&client_id, id);
+                        }
+                        reason
                     }
                 };
                 let mut rec = PubRec::new(id);
@@ -132,7 +140,7 @@ impl BrokerShard {
     }
 
     /// Forwards an accepted PUBLISH; the reason code to acknowledge it with.
-    fn accept_publish(
+    pub(super) fn accept_publish(
         &mut self,
         ctx: &mut Ctx,
         client_id: &MqttStr,
