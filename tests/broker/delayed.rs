@@ -18,7 +18,7 @@ use serde_json::Value;
 use crate::client::{RawClient, V5, connect_packet, publish_packet, s};
 use crate::harness::TestBroker;
 
-const ON: &str = "[delayed]\nenabled = true\n";
+pub const ON: &str = "[delayed]\nenabled = true\n";
 
 /// Publishes `payload` to `$delayed/{seconds}/{target}` with `qos` and waits for the message
 /// on `subscriber`: how long after the PUBLISH left it arrived, and the message.
@@ -251,7 +251,8 @@ fn the_admin_api_lists_and_cancels_pending_messages() {
     assert_eq!(broker.metrics().delayed_pending, 1, "the far one");
 }
 
-fn call(broker: &TestBroker, method: &str, path_and_query: &str) -> (u16, Value) {
+/// An admin API request (no body) answered by `broker`: status and JSON body.
+pub fn call(broker: &TestBroker, method: &str, path_and_query: &str) -> (u16, Value) {
     let (path, query) = path_and_query
         .split_once('?')
         .unwrap_or((path_and_query, ""));

@@ -7,16 +7,22 @@
 //! ([`DelayedPublish`], in `Shared`).
 //!
 //! Design: the shard that received a delayed message owns it until it fires or is cancelled;
-//! its timer book arms one timer per message. Ids carry that shard's index in their low 16
-//! bits ([`DelayedPublish::next_id`]), so the admin API's cancel asks exactly that shard.
-//! Pending messages are kept in memory only: they do not survive a restart.
+//! its timer book arms one timer per message. Ids come from one broker-wide counter
+//! ([`DelayedPublish::next_id`]); the admin API's cancel asks every shard. With `[persistence]`
+//! each pending message is stored (`SessionWrite::DelayedSet`, cleared when it fires or is
+//! cancelled) in the receiving turn's batch, so a QoS 1/2 PUBLISH is acknowledged once it is
+//! durable (`shard/durable.rs`). After a restart the stored ones are dealt to the shards in
+//! turn, like recovered sessions ([`deal_delayed`]), and fire when due (at once when their time
+//! passed while the broker was down), also with `delayed.enabled` now off; the id counter
+//! starts above them.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use ring_runtime::ShardId;
+use session_store::storage::StoredDelayed;
 
 use crate::settings::DelayedSettings;
+use crate::store::Recovery;
 
 /// The prefix that asks for a delayed publish.
 pub const DELAYED_PREFIX: &str = "$delayed/";
@@ -141,21 +147,41 @@ impl DelayedPublish {
         self.pending.load(Ordering::Acquire)
     }
 
-    /// A new id for a message kept by `shard`: unique broker-wide, the shard in its low 16 bits.
-    pub fn next_id(&self, shard: ShardId) -> u64 {
-        let seq = self.next_seq.fetch_add(1, Ordering::Relaxed);
-        (seq << 16) | u64::from(shard.index() as u16)
+    /// A new id, unique broker-wide (above every recovered one).
+    pub fn next_id(&self) -> u64 {
+        self.next_seq.fetch_add(1, Ordering::Relaxed)
     }
 
-    /// The shard that keeps the message `id`.
-    pub fn shard_of(id: u64) -> ShardId {
-        ShardId::new((id & 0xffff) as u16)
+    /// Takes a place for a recovered message (accepted before the restart: never refused, even
+    /// over `max_messages`), and keeps new ids above its `id`.
+    fn recovered(&self, id: u64) {
+        self.pending.fetch_add(1, Ordering::AcqRel);
+        self.next_seq
+            .fetch_max(id.saturating_add(1), Ordering::Relaxed);
     }
+}
+
+/// Start-up: deals the recovered delayed messages to `shards` shards in turn (held in
+/// `recovery` until each shard takes its share), counting them under the bound.
+pub fn deal_delayed(
+    recovery: &Recovery,
+    delayed: &DelayedPublish,
+    recovered: Vec<(u64, StoredDelayed)>,
+    shards: usize,
+) {
+    let shards = shards.max(1);
+    let mut dealt: Vec<Vec<(u64, StoredDelayed)>> = (0..shards).map(|_| Vec::new()).collect();
+    for (index, (id, stored)) in recovered.into_iter().enumerate() {
+        delayed.recovered(id);
+        dealt[index % shards].push((id, stored));
+    }
+    recovery.hold_delayed(dealt);
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use ring_runtime::ShardId;
 
     const MAX: u32 = MAX_DELAY_SECONDS;
 
@@ -281,14 +307,50 @@ mod tests {
         assert_eq!(delayed.pending(), 0, "never below zero");
     }
 
+    fn stored(due_secs: u64) -> StoredDelayed {
+        StoredDelayed {
+            due: std::time::UNIX_EPOCH + Duration::from_secs(due_secs),
+            publisher: codec::MqttStr::try_from("p").unwrap(),
+            message: session_store::storage::StoredMessage {
+                topic: bytes::Bytes::from_static(b"t"),
+                payload: bytes::Bytes::new(),
+                qos: codec::QoS::AtLeastOnce,
+                retain: false,
+                properties: bytes::Bytes::new(),
+                expires_at: None,
+                sub_ids: Vec::new(),
+            },
+        }
+    }
+
     #[test]
-    fn ids_are_unique_and_name_their_shard() {
+    fn recovered_messages_are_dealt_in_turn_counted_and_ids_go_on_above_them() {
         let delayed = DelayedPublish::new(settings(true, 2));
-        let a = delayed.next_id(ShardId::new(3));
-        let b = delayed.next_id(ShardId::new(3));
-        let c = delayed.next_id(ShardId::new(0));
-        assert_ne!(a, b);
-        assert_eq!(DelayedPublish::shard_of(a), ShardId::new(3));
-        assert_eq!(DelayedPublish::shard_of(c), ShardId::new(0));
+        let recovery = Recovery::default();
+        let recovered = vec![(4, stored(1)), (9, stored(2)), (5, stored(3))];
+        deal_delayed(&recovery, &delayed, recovered, 2);
+        assert_eq!(
+            delayed.pending(),
+            3,
+            "over the bound: accepted before the restart"
+        );
+        assert!(!delayed.try_reserve());
+        assert_eq!(delayed.next_id(), 10);
+        assert_ne!(delayed.next_id(), 10);
+        let first: Vec<u64> = (recovery
+            .take_delayed(ShardId::new(0))
+            .iter()
+            .map(|(id, _)| *id))
+        .collect();
+        let second: Vec<u64> = (recovery
+            .take_delayed(ShardId::new(1))
+            .iter()
+            .map(|(id, _)| *id))
+        .collect();
+        assert_eq!((first, second), (vec![4, 5], vec![9]));
+        assert!(
+            recovery.take_delayed(ShardId::new(0)).is_empty(),
+            "taken once"
+        );
     }
 }

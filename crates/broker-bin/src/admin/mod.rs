@@ -58,11 +58,6 @@ impl AdminPort {
         &self.live
     }
 
-    /// How many shards there are to ask.
-    pub(crate) fn shard_count(&self) -> usize {
-        self.poster.shard_count()
-    }
-
     pub(crate) fn shared(&self) -> &Shared {
         &self.shared
     }

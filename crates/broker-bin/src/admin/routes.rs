@@ -255,12 +255,10 @@ fn delayed(port: &AdminPort, request: &AdminRequest<'_>) -> Answer {
 
 fn cancel_delayed(port: &AdminPort, text: &str) -> Answer {
     let id = delayed_id(text)?;
-    let shard = broker_core::delayed::DelayedPublish::shard_of(id);
-    let held = shard.index() < port.shard_count()
-        && port
-            .ask(shard, |reply| AdminQuery::CancelDelayed { id, reply })
-            .map_err(unavailable)?;
-    match held {
+    let held = port
+        .ask_all(|reply| AdminQuery::CancelDelayed { id, reply })
+        .map_err(unavailable)?;
+    match held.contains(&true) {
         true => Ok(AdminResponse::ok(&serde_json::json!({ "cancelled": id }))),
         false => Err(AdminResponse::error(
             404,

@@ -1,24 +1,30 @@
 //! Delayed publish on the shard (`crate::delayed`): the shard that received a
-//! `$delayed/{seconds}/{topic}` PUBLISH keeps the message in its `DelayedBook`, with one timer
-//! each, and publishes it to `{topic}` as the broker when the timer fires, through
-//! `publish_internal` (routing, retained, the cluster hand-off). The admin API lists and
-//! cancels them here.
+//! `$delayed/{seconds}/{topic}` PUBLISH keeps the message in its `DelayedBook`
+//! (`delayed_book.rs`), with one timer each, stores it with `[persistence]`, and publishes it to
+//! `{topic}` as the broker when the timer fires, through `publish_message` (retained, the
+//! cluster hand-off, routing). The admin API lists and cancels them here; recovered ones are
+//! armed once the shard runs.
 
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
-use codec::{MqttStr, ProtocolVersion, Publish, QoS, ReasonCode};
+use codec::{MqttStr, ProtocolVersion, Publish, QoS, ReasonCode, SharedPublish};
 use ring_runtime::ConnId;
 use router::TopicName;
+use session_store::storage::{SessionWrite, StoredDelayed};
 use tracing::debug;
 
-use super::delayed_book::{DelayedMessage, Pending};
-use super::publish::PublishInput;
+use super::delayed_book::Pending;
+use super::publish::Origin;
 use super::timer_book::TimerPurpose;
 use super::{BrokerShard, Ctx, Fault};
 use crate::admin_query::DelayedInfo;
 use crate::detach;
+use crate::message::Message;
 use crate::metrics::{DropReason, ShardCounters};
-use session_store::storage::SessionWrite;
+use crate::store::{
+    instant_to_system, message_from_stored, stored_delayed_message, system_to_instant,
+};
 
 impl BrokerShard {
     /// `topic` itself, or, when it is a `$delayed/{seconds}/{target}` topic and delayed
@@ -81,8 +87,8 @@ impl BrokerShard {
         }
     }
 
-    /// Keeps an accepted PUBLISH for `delay`; the reason code to acknowledge it with (0x97 at
-    /// `delayed.max_messages`).
+    /// Keeps an accepted PUBLISH for `delay` (stored with this turn's writes); the reason code
+    /// to acknowledge it with (0x97 at `delayed.max_messages`).
     fn delay_publish(
         &mut self,
         ctx: &mut Ctx,
@@ -90,74 +96,107 @@ impl BrokerShard {
         delay: Duration,
         publish: Publish,
     ) -> ReasonCode {
-        let counters = self.figures.counters();
         if !self.shared.delayed.try_reserve() {
-            ShardCounters::add(&counters.delayed_refused, 1);
+            ShardCounters::add(&self.figures.counters().delayed_refused, 1);
             debug!(
                 client = client_id.as_str(),
                 "delayed publish refused: delayed.max_messages"
             );
             return ReasonCode::QuotaExceeded;
         }
-        ShardCounters::add(&counters.delayed_pending, 1);
-        let id = self.shared.delayed.next_id(self.id);
+        let (flags, expiry) = (
+            (publish.qos, publish.retain),
+            publish.properties.message_expiry_interval,
+        );
         let (topic, payload) = publish.content.into_parts();
-        let message = DelayedMessage {
-            topic: detach::string(&topic),
-            payload: detach::bytes(&payload),
-            qos: publish.qos,
-            retain: publish.retain,
-            properties: publish.properties.into_inner(),
-            publisher: detach::string(client_id),
-            due_unix_ms: unix_ms(SystemTime::now() + delay),
+        let topic = detach::string(&topic);
+        let Ok(shared) = SharedPublish::new(topic, detach::bytes(&payload), &publish.properties)
+        else {
+            self.shared.delayed.release();
+            return ReasonCode::ImplementationSpecificError;
         };
-        let received = ctx.now();
-        let timer = self
-            .timers
-            .arm(ctx, received + delay, TimerPurpose::Delayed(id));
-        let pending = Pending {
-            message,
-            received,
-            timer,
-        };
-        self.delayed.pending.insert(id, pending);
+        let message = self.figures.message(ctx, shared, flags, expiry);
+        let now = ctx.now();
+        let (id, due) = (self.shared.delayed.next_id(), now + delay);
+        self.durable.record(SessionWrite::DelayedSet {
+            id,
+            delayed: Box::new(StoredDelayed {
+                due: instant_to_system(due, now),
+                publisher: client_id.clone(),
+                message: stored_delayed_message(&message, now),
+            }),
+        });
+        self.keep_delayed(ctx, id, message, client_id.clone(), due);
         ReasonCode::Success
     }
 
-    /// A delayed message's timer fired: it is published (dropped when its Message Expiry
-    /// Interval ran out while it waited).
+    /// Puts a delayed message (its place under the bound taken) in the book with its timer.
+    fn keep_delayed(
+        &mut self,
+        ctx: &mut Ctx,
+        id: u64,
+        message: Arc<Message>,
+        publisher: MqttStr,
+        due: Instant,
+    ) {
+        ShardCounters::add(&self.figures.counters().delayed_pending, 1);
+        let timer = self.timers.arm(ctx, due, TimerPurpose::Delayed(id));
+        let pending = Pending {
+            message,
+            publisher,
+            due,
+            timer,
+        };
+        self.delayed.pending.insert(id, pending);
+    }
+
+    /// Once running: arms the delayed messages recovered from the store (those whose time
+    /// passed while the broker was down fire at once).
+    pub(super) fn resume_delayed(&mut self, ctx: &mut Ctx) {
+        let now = ctx.now();
+        for (id, stored) in std::mem::take(&mut self.delayed.recovered) {
+            let due = system_to_instant(stored.due, now);
+            match message_from_stored(&stored.message, now) {
+                Some(message) => self.keep_delayed(ctx, id, message, stored.publisher, due),
+                None => {
+                    // Unreadable now (a stricter topic limit since): cleared, not kept.
+                    self.shared.delayed.release();
+                    self.durable.record(SessionWrite::DelayedCleared { id });
+                }
+            }
+        }
+    }
+
+    /// A delayed message's timer fired: it is published as a new message from the broker
+    /// (dropped when its Message Expiry Interval ran out while it waited).
     pub(super) fn delayed_due(&mut self, ctx: &mut Ctx, id: u64) {
         let Some(pending) = self.take_delayed(id) else {
             return;
         };
-        let waited = ctx.now().saturating_duration_since(pending.received);
-        let mut message = pending.message;
-        let Some(expiry) = remaining_expiry(message.properties.message_expiry_interval, waited)
-        else {
+        let kept = pending.message;
+        if kept.expires_at.is_some_and(|at| at <= ctx.now()) {
             self.figures.count_dropped(DropReason::Expired, 1);
             return;
-        };
-        message.properties.message_expiry_interval = expiry;
-        let Ok(topic) = TopicName::new(message.topic.as_str(), &self.shared.limits.topics) else {
+        }
+        let limits = &self.shared.limits.topics;
+        let Ok(topic) = TopicName::from_mqtt_str(kept.publish.topic().clone(), limits) else {
             return;
         };
+        let message = Arc::new(Message {
+            publish: kept.publish.clone(),
+            qos: kept.qos,
+            retain: kept.retain,
+            expires_at: kept.expires_at,
+            received_ns: self.figures.turn_nanos(ctx),
+        });
         ShardCounters::add(&self.figures.counters().delayed_published, 1);
-        self.publish_internal(
-            ctx,
-            PublishInput {
-                topic,
-                topic_text: message.topic,
-                payload: message.payload,
-                qos: message.qos,
-                retain: message.retain,
-                expiry,
-                properties: message.properties,
-                // Published by the broker: no connection of the publisher to exclude.
-                publisher: None,
-                client_id: &message.publisher,
-                to_cluster: true,
-            },
-        );
+        let origin = Origin {
+            // Published by the broker: no connection of the publisher to exclude.
+            publisher: None,
+            client_id: &pending.publisher,
+            to_cluster: true,
+        };
+        self.publish_message(ctx, &topic, &message, origin);
     }
 
     /// Cancels pending message `id` (the admin API); whether this shard held it.
@@ -170,53 +209,22 @@ impl BrokerShard {
     }
 
     /// This shard's pending messages after `after`, at most `limit` (the admin API).
-    pub(super) fn delayed_page(&self, after: Option<u64>, limit: usize) -> Vec<DelayedInfo> {
-        self.delayed.page(after, limit)
+    pub(super) fn delayed_page(
+        &self,
+        ctx: &Ctx,
+        after: Option<u64>,
+        limit: usize,
+    ) -> Vec<DelayedInfo> {
+        self.delayed.page(after, limit, ctx.now())
     }
 
-    /// Removes pending message `id`, giving back its place under the bound.
+    /// Removes pending message `id` from the book and the store, giving back its place under
+    /// the bound.
     fn take_delayed(&mut self, id: u64) -> Option<Pending> {
         let pending = self.delayed.pending.remove(&id)?;
         self.shared.delayed.release();
+        self.durable.record(SessionWrite::DelayedCleared { id });
         ShardCounters::sub(&self.figures.counters().delayed_pending, 1);
         Some(pending)
-    }
-}
-
-/// What is left of a Message Expiry Interval (seconds) after `waited`: `Some(None)` without
-/// one, `None` when it ran out.
-fn remaining_expiry(expiry: Option<u32>, waited: Duration) -> Option<Option<u32>> {
-    let Some(seconds) = expiry else {
-        return Some(None);
-    };
-    let waited = u32::try_from(waited.as_secs()).unwrap_or(u32::MAX);
-    match seconds.checked_sub(waited) {
-        Some(left) if left > 0 => Some(Some(left)),
-        _ => None,
-    }
-}
-
-fn unix_ms(at: SystemTime) -> u64 {
-    let since = at.duration_since(UNIX_EPOCH).unwrap_or_default();
-    u64::try_from(since.as_millis()).unwrap_or(u64::MAX)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::remaining_expiry;
-    use std::time::Duration;
-
-    #[test]
-    fn the_expiry_interval_shrinks_by_the_wait_and_runs_out() {
-        let secs = Duration::from_secs;
-        assert_eq!(remaining_expiry(None, secs(100)), Some(None));
-        assert_eq!(remaining_expiry(Some(60), secs(15)), Some(Some(45)));
-        assert_eq!(
-            remaining_expiry(Some(60), Duration::from_millis(15_900)),
-            Some(Some(45)),
-            "whole seconds waited"
-        );
-        assert_eq!(remaining_expiry(Some(60), secs(60)), None);
-        assert_eq!(remaining_expiry(Some(10), secs(61)), None);
     }
 }

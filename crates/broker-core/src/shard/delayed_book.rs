@@ -1,36 +1,28 @@
-//! A shard's pending delayed messages (`$delayed/`, `delayed.rs` fires and cancels them):
-//! each message, when it was received on the shard's clock, and its timer; by id.
+//! A shard's pending delayed messages (`$delayed/`; `delayed.rs` keeps, fires and cancels
+//! them): each message as it will be published, its publisher, when it is due on the shard's
+//! clock and its timer; by id. Also the recovered ones waiting for the shard to run.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::time::Instant;
 
-use bytes::Bytes;
-use codec::{MqttStr, PublishProperties, QoS};
+use codec::MqttStr;
+use session_store::storage::StoredDelayed;
 
 use super::timer_book::ArmedTimer;
 use crate::admin_query::DelayedInfo;
+use crate::message::Message;
+use crate::store::instant_to_system;
 
-/// A delayed message as the broker keeps it until it fires.
-#[derive(Debug, Clone)]
-pub struct DelayedMessage {
-    /// Where it is published.
-    pub topic: MqttStr,
-    pub payload: Bytes,
-    pub qos: QoS,
-    pub retain: bool,
-    /// The PUBLISH's 5.0 properties (its Message Expiry Interval counts from receipt).
-    pub properties: PublishProperties,
-    /// The client that published it.
-    pub publisher: MqttStr,
-    /// When it is due, in Unix milliseconds (for the admin API).
-    pub due_unix_ms: u64,
-}
-
-/// One pending message, its receipt time on the shard's clock and its timer.
+/// One pending delayed message.
 #[derive(Debug)]
 pub(super) struct Pending {
-    pub(super) message: DelayedMessage,
-    pub(super) received: Instant,
+    /// The message as it will be published (its topic the target; its expiry counts from
+    /// receipt).
+    pub(super) message: Arc<Message>,
+    /// The client that published it.
+    pub(super) publisher: MqttStr,
+    pub(super) due: Instant,
     pub(super) timer: ArmedTimer,
 }
 
@@ -38,26 +30,35 @@ pub(super) struct Pending {
 #[derive(Debug, Default)]
 pub struct DelayedBook {
     pub(super) pending: BTreeMap<u64, Pending>,
+    /// Recovered from the store at start: armed once the shard runs (`resume_delayed`).
+    pub(super) recovered: Vec<(u64, StoredDelayed)>,
 }
 
 impl DelayedBook {
-    /// At most `limit` pending messages with an id after `after`, by id.
-    pub(super) fn page(&self, after: Option<u64>, limit: usize) -> Vec<DelayedInfo> {
+    /// At most `limit` pending messages with an id after `after`, by id (`now`: the shard's
+    /// clock, to tell the due time on the wall clock).
+    pub(super) fn page(&self, after: Option<u64>, limit: usize, now: Instant) -> Vec<DelayedInfo> {
         let start = after.map_or(0, |id| id.saturating_add(1));
         (self.pending.range(start..).take(limit))
-            .map(|(id, pending)| info(*id, &pending.message))
+            .map(|(id, pending)| info(*id, pending, now))
             .collect()
     }
 }
 
-fn info(id: u64, message: &DelayedMessage) -> DelayedInfo {
+fn info(id: u64, pending: &Pending, now: Instant) -> DelayedInfo {
+    let message = &pending.message;
+    let due = instant_to_system(pending.due, now);
+    let due_unix_ms = due
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default()
+        .as_millis();
     DelayedInfo {
         id,
-        topic: message.topic.as_str().to_owned(),
+        topic: message.publish.topic().as_str().to_owned(),
         qos: message.qos as u8,
         retain: message.retain,
-        due_unix_ms: message.due_unix_ms,
-        payload_bytes: message.payload.len(),
-        publisher: message.publisher.as_str().to_owned(),
+        due_unix_ms: u64::try_from(due_unix_ms).unwrap_or(u64::MAX),
+        payload_bytes: message.publish.payload().len(),
+        publisher: pending.publisher.as_str().to_owned(),
     }
 }

@@ -235,33 +235,50 @@ impl BrokerShard {
         let message = self
             .figures
             .message(ctx, shared, (input.qos, input.retain), input.expiry);
-        if input.retain {
+        let origin = Origin {
+            publisher: input.publisher,
+            client_id: input.client_id,
+            to_cluster: input.to_cluster,
+        };
+        self.publish_message(ctx, &input.topic, &message, origin)
+    }
+
+    /// Publishes an encoded message to `topic`: the retained index, the cluster hand-off and
+    /// routing to every matching session.
+    pub(super) fn publish_message(
+        &mut self,
+        ctx: &mut Ctx,
+        topic: &TopicName,
+        message: &Arc<Message>,
+        origin: Origin<'_>,
+    ) -> ReasonCode {
+        if message.retain {
             self.replication.retain(
                 &mut self.durable,
                 &self.figures,
                 &self.shared,
                 ctx,
-                &input.topic,
-                &message,
+                topic,
+                message,
             );
         }
         // Shared subscriptions of a clustered message are served through NATS's queue groups,
         // where this node's members take part in the choice (docs/cluster.md); while NATS is
         // down, here.
-        let via_nats = self.shared.links.shares_served_by_cluster(&input.topic);
-        let clustered = input.to_cluster
+        let via_nats = self.shared.links.shares_served_by_cluster(topic);
+        let clustered = origin.to_cluster
             && self
                 .cluster_side
-                .hand_to_cluster(&self.shared.links, self.id, &message, !via_nats);
+                .hand_to_cluster(&self.shared.links, self.id, message, !via_nats);
         let publisher = Publisher {
-            subscriber: input.publisher,
-            client_id: input.client_id.as_bytes(),
+            subscriber: origin.publisher,
+            client_id: origin.client_id.as_bytes(),
         };
         let scope = match clustered && via_nats {
             true => RouteScope::Plain,
             false => RouteScope::All,
         };
-        let copies = self.route(ctx, &input.topic, &message, &publisher, scope);
+        let copies = self.route(ctx, topic, message, &publisher, scope);
         // With other nodes, subscribers elsewhere are unknown here: 0x10 only on a single node.
         if copies == 0 && !clustered {
             ReasonCode::NoMatchingSubscribers
@@ -346,6 +363,14 @@ pub(super) struct PublishInput<'a> {
     pub client_id: &'a MqttStr,
     /// Whether it is also handed to the cluster (`[cluster]`): a message published on this
     /// node, not a `$SYS` value (per node) and never one that came from the cluster.
+    pub to_cluster: bool,
+}
+
+/// Who a message comes from, for routing: the publishing session (no-local), its client id
+/// (hash-publisher) and whether the cluster gets it (see [`PublishInput::to_cluster`]).
+pub(super) struct Origin<'a> {
+    pub publisher: Option<SubscriberId>,
+    pub client_id: &'a MqttStr,
     pub to_cluster: bool,
 }
 
