@@ -170,9 +170,15 @@ fn the_acl_judges_the_target_topic() {
     assert_eq!(refused, ReasonCode::NotAuthorized);
     let allowed = alice.publish_simple("$delayed/1/alice/x", b"yes", QoS::AtLeastOnce);
     assert_eq!(allowed, ReasonCode::Success);
+    let sys = alice.publish_simple("$delayed/1/$SYS/x", b"no", QoS::AtLeastOnce);
+    assert_eq!(
+        sys,
+        ReasonCode::NotAuthorized,
+        "only the broker writes $SYS"
+    );
     let mut old = as_user(&broker, ProtocolVersion::V3_1_1, "alice-2");
     old.publish_simple("$delayed/1/bob/y", b"no", QoS::AtLeastOnce);
-    let figures = broker.wait_for_metrics("one pending", |m| m.publishes_not_authorized == 2);
+    let figures = broker.wait_for_metrics("one pending", |m| m.publishes_not_authorized == 3);
     assert_eq!(figures.delayed_pending, 1, "only the allowed one is kept");
     subscriber.expect_silence(Duration::from_millis(1500));
 }
@@ -207,6 +213,34 @@ fn beyond_max_messages_a_delayed_publish_is_refused() {
     let figures = broker.wait_for_metrics("refused", |m| m.delayed_refused == 3);
     assert_eq!(figures.delayed_pending, 2);
     assert_eq!(figures.messages_dropped, 1, "the 3.1.1 one, told nothing");
+}
+
+#[test]
+fn a_qos_2_publish_refused_at_the_bound_holds_no_packet_id() {
+    let broker = TestBroker::with_config(
+        "[delayed]\nenabled = true\nmax_messages = 1\n[limits]\nreceive_maximum = 2\n",
+    );
+    let mut publisher = RawClient::connected_clean(broker.addr(), V5, "pub");
+    let kept = publisher.publish_simple("$delayed/600/q/kept", b"x", QoS::ExactlyOnce);
+    assert_eq!(kept, ReasonCode::Success);
+    // Each refused one ends its exchange at the PUBREC: were its id kept awaiting a PUBREL,
+    // the third would be over Receive Maximum and close the connection.
+    for n in 0..4 {
+        let id = publisher.next_packet_id();
+        let topic = format!("$delayed/600/q/{n}");
+        publisher.send(&Packet::Publish(publish_packet(
+            &topic,
+            b"x",
+            QoS::ExactlyOnce,
+            Some(id),
+        )));
+        let rec = publisher.recv_where("PUBREC", |p| match p {
+            Packet::PubRec(rec) if rec.packet_id.get() == id => Some(rec.reason_code),
+            _ => None,
+        });
+        assert_eq!(rec, ReasonCode::QuotaExceeded, "message {n}");
+    }
+    publisher.ping();
 }
 
 #[test]
