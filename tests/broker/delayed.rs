@@ -244,6 +244,30 @@ fn a_qos_2_publish_refused_at_the_bound_holds_no_packet_id() {
 }
 
 #[test]
+fn the_delayed_figures_are_in_metrics() {
+    let broker = TestBroker::with_config(&format!(
+        "[delayed]\nenabled = true\nmax_messages = 1\n{}",
+        crate::ops::HTTP
+    ));
+    let mut publisher = RawClient::connected_clean(broker.addr(), V5, "pub");
+    publisher.publish_simple("$delayed/600/m/kept", b"x", QoS::AtLeastOnce);
+    let refused = publisher.publish_simple("$delayed/600/m/refused", b"x", QoS::AtLeastOnce);
+    assert_eq!(refused, ReasonCode::QuotaExceeded);
+    let mut old = RawClient::connected_clean(broker.addr(), ProtocolVersion::V3_1_1, "old");
+    old.publish_simple("$delayed/600/m/dropped", b"x", QoS::AtLeastOnce);
+    let scrape = crate::ops::scrape_until(&broker, "two refused", |s| {
+        s.value("ringmq_delayed_refused_total", &[]) == Some(2.0)
+    });
+    assert_eq!(scrape.value("ringmq_delayed_pending", &[]), Some(1.0));
+    assert_eq!(
+        scrape.value("ringmq_delayed_published_total", &[]),
+        Some(0.0)
+    );
+    let full = scrape.value("ringmq_message_drops_total", &[("reason", "delayed_full")]);
+    assert_eq!(full, Some(1.0));
+}
+
+#[test]
 fn the_admin_api_lists_and_cancels_pending_messages() {
     let broker = TestBroker::with_config(ON);
     let mut subscriber = RawClient::connected_clean(broker.addr(), V5, "sub");
