@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use codec::{ProtocolVersion, QoS, ReasonCode};
 
-use crate::client::{RawClient, persistent_connect};
+use crate::client::{RawClient, persistent_connect, publish_packet};
 use crate::delayed::{ON, call};
 use crate::harness::TestBroker;
 use crate::persistence::{ENGINES, store_config};
@@ -58,6 +58,12 @@ fn pending_delayed_messages_survive_a_restart_and_fire_after_it() {
                 let reason = publisher.publish_simple(topic, topic.as_bytes(), qos);
                 assert_eq!(reason, ReasonCode::Success, "{engine}: {topic}");
             }
+            // Its Message Expiry Interval runs out while the broker is down: never published.
+            let id = publisher.next_packet_id();
+            let topic = "$delayed/1/later/expired";
+            let mut expiring = publish_packet(topic, b"stale", QoS::AtLeastOnce, Some(id));
+            expiring.properties.make_mut().message_expiry_interval = Some(1);
+            assert_eq!(publisher.publish(expiring), ReasonCode::Success);
             let listed = pending(&broker);
             let cancelled = listed
                 .iter()
@@ -68,13 +74,15 @@ fn pending_delayed_messages_survive_a_restart_and_fire_after_it() {
             assert_eq!(status, 200);
             listed
                 .into_iter()
-                .filter(|(id, _)| *id != cancelled)
+                .filter(|(id, t)| *id != cancelled && t != "later/expired")
                 .collect::<Vec<_>>()
         };
         std::thread::sleep(Duration::from_millis(1500));
         let broker = TestBroker::with_store(&config);
         // The one due while the broker was down fires as soon as it runs.
-        broker.wait_for_metrics("one fired at start", |m| m.delayed_published == 1);
+        broker.wait_for_metrics("one fired, one expired at start", |m| {
+            m.delayed_published == 1 && m.delayed_pending == 2
+        });
         assert_eq!(pending(&broker).len(), 2, "{engine}");
         let mut sub = RawClient::connected(broker.addr(), persistent_connect(V5, "sub", 3600));
         let down = sub.expect_publish_on("later/while-down");
