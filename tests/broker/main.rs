@@ -18,6 +18,7 @@ mod cluster_tls;
 mod connect;
 mod crash;
 mod delayed;
+mod delayed_cluster;
 mod delayed_restart;
 mod examples;
 mod exclusive;
