@@ -15,7 +15,7 @@ use session_store::storage::{SessionWrite, StoredDelayed};
 use tracing::debug;
 
 use super::delayed_book::Pending;
-use super::publish::Origin;
+use super::publish::{Origin, post_published};
 use super::timer_book::TimerPurpose;
 use super::{BrokerShard, Ctx, Fault};
 use crate::admin_query::DelayedInfo;
@@ -168,7 +168,8 @@ impl BrokerShard {
     }
 
     /// A delayed message's timer fired: it is published as a new message from the broker
-    /// (dropped when its Message Expiry Interval ran out while it waited).
+    /// (dropped when its Message Expiry Interval ran out while it waited); the event hook gets
+    /// its `message.published` now, naming the client that published it.
     pub(super) fn delayed_due(&mut self, ctx: &mut Ctx, id: u64) {
         let Some(pending) = self.take_delayed(id) else {
             return;
@@ -190,6 +191,15 @@ impl BrokerShard {
             received_ns: self.figures.turn_nanos(ctx),
         });
         ShardCounters::add(&self.figures.counters().delayed_published, 1);
+        let (topic_text, payload) = (message.publish.topic(), message.publish.payload());
+        let flags = (message.qos, message.retain);
+        post_published(
+            &self.shared.links,
+            &pending.publisher,
+            topic_text,
+            flags,
+            payload,
+        );
         let origin = Origin {
             // Published by the broker: no connection of the publisher to exclude.
             publisher: None,

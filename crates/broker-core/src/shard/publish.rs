@@ -521,7 +521,7 @@ impl Replication {
 }
 
 /// Hands a `message.published` event to the event hook, if it wants one for this topic.
-fn post_published(
+pub(super) fn post_published(
     links: &crate::shared_parts::Links,
     client_id: &MqttStr,
     topic: &MqttStr,
