@@ -96,7 +96,7 @@ pub fn get(addr: SocketAddr, path: &str, headers: &str) -> Answer {
 }
 
 /// `GET /metrics`, checked against the exposition format.
-fn scrape(broker: &TestBroker) -> Scrape {
+pub fn scrape(broker: &TestBroker) -> Scrape {
     let answer = get(broker.http_addr(), "/metrics", "");
     assert_eq!(answer.status, 200, "{}", answer.body);
     assert!(
@@ -109,7 +109,7 @@ fn scrape(broker: &TestBroker) -> Scrape {
 }
 
 /// Scrapes until `done` holds for a valid document.
-fn scrape_until(broker: &TestBroker, what: &str, done: impl Fn(&Scrape) -> bool) -> Scrape {
+pub fn scrape_until(broker: &TestBroker, what: &str, done: impl Fn(&Scrape) -> bool) -> Scrape {
     wait_until(what, || {
         let scrape = scrape(broker);
         done(&scrape).then_some(scrape)

@@ -97,6 +97,30 @@ fn a_clients_life_reaches_the_webhook_in_order() {
     assert!(mine.iter().all(|e| e["at_ms"].as_u64().unwrap() > 0));
 }
 
+/// A delayed publish (`$delayed/`) is a `message.published` event when it fires, on its target
+/// topic, naming the client that published it.
+#[test]
+fn a_delayed_message_is_published_as_an_event_when_it_fires() {
+    let (server, events) = recording_server(|_| 200);
+    let extra = "[delayed]\nenabled = true\n";
+    let broker = TestBroker::with_config(&config(&server.url("/events"), extra));
+    let mut client = RawClient::connected_clean(broker.addr(), V5, "later-pub");
+    let sent = Instant::now();
+    client.publish_simple("$delayed/1/hooked/later", b"hi", QoS::AtLeastOnce);
+    let all = wait_for(&events, |e| e["event"] == "message.published");
+    assert!(
+        sent.elapsed() >= Duration::from_secs(1),
+        "{:?}",
+        sent.elapsed()
+    );
+    let published: Vec<&Value> = (all.iter())
+        .filter(|e| e["event"] == "message.published")
+        .collect();
+    assert_eq!(published.len(), 1, "{all:?}");
+    assert_eq!(published[0]["topic"], "hooked/later");
+    assert_eq!(published[0]["clientid"], "later-pub");
+}
+
 #[test]
 fn a_copy_dropped_for_an_offline_session_is_an_event() {
     let (server, events) = recording_server(|_| 200);

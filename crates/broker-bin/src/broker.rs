@@ -147,6 +147,12 @@ impl Broker {
                 opened.retained,
                 shards,
             );
+            broker_core::delayed::deal_delayed(
+                &shared.persistence.recovery,
+                &shared.delayed,
+                opened.delayed,
+                shards,
+            );
             let (sender, receiver) = std::sync::mpsc::sync_channel(CHANNEL_BATCHES);
             let state = Arc::new(StoreState::new(shards, Some(sender)));
             shared.persistence.store = Some(Arc::clone(&state));

@@ -39,6 +39,14 @@ pub enum AdminQuery {
         limit: usize,
         reply: Sender<Vec<RetainedInfo>>,
     },
+    /// This shard's pending delayed messages with an id after `after`, at most `limit`, by id.
+    Delayed {
+        after: Option<u64>,
+        limit: usize,
+        reply: Sender<Vec<DelayedInfo>>,
+    },
+    /// Cancel pending delayed message `id`; whether this shard held it.
+    CancelDelayed { id: u64, reply: Sender<bool> },
     /// Publish a message as the broker; an error names what is wrong with it.
     Publish {
         topic: String,
@@ -99,4 +107,19 @@ pub struct RetainedInfo {
     pub topic: String,
     pub qos: u8,
     pub payload_bytes: usize,
+}
+
+/// One pending delayed message (`$delayed/`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DelayedInfo {
+    pub id: u64,
+    /// Where it will be published.
+    pub topic: String,
+    pub qos: u8,
+    pub retain: bool,
+    /// When it is due, in Unix milliseconds.
+    pub due_unix_ms: u64,
+    pub payload_bytes: usize,
+    /// The client that published it.
+    pub publisher: String,
 }

@@ -20,6 +20,7 @@ mod carry;
 pub mod cluster_inbox;
 pub mod conn;
 pub mod deal;
+pub mod delayed;
 pub mod detach;
 pub mod directory;
 pub mod exclusive;

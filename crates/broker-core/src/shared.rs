@@ -42,6 +42,8 @@ pub struct Shared {
     pub links: Links,
     /// Topic rewrite rules, and which session holds each `$exclusive/` filter.
     pub topic_rules: crate::topic_rules::TopicRules,
+    /// Delayed publish's bound and ids (`[delayed]`).
+    pub delayed: crate::delayed::DelayedPublish,
 }
 
 impl Shared {
@@ -91,7 +93,9 @@ impl Shared {
                 config.routing.exclusive_subscriptions,
             ),
         };
+        let delayed = crate::delayed::DelayedPublish::new(config.delayed.clone());
         Self {
+            delayed,
             limits,
             config,
             metrics: std::sync::Arc::new(Metrics::new(shards)),

@@ -3,7 +3,7 @@
 
 use serde_json::{Value, json};
 
-use super::query::{ClientDetail, ClientInfo, RetainedInfo, SubscriptionInfo};
+use super::query::{ClientDetail, ClientInfo, DelayedInfo, RetainedInfo, SubscriptionInfo};
 
 /// One client in a list.
 pub(super) fn client(info: &ClientInfo) -> Value {
@@ -52,5 +52,18 @@ pub(super) fn retained(info: &RetainedInfo) -> Value {
         "topic": info.topic,
         "qos": info.qos,
         "payload_bytes": info.payload_bytes,
+    })
+}
+
+/// One pending delayed message.
+pub(super) fn delayed(info: &DelayedInfo) -> Value {
+    json!({
+        "id": info.id,
+        "topic": info.topic,
+        "qos": info.qos,
+        "retain": info.retain,
+        "due_unix_ms": info.due_unix_ms,
+        "payload_bytes": info.payload_bytes,
+        "publisher": info.publisher,
     })
 }

@@ -1,5 +1,5 @@
 //! The admin API (`/api/v1/...` on the operations HTTP listener): clients, subscriptions,
-//! retained messages, publishing, the effective config and reload. Questions go to the shards
+//! retained messages, delayed messages, publishing, the effective config and reload. Questions go to the shards
 //! through their mailboxes ([`query::AdminQuery`]); no other thread touches their state.
 //! Lists are paginated with a cursor (`after`) and bounded (`limit`, at most [`MAX_LIMIT`]).
 

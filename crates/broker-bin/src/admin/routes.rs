@@ -8,6 +8,8 @@
 //! | `GET /api/v1/subscriptions?after_client=&after_filter=&limit=` | subscriptions, a page |
 //! | `GET /api/v1/retained?after=&limit=` | retained messages by topic, a page |
 //! | `DELETE /api/v1/retained/{topic}` | clears the topic's retained message |
+//! | `GET /api/v1/delayed?after=&limit=` | pending delayed messages (`$delayed/`) by id, a page |
+//! | `DELETE /api/v1/delayed/{id}` | cancels a pending delayed message |
 //! | `POST /api/v1/publish` | publishes `{"topic", "payload" or "payload_base64", "qos", "retain"}` (`Content-Type: application/json`, checked by the `ops` crate's `routes.rs`) |
 //! | `GET /api/v1/config` | the last configuration loaded, as TOML, and its keys waiting for a restart |
 //! | `POST /api/v1/reload` | what SIGHUP does, answered with its report |
@@ -51,13 +53,20 @@ fn route(port: &AdminPort, request: &AdminRequest<'_>) -> Option<AdminResponse> 
         ("DELETE", path) if path.starts_with("retained/") => {
             clear_retained(port, &path["retained/".len()..])
         }
+        ("GET", "delayed") => delayed(port, request),
+        ("DELETE", path) if path.starts_with("delayed/") => {
+            cancel_delayed(port, &path["delayed/".len()..])
+        }
         ("POST", "publish") => publish(port, request),
         ("POST", "reload") => Ok(reload(port)),
         ("GET", "config") => Ok(config(port)),
-        (_, "clients" | "subscriptions" | "retained" | "publish" | "reload" | "config") => {
+        (
+            _,
+            "clients" | "subscriptions" | "retained" | "delayed" | "publish" | "reload" | "config",
+        ) => Err(method_not_allowed()),
+        (_, path) if path.starts_with("retained/") || path.starts_with("delayed/") => {
             Err(method_not_allowed())
         }
-        (_, path) if path.starts_with("retained/") => Err(method_not_allowed()),
         _ => Err(AdminResponse::error(
             404,
             format!("no such endpoint: {}", request.path),
@@ -222,6 +231,46 @@ fn retained(port: &AdminPort, request: &AdminRequest<'_>) -> Answer {
 fn clear_retained(port: &AdminPort, topic: &str) -> Answer {
     send_publish(port, topic.to_owned(), Bytes::new(), QoS::AtMostOnce, true)?;
     Ok(AdminResponse::ok(&serde_json::json!({ "cleared": topic })))
+}
+
+fn delayed(port: &AdminPort, request: &AdminRequest<'_>) -> Answer {
+    let limit = limit(request)?;
+    let after = match request.param("after") {
+        None => None,
+        Some(text) => Some(delayed_id(text)?),
+    };
+    let pages = port
+        .ask_all(|reply| AdminQuery::Delayed {
+            after,
+            limit,
+            reply,
+        })
+        .map_err(unavailable)?;
+    let (delayed, next) = merged(pages, limit, |d| d.id);
+    Ok(AdminResponse::ok(&serde_json::json!({
+        "delayed": delayed.iter().map(json::delayed).collect::<Vec<_>>(),
+        "next": next,
+    })))
+}
+
+fn cancel_delayed(port: &AdminPort, text: &str) -> Answer {
+    let id = delayed_id(text)?;
+    let held = port
+        .ask_all(|reply| AdminQuery::CancelDelayed { id, reply })
+        .map_err(unavailable)?;
+    match held.contains(&true) {
+        true => Ok(AdminResponse::ok(&serde_json::json!({ "cancelled": id }))),
+        false => Err(AdminResponse::error(
+            404,
+            format!("no pending delayed message {id}"),
+        )),
+    }
+}
+
+fn delayed_id(text: &str) -> Result<u64, AdminResponse> {
+    text.parse::<u64>().map_err(|_| {
+        AdminResponse::error(400, format!("id `{text}`: expected a delayed message id"))
+    })
 }
 
 /// `POST /api/v1/publish`'s body.

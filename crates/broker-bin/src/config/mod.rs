@@ -12,6 +12,7 @@ mod auth_backends;
 mod auto_subscribe;
 mod bridges;
 mod cluster;
+mod delayed;
 mod error;
 mod fields;
 mod http;

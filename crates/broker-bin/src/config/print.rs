@@ -220,6 +220,7 @@ mod tests {
             "[queues]",
             "[sessions]",
             "[retained]",
+            "[delayed]",
             "[sys]",
             "[persistence]",
             "[auth]",

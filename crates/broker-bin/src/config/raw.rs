@@ -11,6 +11,7 @@ use super::auth::RawAuth;
 use super::auto_subscribe::RawAutoSubscribe;
 use super::bridges::RawBridge;
 use super::cluster::RawCluster;
+use super::delayed::RawDelayed;
 use super::error::ConfigError;
 use super::http::RawHttp;
 use super::ip::RawIp;
@@ -47,6 +48,8 @@ pub struct RawConfig {
     pub sessions: RawSessions,
     #[serde(default)]
     pub retained: RawRetained,
+    #[serde(default)]
+    pub delayed: RawDelayed,
     #[serde(default)]
     pub sys: RawSys,
     #[serde(default)]
@@ -88,6 +91,7 @@ impl RawConfig {
         self.queues.overlay(over.queues);
         self.sessions.overlay(over.sessions);
         self.retained.overlay(over.retained);
+        self.delayed.overlay(over.delayed);
         self.sys.overlay(over.sys);
         self.persistence.overlay(over.persistence);
         self.auth.overlay(over.auth);

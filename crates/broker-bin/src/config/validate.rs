@@ -45,6 +45,7 @@ impl RawConfig {
             queues: self.queues.validate()?,
             sessions: self.sessions.validate()?,
             retained: self.retained.validate()?,
+            delayed: self.delayed.validate()?,
             sys_interval: self.sys.interval()?,
             persistence: self.persistence.validate()?,
         };

@@ -115,6 +115,11 @@ fn clients(doc: &mut Exposition, state: &OpsState, totals: &Snapshot) {
             totals.retained_messages,
         ),
         (
+            "ringmq_delayed_pending",
+            "Delayed messages ($delayed/) waiting to be published.",
+            totals.delayed_pending,
+        ),
+        (
             "ringmq_retained_bytes",
             "Payload bytes of the retained messages held.",
             totals.retained_bytes,
@@ -196,6 +201,16 @@ fn messages(doc: &mut Exposition, totals: &Snapshot) {
             "ringmq_publishers_throttled_total",
             "Times a connection's reading was paused for going over its publish rate.",
             totals.publishers_throttled,
+        ),
+        (
+            "ringmq_delayed_published_total",
+            "Delayed messages published when their delay ran out.",
+            totals.delayed_published,
+        ),
+        (
+            "ringmq_delayed_refused_total",
+            "Delayed PUBLISH packets refused for delayed.max_messages.",
+            totals.delayed_refused,
         ),
         (
             "ringmq_connections_refused_overload_total",

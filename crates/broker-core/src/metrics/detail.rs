@@ -31,11 +31,14 @@ pub enum DropReason {
     RetainedFull,
     /// Queued or in-flight copies of a session that ended.
     SessionEnded,
+    /// A delayed PUBLISH (`$delayed/`) over `delayed.max_messages` whose client is told
+    /// nothing (3.1.1, or QoS 0).
+    DelayedFull,
 }
 
 impl DropReason {
     /// Every reason, in declaration order.
-    pub const ALL: [Self; 9] = [
+    pub const ALL: [Self; 10] = [
         Self::SlowConsumer,
         Self::QueueFull,
         Self::Expired,
@@ -45,6 +48,7 @@ impl DropReason {
         Self::Offline,
         Self::RetainedFull,
         Self::SessionEnded,
+        Self::DelayedFull,
     ];
 
     /// Its index in [`Self::ALL`] (declaration order).
@@ -64,6 +68,7 @@ impl DropReason {
             Self::Offline => "offline",
             Self::RetainedFull => "retained_full",
             Self::SessionEnded => "session_ended",
+            Self::DelayedFull => "delayed_full",
         }
     }
 }

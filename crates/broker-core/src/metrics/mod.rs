@@ -60,6 +60,9 @@ counters! {
     partial_frame_closed: "Connections closed because their partial packet did not fit in limits.max_partial_frame_bytes.",
     publishers_throttled: "Times a connection's reading was paused for going over limits.max_publish_rate or limits.max_publish_bytes_rate.",
     refused_overload: "Connections refused at accept in overload mode (overload.memory_high_bytes).",
+    delayed_pending: "Delayed messages ($delayed/) waiting to be published (gauge).",
+    delayed_published: "Delayed messages published when their delay ran out.",
+    delayed_refused: "Delayed PUBLISH packets refused for delayed.max_messages.",
 }
 
 impl ShardCounters {

@@ -3,6 +3,7 @@
 //! builds these; the features' own settings (`[cluster]`, `[[bridges]]`, `[http]`) stay with them.
 
 mod abuse;
+mod delayed;
 mod limits;
 mod log;
 mod persistence;
@@ -12,6 +13,7 @@ mod sessions;
 use std::time::Duration;
 
 pub use abuse::{OverloadSettings, PublishRates};
+pub use delayed::{DelayedSettings, MAX_DELAY_SECONDS};
 pub use limits::{ConnectionSettings, LimitSettings};
 pub use log::{LogFormat, LogSettings};
 pub use persistence::{PersistenceSettings, StorageEngine, SyncPolicy};
@@ -36,6 +38,8 @@ pub struct CoreConfig {
     pub queues: QueueSettings,
     pub sessions: SessionSettings,
     pub retained: RetainedSettings,
+    /// `[delayed]`: delayed publish.
+    pub delayed: DelayedSettings,
     /// Interval between `$SYS` updates; `None` disables `$SYS`.
     pub sys_interval: Option<Duration>,
     pub persistence: PersistenceSettings,

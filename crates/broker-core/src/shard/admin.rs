@@ -58,6 +58,16 @@ impl BrokerShard {
             } => {
                 let _ = reply.send(self.replication.retained_page(after.as_deref(), limit));
             }
+            AdminQuery::Delayed {
+                after,
+                limit,
+                reply,
+            } => {
+                let _ = reply.send(self.delayed_page(ctx, after, limit));
+            }
+            AdminQuery::CancelDelayed { id, reply } => {
+                let _ = reply.send(self.cancel_delayed(ctx, id));
+            }
             AdminQuery::Publish {
                 topic,
                 payload,

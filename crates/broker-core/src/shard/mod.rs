@@ -27,6 +27,8 @@ mod cluster;
 mod cluster_acks;
 mod connect;
 mod deadlines;
+mod delayed;
+mod delayed_book;
 mod deliver;
 mod door;
 mod drain;
@@ -120,6 +122,8 @@ pub struct BrokerShard {
     cluster_side: parts::ClusterSide,
     /// What the shard measures of itself: `$SYS` gauges and the turn's clock.
     figures: parts::Figures,
+    /// The delayed messages (`$delayed/`) this shard received and keeps until they fire.
+    delayed: delayed_book::DelayedBook,
 }
 
 impl BrokerShard {
@@ -159,6 +163,7 @@ impl BrokerShard {
             door: parts::Door::default(),
             auth: parts::AuthWaits::default(),
             cluster_side: parts::ClusterSide::default(),
+            delayed: delayed_book::DelayedBook::default(),
             figures: parts::Figures {
                 gauges: gauges::Gauges::default(),
                 metrics: std::sync::Arc::clone(&shared_metrics),

@@ -72,6 +72,7 @@ impl BrokerShard {
         let topic =
             TopicName::from_mqtt_str(publish.content.shared_topic(), &self.shared.limits.topics)
                 .map_err(|e| Fault::new(ReasonCode::TopicNameInvalid, e.to_string()))?;
+        let (topic, delay) = self.delayed_target(&mut publish, topic)?;
         let topic = rewritten(&self.shared, &mut publish, topic, &client_id);
         let verdict =
             self.auth
@@ -82,12 +83,14 @@ impl BrokerShard {
         match (publish.qos, publish.packet_id) {
             (QoS::AtMostOnce, _) => {
                 if verdict == ReasonCode::Success {
-                    self.accept_publish(ctx, &client_id, topic, publish);
+                    self.accept_or_delay(ctx, conn, &client_id, (topic, delay), publish);
                 }
             }
             (QoS::AtLeastOnce, Some(id)) => {
                 let reason = match verdict {
-                    ReasonCode::Success => self.accept_publish(ctx, &client_id, topic, publish),
+                    ReasonCode::Success => {
+                        self.accept_or_delay(ctx, conn, &client_id, (topic, delay), publish)
+                    }
                     refused => refused,
                 };
                 let mut ack = PubAck::new(id);
@@ -119,7 +122,12 @@ impl BrokerShard {
                                 client_id: client_id.clone(),
                                 packet_id: id,
                             });
-                        self.accept_publish(ctx, &client_id, topic, publish)
+                        let reason =
+                            self.accept_or_delay(ctx, conn, &client_id, (topic, delay), publish);
+                        if reason == ReasonCode::QuotaExceeded {
+                            self.forget_refused_qos2(&client_id, id);
+                        }
+                        reason
                     }
                 };
                 let mut rec = PubRec::new(id);
@@ -132,7 +140,7 @@ impl BrokerShard {
     }
 
     /// Forwards an accepted PUBLISH; the reason code to acknowledge it with.
-    fn accept_publish(
+    pub(super) fn accept_publish(
         &mut self,
         ctx: &mut Ctx,
         client_id: &MqttStr,
@@ -227,33 +235,50 @@ impl BrokerShard {
         let message = self
             .figures
             .message(ctx, shared, (input.qos, input.retain), input.expiry);
-        if input.retain {
+        let origin = Origin {
+            publisher: input.publisher,
+            client_id: input.client_id,
+            to_cluster: input.to_cluster,
+        };
+        self.publish_message(ctx, &input.topic, &message, origin)
+    }
+
+    /// Publishes an encoded message to `topic`: the retained index, the cluster hand-off and
+    /// routing to every matching session.
+    pub(super) fn publish_message(
+        &mut self,
+        ctx: &mut Ctx,
+        topic: &TopicName,
+        message: &Arc<Message>,
+        origin: Origin<'_>,
+    ) -> ReasonCode {
+        if message.retain {
             self.replication.retain(
                 &mut self.durable,
                 &self.figures,
                 &self.shared,
                 ctx,
-                &input.topic,
-                &message,
+                topic,
+                message,
             );
         }
         // Shared subscriptions of a clustered message are served through NATS's queue groups,
         // where this node's members take part in the choice (docs/cluster.md); while NATS is
         // down, here.
-        let via_nats = self.shared.links.shares_served_by_cluster(&input.topic);
-        let clustered = input.to_cluster
+        let via_nats = self.shared.links.shares_served_by_cluster(topic);
+        let clustered = origin.to_cluster
             && self
                 .cluster_side
-                .hand_to_cluster(&self.shared.links, self.id, &message, !via_nats);
+                .hand_to_cluster(&self.shared.links, self.id, message, !via_nats);
         let publisher = Publisher {
-            subscriber: input.publisher,
-            client_id: input.client_id.as_bytes(),
+            subscriber: origin.publisher,
+            client_id: origin.client_id.as_bytes(),
         };
         let scope = match clustered && via_nats {
             true => RouteScope::Plain,
             false => RouteScope::All,
         };
-        let copies = self.route(ctx, &input.topic, &message, &publisher, scope);
+        let copies = self.route(ctx, topic, message, &publisher, scope);
         // With other nodes, subscribers elsewhere are unknown here: 0x10 only on a single node.
         if copies == 0 && !clustered {
             ReasonCode::NoMatchingSubscribers
@@ -338,6 +363,14 @@ pub(super) struct PublishInput<'a> {
     pub client_id: &'a MqttStr,
     /// Whether it is also handed to the cluster (`[cluster]`): a message published on this
     /// node, not a `$SYS` value (per node) and never one that came from the cluster.
+    pub to_cluster: bool,
+}
+
+/// Who a message comes from, for routing: the publishing session (no-local), its client id
+/// (hash-publisher) and whether the cluster gets it (see [`PublishInput::to_cluster`]).
+pub(super) struct Origin<'a> {
+    pub publisher: Option<SubscriberId>,
+    pub client_id: &'a MqttStr,
     pub to_cluster: bool,
 }
 
@@ -488,7 +521,7 @@ impl Replication {
 }
 
 /// Hands a `message.published` event to the event hook, if it wants one for this topic.
-fn post_published(
+pub(super) fn post_published(
     links: &crate::shared_parts::Links,
     client_id: &MqttStr,
     topic: &MqttStr,

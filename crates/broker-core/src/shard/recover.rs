@@ -47,12 +47,14 @@ impl BrokerShard {
                 .mirror_recovered(&self.shared.links, &client_id);
             self.timers.recovered.push(client_id);
         }
+        self.delayed.recovered = self.shared.persistence.recovery.take_delayed(self.id);
     }
 
     /// Once running: each recovered session still without a connection counts its expiry and
     /// will delay from when it disconnected (a session connected at the crash: from now, and
     /// its will is due, as for any connection that ended without DISCONNECT).
     pub(super) fn resume_recovered(&mut self, ctx: &mut Ctx) {
+        self.resume_delayed(ctx);
         let down_since: Vec<(MqttStr, SystemTime)> =
             std::mem::take(&mut self.timers.recovered_down_since);
         for client_id in std::mem::take(&mut self.timers.recovered) {

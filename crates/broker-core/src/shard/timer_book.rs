@@ -39,6 +39,8 @@ pub enum TimerPurpose {
     /// Grant re-checks are submitted again after the auth workers were busy
     /// (`grant_recheck.rs`).
     RecheckRetry,
+    /// A delayed message (`$delayed/`) is due (`delayed.rs`): its id.
+    Delayed(u64),
 }
 
 /// A timer armed through the book: its runtime id and its key.

@@ -39,6 +39,7 @@ impl BrokerShard {
             TimerPurpose::Throttle(conn) => self.throttle_elapsed(ctx, conn),
             TimerPurpose::LifecycleSummary(kind) => self.shared.lifecycle.summarise(kind),
             TimerPurpose::RecheckRetry => self.auth.rechecks.recheck_retry_due(),
+            TimerPurpose::Delayed(id) => self.delayed_due(ctx, id),
         }
     }
 }

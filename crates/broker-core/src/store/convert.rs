@@ -84,6 +84,12 @@ pub fn stored_retained(message: &Message, now: Instant) -> StoredMessage {
     stored_parts(message, message.qos, true, now)
 }
 
+/// What the engines store of a delayed message (`$delayed/`): the message as it will be
+/// published, its own QoS and RETAIN.
+pub fn stored_delayed_message(message: &Message, now: Instant) -> StoredMessage {
+    stored_parts(message, message.qos, message.retain, now)
+}
+
 fn stored_parts(message: &Message, qos: codec::QoS, retain: bool, now: Instant) -> StoredMessage {
     StoredMessage {
         topic: message.publish.topic().as_shared_bytes().clone(),

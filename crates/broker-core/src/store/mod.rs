@@ -24,8 +24,8 @@ use ring_runtime::{RuntimeControl, ShardId};
 use session_store::storage::{SessionWrite, StoredMessage};
 
 pub use convert::{
-    instant_to_system, message_from_stored, outgoing_from_stored, stored_message, stored_retained,
-    stored_session_of, system_to_instant,
+    instant_to_system, message_from_stored, outgoing_from_stored, stored_delayed_message,
+    stored_message, stored_retained, stored_session_of, system_to_instant,
 };
 pub use recovery::{
     Opened, RecoveredSession, Recovery, ReplicaSeed, StoreOpenError, open_and_recover,

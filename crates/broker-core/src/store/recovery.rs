@@ -12,7 +12,7 @@ use router::{SubscriberId, SubscriptionChange, TopicName};
 use session_store::SessionExpiry;
 use session_store::storage::{
     LogSize, LoggedStorage, RedbStorage, SessionStorage, SessionWrite, SledStorage, StorageError,
-    StoredMessage, StoredSession, SyncMode,
+    StoredDelayed, StoredMessage, StoredSession, SyncMode,
 };
 
 use crate::message::Message;
@@ -42,6 +42,8 @@ pub struct ReplicaSeed {
 pub struct Recovery {
     sessions: Mutex<Vec<Vec<RecoveredSession>>>,
     seed: Mutex<Option<Arc<ReplicaSeed>>>,
+    /// The delayed messages (`$delayed/`) dealt to each shard (`crate::delayed::deal_delayed`).
+    delayed: Mutex<Vec<Vec<(u64, StoredDelayed)>>>,
 }
 
 impl Recovery {
@@ -54,6 +56,23 @@ impl Recovery {
             .get_mut(shard.index())
             .map(std::mem::take)
             .unwrap_or_default()
+    }
+
+    /// The delayed messages dealt to `shard` (empty after the first call).
+    pub fn take_delayed(&self, shard: ShardId) -> Vec<(u64, StoredDelayed)> {
+        let Ok(mut delayed) = self.delayed.lock() else {
+            return Vec::new();
+        };
+        (delayed.get_mut(shard.index()))
+            .map(std::mem::take)
+            .unwrap_or_default()
+    }
+
+    /// Puts the dealt delayed messages (one list per shard) in place for the shards to take.
+    pub fn hold_delayed(&self, dealt: Vec<Vec<(u64, StoredDelayed)>>) {
+        if let Ok(mut delayed) = self.delayed.lock() {
+            *delayed = dealt;
+        }
     }
 
     /// What every replica starts from (none without a stored state).
@@ -115,6 +134,8 @@ pub struct Opened {
     /// The highest stored queued sequence number (new ones must be above it).
     pub max_queued_seq: u64,
     pub retained: Vec<(MqttStr, StoredMessage)>,
+    /// The pending delayed messages (`$delayed/`), by id.
+    pub delayed: Vec<(u64, StoredDelayed)>,
 }
 
 /// Opens the configured engine and loads it; sessions that expired while the broker was down
@@ -177,6 +198,7 @@ pub fn open_and_recover(settings: &PersistenceSettings) -> Result<Option<Opened>
         queued,
         inflight,
         retained = loaded.retained.len(),
+        delayed = loaded.delayed.len(),
         elapsed_ms = started.elapsed().as_millis() as u64,
         "persistent state recovered"
     );
@@ -185,6 +207,7 @@ pub fn open_and_recover(settings: &PersistenceSettings) -> Result<Option<Opened>
         storage,
         sessions: live,
         retained: loaded.retained,
+        delayed: loaded.delayed,
     }))
 }
 

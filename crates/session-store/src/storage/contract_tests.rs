@@ -7,8 +7,8 @@ use bytes::Bytes;
 use codec::{ProtocolVersion, QoS, SubscriptionOptions, Will};
 
 use super::contract_writes::{
-    acked, dropped, message, pid, qos2_received, qos2_released, queued, queued_and_sent, released,
-    retain_set, saved, saved_by, sent, skip, subscribed, text,
+    acked, delayed_set, dropped, message, pid, qos2_received, qos2_released, queued,
+    queued_and_sent, released, retain_set, saved, saved_by, sent, skip, subscribed, text,
 };
 use super::*;
 use crate::storage::{StoredMessage, StoredSubscription};
@@ -108,6 +108,7 @@ pub(super) fn a_sequence_of_writes_loads_as_the_sessions_it_describes<S: Session
         Recovered {
             sessions: vec![a, b],
             retained: Vec::new(),
+            delayed: Vec::new(),
         }
     );
 }
@@ -315,6 +316,58 @@ pub(super) fn retained_messages_and_sessions_do_not_mix<S: SessionStorage>(make:
     let loaded = storage.load().unwrap();
     assert_eq!(loaded.retained.len(), 1);
     assert_eq!(loaded.sessions.len(), 1);
+}
+
+pub(super) fn delayed_messages_are_set_replaced_cleared_and_loaded_by_id<S: SessionStorage>(
+    make: impl Fn() -> S,
+) {
+    let mut storage = make();
+    let far = u64::MAX - 1;
+    let committed = storage
+        .commit(&[
+            delayed_set(far, "z", "far", 3_000_000_000),
+            delayed_set(7, "a/b", "1", 100),
+            delayed_set(3, "c", "2", 50),
+            retain_set("c", "retained"),
+            SessionWrite::DelayedCleared { id: 3 },
+            SessionWrite::DelayedCleared { id: 99 },
+            saved("s", SessionExpiry::Never),
+        ])
+        .unwrap();
+    assert_eq!(committed, Committed::default(), "never skipped");
+    storage
+        .commit(&[
+            delayed_set(7, "a/b", "replaced", 200),
+            delayed_set(1, "d", "3", 10),
+        ])
+        .unwrap();
+    let expected: Vec<_> = [
+        delayed_set(1, "d", "3", 10),
+        delayed_set(7, "a/b", "replaced", 200),
+        delayed_set(far, "z", "far", 3_000_000_000),
+    ]
+    .into_iter()
+    .map(|write| match write {
+        SessionWrite::DelayedSet { id, delayed } => (id, *delayed),
+        _ => unreachable!(),
+    })
+    .collect();
+    let loaded = storage.load().unwrap();
+    assert_eq!(loaded.delayed, expected);
+    assert_eq!((loaded.retained.len(), loaded.sessions.len()), (1, 1));
+    storage
+        .commit(&[
+            SessionWrite::SessionRemoved {
+                client_id: text("s"),
+            },
+            SessionWrite::RetainCleared { topic: text("c") },
+        ])
+        .unwrap();
+    assert_eq!(
+        storage.load().unwrap().delayed,
+        expected,
+        "sessions and retained apart"
+    );
 }
 
 /// The sequence numbers of `messages`.

@@ -8,7 +8,10 @@ use codec::{
     MqttStr, PacketId, ProtocolVersion, QoS, RetainHandling, SubscriptionId, SubscriptionOptions,
 };
 
-use super::{SessionWrite, Skipped, StoredMessage, StoredOwner, StoredSession, StoredSubscription};
+use super::{
+    SessionWrite, Skipped, StoredDelayed, StoredMessage, StoredOwner, StoredSession,
+    StoredSubscription,
+};
 use crate::SessionExpiry;
 
 pub(super) fn text(s: &str) -> MqttStr {
@@ -123,6 +126,28 @@ pub(super) fn retain_set(topic: &str, payload: &'static str) -> SessionWrite {
     SessionWrite::RetainSet {
         topic: text(topic),
         message: Box::new(message),
+    }
+}
+
+/// `DelayedSet` of `id` for `topic`, due `due_secs` after the epoch, with a payload naming it.
+pub(super) fn delayed_set(
+    id: u64,
+    topic: &str,
+    payload: &'static str,
+    due_secs: u64,
+) -> SessionWrite {
+    let mut message = message(topic, QoS::ExactlyOnce);
+    message.payload = Bytes::from_static(payload.as_bytes());
+    message.sub_ids.clear();
+    message.expires_at =
+        Some(std::time::UNIX_EPOCH + std::time::Duration::from_secs(due_secs + 60));
+    SessionWrite::DelayedSet {
+        id,
+        delayed: Box::new(StoredDelayed {
+            due: std::time::UNIX_EPOCH + std::time::Duration::from_secs(due_secs),
+            publisher: text("publisher"),
+            message,
+        }),
     }
 }
 

@@ -12,7 +12,7 @@ use codec::{
     SubscriptionOptions, Will, WillProperties,
 };
 
-use super::{StoredMessage, StoredOwner, StoredSession, StoredSubscription};
+use super::{StoredDelayed, StoredMessage, StoredOwner, StoredSession, StoredSubscription};
 use crate::{InflightState, PendingWill, SessionExpiry};
 
 /// The format version every value starts with (2: records without inflight ids, inflight
@@ -389,6 +389,27 @@ pub(in crate::storage) fn encode_message(m: &StoredMessage) -> Vec<u8> {
     let mut w = Writer::with_capacity(message_len(m));
     write_message(&mut w, m);
     w.0
+}
+
+/// A delayed message: when due, its publisher, then the message.
+pub(in crate::storage) fn encode_delayed(d: &StoredDelayed) -> Vec<u8> {
+    let mut w =
+        Writer::with_capacity(16 + 4 + d.publisher.as_bytes().len() + message_len(&d.message));
+    w.time(d.due);
+    w.bytes(d.publisher.as_bytes());
+    write_message(&mut w, &d.message);
+    w.0
+}
+
+/// Decodes a delayed message.
+pub(in crate::storage) fn decode_delayed(value: &[u8]) -> Decoded<StoredDelayed> {
+    let mut r = Reader::new(value)?;
+    let d = StoredDelayed {
+        due: r.time()?,
+        publisher: r.text()?,
+        message: read_message(&mut r)?,
+    };
+    r.finish(d)
 }
 
 /// Decodes a queued message.

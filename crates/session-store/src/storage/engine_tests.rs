@@ -111,6 +111,11 @@ macro_rules! contract_suite {
         }
 
         #[test]
+        fn delayed_messages_are_set_replaced_cleared_and_loaded_by_id() {
+            contract::delayed_messages_are_set_replaced_cleared_and_loaded_by_id($make);
+        }
+
+        #[test]
         fn a_queue_is_read_in_pages() {
             contract::a_queue_is_read_in_pages($make);
         }

@@ -44,11 +44,12 @@
 //!   recorded one, `Unsubscribed` the subscription. A write that does not follow the stored
 //!   state is skipped and reported in [`Committed::skipped`] (a broker bug or a benign race,
 //!   not I/O); the rest of the batch applies.
-//! - `RetainSet` and `RetainCleared` name a topic, not a session, and are never skipped.
+//! - `RetainSet` and `RetainCleared` name a topic, not a session, and are never skipped; nor
+//!   are `DelayedSet` and `DelayedCleared`, which name a delayed message by id.
 //! - `load` returns sessions by client identifier; a session's queue in sequence order; its
 //!   inflight entries in the order of their `InflightSent` writes (send order, kept across
 //!   restarts, whatever the sequence numbers); its inbound QoS 2 ids in packet id order;
-//!   retained messages by topic.
+//!   retained messages by topic; delayed messages by id.
 //! - `load_paged(n)` returns the same with each queue cut to its first `n` messages and every
 //!   queue's whole length; `queued_after` pages through the rest, in sequence order.
 //!
@@ -73,6 +74,7 @@
 //! | `InflightAcked` | `acks.rs`: `handle_puback`, `handle_pubcomp`; `deliver.rs`/`acks.rs` where an entry is abandoned |
 //! | `Qos2Received` / `Qos2Released` | `publish.rs`: `handle_publish` (QoS 2 recorded) / `acks.rs`: `handle_pubrel` |
 //! | `RetainSet` / `RetainCleared` | `publish.rs`: `retain` (a RETAIN publish sets or, with an empty payload, clears) |
+//! | `DelayedSet` / `DelayedCleared` | `delayed.rs`: `delay_publish` / `take_delayed` (a `$delayed/` message fired or cancelled) |
 //!
 //! Session moves between shards (`takeover.rs`) write nothing: the shard holding a session is
 //! not durable, the state is keyed by client identifier. Sequence numbers come from one broker-wide counter
@@ -125,8 +127,8 @@ pub use snapshot::{
     encode_session_snapshot,
 };
 pub use write::{
-    MessageSeq, PagedRecovered, Recovered, SessionWrite, StoredMessage, StoredOwner, StoredSession,
-    StoredSubscription,
+    MessageSeq, PagedRecovered, Recovered, SessionWrite, StoredDelayed, StoredMessage, StoredOwner,
+    StoredSession, StoredSubscription,
 };
 
 use codec::MqttStr;

@@ -85,7 +85,7 @@ impl Writes {
                 packet_id = self.rng.pick(&session.inflight).0;
             }
         }
-        let kind = match self.rng.below(24) {
+        let kind = match self.rng.below(26) {
             // Mostly save a session that is not stored, rarely remove one.
             1 if self.rng.below(3) > 0 => 0,
             20..=23 if session.is_none() => 0,
@@ -175,6 +175,22 @@ impl Writes {
                     message: Box::new(message(topic, QoS::AtLeastOnce)),
                 }
             }
+            24 => {
+                let id = 1 + self.rng.below(3);
+                let mut message = message(&format!("d/{id}"), QoS::ExactlyOnce);
+                message.sub_ids.clear();
+                SessionWrite::DelayedSet {
+                    id,
+                    delayed: Box::new(StoredDelayed {
+                        due: SystemTime::UNIX_EPOCH + Duration::from_secs(self.rng.below(1_000)),
+                        publisher: text(CLIENTS[c]),
+                        message,
+                    }),
+                }
+            }
+            25 => SessionWrite::DelayedCleared {
+                id: 1 + self.rng.below(3),
+            },
             _ => SessionWrite::RetainCleared {
                 topic: text(self.rng.name(&["r/1", "r/2", "r/3"])),
             },

@@ -1,5 +1,5 @@
 //! [`RecordingStorage`]: the in-memory model of a durable engine. It applies writes one by one
-//! to `BTreeMap`s of [`StoredSession`]s and retained messages, skipping those that do not follow
+//! to `BTreeMap`s of [`StoredSession`]s, retained and delayed messages, skipping those that do not follow
 //! the state, and keeps every committed write; `load` returns the model. Durable engines are
 //! tested against it (same writes, same skips, same `load`, with restarts between).
 
@@ -9,7 +9,7 @@ use codec::{MqttStr, QoS};
 
 use super::{
     Committed, MessageSeq, Recovered, SessionStorage, SessionWrite, Skipped, StorageError,
-    StoredMessage, StoredSession,
+    StoredDelayed, StoredMessage, StoredSession,
 };
 use crate::InflightState;
 
@@ -19,6 +19,7 @@ use crate::InflightState;
 pub struct RecordingStorage {
     sessions: BTreeMap<MqttStr, StoredSession>,
     retained: BTreeMap<MqttStr, StoredMessage>,
+    delayed: BTreeMap<u64, StoredDelayed>,
     committed: Vec<SessionWrite>,
     failing: bool,
 }
@@ -59,6 +60,9 @@ impl SessionStorage for RecordingStorage {
             retained: (self.retained.iter())
                 .map(|(topic, m)| (topic.clone(), m.clone()))
                 .collect(),
+            delayed: (self.delayed.iter())
+                .map(|(id, d)| (*id, d.clone()))
+                .collect(),
         })
     }
 
@@ -73,6 +77,14 @@ impl SessionStorage for RecordingStorage {
                 }
                 SessionWrite::RetainCleared { topic } => {
                     self.retained.remove(topic);
+                    Ok(())
+                }
+                SessionWrite::DelayedSet { id, delayed } => {
+                    self.delayed.insert(*id, (**delayed).clone());
+                    Ok(())
+                }
+                SessionWrite::DelayedCleared { id } => {
+                    self.delayed.remove(id);
                     Ok(())
                 }
                 _ => apply(&mut self.sessions, write),
@@ -107,7 +119,7 @@ impl SessionStorage for RecordingStorage {
 }
 
 /// Applies one session write; `Err` (and no change) if it does not follow the model's state.
-/// Retained-message writes are not a session's: `Err` here.
+/// Retained- and delayed-message writes are not a session's: `Err` here.
 fn apply(sessions: &mut BTreeMap<MqttStr, StoredSession>, write: &SessionWrite) -> Result<(), ()> {
     match write {
         SessionWrite::SessionSaved {

@@ -116,10 +116,19 @@ pub enum SessionWrite {
     },
     /// The retained message of `topic` was cleared (a no-op if there is none).
     RetainCleared { topic: MqttStr },
+    /// A delayed message (`$delayed/`) is kept under `id` until it is published (not a
+    /// session's: no client). Replaces one stored under the same id.
+    DelayedSet {
+        id: u64,
+        delayed: Box<StoredDelayed>,
+    },
+    /// The delayed message `id` was published or cancelled (a no-op if there is none).
+    DelayedCleared { id: u64 },
 }
 
 impl SessionWrite {
-    /// The client whose session this write changes; `None` for the retained-message writes.
+    /// The client whose session this write changes; `None` for the retained-message and
+    /// delayed-message writes.
     pub fn client_id(&self) -> Option<&MqttStr> {
         match self {
             Self::SessionSaved { client_id, .. }
@@ -135,7 +144,10 @@ impl SessionWrite {
             | Self::InflightAcked { client_id, .. }
             | Self::Qos2Received { client_id, .. }
             | Self::Qos2Released { client_id, .. } => Some(client_id),
-            Self::RetainSet { .. } | Self::RetainCleared { .. } => None,
+            Self::RetainSet { .. }
+            | Self::RetainCleared { .. }
+            | Self::DelayedSet { .. }
+            | Self::DelayedCleared { .. } => None,
         }
     }
 
@@ -157,8 +169,22 @@ impl SessionWrite {
             Self::Qos2Released { .. } => "Qos2Released",
             Self::RetainSet { .. } => "RetainSet",
             Self::RetainCleared { .. } => "RetainCleared",
+            Self::DelayedSet { .. } => "DelayedSet",
+            Self::DelayedCleared { .. } => "DelayedCleared",
         }
     }
+}
+
+/// A delayed message (`$delayed/{seconds}/{topic}`) as stored until it is published.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoredDelayed {
+    /// When it is due (wall clock: it must mean the same after a restart).
+    pub due: SystemTime,
+    /// The client that published it.
+    pub publisher: MqttStr,
+    /// The message as it will be published: its topic the target, its expiry on the wall
+    /// clock, no subscription identifiers.
+    pub message: StoredMessage,
 }
 
 /// The identity a stored session belongs to, so that a session read back after a restart is
@@ -242,6 +268,8 @@ pub struct Recovered {
     pub sessions: Vec<StoredSession>,
     /// Every retained message, by topic.
     pub retained: Vec<(MqttStr, StoredMessage)>,
+    /// Every pending delayed message, by id.
+    pub delayed: Vec<(u64, StoredDelayed)>,
 }
 
 /// What [`SessionStorage::load_paged`](super::SessionStorage::load_paged) gives back.

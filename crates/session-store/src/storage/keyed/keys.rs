@@ -14,6 +14,8 @@ pub(in crate::storage) const QUEUED: u8 = b'q';
 pub(in crate::storage) const INFLIGHT: u8 = b'i';
 /// The tag of a retained message.
 pub(in crate::storage) const RETAINED: u8 = b't';
+/// The tag of a delayed message (`$delayed/`), keyed by its id.
+pub(in crate::storage) const DELAYED: u8 = b'd';
 /// The tag of an inbound QoS 2 packet id awaiting PUBREL (empty value): the layout before
 /// [`AWAITING_IDS`], still read, and deleted when its session's ids are next written.
 pub(in crate::storage) const AWAITING: u8 = b'a';
@@ -69,6 +71,22 @@ pub(in crate::storage) fn retained_key(topic: &MqttStr) -> Vec<u8> {
     key.push(RETAINED);
     key.extend_from_slice(topic.as_bytes());
     key
+}
+
+/// The key of a delayed message.
+pub(in crate::storage) fn delayed_key(id: u64) -> Vec<u8> {
+    let mut key = Vec::with_capacity(9);
+    key.push(DELAYED);
+    key.extend_from_slice(&id.to_be_bytes());
+    key
+}
+
+/// The id of a delayed-message key.
+pub(in crate::storage) fn delayed_id_of(key: &[u8]) -> Result<u64, StorageError> {
+    let bytes: [u8; 8] = (key.get(1..).unwrap_or_default())
+        .try_into()
+        .map_err(|_| corrupt(key, "a malformed key"))?;
+    Ok(u64::from_be_bytes(bytes))
 }
 
 /// The error for a value (or key) under `key` that does not decode.

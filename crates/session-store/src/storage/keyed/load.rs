@@ -6,12 +6,16 @@ use std::collections::HashMap;
 use codec::{MqttStr, PacketId};
 
 use super::index::{Flight, Index, Indexed, LastQueued, Phase};
-use super::keys::{self, AWAITING, AWAITING_IDS, INFLIGHT, QUEUED, RETAINED, SESSION, corrupt};
+use super::keys::{
+    self, AWAITING, AWAITING_IDS, DELAYED, INFLIGHT, QUEUED, RETAINED, SESSION, corrupt,
+};
 use super::kv::KvRead;
 use crate::InflightState;
 use crate::storage::StoredSession;
 use crate::storage::encoding::{self, Malformed};
-use crate::storage::{MessageSeq, PagedRecovered, Recovered, StorageError, StoredMessage};
+use crate::storage::{
+    MessageSeq, PagedRecovered, Recovered, StorageError, StoredDelayed, StoredMessage,
+};
 
 /// A session being loaded.
 struct Loading {
@@ -39,6 +43,7 @@ pub(in crate::storage) fn load_all(
     let mut recovered = Recovered {
         sessions: Vec::with_capacity(sessions.len()),
         retained: load_retained(kv)?,
+        delayed: load_delayed(kv)?,
     };
     let mut queued_totals = Vec::with_capacity(sessions.len());
     let mut max_queued_seq = 0;
@@ -189,6 +194,17 @@ fn load_retained(kv: &impl KvRead) -> Result<Vec<(MqttStr, StoredMessage)>, Stor
         Ok(true)
     })?;
     Ok(retained)
+}
+
+fn load_delayed(kv: &impl KvRead) -> Result<Vec<(u64, StoredDelayed)>, StorageError> {
+    let mut delayed = Vec::new();
+    kv.scan(&[DELAYED], &[DELAYED], &mut |key, value| {
+        let message = encoding::decode_delayed(value)
+            .map_err(|Malformed| corrupt(key, "a malformed delayed message"))?;
+        delayed.push((keys::delayed_id_of(key)?, message));
+        Ok(true)
+    })?;
+    Ok(delayed)
 }
 
 /// Up to `limit` queued messages of `client_id` with a sequence number above `after`.

@@ -17,6 +17,7 @@
 //! | `q` `<len><client id>` `<seq: u64 BE>` | a queued message (keys sort in queue order) |
 //! | `i` `<len><client id>` `<packet id: u16 BE>` | an inflight entry: its send number, state and (awaiting PUBACK or PUBREC) message |
 //! | `t` `<topic>` | a retained message (no length prefix: the topic is the rest of the key) |
+//! | `d` `<id: u64 BE>` | a delayed message (`$delayed/`): when due, its publisher, the message |
 //!
 //! Subscriptions live in the record: they are small and their order matters. A session's
 //! inbound QoS 2 ids change with every QoS 2 message it publishes, so they have a key of their
@@ -48,7 +49,7 @@ mod plan;
 mod tests;
 
 pub(super) use keys::{AWAITING, AWAITING_IDS, INFLIGHT, QUEUED, RETAINED, SESSION, split_client};
-pub(super) use keys::{client_id, topic_of};
+pub(super) use keys::{DELAYED, client_id, delayed_id_of, topic_of};
 #[cfg(test)]
 pub(super) use keys::{inflight_key, prefix, queued_key, session_key};
 pub(super) use kv::{KeyWrite, KvRead, Visit, prefix_end};

@@ -75,6 +75,15 @@ impl<'b, K: KvRead> Planner<'_, 'b, K> {
                 self.overlay.delete(keys::retained_key(topic));
                 Ok(true)
             }
+            SessionWrite::DelayedSet { id, delayed } => {
+                let value = Value::Encoded(encoding::encode_delayed(delayed));
+                self.overlay.put(keys::delayed_key(*id), value, false);
+                Ok(true)
+            }
+            SessionWrite::DelayedCleared { id } => {
+                self.overlay.delete(keys::delayed_key(*id));
+                Ok(true)
+            }
             SessionWrite::SessionSaved {
                 client_id,
                 protocol,

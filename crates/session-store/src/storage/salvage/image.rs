@@ -7,8 +7,8 @@ use std::collections::BTreeMap;
 use crate::storage::StorageError;
 use crate::storage::encoding;
 use crate::storage::keyed::{
-    self, AWAITING, AWAITING_IDS, INFLIGHT, KeyWrite, KvRead, QUEUED, RETAINED, SESSION, Visit,
-    split_client,
+    self, AWAITING, AWAITING_IDS, DELAYED, INFLIGHT, KeyWrite, KvRead, QUEUED, RETAINED, SESSION,
+    Visit, split_client,
 };
 
 /// A store read for salvage: its keys, the log's last epoch (0 for the other engines), and
@@ -26,7 +26,15 @@ pub(crate) struct ImageRead {
 pub(crate) struct KeyImage(pub(crate) BTreeMap<Vec<u8>, Vec<u8>>);
 
 /// The tags of the key layout, one scan each (damage under one leaves the others readable).
-pub(crate) const TAGS: [u8; 6] = [SESSION, QUEUED, INFLIGHT, AWAITING, AWAITING_IDS, RETAINED];
+pub(crate) const TAGS: [u8; 7] = [
+    SESSION,
+    QUEUED,
+    INFLIGHT,
+    AWAITING,
+    AWAITING_IDS,
+    RETAINED,
+    DELAYED,
+];
 
 impl KeyImage {
     /// Applies a write of a log record.
@@ -67,7 +75,7 @@ impl KeyImage {
             })
             .collect();
         self.0.retain(|key, _| match key.first() {
-            Some(&SESSION | &RETAINED) => true,
+            Some(&SESSION | &RETAINED | &DELAYED) => true,
             _ => split_client(key).is_ok_and(|(client, _)| sessions.contains(&client[1..])),
         });
         before - self.0.len()
@@ -81,6 +89,9 @@ fn decodes(key: &[u8], value: &[u8]) -> bool {
     };
     if tag == RETAINED {
         return keyed::topic_of(key).is_ok() && encoding::decode_message(value).is_ok();
+    }
+    if tag == DELAYED {
+        return keyed::delayed_id_of(key).is_ok() && encoding::decode_delayed(value).is_ok();
     }
     let Ok((client, rest)) = split_client(key) else {
         return false;

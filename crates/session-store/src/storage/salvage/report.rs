@@ -24,6 +24,7 @@ pub struct StoreCounts {
     pub inflight: usize,
     pub awaiting_release: usize,
     pub retained: usize,
+    pub delayed: usize,
 }
 
 impl StoreCounts {
@@ -35,6 +36,7 @@ impl StoreCounts {
             inflight: sessions.iter().map(|s| s.inflight.len()).sum(),
             awaiting_release: sessions.iter().map(|s| s.awaiting_release.len()).sum(),
             retained: recovered.retained.len(),
+            delayed: recovered.delayed.len(),
         }
     }
 }
@@ -44,8 +46,13 @@ impl fmt::Display for StoreCounts {
         write!(
             f,
             "{} session(s), {} queued message(s), {} inflight, {} inbound QoS 2 id(s), {} \
-             retained",
-            self.sessions, self.queued, self.inflight, self.awaiting_release, self.retained
+             retained, {} delayed",
+            self.sessions,
+            self.queued,
+            self.inflight,
+            self.awaiting_release,
+            self.retained,
+            self.delayed
         )
     }
 }
