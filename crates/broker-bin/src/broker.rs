@@ -149,7 +149,7 @@ impl Broker {
             );
             broker_core::delayed::deal_delayed(
                 &shared.persistence.recovery,
-                &shared.delayed,
+                &shared.topic_rules.delayed,
                 opened.delayed,
                 shards,
             );

@@ -108,6 +108,13 @@ pub struct DelayedPublish {
     next_seq: AtomicU64,
 }
 
+impl Default for DelayedPublish {
+    /// Off, with the default bounds.
+    fn default() -> Self {
+        Self::new(DelayedSettings::default())
+    }
+}
+
 impl DelayedPublish {
     pub fn new(settings: DelayedSettings) -> Self {
         Self {

@@ -40,10 +40,8 @@ pub struct Shared {
     pub persistence: Persistence,
     /// The running bridges' board and the cluster link.
     pub links: Links,
-    /// Topic rewrite rules, and which session holds each `$exclusive/` filter.
+    /// Topic rewrite rules, which session holds each `$exclusive/` filter, delayed publish.
     pub topic_rules: crate::topic_rules::TopicRules,
-    /// Delayed publish's bound and ids (`[delayed]`).
-    pub delayed: crate::delayed::DelayedPublish,
 }
 
 impl Shared {
@@ -92,10 +90,9 @@ impl Shared {
             exclusive: crate::exclusive::ExclusiveSubscriptions::new(
                 config.routing.exclusive_subscriptions,
             ),
+            delayed: crate::delayed::DelayedPublish::new(config.delayed.clone()),
         };
-        let delayed = crate::delayed::DelayedPublish::new(config.delayed.clone());
         Self {
-            delayed,
             limits,
             config,
             metrics: std::sync::Arc::new(Metrics::new(shards)),

@@ -1,11 +1,13 @@
 //! The operator's rules over topics, read at start: topic rewrite (`[[rewrite]]`, the router's
-//! [`TopicRewrite`]) and exclusive subscriptions ([`crate::exclusive`]). A rewrite runs first,
+//! [`TopicRewrite`]), exclusive subscriptions ([`crate::exclusive`]) and delayed publish
+//! ([`crate::delayed`], `[delayed]`). A rewrite runs first,
 //! before the access checks, so that the ACL judges the topic a message is really published
 //! to and the filter a session really gets (a rule cannot carry a client past them).
 
 use codec::MqttStr;
 use router::{SHARE_PREFIX, TopicLimits, TopicName, TopicRewrite};
 
+use crate::delayed::DelayedPublish;
 use crate::exclusive::ExclusiveSubscriptions;
 
 /// The rules over topics.
@@ -13,6 +15,8 @@ use crate::exclusive::ExclusiveSubscriptions;
 pub struct TopicRules {
     pub rewrite: TopicRewrite,
     pub exclusive: ExclusiveSubscriptions,
+    /// Delayed publish's settings, bound and ids.
+    pub delayed: DelayedPublish,
 }
 
 impl TopicRules {

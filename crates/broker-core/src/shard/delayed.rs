@@ -36,8 +36,8 @@ impl BrokerShard {
         topic: TopicName,
     ) -> Result<(TopicName, Option<Duration>), Fault> {
         let invalid = |detail: String| Fault::new(ReasonCode::TopicNameInvalid, detail);
-        let Some(parsed) =
-            (self.shared.delayed.parse(topic.as_str())).map_err(|e| invalid(e.to_string()))?
+        let Some(parsed) = (self.shared.topic_rules.delayed.parse(topic.as_str()))
+            .map_err(|e| invalid(e.to_string()))?
         else {
             return Ok((topic, None));
         };
@@ -96,7 +96,7 @@ impl BrokerShard {
         delay: Duration,
         publish: Publish,
     ) -> ReasonCode {
-        if !self.shared.delayed.try_reserve() {
+        if !self.shared.topic_rules.delayed.try_reserve() {
             ShardCounters::add(&self.figures.counters().delayed_refused, 1);
             debug!(
                 client = client_id.as_str(),
@@ -112,12 +112,12 @@ impl BrokerShard {
         let topic = detach::string(&topic);
         let Ok(shared) = SharedPublish::new(topic, detach::bytes(&payload), &publish.properties)
         else {
-            self.shared.delayed.release();
+            self.shared.topic_rules.delayed.release();
             return ReasonCode::ImplementationSpecificError;
         };
         let message = self.figures.message(ctx, shared, flags, expiry);
         let now = ctx.now();
-        let (id, due) = (self.shared.delayed.next_id(), now + delay);
+        let (id, due) = (self.shared.topic_rules.delayed.next_id(), now + delay);
         self.durable.record(SessionWrite::DelayedSet {
             id,
             delayed: Box::new(StoredDelayed {
@@ -147,20 +147,20 @@ impl BrokerShard {
             due,
             timer,
         };
-        self.delayed.pending.insert(id, pending);
+        self.delivery.delayed.pending.insert(id, pending);
     }
 
     /// Once running: arms the delayed messages recovered from the store (those whose time
     /// passed while the broker was down fire at once).
     pub(super) fn resume_delayed(&mut self, ctx: &mut Ctx) {
         let now = ctx.now();
-        for (id, stored) in std::mem::take(&mut self.delayed.recovered) {
+        for (id, stored) in std::mem::take(&mut self.delivery.delayed.recovered) {
             let due = system_to_instant(stored.due, now);
             match message_from_stored(&stored.message, now) {
                 Some(message) => self.keep_delayed(ctx, id, message, stored.publisher, due),
                 None => {
                     // Unreadable now (a stricter topic limit since): cleared, not kept.
-                    self.shared.delayed.release();
+                    self.shared.topic_rules.delayed.release();
                     self.durable.record(SessionWrite::DelayedCleared { id });
                 }
             }
@@ -225,14 +225,14 @@ impl BrokerShard {
         after: Option<u64>,
         limit: usize,
     ) -> Vec<DelayedInfo> {
-        self.delayed.page(after, limit, ctx.now())
+        self.delivery.delayed.page(after, limit, ctx.now())
     }
 
     /// Removes pending message `id` from the book and the store, giving back its place under
     /// the bound.
     fn take_delayed(&mut self, id: u64) -> Option<Pending> {
-        let pending = self.delayed.pending.remove(&id)?;
-        self.shared.delayed.release();
+        let pending = self.delivery.delayed.pending.remove(&id)?;
+        self.shared.topic_rules.delayed.release();
         self.durable.record(SessionWrite::DelayedCleared { id });
         ShardCounters::sub(&self.figures.counters().delayed_pending, 1);
         Some(pending)

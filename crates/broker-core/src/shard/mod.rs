@@ -122,8 +122,6 @@ pub struct BrokerShard {
     cluster_side: parts::ClusterSide,
     /// What the shard measures of itself: `$SYS` gauges and the turn's clock.
     figures: parts::Figures,
-    /// The delayed messages (`$delayed/`) this shard received and keeps until they fire.
-    delayed: delayed_book::DelayedBook,
 }
 
 impl BrokerShard {
@@ -157,13 +155,13 @@ impl BrokerShard {
                 mobility: mobility::Mobility::new(connect_timeout),
                 outbound: crate::outbound::ShardView::new(id.index()),
                 retained: retained_cursor::RetainedCursors::default(),
+                delayed: delayed_book::DelayedBook::default(),
             },
             timers: TimerBook::default(),
             durable,
             door: parts::Door::default(),
             auth: parts::AuthWaits::default(),
             cluster_side: parts::ClusterSide::default(),
-            delayed: delayed_book::DelayedBook::default(),
             figures: parts::Figures {
                 gauges: gauges::Gauges::default(),
                 metrics: std::sync::Arc::clone(&shared_metrics),

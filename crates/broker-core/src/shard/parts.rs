@@ -11,6 +11,7 @@ use crate::outbound::{OutboundBudget, ShardView};
 use super::FastMap;
 use super::ack_gate::AckGate;
 use super::acl_client::AclClient;
+use super::delayed_book::DelayedBook;
 use super::gauges::Gauges;
 use super::grant_rechecks::GrantRechecks;
 use super::held_acks::ClusterAcks;
@@ -42,6 +43,9 @@ pub(super) struct Delivery {
     pub(super) outbound: ShardView,
     /// Retained messages still owed to new subscriptions (`retained_delivery.rs`).
     pub(super) retained: RetainedCursors,
+    /// The delayed messages (`$delayed/`) this shard received and keeps until they fire
+    /// (`delayed.rs`).
+    pub(super) delayed: DelayedBook,
 }
 
 impl Delivery {

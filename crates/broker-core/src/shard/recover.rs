@@ -47,7 +47,7 @@ impl BrokerShard {
                 .mirror_recovered(&self.shared.links, &client_id);
             self.timers.recovered.push(client_id);
         }
-        self.delayed.recovered = self.shared.persistence.recovery.take_delayed(self.id);
+        self.delivery.delayed.recovered = self.shared.persistence.recovery.take_delayed(self.id);
     }
 
     /// Once running: each recovered session still without a connection counts its expiry and
