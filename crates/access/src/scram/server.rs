@@ -109,10 +109,14 @@ impl ScramServer {
             return Err(ScramError::MalformedProof);
         }
         let auth_message = format!("{},{}", self.auth_prefix, last.without_proof);
+        let mechanism = self.mechanism;
         let Some(credential) = &self.credential else {
+            // The work of a known user's wrong proof, so the time taken tells nothing either.
+            let decoy_key = vec![0u8; mechanism.key_len()];
+            let signature = mechanism.mac(&decoy_key, auth_message.as_bytes());
+            let _ = mechanism.hash(signature.as_ref());
             return Err(ScramError::UnknownUser);
         };
-        let mechanism = self.mechanism;
         let signature = mechanism.mac(&credential.stored_key, auth_message.as_bytes());
         let client_key: Vec<u8> = proof
             .iter()
