@@ -346,3 +346,59 @@ fn users_added_later_log_in_after_a_reload() {
     let (_, _, connack) = scram_connect(&broker, Hash::Sha512, carol, "carol");
     assert_eq!(connack.reason_code, ReasonCode::Success);
 }
+
+/// A CONNECT held through its AUTH exchange counts against the bytes clients that have not
+/// logged in may make the broker hold (`limits.max_partial_frame_bytes`): beyond them the next
+/// exchange is refused with 0x97, and a closed one gives its share back.
+#[test]
+fn exchanges_waiting_for_their_client_share_the_pre_login_budget() {
+    let dir = tempfile::tempdir().unwrap();
+    users(dir.path());
+    let limits = "[limits]\nmax_packet_size = 3072\nmax_connect_size = 3072\n\
+                  max_partial_frame_bytes = 4096\n";
+    let broker = scram_broker(dir.path(), "", limits);
+    let heavy_begin = |id: &str| {
+        let scram = ScramClient::new(Hash::Sha256, "alice", "wonderland");
+        let mut connect = auth_connect(id, Hash::Sha256.method(), scram.client_first());
+        connect.will = Some(codec::Will {
+            topic: s("users/alice/will"),
+            payload: Bytes::from(vec![b'w'; 1200]),
+            qos: codec::QoS::AtMostOnce,
+            retain: false,
+            properties: Default::default(),
+        });
+        let mut client = RawClient::open(broker.addr(), V5);
+        client.send(&Packet::from(connect));
+        client
+    };
+    let mut first = heavy_begin("held-1");
+    expect_auth(
+        &mut first,
+        ReasonCode::ContinueAuthentication,
+        Hash::Sha256.method(),
+    );
+    let mut second = heavy_begin("held-2");
+    assert_eq!(
+        second.expect_connack().reason_code,
+        ReasonCode::QuotaExceeded
+    );
+    first.drop_abruptly();
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let mut third = heavy_begin("held-3");
+        match third.recv() {
+            Packet::Auth(auth) => {
+                assert_eq!(auth.reason_code, ReasonCode::ContinueAuthentication);
+                break;
+            }
+            Packet::ConnAck(ack) if ack.reason_code == ReasonCode::QuotaExceeded => {
+                assert!(
+                    std::time::Instant::now() < deadline,
+                    "the first exchange's share never came back"
+                );
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            other => panic!("expected AUTH or CONNACK 0x97, got {other:?}"),
+        }
+    }
+}

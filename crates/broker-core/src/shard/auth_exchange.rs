@@ -73,14 +73,9 @@ impl BrokerShard {
     ) {
         let method = connect.properties.authentication_method.clone();
         let method = method.expect("invariant: an exchange has a method");
-        let step = match round {
-            Round::Continue(step, data) => {
-                let reason = ReasonCode::ContinueAuthentication;
-                self.wire()
-                    .send_auth(ctx, conn, reason, &method, Some(data));
-                step
-            }
-            Round::Wait(step) => step,
+        let (step, data) = match round {
+            Round::Continue(step, data) => (step, Some(data)),
+            Round::Wait(step) => (step, None),
             Round::Done {
                 username,
                 data,
@@ -105,7 +100,17 @@ impl BrokerShard {
             step,
             rounds,
         };
-        self.auth.exchanges.connecting.insert(conn, exchange);
+        let budget = &self.shared.limits.partial_frames;
+        if let Err(refused) = self.auth.exchanges.hold(conn, exchange, budget) {
+            debug!("AUTH exchange refused: limits.max_partial_frame_bytes is spent");
+            let user = refused.connect.username.as_ref().map(|u| u.as_str());
+            return self.refuse_login(ctx, conn, ReasonCode::QuotaExceeded, user);
+        }
+        if let Some(data) = data {
+            let reason = ReasonCode::ContinueAuthentication;
+            self.wire()
+                .send_auth(ctx, conn, reason, &method, Some(data));
+        }
     }
 
     /// Whether `conn`'s CONNECT is in its AUTH exchange.
@@ -125,7 +130,8 @@ impl BrokerShard {
         if !self.is_authenticating(conn) {
             return Err(Fault::protocol("AUTH before CONNECT"));
         }
-        let Some(exchange) = self.auth.exchanges.connecting.remove(&conn) else {
+        let budget = &self.shared.limits.partial_frames;
+        let Some(exchange) = self.auth.exchanges.take(conn, budget) else {
             return Err(Fault::protocol("AUTH without an exchange in progress"));
         };
         let method = exchange.connect.properties.authentication_method.clone();
@@ -183,9 +189,9 @@ impl BrokerShard {
         outcome: ExchangeOutcome,
     ) {
         let exchanges = &mut self.auth.exchanges;
-        let connecting = exchanges.connecting.get(&conn);
-        if connecting.is_some_and(|e| e.step.waits_for() == Some(token)) {
-            let Some(exchange) = exchanges.connecting.remove(&conn) else {
+        if exchanges.connect_waits_for(conn, token) {
+            let budget = &self.shared.limits.partial_frames;
+            let Some(exchange) = exchanges.take(conn, budget) else {
                 return;
             };
             let round = exchange.step.answered(&self.shared, outcome);

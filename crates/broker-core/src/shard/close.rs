@@ -72,7 +72,7 @@ impl BrokerShard {
         self.auth.acl_clients.remove(&conn);
         self.auth.rechecks.recheck_closed(conn);
         self.auth.logins.login_closed(&mut self.timers, ctx, conn);
-        self.auth.exchanges.exchange_closed(conn);
+        (self.auth.exchanges).exchange_closed(conn, &self.shared.limits.partial_frames);
         self.auth.topic_wait_closed(conn);
         if connection.counted {
             self.figures.gauges.connected_clients -= 1;

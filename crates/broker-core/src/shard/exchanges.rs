@@ -16,8 +16,9 @@ use access::gatekeeper::workers::Job;
 use access::scram::{Mechanism, ScramError, ScramServer};
 use access::settings::ScramStore;
 use bytes::Bytes;
-use codec::{Connect, MqttStr, ReasonCode};
+use codec::{Connect, MqttStr, Packet, ReasonCode};
 use ring_runtime::{ConnId, ShardId};
+use session_store::ByteBudget;
 use tracing::debug;
 
 use crate::shared::Shared;
@@ -81,15 +82,54 @@ pub(super) struct Authenticated {
 /// The shard's AUTH exchanges.
 #[derive(Default)]
 pub(super) struct Exchanges {
-    pub(super) connecting: super::FastMap<ConnId, ConnectExchange>,
+    /// CONNECTs whose client has not logged in yet, each with the bytes it is charged.
+    connecting: super::FastMap<ConnId, (ConnectExchange, u64)>,
     pub(super) authenticated: super::FastMap<ConnId, Authenticated>,
     next_token: u64,
 }
 
+/// What a held exchange is charged beyond its CONNECT: the method's state between rounds (for
+/// SCRAM, the first two messages, shorter than the CONNECT and AUTH they came in).
+const STEP_CHARGE: u64 = 1024;
+
 impl Exchanges {
+    /// Holds `exchange` until its client's next AUTH (or a worker's answer), charging its
+    /// CONNECT to `budget`, the bytes clients that have not logged in may make the broker hold
+    /// (`limits.max_partial_frame_bytes`, shared with partial packets). `Err` gives it back
+    /// when the budget cannot take it.
+    pub(super) fn hold(
+        &mut self,
+        conn: ConnId,
+        exchange: ConnectExchange,
+        budget: &ByteBudget,
+    ) -> Result<(), Box<ConnectExchange>> {
+        let packet = Packet::from(exchange.connect.clone());
+        let connect = codec::encoded_len(&packet, exchange.connect.protocol).unwrap_or(0);
+        let bytes = connect as u64 + STEP_CHARGE;
+        if !budget.try_charge(bytes) {
+            return Err(Box::new(exchange));
+        }
+        if let Some((_, replaced)) = self.connecting.insert(conn, (exchange, bytes)) {
+            budget.release(replaced);
+        }
+        Ok(())
+    }
+
+    /// Takes `conn`'s held exchange out, its charge released.
+    pub(super) fn take(&mut self, conn: ConnId, budget: &ByteBudget) -> Option<ConnectExchange> {
+        let (exchange, bytes) = self.connecting.remove(&conn)?;
+        budget.release(bytes);
+        Some(exchange)
+    }
+
+    /// Whether `conn`'s held exchange waits for the worker job `token`.
+    pub(super) fn connect_waits_for(&self, conn: ConnId, token: u64) -> bool {
+        (self.connecting.get(&conn)).is_some_and(|(e, _)| e.step.waits_for() == Some(token))
+    }
+
     /// The connection ended: its exchange, if any, is forgotten (a late answer is ignored).
-    pub(super) fn exchange_closed(&mut self, conn: ConnId) {
-        self.connecting.remove(&conn);
+    pub(super) fn exchange_closed(&mut self, conn: ConnId, budget: &ByteBudget) {
+        self.take(conn, budget);
         self.authenticated.remove(&conn);
     }
 
