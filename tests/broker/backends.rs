@@ -558,3 +558,35 @@ fn a_client_is_disconnected_when_its_jwt_expires() {
         "3.1.1 has no DISCONNECT from the server: {packets:?}"
     );
 }
+
+/// A CONNECT waiting for its backend counts against the bytes clients that have not logged in
+/// may make the broker hold (`limits.max_partial_frame_bytes`): beyond them the next one is
+/// refused with 0x97, and a login that ended gives its share back.
+#[test]
+fn logins_waiting_for_a_backend_share_the_pre_login_budget() {
+    let server = alice_server("alice", Duration::from_secs(2));
+    let limits = "\n[limits]\nmax_packet_size = 3072\nmax_connect_size = 3072\n\
+                  max_partial_frame_bytes = 4096\n";
+    let broker = TestBroker::with_config(&(http_config(&server, "") + limits));
+    let heavy = |client_id: &str, user: &str| {
+        let mut connect = login_packet(V5, client_id, Some(user), "good");
+        connect.will = Some(codec::Will {
+            topic: s("ok/will"),
+            payload: bytes::Bytes::from(vec![b'w'; 2200]),
+            qos: QoS::AtMostOnce,
+            retain: false,
+            properties: Default::default(),
+        });
+        connect
+    };
+    let mut first = RawClient::open(broker.addr(), V5);
+    first.send(&Packet::from(heavy("first", "alice")));
+    crate::harness::wait_until("the first login reaches the backend", || {
+        (server.requests() == 1).then_some(())
+    });
+    let refused = RawClient::connect(broker.addr(), heavy("second", "bob"));
+    assert_eq!(refused.1.reason_code, ReasonCode::QuotaExceeded);
+    assert_eq!(first.expect_connack().reason_code, ReasonCode::Success);
+    let admitted = RawClient::connect(broker.addr(), heavy("third", "bob"));
+    assert_eq!(admitted.1.reason_code, ReasonCode::Success);
+}

@@ -71,7 +71,8 @@ impl BrokerShard {
         self.door.connection_ended(&self.figures, conn);
         self.auth.acl_clients.remove(&conn);
         self.auth.rechecks.recheck_closed(conn);
-        self.auth.logins.login_closed(&mut self.timers, ctx, conn);
+        let budget = &self.shared.limits.partial_frames;
+        (self.auth.logins).login_closed(&mut self.timers, ctx, (conn, budget));
         (self.auth.exchanges).exchange_closed(conn, &self.shared.limits.partial_frames);
         self.auth.topic_wait_closed(conn);
         if connection.counted {

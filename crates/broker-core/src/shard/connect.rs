@@ -79,7 +79,16 @@ impl BrokerShard {
                 let user = connect.username.as_ref().map(|u| u.as_str());
                 self.refuse_login(ctx, conn, reason, user);
             }
-            Judgement::Wait(token) => logins.wait_for_login(&mut self.conns, conn, connect, token),
+            Judgement::Wait(token) => {
+                let budget = &self.shared.limits.partial_frames;
+                let waiting = (connect, token);
+                if let Err(refused) = logins.wait_for_login(&mut self.conns, conn, waiting, budget)
+                {
+                    debug!("CONNECT refused: limits.max_partial_frame_bytes is spent");
+                    let user = refused.username.as_ref().map(|u| u.as_str());
+                    self.refuse_login(ctx, conn, ReasonCode::QuotaExceeded, user);
+                }
+            }
         }
         Ok(())
     }

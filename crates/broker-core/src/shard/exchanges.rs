@@ -16,11 +16,12 @@ use access::gatekeeper::workers::Job;
 use access::scram::{Mechanism, ScramError, ScramServer};
 use access::settings::ScramStore;
 use bytes::Bytes;
-use codec::{Connect, MqttStr, Packet, ReasonCode};
+use codec::{Connect, MqttStr, ReasonCode};
 use ring_runtime::{ConnId, ShardId};
 use session_store::ByteBudget;
 use tracing::debug;
 
+use super::logins::connect_bytes;
 use crate::shared::Shared;
 
 /// The most AUTH packets a client may send in one exchange (a SCRAM exchange needs one).
@@ -103,9 +104,7 @@ impl Exchanges {
         exchange: ConnectExchange,
         budget: &ByteBudget,
     ) -> Result<(), Box<ConnectExchange>> {
-        let packet = Packet::from(exchange.connect.clone());
-        let connect = codec::encoded_len(&packet, exchange.connect.protocol).unwrap_or(0);
-        let bytes = connect as u64 + STEP_CHARGE;
+        let bytes = connect_bytes(&exchange.connect) + STEP_CHARGE;
         if !budget.try_charge(bytes) {
             return Err(Box::new(exchange));
         }

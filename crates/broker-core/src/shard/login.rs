@@ -9,9 +9,10 @@
 
 use codec::{Connect, ReasonCode};
 use ring_runtime::{ConnId, ShardId};
+use session_store::ByteBudget;
 use tracing::debug;
 
-use super::logins::{Judgement, Logins, PendingLogin};
+use super::logins::{Judgement, Logins, PendingLogin, connect_bytes};
 use super::timer_book::TimerBook;
 use super::{BrokerShard, Ctx};
 use crate::conn::{Connections, Phase};
@@ -64,6 +65,7 @@ impl BrokerShard {
             self.auth.logins.pending.insert(conn, pending);
             return;
         }
+        self.shared.limits.partial_frames.release(pending.bytes);
         let waiting = self
             .conns
             .get_mut(&conn)
@@ -215,23 +217,44 @@ impl Logins {
         Judgement::Wait(token)
     }
 
-    /// The CONNECT waits for the workers' verdict.
+    /// The CONNECT waits for the workers' verdict, charged to `budget` (the pre-login bytes,
+    /// `limits.max_partial_frame_bytes`); `Err` gives it back when the budget cannot take it
+    /// (the verdict, when it comes, finds nothing waiting).
     pub(super) fn wait_for_login(
         &mut self,
         conns: &mut Connections,
         conn: ConnId,
-        connect: Connect,
-        token: u64,
-    ) {
+        (connect, token): (Connect, u64),
+        budget: &ByteBudget,
+    ) -> Result<(), Box<Connect>> {
+        let bytes = connect_bytes(&connect);
+        if !budget.try_charge(bytes) {
+            return Err(Box::new(connect));
+        }
         if let Some(connection) = conns.get_mut(&conn) {
             connection.phase = Phase::AwaitingAuth;
         }
-        self.pending.insert(conn, PendingLogin { token, connect });
+        let pending = PendingLogin {
+            token,
+            connect,
+            bytes,
+        };
+        if let Some(replaced) = self.pending.insert(conn, pending) {
+            budget.release(replaced.bytes);
+        }
+        Ok(())
     }
 
     /// The connection ended: its login, if pending, is forgotten (the verdict is ignored).
-    pub(super) fn login_closed(&mut self, timers: &mut TimerBook, ctx: &mut Ctx, conn: ConnId) {
-        self.pending.remove(&conn);
+    pub(super) fn login_closed(
+        &mut self,
+        timers: &mut TimerBook,
+        ctx: &mut Ctx,
+        (conn, budget): (ConnId, &ByteBudget),
+    ) {
+        if let Some(pending) = self.pending.remove(&conn) {
+            budget.release(pending.bytes);
+        }
         self.grants.remove(&conn);
         let expiry = self.expiries.remove(&conn);
         timers.disarm(ctx, expiry);

@@ -1,7 +1,7 @@
 //! [`Logins`]: CONNECTs waiting for the authentication backends, and grants not yet attached to their connection; `login.rs` asks and answers.
 
 use access::gatekeeper::grant::ClientGrant;
-use codec::{Connect, ReasonCode};
+use codec::{Connect, Packet, ReasonCode};
 use ring_runtime::ConnId;
 
 /// What the shard can say about a CONNECT's credentials now.
@@ -18,6 +18,16 @@ pub(super) enum Judgement {
 pub(super) struct PendingLogin {
     pub(super) token: u64,
     pub(super) connect: Connect,
+    /// What it is charged to the pre-login budget ([`connect_bytes`]).
+    pub(super) bytes: u64,
+}
+
+/// What a CONNECT held before its client is logged in is charged to the pre-login budget
+/// (`limits.max_partial_frame_bytes`): its size on the wire (its will's payload, properties and
+/// credentials included).
+pub(super) fn connect_bytes(connect: &Connect) -> u64 {
+    let packet = Packet::from(connect.clone());
+    codec::encoded_len(&packet, connect.protocol).map_or(0, |len| len as u64)
 }
 
 /// The shard's logins in progress and the grants of clients not yet attached.
