@@ -35,6 +35,10 @@ impl BrokerShard {
         publish: &mut Publish,
         topic: TopicName,
     ) -> Result<(TopicName, Option<Duration>), Fault> {
+        // Nearly every PUBLISH: not a `$` topic, so not `$delayed/` (one byte looked at).
+        if topic.as_str().as_bytes().first() != Some(&b'$') {
+            return Ok((topic, None));
+        }
         let invalid = |detail: String| Fault::new(ReasonCode::TopicNameInvalid, detail);
         let Some(parsed) = (self.shared.topic_rules.delayed.parse(topic.as_str()))
             .map_err(|e| invalid(e.to_string()))?
