@@ -23,6 +23,20 @@ pub(crate) fn decode_properties<T: PropertySet>(
     Ok(set)
 }
 
+/// Like [`decode_properties`], into `set` where it lies (an empty set, a field of a packet
+/// already in its box): a large set is not built apart and then moved.
+pub(crate) fn decode_properties_into<T: PropertySet>(
+    reader: &mut Reader,
+    set: &mut T,
+    context: &'static str,
+) -> Result<(), DecodeError> {
+    let len = reader.varint("property length")? as usize;
+    if len > 0 {
+        reader.limited(len, FIELD, |block| read_block(block, set, context))?;
+    }
+    Ok(())
+}
+
 /// Like [`decode_properties`], into a box allocated only when the block is not empty (and
 /// filled in place: the set is not moved through the results).
 pub(crate) fn decode_boxed_properties<T: PropertySet>(
