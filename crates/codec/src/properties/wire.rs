@@ -217,4 +217,22 @@ pub(crate) mod value {
         let name = reader.string("user property name")?;
         Ok((name, reader.string("user property value")?))
     }
+
+    /// Reads a User Property onto `list`. The first one allocates room for a few directly:
+    /// `push` onto an empty vector takes the amortized growth path, which costs more than the
+    /// allocation itself.
+    pub(crate) fn push_user_property(
+        list: &mut Vec<UserProperty>,
+        reader: &mut Reader,
+    ) -> Result<(), DecodeError> {
+        let pair = user_property(reader)?;
+        if list.capacity() == 0 {
+            *list = Vec::with_capacity(FIRST_USER_PROPERTIES);
+        }
+        list.push(pair);
+        Ok(())
+    }
+
+    /// Room made by the first User Property of a set (what `push` would make).
+    const FIRST_USER_PROPERTIES: usize = 4;
 }
