@@ -159,16 +159,21 @@ pub(crate) fn decode_boxed(mut body: Reader) -> Result<Box<Connect>, DecodeError
     let flags = body.u8("connect flags")?;
     check_flags(flags, protocol)?;
     let keep_alive = body.u16("keep alive")?;
-    let mut connect = Box::new(Connect {
-        protocol,
-        clean_start: flags & CLEAN_START != 0,
-        keep_alive,
-        client_id: MqttStr::default(),
-        will: None,
-        username: None,
-        password: None,
-        properties: ConnectProperties::default(),
-    });
+    // Allocated first and written in place (`Box::new` builds the value on the stack and then
+    // copies its 400 bytes into the allocation).
+    let mut connect = Box::write(
+        Box::<Connect>::new_uninit(),
+        Connect {
+            protocol,
+            clean_start: flags & CLEAN_START != 0,
+            keep_alive,
+            client_id: MqttStr::default(),
+            will: None,
+            username: None,
+            password: None,
+            properties: ConnectProperties::default(),
+        },
+    );
     read_fields(&mut body, flags, &mut connect)?;
     body.finish(PacketType::Connect)?;
     Ok(connect)
