@@ -130,6 +130,19 @@ impl Reader {
         self.buf.slice(range)
     }
 
+    /// A variable byte integer that is nearly always one byte (a property identifier): a byte
+    /// without the continuation bit is read directly, anything else by [`Self::varint`].
+    #[inline]
+    pub(crate) fn short_varint(&mut self, field: &'static str) -> Result<u32, DecodeError> {
+        match self.buf[..self.end].get(self.pos) {
+            Some(&byte) if byte < 0x80 => {
+                self.pos += 1;
+                Ok(u32::from(byte))
+            }
+            _ => self.varint(field),
+        }
+    }
+
     /// The next `len` bytes as a shared slice (one reference-count increment, none if they are
     /// empty or end the buffer).
     #[inline]

@@ -59,7 +59,7 @@ fn read_block<T: PropertySet>(
 ) -> Result<(), DecodeError> {
     let mut seen: u64 = 0;
     while !block.is_empty() {
-        let raw = block.varint("property identifier")?;
+        let raw = block.short_varint("property identifier")?;
         let id = PropertyId::from_u32(raw).ok_or(DecodeError::UnknownProperty { id: raw })?;
         let bit = 1u64 << (id as u8);
         let repeatable = id == PropertyId::UserProperty
