@@ -119,17 +119,22 @@ const fn wildcard_bits(word: u64) -> u64 {
 /// for fewer than eight bytes, [`short_word`].
 #[inline(always)]
 fn for_each_word(bytes: &[u8], mut visit: impl FnMut(u64)) {
-    let word = |chunk: &[u8]| u64::from_ne_bytes(chunk.try_into().expect("invariant: 8 bytes"));
-    if bytes.len() < 8 {
+    let len = bytes.len();
+    if len < 8 {
         visit(short_word(bytes));
         return;
     }
-    let mut chunks = bytes.chunks_exact(8);
-    for chunk in &mut chunks {
-        visit(word(chunk));
+    let word_at = |at: usize| {
+        let word: [u8; 8] = bytes[at..at + 8].try_into().expect("invariant: 8 bytes");
+        u64::from_ne_bytes(word)
+    };
+    let mut at = 0;
+    while at + 8 <= len {
+        visit(word_at(at));
+        at += 8;
     }
-    if !chunks.remainder().is_empty() {
-        visit(word(&bytes[bytes.len() - 8..]));
+    if at < len {
+        visit(word_at(len - 8));
     }
 }
 
