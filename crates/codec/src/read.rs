@@ -6,6 +6,8 @@
 //! PUBLISH keeps it as its one handle): every `Bytes` handle costs an atomic reference-count
 //! update, which is the dominant cost of decoding small packets.
 
+use std::ops::Range;
+
 use bytes::{Buf, Bytes};
 
 use crate::packet::PacketType;
@@ -68,12 +70,10 @@ impl Reader {
     /// The next `N` bytes, consumed.
     #[inline]
     fn array<const N: usize>(&mut self, field: &'static str) -> Result<[u8; N], DecodeError> {
-        let bytes: [u8; N] = self
-            .peek(N, field)?
+        let range = self.consume(N, field)?;
+        Ok(self.buf[range]
             .try_into()
-            .expect("invariant: peek returns exactly N bytes");
-        self.pos += N;
-        Ok(bytes)
+            .expect("invariant: consume returns exactly N bytes"))
     }
 
     #[inline]
@@ -104,30 +104,58 @@ impl Reader {
         }
     }
 
+    /// The range of the next `len` bytes, consumed: the one bounds check of a field (the
+    /// range is within `self.end`, hence within `buf`).
+    #[inline]
+    fn consume(&mut self, len: usize, field: &'static str) -> Result<Range<usize>, DecodeError> {
+        let start = self.pos;
+        if self.end - start < len {
+            return Err(DecodeError::UnexpectedEnd { field });
+        }
+        self.pos = start + len;
+        Ok(start..self.pos)
+    }
+
+    /// A handle on `range` of the buffer (one reference-count increment, none if it is empty
+    /// or ends the buffer).
+    #[inline]
+    fn handle(&mut self, range: Range<usize>) -> Bytes {
+        if self.lend_tail && range.end == self.buf.len() {
+            // Nothing is left to read at any level: hand over the reader's handle.
+            let mut tail = std::mem::take(&mut self.buf);
+            tail.advance(range.start);
+            (self.pos, self.end) = (0, 0);
+            return tail;
+        }
+        self.buf.slice(range)
+    }
+
+    /// A variable byte integer that is nearly always one byte (a property identifier): a byte
+    /// without the continuation bit is read directly, anything else by [`Self::varint`].
+    #[inline]
+    pub(crate) fn short_varint(&mut self, field: &'static str) -> Result<u32, DecodeError> {
+        match self.buf[..self.end].get(self.pos) {
+            Some(&byte) if byte < 0x80 => {
+                self.pos += 1;
+                Ok(u32::from(byte))
+            }
+            _ => self.varint(field),
+        }
+    }
+
     /// The next `len` bytes as a shared slice (one reference-count increment, none if they are
     /// empty or end the buffer).
     #[inline]
     pub(crate) fn take(&mut self, len: usize, field: &'static str) -> Result<Bytes, DecodeError> {
-        self.peek(len, field)?;
-        let start = self.pos;
-        self.pos += len;
-        if self.lend_tail && self.pos == self.buf.len() {
-            // Nothing is left to read at any level: hand over the reader's handle.
-            let mut tail = std::mem::take(&mut self.buf);
-            tail.advance(start);
-            (self.pos, self.end) = (0, 0);
-            return Ok(tail);
-        }
-        Ok(self.buf.slice(start..self.pos))
+        let range = self.consume(len, field)?;
+        Ok(self.handle(range))
     }
 
     /// The next `len` bytes, borrowed and consumed (no handle).
     #[inline]
     fn slice_in_place(&mut self, len: usize, field: &'static str) -> Result<&[u8], DecodeError> {
-        self.peek(len, field)?;
-        let start = self.pos;
-        self.pos += len;
-        Ok(&self.buf[start..self.pos])
+        let range = self.consume(len, field)?;
+        Ok(&self.buf[range])
     }
 
     /// Binary Data: a two-byte length and that many bytes.
@@ -141,16 +169,18 @@ impl Reader {
     #[inline]
     pub(crate) fn string(&mut self, field: &'static str) -> Result<MqttStr, DecodeError> {
         let len = usize::from(self.u16(field)?);
-        string::validate(self.peek(len, field)?, field)?;
-        Ok(MqttStr::from_validated(self.take(len, field)?))
+        let range = self.consume(len, field)?;
+        string::validate(&self.buf[range.clone()], field)?;
+        Ok(MqttStr::from_validated(self.handle(range)))
     }
 
     /// A topic name: a string without wildcards, possibly empty.
     #[inline]
     pub(crate) fn topic_name(&mut self, field: &'static str) -> Result<MqttStr, DecodeError> {
         let len = usize::from(self.u16(field)?);
-        string::validate_topic_name(self.peek(len, field)?, field)?;
-        Ok(MqttStr::from_validated(self.take(len, field)?))
+        let range = self.consume(len, field)?;
+        string::validate_topic_name(&self.buf[range.clone()], field)?;
+        Ok(MqttStr::from_validated(self.handle(range)))
     }
 
     /// A topic name left in place: validated and skipped, its length returned (no handle).
@@ -278,6 +308,84 @@ mod tests {
         assert_eq!(r.binary(FIELD).expect("tail"), &b"b"[..]);
         let (buf, pos) = r.into_buffer();
         assert_eq!((&buf[..], pos), (&b"\x00\x01a\x00\x01b"[..], 6));
+    }
+
+    /// What `Reader::string` must answer for `bytes`, from the standard library's UTF-8 check
+    /// and a byte search (independent of the word scan).
+    fn expected(bytes: &[u8]) -> Result<(), DecodeError> {
+        if std::str::from_utf8(bytes).is_err() {
+            Err(DecodeError::InvalidUtf8 { field: FIELD })
+        } else if bytes.contains(&0) {
+            Err(DecodeError::NullCharacter { field: FIELD })
+        } else {
+            Ok(())
+        }
+    }
+
+    fn read_string(bytes: &[u8], trailing: &[u8]) -> Result<MqttStr, DecodeError> {
+        let mut frame = (bytes.len() as u16).to_be_bytes().to_vec();
+        frame.extend_from_slice(bytes);
+        frame.extend_from_slice(trailing);
+        Reader::new(Bytes::from(frame)).string(FIELD)
+    }
+
+    #[test]
+    fn strings_of_every_short_length_are_checked_at_every_position() {
+        // U+0000, multi-byte characters, a surrogate, an overlong form, a lone continuation
+        // byte, a truncated sequence, a byte no UTF-8 holds, a code point above U+10FFFF.
+        let inserts: [&[u8]; 10] = [
+            b"\0",
+            "\u{e9}".as_bytes(),
+            "\u{4e2d}".as_bytes(),
+            "\u{2A6D4}".as_bytes(),
+            b"\xED\xA0\x80",
+            b"\xC0\x80",
+            b"\x80",
+            b"\xE4\xB8",
+            b"\xFF",
+            b"\xF4\x90\x80\x80",
+        ];
+        for len in 0..=19 {
+            for insert in inserts.iter().filter(|i| i.len() <= len) {
+                for at in 0..=len - insert.len() {
+                    let mut bytes = vec![b'x'; len];
+                    bytes[at..at + insert.len()].copy_from_slice(insert);
+                    for trailing in [&b""[..], b"z"] {
+                        let read = read_string(&bytes, trailing);
+                        assert_eq!(read.clone().map(|_| ()), expected(&bytes), "{bytes:?}");
+                        if let Ok(text) = read {
+                            assert_eq!(text.as_bytes(), &bytes[..]);
+                        }
+                    }
+                }
+            }
+            let plain = vec![b'x'; len];
+            assert_eq!(
+                read_string(&plain, b"").expect("ASCII").as_bytes(),
+                &plain[..]
+            );
+        }
+    }
+
+    #[test]
+    fn a_string_of_the_longest_length_is_read_and_one_past_the_end_is_refused() {
+        let mut bytes = vec![b'y'; usize::from(u16::MAX)];
+        assert_eq!(read_string(&bytes, b"").expect("longest").len(), 65_535);
+        bytes[65_534] = 0;
+        assert_eq!(
+            read_string(&bytes, b""),
+            Err(DecodeError::NullCharacter { field: FIELD })
+        );
+        let mut r = reader(b"\x00\x04abc");
+        assert_eq!(
+            r.string(FIELD),
+            Err(DecodeError::UnexpectedEnd { field: FIELD })
+        );
+        let mut r = reader(b"\x00\x03a+c");
+        assert_eq!(
+            r.topic_name(FIELD),
+            Err(DecodeError::WildcardInTopicName { field: FIELD })
+        );
     }
 
     #[test]

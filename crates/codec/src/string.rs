@@ -116,22 +116,48 @@ const fn wildcard_bits(word: u64) -> u64 {
 
 /// `bytes` as eight-byte words: every full word, then the last eight bytes again (they
 /// overlap the previous word, which is harmless for a scan that only ORs what it finds) or,
-/// for fewer than eight bytes, the bytes padded with [`FILLER`].
+/// for fewer than eight bytes, [`short_word`].
 #[inline(always)]
 fn for_each_word(bytes: &[u8], mut visit: impl FnMut(u64)) {
-    let word = |chunk: &[u8]| u64::from_ne_bytes(chunk.try_into().expect("invariant: 8 bytes"));
-    if bytes.len() < 8 {
-        let mut padded = [FILLER; 8];
-        padded[..bytes.len()].copy_from_slice(bytes);
-        visit(u64::from_ne_bytes(padded));
+    let len = bytes.len();
+    if len < 8 {
+        visit(short_word(bytes));
         return;
     }
-    let mut chunks = bytes.chunks_exact(8);
-    for chunk in &mut chunks {
-        visit(word(chunk));
+    let word_at = |at: usize| {
+        let word: [u8; 8] = bytes[at..at + 8].try_into().expect("invariant: 8 bytes");
+        u64::from_ne_bytes(word)
+    };
+    let mut at = 0;
+    while at + 8 <= len {
+        visit(word_at(at));
+        at += 8;
     }
-    if !chunks.remainder().is_empty() {
-        visit(word(&bytes[bytes.len() - 8..]));
+    if at < len {
+        visit(word_at(len - 8));
+    }
+}
+
+/// The bytes of a string shorter than eight as one word, without a copy through memory: two
+/// overlapping reads cover every byte (a byte seen twice is harmless for a scan that only ORs
+/// what it finds) and [`FILLER`] fills the lanes left over.
+#[inline(always)]
+fn short_word(bytes: &[u8]) -> u64 {
+    const FILLERS: u64 = u64::from_ne_bytes([FILLER; 8]);
+    let len = bytes.len();
+    debug_assert!(len < 8);
+    let two = |at: usize| u64::from(u16::from_ne_bytes([bytes[at], bytes[at + 1]]));
+    match len {
+        0 => FILLERS,
+        1 => FILLERS & !0xFF | u64::from(bytes[0]),
+        2 | 3 => FILLERS & !0xFFFF_FFFF | two(0) | two(len - 2) << 16,
+        _ => {
+            let four = |at: usize| {
+                let word: [u8; 4] = bytes[at..at + 4].try_into().expect("invariant: 4 bytes");
+                u64::from(u32::from_ne_bytes(word))
+            };
+            four(0) | four(len - 4) << 32
+        }
     }
 }
 

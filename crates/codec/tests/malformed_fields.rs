@@ -67,6 +67,25 @@ fn unknown_property_identifier() {
     );
 }
 
+/// A property identifier is a Variable Byte Integer: the one-byte fast path hands every
+/// longer form to the full reader, which refuses a non-minimal one and reads a long one whole.
+#[test]
+fn property_identifiers_of_more_than_one_byte() {
+    let field = "property identifier";
+    for non_minimal in ["81 00", "A6 00", "80 80 00"] {
+        assert_rejected(
+            &publish_v5(non_minimal),
+            V5,
+            E::MalformedVariableByteInteger { field },
+            MALFORMED,
+        );
+    }
+    let long = E::UnknownProperty { id: 128 };
+    assert_rejected(&publish_v5("80 01 00"), V5, long, MALFORMED);
+    let cut = E::UnexpectedEnd { field };
+    assert_rejected(&publish_v5("80"), V5, cut, MALFORMED);
+}
+
 #[test]
 fn invalid_subscription_options() {
     let subscribe = |protocol_props: &str, options: u8| {

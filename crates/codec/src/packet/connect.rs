@@ -5,7 +5,7 @@ use bytes::{BufMut, Bytes, BytesMut};
 
 use super::{PacketType, Wire};
 use crate::properties::{
-    ConnectProperties, WillProperties, decode_if_v5, measure_if_v5, write_block,
+    ConnectProperties, WillProperties, decode_properties_into, measure_if_v5, write_block,
 };
 use crate::read::Reader;
 use crate::string::MqttStr;
@@ -101,24 +101,38 @@ fn check_flags(flags: u8, protocol: ProtocolVersion) -> Result<(), DecodeError> 
     Ok(())
 }
 
-fn read_will(body: &mut Reader, protocol: ProtocolVersion, flags: u8) -> Result<Will, DecodeError> {
-    let properties = decode_if_v5(body, protocol, "will")?;
-    let topic = body.topic_name("will topic")?;
-    if topic.is_empty() {
+impl Will {
+    /// A will with the QoS and Retain of the connect `flags` and nothing read yet.
+    fn from_flags(flags: u8) -> Result<Self, DecodeError> {
+        let qos = QoS::from_u8((flags >> WILL_QOS_SHIFT) & 0b11)
+            .ok_or(DecodeError::InvalidQoS { field: "will QoS" })?;
+        Ok(Self {
+            topic: MqttStr::default(),
+            payload: Bytes::new(),
+            qos,
+            retain: flags & WILL_RETAIN != 0,
+            properties: WillProperties::default(),
+        })
+    }
+}
+
+/// Reads the will's properties, topic and payload into `will`, where it lies.
+fn read_will(
+    body: &mut Reader,
+    protocol: ProtocolVersion,
+    will: &mut Will,
+) -> Result<(), DecodeError> {
+    if protocol.is_v5() {
+        decode_properties_into(body, &mut will.properties, "will")?;
+    }
+    will.topic = body.topic_name("will topic")?;
+    if will.topic.is_empty() {
         return Err(DecodeError::EmptyTopicName {
             field: "will topic",
         });
     }
-    let payload = body.binary("will payload")?;
-    let qos = QoS::from_u8((flags >> WILL_QOS_SHIFT) & 0b11)
-        .ok_or(DecodeError::InvalidQoS { field: "will QoS" })?;
-    Ok(Will {
-        topic,
-        payload,
-        qos,
-        retain: flags & WILL_RETAIN != 0,
-        properties,
-    })
+    will.payload = body.binary("will payload")?;
+    Ok(())
 }
 
 /// Whether `protocol` refuses an empty client identifier: 3.1 always, 3.1.1 without a clean
@@ -138,48 +152,58 @@ fn protocol_name(protocol: ProtocolVersion) -> &'static [u8] {
     }
 }
 
-/// Decodes a CONNECT body and returns it wrapped by `wrap` (boxed, say), built in the final
-/// expression so that the 400-byte packet is not copied through the intermediate results.
-pub(crate) fn decode_into<T>(
-    mut body: Reader,
-    wrap: impl FnOnce(Connect) -> T,
-) -> Result<T, DecodeError> {
+/// Decodes a CONNECT body into a box allocated once the fixed part is read, and fills it in
+/// place: the 400-byte packet (and its property sets) are not built apart and then moved.
+pub(crate) fn decode_boxed(mut body: Reader) -> Result<Box<Connect>, DecodeError> {
     let protocol = read_protocol(&mut body)?;
     let flags = body.u8("connect flags")?;
     check_flags(flags, protocol)?;
     let keep_alive = body.u16("keep alive")?;
-    let properties = decode_if_v5(&mut body, protocol, "CONNECT")?;
-    let client_id = body.string("client identifier")?;
-    let clean_start = flags & CLEAN_START != 0;
-    if client_id.is_empty() && rejects_empty_client_id(protocol, clean_start) {
+    // Allocated first and written in place (`Box::new` builds the value on the stack and then
+    // copies its 400 bytes into the allocation).
+    let mut connect = Box::write(
+        Box::<Connect>::new_uninit(),
+        Connect {
+            protocol,
+            clean_start: flags & CLEAN_START != 0,
+            keep_alive,
+            client_id: MqttStr::default(),
+            will: None,
+            username: None,
+            password: None,
+            properties: ConnectProperties::default(),
+        },
+    );
+    read_fields(&mut body, flags, &mut connect)?;
+    body.finish(PacketType::Connect)?;
+    Ok(connect)
+}
+
+/// Reads what follows Keep Alive (properties and payload) into `connect`.
+fn read_fields(body: &mut Reader, flags: u8, connect: &mut Connect) -> Result<(), DecodeError> {
+    let protocol = connect.protocol;
+    if protocol.is_v5() {
+        decode_properties_into(body, &mut connect.properties, "CONNECT")?;
+    }
+    connect.client_id = body.string("client identifier")?;
+    let clean_start = connect.clean_start;
+    if connect.client_id.is_empty() && rejects_empty_client_id(protocol, clean_start) {
         return Err(DecodeError::ClientIdRejected {
             protocol,
             clean_start,
         });
     }
-    let will = match flags & WILL {
-        0 => None,
-        _ => Some(read_will(&mut body, protocol, flags)?),
-    };
-    let username = match flags & USERNAME {
-        0 => None,
-        _ => Some(body.string("user name")?),
-    };
-    let password = match flags & PASSWORD {
-        0 => None,
-        _ => Some(body.binary("password")?),
-    };
-    body.finish(PacketType::Connect)?;
-    Ok(wrap(Connect {
-        protocol,
-        clean_start,
-        keep_alive,
-        client_id,
-        will,
-        username,
-        password,
-        properties,
-    }))
+    if flags & WILL != 0 {
+        let will = connect.will.insert(Will::from_flags(flags)?);
+        read_will(body, protocol, will)?;
+    }
+    if flags & USERNAME != 0 {
+        connect.username = Some(body.string("user name")?);
+    }
+    if flags & PASSWORD != 0 {
+        connect.password = Some(body.binary("password")?);
+    }
+    Ok(())
 }
 
 /// Lengths of the two property blocks, computed by `measure`.
@@ -226,7 +250,7 @@ impl Wire for Connect {
     type Plan = ConnectPlan;
 
     fn decode(_: u8, body: Reader, _: ProtocolVersion) -> Result<Self, DecodeError> {
-        decode_into(body, |connect| connect)
+        decode_boxed(body).map(|connect| *connect)
     }
 
     fn measure(&self, _: ProtocolVersion) -> Result<(usize, ConnectPlan), EncodeError> {

@@ -58,7 +58,7 @@ impl PropertySet for ConnectProperties {
             I::RequestProblemInformation => {
                 self.request_problem_information = Some(value::flag(r, id)?)
             }
-            I::UserProperty => self.user_properties.push(value::user_property(r)?),
+            I::UserProperty => value::push_user_property(&mut self.user_properties, r)?,
             I::AuthenticationMethod => {
                 self.authentication_method = Some(value::string(r, "authentication method")?)
             }
@@ -130,7 +130,7 @@ impl PropertySet for WillProperties {
             I::CorrelationData => {
                 self.correlation_data = Some(value::binary(r, "correlation data")?)
             }
-            I::UserProperty => self.user_properties.push(value::user_property(r)?),
+            I::UserProperty => value::push_user_property(&mut self.user_properties, r)?,
             _ => return Ok(false),
         }
         Ok(true)
@@ -204,7 +204,7 @@ impl PropertySet for ConnAckProperties {
             }
             I::TopicAliasMaximum => self.topic_alias_maximum = Some(value::two(r)?),
             I::ReasonString => self.reason_string = Some(value::string(r, "reason string")?),
-            I::UserProperty => self.user_properties.push(value::user_property(r)?),
+            I::UserProperty => value::push_user_property(&mut self.user_properties, r)?,
             I::WildcardSubscriptionAvailable => {
                 self.wildcard_subscription_available = Some(value::flag(r, id)?);
             }
@@ -288,7 +288,7 @@ impl PropertySet for DisconnectProperties {
         match id {
             I::SessionExpiryInterval => self.session_expiry_interval = Some(value::four(r)?),
             I::ReasonString => self.reason_string = Some(value::string(r, "reason string")?),
-            I::UserProperty => self.user_properties.push(value::user_property(r)?),
+            I::UserProperty => value::push_user_property(&mut self.user_properties, r)?,
             I::ServerReference => {
                 self.server_reference = Some(value::string(r, "server reference")?)
             }
@@ -328,7 +328,7 @@ impl PropertySet for AuthProperties {
                 self.authentication_data = Some(value::binary(r, "authentication data")?)
             }
             I::ReasonString => self.reason_string = Some(value::string(r, "reason string")?),
-            I::UserProperty => self.user_properties.push(value::user_property(r)?),
+            I::UserProperty => value::push_user_property(&mut self.user_properties, r)?,
             _ => return Ok(false),
         }
         Ok(true)

@@ -139,7 +139,7 @@ impl PropertySet for PublishProperties {
             I::CorrelationData => {
                 self.correlation_data = Some(value::binary(r, "correlation data")?)
             }
-            I::UserProperty => self.user_properties.push(value::user_property(r)?),
+            I::UserProperty => value::push_user_property(&mut self.user_properties, r)?,
             I::SubscriptionIdentifier => self
                 .subscription_identifiers
                 .push(value::subscription_id(r)?),
@@ -215,7 +215,7 @@ impl PropertySet for AckProperties {
     fn read(&mut self, id: PropertyId, r: &mut Reader) -> Result<bool, DecodeError> {
         match id {
             I::ReasonString => self.reason_string = Some(value::string(r, "reason string")?),
-            I::UserProperty => self.user_properties.push(value::user_property(r)?),
+            I::UserProperty => value::push_user_property(&mut self.user_properties, r)?,
             _ => return Ok(false),
         }
         Ok(true)
@@ -242,7 +242,7 @@ impl PropertySet for SubscribeProperties {
             I::SubscriptionIdentifier => {
                 self.subscription_identifier = Some(value::subscription_id(r)?)
             }
-            I::UserProperty => self.user_properties.push(value::user_property(r)?),
+            I::UserProperty => value::push_user_property(&mut self.user_properties, r)?,
             _ => return Ok(false),
         }
         Ok(true)
@@ -266,7 +266,7 @@ pub struct UnsubscribeProperties {
 impl PropertySet for UnsubscribeProperties {
     fn read(&mut self, id: PropertyId, r: &mut Reader) -> Result<bool, DecodeError> {
         match id {
-            I::UserProperty => self.user_properties.push(value::user_property(r)?),
+            I::UserProperty => value::push_user_property(&mut self.user_properties, r)?,
             _ => return Ok(false),
         }
         Ok(true)

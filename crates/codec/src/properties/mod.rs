@@ -18,8 +18,8 @@ pub use message::{
 };
 pub use property_id::PropertyId;
 pub(crate) use wire::{
-    decode_boxed_properties, decode_if_v5, decode_properties, encoded_block_len, measure_if_v5,
-    value, write_block,
+    decode_boxed_properties, decode_if_v5, decode_properties, decode_properties_into,
+    encoded_block_len, measure_if_v5, value, write_block,
 };
 
 use crate::read::Reader;

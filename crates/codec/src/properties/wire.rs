@@ -23,6 +23,20 @@ pub(crate) fn decode_properties<T: PropertySet>(
     Ok(set)
 }
 
+/// Like [`decode_properties`], into `set` where it lies (an empty set, a field of a packet
+/// already in its box): a large set is not built apart and then moved.
+pub(crate) fn decode_properties_into<T: PropertySet>(
+    reader: &mut Reader,
+    set: &mut T,
+    context: &'static str,
+) -> Result<(), DecodeError> {
+    let len = reader.varint("property length")? as usize;
+    if len > 0 {
+        reader.limited(len, FIELD, |block| read_block(block, set, context))?;
+    }
+    Ok(())
+}
+
 /// Like [`decode_properties`], into a box allocated only when the block is not empty (and
 /// filled in place: the set is not moved through the results).
 pub(crate) fn decode_boxed_properties<T: PropertySet>(
@@ -45,7 +59,7 @@ fn read_block<T: PropertySet>(
 ) -> Result<(), DecodeError> {
     let mut seen: u64 = 0;
     while !block.is_empty() {
-        let raw = block.varint("property identifier")?;
+        let raw = block.short_varint("property identifier")?;
         let id = PropertyId::from_u32(raw).ok_or(DecodeError::UnknownProperty { id: raw })?;
         let bit = 1u64 << (id as u8);
         let repeatable = id == PropertyId::UserProperty
@@ -203,4 +217,22 @@ pub(crate) mod value {
         let name = reader.string("user property name")?;
         Ok((name, reader.string("user property value")?))
     }
+
+    /// Reads a User Property onto `list`. The first one allocates room for a few directly:
+    /// `push` onto an empty vector takes the amortized growth path, which costs more than the
+    /// allocation itself.
+    pub(crate) fn push_user_property(
+        list: &mut Vec<UserProperty>,
+        reader: &mut Reader,
+    ) -> Result<(), DecodeError> {
+        let pair = user_property(reader)?;
+        if list.capacity() == 0 {
+            *list = Vec::with_capacity(FIRST_USER_PROPERTIES);
+        }
+        list.push(pair);
+        Ok(())
+    }
+
+    /// Room made by the first User Property of a set (what `push` would make).
+    const FIRST_USER_PROPERTIES: usize = 4;
 }
