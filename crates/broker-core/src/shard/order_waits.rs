@@ -10,6 +10,9 @@ use router::ChangeSeq;
 #[derive(Default)]
 pub(super) struct OrderWaits {
     held: Vec<HeldPublish>,
+    /// The connection whose carry is being handled right after its held PUBLISH was, and that
+    /// PUBLISH's horizon, which covers what arrived before it.
+    covering: Option<(ConnId, ChangeSeq)>,
 }
 
 pub(super) struct HeldPublish {
@@ -23,6 +26,23 @@ impl OrderWaits {
     /// Sets a PUBLISH aside (its connection is parked).
     pub(super) fn hold(&mut self, held: HeldPublish) {
         self.held.push(held);
+    }
+
+    /// While `conn`'s carry is handled after its release: `horizon` stands for the
+    /// subscription horizon of its PUBLISH packets.
+    pub(super) fn cover(&mut self, conn: ConnId, horizon: ChangeSeq) {
+        self.covering = Some((conn, horizon));
+    }
+
+    /// Ends [`Self::cover`].
+    pub(super) fn uncover(&mut self) {
+        self.covering = None;
+    }
+
+    /// The horizon covering `conn`'s PUBLISH packets now, if its carry is being handled.
+    pub(super) fn covering(&self, conn: ConnId) -> Option<ChangeSeq> {
+        self.covering
+            .and_then(|(covered, horizon)| (covered == conn).then_some(horizon))
     }
 
     /// Whether nothing is set aside.

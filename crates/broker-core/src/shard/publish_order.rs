@@ -35,11 +35,17 @@ impl BrokerShard {
         conn: ConnId,
         publish: Publish,
     ) -> Result<(), Fault> {
-        let horizon = self.shared.order.subscription_horizon();
+        let waits = &self.replication.order_waits;
+        let horizon =
+            (waits.covering(conn)).unwrap_or_else(|| self.shared.order.subscription_horizon());
         if self.replication.replica.changes.next_expected() >= horizon {
             return self.handle_publish(ctx, conn, publish);
         }
         ShardCounters::add(&self.figures.counters().publishes_held_for_order, 1);
+        // What the client sends meanwhile waits in the kernel (TCP pushes back), so the carry
+        // holds only bytes that arrived before this PUBLISH was handled: the horizon covers
+        // them all when it is released.
+        ctx.pause_reading(conn);
         let held = HeldPublish {
             conn,
             horizon,
@@ -60,9 +66,19 @@ impl BrokerShard {
         }
         let applied = self.replication.replica.changes.next_expected();
         for held in self.replication.order_waits.take_ready(applied) {
-            match self.handle_publish(ctx, held.conn, held.publish) {
-                Ok(()) => self.unpark_if_free(ctx, held.conn),
-                Err(fault) => self.wire().fail(ctx, held.conn, fault),
+            let conn = held.conn;
+            if let Err(fault) = self.handle_publish(ctx, conn, held.publish) {
+                self.wire().fail(ctx, conn, fault);
+                continue;
+            }
+            // The packets that arrived behind it are handled under the same horizon (they
+            // came before it was handled), not held again for changes stamped since.
+            self.replication.order_waits.cover(conn, held.horizon);
+            self.unpark_if_free(ctx, conn);
+            self.replication.order_waits.uncover();
+            // Reading resumes unless the publish rate holds it (its timer resumes it then).
+            if !self.door.throttle.is_throttled(conn) {
+                ctx.resume_reading(conn);
             }
         }
     }

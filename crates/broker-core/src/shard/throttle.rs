@@ -152,7 +152,10 @@ impl BrokerShard {
             .throttle
             .pause_over(&mut self.timers, rates, ctx, conn)
         {
-            ctx.resume_reading(conn);
+            // A PUBLISH held for subscription order resumes reading at its release.
+            if !self.replication.order_waits.holds(conn) {
+                ctx.resume_reading(conn);
+            }
             self.unpark_if_free(ctx, conn);
         }
     }
