@@ -4,6 +4,7 @@ use super::FastMap;
 use codec::Packet;
 use ring_runtime::ConnId;
 use std::collections::VecDeque;
+use std::time::Instant;
 
 /// This shard's acknowledgements waiting for the cluster.
 #[derive(Debug, Default)]
@@ -12,6 +13,9 @@ pub(super) struct ClusterAcks {
     pub(super) last: u64,
     /// The number the PUBLISH being handled waits for (0: none), taken by its acknowledgement.
     pub(super) current: u64,
+    /// The PUBLISH being handled did not fit in the queue to the cluster while NATS was up:
+    /// its acknowledgement is refused (taken by it).
+    pub(super) queue_full: bool,
     pub(super) held: VecDeque<HeldAck>,
     pub(super) held_per_conn: FastMap<ConnId, u32>,
 }
@@ -20,6 +24,8 @@ pub(super) struct ClusterAcks {
 pub(super) struct HeldAck {
     /// Leaves once the cluster settled this number (0: only behind the others).
     pub(super) waits_for: u64,
+    /// Refused once this passes before its number settled (`cluster.ack_timeout_ms`).
+    pub(super) deadline: Option<Instant>,
     pub(super) conn: ConnId,
     pub(super) packet: Packet,
 }
@@ -33,6 +39,7 @@ impl ClusterAcks {
     /// A new PUBLISH is being handled: nothing of an earlier one is pending.
     pub(super) fn begin_cluster_ack(&mut self) {
         self.current = 0;
+        self.queue_full = false;
     }
 
     /// The message numbered `number` was queued for the cluster: the acknowledgement of the
