@@ -274,3 +274,73 @@ fn a_publisher_is_refused_when_jetstream_does_not_keep_its_message_in_time() {
     let mut again = RawClient::connected_clean(node.addr(), V311, "refused-3b");
     until_kept(&mut again, &node);
 }
+
+/// The messages the stream `ringmq_messages` holds, as server `index` reports them.
+fn stream_messages(nats: &NatsCluster, index: usize) -> Option<u64> {
+    let body = http_get(nats.monitor_port(index), "/jsz?streams=true")?;
+    let jsz = serde_json::from_str::<serde_json::Value>(&body).ok()?;
+    jsz["account_details"]
+        .as_array()?
+        .iter()
+        .find_map(|account| {
+            let streams = account["stream_detail"].as_array()?;
+            let stream = streams
+                .iter()
+                .find(|s| s["name"].as_str() == Some("ringmq_messages"))?;
+            stream["state"]["messages"].as_u64()
+        })
+}
+
+/// Publishes JetStream did not acknowledge in time (the publishing node's server frozen for
+/// longer than one try, shorter than `ack_timeout_ms`) are made again: once the server runs
+/// again both copies reach JetStream and the subscriber's node, and each message is kept once
+/// (the stream's duplicate window) and delivered once (the node's duplicate check).
+#[test]
+fn a_message_published_again_is_kept_and_delivered_once() {
+    let nats = NatsCluster::start();
+    let source = start_node_with(&nats, 0, "");
+    let sink = start_node_with(&nats, 1, "");
+    let mut subscriber = RawClient::connected_clean(sink.addr(), V5, "once-sub");
+    subscriber.subscribe("once/#", QoS::AtLeastOnce);
+    let mut publisher = RawClient::connected_clean(source.addr(), V5, "once-pub");
+    until_routed(&mut publisher, "once/p", &mut [&mut subscriber]);
+    let before = until_kept(&mut publisher, &source);
+    let kept_before = wait_until("the stream's count", || stream_messages(&nats, 1));
+
+    nats.pause(0);
+    for n in 1..=5u16 {
+        let publish = publish_packet("once/t", &n.to_be_bytes(), QoS::AtLeastOnce, Some(n));
+        publisher.send(&Packet::Publish(publish));
+    }
+    wait_until_within(SETTLE_GUARD, "the publishes made again", || {
+        let figures = source.cluster_figures()?;
+        (figures.reliable_retries >= before.reliable_retries + 5).then_some(())
+    });
+    nats.resume(0);
+    let mut acks = BTreeMap::new();
+    let guard = Instant::now() + SETTLE_GUARD;
+    while acks.len() < 5 && Instant::now() < guard {
+        read_acks(
+            &mut publisher,
+            &mut acks,
+            Instant::now() + Duration::from_millis(200),
+        );
+    }
+    assert!(
+        acks.len() == 5 && acks.values().all(|&r| r == ReasonCode::Success),
+        "{acks:?}"
+    );
+    let mut got = Vec::new();
+    while let Event::Packet(packet) = subscriber.next_event(Duration::from_secs(2)) {
+        if let Packet::Publish(publish) = *packet {
+            subscriber.acknowledge(&publish);
+            if publish.payload() != PROBE {
+                got.push(publish.payload().to_vec());
+            }
+        }
+    }
+    let sent: Vec<Vec<u8>> = (1..=5u16).map(|n| n.to_be_bytes().to_vec()).collect();
+    assert_eq!(got, sent, "each message once, in order");
+    let kept = stream_messages(&nats, 1).unwrap();
+    assert_eq!(kept, kept_before + 5, "the stream keeps each message once");
+}
