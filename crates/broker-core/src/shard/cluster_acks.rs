@@ -17,7 +17,7 @@ use std::time::Instant;
 use codec::{Packet, ReasonCode};
 use ring_runtime::{ConnId, ShardId};
 
-use super::held_acks::HeldAck;
+use super::held_acks::{ClusterWait, HeldAck};
 use super::parts::ClusterSide;
 use super::{BrokerShard, Ctx};
 use crate::shared_parts::Links;
@@ -25,34 +25,34 @@ use crate::shared_parts::Links;
 impl BrokerShard {
     /// Sends the acknowledgement of a client's packet: first as persistence says
     /// (`durable.rs`), then once the cluster settled the message of the PUBLISH being handled
-    /// (and behind any acknowledgement that waits for the cluster). Refused at once when that
-    /// message did not fit in the queue to the cluster.
+    /// (and behind any acknowledgement that waits for the cluster). Refused in its turn when
+    /// that message did not fit in the queue to the cluster.
     pub(super) fn send_ack(&mut self, ctx: &mut Ctx, conn: ConnId, packet: Packet) {
-        let waits_for = std::mem::take(&mut self.cluster_side.cluster_acks.current);
-        if std::mem::take(&mut self.cluster_side.cluster_acks.queue_full) {
-            self.refuse_cluster_ack(ctx, conn, packet, ReasonCode::QuotaExceeded);
-            return;
-        }
+        let number = std::mem::take(&mut self.cluster_side.cluster_acks.current);
+        let waits_for = match std::mem::take(&mut self.cluster_side.cluster_acks.queue_full) {
+            true => ClusterWait::QueueFull,
+            false => ClusterWait::Settled(number),
+        };
         self.send_ack_when_durable(ctx, conn, packet, waits_for);
     }
 
-    /// Sends an acknowledgement (already durable where it must be) once the cluster settled
-    /// message `waits_for`, in order behind the others that wait.
+    /// Sends an acknowledgement (already durable where it must be) once `waits_for` is done,
+    /// in order behind the others that wait.
     pub(super) fn send_ack_when_settled(
         &mut self,
         ctx: &mut Ctx,
         conn: ConnId,
         packet: Packet,
-        waits_for: u64,
+        waits_for: ClusterWait,
     ) {
         if self.cluster_side.cluster_acks.held.is_empty()
-            && waits_for <= cluster_settled(&self.shared.links, self.id)
+            && waits_for.is_ready(cluster_settled(&self.shared.links, self.id))
         {
             self.send_settled_ack(ctx, conn, packet, waits_for);
             return;
         }
         let deadline = match (waits_for, &self.shared.links.cluster) {
-            (1.., Some(link)) => Some(Instant::now() + link.ack_timeout()),
+            (ClusterWait::Settled(1..), Some(link)) => Some(Instant::now() + link.ack_timeout()),
             _ => None,
         };
         let acks = &mut self.cluster_side.cluster_acks;
@@ -87,7 +87,8 @@ impl BrokerShard {
             .front()
             .and_then(|held| {
                 let expired = held.deadline.is_some_and(|deadline| deadline <= now);
-                (held.waits_for <= settled || expired).then_some(held.waits_for > settled)
+                let ready = held.waits_for.is_ready(settled);
+                (ready || expired).then_some(!ready)
             })
         {
             let Some(held) = self.cluster_side.cluster_acks.held.pop_front() else {
@@ -113,20 +114,29 @@ impl BrokerShard {
         }
     }
 
-    /// Sends an acknowledgement whose message `waits_for` settled; refused when the cluster
-    /// gave that message up.
-    fn send_settled_ack(&mut self, ctx: &mut Ctx, conn: ConnId, packet: Packet, waits_for: u64) {
-        let failed = waits_for > 0
-            && self
-                .shared
-                .links
-                .cluster
-                .as_ref()
-                .is_some_and(|link| link.take_failed(self.id, waits_for));
-        if failed {
-            self.refuse_cluster_ack(ctx, conn, packet, ReasonCode::UnspecifiedError);
-        } else {
-            self.wire().send_packet(ctx, conn, &packet);
+    /// Sends an acknowledgement whose wait is done; refused when its message did not fit in
+    /// the queue to the cluster (0x97) or the cluster gave it up (0x80).
+    fn send_settled_ack(
+        &mut self,
+        ctx: &mut Ctx,
+        conn: ConnId,
+        packet: Packet,
+        waits_for: ClusterWait,
+    ) {
+        let given_up = |number| {
+            let link = self.shared.links.cluster.as_ref();
+            link.is_some_and(|link| link.take_failed(self.id, number))
+        };
+        let refusal = match waits_for {
+            ClusterWait::QueueFull => Some(ReasonCode::QuotaExceeded),
+            ClusterWait::Settled(number @ 1..) if given_up(number) => {
+                Some(ReasonCode::UnspecifiedError)
+            }
+            ClusterWait::Settled(_) => None,
+        };
+        match refusal {
+            Some(reason) => self.refuse_cluster_ack(ctx, conn, packet, reason),
+            None => self.wire().send_packet(ctx, conn, &packet),
         }
     }
 }

@@ -22,12 +22,31 @@ pub(super) struct ClusterAcks {
 
 #[derive(Debug)]
 pub(super) struct HeldAck {
-    /// Leaves once the cluster settled this number (0: only behind the others).
-    pub(super) waits_for: u64,
+    /// Leaves once this is done, behind the others.
+    pub(super) waits_for: ClusterWait,
     /// Refused once this passes before its number settled (`cluster.ack_timeout_ms`).
     pub(super) deadline: Option<Instant>,
     pub(super) conn: ConnId,
     pub(super) packet: Packet,
+}
+
+/// What an acknowledgement waits for in the cluster, in its turn.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum ClusterWait {
+    /// The cluster settling this number (0: nothing of its own).
+    Settled(u64),
+    /// Nothing: its message did not fit in the queue to the cluster, it is refused (0x97).
+    QueueFull,
+}
+
+impl ClusterWait {
+    /// Whether it may leave once the cluster settled `settled`.
+    pub(super) fn is_ready(self, settled: u64) -> bool {
+        match self {
+            Self::Settled(number) => number <= settled,
+            Self::QueueFull => true,
+        }
+    }
 }
 
 impl ClusterAcks {
