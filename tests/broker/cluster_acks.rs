@@ -344,3 +344,68 @@ fn a_message_published_again_is_kept_and_delivered_once() {
     let kept = stream_messages(&nats, 1).unwrap();
     assert_eq!(kept, kept_before + 5, "the stream keeps each message once");
 }
+
+/// QoS 1 messages each of three publishers sends at once in the queue test.
+const PER_PUBLISHER: u16 = 800;
+
+/// With `max_outbound_messages = 1`, three publishers send 800 QoS 1 messages each at once
+/// (a shard hands a read's PUBLISHes over in one turn, faster than the cluster thread takes
+/// them): those that do not fit are refused with 0x97 Quota exceeded, no more are acknowledged
+/// with Success than JetStream kept, and every publisher's acknowledgements still leave in the
+/// order of its PUBLISHes.
+#[test]
+fn a_message_beyond_the_queue_to_nats_is_refused_in_its_turn() {
+    let nats = NatsCluster::start();
+    let node = start_node_with(
+        &nats,
+        0,
+        "max_outbound_messages = 1\nack_timeout_ms = 30000",
+    );
+    let mut publishers: Vec<RawClient> = (0..3)
+        .map(|i| RawClient::connected_clean(node.addr(), V5, &format!("full-{i}")))
+        .collect();
+    let before = until_kept(&mut publishers[0], &node);
+
+    for publisher in &mut publishers {
+        for n in 1..=PER_PUBLISHER {
+            let publish = publish_packet("full/t", b"m", QoS::AtLeastOnce, Some(n));
+            publisher.send(&Packet::Publish(publish));
+        }
+    }
+    let (mut refused, mut success) = (0, 0);
+    for publisher in &mut publishers {
+        let mut order = Vec::new();
+        let guard = Instant::now() + SETTLE_GUARD;
+        while order.len() < usize::from(PER_PUBLISHER) && Instant::now() < guard {
+            if let Event::Packet(packet) = publisher.next_event(Duration::from_millis(200))
+                && let Packet::PubAck(ack) = *packet
+            {
+                order.push((ack.packet_id.get(), ack.reason_code));
+            }
+        }
+        let ids: Vec<u16> = order.iter().map(|(id, _)| *id).collect();
+        assert_eq!(ids, (1..=PER_PUBLISHER).collect::<Vec<_>>(), "in order");
+        let other = order.iter().find(|(_, r)| {
+            !matches!(
+                r,
+                ReasonCode::Success | ReasonCode::QuotaExceeded | ReasonCode::UnspecifiedError
+            )
+        });
+        assert_eq!(other, None, "an unexpected reason");
+        success += order
+            .iter()
+            .filter(|(_, r)| *r == ReasonCode::Success)
+            .count();
+        refused += order
+            .iter()
+            .filter(|(_, r)| *r == ReasonCode::QuotaExceeded)
+            .count();
+    }
+    let figures = node.cluster_figures().unwrap();
+    eprintln!("queue test: {success} Success, {refused} refused with 0x97; {figures:?}");
+    assert!(refused > 0);
+    let kept = figures.reliable_stored - before.reliable_stored;
+    assert!(success as u64 <= kept, "Success for a message not kept");
+    assert!(figures.acks_refused - before.acks_refused >= refused as u64);
+    assert!(figures.dropped_queue_full > before.dropped_queue_full);
+}
