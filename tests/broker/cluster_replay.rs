@@ -13,7 +13,9 @@ use std::time::Duration;
 use codec::QoS;
 
 use crate::client::{RawClient, V5, V311};
-use crate::cluster::{PROBE, expect_no_message, next_message, start_node, until_routed};
+use crate::cluster::{
+    PROBE, expect_no_message, next_message, start_node, start_node_with, until_routed,
+};
 use crate::harness::{TestBroker, wait_until, wait_until_within};
 use crate::nats_cluster::NatsCluster;
 use ::cluster::ClusterFigures;
@@ -46,7 +48,9 @@ fn until_kept(publisher: &mut RawClient, node: &TestBroker) -> ClusterFigures {
 #[test]
 fn messages_missed_while_a_node_lost_nats_are_replayed_once_it_is_back() {
     let mut nats = NatsCluster::start();
-    let source = start_node(&nats, 0);
+    // While JetStream elects a leader after the server stops, a PUBACK waits (publishes made
+    // again) up to `ack_timeout_ms`: under the test client's 5 s wait for it.
+    let source = start_node_with(&nats, 0, "ack_timeout_ms = 3000");
     let sink = start_node(&nats, 1);
     let mut v5 = RawClient::connected_clean(sink.addr(), V5, "replayed-5");
     v5.subscribe("replay/#", QoS::ExactlyOnce);

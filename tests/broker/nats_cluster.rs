@@ -178,6 +178,25 @@ impl NatsCluster {
         let _ = self.children[index].wait();
     }
 
+    /// Freezes server `index` (SIGSTOP): its connections stay open, nothing is answered.
+    pub fn pause(&self, index: usize) {
+        self.signal(index, "-STOP");
+    }
+
+    /// Lets server `index` run again after [`Self::pause`] (SIGCONT).
+    pub fn resume(&self, index: usize) {
+        self.signal(index, "-CONT");
+    }
+
+    fn signal(&self, index: usize, signal: &str) {
+        let pid = self.children[index].id().to_string();
+        let status = std::process::Command::new("kill")
+            .args([signal, &pid])
+            .status()
+            .expect("kill runs");
+        assert!(status.success(), "kill {signal} {pid}");
+    }
+
     /// Starts every server again after [`Self::stop_all`], on the same ports and store
     /// directories, and waits until the cluster is whole again.
     pub fn restart_all(&mut self) {

@@ -172,6 +172,17 @@ pub trait ClusterPort: Send + Sync {
     /// The highest acknowledgement number the cluster settled for `shard`.
     fn settled(&self, shard: ShardId) -> u64;
 
+    /// Whether the cluster gave up acknowledgement number `number` of `shard` (JetStream did
+    /// not keep its message): its publisher is refused. Asked in increasing order per shard.
+    fn take_failed(&self, shard: ShardId, number: u64) -> bool;
+
+    /// `cluster.ack_timeout_ms`: the longest an acknowledgement waits for the cluster; past
+    /// it the publisher is refused.
+    fn ack_timeout(&self) -> std::time::Duration;
+
+    /// Counts one acknowledgement refused to a publisher.
+    fn count_refused_ack(&self);
+
     /// The link's figures now.
     fn figures(&self) -> ClusterFigures;
 }

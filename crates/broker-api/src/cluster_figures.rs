@@ -26,8 +26,12 @@ pub struct ClusterFigures {
     pub replayed: u64,
     /// QoS 1/2 messages kept for replays.
     pub reliable_stored: u64,
-    /// QoS 1/2 messages not kept for replays.
+    /// QoS 1/2 messages JetStream did not keep within `cluster.ack_timeout_ms`.
     pub reliable_failures: u64,
+    /// QoS 1/2 publishes made again (JetStream had not acknowledged them).
+    pub reliable_retries: u64,
+    /// PUBACK / PUBREC refused because the cluster did not keep the message.
+    pub acks_refused: u64,
     /// NATS subscriptions held.
     pub subscriptions: u64,
     /// Retained messages written to the bucket.

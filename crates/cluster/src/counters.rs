@@ -31,8 +31,15 @@ pub struct ClusterCounters {
     pub replayed: AtomicU64,
     /// QoS 1/2 messages JetStream acknowledged (kept for replays).
     pub reliable_stored: AtomicU64,
-    /// QoS 1/2 messages JetStream did not acknowledge (sent, not kept for replays).
+    /// QoS 1/2 messages JetStream did not acknowledge within `cluster.ack_timeout_ms`,
+    /// publishing again included (given up: not kept for replays).
     pub reliable_failures: AtomicU64,
+    /// QoS 1/2 publishes made again because JetStream had not acknowledged them (no answer in
+    /// time, an error, or the NATS connection lost meanwhile).
+    pub reliable_retries: AtomicU64,
+    /// PUBACK / PUBREC refused to publishers because the cluster did not keep their message
+    /// (5.0: a negative reason code; 3.1.1: the connection closed without it).
+    pub acks_refused: AtomicU64,
     /// NATS subscriptions held for local interest.
     pub subscriptions: AtomicU64,
     /// Retained messages (and clears) written to the cluster's bucket.
@@ -98,6 +105,8 @@ impl ClusterCounters {
             replayed: get(&self.replayed),
             reliable_stored: get(&self.reliable_stored),
             reliable_failures: get(&self.reliable_failures),
+            reliable_retries: get(&self.reliable_retries),
+            acks_refused: get(&self.acks_refused),
             subscriptions: get(&self.subscriptions),
             retained_out: get(&self.retained_out),
             retained_in: get(&self.retained_in),

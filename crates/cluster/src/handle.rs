@@ -22,6 +22,9 @@ pub(crate) struct Outbound {
     /// A QoS 1/2 message from a client whose acknowledgement waits: its shard and number
     /// there, settled once it is sent or kept (`settled.rs`).
     pub settle: Option<(ring_runtime::ShardId, u64)>,
+    /// A QoS 1/2 message: until when it is published again while JetStream does not
+    /// acknowledge it (`cluster.ack_timeout_ms` after it was handed over).
+    pub deadline: Option<std::time::Instant>,
 }
 
 /// What the shards hold of the cluster link.
@@ -35,6 +38,8 @@ pub struct ClusterLink {
     pub counters: Arc<ClusterCounters>,
     /// How far each shard's messages have settled.
     pub settled: Arc<Settled>,
+    /// `cluster.ack_timeout_ms`.
+    pub ack_timeout: std::time::Duration,
 }
 
 /// The receiving ends the cluster thread takes at start.
@@ -63,6 +68,7 @@ impl ClusterLink {
             mirror,
             counters: Arc::new(ClusterCounters::default()),
             settled: Arc::clone(&settled),
+            ack_timeout: settings.ack_timeout,
         };
         let queues = ClusterQueues {
             outbound: outbound_rx,
@@ -83,10 +89,12 @@ impl ClusterLink {
         shares_served: bool,
         settle: Option<(ring_runtime::ShardId, u64)>,
     ) -> bool {
+        let reliable = message.qos != codec::QoS::AtMostOnce;
         let outbound = Outbound {
             message: Arc::clone(message),
             shares_served,
             settle,
+            deadline: reliable.then(|| std::time::Instant::now() + self.ack_timeout),
         };
         if self.outbound.try_send(outbound).is_err() {
             ClusterCounters::drop_one(
@@ -94,6 +102,9 @@ impl ClusterLink {
                 "cluster.max_outbound_messages are waiting for NATS",
             );
             return false;
+        }
+        if let Some((shard, number)) = settle {
+            self.settled.handed(shard, number);
         }
         true
     }

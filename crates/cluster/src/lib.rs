@@ -19,6 +19,7 @@
 
 #![forbid(unsafe_code)]
 
+mod acks;
 mod buckets;
 mod claiming;
 mod counters;

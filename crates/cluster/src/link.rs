@@ -107,7 +107,6 @@ async fn run(
         let events = Events {
             counters: Arc::clone(&counters),
             replays: Arc::clone(&replays),
-            settled: Arc::clone(&queues.settled),
         };
         let client = connect(&settings, events.clone(), Connection::Main).await?;
         let queue_client = connect(&settings, events, Connection::Queues).await?;
@@ -128,6 +127,7 @@ async fn run(
         counters,
         clock,
         replays,
+        ack_timeout: settings.ack_timeout,
     });
     let (inbound_tx, inbound_rx) = mpsc::channel(INBOUND_CAPACITY);
     let replaying = {
@@ -136,6 +136,7 @@ async fn run(
             max_age,
             max_bytes: settings.replay_max_bytes,
             replicas: settings.replicas,
+            duplicates: reliable::duplicate_window(max_age, settings.ack_timeout),
         });
         async move {
             match window {
@@ -190,8 +191,6 @@ enum Connection {
 struct Events {
     counters: Arc<ClusterCounters>,
     replays: Arc<Replays>,
-    /// Woken when NATS goes down: the shards stop holding acknowledgements for it.
-    settled: Arc<super::Settled>,
 }
 
 /// A NATS client that reconnects forever; both count their slow-consumer events.
@@ -282,9 +281,8 @@ fn log_event(events: &Events, which: Connection, event: Event) {
             ClusterCounters::set(&counters.connected, 0);
             ClusterCounters::add(&counters.nats_disconnects, 1);
             events.replays.disconnected();
-            events.settled.wake_all();
             warn!(
-                "cluster: disconnected from NATS (reconnecting; messages for the cluster wait in cluster.max_outbound_messages meanwhile, beyond it dropped and counted)"
+                "cluster: disconnected from NATS (reconnecting; messages for the cluster wait in cluster.max_outbound_messages meanwhile, beyond it dropped and counted; QoS 1/2 publishes JetStream had not acknowledged are made again)"
             );
         }
         other => warn!(event = %other, "cluster: NATS event"),

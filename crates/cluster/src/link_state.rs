@@ -3,11 +3,17 @@
 
 use std::sync::Arc;
 
+use std::time::{Duration, Instant};
+
 use async_nats::Client;
+use async_nats::connection::State;
 use ring_runtime::Clock;
 
 use super::ClusterCounters;
 use super::replays::Replays;
+
+/// How often a loop waiting for NATS looks at the connection.
+const CONNECTED_POLL: Duration = Duration::from_millis(50);
 
 /// What the loops share.
 pub(super) struct Link {
@@ -24,4 +30,29 @@ pub(super) struct Link {
     pub(super) clock: Clock,
     /// QoS 1/2 kept for replays (`reliable.rs`).
     pub(super) replays: Arc<Replays>,
+    /// `cluster.ack_timeout_ms`: how long a QoS 1/2 message is published again until JetStream
+    /// keeps it (`acks.rs`).
+    pub(super) ack_timeout: std::time::Duration,
+}
+
+impl Link {
+    /// Returns once the main NATS connection is up.
+    pub(super) async fn wait_connected(&self) {
+        while self.client.connection_state() != State::Connected {
+            tokio::time::sleep(CONNECTED_POLL).await;
+        }
+    }
+
+    /// Returns once the main NATS connection is up (`true`), or at `deadline` (`false`).
+    pub(super) async fn wait_connected_until(&self, deadline: Instant) -> bool {
+        loop {
+            if Instant::now() >= deadline {
+                return false;
+            }
+            if self.client.connection_state() == State::Connected {
+                return true;
+            }
+            tokio::time::sleep(CONNECTED_POLL).await;
+        }
+    }
 }

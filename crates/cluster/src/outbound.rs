@@ -1,19 +1,19 @@
 //! The outbound half of the cluster thread: every message the shards hand over is published
 //! to NATS in order, QoS 0 on NATS core, QoS 1/2 as JetStream publishes once the replay stream
 //! is open (`reliable.rs`); while NATS is down nothing is taken from the bounded queue. The
-//! messages whose PUBACK / PUBREC waits settle in order once sent or kept (`settled.rs`).
+//! messages whose PUBACK / PUBREC waits settle in order once sent or kept (`acks.rs`,
+//! `settled.rs`).
 
 use std::sync::Arc;
+use std::time::Instant;
 
-use async_nats::connection::State;
+use async_nats::header::NATS_MESSAGE_ID;
 use tokio::sync::mpsc;
 use tracing::debug;
 
+use super::acks::{self, ACKS_IN_FLIGHT, Attempt, Pending};
 use super::headers;
 use super::link_state::Link;
-use async_nats::jetstream::context::PublishAckFuture;
-
-use super::reliable::{self, ACKS_IN_FLIGHT, Pending};
 use super::subject::{Root, topic_to_subject};
 use super::{ClusterCounters, Outbound, Settled};
 use broker_api::Message;
@@ -29,40 +29,37 @@ pub(super) async fn outbound(
     settled: Arc<Settled>,
 ) {
     let (acks, awaited) = mpsc::channel(ACKS_IN_FLIGHT);
-    tokio::spawn(reliable::await_acks(
-        Arc::clone(&link.counters),
-        settled,
-        awaited,
-    ));
+    tokio::spawn(acks::await_acks(Arc::clone(&link), settled, awaited));
     let mut seq = 0u64;
     loop {
         // While NATS is down nothing is taken: the queue (cluster.max_outbound_messages) is
         // the buffer, and what does not fit is dropped by the shards, counted.
-        wait_connected(&link).await;
+        link.wait_connected().await;
         let Some(outbound) = queue.recv().await else {
             break;
         };
         seq += 1;
         let settle = outbound.settle;
-        let ack = publish(&link, outbound, seq, &retained).await;
-        if settle.is_some() || ack.is_some() {
+        let attempt = publish(&link, outbound, seq, &retained).await;
+        if settle.is_some() || attempt.is_some() {
             // Waits here while ACKS_IN_FLIGHT acknowledgements are awaited.
-            let _ = acks.send(Pending { settle, ack }).await;
+            let _ = acks.send(Pending { settle, attempt }).await;
         }
     }
 }
 
-/// Publishes one message as its `seq`-th; JetStream's acknowledgement to await, if it went
-/// to JetStream.
+/// Publishes one message as its `seq`-th; the JetStream publish to await, if it went to
+/// JetStream.
 async fn publish(
     link: &Link,
     outbound: Outbound,
     seq: u64,
     retained: &mpsc::Sender<Arc<Message>>,
-) -> Option<PublishAckFuture> {
+) -> Option<Attempt> {
     let Outbound {
         message,
         shares_served,
+        deadline,
         ..
     } = outbound;
     if message.retain && retained.try_send(Arc::clone(&message)).is_err() {
@@ -78,16 +75,32 @@ async fn publish(
         headers::mark_shares_served(&mut headers);
     }
     // Taken just as NATS went down: it waits here, one beyond the queue's bound.
-    wait_connected(link).await;
+    link.wait_connected().await;
     let root = Root::of(message.qos);
     let subject = topic_to_subject(&link.prefix, root, message.publish.topic().as_str());
     let payload = message.publish.payload().clone();
-    let (sent, ack) = match (root, link.replays.js.get()) {
+    let (sent, attempt) = match (root, link.replays.js.get()) {
         (Root::Reliable, Some(js)) => {
-            match js.publish_with_headers(subject, headers, payload).await {
+            // JetStream's duplicate window drops a copy published again (`acks.rs`).
+            headers.insert(NATS_MESSAGE_ID, format!("{}:{seq}", link.origin).as_str());
+            let subject = async_nats::Subject::from(subject);
+            let published = js
+                .publish_with_headers(subject.clone(), headers.clone(), payload.clone())
+                .await;
+            let deadline = deadline.unwrap_or_else(|| Instant::now() + link.ack_timeout);
+            let (sent, ack) = match published {
                 Ok(ack) => (Ok(()), Some(ack)),
+                // Made again until its deadline (`acks.rs`).
                 Err(e) => (Err(e.to_string()), None),
-            }
+            };
+            let attempt = Attempt {
+                subject,
+                headers,
+                payload,
+                ack,
+                deadline,
+            };
+            (sent, Some(attempt))
         }
         _ => {
             let client = &link.client;
@@ -105,12 +118,5 @@ async fn publish(
             );
         }
     }
-    ack
-}
-
-/// Returns once the main NATS connection is up.
-pub(super) async fn wait_connected(link: &Link) {
-    while link.client.connection_state() != State::Connected {
-        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-    }
+    attempt
 }

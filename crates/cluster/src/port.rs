@@ -43,6 +43,18 @@ impl ClusterPort for ClusterLink {
         self.settled.of(shard)
     }
 
+    fn take_failed(&self, shard: ShardId, number: u64) -> bool {
+        self.settled.take_failed(shard, number)
+    }
+
+    fn ack_timeout(&self) -> std::time::Duration {
+        self.ack_timeout
+    }
+
+    fn count_refused_ack(&self) {
+        ClusterCounters::add(&self.counters.acks_refused, 1);
+    }
+
     fn figures(&self) -> ClusterFigures {
         self.counters.figures()
     }

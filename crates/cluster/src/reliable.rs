@@ -5,7 +5,8 @@
 //! `<base>_messages` captures: it reaches the nodes with a matching subscriber through their
 //! NATS subscriptions as any message does, and JetStream keeps it for
 //! `cluster.replay_window_ms` (at most `cluster.replay_max_bytes`, oldest dropped first). The
-//! publishing node sends it as a JetStream publish and counts JetStream's acknowledgement.
+//! publishing node sends it as a JetStream publish and awaits JetStream's acknowledgement,
+//! publishing it again until it comes (`acks.rs`).
 //!
 //! A node that may have missed messages (its NATS connection was lost, or its NATS client
 //! dropped a message for want of room) reads the stream back from a little before that moment
@@ -13,13 +14,11 @@
 //! duplicate check drops those it already had. Shared subscriptions are not replayed: while
 //! this node was away NATS gave their messages to the members that were there.
 
-use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-use async_nats::jetstream::{self, consumer, context::PublishAckFuture, stream};
-use futures_util::{FutureExt, StreamExt};
-use ring_runtime::ShardId;
+use async_nats::jetstream::{self, consumer, stream};
+use futures_util::StreamExt;
 use tokio::sync::mpsc;
 use tracing::{debug, info, warn};
 
@@ -28,14 +27,14 @@ use super::headers;
 use super::link_state::Link;
 use super::replays::Window;
 use super::subject::{Root, message_root};
-use super::{ClusterCounters, Scope, Settled};
+use super::{ClusterCounters, Scope};
 
 /// A replay ends when no message came for this long (before the stream's last one).
 const REPLAY_IDLE: Duration = Duration::from_secs(2);
 /// The longest one replay may take.
 const REPLAY_TIMEOUT: Duration = Duration::from_secs(60);
-/// JetStream acknowledgements awaited at once (the outbound path waits beyond).
-pub(super) const ACKS_IN_FLIGHT: usize = 1024;
+/// JetStream's own duplicate window when none is set (`duplicate_window`).
+const DEFAULT_DUPLICATES: Duration = Duration::from_secs(120);
 /// Between attempts to open the stream.
 const RETRY: Duration = Duration::from_secs(2);
 /// Between attempts of a replay that failed.
@@ -87,6 +86,13 @@ pub(super) async fn replays(
     }
 }
 
+/// The stream's duplicate window: a message published again (`acks.rs`, at most
+/// `ack_timeout` after the first try) is dropped when its first copy landed. Twice the timeout,
+/// at least JetStream's default, at most the stream's `max_age` (JetStream's own bound).
+pub(super) fn duplicate_window(max_age: Duration, ack_timeout: Duration) -> Duration {
+    (ack_timeout * 2).max(DEFAULT_DUPLICATES).min(max_age)
+}
+
 /// The stream `<base>_messages` on `<prefix>.rel.>`, created if missing.
 async fn open(js: &jetstream::Context, prefix: &str, window: Window) -> stream::Stream {
     let config = stream::Config {
@@ -98,6 +104,7 @@ async fn open(js: &jetstream::Context, prefix: &str, window: Window) -> stream::
         storage: stream::StorageType::File,
         num_replicas: window.replicas,
         discard: stream::DiscardPolicy::Old,
+        duplicate_window: window.duplicates,
         ..stream::Config::default()
     };
     let mut warned = false;
@@ -162,73 +169,4 @@ fn take_replayed(link: &Link, message: &async_nats::Message) -> bool {
         .and_then(|h| headers::origin(h).ok())
         .is_some_and(|origin| origin.node == link.origin);
     !own && link.replays.matches(message.subject.as_str())
-}
-
-/// A message handed to NATS whose JetStream acknowledgement is awaited (`ack`) or whose
-/// shard waits for it to settle (`settle`: its shard and number there), or both.
-pub(super) struct Pending {
-    pub(super) settle: Option<(ShardId, u64)>,
-    pub(super) ack: Option<PublishAckFuture>,
-}
-
-/// Awaits JetStream's acknowledgements of QoS 1/2 publishes (up to [`ACKS_IN_FLIGHT`] at
-/// once, each with its own timeout running), counts them, and settles the messages in the
-/// order they were published: a shard's acknowledgements then leave in its publishers' order.
-pub(super) async fn await_acks(
-    counters: Arc<ClusterCounters>,
-    settled: Arc<Settled>,
-    mut pending: mpsc::Receiver<Pending>,
-) {
-    let mut awaited = futures_util::stream::FuturesOrdered::new();
-    let mut open = true;
-    while open || !awaited.is_empty() {
-        tokio::select! {
-            next = pending.recv(), if open && awaited.len() < ACKS_IN_FLIGHT => match next {
-                Some(Pending { settle, ack }) => awaited.push_back(async move {
-                    let acked = match ack {
-                        Some(ack) => Some(std::future::IntoFuture::into_future(ack).await),
-                        None => None,
-                    };
-                    (settle, acked)
-                }),
-                None => open = false,
-            },
-            Some(first) = awaited.next(), if !awaited.is_empty() => {
-                // Every settlement ready now, then one wake-up per shard.
-                let mut highest: HashMap<ShardId, u64> = HashMap::new();
-                let mut next = Some(first);
-                while let Some((settle, acked)) = next {
-                    if let Some(acked) = acked {
-                        count_ack(&counters, acked);
-                    }
-                    if let Some((shard, number)) = settle {
-                        let entry = highest.entry(shard).or_default();
-                        *entry = (*entry).max(number);
-                    }
-                    next = awaited.next().now_or_never().flatten();
-                }
-                for (shard, number) in highest {
-                    settled.settle(shard, number);
-                }
-            }
-        }
-    }
-}
-
-fn count_ack(
-    counters: &ClusterCounters,
-    acked: Result<jetstream::publish::PublishAck, jetstream::context::PublishError>,
-) {
-    match acked {
-        Ok(_) => ClusterCounters::add(&counters.reliable_stored, 1),
-        Err(e) => {
-            let count = counters
-                .reliable_failures
-                .fetch_add(1, std::sync::atomic::Ordering::Relaxed)
-                + 1;
-            if count.is_power_of_two() {
-                warn!(count, error = %e, "cluster: a QoS 1/2 message was not kept for replays (JetStream did not acknowledge it; it still went to the nodes subscribed)");
-            }
-        }
-    }
 }

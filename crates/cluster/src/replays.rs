@@ -27,12 +27,16 @@ pub(crate) struct Replays {
     /// The earliest instant a pending replay starts from.
     pending: Mutex<Option<SystemTime>>,
     wake: Notify,
+    /// Told when the main NATS connection is lost: JetStream acknowledgements awaited on it
+    /// will not come, their publishes are made again (`acks.rs`).
+    pub(super) lost: Notify,
 }
 
 impl Replays {
     /// The main NATS connection was lost.
     pub(super) fn disconnected(&self) {
         lock(&self.disconnected_at).get_or_insert_with(SystemTime::now);
+        self.lost.notify_waiters();
     }
 
     /// The main NATS connection is up: a replay from before it was lost, if it was.
@@ -97,4 +101,6 @@ pub(super) struct Window {
     pub(super) max_age: Duration,
     pub(super) max_bytes: u64,
     pub(super) replicas: usize,
+    /// The stream's `duplicate_window` (`reliable::duplicate_window`).
+    pub(super) duplicates: Duration,
 }

@@ -22,6 +22,10 @@ pub struct ClusterSettings {
     pub replay_window: Option<std::time::Duration>,
     /// `cluster.replay_max_bytes`: the most bytes that stream keeps.
     pub replay_max_bytes: u64,
+    /// `cluster.ack_timeout_ms`: the longest a QoS 1/2 publisher's acknowledgement waits for
+    /// JetStream to keep its message (publishes made again meanwhile); past it the publisher
+    /// is refused (docs/cluster.md, "Guarantees").
+    pub ack_timeout: std::time::Duration,
     /// TLS and credentials for the NATS connections.
     pub security: NatsSecurity,
 }

@@ -18,6 +18,7 @@ raw_section!(
         node_timeout_ms: u64,
         replay_window_ms: u64,
         replay_max_bytes: u64,
+        ack_timeout_ms: u64,
         tls_ca_file: String,
         tls_cert_file: String,
         tls_key_file: String,
@@ -58,6 +59,7 @@ pub(super) fn validate(raw: &RawCluster) -> Result<ClusterSettings, ConfigError>
         node_timeout: node_timeout(raw.node_timeout_ms)?,
         replay_window: replay_window(raw.replay_window_ms)?,
         replay_max_bytes: replay_max_bytes(raw.replay_max_bytes)?,
+        ack_timeout: ack_timeout(raw.ack_timeout_ms)?,
         security: security(raw)?,
     })
 }
@@ -139,6 +141,23 @@ fn node_timeout(value: Option<u64>) -> Result<std::time::Duration, ConfigError> 
         return Err(ConfigError::invalid(
             "cluster.node_timeout_ms",
             format!("{value} is out of range 1000..=600000"),
+        ));
+    }
+    Ok(std::time::Duration::from_millis(value))
+}
+
+/// How long a publisher's acknowledgement waits for JetStream when `cluster.ack_timeout_ms`
+/// is not set: a JetStream leader election and a NATS reconnect (a few seconds each) fit,
+/// well under the 20 to 60 s MQTT clients commonly wait for a PUBACK.
+pub const DEFAULT_ACK_TIMEOUT_MS: u64 = 10_000;
+
+/// `cluster.ack_timeout_ms`: 1,000 to 120,000 (10,000 when not set).
+fn ack_timeout(value: Option<u64>) -> Result<std::time::Duration, ConfigError> {
+    let value = value.unwrap_or(DEFAULT_ACK_TIMEOUT_MS);
+    if !(1_000..=120_000).contains(&value) {
+        return Err(ConfigError::invalid(
+            "cluster.ack_timeout_ms",
+            format!("{value} is out of range 1000..=120000"),
         ));
     }
     Ok(std::time::Duration::from_millis(value))

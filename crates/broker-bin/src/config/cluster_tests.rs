@@ -27,6 +27,7 @@ fn defaults_fill_the_optional_keys() {
         Some(std::time::Duration::from_secs(60))
     );
     assert_eq!(cluster.replay_max_bytes, 64 << 20);
+    assert_eq!(cluster.ack_timeout, std::time::Duration::from_secs(10));
     let off = "[cluster]\nnode_id = \"n1\"\nnats = [\"nats://a:1\"]\nreplay_window_ms = 0\n";
     assert_eq!(load(off).unwrap().cluster.unwrap().replay_window, None);
 }
@@ -67,6 +68,10 @@ fn errors_name_the_key() {
         (
             "[cluster]\nnode_id = \"n1\"\nnats = [\"nats://a:1\"]\nreplay_max_bytes = 5\n",
             "cluster.replay_max_bytes",
+        ),
+        (
+            "[cluster]\nnode_id = \"n1\"\nnats = [\"nats://a:1\"]\nack_timeout_ms = 999\n",
+            "cluster.ack_timeout_ms",
         ),
         (
             "[cluster]\nnode_id = \"n1\"\nnats = [\"nats://a:1\"]\ntls_ca_file = \"/nonexistent/ca.pem\"\n",

@@ -10,7 +10,7 @@ pub(super) fn cluster(doc: &mut Exposition, state: &OpsState) {
         return;
     };
     let f = link.figures();
-    let families: [(&str, Kind, &str, u64); 24] = [
+    let families: [(&str, Kind, &str, u64); 26] = [
         (
             "ringmq_cluster_connected",
             Kind::Gauge,
@@ -80,8 +80,20 @@ pub(super) fn cluster(doc: &mut Exposition, state: &OpsState) {
         (
             "ringmq_cluster_reliable_failures_total",
             Kind::Counter,
-            "QoS 1/2 messages published here that JetStream did not acknowledge (sent, not kept for replays).",
+            "QoS 1/2 messages published here that JetStream did not keep within cluster.ack_timeout_ms, publishing again included.",
             f.reliable_failures,
+        ),
+        (
+            "ringmq_cluster_reliable_retries_total",
+            Kind::Counter,
+            "QoS 1/2 publishes made again because JetStream had not acknowledged them (no answer in time, an error, or the NATS connection lost).",
+            f.reliable_retries,
+        ),
+        (
+            "ringmq_cluster_acks_refused_total",
+            Kind::Counter,
+            "PUBACK/PUBREC refused because the cluster did not keep the message (5.0: reason 0x80 or 0x97; 3.1.1: connection closed).",
+            f.acks_refused,
         ),
         (
             "ringmq_cluster_subscriptions",

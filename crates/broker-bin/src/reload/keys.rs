@@ -163,7 +163,7 @@ pub(crate) const RESTART: &[KeyCheck] = &[
     same!(
         "cluster.node_id, cluster.nats, cluster.max_outbound_messages, cluster.subject_prefix, \
          cluster.replicas, cluster.node_timeout_ms, cluster.replay_window_ms, \
-         cluster.replay_max_bytes, cluster.tls_ca_file, cluster.tls_cert_file, \
+         cluster.replay_max_bytes, cluster.ack_timeout_ms, cluster.tls_ca_file, cluster.tls_cert_file, \
          cluster.tls_key_file, cluster.creds_file",
         cluster
     ),
@@ -199,7 +199,7 @@ mod tests {
         // `[cluster]` is absent from the defaults: classify its keys too.
         let cluster = "node_id = \"n1\"\nnats = [\"nats://a:1\"]\n\
                        max_outbound_messages = 1\nsubject_prefix = \"r\"\nreplicas = 1\nnode_timeout_ms = 1000\n\
-                       replay_window_ms = 1000\nreplay_max_bytes = 1048576\n\
+                       replay_window_ms = 1000\nreplay_max_bytes = 1048576\nack_timeout_ms = 1000\n\
                        tls_ca_file = \"a\"\ntls_cert_file = \"b\"\ntls_key_file = \"c\"\n\
                        creds_file = \"d\"\n";
         raw.as_table_mut()

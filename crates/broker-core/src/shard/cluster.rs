@@ -104,8 +104,11 @@ impl ClusterSide {
             .cluster
             .as_ref()
             .is_some_and(|link| link.send(message, shares_served, settle));
-        if let (true, Some(number)) = (queued, number) {
-            self.cluster_acks.cluster_ack_handed(number);
+        match (queued, number) {
+            (true, Some(number)) => self.cluster_acks.cluster_ack_handed(number),
+            // Dropped while NATS is up: its publisher is refused, not told it was kept.
+            (false, Some(_)) => self.cluster_acks.queue_full = true,
+            (_, None) => {}
         }
         true
     }

@@ -16,11 +16,11 @@ use std::sync::mpsc::{SyncSender, TrySendError};
 #[derive(Debug)]
 pub(super) enum HeldSend {
     Packet(Packet),
-    /// A client's acknowledgement: once durable, it waits for the cluster to settle message
-    /// `waits_for` too (`cluster_acks.rs`; 0: nothing).
+    /// A client's acknowledgement: once durable, it waits for the cluster too
+    /// (`cluster_acks.rs`).
     Ack {
         packet: Packet,
-        waits_for: u64,
+        waits_for: super::held_acks::ClusterWait,
     },
     Publish {
         client_id: MqttStr,

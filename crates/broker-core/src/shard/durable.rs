@@ -26,14 +26,13 @@ use crate::session::Sessions;
 
 impl BrokerShard {
     /// Sends an acknowledgement of a client's packet once this turn's batch is durable when it
-    /// must wait (see the module docs), then once the cluster settled message `waits_for`
-    /// (`cluster_acks.rs`; 0: nothing to wait for there).
+    /// must wait (see the module docs), then as `waits_for` says (`cluster_acks.rs`).
     pub(super) fn send_ack_when_durable(
         &mut self,
         ctx: &mut Ctx,
         conn: ConnId,
         packet: Packet,
-        waits_for: u64,
+        waits_for: super::held_acks::ClusterWait,
     ) {
         if !self.durable.ack_must_wait() {
             self.send_ack_when_settled(ctx, conn, packet, waits_for);

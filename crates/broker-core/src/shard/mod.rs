@@ -62,6 +62,7 @@ mod publish_order;
 mod quiet;
 mod rate_buckets;
 mod recover;
+mod refused_acks;
 mod release;
 mod replica;
 mod retained_cursor;

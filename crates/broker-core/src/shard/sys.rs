@@ -156,6 +156,8 @@ impl BrokerShard {
             ("replay/messages", f.replayed),
             ("reliable/stored", f.reliable_stored),
             ("reliable/failures", f.reliable_failures),
+            ("reliable/retries", f.reliable_retries),
+            ("acks/refused", f.acks_refused),
             ("subscriptions", f.subscriptions),
             ("retained/out", f.retained_out),
             ("retained/in", f.retained_in),
