@@ -294,6 +294,12 @@ impl Connections {
         self.map.get_mut(*id)
     }
 
+    /// Whether `id`'s CONNECT is in its AUTH exchange (MQTT 5 enhanced authentication).
+    pub fn is_authenticating(&self, id: ConnId) -> bool {
+        self.get(&id)
+            .is_some_and(|c| c.phase == Phase::Authenticating)
+    }
+
     /// Whether `id` is open.
     pub fn contains_key(&self, id: &ConnId) -> bool {
         self.map.get(*id).is_some()

@@ -63,7 +63,7 @@ impl BrokerShard {
                 limit,
                 reply,
             } => {
-                let _ = reply.send(self.delayed_page(ctx, after, limit));
+                let _ = reply.send(self.delivery.delayed.page(after, limit, ctx.now()));
             }
             AdminQuery::CancelDelayed { id, reply } => {
                 let _ = reply.send(self.cancel_delayed(ctx, id));

@@ -36,31 +36,9 @@ impl BrokerShard {
             return;
         };
         let token = self.auth.exchanges.token();
-        let asker = self.asker(ctx, conn, token, (&connect, false));
+        let asker = Asker::connecting(&self.shared, self.id, ctx, (conn, token), &connect);
         let round = first_round(&asker, method.as_str(), props.authentication_data.as_ref());
         self.connect_round_done(ctx, conn, (connect, 0), round);
-    }
-
-    /// Who asks, for rounds that go to the workers.
-    fn asker<'a>(
-        &'a self,
-        ctx: &Ctx,
-        conn: ConnId,
-        token: u64,
-        (connect, reauthenticating): (&'a Connect, bool),
-    ) -> Asker<'a> {
-        Asker {
-            shared: &self.shared,
-            shard: self.id,
-            conn,
-            token,
-            client_id: connect.client_id.as_str(),
-            username: connect.username.as_ref().map(|u| u.as_str()),
-            peer: ctx
-                .peer_addr(conn)
-                .unwrap_or(access::gatekeeper::workers::NO_PEER),
-            reauthenticating,
-        }
     }
 
     /// Where a round of the CONNECT's exchange leaves it.
@@ -113,13 +91,6 @@ impl BrokerShard {
         }
     }
 
-    /// Whether `conn`'s CONNECT is in its AUTH exchange.
-    pub(super) fn is_authenticating(&self, conn: ConnId) -> bool {
-        self.conns
-            .get(&conn)
-            .is_some_and(|c| c.phase == Phase::Authenticating)
-    }
-
     /// An AUTH before CONNACK: the next round of the CONNECT's exchange.
     pub(super) fn exchange_round(
         &mut self,
@@ -127,7 +98,7 @@ impl BrokerShard {
         conn: ConnId,
         auth: Auth,
     ) -> Result<(), Fault> {
-        if !self.is_authenticating(conn) {
+        if !self.conns.is_authenticating(conn) {
             return Err(Fault::protocol("AUTH before CONNECT"));
         }
         let budget = &self.shared.limits.partial_frames;
@@ -143,7 +114,8 @@ impl BrokerShard {
             Round::Refuse(ReasonCode::NotAuthorized)
         } else {
             let token = self.auth.exchanges.token();
-            let asker = self.asker(ctx, conn, token, (&exchange.connect, false));
+            let connect = &exchange.connect;
+            let asker = Asker::connecting(&self.shared, self.id, ctx, (conn, token), connect);
             let data = auth.properties.authentication_data.as_ref();
             exchange.step.round(&asker, method.as_str(), data)
         };
@@ -228,7 +200,13 @@ impl BrokerShard {
         }
         let token = self.auth.exchanges.token();
         let client_id = client_id_of(&self.conns, &self.sessions, conn).unwrap_or_default();
-        let mut asker = self.asker_for(ctx, conn, token, client_id.as_str());
+        let mut asker = Asker::reauthenticating(
+            &self.shared,
+            self.id,
+            ctx,
+            (conn, token),
+            client_id.as_str(),
+        );
         asker.username = known.username.as_ref().map(|u| u.as_str());
         let data = auth.properties.authentication_data.as_ref();
         let (round, rounds) = match (auth.reason_code, known.reauth.take()) {
@@ -251,28 +229,6 @@ impl BrokerShard {
         };
         self.reauth_answered(ctx, conn, (known, rounds), round);
         Ok(())
-    }
-
-    /// An asker for a connected client (`client_id` from its session).
-    fn asker_for<'a>(
-        &'a self,
-        ctx: &Ctx,
-        conn: ConnId,
-        token: u64,
-        client_id: &'a str,
-    ) -> Asker<'a> {
-        Asker {
-            shared: &self.shared,
-            shard: self.id,
-            conn,
-            token,
-            client_id,
-            username: None,
-            peer: ctx
-                .peer_addr(conn)
-                .unwrap_or(access::gatekeeper::workers::NO_PEER),
-            reauthenticating: true,
-        }
     }
 
     /// Where a re-authentication round leaves the client.

@@ -18,7 +18,6 @@ use super::delayed_book::Pending;
 use super::publish::{Origin, post_published};
 use super::timer_book::TimerPurpose;
 use super::{BrokerShard, Ctx, Fault};
-use crate::admin_query::DelayedInfo;
 use crate::detach;
 use crate::message::Message;
 use crate::metrics::{DropReason, ShardCounters};
@@ -220,16 +219,6 @@ impl BrokerShard {
         };
         self.timers.disarm(ctx, Some(pending.timer));
         true
-    }
-
-    /// This shard's pending messages after `after`, at most `limit` (the admin API).
-    pub(super) fn delayed_page(
-        &self,
-        ctx: &Ctx,
-        after: Option<u64>,
-        limit: usize,
-    ) -> Vec<DelayedInfo> {
-        self.delivery.delayed.page(after, limit, ctx.now())
     }
 
     /// Removes pending message `id` from the book and the store, giving back its place under

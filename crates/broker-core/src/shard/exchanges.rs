@@ -12,7 +12,7 @@
 use access::backend::{ExchangeAnswer, ExchangeRound, Grant};
 use access::gatekeeper::exchange::{ExchangeOutcome, ExchangeWork};
 use access::gatekeeper::grant::ClientGrant;
-use access::gatekeeper::workers::Job;
+use access::gatekeeper::workers::{Job, NO_PEER};
 use access::scram::{Mechanism, ScramError, ScramServer};
 use access::settings::ScramStore;
 use bytes::Bytes;
@@ -21,6 +21,7 @@ use ring_runtime::{ConnId, ShardId};
 use session_store::ByteBudget;
 use tracing::debug;
 
+use super::Ctx;
 use super::logins::connect_bytes;
 use crate::shared::Shared;
 
@@ -149,6 +150,48 @@ pub(super) struct Asker<'a> {
     pub(super) username: Option<&'a str>,
     pub(super) peer: std::net::SocketAddr,
     pub(super) reauthenticating: bool,
+}
+
+impl<'a> Asker<'a> {
+    /// Who asks for the rounds of `connect`'s exchange (job `token` of `conn`).
+    pub(super) fn connecting(
+        shared: &'a Shared,
+        shard: ShardId,
+        ctx: &Ctx,
+        (conn, token): (ConnId, u64),
+        connect: &'a Connect,
+    ) -> Self {
+        Self {
+            shared,
+            shard,
+            conn,
+            token,
+            client_id: connect.client_id.as_str(),
+            username: connect.username.as_ref().map(|u| u.as_str()),
+            peer: ctx.peer_addr(conn).unwrap_or(NO_PEER),
+            reauthenticating: false,
+        }
+    }
+
+    /// Who asks for a connected client's re-authentication (`client_id` from its session).
+    pub(super) fn reauthenticating(
+        shared: &'a Shared,
+        shard: ShardId,
+        ctx: &Ctx,
+        (conn, token): (ConnId, u64),
+        client_id: &'a str,
+    ) -> Self {
+        Self {
+            shared,
+            shard,
+            conn,
+            token,
+            client_id,
+            username: None,
+            peer: ctx.peer_addr(conn).unwrap_or(NO_PEER),
+            reauthenticating: true,
+        }
+    }
 }
 
 /// Whether `method` is an Authentication Method this broker is configured for.

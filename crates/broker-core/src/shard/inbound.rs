@@ -255,7 +255,7 @@ impl BrokerShard {
         match packet {
             Packet::Connect(connect) => return self.handle_connect(ctx, conn, *connect),
             Packet::Auth(auth) if !connected => return self.exchange_round(ctx, conn, auth),
-            Packet::Disconnect(_) if self.is_authenticating(conn) => {
+            Packet::Disconnect(_) if self.conns.is_authenticating(conn) => {
                 // The client gave up its AUTH exchange: nothing to answer.
                 self.wire().close_connection(ctx, conn);
                 return Ok(());
