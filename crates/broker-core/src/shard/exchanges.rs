@@ -158,19 +158,12 @@ impl<'a> Asker<'a> {
         shared: &'a Shared,
         shard: ShardId,
         ctx: &Ctx,
-        (conn, token): (ConnId, u64),
+        job: (ConnId, u64),
         connect: &'a Connect,
     ) -> Self {
-        Self {
-            shared,
-            shard,
-            conn,
-            token,
-            client_id: connect.client_id.as_str(),
-            username: connect.username.as_ref().map(|u| u.as_str()),
-            peer: ctx.peer_addr(conn).unwrap_or(NO_PEER),
-            reauthenticating: false,
-        }
+        let username = connect.username.as_ref().map(|u| u.as_str());
+        let who = (connect.client_id.as_str(), username);
+        Self::new((shared, shard), ctx, job, who, false)
     }
 
     /// Who asks for a connected client's re-authentication (`client_id` from its session).
@@ -178,8 +171,18 @@ impl<'a> Asker<'a> {
         shared: &'a Shared,
         shard: ShardId,
         ctx: &Ctx,
-        (conn, token): (ConnId, u64),
+        job: (ConnId, u64),
         client_id: &'a str,
+    ) -> Self {
+        Self::new((shared, shard), ctx, job, (client_id, None), true)
+    }
+
+    fn new(
+        (shared, shard): (&'a Shared, ShardId),
+        ctx: &Ctx,
+        (conn, token): (ConnId, u64),
+        (client_id, username): (&'a str, Option<&'a str>),
+        reauthenticating: bool,
     ) -> Self {
         Self {
             shared,
@@ -187,9 +190,9 @@ impl<'a> Asker<'a> {
             conn,
             token,
             client_id,
-            username: None,
+            username,
             peer: ctx.peer_addr(conn).unwrap_or(NO_PEER),
-            reauthenticating: true,
+            reauthenticating,
         }
     }
 }
