@@ -115,21 +115,27 @@ impl BrokerShard {
         let Some(client_id) = client_id_of(&self.conns, &self.sessions, conn) else {
             return;
         };
-        let released = self
-            .sessions
-            .get_mut(&client_id)
-            .and_then(|s| s.release_awaiting(id).then_some(s.expiry));
         let mut comp = PubComp::new(id);
-        match released {
-            Some(expiry) => self
-                .durable
-                .record_if(expiry, || SessionWrite::Qos2Released {
-                    client_id: client_id.clone(),
-                    packet_id: id,
-                }),
-            None => comp.reason_code = ReasonCode::PacketIdentifierNotFound,
+        if !self.release_inbound_qos2(&client_id, id) {
+            comp.reason_code = ReasonCode::PacketIdentifierNotFound;
         }
         self.send_ack(ctx, conn, Packet::PubComp(comp));
+    }
+
+    /// Releases the inbound QoS 2 packet id `id` of `client_id`'s session (a PUBREL, or a
+    /// PUBREC that refused the message) and records it; whether the id was awaiting release.
+    pub(super) fn release_inbound_qos2(&mut self, client_id: &MqttStr, id: PacketId) -> bool {
+        let released = (self.sessions.get_mut(client_id))
+            .and_then(|s| s.release_awaiting(id).then_some(s.expiry));
+        let Some(expiry) = released else {
+            return false;
+        };
+        self.durable
+            .record_if(expiry, || SessionWrite::Qos2Released {
+                client_id: client_id.clone(),
+                packet_id: id,
+            });
+        true
     }
 
     /// PUBCOMP: a QoS 2 delivery is complete.

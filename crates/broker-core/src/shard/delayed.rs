@@ -74,22 +74,6 @@ impl BrokerShard {
         reason
     }
 
-    /// A QoS 2 PUBLISH refused at the bound ends its exchange with the PUBREC: its id is no
-    /// longer awaiting a PUBREL.
-    pub(super) fn forget_refused_qos2(&mut self, client_id: &MqttStr, id: codec::PacketId) {
-        let Some(session) = self.sessions.get_mut(client_id) else {
-            return;
-        };
-        if session.release_awaiting(id) {
-            let expiry = session.expiry;
-            self.durable
-                .record_if(expiry, || SessionWrite::Qos2Released {
-                    client_id: client_id.clone(),
-                    packet_id: id,
-                });
-        }
-    }
-
     /// Keeps an accepted PUBLISH for `delay` (stored with this turn's writes); the reason code
     /// to acknowledge it with (0x97 at `delayed.max_messages`).
     fn delay_publish(

@@ -125,7 +125,7 @@ impl BrokerShard {
                         let reason =
                             self.accept_or_delay(ctx, conn, &client_id, (topic, delay), publish);
                         if reason == ReasonCode::QuotaExceeded {
-                            self.forget_refused_qos2(&client_id, id);
+                            self.release_inbound_qos2(&client_id, id);
                         }
                         reason
                     }

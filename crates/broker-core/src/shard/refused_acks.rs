@@ -7,9 +7,8 @@
 //! client sends the PUBLISH again when it reconnects. A refused QoS 2 message's packet id is
 //! released, so a resend is taken as a new message.
 
-use codec::{Packet, PacketId, ReasonCode};
+use codec::{Packet, ReasonCode};
 use ring_runtime::ConnId;
-use session_store::storage::SessionWrite;
 
 use super::{BrokerShard, Ctx, client_id_of};
 
@@ -27,7 +26,9 @@ impl BrokerShard {
             Packet::PubAck(ack) => ack.reason_code = reason,
             Packet::PubRec(rec) => {
                 rec.reason_code = reason;
-                self.forget_inbound_qos2(conn, rec.packet_id);
+                if let Some(client_id) = client_id_of(&self.conns, &self.sessions, conn) {
+                    self.release_inbound_qos2(&client_id, rec.packet_id);
+                }
             }
             _ => return self.wire().send_packet(ctx, conn, &packet),
         }
@@ -38,25 +39,6 @@ impl BrokerShard {
             self.wire().send_packet(ctx, conn, &packet);
         } else {
             self.wire().close_connection(ctx, conn);
-        }
-    }
-
-    /// Releases the inbound QoS 2 packet id `id` of `conn`'s session (its PUBREC refused: the
-    /// client will not send PUBREL for it).
-    fn forget_inbound_qos2(&mut self, conn: ConnId, id: PacketId) {
-        let Some(client_id) = client_id_of(&self.conns, &self.sessions, conn) else {
-            return;
-        };
-        let released = self
-            .sessions
-            .get_mut(&client_id)
-            .and_then(|s| s.release_awaiting(id).then_some(s.expiry));
-        if let Some(expiry) = released {
-            self.durable
-                .record_if(expiry, || SessionWrite::Qos2Released {
-                    client_id: client_id.clone(),
-                    packet_id: id,
-                });
         }
     }
 }
