@@ -135,13 +135,11 @@ fn receive_in_background(
 /// The publishing node's NATS server is killed (SIGKILL) while a 5.0 publisher sends QoS 1 at
 /// 500 a second to a persistent subscriber on another node, then started again: every message
 /// whose PUBACK was Success reaches the subscriber (the JetStream publishes lost with the
-/// server are made again on the server the node fails over to).
-/// Ignored in the test command: it fails in some runs (2 of about 19 by session 38: one message
-/// JetStream acknowledged never reaches the subscriber's node, which keeps its own NATS
-/// connection and so never replays; docs/cluster.md, "Limits"). Run it with
-/// `cargo test --test broker cluster_acks:: -- --ignored`.
+/// server are made again on the server the node fails over to, and a message JetStream kept
+/// but the dead server never forwarded comes through the subscriber node's replay of the
+/// publishing node's messages, which the publishing node's announcement of its connection
+/// loss starts: without it the subscriber's node never replays, and the test fails).
 #[test]
-#[ignore = "fails intermittently: a message lost on the route when the publishing node's NATS server dies (issue 48, open)"]
 fn every_message_acknowledged_across_a_nats_server_kill_is_delivered() {
     let mut nats = NatsCluster::start();
     let source = node_on_all_servers(&nats, "pub", "");
@@ -153,6 +151,7 @@ fn every_message_acknowledged_across_a_nats_server_kill_is_delivered() {
     let mut publisher = RawClient::connected_clean(source.addr(), V5, "acks-pub");
     until_routed(&mut publisher, "acks/p", &mut [&mut subscriber]);
     let before = until_kept(&mut publisher, &source);
+    let sink_replays = sink.cluster_figures().unwrap().replays;
     let stop = Arc::new(AtomicBool::new(false));
     let reader = receive_in_background(subscriber, Arc::clone(&stop));
 
@@ -194,6 +193,11 @@ fn every_message_acknowledged_across_a_nats_server_kill_is_delivered() {
         );
     }
     assert_eq!(acks.len(), usize::from(COUNT), "every PUBLISH answered");
+    wait_until_within(
+        SETTLE_GUARD,
+        "the subscriber's node replayed the messages of the node that lost its server",
+        || (sink.cluster_figures()?.replays > sink_replays).then_some(()),
+    );
     let success: BTreeSet<u16> = acks
         .iter()
         .filter_map(|(&id, &reason)| (reason == ReasonCode::Success).then_some(id))

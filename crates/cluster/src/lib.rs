@@ -31,6 +31,7 @@ mod interest_queue;
 mod lifecycle;
 mod link;
 mod link_state;
+mod losses;
 mod mirror;
 mod outbound;
 mod owners;

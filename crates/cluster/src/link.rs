@@ -140,7 +140,12 @@ async fn run(
         });
         async move {
             match window {
-                Some(window) => reliable::replays(link, window, inbound).await,
+                Some(window) => {
+                    tokio::join!(
+                        reliable::replays(Arc::clone(&link), window, inbound),
+                        super::losses::losses(link)
+                    );
+                }
                 None => std::future::pending().await,
             }
         }

@@ -25,7 +25,7 @@ use tracing::{debug, info, warn};
 use super::buckets::bucket_base;
 use super::headers;
 use super::link_state::Link;
-use super::replays::Window;
+use super::replays::{Origins, Window};
 use super::subject::{Root, message_root};
 use super::{ClusterCounters, Scope};
 
@@ -58,8 +58,8 @@ pub(super) async fn replays(
     info!("cluster: QoS 1/2 messages kept for replays");
     let mut failures = 0u32;
     loop {
-        let from = link.replays.next_request().await;
-        let replay = replay(&link, &stream, from, &inbound);
+        let request = link.replays.next_request().await;
+        let replay = replay(&link, &stream, request.from, &request.origins, &inbound);
         let failure = match tokio::time::timeout(REPLAY_TIMEOUT, replay).await {
             Ok(Ok(count)) => {
                 ClusterCounters::add(&link.counters.replays, 1);
@@ -82,7 +82,7 @@ pub(super) async fn replays(
             debug!(error = failure, failures, "cluster: replay failed again");
         }
         tokio::time::sleep(REPLAY_RETRY).await;
-        link.replays.request_from(from);
+        link.replays.request_again(request);
     }
 }
 
@@ -123,12 +123,13 @@ async fn open(js: &jetstream::Context, prefix: &str, window: Window) -> stream::
 
 /// Reads the stream from `from` up to its last message when the replay began (as its leader
 /// reports it: the consumer may sit on a replica still catching up after an outage, whose
-/// own count would stop short); hands every message of another node that matches a plain
-/// subscription here to the inbound path. The count handed.
+/// own count would stop short); hands every message of `origins` (never this node's own)
+/// that matches a plain subscription here to the inbound path. The count handed.
 async fn replay(
     link: &Link,
     stream: &stream::Stream,
     from: SystemTime,
+    origins: &Origins,
     inbound: &mpsc::Sender<(Scope, async_nats::Message)>,
 ) -> Result<u64, async_nats::Error> {
     let last = stream.get_info().await?.state.last_sequence;
@@ -146,7 +147,7 @@ async fn replay(
     while let Ok(Some(message)) = tokio::time::timeout(REPLAY_IDLE, messages.next()).await {
         let message = message?;
         let sequence = message.info()?.stream_sequence;
-        if take_replayed(link, &message.message) {
+        if take_replayed(link, origins, &message.message) {
             if inbound.send((Scope::Plain, message.message)).await.is_err() {
                 break;
             }
@@ -160,13 +161,18 @@ async fn replay(
     Ok(handed)
 }
 
-/// Whether a replayed message is for this node: another node's, matching a plain
-/// subscription here.
-fn take_replayed(link: &Link, message: &async_nats::Message) -> bool {
-    let own = message
+/// Whether a replayed message is for this node: another node's, of `origins`, matching a
+/// plain subscription here.
+fn take_replayed(link: &Link, origins: &Origins, message: &async_nats::Message) -> bool {
+    let Some(origin) = message
         .headers
         .as_ref()
         .and_then(|h| headers::origin(h).ok())
-        .is_some_and(|origin| origin.node == link.origin);
-    !own && link.replays.matches(message.subject.as_str())
+    else {
+        // Without its origin the inbound path drops it as malformed: counted there.
+        return matches!(origins, Origins::All) && link.replays.matches(message.subject.as_str());
+    };
+    origin.node != link.origin
+        && origins.includes(&origin.node)
+        && link.replays.matches(message.subject.as_str())
 }

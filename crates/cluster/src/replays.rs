@@ -1,8 +1,10 @@
 //! [`Replays`]: what the replays of QoS 1/2 messages after a NATS connection loss share with
 //! the rest of the cluster thread (the JetStream context, the subjects to replay, when the
-//! connection was lost), and the replay [`Window`]. `reliable.rs` runs the replays.
+//! connection was lost, the losses still to announce to the other nodes), the
+//! [`ReplayRequest`] and the replay [`Window`]. `reliable.rs` runs the replays, `losses.rs`
+//! announces this node's losses and hears the other nodes'.
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::sync::{Mutex, OnceLock, PoisonError};
 use std::time::{Duration, SystemTime};
 
@@ -24,9 +26,12 @@ pub(crate) struct Replays {
     subjects: Mutex<HashMap<String, Vec<String>>>,
     /// When the main NATS connection was lost, until it is back.
     disconnected_at: Mutex<Option<SystemTime>>,
-    /// The earliest instant a pending replay starts from.
-    pending: Mutex<Option<SystemTime>>,
+    /// The replay still to run (requests merged).
+    pending: Mutex<Option<ReplayRequest>>,
     wake: Notify,
+    /// The earliest loss of the main connection not yet announced to the other nodes.
+    unannounced: Mutex<Option<SystemTime>>,
+    announce: Notify,
     /// Told when the main NATS connection is lost: JetStream acknowledgements awaited on it
     /// will not come, their publishes are made again (`acks.rs`).
     pub(super) lost: Notify,
@@ -39,39 +44,69 @@ impl Replays {
         self.lost.notify_waiters();
     }
 
-    /// The main NATS connection is up: a replay from before it was lost, if it was.
+    /// The main NATS connection is up: a replay from before it was lost, if it was, and the
+    /// loss to announce to the other nodes (what this node published may have been lost on
+    /// the routes of the server it lost).
     pub(super) fn connected(&self) {
         if let Some(at) = lock(&self.disconnected_at).take() {
-            self.request(at);
+            self.request(at, Origins::All);
+            let mut unannounced = lock(&self.unannounced);
+            *unannounced = Some(unannounced.map_or(at, |earlier| earlier.min(at)));
+            self.announce.notify_one();
         }
     }
 
     /// The NATS client dropped a message it had no room for: a replay from just before now.
     pub(super) fn slow_consumer(&self) {
-        self.request(SystemTime::now());
+        self.request(SystemTime::now(), Origins::All);
     }
 
-    fn request(&self, missed_from: SystemTime) {
+    /// Another node run (`origin`) lost its NATS connection at `at`: a replay of its messages.
+    pub(super) fn other_node_lost(&self, origin: String, at: SystemTime) {
+        self.request(at, Origins::Only(BTreeSet::from([origin])));
+    }
+
+    fn request(&self, missed_from: SystemTime, origins: Origins) {
         let from = missed_from
             .checked_sub(REPLAY_MARGIN)
             .unwrap_or(missed_from);
-        self.request_from(from);
+        self.request_again(ReplayRequest { from, origins });
     }
 
-    /// A replay from `from` (merged with a pending one: the earlier start).
-    pub(super) fn request_from(&self, from: SystemTime) {
+    /// `request` to run (merged with a pending one).
+    pub(super) fn request_again(&self, request: ReplayRequest) {
         let mut pending = lock(&self.pending);
-        *pending = Some(pending.map_or(from, |earlier| earlier.min(from)));
+        *pending = Some(match pending.take() {
+            Some(earlier) => earlier.merged(request),
+            None => request,
+        });
         self.wake.notify_one();
     }
 
-    pub(super) async fn next_request(&self) -> SystemTime {
+    pub(super) async fn next_request(&self) -> ReplayRequest {
         loop {
-            if let Some(from) = lock(&self.pending).take() {
-                return from;
+            if let Some(request) = lock(&self.pending).take() {
+                return request;
             }
             self.wake.notified().await;
         }
+    }
+
+    /// The earliest loss of the main connection not announced yet (waits for one).
+    pub(super) async fn next_loss_to_announce(&self) -> SystemTime {
+        loop {
+            if let Some(at) = lock(&self.unannounced).take() {
+                return at;
+            }
+            self.announce.notified().await;
+        }
+    }
+
+    /// A loss whose announcement failed: announced again with the next one.
+    pub(super) fn announce_again(&self, at: SystemTime) {
+        let mut unannounced = lock(&self.unannounced);
+        *unannounced = Some(unannounced.map_or(at, |later| later.min(at)));
+        self.announce.notify_one();
     }
 
     /// A plain filter's NATS subjects were taken (`Some`) or dropped (`None`).
@@ -95,6 +130,48 @@ fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
+/// A replay to run: the stream read from `from`, the messages of `origins` handed on.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct ReplayRequest {
+    pub(super) from: SystemTime,
+    pub(super) origins: Origins,
+}
+
+impl ReplayRequest {
+    /// One replay that covers both: the earlier start, every origin either names.
+    fn merged(self, other: ReplayRequest) -> ReplayRequest {
+        let origins = match (self.origins, other.origins) {
+            (Origins::Only(mut mine), Origins::Only(theirs)) => {
+                mine.extend(theirs);
+                Origins::Only(mine)
+            }
+            _ => Origins::All,
+        };
+        ReplayRequest {
+            from: self.from.min(other.from),
+            origins,
+        }
+    }
+}
+
+/// Whose messages a replay hands on (always another node's: never this node run's own).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) enum Origins {
+    /// This node may have missed any node's messages (its own connection was lost).
+    All,
+    /// These node runs lost their connections: their messages may have been lost on the way.
+    Only(BTreeSet<String>),
+}
+
+impl Origins {
+    pub(super) fn includes(&self, origin: &str) -> bool {
+        match self {
+            Origins::All => true,
+            Origins::Only(origins) => origins.contains(origin),
+        }
+    }
+}
+
 /// What the stream keeps.
 #[derive(Debug, Clone, Copy)]
 pub(super) struct Window {
@@ -103,4 +180,51 @@ pub(super) struct Window {
     pub(super) replicas: usize,
     /// The stream's `duplicate_window` (`reliable::duplicate_window`).
     pub(super) duplicates: Duration,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn at(seconds: u64) -> SystemTime {
+        SystemTime::UNIX_EPOCH + Duration::from_secs(seconds)
+    }
+
+    fn only(origins: &[&str]) -> Origins {
+        Origins::Only(origins.iter().map(|o| (*o).to_owned()).collect())
+    }
+
+    #[tokio::test]
+    async fn requests_merge_into_the_earliest_start_and_every_origin_named() {
+        let replays = Replays::default();
+        replays.other_node_lost("a/1".into(), at(100));
+        replays.other_node_lost("b/2".into(), at(90));
+        let request = replays.next_request().await;
+        assert_eq!(request.from, at(90) - REPLAY_MARGIN);
+        assert_eq!(request.origins, only(&["a/1", "b/2"]));
+        assert!(request.origins.includes("a/1") && !request.origins.includes("c/3"));
+    }
+
+    #[tokio::test]
+    async fn a_loss_of_this_node_replays_every_origin_and_is_announced_once() {
+        let replays = Replays::default();
+        replays.other_node_lost("a/1".into(), at(50));
+        replays.disconnected();
+        replays.connected();
+        let request = replays.next_request().await;
+        assert_eq!(request.origins, Origins::All);
+        assert_eq!(
+            request.from,
+            at(50) - REPLAY_MARGIN,
+            "the earlier start kept"
+        );
+        let announced = replays.next_loss_to_announce().await;
+        assert!(announced <= SystemTime::now());
+        assert!(lock(&replays.unannounced).is_none(), "announced once");
+        replays.connected();
+        assert!(
+            lock(&replays.unannounced).is_none(),
+            "no loss, nothing to announce"
+        );
+    }
 }
