@@ -393,7 +393,8 @@ fn a_node_without_cluster_is_unaffected() {
     expect_no_message(&mut subscriber);
 }
 
-/// With NATS down, a node still acknowledges its publishers and serves its local subscribers;
+/// With NATS down and `cluster.ack_while_disconnected` set (the default waits for JetStream:
+/// `cluster_down.rs`), a node still acknowledges its publishers and serves its local subscribers;
 /// what is for the cluster waits in its bounded queue (`cluster.max_outbound_messages`, here 3,
 /// and the one the link had taken), the rest is dropped and counted, and the waiting messages
 /// are sent once NATS is back. (Whether another node receives them depends on its interest
@@ -401,7 +402,11 @@ fn a_node_without_cluster_is_unaffected() {
 #[test]
 fn with_nats_down_messages_wait_in_a_bounded_queue_and_are_sent_when_it_returns() {
     let mut nats = NatsCluster::start();
-    let buffered = start_node_with(&nats, 0, "max_outbound_messages = 3");
+    let buffered = start_node_with(
+        &nats,
+        0,
+        "max_outbound_messages = 3\nack_while_disconnected = true",
+    );
     let remote = start_node(&nats, 1);
     let mut local = RawClient::connected_clean(buffered.addr(), V5, "local");
     local.subscribe("down/#", QoS::AtLeastOnce);

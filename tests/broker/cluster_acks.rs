@@ -75,7 +75,7 @@ fn server_of(nats: &NatsCluster, name: &str) -> usize {
 
 /// Publishes QoS 1 probes until JetStream acknowledged one (the stream is open and has a
 /// leader); the node's figures then.
-fn until_kept(publisher: &mut RawClient, node: &TestBroker) -> ClusterFigures {
+pub(crate) fn until_kept(publisher: &mut RawClient, node: &TestBroker) -> ClusterFigures {
     let before = node.cluster_figures().unwrap().reliable_stored;
     wait_until_within(SETTLE_GUARD, "JetStream keeps QoS 1 messages", || {
         let reason = publisher.publish_simple("acks/probe", PROBE, QoS::AtLeastOnce);

@@ -157,6 +157,10 @@ pub trait ClusterPort: Send + Sync {
     /// Whether the link's main NATS connection is up.
     fn connected(&self) -> bool;
 
+    /// Whether a QoS 1/2 acknowledgement waits for the cluster to keep its message now:
+    /// always, unless `cluster.ack_while_disconnected` is set and NATS is down.
+    fn acks_wait(&self) -> bool;
+
     /// One more (`delta` 1) or one fewer (-1) local subscription to `filter`.
     fn interest(&self, filter: &str, delta: i32);
 

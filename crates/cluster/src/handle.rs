@@ -40,6 +40,8 @@ pub struct ClusterLink {
     pub settled: Arc<Settled>,
     /// `cluster.ack_timeout_ms`.
     pub ack_timeout: std::time::Duration,
+    /// `cluster.ack_while_disconnected`.
+    pub ack_while_disconnected: bool,
 }
 
 /// The receiving ends the cluster thread takes at start.
@@ -69,6 +71,7 @@ impl ClusterLink {
             counters: Arc::new(ClusterCounters::default()),
             settled: Arc::clone(&settled),
             ack_timeout: settings.ack_timeout,
+            ack_while_disconnected: settings.ack_while_disconnected,
         };
         let queues = ClusterQueues {
             outbound: outbound_rx,

@@ -23,6 +23,10 @@ impl ClusterPort for ClusterLink {
         ClusterLink::connected(self)
     }
 
+    fn acks_wait(&self) -> bool {
+        !self.ack_while_disconnected || ClusterLink::connected(self)
+    }
+
     fn interest(&self, filter: &str, delta: i32) {
         ClusterLink::interest(self, filter, delta);
     }

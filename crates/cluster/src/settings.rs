@@ -26,6 +26,11 @@ pub struct ClusterSettings {
     /// JetStream to keep its message (publishes made again meanwhile); past it the publisher
     /// is refused (docs/cluster.md, "Guarantees").
     pub ack_timeout: std::time::Duration,
+    /// `cluster.ack_while_disconnected`: a QoS 1/2 publish handled while NATS is down is
+    /// acknowledged at once, its message held in the node's memory until NATS is back (`true`),
+    /// or waits for JetStream like any other, refused past `ack_timeout` (`false`, the
+    /// default: nothing is acknowledged before JetStream keeps it).
+    pub ack_while_disconnected: bool,
     /// TLS and credentials for the NATS connections.
     pub security: NatsSecurity,
 }

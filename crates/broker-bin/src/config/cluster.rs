@@ -19,6 +19,7 @@ raw_section!(
         replay_window_ms: u64,
         replay_max_bytes: u64,
         ack_timeout_ms: u64,
+        ack_while_disconnected: bool,
         tls_ca_file: String,
         tls_cert_file: String,
         tls_key_file: String,
@@ -60,6 +61,7 @@ pub(super) fn validate(raw: &RawCluster) -> Result<ClusterSettings, ConfigError>
         replay_window: replay_window(raw.replay_window_ms)?,
         replay_max_bytes: replay_max_bytes(raw.replay_max_bytes)?,
         ack_timeout: ack_timeout(raw.ack_timeout_ms)?,
+        ack_while_disconnected: raw.ack_while_disconnected.unwrap_or(false),
         security: security(raw)?,
     })
 }

@@ -28,6 +28,19 @@ fn defaults_fill_the_optional_keys() {
     );
     assert_eq!(cluster.replay_max_bytes, 64 << 20);
     assert_eq!(cluster.ack_timeout, std::time::Duration::from_secs(10));
+    assert!(
+        !cluster.ack_while_disconnected,
+        "acks wait for JetStream by default"
+    );
+    let memory =
+        "[cluster]\nnode_id = \"n1\"\nnats = [\"nats://a:1\"]\nack_while_disconnected = true\n";
+    assert!(
+        load(memory)
+            .unwrap()
+            .cluster
+            .unwrap()
+            .ack_while_disconnected
+    );
     let off = "[cluster]\nnode_id = \"n1\"\nnats = [\"nats://a:1\"]\nreplay_window_ms = 0\n";
     assert_eq!(load(off).unwrap().cluster.unwrap().replay_window, None);
 }

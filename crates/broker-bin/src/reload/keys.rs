@@ -163,7 +163,8 @@ pub(crate) const RESTART: &[KeyCheck] = &[
     same!(
         "cluster.node_id, cluster.nats, cluster.max_outbound_messages, cluster.subject_prefix, \
          cluster.replicas, cluster.node_timeout_ms, cluster.replay_window_ms, \
-         cluster.replay_max_bytes, cluster.ack_timeout_ms, cluster.tls_ca_file, cluster.tls_cert_file, \
+         cluster.replay_max_bytes, cluster.ack_timeout_ms, cluster.ack_while_disconnected, \
+         cluster.tls_ca_file, cluster.tls_cert_file, \
          cluster.tls_key_file, cluster.creds_file",
         cluster
     ),

@@ -1,12 +1,14 @@
 //! Acknowledgements that wait for the cluster (docs/cluster.md, "Guarantees"): with
-//! `[cluster]`, the PUBACK / PUBREC of a client's QoS 1/2 PUBLISH handed to the cluster while
-//! NATS is up leaves once it is durable where persistence says so (`durable.rs`, first: its
+//! `[cluster]`, the PUBACK / PUBREC of a client's QoS 1/2 PUBLISH handed to the cluster
+//! leaves once it is durable where persistence says so (`durable.rs`, first: its
 //! batch is that of the PUBLISH's turn) and the cluster thread has settled the message
 //! (`cluster/settled.rs`: kept by JetStream, or sent on NATS core where nothing keeps it). A
 //! message the cluster gave up, or did not settle within `cluster.ack_timeout_ms`, or that did
 //! not fit in its queue, is refused (`refused_acks.rs`). A PUBLISH handled while NATS is down
-//! waits for nothing of its own: the message stays in the node's bounded buffer and the
-//! publisher is acknowledged as on a single node (behind the acknowledgements still held).
+//! waits the same way (its message is kept once NATS is back, or refused at its deadline),
+//! unless `cluster.ack_while_disconnected` is set: then it waits for nothing of its own, the
+//! message stays in the node's bounded buffer and the publisher is acknowledged as on a single
+//! node (behind the acknowledgements still held).
 //!
 //! The acknowledgements of a shard leave in order (one queue), so a connection's leave in the
 //! order of its PUBLISHes. A connection with `limits.receive_maximum` of them waiting is
@@ -143,10 +145,11 @@ impl BrokerShard {
 
 impl ClusterSide {
     /// The number a QoS 1/2 message handed to the cluster now settles under (`None`: its
-    /// acknowledgement does not wait: QoS 0, no cluster, or NATS down).
+    /// acknowledgement does not wait: QoS 0, no cluster, or NATS down with
+    /// `cluster.ack_while_disconnected`).
     pub(super) fn cluster_ack_number(&self, links: &Links, qos: codec::QoS) -> Option<u64> {
         let link = links.cluster.as_ref()?;
-        if qos == codec::QoS::AtMostOnce || !link.connected() {
+        if qos == codec::QoS::AtMostOnce || !link.acks_wait() {
             return None;
         }
         Some(self.cluster_acks.last + 1)
