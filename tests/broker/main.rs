@@ -28,6 +28,7 @@ mod examples;
 mod exclusive;
 mod expiry;
 mod expiry_change;
+mod faults;
 mod harness;
 mod http_auth_server;
 mod ip;
