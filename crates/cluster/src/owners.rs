@@ -41,6 +41,12 @@ pub(super) struct Owners {
     pub(super) poster: Inbox,
     /// Client ids being claimed here, or claimed a moment ago (`claiming.rs`).
     pub(super) claiming: super::claiming::Claiming,
+    /// The last heartbeat seen of each node run (where a dead node's sessions replay from).
+    pub(super) last_beats: super::missed::LastBeats,
+    /// The follow-ups of recovered sessions whose claims are not answered yet.
+    pub(super) follow_ups: super::follow_up::FollowUps,
+    /// `queues.max_queued_messages`: the most copies a recovered session's queue holds.
+    pub(super) max_queued: usize,
 }
 
 /// The subject on which the node run `origin` (`<node_id>/<nonce>`) answers release requests.
@@ -217,20 +223,7 @@ impl Owners {
                     warn!(owner, client = %claim.client_id, "cluster: the session's node is alive but did not release it");
                     None
                 }
-                _ => {
-                    let mirrored = buckets.mirror.recover(claim.client_id.as_str()).await;
-                    match &mirrored {
-                        Some(_) => {
-                            warn!(owner, client = %claim.client_id, "cluster: the session's node is gone; its session resumes here from the JetStream mirror");
-                            ClusterCounters::add(&self.link.counters.sessions_recovered, 1);
-                        }
-                        None => {
-                            warn!(owner, client = %claim.client_id, "cluster: the session's node is gone and nothing of it is mirrored; the client starts a new session here");
-                            ClusterCounters::add(&self.link.counters.sessions_lost, 1);
-                        }
-                    }
-                    Some(mirrored.filter(|_| !claim.clean_start))
-                }
+                _ => Some(self.recover_dead(buckets, owner, claim).await),
             },
         }
     }

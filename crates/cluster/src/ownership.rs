@@ -52,6 +52,9 @@ pub(super) async fn ownership(
         buckets: OnceCell::new(),
         poster,
         claiming: super::claiming::Claiming::default(),
+        last_beats: super::missed::LastBeats::default(),
+        follow_ups: super::follow_up::FollowUps::default(),
+        max_queued: usize::try_from(setup.node.max_queued).unwrap_or(usize::MAX),
     });
     let heartbeat = Heartbeat {
         every: setup.node_timeout / 3,
@@ -84,6 +87,10 @@ pub(super) async fn ownership(
             // The answer first: a release request sent after `answered` queues behind it.
             owners.answer(claim, outcome);
             owners.claiming.answered(client_id.as_str(), shard, won);
+            let (link, poster) = (&owners.link, &owners.poster);
+            owners
+                .follow_ups
+                .answered(client_id.as_str(), won, link, poster);
             drop(permit);
         });
     }
@@ -133,7 +140,8 @@ async fn keep_buckets(owners: Arc<Owners>, heartbeat: Heartbeat) {
         if let Err(e) = nodes.put(&key, value).await {
             debug!(error = %e, "cluster: heartbeat not written");
         }
-        sum_totals(&nodes, &link.counters).await;
+        let beats = sum_totals(&nodes, &link.counters).await;
+        owners.last_beats.seen(beats);
     }
 }
 
