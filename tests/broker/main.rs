@@ -13,6 +13,7 @@ mod bridge;
 mod client;
 mod cluster;
 mod cluster_acks;
+mod cluster_recovery;
 mod cluster_replay;
 mod cluster_retained;
 mod cluster_sessions;
