@@ -3,7 +3,7 @@
 //! missed from the replay stream appended (`missed.rs`); once the claim is answered, a
 //! follow-up covers what was published while it moved here (`follow_up.rs`).
 
-use std::time::SystemTime;
+use std::time::{Duration, Instant, SystemTime};
 
 use bytes::Bytes;
 use session_store::storage::{StoredSession, encode_session_snapshot};
@@ -11,18 +11,18 @@ use tracing::{info, warn};
 
 use super::counters::ClusterCounters;
 use super::mirror::append_to_queue;
-use super::missed::{read_missed, read_start, session_subjects};
+use super::missed::{READ_TIMEOUT, read_missed, read_start, session_subjects};
 use super::owners::{Buckets, Owners, heartbeat_key};
 use broker_api::cluster::ClaimRequest;
 
 impl Owners {
     /// The session of `claim`'s client on the dead node run `owner`, rebuilt from the mirror
-    /// with what it missed; `None` when nothing is mirrored (counted as lost) or the client
-    /// asked for a clean start.
+    /// with what it missed (read by `deadline`, at most [`READ_TIMEOUT`]); `None` when nothing
+    /// is mirrored (counted as lost) or the client asked for a clean start.
     pub(super) async fn recover_dead(
         &self,
         buckets: &Buckets,
-        owner: &str,
+        (owner, deadline): (&str, Instant),
         claim: &ClaimRequest,
     ) -> Option<Bytes> {
         let client = claim.client_id.as_str();
@@ -46,7 +46,10 @@ impl Owners {
         }
         let from = read_start(self.last_beats.of(&heartbeat_key(owner)), &mirrored);
         let mut session = mirrored.session;
-        self.add_missed(&mut session, owner, from).await;
+        let timeout = deadline
+            .saturating_duration_since(Instant::now())
+            .min(READ_TIMEOUT);
+        self.add_missed(&mut session, owner, (from, timeout)).await;
         Some(Bytes::from(encode_session_snapshot(&session)))
     }
 
@@ -54,13 +57,19 @@ impl Owners {
     /// `queues.max_queued_messages` in all, the oldest dropped first), and prepares the
     /// follow-up. A read that fails leaves the queue as mirrored (counted, logged); the
     /// follow-up then starts at `from`.
-    async fn add_missed(&self, session: &mut StoredSession, owner: &str, from: SystemTime) {
+    async fn add_missed(
+        &self,
+        session: &mut StoredSession,
+        owner: &str,
+        (from, timeout): (SystemTime, Duration),
+    ) {
         let Some(stream) = self.link.replays.stream.get() else {
             return; // `replay_window_ms = 0`: nothing is kept.
         };
         let client = session.client_id.as_str();
         let counters = &self.link.counters;
-        let read_to = match read_missed(&self.link, stream, session, owner, from).await {
+        let reading = read_missed(&self.link, stream, session, owner, (from, timeout));
+        let read_to = match reading.await {
             Ok(missed) => {
                 let count = missed.copies.len();
                 info!(

@@ -18,7 +18,7 @@ use tracing::warn;
 use super::counters::ClusterCounters;
 use super::inbound::post_publishes;
 use super::link_state::Link;
-use super::missed::read_kept;
+use super::missed::{READ_TIMEOUT, read_kept};
 use super::{ClusterPublish, Scope};
 use crate::Inbox;
 
@@ -48,6 +48,9 @@ impl FollowUps {
     /// A claim of `client_id` recovered its session: once the claim is answered, a follow-up
     /// reads `subjects` from `from`.
     pub(super) fn prepare(&self, client_id: MqttStr, subjects: Vec<String>, from: SystemTime) {
+        if subjects.is_empty() {
+            return; // Nothing it subscribes to is kept.
+        }
         let key = client_id.as_str().to_owned();
         let follow_up = FollowUp {
             client_id,
@@ -87,7 +90,7 @@ async fn run(link: Arc<Link>, poster: Inbox, follow_up: FollowUp, until: SystemT
         subjects,
         from,
     } = follow_up;
-    let read = match read_kept(&link, stream, &subjects, from).await {
+    let read = match read_kept(&link, stream, &subjects, (from, READ_TIMEOUT)).await {
         Ok(read) => read,
         Err(e) => {
             warn!(client = %client_id, error = %e, "cluster: the follow-up read of a recovered session failed; a node replay covers what other nodes published");

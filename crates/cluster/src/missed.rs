@@ -26,8 +26,8 @@ use super::{ClusterPublish, Scope};
 /// before it may not have reached the client yet (delivery lag; the NATS servers that stamp
 /// the heartbeat and the stream should have synchronised clocks).
 const MARGIN: Duration = Duration::from_secs(2);
-/// The longest the read may take: the CONNECT waits for it (`connection.connect_timeout`, 10 s
-/// by default, after the release request's 3 s and the mirror's own read).
+/// The longest a read may take (the one before the CONNACK also ends before the CONNECT's
+/// time runs out: `dead_owner.rs`).
 pub(super) const READ_TIMEOUT: Duration = Duration::from_secs(3);
 /// With more distinct subjects than this, one consumer reads the whole `rel` root and the
 /// filters are applied here (each subject is otherwise one consumer filtered by the server).
@@ -86,23 +86,23 @@ pub(super) enum MissedError {
     Read(#[from] ReadError),
     #[error("JetStream did not describe the stream: {0}")]
     Info(String),
-    #[error("took longer than {READ_TIMEOUT:?}")]
-    TimedOut,
+    #[error("took longer than {0:?}")]
+    TimedOut(Duration),
 }
 
 /// Reads what `session` missed from `from` on (its plain subscriptions' subjects, every
 /// node's messages); `dead_node` is the run it was on (its no-local subscriptions get none of
-/// that run's messages: the client's own publishes went through it).
+/// that run's messages: the client's own publishes went through it), within `timeout`.
 pub(super) async fn read_missed(
     link: &Link,
     stream: &stream::Stream,
     session: &StoredSession,
     dead_node: &str,
-    from: SystemTime,
+    (from, timeout): (SystemTime, Duration),
 ) -> Result<Missed, MissedError> {
     let subscriptions = plain_subscriptions(session);
     let subjects = subjects_of(&link.prefix, &subscriptions);
-    let read = read_kept(link, stream, &subjects, from).await?;
+    let read = read_kept(link, stream, &subjects, (from, timeout)).await?;
     let now = SystemTime::now();
     let copies = read
         .kept
@@ -130,8 +130,20 @@ pub(super) struct Read {
 }
 
 /// Every message kept on `subjects` from `from` up to the stream's last when the read began,
-/// within [`READ_TIMEOUT`].
+/// within `timeout`.
 pub(super) async fn read_kept(
+    link: &Link,
+    stream: &stream::Stream,
+    subjects: &[String],
+    (from, timeout): (SystemTime, Duration),
+) -> Result<Read, MissedError> {
+    let reading = read_kept_unbounded(link, stream, subjects, from);
+    tokio::time::timeout(timeout, reading)
+        .await
+        .map_err(|_| MissedError::TimedOut(timeout))?
+}
+
+async fn read_kept_unbounded(
     link: &Link,
     stream: &stream::Stream,
     subjects: &[String],
@@ -148,10 +160,7 @@ pub(super) async fn read_kept(
         return Ok(Read { kept, up_to });
     }
     let mut read = Vec::new();
-    let reading = read_subjects(link, stream, subjects, from, &mut read);
-    tokio::time::timeout(READ_TIMEOUT, reading)
-        .await
-        .map_err(|_| MissedError::TimedOut)??;
+    read_subjects(link, stream, subjects, from, &mut read).await?;
     let kept = in_stream_order(read)
         .filter_map(|message| kept(&link.prefix, message))
         .collect();

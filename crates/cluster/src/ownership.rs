@@ -27,6 +27,8 @@ use broker_api::cluster::{ClaimRequest, MirrorOp, Ownership};
 
 /// Claims worked on at once (each waits on NATS round trips).
 const CONCURRENT_CLAIMS: usize = 256;
+/// What a claim leaves of `connection.connect_timeout` for the CONNACK to leave.
+const CONNACK_MARGIN: Duration = Duration::from_secs(1);
 /// Wait between attempts to open the buckets.
 const RETRY: Duration = Duration::from_secs(2);
 
@@ -55,6 +57,7 @@ pub(super) async fn ownership(
         last_beats: super::missed::LastBeats::default(),
         follow_ups: super::follow_up::FollowUps::default(),
         max_queued: usize::try_from(setup.node.max_queued).unwrap_or(usize::MAX),
+        claim_budget: setup.node.connect_timeout.saturating_sub(CONNACK_MARGIN),
     });
     let heartbeat = Heartbeat {
         every: setup.node_timeout / 3,

@@ -36,6 +36,9 @@ pub struct NodeContext {
     pub figures: FiguresSource,
     /// `queues.max_queued_messages`: the most copies mirrored per offline session.
     pub max_queued: u64,
+    /// `connection.connect_timeout`: a session recovered from a dead node reads what it
+    /// missed before the CONNECT's time runs out.
+    pub connect_timeout: std::time::Duration,
     /// The client ids of the sessions recovered from this node's store at start: checked
     /// against their owner records once the buckets are open (`ownership::reconcile`).
     pub recovered: Vec<String>,
@@ -45,6 +48,7 @@ impl std::fmt::Debug for NodeContext {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("NodeContext")
             .field("max_queued", &self.max_queued)
+            .field("connect_timeout", &self.connect_timeout)
             .field("recovered", &self.recovered.len())
             .finish_non_exhaustive()
     }
