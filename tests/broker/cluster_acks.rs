@@ -85,7 +85,11 @@ pub(crate) fn until_kept(publisher: &mut RawClient, node: &TestBroker) -> Cluste
 }
 
 /// Reads what the publisher has received until `until`: each PUBACK's reason by packet id.
-fn read_acks(publisher: &mut RawClient, acks: &mut BTreeMap<u16, ReasonCode>, until: Instant) {
+pub(crate) fn read_acks(
+    publisher: &mut RawClient,
+    acks: &mut BTreeMap<u16, ReasonCode>,
+    until: Instant,
+) {
     loop {
         let left = until.saturating_duration_since(Instant::now());
         match publisher.next_event(left) {
@@ -100,22 +104,51 @@ fn read_acks(publisher: &mut RawClient, acks: &mut BTreeMap<u16, ReasonCode>, un
     }
 }
 
-/// What a subscriber read on a thread of its own: the ids received, and how many came again.
-#[derive(Default)]
-struct Received {
-    ids: BTreeSet<u16>,
-    again: usize,
+/// Reads acknowledgements until fewer than [`WINDOW`] of the `sent` PUBLISHes wait for theirs.
+pub(crate) fn wait_for_window(
+    publisher: &mut RawClient,
+    acks: &mut BTreeMap<u16, ReasonCode>,
+    sent: u16,
+) {
+    while usize::from(sent) - acks.len() >= WINDOW {
+        read_acks(publisher, acks, Instant::now() + Duration::from_millis(50));
+    }
 }
 
-/// Reads `subscriber`'s messages (acknowledging them) on a thread until `stop` is set.
-fn receive_in_background(
+/// Reads acknowledgements until those of all `count` PUBLISHes came, or `guard` passed.
+pub(crate) fn read_all_acks(
+    publisher: &mut RawClient,
+    acks: &mut BTreeMap<u16, ReasonCode>,
+    count: u16,
+    guard: Duration,
+) {
+    let guard = Instant::now() + guard;
+    while acks.len() < usize::from(count) && Instant::now() < guard {
+        read_acks(publisher, acks, Instant::now() + Duration::from_millis(200));
+    }
+}
+
+/// What a subscriber read on a thread of its own: the ids received, and how many came again.
+#[derive(Default)]
+pub(crate) struct Received {
+    pub(crate) ids: BTreeSet<u16>,
+    pub(crate) again: usize,
+}
+
+/// Reads `subscriber`'s messages (acknowledging them) on a thread until `stop` is set or its
+/// connection closes.
+pub(crate) fn receive_in_background(
     mut subscriber: RawClient,
     stop: Arc<AtomicBool>,
 ) -> std::thread::JoinHandle<Received> {
     std::thread::spawn(move || {
         let mut received = Received::default();
         while !stop.load(Ordering::Relaxed) {
-            if let Event::Packet(packet) = subscriber.next_event(Duration::from_millis(100))
+            let event = subscriber.next_event(Duration::from_millis(100));
+            if matches!(event, Event::Closed) {
+                break;
+            }
+            if let Event::Packet(packet) = event
                 && let Packet::Publish(publish) = *packet
             {
                 subscriber.acknowledge(&publish);
@@ -169,13 +202,7 @@ fn every_message_acknowledged_across_a_nats_server_kill_is_delivered() {
         if !burst {
             read_acks(&mut publisher, &mut acks, start + PACE * u32::from(n));
         }
-        while usize::from(n) - 1 - acks.len() >= WINDOW {
-            read_acks(
-                &mut publisher,
-                &mut acks,
-                Instant::now() + Duration::from_millis(50),
-            );
-        }
+        wait_for_window(&mut publisher, &mut acks, n - 1);
         // The burst's messages are large: JetStream takes longer to keep them.
         let mut payload = n.to_be_bytes().to_vec();
         if burst {
@@ -184,14 +211,7 @@ fn every_message_acknowledged_across_a_nats_server_kill_is_delivered() {
         let publish = publish_packet("acks/t", &payload, QoS::AtLeastOnce, Some(n));
         publisher.send(&Packet::Publish(publish));
     }
-    let guard = Instant::now() + SETTLE_GUARD;
-    while acks.len() < usize::from(COUNT) && Instant::now() < guard {
-        read_acks(
-            &mut publisher,
-            &mut acks,
-            Instant::now() + Duration::from_millis(200),
-        );
-    }
+    read_all_acks(&mut publisher, &mut acks, COUNT, SETTLE_GUARD);
     assert_eq!(acks.len(), usize::from(COUNT), "every PUBLISH answered");
     wait_until_within(
         SETTLE_GUARD,

@@ -121,7 +121,7 @@ fn reconnect_once_released(node: &TestBroker, id: &str) -> (RawClient, bool) {
 }
 
 /// [`reconnect_once_released`] with `protocol` (3.1.1 refusals: return code 3, the same).
-fn reconnect_once_released_with(
+pub(crate) fn reconnect_once_released_with(
     node: &TestBroker,
     protocol: ProtocolVersion,
     id: &str,
@@ -347,7 +347,7 @@ fn a_session_connected_on_a_node_killed_with_sigkill_resumes_elsewhere_with_its_
 
 /// Node `n0` as a real process on NATS server 0 (`node_timeout_ms = 2000`), its operations
 /// listener on a free port; returned once connected with its buckets open.
-fn cluster_process(nats: &NatsCluster, dir: &std::path::Path) -> (BrokerProcess, u16) {
+pub(crate) fn cluster_process(nats: &NatsCluster, dir: &std::path::Path) -> (BrokerProcess, u16) {
     let http = free_port();
     let config = format!(
         "[cluster]\nnode_id = \"n0\"\nnats = [\"{}\"]\nreplicas = 3\nnode_timeout_ms = 2000\n\
@@ -360,7 +360,7 @@ fn cluster_process(nats: &NatsCluster, dir: &std::path::Path) -> (BrokerProcess,
 }
 
 /// Waits until the unlabelled metric `name` on the operations listener at `port` is `at_least`.
-fn wait_for_metric(port: u16, name: &str, at_least: u64) {
+pub(crate) fn wait_for_metric(port: u16, name: &str, at_least: u64) {
     crate::harness::wait_until(name, || {
         let document = crate::nats_cluster::http_get(port, "/metrics")?;
         (crate::cluster::metric(&document, name)? >= at_least).then_some(())
@@ -368,7 +368,7 @@ fn wait_for_metric(port: u16, name: &str, at_least: u64) {
 }
 
 /// [`connect_persistent`] to an address.
-fn connect_persistent_to(
+pub(crate) fn connect_persistent_to(
     addr: std::net::SocketAddr,
     protocol: ProtocolVersion,
     id: &str,

@@ -14,6 +14,7 @@ mod client;
 mod cluster;
 mod cluster_acks;
 mod cluster_down;
+mod cluster_recovery;
 mod cluster_replay;
 mod cluster_retained;
 mod cluster_sessions;

@@ -21,6 +21,10 @@ pub enum Scope {
     /// The shared subscription with this whole `$share/group/filter` text: it came through that
     /// share's NATS queue group, which picked this node.
     Group(Arc<str>),
+    /// The plain subscriptions of this client's session only: a message the session missed
+    /// while the node it was on died, read back from the replay stream for it alone (it may
+    /// have reached this node for other subscribers already).
+    Session(MqttStr),
     /// No one: it is the topic's retained message from the cluster's bucket, for the node's
     /// retained store only (an empty payload clears it).
     Retained,

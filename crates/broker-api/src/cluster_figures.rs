@@ -50,6 +50,10 @@ pub struct ClusterFigures {
     pub sessions_lost: u64,
     /// Sessions of a node that was gone resumed here from the mirror.
     pub sessions_recovered: u64,
+    /// Copies queued into recovered sessions from the replay stream.
+    pub sessions_replayed: u64,
+    /// Recovered sessions whose missed messages were not read.
+    pub sessions_replay_failures: u64,
     /// CONNECTs admitted without the check across nodes.
     pub ownership_unchecked: u64,
     /// Offline sessions' state mirrored.

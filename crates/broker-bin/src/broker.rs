@@ -469,6 +469,7 @@ fn start_cluster(
         cluster::totals::NodeContext {
             figures: node_figures(shared),
             max_queued: u64::from(shared.config.queues.max_queued_messages),
+            connect_timeout: shared.config.connection.connect_timeout,
             recovered: shared
                 .directory
                 .sessions

@@ -58,6 +58,11 @@ pub struct ClusterCounters {
     pub sessions_lost: AtomicU64,
     /// Sessions of a node that was gone resumed here from the JetStream mirror.
     pub sessions_recovered: AtomicU64,
+    /// QoS 1/2 copies queued into sessions recovered from a dead node, read from the replay
+    /// stream (what the dead node may not have delivered).
+    pub sessions_replayed: AtomicU64,
+    /// Recovered sessions whose missed messages could not be read from the replay stream.
+    pub sessions_replay_failures: AtomicU64,
     /// CONNECTs admitted without checking the client id across nodes (no ownership bucket,
     /// or NATS did not answer).
     pub ownership_unchecked: AtomicU64,
@@ -116,6 +121,8 @@ impl ClusterCounters {
             sessions_released: get(&self.sessions_released),
             sessions_lost: get(&self.sessions_lost),
             sessions_recovered: get(&self.sessions_recovered),
+            sessions_replayed: get(&self.sessions_replayed),
+            sessions_replay_failures: get(&self.sessions_replay_failures),
             ownership_unchecked: get(&self.ownership_unchecked),
             mirror_writes: get(&self.mirror_writes),
             mirror_failures: get(&self.mirror_failures),

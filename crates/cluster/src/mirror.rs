@@ -8,21 +8,32 @@
 //! session ends there or moves to a live node, both are removed. When the node dies, the node
 //! that takes the client id over rebuilds the session from them.
 
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use async_nats::jetstream::{self, consumer, kv, stream};
 use bytes::Bytes;
-use futures_util::StreamExt;
-use session_store::storage::{
-    decode_queued_message, decode_session_snapshot, encode_session_snapshot,
-};
+use session_store::storage::{StoredMessage, StoredSession};
+use session_store::storage::{decode_queued_message, decode_session_snapshot};
 use tracing::{debug, warn};
 
 use super::retained_value::key_of;
+use super::stream_read::read_pending;
 use super::{ClusterCounters, MirrorOp};
 
 /// How long reading a dead node's mirrored queue may take.
 const READ_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// A dead node's session as the mirror holds it.
+pub(super) struct Mirrored {
+    /// Its snapshot, the copies mirrored since appended to its queue.
+    pub(super) session: StoredSession,
+    /// When its snapshot was written (the NATS server's clock).
+    pub(super) written_at: SystemTime,
+    /// For a session that was offline when its node died: when the last of it was mirrored
+    /// (its last queued copy, else its snapshot; the NATS server's clock). Every message kept
+    /// before that which its node had queued for it is mirrored (`None`: it was connected).
+    pub(super) offline_since: Option<SystemTime>,
+}
 
 /// The mirror's bucket and stream.
 pub(super) struct Mirror {
@@ -123,56 +134,60 @@ impl Mirror {
         deleted.map_err(|e| e.to_string())
     }
 
-    /// The session of a dead node's client, rebuilt from the mirror: its snapshot at the
-    /// disconnect with every copy queued since appended; `None` when nothing is mirrored.
-    pub(super) async fn recover(&self, client_id: &str) -> Option<Bytes> {
-        let record = self.offline.get(key_of(client_id)).await.ok().flatten()?;
-        let mut session = match decode_session_snapshot(&record) {
+    /// The session of a dead node's client, rebuilt from the mirror: its snapshot with every
+    /// copy queued since appended, and when the snapshot was written; `None` when nothing is
+    /// mirrored.
+    pub(super) async fn recover(&self, client_id: &str) -> Option<Mirrored> {
+        let entry = self.offline.entry(key_of(client_id)).await.ok().flatten();
+        let record = entry.filter(|e| e.operation == kv::Operation::Put)?;
+        let mut session = match decode_session_snapshot(&record.value) {
             Ok(session) => session,
             Err(e) => {
                 warn!(client = client_id, error = %e, "cluster: a mirrored session could not be read");
                 return None;
             }
         };
-        let queued = self.read_queue(client_id).await;
-        let next = session.queued.last().map_or(1, |(seq, _)| seq + 1);
-        session.queued.extend(
-            (next..).zip(
-                queued
-                    .into_iter()
-                    .filter_map(|raw| decode_queued_message(&raw).ok()),
-            ),
+        let written_at = SystemTime::from(record.created);
+        let (queued, last_copy_at) = self.read_queue(client_id).await;
+        append_to_queue(
+            &mut session,
+            queued
+                .into_iter()
+                .filter_map(|raw| decode_queued_message(&raw).ok()),
         );
-        Some(Bytes::from(encode_session_snapshot(&session)))
+        // Only the mark of an offline session's record (`shard/mirror.rs`): the session
+        // resumes with a client connecting now.
+        let offline = session.disconnected_at.take().is_some();
+        Some(Mirrored {
+            session,
+            written_at,
+            offline_since: offline.then(|| last_copy_at.unwrap_or(written_at)),
+        })
     }
 
-    /// Every copy mirrored for `client_id`, in queue order.
-    async fn read_queue(&self, client_id: &str) -> Vec<Bytes> {
-        let reading = async {
-            let config = consumer::push::OrderedConfig {
-                deliver_subject: self.queues_inbox(),
-                filter_subject: self.subject(client_id),
-                deliver_policy: consumer::DeliverPolicy::All,
-                ..Default::default()
-            };
-            let mut consumer = self.queues.create_consumer(config).await.ok()?;
-            let pending = consumer.info().await.ok()?.num_pending;
-            let mut messages = consumer.messages().await.ok()?;
-            let mut out = Vec::new();
-            while (out.len() as u64) < pending {
-                let message = messages.next().await?.ok()?;
-                out.push(message.payload.clone());
-            }
-            Some(out)
+    /// Every copy mirrored for `client_id`, in queue order, and when the last was kept.
+    async fn read_queue(&self, client_id: &str) -> (Vec<Bytes>, Option<SystemTime>) {
+        let config = consumer::push::OrderedConfig {
+            deliver_subject: self.queues_inbox(),
+            filter_subject: self.subject(client_id),
+            deliver_policy: consumer::DeliverPolicy::All,
+            ..Default::default()
         };
+        let mut out = Vec::new();
+        let reading = read_pending(&self.queues, config, &mut out);
         match tokio::time::timeout(READ_TIMEOUT, reading).await {
-            Ok(Some(out)) => out,
+            Ok(Ok(())) => {
+                let last = out.last().and_then(|message| message.info().ok());
+                let last_copy_at = last.map(|info| SystemTime::from(info.published));
+                let copies = out.into_iter().map(|message| message.message.payload);
+                (copies.collect(), last_copy_at)
+            }
             other => {
                 debug!(
                     ?other,
                     "cluster: a mirrored queue could not be read in full"
                 );
-                Vec::new()
+                (Vec::new(), None)
             }
         }
     }
@@ -180,6 +195,15 @@ impl Mirror {
     fn queues_inbox(&self) -> String {
         format!("_INBOX.ringmq.mirror.{:016x}", rand_u64())
     }
+}
+
+/// Appends `copies` to `session`'s queue, numbered after its last.
+pub(super) fn append_to_queue(
+    session: &mut StoredSession,
+    copies: impl IntoIterator<Item = StoredMessage>,
+) {
+    let next = session.queued.last().map_or(1, |(seq, _)| seq + 1);
+    session.queued.extend((next..).zip(copies));
 }
 
 /// A number that differs between calls (inbox names).

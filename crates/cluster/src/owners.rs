@@ -14,7 +14,7 @@ use broker_api::{ClusterInbound, Reply};
 use bytes::{BufMut, Bytes, BytesMut};
 use ring_runtime::ShardId;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 use tokio::sync::{OnceCell, oneshot};
 use tracing::{debug, warn};
 
@@ -41,6 +41,15 @@ pub(super) struct Owners {
     pub(super) poster: Inbox,
     /// Client ids being claimed here, or claimed a moment ago (`claiming.rs`).
     pub(super) claiming: super::claiming::Claiming,
+    /// The last heartbeat seen of each node run (where a dead node's sessions replay from).
+    pub(super) last_beats: super::missed::LastBeats,
+    /// The follow-ups of recovered sessions whose claims are not answered yet.
+    pub(super) follow_ups: super::follow_up::FollowUps,
+    /// How long a claim may take: `connection.connect_timeout` less a margin for the
+    /// CONNACK (a recovered session's read before it ends by then).
+    pub(super) claim_budget: Duration,
+    /// `queues.max_queued_messages`: the most copies a recovered session's queue holds.
+    pub(super) max_queued: usize,
 }
 
 /// The subject on which the node run `origin` (`<node_id>/<nonce>`) answers release requests.
@@ -85,6 +94,7 @@ pub(super) fn heartbeat_key(origin: &str) -> String {
 impl Owners {
     /// Takes `claim`'s client id for this node run.
     pub(super) async fn claim(&self, claim: &ClaimRequest) -> Ownership {
+        let deadline = Instant::now() + self.claim_budget;
         let connected = self.link.client.connection_state() == State::Connected;
         let buckets = match connected {
             true => self.opened_buckets().await,
@@ -125,7 +135,8 @@ impl Owners {
                 }
                 return Ownership::Owned(None);
             }
-            let Some(session) = self.release_from(buckets, &owner, claim).await else {
+            let asked = (owner.as_str(), deadline);
+            let Some(session) = self.release_from(buckets, asked, claim).await else {
                 return Ownership::Unavailable;
             };
             if buckets
@@ -198,11 +209,12 @@ impl Owners {
 
     /// Asks `owner` to release the session: `Some(state)` once released (`None` inside: it had
     /// none, or the client asked for a clean start); `None` when the owner is alive but does not
-    /// answer. A dead owner (no heartbeat) releases nothing.
+    /// answer. A dead owner (no heartbeat) releases nothing: its session comes back from the
+    /// mirror, with what it missed read by `deadline`.
     async fn release_from(
         &self,
         buckets: &Buckets,
-        owner: &str,
+        (owner, deadline): (&str, Instant),
         claim: &ClaimRequest,
     ) -> Option<Option<Bytes>> {
         let subject = release_subject(&self.link.prefix, owner);
@@ -217,20 +229,7 @@ impl Owners {
                     warn!(owner, client = %claim.client_id, "cluster: the session's node is alive but did not release it");
                     None
                 }
-                _ => {
-                    let mirrored = buckets.mirror.recover(claim.client_id.as_str()).await;
-                    match &mirrored {
-                        Some(_) => {
-                            warn!(owner, client = %claim.client_id, "cluster: the session's node is gone; its session resumes here from the JetStream mirror");
-                            ClusterCounters::add(&self.link.counters.sessions_recovered, 1);
-                        }
-                        None => {
-                            warn!(owner, client = %claim.client_id, "cluster: the session's node is gone and nothing of it is mirrored; the client starts a new session here");
-                            ClusterCounters::add(&self.link.counters.sessions_lost, 1);
-                        }
-                    }
-                    Some(mirrored.filter(|_| !claim.clean_start))
-                }
+                _ => Some(self.recover_dead(buckets, (owner, deadline), claim).await),
             },
         }
     }

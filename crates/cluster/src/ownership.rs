@@ -27,6 +27,8 @@ use broker_api::cluster::{ClaimRequest, MirrorOp, Ownership};
 
 /// Claims worked on at once (each waits on NATS round trips).
 const CONCURRENT_CLAIMS: usize = 256;
+/// What a claim leaves of `connection.connect_timeout` for the CONNACK to leave.
+const CONNACK_MARGIN: Duration = Duration::from_secs(1);
 /// Wait between attempts to open the buckets.
 const RETRY: Duration = Duration::from_secs(2);
 
@@ -52,6 +54,10 @@ pub(super) async fn ownership(
         buckets: OnceCell::new(),
         poster,
         claiming: super::claiming::Claiming::default(),
+        last_beats: super::missed::LastBeats::default(),
+        follow_ups: super::follow_up::FollowUps::default(),
+        max_queued: usize::try_from(setup.node.max_queued).unwrap_or(usize::MAX),
+        claim_budget: setup.node.connect_timeout.saturating_sub(CONNACK_MARGIN),
     });
     let heartbeat = Heartbeat {
         every: setup.node_timeout / 3,
@@ -84,6 +90,10 @@ pub(super) async fn ownership(
             // The answer first: a release request sent after `answered` queues behind it.
             owners.answer(claim, outcome);
             owners.claiming.answered(client_id.as_str(), shard, won);
+            let (link, poster) = (&owners.link, &owners.poster);
+            owners
+                .follow_ups
+                .answered(client_id.as_str(), won, link, poster);
             drop(permit);
         });
     }
@@ -133,7 +143,8 @@ async fn keep_buckets(owners: Arc<Owners>, heartbeat: Heartbeat) {
         if let Err(e) = nodes.put(&key, value).await {
             debug!(error = %e, "cluster: heartbeat not written");
         }
-        sum_totals(&nodes, &link.counters).await;
+        let beats = sum_totals(&nodes, &link.counters).await;
+        owners.last_beats.seen(beats);
     }
 }
 

@@ -55,6 +55,7 @@ pub(super) async fn replays(
     replaying.set_timeout(REPLAY_REQUEST_TIMEOUT);
     let stream = open(&replaying, &link.prefix, window).await;
     let _ = link.replays.js.set(js);
+    let _ = link.replays.stream.set(stream.clone());
     info!("cluster: QoS 1/2 messages kept for replays");
     let mut failures = 0u32;
     loop {

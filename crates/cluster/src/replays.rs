@@ -8,7 +8,7 @@ use std::collections::{BTreeSet, HashMap};
 use std::sync::{Mutex, OnceLock, PoisonError};
 use std::time::{Duration, SystemTime};
 
-use async_nats::jetstream;
+use async_nats::jetstream::{self, stream};
 use tokio::sync::Notify;
 
 use super::subject::subject_matches;
@@ -22,6 +22,8 @@ const REPLAY_MARGIN: Duration = Duration::from_secs(5);
 pub(crate) struct Replays {
     /// The JetStream context, once the stream is open (QoS 1/2 are then JetStream publishes).
     pub(super) js: OnceLock<jetstream::Context>,
+    /// The stream itself, once open (a dead node's sessions read what they missed from it).
+    pub(super) stream: OnceLock<stream::Stream>,
     /// The `rel` subjects of each plain filter of this node (kept by the interest loop).
     subjects: Mutex<HashMap<String, Vec<String>>>,
     /// When the main NATS connection was lost, until it is back.

@@ -3,6 +3,7 @@
 //! (those whose heartbeat has not expired) each heartbeat.
 
 use std::sync::Arc;
+use std::time::SystemTime;
 
 use async_nats::jetstream::kv;
 use futures_util::StreamExt;
@@ -35,6 +36,9 @@ pub struct NodeContext {
     pub figures: FiguresSource,
     /// `queues.max_queued_messages`: the most copies mirrored per offline session.
     pub max_queued: u64,
+    /// `connection.connect_timeout`: a session recovered from a dead node reads what it
+    /// missed before the CONNECT's time runs out.
+    pub connect_timeout: std::time::Duration,
     /// The client ids of the sessions recovered from this node's store at start: checked
     /// against their owner records once the buckets are open (`ownership::reconcile`).
     pub recovered: Vec<String>,
@@ -44,6 +48,7 @@ impl std::fmt::Debug for NodeContext {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("NodeContext")
             .field("max_queued", &self.max_queued)
+            .field("connect_timeout", &self.connect_timeout)
             .field("recovered", &self.recovered.len())
             .finish_non_exhaustive()
     }
@@ -81,28 +86,39 @@ impl NodeFigures {
     }
 }
 
-/// Sums the live heartbeat records of `nodes` into the counters' totals.
-pub(super) async fn sum_totals(nodes: &kv::Store, counters: &ClusterCounters) {
+/// Sums the live heartbeat records of `nodes` into the counters' totals; each live record's
+/// key and when it was written (the NATS server's time).
+pub(super) async fn sum_totals(
+    nodes: &kv::Store,
+    counters: &ClusterCounters,
+) -> Vec<(String, SystemTime)> {
     let mut keys = match nodes.keys().await {
         Ok(keys) => keys,
-        Err(e) => return debug!(error = %e, "cluster: heartbeats not listed"),
+        Err(e) => {
+            debug!(error = %e, "cluster: heartbeats not listed");
+            return Vec::new();
+        }
     };
-    let (mut live, mut total) = (0, NodeFigures::default());
+    let (mut beats, mut total) = (Vec::new(), NodeFigures::default());
     while let Some(Ok(key)) = keys.next().await {
-        let value = nodes.get(&key).await.ok().flatten();
-        let figures = value.and_then(|v| NodeFigures::decode(std::str::from_utf8(&v).ok()?));
-        if let Some(figures) = figures {
-            live += 1;
+        let entry = nodes.entry(&key).await.ok().flatten();
+        let Some(entry) = entry.filter(|e| e.operation == kv::Operation::Put) else {
+            continue;
+        };
+        let text = std::str::from_utf8(&entry.value).ok();
+        if let Some(figures) = text.and_then(NodeFigures::decode) {
             total.add(&figures);
+            beats.push((key, SystemTime::from(entry.created)));
         }
     }
     let totals = &counters.totals;
-    ClusterCounters::set(&totals.nodes, live);
+    ClusterCounters::set(&totals.nodes, beats.len() as u64);
     ClusterCounters::set(&totals.clients, total.clients);
     ClusterCounters::set(&totals.sessions, total.sessions);
     ClusterCounters::set(&totals.subscriptions, total.subscriptions);
     ClusterCounters::set(&totals.received, total.received);
     ClusterCounters::set(&totals.sent, total.sent);
+    beats
 }
 
 #[cfg(test)]

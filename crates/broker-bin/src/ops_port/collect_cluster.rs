@@ -10,7 +10,7 @@ pub(super) fn cluster(doc: &mut Exposition, state: &OpsState) {
         return;
     };
     let f = link.figures();
-    let families: [(&str, Kind, &str, u64); 26] = [
+    let families: [(&str, Kind, &str, u64); 28] = [
         (
             "ringmq_cluster_connected",
             Kind::Gauge,
@@ -154,6 +154,18 @@ pub(super) fn cluster(doc: &mut Exposition, state: &OpsState) {
             Kind::Counter,
             "Sessions of a node that was gone resumed here from the JetStream mirror.",
             f.sessions_recovered,
+        ),
+        (
+            "ringmq_cluster_sessions_replayed_messages_total",
+            Kind::Counter,
+            "QoS 1/2 copies queued into sessions recovered from a dead node, read from the replay stream.",
+            f.sessions_replayed,
+        ),
+        (
+            "ringmq_cluster_sessions_replay_failures_total",
+            Kind::Counter,
+            "Recovered sessions whose missed messages could not be read from the replay stream.",
+            f.sessions_replay_failures,
         ),
         (
             "ringmq_cluster_mirror_writes_total",

@@ -9,7 +9,7 @@
 use std::sync::Arc;
 
 use codec::SharedPublish;
-use router::{Publisher, SharedFilter, TopicName};
+use router::{Publisher, SharedFilter, SubscriberId, TopicName};
 
 use super::parts::ClusterSide;
 use super::{BrokerShard, Ctx};
@@ -28,16 +28,20 @@ pub(super) enum RouteScope<'a> {
     /// The one shared subscription with this whole `$share/...` text: a message from the
     /// cluster through that share's NATS queue group.
     Group(&'a str),
+    /// The non-shared ones of one session: a message it missed while its node died, read
+    /// back from the replay stream for it alone.
+    Session(SubscriberId),
 }
 
 impl RouteScope<'_> {
-    /// Whether a delivery (`shared`: the group it was picked from) is in scope.
-    pub(super) fn admits(self, shared: Option<&SharedFilter>) -> bool {
+    /// Whether a delivery to `subscriber` (`shared`: the group it was picked from) is in scope.
+    pub(super) fn admits(self, subscriber: SubscriberId, shared: Option<&SharedFilter>) -> bool {
         match (self, shared) {
             (Self::All, _) => true,
             (Self::Plain, shared) => shared.is_none(),
             (Self::Group(group), Some(shared)) => shared.as_str() == group,
             (Self::Group(_), None) => false,
+            (Self::Session(only), shared) => shared.is_none() && subscriber == only,
         }
     }
 }
@@ -67,6 +71,13 @@ impl BrokerShard {
         let scope = match &publish.scope {
             Scope::Plain => RouteScope::Plain,
             Scope::Group(group) => RouteScope::Group(group),
+            Scope::Session(client_id) => {
+                let sessions = &self.shared.directory.sessions;
+                let Some(location) = sessions.get(client_id.as_str()) else {
+                    return; // The session ended or moved meanwhile.
+                };
+                RouteScope::Session(location.subscriber)
+            }
             Scope::Retained => {
                 return self.replication.retain(
                     &mut self.durable,
@@ -116,7 +127,7 @@ impl ClusterSide {
 
 #[cfg(test)]
 mod tests {
-    use router::{SharedFilter, TopicLimits};
+    use router::{SharedFilter, SubscriberId, TopicLimits};
 
     use super::RouteScope;
 
@@ -125,10 +136,14 @@ mod tests {
         let limits = TopicLimits::default();
         let g = SharedFilter::new("$share/g/a/#", &limits).unwrap();
         let h = SharedFilter::new("$share/h/a/#", &limits).unwrap();
-        assert!(RouteScope::All.admits(None) && RouteScope::All.admits(Some(&g)));
-        assert!(RouteScope::Plain.admits(None) && !RouteScope::Plain.admits(Some(&g)));
+        let (one, other) = (SubscriberId(1), SubscriberId(2));
+        assert!(RouteScope::All.admits(one, None) && RouteScope::All.admits(one, Some(&g)));
+        assert!(RouteScope::Plain.admits(one, None) && !RouteScope::Plain.admits(one, Some(&g)));
         let group = RouteScope::Group("$share/g/a/#");
-        assert!(group.admits(Some(&g)));
-        assert!(!group.admits(Some(&h)) && !group.admits(None));
+        assert!(group.admits(one, Some(&g)));
+        assert!(!group.admits(one, Some(&h)) && !group.admits(one, None));
+        let session = RouteScope::Session(one);
+        assert!(session.admits(one, None));
+        assert!(!session.admits(other, None) && !session.admits(one, Some(&g)));
     }
 }

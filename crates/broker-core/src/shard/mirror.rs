@@ -47,7 +47,12 @@ impl ClusterSide {
         if session.expiry == SessionExpiry::OnClose {
             return;
         }
-        let snapshot = encode_session_snapshot(&stored_session_of(session, ctx.now()));
+        let mut stored = stored_session_of(session, ctx.now());
+        // Marks the record as an offline session's: the node that recovers it after this
+        // node's death replays what it missed from its last mirrored copy on, not from this
+        // node's last heartbeat (docs/cluster.md, "When a node dies").
+        stored.disconnected_at = Some(std::time::SystemTime::now());
+        let snapshot = encode_session_snapshot(&stored);
         link.mirror(MirrorOp::Offline {
             client_id: session.client_id.clone(),
             snapshot: bytes::Bytes::from(snapshot),

@@ -304,7 +304,7 @@ impl BrokerShard {
             .match_topic(topic, publisher, &mut matches);
         let mut count = 0;
         for delivery in matches.iter() {
-            if !scope.admits(delivery.shared) {
+            if !scope.admits(delivery.subscriber, delivery.shared) {
                 continue;
             }
             count += 1;

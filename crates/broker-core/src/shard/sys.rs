@@ -168,6 +168,8 @@ impl BrokerShard {
             ("sessions/lost", f.sessions_lost),
             ("sessions/unchecked", f.ownership_unchecked),
             ("sessions/recovered", f.sessions_recovered),
+            ("sessions/replayed", f.sessions_replayed),
+            ("sessions/replay_failures", f.sessions_replay_failures),
             ("mirror/writes", f.mirror_writes),
             ("mirror/failures", f.mirror_failures),
             ("total/nodes", f.total_nodes),

@@ -1,0 +1,95 @@
+//! A claim whose owner is gone (no answer, heartbeat expired; docs/cluster.md, "When a node
+//! dies"): the session comes back from the JetStream mirror (`mirror.rs`) with the messages it
+//! missed from the replay stream appended (`missed.rs`); once the claim is answered, a
+//! follow-up covers what was published while it moved here (`follow_up.rs`).
+
+use std::time::{Duration, Instant, SystemTime};
+
+use bytes::Bytes;
+use session_store::storage::{StoredSession, encode_session_snapshot};
+use tracing::{info, warn};
+
+use super::counters::ClusterCounters;
+use super::mirror::append_to_queue;
+use super::missed::{READ_TIMEOUT, read_missed, read_start, session_subjects};
+use super::owners::{Buckets, Owners, heartbeat_key};
+use broker_api::cluster::ClaimRequest;
+
+impl Owners {
+    /// The session of `claim`'s client on the dead node run `owner`, rebuilt from the mirror
+    /// with what it missed (read by `deadline`, at most [`READ_TIMEOUT`]); `None` when nothing
+    /// is mirrored (counted as lost) or the client asked for a clean start.
+    pub(super) async fn recover_dead(
+        &self,
+        buckets: &Buckets,
+        (owner, deadline): (&str, Instant),
+        claim: &ClaimRequest,
+    ) -> Option<Bytes> {
+        let client = claim.client_id.as_str();
+        let Some(mirrored) = buckets.mirror.recover(client).await else {
+            warn!(
+                owner,
+                client,
+                "cluster: the session's node is gone and nothing of it is mirrored; the client starts a new session here"
+            );
+            ClusterCounters::add(&self.link.counters.sessions_lost, 1);
+            return None;
+        };
+        warn!(
+            owner,
+            client,
+            "cluster: the session's node is gone; its session resumes here from the JetStream mirror"
+        );
+        ClusterCounters::add(&self.link.counters.sessions_recovered, 1);
+        if claim.clean_start {
+            return None;
+        }
+        let from = read_start(self.last_beats.of(&heartbeat_key(owner)), &mirrored);
+        let mut session = mirrored.session;
+        let timeout = deadline
+            .saturating_duration_since(Instant::now())
+            .min(READ_TIMEOUT);
+        self.add_missed(&mut session, owner, (from, timeout)).await;
+        Some(Bytes::from(encode_session_snapshot(&session)))
+    }
+
+    /// Appends to `session`'s queue what it missed since `from` (at most
+    /// `queues.max_queued_messages` in all, the oldest dropped first), and prepares the
+    /// follow-up. A read that fails leaves the queue as mirrored (counted, logged); the
+    /// follow-up then starts at `from`.
+    async fn add_missed(
+        &self,
+        session: &mut StoredSession,
+        owner: &str,
+        (from, timeout): (SystemTime, Duration),
+    ) {
+        let Some(stream) = self.link.replays.stream.get() else {
+            return; // `replay_window_ms = 0`: nothing is kept.
+        };
+        let client = session.client_id.as_str();
+        let counters = &self.link.counters;
+        let reading = read_missed(&self.link, stream, session, owner, (from, timeout));
+        let read_to = match reading.await {
+            Ok(missed) => {
+                let count = missed.copies.len();
+                info!(
+                    client,
+                    count, "cluster: messages the session missed queued from the replay stream"
+                );
+                ClusterCounters::add(&counters.sessions_replayed, count as u64);
+                append_to_queue(session, missed.copies);
+                let excess = session.queued.len().saturating_sub(self.max_queued);
+                session.queued.drain(..excess);
+                missed.read_to
+            }
+            Err(e) => {
+                warn!(client, error = %e, "cluster: the messages a recovered session missed were not read; it resumes without them");
+                ClusterCounters::add(&counters.sessions_replay_failures, 1);
+                from
+            }
+        };
+        let subjects = session_subjects(&self.link.prefix, session);
+        let client_id = session.client_id.clone();
+        self.follow_ups.prepare(client_id, subjects, read_to);
+    }
+}

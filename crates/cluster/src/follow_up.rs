@@ -1,0 +1,113 @@
+//! The follow-up of a session recovered from a dead node (docs/cluster.md, "When a node
+//! dies"). The read before the CONNACK (`missed.rs`) ends where the stream was when it began,
+//! and the session reaches this node's shards a moment after the claim is answered: what this
+//! node received meanwhile for its other subscribers was routed to them only, and its duplicate
+//! check would drop it from a node replay. So, once the session is in every shard's table
+//! ([`FOLLOW_UP_DELAY`] after the answer), what the stream kept on its subjects from the end of
+//! that read until [`INSTALL_MARGIN`] after the answer is routed to that session alone; a node
+//! replay from there covers what this node did not receive before the session's NATS
+//! subscriptions were in place. What the session received live in that margin comes twice.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, SystemTime};
+
+use codec::MqttStr;
+use tracing::warn;
+
+use super::counters::ClusterCounters;
+use super::inbound::post_publishes;
+use super::link_state::Link;
+use super::missed::{READ_TIMEOUT, read_kept};
+use super::{ClusterPublish, Scope};
+use crate::Inbox;
+
+/// How long after the answer the follow-up reads: the rebuilt session's subscriptions are in
+/// every shard's table by then and have taken their NATS subscriptions (NATS spreads them over
+/// its routes in milliseconds).
+const FOLLOW_UP_DELAY: Duration = Duration::from_secs(1);
+/// The follow-up covers what was kept until this long after the answer: the shard rebuilds
+/// the session within it (and the node's clock and the NATS servers' differ by less).
+const INSTALL_MARGIN: Duration = Duration::from_millis(500);
+
+/// What a follow-up reads.
+#[derive(Debug)]
+struct FollowUp {
+    client_id: MqttStr,
+    /// The `rel` subjects of the session's plain subscriptions.
+    subjects: Vec<String>,
+    /// Where the read before the CONNACK ended (its start, if it failed).
+    from: SystemTime,
+}
+
+/// The follow-ups of claims not answered yet, by client id.
+#[derive(Debug, Default)]
+pub(super) struct FollowUps(Mutex<HashMap<String, FollowUp>>);
+
+impl FollowUps {
+    /// A claim of `client_id` recovered its session: once the claim is answered, a follow-up
+    /// reads `subjects` from `from`.
+    pub(super) fn prepare(&self, client_id: MqttStr, subjects: Vec<String>, from: SystemTime) {
+        if subjects.is_empty() {
+            return; // Nothing it subscribes to is kept.
+        }
+        let key = client_id.as_str().to_owned();
+        let follow_up = FollowUp {
+            client_id,
+            subjects,
+            from,
+        };
+        self.lock().insert(key, follow_up);
+    }
+
+    /// The claim of `client_id` was answered (`won`: the session is this node's now): its
+    /// follow-up, if it has one, runs.
+    pub(super) fn answered(&self, client_id: &str, won: bool, link: &Arc<Link>, poster: &Inbox) {
+        let Some(follow_up) = self.lock().remove(client_id) else {
+            return;
+        };
+        if won {
+            let until = SystemTime::now() + INSTALL_MARGIN;
+            tokio::spawn(run(Arc::clone(link), Arc::clone(poster), follow_up, until));
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, FollowUp>> {
+        self.0.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+/// Routes to the session alone what was kept on its subjects from `follow_up.from` until
+/// `until`, then asks for a node replay from `until` (from `follow_up.from` when the read
+/// fails: it then covers what other nodes published, counted as a failure).
+async fn run(link: Arc<Link>, poster: Inbox, follow_up: FollowUp, until: SystemTime) {
+    tokio::time::sleep(FOLLOW_UP_DELAY).await;
+    let Some(stream) = link.replays.stream.get() else {
+        return;
+    };
+    let FollowUp {
+        client_id,
+        subjects,
+        from,
+    } = follow_up;
+    let read = match read_kept(&link, stream, &subjects, (from, READ_TIMEOUT)).await {
+        Ok(read) => read,
+        Err(e) => {
+            warn!(client = %client_id, error = %e, "cluster: the follow-up read of a recovered session failed; a node replay covers what other nodes published");
+            ClusterCounters::add(&link.counters.sessions_replay_failures, 1);
+            return link.replays.request_from(from);
+        }
+    };
+    let publishes: Vec<ClusterPublish> = read
+        .kept
+        .into_iter()
+        .filter(|kept| kept.kept_at <= until)
+        .map(|kept| ClusterPublish {
+            scope: Scope::Session(client_id.clone()),
+            ..kept.publish
+        })
+        .collect();
+    ClusterCounters::add(&link.counters.sessions_replayed, publishes.len() as u64);
+    post_publishes(&link.counters, &poster, publishes);
+    link.replays.request_from(until);
+}
