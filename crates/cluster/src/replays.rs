@@ -75,6 +75,14 @@ impl Replays {
         self.request_again(ReplayRequest { from, origins });
     }
 
+    /// A replay of every node's messages from `from` exactly (no margin).
+    pub(super) fn request_from(&self, from: SystemTime) {
+        self.request_again(ReplayRequest {
+            from,
+            origins: Origins::All,
+        });
+    }
+
     /// `request` to run (merged with a pending one).
     pub(super) fn request_again(&self, request: ReplayRequest) {
         let mut pending = lock(&self.pending);
