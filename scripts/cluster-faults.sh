@@ -7,11 +7,12 @@
 # links, nodes killed (started again with their store) and frozen. Prints the fault timeline
 # and one result line: faults by kind, messages acknowledged, lost, QoS 2 twice, retained
 # divergence, time to heal. The test command runs the same suite with 8 faults (seed 48).
+# NODES=5 runs five nodes (a larger cluster) on the same three NATS servers.
 #   scripts/cluster-faults.sh [FAULTS]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 faults=${1:-300}
-RINGMQ_FAULTS=$faults RINGMQ_FAULT_SEED=${SEED:-$(date +%s)} \
+RINGMQ_FAULTS=$faults RINGMQ_FAULT_NODES=${NODES:-3} RINGMQ_FAULT_SEED=${SEED:-$(date +%s)} \
   cargo test --release --locked -p ringmq --test broker faults::a_long_random_schedule \
     -- --ignored --nocapture 2>&1 |
   grep -E '^fault|^healed|^node|^test |test result|panicked'

@@ -69,6 +69,7 @@ mod session_owner;
 mod shard_exit;
 mod shared;
 mod slow;
+mod slow_subscribers;
 mod store_tool;
 mod subscribe;
 mod subscribe_order;

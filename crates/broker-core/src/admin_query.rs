@@ -45,6 +45,10 @@ pub enum AdminQuery {
         limit: usize,
         reply: Sender<Vec<DelayedInfo>>,
     },
+    /// This shard's slow-subscriber rankings now (`crate::slow`).
+    SlowSubscribers {
+        reply: Sender<crate::slow::SlowReport>,
+    },
     /// Cancel pending delayed message `id`; whether this shard held it.
     CancelDelayed { id: u64, reply: Sender<bool> },
     /// Publish a message as the broker; an error names what is wrong with it.

@@ -34,6 +34,7 @@ pub mod settings;
 pub mod shard;
 pub mod shared;
 pub mod shared_parts;
+pub mod slow;
 pub mod store;
 pub mod swap;
 pub mod topic_rules;

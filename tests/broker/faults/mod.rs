@@ -59,17 +59,19 @@ impl Seeded {
     }
 }
 
-fn draw(rng: &mut Seeded, scope: Scope) -> Fault {
-    let any = |rng: &mut Seeded| rng.below(3) as usize;
+/// One fault on one of the three NATS servers or one of `nodes` nodes.
+fn draw(rng: &mut Seeded, scope: Scope, nodes: usize) -> Fault {
+    let server = |rng: &mut Seeded| rng.below(3) as usize;
+    let node = |rng: &mut Seeded| rng.below(nodes as u64) as usize;
     match rng.below(7) {
-        0 => Fault::KillNats(any(rng)),
-        1 => Fault::FreezeNats(any(rng)),
-        2 => Fault::CutNode(any(rng)),
-        3 => Fault::StallNode(any(rng)),
-        4 => Fault::SlowNode(any(rng)),
-        5 if scope == Scope::Everything => Fault::KillNode(any(rng)),
+        0 => Fault::KillNats(server(rng)),
+        1 => Fault::FreezeNats(server(rng)),
+        2 => Fault::CutNode(node(rng)),
+        3 => Fault::StallNode(node(rng)),
+        4 => Fault::SlowNode(node(rng)),
+        5 if scope == Scope::Everything => Fault::KillNode(node(rng)),
         5 => Fault::KillNode(0),
-        _ => Fault::FreezeNode(any(rng)),
+        _ => Fault::FreezeNode(node(rng)),
     }
 }
 
@@ -83,15 +85,14 @@ struct Run {
     healed_in: Option<Duration>,
 }
 
-/// Runs `count` faults drawn from `seed` against a live cluster.
-fn run(seed: u64, count: usize, scope: Scope) -> Run {
-    let mut rig = Rig::start(3);
+/// Runs `count` faults drawn from `seed` against a live cluster of `nodes` nodes (at least 3).
+fn run(seed: u64, count: usize, scope: Scope, nodes: usize) -> Run {
+    let mut rig = Rig::start(nodes);
     let stop = Arc::new(AtomicBool::new(false));
     let stop_reading = Arc::new(AtomicBool::new(false));
-    // Subscribers on nodes 1 and 2; publishers on every node (QoS 1, 2, 1).
-    let subscribers: Vec<_> = [1usize, 2]
-        .iter()
-        .map(|&home| clients::subscriber(home as u8, rig.addrs(), home, Arc::clone(&stop_reading)))
+    // Subscribers on every node but node 0; publishers on nodes 0, 1 and 2 (QoS 1, 2, 1).
+    let subscribers: Vec<_> = (1..nodes)
+        .map(|home| clients::subscriber(home as u8, rig.addrs(), home, Arc::clone(&stop_reading)))
         .collect();
     let records: Vec<_> = subscribers.iter().map(|(_, r)| Arc::clone(r)).collect();
     wait_until_within(SETTLE_GUARD, "the subscribers subscribed", || {
@@ -119,7 +120,7 @@ fn run(seed: u64, count: usize, scope: Scope) -> Run {
     let began = Instant::now();
     std::thread::sleep(Duration::from_secs(2));
     for _ in 0..count {
-        let fault = draw(&mut rng, scope);
+        let fault = draw(&mut rng, scope, nodes);
         *faults.entry(fault.kind()).or_default() += 1;
         eprintln!("fault at {:.1} s: {fault:?}", began.elapsed().as_secs_f64());
         rig.inject(fault);
@@ -280,7 +281,7 @@ fn report(seed: u64, run: &Run) -> String {
 #[test]
 fn a_seeded_schedule_of_faults_loses_no_acknowledged_message() {
     let seed = 48;
-    let run = run(seed, 8, Scope::SubscribersStay);
+    let run = run(seed, 8, Scope::SubscribersStay, 3);
     let report = report(seed, &run);
     eprintln!("{report}");
     assert!(run.verdict.acked > 0, "{report}");
@@ -288,7 +289,8 @@ fn a_seeded_schedule_of_faults_loses_no_acknowledged_message() {
 }
 
 /// The long schedule: `RINGMQ_FAULTS` faults (default 300) from `RINGMQ_FAULT_SEED` (default
-/// the time), every kind (`scripts/cluster-faults.sh`).
+/// the time), every kind, on `RINGMQ_FAULT_NODES` nodes (default 3; the three NATS servers
+/// serve them all) (`scripts/cluster-faults.sh`).
 #[test]
 #[ignore = "long: scripts/cluster-faults.sh runs it"]
 fn a_long_random_schedule_of_faults() {
@@ -305,7 +307,12 @@ fn a_long_random_schedule_of_faults() {
                 .unwrap()
                 .as_secs()
         });
-    let run = run(seed, count, Scope::Everything);
+    let nodes = std::env::var("RINGMQ_FAULT_NODES")
+        .ok()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(3usize)
+        .max(3);
+    let run = run(seed, count, Scope::Everything, nodes);
     let report = report(seed, &run);
     eprintln!("{report}");
     assert!(run.verdict.clean() && run.healed_in.is_some(), "{report}");

@@ -7,6 +7,7 @@
 pub use broker_core::admin_query as query;
 mod json;
 mod routes;
+mod slow;
 
 pub use ops::port::{AdminRequest, AdminResponse};
 

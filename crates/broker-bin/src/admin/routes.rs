@@ -10,6 +10,7 @@
 //! | `DELETE /api/v1/retained/{topic}` | clears the topic's retained message |
 //! | `GET /api/v1/delayed?after=&limit=` | pending delayed messages (`$delayed/`) by id, a page |
 //! | `DELETE /api/v1/delayed/{id}` | cancels a pending delayed message |
+//! | `GET /api/v1/slow_subscribers` | the slowest subscribers: by delivery latency, by drops, by queue depth (`slow.rs`) |
 //! | `POST /api/v1/publish` | publishes `{"topic", "payload" or "payload_base64", "qos", "retain"}` (`Content-Type: application/json`, checked by the `ops` crate's `routes.rs`) |
 //! | `GET /api/v1/config` | the last configuration loaded, as TOML, and its keys waiting for a restart |
 //! | `POST /api/v1/reload` | what SIGHUP does, answered with its report |
@@ -58,11 +59,13 @@ fn route(port: &AdminPort, request: &AdminRequest<'_>) -> Option<AdminResponse> 
             cancel_delayed(port, &path["delayed/".len()..])
         }
         ("POST", "publish") => publish(port, request),
+        ("GET", "slow_subscribers") => super::slow::slow_subscribers(port).map_err(unavailable),
         ("POST", "reload") => Ok(reload(port)),
         ("GET", "config") => Ok(config(port)),
         (
             _,
-            "clients" | "subscriptions" | "retained" | "delayed" | "publish" | "reload" | "config",
+            "clients" | "subscriptions" | "retained" | "delayed" | "publish" | "reload" | "config"
+            | "slow_subscribers",
         ) => Err(method_not_allowed()),
         (_, path) if path.starts_with("retained/") || path.starts_with("delayed/") => {
             Err(method_not_allowed())

@@ -27,6 +27,7 @@ mod raw;
 mod rewrite;
 mod runtime;
 mod sessions;
+mod slow;
 mod sys;
 mod typed;
 mod validate;

@@ -23,6 +23,7 @@ use super::persistence::RawPersistence;
 use super::rewrite::RawRewrite;
 use super::runtime::RawRuntime;
 use super::sessions::{RawQueues, RawRetained, RawRouting, RawSessions};
+use super::slow::RawSlowSubscribers;
 use super::sys::RawSys;
 use super::webhooks::RawWebhook;
 
@@ -50,6 +51,8 @@ pub struct RawConfig {
     pub retained: RawRetained,
     #[serde(default)]
     pub delayed: RawDelayed,
+    #[serde(default)]
+    pub slow_subscribers: RawSlowSubscribers,
     #[serde(default)]
     pub sys: RawSys,
     #[serde(default)]
@@ -92,6 +95,7 @@ impl RawConfig {
         self.sessions.overlay(over.sessions);
         self.retained.overlay(over.retained);
         self.delayed.overlay(over.delayed);
+        self.slow_subscribers.overlay(over.slow_subscribers);
         self.sys.overlay(over.sys);
         self.persistence.overlay(over.persistence);
         self.auth.overlay(over.auth);

@@ -46,6 +46,7 @@ impl RawConfig {
             sessions: self.sessions.validate()?,
             retained: self.retained.validate()?,
             delayed: self.delayed.validate()?,
+            slow_subscribers: self.slow_subscribers.validate()?,
             sys_interval: self.sys.interval()?,
             persistence: self.persistence.validate()?,
         };

@@ -42,6 +42,7 @@ pub fn render(state: &OpsState) -> String {
     bridges(&mut doc, state);
     super::collect_cluster::cluster(&mut doc, state);
     super::collect_events::webhooks(&mut doc, state);
+    super::collect_slow::slow_subscribers(&mut doc, state);
     doc.finish()
 }
 

@@ -159,6 +159,8 @@ pub struct ShardDetail {
     /// In-broker delivery latency of the copies this shard wrote: from the turn their PUBLISH
     /// arrived (on any shard) to the turn the copy was queued on its subscriber's connection.
     pub delivery_latency: Histogram,
+    /// This shard's slow-subscriber rankings as of its last gauge tick (`crate::slow`).
+    pub slow: std::sync::Mutex<crate::slow::SlowReport>,
 }
 
 #[cfg(test)]

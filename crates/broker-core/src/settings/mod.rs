@@ -9,6 +9,7 @@ mod log;
 mod persistence;
 mod runtime;
 mod sessions;
+mod slow;
 
 use std::time::Duration;
 
@@ -22,6 +23,7 @@ pub use sessions::{
     AutoSubscription, QueueSettings, RetainedSettings, RoutingSettings, SessionSettings,
     SlowConsumerPolicy, requested_expiry_interval,
 };
+pub use slow::SlowSubscriberSettings;
 
 use crate::guard::IpSettings;
 
@@ -40,6 +42,8 @@ pub struct CoreConfig {
     pub retained: RetainedSettings,
     /// `[delayed]`: delayed publish.
     pub delayed: DelayedSettings,
+    /// `[slow_subscribers]`: the slow-subscriber rankings.
+    pub slow_subscribers: SlowSubscriberSettings,
     /// Interval between `$SYS` updates; `None` disables `$SYS`.
     pub sys_interval: Option<Duration>,
     pub persistence: PersistenceSettings,

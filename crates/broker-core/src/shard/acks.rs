@@ -39,12 +39,13 @@ impl BrokerShard {
     /// PUBACK: a QoS 1 delivery is complete.
     pub(super) fn handle_puback(&mut self, ctx: &mut Ctx, conn: ConnId, id: PacketId) {
         self.complete_outbound(ctx, conn, id, "PUBACK", |window| {
-            window.on_puback(id).map(drop)
+            window.on_puback(id).map(|copy| copy.message.received_ns)
         });
     }
 
-    /// A PUBACK or PUBCOMP: `complete` ends the flow in the session's window, the store
-    /// forgets it, and the queue refills the window. A session with nothing queued or owed
+    /// A PUBACK or PUBCOMP: `complete` ends the flow in the session's window (giving the
+    /// turn its message was received in, for the slow-subscriber book; 0 for PUBCOMP, whose
+    /// PUBREC was measured), the store forgets it, and the queue refills the window. A session with nothing queued or owed
     /// (the usual case: its copies went out at once) is not drained, and its client id is not
     /// even cloned unless it is stored.
     fn complete_outbound(
@@ -53,7 +54,7 @@ impl BrokerShard {
         conn: ConnId,
         id: PacketId,
         packet: &'static str,
-        complete: impl FnOnce(&mut InflightWindow<Outgoing>) -> Result<(), AckError>,
+        complete: impl FnOnce(&mut InflightWindow<Outgoing>) -> Result<u64, AckError>,
     ) {
         let Some(subscriber) = self.conns.get(&conn).and_then(|c| c.session()) else {
             return;
@@ -65,7 +66,11 @@ impl BrokerShard {
             return;
         };
         match complete(&mut session.inflight) {
-            Ok(()) => record_acked(&mut self.durable, session.expiry, &session.client_id, id),
+            Ok(received_ns) => {
+                let client_id = session.client_id.as_str();
+                self.figures.note_acknowledged(ctx, client_id, received_ns);
+                record_acked(&mut self.durable, session.expiry, &session.client_id, id);
+            }
             Err(error) => debug!(%error, client = session.client_id.as_str(), packet, "ignored"),
         }
         if super::deliver::needs_drain(session) {
@@ -92,7 +97,10 @@ impl BrokerShard {
         }
         let mut rel = PubRel::new(rec.packet_id);
         match session.inflight.on_pubrec(rec.packet_id) {
-            Ok(Some(_)) => {
+            Ok(Some(copy)) => {
+                let received_ns = copy.message.received_ns;
+                self.figures
+                    .note_acknowledged(ctx, client_id.as_str(), received_ns);
                 if self.durable.stores(expiry) {
                     self.durable.record(SessionWrite::InflightReleased {
                         client_id: client_id.clone(),
@@ -140,7 +148,9 @@ impl BrokerShard {
 
     /// PUBCOMP: a QoS 2 delivery is complete.
     pub(super) fn handle_pubcomp(&mut self, ctx: &mut Ctx, conn: ConnId, id: PacketId) {
-        self.complete_outbound(ctx, conn, id, "PUBCOMP", |window| window.on_pubcomp(id));
+        self.complete_outbound(ctx, conn, id, "PUBCOMP", |window| {
+            window.on_pubcomp(id).map(|()| 0)
+        });
     }
 }
 

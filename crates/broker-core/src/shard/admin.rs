@@ -65,6 +65,9 @@ impl BrokerShard {
             } => {
                 let _ = reply.send(self.delivery.delayed.page(after, limit, ctx.now()));
             }
+            AdminQuery::SlowSubscribers { reply } => {
+                let _ = reply.send(self.figures.slow_report(&self.sessions, ctx.now()));
+            }
             AdminQuery::CancelDelayed { id, reply } => {
                 let _ = reply.send(self.cancel_delayed(ctx, id));
             }

@@ -194,6 +194,7 @@ impl BrokerShard {
             .send_queue_admits(&self.shared.limits.outbound, ctx, conn)
         {
             self.figures.count_dropped(DropReason::SlowConsumer, 1);
+            self.note_connection_drop(ctx, conn);
             return;
         }
         match self.send_publish(ctx, conn, copy, None, false) {
@@ -253,6 +254,7 @@ impl BrokerShard {
         }
         self.figures
             .count_dropped(DropReason::QueueFull, dropped.len() as u64);
+        self.note_session_drops(ctx, at, dropped.len() as u64 + u64::from(!queued));
         if let Some(client_id) = &stored_as {
             self.durable.forget_stored_copies(client_id, &dropped);
         }

@@ -57,9 +57,16 @@ impl Figures {
     /// Counts a PUBLISH frame of `len` bytes queued on a connection; a first send of a live
     /// copy also records its delivery latency on the turn clock. Re-sends (DUP) and copies
     /// sent with RETAIN set (retained messages for a new subscription, retain-as-published
-    /// copies) are not measured: their age is not delivery latency.
+    /// copies) are not measured: their age is not delivery latency. The latency measured, 0
+    /// when not.
     #[inline]
-    pub(super) fn count_sent(&mut self, ctx: &Ctx, copy: CopyView<'_>, dup: bool, len: usize) {
+    pub(super) fn count_sent(
+        &mut self,
+        ctx: &Ctx,
+        copy: CopyView<'_>,
+        dup: bool,
+        len: usize,
+    ) -> u64 {
         let received = copy.message.received_ns;
         let measured = received != 0 && !dup && !copy.retain;
         let now = if measured { self.turn_nanos(ctx) } else { 0 };
@@ -70,11 +77,12 @@ impl Figures {
         ShardCounters::add(&detail.sent[q], 1);
         let payload = copy.message.publish.payload().len() as u64;
         ShardCounters::add(&detail.sent_payload_bytes[q], payload);
-        if measured {
-            detail
-                .delivery_latency
-                .record_nanos(now.saturating_sub(received));
+        if !measured {
+            return 0;
         }
+        let latency = now.saturating_sub(received);
+        detail.delivery_latency.record_nanos(latency);
+        latency
     }
 
     /// This turn's `ctx.now()` in nanoseconds since the broker started: converted once per

@@ -69,6 +69,7 @@ mod retained_cursor;
 mod retained_delivery;
 mod routes;
 mod send;
+mod slow;
 mod spill;
 mod subscribe;
 mod sys;
@@ -138,6 +139,7 @@ impl BrokerShard {
         let connect_timeout = shared.config.connection.connect_timeout;
         let shared_started = shared.time.started;
         let shared_metrics = std::sync::Arc::clone(&shared.metrics);
+        let slow = crate::slow::SlowBook::new(shared.config.slow_subscribers.clone());
         let drop_events = (shared.links)
             .events_of(broker_api::EventKind::MessageDropped)
             .and(shared.links.events.clone());
@@ -170,6 +172,7 @@ impl BrokerShard {
                 started: shared_started,
                 turn_clock: (shared_started, 0),
                 drop_events,
+                slow,
             },
         };
         shard.install_recovered();

@@ -114,6 +114,8 @@ pub(super) struct Figures {
     pub(super) turn_clock: (std::time::Instant, u64),
     /// Where `message.dropped` events go, if anywhere wants them.
     pub(super) drop_events: Option<std::sync::Arc<dyn broker_api::EventHook>>,
+    /// This shard's slow subscribers (`slow.rs`).
+    pub(super) slow: crate::slow::SlowBook,
 }
 
 /// What putting control packets on connections and closing them touches: the connections,

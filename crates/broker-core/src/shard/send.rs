@@ -94,7 +94,10 @@ impl BrokerShard {
             Some(frame) => queue_cached(ctx, conn, frame, packet_id, max_packet)?,
             None => self.encode_publish(ctx, conn, copy.message, options, max_packet, cache_key)?,
         };
-        self.figures.count_sent(ctx, copy, dup, len);
+        let latency = self.figures.count_sent(ctx, copy, dup, len);
+        if copy.qos == codec::QoS::AtMostOnce {
+            self.note_qos0_latency(ctx, conn, latency);
+        }
         Ok(())
     }
 

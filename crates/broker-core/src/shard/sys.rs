@@ -22,6 +22,7 @@ impl BrokerShard {
     /// publishes the sums when `$SYS` is on.
     pub(super) fn start_sys(&mut self, ctx: &mut Ctx) {
         self.figures.refresh_queue_gauges(&self.sessions);
+        self.figures.publish_slow_report(&self.sessions, ctx.now());
         if let Some(interval) = self.shared.config.gauge_interval() {
             self.timers
                 .arm(ctx, ctx.now() + interval, TimerPurpose::Sys);
@@ -37,6 +38,7 @@ impl BrokerShard {
         self.timers
             .arm(ctx, ctx.now() + interval, TimerPurpose::Sys);
         self.figures.refresh_queue_gauges(&self.sessions);
+        self.figures.publish_slow_report(&self.sessions, ctx.now());
         if self.id.index() != 0 || self.shared.config.sys_interval.is_none() {
             return;
         }
