@@ -78,6 +78,7 @@ mod takeover;
 mod takeover_stream;
 mod throttle;
 mod tls;
+mod traces;
 mod webhooks;
 mod will;
 mod will_acl;

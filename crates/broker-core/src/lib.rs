@@ -38,3 +38,4 @@ pub mod slow;
 pub mod store;
 pub mod swap;
 pub mod topic_rules;
+pub mod trace;

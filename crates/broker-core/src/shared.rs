@@ -92,6 +92,10 @@ impl Shared {
             ),
             delayed: crate::delayed::DelayedPublish::new(config.delayed.clone()),
         };
+        let links = Links {
+            traces: std::sync::Arc::new(crate::trace::Traces::new(config.traces.clone())),
+            ..Links::default()
+        };
         Self {
             limits,
             config,
@@ -103,7 +107,7 @@ impl Shared {
             lifecycle,
             time: BrokerTime::new(clock),
             persistence: Persistence::default(),
-            links: Links::default(),
+            links,
             topic_rules,
         }
     }

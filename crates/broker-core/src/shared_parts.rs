@@ -343,6 +343,8 @@ pub struct Links {
     pub cluster: Option<Arc<dyn broker_api::ClusterPort>>,
     /// Where events go (`[[webhooks]]`), `None` when nothing wants them.
     pub events: Option<Arc<dyn broker_api::EventHook>>,
+    /// The live traces the admin API started (`crate::trace`).
+    pub traces: Arc<crate::trace::Traces>,
 }
 
 impl Links {
@@ -392,6 +394,7 @@ impl Default for Links {
             bridges: Arc::new(NoBridges),
             cluster: None,
             events: None,
+            traces: Arc::default(),
         }
     }
 }

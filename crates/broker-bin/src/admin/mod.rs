@@ -8,6 +8,7 @@ pub use broker_core::admin_query as query;
 mod json;
 mod routes;
 mod slow;
+mod traces;
 
 pub use ops::port::{AdminRequest, AdminResponse};
 

@@ -10,6 +10,7 @@
 //! | `DELETE /api/v1/retained/{topic}` | clears the topic's retained message |
 //! | `GET /api/v1/delayed?after=&limit=` | pending delayed messages (`$delayed/`) by id, a page |
 //! | `DELETE /api/v1/delayed/{id}` | cancels a pending delayed message |
+//! | `... /api/v1/traces...` | live traces: start, list, read, stop, delete (`traces.rs`) |
 //! | `GET /api/v1/slow_subscribers` | the slowest subscribers: by delivery latency, by drops, by queue depth (`slow.rs`) |
 //! | `POST /api/v1/publish` | publishes `{"topic", "payload" or "payload_base64", "qos", "retain"}` (`Content-Type: application/json`, checked by the `ops` crate's `routes.rs`) |
 //! | `GET /api/v1/config` | the last configuration loaded, as TOML, and its keys waiting for a restart |
@@ -59,6 +60,9 @@ fn route(port: &AdminPort, request: &AdminRequest<'_>) -> Option<AdminResponse> 
             cancel_delayed(port, &path["delayed/".len()..])
         }
         ("POST", "publish") => publish(port, request),
+        (_, path) if path == "traces" || path.starts_with("traces/") => {
+            super::traces::route(port, request, path)
+        }
         ("GET", "slow_subscribers") => super::slow::slow_subscribers(port).map_err(unavailable),
         ("POST", "reload") => Ok(reload(port)),
         ("GET", "config") => Ok(config(port)),

@@ -29,6 +29,7 @@ mod runtime;
 mod sessions;
 mod slow;
 mod sys;
+mod traces;
 mod typed;
 mod validate;
 mod webhooks;

@@ -25,6 +25,7 @@ use super::runtime::RawRuntime;
 use super::sessions::{RawQueues, RawRetained, RawRouting, RawSessions};
 use super::slow::RawSlowSubscribers;
 use super::sys::RawSys;
+use super::traces::RawTraces;
 use super::webhooks::RawWebhook;
 
 /// The whole raw configuration file.
@@ -53,6 +54,8 @@ pub struct RawConfig {
     pub delayed: RawDelayed,
     #[serde(default)]
     pub slow_subscribers: RawSlowSubscribers,
+    #[serde(default)]
+    pub traces: RawTraces,
     #[serde(default)]
     pub sys: RawSys,
     #[serde(default)]
@@ -96,6 +99,7 @@ impl RawConfig {
         self.retained.overlay(over.retained);
         self.delayed.overlay(over.delayed);
         self.slow_subscribers.overlay(over.slow_subscribers);
+        self.traces.overlay(over.traces);
         self.sys.overlay(over.sys);
         self.persistence.overlay(over.persistence);
         self.auth.overlay(over.auth);

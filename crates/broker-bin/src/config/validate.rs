@@ -47,6 +47,7 @@ impl RawConfig {
             retained: self.retained.validate()?,
             delayed: self.delayed.validate()?,
             slow_subscribers: self.slow_subscribers.validate()?,
+            traces: self.traces.validate()?,
             sys_interval: self.sys.interval()?,
             persistence: self.persistence.validate()?,
         };

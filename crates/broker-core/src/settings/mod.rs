@@ -42,6 +42,8 @@ pub struct CoreConfig {
     pub retained: RetainedSettings,
     /// `[delayed]`: delayed publish.
     pub delayed: DelayedSettings,
+    /// `[traces]`: the bounds of live traces.
+    pub traces: crate::trace::TraceLimits,
     /// `[slow_subscribers]`: the slow-subscriber rankings.
     pub slow_subscribers: SlowSubscriberSettings,
     /// Interval between `$SYS` updates; `None` disables `$SYS`.

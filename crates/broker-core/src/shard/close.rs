@@ -70,6 +70,7 @@ impl BrokerShard {
         self.shared.door.connections.fetch_sub(1, Ordering::Relaxed);
         self.door.connection_ended(&self.figures, conn);
         self.auth.acl_clients.remove(&conn);
+        self.figures.traces.forget(conn);
         self.auth.rechecks.recheck_closed(conn);
         let budget = &self.shared.limits.partial_frames;
         (self.auth.logins).login_closed(&mut self.timers, ctx, (conn, budget));

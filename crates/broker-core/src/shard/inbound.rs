@@ -187,12 +187,14 @@ impl BrokerShard {
             let before = buf.len();
             let mut publish_len = None;
             if let Some(ack) = codec::take_short_ack(buf, &limits)? {
+                self.trace_short_ack(conn, &ack);
                 self.handle_short_ack(ctx, conn, ack)?;
             } else {
                 let Some(packet) = codec::decode(buf, &limits)? else {
                     break;
                 };
                 publish_len = matches!(packet, Packet::Publish(_)).then(|| before - buf.len());
+                self.trace_inbound(ctx, conn, &packet);
                 self.handle_packet(ctx, conn, packet)?;
             }
             if let Some(len) = publish_len {

@@ -79,6 +79,7 @@ mod timer_book;
 mod timers;
 mod topic_checks;
 mod topic_waits;
+mod trace;
 mod transport;
 mod will_check;
 mod will_checks;
@@ -173,6 +174,7 @@ impl BrokerShard {
                 turn_clock: (shared_started, 0),
                 drop_events,
                 slow,
+                traces: trace::TraceBook::default(),
             },
         };
         shard.install_recovered();
@@ -317,6 +319,7 @@ impl Handler for BrokerShard {
     }
 
     fn on_turn_end(&mut self, ctx: &mut Ctx) {
+        self.refresh_traces(ctx);
         // What became durable goes out first: a connection it unparks reads on here, and what
         // that produces (routed copies, writes, held acknowledgements) is flushed and handed
         // to the store below, in this turn (nothing else may wake the shard for it).

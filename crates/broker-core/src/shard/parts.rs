@@ -116,6 +116,8 @@ pub(super) struct Figures {
     pub(super) drop_events: Option<std::sync::Arc<dyn broker_api::EventHook>>,
     /// This shard's slow subscribers (`slow.rs`).
     pub(super) slow: crate::slow::SlowBook,
+    /// The connections running traces follow (`trace.rs`).
+    pub(super) traces: super::trace::TraceBook,
 }
 
 /// What putting control packets on connections and closing them touches: the connections,

@@ -95,6 +95,7 @@ impl BrokerShard {
             None => self.encode_publish(ctx, conn, copy.message, options, max_packet, cache_key)?,
         };
         let latency = self.figures.count_sent(ctx, copy, dup, len);
+        self.trace_copy(ctx, conn, copy, packet_id.map(|id| id.get()), dup);
         if copy.qos == codec::QoS::AtMostOnce {
             self.note_qos0_latency(ctx, conn, latency);
         }
@@ -200,6 +201,9 @@ impl Wire<'_> {
         }
         let frame = self.scratch.split().freeze();
         let len = frame.len() as u64;
+        self.figures
+            .traces
+            .packet(conn, crate::trace::Direction::Out, packet);
         if ctx.send(conn, frame).is_ok() {
             // The peer waits on control packets (acknowledgements, CONNACK, PINGRESP): never
             // paced.

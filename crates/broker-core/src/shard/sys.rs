@@ -39,6 +39,7 @@ impl BrokerShard {
             .arm(ctx, ctx.now() + interval, TimerPurpose::Sys);
         self.figures.refresh_queue_gauges(&self.sessions);
         self.figures.publish_slow_report(&self.sessions, ctx.now());
+        self.shared.links.traces.expire(ctx.now());
         if self.id.index() != 0 || self.shared.config.sys_interval.is_none() {
             return;
         }
