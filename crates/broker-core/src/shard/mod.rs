@@ -80,6 +80,7 @@ mod timers;
 mod topic_checks;
 mod topic_waits;
 mod trace;
+mod trace_book;
 mod transport;
 mod will_check;
 mod will_checks;
@@ -174,7 +175,7 @@ impl BrokerShard {
                 turn_clock: (shared_started, 0),
                 drop_events,
                 slow,
-                traces: trace::TraceBook::default(),
+                traces: trace_book::TraceBook::default(),
             },
         };
         shard.install_recovered();

@@ -117,7 +117,7 @@ pub(super) struct Figures {
     /// This shard's slow subscribers (`slow.rs`).
     pub(super) slow: crate::slow::SlowBook,
     /// The connections running traces follow (`trace.rs`).
-    pub(super) traces: super::trace::TraceBook,
+    pub(super) traces: super::trace_book::TraceBook,
 }
 
 /// What putting control packets on connections and closing them touches: the connections,

@@ -4,58 +4,13 @@
 //! matches. Nothing is looked at while no trace runs but an empty map's length and, per
 //! PUBLISH and per CONNECT, one relaxed load.
 
-use std::sync::Arc;
-
 use codec::{Packet, ShortAck};
 use ring_runtime::ConnId;
 
-use super::aliases::FastMap;
+use super::trace_book::TracedConn;
 use super::{BrokerShard, Ctx, client_id_of};
 use crate::message::CopyView;
-use crate::trace::{
-    Direction, Identity, PacketLine, Trace, packet_line, publish_line, short_ack_line,
-};
-
-/// The connections of this shard that running traces follow.
-#[derive(Default)]
-pub(super) struct TraceBook {
-    /// The traces' generation this shard marked its connections under.
-    generation: u64,
-    by_conn: FastMap<ConnId, TracedConn>,
-}
-
-struct TracedConn {
-    /// The client id its lines name.
-    client: Box<str>,
-    traces: Vec<Arc<Trace>>,
-}
-
-impl TraceBook {
-    /// Writes `packet`'s line to the traces following `conn`, if any.
-    #[inline]
-    pub(super) fn packet(&self, conn: ConnId, direction: Direction, packet: &Packet) {
-        if self.by_conn.is_empty() {
-            return;
-        }
-        if let Some(traced) = self.by_conn.get(&conn) {
-            for trace in &traced.traces {
-                let payload_bytes = trace.spec.payload_bytes;
-                trace.write(&packet_line(
-                    direction,
-                    &traced.client,
-                    packet,
-                    payload_bytes,
-                ));
-            }
-        }
-    }
-
-    pub(super) fn forget(&mut self, conn: ConnId) {
-        if !self.by_conn.is_empty() {
-            self.by_conn.remove(&conn);
-        }
-    }
-}
+use crate::trace::{Direction, Identity, PacketLine, publish_line, short_ack_line};
 
 impl BrokerShard {
     /// A packet read from `conn` (before it is handled): its line for the traces following
