@@ -79,6 +79,7 @@ mod takeover_stream;
 mod throttle;
 mod tls;
 mod traces;
+mod upgrade;
 mod webhooks;
 mod will;
 mod will_acl;

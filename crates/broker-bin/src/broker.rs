@@ -4,15 +4,17 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 
 use ring_runtime::{
-    BackendKind, Clock, Runtime, RuntimeConfig, RuntimeError, RuntimeHandle, ShardExits, ShardId,
+    BackendKind, Clock, InheritedListeners, Runtime, RuntimeError, RuntimeHandle, ShardExits,
+    ShardId,
 };
 
 use crate::auth::{AllowAll, Authenticator};
-use crate::config::{BackendChoice, Config, WritePacingChoice};
+use crate::config::Config;
 use crate::message::ShardMsg;
 use crate::ops::{OpsListener, OpsServer};
 use crate::ops_port::{Lifecycle, OpsState};
 use crate::reload::ReloadState;
+use crate::runtime_settings::runtime_config;
 use crate::shard::BrokerShard;
 use crate::shared::Shared;
 use crate::store::{CHANNEL_BATCHES, StoreOpenError, StoreState, StoreThread, open_and_recover};
@@ -75,6 +77,15 @@ impl Broker {
         Self::start_with_auth(config, Box::new(AllowAll))
     }
 
+    /// Like [`Broker::start`], serving the listening sockets the process before handed over
+    /// (an upgrade: `upgrade.rs`).
+    pub fn start_upgraded(
+        config: Config,
+        inherited: InheritedListeners,
+    ) -> Result<Self, StartError> {
+        Self::start_inheriting(config, Box::new(AllowAll), Clock::System, inherited)
+    }
+
     /// Like [`Broker::start`], with `auth` deciding on every CONNECT, SUBSCRIBE filter and
     /// PUBLISH.
     pub fn start_with_auth(
@@ -91,6 +102,17 @@ impl Broker {
         auth: Box<dyn Authenticator>,
         clock: Clock,
     ) -> Result<Self, StartError> {
+        Self::start_inheriting(config, auth, clock, InheritedListeners::default())
+    }
+
+    /// Like [`Broker::start_with_clock`], serving the listening sockets the process before
+    /// handed over (an upgrade: `upgrade.rs`) where their addresses are configured.
+    pub fn start_inheriting(
+        config: Config,
+        auth: Box<dyn Authenticator>,
+        clock: Clock,
+        inherited: InheritedListeners,
+    ) -> Result<Self, StartError> {
         let hold = config.limits.free_memory_hold;
         if !ring_runtime::hold_free_memory(hold) {
             tracing::debug!(
@@ -99,6 +121,7 @@ impl Broker {
         }
         let mut runtime_config = runtime_config(&config);
         runtime_config.clock = clock.clone();
+        runtime_config.inherited = inherited;
         let shards = runtime_config.shard_count();
         let max_packet = config.limits.max_packet_size;
         let transports = crate::transport::Transports::load(&config.listeners, max_packet)?;
@@ -263,6 +286,11 @@ impl Broker {
     pub fn store_failure(&self) -> Option<String> {
         let store = self.shared.persistence.store.as_ref()?;
         store.failure().map(str::to_owned)
+    }
+
+    /// Every MQTT listening socket (duplicates), to hand to the next process in an upgrade.
+    pub fn listeners(&self) -> &[std::net::TcpListener] {
+        self.runtime.listeners()
     }
 
     /// The addresses the broker accepts connections on (port 0 resolved).
@@ -511,40 +539,6 @@ fn with_fault_injection(shard: BrokerShard, _id: ShardId) -> BrokerShard {
     shard
 }
 
-/// The runtime settings for a broker config.
-pub(crate) fn runtime_config(config: &Config) -> RuntimeConfig {
-    let mut runtime = RuntimeConfig {
-        shards: config.runtime.shards,
-        listen: config.listeners.binds(),
-        backend: match config.runtime.backend {
-            BackendChoice::Auto => ring_runtime::BackendChoice::Auto,
-            BackendChoice::Uring => ring_runtime::BackendChoice::Uring,
-            BackendChoice::Epoll => ring_runtime::BackendChoice::Epoll,
-        },
-        coalesce_below: config.runtime.coalesce_below,
-        spare_send_queues: config.runtime.spare_send_queues,
-        mailbox_batches: config.runtime.mailbox_batches,
-        max_pending_posts: config.runtime.max_pending_posts,
-        write_interval: config.runtime.write_interval,
-        write_pacing: match config.runtime.write_pacing {
-            WritePacingChoice::Adaptive => ring_runtime::WritePacing::Adaptive,
-            WritePacingChoice::Fixed => ring_runtime::WritePacing::Fixed,
-        },
-        sched_slice: config.runtime.sched_slice,
-        pin_threads: config.runtime.pin_threads,
-        listen_backlog: config
-            .runtime
-            .listen_backlog
-            .unwrap_or_else(ring_runtime::kernel_max_listen_backlog),
-        accept_backoff: config.runtime.accept_backoff,
-        recv_buffers: config.runtime.recv_buffers,
-        recv_buffer_size: config.runtime.recv_buffer_size,
-        ..RuntimeConfig::default()
-    };
-    runtime.drain_timeout = config.connection.connect_timeout.min(runtime.drain_timeout);
-    runtime
-}
-
 /// The bounds on what a connection's TLS or WebSocket layer holds between reads: per
 /// connection the largest packet (`limits.max_packet_size`, at least what a TLS handshake
 /// needs), all connections together within the partial-frame budget shared with the MQTT
@@ -554,45 +548,4 @@ fn transport_hold_limit(shared: &Shared) -> crate::transport::HoldLimit {
     let budget =
         broker_core::shared_parts::PartialFrameBudget(Arc::clone(&shared.limits.partial_frames));
     crate::transport::HoldLimit::new(per_connection, Arc::new(budget))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::config::{default_raw, parse_raw};
-
-    fn config_with(overrides: &str) -> Config {
-        let mut raw = default_raw().expect("embedded defaults parse");
-        raw.overlay(parse_raw("test", overrides).expect("overrides parse"));
-        raw.validate().expect("config validates")
-    }
-
-    #[test]
-    fn listen_backlog_defaults_to_the_kernel_maximum() {
-        let runtime = runtime_config(&config_with(""));
-        assert_eq!(
-            runtime.listen_backlog,
-            ring_runtime::kernel_max_listen_backlog()
-        );
-        let runtime = runtime_config(&config_with("[runtime]\nlisten_backlog = 100\n"));
-        assert_eq!(runtime.listen_backlog, 100);
-    }
-
-    #[test]
-    fn receive_buffers_reach_the_runtime() {
-        let defaults = runtime_config(&config_with(""));
-        assert_eq!(
-            (defaults.recv_buffers, defaults.recv_buffer_size),
-            (
-                RuntimeConfig::default().recv_buffers,
-                RuntimeConfig::default().recv_buffer_size
-            )
-        );
-        let set = "[runtime]\nrecv_buffers = 64\nrecv_buffer_size = 4096\n";
-        let runtime = runtime_config(&config_with(set));
-        assert_eq!((runtime.recv_buffers, runtime.recv_buffer_size), (64, 4096));
-        runtime
-            .validate()
-            .expect("the runtime accepts what the config validated");
-    }
 }

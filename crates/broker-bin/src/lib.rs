@@ -16,10 +16,12 @@ pub mod ops_port;
 /// The operations HTTP listener (`/metrics`, health, the admin API).
 pub use ::ops;
 pub mod reload;
+mod runtime_settings;
 pub mod scram_tool;
 #[cfg(any(test, feature = "sim"))]
 pub mod sim;
 pub mod store_tool;
+pub mod upgrade;
 
 /// TLS and WebSocket listeners (the `transport` crate), under their old path.
 pub use ::transport;

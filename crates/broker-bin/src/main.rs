@@ -9,7 +9,8 @@ use ring_runtime::ShardExit;
 use ringmq::Broker;
 use ringmq::cli::{Cli, Command};
 use ringmq::config::DEFAULT_CONFIG_TOML;
-use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
+use ringmq::upgrade::{Handover, UPGRADE_SOCKET_ENV};
+use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM, SIGUSR2};
 use signal_hook::iterator::Signals;
 
 #[cfg(feature = "mimalloc")]
@@ -44,8 +45,17 @@ fn run_broker(cli: &Cli) -> anyhow::Result<()> {
     }
     // Installed before the listeners open: a SIGHUP (or SIGTERM) that arrives while the broker
     // starts is handled like any later one, never the default action (terminate).
-    let signals = Signals::new([SIGINT, SIGTERM, SIGHUP]).context("installing signal handlers")?;
-    let broker = Broker::start(config).context("starting the broker")?;
+    let signals =
+        Signals::new([SIGINT, SIGTERM, SIGHUP, SIGUSR2]).context("installing signal handlers")?;
+    let broker = match std::env::var_os(UPGRADE_SOCKET_ENV) {
+        Some(path) => {
+            let inherited = ringmq::upgrade::take_over(std::path::Path::new(&path))
+                .context("taking over from the process before")?;
+            Broker::start_upgraded(config, inherited)
+        }
+        None => Broker::start(config),
+    }
+    .context("starting the broker")?;
     // The only control handed over: it cannot be refused.
     let _ = broker.set_log_control(log_control);
     let source_cli = cli.clone();
@@ -70,6 +80,16 @@ fn run_broker(cli: &Cli) -> anyhow::Result<()> {
             broker.join().context("stopping the broker")?;
             Ok(())
         }
+        Stop::Upgraded(handover) => {
+            tracing::info!(
+                successor = handover.successor,
+                "upgrade: shutting down for the new process"
+            );
+            broker.shutdown();
+            let stopped = broker.join().context("stopping the broker");
+            handover.released();
+            stopped
+        }
         Stop::ShardEnded(exit) => stop_after_shard_exit(broker, exit),
     }
 }
@@ -78,6 +98,8 @@ fn run_broker(cli: &Cli) -> anyhow::Result<()> {
 enum Stop {
     /// SIGINT or SIGTERM (SIGHUP only passes through).
     Signal(i32),
+    /// SIGUSR2: a new process took the listeners (`upgrade.rs`); this one drains and ends.
+    Upgraded(Handover),
     /// A shard's thread ended on its own (a panic or an error): the broker cannot run on
     /// without it, since every SUBACK waits for every shard.
     ShardEnded(ShardExit),
@@ -108,9 +130,31 @@ fn run_until_stop(broker: &Broker, mut signals: Signals) -> anyhow::Result<Stop>
     loop {
         match stop_rx.recv().context("waiting for a stop signal")? {
             Stop::Signal(SIGHUP) => reload(broker),
+            Stop::Signal(SIGUSR2) => match upgrade(broker) {
+                Ok(handover) => return Ok(Stop::Upgraded(handover)),
+                Err(error) => tracing::error!(%error, "upgrade refused; serving on"),
+            },
             stop => return Ok(stop),
         }
     }
+}
+
+/// SIGUSR2: starts the binary at this process's path (a new version installed over it) with
+/// the same arguments and hands it the listeners.
+fn upgrade(broker: &Broker) -> Result<Handover, ringmq::upgrade::UpgradeError> {
+    let exe = std::env::current_exe()
+        .unwrap_or_else(|_| std::env::args_os().next().unwrap_or_default().into());
+    // A binary replaced on disk shows as "<path> (deleted)": the new one is at <path>.
+    let exe = match exe
+        .to_str()
+        .and_then(|text| text.strip_suffix(" (deleted)"))
+    {
+        Some(path) => std::path::PathBuf::from(path),
+        None => exe,
+    };
+    let args: Vec<std::ffi::OsString> = std::env::args_os().skip(1).collect();
+    tracing::info!(exe = %exe.display(), "upgrade: starting the new process");
+    ringmq::upgrade::start_successor(&exe, &args, broker.listeners())
 }
 
 /// SIGHUP: reads the config file again and reloads what can change live (the certificates,

@@ -50,7 +50,7 @@ impl SimBroker {
     pub fn with_auth(mut config: Config, auth: Box<dyn Authenticator>) -> Self {
         // No listener: skip reading the kernel's backlog limit.
         config.runtime.listen_backlog = Some(1);
-        let runtime = crate::broker::runtime_config(&config);
+        let runtime = crate::runtime_settings::runtime_config(&config);
         let clock = ManualClock::new();
         let shared = Shared::with_clock(config.core, 1, auth, Clock::Manual(clock.clone()));
         let shard = BrokerShard::new(Arc::new(shared), ShardId::new(0), 1);

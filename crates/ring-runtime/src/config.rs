@@ -166,6 +166,9 @@ pub struct RuntimeConfig {
     /// Where the shards read the time: [`Clock::System`] by default; tests run timers on a
     /// [`crate::ManualClock`] they advance.
     pub clock: Clock,
+    /// Listening sockets a previous process handed over (a zero-downtime upgrade): used for
+    /// their addresses instead of binding new ones. Empty by default.
+    pub inherited: crate::sys::handover::InheritedListeners,
 }
 
 impl Default for RuntimeConfig {
@@ -198,6 +201,7 @@ impl Default for RuntimeConfig {
             accept_backoff: Duration::from_millis(100),
             cancel_timeout: Duration::from_secs(1),
             clock: Clock::System,
+            inherited: crate::sys::handover::InheritedListeners::default(),
         }
     }
 }

@@ -47,6 +47,7 @@ pub use ids::{ConnId, ShardId, TimerId};
 pub use layer::{LayerError, LayerOutput, LayerState, StreamLayer};
 pub use runtime::{Poster, Runtime, RuntimeControl, RuntimeHandle};
 pub use sys::alloc::{hold_free_memory, return_free_memory};
+pub use sys::handover::{InheritedListeners, receive_listeners, send_listeners};
 pub use sys::rss::resident_memory_bytes;
 pub use sys::socket::kernel_max_listen_backlog;
 pub use sys::thread::raise_fd_limit;

@@ -90,8 +90,15 @@ impl Runtime {
         config.validate()?;
         let backend = select_backend(&config)?;
         let shards = config.shard_count();
-        let (listeners, local_addrs) =
-            socket::bind_shard_listeners(&config.listen, shards, config.listen_backlog)?;
+        let (listeners, local_addrs) = socket::bind_shard_listeners(
+            &config.listen,
+            shards,
+            config.listen_backlog,
+            &config.inherited,
+        )?;
+        let handover = duplicates(&listeners).map_err(|source| {
+            RuntimeError::syscall("dup (listeners kept for an upgrade)", source)
+        })?;
         let mailboxes = (0..shards)
             .map(|_| Mailbox::new(config.mailbox_batches))
             .collect::<Result<Vec<_>, _>>()
@@ -111,6 +118,7 @@ impl Runtime {
             threads: Vec::with_capacity(shards),
             local_addrs,
             backend,
+            handover,
         };
         let factory = Arc::new(factory);
         let cores = thread::allowed_cores();
@@ -290,12 +298,20 @@ pub struct RuntimeHandle<M> {
     threads: Vec<ShardThread>,
     local_addrs: Vec<SocketAddr>,
     backend: BackendKind,
+    /// A duplicate of every listening socket, for handing them to the next process (an
+    /// upgrade: `sys/handover.rs`).
+    handover: Vec<std::net::TcpListener>,
 }
 
 impl<M: Send + 'static> RuntimeHandle<M> {
     /// The bound listen addresses, in config order, with port 0 resolved.
     pub fn local_addrs(&self) -> &[SocketAddr] {
         &self.local_addrs
+    }
+
+    /// Every listening socket (duplicates), to hand to the next process in an upgrade.
+    pub fn listeners(&self) -> &[std::net::TcpListener] {
+        &self.handover
     }
 
     /// The backend the shards run on.
@@ -394,4 +410,16 @@ impl<M> Drop for RuntimeHandle<M> {
             let _ = thread.join();
         }
     }
+}
+
+/// A duplicate of every shard's listening sockets (the same sockets: closing either leaves the
+/// other open).
+fn duplicates(
+    listeners: &[Vec<std::net::TcpListener>],
+) -> std::io::Result<Vec<std::net::TcpListener>> {
+    listeners
+        .iter()
+        .flatten()
+        .map(std::net::TcpListener::try_clone)
+        .collect()
 }

@@ -39,16 +39,21 @@ pub fn published_qos(id: u64) -> u8 {
 /// What a publisher saw.
 #[derive(Debug, Default)]
 pub struct Published {
-    /// Acknowledged with Success (PUBACK, or PUBREC for QoS 2), retained ones apart.
+    /// Accepted (PUBACK, or PUBREC for QoS 2, with a reason below 0x80: Success or No
+    /// matching subscribers), retained ones apart.
     pub acked: BTreeSet<u64>,
     /// When each was acknowledged.
     pub acked_at: BTreeMap<u64, Instant>,
     /// Refused with a reason code.
     pub refused: u64,
+    /// The refusals by reason code.
+    pub refused_by: BTreeMap<u8, u64>,
     /// Sent, never answered (the connection was lost first).
     pub unknown: u64,
     /// The last message acknowledged per retained topic.
     pub retained: BTreeMap<String, u64>,
+    /// Connection attempts the broker's address refused (nothing listening).
+    pub refused_connects: u64,
 }
 
 /// What a subscriber saw.
@@ -62,11 +67,32 @@ pub struct Received {
     pub subscribed: bool,
     /// Reconnections that found no session (its messages meanwhile are lost).
     pub sessions_lost: u32,
+    /// Connection attempts the broker's address refused (nothing listening).
+    pub refused_connects: u64,
+}
+
+/// Why a connection attempt failed.
+enum NotConnected {
+    /// Nothing listened on the address.
+    Refused,
+    /// Any other failure (a timeout, a CONNACK refusal, a close).
+    Failed,
 }
 
 /// Connects to `addr` with `connect`; the client once its CONNACK is Success.
-fn connect_to(addr: SocketAddr, connect: codec::Connect) -> Option<(RawClient, bool)> {
-    let stream = TcpStream::connect_timeout(&addr, Duration::from_secs(1)).ok()?;
+fn connect_to(
+    addr: SocketAddr,
+    connect: codec::Connect,
+) -> Result<(RawClient, bool), NotConnected> {
+    let stream =
+        TcpStream::connect_timeout(&addr, Duration::from_secs(1)).map_err(|e| match e.kind() {
+            std::io::ErrorKind::ConnectionRefused => NotConnected::Refused,
+            _ => NotConnected::Failed,
+        })?;
+    connect_over(stream, connect).ok_or(NotConnected::Failed)
+}
+
+fn connect_over(stream: TcpStream, connect: codec::Connect) -> Option<(RawClient, bool)> {
     stream
         .set_write_timeout(Some(Duration::from_secs(5)))
         .ok()?;
@@ -103,10 +129,14 @@ pub fn publisher(
         let mut failures = 0;
         while !stop.load(Ordering::Relaxed) {
             let connect = connect_packet(V5, &format!("fault-pub-{index}"), true);
-            let Some((client, _)) = connect_to(pick(&addrs, home, failures), connect) else {
-                failures += 1;
-                std::thread::sleep(Duration::from_millis(200));
-                continue;
+            let client = match connect_to(pick(&addrs, home, failures), connect) {
+                Ok((client, _)) => client,
+                Err(not) => {
+                    published.refused_connects += u64::from(matches!(not, NotConnected::Refused));
+                    failures += 1;
+                    std::thread::sleep(Duration::from_millis(200));
+                    continue;
+                }
             };
             failures = 0;
             let session = PublishSession {
@@ -193,7 +223,7 @@ impl PublishSession {
         let (packet_id, reason) = match packet {
             Packet::PubAck(ack) => (ack.packet_id, ack.reason_code),
             Packet::PubRec(rec) => {
-                if rec.reason_code == ReasonCode::Success {
+                if !rec.reason_code.is_error() {
                     self.client
                         .send(&Packet::PubRel(PubRel::new(rec.packet_id)));
                 }
@@ -205,7 +235,8 @@ impl PublishSession {
         let Some((id, retained)) = self.outstanding.remove(&packet_id.get()) else {
             return false;
         };
-        if reason == ReasonCode::Success {
+        // Any reason below 0x80 accepts the message (0x10 No matching subscribers too).
+        if !reason.is_error() {
             match retained {
                 Some(topic) => {
                     let last = published.retained.entry(topic).or_default();
@@ -218,6 +249,7 @@ impl PublishSession {
             }
         } else {
             published.refused += 1;
+            *published.refused_by.entry(reason as u8).or_default() += 1;
         }
         true
     }
@@ -240,11 +272,15 @@ pub fn subscriber(
         while !stop.load(Ordering::Relaxed) {
             let mut connect = persistent_connect(V5, &format!("fault-sub-{index}"), 3600);
             connect.clean_start = first;
-            let Some((mut client, present)) = connect_to(pick(&addrs, home, failures), connect)
-            else {
-                failures += 1;
-                std::thread::sleep(Duration::from_millis(200));
-                continue;
+            let (mut client, present) = match connect_to(pick(&addrs, home, failures), connect) {
+                Ok(connected) => connected,
+                Err(not) => {
+                    lock(&record).refused_connects +=
+                        u64::from(matches!(not, NotConnected::Refused));
+                    failures += 1;
+                    std::thread::sleep(Duration::from_millis(200));
+                    continue;
+                }
             };
             failures = 0;
             if !present {

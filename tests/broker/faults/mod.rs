@@ -15,8 +15,8 @@
     reason = "test code: a failed unwrap is a failed test, with its location"
 )]
 
-mod checker;
-mod clients;
+pub(crate) mod checker;
+pub(crate) mod clients;
 mod relay;
 mod rig;
 

@@ -5,6 +5,7 @@ pub(crate) mod alloc;
 pub(crate) mod cpu_time;
 pub(crate) mod epoll;
 pub(crate) mod eventfd;
+pub(crate) mod handover;
 pub(crate) mod rss;
 pub(crate) mod sched;
 pub(crate) mod socket;

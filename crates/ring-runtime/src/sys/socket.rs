@@ -10,17 +10,35 @@ use socket2::{Domain, Protocol, SockAddr, Socket, Type};
 use crate::error::RuntimeError;
 
 /// One listening socket per shard for every configured address, all sharing one port per
-/// address (port 0 resolves on the first shard's bind). Returns `listeners[shard][addr]` and
-/// the resolved addresses.
+/// address (port 0 resolves on the first shard's bind), or the sockets `inherited` holds for
+/// it. Returns each shard's listeners and the resolved addresses.
 pub(crate) fn bind_shard_listeners(
     addrs: &[SocketAddr],
     shards: usize,
     backlog: i32,
+    inherited: &super::handover::InheritedListeners,
 ) -> Result<(Vec<Vec<TcpListener>>, Vec<SocketAddr>), RuntimeError> {
     let mut per_shard: Vec<Vec<TcpListener>> = (0..shards).map(|_| Vec::new()).collect();
     let mut resolved = Vec::with_capacity(addrs.len());
     for &addr in addrs {
         let mut bound = addr;
+        let handed = inherited.take(addr);
+        if !handed.is_empty() {
+            // Handed over (an upgrade): the same sockets, accept queues included, one or more
+            // per shard; shards beyond them join the port's SO_REUSEPORT group.
+            let mut served = vec![false; shards];
+            for (index, listener) in handed.into_iter().enumerate() {
+                per_shard[index % shards].push(listener);
+                served[index % shards] = true;
+            }
+            for (listeners, _) in per_shard.iter_mut().zip(served).filter(|(_, s)| !s) {
+                let listener = bind_reuseport(addr, backlog)
+                    .map_err(|source| RuntimeError::Bind { addr, source })?;
+                listeners.push(listener);
+            }
+            resolved.push(addr);
+            continue;
+        }
         if addr.port() != 0 {
             ensure_unused(addr).map_err(|source| RuntimeError::Bind { addr, source })?;
         }
