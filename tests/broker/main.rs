@@ -15,6 +15,7 @@ mod cluster;
 mod cluster_acks;
 mod cluster_replay;
 mod cluster_retained;
+mod cluster_retained_faults;
 mod cluster_sessions;
 mod cluster_stall;
 mod cluster_tls;

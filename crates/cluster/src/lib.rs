@@ -39,6 +39,7 @@ mod port;
 mod reliable;
 mod replays;
 mod retained;
+mod retained_pending;
 pub mod retained_value;
 pub mod settings;
 mod settled;

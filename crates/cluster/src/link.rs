@@ -128,6 +128,7 @@ async fn run(
         clock,
         replays,
         ack_timeout: settings.ack_timeout,
+        retained_bucket: std::sync::OnceLock::new(),
     });
     let (inbound_tx, inbound_rx) = mpsc::channel(INBOUND_CAPACITY);
     let replaying = {

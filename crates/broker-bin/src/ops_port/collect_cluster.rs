@@ -10,7 +10,7 @@ pub(super) fn cluster(doc: &mut Exposition, state: &OpsState) {
         return;
     };
     let f = link.figures();
-    let families: [(&str, Kind, &str, u64); 26] = [
+    let families: [(&str, Kind, &str, u64); 27] = [
         (
             "ringmq_cluster_connected",
             Kind::Gauge,
@@ -104,8 +104,14 @@ pub(super) fn cluster(doc: &mut Exposition, state: &OpsState) {
         (
             "ringmq_cluster_retained_out_total",
             Kind::Counter,
-            "Retained messages (and clears) written to the cluster's retained bucket.",
+            "Retained messages (and clears) the cluster's retained bucket acknowledged.",
             f.retained_out,
+        ),
+        (
+            "ringmq_cluster_retained_retries_total",
+            Kind::Counter,
+            "Retained records written to the cluster's bucket again (JetStream had not acknowledged them).",
+            f.retained_retries,
         ),
         (
             "ringmq_cluster_retained_in_total",

@@ -1,0 +1,173 @@
+//! Retained messages across a node's death (docs/cluster.md, "Retained messages"): a retained
+//! QoS 1 publish acknowledged with Success is in the cluster's bucket, so the other nodes
+//! serve it after its node is killed (SIGKILL) right after the PUBACK.
+
+#![allow(
+    clippy::unwrap_used,
+    reason = "test code: a failed unwrap is a failed test, with its location"
+)]
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::net::SocketAddr;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use codec::{Packet, QoS, ReasonCode};
+
+use crate::client::{Event, RawClient, V5, publish_packet};
+use crate::cluster::{CONVERGENCE_GUARD, start_node};
+use crate::harness::{TestBroker, wait_until_within};
+use crate::nats_cluster::NatsCluster;
+use crate::process::BrokerProcess;
+
+/// Distinct topics the burst sets, one retained QoS 1 message each.
+const BURST_TOPICS: u16 = 2000;
+/// The most PUBLISHes without their PUBACK at once (under the broker's Receive Maximum).
+const WINDOW: usize = 50;
+/// A hang guard for a burst to be answered, not a timing assertion.
+const ANSWER_GUARD: Duration = Duration::from_secs(120);
+/// How long a subscriber waits for one more retained message before it counts what it has.
+const QUIET_GAP: Duration = Duration::from_millis(500);
+
+/// A `ringmq` process as node `n<index>` on the NATS server at `nats_url`, with `extra` keys
+/// after its `[cluster]` section, its config written in `dir`; returned once it serves.
+pub(crate) fn node_process(index: usize, nats_url: &str, dir: &Path, extra: &str) -> BrokerProcess {
+    let config = format!(
+        "[cluster]\nnode_id = \"n{index}\"\nnats = [\"{nats_url}\"]\nreplicas = 3\n{extra}\n"
+    );
+    BrokerProcess::start(&config, &dir.join(format!("n{index}.toml")))
+}
+
+/// The distinct topics under `filter` that a new subscriber on `addr` gets retained messages
+/// of, with their payloads (reads until no more came for [`QUIET_GAP`]).
+pub(crate) fn retained_topics(addr: SocketAddr, filter: &str) -> BTreeMap<String, Vec<u8>> {
+    let mut client = RawClient::connected_clean(addr, V5, "");
+    client.subscribe(filter, QoS::AtLeastOnce);
+    let mut got = BTreeMap::new();
+    while let Event::Packet(packet) = client.next_event(QUIET_GAP) {
+        if let Packet::Publish(publish) = *packet {
+            client.acknowledge(&publish);
+            if publish.retain {
+                got.insert(publish.topic().to_owned(), publish.payload().to_vec());
+            }
+        }
+    }
+    client.disconnect();
+    got
+}
+
+/// Publishes a retained QoS 1 message on `topic` from `addr` until it is acknowledged with
+/// Success and every node in `nodes` serves it (the bucket is open and watched everywhere).
+fn until_the_bucket_works(addr: SocketAddr, topic: &str, nodes: &[&TestBroker]) {
+    let mut publisher = RawClient::connected_clean(addr, V5, "");
+    wait_until_within(CONVERGENCE_GUARD, "the retained bucket working", || {
+        let mut publish = publish_packet(topic, b"probe", QoS::AtLeastOnce, Some(1));
+        publish.retain = true;
+        (publisher.publish(publish) == ReasonCode::Success).then_some(())?;
+        let served = |node: &&TestBroker| retained_topics(node.addr(), topic).contains_key(topic);
+        nodes.iter().all(served).then_some(())
+    });
+    publisher.disconnect();
+}
+
+/// Sends one retained QoS 1 message to each of `topics` with at most [`WINDOW`] unanswered;
+/// each topic's PUBACK reason.
+fn burst(publisher: &mut RawClient, topics: &[String]) -> BTreeMap<String, ReasonCode> {
+    let mut reasons: BTreeMap<u16, ReasonCode> = BTreeMap::new();
+    let deadline = Instant::now() + ANSWER_GUARD;
+    let read = |publisher: &mut RawClient, reasons: &mut BTreeMap<u16, ReasonCode>| {
+        assert!(Instant::now() < deadline, "the burst was not answered");
+        match publisher.next_event(Duration::from_millis(100)) {
+            Event::Packet(packet) => {
+                if let Packet::PubAck(ack) = *packet {
+                    reasons.insert(ack.packet_id.get(), ack.reason_code);
+                }
+            }
+            Event::Closed => panic!("the publisher was disconnected"),
+            Event::Timeout => {}
+        }
+    };
+    for (n, topic) in topics.iter().enumerate() {
+        while n - reasons.len() >= WINDOW {
+            read(publisher, &mut reasons);
+        }
+        let id = u16::try_from(n + 1).unwrap();
+        let mut publish = publish_packet(topic, topic.as_bytes(), QoS::AtLeastOnce, Some(id));
+        publish.retain = true;
+        publisher.send(&Packet::Publish(publish));
+    }
+    while reasons.len() < topics.len() {
+        read(publisher, &mut reasons);
+    }
+    reasons
+        .into_iter()
+        .map(|(id, reason)| (topics[usize::from(id) - 1].clone(), reason))
+        .collect()
+}
+
+/// A burst of retained QoS 1 publishes on one node, which is killed (SIGKILL) right after the
+/// last PUBACK: every topic acknowledged with Success is served by the two other nodes (with
+/// the bucket written outside the acknowledged path, they served about a fifth of 5,000).
+#[test]
+fn retained_messages_acknowledged_before_their_node_dies_are_served_by_the_others() {
+    let nats = NatsCluster::start();
+    let work = tempfile::tempdir().unwrap();
+    let others = [start_node(&nats, 1), start_node(&nats, 2)];
+    let no_store = "[persistence]\nengine = \"none\"";
+    let doomed = node_process(0, &nats.url(0), work.path(), no_store);
+    let others: Vec<&TestBroker> = others.iter().collect();
+    until_the_bucket_works(doomed.addr, "burst-probe", &others);
+
+    let topics: Vec<String> = (0..BURST_TOPICS).map(|n| format!("burst/{n}")).collect();
+    let mut publisher = RawClient::connected_clean(doomed.addr, V5, "burster");
+    let started = Instant::now();
+    let reasons = burst(&mut publisher, &topics);
+    let elapsed = started.elapsed();
+    doomed.kill_9();
+
+    let acknowledged: BTreeSet<&String> = reasons
+        .iter()
+        .filter_map(|(topic, &reason)| (reason == ReasonCode::Success).then_some(topic))
+        .collect();
+    eprintln!(
+        "retained burst: {} of {BURST_TOPICS} acknowledged Success in {elapsed:?} ({:.0}/s)",
+        acknowledged.len(),
+        f64::from(BURST_TOPICS) / elapsed.as_secs_f64()
+    );
+    assert!(
+        !acknowledged.is_empty(),
+        "nothing acknowledged: {reasons:?}"
+    );
+    for (index, node) in others.iter().enumerate() {
+        let missing = missing_after_convergence(node.addr(), "burst/#", &acknowledged);
+        assert!(
+            missing.is_empty(),
+            "node {}: {} of {} acknowledged topics never served, e.g. {:?}",
+            index + 1,
+            missing.len(),
+            acknowledged.len(),
+            missing.first()
+        );
+    }
+}
+
+/// The topics of `wanted` that the node on `addr` still does not serve as retained under
+/// `filter` after [`CONVERGENCE_GUARD`] (empty as soon as it serves them all).
+fn missing_after_convergence(
+    addr: SocketAddr,
+    filter: &str,
+    wanted: &BTreeSet<&String>,
+) -> Vec<String> {
+    let deadline = Instant::now() + CONVERGENCE_GUARD;
+    loop {
+        let served = retained_topics(addr, filter);
+        let missing: Vec<String> = (wanted.iter())
+            .filter(|topic| !served.contains_key(**topic))
+            .map(|topic| (*topic).clone())
+            .collect();
+        if missing.is_empty() || Instant::now() >= deadline {
+            return missing;
+        }
+        std::thread::sleep(Duration::from_millis(500));
+    }
+}
