@@ -67,16 +67,7 @@ impl BrokerShard {
         let scope = match &publish.scope {
             Scope::Plain => RouteScope::Plain,
             Scope::Group(group) => RouteScope::Group(group),
-            Scope::Retained => {
-                return self.replication.retain(
-                    &mut self.durable,
-                    &self.figures,
-                    &self.shared,
-                    ctx,
-                    &topic,
-                    &message,
-                );
-            }
+            Scope::Retained => return self.keep_retained_from_bucket(ctx, &topic, &message),
         };
         self.route(ctx, &topic, &message, &publisher, scope);
     }
