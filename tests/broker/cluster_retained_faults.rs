@@ -1,6 +1,8 @@
 //! Retained messages across a node's death (docs/cluster.md, "Retained messages"): a retained
 //! QoS 1 publish acknowledged with Success is in the cluster's bucket, so the other nodes
-//! serve it after its node is killed (SIGKILL) right after the PUBACK.
+//! serve it after its node is killed (SIGKILL) right after the PUBACK; a node that accepted
+//! retained messages while cut off from NATS writes them back when it restarts with its store,
+//! except where the bucket holds a newer record (a clear included).
 
 #![allow(
     clippy::unwrap_used,
@@ -17,7 +19,8 @@ use codec::{Packet, QoS, ReasonCode};
 use crate::client::{Event, RawClient, V5, publish_packet};
 use crate::cluster::{CONVERGENCE_GUARD, start_node};
 use crate::harness::{TestBroker, wait_until_within};
-use crate::nats_cluster::NatsCluster;
+use crate::nats_cluster::{NatsCluster, http_get};
+use crate::ports::free_port;
 use crate::process::BrokerProcess;
 
 /// Distinct topics the burst sets, one retained QoS 1 message each.
@@ -170,4 +173,80 @@ fn missing_after_convergence(
         }
         std::thread::sleep(Duration::from_millis(500));
     }
+}
+
+/// Publishes a retained QoS 1 `payload` on `topic` at `addr` (an empty payload clears), which
+/// must be acknowledged with Success.
+fn set_retained(addr: SocketAddr, topic: &str, payload: &[u8]) {
+    let mut client = RawClient::connected_clean(addr, V5, "");
+    let mut publish = publish_packet(topic, payload, QoS::AtLeastOnce, Some(1));
+    publish.retain = true;
+    assert_eq!(client.publish(publish), ReasonCode::Success);
+    client.disconnect();
+}
+
+/// Waits until the node on `addr` serves exactly `want` (topic, payload) as retained under
+/// `filter`; what it serves then.
+fn until_serving(addr: SocketAddr, filter: &str, want: &[(&str, &[u8])]) {
+    let want: BTreeMap<String, Vec<u8>> = (want.iter())
+        .map(|(topic, payload)| ((*topic).to_owned(), payload.to_vec()))
+        .collect();
+    let mut last = BTreeMap::new();
+    let deadline = Instant::now() + CONVERGENCE_GUARD;
+    while Instant::now() < deadline {
+        last = retained_topics(addr, filter);
+        if last == want {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    panic!("{addr} serves {last:?}, not {want:?}");
+}
+
+/// The unlabelled metric `name` of the operations listener on `port`, once it answers.
+fn metric_at(port: u16, name: &str) -> Option<u64> {
+    crate::cluster::metric(&http_get(port, "/metrics")?, name)
+}
+
+/// A node cut off from NATS (its only server address answers nothing) accepts retained
+/// messages, stores them ([persistence]) and is killed; meanwhile another node clears one of
+/// those topics. Restarted with its store and NATS reachable, it writes back the two the
+/// bucket lacks or holds older, not the cleared one: every node then serves the two, and
+/// none the cleared topic.
+#[test]
+fn a_node_back_with_its_store_writes_back_what_the_bucket_lacks_but_not_what_was_cleared_since() {
+    let nats = NatsCluster::start();
+    let work = tempfile::tempdir().unwrap();
+    let others = [start_node(&nats, 1), start_node(&nats, 2)];
+    until_the_bucket_works(others[0].addr(), "wb/probe", &[&others[1]]);
+    set_retained(others[0].addr(), "wb/probe", b"");
+    set_retained(others[0].addr(), "wb/over", b"old, from n1");
+    until_serving(others[1].addr(), "wb/#", &[("wb/over", b"old, from n1")]);
+
+    let http = free_port();
+    let stored = format!(
+        "[persistence]\nengine = \"redb\"\ndir = \"{}\"\n[http]\nbind = \"127.0.0.1:{http}\"",
+        work.path().join("n0-store").display()
+    );
+    let nowhere = format!("nats://127.0.0.1:{}", free_port());
+    let cut_off = node_process(0, &nowhere, work.path(), &stored);
+    for (topic, payload) in [
+        ("wb/new", &b"new, from n0"[..]),
+        ("wb/over", b"newer, from n0"),
+        ("wb/cleared", b"stale, from n0"),
+    ] {
+        set_retained(cut_off.addr, topic, payload);
+    }
+    // The clear is stored in the bucket after n0 accepted its message for the topic.
+    std::thread::sleep(Duration::from_millis(50));
+    set_retained(others[1].addr(), "wb/cleared", b"");
+    cut_off.kill_9();
+
+    let back = node_process(0, &nats.url(0), work.path(), &stored);
+    let want: [(&str, &[u8]); 2] = [("wb/new", b"new, from n0"), ("wb/over", b"newer, from n0")];
+    for addr in [others[0].addr(), others[1].addr(), back.addr] {
+        until_serving(addr, "wb/#", &want);
+    }
+    let written_back = metric_at(http, "ringmq_cluster_retained_written_back_total");
+    assert_eq!(written_back, Some(2), "the cleared topic not written back");
 }

@@ -41,6 +41,8 @@ mod replays;
 mod retained;
 mod retained_pending;
 pub mod retained_value;
+mod retained_write_back;
+mod retained_writer;
 pub mod settings;
 mod settled;
 pub mod subject;

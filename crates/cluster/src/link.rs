@@ -100,7 +100,7 @@ async fn run(
     counters: Arc<ClusterCounters>,
     poster: Inbox,
     clock: Clock,
-    node: NodeContext,
+    mut node: NodeContext,
 ) {
     let replays = Arc::new(Replays::default());
     let connected = async {
@@ -147,6 +147,7 @@ async fn run(
         }
     };
     let (retained_tx, retained_rx) = mpsc::channel(settings.max_outbound_messages);
+    let accepted_retained = std::mem::take(&mut node.accepted_retained);
     tokio::join!(
         super::outbound::outbound(
             Arc::clone(&link),
@@ -159,7 +160,7 @@ async fn run(
             Arc::clone(&link),
             retained_rx,
             poster.clone(),
-            settings.replicas
+            (settings.replicas, accepted_retained)
         ),
         super::ownership::ownership(
             Arc::clone(&link),

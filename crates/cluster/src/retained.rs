@@ -21,25 +21,24 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::Inbox;
-use async_nats::HeaderMap;
-use async_nats::header::NATS_MESSAGE_ID;
 use async_nats::jetstream::{self, kv};
 use futures_util::stream::FuturesUnordered;
 use futures_util::{FutureExt as _, StreamExt};
 use tokio::sync::{mpsc, oneshot};
 use tracing::{debug, info, warn};
 
-use super::acks::{Attempt, KeepCounters, keep};
+use super::acks::{KeepCounters, keep};
 use super::buckets::{bucket_base, kv_stream, open_kv};
 use super::inbound::post_publishes;
 use super::link_state::Link;
 use super::retained_pending::{AfterSettling, Pending};
 use super::retained_value::{RetainedRecord, key_of, topic_of};
+use super::retained_write_back::write_back;
+use super::retained_writer::{BucketWriter, MAX_WRITES_IN_FLIGHT, unix_now};
 use super::{ClusterCounters, ClusterPublish};
-use broker_api::{Expiry, Message};
+use broker_api::Message;
+use broker_api::cluster::AcceptedRetained;
 
-/// Writes to the bucket whose acknowledgement is awaited at once.
-const MAX_WRITES_IN_FLIGHT: usize = 1024;
 /// Entries read from the watch before they are posted to the shards.
 const ENTRY_BATCH: usize = 512;
 /// Wait between attempts to open the bucket (JetStream not enabled or not ready yet).
@@ -62,11 +61,14 @@ pub(super) async fn retained(
     link: Arc<Link>,
     mut updates: mpsc::Receiver<RetainedWrite>,
     poster: Inbox,
-    replicas: usize,
+    (replicas, accepted): (usize, Vec<AcceptedRetained>),
 ) {
     let js = jetstream::new(link.client.clone());
     let store = open_bucket(&js, &bucket_name(&link.prefix), replicas).await;
     let _ = link.retained_bucket.set(());
+    let mut writer = BucketWriter::new(&link, &store);
+    write_back(&link, &js, &store, &mut writer, accepted).await;
+    let mut sync = BucketSync::new(&link, writer);
     let mut watch = loop {
         match store.watch_with_history(">").await {
             Ok(watch) => break watch,
@@ -76,7 +78,6 @@ pub(super) async fn retained(
             }
         }
     };
-    let mut sync = BucketSync::new(&link, &store);
     let mut acks = FuturesUnordered::new();
     loop {
         tokio::select! {
@@ -132,16 +133,11 @@ async fn open_bucket(js: &jetstream::Context, bucket: &str, replicas: usize) -> 
     }
 }
 
-/// The node's side of the bucket: its identity, and its writes not yet seen in the watch.
+/// The node's side of the bucket: its writer, and its writes not yet settled.
 struct BucketSync {
-    origin: String,
-    subject_prefix: String,
+    writer: BucketWriter,
     counters: Arc<ClusterCounters>,
-    clock: ring_runtime::Clock,
     pending: Pending,
-    /// This node run's bucket writes so far: each write's `Nats-Msg-Id` (the bucket's
-    /// duplicate window drops a copy written again after the first landed).
-    written: u64,
 }
 
 /// A write's topic, the bucket revision it was kept under (`None`: not kept), and who waits
@@ -149,14 +145,11 @@ struct BucketSync {
 type Settled = (String, Option<u64>, Option<oneshot::Sender<bool>>);
 
 impl BucketSync {
-    fn new(link: &Link, store: &kv::Store) -> Self {
+    fn new(link: &Link, writer: BucketWriter) -> Self {
         Self {
-            origin: link.origin.clone(),
-            subject_prefix: store.put_prefix.clone().unwrap_or(store.prefix.clone()),
+            writer,
             counters: Arc::clone(&link.counters),
-            clock: link.clock.clone(),
             pending: Pending::default(),
-            written: 0,
         }
     }
 
@@ -175,68 +168,17 @@ impl BucketSync {
             kept,
         } = write;
         let topic = message.publish.topic().as_str().to_owned();
-        let record = self.record(&message);
-        let attempt = self.first_attempt(js, &topic, &record, deadline).await;
+        let record = self.writer.record(&message);
+        let attempt = self
+            .writer
+            .first_attempt(js, &topic, &record, deadline)
+            .await;
         self.pending.sent(&topic);
         let (link, js) = (Arc::clone(link), js.clone());
         async move {
             let counted = KeepCounters::retained(&link.counters);
             let revision = keep(&link, &js, attempt, counted).await;
             (topic, revision, kept)
-        }
-    }
-
-    /// Publishes `record` as `topic`'s bucket entry once; the attempt to await (its
-    /// acknowledgement, or `None` when the publish itself failed: made again).
-    async fn first_attempt(
-        &mut self,
-        js: &jetstream::Context,
-        topic: &str,
-        record: &RetainedRecord,
-        deadline: Instant,
-    ) -> Attempt {
-        let subject =
-            async_nats::Subject::from(format!("{}{}", self.subject_prefix, key_of(topic)));
-        self.written += 1;
-        let number = self.written;
-        let mut headers = HeaderMap::new();
-        headers.insert(
-            NATS_MESSAGE_ID,
-            format!("{}:r{number}", self.origin).as_str(),
-        );
-        let payload = record.encode();
-        let published = js
-            .publish_with_headers(subject.clone(), headers.clone(), payload.clone())
-            .await;
-        let ack = published
-            .inspect_err(|e| debug!(error = %e, "cluster: retained write not sent; made again"))
-            .ok();
-        Attempt {
-            subject,
-            headers,
-            payload,
-            ack,
-            deadline,
-        }
-    }
-
-    /// The record of a local retained publish (an expired one becomes a clear).
-    fn record(&self, message: &Message) -> RetainedRecord {
-        let now = self.clock.now();
-        let (expires_unix, payload) = match message.expiry(now) {
-            Expiry::Never => (None, message.publish.payload().clone()),
-            Expiry::Remaining(secs) => (
-                Some(unix_now() + u64::from(secs)),
-                message.publish.payload().clone(),
-            ),
-            Expiry::Expired => (None, bytes::Bytes::new()),
-        };
-        RetainedRecord {
-            origin: self.origin.clone(),
-            qos: message.qos,
-            expires_unix,
-            properties: message.publish.shared_properties().clone(),
-            payload,
         }
     }
 
@@ -310,7 +252,7 @@ impl BucketSync {
             // Removed with other tools (`nats kv del`): a clear from nobody in particular.
             kv::Operation::Delete | kv::Operation::Purge => None,
         };
-        let record = record.unwrap_or_else(|| cleared(&self.origin));
+        let record = record.unwrap_or_else(|| cleared(&self.writer.origin));
         let key = topic.as_str().to_owned();
         let publish = record.into_publish(topic, unix_now());
         let applied = self.pending.hold_back(&key, entry.revision, publish)?;
@@ -328,14 +270,6 @@ fn cleared(origin: &str) -> RetainedRecord {
         properties: bytes::Bytes::new(),
         payload: bytes::Bytes::new(),
     }
-}
-
-/// Seconds since the Unix epoch (record expiry is wall-clock: it must mean the same on every
-/// node and across restarts).
-fn unix_now() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs())
 }
 
 #[cfg(test)]

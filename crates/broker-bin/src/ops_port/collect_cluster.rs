@@ -10,7 +10,7 @@ pub(super) fn cluster(doc: &mut Exposition, state: &OpsState) {
         return;
     };
     let f = link.figures();
-    let families: [(&str, Kind, &str, u64); 27] = [
+    let families: [(&str, Kind, &str, u64); 28] = [
         (
             "ringmq_cluster_connected",
             Kind::Gauge,
@@ -112,6 +112,12 @@ pub(super) fn cluster(doc: &mut Exposition, state: &OpsState) {
             Kind::Counter,
             "Retained records written to the cluster's bucket again (JetStream had not acknowledged them).",
             f.retained_retries,
+        ),
+        (
+            "ringmq_cluster_retained_written_back_total",
+            Kind::Counter,
+            "Retained records of this node's store written back to the cluster's bucket after a restart (the bucket lacked them or held an older record).",
+            f.retained_written_back,
         ),
         (
             "ringmq_cluster_retained_in_total",
