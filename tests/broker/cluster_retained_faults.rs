@@ -16,8 +16,9 @@ use std::time::{Duration, Instant};
 
 use codec::{Packet, QoS, ReasonCode};
 
-use crate::client::{Event, RawClient, V5, publish_packet};
-use crate::cluster::{CONVERGENCE_GUARD, start_node};
+use crate::client::{Event, RawClient, V5, V311, publish_packet};
+use crate::cluster::{CONVERGENCE_GUARD, start_node, start_node_with};
+use crate::cluster_acks::closed_without_puback;
 use crate::harness::{TestBroker, wait_until_within};
 use crate::nats_cluster::{NatsCluster, http_get};
 use crate::ports::free_port;
@@ -249,4 +250,59 @@ fn a_node_back_with_its_store_writes_back_what_the_bucket_lacks_but_not_what_was
     }
     let written_back = metric_at(http, "ringmq_cluster_retained_written_back_total");
     assert_eq!(written_back, Some(2), "the cleared topic not written back");
+}
+
+/// The retained bucket, created beforehand with records of at most 512 bytes, refuses a larger
+/// one: its retained QoS 1/2 publish is refused once `ack_timeout_ms` passed (5.0: PUBACK /
+/// PUBREC 0x80; 3.1.1: the connection closed without the PUBACK), although the replay stream
+/// kept the message; the same payload without RETAIN, and a small retained one, get Success.
+#[test]
+fn a_retained_publish_whose_record_the_bucket_does_not_keep_is_refused() {
+    let nats = NatsCluster::start();
+    let bucket = r#"{"name":"KV_ringmq_retained","subjects":["$KV.ringmq_retained.>"],
+        "max_msgs_per_subject":1,"max_msg_size":512,"storage":"file","num_replicas":3,
+        "discard":"new","allow_rollup_hdrs":true,"deny_delete":true,"allow_direct":true}"#;
+    let created = nats.request(0, "$JS.API.STREAM.CREATE.KV_ringmq_retained", bucket);
+    assert!(
+        created
+            .as_deref()
+            .is_some_and(|reply| !reply.contains("\"error\"")),
+        "{created:?}"
+    );
+    let node = start_node_with(&nats, 0, "ack_timeout_ms = 1500");
+    until_the_bucket_works(node.addr(), "small", &[&node]);
+    let before = node.cluster_figures().unwrap();
+
+    let big = [b'x'; 2048];
+    let mut v5 = RawClient::connected_clean(node.addr(), V5, "too-big-5");
+    let refused = [QoS::AtLeastOnce, QoS::ExactlyOnce].map(|qos| {
+        let id = v5.next_packet_id();
+        let mut publish = publish_packet("big/r", &big, qos, Some(id));
+        publish.retain = true;
+        v5.publish(publish)
+    });
+    assert_eq!(refused, [ReasonCode::UnspecifiedError; 2], "5.0: refused");
+    let plain = v5.publish_simple("big/plain", &big, QoS::AtLeastOnce);
+    assert_eq!(plain, ReasonCode::Success, "without RETAIN: no record");
+    let mut v311 = RawClient::connected_clean(node.addr(), V311, "too-big-3");
+    let id = v311.next_packet_id();
+    let mut publish = publish_packet("big/r3", &big, QoS::AtLeastOnce, Some(id));
+    publish.retain = true;
+    closed_without_puback(&mut v311, publish);
+
+    let figures = node.cluster_figures().unwrap();
+    assert!(
+        figures.acks_refused >= before.acks_refused + 3,
+        "{figures:?}"
+    );
+    assert!(
+        figures.retained_failures >= before.retained_failures + 3,
+        "{figures:?}"
+    );
+    assert_eq!(
+        figures.reliable_failures, before.reliable_failures,
+        "messages kept"
+    );
+    let small = v5.publish_simple("small", b"fits", QoS::AtLeastOnce);
+    assert_eq!(small, ReasonCode::Success);
 }
