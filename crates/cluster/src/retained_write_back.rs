@@ -17,7 +17,7 @@ use std::time::{Instant, SystemTime};
 use async_nats::jetstream::{self, kv};
 use futures_util::StreamExt;
 use futures_util::stream::{self, FuturesUnordered};
-use tracing::{debug, info};
+use tracing::{debug, info, warn};
 
 use super::ClusterCounters;
 use super::acks::{KeepCounters, keep};
@@ -42,24 +42,30 @@ pub(super) async fn write_back(
         return;
     }
     let checked = accepted.len();
-    let newer: Vec<AcceptedRetained> = stream::iter(accepted)
+    let mut reads = stream::iter(accepted)
         .map(|candidate| async move {
             let topic = candidate.message.publish.topic().as_str();
             let bucket = store.entry(key_of(topic)).await;
             (candidate, bucket)
         })
-        .buffer_unordered(READS_IN_FLIGHT)
-        .filter_map(|(candidate, bucket)| async move {
-            match bucket {
-                Ok(bucket) => newer_than_bucket(&candidate, bucket.as_ref()).then_some(candidate),
-                Err(e) => {
-                    debug!(error = %e, "cluster: a retained record not read: not written back");
-                    None
-                }
+        .buffer_unordered(READS_IN_FLIGHT);
+    let (mut newer, mut unread) = (Vec::new(), 0usize);
+    while let Some((candidate, bucket)) = reads.next().await {
+        match bucket {
+            Ok(bucket) if newer_than_bucket(&candidate, bucket.as_ref()) => newer.push(candidate),
+            Ok(_) => {}
+            Err(e) => {
+                unread += 1;
+                debug!(error = %e, "cluster: a retained record not read: not written back");
             }
-        })
-        .collect()
-        .await;
+        }
+    }
+    if unread > 0 {
+        warn!(
+            unread,
+            "cluster: bucket records not read after a restart: this node's retained messages of those topics are not written back"
+        );
+    }
     let to_write = newer.len();
     let written = write_all(link, js, writer, newer).await;
     info!(
