@@ -305,6 +305,10 @@ fn a_retained_publish_whose_record_the_bucket_does_not_keep_is_refused() {
         figures.reliable_failures, before.reliable_failures,
         "messages kept"
     );
+    assert!(
+        figures.retained_retries > before.retained_retries,
+        "written again: {figures:?}"
+    );
     let small = v5.publish_simple("small", b"fits", QoS::AtLeastOnce);
     assert_eq!(small, ReasonCode::Success);
 }
