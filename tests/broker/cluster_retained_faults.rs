@@ -26,8 +26,8 @@ use crate::process::BrokerProcess;
 
 /// Distinct topics the burst sets, one retained QoS 1 message each.
 const BURST_TOPICS: u16 = 2000;
-/// QoS 0 retained updates of one topic just before the burst.
-const BUSY_WRITES: u32 = 20_000;
+/// QoS 0 retained messages, on distinct topics, set just before the burst.
+const BUSY_WRITES: u32 = 10_000;
 /// The most PUBLISHes without their PUBACK at once (under the broker's Receive Maximum).
 const WINDOW: usize = 50;
 /// A hang guard for a burst to be answered, not a timing assertion.
@@ -76,13 +76,15 @@ fn until_the_bucket_works(addr: SocketAddr, topic: &str, nodes: &[&TestBroker]) 
     publisher.disconnect();
 }
 
-/// Updates one topic's retained message [`BUSY_WRITES`] times at QoS 0 from `addr` (processed
-/// by the node once this returns): the node's bucket writer has them to write before the
-/// records that follow, as on a node with many retained updates.
+/// Sets [`BUSY_WRITES`] retained messages at QoS 0, each on a topic of its own, from `addr`
+/// (processed by the node once this returns): the node's bucket writer has them to write
+/// before the records that follow (distinct topics: none replaces another in its queue), as on
+/// a node with many retained updates.
 fn keep_the_bucket_writer_busy(addr: SocketAddr) {
     let mut client = RawClient::connected_clean(addr, V5, "busy");
     for n in 0..BUSY_WRITES {
-        let mut publish = publish_packet("busy", &n.to_be_bytes(), QoS::AtMostOnce, None);
+        let topic = format!("busy/{n}");
+        let mut publish = publish_packet(&topic, &n.to_be_bytes(), QoS::AtMostOnce, None);
         publish.retain = true;
         client.send(&Packet::Publish(publish));
     }
@@ -125,8 +127,8 @@ fn burst(publisher: &mut RawClient, topics: &[String]) -> BTreeMap<String, Reaso
         .collect()
 }
 
-/// A burst of retained QoS 1 publishes on one node whose bucket writer is busy (20,000 QoS 0
-/// retained updates of one topic just before), killed (SIGKILL) right after the last PUBACK:
+/// A burst of retained QoS 1 publishes on one node whose bucket writer is busy (10,000 QoS 0
+/// retained messages on distinct topics just before), killed (SIGKILL) right after the last PUBACK:
 /// every topic acknowledged with Success is served by the two other nodes. With the wait for
 /// the bucket off, none of the 2,000 was (their records were still queued behind the busy
 /// ones); the code before issue 48's item 3 served 300 of 2,000 even without the busy writer.

@@ -14,7 +14,7 @@ use tracing::debug;
 use super::acks::{self, ACKS_IN_FLIGHT, Attempt, Pending};
 use super::headers;
 use super::link_state::Link;
-use super::retained::RetainedWrite;
+use super::retained_writer::RetainedWrite;
 use super::subject::{Root, topic_to_subject};
 use super::{ClusterCounters, Outbound, Settled};
 
@@ -71,9 +71,9 @@ fn to_bucket(
     let (kept, answer) = match waits {
         true => {
             let (kept, answer) = oneshot::channel();
-            (Some(kept), Some(answer))
+            (vec![kept], Some(answer))
         }
-        false => (None, None),
+        false => (Vec::new(), None),
     };
     let write = RetainedWrite {
         message: Arc::clone(message),

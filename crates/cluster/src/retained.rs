@@ -18,7 +18,7 @@
 //! back.
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use crate::Inbox;
 use async_nats::jetstream::{self, kv};
@@ -34,26 +34,16 @@ use super::link_state::Link;
 use super::retained_pending::{AfterSettling, Pending};
 use super::retained_value::{RetainedRecord, key_of, topic_of};
 use super::retained_write_back::write_back;
-use super::retained_writer::{BucketWriter, MAX_WRITES_IN_FLIGHT, unix_now};
+use super::retained_writer::{
+    BucketWriter, MAX_WRITES_IN_FLIGHT, RetainedWrite, coalesced, unix_now,
+};
 use super::{ClusterCounters, ClusterPublish};
-use broker_api::Message;
 use broker_api::cluster::AcceptedRetained;
 
 /// Entries read from the watch before they are posted to the shards.
 const ENTRY_BATCH: usize = 512;
 /// Wait between attempts to open the bucket (JetStream not enabled or not ready yet).
 const RETRY: Duration = Duration::from_secs(2);
-
-/// A local retained publish (an empty payload clears) for the bucket.
-pub(super) struct RetainedWrite {
-    pub(super) message: Arc<Message>,
-    /// Written again while JetStream does not acknowledge it, until then
-    /// (`cluster.ack_timeout_ms` after the shard handed the message over).
-    pub(super) deadline: Instant,
-    /// Told whether the bucket kept the record, when a publisher's acknowledgement waits for it
-    /// (`acks.rs`).
-    pub(super) kept: Option<oneshot::Sender<bool>>,
-}
 
 /// Runs the retained sync: opens (or creates) the bucket, then writes the node's retained
 /// publishes from `updates` and applies the bucket's entries until the thread stops.
@@ -81,12 +71,15 @@ pub(super) async fn retained(
     let mut acks = FuturesUnordered::new();
     loop {
         tokio::select! {
-            Some(write) = updates.recv(), if acks.len() < MAX_WRITES_IN_FLIGHT => {
-                acks.push(sync.write(&link, &js, write).await);
+            Some(first) = updates.recv(), if acks.len() < MAX_WRITES_IN_FLIGHT => {
+                let room = MAX_WRITES_IN_FLIGHT - acks.len();
+                for write in coalesced(first, &mut updates, room) {
+                    acks.push(sync.write(&link, &js, write).await);
+                }
             }
             Some((topic, revision, kept)) = acks.next(), if !acks.is_empty() => {
-                if let Some(kept) = kept {
-                    let _ = kept.send(revision.is_some());
+                for waiting in kept {
+                    let _ = waiting.send(revision.is_some());
                 }
                 let current = sync.settled(&store, &topic, revision).await;
                 post_publishes(&link.counters, &poster, current.into_iter().collect());
@@ -142,7 +135,7 @@ struct BucketSync {
 
 /// A write's topic, the bucket revision it was kept under (`None`: not kept), and who waits
 /// for whether it was.
-type Settled = (String, Option<u64>, Option<oneshot::Sender<bool>>);
+type Settled = (String, Option<u64>, Vec<oneshot::Sender<bool>>);
 
 impl BucketSync {
     fn new(link: &Link, writer: BucketWriter) -> Self {
