@@ -276,18 +276,13 @@ fn a_publisher_is_refused_when_jetstream_does_not_keep_its_message_in_time() {
         .map(|qos| v5.publish_simple("acks/frozen", b"f", qos));
     let id = v311.next_packet_id();
     let publish = publish_packet("acks/frozen", b"f", QoS::AtLeastOnce, Some(id));
-    v311.send(&Packet::Publish(publish));
-    let before_close = v311.expect_closed();
+    closed_without_puback(&mut v311, publish);
     nats.resume(0);
 
     assert_eq!(
         refused,
         [ReasonCode::UnspecifiedError; 3],
         "5.0: refused, never Success"
-    );
-    assert!(
-        !before_close.iter().any(|p| matches!(p, Packet::PubAck(_))),
-        "3.1.1: closed without a PUBACK: {before_close:?}"
     );
     let figures = node.cluster_figures().unwrap();
     assert!(
@@ -302,6 +297,17 @@ fn a_publisher_is_refused_when_jetstream_does_not_keep_its_message_in_time() {
     until_kept(&mut v5, &node);
     let mut again = RawClient::connected_clean(node.addr(), V311, "refused-3b");
     until_kept(&mut again, &node);
+}
+
+/// Sends a 3.1.1 client's QoS 1 `publish`, which the broker must refuse by closing the
+/// connection without its PUBACK (3.1.1 has no negative acknowledgement).
+pub(crate) fn closed_without_puback(client: &mut RawClient, publish: codec::Publish) {
+    client.send(&Packet::Publish(publish));
+    let before_close = client.expect_closed();
+    assert!(
+        !before_close.iter().any(|p| matches!(p, Packet::PubAck(_))),
+        "3.1.1: closed without a PUBACK: {before_close:?}"
+    );
 }
 
 /// The messages the stream `ringmq_messages` holds, as server `index` reports them.

@@ -159,6 +159,34 @@ impl NatsCluster {
         }
     }
 
+    /// A request to server `index` in NATS's text protocol (a JetStream API call, say): its
+    /// reply's payload, or `None` without one within 5 s.
+    pub fn request(&self, index: usize, subject: &str, body: &str) -> Option<String> {
+        let mut stream = TcpStream::connect(("127.0.0.1", self.ports[index].client)).ok()?;
+        stream.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
+        let inbox = "_INBOX.ringmq_test";
+        let request = format!(
+            "CONNECT {{\"verbose\":false,\"pedantic\":false}}\r\nSUB {inbox} 1\r\n\
+             PUB {subject} {inbox} {}\r\n{body}\r\n",
+            body.len()
+        );
+        stream.write_all(request.as_bytes()).ok()?;
+        // INFO first, then (once the reply comes) `MSG <inbox> 1 <len>` and the payload.
+        let mut read = String::new();
+        let mut chunk = [0u8; 4096];
+        loop {
+            if let Some(at) = read.find("MSG ") {
+                let (header, rest) = read[at..].split_once("\r\n")?;
+                let len: usize = header.rsplit(' ').next()?.parse().ok()?;
+                if rest.len() >= len {
+                    return Some(rest[..len].to_owned());
+                }
+            }
+            let n = stream.read(&mut chunk).ok().filter(|&n| n > 0)?;
+            read.push_str(&String::from_utf8_lossy(&chunk[..n]));
+        }
+    }
+
     /// The client URL of server `index`.
     pub fn url(&self, index: usize) -> String {
         format!("{}://127.0.0.1:{}", self.scheme, self.ports[index].client)

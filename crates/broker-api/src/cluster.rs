@@ -30,6 +30,16 @@ pub enum Scope {
     Retained,
 }
 
+/// A retained message this node accepted from a client, recovered from its store at start:
+/// the cluster writes it back to its bucket when the bucket lacks it or holds an older record
+/// (docs/cluster.md, "Retained messages").
+#[derive(Debug, Clone)]
+pub struct AcceptedRetained {
+    pub message: Arc<Message>,
+    /// When this node accepted it (wall clock).
+    pub accepted_at: std::time::SystemTime,
+}
+
 /// A message received from another node, for a shard to route locally.
 #[derive(Debug)]
 pub struct ClusterPublish {

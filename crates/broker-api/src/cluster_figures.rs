@@ -34,8 +34,12 @@ pub struct ClusterFigures {
     pub acks_refused: u64,
     /// NATS subscriptions held.
     pub subscriptions: u64,
-    /// Retained messages written to the bucket.
+    /// Retained messages the bucket acknowledged.
     pub retained_out: u64,
+    /// Retained records written to the bucket again (not acknowledged in time).
+    pub retained_retries: u64,
+    /// Retained records of this node's store written back to the bucket after a restart.
+    pub retained_written_back: u64,
     /// Retained messages from the bucket applied here.
     pub retained_in: u64,
     /// Retained messages not written to the bucket.

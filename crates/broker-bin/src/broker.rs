@@ -504,6 +504,7 @@ fn start_cluster(
                 .iter()
                 .map(|e| e.key().to_string())
                 .collect(),
+            accepted_retained: shared.persistence.recovery.take_accepted_retained(),
         },
     )
     .map(Some)

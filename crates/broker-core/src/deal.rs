@@ -2,6 +2,9 @@
 //! shard (in turn) and an entry in the session directory, and the seed every replica starts
 //! from. Runs once, before the shards are built; the store only reads and holds.
 
+use std::sync::Arc;
+
+use broker_api::cluster::AcceptedRetained;
 use codec::MqttStr;
 use ring_runtime::ShardId;
 use router::{SubscriptionChange, TopicName};
@@ -26,15 +29,25 @@ pub fn deal_recovered(
     let mut dealt: Vec<Vec<RecoveredSession>> = (0..shards).map(|_| Vec::new()).collect();
     let now = shared.time.clock.now();
     let limits = &shared.limits.topics;
+    let mut accepted = Vec::new();
     let mut seed = ReplicaSeed {
         retained: (retained.iter())
             .filter_map(|(topic, stored)| {
-                let name = TopicName::from_mqtt_str(topic.clone(), limits);
-                Some((name.ok()?, message_from_stored(stored, now)?))
+                let name = TopicName::from_mqtt_str(topic.clone(), limits).ok()?;
+                let message = message_from_stored(stored, now)?;
+                if let Some(accepted_at) = stored.accepted_at {
+                    let message = Arc::clone(&message);
+                    accepted.push(AcceptedRetained {
+                        message,
+                        accepted_at,
+                    });
+                }
+                Some((name, message))
             })
             .collect(),
         ..ReplicaSeed::default()
     };
+    recovery.hold_accepted_retained(accepted);
     for (index, (mut stored, queued_total)) in sessions.into_iter().enumerate() {
         let client_id = stored.client_id.clone();
         stored

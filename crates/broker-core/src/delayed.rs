@@ -326,6 +326,7 @@ mod tests {
                 properties: bytes::Bytes::new(),
                 expires_at: None,
                 sub_ids: Vec::new(),
+                accepted_at: None,
             },
         }
     }

@@ -12,12 +12,14 @@ use std::future::IntoFuture;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use std::sync::atomic::AtomicU64;
+
 use async_nats::HeaderMap;
-use async_nats::jetstream::context::PublishAckFuture;
+use async_nats::jetstream::{self, context::PublishAckFuture};
 use bytes::Bytes;
 use futures_util::{FutureExt, StreamExt};
 use ring_runtime::ShardId;
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, oneshot};
 use tracing::warn;
 
 use super::link_state::Link;
@@ -53,6 +55,43 @@ pub(super) struct Attempt {
 pub(super) struct Pending {
     pub(super) settle: Option<(ShardId, u64)>,
     pub(super) attempt: Option<Attempt>,
+    /// A retained message's record in the retained bucket: whether the bucket kept it
+    /// (`retained.rs`, made again like `attempt`). Its publisher is acknowledged only when
+    /// both are kept.
+    pub(super) retained: Option<oneshot::Receiver<bool>>,
+}
+
+/// What became of a [`Pending`] message: whether JetStream kept it (`None`: nothing was
+/// awaited) and whether the retained bucket kept its record (`true` when none was written).
+struct Outcome {
+    settle: Option<(ShardId, u64)>,
+    kept: Option<bool>,
+    retained_kept: bool,
+}
+
+/// Which counters a kept publish and a publish made again count in.
+#[derive(Clone, Copy)]
+pub(super) struct KeepCounters<'a> {
+    pub(super) stored: &'a AtomicU64,
+    pub(super) retries: &'a AtomicU64,
+}
+
+impl<'a> KeepCounters<'a> {
+    /// The counters of QoS 1/2 messages in the replay stream.
+    pub(super) fn messages(counters: &'a ClusterCounters) -> Self {
+        Self {
+            stored: &counters.reliable_stored,
+            retries: &counters.reliable_retries,
+        }
+    }
+
+    /// The counters of the retained bucket's records.
+    pub(super) fn retained(counters: &'a ClusterCounters) -> Self {
+        Self {
+            stored: &counters.retained_out,
+            retries: &counters.retained_retries,
+        }
+    }
 }
 
 /// Awaits the JetStream acknowledgements (up to [`ACKS_IN_FLIGHT`] messages at once, each
@@ -70,15 +109,9 @@ pub(super) async fn await_acks(
     while open || !awaited.is_empty() {
         tokio::select! {
             next = pending.recv(), if open && awaited.len() < ACKS_IN_FLIGHT => match next {
-                Some(Pending { settle, attempt }) => {
+                Some(pending) => {
                     let link = Arc::clone(&link);
-                    awaited.push_back(async move {
-                        let kept = match attempt {
-                            Some(attempt) => Some(keep(&link, attempt).await),
-                            None => None,
-                        };
-                        (settle, kept)
-                    });
+                    awaited.push_back(outcome(link, pending));
                 }
                 None => open = false,
             },
@@ -90,23 +123,56 @@ pub(super) async fn await_acks(
     }
 }
 
+/// Awaits what a pending message waits for: JetStream keeping it (published again as it
+/// needs) and the retained bucket keeping its record (the retained writer's answer).
+async fn outcome(link: Arc<Link>, pending: Pending) -> Outcome {
+    let Pending {
+        settle,
+        attempt,
+        retained,
+    } = pending;
+    let kept = match (attempt, link.replays.js.get()) {
+        (Some(attempt), Some(js)) => {
+            let counted = KeepCounters::messages(&link.counters);
+            Some(keep(&link, js, attempt, counted).await.is_some())
+        }
+        (Some(_), None) => Some(false),
+        (None, _) => None,
+    };
+    let retained_kept = match retained {
+        // The writer dropped the answer: the record was not kept.
+        Some(answer) => answer.await.unwrap_or(false),
+        None => true,
+    };
+    Outcome {
+        settle,
+        kept,
+        retained_kept,
+    }
+}
+
 /// Settles `first` and every message ready after it, then wakes each shard once.
 fn settle_ready<F>(
     counters: &ClusterCounters,
     settled: &Settled,
-    first: (Option<(ShardId, u64)>, Option<bool>),
+    first: Outcome,
     awaited: &mut futures_util::stream::FuturesOrdered<F>,
 ) where
-    F: std::future::Future<Output = (Option<(ShardId, u64)>, Option<bool>)>,
+    F: std::future::Future<Output = Outcome>,
 {
     let mut highest: HashMap<ShardId, u64> = HashMap::new();
     let mut next = Some(first);
-    while let Some((settle, kept)) = next {
+    while let Some(Outcome {
+        settle,
+        kept,
+        retained_kept,
+    }) = next
+    {
         if kept == Some(false) {
             count_given_up(counters);
         }
         if let Some((shard, number)) = settle {
-            if kept == Some(false) {
+            if kept == Some(false) || !retained_kept {
                 settled.fail(shard, number);
             }
             let entry = highest.entry(shard).or_default();
@@ -119,9 +185,16 @@ fn settle_ready<F>(
     }
 }
 
-/// Awaits JetStream's acknowledgement of `attempt`, publishing it again while it does not
-/// come, until its deadline; whether JetStream kept it.
-async fn keep(link: &Link, attempt: Attempt) -> bool {
+/// Awaits JetStream's acknowledgement of `attempt`, publishing it again through `js` while it
+/// does not come, until its deadline; the stream sequence JetStream kept it under (`None`: not
+/// kept; counted in `counted`). Used for the replay stream's messages and the retained
+/// bucket's records alike.
+pub(super) async fn keep(
+    link: &Link,
+    js: &jetstream::Context,
+    attempt: Attempt,
+    counted: KeepCounters<'_>,
+) -> Option<u64> {
     let Attempt {
         subject,
         headers,
@@ -140,36 +213,40 @@ async fn keep(link: &Link, attempt: Attempt) -> bool {
         };
         let acked = match ack {
             Some(ack) => tokio::select! {
-                acked = tokio::time::timeout(wait, ack.into_future()) => matches!(acked, Ok(Ok(_))),
-                () = lost => false,
+                acked = tokio::time::timeout(wait, ack.into_future()) => match acked {
+                    Ok(Ok(ack)) => Some(ack.sequence),
+                    _ => None,
+                },
+                () = lost => None,
             },
-            None => false,
+            None => None,
         };
-        if acked {
-            ClusterCounters::add(&link.counters.reliable_stored, 1);
-            return true;
+        if acked.is_some() {
+            ClusterCounters::add(counted.stored, 1);
+            return acked;
         }
         // Refused at once (no stream leader yet): a pause before the next try.
         if began.elapsed() < wait {
             tokio::time::sleep(pause.min(deadline.saturating_duration_since(Instant::now()))).await;
             pause = (pause * 2).min(MAX_PAUSE);
         }
-        match publish_again(link, &subject, &headers, &payload, deadline).await {
+        let again = (&subject, &headers, &payload);
+        match publish_again(link, js, again, deadline, counted.retries).await {
             Some(next) => ack = Some(next),
-            None => return false,
+            None => return None,
         }
     }
 }
 
-/// Publishes a message again once NATS is connected; `None` once its deadline passed first.
+/// Publishes a message again once NATS is connected (counted in `retries`); `None` once its
+/// deadline passed first.
 async fn publish_again(
     link: &Link,
-    subject: &async_nats::Subject,
-    headers: &HeaderMap,
-    payload: &Bytes,
+    js: &jetstream::Context,
+    (subject, headers, payload): (&async_nats::Subject, &HeaderMap, &Bytes),
     deadline: Instant,
+    retries: &AtomicU64,
 ) -> Option<PublishAckFuture> {
-    let js = link.replays.js.get()?;
     loop {
         if !link.wait_connected_until(deadline).await {
             return None;
@@ -178,7 +255,7 @@ async fn publish_again(
             .publish_with_headers(subject.clone(), headers.clone(), payload.clone())
             .await;
         if let Ok(ack) = published {
-            ClusterCounters::add(&link.counters.reliable_retries, 1);
+            ClusterCounters::add(retries, 1);
             return Some(ack);
         }
         tokio::time::sleep(FIRST_PAUSE).await;

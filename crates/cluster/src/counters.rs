@@ -42,8 +42,14 @@ pub struct ClusterCounters {
     pub acks_refused: AtomicU64,
     /// NATS subscriptions held for local interest.
     pub subscriptions: AtomicU64,
-    /// Retained messages (and clears) written to the cluster's bucket.
+    /// Retained messages (and clears) the cluster's bucket acknowledged.
     pub retained_out: AtomicU64,
+    /// Retained records written to the bucket again (JetStream had not acknowledged them).
+    pub retained_retries: AtomicU64,
+    /// Retained records of this node's store written back to the bucket after a restart (the
+    /// bucket lacked them or held an older record).
+    pub retained_written_back: AtomicU64,
+
     /// Retained messages (and clears) from the bucket applied to this node's store.
     pub retained_in: AtomicU64,
     /// Retained messages not written to the bucket (queue full, NATS down, write refused).
@@ -114,6 +120,8 @@ impl ClusterCounters {
             acks_refused: get(&self.acks_refused),
             subscriptions: get(&self.subscriptions),
             retained_out: get(&self.retained_out),
+            retained_retries: get(&self.retained_retries),
+            retained_written_back: get(&self.retained_written_back),
             retained_in: get(&self.retained_in),
             retained_failures: get(&self.retained_failures),
             ownership_ready: get(&self.ownership_ready),

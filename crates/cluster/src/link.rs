@@ -100,7 +100,7 @@ async fn run(
     counters: Arc<ClusterCounters>,
     poster: Inbox,
     clock: Clock,
-    node: NodeContext,
+    mut node: NodeContext,
 ) {
     let replays = Arc::new(Replays::default());
     let connected = async {
@@ -128,6 +128,7 @@ async fn run(
         clock,
         replays,
         ack_timeout: settings.ack_timeout,
+        retained_bucket: std::sync::OnceLock::new(),
     });
     let (inbound_tx, inbound_rx) = mpsc::channel(INBOUND_CAPACITY);
     let replaying = {
@@ -151,6 +152,7 @@ async fn run(
         }
     };
     let (retained_tx, retained_rx) = mpsc::channel(settings.max_outbound_messages);
+    let accepted_retained = std::mem::take(&mut node.accepted_retained);
     tokio::join!(
         super::outbound::outbound(
             Arc::clone(&link),
@@ -163,7 +165,7 @@ async fn run(
             Arc::clone(&link),
             retained_rx,
             poster.clone(),
-            settings.replicas
+            (settings.replicas, accepted_retained)
         ),
         super::ownership::ownership(
             Arc::clone(&link),

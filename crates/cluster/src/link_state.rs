@@ -33,9 +33,17 @@ pub(super) struct Link {
     /// `cluster.ack_timeout_ms`: how long a QoS 1/2 message is published again until JetStream
     /// keeps it (`acks.rs`).
     pub(super) ack_timeout: std::time::Duration,
+    /// Set once the retained bucket is open (`retained.rs`): from then on a retained QoS 1/2
+    /// publisher's acknowledgement waits for the bucket too.
+    pub(super) retained_bucket: std::sync::OnceLock<()>,
 }
 
 impl Link {
+    /// Whether the retained bucket is open.
+    pub(super) fn retained_open(&self) -> bool {
+        self.retained_bucket.get().is_some()
+    }
+
     /// Returns once the main NATS connection is up.
     pub(super) async fn wait_connected(&self) {
         while self.client.connection_state() != State::Connected {

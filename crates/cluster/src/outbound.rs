@@ -8,24 +8,24 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use async_nats::header::NATS_MESSAGE_ID;
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, oneshot};
 use tracing::debug;
 
 use super::acks::{self, ACKS_IN_FLIGHT, Attempt, Pending};
 use super::headers;
 use super::link_state::Link;
+use super::retained_writer::RetainedWrite;
 use super::subject::{Root, topic_to_subject};
 use super::{ClusterCounters, Outbound, Settled};
-use broker_api::Message;
 
 /// Publishes every message the shards hand over, in order; while NATS is down, waits (the
 /// bounded queue is the buffer). Retained ones also go to the retained bucket's writer. Every
 /// message whose acknowledgement waits is settled through the acknowledgement pipeline, in
-/// order, whatever becomes of it.
+/// order, whatever becomes of it: a retained one once the bucket kept its record too.
 pub(super) async fn outbound(
     link: Arc<Link>,
     mut queue: mpsc::Receiver<Outbound>,
-    retained: mpsc::Sender<Arc<Message>>,
+    retained: mpsc::Sender<RetainedWrite>,
     settled: Arc<Settled>,
 ) {
     let (acks, awaited) = mpsc::channel(ACKS_IN_FLIGHT);
@@ -40,34 +40,67 @@ pub(super) async fn outbound(
         };
         seq += 1;
         let settle = outbound.settle;
-        let attempt = publish(&link, outbound, seq, &retained).await;
-        if settle.is_some() || attempt.is_some() {
+        let retained = to_bucket(&link, &outbound, &retained);
+        let attempt = publish(&link, outbound, seq).await;
+        if settle.is_some() || attempt.is_some() || retained.is_some() {
+            let pending = Pending {
+                settle,
+                attempt,
+                retained,
+            };
             // Waits here while ACKS_IN_FLIGHT acknowledgements are awaited.
-            let _ = acks.send(Pending { settle, attempt }).await;
+            let _ = acks.send(pending).await;
         }
     }
 }
 
+/// Hands a retained message to the bucket's writer; the answer whether the bucket kept its
+/// record, when its publisher waits for that (its acknowledgement waits, and the bucket is
+/// open: without JetStream the record stays on this node, as before). A write that does not
+/// fit in the writer's queue is not kept (counted): its waiting publisher is refused.
+fn to_bucket(
+    link: &Link,
+    outbound: &Outbound,
+    writer: &mpsc::Sender<RetainedWrite>,
+) -> Option<oneshot::Receiver<bool>> {
+    let message = &outbound.message;
+    if !message.retain {
+        return None;
+    }
+    let waits = outbound.settle.is_some() && link.retained_open();
+    let (kept, answer) = match waits {
+        true => {
+            let (kept, answer) = oneshot::channel();
+            (vec![kept], Some(answer))
+        }
+        false => (Vec::new(), None),
+    };
+    let write = RetainedWrite {
+        message: Arc::clone(message),
+        deadline: outbound
+            .deadline
+            .unwrap_or_else(|| Instant::now() + link.ack_timeout),
+        kept,
+    };
+    if writer.try_send(write).is_err() {
+        ClusterCounters::drop_one(
+            &link.counters.retained_failures,
+            "cluster.max_outbound_messages retained messages wait for the bucket",
+        );
+    }
+    // A write not queued drops its `kept`: the answer reads as not kept.
+    answer
+}
+
 /// Publishes one message as its `seq`-th; the JetStream publish to await, if it went to
 /// JetStream.
-async fn publish(
-    link: &Link,
-    outbound: Outbound,
-    seq: u64,
-    retained: &mpsc::Sender<Arc<Message>>,
-) -> Option<Attempt> {
+async fn publish(link: &Link, outbound: Outbound, seq: u64) -> Option<Attempt> {
     let Outbound {
         message,
         shares_served,
         deadline,
         ..
     } = outbound;
-    if message.retain && retained.try_send(Arc::clone(&message)).is_err() {
-        ClusterCounters::drop_one(
-            &link.counters.retained_failures,
-            "cluster.max_outbound_messages retained messages wait for the bucket",
-        );
-    }
     let now = link.clock.now();
     // Expired on the way: nobody may receive it.
     let mut headers = headers::encode(&message, &link.origin, seq, now).ok()?;

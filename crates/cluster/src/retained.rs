@@ -3,33 +3,43 @@
 //! retained publishes there and applies the bucket's entries, in the bucket's order, to its own
 //! retained store (a cache of the bucket that serves its subscribers).
 //!
+//! Writing: each record is a JetStream publish to the bucket's subject, written again while
+//! JetStream does not acknowledge it, until `cluster.ack_timeout_ms` after its message was
+//! handed over (`acks.rs`, as the replay stream's messages; `Nats-Msg-Id` lets the bucket's
+//! duplicate window drop a second copy). A retained QoS 1/2 publisher's PUBACK / PUBREC waits
+//! for this acknowledgement too (`acks.rs`, `outbound.rs`).
+//!
 //! Converging: the watch always delivers each topic's last record (a record the bucket replaced
 //! before the watch got to it is skipped, never the last one), and a node applies what it
 //! delivers, so every node ends with the bucket's last record per topic. While a node's own
-//! write of a topic awaits JetStream's acknowledgement, entries for that topic are not applied
-//! (they would replace the newer local message for a moment); if any was held back, the node
-//! reads the topic's record once its last write is acknowledged and applies that.
+//! write of a topic awaits JetStream's acknowledgement, entries for that topic are held back
+//! (`retained_pending.rs`): the newest is applied once the last write settled if the bucket
+//! kept it after that write (a higher revision), and a write that failed has the record read
+//! back.
 
-use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
 use crate::Inbox;
-use async_nats::jetstream::{self, context::PublishAckFuture, kv};
+use async_nats::jetstream::{self, kv};
 use futures_util::stream::FuturesUnordered;
 use futures_util::{FutureExt as _, StreamExt};
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, oneshot};
 use tracing::{debug, info, warn};
 
+use super::acks::{KeepCounters, keep};
 use super::buckets::{bucket_base, kv_stream, open_kv};
 use super::inbound::post_publishes;
 use super::link_state::Link;
+use super::retained_pending::{AfterSettling, Pending};
 use super::retained_value::{RetainedRecord, key_of, topic_of};
+use super::retained_write_back::write_back;
+use super::retained_writer::{
+    BucketWriter, MAX_WRITES_IN_FLIGHT, RetainedWrite, coalesced, unix_now,
+};
 use super::{ClusterCounters, ClusterPublish};
-use broker_api::{Expiry, Message};
+use broker_api::cluster::AcceptedRetained;
 
-/// Writes to the bucket whose acknowledgement is awaited at once.
-const MAX_WRITES_IN_FLIGHT: usize = 1024;
 /// Entries read from the watch before they are posted to the shards.
 const ENTRY_BATCH: usize = 512;
 /// Wait between attempts to open the bucket (JetStream not enabled or not ready yet).
@@ -39,12 +49,16 @@ const RETRY: Duration = Duration::from_secs(2);
 /// publishes from `updates` and applies the bucket's entries until the thread stops.
 pub(super) async fn retained(
     link: Arc<Link>,
-    mut updates: mpsc::Receiver<Arc<Message>>,
+    mut updates: mpsc::Receiver<RetainedWrite>,
     poster: Inbox,
-    replicas: usize,
+    (replicas, accepted): (usize, Vec<AcceptedRetained>),
 ) {
     let js = jetstream::new(link.client.clone());
     let store = open_bucket(&js, &bucket_name(&link.prefix), replicas).await;
+    let _ = link.retained_bucket.set(());
+    let mut writer = BucketWriter::new(&link, &store);
+    write_back(&link, &js, &store, &mut writer, accepted).await;
+    let mut sync = BucketSync::new(&link, writer);
     let mut watch = loop {
         match store.watch_with_history(">").await {
             Ok(watch) => break watch,
@@ -54,26 +68,21 @@ pub(super) async fn retained(
             }
         }
     };
-    let mut sync = BucketSync::new(&link, &store);
     let mut acks = FuturesUnordered::new();
     loop {
         tokio::select! {
-            Some(message) = updates.recv(), if acks.len() < MAX_WRITES_IN_FLIGHT => {
-                match sync.write(&js, &message).await {
-                    Ok(ack) => acks.push(ack),
-                    // Not sent: the local value is not the bucket's; take the bucket's.
-                    Err(topic) if sync.pending.failed(&topic) => {
-                        let current = sync.read_back(&store, &topic).await;
-                        post_publishes(&link.counters, &poster, current.into_iter().collect());
-                    }
-                    Err(_) => {}
+            Some(first) = updates.recv(), if acks.len() < MAX_WRITES_IN_FLIGHT => {
+                let room = MAX_WRITES_IN_FLIGHT - acks.len();
+                for write in coalesced(first, &mut updates, room) {
+                    acks.push(sync.write(&link, &js, write).await);
                 }
             }
-            Some((topic, acked)) = acks.next(), if !acks.is_empty() => {
-                if sync.acknowledged(&topic, acked.is_ok()) {
-                    let current = sync.read_back(&store, &topic).await;
-                    post_publishes(&link.counters, &poster, current.into_iter().collect());
+            Some((topic, revision, kept)) = acks.next(), if !acks.is_empty() => {
+                for waiting in kept {
+                    let _ = waiting.send(revision.is_some());
                 }
+                let current = sync.settled(&store, &topic, revision).await;
+                post_publishes(&link.counters, &poster, current.into_iter().collect());
             }
             entry = watch.next() => {
                 let Some(first) = entry else { break };
@@ -117,92 +126,79 @@ async fn open_bucket(js: &jetstream::Context, bucket: &str, replicas: usize) -> 
     }
 }
 
-/// The node's side of the bucket: its identity, and its writes not yet seen in the watch.
+/// The node's side of the bucket: its writer, and its writes not yet settled.
 struct BucketSync {
-    origin: String,
-    subject_prefix: String,
+    writer: BucketWriter,
     counters: Arc<ClusterCounters>,
-    clock: ring_runtime::Clock,
     pending: Pending,
 }
 
-/// A write's topic and its acknowledgement.
-type Acked = (
-    String,
-    Result<jetstream::publish::PublishAck, jetstream::context::PublishError>,
-);
+/// A write's topic, the bucket revision it was kept under (`None`: not kept), and who waits
+/// for whether it was.
+type Settled = (String, Option<u64>, Vec<oneshot::Sender<bool>>);
 
 impl BucketSync {
-    fn new(link: &Link, store: &kv::Store) -> Self {
+    fn new(link: &Link, writer: BucketWriter) -> Self {
         Self {
-            origin: link.origin.clone(),
-            subject_prefix: store.put_prefix.clone().unwrap_or(store.prefix.clone()),
+            writer,
             counters: Arc::clone(&link.counters),
-            clock: link.clock.clone(),
             pending: Pending::default(),
         }
     }
 
-    /// Sends `message` (a local retained publish; an empty payload clears) to the bucket; the
-    /// future of its acknowledgement.
+    /// Sends a local retained publish to the bucket; the future of its settling: kept once
+    /// JetStream acknowledged it, written again while it does not (`acks.rs`, as the replay
+    /// stream's messages) until its deadline.
     async fn write(
         &mut self,
+        link: &Arc<Link>,
         js: &jetstream::Context,
-        message: &Message,
-    ) -> Result<impl Future<Output = Acked> + use<>, String> {
+        write: RetainedWrite,
+    ) -> impl Future<Output = Settled> + use<> {
+        let RetainedWrite {
+            message,
+            deadline,
+            kept,
+        } = write;
         let topic = message.publish.topic().as_str().to_owned();
-        let record = self.record(message);
-        let subject = format!("{}{}", self.subject_prefix, key_of(&topic));
-        match js.publish(subject, record.encode()).await {
-            Ok(ack) => {
-                self.pending.sent(&topic);
-                ClusterCounters::add(&self.counters.retained_out, 1);
-                Ok(acknowledged(topic, ack))
-            }
-            Err(e) => {
-                debug!(error = %e, "cluster: retained write not sent");
-                ClusterCounters::drop_one(
-                    &self.counters.retained_failures,
-                    "a retained message could not be written to the bucket",
-                );
-                Err(topic)
-            }
+        let record = self.writer.record(&message);
+        let attempt = self
+            .writer
+            .first_attempt(js, &topic, &record, deadline)
+            .await;
+        self.pending.sent(&topic);
+        let (link, js) = (Arc::clone(link), js.clone());
+        async move {
+            let counted = KeepCounters::retained(&link.counters);
+            let revision = keep(&link, &js, attempt, counted).await;
+            (topic, revision, kept)
         }
     }
 
-    /// The record of a local retained publish (an expired one becomes a clear).
-    fn record(&self, message: &Message) -> RetainedRecord {
-        let now = self.clock.now();
-        let (expires_unix, payload) = match message.expiry(now) {
-            Expiry::Never => (None, message.publish.payload().clone()),
-            Expiry::Remaining(secs) => (
-                Some(unix_now() + u64::from(secs)),
-                message.publish.payload().clone(),
-            ),
-            Expiry::Expired => (None, bytes::Bytes::new()),
-        };
-        RetainedRecord {
-            origin: self.origin.clone(),
-            qos: message.qos,
-            expires_unix,
-            properties: message.publish.shared_properties().clone(),
-            payload,
-        }
-    }
-
-    /// A write of `topic` was acknowledged (`stored`) or failed (counted); whether the
-    /// topic's record is to be read back now: none of its writes awaits an acknowledgement any
-    /// more, and entries were held back meanwhile or a write failed (the node's own value is
-    /// then not the bucket's: without the read back it would keep it, unlike every other node).
-    fn acknowledged(&mut self, topic: &str, stored: bool) -> bool {
-        if !stored {
+    /// A write of `topic` was kept under `revision`, or not (counted); what this node's store
+    /// takes once the topic's last write settled (`retained_pending.rs`): the newer entry held
+    /// back meanwhile, or the bucket's record read back after a failure (the node's own value
+    /// is then not the bucket's: without it the node would keep it, unlike every other node).
+    async fn settled(
+        &mut self,
+        store: &kv::Store,
+        topic: &str,
+        revision: Option<u64>,
+    ) -> Option<ClusterPublish> {
+        if revision.is_none() {
             ClusterCounters::drop_one(
                 &self.counters.retained_failures,
-                "the retained bucket refused a write",
+                "the retained bucket did not keep a write within cluster.ack_timeout_ms",
             );
-            self.pending.failed(topic);
         }
-        self.pending.settle(topic)
+        match self.pending.settle(topic, revision) {
+            AfterSettling::Nothing => None,
+            AfterSettling::Apply(publish) => {
+                ClusterCounters::add(&self.counters.retained_in, 1);
+                Some(publish)
+            }
+            AfterSettling::ReadBack => self.read_back(store, topic).await,
+        }
     }
 
     /// The topic's record as the bucket has it now, for this node's store.
@@ -249,12 +245,12 @@ impl BucketSync {
             // Removed with other tools (`nats kv del`): a clear from nobody in particular.
             kv::Operation::Delete | kv::Operation::Purge => None,
         };
-        if self.pending.holds_back(topic.as_str()) {
-            return None;
-        }
-        let record = record.unwrap_or_else(|| cleared(&self.origin));
+        let record = record.unwrap_or_else(|| cleared(&self.writer.origin));
+        let key = topic.as_str().to_owned();
+        let publish = record.into_publish(topic, unix_now());
+        let applied = self.pending.hold_back(&key, entry.revision, publish)?;
         ClusterCounters::add(&self.counters.retained_in, 1);
-        Some(record.into_publish(topic, unix_now()))
+        Some(applied)
     }
 }
 
@@ -269,122 +265,9 @@ fn cleared(origin: &str) -> RetainedRecord {
     }
 }
 
-async fn acknowledged(topic: String, ack: PublishAckFuture) -> Acked {
-    (topic, ack.await)
-}
-
-/// Seconds since the Unix epoch (record expiry is wall-clock: it must mean the same on every
-/// node and across restarts).
-fn unix_now() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs())
-}
-
-/// Per topic, this node's writes to the bucket awaiting JetStream's acknowledgement, and
-/// whether an entry was held back meanwhile (bounded by the writes in flight).
-#[derive(Debug, Default)]
-struct Pending {
-    writes: HashMap<String, PendingTopic>,
-}
-
-#[derive(Debug, Default)]
-struct PendingTopic {
-    unacknowledged: u32,
-    /// An entry was held back, or a write failed: the topic is read back once all settled.
-    held_back: bool,
-}
-
-impl Pending {
-    /// One more write of `topic` sent.
-    fn sent(&mut self, topic: &str) {
-        self.writes
-            .entry(topic.to_owned())
-            .or_default()
-            .unacknowledged += 1;
-    }
-
-    /// One write of `topic` acknowledged or failed; whether that was the last one and an entry
-    /// was held back meanwhile (the topic is to be read back).
-    fn settle(&mut self, topic: &str) -> bool {
-        let Some(pending) = self.writes.get_mut(topic) else {
-            return false;
-        };
-        pending.unacknowledged = pending.unacknowledged.saturating_sub(1);
-        if pending.unacknowledged > 0 {
-            return false;
-        }
-        let held_back = pending.held_back;
-        self.writes.remove(topic);
-        held_back
-    }
-
-    /// A write of `topic` failed: whether nothing of ours is in flight for it (then the topic
-    /// is to be read back now); otherwise it is read back once the writes in flight settle.
-    fn failed(&mut self, topic: &str) -> bool {
-        match self.writes.get_mut(topic) {
-            Some(pending) => {
-                pending.held_back = true;
-                false
-            }
-            None => true,
-        }
-    }
-
-    /// Whether an entry for `topic` waits (a write of ours awaits its acknowledgement): it is
-    /// remembered, so the topic is read back once the write settles.
-    fn holds_back(&mut self, topic: &str) -> bool {
-        match self.writes.get_mut(topic) {
-            Some(pending) => {
-                pending.held_back = true;
-                true
-            }
-            None => false,
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn a_failed_write_has_the_topic_read_back_once_its_writes_settle() {
-        let mut pending = Pending::default();
-        assert!(pending.failed("t"), "nothing in flight: read back now");
-        pending.sent("t");
-        pending.sent("t");
-        assert!(!pending.failed("t"), "writes in flight: later");
-        assert!(!pending.settle("t"));
-        assert!(pending.settle("t"), "the last write settled: read back");
-    }
-
-    #[test]
-    fn entries_wait_for_our_unacknowledged_writes_then_the_topic_is_read_back() {
-        let mut pending = Pending::default();
-        assert!(
-            !pending.holds_back("t"),
-            "nothing pending: an entry applies"
-        );
-        pending.sent("t");
-        pending.sent("t");
-        assert!(!pending.settle("t"), "nothing held back yet");
-        assert!(
-            pending.holds_back("t"),
-            "a write awaits its acknowledgement"
-        );
-        assert!(
-            pending.settle("t"),
-            "the last write settled: read the topic back"
-        );
-        assert!(!pending.holds_back("t"), "nothing pending any more");
-        pending.sent("u");
-        assert!(!pending.settle("u"), "nothing was held back: no read");
-        assert!(
-            !pending.settle("u"),
-            "a stray acknowledgement changes nothing"
-        );
-    }
 
     #[test]
     fn the_bucket_is_named_after_the_prefix() {

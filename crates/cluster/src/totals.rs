@@ -42,6 +42,10 @@ pub struct NodeContext {
     /// The client ids of the sessions recovered from this node's store at start: checked
     /// against their owner records once the buckets are open (`ownership::reconcile`).
     pub recovered: Vec<String>,
+    /// The retained messages recovered from this node's store that it accepted from clients:
+    /// written back to the bucket where it lacks them or holds older records
+    /// (`retained_write_back.rs`).
+    pub accepted_retained: Vec<broker_api::cluster::AcceptedRetained>,
 }
 
 impl std::fmt::Debug for NodeContext {
@@ -50,6 +54,7 @@ impl std::fmt::Debug for NodeContext {
             .field("max_queued", &self.max_queued)
             .field("connect_timeout", &self.connect_timeout)
             .field("recovered", &self.recovered.len())
+            .field("accepted_retained", &self.accepted_retained.len())
             .finish_non_exhaustive()
     }
 }

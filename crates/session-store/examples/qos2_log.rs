@@ -51,6 +51,7 @@ fn message(topic: &Bytes, n: u64) -> Box<StoredMessage> {
         properties: Bytes::new(),
         expires_at: None,
         sub_ids: Vec::new(),
+        accepted_at: None,
     })
 }
 

@@ -104,8 +104,20 @@ pub(super) fn cluster(doc: &mut Exposition, state: &OpsState) {
         (
             "ringmq_cluster_retained_out_total",
             Kind::Counter,
-            "Retained messages (and clears) written to the cluster's retained bucket.",
+            "Retained messages (and clears) the cluster's retained bucket acknowledged.",
             f.retained_out,
+        ),
+        (
+            "ringmq_cluster_retained_retries_total",
+            Kind::Counter,
+            "Retained records written to the cluster's bucket again (JetStream had not acknowledged them).",
+            f.retained_retries,
+        ),
+        (
+            "ringmq_cluster_retained_written_back_total",
+            Kind::Counter,
+            "Retained records of this node's store written back to the cluster's bucket after a restart (the bucket lacked them or held an older record).",
+            f.retained_written_back,
         ),
         (
             "ringmq_cluster_retained_in_total",

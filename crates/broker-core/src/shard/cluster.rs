@@ -78,16 +78,7 @@ impl BrokerShard {
                 };
                 RouteScope::Session(location.subscriber)
             }
-            Scope::Retained => {
-                return self.replication.retain(
-                    &mut self.durable,
-                    &self.figures,
-                    &self.shared,
-                    ctx,
-                    &topic,
-                    &message,
-                );
-            }
+            Scope::Retained => return self.keep_retained_from_bucket(ctx, &topic, &message),
         };
         self.route(ctx, &topic, &message, &publisher, scope);
     }

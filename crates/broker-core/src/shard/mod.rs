@@ -67,6 +67,7 @@ mod release;
 mod replica;
 mod retained_cursor;
 mod retained_delivery;
+mod retaining;
 mod routes;
 mod send;
 mod slow;

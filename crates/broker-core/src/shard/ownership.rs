@@ -152,6 +152,7 @@ fn released_placeholder() -> session_store::storage::StoredMessage {
         properties: bytes::Bytes::new(),
         expires_at: None,
         sub_ids: Vec::new(),
+        accepted_at: None,
     }
 }
 

@@ -17,21 +17,20 @@ use tracing::debug;
 
 use super::cluster::RouteScope;
 use super::durability::Durability;
-use super::parts::{AuthWaits, Delivery, Figures, Replication};
+use super::parts::{AuthWaits, Delivery, Figures};
 use super::will_check::WillJudge;
 use super::{BrokerShard, Ctx, Fault, client_id_of};
 use crate::detach;
-use crate::message::{BareCopy, Change, CopyView, Message, Recipient, ShardMsg};
-use crate::metrics::{DropReason, ShardCounters};
+use crate::message::{BareCopy, CopyView, Message, Recipient, ShardMsg};
+use crate::metrics::ShardCounters;
 use crate::shared::Shared;
 use crate::shared_parts::AccessControl;
-use crate::store::stored_retained;
 use ring_runtime::ShardId;
 use session_store::storage::SessionWrite;
 
 /// Topics only the broker publishes: a client's PUBLISH to one is refused (0x87 on MQTT 5.0;
 /// acknowledged and dropped on 3.1.1, which has no reason codes), and counted.
-const SYS_PREFIX: &str = "$SYS";
+pub(super) const SYS_PREFIX: &str = "$SYS";
 
 impl BrokerShard {
     /// PUBLISH from a client.
@@ -253,14 +252,10 @@ impl BrokerShard {
         origin: Origin<'_>,
     ) -> ReasonCode {
         if message.retain {
-            self.replication.retain(
-                &mut self.durable,
-                &self.figures,
-                &self.shared,
-                ctx,
-                topic,
-                message,
-            );
+            // A client's publish is stamped: after a restart the cluster compares the stamp
+            // with the bucket's record (docs/cluster.md, "Retained messages").
+            let accepted_at = origin.to_cluster.then(std::time::SystemTime::now);
+            self.keep_retained(ctx, topic, message, accepted_at);
         }
         // Shared subscriptions of a clustered message are served through NATS's queue groups,
         // where this node's members take part in the choice (docs/cluster.md); while NATS is
@@ -466,57 +461,6 @@ impl Delivery {
                 }
             }
         }
-    }
-}
-
-impl Replication {
-    /// Replicates a retained message (an empty payload clears the topic's retained message).
-    pub(super) fn retain(
-        &mut self,
-        durable: &mut Durability,
-        figures: &Figures,
-        shared: &Shared,
-        ctx: &mut Ctx,
-        topic: &TopicName,
-        message: &Arc<Message>,
-    ) {
-        let limits = &shared.config.retained;
-        let clear = message.publish.payload().is_empty();
-        let replacing = self.replica.retained.get(topic).is_some();
-        let full = self.replica.retained.len() >= limits.max_messages as usize
-            || (self.replica.retained.total_bytes() + message.publish.payload().len()) as u64
-                > limits.max_bytes;
-        if !clear && full && !replacing {
-            debug!(
-                topic = topic.as_str(),
-                "retained limit reached: message delivered, not retained"
-            );
-            figures.count_dropped(DropReason::RetainedFull, 1);
-            return;
-        }
-        // `$SYS` values are the running broker's own: republished on their interval, never
-        // stored (a restart would otherwise serve the last run's figures).
-        if !topic.as_str().starts_with(SYS_PREFIX) {
-            let write = match clear {
-                true => SessionWrite::RetainCleared {
-                    topic: message.publish.topic().clone(),
-                },
-                false => SessionWrite::RetainSet {
-                    topic: message.publish.topic().clone(),
-                    message: Box::new(stored_retained(message, ctx.now())),
-                },
-            };
-            durable.record(write);
-        }
-        let message = (!clear).then(|| Arc::clone(message));
-        figures.broadcast(
-            ctx,
-            &shared.order,
-            Change::Retain {
-                topic: topic.clone(),
-                message,
-            },
-        );
     }
 }
 

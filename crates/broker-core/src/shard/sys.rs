@@ -163,6 +163,8 @@ impl BrokerShard {
             ("acks/refused", f.acks_refused),
             ("subscriptions", f.subscriptions),
             ("retained/out", f.retained_out),
+            ("retained/retries", f.retained_retries),
+            ("retained/written_back", f.retained_written_back),
             ("retained/in", f.retained_in),
             ("retained/failures", f.retained_failures),
             ("sessions/ready", f.ownership_ready),

@@ -79,9 +79,15 @@ fn stored_state(state: &InflightState<Outgoing>, now: Instant) -> InflightState<
 }
 
 /// What the engines store of a retained message (delivered with the QoS it was published
-/// with, RETAIN set).
-pub fn stored_retained(message: &Message, now: Instant) -> StoredMessage {
-    stored_parts(message, message.qos, true, now)
+/// with, RETAIN set), with when this node accepted it from a client.
+pub fn stored_retained(
+    message: &Message,
+    now: Instant,
+    accepted_at: Option<std::time::SystemTime>,
+) -> StoredMessage {
+    let mut stored = stored_parts(message, message.qos, true, now);
+    stored.accepted_at = accepted_at;
+    stored
 }
 
 /// What the engines store of a delayed message (`$delayed/`): the message as it will be
@@ -99,6 +105,7 @@ fn stored_parts(message: &Message, qos: codec::QoS, retain: bool, now: Instant) 
         properties: message.publish.shared_properties().clone(),
         expires_at: message.expires_at.map(|at| instant_to_system(at, now)),
         sub_ids: Vec::new(),
+        accepted_at: None,
     }
 }
 

@@ -17,6 +17,7 @@ use session_store::storage::{
 
 use crate::message::Message;
 use crate::settings::{PersistenceSettings, StorageEngine, SyncPolicy};
+use broker_api::cluster::AcceptedRetained;
 
 /// A stored session dealt to a shard, with the subscriber key it runs under now.
 #[derive(Debug)]
@@ -44,6 +45,8 @@ pub struct Recovery {
     seed: Mutex<Option<Arc<ReplicaSeed>>>,
     /// The delayed messages (`$delayed/`) dealt to each shard (`crate::delayed::deal_delayed`).
     delayed: Mutex<Vec<Vec<(u64, StoredDelayed)>>>,
+    /// The retained messages this node accepted from clients, for the cluster to write back.
+    accepted_retained: Mutex<Vec<AcceptedRetained>>,
 }
 
 impl Recovery {
@@ -66,6 +69,22 @@ impl Recovery {
         (delayed.get_mut(shard.index()))
             .map(std::mem::take)
             .unwrap_or_default()
+    }
+
+    /// The recovered retained messages this node accepted from clients (empty after the first
+    /// call).
+    pub fn take_accepted_retained(&self) -> Vec<AcceptedRetained> {
+        self.accepted_retained
+            .lock()
+            .map(|mut accepted| std::mem::take(&mut *accepted))
+            .unwrap_or_default()
+    }
+
+    /// Holds the recovered retained messages this node accepted from clients.
+    pub fn hold_accepted_retained(&self, accepted: Vec<AcceptedRetained>) {
+        if let Ok(mut slot) = self.accepted_retained.lock() {
+            *slot = accepted;
+        }
     }
 
     /// Puts the dealt delayed messages (one list per shard) in place for the shards to take.

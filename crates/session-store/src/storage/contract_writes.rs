@@ -31,6 +31,7 @@ pub(super) fn message(topic: &str, qos: QoS) -> StoredMessage {
         properties: Bytes::new(),
         expires_at: None,
         sub_ids: vec![SubscriptionId::new(7).unwrap()],
+        accepted_at: None,
     }
 }
 

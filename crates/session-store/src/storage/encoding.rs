@@ -364,6 +364,10 @@ fn write_message(w: &mut Writer, m: &StoredMessage) {
     for id in &m.sub_ids {
         w.u32(id.get());
     }
+    // A trailing field, written only when set: every other value encodes as before.
+    if let Some(at) = m.accepted_at {
+        w.time(at);
+    }
 }
 
 fn read_message(r: &mut Reader<'_>) -> Decoded<StoredMessage> {
@@ -375,6 +379,10 @@ fn read_message(r: &mut Reader<'_>) -> Decoded<StoredMessage> {
         properties: r.bytes()?,
         expires_at: r.opt(Reader::time)?,
         sub_ids: r.vec(Reader::sub_id)?,
+        accepted_at: match r.at_end() {
+            true => None,
+            false => Some(r.time()?),
+        },
     })
 }
 
@@ -382,7 +390,15 @@ fn read_message(r: &mut Reader<'_>) -> Decoded<StoredMessage> {
 /// An upper bound of a message's encoded size (after the version byte).
 fn message_len(m: &StoredMessage) -> usize {
     // Three length-prefixed byte strings, QoS, RETAIN, an optional time, the sub-id count and ids.
-    3 * 4 + m.topic.len() + m.payload.len() + m.properties.len() + 2 + 16 + 4 + 4 * m.sub_ids.len()
+    3 * 4
+        + m.topic.len()
+        + m.payload.len()
+        + m.properties.len()
+        + 2
+        + 16
+        + 4
+        + 4 * m.sub_ids.len()
+        + 16
 }
 
 pub(in crate::storage) fn encode_message(m: &StoredMessage) -> Vec<u8> {
@@ -521,5 +537,20 @@ mod tests {
         let encoded = encode_record(&session);
         let cut = &encoded[..encoded.len() - 1];
         assert!(decode_record(text("old"), cut).is_err());
+    }
+
+    #[test]
+    fn a_retained_messages_acceptance_time_is_a_trailing_field_written_only_when_set() {
+        let without = crate::storage::contract_writes::message("r/t", QoS::AtLeastOnce);
+        let old_layout = encode_message(&without);
+        assert_eq!(decode_message(&old_layout).unwrap(), without);
+        let accepted = StoredMessage {
+            accepted_at: Some(SystemTime::UNIX_EPOCH + Duration::from_millis(1_700_000_000_123)),
+            ..without
+        };
+        let encoded = encode_message(&accepted);
+        assert!(encoded.starts_with(&old_layout));
+        assert_eq!(decode_message(&encoded).unwrap(), accepted);
+        assert!(decode_message(&encoded[..encoded.len() - 1]).is_err());
     }
 }

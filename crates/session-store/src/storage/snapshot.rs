@@ -88,6 +88,7 @@ mod tests {
             properties: Bytes::new(),
             expires_at: Some(SystemTime::UNIX_EPOCH + Duration::from_secs(1_000)),
             sub_ids: Vec::new(),
+            accepted_at: None,
         }
     }
 

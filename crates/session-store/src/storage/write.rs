@@ -32,6 +32,12 @@ pub struct StoredMessage {
     pub expires_at: Option<SystemTime>,
     /// The identifiers of the subscriptions it matched.
     pub sub_ids: Vec<SubscriptionId>,
+    /// For a retained message published on this node: when the node accepted it (wall clock).
+    /// A node of a cluster compares it with the bucket's record after a restart, to write back
+    /// what the bucket lacks (docs/cluster.md, "Retained messages"). `None` for everything
+    /// else, for a retained message taken from the cluster's bucket, and for one stored by an
+    /// earlier version.
+    pub accepted_at: Option<SystemTime>,
 }
 
 /// One durable event of a session, keyed by client identifier. A batch is committed as a whole.
