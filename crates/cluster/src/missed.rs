@@ -301,6 +301,8 @@ fn copy_for(
         properties: publish.properties.clone(),
         expires_at,
         sub_ids: matching.iter().filter_map(|s| s.id).collect(),
+        // A queued copy, not a retained message: no acceptance time to keep.
+        accepted_at: None,
     })
 }
 
