@@ -246,8 +246,10 @@ fn a_node_back_with_its_store_writes_back_what_the_bucket_lacks_but_not_what_was
     until_serving(others[1].addr(), "wb/#", &[("wb/over", b"old, from n1")]);
 
     let http = free_port();
+    // Acknowledged while cut off from NATS (from memory: by default the PUBACK would wait for
+    // JetStream and be refused), and durable in the node's store.
     let stored = format!(
-        "[persistence]\nengine = \"redb\"\ndir = \"{}\"\n[http]\nbind = \"127.0.0.1:{http}\"",
+        "ack_while_disconnected = true\n[persistence]\nengine = \"redb\"\ndir = \"{}\"\n[http]\nbind = \"127.0.0.1:{http}\"",
         work.path().join("n0-store").display()
     );
     let nowhere = format!("nats://127.0.0.1:{}", free_port());
