@@ -25,7 +25,7 @@ use tracing::{debug, info, warn};
 use super::buckets::bucket_base;
 use super::headers;
 use super::link_state::Link;
-use super::replays::{Origins, Window};
+use super::replays::{Origins, ReplayRequest, Window};
 use super::subject::{Root, message_root};
 use super::{ClusterCounters, Scope};
 
@@ -39,6 +39,11 @@ const DEFAULT_DUPLICATES: Duration = Duration::from_secs(120);
 const RETRY: Duration = Duration::from_secs(2);
 /// Between attempts of a replay that failed.
 const REPLAY_RETRY: Duration = Duration::from_secs(1);
+/// How long after a replay for this node's own connection loss its follow-up reads again.
+const FOLLOW_UP_DELAY: Duration = Duration::from_secs(2);
+/// The follow-up starts this long before the replay began (the servers' clocks against this
+/// node's).
+const FOLLOW_UP_MARGIN: Duration = Duration::from_secs(2);
 /// The longest a replay's JetStream request waits for its answer.
 const REPLAY_REQUEST_TIMEOUT: Duration = Duration::from_secs(2);
 
@@ -60,12 +65,16 @@ pub(super) async fn replays(
     let mut failures = 0u32;
     loop {
         let request = link.replays.next_request().await;
+        let began = SystemTime::now();
         let replay = replay(&link, &stream, request.from, &request.origins, &inbound);
         let failure = match tokio::time::timeout(REPLAY_TIMEOUT, replay).await {
             Ok(Ok(count)) => {
                 ClusterCounters::add(&link.counters.replays, 1);
                 info!(count, "cluster: replay done");
                 failures = 0;
+                if request.follow_up {
+                    follow_up(&link, began, request.origins);
+                }
                 continue;
             }
             Ok(Err(e)) => e.to_string(),
@@ -85,6 +94,22 @@ pub(super) async fn replays(
         tokio::time::sleep(REPLAY_RETRY).await;
         link.replays.request_again(request);
     }
+}
+
+/// Asks for the follow-up of a replay that began at `began` ([`FOLLOW_UP_DELAY`] from now,
+/// from [`FOLLOW_UP_MARGIN`] before it began): what was kept while this node's subscriptions
+/// spread to the other servers again.
+fn follow_up(link: &Arc<Link>, began: SystemTime, origins: Origins) {
+    let replays = Arc::clone(&link.replays);
+    let from = began.checked_sub(FOLLOW_UP_MARGIN).unwrap_or(began);
+    tokio::spawn(async move {
+        tokio::time::sleep(FOLLOW_UP_DELAY).await;
+        replays.request_again(ReplayRequest {
+            from,
+            origins,
+            follow_up: false,
+        });
+    });
 }
 
 /// The stream's duplicate window: a message published again (`acks.rs`, at most

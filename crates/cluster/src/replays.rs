@@ -51,7 +51,12 @@ impl Replays {
     /// the routes of the server it lost).
     pub(super) fn connected(&self) {
         if let Some(at) = lock(&self.disconnected_at).take() {
-            self.request(at, Origins::All);
+            let from = at.checked_sub(REPLAY_MARGIN).unwrap_or(at);
+            self.request_again(ReplayRequest {
+                from,
+                origins: Origins::All,
+                follow_up: true,
+            });
             let mut unannounced = lock(&self.unannounced);
             *unannounced = Some(unannounced.map_or(at, |earlier| earlier.min(at)));
             self.announce.notify_one();
@@ -72,7 +77,11 @@ impl Replays {
         let from = missed_from
             .checked_sub(REPLAY_MARGIN)
             .unwrap_or(missed_from);
-        self.request_again(ReplayRequest { from, origins });
+        self.request_again(ReplayRequest {
+            from,
+            origins,
+            follow_up: false,
+        });
     }
 
     /// A replay of every node's messages from `from` exactly (no margin).
@@ -80,6 +89,7 @@ impl Replays {
         self.request_again(ReplayRequest {
             from,
             origins: Origins::All,
+            follow_up: false,
         });
     }
 
@@ -145,6 +155,11 @@ fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 pub(super) struct ReplayRequest {
     pub(super) from: SystemTime,
     pub(super) origins: Origins,
+    /// Read again a little later from where this one began (`reliable.rs`): after this node's
+    /// own connection came back, its subscriptions take a moment to reach the other servers
+    /// over their routes, and a message published meanwhile is neither delivered to it nor in
+    /// a replay that read the stream before it was kept.
+    pub(super) follow_up: bool,
 }
 
 impl ReplayRequest {
@@ -160,6 +175,7 @@ impl ReplayRequest {
         ReplayRequest {
             from: self.from.min(other.from),
             origins,
+            follow_up: self.follow_up || other.follow_up,
         }
     }
 }
