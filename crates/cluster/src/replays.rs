@@ -244,6 +244,7 @@ mod tests {
             at(50) - REPLAY_MARGIN,
             "the earlier start kept"
         );
+        assert!(request.follow_up, "a loss of its own is read again later");
         let announced = replays.next_loss_to_announce().await;
         assert!(announced <= SystemTime::now());
         assert!(lock(&replays.unannounced).is_none(), "announced once");
