@@ -28,6 +28,9 @@ impl BrokerShard {
             };
             self.follow(conn, connect.client_id.as_str(), identity, ctx);
         }
+        if !self.figures.traces.active {
+            return;
+        }
         self.figures.traces.packet(conn, Direction::In, packet);
         if let Packet::Publish(publish) = packet
             && self.shared.links.traces.topic_traces()
@@ -65,10 +68,10 @@ impl BrokerShard {
         packet_id: Option<u16>,
         dup: bool,
     ) {
-        let topic_traces = self.shared.links.traces.topic_traces();
-        if self.figures.traces.by_conn.is_empty() && !topic_traces {
+        if !self.figures.traces.active {
             return;
         }
+        let topic_traces = self.shared.links.traces.topic_traces();
         let line = PacketLine {
             topic: copy.message.publish.topic().as_str(),
             qos: copy.qos,
@@ -110,18 +113,17 @@ impl BrokerShard {
     /// Marks `conn` as followed by the running traces that follow `identity`.
     fn follow(&mut self, conn: ConnId, client: &str, identity: Identity<'_>, ctx: &Ctx) {
         let traces = self.shared.links.traces.following(identity, ctx.now());
-        let book = &mut self.figures.traces.by_conn;
+        let book = &mut self.figures.traces;
         if traces.is_empty() {
-            book.remove(&conn);
+            book.by_conn.remove(&conn);
         } else {
-            book.insert(
-                conn,
-                TracedConn {
-                    client: client.into(),
-                    traces,
-                },
-            );
+            let traced = TracedConn {
+                client: client.into(),
+                traces,
+            };
+            book.by_conn.insert(conn, traced);
         }
+        book.settle(self.shared.links.traces.topic_traces());
     }
 
     /// Marks every connection again when a trace started or stopped (once per turn, one load).
@@ -133,6 +135,7 @@ impl BrokerShard {
         }
         self.figures.traces.generation = generation;
         self.figures.traces.by_conn.clear();
+        self.figures.traces.settle(traces.topic_traces());
         if !traces.identity_traces() {
             return;
         }

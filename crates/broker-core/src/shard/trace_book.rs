@@ -14,6 +14,9 @@ use crate::trace::{Direction, Trace, packet_line};
 pub(super) struct TraceBook {
     /// The traces' generation this shard marked its connections under.
     pub(super) generation: u64,
+    /// Whether any trace may want a packet of this shard: a connection followed, or a topic
+    /// trace running (set when the generation moves). A PUBLISH copy looks at this alone.
+    pub(super) active: bool,
     pub(super) by_conn: FastMap<ConnId, TracedConn>,
 }
 
@@ -47,5 +50,10 @@ impl TraceBook {
         if !self.by_conn.is_empty() {
             self.by_conn.remove(&conn);
         }
+    }
+
+    /// Sets [`Self::active`] after the followed connections or the topic traces changed.
+    pub(super) fn settle(&mut self, topic_traces: bool) {
+        self.active = topic_traces || !self.by_conn.is_empty();
     }
 }
