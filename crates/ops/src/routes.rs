@@ -40,17 +40,19 @@ pub fn route(port: &dyn OpsPort, credentials: &Credentials, request: &Request) -
     }
 }
 
-/// Whether `request` has no body, or a JSON one (`Content-Type: application/json`): a browser
-/// sends a JSON body to another origin only after a CORS preflight, which this server never
-/// grants, so a cross-site page cannot post one (the origin checks of `guard.rs` come first).
+/// Whether `request` has no body and no `Content-Type`, or JSON (`Content-Type:
+/// application/json`): a browser sends a JSON body to another origin only after a CORS
+/// preflight, which this server never grants, and a form always sends a form type, even with
+/// no field; so a cross-site page can send neither (the origin checks of `guard.rs` come
+/// first).
 fn is_json(request: &Request) -> bool {
-    if request.body.is_empty() {
-        return true;
+    match request.header("content-type") {
+        None => request.body.is_empty(),
+        Some(value) => {
+            let media_type = value.split(';').next().unwrap_or_default().trim();
+            media_type.eq_ignore_ascii_case("application/json")
+        }
     }
-    request.header("content-type").is_some_and(|value| {
-        let media_type = value.split(';').next().unwrap_or_default().trim();
-        media_type.eq_ignore_ascii_case("application/json")
-    })
 }
 
 /// 200 while every shard runs.
