@@ -14,8 +14,10 @@ function svg(tag, attrs = {}, text) {
   return el;
 }
 
-function clock(t) {
-  return new Date(t).toLocaleTimeString([], { hour: '2-digit', minute: '2-digit' });
+/** A time of day; with seconds when the chart spans less than ten minutes. */
+function clock(t, span) {
+  const seconds = span < 600000 ? { second: '2-digit' } : {};
+  return new Date(t).toLocaleTimeString([], { hour: '2-digit', minute: '2-digit', ...seconds });
 }
 
 /** `series`: [{name, points: [[t ms, value]]}]; the chart spans their common time range. */
@@ -39,8 +41,8 @@ export function lineChart(title, series, unit = '') {
     const y = (v) => y0 - (v / vMax) * (y0 - y1);
     root.append(svg('text', { x: x0 - 4, y: y1 + 8, 'text-anchor': 'end' }, fmt(Math.round(vMax))));
     root.append(svg('text', { x: x0 - 4, y: y0, 'text-anchor': 'end' }, '0'));
-    root.append(svg('text', { x: x0, y: H - 4 }, clock(tMin)));
-    root.append(svg('text', { x: x1, y: H - 4, 'text-anchor': 'end' }, clock(tMax)));
+    root.append(svg('text', { x: x0, y: H - 4 }, clock(tMin, tMax - tMin)));
+    root.append(svg('text', { x: x1, y: H - 4, 'text-anchor': 'end' }, clock(tMax, tMax - tMin)));
     series.forEach((s, i) => {
       const points = s.points.map(([t, v]) => `${x(t).toFixed(1)},${y(v).toFixed(1)}`).join(' ');
       const attrs = { class: `s${i % 6}`, points };

@@ -69,9 +69,10 @@ export function render(main) {
     top.replaceChildren(cards(families));
     bottom.replaceChildren(charts(history));
     const seconds = history.interval_ms / 1000;
-    const span = Math.round((history.points.length * seconds) / 60);
+    const span = history.points.length * seconds;
+    const kept = span < 120 ? `${Math.round(span)} s` : `${Math.round(span / 60)} min`;
     note.textContent = `History: ${history.points.length} of ${history.capacity} samples, ` +
-      `one every ${seconds} s (${span} min so far, kept in memory by the listener).`;
+      `one every ${seconds} s (${kept} so far, kept in memory by the listener).`;
     report();
   });
 }

@@ -1,21 +1,35 @@
 // Cluster & config: the cluster's figures and the bridges' state from /metrics, and the
 // effective configuration (secrets redacted by the API) with a reload button.
 
-import { api, get, metrics, report } from './api.js';
+import { api, get, metrics, report, total } from './api.js';
 import { h, table, fmt, notice } from './dom.js';
+
+// [label, family] of the cluster-wide cards (every live node's heartbeat summed).
+const TOTALS = [
+  ['Live nodes', 'ringmq_cluster_total_nodes'],
+  ['Clients, all nodes', 'ringmq_cluster_total_clients'],
+  ['Sessions, all nodes', 'ringmq_cluster_total_sessions'],
+  ['Subscriptions, all nodes', 'ringmq_cluster_total_subscriptions'],
+  ['Messages received, all nodes', 'ringmq_cluster_total_messages_received'],
+  ['Messages sent, all nodes', 'ringmq_cluster_total_messages_sent'],
+];
 
 function cluster(families) {
   const names = [...families.keys()].filter((n) => n.startsWith('ringmq_cluster_')).sort();
   if (names.length === 0) return h('p', { class: 'muted', id: 'cluster', text: 'Not clustered (no [cluster] section).' });
-  const value = (n) => families.get(n).reduce((sum, s) => sum + s.value, 0);
+  const value = (n) => total(families, n);
   const up = value('ringmq_cluster_connected') > 0;
+  const own = names.filter((n) => !n.startsWith('ringmq_cluster_total_'));
   return h('div', { id: 'cluster' },
     h('p', {}, 'NATS link ', h('span', { class: up ? 'tag up' : 'tag down', text: up ? 'up' : 'down' }),
       ` · ${fmt(value('ringmq_cluster_total_nodes'))} live nodes`),
-    table([
-      { title: 'Figure', value: (n) => n.replace('ringmq_cluster_', '') },
-      { title: 'Value', num: true, value: (n) => fmt(value(n)) },
-    ], names));
+    h('div', { class: 'cards' }, TOTALS.map(([label, name]) => h('div', { class: 'card' },
+      h('div', { class: 'label', text: label }),
+      h('div', { class: 'value', 'data-metric': name, text: fmt(value(name)) })))),
+    h('h3', { text: "This node's link" }),
+    h('div', { class: 'panel columns' }, own.map((n) => h('div', { class: 'kv' },
+      h('span', { class: 'muted', text: n.replace('ringmq_cluster_', '').replaceAll('_', ' ') }),
+      h('span', { text: fmt(value(n)) })))));
 }
 
 function bridges(families) {
