@@ -22,7 +22,9 @@ function headers(json) {
 async function send(method, path, body) {
   const init = { method, headers: headers(method !== 'GET'), credentials: 'same-origin' };
   if (body !== undefined) init.body = JSON.stringify(body);
-  const response = await fetch(path, init);
+  // From the origin, not the page's address: one typed as http://user:password@host/ keeps
+  // its credentials, and fetch refuses a URL with credentials (the browser sends them itself).
+  const response = await fetch(new URL(path, location.origin), init);
   if (response.status === 401) {
     window.dispatchEvent(new Event('auth-needed'));
     throw new AuthNeeded('credentials needed');
