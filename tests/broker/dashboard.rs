@@ -401,6 +401,26 @@ fn the_dashboard_shows_the_cluster() {
     shot(&mut browser, "cluster");
 }
 
+/// With basic credentials the browser asks for them at the page and sends them again with the
+/// page's own calls (here given in the address, as a user typing them in the prompt would).
+#[test]
+fn a_browser_with_basic_credentials_uses_the_dashboard() {
+    let broker = TestBroker::with_config(
+        "[http]\nbind = \"127.0.0.1:0\"\nusername = \"ops\"\npassword = \"pw\"\n",
+    );
+    let _client = RawClient::connected_clean(broker.addr(), V5, "dash-basic");
+    let mut browser = Browser::start(1280, 900);
+    let port = broker.http_addr().port();
+    browser.navigate(&format!("http://ops:pw@127.0.0.1:{port}/#overview"));
+    let sessions = browser.wait_for(
+        "(e => e && e.textContent)(document.querySelector('[data-metric=\"ringmq_sessions\"]'))",
+        "the overview read with the browser's basic credentials",
+    );
+    assert_eq!(sessions, "1");
+    let opened = browser.eval("document.getElementById('login').open");
+    assert_eq!(opened, Value::Bool(false), "no token asked for");
+}
+
 #[test]
 fn dashboard_answers_carry_the_security_headers_and_forms_are_refused() {
     let broker = TestBroker::with_config(
