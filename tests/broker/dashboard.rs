@@ -184,6 +184,12 @@ fn the_dashboard_shows_the_broker_and_acts_on_it() {
 
     let mut browser = Browser::start(1280, 900);
     browser.download_to(dir.path());
+    // Whatever the page's Content-Security-Policy blocks is noted, and must be nothing.
+    browser.call(
+        "Page.addScriptToEvaluateOnNewDocument",
+        serde_json::json!({"source": "window.blocked = []; document.addEventListener(\
+            'securitypolicyviolation', e => window.blocked.push(e.violatedDirective + ' ' + e.blockedURI));"}),
+    );
     browser.navigate(&format!("http://127.0.0.1:{}/", http.port()));
     browser.wait_for("document.getElementById('login').open", "the token dialog");
     fill(&mut browser, "#token", TOKEN);
@@ -369,6 +375,8 @@ fn the_dashboard_shows_the_broker_and_acts_on_it() {
         "{toml}"
     );
     shot(&mut browser, "system");
+    let blocked = browser.eval("window.blocked");
+    assert_eq!(blocked, serde_json::json!([]), "blocked by the page's CSP");
 }
 
 /// On a node of a cluster (no credentials: a loopback listener), the cluster page shows the
