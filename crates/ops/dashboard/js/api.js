@@ -22,8 +22,8 @@ function headers(json) {
 async function send(method, path, body) {
   const init = { method, headers: headers(method !== 'GET'), credentials: 'same-origin' };
   if (body !== undefined) init.body = JSON.stringify(body);
-  // From the origin, not the page's address: one typed as http://user:password@host/ keeps
-  // its credentials, and fetch refuses a URL with credentials (the browser sends them itself).
+  // From the origin, not the page's address: an address typed with a user and password keeps
+  // them, and fetch refuses a URL with credentials (the browser sends them itself).
   const response = await fetch(new URL(path, location.origin), init);
   if (response.status === 401) {
     window.dispatchEvent(new Event('auth-needed'));
