@@ -42,5 +42,8 @@ test_tools() {
   # The PROXY protocol tests put a real HAProxy in front of the broker (tests/broker/proxy.rs).
   ensure_debian_package haproxy haproxy
   ensure_mqtt_js
+  # The dashboard's test drives a headless Chromium over the DevTools protocol
+  # (tests/broker/dashboard.rs); it fails, never skips, without it.
+  ensure_debian_package chromium chromium
   cargo --version
 }

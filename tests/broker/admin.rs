@@ -394,3 +394,26 @@ fn queued_counts_the_messages_a_stored_session_keeps_on_disk() {
     sub.ping();
     assert_queued(&broker, "offline", 0, 0, "all taken");
 }
+
+#[test]
+fn clients_are_searched_by_client_id_or_address() {
+    let broker = TestBroker::with_config("[runtime]\nshards = 2\n");
+    let _a = RawClient::connected_clean(broker.addr(), V5, "plant-7-pump");
+    let _b = RawClient::connected_clean(broker.addr(), V5, "plant-8-valve");
+    let _c = RawClient::connected_clean(broker.addr(), V5, "office-printer");
+    let found = get(&broker, "/api/v1/clients?search=plant-");
+    assert_eq!(ids(&found["clients"]), ["plant-7-pump", "plant-8-valve"]);
+    let found = get(&broker, "/api/v1/clients?search=valve&limit=1");
+    assert_eq!(ids(&found["clients"]), ["plant-8-valve"]);
+    let address = found["clients"][0]["address"].as_str().unwrap().to_owned();
+    let by_address = get(&broker, &format!("/api/v1/clients?search={address}"));
+    assert_eq!(ids(&by_address["clients"]), ["plant-8-valve"]);
+    let everyone = get(&broker, "/api/v1/clients?search=");
+    assert_eq!(
+        everyone["clients"].as_array().unwrap().len(),
+        3,
+        "empty: no filter"
+    );
+    let nobody = get(&broker, "/api/v1/clients?search=nothing-like-it");
+    assert_eq!(ids(&nobody["clients"]), Vec::<&str>::new());
+}

@@ -12,6 +12,8 @@ pub enum AdminQuery {
     Clients {
         after: Option<String>,
         limit: usize,
+        /// Only the sessions whose client id or address contains this text.
+        search: Option<String>,
         reply: Sender<Vec<ClientInfo>>,
     },
     /// One session, with its subscriptions.

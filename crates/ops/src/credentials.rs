@@ -51,6 +51,13 @@ impl Credentials {
         false
     }
 
+    /// Whether the dashboard's files (which hold no data) are served without credentials:
+    /// unless basic credentials are configured, which the browser asks for and then replays.
+    /// With a bearer token alone the page asks for the token itself.
+    pub fn page_open(&self) -> bool {
+        self.basic.is_none()
+    }
+
     /// The `WWW-Authenticate` challenges of a 401.
     pub fn challenges(&self) -> Vec<(&'static str, String)> {
         let mut challenges = Vec::new();

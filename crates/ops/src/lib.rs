@@ -1,11 +1,14 @@
 //! The operations HTTP listener (`[http]`): `GET /metrics` (Prometheus text format), `/healthz`,
-//! `/readyz`, and the admin API under `/api/`, answered through an [`OpsPort`] the broker
-//! implements. It runs on threads of its own with blocking sockets (`server.rs`), never on a
+//! `/readyz`, the admin API under `/api/`, answered through an [`OpsPort`] the broker
+//! implements, and the dashboard at `/` (`dashboard.rs`, with its last hour of figures kept by
+//! `history.rs`). It runs on threads of its own with blocking sockets (`server.rs`), never on a
 //! reactor.
 
 mod credentials;
+mod dashboard;
 pub mod exposition;
 mod guard;
+pub mod history;
 pub mod port;
 mod request;
 mod response;
@@ -21,6 +24,7 @@ use std::thread::JoinHandle;
 
 use rustls::ServerConfig;
 
+pub use dashboard::weight as dashboard_weight;
 pub use port::{AdminRequest, AdminResponse, OpsPort};
 pub use scrape::Scrape;
 pub use settings::HttpSettings;
@@ -79,13 +83,22 @@ impl OpsListener {
     /// Starts serving, answering through `port`.
     pub fn serve(self, port: Arc<dyn OpsPort>) -> Result<OpsServer, OpsError> {
         let server = Arc::new(Server::new(port, &self.settings, self.tls));
-        let acceptor =
-            server::spawn_acceptor(Arc::clone(&server), self.listener).map_err(OpsError::Thread)?;
+        let sampler = (server.history)
+            .spawn_sampler(Arc::clone(&server.port))
+            .map_err(OpsError::Thread)?;
+        let acceptor = match server::spawn_acceptor(Arc::clone(&server), self.listener) {
+            Ok(acceptor) => acceptor,
+            Err(error) => {
+                server.history.stop();
+                return Err(OpsError::Thread(error));
+            }
+        };
         tracing::info!(addr = %self.addr, https = server.tls.is_some(), "operations listener serving");
         Ok(OpsServer {
             addr: self.addr,
             server,
             acceptor: Some(acceptor),
+            sampler: Some(sampler),
         })
     }
 }
@@ -95,6 +108,8 @@ pub struct OpsServer {
     addr: SocketAddr,
     server: Arc<Server>,
     acceptor: Option<JoinHandle<()>>,
+    /// The dashboard history's sampler (`history.rs`).
+    sampler: Option<JoinHandle<()>>,
 }
 
 impl OpsServer {
@@ -115,6 +130,9 @@ impl OpsServer {
             let _ = acceptor.join();
         }
         self.server.stop();
+        if let Some(sampler) = self.sampler.take() {
+            let _ = sampler.join();
+        }
     }
 }
 

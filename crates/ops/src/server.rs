@@ -31,10 +31,11 @@ use tracing::{debug, warn};
 
 use super::credentials::Credentials;
 use super::guard::Guard;
+use super::history::{self, History};
 use super::port::OpsPort;
 use super::request::{Limits, read_request};
 use super::response::Response;
-use super::routes::route;
+use super::routes::{Routes, route};
 use super::settings::HttpSettings;
 
 /// How long a refused or closing connection's unread input is waited for (each read).
@@ -71,6 +72,8 @@ pub(super) struct Server {
     pub(super) port: Arc<dyn OpsPort>,
     pub(super) credentials: Credentials,
     pub(super) guard: Guard,
+    /// The dashboard's last hour of figures.
+    pub(super) history: Arc<History>,
     pub(super) tls: Option<Arc<ServerConfig>>,
     pub(super) limits: Limits,
     pub(super) read_timeout: Duration,
@@ -94,6 +97,7 @@ impl Server {
             port,
             credentials: Credentials::new(settings),
             guard: Guard::new(settings, tls.is_some()),
+            history: Arc::new(History::new(history::CAPACITY, settings.history_interval)),
             tls,
             limits: Limits {
                 max_head: settings.max_head_bytes,
@@ -291,10 +295,15 @@ impl Server {
             if !self.enter(connection.id, Phase::Answering) {
                 break;
             }
+            let routes = Routes {
+                port: &*self.port,
+                credentials: &self.credentials,
+                history: &self.history,
+            };
             let response = self
                 .guard
                 .refuse(&request, connection.local)
-                .unwrap_or_else(|| route(&*self.port, &self.credentials, &request));
+                .unwrap_or_else(|| route(&routes, &request));
             let head_only = request.method == "HEAD";
             if response
                 .write_to(reader.get_mut(), request.close, head_only)
@@ -310,6 +319,7 @@ impl Server {
     /// Stops accepting, shuts every open connection and waits (boundedly) for their threads.
     pub(super) fn stop(&self) {
         self.stopping.store(true, Ordering::Release);
+        self.history.stop();
         for slot in self.active().values() {
             let _ = slot.stream.shutdown(Shutdown::Both);
         }

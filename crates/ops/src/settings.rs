@@ -41,6 +41,8 @@ pub struct HttpSettings {
     pub header_timeout: Duration,
     /// The `Host` values served besides the listener's own address and loopback.
     pub allowed_hosts: AllowedHosts,
+    /// How often the dashboard's history ring takes a point (it keeps 720).
+    pub history_interval: Duration,
 }
 
 /// `http.allowed_hosts`: the host names (or addresses) a request's `Host` may name besides the
@@ -133,6 +135,7 @@ impl HttpSettings {
             read_timeout: Duration::from_secs(10),
             header_timeout: Duration::from_secs(10),
             allowed_hosts: AllowedHosts::default(),
+            history_interval: Duration::from_secs(5),
         }
     }
 }

@@ -2,7 +2,7 @@
 //!
 //! | method and path | answer |
 //! |---|---|
-//! | `GET /api/v1/clients?after=&limit=` | sessions by client id (connected or not), a page |
+//! | `GET /api/v1/clients?after=&limit=&search=` | sessions by client id (connected or not), a page; with `search`, those whose client id or address contains it |
 //! | `GET /api/v1/clients/{client_id}` | one session, with its subscriptions |
 //! | `DELETE /api/v1/clients/{client_id}?reason=0x98` | disconnects it (5.0: DISCONNECT with the reason) |
 //! | `GET /api/v1/subscriptions?after_client=&after_filter=&limit=` | subscriptions, a page |
@@ -122,10 +122,12 @@ fn merged<T, K: Ord + Clone>(
 fn clients(port: &AdminPort, request: &AdminRequest<'_>) -> Answer {
     let limit = limit(request)?;
     let after = request.param("after").map(str::to_owned);
+    let search = request.param("search").filter(|text| !text.is_empty());
     let pages = port
         .ask_all(|reply| AdminQuery::Clients {
             after: after.clone(),
             limit,
+            search: search.map(str::to_owned),
             reply,
         })
         .map_err(unavailable)?;

@@ -26,6 +26,7 @@ raw_section!(
         read_timeout_ms: u64,
         header_timeout_ms: u64,
         allowed_hosts: Vec<String>,
+        history_interval_ms: u64,
     }
 );
 
@@ -75,6 +76,12 @@ impl RawHttp {
                 600_000,
             )?),
             allowed_hosts: self.allowed_hosts()?,
+            history_interval: Duration::from_millis(bounded(
+                "http.history_interval_ms",
+                self.history_interval_ms,
+                100,
+                60_000,
+            )?),
         };
         if let Some(addr) = settings.bind
             && !is_loopback(&addr)

@@ -52,6 +52,18 @@ fn header_timeout_is_bounded() {
 }
 
 #[test]
+fn the_history_interval_is_bounded() {
+    let http = validate("").expect("defaults validate");
+    assert_eq!(http.history_interval, std::time::Duration::from_secs(5));
+    for bad in [99, 60_001] {
+        let error = validate(&format!("[http]\nhistory_interval_ms = {bad}\n")).unwrap_err();
+        assert!(error.contains("http.history_interval_ms"), "{error}");
+    }
+    let http = validate("[http]\nhistory_interval_ms = 200\n").expect("validates");
+    assert_eq!(http.history_interval, std::time::Duration::from_millis(200));
+}
+
+#[test]
 fn allowed_hosts_are_names_or_addresses_without_ports() {
     use super::HostName;
     let http = validate(

@@ -166,6 +166,7 @@ pub(crate) const RESTART: &[KeyCheck] = &[
     same!("http.read_timeout_ms", http.read_timeout),
     same!("http.header_timeout_ms", http.header_timeout),
     same!("http.allowed_hosts", http.allowed_hosts),
+    same!("http.history_interval_ms", http.history_interval),
     same!(
         "cluster.node_id, cluster.nats, cluster.max_outbound_messages, cluster.subject_prefix, \
          cluster.replicas, cluster.node_timeout_ms, cluster.replay_window_ms, \

@@ -24,9 +24,12 @@ impl BrokerShard {
             AdminQuery::Clients {
                 after,
                 limit,
+                search,
                 reply,
             } => {
-                let _ = reply.send(ClientPages::of(self).client_page(ctx, after.as_deref(), limit));
+                let pages = ClientPages::of(self);
+                let _ =
+                    reply.send(pages.client_page(ctx, after.as_deref(), search.as_deref(), limit));
             }
             AdminQuery::Client { client_id, reply } => {
                 let _ = reply.send(ClientPages::of(self).client_detail(ctx, &client_id));
@@ -140,11 +143,28 @@ impl<'a> ClientPages<'a> {
     }
 
     /// One page of the clients, by client id, after `after`.
-    fn client_page(&self, ctx: &Ctx, after: Option<&str>, limit: usize) -> Vec<ClientInfo> {
+    /// Sessions after `after` by client id, those whose id or address contains `search` when
+    /// given, `limit` at most.
+    fn client_page(
+        &self,
+        ctx: &Ctx,
+        after: Option<&str>,
+        search: Option<&str>,
+        limit: usize,
+    ) -> Vec<ClientInfo> {
+        let found = |session: &Session| {
+            search.is_none_or(|text| {
+                session.client_id.as_str().contains(text)
+                    || (session.conn)
+                        .and_then(|conn| ctx.peer_addr(conn).ok())
+                        .is_some_and(|addr| addr.to_string().contains(text))
+            })
+        };
         let mut page: Vec<&Session> = self
             .sessions
             .iter()
             .filter(|s| after.is_none_or(|after| s.client_id.as_str() > after))
+            .filter(|s| found(s))
             .collect();
         page.sort_unstable_by(|a, b| a.client_id.as_str().cmp(b.client_id.as_str()));
         page.truncate(limit);
