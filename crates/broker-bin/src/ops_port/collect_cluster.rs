@@ -10,7 +10,7 @@ pub(super) fn cluster(doc: &mut Exposition, state: &OpsState) {
         return;
     };
     let f = link.figures();
-    let families: [(&str, Kind, &str, u64); 28] = [
+    let families: [(&str, Kind, &str, u64); 30] = [
         (
             "ringmq_cluster_connected",
             Kind::Gauge,
@@ -166,6 +166,18 @@ pub(super) fn cluster(doc: &mut Exposition, state: &OpsState) {
             Kind::Counter,
             "Recovered sessions whose missed messages could not be read from the replay stream.",
             f.sessions_replay_failures,
+        ),
+        (
+            "ringmq_cluster_restart_replayed_messages_total",
+            Kind::Counter,
+            "QoS 1/2 messages routed to the sessions recovered from this node's store at a restart, read from the replay stream.",
+            f.restart_replayed,
+        ),
+        (
+            "ringmq_cluster_restart_replay_failures_total",
+            Kind::Counter,
+            "Reads for the sessions recovered from this node's store at a restart that failed or ran out of time.",
+            f.restart_replay_failures,
         ),
         (
             "ringmq_cluster_mirror_writes_total",
