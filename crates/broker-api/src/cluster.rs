@@ -31,7 +31,7 @@ pub enum Scope {
 }
 
 /// A message received from another node, for a shard to route locally.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct ClusterPublish {
     /// The topic name (validated by the shard).
     pub topic: MqttStr,
