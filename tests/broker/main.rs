@@ -16,6 +16,7 @@ mod cluster_acks;
 mod cluster_down;
 mod cluster_recovery;
 mod cluster_replay;
+mod cluster_restart;
 mod cluster_retained;
 mod cluster_sessions;
 mod cluster_stall;
