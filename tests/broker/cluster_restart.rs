@@ -1,7 +1,8 @@
 //! A node restarts with a connected persistent subscriber (docs/cluster.md, "When a node
 //! restarts"): killed with SIGKILL and started again with the same store and port, it gives
 //! the session it recovered from its store every QoS 1 message acknowledged to a publisher on
-//! another node meanwhile (read back from the replay stream; issue 48).
+//! another node meanwhile (read back from the replay stream; issue 48), also when the client
+//! then moves to another node.
 
 #![allow(
     clippy::unwrap_used,
@@ -21,7 +22,10 @@ use crate::cluster_acks::receive_in_background;
 use crate::cluster_recovery::{
     KILL_AFTER, PACE, acknowledged, assert_none_lost, publish_paced, settle_while,
 };
-use crate::cluster_sessions::{connect_persistent_to, wait_for_metric};
+use crate::cluster_sessions::{
+    connect_persistent_to, reconnect_once_released_with, wait_for_metric,
+};
+use crate::harness::TestBroker;
 use crate::nats_cluster::{NatsCluster, http_get};
 use crate::ports::free_port;
 use crate::process::BrokerProcess;
@@ -38,6 +42,25 @@ const ID: &str = "restart-5";
 /// allowed.
 #[test]
 fn every_acknowledged_message_reaches_a_subscriber_whose_node_restarted() {
+    restart_under_a_subscriber(Back::ToItsNode);
+}
+
+/// As above, but the subscriber reconnects to node 2 once node 0 is back: node 0 releases the
+/// session only with what it missed queued (the release waits for the read), and node 2
+/// delivers every acknowledged message.
+#[test]
+fn every_acknowledged_message_reaches_a_subscriber_moving_off_a_restarted_node() {
+    restart_under_a_subscriber(Back::ToAnotherNode);
+}
+
+/// Where the subscriber reconnects once its node is back.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Back {
+    ToItsNode,
+    ToAnotherNode,
+}
+
+fn restart_under_a_subscriber(back: Back) {
     let nats = NatsCluster::start();
     let work = tempfile::tempdir().unwrap();
     let http = free_port();
@@ -46,6 +69,11 @@ fn every_acknowledged_message_reaches_a_subscriber_whose_node_restarted() {
     let first_run = BrokerProcess::start(&config, &config_path);
     wait_for_metric(http, "ringmq_cluster_ownership_ready", 1);
     let publishing = start_node_with(&nats, 1, "node_timeout_ms = 2000");
+    let other = start_node_with(
+        &nats,
+        2,
+        "node_timeout_ms = 2000\n[queues]\nmax_queued_messages = 5000",
+    );
     let (mut subscriber, _) = connect_persistent_to(first_run.addr, V5, ID);
     subscriber.subscribe("recover/#", QoS::AtLeastOnce);
     let mut publisher = RawClient::connected_clean(publishing.addr(), V5, "restart-pub");
@@ -60,12 +88,19 @@ fn every_acknowledged_message_reaches_a_subscriber_whose_node_restarted() {
     std::thread::sleep(DOWN);
     let mut second_run = BrokerProcess::start_on(addr, &config, &config_path);
     second_run.wait_serving();
-    let (subscriber, present) = connect_persistent_to(addr, V5, ID);
+    let (subscriber, present) = match back {
+        Back::ToItsNode => connect_persistent_to(addr, V5, ID),
+        Back::ToAnotherNode => {
+            // Once the owner record names node 0's new run (it asks that run to release).
+            wait_for_metric(http, "ringmq_cluster_ownership_ready", 1);
+            reconnect_once_released_with(&other, V5, ID)
+        }
+    };
     assert!(present, "the session came back from the store");
     let after = receive_in_background(subscriber, Arc::clone(&stop));
 
     let success = acknowledged(&sending.join().unwrap());
-    settle(http);
+    settle(http, &other);
     stop.store(true, Ordering::Relaxed);
     let (before, after) = (before.join().unwrap(), after.join().unwrap());
     let metrics = http_get(http, "/metrics").unwrap();
@@ -74,6 +109,9 @@ fn every_acknowledged_message_reaches_a_subscriber_whose_node_restarted() {
     let failures = figure("ringmq_cluster_restart_replay_failures_total");
     assert_none_lost(ID, &success, (&before, &after), (replayed, failures));
     assert_eq!(failures, 0);
+    if back == Back::ToAnotherNode {
+        assert_eq!(figure("ringmq_cluster_sessions_released_total"), 1);
+    }
     drop(second_run);
 }
 
@@ -88,13 +126,17 @@ fn stored_node_config(nats: &NatsCluster, dir: &Path, http: u16) -> String {
     )
 }
 
-/// Waits until the messages node 0 received from the cluster and from replays stop moving.
-fn settle(http: u16) {
+/// Waits until the messages node 0 (operations listener on `http`) and `other` received from
+/// the cluster and from replays stop moving.
+fn settle(http: u16, other: &TestBroker) {
     settle_while(|| {
         let metrics = http_get(http, "/metrics")?;
+        let figures = other.cluster_figures()?;
         Some(
             metric(&metrics, "ringmq_cluster_messages_in_total")?
-                + metric(&metrics, "ringmq_cluster_replayed_messages_total")?,
+                + metric(&metrics, "ringmq_cluster_replayed_messages_total")?
+                + figures.messages_in
+                + figures.replayed,
         )
     });
 }
