@@ -226,3 +226,92 @@ fn copies_of_session(
         })
         .collect()
 }
+
+#[cfg(test)]
+mod tests {
+    use bytes::Bytes;
+    use codec::{ProtocolVersion, QoS, RetainHandling, SubscriptionOptions};
+    use session_store::SessionExpiry;
+    use session_store::storage::StoredSubscription;
+
+    use super::*;
+
+    fn session(client_id: &str, filter: &str, no_local: bool) -> StoredSession {
+        let client_id = MqttStr::try_from(client_id).unwrap();
+        let mut session =
+            StoredSession::new(client_id, ProtocolVersion::V5, SessionExpiry::OnClose, None);
+        session.subscriptions = vec![StoredSubscription {
+            filter: MqttStr::try_from(filter).unwrap(),
+            options: SubscriptionOptions {
+                qos: QoS::AtLeastOnce,
+                no_local,
+                retain_as_published: false,
+                retain_handling: RetainHandling::SendAtSubscribe,
+            },
+            id: None,
+        }];
+        session
+    }
+
+    fn kept(payload: &'static str, origin: &str, expiry: Option<u32>) -> Kept {
+        Kept {
+            publish: ClusterPublish {
+                topic: MqttStr::try_from("t/x").unwrap(),
+                payload: Bytes::from_static(payload.as_bytes()),
+                properties: Bytes::new(),
+                qos: QoS::AtLeastOnce,
+                retain: false,
+                expiry,
+                scope: Scope::Plain,
+            },
+            origin: origin.to_owned(),
+            kept_at: SystemTime::UNIX_EPOCH + Duration::from_secs(1000),
+        }
+    }
+
+    /// What each session gets, as `client id: payloads`.
+    fn routed(publishes: &[ClusterPublish]) -> Vec<String> {
+        (publishes.iter())
+            .map(|p| match &p.scope {
+                Scope::Session(id) => format!("{id}: {}", String::from_utf8_lossy(&p.payload)),
+                other => panic!("not for one session: {other:?}"),
+            })
+            .collect()
+    }
+
+    fn read() -> Vec<Kept> {
+        vec![
+            kept("earlier run", "n1/old", None),
+            kept("other node", "n2/1", None),
+            kept("this run", "n1/new", None),
+            kept("expired", "n2/1", Some(1)),
+        ]
+    }
+
+    #[test]
+    fn each_session_gets_what_it_matches_but_this_runs_own_and_expired_messages() {
+        let sessions = [session("a", "t/#", true), session("b", "t/x", false)];
+        let publishes = copies_for(&sessions, read(), 10, "n1/new");
+        assert_eq!(
+            routed(&publishes),
+            ["a: other node", "b: earlier run", "b: other node"],
+            "no-local takes none of this node's earlier runs' messages"
+        );
+    }
+
+    #[test]
+    fn a_session_gets_at_most_max_queued_its_newest() {
+        let sessions = [session("b", "t/x", false)];
+        let publishes = copies_for(&sessions, read(), 1, "n1/new");
+        assert_eq!(routed(&publishes), ["b: other node"]);
+    }
+
+    #[tokio::test]
+    async fn a_session_not_recovered_is_never_held_and_a_recovered_one_until_the_end() {
+        let restart = Restart::new(&[session("a", "t/#", false)]);
+        assert!(restart.caught_up("z", Duration::ZERO).await);
+        assert!(!restart.caught_up("a", Duration::from_millis(10)).await);
+        restart.end();
+        assert!(restart.caught_up("a", Duration::ZERO).await);
+    }
+}
