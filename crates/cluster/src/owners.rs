@@ -130,8 +130,10 @@ impl Owners {
                         .update(&key, own.clone(), entry.revision)
                         .await;
                 }
-                self.await_catch_up(claim.client_id.as_str(), deadline)
-                    .await;
+                if !claim.clean_start {
+                    self.await_catch_up(claim.client_id.as_str(), deadline)
+                        .await;
+                }
                 return Ownership::Owned(None);
             }
             let asked = (owner.as_str(), deadline);
@@ -158,9 +160,9 @@ impl Owners {
         Ownership::Unavailable
     }
 
-    /// Holds a CONNECT of a session recovered from this node's store until what it missed
-    /// while the node was down is queued (`restart.rs`), at most until `deadline`: then it
-    /// resumes, and those messages reach it once routed.
+    /// Holds a CONNECT (without Clean Start) of a session recovered from this node's store
+    /// until what it missed while the node was down is queued (`restart.rs`), at most until
+    /// `deadline`: then it resumes, and those messages reach it once routed.
     async fn await_catch_up(&self, client_id: &str, deadline: Instant) {
         let within = deadline.saturating_duration_since(Instant::now());
         if !self.restart.caught_up(client_id, within).await {
@@ -271,7 +273,9 @@ impl Owners {
         let reply = match parse_release(&request.payload) {
             Some((clean_start, client_id)) => {
                 let within = RELEASE_TIMEOUT / 2;
-                if !self.restart.caught_up(client_id.as_str(), within).await {
+                let held =
+                    !clean_start && !self.restart.caught_up(client_id.as_str(), within).await;
+                if held {
                     // No answer: the claiming node finds this node alive and refuses its
                     // CONNECT (0x88); the client comes back once the session has its messages.
                     return debug!(client = %client_id, "cluster: release put off until the session recovered from the store has what it missed");
