@@ -28,10 +28,10 @@ use crate::harness::wait_until_within;
 use crate::nats_cluster::NatsCluster;
 
 /// QoS 1 messages published, one every [`PACE`] (200 a second, 8 s in all).
-const COUNT: u16 = 1600;
-const PACE: Duration = Duration::from_millis(5);
+pub(crate) const COUNT: u16 = 1600;
+pub(crate) const PACE: Duration = Duration::from_millis(5);
 /// The subscribers' node is killed after this many messages (1.5 s in).
-const KILL_AFTER: u16 = 300;
+pub(crate) const KILL_AFTER: u16 = 300;
 /// A hang guard for the subscribers to receive what they will, not a timing assertion.
 const SETTLE_GUARD: Duration = Duration::from_secs(30);
 const TOPIC: &str = "recover/t";
@@ -87,42 +87,57 @@ fn every_acknowledged_message_reaches_a_subscriber_whose_node_died() {
             receive_in_background(client, Arc::clone(&stop))
         })
         .collect();
-    let acks = sending.join().unwrap();
-    let success: BTreeSet<u16> = acks
-        .iter()
-        .filter_map(|(&id, &reason)| (reason == ReasonCode::Success).then_some(id))
-        .collect();
-    assert!(success.len() > usize::from(COUNT) * 9 / 10, "{acks:?}");
+    let success = acknowledged(&sending.join().unwrap());
     settle(&survivor);
     stop.store(true, Ordering::Relaxed);
     let figures = survivor.cluster_figures().unwrap();
     for ((before, after), (_, id)) in before.into_iter().zip(after).zip(ids) {
         let (before, after) = (before.join().unwrap(), after.join().unwrap());
-        let got: BTreeSet<u16> = before.ids.union(&after.ids).copied().collect();
-        let lost: Vec<u16> = success.difference(&got).copied().collect();
-        let twice = before.ids.intersection(&after.ids).count() + before.again + after.again;
-        eprintln!(
-            "{id}: {} acknowledged, {} before the kill, {} after, {twice} more than once, lost {}; replayed {}, failures {}",
-            success.len(),
-            before.ids.len(),
-            after.ids.len(),
-            lost.len(),
-            figures.sessions_replayed,
-            figures.sessions_replay_failures,
-        );
-        assert!(
-            lost.is_empty(),
-            "{id}: acknowledged but never delivered: {lost:?}"
-        );
+        let replayed = (figures.sessions_replayed, figures.sessions_replay_failures);
+        assert_none_lost(id, &success, (&before, &after), replayed);
     }
     assert_eq!(figures.sessions_recovered, 2);
     assert_eq!(figures.sessions_replay_failures, 0);
 }
 
+/// The messages whose PUBACK was Success (more than nine in ten of [`COUNT`]).
+pub(crate) fn acknowledged(acks: &BTreeMap<u16, ReasonCode>) -> BTreeSet<u16> {
+    let success: BTreeSet<u16> = acks
+        .iter()
+        .filter_map(|(&id, &reason)| (reason == ReasonCode::Success).then_some(id))
+        .collect();
+    assert!(success.len() > usize::from(COUNT) * 9 / 10, "{acks:?}");
+    success
+}
+
+/// Fails unless subscriber `id` received every message of `success` before or after the
+/// kill; prints its tally with the node's figures (messages read back, failed reads).
+pub(crate) fn assert_none_lost(
+    id: &str,
+    success: &BTreeSet<u16>,
+    (before, after): (&Received, &Received),
+    (replayed, failures): (u64, u64),
+) {
+    let got: BTreeSet<u16> = before.ids.union(&after.ids).copied().collect();
+    let lost: Vec<u16> = success.difference(&got).copied().collect();
+    let twice = before.ids.intersection(&after.ids).count() + before.again + after.again;
+    eprintln!(
+        "{id}: {} acknowledged, {} before the kill, {} after, {twice} more than once, lost {}; replayed {replayed}, failures {failures}",
+        success.len(),
+        before.ids.len(),
+        after.ids.len(),
+        lost.len(),
+    );
+    assert!(
+        lost.is_empty(),
+        "{id}: acknowledged but never delivered: {lost:?}"
+    );
+}
+
 /// Sends [`COUNT`] QoS 1 messages on [`TOPIC`] (payload: the number, big-endian, also the
 /// packet id), one every [`PACE`], a bounded number without their PUBACK; each PUBACK's
 /// reason by packet id.
-fn publish_paced(mut publisher: RawClient) -> BTreeMap<u16, ReasonCode> {
+pub(crate) fn publish_paced(mut publisher: RawClient) -> BTreeMap<u16, ReasonCode> {
     let mut acks = BTreeMap::new();
     let start = Instant::now();
     for n in 1..=COUNT {
@@ -138,14 +153,23 @@ fn publish_paced(mut publisher: RawClient) -> BTreeMap<u16, ReasonCode> {
 /// Waits until the messages the survivor received from the cluster and from replays stop
 /// moving for 2 s (a hang guard), so that the subscribers have received what they will.
 fn settle(survivor: &crate::harness::TestBroker) {
+    settle_while(|| {
+        let figures = survivor.cluster_figures()?;
+        Some(figures.messages_in + figures.replayed)
+    });
+}
+
+/// Waits until `received` (what a node received, `None` while it cannot be read) stops moving
+/// for 2 s, at most [`SETTLE_GUARD`] (a hang guard), so that the subscribers have received
+/// what they will.
+pub(crate) fn settle_while(mut received: impl FnMut() -> Option<u64>) {
     let mut last = u64::MAX;
     wait_until_within(
         SETTLE_GUARD,
         "the subscribers received what they will",
         || {
             std::thread::sleep(Duration::from_secs(2));
-            let figures = survivor.cluster_figures()?;
-            let now = figures.messages_in + figures.replayed;
+            let now = received()?;
             let still = now == last;
             last = now;
             still.then_some(())

@@ -17,6 +17,7 @@ mod cluster_acks;
 mod cluster_down;
 mod cluster_recovery;
 mod cluster_replay;
+mod cluster_restart;
 mod cluster_retained;
 mod cluster_retained_faults;
 mod cluster_sessions;

@@ -41,7 +41,7 @@ pub struct AcceptedRetained {
 }
 
 /// A message received from another node, for a shard to route locally.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct ClusterPublish {
     /// The topic name (validated by the shard).
     pub topic: MqttStr,

@@ -58,6 +58,11 @@ pub struct ClusterFigures {
     pub sessions_replayed: u64,
     /// Recovered sessions whose missed messages were not read.
     pub sessions_replay_failures: u64,
+    /// Messages routed to sessions recovered from the store at a restart, from the replay
+    /// stream.
+    pub restart_replayed: u64,
+    /// Reads for sessions recovered from the store at a restart that failed.
+    pub restart_replay_failures: u64,
     /// CONNECTs admitted without the check across nodes.
     pub ownership_unchecked: u64,
     /// Offline sessions' state mirrored.

@@ -498,12 +498,7 @@ fn start_cluster(
             figures: node_figures(shared),
             max_queued: u64::from(shared.config.queues.max_queued_messages),
             connect_timeout: shared.config.connection.connect_timeout,
-            recovered: shared
-                .directory
-                .sessions
-                .iter()
-                .map(|e| e.key().to_string())
-                .collect(),
+            recovered: shared.persistence.recovery.take_outlines(),
             accepted_retained: shared.persistence.recovery.take_accepted_retained(),
         },
     )

@@ -48,6 +48,7 @@ pub fn deal_recovered(
         ..ReplicaSeed::default()
     };
     recovery.hold_accepted_retained(accepted);
+    let mut outlines = Vec::with_capacity(sessions.len());
     for (index, (mut stored, queued_total)) in sessions.into_iter().enumerate() {
         let client_id = stored.client_id.clone();
         stored
@@ -82,6 +83,7 @@ pub fn deal_recovered(
                 id: stored.id,
             });
         }
+        outlines.push(outline(&stored));
         dealt[shard.index()].push(RecoveredSession {
             stored,
             subscriber,
@@ -89,6 +91,23 @@ pub fn deal_recovered(
         });
     }
     recovery.hold(dealt, seed);
+    recovery.hold_outlines(outlines);
+}
+
+/// `stored` without its messages: what the cluster link needs of it.
+fn outline(stored: &StoredSession) -> StoredSession {
+    StoredSession {
+        client_id: stored.client_id.clone(),
+        protocol: stored.protocol,
+        expiry: stored.expiry,
+        will: None,
+        owner: stored.owner.clone(),
+        disconnected_at: stored.disconnected_at,
+        subscriptions: stored.subscriptions.clone(),
+        queued: Vec::new(),
+        inflight: Vec::new(),
+        awaiting_release: Vec::new(),
+    }
 }
 
 /// Takes the hold of a recovered `$exclusive/` subscription for `client_id` (every other one

@@ -69,6 +69,12 @@ pub struct ClusterCounters {
     pub sessions_replayed: AtomicU64,
     /// Recovered sessions whose missed messages could not be read from the replay stream.
     pub sessions_replay_failures: AtomicU64,
+    /// QoS 1/2 messages routed to the sessions this node recovered from its own store at a
+    /// restart, read from the replay stream (what arrived while the node was down).
+    pub restart_replayed: AtomicU64,
+    /// Reads of what the sessions recovered from the store at a restart missed that failed or
+    /// ran out of time (a node replay from the same start stands in).
+    pub restart_replay_failures: AtomicU64,
     /// CONNECTs admitted without checking the client id across nodes (no ownership bucket,
     /// or NATS did not answer).
     pub ownership_unchecked: AtomicU64,
@@ -131,6 +137,8 @@ impl ClusterCounters {
             sessions_recovered: get(&self.sessions_recovered),
             sessions_replayed: get(&self.sessions_replayed),
             sessions_replay_failures: get(&self.sessions_replay_failures),
+            restart_replayed: get(&self.restart_replayed),
+            restart_replay_failures: get(&self.restart_replay_failures),
             ownership_unchecked: get(&self.ownership_unchecked),
             mirror_writes: get(&self.mirror_writes),
             mirror_failures: get(&self.mirror_failures),

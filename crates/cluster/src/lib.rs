@@ -20,6 +20,7 @@
 #![forbid(unsafe_code)]
 
 mod acks;
+mod alive;
 mod buckets;
 mod claiming;
 mod counters;
@@ -42,6 +43,7 @@ mod ownership;
 mod port;
 mod reliable;
 mod replays;
+mod restart;
 mod retained;
 mod retained_pending;
 pub mod retained_value;

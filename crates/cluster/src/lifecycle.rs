@@ -6,31 +6,41 @@ use std::sync::Arc;
 
 use async_nats::jetstream::{self, kv};
 use bytes::Bytes;
+use session_store::storage::StoredSession;
 use tokio::sync::mpsc;
 use tracing::{debug, warn};
 
 use super::MirrorOp;
-use super::owners::{Owners, same_node};
+use super::link_state::same_node;
+use super::owners::Owners;
 use super::retained_value::key_of;
 
 /// Once the buckets are open: each session recovered from this node's store is checked
 /// against its owner record. One another node owns now (it took the client over while this
-/// node was down) is a stale copy and ends here; the others are recorded as this run's.
-pub(super) async fn reconcile(owners: Arc<Owners>, recovered: Vec<String>) {
+/// node was down) is a stale copy and ends here; the others are recorded as this run's, and
+/// returned.
+pub(super) async fn reconcile(
+    owners: &Owners,
+    recovered: Vec<StoredSession>,
+) -> Vec<StoredSession> {
     let Some(buckets) = owners.wait_for_buckets().await else {
-        return;
+        return Vec::new();
     };
     let own = Bytes::from(owners.link.origin.clone());
     let mut stale = 0u64;
-    for client_id in recovered {
+    let mut ours = Vec::with_capacity(recovered.len());
+    for session in recovered {
+        let client_id = session.client_id.as_str().to_owned();
         let key = key_of(&client_id);
         let entry = buckets.sessions.entry(key.clone()).await.ok().flatten();
         match entry.filter(|e| e.operation == kv::Operation::Put) {
             None => {
                 let _ = buckets.sessions.create(&key, own.clone()).await;
+                ours.push(session);
             }
             Some(e) if same_node(&String::from_utf8_lossy(&e.value), &owners.link.origin) => {
                 let _ = buckets.sessions.update(&key, own.clone(), e.revision).await;
+                ours.push(session);
             }
             Some(_) => {
                 stale += 1;
@@ -44,6 +54,7 @@ pub(super) async fn reconcile(owners: Arc<Owners>, recovered: Vec<String>) {
             "cluster: sessions recovered from the store that other nodes took over while this node was down were ended here"
         );
     }
+    ours
 }
 
 /// Carries out the shards' mirror operations once the buckets are open (until then they

@@ -176,6 +176,7 @@ async fn run(
                 replicas: settings.replicas,
                 node,
                 mirror_ops: queues.mirror,
+                kept_stream: settings.replay_window.is_some(),
             }
         ),
         super::inbound::inbound(link, inbound_rx, poster),

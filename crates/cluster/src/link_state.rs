@@ -15,6 +15,11 @@ use super::replays::Replays;
 /// How often a loop waiting for NATS looks at the connection.
 const CONNECTED_POLL: Duration = Duration::from_millis(50);
 
+/// Whether two node runs (`<node_id>/<nonce>`) are runs of the same node.
+pub(super) fn same_node(a: &str, b: &str) -> bool {
+    a.split('/').next() == b.split('/').next()
+}
+
 /// What the loops share.
 pub(super) struct Link {
     /// Publishes, plain subscriptions and the buckets; `no_echo`, so NATS never delivers

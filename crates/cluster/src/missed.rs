@@ -25,7 +25,7 @@ use super::{ClusterPublish, Scope};
 /// The read starts this long before the dead node's last heartbeat: a message stamped a moment
 /// before it may not have reached the client yet (delivery lag; the NATS servers that stamp
 /// the heartbeat and the stream should have synchronised clocks).
-const MARGIN: Duration = Duration::from_secs(2);
+pub(super) const MARGIN: Duration = Duration::from_secs(2);
 /// The longest a read may take (the one before the CONNACK also ends before the CONNECT's
 /// time runs out: `dead_owner.rs`).
 pub(super) const READ_TIMEOUT: Duration = Duration::from_secs(3);
@@ -120,6 +120,12 @@ pub(super) fn session_subjects(prefix: &str, session: &StoredSession) -> Vec<Str
     subjects_of(prefix, &plain_subscriptions(session))
 }
 
+/// The `rel` subjects of the plain subscriptions of all `sessions` (see [`subjects_of`]).
+pub(super) fn sessions_subjects(prefix: &str, sessions: &[StoredSession]) -> Vec<String> {
+    let all: Vec<Plain> = sessions.iter().flat_map(plain_subscriptions).collect();
+    subjects_of(prefix, &all)
+}
+
 /// What a read of the stream gave.
 #[derive(Debug)]
 pub(super) struct Read {
@@ -203,7 +209,7 @@ fn in_stream_order(read: Vec<jetstream::Message>) -> impl Iterator<Item = jetstr
 
 /// A plain subscription of the session, its filter parsed.
 #[derive(Debug)]
-struct Plain {
+pub(super) struct Plain {
     filter: TopicFilter,
     options: SubscriptionOptions,
     id: Option<SubscriptionId>,
@@ -211,7 +217,7 @@ struct Plain {
 
 /// The session's subscriptions that can have QoS 1/2 copies queued: not shared (NATS gave
 /// their messages to the members still there), not at most QoS 0.
-fn plain_subscriptions(session: &StoredSession) -> Vec<Plain> {
+pub(super) fn plain_subscriptions(session: &StoredSession) -> Vec<Plain> {
     let limits = TopicLimits::default();
     session
         .subscriptions
@@ -250,7 +256,7 @@ fn subjects_of(prefix: &str, subscriptions: &[Plain]) -> Vec<String> {
 pub(super) struct Kept {
     pub(super) publish: ClusterPublish,
     /// The node run that published it.
-    origin: String,
+    pub(super) origin: String,
     /// When the stream kept it (its expiry counts from there).
     pub(super) kept_at: SystemTime,
 }
@@ -270,6 +276,27 @@ fn kept(prefix: &str, message: jetstream::Message) -> Option<Kept> {
     })
 }
 
+/// The subscriptions of `subscriptions` that `kept` is for: their filters match its topic,
+/// and a no-local one takes no message whose origin `clients_node` says is the node its
+/// client published through (the publishing client's id does not travel with a message).
+pub(super) fn matching<'a>(
+    subscriptions: &'a [Plain],
+    kept: &Kept,
+    clients_node: impl Fn(&str) -> bool,
+) -> Vec<&'a Plain> {
+    let topic = kept.publish.topic.as_str();
+    subscriptions
+        .iter()
+        .filter(|s| s.filter.matches_text(topic))
+        .filter(|s| !(s.options.no_local && clients_node(&kept.origin)))
+        .collect()
+}
+
+/// When `kept` expires (its Message Expiry Interval counts from when the stream kept it).
+pub(super) fn expires_at(kept: &Kept) -> Option<SystemTime> {
+    (kept.publish.expiry).map(|secs| kept.kept_at + Duration::from_secs(u64::from(secs)))
+}
+
 /// The copy of `kept` the session gets: one for all its matching subscriptions (as the router
 /// gives one), at the lower of the message's QoS and the highest of theirs, with their
 /// identifiers; `None` when none matches, the result would be QoS 0, or it has expired.
@@ -280,16 +307,10 @@ fn copy_for(
     now: SystemTime,
 ) -> Option<StoredMessage> {
     let publish = &kept.publish;
-    let matching: Vec<&Plain> = subscriptions
-        .iter()
-        .filter(|s| s.filter.matches_text(publish.topic.as_str()))
-        .filter(|s| !(s.options.no_local && kept.origin == dead_node))
-        .collect();
+    let matching = matching(subscriptions, kept, |origin| origin == dead_node);
     let granted = matching.iter().map(|s| s.options.qos).max()?;
     let qos = granted.min(publish.qos);
-    let expires_at = publish
-        .expiry
-        .map(|secs| kept.kept_at + Duration::from_secs(u64::from(secs)));
+    let expires_at = expires_at(kept);
     if qos == QoS::AtMostOnce || expires_at.is_some_and(|at| at <= now) {
         return None;
     }

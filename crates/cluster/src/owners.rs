@@ -3,7 +3,7 @@
 //! waiting for it, release a session another node takes over. `ownership.rs` runs the tasks.
 
 use super::counters::ClusterCounters;
-use super::link_state::Link;
+use super::link_state::{Link, same_node};
 use super::mirror::Mirror;
 use super::retained_value::key_of;
 use crate::Inbox;
@@ -45,6 +45,8 @@ pub(super) struct Owners {
     pub(super) last_beats: super::missed::LastBeats,
     /// The follow-ups of recovered sessions whose claims are not answered yet.
     pub(super) follow_ups: super::follow_up::FollowUps,
+    /// The catch-up of the sessions recovered from this node's store (`restart.rs`).
+    pub(super) restart: super::restart::Restart,
     /// How long a claim may take: `connection.connect_timeout` less a margin for the
     /// CONNACK (a recovered session's read before it ends by then).
     pub(super) claim_budget: Duration,
@@ -55,11 +57,6 @@ pub(super) struct Owners {
 /// The subject on which the node run `origin` (`<node_id>/<nonce>`) answers release requests.
 pub(super) fn release_subject(prefix: &str, origin: &str) -> String {
     format!("{prefix}.node.{}.release", origin.replace('/', "."))
-}
-
-/// Whether two node runs (`<node_id>/<nonce>`) are runs of the same node.
-pub(super) fn same_node(a: &str, b: &str) -> bool {
-    a.split('/').next() == b.split('/').next()
 }
 
 /// What became of an attempt to create a client id's owner record.
@@ -133,6 +130,10 @@ impl Owners {
                         .update(&key, own.clone(), entry.revision)
                         .await;
                 }
+                if !claim.clean_start {
+                    self.await_catch_up(claim.client_id.as_str(), deadline)
+                        .await;
+                }
                 return Ownership::Owned(None);
             }
             let asked = (owner.as_str(), deadline);
@@ -157,6 +158,19 @@ impl Owners {
             }
         }
         Ownership::Unavailable
+    }
+
+    /// Holds a CONNECT (without Clean Start) of a session recovered from this node's store
+    /// until what it missed while the node was down is queued (`restart.rs`), at most until
+    /// `deadline`: then it resumes, and those messages reach it once routed.
+    async fn await_catch_up(&self, client_id: &str, deadline: Instant) {
+        let within = deadline.saturating_duration_since(Instant::now());
+        if !self.restart.caught_up(client_id, within).await {
+            warn!(
+                client = client_id,
+                "cluster: a session recovered from the store resumes before what it missed while this node was down is queued"
+            );
+        }
     }
 
     /// A CONNECT admitted without checking its client id across nodes (counted; `why` says
@@ -257,7 +271,17 @@ impl Owners {
             return;
         };
         let reply = match parse_release(&request.payload) {
-            Some((clean_start, client_id)) => self.release_here(client_id, clean_start).await,
+            Some((clean_start, client_id)) => {
+                let within = RELEASE_TIMEOUT / 2;
+                let held =
+                    !clean_start && !self.restart.caught_up(client_id.as_str(), within).await;
+                if held {
+                    // No answer: the claiming node finds this node alive and refuses its
+                    // CONNECT (0x88); the client comes back once the session has its messages.
+                    return debug!(client = %client_id, "cluster: release put off until the session recovered from the store has what it missed");
+                }
+                self.release_here(client_id, clean_start).await
+            }
             None => Bytes::from_static(&[0]),
         };
         if let Err(e) = self.link.client.publish(reply_to, reply).await {

@@ -17,13 +17,16 @@ use crate::Inbox;
 use tokio::sync::{OnceCell, Semaphore, mpsc};
 use tracing::{debug, info, warn};
 
+use super::alive::AliveStamp;
 use super::buckets::{bucket_base, kv_stream, open_kv};
 use super::counters::ClusterCounters;
 use super::link_state::Link;
 use super::mirror::Mirror;
 use super::owners::{Buckets, Owners, heartbeat_key, release_subject};
+use super::restart::{Routing, route_missed};
 use super::totals::{FiguresSource, NodeContext, sum_totals};
 use broker_api::cluster::{ClaimRequest, MirrorOp, Ownership};
+use session_store::storage::StoredSession;
 
 /// Claims worked on at once (each waits on NATS round trips).
 const CONCURRENT_CLAIMS: usize = 256;
@@ -39,6 +42,8 @@ pub(super) struct Setup {
     pub(super) node: NodeContext,
     /// The shards' mirror operations (`cluster/mirror.rs`).
     pub(super) mirror_ops: mpsc::Receiver<MirrorOp>,
+    /// Whether QoS 1/2 messages are kept in the replay stream (`replay_window_ms` above 0).
+    pub(super) kept_stream: bool,
 }
 
 /// Runs ownership: opens the buckets and keeps the heartbeat, answers other nodes' release
@@ -56,6 +61,7 @@ pub(super) async fn ownership(
         claiming: super::claiming::Claiming::default(),
         last_beats: super::missed::LastBeats::default(),
         follow_ups: super::follow_up::FollowUps::default(),
+        restart: super::restart::Restart::new(&setup.node.recovered),
         max_queued: usize::try_from(setup.node.max_queued).unwrap_or(usize::MAX),
         claim_budget: setup.node.connect_timeout.saturating_sub(CONNACK_MARGIN),
     });
@@ -67,9 +73,10 @@ pub(super) async fn ownership(
         figures: setup.node.figures,
     };
     tokio::spawn(keep_buckets(Arc::clone(&owners), heartbeat));
-    tokio::spawn(super::lifecycle::reconcile(
+    tokio::spawn(catch_up(
         Arc::clone(&owners),
         setup.node.recovered,
+        setup.kept_stream,
     ));
     tokio::spawn(super::lifecycle::mirror_offline_sessions(
         Arc::clone(&owners),
@@ -97,6 +104,22 @@ pub(super) async fn ownership(
             drop(permit);
         });
     }
+}
+
+/// Checks the sessions recovered from the store against the owner records (those another
+/// node took over meanwhile end here), then routes to the others what they missed while the
+/// node was down (`kept_stream`: `replay_window_ms` above 0; `restart.rs`). Claims and
+/// releases of them wait until this ends.
+async fn catch_up(owners: Arc<Owners>, recovered: Vec<StoredSession>, kept_stream: bool) {
+    let ours = super::lifecycle::reconcile(&owners, recovered).await;
+    if kept_stream && !ours.is_empty() {
+        let routing = Routing {
+            poster: &owners.poster,
+            max_queued: owners.max_queued,
+        };
+        route_missed(&owners.restart, &owners.link, routing, &ours).await;
+    }
+    owners.restart.end();
 }
 
 /// What the heartbeat needs.
@@ -128,6 +151,11 @@ async fn keep_buckets(owners: Arc<Owners>, heartbeat: Heartbeat) {
             }
         }
     };
+    let alive = AliveStamp::new(
+        open(&js, &format!("{base}_alive"), replicas, None).await,
+        &link.origin,
+    );
+    owners.restart.set_previous(alive.previous().await);
     let key = heartbeat_key(&link.origin);
     let _ = owners.buckets.set(Buckets {
         sessions,
@@ -143,6 +171,7 @@ async fn keep_buckets(owners: Arc<Owners>, heartbeat: Heartbeat) {
         if let Err(e) = nodes.put(&key, value).await {
             debug!(error = %e, "cluster: heartbeat not written");
         }
+        alive.put().await;
         let beats = sum_totals(&nodes, &link.counters).await;
         owners.last_beats.seen(beats);
     }

@@ -138,6 +138,11 @@ impl Replays {
         };
     }
 
+    /// Whether the plain filter `filter` has its NATS subscriptions.
+    pub(super) fn has_interest(&self, filter: &str) -> bool {
+        lock(&self.subjects).contains_key(filter)
+    }
+
     pub(super) fn matches(&self, subject: &str) -> bool {
         lock(&self.subjects)
             .values()

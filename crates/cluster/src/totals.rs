@@ -39,9 +39,11 @@ pub struct NodeContext {
     /// `connection.connect_timeout`: a session recovered from a dead node reads what it
     /// missed before the CONNECT's time runs out.
     pub connect_timeout: std::time::Duration,
-    /// The client ids of the sessions recovered from this node's store at start: checked
-    /// against their owner records once the buckets are open (`ownership::reconcile`).
-    pub recovered: Vec<String>,
+    /// The sessions recovered from this node's store at start, without their messages:
+    /// checked against their owner records once the buckets are open
+    /// (`lifecycle::reconcile`), then given what they missed while the node was down
+    /// (`restart.rs`).
+    pub recovered: Vec<session_store::storage::StoredSession>,
     /// The retained messages recovered from this node's store that it accepted from clients:
     /// written back to the bucket where it lacks them or holds older records
     /// (`retained_write_back.rs`).

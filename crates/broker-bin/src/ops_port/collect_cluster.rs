@@ -180,6 +180,18 @@ pub(super) fn cluster(doc: &mut Exposition, state: &OpsState) {
             f.sessions_replay_failures,
         ),
         (
+            "ringmq_cluster_restart_replayed_messages_total",
+            Kind::Counter,
+            "QoS 1/2 messages routed to the sessions recovered from this node's store at a restart, read from the replay stream.",
+            f.restart_replayed,
+        ),
+        (
+            "ringmq_cluster_restart_replay_failures_total",
+            Kind::Counter,
+            "Reads for the sessions recovered from this node's store at a restart that failed or ran out of time.",
+            f.restart_replay_failures,
+        ),
+        (
             "ringmq_cluster_mirror_writes_total",
             Kind::Counter,
             "Offline sessions' records, queued copies and removals mirrored to JetStream.",

@@ -175,6 +175,8 @@ impl BrokerShard {
             ("sessions/recovered", f.sessions_recovered),
             ("sessions/replayed", f.sessions_replayed),
             ("sessions/replay_failures", f.sessions_replay_failures),
+            ("restart/replayed", f.restart_replayed),
+            ("restart/replay_failures", f.restart_replay_failures),
             ("mirror/writes", f.mirror_writes),
             ("mirror/failures", f.mirror_failures),
             ("total/nodes", f.total_nodes),

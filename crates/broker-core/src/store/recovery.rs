@@ -47,6 +47,9 @@ pub struct Recovery {
     delayed: Mutex<Vec<Vec<(u64, StoredDelayed)>>>,
     /// The retained messages this node accepted from clients, for the cluster to write back.
     accepted_retained: Mutex<Vec<AcceptedRetained>>,
+    /// Every recovered session without its messages (subscriptions, expiry, owner), for the
+    /// cluster link: what each missed while the node was down is read back for it.
+    outlines: Mutex<Vec<StoredSession>>,
 }
 
 impl Recovery {
@@ -92,6 +95,21 @@ impl Recovery {
         if let Ok(mut delayed) = self.delayed.lock() {
             *delayed = dealt;
         }
+    }
+
+    /// Keeps the recovered sessions' outlines for the cluster link.
+    pub fn hold_outlines(&self, outlines: Vec<StoredSession>) {
+        if let Ok(mut held) = self.outlines.lock() {
+            *held = outlines;
+        }
+    }
+
+    /// The recovered sessions' outlines (empty after the first call, and without a store).
+    pub fn take_outlines(&self) -> Vec<StoredSession> {
+        let Ok(mut held) = self.outlines.lock() else {
+            return Vec::new();
+        };
+        std::mem::take(&mut *held)
     }
 
     /// What every replica starts from (none without a stored state).

@@ -1,0 +1,317 @@
+//! The sessions a node recovered from its own store when it starts again (docs/cluster.md,
+//! "When a node restarts"). While it was down NATS delivered what the other nodes published to
+//! no one for them, and what reached it just before it died may not have reached its clients or
+//! its store; the replay stream `<base>_messages` kept those QoS 1/2 messages. So once the
+//! recovered sessions' subscriptions are live in NATS again, the node reads the stream on
+//! their subjects from [`MARGIN`] before its previous run's last "alive at" stamp
+//! (`alive.rs`) up to the stream's last message, and routes each message to every recovered
+//! session it matches, to that session alone (`Scope::Session`, as the follow-up of a dead
+//! node's session does). A CONNECT or a release request of such a session waits for that,
+//! bounded: the session is resumed, or handed to another node, with those messages queued.
+
+use std::collections::HashSet;
+use std::sync::OnceLock;
+use std::time::{Duration, SystemTime};
+
+use async_nats::jetstream::stream;
+use codec::MqttStr;
+use session_store::storage::StoredSession;
+use tokio::sync::watch;
+use tracing::{info, warn};
+
+use super::alive::{PreviousRun, StampError};
+use super::counters::ClusterCounters;
+use super::inbound::post_publishes;
+use super::link_state::Link;
+use super::link_state::same_node;
+use super::missed::{
+    Kept, MARGIN, Plain, expires_at, matching, plain_subscriptions, read_kept, sessions_subjects,
+};
+use super::{ClusterPublish, Scope};
+use crate::Inbox;
+
+/// The longest the read of what the recovered sessions missed may take.
+const READ_TIMEOUT: Duration = Duration::from_secs(5);
+/// The longest the node waits for the replay stream to open and for the recovered sessions'
+/// subscriptions to be taken in NATS (it reads anyway after that).
+const SETUP_WAIT: Duration = Duration::from_secs(5);
+/// After the subscriptions are taken (and flushed): NATS spreads them over its routes within
+/// it, so what is published after it reaches this node live.
+const ROUTES_MARGIN: Duration = Duration::from_millis(500);
+/// After the messages are posted: the shards route them into the sessions within it (a
+/// release request then finds them queued).
+const ROUTED_MARGIN: Duration = Duration::from_millis(250);
+/// How often a wait looks again.
+const POLL: Duration = Duration::from_millis(50);
+
+/// Where the catch-up of the sessions recovered from the store stands.
+pub(super) struct Restart {
+    /// The client ids recovered from the store: their claims and releases wait for the end.
+    recovered: HashSet<String>,
+    /// `true` once the catch-up has ended (routed, failed, or nothing to read).
+    ended: watch::Sender<bool>,
+    /// The previous run's stamp, once read (before this run puts its first).
+    previous: OnceLock<Result<Option<PreviousRun>, StampError>>,
+}
+
+impl Restart {
+    /// The catch-up of `recovered`, not begun.
+    pub(super) fn new(recovered: &[StoredSession]) -> Self {
+        let ids = recovered.iter().map(|s| s.client_id.as_str().to_owned());
+        Self {
+            recovered: ids.collect(),
+            ended: watch::Sender::new(recovered.is_empty()),
+            previous: OnceLock::new(),
+        }
+    }
+
+    /// The previous run's stamp was read (or not: `Err`).
+    pub(super) fn set_previous(&self, read: Result<Option<PreviousRun>, StampError>) {
+        let _ = self.previous.set(read);
+    }
+
+    /// Whether `client_id`'s session can be resumed or released: it was not recovered from
+    /// the store, or the catch-up has ended; waits for the end up to `within`.
+    pub(super) async fn caught_up(&self, client_id: &str, within: Duration) -> bool {
+        if !self.recovered.contains(client_id) {
+            return true;
+        }
+        let mut ended = self.ended.subscribe();
+        let waiting = ended.wait_for(|ended| *ended);
+        matches!(tokio::time::timeout(within, waiting).await, Ok(Ok(_)))
+    }
+
+    /// The catch-up has ended: claims and releases waiting for it go on.
+    pub(super) fn end(&self) {
+        self.ended.send_replace(true);
+    }
+
+    async fn previous(&self) -> &Result<Option<PreviousRun>, StampError> {
+        loop {
+            if let Some(read) = self.previous.get() {
+                return read;
+            }
+            tokio::time::sleep(POLL).await;
+        }
+    }
+}
+
+/// Where the catch-up routes what it read: the shards' inbox, and the most copies a session
+/// takes (`queues.max_queued_messages`).
+pub(super) struct Routing<'a> {
+    pub(super) poster: &'a Inbox,
+    pub(super) max_queued: usize,
+}
+
+/// Routes to `sessions` (recovered from the store, still this node's) what they missed while
+/// the node was down.
+pub(super) async fn route_missed(
+    restart: &Restart,
+    link: &Link,
+    routing: Routing<'_>,
+    sessions: &[StoredSession],
+) {
+    let counters = &link.counters;
+    let previous = match restart.previous().await {
+        Ok(Some(previous)) => previous,
+        Ok(None) => {
+            return info!(
+                "cluster: no alive stamp of an earlier run of this node; the sessions recovered from the store read nothing from the replay stream"
+            );
+        }
+        Err(e) => {
+            warn!(error = %e, "cluster: the sessions recovered from the store miss what was published while this node was down");
+            return ClusterCounters::add(&counters.restart_replay_failures, 1);
+        }
+    };
+    let from = previous
+        .alive_at
+        .checked_sub(MARGIN)
+        .unwrap_or(previous.alive_at);
+    let Some(stream) = opened_stream(link).await else {
+        warn!(
+            "cluster: the replay stream is not open; a node replay stands in for the sessions recovered from the store"
+        );
+        ClusterCounters::add(&counters.restart_replay_failures, 1);
+        return link.replays.request_from(from);
+    };
+    subscriptions_live(link, sessions).await;
+    let subjects = sessions_subjects(&link.prefix, sessions);
+    match read_kept(link, stream, &subjects, (from, READ_TIMEOUT)).await {
+        Ok(read) => {
+            let publishes = copies_for(sessions, read.kept, routing.max_queued, &link.origin);
+            info!(count = publishes.len(), sessions = sessions.len(), previous = %previous.origin, "cluster: what the sessions recovered from the store missed while this node was down is routed to them");
+            ClusterCounters::add(&counters.restart_replayed, publishes.len() as u64);
+            post_publishes(counters, routing.poster, publishes);
+            tokio::time::sleep(ROUTED_MARGIN).await;
+        }
+        Err(e) => {
+            warn!(error = %e, "cluster: what the sessions recovered from the store missed was not read; a node replay stands in");
+            ClusterCounters::add(&counters.restart_replay_failures, 1);
+            link.replays.request_from(from);
+        }
+    }
+}
+
+/// The replay stream, once open (`None` after [`SETUP_WAIT`]).
+async fn opened_stream(link: &Link) -> Option<&stream::Stream> {
+    let deadline = tokio::time::Instant::now() + SETUP_WAIT;
+    loop {
+        if let Some(stream) = link.replays.stream.get() {
+            return Some(stream);
+        }
+        if tokio::time::Instant::now() >= deadline {
+            return None;
+        }
+        tokio::time::sleep(POLL).await;
+    }
+}
+
+/// Waits (at most [`SETUP_WAIT`]) until every plain filter of `sessions` has its NATS
+/// subscriptions, then until the server has them (a flush) and its routes ([`ROUTES_MARGIN`]):
+/// what is published after that reaches this node live.
+async fn subscriptions_live(link: &Link, sessions: &[StoredSession]) {
+    let filters: Vec<&str> = (sessions.iter())
+        .flat_map(|s| s.subscriptions.iter())
+        .map(|s| s.filter.as_str())
+        .collect();
+    let deadline = tokio::time::Instant::now() + SETUP_WAIT;
+    while !filters.iter().all(|f| link.replays.has_interest(f))
+        && tokio::time::Instant::now() < deadline
+    {
+        tokio::time::sleep(POLL).await;
+    }
+    let _ = tokio::time::timeout(SETUP_WAIT, link.client.flush()).await;
+    tokio::time::sleep(ROUTES_MARGIN).await;
+}
+
+/// One publish per message and recovered session it matches, for that session alone, in the
+/// stream's order: not this run's own messages (its local subscribers had them), nor expired
+/// ones; at most `max_queued` per session (its newest).
+fn copies_for(
+    sessions: &[StoredSession],
+    kept: Vec<Kept>,
+    max_queued: usize,
+    own_run: &str,
+) -> Vec<ClusterPublish> {
+    let now = SystemTime::now();
+    let kept: Vec<Kept> = (kept.into_iter())
+        .filter(|k| k.origin != own_run && expires_at(k).is_none_or(|at| at > now))
+        .collect();
+    let mut publishes = Vec::new();
+    for session in sessions {
+        let plain = plain_subscriptions(session);
+        let client_id = &session.client_id;
+        let mut copies = copies_of_session(&plain, &kept, client_id, own_run);
+        copies.drain(..copies.len().saturating_sub(max_queued));
+        publishes.append(&mut copies);
+    }
+    publishes
+}
+
+/// The session's copies of `kept`: a no-local subscription takes none of this node's earlier
+/// runs' messages (its client published through them).
+fn copies_of_session(
+    plain: &[Plain],
+    kept: &[Kept],
+    client_id: &MqttStr,
+    own_run: &str,
+) -> Vec<ClusterPublish> {
+    let this_node = |origin: &str| same_node(origin, own_run);
+    (kept.iter())
+        .filter(|k| !matching(plain, k, this_node).is_empty())
+        .map(|k| ClusterPublish {
+            scope: Scope::Session(client_id.clone()),
+            ..k.publish.clone()
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use bytes::Bytes;
+    use codec::{ProtocolVersion, QoS, RetainHandling, SubscriptionOptions};
+    use session_store::SessionExpiry;
+    use session_store::storage::StoredSubscription;
+
+    use super::*;
+
+    fn session(client_id: &str, filter: &str, no_local: bool) -> StoredSession {
+        let client_id = MqttStr::try_from(client_id).unwrap();
+        let mut session =
+            StoredSession::new(client_id, ProtocolVersion::V5, SessionExpiry::OnClose, None);
+        session.subscriptions = vec![StoredSubscription {
+            filter: MqttStr::try_from(filter).unwrap(),
+            options: SubscriptionOptions {
+                qos: QoS::AtLeastOnce,
+                no_local,
+                retain_as_published: false,
+                retain_handling: RetainHandling::SendAtSubscribe,
+            },
+            id: None,
+        }];
+        session
+    }
+
+    fn kept(payload: &'static str, origin: &str, expiry: Option<u32>) -> Kept {
+        Kept {
+            publish: ClusterPublish {
+                topic: MqttStr::try_from("t/x").unwrap(),
+                payload: Bytes::from_static(payload.as_bytes()),
+                properties: Bytes::new(),
+                qos: QoS::AtLeastOnce,
+                retain: false,
+                expiry,
+                scope: Scope::Plain,
+            },
+            origin: origin.to_owned(),
+            kept_at: SystemTime::UNIX_EPOCH + Duration::from_secs(1000),
+        }
+    }
+
+    /// What each session gets, as `client id: payloads`.
+    fn routed(publishes: &[ClusterPublish]) -> Vec<String> {
+        (publishes.iter())
+            .map(|p| match &p.scope {
+                Scope::Session(id) => format!("{id}: {}", String::from_utf8_lossy(&p.payload)),
+                other => panic!("not for one session: {other:?}"),
+            })
+            .collect()
+    }
+
+    fn read() -> Vec<Kept> {
+        vec![
+            kept("earlier run", "n1/old", None),
+            kept("other node", "n2/1", None),
+            kept("this run", "n1/new", None),
+            kept("expired", "n2/1", Some(1)),
+        ]
+    }
+
+    #[test]
+    fn each_session_gets_what_it_matches_but_this_runs_own_and_expired_messages() {
+        let sessions = [session("a", "t/#", true), session("b", "t/x", false)];
+        let publishes = copies_for(&sessions, read(), 10, "n1/new");
+        assert_eq!(
+            routed(&publishes),
+            ["a: other node", "b: earlier run", "b: other node"],
+            "no-local takes none of this node's earlier runs' messages"
+        );
+    }
+
+    #[test]
+    fn a_session_gets_at_most_max_queued_its_newest() {
+        let sessions = [session("b", "t/x", false)];
+        let publishes = copies_for(&sessions, read(), 1, "n1/new");
+        assert_eq!(routed(&publishes), ["b: other node"]);
+    }
+
+    #[tokio::test]
+    async fn a_session_not_recovered_is_never_held_and_a_recovered_one_until_the_end() {
+        let restart = Restart::new(&[session("a", "t/#", false)]);
+        assert!(restart.caught_up("z", Duration::ZERO).await);
+        assert!(!restart.caught_up("a", Duration::from_millis(10)).await);
+        restart.end();
+        assert!(restart.caught_up("a", Duration::ZERO).await);
+    }
+}
