@@ -10,7 +10,7 @@ pub(super) fn cluster(doc: &mut Exposition, state: &OpsState) {
         return;
     };
     let f = link.figures();
-    let families: [(&str, Kind, &str, u64); 30] = [
+    let families: [(&str, Kind, &str, u64); 32] = [
         (
             "ringmq_cluster_connected",
             Kind::Gauge,
