@@ -29,6 +29,12 @@ const FOLLOW_UP_DELAY: Duration = Duration::from_secs(1);
 /// The follow-up covers what was kept until this long after the answer: the shard rebuilds
 /// the session within it (and the node's clock and the NATS servers' differ by less).
 const INSTALL_MARGIN: Duration = Duration::from_millis(500);
+/// Tries of the follow-up read, one a second, before a node replay stands in: right after a
+/// NATS server restarted JetStream may not answer for some seconds, and a node replay cannot
+/// stand in well (its duplicate check drops what this node already routed to its other
+/// sessions, and it never replays this node's own messages).
+const READ_TRIES: u32 = 15;
+const READ_RETRY: Duration = Duration::from_secs(1);
 
 /// What a follow-up reads.
 #[derive(Debug)]
@@ -77,6 +83,26 @@ impl FollowUps {
     }
 }
 
+/// [`read_kept`] tried up to [`READ_TRIES`] times, [`READ_RETRY`] apart.
+async fn read_with_retries(
+    link: &Link,
+    stream: &async_nats::jetstream::stream::Stream,
+    subjects: &[String],
+    from: SystemTime,
+) -> Result<super::missed::Read, super::missed::MissedError> {
+    let mut tries = 1;
+    loop {
+        match read_kept(link, stream, subjects, (from, READ_TIMEOUT)).await {
+            Err(e) if tries < READ_TRIES => {
+                tracing::debug!(error = %e, tries, "cluster: a recovered session's follow-up read failed; trying again");
+                tries += 1;
+                tokio::time::sleep(READ_RETRY).await;
+            }
+            result => return result,
+        }
+    }
+}
+
 /// Routes to the session alone what was kept on its subjects from `follow_up.from` until
 /// `until`, then asks for a node replay from `until` (from `follow_up.from` when the read
 /// fails: it then covers what other nodes published, counted as a failure).
@@ -90,7 +116,7 @@ async fn run(link: Arc<Link>, poster: Inbox, follow_up: FollowUp, until: SystemT
         subjects,
         from,
     } = follow_up;
-    let read = match read_kept(&link, stream, &subjects, (from, READ_TIMEOUT)).await {
+    let read = match read_with_retries(&link, stream, &subjects, from).await {
         Ok(read) => read,
         Err(e) => {
             warn!(client = %client_id, error = %e, "cluster: the follow-up read of a recovered session failed; a node replay covers what other nodes published");
