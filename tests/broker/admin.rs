@@ -14,7 +14,13 @@ use serde_json::{Value, json};
 use crate::client::{RawClient, V5, persistent_connect, pid, publish_packet};
 use crate::harness::TestBroker;
 
-fn call(broker: &TestBroker, method: &str, path_and_query: &str, body: &str) -> (u16, Value) {
+/// An admin API request answered by `broker` through `AdminPort::route`: status and JSON body.
+pub(crate) fn call(
+    broker: &TestBroker,
+    method: &str,
+    path_and_query: &str,
+    body: &str,
+) -> (u16, Value) {
     let (path, query) = path_and_query
         .split_once('?')
         .unwrap_or((path_and_query, ""));

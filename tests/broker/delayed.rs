@@ -12,7 +12,6 @@
 use std::time::{Duration, Instant};
 
 use codec::{Packet, ProtocolVersion, QoS, ReasonCode};
-use ringmq::admin::{AdminRequest, AdminResponse};
 use serde_json::Value;
 
 use crate::client::{RawClient, V5, connect_packet, publish_packet, s};
@@ -311,23 +310,7 @@ fn the_admin_api_lists_and_cancels_pending_messages() {
 
 /// An admin API request (no body) answered by `broker`: status and JSON body.
 pub fn call(broker: &TestBroker, method: &str, path_and_query: &str) -> (u16, Value) {
-    let (path, query) = path_and_query
-        .split_once('?')
-        .unwrap_or((path_and_query, ""));
-    let query: Vec<(String, String)> = (query.split('&').filter(|p| !p.is_empty()))
-        .map(|pair| {
-            let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
-            (k.to_owned(), v.to_owned())
-        })
-        .collect();
-    let request = AdminRequest {
-        method,
-        path,
-        query: &query,
-        body: b"",
-    };
-    let AdminResponse { status, body } = broker.admin().route(&request).unwrap();
-    (status, serde_json::from_str(&body).unwrap())
+    crate::admin::call(broker, method, path_and_query, "")
 }
 
 #[test]

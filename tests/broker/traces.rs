@@ -10,30 +10,13 @@
 )]
 
 use codec::QoS;
-use ringmq::admin::{AdminRequest, AdminResponse};
 use serde_json::{Value, json};
 
 use crate::client::{RawClient, V5};
 use crate::harness::{TestBroker, wait_until};
 
 fn call(broker: &TestBroker, method: &str, path: &str, body: &Value) -> (u16, Value) {
-    let body = body.to_string();
-    let (path, query) = path.split_once('?').unwrap_or((path, ""));
-    let query: Vec<(String, String)> = (query.split('&').filter(|q| !q.is_empty()))
-        .map(|q| {
-            q.split_once('=')
-                .map(|(k, v)| (k.to_owned(), v.to_owned()))
-                .unwrap()
-        })
-        .collect();
-    let request = AdminRequest {
-        method,
-        path,
-        query: &query,
-        body: body.as_bytes(),
-    };
-    let AdminResponse { status, body } = broker.admin().route(&request).unwrap();
-    (status, serde_json::from_str(&body).unwrap())
+    crate::admin::call(broker, method, path, &body.to_string())
 }
 
 fn start(broker: &TestBroker, spec: Value) -> u64 {

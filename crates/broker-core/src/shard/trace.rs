@@ -1,8 +1,8 @@
 //! Live traces on this shard (`crate::trace`): which of its connections a running trace
 //! follows (marked at their CONNECT, and again whenever a trace starts or stops), and the lines
 //! their packets write, in and out; PUBLISH packets also go to the topic traces their topic
-//! matches. Nothing is looked at while no trace runs but an empty map's length and, per
-//! PUBLISH and per CONNECT, one relaxed load.
+//! matches. While no trace runs a packet looks at one shard-local flag
+//! ([`TraceBook::active`](super::trace_book::TraceBook)), a CONNECT also at one relaxed load.
 
 use codec::{Packet, ShortAck};
 use ring_runtime::ConnId;

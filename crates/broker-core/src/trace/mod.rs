@@ -2,8 +2,8 @@
 //! username, topic filter or address, for a bounded time and size; every packet of that
 //! traffic, in and out, is written as one line into the trace's log, which the API serves
 //! (whole, or from an offset: the live view). When no trace runs, a packet costs one load of
-//! its connection's `traced` bit (client, username, address) or of [`Traces::topic_traces`]
-//! (topic filters).
+//! its shard's `TraceBook::active` flag, and a CONNECT one relaxed load of
+//! [`Traces::identity_traces`].
 
 mod line;
 
