@@ -64,7 +64,8 @@ fn a_client_trace_shows_its_packets_both_ways_and_nobody_elses() {
     }
     early.ping();
 
-    let log = log_with(&broker, id, "out traced PUBLISH id=");
+    // The traced client's PUBACKs are its last packets read: the log is complete once one is in.
+    let log = log_with(&broker, id, "in  traced PUBACK id=");
     for needle in [
         "in  traced CONNECT client_id=traced",
         "out traced CONNACK session_present=0 reason=Success",
