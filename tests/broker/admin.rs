@@ -11,7 +11,7 @@ use codec::{Packet, ProtocolVersion, QoS, ReasonCode};
 use ringmq::admin::{AdminRequest, AdminResponse};
 use serde_json::{Value, json};
 
-use crate::client::{RawClient, V5, persistent_connect, pid, publish_packet};
+use crate::client::{RawClient, V5, V311, persistent_connect, pid, publish_packet};
 use crate::harness::TestBroker;
 
 /// An admin API request answered by `broker` through `AdminPort::route`: status and JSON body.
@@ -192,6 +192,10 @@ fn subscriptions_are_listed_and_requests_are_checked() {
     );
     assert_eq!(call(&broker, "GET", "/api/v1/nothing", "").0, 404);
     assert_eq!(call(&broker, "GET", "/api/v2/clients", "").0, 404);
+    let (status, body) = call(&broker, "GET", "/api/v1/cluster/nodes", "");
+    assert_eq!(status, 404, "a single node: {body}");
+    assert!(body.to_string().contains("not clustered"), "{body}");
+    assert_eq!(call(&broker, "POST", "/api/v1/cluster/nodes", "").0, 405);
     assert_eq!(call(&broker, "POST", "/api/v1/clients", "").0, 405);
     assert_eq!(call(&broker, "POST", "/api/v1/reload", "").0, 200);
 }
@@ -402,11 +406,11 @@ fn queued_counts_the_messages_a_stored_session_keeps_on_disk() {
 }
 
 #[test]
-fn clients_are_searched_by_client_id_or_address() {
+fn clients_are_searched_by_client_id_username_or_address() {
     let broker = TestBroker::with_config("[runtime]\nshards = 2\n");
-    let _a = RawClient::connected_clean(broker.addr(), V5, "plant-7-pump");
+    let pump = RawClient::connected_as(broker.addr(), V5, "plant-7-pump", "maintenance");
     let _b = RawClient::connected_clean(broker.addr(), V5, "plant-8-valve");
-    let _c = RawClient::connected_clean(broker.addr(), V5, "office-printer");
+    let _c = RawClient::connected_as(broker.addr(), V311, "office-printer", "facilities");
     let found = get(&broker, "/api/v1/clients?search=plant-");
     assert_eq!(ids(&found["clients"]), ["plant-7-pump", "plant-8-valve"]);
     let found = get(&broker, "/api/v1/clients?search=valve&limit=1");
@@ -422,4 +426,18 @@ fn clients_are_searched_by_client_id_or_address() {
     );
     let nobody = get(&broker, "/api/v1/clients?search=nothing-like-it");
     assert_eq!(ids(&nobody["clients"]), Vec::<&str>::new());
+    let by_user = get(&broker, "/api/v1/clients?search=facilit");
+    assert_eq!(ids(&by_user["clients"]), ["office-printer"]);
+    assert_eq!(by_user["clients"][0]["username"], "facilities");
+    let anonymous = get(&broker, "/api/v1/clients?search=plant-8");
+    assert_eq!(anonymous["clients"][0]["username"], Value::Null);
+    // The owner outlives the connection: an offline session is still found by its user.
+    drop(pump);
+    let mut offline = persistent_connect(V5, "meter-3", 3600);
+    offline.username = Some(codec::MqttStr::try_from("metering").unwrap());
+    RawClient::connected(broker.addr(), offline).disconnect();
+    let by_user = get(&broker, "/api/v1/clients?search=meter");
+    assert_eq!(ids(&by_user["clients"]), ["meter-3"]);
+    assert_eq!(by_user["clients"][0]["username"], "metering");
+    assert_eq!(by_user["clients"][0]["connected"], false);
 }

@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use codec::{Packet, ProtocolVersion, QoS, ReasonCode};
 
-use crate::client::{RawClient, connect_packet, publish_packet, s};
+use crate::client::{RawClient, publish_packet};
 use crate::harness::TestBroker;
 
 const V5: ProtocolVersion = ProtocolVersion::V5;
@@ -28,11 +28,10 @@ qos = 0
 
 /// A client `id` (logged in as `user`, if any) on `broker`.
 fn connect(broker: &TestBroker, id: &str, user: Option<&str>) -> RawClient {
-    let mut connect = connect_packet(V5, id, true);
-    connect.username = user.map(s);
-    let (client, ack) = RawClient::connect(broker.addr(), connect);
-    assert_eq!(ack.reason_code, ReasonCode::Success);
-    client
+    match user {
+        Some(user) => RawClient::connected_as(broker.addr(), V5, id, user),
+        None => RawClient::connected_clean(broker.addr(), V5, id),
+    }
 }
 
 #[test]

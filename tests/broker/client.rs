@@ -161,6 +161,18 @@ impl RawClient {
         Self::connected(addr, connect_packet(protocol, client_id, true))
     }
 
+    /// A connected client with a clean session, no keep-alive and `username` (no password).
+    pub fn connected_as(
+        addr: SocketAddr,
+        protocol: ProtocolVersion,
+        client_id: &str,
+        username: &str,
+    ) -> Self {
+        let mut connect = connect_packet(protocol, client_id, true);
+        connect.username = Some(codec::MqttStr::try_from(username).expect("a valid username"));
+        Self::connected(addr, connect)
+    }
+
     /// A fresh packet id for this client (1, 2, 3...).
     pub fn next_packet_id(&mut self) -> u16 {
         self.next_id = self.next_id.wrapping_add(1).max(1);

@@ -138,7 +138,7 @@ fn the_dashboard_shows_the_broker_and_acts_on_it() {
     std::fs::write(&file, &config).unwrap();
     broker.set_config_source(file);
     let http = broker.http_addr();
-    let mut sensors = RawClient::connected_clean(broker.addr(), V5, "dash-sensors");
+    let mut sensors = RawClient::connected_as(broker.addr(), V5, "dash-sensors", "plant-ops");
     sensors.subscribe("sensors/+/temp", QoS::AtMostOnce);
     sensors.subscribe("$share/workers/jobs/#", QoS::AtLeastOnce);
     let mut worker = RawClient::connected_clean(broker.addr(), V5, "dash-worker");
@@ -218,7 +218,8 @@ fn the_dashboard_shows_the_broker_and_acts_on_it() {
     );
     shot(&mut browser, "overview");
 
-    // Clients: the search finds the client; the page disconnects it with the chosen reason.
+    // Clients: the search finds the client (by id, then by username); the page disconnects
+    // it with the chosen reason.
     open(
         &mut browser,
         "clients",
@@ -247,11 +248,12 @@ fn the_dashboard_shows_the_broker_and_acts_on_it() {
         result.as_str().unwrap().contains("dash-kick-me"),
         "{result}"
     );
-    fill(&mut browser, "#client-search", "dash-sensors");
+    // By username: the session's owner, as the session directory records it.
+    fill(&mut browser, "#client-search", "plant-o");
     click(&mut browser, "#client-search-go");
     browser.wait_for(
-        "(rows => rows.length === 1 && rows[0].cells[0].textContent === 'dash-sensors')(document.querySelectorAll('#client-list tbody tr'))",
-        "the search's new row",
+        "(rows => rows.length === 1 && rows[0].cells[0].textContent === 'dash-sensors' && rows[0].cells[1].textContent === 'plant-ops')(document.querySelectorAll('#client-list tbody tr'))",
+        "the search by username's one row",
     );
     click(&mut browser, "#client-list tbody tr");
     browser.wait_for(
@@ -396,6 +398,20 @@ fn the_dashboard_shows_the_cluster() {
         let figures = node.cluster_figures()?;
         (figures.total_clients == 3).then_some(())
     });
+    let listed = get(node.http_addr(), "/api/v1/cluster/nodes", "");
+    assert_eq!(listed.status, 200, "{}", listed.body);
+    let listed: Value = serde_json::from_str(&listed.body).unwrap();
+    let rows = listed["nodes"].as_array().unwrap();
+    let ids: Vec<&str> = rows
+        .iter()
+        .map(|n| n["node_id"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids, ["n0", "n1", "n2"], "{listed}");
+    for row in rows {
+        assert_eq!(row["clients"], 1, "{row}");
+        assert_eq!(row["this_node"], row["node_id"] == "n0", "{row}");
+        assert_eq!(row["run"].as_str().unwrap().len(), 16, "{row}");
+    }
     let mut browser = Browser::start(1280, 900);
     browser.navigate(&format!(
         "http://127.0.0.1:{}/#system",
@@ -406,6 +422,20 @@ fn the_dashboard_shows_the_cluster() {
         "the cluster's live nodes",
     );
     assert!(shown.as_str().unwrap().contains("NATS link up"), "{shown}");
+    let nodes = browser
+        .eval("[...document.querySelectorAll('#cluster-nodes tbody tr')].map(r => r.textContent)");
+    let nodes: Vec<&str> = nodes
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r.as_str().unwrap())
+        .collect();
+    assert_eq!(nodes.len(), 3, "{nodes:?}");
+    assert!(nodes[0].starts_with("n0 this node"), "{nodes:?}");
+    assert!(
+        nodes[1].starts_with("n1") && nodes[2].starts_with("n2"),
+        "{nodes:?}"
+    );
     shot(&mut browser, "cluster");
 }
 

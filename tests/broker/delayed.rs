@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 use codec::{Packet, ProtocolVersion, QoS, ReasonCode};
 use serde_json::Value;
 
-use crate::client::{RawClient, V5, connect_packet, publish_packet, s};
+use crate::client::{RawClient, V5, publish_packet};
 use crate::harness::TestBroker;
 
 pub const ON: &str = "[delayed]\nenabled = true\n";
@@ -183,11 +183,7 @@ fn the_acl_judges_the_target_topic() {
 }
 
 fn as_user(broker: &TestBroker, protocol: ProtocolVersion, id: &str) -> RawClient {
-    let mut connect = connect_packet(protocol, id, true);
-    connect.username = Some(s("alice"));
-    let (client, ack) = RawClient::connect(broker.addr(), connect);
-    assert_eq!(ack.reason_code, ReasonCode::Success);
-    client
+    RawClient::connected_as(broker.addr(), protocol, id, "alice")
 }
 
 #[test]

@@ -203,4 +203,8 @@ pub trait ClusterPort: Send + Sync {
 
     /// The link's figures now.
     fn figures(&self) -> ClusterFigures;
+
+    /// The live nodes as the last heartbeat round read them (this one included), by node id
+    /// and run; empty until the heartbeat bucket is open.
+    fn nodes(&self) -> Vec<crate::ClusterNode>;
 }

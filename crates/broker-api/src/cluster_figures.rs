@@ -1,4 +1,5 @@
-//! [`ClusterFigures`]: what the cluster link has counted, as plain numbers.
+//! [`ClusterFigures`]: what the cluster link has counted, as plain numbers; [`ClusterNode`]:
+//! one live node as its heartbeat describes it.
 
 /// A snapshot of the cluster link's counters (the cluster crate's `ClusterCounters`), for
 /// `$SYS` and `/metrics`.
@@ -76,4 +77,29 @@ pub struct ClusterFigures {
     pub total_subscriptions: u64,
     pub total_received: u64,
     pub total_sent: u64,
+}
+
+/// One live node of the cluster (its heartbeat record has not expired), as that record
+/// describes it: the figures each node's heartbeat carries and the cluster's totals sum.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClusterNode {
+    /// Its `cluster.node_id`.
+    pub node_id: String,
+    /// Which run of it: a nonce drawn at each start (a restarted node is a new run, and its
+    /// old run's record lingers until it expires).
+    pub run: String,
+    /// Whether it is the node answering.
+    pub this_node: bool,
+    /// Clients connected to it.
+    pub clients: u64,
+    /// Sessions it holds, connected or not.
+    pub sessions: u64,
+    /// Subscriptions it holds.
+    pub subscriptions: u64,
+    /// PUBLISH packets it received from clients since it started.
+    pub received: u64,
+    /// PUBLISH packets it sent to clients since it started.
+    pub sent: u64,
+    /// When its last heartbeat was written (the NATS server's clock).
+    pub heartbeat_at: std::time::SystemTime,
 }

@@ -39,7 +39,7 @@ mod secret;
 pub use bridge_stats::{BridgeFigures, BridgeStats};
 pub use bytes::Bytes;
 pub use cluster::{ClusterInbound, ClusterInbox, ClusterPort, PostRefused};
-pub use cluster_figures::ClusterFigures;
+pub use cluster_figures::{ClusterFigures, ClusterNode};
 pub use events::{BrokerEvent, EventHook, EventHookFigures, EventKind};
 pub use message::{Expiry, Message};
 pub use own_links::{OwnLink, OwnLinks};

@@ -67,6 +67,10 @@ pub enum AdminQuery {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ClientInfo {
     pub client_id: String,
+    /// The identity its session belongs to (the session directory's owner: the CONNECT
+    /// username after authentication, or the certificate name a listener takes as one);
+    /// `None` for a client without one.
+    pub username: Option<String>,
     pub connected: bool,
     /// `ip:port` of its connection, when connected.
     pub address: Option<String>,

@@ -157,6 +157,9 @@ impl ClusterCounters {
 pub struct TotalCounters {
     /// Nodes with a live heartbeat.
     pub nodes: AtomicU64,
+    /// Those nodes, one row each (at most [`crate::totals::MAX_LISTED_NODES`]), for the admin
+    /// API and the dashboard; replaced whole each heartbeat.
+    pub listed: std::sync::Mutex<Vec<broker_api::ClusterNode>>,
     pub clients: AtomicU64,
     pub sessions: AtomicU64,
     pub subscriptions: AtomicU64,

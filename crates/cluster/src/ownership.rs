@@ -172,7 +172,7 @@ async fn keep_buckets(owners: Arc<Owners>, heartbeat: Heartbeat) {
             debug!(error = %e, "cluster: heartbeat not written");
         }
         alive.put().await;
-        let beats = sum_totals(&nodes, &link.counters).await;
+        let beats = sum_totals(&nodes, &link.counters, &key).await;
         owners.last_beats.seen(beats);
     }
 }

@@ -62,4 +62,12 @@ impl ClusterPort for ClusterLink {
     fn figures(&self) -> ClusterFigures {
         self.counters.figures()
     }
+
+    fn nodes(&self) -> Vec<broker_api::ClusterNode> {
+        let listed = self.counters.totals.listed.lock();
+        listed.map_or_else(
+            |poisoned| poisoned.into_inner().clone(),
+            |rows| rows.clone(),
+        )
+    }
 }

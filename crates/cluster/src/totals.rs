@@ -6,6 +6,7 @@ use std::sync::Arc;
 use std::time::SystemTime;
 
 use async_nats::jetstream::kv;
+use broker_api::ClusterNode;
 use futures_util::StreamExt;
 use tracing::debug;
 
@@ -84,6 +85,23 @@ impl NodeFigures {
         numbers.next().is_none().then_some(figures)
     }
 
+    /// This node's row of the node list, from its heartbeat record's key (`node_id.run`, as
+    /// `owners::heartbeat_key` makes it) and write time.
+    fn row(&self, key: &str, this_node: bool, heartbeat_at: SystemTime) -> ClusterNode {
+        let (node_id, run) = key.rsplit_once('.').unwrap_or((key, ""));
+        ClusterNode {
+            node_id: node_id.to_owned(),
+            run: run.to_owned(),
+            this_node,
+            clients: self.clients,
+            sessions: self.sessions,
+            subscriptions: self.subscriptions,
+            received: self.received,
+            sent: self.sent,
+            heartbeat_at,
+        }
+    }
+
     fn add(&mut self, other: &Self) {
         self.clients += other.clients;
         self.sessions += other.sessions;
@@ -93,11 +111,17 @@ impl NodeFigures {
     }
 }
 
-/// Sums the live heartbeat records of `nodes` into the counters' totals; each live record's
-/// key and when it was written (the NATS server's time).
+/// The most nodes the admin API lists (the heartbeat bucket holds one record per live node
+/// run: a cluster larger than this is still summed whole).
+pub const MAX_LISTED_NODES: usize = 1024;
+
+/// Sums the live heartbeat records of `nodes` into the counters' totals and lists them
+/// (`own_key`: this node run's record); each live record's key and when it was written (the
+/// NATS server's time).
 pub(super) async fn sum_totals(
     nodes: &kv::Store,
     counters: &ClusterCounters,
+    own_key: &str,
 ) -> Vec<(String, SystemTime)> {
     let mut keys = match nodes.keys().await {
         Ok(keys) => keys,
@@ -106,7 +130,7 @@ pub(super) async fn sum_totals(
             return Vec::new();
         }
     };
-    let (mut beats, mut total) = (Vec::new(), NodeFigures::default());
+    let (mut beats, mut total, mut listed) = (Vec::new(), NodeFigures::default(), Vec::new());
     while let Some(Ok(key)) = keys.next().await {
         let entry = nodes.entry(&key).await.ok().flatten();
         let Some(entry) = entry.filter(|e| e.operation == kv::Operation::Put) else {
@@ -115,10 +139,16 @@ pub(super) async fn sum_totals(
         let text = std::str::from_utf8(&entry.value).ok();
         if let Some(figures) = text.and_then(NodeFigures::decode) {
             total.add(&figures);
-            beats.push((key, SystemTime::from(entry.created)));
+            let written = SystemTime::from(entry.created);
+            if listed.len() < MAX_LISTED_NODES {
+                listed.push(figures.row(&key, key == own_key, written));
+            }
+            beats.push((key, written));
         }
     }
+    listed.sort_by(|a, b| (&a.node_id, &a.run).cmp(&(&b.node_id, &b.run)));
     let totals = &counters.totals;
+    *totals.listed.lock().unwrap_or_else(|p| p.into_inner()) = listed;
     ClusterCounters::set(&totals.nodes, beats.len() as u64);
     ClusterCounters::set(&totals.clients, total.clients);
     ClusterCounters::set(&totals.sessions, total.sessions);
@@ -145,5 +175,24 @@ mod tests {
         for junk in ["", "alive", "1 2 3 4", "1 2 3 4 5 6", "1 2 x 4 5"] {
             assert_eq!(NodeFigures::decode(junk), None, "{junk}");
         }
+    }
+
+    #[test]
+    fn a_row_names_the_node_and_its_run_from_the_heartbeat_key() {
+        let figures = NodeFigures {
+            clients: 2,
+            ..NodeFigures::default()
+        };
+        let at = SystemTime::UNIX_EPOCH;
+        // A node id may itself hold dots: the run is the part after the last one.
+        let row = figures.row("site.a.00000000000000ab", true, at);
+        assert_eq!(
+            (row.node_id.as_str(), row.run.as_str()),
+            ("site.a", "00000000000000ab")
+        );
+        assert!(row.this_node);
+        assert_eq!(row.clients, 2);
+        let odd = figures.row("nodot", false, at);
+        assert_eq!((odd.node_id.as_str(), odd.run.as_str()), ("nodot", ""));
     }
 }

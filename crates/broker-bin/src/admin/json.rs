@@ -9,6 +9,7 @@ use super::query::{ClientDetail, ClientInfo, DelayedInfo, RetainedInfo, Subscrip
 pub(super) fn client(info: &ClientInfo) -> Value {
     json!({
         "client_id": info.client_id,
+        "username": info.username,
         "connected": info.connected,
         "address": info.address,
         "protocol": info.protocol,

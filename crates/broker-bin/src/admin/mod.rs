@@ -5,6 +5,7 @@
 
 /// The questions the admin API asks the shards, and their answers (`broker_core`).
 pub use broker_core::admin_query as query;
+mod cluster;
 mod json;
 mod routes;
 mod slow;

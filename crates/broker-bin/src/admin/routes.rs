@@ -2,7 +2,7 @@
 //!
 //! | method and path | answer |
 //! |---|---|
-//! | `GET /api/v1/clients?after=&limit=&search=` | sessions by client id (connected or not), a page; with `search`, those whose client id or address contains it |
+//! | `GET /api/v1/clients?after=&limit=&search=` | sessions by client id (connected or not), a page; with `search`, those whose client id, address or username contains it |
 //! | `GET /api/v1/clients/{client_id}` | one session, with its subscriptions |
 //! | `DELETE /api/v1/clients/{client_id}?reason=0x98` | disconnects it (5.0: DISCONNECT with the reason) |
 //! | `GET /api/v1/subscriptions?after_client=&after_filter=&limit=` | subscriptions, a page |
@@ -11,6 +11,7 @@
 //! | `GET /api/v1/delayed?after=&limit=` | pending delayed messages (`$delayed/`) by id, a page |
 //! | `DELETE /api/v1/delayed/{id}` | cancels a pending delayed message |
 //! | `... /api/v1/traces...` | live traces: start, list, read, stop, delete (`traces.rs`) |
+//! | `GET /api/v1/cluster/nodes` | the cluster's live nodes and each one's figures, from their heartbeats (`cluster.rs`; 404 on a single node) |
 //! | `GET /api/v1/slow_subscribers` | the slowest subscribers: by delivery latency, by drops, by queue depth (`slow.rs`) |
 //! | `POST /api/v1/publish` | publishes `{"topic", "payload" or "payload_base64", "qos", "retain"}` (`Content-Type: application/json`, checked by the `ops` crate's `routes.rs`) |
 //! | `GET /api/v1/config` | the last configuration loaded, as TOML, and its keys waiting for a restart |
@@ -64,12 +65,13 @@ fn route(port: &AdminPort, request: &AdminRequest<'_>) -> Option<AdminResponse> 
             super::traces::route(port, request, path)
         }
         ("GET", "slow_subscribers") => super::slow::slow_subscribers(port).map_err(unavailable),
+        ("GET", "cluster/nodes") => super::cluster::nodes(port),
         ("POST", "reload") => Ok(reload(port)),
         ("GET", "config") => Ok(config(port)),
         (
             _,
             "clients" | "subscriptions" | "retained" | "delayed" | "publish" | "reload" | "config"
-            | "slow_subscribers",
+            | "slow_subscribers" | "cluster/nodes",
         ) => Err(method_not_allowed()),
         (_, path) if path.starts_with("retained/") || path.starts_with("delayed/") => {
             Err(method_not_allowed())

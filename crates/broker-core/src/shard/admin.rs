@@ -14,8 +14,9 @@ use super::publish::PublishInput;
 use super::{BrokerShard, Ctx};
 use crate::admin_query::{AdminQuery, ClientDetail, ClientInfo, RetainedInfo, SubscriptionInfo};
 use crate::conn::Connections;
+use crate::directory::SessionOwner;
 use crate::session::{Session, Sessions};
-use crate::shared_parts::BrokerTime;
+use crate::shared_parts::{BrokerTime, SessionDirectory};
 
 impl BrokerShard {
     /// Answers one admin question (a reply nobody waits for any more is dropped).
@@ -124,10 +125,12 @@ impl BrokerShard {
 }
 
 /// What the admin API's questions about clients read: the sessions and their connections,
-/// the broker's clock (connected since) and this shard's id.
+/// the session directory (whose identity each session belongs to), the broker's clock
+/// (connected since) and this shard's id.
 struct ClientPages<'a> {
     sessions: &'a Sessions,
     conns: &'a Connections,
+    directory: &'a SessionDirectory,
     time: &'a BrokerTime,
     shard: ShardId,
 }
@@ -137,14 +140,14 @@ impl<'a> ClientPages<'a> {
         Self {
             sessions: &shard.sessions,
             conns: &shard.conns,
+            directory: &shard.shared.directory,
             time: &shard.shared.time,
             shard: shard.id,
         }
     }
 
-    /// One page of the clients, by client id, after `after`.
-    /// Sessions after `after` by client id, those whose id or address contains `search` when
-    /// given, `limit` at most.
+    /// Sessions after `after` by client id, those whose id, address or username contains
+    /// `search` when given, `limit` at most.
     fn client_page(
         &self,
         ctx: &Ctx,
@@ -158,6 +161,9 @@ impl<'a> ClientPages<'a> {
                     || (session.conn)
                         .and_then(|conn| ctx.peer_addr(conn).ok())
                         .is_some_and(|addr| addr.to_string().contains(text))
+                    || self
+                        .username_of(session)
+                        .is_some_and(|name| name.contains(text))
             })
         };
         let mut page: Vec<&Session> = self
@@ -182,6 +188,7 @@ impl<'a> ClientPages<'a> {
         let queued_on_disk = session.spilled().map_or(0, |spilled| spilled.on_disk);
         ClientInfo {
             client_id: session.client_id.as_str().to_owned(),
+            username: self.username_of(session).map(|name| name.to_string()),
             connected: connection.is_some(),
             address: connection
                 .and_then(|(conn, _)| ctx.peer_addr(conn).ok())
@@ -198,6 +205,15 @@ impl<'a> ClientPages<'a> {
                     .map_or(0, |d| d.as_secs())
             }),
             shard: self.shard.index(),
+        }
+    }
+
+    /// The username `session` belongs to, as the session directory records its owner (a
+    /// lookup there: the connection keeps no copy of it).
+    fn username_of(&self, session: &Session) -> Option<std::sync::Arc<str>> {
+        match self.directory.owner_of(session.client_id.as_str()) {
+            SessionOwner::User(name) => Some(name),
+            SessionOwner::Anonymous | SessionOwner::Unbound => None,
         }
     }
 

@@ -1,4 +1,4 @@
-// Clients: search by client id or address (the API's `search`), a client's detail
+// Clients: search by client id, username or address (the API's `search`), a client's detail
 // (subscriptions, inflight, queue) and disconnecting it with a reason code.
 
 import { api, get, report } from './api.js';
@@ -16,6 +16,7 @@ const REASONS = [
 
 const COLUMNS = [
   { title: 'Client id', value: (c) => c.client_id },
+  { title: 'User', value: (c) => c.username ?? '–' },
   { title: 'State', value: (c) => h('span', { class: c.connected ? 'tag up' : 'tag', text: c.connected ? 'connected' : 'offline' }) },
   { title: 'Address', value: (c) => c.address || '–' },
   { title: 'Protocol', value: (c) => c.protocol },
@@ -54,6 +55,7 @@ async function detail(id, pane) {
     h('h3', { text: c.client_id }),
     facts([
       ['State', c.connected ? 'connected' : 'offline'],
+      ['Username', c.username ?? '–'],
       ['Address', c.address || '–'],
       ['Protocol', c.protocol],
       ['Keep alive', c.keep_alive === null ? '–' : `${c.keep_alive} s`],
@@ -67,7 +69,7 @@ async function detail(id, pane) {
 }
 
 export function render(main) {
-  const input = h('input', { id: 'client-search', type: 'search', placeholder: 'client id or address' });
+  const input = h('input', { id: 'client-search', type: 'search', placeholder: 'client id, username or address' });
   const list = h('div', { id: 'client-list' });
   const pane = h('div');
   const search = async () => {

@@ -1,5 +1,6 @@
-// Cluster & config: the cluster's figures and the bridges' state from /metrics, and the
-// effective configuration (secrets redacted by the API) with a reload button.
+// Cluster & config: the cluster's figures and the bridges' state from /metrics, the live
+// nodes from /api/v1/cluster/nodes, and the effective configuration (secrets redacted by
+// the API) with a reload button.
 
 import { api, get, metrics, report, total } from './api.js';
 import { h, table, fmt, notice } from './dom.js';
@@ -14,7 +15,24 @@ const TOTALS = [
   ['Messages sent, all nodes', 'ringmq_cluster_total_messages_sent'],
 ];
 
-function cluster(families) {
+// One row per live node, from its last heartbeat.
+const NODE_COLUMNS = [
+  { title: 'Node', value: (n) => (n.this_node ? h('span', {}, n.node_id, ' ', h('span', { class: 'tag up', text: 'this node' })) : n.node_id) },
+  { title: 'Run', value: (n) => n.run },
+  { title: 'Clients', num: true, value: (n) => fmt(n.clients) },
+  { title: 'Sessions', num: true, value: (n) => fmt(n.sessions) },
+  { title: 'Subs', num: true, value: (n) => fmt(n.subscriptions) },
+  { title: 'Received', num: true, value: (n) => fmt(n.messages_received) },
+  { title: 'Sent', num: true, value: (n) => fmt(n.messages_sent) },
+  { title: 'Heartbeat', num: true, value: (n) => `${(n.heartbeat_age_ms / 1000).toFixed(1)} s ago` },
+];
+
+function nodeList(nodes) {
+  if (nodes.length === 0) return h('p', { class: 'muted', id: 'cluster-nodes', text: 'No heartbeat read yet.' });
+  return h('div', { id: 'cluster-nodes' }, table(NODE_COLUMNS, nodes));
+}
+
+function cluster(families, nodes) {
   const names = [...families.keys()].filter((n) => n.startsWith('ringmq_cluster_')).sort();
   if (names.length === 0) return h('p', { class: 'muted', id: 'cluster', text: 'Not clustered (no [cluster] section).' });
   const value = (n) => total(families, n);
@@ -26,6 +44,7 @@ function cluster(families) {
     h('div', { class: 'cards' }, TOTALS.map(([label, name]) => h('div', { class: 'card' },
       h('div', { class: 'label', text: label }),
       h('div', { class: 'value', 'data-metric': name, text: fmt(value(name)) })))),
+    h('h3', { text: 'Nodes' }), nodeList(nodes),
     h('h3', { text: "This node's link" }),
     h('div', { class: 'panel columns' }, own.map((n) => h('div', { class: 'kv' },
       h('span', { class: 'muted', text: n.replace('ringmq_cluster_', '').replaceAll('_', ' ') }),
@@ -84,7 +103,9 @@ export function render(main) {
   };
   const refresh = async () => {
     const [families, view] = await Promise.all([metrics(), get('/api/v1/config')]);
-    clusterPane.replaceChildren(cluster(families));
+    const clustered = families.has('ringmq_cluster_connected');
+    const nodes = clustered ? (await get('/api/v1/cluster/nodes')).nodes : [];
+    clusterPane.replaceChildren(cluster(families, nodes));
     bridgePane.replaceChildren(bridges(families));
     configPane.replaceChildren(config(view, result, reload));
     report();
