@@ -394,12 +394,9 @@ impl Broker {
     }
 
     /// What the operations HTTP server answers admin requests with.
-    pub fn admin_port(&self) -> crate::admin::AdminPort {
-        crate::admin::AdminPort::new(
-            self.runtime.poster(),
-            Arc::clone(&self.shared),
-            Arc::clone(&self.live),
-        )
+    pub fn admin_port(&self) -> admin::AdminPort {
+        let live: Arc<dyn admin::LiveConfig> = self.live.clone();
+        admin::AdminPort::new(self.runtime.poster(), Arc::clone(&self.shared), live)
     }
 
     /// The I/O backend in use.

@@ -4,7 +4,8 @@
 //! and applies reloads (`reload`). ARCHITECTURE.md follows one PUBLISH through the crates.
 #![forbid(unsafe_code)]
 
-pub mod admin;
+/// The admin API (its own crate).
+pub use admin;
 mod broker;
 pub mod cli;
 pub mod config;

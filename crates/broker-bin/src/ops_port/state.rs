@@ -7,8 +7,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use ring_runtime::{BackendKind, ShardExits};
 
-use crate::admin::AdminPort;
 use crate::shared::Shared;
+use admin::AdminPort;
 
 /// Where the broker is in its life, for `/readyz`.
 #[derive(Debug, Default)]

@@ -97,3 +97,19 @@ impl ReloadState {
         control.set_level(level)
     }
 }
+
+/// The admin API's `/api/v1/reload` and `/api/v1/config`.
+impl admin::LiveConfig for ReloadState {
+    fn reload(&self, shared: &crate::shared::Shared) -> admin::Reloaded {
+        let report = self.reload_from_source(shared);
+        report.log("admin API");
+        admin::Reloaded {
+            clean: report.refused.is_none() && report.errors.is_empty(),
+            report: serde_json::to_value(&report).unwrap_or_default(),
+        }
+    }
+
+    fn view(&self) -> serde_json::Value {
+        serde_json::to_value(ReloadState::view(self)).unwrap_or_default()
+    }
+}

@@ -1,4 +1,4 @@
-//! The admin API's questions ([`crate::admin_query`]; ringmq's `admin` module asks them),
+//! The admin API's questions ([`crate::admin_query`]; the `admin` crate asks them),
 //! answered by the shard that owns what they are about: its sessions and connections, its
 //! replica's retained messages, and publishing as the broker.
 

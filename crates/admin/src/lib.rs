@@ -1,6 +1,8 @@
-//! The admin API (`/api/v1/...` on the operations HTTP listener): clients, subscriptions,
-//! retained messages, delayed messages, publishing, the effective config and reload. Questions go to the shards
-//! through their mailboxes ([`query::AdminQuery`]); no other thread touches their state.
+//! The admin API (`/api/v1/...` on the operations HTTP listener, the `ops` crate's server):
+//! clients, subscriptions, retained and delayed messages, traces, slow subscribers, the
+//! cluster's nodes, publishing, the effective config and reload. Questions go to the shards
+//! through their mailboxes ([`query::AdminQuery`]); no other thread touches their state. The
+//! configuration's reload and view are the binary's, reached through [`LiveConfig`].
 //! Lists are paginated with a cursor (`after`) and bounded (`limit`, at most [`MAX_LIMIT`]).
 
 /// The questions the admin API asks the shards, and their answers (`broker_core`).
@@ -19,9 +21,8 @@ use std::time::Duration;
 use crossbeam_channel::Sender;
 use ring_runtime::{Poster, ShardId};
 
-use crate::message::ShardMsg;
-use crate::reload::ReloadState;
-use crate::shared::Shared;
+use broker_core::message::ShardMsg;
+use broker_core::shared::Shared;
 use query::AdminQuery;
 
 /// The most items one page holds.
@@ -37,7 +38,28 @@ pub struct AdminPort {
     poster: Poster<ShardMsg>,
     shared: Arc<Shared>,
     /// What reloads and the configuration view need (`/api/v1/reload`, `/api/v1/config`).
-    live: Arc<ReloadState>,
+    live: Arc<dyn LiveConfig>,
+}
+
+/// The configuration as the running broker holds it: what `/api/v1/reload` and
+/// `/api/v1/config` answer with (the binary implements it over its reload state).
+pub trait LiveConfig: Send + Sync {
+    /// What SIGHUP does, with `shared` the running broker's state; logged by the
+    /// implementation.
+    fn reload(&self, shared: &Shared) -> Reloaded;
+
+    /// The last configuration loaded and the keys of it waiting for a restart, as JSON.
+    fn view(&self) -> serde_json::Value;
+}
+
+/// A reload's outcome.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Reloaded {
+    /// Nothing refused and no error: the new configuration is in force (less the keys that
+    /// wait for a restart).
+    pub clean: bool,
+    /// The reload's report, as JSON.
+    pub report: serde_json::Value,
 }
 
 /// Why a shard gave no answer.
@@ -45,11 +67,8 @@ pub struct AdminPort {
 pub(crate) struct NoAnswer;
 
 impl AdminPort {
-    pub(crate) fn new(
-        poster: Poster<ShardMsg>,
-        shared: Arc<Shared>,
-        live: Arc<ReloadState>,
-    ) -> Self {
+    /// A port that asks the shards through `poster`.
+    pub fn new(poster: Poster<ShardMsg>, shared: Arc<Shared>, live: Arc<dyn LiveConfig>) -> Self {
         Self {
             poster,
             shared,
@@ -57,8 +76,8 @@ impl AdminPort {
         }
     }
 
-    pub(crate) fn live(&self) -> &ReloadState {
-        &self.live
+    pub(crate) fn live(&self) -> &dyn LiveConfig {
+        &*self.live
     }
 
     pub(crate) fn shared(&self) -> &Shared {

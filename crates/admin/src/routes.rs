@@ -345,16 +345,10 @@ fn send_publish(
 /// What SIGHUP does, answered with the report (200 when everything was applied or reported,
 /// 400 when the configuration was refused or a file failed to load).
 fn reload(port: &AdminPort) -> AdminResponse {
-    let report = port.live().reload_from_source(port.shared());
-    report.log("admin API");
-    let status = if report.refused.is_none() && report.errors.is_empty() {
-        200
-    } else {
-        400
-    };
+    let reloaded = port.live().reload(port.shared());
     AdminResponse {
-        status,
-        ..AdminResponse::ok(&report)
+        status: if reloaded.clean { 200 } else { 400 },
+        ..AdminResponse::ok(&reloaded.report)
     }
 }
 
