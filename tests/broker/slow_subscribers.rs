@@ -21,6 +21,8 @@ use crate::ops::scrape_until;
 /// Messages published; the sleeper holds 2 in flight and 3 queued, so it loses the rest.
 const MESSAGES: usize = 10;
 const LATE: Duration = Duration::from_millis(250);
+/// The longest a test waits for a figure that must come.
+const GUARD: Duration = Duration::from_secs(10);
 
 fn slow_subscribers(broker: &TestBroker) -> Value {
     let request = AdminRequest {
@@ -113,4 +115,34 @@ fn late_acknowledgers_and_non_readers_are_ranked_and_keepers_up_are_not() {
         "a subscriber that keeps up is in no ranking"
     );
     drop(sleeper);
+}
+
+/// The queue ranking keeps the deepest `top` of many queues (every shard's), ties by client id.
+#[test]
+fn the_queue_ranking_keeps_the_deepest_queues_ties_by_client_id() {
+    let broker = TestBroker::with_config(
+        "[runtime]\nshards = 2\n[slow_subscribers]\ntop = 2\n[http]\nbind = \"127.0.0.1:0\"\n",
+    );
+    let depths = [("q-a", 1), ("q-b", 3), ("q-c", 3), ("q-d", 2), ("q-e", 0)];
+    for (id, _) in depths {
+        let mut client =
+            RawClient::connected(broker.addr(), crate::client::persistent_connect(V5, id, 600));
+        client.subscribe(&format!("depth/{id}"), QoS::AtLeastOnce);
+        client.disconnect();
+    }
+    let mut publisher = RawClient::connected_clean(broker.addr(), V5, "depth-pub");
+    for (id, depth) in depths {
+        for n in 0..depth {
+            publisher.publish_simple(&format!("depth/{id}"), &[n], QoS::AtLeastOnce);
+        }
+    }
+    // Copies for sessions on the other shard reach it through its mailbox: wait (bounded)
+    // until every queue is counted.
+    let report = crate::harness::wait_until_within(GUARD, "every queue counted", || {
+        let report = slow_subscribers(&broker);
+        (report["by_queue"][1]["queued"] == 3).then_some(report)
+    });
+    assert_eq!(ids(&report["by_queue"]), ["q-b", "q-c"], "{report}");
+    assert_eq!(report["by_queue"][0]["queued"], 3, "{report}");
+    assert_eq!(report["by_queue"][1]["queued"], 3, "{report}");
 }

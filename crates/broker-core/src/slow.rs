@@ -5,6 +5,7 @@
 //! (by latency, by drops, and by queue depth from a walk over the sessions), a bounded top-N
 //! rather than a series per client. A delivery under the threshold costs one comparison.
 
+use std::cmp::Reverse;
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
@@ -68,23 +69,32 @@ impl SlowReport {
     }
 
     fn rank(&mut self, top: usize) {
-        let by_latency = |r: &SlowRow| {
-            (
-                std::cmp::Reverse(r.entry.max_latency_ns),
-                r.client_id.clone(),
-            )
-        };
-        self.by_latency.sort_by_key(by_latency);
+        self.by_latency
+            .sort_by(|a, b| latency_key(a).cmp(&latency_key(b)));
         self.by_latency.truncate(top);
-        let by_drops = |r: &SlowRow| (std::cmp::Reverse(r.entry.dropped), r.client_id.clone());
         self.by_drops.retain(|r| r.entry.dropped > 0);
-        self.by_drops.sort_by_key(by_drops);
+        self.by_drops
+            .sort_by(|a, b| drops_key(a).cmp(&drops_key(b)));
         self.by_drops.truncate(top);
-        let by_queue = |r: &QueueRow| (std::cmp::Reverse(r.queued), r.client_id.clone());
         self.by_queue.retain(|r| r.queued > 0);
-        self.by_queue.sort_by_key(by_queue);
+        self.by_queue
+            .sort_by(|a, b| queue_key(a).cmp(&queue_key(b)));
         self.by_queue.truncate(top);
     }
+}
+
+/// The rankings' orders: the largest figure first, ties by client id (borrowed: a
+/// comparison copies nothing).
+fn latency_key(row: &SlowRow) -> (Reverse<u64>, &str) {
+    (Reverse(row.entry.max_latency_ns), &row.client_id)
+}
+
+fn drops_key(row: &SlowRow) -> (Reverse<u64>, &str) {
+    (Reverse(row.entry.dropped), &row.client_id)
+}
+
+fn queue_key(row: &QueueRow) -> (Reverse<u64>, &str) {
+    (Reverse(row.queued), &row.client_id)
 }
 
 /// A shard's slow subscribers.

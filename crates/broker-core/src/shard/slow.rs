@@ -8,7 +8,7 @@ use ring_runtime::ConnId;
 
 use super::parts::Figures;
 use super::{BrokerShard, Ctx};
-use crate::session::{SessionAt, Sessions};
+use crate::session::{Session, SessionAt, Sessions};
 use crate::slow::{QueueRow, SlowReport};
 
 impl Figures {
@@ -30,18 +30,7 @@ impl Figures {
         let mut report = self.slow.report(now);
         let top = self.slow.top();
         if top > 0 {
-            let mut queues: Vec<QueueRow> = sessions
-                .iter()
-                .filter(|s| !s.queue.is_empty() || s.spilled().is_some())
-                .map(|s| QueueRow {
-                    client_id: s.client_id.as_str().to_owned(),
-                    queued: (s.queue.len() + s.spilled().map_or(0, |d| d.on_disk as usize)) as u64,
-                    inflight: s.inflight.len() as u64,
-                })
-                .collect();
-            queues.sort_by_key(|q| std::cmp::Reverse(q.queued));
-            queues.truncate(top);
-            report.by_queue = queues;
+            report.by_queue = deepest_queues(sessions, top);
         }
         report
     }
@@ -59,6 +48,44 @@ impl Figures {
             .unwrap_or_else(std::sync::PoisonError::into_inner);
         *slot = report;
     }
+}
+
+/// The `top` sessions with the most copies queued (in memory and on disk), deepest first:
+/// one walk keeping at most `top` candidates, a client id copied only for those kept.
+fn deepest_queues(sessions: &Sessions, top: usize) -> Vec<QueueRow> {
+    use std::cmp::Reverse;
+    let queued =
+        |s: &Session| (s.queue.len() + s.spilled().map_or(0, |d| d.on_disk as usize)) as u64;
+    // A min-heap on (depth, reversed id): its top is the candidate a deeper queue replaces;
+    // among equal depths the larger client id goes first, as the ranking orders ties by id.
+    // Client ids are unique, so the inflight count last in the key never decides.
+    let mut kept = std::collections::BinaryHeap::with_capacity(top + 1);
+    for session in sessions.iter() {
+        let depth = queued(session);
+        if depth == 0 {
+            continue;
+        }
+        let key = (
+            depth,
+            Reverse(session.client_id.as_str()),
+            session.inflight.len(),
+        );
+        if kept.len() == top && kept.peek().is_some_and(|Reverse(least)| *least >= key) {
+            continue;
+        }
+        kept.push(Reverse(key));
+        if kept.len() > top {
+            kept.pop();
+        }
+    }
+    kept.into_sorted_vec()
+        .into_iter()
+        .map(|Reverse((depth, Reverse(id), inflight))| QueueRow {
+            client_id: id.to_owned(),
+            queued: depth,
+            inflight: inflight as u64,
+        })
+        .collect()
 }
 
 impl BrokerShard {
