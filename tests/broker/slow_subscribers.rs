@@ -125,8 +125,10 @@ fn the_queue_ranking_keeps_the_deepest_queues_ties_by_client_id() {
     );
     let depths = [("q-a", 1), ("q-b", 3), ("q-c", 3), ("q-d", 2), ("q-e", 0)];
     for (id, _) in depths {
-        let mut client =
-            RawClient::connected(broker.addr(), crate::client::persistent_connect(V5, id, 600));
+        let mut client = RawClient::connected(
+            broker.addr(),
+            crate::client::persistent_connect(V5, id, 600),
+        );
         client.subscribe(&format!("depth/{id}"), QoS::AtLeastOnce);
         client.disconnect();
     }

@@ -85,70 +85,32 @@ struct Run {
     healed_in: Option<Duration>,
 }
 
+/// The clients of a run: persistent subscribers on every node but node 0, publishers on
+/// nodes 0, 1 and 2 (QoS 1, 2, 1), and the flags that stop them.
+struct Fleet {
+    subscribers: Vec<(std::thread::JoinHandle<()>, Arc<std::sync::Mutex<Received>>)>,
+    records: Vec<Arc<std::sync::Mutex<Received>>>,
+    publishers: Vec<std::thread::JoinHandle<Published>>,
+    stop_publishing: Arc<AtomicBool>,
+    stop_reading: Arc<AtomicBool>,
+}
+
 /// Runs `count` faults drawn from `seed` against a live cluster of `nodes` nodes (at least 3).
 fn run(seed: u64, count: usize, scope: Scope, nodes: usize) -> Run {
     let mut rig = Rig::start(nodes);
-    let stop = Arc::new(AtomicBool::new(false));
-    let stop_reading = Arc::new(AtomicBool::new(false));
-    // Subscribers on every node but node 0; publishers on nodes 0, 1 and 2 (QoS 1, 2, 1).
-    let subscribers: Vec<_> = (1..nodes)
-        .map(|home| clients::subscriber(home as u8, rig.addrs(), home, Arc::clone(&stop_reading)))
-        .collect();
-    let records: Vec<_> = subscribers.iter().map(|(_, r)| Arc::clone(r)).collect();
-    wait_until_within(SETTLE_GUARD, "the subscribers subscribed", || {
-        records.iter().all(|r| lock(r).subscribed).then_some(())
-    });
-    probe(&rig, &records);
-    let publishers: Vec<_> = [
-        (0u8, QoS::AtLeastOnce),
-        (1, QoS::ExactlyOnce),
-        (2, QoS::AtLeastOnce),
-    ]
-    .into_iter()
-    .map(|(index, qos)| {
-        clients::publisher(
-            index,
-            qos,
-            rig.addrs(),
-            usize::from(index),
-            Arc::clone(&stop),
-        )
-    })
-    .collect();
-    let mut rng = Seeded(seed.max(1));
-    let mut faults = BTreeMap::new();
+    let fleet = Fleet::start(&rig);
     let began = Instant::now();
-    std::thread::sleep(Duration::from_secs(2));
-    for _ in 0..count {
-        let fault = draw(&mut rng, scope, nodes);
-        *faults.entry(fault.kind()).or_default() += 1;
-        eprintln!("fault at {:.1} s: {fault:?}", began.elapsed().as_secs_f64());
-        rig.inject(fault);
-        std::thread::sleep(Duration::from_millis(2000 + rng.below(2000)));
-        rig.heal(fault);
-        eprintln!("healed at {:.1} s", began.elapsed().as_secs_f64());
-        std::thread::sleep(Duration::from_secs(2));
-    }
-    stop.store(true, Ordering::Relaxed);
-    let published: Vec<Published> = publishers.into_iter().map(|p| p.join().unwrap()).collect();
+    let faults = inject_schedule(&mut rig, seed, count, scope, began);
+    fleet.stop_publishing.store(true, Ordering::Relaxed);
+    let published: Vec<Published> = (fleet.publishers.into_iter())
+        .map(|p| p.join().unwrap())
+        .collect();
     let healed_at = Instant::now();
-    let acked = checker::acknowledged(&published);
-    let delivered = wait_until_within_or_none(SETTLE_GUARD, || {
-        let received: Vec<_> = records.iter().map(|r| lock(r)).collect();
-        let views: Vec<Received> = received
-            .iter()
-            .map(|r| Received {
-                counts: r.counts.clone(),
-                ..Received::default()
-            })
-            .collect();
-        checker::all_delivered(&acked, &views).then_some(())
-    });
+    let delivered = wait_for_deliveries(&fleet.records, &published);
     let (divergent, behind, converged) = converge(&rig, &published);
-    let healed_in = (delivered.is_some() && converged).then(|| healed_at.elapsed());
-    stop_reading.store(true, Ordering::Relaxed);
-    let received: Vec<Received> = subscribers
-        .into_iter()
+    let healed_in = (delivered && converged).then(|| healed_at.elapsed());
+    fleet.stop_reading.store(true, Ordering::Relaxed);
+    let received: Vec<Received> = (fleet.subscribers.into_iter())
         .map(|(handle, record)| {
             handle.join().unwrap();
             std::mem::take(&mut *lock(&record))
@@ -157,6 +119,99 @@ fn run(seed: u64, count: usize, scope: Scope, nodes: usize) -> Run {
     let mut verdict = checker::deliveries(&published, &received);
     verdict.divergent = divergent;
     verdict.retained_behind = behind;
+    print_cluster_figures(&rig);
+    Run {
+        began,
+        faults,
+        verdict,
+        healed_in,
+    }
+}
+
+impl Fleet {
+    /// The subscribers first (subscribed, and reached by a probe from every node), then the
+    /// publishers.
+    fn start(rig: &Rig) -> Self {
+        let stop_publishing = Arc::new(AtomicBool::new(false));
+        let stop_reading = Arc::new(AtomicBool::new(false));
+        let subscribers: Vec<_> = (1..rig.len())
+            .map(|home| {
+                let stop = Arc::clone(&stop_reading);
+                clients::subscriber(home as u8, rig.addrs(), home, stop)
+            })
+            .collect();
+        let records: Vec<_> = subscribers.iter().map(|(_, r)| Arc::clone(r)).collect();
+        wait_until_within(SETTLE_GUARD, "the subscribers subscribed", || {
+            records.iter().all(|r| lock(r).subscribed).then_some(())
+        });
+        probe(rig, &records);
+        let publishers = [
+            (0u8, QoS::AtLeastOnce),
+            (1, QoS::ExactlyOnce),
+            (2, QoS::AtLeastOnce),
+        ]
+        .into_iter()
+        .map(|(index, qos)| {
+            let stop = Arc::clone(&stop_publishing);
+            clients::publisher(index, qos, rig.addrs(), usize::from(index), stop)
+        })
+        .collect();
+        Self {
+            subscribers,
+            records,
+            publishers,
+            stop_publishing,
+            stop_reading,
+        }
+    }
+}
+
+/// After 2 s of traffic, `count` faults drawn from `seed`, one at a time: each held 2 to 4 s,
+/// healed, then 2 s of quiet. The faults by kind.
+fn inject_schedule(
+    rig: &mut Rig,
+    seed: u64,
+    count: usize,
+    scope: Scope,
+    began: Instant,
+) -> BTreeMap<&'static str, u32> {
+    let mut rng = Seeded(seed.max(1));
+    let mut faults = BTreeMap::new();
+    std::thread::sleep(Duration::from_secs(2));
+    for _ in 0..count {
+        let fault = draw(&mut rng, scope, rig.len());
+        *faults.entry(fault.kind()).or_default() += 1;
+        eprintln!("fault at {:.1} s: {fault:?}", began.elapsed().as_secs_f64());
+        rig.inject(fault);
+        std::thread::sleep(Duration::from_millis(2000 + rng.below(2000)));
+        rig.heal(fault);
+        eprintln!("healed at {:.1} s", began.elapsed().as_secs_f64());
+        std::thread::sleep(Duration::from_secs(2));
+    }
+    faults
+}
+
+/// Whether every acknowledged message reached every subscriber within the guard.
+fn wait_for_deliveries(
+    records: &[Arc<std::sync::Mutex<Received>>],
+    published: &[Published],
+) -> bool {
+    let acked = checker::acknowledged(published);
+    let delivered = wait_until_within_or_none(SETTLE_GUARD, || {
+        let views: Vec<Received> = records
+            .iter()
+            .map(|r| Received {
+                counts: lock(r).counts.clone(),
+                ..Received::default()
+            })
+            .collect();
+        checker::all_delivered(&acked, &views).then_some(())
+    });
+    delivered.is_some()
+}
+
+/// Each node's non-zero cluster figures, for the run's log.
+fn print_cluster_figures(rig: &Rig) {
     for node in 0..rig.len() {
         let document = rig.metrics(node).unwrap_or_default();
         let figures: Vec<String> = document
@@ -165,12 +220,6 @@ fn run(seed: u64, count: usize, scope: Scope, nodes: usize) -> Run {
             .map(str::to_owned)
             .collect();
         eprintln!("node {node}: {}", figures.join(", "));
-    }
-    Run {
-        began,
-        faults,
-        verdict,
-        healed_in,
     }
 }
 
