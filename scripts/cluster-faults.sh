@@ -8,6 +8,8 @@
 # and one result line: faults by kind, messages acknowledged, lost, QoS 2 twice, retained
 # divergence, time to heal. The test command runs the same suite with 8 faults (seed 48).
 # NODES=5 runs five nodes (a larger cluster) on the same three NATS servers.
+# RINGMQ_BROKER_LOGS=DIR writes each node's log to DIR/f<N>.log (appended; the run prints the
+# Unix time of its 0.0 s, to find a loss's moment in them).
 #   scripts/cluster-faults.sh [FAULTS]
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -20,7 +20,9 @@ impl BrokerProcess {
         Self::start_on(addr, config, config_path)
     }
 
-    /// [`Self::start`] on `addr` (a port an earlier broker of the test used, say).
+    /// [`Self::start`] on `addr` (a port an earlier broker of the test used, say). Its log
+    /// goes to the test's stderr, or, with `RINGMQ_BROKER_LOGS=DIR`, is appended to
+    /// `DIR/<config file stem>.log` (one file per node of the fault suite, say).
     pub fn start_on(addr: SocketAddr, config: &str, config_path: &Path) -> Self {
         std::fs::write(config_path, config).expect("write the config");
         let child = Command::new(env!("CARGO_BIN_EXE_ringmq"))
@@ -31,7 +33,7 @@ impl BrokerProcess {
             .env("NO_COLOR", "1")
             .env_remove("RUST_LOG")
             .stdout(Stdio::null())
-            .stderr(Stdio::inherit())
+            .stderr(log_destination(config_path))
             .spawn()
             .expect("start the broker binary");
         let deadline = Instant::now() + Duration::from_secs(20);
@@ -111,4 +113,22 @@ fn answers_connect(addr: SocketAddr) -> bool {
     stream.write_all(connect).is_ok()
         && stream.read_exact(&mut connack).is_ok()
         && connack[..2] == [0x20, 0x02]
+}
+
+/// Where a broker started with `config_path` writes its log (see [`BrokerProcess::start_on`]).
+fn log_destination(config_path: &Path) -> Stdio {
+    let Some(dir) = std::env::var_os("RINGMQ_BROKER_LOGS") else {
+        return Stdio::inherit();
+    };
+    let stem = config_path
+        .file_stem()
+        .unwrap_or_default()
+        .to_string_lossy();
+    let path = Path::new(&dir).join(format!("{stem}.log"));
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&path)
+        .unwrap_or_else(|e| panic!("open {}: {e}", path.display()));
+    Stdio::from(file)
 }

@@ -177,6 +177,12 @@ fn inject_schedule(
 ) -> BTreeMap<&'static str, u32> {
     let mut rng = Seeded(seed.max(1));
     let mut faults = BTreeMap::new();
+    let epoch = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH);
+    // The nodes' logs carry wall-clock times: this maps the schedule's seconds onto them.
+    eprintln!(
+        "fault schedule: 0.0 s is Unix time {:.3}",
+        epoch.unwrap_or_default().as_secs_f64()
+    );
     std::thread::sleep(Duration::from_secs(2));
     for _ in 0..count {
         let fault = draw(&mut rng, scope, rig.len());
