@@ -287,6 +287,10 @@ pub fn subscriber(
                 if !first {
                     lock(&record).sessions_lost += 1;
                 }
+                // A new session: the old one's state goes with it (MQTT-3.2.2-5), its QoS 2
+                // packet ids included; kept, a new message reusing one would be taken for a
+                // duplicate and never recorded.
+                awaiting_release.clear();
                 let filter = subscribe_packet(
                     client.next_packet_id(),
                     "f/#",
