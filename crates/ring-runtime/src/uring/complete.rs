@@ -82,6 +82,8 @@ impl UringBackend {
             Op::Cancel => {
                 self.ops.remove(user_data);
             }
+            Op::UdpRecv(_) => self.udp_received(user_data, result)?,
+            Op::UdpSend(_) => self.udp_sent(user_data, result),
         }
         Ok(())
     }

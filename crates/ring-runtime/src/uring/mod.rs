@@ -13,18 +13,22 @@ mod complete;
 mod ops;
 mod ring;
 mod teardown;
+mod udp;
 
 use std::io;
-use std::net::{SocketAddr, TcpListener};
+use std::net::{SocketAddr, TcpListener, UdpSocket};
 use std::os::fd::AsRawFd;
 use std::time::Duration;
 
 use io_uring::{IoUring, cqueue, opcode, squeue, types};
 
-use crate::backend::{Backend, Event, accept_refused, earliest, timeout_unless_pending};
+use crate::backend::{
+    Backend, Event, InboundDatagram, accept_refused, earliest, timeout_unless_pending,
+};
 use crate::config::RuntimeConfig;
 use crate::conn::{Conn, ConnTable};
 use crate::ctx::ShardStats;
+use crate::datagram::{DatagramStats, OutQueue};
 use crate::error::RuntimeError;
 use crate::ids::ConnId;
 use crate::sys::eventfd::EventFd;
@@ -59,6 +63,7 @@ pub(crate) struct UringBackend {
     /// Bound on the teardown's wait for cancelled operations.
     cancel_timeout: Duration,
     stats: ShardStats,
+    udp: udp::UringUdp,
 }
 
 /// The listening sockets and whether accepts are armed.
@@ -98,6 +103,7 @@ impl Backend for UringBackend {
     fn new(
         config: &RuntimeConfig,
         listeners: Vec<TcpListener>,
+        udp: Vec<UdpSocket>,
         wake: EventFd,
     ) -> Result<Self, RuntimeError> {
         let ring = ring::build_ring(config.ring_entries, config.completion_entries)?;
@@ -132,11 +138,13 @@ impl Backend for UringBackend {
             },
             cancel_timeout: config.cancel_timeout,
             stats: ShardStats::default(),
+            udp: udp::UringUdp::new(config, udp),
         };
         for index in 0..backend.accept.listeners.len() {
             backend.arm_accept(index)?;
         }
         backend.arm_wake()?;
+        backend.arm_udp()?;
         Ok(backend)
     }
 
@@ -161,6 +169,19 @@ impl Backend for UringBackend {
             self.buf_ring.trim();
         }
         Ok(())
+    }
+
+    fn take_datagrams(&mut self, into: &mut Vec<InboundDatagram>) {
+        self.udp.take(into);
+    }
+
+    fn send_datagrams(&mut self, endpoint: usize, out: &mut OutQueue, _: &mut DatagramStats) {
+        // Counted at completion (`add_stats`).
+        self.send_udp(endpoint, out);
+    }
+
+    fn close_datagrams(&mut self) {
+        self.close_udp();
     }
 
     fn start_read(&mut self, id: ConnId, conn: &mut Conn) -> io::Result<()> {
@@ -288,6 +309,7 @@ impl Backend for UringBackend {
         stats.recv_rearms_enobufs += own.recv_rearms_enobufs;
         stats.recv_buffers_released += own.recv_buffers_released + self.buf_ring.take_released();
         stats.recv_buffers_warm = u64::from(self.buf_ring.warm_count());
+        self.udp.add_stats(&mut stats.datagrams);
     }
 
     fn shrink_spare(&mut self) {
@@ -295,6 +317,7 @@ impl Backend for UringBackend {
         self.writes.write_pool.shrink_to_fit();
         self.backlog.shrink_to_fit();
         self.recv.starved.shrink_to_fit();
+        self.udp.shrink();
         let settled = self.buffers_settled();
         self.buf_ring.release_every_buffer(settled);
     }

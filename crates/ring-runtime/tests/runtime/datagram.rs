@@ -1,0 +1,224 @@
+//! Datagram endpoints and virtual connections, over real UDP sockets on loopback, with the toy
+//! protocol of `toy_datagram.rs`.
+
+use std::net::SocketAddr;
+
+use ring_runtime::{ConnId, DatagramListen, DatagramStats, RuntimeConfig, RuntimeHandle, ShardId};
+
+use crate::common::{config, pattern, start, wait_until};
+use crate::toy_datagram::{CHUNK, Log, ToyClient, ToyDriver, ToyEcho};
+
+/// A runtime of `shards` shards serving the toy protocol on an ephemeral loopback UDP port.
+fn toy_runtime(
+    shards: usize,
+    adjust: impl FnOnce(&mut RuntimeConfig),
+) -> Option<(RuntimeHandle<ConnId>, SocketAddr, Log)> {
+    let log = Log::default();
+    let mut config = RuntimeConfig {
+        listen: Vec::new(),
+        datagram_listen: vec![DatagramListen {
+            addr: "127.0.0.1:0".parse().unwrap(),
+            driver: ToyDriver::factory(log.clone()),
+        }],
+        ..config(shards)
+    };
+    adjust(&mut config);
+    let handler_log = log.clone();
+    let handle = start(config, move |_| ToyEcho {
+        log: handler_log.clone(),
+    })?;
+    let server = handle.datagram_addrs()[0];
+    assert_ne!(server.port(), 0, "port 0 resolved");
+    Some((handle, server, log))
+}
+
+/// Shuts down and adds up every shard's datagram counters.
+fn stop(handle: RuntimeHandle<ConnId>) -> DatagramStats {
+    handle.shutdown();
+    let stats = handle.join().unwrap();
+    stats
+        .iter()
+        .fold(DatagramStats::default(), |mut all, shard| {
+            let d = shard.datagrams;
+            all.received += d.received;
+            all.sent += d.sent;
+            all.send_queue_full += d.send_queue_full;
+            all.send_failed += d.send_failed;
+            all.forwarded += d.forwarded;
+            all.forward_dropped += d.forward_dropped;
+            all.forwarded_in += d.forwarded_in;
+            all.opened += d.opened;
+            all
+        })
+}
+
+#[test]
+fn a_virtual_connection_echoes_like_a_tcp_one() {
+    let Some((handle, server, log)) = toy_runtime(1, |_| {}) else {
+        return;
+    };
+    let client = ToyClient::open(server, 1);
+    assert_eq!(client.round_trip(b"hello"), b"hello");
+    assert_eq!(client.round_trip(b"again"), b"again");
+    let local = client.socket.local_addr().unwrap();
+    assert_eq!(client.ask(b"peer?"), local.to_string());
+    assert!(
+        log.contains(&format!("accept on {server}")),
+        "local_addr is the endpoint's"
+    );
+    // Long answers leave as a GSO train where the kernel takes one, else datagram by datagram.
+    client.send(b"big");
+    assert_eq!(client.read_stream(5000), pattern(7, 5000));
+    wait_until("the driver's deadline", || log.count_prefix("timeout") == 1);
+    let stats = stop(handle);
+    assert_eq!(stats.opened, 1);
+    assert!(stats.received >= 5 && stats.sent >= 5, "{stats:?}");
+    assert!(
+        log.contains("closed Shutdown"),
+        "shutdown closes virtual connections"
+    );
+}
+
+#[test]
+fn many_peers_at_once() {
+    let Some((handle, server, log)) = toy_runtime(2, |_| {}) else {
+        return;
+    };
+    let clients: Vec<ToyClient> = (0..40)
+        .map(|token| ToyClient::open(server, token))
+        .collect();
+    for round in 0..3u64 {
+        for (index, client) in clients.iter().enumerate() {
+            client.send(&pattern(round * 100 + index as u64, 300));
+        }
+        for (index, client) in clients.iter().enumerate() {
+            assert_eq!(
+                client.read_stream(300),
+                pattern(round * 100 + index as u64, 300)
+            );
+        }
+    }
+    let stats = stop(handle);
+    assert_eq!(stats.opened, 40);
+    assert_eq!(log.count_prefix("accept on"), 40);
+    assert_eq!(log.count_prefix("closed Shutdown"), 40);
+}
+
+#[test]
+fn a_peer_that_changes_its_port_keeps_its_connection() {
+    let Some((handle, server, log)) = toy_runtime(2, |_| {}) else {
+        return;
+    };
+    let mut client = ToyClient::open(server, 7);
+    let conn = client.ask(b"conn?");
+    // Enough new ports that some hash to the other shard: those datagrams are forwarded.
+    for _ in 0..24 {
+        client.rebind();
+        assert_eq!(client.ask(b"conn?"), conn, "the same connection");
+        let local = client.socket.local_addr().unwrap();
+        assert_eq!(client.ask(b"peer?"), local.to_string(), "peer_addr follows");
+    }
+    assert_eq!(log.count_prefix("moved"), 24);
+    let stats = stop(handle);
+    assert_eq!(stats.opened, 1, "no second connection");
+    assert!(
+        stats.forwarded >= 1,
+        "some datagrams reached the other shard: {stats:?}"
+    );
+    assert_eq!(stats.forwarded, stats.forwarded_in);
+    assert_eq!(stats.forward_dropped, 0);
+}
+
+#[test]
+fn paused_reading_holds_the_bytes_until_resumed() {
+    let Some((handle, server, log)) = toy_runtime(1, |_| {}) else {
+        return;
+    };
+    let client = ToyClient::open(server, 3);
+    let conn = ConnId::from_u64(client.ask(b"conn?").parse().unwrap());
+    assert_eq!(client.ask(b"pause"), "paused");
+    wait_until("the driver hears of the pause", || {
+        log.contains("paused true")
+    });
+    client.send(b"one ");
+    client.send(b"two");
+    let shard = ShardId::new(u16::from(client.shard));
+    handle.post(shard, vec![conn]).unwrap();
+    assert_eq!(
+        client.read_stream(7),
+        b"one two",
+        "in order, after the resume"
+    );
+    assert!(log.contains("paused false"));
+    stop(handle);
+}
+
+#[test]
+fn the_peer_closes() {
+    let Some((handle, server, log)) = toy_runtime(1, |_| {}) else {
+        return;
+    };
+    let client = ToyClient::open(server, 4);
+    assert_eq!(client.round_trip(b"x"), b"x");
+    client.close();
+    wait_until("on_closed", || log.contains("closed PeerClosed"));
+    let stats = stop(handle);
+    assert_eq!(stats.opened, 1);
+    assert!(
+        !log.contains("driver close Graceful"),
+        "the driver closed it itself"
+    );
+}
+
+#[test]
+fn the_handler_closes_after_its_last_frame() {
+    let Some((handle, server, log)) = toy_runtime(1, |_| {}) else {
+        return;
+    };
+    let client = ToyClient::open(server, 5);
+    client.send(b"bye");
+    assert_eq!(client.read_stream(4), b"bye!", "queued frames first");
+    assert_eq!(client.receive(), b"C");
+    wait_until("on_closed", || log.contains("closed Local"));
+    assert!(log.contains("driver close Graceful"));
+    stop(handle);
+}
+
+#[test]
+fn shutdown_write_ends_the_stream_and_reading_goes_on() {
+    let Some((handle, server, _log)) = toy_runtime(1, |_| {}) else {
+        return;
+    };
+    let client = ToyClient::open(server, 6);
+    client.send(b"half");
+    assert_eq!(client.read_stream(4), b"last");
+    assert_eq!(client.receive(), b"F");
+    stop(handle);
+}
+
+#[test]
+fn a_full_send_queue_drops_and_counts() {
+    let Some((handle, server, _log)) = toy_runtime(1, |config| {
+        config.datagram_send_queue = 4;
+        // One queue entry per datagram: no GSO train.
+        config.datagram_gso = false;
+    }) else {
+        return;
+    };
+    let client = ToyClient::open(server, 8);
+    client.send(b"flood");
+    // The queue keeps the first four of 32 datagrams.
+    assert_eq!(client.read_stream(4 * CHUNK), vec![b'f'; 4 * CHUNK]);
+    let stats = stop(handle);
+    assert_eq!(stats.send_queue_full, 28, "{stats:?}");
+}
+
+#[test]
+fn receive_offload_buffers_still_carry_single_datagrams() {
+    let Some((handle, server, _log)) = toy_runtime(1, |config| config.datagram_gro = true) else {
+        return;
+    };
+    let client = ToyClient::open(server, 9);
+    assert_eq!(client.round_trip(b"gro"), b"gro");
+    stop(handle);
+}
