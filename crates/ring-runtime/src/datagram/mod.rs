@@ -65,6 +65,28 @@ impl Datagram {
     }
 }
 
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_train_splits_at_its_segment_size() {
+        let addr = SocketAddr::from(([127, 0, 0, 1], 1));
+        let mut datagram = Datagram {
+            peer: addr,
+            local: addr,
+            data: Bytes::from_static(b"aabbc"),
+            segment_size: Some(2),
+        };
+        let parts: Vec<Bytes> = datagram.segments().collect();
+        assert_eq!(parts, [&b"aa"[..], b"bb", b"c"]);
+        datagram.segment_size = None;
+        assert_eq!(datagram.segments().count(), 1);
+        datagram.data = Bytes::new();
+        assert_eq!(datagram.segments().count(), 0);
+    }
+}
+
 /// How the handler asked a virtual connection to close.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum DriverClose {

@@ -69,6 +69,7 @@ pub struct ToyDriver {
 impl ToyDriver {
     pub fn factory(log: Log) -> ring_runtime::DriverFactory {
         Arc::new(move |setup: DriverSetup| {
+            log.push(format!("gso {}", setup.gso));
             Box::new(ToyDriver {
                 shard: u8::try_from(setup.shard.index()).unwrap(),
                 next_id: 0,
@@ -218,8 +219,9 @@ impl DatagramDriver for ToyDriver {
 }
 
 /// Echoes stream bytes, with a few commands: `pause` (pauses reading until a message with the
-/// connection id arrives), `peer?`, `conn?`, `bye` (answers, then closes), `half` (answers,
-/// then shuts writing down), `big` (5000 bytes), `flood` (32 frames of 1000 bytes).
+/// connection id arrives), `peer?`, `conn?`, `bye` (answers, then closes), `kill` (queues an
+/// answer, then aborts), `half` (answers, then shuts writing down), `big` (5000 bytes), `flood`
+/// (32 frames of 1000 bytes).
 pub struct ToyEcho {
     pub log: Log,
 }
@@ -252,6 +254,11 @@ impl Handler for ToyEcho {
                 ctx.close(conn);
                 return;
             }
+            b"kill" => {
+                ctx.send(conn, Bytes::from_static(b"never sent")).unwrap();
+                ctx.abort(conn);
+                return;
+            }
             b"half" => {
                 ctx.send(conn, Bytes::from_static(b"last")).unwrap();
                 ctx.shutdown_write(conn);
@@ -259,7 +266,11 @@ impl Handler for ToyEcho {
             }
             _ => data,
         };
-        ctx.send(conn, reply).unwrap();
+        if ctx.send(conn, reply.clone()).is_err() {
+            // Writing was shut down: reading goes on.
+            let text = String::from_utf8_lossy(&reply);
+            self.log.push(format!("read after shutdown_write: {text}"));
+        }
     }
 
     fn on_closed(&mut self, _ctx: &mut ShardCtx<ConnId>, _conn: ConnId, reason: CloseReason) {
