@@ -22,7 +22,8 @@ pub trait Handler: 'static {
     /// What other shards (and other threads) post to this shard.
     type Message: Send + 'static;
 
-    /// A listener accepted `conn` (already `TCP_NODELAY`, owned by this shard).
+    /// A listener accepted `conn` (already `TCP_NODELAY`, owned by this shard), or a datagram
+    /// endpoint's driver opened it (a virtual connection: see [`crate::DatagramDriver`]).
     fn on_accept(&mut self, ctx: &mut ShardCtx<Self::Message>, conn: ConnId, peer: SocketAddr);
 
     /// An outbound connect from [`ShardCtx::connect`] finished. On `Err` the id is already

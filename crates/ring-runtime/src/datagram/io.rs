@@ -48,6 +48,8 @@ pub(crate) struct DriverParts<'a> {
     /// Shards this shard forwarded to since its last wake-ups went out.
     pub(crate) forwarded_to: &'a mut Vec<bool>,
     pub(crate) stats: &'a mut DatagramStats,
+    /// The shard is shutting down: no new connections.
+    pub(crate) shutting_down: bool,
 }
 
 /// The driver's handle on its shard during one call (see the module documentation).
@@ -120,16 +122,19 @@ impl<'a> DriverIo<'a> {
     }
 
     /// Opens a virtual connection with `peer`: the runtime gives it a [`ConnId`] and calls
-    /// `Handler::on_accept` after this driver call (during shutdown the handler then sees it
-    /// closed at once, like a TCP connection accepted in that turn).
-    pub fn open(&mut self, peer: SocketAddr) -> ConnId {
+    /// `Handler::on_accept` after this driver call. `None` once the shard is shutting down
+    /// (its listeners stopped accepting too): the driver refuses the peer.
+    pub fn open(&mut self, peer: SocketAddr) -> Option<ConnId> {
         let parts = &mut self.parts;
+        if parts.shutting_down {
+            return None;
+        }
         let conn = parts.conns.insert(Conn::virtual_conn());
         let record = VirtualConn::new(parts.endpoint, peer, parts.local);
         parts.virtuals.insert(conn, record);
         parts.stats.opened += 1;
         parts.events.push(DriverEvent::Opened { conn, peer });
-        conn
+        Some(conn)
     }
 
     /// Stream bytes for the handler (`on_data`), in order.

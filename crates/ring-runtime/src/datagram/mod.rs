@@ -32,7 +32,7 @@ use bytes::Bytes;
 
 use crate::ids::{ConnId, ShardId};
 
-pub(crate) use endpoint::{Endpoint, OutDatagram, OutQueue};
+pub(crate) use endpoint::{Endpoint, OutDatagram, OutQueue, refuses_gso};
 pub(crate) use forward::ForwardInboxes;
 pub use io::DriverIo;
 pub(crate) use io::{DriverEvent, DriverParts};
@@ -62,28 +62,6 @@ impl Datagram {
         (0..self.data.len())
             .step_by(size)
             .map(move |start| self.data.slice(start..(start + size).min(self.data.len())))
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_train_splits_at_its_segment_size() {
-        let addr = SocketAddr::from(([127, 0, 0, 1], 1));
-        let mut datagram = Datagram {
-            peer: addr,
-            local: addr,
-            data: Bytes::from_static(b"aabbc"),
-            segment_size: Some(2),
-        };
-        let parts: Vec<Bytes> = datagram.segments().collect();
-        assert_eq!(parts, [&b"aa"[..], b"bb", b"c"]);
-        datagram.segment_size = None;
-        assert_eq!(datagram.segments().count(), 1);
-        datagram.data = Bytes::new();
-        assert_eq!(datagram.segments().count(), 0);
     }
 }
 
@@ -187,4 +165,26 @@ pub struct DatagramStats {
     pub forwarded_in: u64,
     /// Virtual connections opened.
     pub opened: u64,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_train_splits_at_its_segment_size() {
+        let addr = SocketAddr::from(([127, 0, 0, 1], 1));
+        let mut datagram = Datagram {
+            peer: addr,
+            local: addr,
+            data: Bytes::from_static(b"aabbc"),
+            segment_size: Some(2),
+        };
+        let parts: Vec<Bytes> = datagram.segments().collect();
+        assert_eq!(parts, [&b"aa"[..], b"bb", b"c"]);
+        datagram.segment_size = None;
+        assert_eq!(datagram.segments().count(), 1);
+        datagram.data = Bytes::new();
+        assert_eq!(datagram.segments().count(), 0);
+    }
 }

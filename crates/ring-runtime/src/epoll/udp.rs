@@ -9,7 +9,7 @@ use std::os::fd::AsRawFd;
 
 use crate::backend::InboundDatagram;
 use crate::config::RuntimeConfig;
-use crate::datagram::{DatagramStats, OutQueue};
+use crate::datagram::{DatagramStats, OutQueue, refuses_gso};
 use crate::error::RuntimeError;
 use crate::sys::epoll::{EDGE, Epoll, READABLE, WRITABLE};
 use crate::sys::udp::{self, RecvSlot, SendSlot};
@@ -117,7 +117,13 @@ impl EpollUdp {
                                 return;
                             }
                         }
-                        _ => stats.send_failed += 1,
+                        _ => {
+                            let refused = error.raw_os_error().zip(datagram.as_ref());
+                            if refused.is_some_and(|(errno, d)| refuses_gso(errno, d)) {
+                                out.refuse_gso();
+                            }
+                            stats.send_failed += 1;
+                        }
                     }
                 }
             }

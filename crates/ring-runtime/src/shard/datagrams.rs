@@ -60,7 +60,7 @@ impl<H: Handler, B: Backend> Shard<H, B> {
         let parts = DriverParts {
             endpoint: index,
             local: endpoint.local,
-            gso: endpoint.gso,
+            gso: endpoint.gso && !endpoint.out.gso_refused(),
             now: ctx.now,
             shard: ctx.shard,
             shard_count: ctx.shard_count,
@@ -73,6 +73,7 @@ impl<H: Handler, B: Backend> Shard<H, B> {
             forward: &self.shared.forward,
             forwarded_to: &mut self.datagrams.forwarded_to,
             stats: &mut ctx.stats.datagrams,
+            shutting_down: ctx.requests.shutting_down,
         };
         call(endpoint.driver.as_mut(), &mut DriverIo::new(parts));
         if let Some(deadline) = deadline {

@@ -134,6 +134,8 @@ impl<H: Handler, B: Backend> Shard<H, B> {
             }
         }
         self.backend.quiesce(&mut self.ctx.conns)?;
+        // What completed while quiescing (io_uring's last datagram sends).
+        self.backend.add_stats(&mut self.ctx.stats);
         Ok(self.ctx.stats)
     }
 

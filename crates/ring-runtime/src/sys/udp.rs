@@ -39,6 +39,9 @@ pub(crate) fn bind_shard_udp(
     let mut gso = true;
     for &addr in addrs {
         let mut bound = addr;
+        if addr.port() != 0 {
+            ensure_unused_udp(addr).map_err(|source| RuntimeError::Bind { addr, source })?;
+        }
         for sockets in per_shard.iter_mut() {
             let bind_error = |source| RuntimeError::Bind {
                 addr: bound,
@@ -62,6 +65,17 @@ pub(crate) fn bind_shard_udp(
         addrs: resolved,
         gso,
     })
+}
+
+/// Fails with `AddrInUse` when a socket already holds `addr`: `SO_REUSEPORT` would let a
+/// second broker of the same user silently share the port's datagrams (the TCP listeners
+/// check the same, `socket.rs`).
+fn ensure_unused_udp(addr: SocketAddr) -> io::Result<()> {
+    let probe = Socket::new(Domain::for_address(addr), Type::DGRAM, Some(Protocol::UDP))?;
+    if addr.is_ipv6() {
+        probe.set_only_v6(true)?;
+    }
+    probe.bind(&SockAddr::from(addr))
 }
 
 fn bind_reuseport_udp(addr: SocketAddr) -> io::Result<UdpSocket> {

@@ -14,7 +14,7 @@ use super::UringBackend;
 use super::ops::Op;
 use crate::backend::InboundDatagram;
 use crate::config::RuntimeConfig;
-use crate::datagram::{DatagramStats, OutQueue};
+use crate::datagram::{DatagramStats, OutQueue, refuses_gso};
 use crate::error::RuntimeError;
 use crate::sys::udp::{RecvSlot, SendSlot};
 
@@ -37,6 +37,8 @@ pub(super) struct UringUdp {
     recv_depth: usize,
     max_sends: usize,
     sends_in_flight: Vec<usize>,
+    /// Endpoints whose device refused a GSO train, to tell their queue at the next send.
+    gso_refused: Vec<bool>,
     #[allow(
         clippy::vec_box,
         reason = "op table entries need the boxed, address-stable form"
@@ -52,6 +54,7 @@ impl UringUdp {
     pub(super) fn new(config: &RuntimeConfig, sockets: Vec<UdpSocket>) -> Self {
         Self {
             sends_in_flight: vec![0; sockets.len()],
+            gso_refused: vec![false; sockets.len()],
             sockets,
             recv_size: config.datagram_recv_size(),
             recv_depth: config.datagram_recv_depth,
@@ -134,6 +137,9 @@ impl UringBackend {
         let Some(fd) = self.udp.fd(endpoint) else {
             return;
         };
+        if std::mem::take(&mut self.udp.gso_refused[endpoint]) {
+            out.refuse_gso();
+        }
         while self.udp.sends_in_flight[endpoint] < self.udp.max_sends {
             let Some(datagram) = out.pop() else {
                 return;
@@ -173,6 +179,12 @@ impl UringBackend {
             self.udp.stats.sent += 1;
         } else if result != -libc::ECANCELED {
             self.udp.stats.send_failed += 1;
+            if let Some(datagram) = &send.slot.datagram
+                && refuses_gso(-result, datagram)
+                && let Some(refused) = self.udp.gso_refused.get_mut(send.endpoint)
+            {
+                *refused = true;
+            }
         }
         send.slot.datagram = None;
         if self.udp.spare_sends.len() < self.udp.max_sends {

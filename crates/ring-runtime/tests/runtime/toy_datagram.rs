@@ -87,7 +87,10 @@ impl ToyDriver {
             None => {
                 let id = self.next_id;
                 self.next_id += 1;
-                let conn = io.open(peer);
+                let Some(conn) = io.open(peer) else {
+                    self.log.push(format!("refused {peer}"));
+                    return;
+                };
                 let toy = ToyConn {
                     conn,
                     peer,
