@@ -136,6 +136,32 @@ fn a_peer_that_changes_its_port_keeps_its_connection() {
 }
 
 #[test]
+fn a_full_forward_queue_drops_and_counts() {
+    let Some((handle, server, log)) = toy_runtime(2, |config| config.datagram_forward_queue = 1)
+    else {
+        return;
+    };
+    let mut client = ToyClient::open(server, 12);
+    // The owner's thread waits in the handler: nothing drains its forward queue.
+    client.send(b"block");
+    wait_until("the owner blocks", || log.contains("blocked"));
+    for _ in 0..32 {
+        client.rebind();
+        client.send(b"x");
+    }
+    // Of 32 ports, some hash to the other shard: one datagram fits the queue, the next not.
+    wait_until("a refused forward", || log.contains("forward refused"));
+    log.open_gate();
+    let stats = stop(handle);
+    assert!(stats.forward_dropped >= 1, "{stats:?}");
+    assert_eq!(
+        stats.forward_dropped,
+        log.count_prefix("forward refused") as u64
+    );
+    assert!(stats.forwarded >= 1, "{stats:?}");
+}
+
+#[test]
 fn paused_reading_holds_the_bytes_until_resumed() {
     let Some((handle, server, log)) = toy_runtime(1, |_| {}) else {
         return;

@@ -10,6 +10,7 @@
 
 use std::collections::HashMap;
 use std::net::{SocketAddr, UdpSocket};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -24,26 +25,42 @@ use crate::common::HANG;
 /// Stream bytes per server datagram (a GSO segment is this plus the kind byte).
 pub const CHUNK: usize = 1000;
 
-/// What drivers and handlers saw, for the tests to check (shared by every shard).
+/// What drivers and handlers saw, for the tests to check (shared by every shard), and the
+/// gate a `block` command waits on.
 #[derive(Clone, Default)]
-pub struct Log(Arc<Mutex<Vec<String>>>);
+pub struct Log {
+    lines: Arc<Mutex<Vec<String>>>,
+    gate_open: Arc<AtomicBool>,
+}
 
 impl Log {
     pub fn push(&self, line: String) {
-        self.0.lock().unwrap().push(line);
+        self.lines.lock().unwrap().push(line);
     }
 
     pub fn contains(&self, line: &str) -> bool {
-        self.0.lock().unwrap().iter().any(|l| l == line)
+        self.lines.lock().unwrap().iter().any(|l| l == line)
     }
 
     pub fn count_prefix(&self, prefix: &str) -> usize {
-        self.0
+        self.lines
             .lock()
             .unwrap()
             .iter()
             .filter(|l| l.starts_with(prefix))
             .count()
+    }
+
+    /// Lets a handler blocked by `block` go on.
+    pub fn open_gate(&self) {
+        self.gate_open.store(true, Ordering::Release);
+    }
+
+    /// Blocks the calling shard until [`Self::open_gate`] (bounded by the hang limit).
+    fn wait_for_gate(&self) {
+        crate::common::wait_until("the test opens the gate", || {
+            self.gate_open.load(Ordering::Acquire)
+        });
     }
 }
 
@@ -154,7 +171,9 @@ impl DatagramDriver for ToyDriver {
                             segment_size: None,
                             ..datagram.clone()
                         };
-                        io.forward(ShardId::new(u16::from(owner)), forwarded);
+                        if !io.forward(ShardId::new(u16::from(owner)), forwarded) {
+                            self.log.push("forward refused".to_owned());
+                        }
                         continue;
                     }
                     let id = u16::from_be_bytes([data[2], data[3]]);
@@ -222,8 +241,8 @@ impl DatagramDriver for ToyDriver {
 }
 
 /// Echoes stream bytes, with a few commands: `pause` (pauses reading until a message with the
-/// connection id arrives), `peer?`, `conn?`, `bye` (answers, then closes), `kill` (queues an
-/// answer, then aborts), `half` (answers, then shuts writing down), `big` (5000 bytes), `flood`
+/// connection id arrives), `peer?`, `conn?`, `block` (holds the shard's thread until the test
+/// opens the log's gate), `bye` (answers, then closes), `kill` (queues an answer, then aborts), `half` (answers, then shuts writing down), `big` (5000 bytes), `flood`
 /// (32 frames of 1000 bytes).
 pub struct ToyEcho {
     pub log: Log,
@@ -256,6 +275,11 @@ impl Handler for ToyEcho {
                 ctx.send(conn, Bytes::from_static(b"bye!")).unwrap();
                 ctx.close(conn);
                 return;
+            }
+            b"block" => {
+                self.log.push("blocked".to_owned());
+                self.log.wait_for_gate();
+                Bytes::from_static(b"unblocked")
             }
             b"kill" => {
                 ctx.send(conn, Bytes::from_static(b"never sent")).unwrap();
