@@ -190,7 +190,15 @@ pub struct RuntimeConfig {
     /// Send offload (`UDP_SEGMENT`, Linux 4.18+): a driver's train of equal datagrams leaves
     /// as one send when the kernel takes it. Default `true`.
     pub datagram_gso: bool,
-    /// io_uring: receives armed per datagram socket (each with its own buffer). Default 16.
+    /// io_uring: one multishot `RECVMSG` per datagram socket into a provided-buffer ring of
+    /// [`Self::datagram_recv_buffers`] (Linux 6.0+; on an older kernel, or with `false`, the
+    /// single-shot receives of [`Self::datagram_recv_depth`]). Default `true`.
+    pub datagram_recv_multishot: bool,
+    /// io_uring, multishot: provided buffers for the shard's datagram sockets (power of two,
+    /// at most 32768), the most offered at once (the offer follows the traffic). Default 256.
+    pub datagram_recv_buffers: u16,
+    /// io_uring, single-shot: receives armed per datagram socket (each with its own buffer).
+    /// Default 16.
     pub datagram_recv_depth: usize,
     /// io_uring: sends in flight per datagram socket; the rest wait in the send queue.
     /// Default 64.
@@ -237,6 +245,8 @@ impl Default for RuntimeConfig {
             datagram_max_size: 2048,
             datagram_gro: false,
             datagram_gso: true,
+            datagram_recv_multishot: true,
+            datagram_recv_buffers: 256,
             datagram_recv_depth: 16,
             datagram_sends_in_flight: 64,
             datagram_recv_budget: 256,
@@ -328,6 +338,9 @@ impl RuntimeConfig {
         ];
         if let Some((key, _)) = positive.iter().find(|(_, value)| *value == 0) {
             return bad(key, "must be positive");
+        }
+        if !self.datagram_recv_buffers.is_power_of_two() || self.datagram_recv_buffers > 32768 {
+            return bad("datagram_recv_buffers", "power of two, at most 32768");
         }
         if !(1200..=65535).contains(&self.datagram_max_size) {
             return bad(

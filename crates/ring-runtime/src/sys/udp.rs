@@ -186,22 +186,69 @@ impl RecvSlot {
 
     /// The `UDP_GRO` control message's segment size, if the kernel joined datagrams.
     fn gro_segment_size(&self) -> Option<u16> {
-        let msg = &self.msg;
-        // SAFETY: `msg` describes this record's control space, which the kernel filled with
-        // `msg_controllen` bytes of well-formed control messages; the macros stay inside it.
-        unsafe {
-            let mut cmsg = libc::CMSG_FIRSTHDR(msg);
-            while !cmsg.is_null() {
-                let header = &*cmsg;
-                if header.cmsg_level == libc::SOL_UDP && header.cmsg_type == libc::UDP_GRO {
-                    let size = libc::CMSG_DATA(cmsg).cast::<libc::c_int>().read_unaligned();
-                    return u16::try_from(size).ok();
-                }
-                cmsg = libc::CMSG_NXTHDR(msg, cmsg);
-            }
-        }
-        None
+        // SAFETY: the header describes this record's control space, which the kernel filled
+        // with `msg_controllen` bytes of well-formed control messages.
+        unsafe { gro_in(&self.msg) }
     }
+}
+
+/// Bytes reserved for the sender's address in a receive (any family fits).
+pub(crate) const NAME_SPACE: usize = size_of::<libc::sockaddr_storage>();
+
+/// Bytes reserved for control messages in a receive.
+pub(crate) const CONTROL_SPACE: usize = size_of::<ControlSpace>();
+
+/// The `UDP_GRO` segment size among the control messages `msg` describes.
+///
+/// # Safety
+/// `msg.msg_control` points at `msg.msg_controllen` readable, aligned bytes of well-formed
+/// control messages (as the kernel writes them).
+unsafe fn gro_in(msg: &libc::msghdr) -> Option<u16> {
+    // SAFETY: forwarded to the caller's contract; the macros stay inside the described area.
+    unsafe {
+        let mut cmsg = libc::CMSG_FIRSTHDR(msg);
+        while !cmsg.is_null() {
+            let header = &*cmsg;
+            if header.cmsg_level == libc::SOL_UDP && header.cmsg_type == libc::UDP_GRO {
+                let size = libc::CMSG_DATA(cmsg).cast::<libc::c_int>().read_unaligned();
+                return u16::try_from(size).ok();
+            }
+            cmsg = libc::CMSG_NXTHDR(msg, cmsg);
+        }
+    }
+    None
+}
+
+/// The `UDP_GRO` segment size among control messages the kernel copied into a provided
+/// buffer (a multishot receive's): copied into aligned space first.
+pub(crate) fn gro_segment_in(control: &[u8]) -> Option<u16> {
+    let mut space: ControlSpace = [0; 8];
+    let len = control.len().min(CONTROL_SPACE);
+    for (word, bytes) in space.iter_mut().zip(control[..len].chunks(8)) {
+        let mut padded = [0; 8];
+        padded[..bytes.len()].copy_from_slice(bytes);
+        *word = u64::from_ne_bytes(padded);
+    }
+    // SAFETY: all-zero is a valid msghdr (no name, no iovecs, no control data).
+    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+    msg.msg_control = space.as_mut_ptr().cast();
+    msg.msg_controllen = len as _;
+    // SAFETY: `msg` describes `len` aligned bytes of `space`, a copy of the control messages
+    // the kernel wrote.
+    unsafe { gro_in(&msg) }
+}
+
+/// The socket address in `name`, bytes the kernel wrote as a `sockaddr` (a multishot
+/// receive's name field).
+pub(crate) fn peer_from_name(name: &[u8]) -> Option<SocketAddr> {
+    // SAFETY: all-zero is a valid sockaddr_storage (family AF_UNSPEC).
+    let mut storage: libc::sockaddr_storage = unsafe { std::mem::zeroed() };
+    let len = name.len().min(NAME_SPACE);
+    // SAFETY: `storage` has room for `len` bytes and is plain old data; the ranges are
+    // distinct objects.
+    unsafe { std::ptr::copy_nonoverlapping(name.as_ptr(), (&raw mut storage).cast(), len) };
+    // SAFETY: `storage` holds the `len` bytes of a socket address the kernel wrote.
+    unsafe { SockAddr::new(storage, len as libc::socklen_t) }.as_socket()
 }
 
 /// A send record: a `msghdr` naming the peer, one iovec over the datagram, and a

@@ -14,6 +14,7 @@ mod ops;
 mod ring;
 mod teardown;
 mod udp;
+mod udp_multi;
 
 use std::io;
 use std::net::{SocketAddr, TcpListener, UdpSocket};
@@ -115,6 +116,7 @@ impl Backend for UringBackend {
             ring::defers_task_work(&ring),
         )
         .map_err(|source| RuntimeError::syscall("IORING_REGISTER_PBUF_RING", source))?;
+        let udp = udp::UringUdp::new(config, udp, &ring)?;
         let mut backend = Self {
             ring,
             buf_ring,
@@ -138,7 +140,7 @@ impl Backend for UringBackend {
             },
             cancel_timeout: config.cancel_timeout,
             stats: ShardStats::default(),
-            udp: udp::UringUdp::new(config, udp),
+            udp,
         };
         for index in 0..backend.accept.listeners.len() {
             backend.arm_accept(index)?;
@@ -158,6 +160,7 @@ impl Backend for UringBackend {
         let pending = !self.backlog.is_empty() || !self.recv.starved.is_empty();
         let timeout = timeout_unless_pending(timeout, pending);
         let timeout = earliest(timeout, self.buf_ring.next_check_within());
+        let timeout = earliest(timeout, self.udp.next_check_within());
         self.submit_and_wait(timeout)?;
         self.reap();
         for completion in std::mem::take(&mut self.backlog) {
@@ -165,9 +168,11 @@ impl Backend for UringBackend {
         }
         // After the completions (each buffer they carried is back), so that a trim is seen
         // by this turn's statistics and a dry ring's re-arms find the grown offer.
-        if self.buf_ring.adjust(std::time::Instant::now()) && self.buffers_settled() {
+        let now = std::time::Instant::now();
+        if self.buf_ring.adjust(now) && self.buffers_settled() {
             self.buf_ring.trim();
         }
+        self.adjust_udp_ring(now);
         Ok(())
     }
 
@@ -309,7 +314,7 @@ impl Backend for UringBackend {
         stats.recv_rearms_enobufs += own.recv_rearms_enobufs;
         stats.recv_buffers_released += own.recv_buffers_released + self.buf_ring.take_released();
         stats.recv_buffers_warm = u64::from(self.buf_ring.warm_count());
-        self.udp.add_stats(&mut stats.datagrams);
+        self.udp.add_stats(stats);
     }
 
     fn shrink_spare(&mut self) {
@@ -320,6 +325,7 @@ impl Backend for UringBackend {
         self.udp.shrink();
         let settled = self.buffers_settled();
         self.buf_ring.release_every_buffer(settled);
+        self.udp.release_every_buffer(settled);
     }
 
     fn quiesce(&mut self, conns: &mut ConnTable) -> Result<(), RuntimeError> {

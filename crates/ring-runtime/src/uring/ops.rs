@@ -69,8 +69,10 @@ pub(crate) enum Op {
     },
     /// An `ASYNC_CANCEL` request (its own completion is just accounted).
     Cancel,
-    /// A datagram receive on an endpoint's socket.
+    /// A single-shot datagram receive on an endpoint's socket.
     UdpRecv(Box<UdpRecv>),
+    /// The multishot datagram receive of endpoint `endpoint`'s socket (its buffer ring).
+    UdpRecvMulti { endpoint: usize },
     /// A datagram send on an endpoint's socket.
     UdpSend(Box<UdpSend>),
 }

@@ -111,6 +111,45 @@ fn many_peers_at_once() {
 }
 
 #[test]
+fn single_shot_receives_serve_too() {
+    // io_uring's receive without multishot RECVMSG (older kernels); epoll ignores the flag.
+    let Some((handle, server, _log)) = toy_runtime(2, |config| {
+        config.datagram_recv_multishot = false;
+        config.datagram_recv_depth = 2;
+    }) else {
+        return;
+    };
+    let clients: Vec<ToyClient> = (0..8).map(|token| ToyClient::open(server, token)).collect();
+    for (index, client) in clients.iter().enumerate() {
+        client.send(&pattern(index as u64, 200));
+    }
+    for (index, client) in clients.iter().enumerate() {
+        assert_eq!(client.read_stream(200), pattern(index as u64, 200));
+    }
+    assert_eq!(stop(handle).opened, 8);
+}
+
+#[test]
+fn a_dry_datagram_buffer_ring_loses_nothing() {
+    // io_uring: two provided buffers for a burst of 40 datagrams; each time the ring runs dry
+    // the multishot receive ends and is armed again, the datagram still in the socket.
+    let Some((handle, server, _log)) = toy_runtime(1, |config| config.datagram_recv_buffers = 2)
+    else {
+        return;
+    };
+    let clients: Vec<ToyClient> = (0..40)
+        .map(|token| ToyClient::open(server, token))
+        .collect();
+    for (index, client) in clients.iter().enumerate() {
+        client.send(&pattern(index as u64, 100));
+    }
+    for (index, client) in clients.iter().enumerate() {
+        assert_eq!(client.read_stream(100), pattern(index as u64, 100));
+    }
+    stop(handle);
+}
+
+#[test]
 fn a_peer_that_changes_its_port_keeps_its_connection() {
     let Some((handle, server, log)) = toy_runtime(2, |_| {}) else {
         return;
