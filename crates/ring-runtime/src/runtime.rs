@@ -112,7 +112,11 @@ impl Runtime {
             accepts_refused: AtomicU64::new(0),
             mailbox_full: AtomicU64::new(0),
             quiet: QuietBoard::new(shards),
-            forward: ForwardInboxes::new(shards, config.datagram_forward_queue),
+            forward: if config.datagram_listen.is_empty() {
+                ForwardInboxes::none()
+            } else {
+                ForwardInboxes::new(shards, config.datagram_forward_queue)
+            },
         });
         let wake: std::sync::Weak<dyn WakeShards> = Arc::downgrade(&shared) as _;
         config.clock.register(wake);

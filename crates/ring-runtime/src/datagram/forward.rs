@@ -25,6 +25,14 @@ impl ForwardInboxes {
         }
     }
 
+    /// For a runtime without datagram endpoints: no inbox (nothing allocated; every push is
+    /// refused, every inbox is empty).
+    pub(crate) fn none() -> Self {
+        Self {
+            inboxes: Vec::new(),
+        }
+    }
+
     /// Queues `datagram` for `shard`; gives it back when that inbox is full (or the shard
     /// does not exist).
     pub(crate) fn push(

@@ -84,10 +84,11 @@ impl EpollUdp {
                         self.received.push(InboundDatagram { endpoint, received });
                     }
                 }
-                Err(error) if error.kind() == io::ErrorKind::Interrupted => {}
-                // WouldBlock: drained (the next datagram raises a new edge). Anything else
-                // (an ICMP error reported on the socket) is consumed by this read.
-                Err(_) => return,
+                // Drained: the next datagram raises a new edge.
+                Err(error) if error.kind() == io::ErrorKind::WouldBlock => return,
+                // Interrupted, or an error the socket reported (an ICMP error): consumed by
+                // this read; datagrams may still wait behind it.
+                Err(_) => {}
             }
         }
         if !self.read_next.contains(&index) {

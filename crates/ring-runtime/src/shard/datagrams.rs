@@ -259,6 +259,9 @@ impl<H: Handler, B: Backend> Shard<H, B> {
     /// End of the apply step: the drivers' datagrams go to the sockets, and shards that were
     /// forwarded datagrams are woken.
     pub(super) fn flush_datagrams(&mut self) {
+        if self.datagrams.endpoints.is_empty() {
+            return;
+        }
         let stats = &mut self.ctx.stats.datagrams;
         for (index, endpoint) in self.datagrams.endpoints.iter_mut().enumerate() {
             if !endpoint.out.is_empty() {
