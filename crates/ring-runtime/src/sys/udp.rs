@@ -335,3 +335,54 @@ pub(crate) fn send_from(
     let sent = unsafe { libc::sendmsg(fd, msg, libc::MSG_NOSIGNAL | libc::MSG_DONTWAIT) };
     usize::try_from(sent).map_err(|_| io::Error::last_os_error())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_sender_address_parses_from_its_kernel_bytes() {
+        for addr in ["127.0.0.1:4433", "[::1]:4434"] {
+            let addr: SocketAddr = addr.parse().unwrap();
+            let raw = SockAddr::from(addr);
+            // SAFETY: `raw` holds `len` initialised bytes of a socket address.
+            let bytes = unsafe {
+                std::slice::from_raw_parts(raw.as_ptr().cast::<u8>(), raw.len() as usize)
+            };
+            assert_eq!(peer_from_name(bytes), Some(addr));
+        }
+        assert_eq!(peer_from_name(&[0; 16]), None, "AF_UNSPEC is no sender");
+    }
+
+    #[test]
+    fn a_gro_segment_size_is_found_among_control_messages_at_any_alignment() {
+        let mut send = SendSlot::new();
+        let peer = SocketAddr::from(([127, 0, 0, 1], 1));
+        let datagram = OutDatagram {
+            peer,
+            data: Bytes::from_static(b"x"),
+            segment_size: Some(1200),
+        };
+        let msg = send.prepare(datagram);
+        // SAFETY: `msg` points into `send`, alive here; its control area is CMSG_SPACE(2).
+        let (control, len) = unsafe { ((*msg).msg_control.cast::<u8>(), (*msg).msg_controllen) };
+        #[allow(clippy::unnecessary_cast, reason = "msg_controllen is a u32 on musl")]
+        let len = len as usize;
+        // SAFETY: the control area holds `len` initialised bytes (written by `prepare`).
+        let mut bytes = unsafe { std::slice::from_raw_parts(control, len) }.to_vec();
+        assert_eq!(gro_segment_in(&bytes), None, "UDP_SEGMENT is not UDP_GRO");
+        // Turn it into the UDP_GRO message the kernel writes (an int), one byte off alignment.
+        let type_at = std::mem::offset_of!(libc::cmsghdr, cmsg_type);
+        bytes[type_at..type_at + 4].copy_from_slice(&libc::UDP_GRO.to_ne_bytes());
+        // SAFETY: CMSG_LEN only computes a size.
+        let int_len = unsafe { libc::CMSG_LEN(size_of::<libc::c_int>() as u32) } as usize;
+        let len_at = std::mem::offset_of!(libc::cmsghdr, cmsg_len);
+        bytes[len_at..len_at + size_of::<usize>()].copy_from_slice(&int_len.to_ne_bytes());
+        let data_at = size_of::<libc::cmsghdr>();
+        bytes.resize(data_at + 8, 0);
+        bytes[data_at..data_at + 4].copy_from_slice(&1200i32.to_ne_bytes());
+        let mut shifted = vec![0];
+        shifted.extend_from_slice(&bytes);
+        assert_eq!(gro_segment_in(&shifted[1..]), Some(1200));
+    }
+}

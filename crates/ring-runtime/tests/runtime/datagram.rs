@@ -355,3 +355,22 @@ fn a_udp_port_held_by_another_socket_is_refused() {
         Ok(_) => panic!("a second socket joined a port another one holds"),
     }
 }
+
+#[test]
+fn ipv6_peers_are_served_and_followed() {
+    if std::net::UdpSocket::bind("[::1]:0").is_err() {
+        crate::common::skip(&"no IPv6 loopback here");
+        return;
+    }
+    let Some((handle, server, _log)) = toy_runtime(2, |config| {
+        config.datagram_listen[0].addr = "[::1]:0".parse().unwrap();
+    }) else {
+        return;
+    };
+    let mut client = ToyClient::open(server, 13);
+    assert_eq!(client.round_trip(b"six"), b"six");
+    client.rebind();
+    let local = client.socket.local_addr().unwrap();
+    assert_eq!(client.ask(b"peer?"), local.to_string());
+    stop(handle);
+}

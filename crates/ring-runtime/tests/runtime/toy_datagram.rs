@@ -322,7 +322,7 @@ pub struct ToyClient {
 impl ToyClient {
     /// Opens a connection with `token`, sending `payload` with the open.
     pub fn open(server: SocketAddr, token: u32) -> Self {
-        let socket = bound_socket();
+        let socket = bound_socket(server);
         let mut open = vec![b'N'];
         open.extend_from_slice(&token.to_be_bytes());
         socket.send_to(&open, server).unwrap();
@@ -338,7 +338,7 @@ impl ToyClient {
 
     /// Moves to a new socket (a new source port): an address change.
     pub fn rebind(&mut self) {
-        self.socket = bound_socket();
+        self.socket = bound_socket(self.server);
     }
 
     fn header(&self, kind: u8) -> Vec<u8> {
@@ -389,8 +389,14 @@ impl ToyClient {
     }
 }
 
-fn bound_socket() -> UdpSocket {
-    let socket = UdpSocket::bind("127.0.0.1:0").unwrap();
+/// A socket on the loopback address of `server`'s family.
+fn bound_socket(server: SocketAddr) -> UdpSocket {
+    let loopback = if server.is_ipv6() {
+        "[::1]:0"
+    } else {
+        "127.0.0.1:0"
+    };
+    let socket = UdpSocket::bind(loopback).unwrap();
     socket.set_read_timeout(Some(HANG)).unwrap();
     socket
 }
