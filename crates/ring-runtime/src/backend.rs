@@ -2,7 +2,7 @@
 //! epoll); the start-up choice between them is `backend_select.rs`.
 
 use std::io;
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::net::{SocketAddr, TcpListener, TcpStream, UdpSocket};
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -10,9 +10,17 @@ use bytes::Bytes;
 use crate::config::RuntimeConfig;
 use crate::conn::{Conn, ConnTable};
 use crate::ctx::ShardStats;
+use crate::datagram::{DatagramStats, OutQueue};
 use crate::error::RuntimeError;
 use crate::ids::ConnId;
 use crate::sys::eventfd::EventFd;
+use crate::sys::udp::Received;
+
+/// A datagram a backend received on endpoint `endpoint`'s socket.
+pub(crate) struct InboundDatagram {
+    pub(crate) endpoint: usize,
+    pub(crate) received: Received,
+}
 
 /// Something that happened on the shard's sockets, for the shard to act on.
 pub(crate) enum Event {
@@ -51,12 +59,26 @@ pub(crate) fn accept_refused(errno: i32) -> bool {
 /// operation accounting are applied by the backend to the [`ConnTable`] directly (marking the
 /// connection dirty); everything that needs the handler comes back as an [`Event`].
 pub(crate) trait Backend: Sized {
-    /// Sets the backend up on the shard's thread; `wake` is the shard's mailbox eventfd.
+    /// Sets the backend up on the shard's thread; `wake` is the shard's mailbox eventfd,
+    /// `udp[i]` the socket of datagram endpoint `i` (receiving starts at once).
     fn new(
         config: &RuntimeConfig,
         listeners: Vec<TcpListener>,
+        udp: Vec<UdpSocket>,
         wake: EventFd,
     ) -> Result<Self, RuntimeError>;
+
+    /// Moves the datagrams received during the last [`Backend::wait`] to `into`.
+    fn take_datagrams(&mut self, into: &mut Vec<InboundDatagram>);
+
+    /// Hands datagrams from the front of `out` to endpoint `endpoint`'s socket, as many as it
+    /// takes now (the rest wait; the wait returns when the socket takes more). Counts what
+    /// was sent and what the kernel refused (dropped) in `stats`.
+    fn send_datagrams(&mut self, endpoint: usize, out: &mut OutQueue, stats: &mut DatagramStats);
+
+    /// Stops receiving datagrams and closes the sockets once no operation uses them (the
+    /// shard is shutting down and its virtual connections are gone). Idempotent.
+    fn close_datagrams(&mut self);
 
     /// Submits pending work, waits up to `timeout` (`None`: until something happens) and
     /// appends the results to `events`.

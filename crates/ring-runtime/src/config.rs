@@ -4,6 +4,7 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use crate::clock::Clock;
+use crate::datagram::DatagramListen;
 use crate::error::RuntimeError;
 
 /// Name of the environment variable that forces a backend (`epoll`, `uring` or `auto`).
@@ -169,6 +170,42 @@ pub struct RuntimeConfig {
     /// Listening sockets a previous process handed over (a zero-downtime upgrade): used for
     /// their addresses instead of binding new ones. Empty by default.
     pub inherited: crate::sys::handover::InheritedListeners,
+    /// UDP addresses served by a [`crate::DatagramDriver`] (QUIC): one `SO_REUSEPORT` socket
+    /// and one driver per shard each; port 0 resolves once. Default: none.
+    pub datagram_listen: Vec<DatagramListen>,
+    /// Datagrams one endpoint of one shard keeps waiting for its socket; a driver's send
+    /// beyond it is dropped and counted (`DatagramStats::send_queue_full`). Default 4096.
+    pub datagram_send_queue: usize,
+    /// Datagrams other shards may queue for one shard (its connections' datagrams that the
+    /// kernel's `SO_REUSEPORT` hash delivered elsewhere); beyond it they are dropped and
+    /// counted (`DatagramStats::forward_dropped`). Default 4096.
+    pub datagram_forward_queue: usize,
+    /// The largest datagram received (bytes); longer ones are dropped. Default 2048 (QUIC
+    /// needs 1200 and rarely sees more than 1500).
+    pub datagram_max_size: usize,
+    /// Receive offload (`UDP_GRO`, Linux 5.0+, best effort): the kernel joins a peer's
+    /// datagrams into one receive of up to 64 KiB (each receive buffer then takes 64 KiB).
+    /// Default `false`.
+    pub datagram_gro: bool,
+    /// Send offload (`UDP_SEGMENT`, Linux 4.18+): a driver's train of equal datagrams leaves
+    /// as one send when the kernel takes it. Default `true`.
+    pub datagram_gso: bool,
+    /// io_uring: one multishot `RECVMSG` per datagram socket into a provided-buffer ring of
+    /// [`Self::datagram_recv_buffers`] (Linux 6.0+; on an older kernel, or with `false`, the
+    /// single-shot receives of [`Self::datagram_recv_depth`]). Default `true`.
+    pub datagram_recv_multishot: bool,
+    /// io_uring, multishot: provided buffers for the shard's datagram sockets (power of two,
+    /// at most 32768), the most offered at once (the offer follows the traffic). Default 256.
+    pub datagram_recv_buffers: u16,
+    /// io_uring, single-shot: receives armed per datagram socket (each with its own buffer).
+    /// Default 16.
+    pub datagram_recv_depth: usize,
+    /// io_uring: sends in flight per datagram socket; the rest wait in the send queue.
+    /// Default 64.
+    pub datagram_sends_in_flight: usize,
+    /// epoll: datagrams read from one socket per turn before the turn moves on (fairness;
+    /// the rest next turn). Default 256.
+    pub datagram_recv_budget: usize,
 }
 
 impl Default for RuntimeConfig {
@@ -202,6 +239,17 @@ impl Default for RuntimeConfig {
             cancel_timeout: Duration::from_secs(1),
             clock: Clock::System,
             inherited: crate::sys::handover::InheritedListeners::default(),
+            datagram_listen: Vec::new(),
+            datagram_send_queue: 4096,
+            datagram_forward_queue: 4096,
+            datagram_max_size: 2048,
+            datagram_gro: false,
+            datagram_gso: true,
+            datagram_recv_multishot: true,
+            datagram_recv_buffers: 256,
+            datagram_recv_depth: 16,
+            datagram_sends_in_flight: 64,
+            datagram_recv_budget: 256,
         }
     }
 }
@@ -212,14 +260,19 @@ impl RuntimeConfig {
         self.shards.unwrap_or_else(available_cores).max(1)
     }
 
+    /// Bytes of one datagram receive buffer: 64 KiB with GRO (a joined train), else
+    /// [`Self::datagram_max_size`].
+    pub(crate) fn datagram_recv_size(&self) -> usize {
+        if self.datagram_gro {
+            usize::from(u16::MAX)
+        } else {
+            self.datagram_max_size
+        }
+    }
+
     /// Checks every field, naming the bad key.
     pub fn validate(&self) -> Result<(), RuntimeError> {
-        let bad = |key: &'static str, reason: &str| {
-            Err(RuntimeError::InvalidConfig {
-                key,
-                reason: reason.to_owned(),
-            })
-        };
+        let bad = |key: &'static str, reason: &str| Err(invalid(key, reason));
         if self.shards == Some(0) {
             return bad("shards", "must be at least 1");
         }
@@ -271,7 +324,39 @@ impl RuntimeConfig {
         if self.cancel_timeout.is_zero() {
             return bad("cancel_timeout", "must be positive");
         }
+        self.validate_datagrams()
+    }
+
+    fn validate_datagrams(&self) -> Result<(), RuntimeError> {
+        let bad = |key: &'static str, reason: &str| Err(invalid(key, reason));
+        let positive = [
+            ("datagram_send_queue", self.datagram_send_queue),
+            ("datagram_forward_queue", self.datagram_forward_queue),
+            ("datagram_recv_depth", self.datagram_recv_depth),
+            ("datagram_sends_in_flight", self.datagram_sends_in_flight),
+            ("datagram_recv_budget", self.datagram_recv_budget),
+        ];
+        if let Some((key, _)) = positive.iter().find(|(_, value)| *value == 0) {
+            return bad(key, "must be positive");
+        }
+        if !self.datagram_recv_buffers.is_power_of_two() || self.datagram_recv_buffers > 32768 {
+            return bad("datagram_recv_buffers", "power of two, at most 32768");
+        }
+        if !(1200..=65535).contains(&self.datagram_max_size) {
+            return bad(
+                "datagram_max_size",
+                "between 1200 (QUIC's minimum) and 65535",
+            );
+        }
         Ok(())
+    }
+}
+
+/// The error naming a bad config key.
+fn invalid(key: &'static str, reason: &str) -> RuntimeError {
+    RuntimeError::InvalidConfig {
+        key,
+        reason: reason.to_owned(),
     }
 }
 

@@ -45,7 +45,8 @@ struct RareParts {
 
 /// One connection (72 bytes: an idle connection's whole record in the runtime).
 pub(crate) struct Conn {
-    /// `None` only for a simulated connection (`sim.rs`), which never reaches a backend. Same
+    /// `None` only for a virtual connection (driven by a datagram endpoint's driver, or by the
+    /// simulated shard, `sim.rs`), which never reaches a backend. Same
     /// size as the bare stream (the descriptor's niche).
     stream: Option<TcpStream>,
     pub(crate) phase: Phase,
@@ -119,10 +120,21 @@ impl Conn {
         Self::with_stream(Some(stream), phase)
     }
 
+    /// A connection without a socket, driven by a datagram endpoint's driver.
+    pub(crate) fn virtual_conn() -> Self {
+        Self::with_stream(None, Phase::Open)
+    }
+
     /// A connection without a socket, driven by the simulated shard.
     #[cfg(any(test, feature = "sim"))]
     pub(crate) fn simulated() -> Self {
-        Self::with_stream(None, Phase::Open)
+        Self::virtual_conn()
+    }
+
+    /// Whether it has no socket: the shard hands its frames to a datagram driver.
+    #[inline]
+    pub(crate) fn is_virtual(&self) -> bool {
+        self.stream.is_none()
     }
 
     fn with_stream(stream: Option<TcpStream>, phase: Phase) -> Self {

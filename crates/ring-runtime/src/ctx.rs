@@ -10,6 +10,7 @@ use bytes::{Bytes, BytesMut};
 use crate::clock::Clock;
 use crate::close_reason::CloseReason;
 use crate::conn::{CloseMode, Conn, ConnTable, SendQueue};
+use crate::datagram::VirtualConns;
 use crate::error::RuntimeError;
 use crate::ids::{ConnId, ShardId, TimerId};
 use crate::layer::{Layers, StreamLayer};
@@ -25,6 +26,8 @@ pub(crate) enum TimerTarget {
     Drain(ConnId),
     /// The end of an accept pause after descriptors ran out.
     ResumeAccept,
+    /// The deadline of a datagram endpoint's driver (the endpoint's index).
+    Datagram(usize),
 }
 
 /// Counters of one shard, for tests, metrics and benchmarks.
@@ -61,6 +64,8 @@ pub struct ShardStats {
     /// began (the whole turn when the wait could not block). Measured with the clock
     /// readings the loop takes anyway (after a wait, and when sizing a wait that may block).
     pub busy_ns: u64,
+    /// The datagram endpoints' counters.
+    pub datagrams: crate::datagram::DatagramStats,
 }
 
 /// The per-shard context handed to every [`crate::Handler`] callback.
@@ -73,6 +78,8 @@ pub struct ShardCtx<M> {
     pub(crate) layers: Layers,
     /// Peer addresses the handler named for connections (a PROXY protocol header's client).
     pub(crate) named_peers: std::collections::HashMap<ConnId, SocketAddr>,
+    /// Connections driven by a datagram endpoint's driver (no socket of their own).
+    pub(crate) virtuals: VirtualConns,
     pub(crate) timers: TimerWheel<TimerTarget>,
     pub(crate) outboxes: Outboxes<M>,
     pub(crate) local_inbox: LocalInbox<M>,
@@ -97,6 +104,8 @@ pub(crate) struct TurnRequests {
     pub(crate) read_changes: Vec<ConnId>,
     /// Bytes received before a layer was set, to pass through it after the callback.
     pub(crate) layer_input: Vec<(ConnId, Bytes)>,
+    /// Datagram endpoints whose driver deadline passed this turn.
+    pub(crate) expired_drivers: Vec<usize>,
 }
 
 impl<M> ShardCtx<M> {
@@ -112,6 +121,7 @@ impl<M> ShardCtx<M> {
             conns: ConnTable::new(),
             layers: Layers::default(),
             named_peers: std::collections::HashMap::new(),
+            virtuals: VirtualConns::default(),
             timers: TimerWheel::new(now, config.timer_tick),
             outboxes: Outboxes::new(shard_count, config.max_pending_posts),
             local_inbox: LocalInbox::default(),
@@ -294,8 +304,12 @@ impl<M> ShardCtx<M> {
         layer.downcast_mut::<T>()
     }
 
-    /// The local address of `conn`'s socket: which listener accepted it.
+    /// The local address of `conn`'s socket: which listener accepted it (for a virtual
+    /// connection, its datagram endpoint's address).
     pub fn local_addr(&self, conn: ConnId) -> std::io::Result<SocketAddr> {
+        if let Some(record) = self.virtuals.get(conn) {
+            return Ok(record.local);
+        }
         let record = self
             .conns
             .get(conn)
@@ -303,10 +317,14 @@ impl<M> ShardCtx<M> {
         record.socket()?.local_addr()
     }
 
-    /// The remote address of `conn`'s socket, or the one named with [`Self::set_peer_addr`].
+    /// The remote address of `conn`'s socket, or the one named with [`Self::set_peer_addr`]
+    /// (for a virtual connection, the peer's latest address as its driver reported it).
     pub fn peer_addr(&self, conn: ConnId) -> std::io::Result<SocketAddr> {
         if let Some(peer) = self.named_peers.get(&conn) {
             return Ok(*peer);
+        }
+        if let Some(record) = self.virtuals.get(conn) {
+            return Ok(record.peer);
         }
         let record = self
             .conns
@@ -324,7 +342,8 @@ impl<M> ShardCtx<M> {
             } else {
                 0
             };
-            record.send.queued_bytes() + plain
+            let in_driver = self.virtuals.get(conn).map_or(0, |v| v.unsent);
+            record.send.queued_bytes() + plain + in_driver
         })
     }
 

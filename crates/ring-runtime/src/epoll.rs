@@ -4,17 +4,21 @@
 //!
 //! Reads copy from a per-shard scratch buffer into a fresh `Bytes` (one copy, the same
 //! contract as the io_uring backend), so idle connections hold no read buffer here either.
+//! Datagram sockets: `epoll/udp.rs`.
+
+mod udp;
 
 use std::io::{self, Read};
-use std::net::{SocketAddr, TcpListener};
+use std::net::{SocketAddr, TcpListener, UdpSocket};
 use std::os::fd::AsRawFd;
 use std::time::Duration;
 
 use bytes::Bytes;
 
-use crate::backend::{Backend, Event, accept_refused, timeout_unless_pending};
+use crate::backend::{Backend, Event, InboundDatagram, accept_refused, timeout_unless_pending};
 use crate::config::RuntimeConfig;
 use crate::conn::{Conn, ConnTable, Phase, WriteBatch};
+use crate::datagram::{DatagramStats, OutQueue};
 use crate::error::RuntimeError;
 use crate::ids::ConnId;
 use crate::sys::epoll::{EDGE, ERROR, Epoll, HANG_UP, PEER_CLOSED, READABLE, Ready, WRITABLE};
@@ -36,6 +40,7 @@ pub(crate) struct EpollBackend {
     reads: EpollReads,
     max_iovecs: usize,
     batch: WriteBatch,
+    udp: udp::EpollUdp,
 }
 
 /// The listening sockets.
@@ -68,9 +73,11 @@ impl Backend for EpollBackend {
     fn new(
         config: &RuntimeConfig,
         listeners: Vec<TcpListener>,
+        udp: Vec<UdpSocket>,
         wake: EventFd,
     ) -> Result<Self, RuntimeError> {
         let epoll = Epoll::new().map_err(|e| RuntimeError::syscall("epoll_create1", e))?;
+        let udp = udp::EpollUdp::new(config, udp, &epoll)?;
         epoll
             .add(wake.as_raw_fd(), WAKE_TOKEN, READABLE)
             .map_err(|e| RuntimeError::syscall("epoll_ctl", e))?;
@@ -99,6 +106,7 @@ impl Backend for EpollBackend {
             },
             max_iovecs: config.max_iovecs,
             batch: WriteBatch::default(),
+            udp,
         })
     }
 
@@ -108,7 +116,8 @@ impl Backend for EpollBackend {
         timeout: Option<Duration>,
         events: &mut Vec<Event>,
     ) -> Result<(), RuntimeError> {
-        let timeout = timeout_unless_pending(timeout, !self.reads.read_ready.is_empty());
+        let pending = !self.reads.read_ready.is_empty() || self.udp.has_pending_reads();
+        let timeout = timeout_unless_pending(timeout, pending);
         self.events.ready.clear();
         let mut raw = std::mem::take(&mut self.events.raw_events);
         let waited = self.epoll.wait(
@@ -125,6 +134,7 @@ impl Backend for EpollBackend {
                 self.read_conn(id, conn, false, events);
             }
         }
+        self.udp.read_listed();
         for index in 0..self.events.ready.len() {
             let Ready { token, flags } = self.events.ready[index];
             match token {
@@ -132,6 +142,14 @@ impl Backend for EpollBackend {
                     // A failed read leaves the counter set: the fd stays readable, retried.
                     let _ = self.wake.drain();
                     events.push(Event::Wake);
+                }
+                token if self.udp.socket_of(token).is_some() => {
+                    // A write edge only ends the wait: the apply step sends what waits.
+                    if flags & READABLE != 0
+                        && let Some(socket) = self.udp.socket_of(token)
+                    {
+                        self.udp.read(socket);
+                    }
                 }
                 token if token > LISTENER_BASE - self.accept.listeners.len() as u64 => {
                     self.accept((LISTENER_BASE - token) as usize, events);
@@ -145,6 +163,18 @@ impl Backend for EpollBackend {
             }
         }
         Ok(())
+    }
+
+    fn take_datagrams(&mut self, into: &mut Vec<InboundDatagram>) {
+        self.udp.take(into);
+    }
+
+    fn send_datagrams(&mut self, endpoint: usize, out: &mut OutQueue, stats: &mut DatagramStats) {
+        self.udp.send(endpoint, out, stats);
+    }
+
+    fn close_datagrams(&mut self) {
+        self.udp.close(&self.epoll);
     }
 
     fn start_read(&mut self, id: ConnId, conn: &mut Conn) -> io::Result<()> {

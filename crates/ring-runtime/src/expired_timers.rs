@@ -25,6 +25,7 @@ impl<M> ShardCtx<M> {
                 TimerTarget::User(key) => handler.on_timer(self, timer, key),
                 TimerTarget::Drain(conn) => self.drain_timed_out(conn),
                 TimerTarget::ResumeAccept => resume_accept = true,
+                TimerTarget::Datagram(endpoint) => self.requests.expired_drivers.push(endpoint),
             }
         }
         resume_accept

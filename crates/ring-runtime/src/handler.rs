@@ -17,12 +17,15 @@ use crate::layer::LayerError;
 /// `on_data`, `on_read_closed`), then expired timers (`on_timer`), then mailbox messages
 /// (`on_messages`), then [`Handler::on_turn_end`]; after it the runtime sends, per connection,
 /// everything queued this turn in one writev/sendmsg, and reports finished closes
-/// (`on_closed`).
+/// (`on_closed`). A virtual connection's callbacks come from its datagram driver: with the I/O
+/// events for what it received, after the timers for what its deadline produced, and at the
+/// next turn's start for what it did during the apply step.
 pub trait Handler: 'static {
     /// What other shards (and other threads) post to this shard.
     type Message: Send + 'static;
 
-    /// A listener accepted `conn` (already `TCP_NODELAY`, owned by this shard).
+    /// A listener accepted `conn` (already `TCP_NODELAY`, owned by this shard), or a datagram
+    /// endpoint's driver opened it (a virtual connection: see [`crate::DatagramDriver`]).
     fn on_accept(&mut self, ctx: &mut ShardCtx<Self::Message>, conn: ConnId, peer: SocketAddr);
 
     /// An outbound connect from [`ShardCtx::connect`] finished. On `Err` the id is already

@@ -12,6 +12,7 @@ mod close_reason;
 mod config;
 mod conn;
 mod ctx;
+mod datagram;
 mod epoll;
 mod error;
 mod exit;
@@ -40,6 +41,10 @@ pub use config::{
 };
 pub use conn::ConnMap;
 pub use ctx::{ShardCtx, ShardStats};
+pub use datagram::{
+    Datagram, DatagramDriver, DatagramListen, DatagramStats, DriverClose, DriverFactory, DriverIo,
+    DriverSetup,
+};
 pub use error::{PostRejected, RuntimeError};
 pub use exit::{ExitCause, ShardExit, ShardExits};
 pub use handler::{CloseReason, Handler};

@@ -12,6 +12,7 @@ use crate::backend_select::select_backend;
 use crate::clock::WakeShards;
 use crate::config::{BackendKind, RuntimeConfig};
 use crate::ctx::{ShardCtx, ShardStats};
+use crate::datagram::{DriverSetup, Endpoint, ForwardInboxes, OutQueue};
 use crate::epoll::EpollBackend;
 use crate::error::{PostRejected, RuntimeError};
 use crate::exit::{ExitBoard, ShardExits};
@@ -22,7 +23,7 @@ use crate::quiet::QuietBoard;
 use crate::shard::Shard;
 use crate::shared::Shared;
 use crate::sys::sched::{self, SliceOutcome};
-use crate::sys::{socket, thread};
+use crate::sys::{socket, thread, udp};
 use crate::uring::UringBackend;
 
 /// What a [`RuntimeControl`] can do to the shards, without knowing their message type.
@@ -96,6 +97,7 @@ impl Runtime {
             config.listen_backlog,
             &config.inherited,
         )?;
+        let udp = udp::bind_shard_udp(&datagram_addrs(&config), shards, config.datagram_gro)?;
         let handover = duplicates(&listeners).map_err(|source| {
             RuntimeError::syscall("dup (listeners kept for an upgrade)", source)
         })?;
@@ -110,6 +112,11 @@ impl Runtime {
             accepts_refused: AtomicU64::new(0),
             mailbox_full: AtomicU64::new(0),
             quiet: QuietBoard::new(shards),
+            forward: if config.datagram_listen.is_empty() {
+                ForwardInboxes::none()
+            } else {
+                ForwardInboxes::new(shards, config.datagram_forward_queue)
+            },
         });
         let wake: std::sync::Weak<dyn WakeShards> = Arc::downgrade(&shared) as _;
         config.clock.register(wake);
@@ -117,9 +124,15 @@ impl Runtime {
             shared: Arc::clone(&shared),
             threads: Vec::with_capacity(shards),
             local_addrs,
+            datagram_addrs: udp.addrs.clone(),
             backend,
             handover,
         };
+        let endpoints = EndpointPlan {
+            addrs: udp.addrs,
+            gso: udp.gso && config.datagram_gso,
+        };
+        let mut udp_sockets = udp.per_shard.into_iter();
         let factory = Arc::new(factory);
         let cores = thread::allowed_cores();
         let (ready_tx, ready_rx) = mpsc::channel();
@@ -131,6 +144,8 @@ impl Runtime {
                 core: (config.pin_threads && !cores.is_empty()).then(|| cores[index % cores.len()]),
                 config: config.clone(),
                 listeners,
+                udp: udp_sockets.next().unwrap_or_default(),
+                endpoints: endpoints.clone(),
                 shared: Arc::clone(&shared),
                 ready: ready_tx.clone(),
             };
@@ -167,8 +182,28 @@ struct ShardStart<M> {
     core: Option<usize>,
     config: RuntimeConfig,
     listeners: Vec<std::net::TcpListener>,
+    /// One socket per datagram endpoint.
+    udp: Vec<std::net::UdpSocket>,
+    endpoints: EndpointPlan,
     shared: Arc<Shared<M>>,
     ready: mpsc::Sender<Result<(), RuntimeError>>,
+}
+
+/// What every shard's datagram endpoints share: the resolved addresses and whether the
+/// sockets take GSO trains.
+#[derive(Clone)]
+struct EndpointPlan {
+    addrs: Vec<SocketAddr>,
+    gso: bool,
+}
+
+/// The UDP addresses of `config.datagram_listen`, in order.
+fn datagram_addrs(config: &RuntimeConfig) -> Vec<SocketAddr> {
+    config
+        .datagram_listen
+        .iter()
+        .map(|listen| listen.addr)
+        .collect()
 }
 
 impl<M: Send + 'static> ShardStart<M> {
@@ -207,12 +242,13 @@ impl<M: Send + 'static> ShardStart<M> {
         if let Some(slice) = self.config.sched_slice {
             report_slice(self.shard, slice, sched::request_slice(slice));
         }
+        let endpoints = self.build_endpoints();
         let waker = self.shared.mailboxes[self.shard.index()].waker();
         let backend = waker
             .eventfd()
             .try_clone()
             .map_err(|source| RuntimeError::syscall("dup", source))
-            .and_then(|wake| B::new(&self.config, self.listeners, wake));
+            .and_then(|wake| B::new(&self.config, self.listeners, self.udp, wake));
         let backend = match backend {
             Ok(backend) => backend,
             Err(error) => {
@@ -223,7 +259,31 @@ impl<M: Send + 'static> ShardStart<M> {
         let ctx = ShardCtx::new(self.shard, self.shards, &self.config);
         let handler = factory(self.shard);
         let _ = self.ready.send(Ok(()));
-        Shard::new(handler, ctx, backend, self.shared, &self.config).run()
+        Shard::new(handler, ctx, backend, self.shared, &self.config, endpoints).run()
+    }
+
+    /// This shard's datagram endpoints, each with its driver built here, on the shard's
+    /// thread.
+    fn build_endpoints(&self) -> Vec<Endpoint> {
+        let config = &self.config;
+        let plan = &self.endpoints;
+        config
+            .datagram_listen
+            .iter()
+            .zip(&plan.addrs)
+            .map(|(listen, &local)| Endpoint {
+                driver: (listen.driver)(DriverSetup {
+                    shard: self.shard,
+                    shard_count: self.shards,
+                    local,
+                    gso: plan.gso,
+                }),
+                local,
+                gso: plan.gso,
+                out: OutQueue::new(config.datagram_send_queue),
+                timer: None,
+            })
+            .collect()
     }
 }
 
@@ -297,6 +357,7 @@ pub struct RuntimeHandle<M> {
     shared: Arc<Shared<M>>,
     threads: Vec<ShardThread>,
     local_addrs: Vec<SocketAddr>,
+    datagram_addrs: Vec<SocketAddr>,
     backend: BackendKind,
     /// A duplicate of every listening socket, for handing them to the next process (an
     /// upgrade: `sys/handover.rs`).
@@ -307,6 +368,12 @@ impl<M: Send + 'static> RuntimeHandle<M> {
     /// The bound listen addresses, in config order, with port 0 resolved.
     pub fn local_addrs(&self) -> &[SocketAddr] {
         &self.local_addrs
+    }
+
+    /// The bound datagram addresses ([`RuntimeConfig::datagram_listen`]), in config order,
+    /// with port 0 resolved.
+    pub fn datagram_addrs(&self) -> &[SocketAddr] {
+        &self.datagram_addrs
     }
 
     /// Every listening socket (duplicates), to hand to the next process in an upgrade.

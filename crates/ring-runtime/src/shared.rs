@@ -5,6 +5,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use crate::clock::WakeShards;
+use crate::datagram::ForwardInboxes;
 use crate::exit::ExitBoard;
 use crate::mailbox::Mailbox;
 use crate::quiet::QuietBoard;
@@ -21,6 +22,8 @@ pub(crate) struct Shared<M> {
     pub(crate) mailbox_full: AtomicU64,
     /// Shards done at shutdown (`quiet.rs`).
     pub(crate) quiet: QuietBoard,
+    /// Datagrams handed to the shard that owns their connection (`datagram/forward.rs`).
+    pub(crate) forward: ForwardInboxes,
 }
 
 impl<M> Shared<M> {

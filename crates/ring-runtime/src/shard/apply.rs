@@ -19,6 +19,7 @@ impl<H: Handler, B: Backend> Shard<H, B> {
             self.apply_conn(conn);
         }
         self.turn.spare_dirty = dirty;
+        self.flush_datagrams();
         self.report_ended();
     }
 
@@ -63,8 +64,12 @@ impl<H: Handler, B: Backend> Shard<H, B> {
                 }
             }
         }
+        let closing_virtual = conn.is_virtual() && conn.phase == Phase::Closing;
         if matches!(conn.phase, Phase::Open | Phase::Closing) {
             self.flush_writes(id);
+        }
+        if closing_virtual {
+            self.close_virtual(id);
         }
         self.release_if_done(id);
     }
@@ -101,6 +106,11 @@ impl<H: Handler, B: Backend> Shard<H, B> {
             } else {
                 conn
             };
+            if conn.is_virtual() {
+                self.pacing.wrote(conn, now, frames);
+                self.write_virtual(id);
+                return self.finish_write_if_due(id);
+            }
             match self.backend.start_write(id, conn) {
                 Ok(()) => {
                     self.pacing.wrote(conn, now, frames);
@@ -114,16 +124,27 @@ impl<H: Handler, B: Backend> Shard<H, B> {
                 }
             }
         }
+        self.finish_write_if_due(id);
+    }
+
+    /// Once the queue is empty, a write shutdown the handler asked for: FIN on a socket, the
+    /// end of the stream for a virtual connection's driver.
+    fn finish_write_if_due(&mut self, id: ConnId) {
         let Some(conn) = self.ctx.conns.get_mut(id) else {
             return;
         };
-        if conn.io.shutdown_write_requested && !conn.io.writing && !conn.send.has_unsent() {
-            conn.io.write_shut = true;
-            // ENOTCONN after a peer reset is harmless here: the read side reports it.
-            let _ = conn
-                .socket()
-                .and_then(|stream| stream.shutdown(Shutdown::Write));
+        if !conn.io.shutdown_write_requested || conn.io.writing || conn.send.has_unsent() {
+            return;
         }
+        conn.io.write_shut = true;
+        if conn.is_virtual() {
+            self.finish_virtual(id);
+            return;
+        }
+        // ENOTCONN after a peer reset is harmless here: the read side reports it.
+        let _ = conn
+            .socket()
+            .and_then(|stream| stream.shutdown(Shutdown::Write));
     }
 
     fn release_if_done(&mut self, id: ConnId) {
@@ -135,7 +156,7 @@ impl<H: Handler, B: Backend> Shard<H, B> {
             && !conn.io.writing
             && !conn.io.reading
             && !conn.send.has_unsent();
-        if !done {
+        if !done || (conn.is_virtual() && !self.virtual_released(id)) {
             return;
         }
         let mut conn = self.ctx.conns.remove(id).expect("invariant: checked above");
@@ -143,6 +164,7 @@ impl<H: Handler, B: Backend> Shard<H, B> {
             self.ctx.layers.remove(id);
         }
         self.ctx.named_peers.remove(&id);
+        self.ctx.virtuals.remove(id);
         self.held.forget(id);
         self.backend.release(id, &mut conn);
         if let Some(timer) = conn.take_drain_timer() {

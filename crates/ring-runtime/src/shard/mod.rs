@@ -3,6 +3,7 @@
 mod accept;
 mod accept_pause;
 mod apply;
+mod datagrams;
 mod dispatch;
 mod held;
 mod layered;
@@ -50,6 +51,8 @@ pub(crate) struct Shard<H: Handler, B: Backend> {
     wait_began: Option<Instant>,
     /// At shutdown: since when this shard has been quiet, waiting for the others (`quiet.rs`).
     quiet_since: Option<Instant>,
+    /// Datagram endpoints and what their drivers asked for.
+    datagrams: datagrams::Datagrams,
 }
 
 /// One turn's buffers: the backend's events, the timers that fired, the connections to look at
@@ -76,7 +79,10 @@ impl<H: Handler, B: Backend> Shard<H, B> {
         backend: B,
         shared: Arc<Shared<H::Message>>,
         config: &crate::RuntimeConfig,
+        endpoints: Vec<crate::datagram::Endpoint>,
     ) -> Self {
+        let datagrams =
+            datagrams::Datagrams::new(endpoints, ctx.shard_count, config.datagram_forward_queue);
         // Pacing counts from the context's creation, which precedes the shard's "ready".
         let pacing = pacing::Pacing::new(config, ctx.now);
         Self {
@@ -94,6 +100,7 @@ impl<H: Handler, B: Backend> Shard<H, B> {
             held: held::Held::default(),
             wait_began: None,
             quiet_since: None,
+            datagrams,
         }
     }
 
@@ -110,7 +117,9 @@ impl<H: Handler, B: Backend> Shard<H, B> {
             self.pacing.adapt(now, self.ctx.stats.busy_ns);
             self.pacing.release_due(&mut self.ctx.conns, self.ctx.now);
             self.dispatch_events();
+            self.receive_datagrams();
             self.fire_timers();
+            self.fire_driver_deadlines();
             self.resume_accepting_if_due()?;
             self.deliver_messages();
             self.handler.on_turn_end(&mut self.ctx);
@@ -125,6 +134,8 @@ impl<H: Handler, B: Backend> Shard<H, B> {
             }
         }
         self.backend.quiesce(&mut self.ctx.conns)?;
+        // What completed while quiescing (io_uring's last datagram sends).
+        self.backend.add_stats(&mut self.ctx.stats);
         Ok(self.ctx.stats)
     }
 
@@ -153,6 +164,8 @@ impl<H: Handler, B: Backend> Shard<H, B> {
             || !ctx.local_inbox.is_empty()
             || posts_waiting
             || self.held.is_due()
+            || self.datagrams.has_work()
+            || !self.shared.forward.is_empty(ctx.shard.index())
         {
             return Some(Duration::ZERO);
         }
@@ -179,9 +192,14 @@ impl<H: Handler, B: Backend> Shard<H, B> {
     /// (a post to a shard that already ended must not hold this one forever).
     fn shutdown_complete(&mut self) -> bool {
         let ctx = &self.ctx;
-        if !(ctx.requests.shutting_down && ctx.conns.len() == 0 && self.backend.is_idle()) {
+        if !(ctx.requests.shutting_down && ctx.conns.len() == 0) {
             return false;
         }
+        self.close_datagrams_if_done();
+        if !self.backend.is_idle() {
+            return false;
+        }
+        let ctx = &self.ctx;
         // Real time: a test's manual clock must not hold the limit off.
         let now = Instant::now();
         let since = *self.quiet_since.get_or_insert(now);

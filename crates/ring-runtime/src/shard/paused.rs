@@ -37,6 +37,14 @@ impl<H: Handler, B: Backend> Shard<H, B> {
                 // (or not, if paused) when its connect completes.
                 continue;
             }
+            if conn.is_virtual() {
+                let paused = conn.io.read_paused;
+                self.pause_virtual(id, paused);
+                if !paused && self.held.holds_for(id) {
+                    self.held.due = true;
+                }
+                continue;
+            }
             if conn.io.read_paused {
                 if conn.io.reading {
                     self.backend.pause_read(id, conn);

@@ -21,6 +21,7 @@ impl<H: Handler, B: Backend> Shard<H, B> {
         self.ctx.outboxes.shrink_batches();
         self.ctx.local_inbox.shrink();
         self.backend.shrink_spare();
+        self.shrink_datagrams();
         crate::send_queue::drop_spare_queues();
         crate::return_free_memory();
     }

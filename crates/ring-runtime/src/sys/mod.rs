@@ -10,6 +10,7 @@ pub(crate) mod rss;
 pub(crate) mod sched;
 pub(crate) mod socket;
 pub(crate) mod thread;
+pub(crate) mod udp;
 
 use std::io;
 

@@ -82,6 +82,16 @@ impl UringBackend {
             Op::Cancel => {
                 self.ops.remove(user_data);
             }
+            Op::UdpRecv(_) => self.udp_received(user_data, result)?,
+            Op::UdpRecvMulti { endpoint } => {
+                let endpoint = *endpoint;
+                self.udp_received_multi(endpoint, completion)?;
+                if !more {
+                    self.ops.remove(user_data);
+                    self.udp_multi_ended(endpoint, result)?;
+                }
+            }
+            Op::UdpSend(_) => self.udp_sent(user_data, result),
         }
         Ok(())
     }

@@ -13,18 +13,23 @@ mod complete;
 mod ops;
 mod ring;
 mod teardown;
+mod udp;
+mod udp_multi;
 
 use std::io;
-use std::net::{SocketAddr, TcpListener};
+use std::net::{SocketAddr, TcpListener, UdpSocket};
 use std::os::fd::AsRawFd;
 use std::time::Duration;
 
 use io_uring::{IoUring, cqueue, opcode, squeue, types};
 
-use crate::backend::{Backend, Event, accept_refused, earliest, timeout_unless_pending};
+use crate::backend::{
+    Backend, Event, InboundDatagram, accept_refused, earliest, timeout_unless_pending,
+};
 use crate::config::RuntimeConfig;
 use crate::conn::{Conn, ConnTable};
 use crate::ctx::ShardStats;
+use crate::datagram::{DatagramStats, OutQueue};
 use crate::error::RuntimeError;
 use crate::ids::ConnId;
 use crate::sys::eventfd::EventFd;
@@ -59,6 +64,7 @@ pub(crate) struct UringBackend {
     /// Bound on the teardown's wait for cancelled operations.
     cancel_timeout: Duration,
     stats: ShardStats,
+    udp: udp::UringUdp,
 }
 
 /// The listening sockets and whether accepts are armed.
@@ -98,6 +104,7 @@ impl Backend for UringBackend {
     fn new(
         config: &RuntimeConfig,
         listeners: Vec<TcpListener>,
+        udp: Vec<UdpSocket>,
         wake: EventFd,
     ) -> Result<Self, RuntimeError> {
         let ring = ring::build_ring(config.ring_entries, config.completion_entries)?;
@@ -109,6 +116,7 @@ impl Backend for UringBackend {
             ring::defers_task_work(&ring),
         )
         .map_err(|source| RuntimeError::syscall("IORING_REGISTER_PBUF_RING", source))?;
+        let udp = udp::UringUdp::new(config, udp, &ring)?;
         let mut backend = Self {
             ring,
             buf_ring,
@@ -132,11 +140,13 @@ impl Backend for UringBackend {
             },
             cancel_timeout: config.cancel_timeout,
             stats: ShardStats::default(),
+            udp,
         };
         for index in 0..backend.accept.listeners.len() {
             backend.arm_accept(index)?;
         }
         backend.arm_wake()?;
+        backend.arm_udp()?;
         Ok(backend)
     }
 
@@ -150,6 +160,7 @@ impl Backend for UringBackend {
         let pending = !self.backlog.is_empty() || !self.recv.starved.is_empty();
         let timeout = timeout_unless_pending(timeout, pending);
         let timeout = earliest(timeout, self.buf_ring.next_check_within());
+        let timeout = earliest(timeout, self.udp.next_check_within());
         self.submit_and_wait(timeout)?;
         self.reap();
         for completion in std::mem::take(&mut self.backlog) {
@@ -157,10 +168,25 @@ impl Backend for UringBackend {
         }
         // After the completions (each buffer they carried is back), so that a trim is seen
         // by this turn's statistics and a dry ring's re-arms find the grown offer.
-        if self.buf_ring.adjust(std::time::Instant::now()) && self.buffers_settled() {
+        let now = std::time::Instant::now();
+        if self.buf_ring.adjust(now) && self.buffers_settled() {
             self.buf_ring.trim();
         }
+        self.adjust_udp_ring(now);
         Ok(())
+    }
+
+    fn take_datagrams(&mut self, into: &mut Vec<InboundDatagram>) {
+        self.udp.take(into);
+    }
+
+    fn send_datagrams(&mut self, endpoint: usize, out: &mut OutQueue, _: &mut DatagramStats) {
+        // Counted at completion (`add_stats`).
+        self.send_udp(endpoint, out);
+    }
+
+    fn close_datagrams(&mut self) {
+        self.close_udp();
     }
 
     fn start_read(&mut self, id: ConnId, conn: &mut Conn) -> io::Result<()> {
@@ -288,6 +314,7 @@ impl Backend for UringBackend {
         stats.recv_rearms_enobufs += own.recv_rearms_enobufs;
         stats.recv_buffers_released += own.recv_buffers_released + self.buf_ring.take_released();
         stats.recv_buffers_warm = u64::from(self.buf_ring.warm_count());
+        self.udp.add_stats(stats);
     }
 
     fn shrink_spare(&mut self) {
@@ -295,8 +322,10 @@ impl Backend for UringBackend {
         self.writes.write_pool.shrink_to_fit();
         self.backlog.shrink_to_fit();
         self.recv.starved.shrink_to_fit();
+        self.udp.shrink();
         let settled = self.buffers_settled();
         self.buf_ring.release_every_buffer(settled);
+        self.udp.release_every_buffer(settled);
     }
 
     fn quiesce(&mut self, conns: &mut ConnTable) -> Result<(), RuntimeError> {

@@ -5,6 +5,7 @@
 
 use bytes::Bytes;
 
+use super::udp::{UdpRecv, UdpSend};
 use crate::conn::WriteBatch;
 use crate::ids::ConnId;
 use crate::slab::GenSlab;
@@ -68,6 +69,12 @@ pub(crate) enum Op {
     },
     /// An `ASYNC_CANCEL` request (its own completion is just accounted).
     Cancel,
+    /// A single-shot datagram receive on an endpoint's socket.
+    UdpRecv(Box<UdpRecv>),
+    /// The multishot datagram receive of endpoint `endpoint`'s socket (its buffer ring).
+    UdpRecvMulti { endpoint: usize },
+    /// A datagram send on an endpoint's socket.
+    UdpSend(Box<UdpSend>),
 }
 
 /// In-flight operations by user_data (`generation << 32 | (index + 1)`, never 0).

@@ -63,6 +63,7 @@ impl Drop for UringBackend {
             // The kernel may still use these: keep them, never free them under it.
             self.ops.leak();
             self.buf_ring.leak();
+            self.udp.leak();
         }
     }
 }
