@@ -64,6 +64,8 @@ pub struct ClusterFigures {
     pub restart_replayed: u64,
     /// Reads for sessions recovered from the store at a restart that failed.
     pub restart_replay_failures: u64,
+    /// Copies read back for recovered sessions dropped at `queues.max_queued_messages`.
+    pub recovered_dropped: u64,
     /// CONNECTs admitted without the check across nodes.
     pub ownership_unchecked: u64,
     /// Offline sessions' state mirrored.

@@ -75,6 +75,9 @@ pub struct ClusterCounters {
     /// Reads of what the sessions recovered from the store at a restart missed that failed or
     /// ran out of time (a node replay from the same start stands in).
     pub restart_replay_failures: AtomicU64,
+    /// Copies read back for recovered sessions (from a dead node's mirror, or from this node's
+    /// store at a restart) that did not fit `queues.max_queued_messages`: the oldest, dropped.
+    pub recovered_dropped: AtomicU64,
     /// CONNECTs admitted without checking the client id across nodes (no ownership bucket,
     /// or NATS did not answer).
     pub ownership_unchecked: AtomicU64,
@@ -139,6 +142,7 @@ impl ClusterCounters {
             sessions_replay_failures: get(&self.sessions_replay_failures),
             restart_replayed: get(&self.restart_replayed),
             restart_replay_failures: get(&self.restart_replay_failures),
+            recovered_dropped: get(&self.recovered_dropped),
             ownership_unchecked: get(&self.ownership_unchecked),
             mirror_writes: get(&self.mirror_writes),
             mirror_failures: get(&self.mirror_failures),

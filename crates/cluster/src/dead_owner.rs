@@ -80,6 +80,7 @@ impl Owners {
                 append_to_queue(session, missed.copies);
                 let excess = session.queued.len().saturating_sub(self.max_queued);
                 session.queued.drain(..excess);
+                count_dropped(counters, session.client_id.as_str(), excess);
                 missed.read_to
             }
             Err(e) => {
@@ -92,4 +93,18 @@ impl Owners {
         let client_id = session.client_id.clone();
         self.follow_ups.prepare(client_id, subjects, read_to);
     }
+}
+
+/// `dropped` copies read back for the recovered session `client` did not fit
+/// `queues.max_queued_messages` (the oldest went): counted and logged, never silent.
+pub(super) fn count_dropped(counters: &ClusterCounters, client: &str, dropped: usize) {
+    if dropped == 0 {
+        return;
+    }
+    warn!(
+        client,
+        dropped,
+        "cluster: copies read back for a recovered session did not fit queues.max_queued_messages; the oldest were dropped"
+    );
+    ClusterCounters::add(&counters.recovered_dropped, dropped as u64);
 }

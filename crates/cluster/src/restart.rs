@@ -139,7 +139,15 @@ pub(super) async fn route_missed(
     let subjects = sessions_subjects(&link.prefix, sessions);
     match read_kept(link, stream, &subjects, (from, READ_TIMEOUT)).await {
         Ok(read) => {
-            let publishes = copies_for(sessions, read.kept, routing.max_queued, &link.origin);
+            let (publishes, dropped) =
+                copies_for(sessions, read.kept, routing.max_queued, &link.origin);
+            if dropped > 0 {
+                warn!(
+                    dropped,
+                    "cluster: copies read back for the sessions recovered from the store did not fit queues.max_queued_messages; the oldest were dropped"
+                );
+                ClusterCounters::add(&counters.recovered_dropped, dropped as u64);
+            }
             info!(count = publishes.len(), sessions = sessions.len(), previous = %previous.origin, "cluster: what the sessions recovered from the store missed while this node was down is routed to them");
             ClusterCounters::add(&counters.restart_replayed, publishes.len() as u64);
             post_publishes(counters, routing.poster, publishes);
@@ -187,26 +195,29 @@ async fn subscriptions_live(link: &Link, sessions: &[StoredSession]) {
 
 /// One publish per message and recovered session it matches, for that session alone, in the
 /// stream's order: not this run's own messages (its local subscribers had them), nor expired
-/// ones; at most `max_queued` per session (its newest).
+/// ones; at most `max_queued` per session (its newest); and how many older ones that bound
+/// dropped.
 fn copies_for(
     sessions: &[StoredSession],
     kept: Vec<Kept>,
     max_queued: usize,
     own_run: &str,
-) -> Vec<ClusterPublish> {
+) -> (Vec<ClusterPublish>, usize) {
     let now = SystemTime::now();
     let kept: Vec<Kept> = (kept.into_iter())
         .filter(|k| k.origin != own_run && expires_at(k).is_none_or(|at| at > now))
         .collect();
-    let mut publishes = Vec::new();
+    let (mut publishes, mut dropped) = (Vec::new(), 0);
     for session in sessions {
         let plain = plain_subscriptions(session);
         let client_id = &session.client_id;
         let mut copies = copies_of_session(&plain, &kept, client_id, own_run);
-        copies.drain(..copies.len().saturating_sub(max_queued));
+        let excess = copies.len().saturating_sub(max_queued);
+        copies.drain(..excess);
+        dropped += excess;
         publishes.append(&mut copies);
     }
-    publishes
+    (publishes, dropped)
 }
 
 /// The session's copies of `kept`: a no-local subscription takes none of this node's earlier
@@ -291,7 +302,8 @@ mod tests {
     #[test]
     fn each_session_gets_what_it_matches_but_this_runs_own_and_expired_messages() {
         let sessions = [session("a", "t/#", true), session("b", "t/x", false)];
-        let publishes = copies_for(&sessions, read(), 10, "n1/new");
+        let (publishes, dropped) = copies_for(&sessions, read(), 10, "n1/new");
+        assert_eq!(dropped, 0);
         assert_eq!(
             routed(&publishes),
             ["a: other node", "b: earlier run", "b: other node"],
@@ -302,8 +314,9 @@ mod tests {
     #[test]
     fn a_session_gets_at_most_max_queued_its_newest() {
         let sessions = [session("b", "t/x", false)];
-        let publishes = copies_for(&sessions, read(), 1, "n1/new");
+        let (publishes, dropped) = copies_for(&sessions, read(), 1, "n1/new");
         assert_eq!(routed(&publishes), ["b: other node"]);
+        assert_eq!(dropped, 1, "the older copy, counted");
     }
 
     #[tokio::test]

@@ -182,7 +182,8 @@ fn start_node(nats: &NatsCluster, dir: &tempfile::TempDir, index: usize) -> Node
     let config = format!(
         "[cluster]\nnode_id = \"f{index}\"\nnats = [{}]\nreplicas = 3\nnode_timeout_ms = 3000\n\
          ack_timeout_ms = 5000\n[http]\nbind = \"127.0.0.1:{http}\"\n\
-         [persistence]\nengine = \"redb\"\ndir = \"{}\"\n",
+         [persistence]\nengine = \"redb\"\ndir = \"{}\"\n\
+         [queues]\nmax_queued_messages = 100000\n",
         servers.join(", "),
         store.display()
     );

@@ -10,7 +10,7 @@ pub(super) fn cluster(doc: &mut Exposition, state: &OpsState) {
         return;
     };
     let f = link.figures();
-    let families: [(&str, Kind, &str, u64); 32] = [
+    let families: [(&str, Kind, &str, u64); 33] = [
         (
             "ringmq_cluster_connected",
             Kind::Gauge,
@@ -178,6 +178,12 @@ pub(super) fn cluster(doc: &mut Exposition, state: &OpsState) {
             Kind::Counter,
             "Recovered sessions whose missed messages could not be read from the replay stream.",
             f.sessions_replay_failures,
+        ),
+        (
+            "ringmq_cluster_recovered_copies_dropped_total",
+            Kind::Counter,
+            "Copies read back for recovered sessions (a dead node's, or this node's own at a restart) dropped, the oldest first, because they did not fit queues.max_queued_messages.",
+            f.recovered_dropped,
         ),
         (
             "ringmq_cluster_restart_replayed_messages_total",

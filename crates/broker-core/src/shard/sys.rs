@@ -177,6 +177,7 @@ impl BrokerShard {
             ("sessions/replay_failures", f.sessions_replay_failures),
             ("restart/replayed", f.restart_replayed),
             ("restart/replay_failures", f.restart_replay_failures),
+            ("recovered/dropped", f.recovered_dropped),
             ("mirror/writes", f.mirror_writes),
             ("mirror/failures", f.mirror_failures),
             ("total/nodes", f.total_nodes),
