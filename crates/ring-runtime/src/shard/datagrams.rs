@@ -7,42 +7,9 @@ use std::time::Instant;
 use super::Shard;
 use crate::backend::{Backend, Event, InboundDatagram};
 use crate::conn::CloseMode;
-use crate::datagram::{
-    Datagram, DatagramDriver, DriverClose, DriverEvent, DriverIo, DriverParts, Endpoint,
-};
+use crate::datagram::{Datagram, DatagramDriver, DriverClose, DriverEvent, DriverIo, DriverParts};
 use crate::handler::Handler;
 use crate::ids::ConnId;
-
-/// The shard's datagram state.
-#[derive(Default)]
-pub(super) struct Datagrams {
-    pub(super) endpoints: Vec<Endpoint>,
-    /// What the drivers asked of the handler, not yet done.
-    events: Vec<DriverEvent>,
-    /// Shards this one forwarded datagrams to since it last woke them.
-    forwarded_to: Vec<bool>,
-    /// Scratch: received datagrams, a virtual connection's frames.
-    inbound: Vec<InboundDatagram>,
-    frames: Vec<bytes::Bytes>,
-    /// Forwarded datagrams taken per turn (`RuntimeConfig::datagram_forward_queue`).
-    forward_budget: usize,
-}
-
-impl Datagrams {
-    pub(super) fn new(endpoints: Vec<Endpoint>, shards: usize, forward_budget: usize) -> Self {
-        Self {
-            endpoints,
-            forwarded_to: vec![false; shards],
-            forward_budget,
-            ..Self::default()
-        }
-    }
-
-    /// Whether work waits that the next wait must not block on.
-    pub(super) fn has_work(&self) -> bool {
-        !self.events.is_empty()
-    }
-}
 
 impl<H: Handler, B: Backend> Shard<H, B> {
     /// Calls `call` on endpoint `index`'s driver with a [`DriverIo`] over this shard.

@@ -3,6 +3,7 @@
 mod accept;
 mod accept_pause;
 mod apply;
+mod datagram_state;
 mod datagrams;
 mod dispatch;
 mod held;
@@ -52,7 +53,7 @@ pub(crate) struct Shard<H: Handler, B: Backend> {
     /// At shutdown: since when this shard has been quiet, waiting for the others (`quiet.rs`).
     quiet_since: Option<Instant>,
     /// Datagram endpoints and what their drivers asked for.
-    datagrams: datagrams::Datagrams,
+    datagrams: datagram_state::Datagrams,
 }
 
 /// One turn's buffers: the backend's events, the timers that fired, the connections to look at
@@ -81,8 +82,11 @@ impl<H: Handler, B: Backend> Shard<H, B> {
         config: &crate::RuntimeConfig,
         endpoints: Vec<crate::datagram::Endpoint>,
     ) -> Self {
-        let datagrams =
-            datagrams::Datagrams::new(endpoints, ctx.shard_count, config.datagram_forward_queue);
+        let datagrams = datagram_state::Datagrams::new(
+            endpoints,
+            ctx.shard_count,
+            config.datagram_forward_queue,
+        );
         // Pacing counts from the context's creation, which precedes the shard's "ready".
         let pacing = pacing::Pacing::new(config, ctx.now);
         Self {

@@ -15,6 +15,7 @@ mod ring;
 mod teardown;
 mod udp;
 mod udp_multi;
+mod udp_state;
 
 use std::io;
 use std::net::{SocketAddr, TcpListener, UdpSocket};
@@ -64,7 +65,7 @@ pub(crate) struct UringBackend {
     /// Bound on the teardown's wait for cancelled operations.
     cancel_timeout: Duration,
     stats: ShardStats,
-    udp: udp::UringUdp,
+    udp: udp_state::UringUdp,
 }
 
 /// The listening sockets and whether accepts are armed.
@@ -116,7 +117,7 @@ impl Backend for UringBackend {
             ring::defers_task_work(&ring),
         )
         .map_err(|source| RuntimeError::syscall("IORING_REGISTER_PBUF_RING", source))?;
-        let udp = udp::UringUdp::new(config, udp, &ring)?;
+        let udp = udp_state::UringUdp::new(config, udp, &ring)?;
         let mut backend = Self {
             ring,
             buf_ring,

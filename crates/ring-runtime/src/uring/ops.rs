@@ -5,7 +5,7 @@
 
 use bytes::Bytes;
 
-use super::udp::{UdpRecv, UdpSend};
+use super::udp_state::{UdpRecv, UdpSend};
 use crate::conn::WriteBatch;
 use crate::ids::ConnId;
 use crate::slab::GenSlab;
