@@ -36,6 +36,7 @@ mod error;
 mod hold;
 mod listeners;
 pub mod proxy;
+pub mod quic;
 mod server_layer;
 mod stack;
 mod tls;

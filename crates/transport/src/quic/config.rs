@@ -1,0 +1,92 @@
+//! What a QUIC listener is configured with: its TLS settings (as a TLS listener's) and the
+//! transport's bounds, made into quinn-proto's endpoint and server configs once, shared by
+//! every shard's driver.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use quinn_proto::crypto::rustls::QuicServerConfig;
+use quinn_proto::{EndpointConfig, IdleTimeout, ServerConfig, TransportConfig, VarInt};
+
+use super::cid::ShardCids;
+use crate::config::TlsSettings;
+use crate::error::TransportError;
+
+/// A QUIC listener's settings.
+#[derive(Debug, Clone)]
+pub struct QuicSettings {
+    /// Certificate, key and client verification, as for a TLS listener.
+    pub tls: TlsSettings,
+    /// A connection with no packet for this long is closed (QUIC's idle timeout; the MQTT
+    /// keep-alive check runs above it as on any transport).
+    pub idle_timeout: Duration,
+    /// Connections one shard holds at most; more are refused (CONNECTION_REFUSED).
+    pub max_connections_per_shard: usize,
+    /// Bytes the peer may send on its stream before the broker reads them (the stream's
+    /// receive window): what one connection can make the broker hold in QUIC.
+    pub stream_window: u32,
+}
+
+impl QuicSettings {
+    /// Defaults for `tls`: a 60 s idle timeout, 10,000 connections a shard, a 64 KiB window.
+    pub fn new(tls: TlsSettings) -> Self {
+        Self {
+            tls,
+            idle_timeout: Duration::from_secs(60),
+            max_connections_per_shard: 10_000,
+            stream_window: 64 * 1024,
+        }
+    }
+}
+
+/// The configs every shard's endpoint of one listener is built from.
+#[derive(Clone)]
+pub struct QuicListenerConfig {
+    pub(crate) server: Arc<ServerConfig>,
+    pub(crate) max_connections: usize,
+}
+
+impl std::fmt::Debug for QuicListenerConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("QuicListenerConfig")
+            .field("max_connections", &self.max_connections)
+            .finish_non_exhaustive()
+    }
+}
+
+impl QuicListenerConfig {
+    /// Reads the certificate and key; an error names the file or the problem.
+    pub fn load(settings: &QuicSettings) -> Result<Self, TransportError> {
+        let tls = crate::tls::quic_tls_config(&settings.tls)?;
+        let crypto = QuicServerConfig::try_from(tls)
+            .map_err(|e| TransportError::Tls(format!("QUIC needs TLS 1.3: {e}")))?;
+        let mut server = ServerConfig::with_crypto(Arc::new(crypto));
+        server.transport_config(Arc::new(transport(settings)?));
+        // The MQTT connection rides one bidirectional stream: a peer may not open more.
+        server.max_incoming(settings.max_connections_per_shard.max(1));
+        Ok(Self {
+            server: Arc::new(server),
+            max_connections: settings.max_connections_per_shard,
+        })
+    }
+
+    /// The endpoint config of the driver on `shard`: connection ids that name it.
+    pub(crate) fn endpoint(shard: usize) -> Arc<EndpointConfig> {
+        let mut endpoint = EndpointConfig::default();
+        endpoint.cid_generator(move || Box::new(ShardCids::new(shard)));
+        Arc::new(endpoint)
+    }
+}
+
+fn transport(settings: &QuicSettings) -> Result<TransportConfig, TransportError> {
+    let mut transport = TransportConfig::default();
+    let idle = IdleTimeout::try_from(settings.idle_timeout)
+        .map_err(|_| TransportError::Tls("QUIC idle timeout out of range".into()))?;
+    transport.max_idle_timeout(Some(idle));
+    transport.max_concurrent_bidi_streams(VarInt::from_u32(1));
+    transport.max_concurrent_uni_streams(VarInt::from_u32(0));
+    transport.stream_receive_window(VarInt::from_u32(settings.stream_window));
+    transport.receive_window(VarInt::from_u32(settings.stream_window));
+    transport.datagram_receive_buffer_size(None);
+    Ok(transport)
+}

@@ -1,0 +1,242 @@
+//! [`QuicConn`]: one QUIC connection and the MQTT stream it carries. The first bidirectional
+//! stream the client opens is the MQTT connection (as in EMQX's MQTT over QUIC); its virtual
+//! connection opens then, and closes when the stream or the connection ends.
+
+use std::collections::VecDeque;
+use std::time::Instant;
+
+use bytes::Bytes;
+use quinn_proto::{Connection, ConnectionError, Dir, Event, StreamEvent, StreamId, VarInt};
+use ring_runtime::{CloseReason, ConnId, DriverClose, DriverIo};
+
+/// Largest piece of the stream handed to the handler at once.
+const READ_CHUNK: usize = 64 * 1024;
+/// Application error code of a close the broker starts (no error).
+const CLOSED_BY_BROKER: u32 = 0;
+
+/// What [`QuicConn::step`] changed in the driver's tables.
+#[derive(Default)]
+pub(super) struct Stepped {
+    /// The MQTT stream opened: the virtual connection is this one.
+    pub(super) opened: Option<ConnId>,
+    /// The virtual connection was reported closed: its id is the runtime's again.
+    pub(super) released: Option<ConnId>,
+    /// The QUIC connection is drained: forget it.
+    pub(super) drained: bool,
+}
+
+/// How the connection is ending, as far as the handler is concerned.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Ending {
+    /// Open.
+    No,
+    /// The handler closed gracefully: close once the queued bytes are sent, then report.
+    Graceful,
+    /// The handler aborted: the runtime already forgot the virtual connection.
+    Aborted,
+    /// The peer or the network ended it.
+    Lost,
+}
+
+/// One QUIC connection.
+pub(super) struct QuicConn {
+    pub(super) quic: Connection,
+    pub(super) deadline: Option<Instant>,
+    /// The handler paused reading: the stream's bytes wait in QUIC (its window pushes back).
+    pub(super) paused: bool,
+    /// The virtual connection, from the stream's opening until it is reported closed.
+    conn: Option<ConnId>,
+    released: Option<ConnId>,
+    stream: Option<StreamId>,
+    /// Bytes the handler queued that the stream has not taken yet (flow control).
+    unsent: VecDeque<Bytes>,
+    unsent_bytes: usize,
+    finish_requested: bool,
+    finished_sent: bool,
+    peer_finished: bool,
+    ending: Ending,
+}
+
+impl QuicConn {
+    pub(super) fn new(quic: Connection) -> Self {
+        Self {
+            quic,
+            deadline: None,
+            paused: false,
+            conn: None,
+            released: None,
+            stream: None,
+            unsent: VecDeque::new(),
+            unsent_bytes: 0,
+            finish_requested: false,
+            finished_sent: false,
+            peer_finished: false,
+            ending: Ending::No,
+        }
+    }
+
+    /// Reports the virtual connection closed (once), for `reason`.
+    fn release(&mut self, io: &mut DriverIo<'_>, reason: CloseReason) {
+        if let Some(conn) = self.conn.take() {
+            io.closed(conn, reason);
+            self.released = Some(conn);
+        }
+    }
+
+    /// Handles what the connection has to say now: events, the stream's bytes in and out.
+    pub(super) fn step(&mut self, io: &mut DriverIo<'_>) -> Stepped {
+        let mut stepped = Stepped::default();
+        while let Some(event) = self.quic.poll() {
+            match event {
+                Event::Stream(StreamEvent::Opened { dir: Dir::Bi }) if self.stream.is_none() => {
+                    stepped.opened = self.open_stream(io);
+                }
+                Event::ConnectionLost { reason } => self.lost(io, &reason),
+                _ => {}
+            }
+        }
+        self.read(io);
+        self.write(io);
+        if self.quic.is_drained() {
+            self.release(io, CloseReason::Local);
+            stepped.drained = true;
+        }
+        stepped.released = self.released.take();
+        stepped
+    }
+
+    fn open_stream(&mut self, io: &mut DriverIo<'_>) -> Option<ConnId> {
+        let stream = self.quic.streams().accept(Dir::Bi)?;
+        self.stream = Some(stream);
+        let Some(conn) = io.open(self.quic.remote_address()) else {
+            self.close_now(io.now());
+            return None;
+        };
+        self.conn = Some(conn);
+        Some(conn)
+    }
+
+    fn lost(&mut self, io: &mut DriverIo<'_>, reason: &ConnectionError) {
+        if self.ending != Ending::No {
+            return;
+        }
+        let reason = match reason {
+            ConnectionError::ApplicationClosed(_) | ConnectionError::ConnectionClosed(_) => {
+                CloseReason::PeerClosed
+            }
+            ConnectionError::TimedOut => CloseReason::Error {
+                kind: std::io::ErrorKind::TimedOut,
+            },
+            _ => CloseReason::Error {
+                kind: std::io::ErrorKind::ConnectionReset,
+            },
+        };
+        self.ending = Ending::Lost;
+        self.unsent.clear();
+        self.unsent_bytes = 0;
+        self.release(io, reason);
+    }
+
+    /// Hands the stream's bytes to the handler, unless it paused reading.
+    fn read(&mut self, io: &mut DriverIo<'_>) {
+        let (Some(stream), Some(conn)) = (self.stream, self.conn) else {
+            return;
+        };
+        if self.paused || self.peer_finished || self.ending != Ending::No {
+            return;
+        }
+        let mut recv = self.quic.recv_stream(stream);
+        let Ok(mut chunks) = recv.read(true) else {
+            return;
+        };
+        loop {
+            match chunks.next(READ_CHUNK) {
+                Ok(Some(chunk)) => io.deliver(conn, chunk.bytes),
+                Ok(None) => {
+                    self.peer_finished = true;
+                    io.finished(conn);
+                    break;
+                }
+                Err(_) => break,
+            }
+        }
+        // Whether a window update must go out is what poll_transmit asks anyway.
+        let _ = chunks.finalize();
+    }
+
+    /// The handler's frames for the stream, in order.
+    pub(super) fn queue(&mut self, io: &mut DriverIo<'_>, conn: ConnId, frames: &[Bytes]) {
+        if self.ending != Ending::No {
+            return;
+        }
+        for frame in frames {
+            self.unsent_bytes += frame.len();
+            self.unsent.push_back(frame.clone());
+        }
+        self.write(io);
+        io.set_unsent(conn, self.unsent_bytes);
+    }
+
+    /// Writes what the stream takes now; finishes or closes once everything is written.
+    fn write(&mut self, io: &mut DriverIo<'_>) {
+        let Some(stream) = self.stream else {
+            return;
+        };
+        while let Some(front) = self.unsent.front_mut() {
+            match self.quic.send_stream(stream).write(front) {
+                Ok(written) if written == front.len() => {
+                    self.unsent_bytes -= written;
+                    self.unsent.pop_front();
+                }
+                Ok(written) => {
+                    self.unsent_bytes -= written;
+                    let _ = front.split_to(written);
+                    break;
+                }
+                Err(_) => break,
+            }
+        }
+        if let Some(conn) = self.conn {
+            io.set_unsent(conn, self.unsent_bytes);
+        }
+        if !self.unsent.is_empty() {
+            return;
+        }
+        if self.finish_requested && !self.finished_sent {
+            self.finished_sent = self.quic.send_stream(stream).finish().is_ok();
+        }
+        if self.ending == Ending::Graceful && !self.quic.is_closed() {
+            self.close_now(io.now());
+            self.release(io, CloseReason::Local);
+        }
+    }
+
+    /// The handler ended its side of the stream (after what it queued).
+    pub(super) fn finish_when_sent(&mut self) {
+        self.finish_requested = true;
+    }
+
+    /// The handler closes the connection.
+    pub(super) fn close(&mut self, io: &mut DriverIo<'_>, how: DriverClose) {
+        match how {
+            DriverClose::Graceful if self.ending == Ending::No => {
+                self.ending = Ending::Graceful;
+                self.write(io);
+            }
+            DriverClose::Abort => {
+                // The runtime has forgotten the virtual connection: no report.
+                self.ending = Ending::Aborted;
+                self.conn = None;
+                self.unsent.clear();
+                self.unsent_bytes = 0;
+                self.close_now(io.now());
+            }
+            DriverClose::Graceful => {}
+        }
+    }
+
+    fn close_now(&mut self, now: Instant) {
+        let code = VarInt::from_u32(CLOSED_BY_BROKER);
+        self.quic.close(now, code, Bytes::new());
+    }
+}

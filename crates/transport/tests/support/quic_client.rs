@@ -1,0 +1,217 @@
+//! A QUIC client for the tests: quinn-proto's client endpoint driven over a real UDP socket,
+//! with one bidirectional stream (the MQTT stream), and the certificate it trusts.
+
+use std::net::{SocketAddr, UdpSocket};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::BytesMut;
+use quinn_proto::crypto::rustls::QuicClientConfig;
+use quinn_proto::{
+    ClientConfig, Connection, ConnectionHandle, DatagramEvent, Dir, Endpoint, EndpointConfig,
+    Event, StreamId, VarInt,
+};
+use rcgen::{CertificateParams, KeyPair};
+use rustls_pki_types::CertificateDer;
+
+/// The longest any wait here lasts: a bound against hangs, never a measured time.
+const HANG: Duration = Duration::from_secs(20);
+
+/// Polls `done` until it holds; fails after [`HANG`].
+pub fn wait_until(what: &str, done: impl Fn() -> bool) {
+    let deadline = Instant::now() + HANG;
+    while !done() {
+        assert!(Instant::now() < deadline, "{what}: not within {HANG:?}");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+/// A self-signed certificate for `localhost` and its key, in PEM files.
+pub struct Pki {
+    _dir: tempfile::TempDir,
+    pub cert: PathBuf,
+    pub key: PathBuf,
+    der: CertificateDer<'static>,
+}
+
+impl Pki {
+    pub fn new() -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let key = KeyPair::generate().unwrap();
+        let cert = CertificateParams::new(vec!["localhost".to_owned()])
+            .unwrap()
+            .self_signed(&key)
+            .unwrap();
+        let (cert_path, key_path) = (dir.path().join("cert.pem"), dir.path().join("key.pem"));
+        std::fs::write(&cert_path, cert.pem()).unwrap();
+        std::fs::write(&key_path, key.serialize_pem()).unwrap();
+        Self {
+            _dir: dir,
+            cert: cert_path,
+            key: key_path,
+            der: cert.der().clone(),
+        }
+    }
+
+    fn client_config(&self) -> ClientConfig {
+        let mut roots = rustls::RootCertStore::empty();
+        roots.add(self.der.clone()).unwrap();
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let mut tls = rustls::ClientConfig::builder_with_provider(provider)
+            .with_protocol_versions(&[&rustls::version::TLS13])
+            .unwrap()
+            .with_root_certificates(roots)
+            .with_no_client_auth();
+        tls.alpn_protocols = vec![transport::quic::ALPN.to_vec()];
+        ClientConfig::new(Arc::new(QuicClientConfig::try_from(tls).unwrap()))
+    }
+}
+
+/// One QUIC connection to the server and its MQTT stream.
+pub struct QuicClient {
+    socket: UdpSocket,
+    endpoint: Endpoint,
+    handle: ConnectionHandle,
+    conn: Connection,
+    stream: Option<StreamId>,
+    connected: bool,
+    lost: bool,
+    buf: Vec<u8>,
+}
+
+impl QuicClient {
+    /// Starts the handshake with `server` (completed by the first wait).
+    pub fn connect(server: SocketAddr, pki: &Pki) -> Self {
+        let mut endpoint = Endpoint::new(Arc::new(EndpointConfig::default()), None, true, None);
+        let (handle, conn) = endpoint
+            .connect(Instant::now(), pki.client_config(), server, "localhost")
+            .unwrap();
+        Self {
+            socket: bound_socket(),
+            endpoint,
+            handle,
+            conn,
+            stream: None,
+            connected: false,
+            lost: false,
+            buf: Vec::new(),
+        }
+    }
+
+    /// Completes the handshake and opens the MQTT stream.
+    pub fn open_stream(&mut self) {
+        self.pump("the handshake", |c| c.connected);
+        self.stream = Some(self.conn.streams().open(Dir::Bi).expect("a stream"));
+    }
+
+    /// Sends `data` on the stream and reads as many bytes back.
+    pub fn round_trip(&mut self, data: &[u8]) -> Vec<u8> {
+        let stream = self.stream.expect("the stream is open");
+        let mut written = 0;
+        let mut echoed = Vec::with_capacity(data.len());
+        self.pump("the echo", |c| {
+            if written < data.len()
+                && let Ok(n) = c.conn.send_stream(stream).write(&data[written..])
+            {
+                written += n;
+            }
+            c.read_into(stream, &mut echoed);
+            echoed.len() >= data.len()
+        });
+        echoed
+    }
+
+    /// Sends from a new local port from now on (an address change, as after a NAT rebinding).
+    pub fn rebind(&mut self) {
+        self.socket = bound_socket();
+    }
+
+    /// Closes the connection (no error) and sends the close.
+    pub fn close(&mut self) {
+        self.conn
+            .close(Instant::now(), VarInt::from_u32(0), bytes::Bytes::new());
+        self.transmit(Instant::now());
+    }
+
+    fn read_into(&mut self, stream: StreamId, out: &mut Vec<u8>) {
+        let mut recv = self.conn.recv_stream(stream);
+        let Ok(mut chunks) = recv.read(true) else {
+            return;
+        };
+        while let Ok(Some(chunk)) = chunks.next(usize::MAX) {
+            out.extend_from_slice(&chunk.bytes);
+        }
+        let _ = chunks.finalize();
+    }
+
+    /// Drives the connection (packets out and in, timers, events) until `done`.
+    fn pump(&mut self, what: &str, mut done: impl FnMut(&mut Self) -> bool) {
+        let deadline = Instant::now() + HANG;
+        loop {
+            let now = Instant::now();
+            assert!(now < deadline, "{what}: not within {HANG:?}");
+            assert!(!self.lost, "{what}: the connection was lost");
+            if done(self) {
+                self.transmit(now);
+                return;
+            }
+            self.transmit(now);
+            if self.conn.poll_timeout().is_some_and(|at| at <= now) {
+                self.conn.handle_timeout(now);
+            }
+            self.receive(now);
+            self.events();
+        }
+    }
+
+    fn transmit(&mut self, now: Instant) {
+        while let Some(event) = self.conn.poll_endpoint_events() {
+            if let Some(reply) = self.endpoint.handle_event(self.handle, event) {
+                self.conn.handle_event(reply);
+            }
+        }
+        loop {
+            self.buf.clear();
+            let Some(transmit) = self.conn.poll_transmit(now, 1, &mut self.buf) else {
+                return;
+            };
+            let _ = self
+                .socket
+                .send_to(&self.buf[..transmit.size], transmit.destination);
+        }
+    }
+
+    fn receive(&mut self, now: Instant) {
+        let mut data = vec![0u8; 65_536];
+        let Ok((len, from)) = self.socket.recv_from(&mut data) else {
+            return;
+        };
+        self.buf.clear();
+        let packet = BytesMut::from(&data[..len]);
+        let event = self
+            .endpoint
+            .handle(now, from, None, None, packet, &mut self.buf);
+        if let Some(DatagramEvent::ConnectionEvent(_, event)) = event {
+            self.conn.handle_event(event);
+        }
+    }
+
+    fn events(&mut self) {
+        while let Some(event) = self.conn.poll() {
+            match event {
+                Event::Connected => self.connected = true,
+                Event::ConnectionLost { .. } => self.lost = true,
+                _ => {}
+            }
+        }
+    }
+}
+
+fn bound_socket() -> UdpSocket {
+    let socket = UdpSocket::bind("127.0.0.1:0").unwrap();
+    socket
+        .set_read_timeout(Some(Duration::from_millis(5)))
+        .unwrap();
+    socket
+}
