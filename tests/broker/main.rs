@@ -56,6 +56,7 @@ mod process;
 mod proxy;
 mod qos;
 mod queue_bytes;
+mod quic;
 mod quotas;
 mod real_clients;
 mod redis_server;

@@ -104,6 +104,8 @@ fn a_listener_reachable_from_other_hosts_needs_authentication_or_allow_anonymous
     );
     let wss = "[[listeners.ws]]\nbind = \"0.0.0.0:0\"\n";
     assert!(validate(wss).is_err(), "any listener kind counts");
+    let quic = "[[listeners.quic]]\nbind = \"0.0.0.0:0\"\ncert = \"c\"\nkey = \"k\"\n";
+    assert!(validate(quic).is_err(), "a QUIC listener (UDP) counts too");
     assert!(validate(&format!("{open}[auth]\nallow_anonymous = true\n")).is_ok());
     assert!(validate(&format!("{open}[auth]\npassword_file = \"passwd\"\n")).is_ok());
     assert!(validate("[listeners]\ntcp = [\"127.0.0.1:0\", \"[::1]:0\"]\n").is_ok());

@@ -120,6 +120,8 @@ impl Broker {
             );
         }
         let mut runtime_config = runtime_config(&config);
+        runtime_config.datagram_listen =
+            transport::quic::datagram_endpoints(&config.listeners.quic)?;
         runtime_config.clock = clock.clone();
         runtime_config.inherited = inherited;
         let shards = runtime_config.shard_count();
@@ -298,8 +300,12 @@ impl Broker {
         self.runtime.local_addrs()
     }
 
-    /// The bound addresses of the listeners of one kind: "tcp", "tls", "ws" or "wss".
+    /// The bound addresses of the listeners of one kind: "tcp", "tls", "ws", "wss" or "quic"
+    /// (UDP).
     pub fn local_addrs_of(&self, kind: &str) -> Vec<SocketAddr> {
+        if kind == "quic" {
+            return self.runtime.datagram_addrs().to_vec();
+        }
         self.shared.door.transports.addrs_of(kind)
     }
 

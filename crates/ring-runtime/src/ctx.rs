@@ -170,6 +170,12 @@ impl<M> ShardCtx<M> {
         self.requests.release_memory = true;
     }
 
+    /// Whether `conn` is a virtual connection: opened by a datagram endpoint's driver (a
+    /// QUIC connection's stream), with no socket of its own.
+    pub fn is_virtual(&self, conn: ConnId) -> bool {
+        self.virtuals.get(conn).is_some()
+    }
+
     /// Whether `conn` is live and not closing.
     pub fn is_open(&self, conn: ConnId) -> bool {
         self.conns.get(conn).is_some_and(Conn::is_usable)

@@ -3,6 +3,7 @@
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::time::Duration;
 
 use crate::proxy::ProxyTrust;
 
@@ -108,6 +109,40 @@ pub struct TransportListener {
     pub proxy_protocol: bool,
 }
 
+/// A QUIC listener (UDP): MQTT over QUIC on `bind`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct QuicListener {
+    pub bind: SocketAddr,
+    pub settings: QuicSettings,
+}
+
+/// A QUIC listener's settings.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct QuicSettings {
+    /// Certificate, key and client verification, as for a TLS listener.
+    pub tls: TlsSettings,
+    /// A connection with no packet for this long is closed (QUIC's idle timeout; the MQTT
+    /// keep-alive check runs above it as on any transport).
+    pub idle_timeout: Duration,
+    /// Connections one shard holds at most; more are refused (CONNECTION_REFUSED).
+    pub max_connections_per_shard: usize,
+    /// Bytes the peer may send on its stream before the broker reads them (the stream's
+    /// receive window): what one connection can make the broker hold in QUIC.
+    pub stream_window: u32,
+}
+
+impl QuicSettings {
+    /// Defaults for `tls`: a 60 s idle timeout, 10,000 connections a shard, a 64 KiB window.
+    pub fn new(tls: TlsSettings) -> Self {
+        Self {
+            tls,
+            idle_timeout: Duration::from_secs(60),
+            max_connections_per_shard: 10_000,
+            stream_window: 64 * 1024,
+        }
+    }
+}
+
 /// Every validated listener.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ListenerSettings {
@@ -115,6 +150,8 @@ pub struct ListenerSettings {
     /// Plain TCP listeners whose connections start with a PROXY protocol header.
     pub proxy_tcp: Vec<SocketAddr>,
     pub transports: Vec<TransportListener>,
+    /// MQTT over QUIC listeners (UDP: their addresses are apart from the TCP ones).
+    pub quic: Vec<QuicListener>,
     /// Whose PROXY protocol headers are believed, on every listener that expects one.
     pub proxy_trusted: ProxyTrust,
 }

@@ -46,7 +46,8 @@ mod ws;
 pub use cidr::{Cidr, CidrError};
 pub use client::{ClientLayer, Connector};
 pub use config::{
-    AllowedOrigins, ClientSettings, ListenerKind, ListenerSettings, TlsSettings, TransportListener,
+    AllowedOrigins, ClientSettings, ListenerKind, ListenerSettings, QuicListener, TlsSettings,
+    TransportListener,
 };
 pub use error::{CertificateRefusal, ClientError, TransportError};
 pub use hold::{HeldOver, HoldLimit, MIN_HOLD_PER_CONNECTION, SharedBudget};

@@ -68,10 +68,13 @@ pub fn load_server_config(cert: &Path, key: &Path) -> Result<ServerConfig, Trans
 }
 
 /// The rustls server config of a QUIC listener: the same certificate, key and client
-/// verification as a TLS listener with `settings`, and ALPN `mqtt` (EMQX's MQTT over QUIC).
-pub(crate) fn quic_tls_config(settings: &TlsSettings) -> Result<ServerConfig, TransportError> {
+/// verification as a TLS listener with `settings`, and the ALPN protocol `alpn`.
+pub(crate) fn quic_tls_config(
+    settings: &TlsSettings,
+    alpn: &[u8],
+) -> Result<ServerConfig, TransportError> {
     let mut config = server_config(settings)?;
-    config.alpn_protocols = vec![crate::quic::ALPN.to_vec()];
+    config.alpn_protocols = vec![alpn.to_vec()];
     Ok(config)
 }
 

@@ -108,7 +108,8 @@ impl RawAuth {
             client_id_owner_check: self.client_id_owner_check.unwrap_or(true),
             use_username_as_clientid: self.use_username_as_clientid.unwrap_or(false),
         };
-        let open = listeners.binds().into_iter().find(|a| !is_loopback(a));
+        let quic = listeners.quic.iter().map(|q| q.bind);
+        let open = (listeners.binds().into_iter().chain(quic)).find(|a| !is_loopback(a));
         if let Some(open) = open
             && !settings.authenticates()
             && !settings.allow_anonymous

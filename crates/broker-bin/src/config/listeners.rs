@@ -1,8 +1,8 @@
 //! `[listeners]`: plain TCP addresses (direct, and behind a balancer that sends a PROXY
 //! protocol header: `proxy_tcp`) plus `[[listeners.tls]]`, `[[listeners.ws]]` and
-//! `[[listeners.wss]]` tables (each with `proxy_protocol`), and the balancers trusted to send
-//! that header (`proxy_trusted`); raw and validated (into the `transport` crate's typed
-//! settings, re-exported here).
+//! `[[listeners.wss]]` tables (each with `proxy_protocol`), the balancers trusted to send
+//! that header (`proxy_trusted`), and `[[listeners.quic]]` (MQTT over QUIC, UDP); raw and
+//! validated (into the `transport` crate's typed settings, re-exported here).
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -10,7 +10,7 @@ use std::path::PathBuf;
 use serde::{Deserialize, Serialize};
 
 pub use transport::{
-    AllowedOrigins, Cidr, ListenerKind, ListenerSettings, ProxyTrust, TlsSettings,
+    AllowedOrigins, Cidr, ListenerKind, ListenerSettings, ProxyTrust, QuicListener, TlsSettings,
     TransportListener,
 };
 
@@ -27,8 +27,31 @@ raw_section!(
         tls: Vec<RawTlsListener>,
         ws: Vec<RawWsListener>,
         wss: Vec<RawWssListener>,
+        quic: Vec<RawQuicListener>,
     }
 );
+
+/// `[[listeners.quic]]` as written.
+#[derive(Debug, Clone, Default, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawQuicListener {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub bind: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cert: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub key: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub client_ca: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub require_client_cert: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub crl_file: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub idle_timeout_ms: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_connections_per_shard: Option<usize>,
+}
 
 /// `[[listeners.tls]]` as written.
 #[derive(Debug, Clone, Default, Deserialize, Serialize)]
@@ -122,19 +145,28 @@ impl RawListeners {
             let bind = ("listeners.wss.bind", &raw.bind);
             transports.push(listener(bind, kind, raw.proxy_protocol)?);
         }
-        if tcp.is_empty() && proxy_tcp.is_empty() && transports.is_empty() {
+        let quic = self
+            .quic
+            .iter()
+            .flatten()
+            .map(quic_listener)
+            .collect::<Result<Vec<_>, _>>()?;
+        if tcp.is_empty() && proxy_tcp.is_empty() && transports.is_empty() && quic.is_empty() {
             return Err(ConfigError::invalid(
                 "listeners.tcp",
-                "at least one listener (tcp, proxy_tcp, tls, ws or wss) is required",
+                "at least one listener (tcp, proxy_tcp, tls, ws, wss or quic) is required",
             ));
         }
         let settings = ListenerSettings {
             tcp,
             proxy_tcp,
             transports,
+            quic,
             proxy_trusted: proxy_trusted(&self.proxy_trusted)?,
         };
         reject_duplicate_binds(&settings.binds())?;
+        let quic_binds: Vec<SocketAddr> = settings.quic.iter().map(|q| q.bind).collect();
+        reject_duplicate_binds(&quic_binds)?;
         Ok(settings)
     }
 }
@@ -215,6 +247,45 @@ fn tls_settings(table: &'static str, raw: RawTlsKeys<'_>) -> Result<TlsSettings,
     Ok(settings)
 }
 
+/// A `[[listeners.quic]]` table: its TLS keys as a TLS listener's (no `identity_as_username`
+/// yet), the idle timeout (1 s to 10 min) and the connections one shard holds.
+fn quic_listener(raw: &RawQuicListener) -> Result<QuicListener, ConfigError> {
+    const TABLE: &str = "listeners.quic";
+    let tls = tls_settings(
+        TABLE,
+        RawTlsKeys {
+            cert: &raw.cert,
+            key: &raw.key,
+            client_ca: &raw.client_ca,
+            require_client_cert: raw.require_client_cert,
+            identity_as_username: None,
+            crl_file: &raw.crl_file,
+            ocsp_response_file: &None,
+        },
+    )?;
+    let mut settings = transport::quic::QuicSettings::new(tls);
+    if let Some(ms) = raw.idle_timeout_ms {
+        if !(1_000..=600_000).contains(&ms) {
+            return Err(ConfigError::invalid(
+                "listeners.quic.idle_timeout_ms",
+                format!("{ms}: expected 1000 to 600000"),
+            ));
+        }
+        settings.idle_timeout = std::time::Duration::from_millis(ms);
+    }
+    if let Some(max) = raw.max_connections_per_shard {
+        if max == 0 {
+            return Err(ConfigError::invalid(
+                "listeners.quic.max_connections_per_shard",
+                "0: at least 1",
+            ));
+        }
+        settings.max_connections_per_shard = max;
+    }
+    let bind = bind_addr(("listeners.quic.bind", &raw.bind))?;
+    Ok(QuicListener { bind, settings })
+}
+
 /// A path key's value, `None` when missing or empty.
 fn optional_path(value: &Option<String>) -> Option<PathBuf> {
     value
@@ -267,14 +338,19 @@ fn listener(
     kind: ListenerKind,
     proxy_protocol: Option<bool>,
 ) -> Result<TransportListener, ConfigError> {
-    let text = bind
-        .as_deref()
-        .ok_or_else(|| ConfigError::invalid(key, "missing (HOST:PORT to listen on)"))?;
     Ok(TransportListener {
-        bind: parse_listen_addr(key, text)?,
+        bind: bind_addr((key, bind))?,
         kind,
         proxy_protocol: proxy_protocol.unwrap_or(false),
     })
+}
+
+/// A table's `bind`: (its key, its value), required.
+fn bind_addr((key, bind): (&'static str, &Option<String>)) -> Result<SocketAddr, ConfigError> {
+    let text = bind
+        .as_deref()
+        .ok_or_else(|| ConfigError::invalid(key, "missing (HOST:PORT to listen on)"))?;
+    parse_listen_addr(key, text)
 }
 
 /// A list of `HOST:PORT` addresses under `key`.
@@ -358,6 +434,49 @@ mod tests {
             let error = listeners(text).unwrap_err();
             assert!(error.contains(key), "{error}");
         }
+    }
+
+    #[test]
+    fn quic_listeners_take_tls_keys_and_bounds_and_name_bad_values() {
+        let quic = |extra: &str| {
+            listeners(&format!(
+                "[[listeners.quic]]\nbind = \"127.0.0.1:14567\"\ncert = \"c.pem\"\nkey = \"k.pem\"\n{extra}"
+            ))
+        };
+        let set = quic("idle_timeout_ms = 5000\nmax_connections_per_shard = 7\n").unwrap();
+        let listener = &set.quic[0];
+        assert_eq!(listener.bind, "127.0.0.1:14567".parse().unwrap());
+        assert_eq!(
+            listener.settings.idle_timeout,
+            std::time::Duration::from_secs(5)
+        );
+        assert_eq!(listener.settings.max_connections_per_shard, 7);
+        assert_eq!(listener.settings.tls.cert, PathBuf::from("c.pem"));
+        let defaults = quic("").unwrap();
+        assert_eq!(
+            defaults.quic[0].settings.idle_timeout,
+            std::time::Duration::from_secs(60)
+        );
+        for (extra, key) in [
+            ("idle_timeout_ms = 10\n", "listeners.quic.idle_timeout_ms"),
+            (
+                "max_connections_per_shard = 0\n",
+                "listeners.quic.max_connections_per_shard",
+            ),
+            ("require_client_cert = true\n", "listeners.quic"),
+            ("identity_as_username = true\n", "identity_as_username"),
+        ] {
+            let error = quic(extra).unwrap_err().to_string();
+            assert!(error.contains(key), "{extra}: {error}");
+        }
+        let missing = listeners("[[listeners.quic]]\nbind = \"127.0.0.1:1\"\n").unwrap_err();
+        assert!(missing.to_string().contains("`cert`"), "{missing}");
+        // A UDP address may equal a TCP listener's; two QUIC listeners may not share one.
+        let beside_tcp = "[listeners]\ntcp = [\"127.0.0.1:14567\"]\n";
+        assert!(listeners(&format!("{beside_tcp}[[listeners.quic]]\nbind = \"127.0.0.1:14567\"\ncert = \"c\"\nkey = \"k\"\n")).is_ok());
+        let twice =
+            quic("[[listeners.quic]]\nbind = \"127.0.0.1:14567\"\ncert = \"c\"\nkey = \"k\"\n");
+        assert!(twice.unwrap_err().to_string().contains("two listeners"));
     }
 
     #[test]

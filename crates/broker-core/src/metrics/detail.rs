@@ -84,11 +84,13 @@ pub enum Listener {
     Ws,
     /// WebSocket over TLS.
     Wss,
+    /// MQTT over QUIC (a stream of a QUIC connection: a virtual connection of the runtime).
+    Quic,
 }
 
 impl Listener {
     /// Every kind, in declaration order.
-    pub const ALL: [Self; 4] = [Self::Tcp, Self::Tls, Self::Ws, Self::Wss];
+    pub const ALL: [Self; 5] = [Self::Tcp, Self::Tls, Self::Ws, Self::Wss, Self::Quic];
 
     /// Its index in [`Self::ALL`] (declaration order).
     pub fn index(self) -> usize {
@@ -102,6 +104,7 @@ impl Listener {
             Self::Tls => "tls",
             Self::Ws => "ws",
             Self::Wss => "wss",
+            Self::Quic => "quic",
         }
     }
 }

@@ -17,6 +17,7 @@ use super::transport::{add_transport, listener_address};
 use super::{BrokerShard, Ctx, Fault, client_id_of};
 use crate::carry;
 use crate::conn::{Connection, Phase};
+use crate::metrics::Listener;
 use crate::metrics::ShardCounters;
 
 /// The packet type nibble of CONNECT.
@@ -30,7 +31,14 @@ impl BrokerShard {
             return;
         }
         let transports = &self.shared.door.transports;
-        let Ok(local) = listener_address(transports, ctx, conn, peer) else {
+        // A QUIC connection's stream: its UDP address may equal a TCP listener's, so it is
+        // never looked up among them (no layer, no PROXY header: QUIC's TLS is the driver's).
+        let quic = ctx.is_virtual(conn);
+        let local = match quic {
+            true => Ok(None),
+            false => listener_address(transports, ctx, conn, peer),
+        };
+        let Ok(local) = local else {
             ctx.abort(conn);
             return;
         };
@@ -47,6 +55,7 @@ impl BrokerShard {
         debug!(%peer, "accepted");
         let listener = match proxied {
             Some(local) => Some(self.await_proxy_header(conn, local)),
+            None if quic => Some(Listener::Quic),
             None => add_transport(&self.shared.door.transports, ctx, conn, local, peer),
         };
         let Some(listener) = listener else {

@@ -3,41 +3,13 @@
 //! every shard's driver.
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use quinn_proto::crypto::rustls::QuicServerConfig;
 use quinn_proto::{EndpointConfig, IdleTimeout, ServerConfig, TransportConfig, VarInt};
 
 use super::cid::ShardCids;
-use crate::config::TlsSettings;
+use crate::config::QuicSettings;
 use crate::error::TransportError;
-
-/// A QUIC listener's settings.
-#[derive(Debug, Clone)]
-pub struct QuicSettings {
-    /// Certificate, key and client verification, as for a TLS listener.
-    pub tls: TlsSettings,
-    /// A connection with no packet for this long is closed (QUIC's idle timeout; the MQTT
-    /// keep-alive check runs above it as on any transport).
-    pub idle_timeout: Duration,
-    /// Connections one shard holds at most; more are refused (CONNECTION_REFUSED).
-    pub max_connections_per_shard: usize,
-    /// Bytes the peer may send on its stream before the broker reads them (the stream's
-    /// receive window): what one connection can make the broker hold in QUIC.
-    pub stream_window: u32,
-}
-
-impl QuicSettings {
-    /// Defaults for `tls`: a 60 s idle timeout, 10,000 connections a shard, a 64 KiB window.
-    pub fn new(tls: TlsSettings) -> Self {
-        Self {
-            tls,
-            idle_timeout: Duration::from_secs(60),
-            max_connections_per_shard: 10_000,
-            stream_window: 64 * 1024,
-        }
-    }
-}
 
 /// The configs every shard's endpoint of one listener is built from.
 #[derive(Clone)]
@@ -57,7 +29,7 @@ impl std::fmt::Debug for QuicListenerConfig {
 impl QuicListenerConfig {
     /// Reads the certificate and key; an error names the file or the problem.
     pub fn load(settings: &QuicSettings) -> Result<Self, TransportError> {
-        let tls = crate::tls::quic_tls_config(&settings.tls)?;
+        let tls = crate::tls::quic_tls_config(&settings.tls, super::ALPN)?;
         let crypto = QuicServerConfig::try_from(tls)
             .map_err(|e| TransportError::Tls(format!("QUIC needs TLS 1.3: {e}")))?;
         let mut server = ServerConfig::with_crypto(Arc::new(crypto));

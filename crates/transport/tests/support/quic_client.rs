@@ -1,5 +1,12 @@
 //! A QUIC client for the tests: quinn-proto's client endpoint driven over a real UDP socket,
-//! with one bidirectional stream (the MQTT stream), and the certificate it trusts.
+//! with one bidirectional stream (the MQTT stream), and the certificate it trusts. Shared by
+//! the transport crate's tests and the broker's (`tests/broker/quic.rs`), each using part.
+#![allow(dead_code, reason = "each test crate uses part of the client")]
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "test code: a failed unwrap is a failed test, with its location"
+)]
 
 use std::net::{SocketAddr, UdpSocket};
 use std::path::PathBuf;
@@ -120,6 +127,27 @@ impl QuicClient {
             echoed.len() >= data.len()
         });
         echoed
+    }
+
+    /// Writes `data` on the stream (waiting while flow control holds it back).
+    pub fn write_all(&mut self, data: &[u8]) {
+        let stream = self.stream.expect("the stream is open");
+        let mut written = 0;
+        self.pump("the write", |c| {
+            if let Ok(n) = c.conn.send_stream(stream).write(&data[written..]) {
+                written += n;
+            }
+            written == data.len()
+        });
+    }
+
+    /// Reads the stream into `buf` until `done(buf)`.
+    pub fn read_until(&mut self, what: &str, buf: &mut Vec<u8>, done: impl Fn(&[u8]) -> bool) {
+        let stream = self.stream.expect("the stream is open");
+        self.pump(what, |c| {
+            c.read_into(stream, buf);
+            done(buf)
+        });
     }
 
     /// Sends from a new local port from now on (an address change, as after a NAT rebinding).
