@@ -8,7 +8,8 @@
 #   BROKERS="ringmq flashmq mosquitto rumqttd"  PARTS="fanout p2p nanomq-fanout nanomq-p2p latency"
 #   FANOUT_STEPS="100 200 303 400 500" (per publisher, QoS 0 and 1; nanomq-fanout runs the same
 #   steps as NANO_FANOUT_STEPS)  P2P_RATES="20 40 67 100" (QoS 0 per pair; then QoS 1 and 2
-#   unpaced: P2P_FLOOD_QOS="1 2", P2P_LIMIT per publisher, p2p.sh's default 1000)
+#   unpaced: P2P_FLOOD_QOS="1 2" ("" for none), P2P_LIMIT per publisher, p2p.sh's default 1000;
+#   nanomq_cli's NANO_P2P_FLOOD_LIMIT, default 100)
 #   WINDOW=5 (s per step)  PART_TIMEOUT=1500 (s, bound on each part of a round)
 #   LAT_EXTRA_BROKERS="flashmq-nodelay": brokers the latency part also runs (FlashMQ ships with
 #   tcp_nodelay off, and Nagle's algorithm then holds a probe's message for the next one: p50
@@ -25,8 +26,8 @@ export FANOUT_STEPS=${FANOUT_STEPS:-100 200 303 400 500}
 export NANO_FANOUT_STEPS=${NANO_FANOUT_STEPS:-$FANOUT_STEPS}
 P2P_RATES=${P2P_RATES:-20 40 67 100}
 export NANO_P2P_RATES=${NANO_P2P_RATES:-$P2P_RATES}
-P2P_FLOOD_QOS=${P2P_FLOOD_QOS:-1 2}
-export NANO_P2P_FLOOD_QOS=${NANO_P2P_FLOOD_QOS:-$P2P_FLOOD_QOS}
+P2P_FLOOD_QOS=${P2P_FLOOD_QOS-1 2}
+export NANO_P2P_FLOOD_QOS=${NANO_P2P_FLOOD_QOS-$P2P_FLOOD_QOS}
 export WINDOW=${WINDOW:-5}
 PART_TIMEOUT=${PART_TIMEOUT:-1500}
 LAT_EXTRA_BROKERS=${LAT_EXTRA_BROKERS-flashmq-nodelay}
