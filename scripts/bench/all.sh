@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Every scenario for every broker, REPS times (default 3; storm STORM_REPS, default 1) with the
 # brokers alternating in each rep, bounded (each scenario by 25 minutes; the whole suite takes
-# about 80 minutes on 2 shared cores with the four default brokers), then the report into
+# about 80 minutes on 2 shared cores with the four default brokers before FlashMQ joined them;
+# more now), then the report into
 # docs/benchmarks.md. One RUN_ID for the whole suite. Extra scenario settings pass through the
 # environment. SCENARIOS limits the list.
 set -euo pipefail

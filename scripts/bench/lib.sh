@@ -8,10 +8,16 @@
 #                  win, e.g. "allow_anonymous false\npassword_file FILE")
 #   MOSQUITTO_PERSISTENCE=1  mosquitto with `persistence true` (it saves on its autosave
 #                  interval and at exit, not per message)
-#   BROKERS        brokers to run, in order (default: "ringmq mosquitto rumqttd mochi"; "aedes"
-#                  is also known: it is not in the default set because under the p2p flood it
-#                  dies of a stack overflow in its topic matcher and its runs take the whole
-#                  window; a peer that cannot be installed is skipped with a warning)
+#   BROKERS        brokers to run, in order (default: "ringmq flashmq mosquitto rumqttd mochi";
+#                  "flashmq-nodelay" is FlashMQ with tcp_nodelay on its listener; "aedes" is also
+#                  known: it is not in the default set because under the p2p flood it dies of a
+#                  stack overflow in its topic matcher and its runs take the whole window; a
+#                  peer that cannot be installed is skipped with a warning)
+#   LAB            where FlashMQ and nanomq_cli are installed (default ~/lab: $LAB/bin/flashmq,
+#                  $LAB/bin/nanomq_cli); missing ones are built from the bare git mirrors under
+#                  MIRROR_ROOT (default: ../.mirror beside the repository, as `fetch` writes
+#                  them) by ../shared/peers/flashmq.sh and nanomq.sh (PEER_SCRIPTS, default
+#                  ../shared/peers beside the repository)
 #   REPS           runs per broker (default 1; all.sh uses 3); brokers alternate within a rep
 #   RUN_ID         groups the results of one suite run (default: a timestamp)
 #   BENCH_RESULTS  results directory (default: bench-results/scenarios, gitignored)
@@ -41,7 +47,10 @@ BENCH_RESULTS=${BENCH_RESULTS:-$BENCH_ROOT/bench-results/scenarios}
 RUN_ID=${RUN_ID:-$(date +%Y%m%d-%H%M%S)}
 REPS=${REPS:-1}
 BENCH_THREADS=${BENCH_THREADS:-1}
-BROKERS=${BROKERS:-ringmq mosquitto rumqttd mochi}
+BROKERS=${BROKERS:-ringmq flashmq mosquitto rumqttd mochi}
+LAB=${LAB:-$HOME/lab}
+FLASHMQ_BIN=$LAB/bin/flashmq
+NANOMQ_CLI=$LAB/bin/nanomq_cli
 # Open files per broker and per load generator process (connections + a few).
 FD_LIMIT=${FD_LIMIT:-20000}
 CLK_TCK=$(getconf CLK_TCK)
@@ -94,6 +103,20 @@ install_mochi() {
   (cd "$BENCH_DIR/peers/mochi" && go build -o "$BENCH_CACHE/mochi/mochi-peer" . >&2)
 }
 
+# FlashMQ v1.26.2 and nanomq_cli 0.25.3 (the versions issue 53 compares with) are C/C++ builds
+# from fetched snapshots, done by the scripts in ../shared/peers (idempotent, nice'd).
+build_lab_peer() { # script binary
+  [[ -x $2 ]] && return 0
+  local script=${PEER_SCRIPTS:-$BENCH_ROOT/../shared/peers}/$1
+  [[ -f $script ]] || { log "no $script to build $2 with"; return 1; }
+  log "building $2 with $script"
+  LAB=$LAB MIRROR_ROOT=${MIRROR_ROOT:-$BENCH_ROOT/../.mirror} nice -n 10 bash "$script" >&2
+}
+
+install_flashmq() { build_lab_peer flashmq.sh "$FLASHMQ_BIN"; }
+
+install_nanomq_cli() { build_lab_peer nanomq.sh "$NANOMQ_CLI"; }
+
 install_aedes() {
   mkdir -p "$BENCH_CACHE/aedes"
   cp "$BENCH_DIR/peers/aedes/package.json" "$BENCH_DIR/peers/aedes/server.mjs" "$BENCH_CACHE/aedes/"
@@ -108,8 +131,8 @@ prepare_brokers() {
   for b in $BROKERS; do
     case $b in
       ringmq) ok+=("$b") ;;
-      mosquitto | rumqttd | mochi | aedes)
-        if "install_$b"; then ok+=("$b"); else log "WARNING: $b not installed; skipped"; fi ;;
+      mosquitto | rumqttd | mochi | aedes | flashmq | flashmq-nodelay)
+        if "install_${b%-nodelay}"; then ok+=("$b"); else log "WARNING: $b not installed; skipped"; fi ;;
       *) log "WARNING: unknown broker $b; skipped" ;;
     esac
   done
@@ -215,6 +238,27 @@ max_inflight_count = 65535
 dynamic_filters = true
 EOF
       ;;
+    flashmq | flashmq-nodelay)
+      # thread_count: the CPUs the broker may run on (RingMQ starts one shard per CPU of its
+      # affinity). QoS queues at their maxima (65535 messages, 1 GiB per client) and a 16 MiB
+      # write buffer, so nothing is dropped for want of room; packet size is unlimited by default.
+      cat >"$conf" <<EOF
+thread_count $("${BROKER_TASKSET[@]}" nproc)
+allow_anonymous true
+log_level warning
+rlimit_nofile $FD_LIMIT
+max_qos_msg_pending_per_client 65535
+max_qos_bytes_pending_per_client 1073741824
+client_max_write_buffer_size 16777216
+listen {
+  protocol mqtt
+  inet_protocol ip4
+  inet4_bind_address 127.0.0.1
+  port $port
+  tcp_nodelay $([[ $name == flashmq-nodelay ]] && echo true || echo false)
+}
+EOF
+      ;;
     *) : >"$conf" ;;
   esac
   echo "$conf"
@@ -233,6 +277,7 @@ broker_start() {
     ringmq) (ulimit -n "$FD_LIMIT" && exec "${BROKER_TASKSET[@]}" "$RINGMQ_BIN" --config "$conf") >>"$logf" 2>&1 & ;;
     mosquitto) (ulimit -n "$FD_LIMIT" && exec "${BROKER_TASKSET[@]}" mosquitto -c "$conf") >>"$logf" 2>&1 & ;;
     rumqttd) (ulimit -n "$FD_LIMIT" && exec "${BROKER_TASKSET[@]}" "$BENCH_CACHE/rumqttd/bin/rumqttd" -q -c "$conf") >>"$logf" 2>&1 & ;;
+    flashmq*) (ulimit -n "$FD_LIMIT" && exec "${BROKER_TASKSET[@]}" "$FLASHMQ_BIN" --config-file "$conf") >>"$logf" 2>&1 & ;;
     mochi) (ulimit -n "$FD_LIMIT" && exec "${BROKER_TASKSET[@]}" "$BENCH_CACHE/mochi/mochi-peer" -listen "127.0.0.1:$port") >>"$logf" 2>&1 & ;;
     aedes) (ulimit -n "$FD_LIMIT" && cd "$BENCH_CACHE/aedes" && exec "${BROKER_TASKSET[@]}" node server.mjs 127.0.0.1 "$port") >>"$logf" 2>&1 & ;;
     *) log "unknown broker $name"; return 1 ;;
