@@ -160,3 +160,177 @@ fn a_client_that_changes_address_keeps_its_session_and_loses_nothing() {
     let open = scraped.value("ringmq_listener_connections_open", &[("listener", "quic")]);
     assert_eq!(open, Some(1.0), "one QUIC connection all along");
 }
+
+/// A UDP relay on loopback between a QUIC client and the broker that drops and reorders
+/// datagrams, both ways, from a seeded draw: the network QUIC is for.
+struct LossyRelay {
+    addr: std::net::SocketAddr,
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    threads: Vec<std::thread::JoinHandle<u64>>,
+}
+
+impl LossyRelay {
+    /// Relays to `server`, dropping `loss_percent` of the datagrams and holding back
+    /// `reorder_percent` of them until the next one has passed.
+    fn start(server: std::net::SocketAddr, loss_percent: u64, reorder_percent: u64) -> Self {
+        use std::net::UdpSocket;
+        use std::sync::{Arc, Mutex};
+        let front = Arc::new(UdpSocket::bind("127.0.0.1:0").unwrap());
+        let back = Arc::new(UdpSocket::bind("127.0.0.1:0").unwrap());
+        back.connect(server).unwrap();
+        for socket in [&front, &back] {
+            socket
+                .set_read_timeout(Some(std::time::Duration::from_millis(20)))
+                .unwrap();
+        }
+        let addr = front.local_addr().unwrap();
+        let client = Arc::new(Mutex::new(None));
+        let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let lossy = Lossy {
+            loss_percent,
+            reorder_percent,
+        };
+        let up = {
+            let (front, back, client, stop) =
+                (front.clone(), back.clone(), client.clone(), stop.clone());
+            std::thread::spawn(move || {
+                lossy.relay(
+                    1,
+                    &stop,
+                    |buf| {
+                        let (len, from) = front.recv_from(buf).ok()?;
+                        *client.lock().unwrap() = Some(from);
+                        Some(len)
+                    },
+                    |packet| {
+                        let _ = back.send(packet);
+                    },
+                )
+            })
+        };
+        let down = {
+            let stop = stop.clone();
+            std::thread::spawn(move || {
+                lossy.relay(
+                    2,
+                    &stop,
+                    |buf| back.recv(buf).ok(),
+                    |packet| {
+                        if let Some(to) = *client.lock().unwrap() {
+                            let _ = front.send_to(packet, to);
+                        }
+                    },
+                )
+            })
+        };
+        Self {
+            addr,
+            stop,
+            threads: vec![up, down],
+        }
+    }
+
+    /// Stops relaying; the datagrams dropped.
+    fn stop(self) -> u64 {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        self.threads.into_iter().map(|t| t.join().unwrap()).sum()
+    }
+}
+
+/// One direction's faults.
+#[derive(Clone, Copy)]
+struct Lossy {
+    loss_percent: u64,
+    reorder_percent: u64,
+}
+
+impl Lossy {
+    /// Receives with `receive`, passes on with `send` (or drops, or holds back one), until
+    /// `stop`; the number dropped.
+    fn relay(
+        self,
+        seed: u64,
+        stop: &std::sync::atomic::AtomicBool,
+        mut receive: impl FnMut(&mut [u8]) -> Option<usize>,
+        mut send: impl FnMut(&[u8]),
+    ) -> u64 {
+        let mut state = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+        let mut draw = move || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state % 100
+        };
+        let (mut dropped, mut held): (u64, Option<Vec<u8>>) = (0, None);
+        let mut buf = vec![0u8; 65_536];
+        while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+            let Some(len) = receive(&mut buf) else {
+                if let Some(late) = held.take() {
+                    send(&late);
+                }
+                continue;
+            };
+            if draw() < self.loss_percent {
+                dropped += 1;
+                continue;
+            }
+            if held.is_none() && draw() < self.reorder_percent {
+                held = Some(buf[..len].to_vec());
+                continue;
+            }
+            send(&buf[..len]);
+            if let Some(late) = held.take() {
+                send(&late);
+            }
+        }
+        dropped
+    }
+}
+
+/// Through 5 % loss and 5 % reordering both ways, every QoS 1 message in each direction is
+/// acknowledged and delivered, in order, on one QUIC connection.
+#[test]
+fn every_qos1_message_gets_through_loss_and_reordering() {
+    let pki = Pki::new();
+    let broker = broker(&pki);
+    let relay = LossyRelay::start(broker.addr_of("quic"), 5, 5);
+    let mut tcp = RawClient::connected_clean(broker.addr(), V5, "lossy-watcher");
+    tcp.subscribe("lossy/up", QoS::AtLeastOnce);
+    let mut quic = QuicClient::connect(relay.addr, &pki);
+    quic.open_stream();
+    let mut quic = MqttOverQuic {
+        quic,
+        buf: Vec::new(),
+    };
+    quic.send(&Packet::Connect(Box::new(connect_packet(
+        V5, "lossy", true,
+    ))));
+    assert!(matches!(quic.next(), Packet::ConnAck(_)));
+    quic.send(&Packet::Subscribe(subscribe_packet(
+        1,
+        "lossy/down",
+        qos_options(QoS::AtLeastOnce),
+    )));
+    assert!(matches!(quic.next(), Packet::SubAck(_)));
+    const MESSAGES: u16 = 200;
+    for n in 1..=MESSAGES {
+        quic.publish_acked("lossy/up", &n.to_be_bytes(), n);
+    }
+    for n in 1..=MESSAGES {
+        let publish = tcp.expect_publish();
+        assert_eq!(publish.payload(), &n.to_be_bytes());
+        tcp.acknowledge(&publish);
+        tcp.publish_simple("lossy/down", &n.to_be_bytes(), QoS::AtLeastOnce);
+    }
+    for n in 1..=MESSAGES {
+        let Packet::Publish(publish) = quic.next() else {
+            panic!("PUBLISH expected")
+        };
+        assert_eq!(publish.payload(), &n.to_be_bytes());
+        quic.send(&Packet::PubAck(codec::PubAck::new(
+            publish.packet_id.unwrap(),
+        )));
+    }
+    let dropped = relay.stop();
+    assert!(dropped > 0, "the relay dropped datagrams");
+}
