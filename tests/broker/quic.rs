@@ -130,7 +130,12 @@ fn mqtt_over_quic_talks_with_tcp_clients() {
     let scraped = scrape_until(&broker, "one connection by listener", |s| {
         open(s, "quic") == Some(1.0) && open(s, "tcp") == Some(1.0)
     });
-    assert_eq!(open(&scraped, "quic"), Some(1.0));
+    assert_eq!(scraped.value("ringmq_quic_connections", &[]), Some(1.0));
+    assert_eq!(
+        scraped.value("ringmq_quic_streams_opened_total", &[]),
+        Some(1.0)
+    );
+    assert_eq!(scraped.value("ringmq_quic_refused_total", &[]), Some(0.0));
 }
 
 /// A device whose address changes (a NAT rebinding, a move between networks) keeps its QUIC
@@ -159,6 +164,18 @@ fn a_client_that_changes_address_keeps_its_session_and_loses_nothing() {
     let scraped = scrape(&broker);
     let open = scraped.value("ringmq_listener_connections_open", &[("listener", "quic")]);
     assert_eq!(open, Some(1.0), "one QUIC connection all along");
+    let opened = scraped.value("ringmq_quic_streams_opened_total", &[]);
+    assert_eq!(opened, Some(1.0), "never reconnected");
+    let migrations = scraped.value("ringmq_quic_migrations_total", &[]);
+    assert_eq!(migrations, Some(20.0), "one per address change");
+    // The broker's view of the client's address followed it (the admin API's list).
+    let listed = crate::ops::get(broker.http_addr(), "/api/v1/clients?search=mover", "");
+    let address = quic.quic.local_addr().to_string();
+    assert!(
+        listed.body.contains(&address),
+        "{address} in {}",
+        listed.body
+    );
 }
 
 /// A UDP relay on loopback between a QUIC client and the broker that drops and reorders
@@ -331,6 +348,26 @@ fn every_qos1_message_gets_through_loss_and_reordering() {
             publish.packet_id.unwrap(),
         )));
     }
+    // The broker ends the connection on the DISCONNECT (its close drains on its own timer,
+    // whatever the relay drops), then counts its packets.
+    quic.send(&Packet::Disconnect(codec::Disconnect {
+        reason_code: ReasonCode::Success,
+        properties: Default::default(),
+    }));
+    // The client goes on resending what was lost until the broker has closed and drained
+    // the connection (its CONNECTION_CLOSE may be dropped on the way back: then only the
+    // broker knows).
+    let drained = |s: &Scrape| s.value("ringmq_quic_connections", &[]) == Some(0.0);
+    quic.quic
+        .drive_until("the broker's close", || drained(&scrape(&broker)));
+    let scraped = scrape_until(&broker, "the connection's losses counted", drained);
+    let lost = scraped
+        .value("ringmq_quic_lost_packets_total", &[])
+        .unwrap();
+    let sent = scraped
+        .value("ringmq_quic_sent_packets_total", &[])
+        .unwrap();
+    assert!(lost > 0.0 && sent > lost, "lost {lost} of {sent}");
     let dropped = relay.stop();
     assert!(dropped > 0, "the relay dropped datagrams");
 }

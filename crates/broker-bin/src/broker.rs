@@ -120,8 +120,9 @@ impl Broker {
             );
         }
         let mut runtime_config = runtime_config(&config);
+        let quic_counters = std::sync::Arc::default();
         runtime_config.datagram_listen =
-            transport::quic::datagram_endpoints(&config.listeners.quic)?;
+            transport::quic::datagram_endpoints(&config.listeners.quic, &quic_counters)?;
         runtime_config.clock = clock.clone();
         runtime_config.inherited = inherited;
         let shards = runtime_config.shard_count();
@@ -146,6 +147,7 @@ impl Broker {
         let bridge_board = Arc::new(bridge::BridgeBoard::default());
         shared.links.bridges = Arc::clone(&bridge_board) as Arc<dyn broker_api::BridgeFigures>;
         shared.door.transports = transports.with_hold_limit(transport_hold_limit(&shared));
+        shared.door.quic = quic_counters;
         shared.access.passwords = passwords.map(broker_core::swap::Swap::new);
         shared.access.scram = scram.map(broker_core::swap::Swap::new);
         shared.access.acl = acl.map(broker_core::swap::Swap::new);
@@ -257,6 +259,7 @@ impl Broker {
             admin: self.admin_port(),
             lifecycle: Arc::clone(&self.lifecycle),
             backend: self.runtime.backend(),
+            quic_listeners: !self.runtime.datagram_addrs().is_empty(),
         };
         match listener.serve(Arc::new(state)) {
             Ok(server) => {

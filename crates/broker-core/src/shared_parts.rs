@@ -266,6 +266,8 @@ pub struct Door {
     pub guard: crate::guard::IpGuard,
     /// Publish rates and overload mode (reloadable).
     pub abuse: crate::abuse::AbuseLimits,
+    /// What the QUIC listeners' drivers count (`/metrics` `ringmq_quic_*`).
+    pub quic: std::sync::Arc<transport::quic::QuicCounters>,
 }
 
 impl Door {
@@ -275,6 +277,7 @@ impl Door {
             connections: AtomicUsize::new(0),
             guard: crate::guard::IpGuard::new(config.ip.clone()),
             abuse: crate::abuse::AbuseLimits::new(config),
+            quic: std::sync::Arc::default(),
         }
     }
 }

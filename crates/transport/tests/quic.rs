@@ -60,7 +60,9 @@ fn serve(pki: &Pki, shards: usize) -> (RuntimeHandle<()>, std::net::SocketAddr, 
         crl: None,
         ocsp_response: None,
     };
-    let listener = QuicListenerConfig::load(&QuicSettings::new(tls)).expect("QUIC config");
+    let counters = Arc::default();
+    let listener =
+        QuicListenerConfig::load(&QuicSettings::new(tls), counters).expect("QUIC config");
     let config = RuntimeConfig {
         shards: Some(shards),
         datagram_listen: vec![DatagramListen {

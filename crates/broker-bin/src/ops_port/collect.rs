@@ -41,6 +41,7 @@ pub fn render(state: &OpsState) -> String {
     store(&mut doc, state);
     bridges(&mut doc, state);
     super::collect_cluster::cluster(&mut doc, state);
+    super::collect_quic::quic(&mut doc, state, state.quic_listeners);
     super::collect_events::webhooks(&mut doc, state);
     super::collect_slow::slow_subscribers(&mut doc, state);
     doc.finish()

@@ -6,6 +6,7 @@
 mod collect;
 mod collect_cluster;
 mod collect_events;
+mod collect_quic;
 mod collect_slow;
 mod port;
 mod state;

@@ -41,6 +41,8 @@ pub struct OpsState {
     pub(crate) admin: AdminPort,
     pub(crate) lifecycle: Arc<Lifecycle>,
     pub(crate) backend: BackendKind,
+    /// Whether the broker has a QUIC listener (its `ringmq_quic_*` families are shown).
+    pub(crate) quic_listeners: bool,
 }
 
 impl OpsState {

@@ -8,6 +8,7 @@ use quinn_proto::crypto::rustls::QuicServerConfig;
 use quinn_proto::{EndpointConfig, IdleTimeout, ServerConfig, TransportConfig, VarInt};
 
 use super::cid::ShardCids;
+use super::counters::QuicCounters;
 use crate::config::QuicSettings;
 use crate::error::TransportError;
 
@@ -16,6 +17,7 @@ use crate::error::TransportError;
 pub struct QuicListenerConfig {
     pub(crate) server: Arc<ServerConfig>,
     pub(crate) max_connections: usize,
+    pub(crate) counters: Arc<QuicCounters>,
 }
 
 impl std::fmt::Debug for QuicListenerConfig {
@@ -27,8 +29,12 @@ impl std::fmt::Debug for QuicListenerConfig {
 }
 
 impl QuicListenerConfig {
-    /// Reads the certificate and key; an error names the file or the problem.
-    pub fn load(settings: &QuicSettings) -> Result<Self, TransportError> {
+    /// Reads the certificate and key; the drivers count in `counters`. An error names the
+    /// file or the problem.
+    pub fn load(
+        settings: &QuicSettings,
+        counters: Arc<QuicCounters>,
+    ) -> Result<Self, TransportError> {
         let tls = crate::tls::quic_tls_config(&settings.tls, super::ALPN)?;
         let crypto = QuicServerConfig::try_from(tls)
             .map_err(|e| TransportError::Tls(format!("QUIC needs TLS 1.3: {e}")))?;
@@ -39,6 +45,7 @@ impl QuicListenerConfig {
         Ok(Self {
             server: Arc::new(server),
             max_connections: settings.max_connections_per_shard,
+            counters,
         })
     }
 

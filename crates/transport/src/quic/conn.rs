@@ -23,6 +23,8 @@ pub(super) struct Stepped {
     pub(super) released: Option<ConnId>,
     /// The QUIC connection is drained: forget it.
     pub(super) drained: bool,
+    /// The peer's address changed (told to the runtime: `ShardCtx::peer_addr` follows).
+    pub(super) migrated: bool,
 }
 
 /// How the connection is ending, as far as the handler is concerned.
@@ -47,6 +49,8 @@ pub(super) struct QuicConn {
     /// The virtual connection, from the stream's opening until it is reported closed.
     conn: Option<ConnId>,
     released: Option<ConnId>,
+    /// The peer's address as last told to the runtime.
+    peer: std::net::SocketAddr,
     stream: Option<StreamId>,
     /// Bytes the handler queued that the stream has not taken yet (flow control).
     unsent: VecDeque<Bytes>,
@@ -60,6 +64,7 @@ pub(super) struct QuicConn {
 impl QuicConn {
     pub(super) fn new(quic: Connection) -> Self {
         Self {
+            peer: quic.remote_address(),
             quic,
             deadline: None,
             paused: false,
@@ -95,6 +100,7 @@ impl QuicConn {
                 _ => {}
             }
         }
+        stepped.migrated = self.follow_peer(io);
         self.read(io);
         self.write(io);
         if self.quic.is_drained() {
@@ -103,6 +109,20 @@ impl QuicConn {
         }
         stepped.released = self.released.take();
         stepped
+    }
+
+    /// Whether the peer's address changed (quinn-proto moved to the new path): the runtime
+    /// is told, so the broker's view of the client's address follows.
+    fn follow_peer(&mut self, io: &mut DriverIo<'_>) -> bool {
+        let now = self.quic.remote_address();
+        if now == self.peer {
+            return false;
+        }
+        self.peer = now;
+        if let Some(conn) = self.conn {
+            io.set_peer(conn, now);
+        }
+        true
     }
 
     fn open_stream(&mut self, io: &mut DriverIo<'_>) -> Option<ConnId> {

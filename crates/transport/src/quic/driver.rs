@@ -14,6 +14,7 @@ use ring_runtime::{ConnId, Datagram, DatagramDriver, DriverClose, DriverIo, Driv
 use super::cid::owner_shard;
 use super::config::QuicListenerConfig;
 use super::conn::QuicConn;
+use super::counters::QuicCounters;
 
 /// The most datagrams one transmit may join into a GSO train.
 const MAX_TRAIN: usize = 10;
@@ -79,7 +80,9 @@ impl QuicDriver {
 
     fn accept(&mut self, io: &mut DriverIo<'_>, incoming: quinn_proto::Incoming) {
         self.buf.clear();
+        let counters = &self.config.counters;
         if self.conns.len() >= self.config.max_connections {
+            QuicCounters::add(&counters.refused, 1);
             let transmit = self.endpoint.refuse(incoming, &mut self.buf);
             return self.send_buffered(io, &transmit);
         }
@@ -88,10 +91,12 @@ impl QuicDriver {
             .accept(incoming, io.now(), &mut self.buf, None)
         {
             Ok((handle, quic)) => {
+                QuicCounters::add(&counters.connections, 1);
                 self.conns.insert(handle, QuicConn::new(quic));
                 self.drive(io, handle);
             }
             Err(refused) => {
+                QuicCounters::add(&counters.handshake_failures, 1);
                 if let Some(transmit) = refused.response {
                     self.send_buffered(io, &transmit);
                 }
@@ -111,8 +116,13 @@ impl QuicDriver {
             }
         }
         let stepped = conn.step(io);
+        let counters = &self.config.counters;
         if let Some(conn_id) = stepped.opened {
+            QuicCounters::add(&counters.streams_opened, 1);
             self.handles.insert(conn_id, handle);
+        }
+        if stepped.migrated {
+            QuicCounters::add(&counters.migrations, 1);
         }
         if let Some(conn_id) = stepped.released {
             self.unmap(conn_id, handle);
@@ -166,11 +176,17 @@ impl QuicDriver {
     /// The connection is drained (its virtual connection already reported closed): its state
     /// goes.
     fn forget(&mut self, handle: ConnectionHandle) {
-        if let Some(conn) = self.conns.remove(&handle)
-            && let Some(at) = conn.deadline
-        {
+        let Some(conn) = self.conns.remove(&handle) else {
+            return;
+        };
+        if let Some(at) = conn.deadline {
             self.deadlines.remove(&(at, handle));
         }
+        let counters = &self.config.counters;
+        let path = conn.quic.stats().path;
+        QuicCounters::sub(&counters.connections, 1);
+        QuicCounters::add(&counters.lost_packets, path.lost_packets);
+        QuicCounters::add(&counters.sent_packets, path.sent_packets);
     }
 
     fn update_deadline(&self, io: &mut DriverIo<'_>) {

@@ -8,10 +8,12 @@
 pub mod cid;
 mod config;
 mod conn;
+mod counters;
 mod driver;
 
 pub use crate::config::QuicSettings;
 pub use config::QuicListenerConfig;
+pub use counters::QuicCounters;
 pub use driver::QuicDriver;
 
 use std::sync::Arc;
@@ -22,14 +24,16 @@ use crate::config::QuicListener;
 use crate::error::TransportError;
 
 /// The runtime's datagram endpoints for `listeners`: each one's certificate and key read
-/// once, a [`QuicDriver`] per shard; an error names the file or the problem.
+/// once, a [`QuicDriver`] per shard counting in `counters`; an error names the file or the
+/// problem.
 pub fn datagram_endpoints(
     listeners: &[QuicListener],
+    counters: &Arc<QuicCounters>,
 ) -> Result<Vec<DatagramListen>, TransportError> {
     listeners
         .iter()
         .map(|listener| {
-            let config = QuicListenerConfig::load(&listener.settings)?;
+            let config = QuicListenerConfig::load(&listener.settings, Arc::clone(counters))?;
             Ok(DatagramListen {
                 addr: listener.bind,
                 driver: Arc::new(move |setup| Box::new(QuicDriver::new(config.clone(), setup))),

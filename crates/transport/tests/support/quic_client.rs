@@ -150,9 +150,35 @@ impl QuicClient {
         });
     }
 
+    /// The address the client sends from now.
+    pub fn local_addr(&self) -> SocketAddr {
+        self.socket.local_addr().unwrap()
+    }
+
     /// Sends from a new local port from now on (an address change, as after a NAT rebinding).
     pub fn rebind(&mut self) {
         self.socket = bound_socket();
+    }
+
+    /// Drives the connection (what was written is retransmitted through any loss) until
+    /// `done`, or until the server closed it.
+    pub fn drive_until(&mut self, what: &str, mut done: impl FnMut() -> bool) {
+        let deadline = Instant::now() + HANG;
+        while !self.lost && !done() {
+            let now = Instant::now();
+            assert!(now < deadline, "{what}: not within {HANG:?}");
+            self.turn(now);
+        }
+    }
+
+    /// One round: packets out, timers, one datagram in, events.
+    fn turn(&mut self, now: Instant) {
+        self.transmit(now);
+        if self.conn.poll_timeout().is_some_and(|at| at <= now) {
+            self.conn.handle_timeout(now);
+        }
+        self.receive(now);
+        self.events();
     }
 
     /// Closes the connection (no error) and sends the close.
@@ -184,12 +210,7 @@ impl QuicClient {
                 self.transmit(now);
                 return;
             }
-            self.transmit(now);
-            if self.conn.poll_timeout().is_some_and(|at| at <= now) {
-                self.conn.handle_timeout(now);
-            }
-            self.receive(now);
-            self.events();
+            self.turn(now);
         }
     }
 
