@@ -29,6 +29,17 @@ ensure_mqtt_js() {
   npm install --prefix "$RINGMQ_MQTTJS_DIR" --no-audit --no-fund --silent mqtt@5
 }
 
+# aioquic (PyPI), a third-party QUIC stack: the MQTT over QUIC interop test
+# (tests/broker/quic.rs) runs tests/broker/quic_aioquic.py with it from RINGMQ_AIOQUIC_DIR.
+export RINGMQ_AIOQUIC_DIR=${RINGMQ_AIOQUIC_DIR:-$HOME/.cache/ringmq-test/aioquic}
+ensure_aioquic() {
+  if [ -d "$RINGMQ_AIOQUIC_DIR/aioquic" ]; then
+    return
+  fi
+  ensure_debian_package pip3 python3-pip
+  python3 -m pip install --quiet --disable-pip-version-check --root-user-action=ignore --target "$RINGMQ_AIOQUIC_DIR" aioquic==1.7.2
+}
+
 test_tools() {
   ensure_rust_components
   # access/ unit tests make password files with the real mosquitto_passwd.
@@ -42,6 +53,7 @@ test_tools() {
   # The PROXY protocol tests put a real HAProxy in front of the broker (tests/broker/proxy.rs).
   ensure_debian_package haproxy haproxy
   ensure_mqtt_js
+  ensure_aioquic
   # The dashboard's test drives a headless Chromium over the DevTools protocol
   # (tests/broker/dashboard.rs); it fails, never skips, without it.
   ensure_debian_package chromium chromium

@@ -371,3 +371,58 @@ fn every_qos1_message_gets_through_loss_and_reordering() {
     let dropped = relay.stop();
     assert!(dropped > 0, "the relay dropped datagrams");
 }
+
+/// Where aioquic is installed (scripts/test.d/00-tools.sh, `ensure_aioquic`).
+fn aioquic_dir() -> std::path::PathBuf {
+    let dir = std::env::var_os("RINGMQ_AIOQUIC_DIR").map_or_else(
+        || {
+            let home = std::env::var_os("HOME").expect("HOME is set");
+            std::path::PathBuf::from(home).join(".cache/ringmq-test/aioquic")
+        },
+        std::path::PathBuf::from,
+    );
+    assert!(
+        dir.join("aioquic").is_dir(),
+        "aioquic is not installed in {}: run scripts/test.d/00-tools.sh (ensure_aioquic)",
+        dir.display()
+    );
+    dir
+}
+
+/// A third-party QUIC stack (Python's aioquic, another implementation than the broker's
+/// quinn-proto) speaks MQTT 5.0 over QUIC with the broker: CONNACK, SUBACK, its QoS 1 message
+/// acknowledged and delivered back to it; a TCP subscriber gets it too.
+#[test]
+fn aioquic_speaks_mqtt_over_quic_with_the_broker() {
+    let pki = Pki::new();
+    let broker = broker(&pki);
+    let mut tcp = RawClient::connected_clean(broker.addr(), V5, "aioquic-watcher");
+    tcp.subscribe("interop/#", QoS::AtLeastOnce);
+    let script = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../tests/broker/quic_aioquic.py"
+    );
+    let quic = broker.addr_of("quic");
+    let output = std::process::Command::new("timeout")
+        .args([
+            "40",
+            "python3",
+            script,
+            "127.0.0.1",
+            &quic.port().to_string(),
+        ])
+        .arg(&pki.cert)
+        .arg("from-aioquic")
+        .env("PYTHONPATH", aioquic_dir())
+        .output()
+        .expect("python3 runs");
+    let printed = String::from_utf8_lossy(&output.stdout);
+    assert_eq!(
+        printed.trim(),
+        "OK interop/aioquic hello from aioquic",
+        "stderr: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let publish = tcp.expect_publish();
+    assert_eq!(publish.payload(), b"hello from aioquic");
+}
