@@ -62,6 +62,10 @@ fn transport(settings: &QuicSettings) -> Result<TransportConfig, TransportError>
     let idle = IdleTimeout::try_from(settings.idle_timeout)
         .map_err(|_| TransportError::Tls("QUIC idle timeout out of range".into()))?;
     transport.max_idle_timeout(Some(idle));
+    // The broker pings a third of the idle timeout apart: a live client that sends nothing
+    // (a long MQTT keep-alive) keeps its connection, a gone one times out; whether the MQTT
+    // session is alive stays the keep-alive check's to decide, as on TCP.
+    transport.keep_alive_interval(Some(settings.idle_timeout / 3));
     transport.max_concurrent_bidi_streams(VarInt::from_u32(1));
     transport.max_concurrent_uni_streams(VarInt::from_u32(0));
     transport.stream_receive_window(VarInt::from_u32(settings.stream_window));
