@@ -120,9 +120,8 @@ impl Broker {
             );
         }
         let mut runtime_config = runtime_config(&config);
-        let quic_counters = std::sync::Arc::default();
-        runtime_config.datagram_listen =
-            transport::quic::datagram_endpoints(&config.listeners.quic, &quic_counters)?;
+        let quic = transport::quic::QuicListeners::load(&config.listeners.quic)?;
+        runtime_config.datagram_listen = quic.endpoints();
         runtime_config.clock = clock.clone();
         runtime_config.inherited = inherited;
         let shards = runtime_config.shard_count();
@@ -147,7 +146,7 @@ impl Broker {
         let bridge_board = Arc::new(bridge::BridgeBoard::default());
         shared.links.bridges = Arc::clone(&bridge_board) as Arc<dyn broker_api::BridgeFigures>;
         shared.door.transports = transports.with_hold_limit(transport_hold_limit(&shared));
-        shared.door.quic = quic_counters;
+        shared.door.quic = quic;
         shared.access.passwords = passwords.map(broker_core::swap::Swap::new);
         shared.access.scram = scram.map(broker_core::swap::Swap::new);
         shared.access.acl = acl.map(broker_core::swap::Swap::new);
@@ -316,7 +315,9 @@ impl Broker {
     /// them, open connections keep theirs. A listener whose files fail keeps its old ones;
     /// the errors are returned.
     pub fn reload_certificates(&self) -> Vec<crate::transport::TransportError> {
-        self.shared.door.transports.reload()
+        let mut errors = self.shared.door.transports.reload();
+        errors.extend(self.shared.door.quic.reload());
+        errors
     }
 
     /// What SIGHUP does: reloads the TLS certificates, the password file and the ACL file. Whatever fails

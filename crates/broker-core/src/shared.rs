@@ -45,11 +45,12 @@ pub struct Shared {
 }
 
 impl Shared {
-    /// Reloads the TLS certificates, the password file and the ACL file, and empties the
+    /// Reloads the TLS (and QUIC) certificates, the password file and the ACL file, and empties the
     /// backends' caches. Whatever fails to load keeps its old contents; the errors are
     /// returned.
     pub fn reload_files(&self) -> Vec<String> {
         let mut errors: Vec<String> = (self.door.transports.reload().iter())
+            .chain(&self.door.quic.reload())
             .map(ToString::to_string)
             .collect();
         errors.extend(self.access.reload(&self.config.auth));

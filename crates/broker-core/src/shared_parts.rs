@@ -266,8 +266,9 @@ pub struct Door {
     pub guard: crate::guard::IpGuard,
     /// Publish rates and overload mode (reloadable).
     pub abuse: crate::abuse::AbuseLimits,
-    /// What the QUIC listeners' drivers count (`/metrics` `ringmq_quic_*`).
-    pub quic: std::sync::Arc<transport::quic::QuicCounters>,
+    /// The QUIC listeners: their certificates (reloaded with the TLS ones) and what their
+    /// drivers count (`/metrics` `ringmq_quic_*`).
+    pub quic: transport::quic::QuicListeners,
 }
 
 impl Door {
@@ -277,7 +278,7 @@ impl Door {
             connections: AtomicUsize::new(0),
             guard: crate::guard::IpGuard::new(config.ip.clone()),
             abuse: crate::abuse::AbuseLimits::new(config),
-            quic: std::sync::Arc::default(),
+            quic: transport::quic::QuicListeners::default(),
         }
     }
 }

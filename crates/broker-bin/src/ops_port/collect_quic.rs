@@ -11,7 +11,7 @@ pub(super) fn quic(doc: &mut Exposition, state: &OpsState, has_listener: bool) {
     if !has_listener {
         return;
     }
-    let c: &QuicCounters = &state.shared.door.quic;
+    let c: &QuicCounters = state.shared.door.quic.counters();
     let families = [
         (
             "ringmq_quic_connections",

@@ -2,7 +2,7 @@
 //! transport's bounds, made into quinn-proto's endpoint and server configs once, shared by
 //! every shard's driver.
 
-use std::sync::Arc;
+use std::sync::{Arc, RwLock};
 
 use quinn_proto::crypto::rustls::QuicServerConfig;
 use quinn_proto::{EndpointConfig, IdleTimeout, ServerConfig, TransportConfig, VarInt};
@@ -12,10 +12,15 @@ use super::counters::QuicCounters;
 use crate::config::QuicSettings;
 use crate::error::TransportError;
 
-/// The configs every shard's endpoint of one listener is built from.
+/// The ALPN protocol id of MQTT over QUIC.
+pub const ALPN: &[u8] = b"mqtt";
+
+/// The configs every shard's endpoint of one listener is built from; its server config (the
+/// certificate) is swapped in place by [`Self::reload`], for the handshakes after it.
 #[derive(Clone)]
 pub struct QuicListenerConfig {
-    pub(crate) server: Arc<ServerConfig>,
+    server: Arc<RwLock<Arc<ServerConfig>>>,
+    settings: QuicSettings,
     pub(crate) max_connections: usize,
     pub(crate) counters: Arc<QuicCounters>,
 }
@@ -35,18 +40,26 @@ impl QuicListenerConfig {
         settings: &QuicSettings,
         counters: Arc<QuicCounters>,
     ) -> Result<Self, TransportError> {
-        let tls = crate::tls::quic_tls_config(&settings.tls, super::ALPN)?;
-        let crypto = QuicServerConfig::try_from(tls)
-            .map_err(|e| TransportError::Tls(format!("QUIC needs TLS 1.3: {e}")))?;
-        let mut server = ServerConfig::with_crypto(Arc::new(crypto));
-        server.transport_config(Arc::new(transport(settings)?));
-        // The MQTT connection rides one bidirectional stream: a peer may not open more.
-        server.max_incoming(settings.max_connections_per_shard.max(1));
         Ok(Self {
-            server: Arc::new(server),
+            server: Arc::new(RwLock::new(Arc::new(server_config(settings)?))),
+            settings: settings.clone(),
             max_connections: settings.max_connections_per_shard,
             counters,
         })
+    }
+
+    /// Reads the certificate, key and CA files again: new handshakes use them, open
+    /// connections keep theirs. On an error the old ones stay.
+    pub fn reload(&self) -> Result<(), TransportError> {
+        let fresh = Arc::new(server_config(&self.settings)?);
+        // A poisoned lock only means a panic elsewhere while swapping one Arc: the value is whole.
+        *self.server.write().unwrap_or_else(|e| e.into_inner()) = fresh;
+        Ok(())
+    }
+
+    /// The server config a handshake starting now uses.
+    pub(crate) fn current(&self) -> Arc<ServerConfig> {
+        Arc::clone(&self.server.read().unwrap_or_else(|e| e.into_inner()))
     }
 
     /// The endpoint config of the driver on `shard`: connection ids that name it.
@@ -55,6 +68,18 @@ impl QuicListenerConfig {
         endpoint.cid_generator(move || Box::new(ShardCids::new(shard)));
         Arc::new(endpoint)
     }
+}
+
+/// quinn-proto's server config for `settings`: the certificate (TLS 1.3, ALPN `mqtt`) and the
+/// transport's bounds.
+fn server_config(settings: &QuicSettings) -> Result<ServerConfig, TransportError> {
+    let tls = crate::tls::quic_tls_config(&settings.tls, ALPN)?;
+    let crypto = QuicServerConfig::try_from(tls)
+        .map_err(|e| TransportError::Tls(format!("QUIC needs TLS 1.3: {e}")))?;
+    let mut server = ServerConfig::with_crypto(Arc::new(crypto));
+    server.transport_config(Arc::new(transport(settings)?));
+    server.max_incoming(settings.max_connections_per_shard.max(1));
+    Ok(server)
 }
 
 fn transport(settings: &QuicSettings) -> Result<TransportConfig, TransportError> {

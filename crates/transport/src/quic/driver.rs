@@ -38,7 +38,7 @@ impl QuicDriver {
     pub fn new(config: QuicListenerConfig, setup: DriverSetup) -> Self {
         let endpoint = Endpoint::new(
             QuicListenerConfig::endpoint(setup.shard.index()),
-            Some(std::sync::Arc::clone(&config.server)),
+            Some(config.current()),
             true,
             None,
         );
@@ -86,9 +86,11 @@ impl QuicDriver {
             let transmit = self.endpoint.refuse(incoming, &mut self.buf);
             return self.send_buffered(io, &transmit);
         }
+        // The server config now (a reload swaps it for the handshakes after it).
+        let server = Some(self.config.current());
         match self
             .endpoint
-            .accept(incoming, io.now(), &mut self.buf, None)
+            .accept(incoming, io.now(), &mut self.buf, server)
         {
             Ok((handle, quic)) => {
                 QuicCounters::add(&counters.connections, 1);

@@ -34,7 +34,8 @@ pub fn wait_until(what: &str, done: impl Fn() -> bool) {
     }
 }
 
-/// A self-signed certificate for `localhost` and its key, in PEM files.
+/// A self-signed certificate for `localhost` and its key, in PEM files (the client trusts
+/// that certificate).
 pub struct Pki {
     _dir: tempfile::TempDir,
     pub cert: PathBuf,
@@ -104,6 +105,18 @@ impl QuicClient {
             lost: false,
             buf: Vec::new(),
         }
+    }
+
+    /// Whether the handshake completes (`false`: the connection was refused or lost first,
+    /// say for a certificate the client does not trust).
+    pub fn handshake_ok(&mut self) -> bool {
+        let deadline = Instant::now() + HANG;
+        while !self.connected && !self.lost {
+            let now = Instant::now();
+            assert!(now < deadline, "the handshake: not within {HANG:?}");
+            self.turn(now);
+        }
+        self.connected
     }
 
     /// Completes the handshake and opens the MQTT stream.
