@@ -465,3 +465,53 @@ fn a_reload_serves_new_quic_handshakes_with_the_new_certificate() {
         "the current one stays"
     );
 }
+
+/// `identity_as_username` on a QUIC listener: the verified client certificate's Common Name is
+/// the session's username (the admin API shows it); a client without a certificate is refused
+/// at the handshake (`require_client_cert`).
+#[test]
+fn a_client_certificate_names_the_user_over_quic() {
+    let pki = crate::pki::TestPki::new();
+    let dir = pki.dir.path();
+    let device = pki.ca.client(dir, "device-7");
+    let broker = TestBroker::with_config(&format!(
+        "[http]\nbind = \"127.0.0.1:0\"\n[[listeners.quic]]\nbind = \"127.0.0.1:0\"\n\
+         cert = \"{}\"\nkey = \"{}\"\nclient_ca = \"{}\"\nrequire_client_cert = true\n\
+         identity_as_username = true\n",
+        pki.server.cert.display(),
+        pki.server.key.display(),
+        pki.ca.cert.display()
+    ));
+    let quic = broker.addr_of("quic");
+    let with_cert = quic_client::client_config_from_files(
+        &pki.ca.cert,
+        Some((device.cert.as_path(), device.key.as_path())),
+    );
+    let mut client = QuicClient::connect_with(quic, "127.0.0.1", with_cert);
+    client.open_stream();
+    let mut mqtt = MqttOverQuic {
+        quic: client,
+        buf: Vec::new(),
+    };
+    mqtt.send(&Packet::Connect(Box::new(connect_packet(
+        V5,
+        "by-certificate",
+        true,
+    ))));
+    let Packet::ConnAck(ack) = mqtt.next() else {
+        panic!("CONNACK expected")
+    };
+    assert_eq!(ack.reason_code, ReasonCode::Success);
+    let listed = crate::ops::get(broker.http_addr(), "/api/v1/clients?search=device-7", "");
+    assert!(
+        listed.body.contains("\"username\":\"device-7\""),
+        "{}",
+        listed.body
+    );
+    // Without a certificate: TLS 1.3 lets the client finish its side first, then the broker
+    // refuses the handshake and closes the connection before any MQTT.
+    let without = quic_client::client_config_from_files(&pki.ca.cert, None);
+    let mut refused = QuicClient::connect_with(quic, "127.0.0.1", without);
+    refused.drive_until("the broker's refusal", || false);
+    assert!(refused.is_lost(), "no client certificate, no connection");
+}

@@ -176,6 +176,13 @@ impl<M> ShardCtx<M> {
         self.virtuals.get(conn).is_some()
     }
 
+    /// Who the transport of virtual connection `conn` says its peer is
+    /// ([`crate::DriverIo::set_identity`]); `None` for other connections or when its driver
+    /// set none.
+    pub fn peer_identity(&self, conn: ConnId) -> Option<&crate::PeerIdentity> {
+        self.virtuals.identity(conn)
+    }
+
     /// Whether `conn` is live and not closing.
     pub fn is_open(&self, conn: ConnId) -> bool {
         self.conns.get(conn).is_some_and(Conn::is_usable)

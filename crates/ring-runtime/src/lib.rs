@@ -43,7 +43,7 @@ pub use conn::ConnMap;
 pub use ctx::{ShardCtx, ShardStats};
 pub use datagram::{
     Datagram, DatagramDriver, DatagramListen, DatagramStats, DriverClose, DriverFactory, DriverIo,
-    DriverSetup,
+    DriverSetup, PeerIdentity,
 };
 pub use error::{PostRejected, RuntimeError};
 pub use exit::{ExitCause, ShardExit, ShardExits};

@@ -46,6 +46,8 @@ pub struct RawQuicListener {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub require_client_cert: Option<bool>,
     #[serde(skip_serializing_if = "Option::is_none")]
+    pub identity_as_username: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub crl_file: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub idle_timeout_ms: Option<u64>,
@@ -247,8 +249,8 @@ fn tls_settings(table: &'static str, raw: RawTlsKeys<'_>) -> Result<TlsSettings,
     Ok(settings)
 }
 
-/// A `[[listeners.quic]]` table: its TLS keys as a TLS listener's (no `identity_as_username`
-/// yet), the idle timeout (1 s to 10 min) and the connections one shard holds.
+/// A `[[listeners.quic]]` table: its TLS keys as a TLS listener's (but `ocsp_response_file`),
+/// the idle timeout (1 s to 10 min) and the connections one shard holds.
 fn quic_listener(raw: &RawQuicListener) -> Result<QuicListener, ConfigError> {
     const TABLE: &str = "listeners.quic";
     let tls = tls_settings(
@@ -258,7 +260,7 @@ fn quic_listener(raw: &RawQuicListener) -> Result<QuicListener, ConfigError> {
             key: &raw.key,
             client_ca: &raw.client_ca,
             require_client_cert: raw.require_client_cert,
-            identity_as_username: None,
+            identity_as_username: raw.identity_as_username,
             crl_file: &raw.crl_file,
             ocsp_response_file: &None,
         },
@@ -464,7 +466,8 @@ mod tests {
                 "listeners.quic.max_connections_per_shard",
             ),
             ("require_client_cert = true\n", "listeners.quic"),
-            ("identity_as_username = true\n", "identity_as_username"),
+            ("identity_as_username = true\n", "need `client_ca`"),
+            ("ocsp_response_file = \"o\"\n", "ocsp_response_file"),
         ] {
             let error = quic(extra).unwrap_err().to_string();
             assert!(error.contains(key), "{extra}: {error}");

@@ -4,7 +4,7 @@
 use std::net::SocketAddr;
 
 use codec::{Connect, MqttStr, ReasonCode};
-use ring_runtime::{ConnId, LayerError};
+use ring_runtime::{ConnId, LayerError, PeerIdentity};
 use tracing::debug;
 
 use super::lifecycle::LifecycleLines;
@@ -94,6 +94,9 @@ pub(super) fn apply_certificate_identity(
     conn: ConnId,
     connect: &mut Connect,
 ) -> Result<bool, ReasonCode> {
+    if ctx.is_virtual(conn) {
+        return quic_certificate_identity(ctx, conn, connect);
+    }
     let Some(transport) = ctx.layer_mut::<MqttTransport>(conn) else {
         return Ok(false);
     };
@@ -104,6 +107,27 @@ pub(super) fn apply_certificate_identity(
     let Ok(name) = identity else {
         debug!(%peer, "no client certificate Common Name to use as the username: refused");
         return Err(ReasonCode::NotAuthorized);
+    };
+    let username =
+        MqttStr::from_bytes(name.into_bytes().into()).map_err(|_| ReasonCode::NotAuthorized)?;
+    connect.username = Some(username);
+    Ok(true)
+}
+
+/// [`apply_certificate_identity`] for a QUIC connection: the name its driver read from the
+/// verified client certificate (set only on a listener with `identity_as_username`).
+fn quic_certificate_identity(
+    ctx: &Ctx,
+    conn: ConnId,
+    connect: &mut Connect,
+) -> Result<bool, ReasonCode> {
+    let name = match ctx.peer_identity(conn) {
+        None => return Ok(false),
+        Some(PeerIdentity::Named(name)) => name.to_string(),
+        Some(PeerIdentity::Unnamed) => {
+            debug!("no client certificate Common Name to use as the username (QUIC): refused");
+            return Err(ReasonCode::NotAuthorized);
+        }
     };
     let username =
         MqttStr::from_bytes(name.into_bytes().into()).map_err(|_| ReasonCode::NotAuthorized)?;

@@ -172,6 +172,15 @@ impl<'a> DriverIo<'a> {
         }
     }
 
+    /// Who the transport says `conn`'s peer is (what [`crate::ShardCtx::peer_identity`]
+    /// answers): set it before the driver call that opened `conn` returns, so the handler
+    /// has it from its first byte.
+    pub fn set_identity(&mut self, conn: ConnId, identity: super::PeerIdentity) {
+        if self.owns(conn) {
+            self.parts.virtuals.set_identity(conn, identity);
+        }
+    }
+
     /// Bytes the driver holds for `conn` and has not sent yet (counted by
     /// [`crate::ShardCtx::queued_bytes`]).
     pub fn set_unsent(&mut self, conn: ConnId, bytes: usize) {

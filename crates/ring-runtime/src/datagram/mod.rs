@@ -36,6 +36,7 @@ pub(crate) use endpoint::{Endpoint, OutDatagram, OutQueue, refuses_gso};
 pub(crate) use forward::ForwardInboxes;
 pub use io::DriverIo;
 pub(crate) use io::{DriverEvent, DriverParts};
+pub use virtual_conn::PeerIdentity;
 pub(crate) use virtual_conn::VirtualConns;
 
 /// A datagram as the driver receives it.

@@ -37,10 +37,24 @@ impl VirtualConn {
     }
 }
 
+/// Who the transport says is at the other end of a virtual connection (a verified client
+/// certificate's name, say): set by its driver, read by the handler
+/// ([`crate::ShardCtx::peer_identity`]). The runtime only keeps it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum PeerIdentity {
+    /// The transport vouches for this name.
+    Named(Box<str>),
+    /// The transport was asked for a name and has none (no certificate, or one without a
+    /// name): the handler decides (a broker refuses the login).
+    Unnamed,
+}
+
 /// The shard's virtual connections (empty without datagram endpoints).
 #[derive(Default)]
 pub(crate) struct VirtualConns {
     conns: HashMap<ConnId, VirtualConn>,
+    /// Identities the drivers set, for the connections that have one.
+    identities: HashMap<ConnId, PeerIdentity>,
 }
 
 impl VirtualConns {
@@ -57,10 +71,22 @@ impl VirtualConns {
     }
 
     pub(crate) fn remove(&mut self, id: ConnId) -> Option<VirtualConn> {
+        self.identities.remove(&id);
         self.conns.remove(&id)
+    }
+
+    pub(crate) fn set_identity(&mut self, id: ConnId, identity: PeerIdentity) {
+        if self.conns.contains_key(&id) {
+            self.identities.insert(id, identity);
+        }
+    }
+
+    pub(crate) fn identity(&self, id: ConnId) -> Option<&PeerIdentity> {
+        self.identities.get(&id)
     }
 
     pub(crate) fn shrink(&mut self) {
         self.conns.shrink_to_fit();
+        self.identities.shrink_to_fit();
     }
 }

@@ -22,6 +22,8 @@ pub struct QuicListenerConfig {
     server: Arc<RwLock<Arc<ServerConfig>>>,
     settings: QuicSettings,
     pub(crate) max_connections: usize,
+    /// The client certificate's Common Name becomes the username.
+    pub(crate) identity_as_username: bool,
     pub(crate) counters: Arc<QuicCounters>,
 }
 
@@ -44,6 +46,7 @@ impl QuicListenerConfig {
             server: Arc::new(RwLock::new(Arc::new(server_config(settings)?))),
             settings: settings.clone(),
             max_connections: settings.max_connections_per_shard,
+            identity_as_username: settings.tls.identity_as_username,
             counters,
         })
     }

@@ -7,7 +7,8 @@ use std::time::Instant;
 
 use bytes::Bytes;
 use quinn_proto::{Connection, ConnectionError, Dir, Event, StreamEvent, StreamId, VarInt};
-use ring_runtime::{CloseReason, ConnId, DriverClose, DriverIo};
+use ring_runtime::{CloseReason, ConnId, DriverClose, DriverIo, PeerIdentity};
+use rustls_pki_types::CertificateDer;
 
 /// Largest piece of the stream handed to the handler at once.
 const READ_CHUNK: usize = 64 * 1024;
@@ -51,6 +52,8 @@ pub(super) struct QuicConn {
     released: Option<ConnId>,
     /// The peer's address as last told to the runtime.
     peer: std::net::SocketAddr,
+    /// The listener's `identity_as_username`: the client certificate's name is handed over.
+    identity_as_username: bool,
     stream: Option<StreamId>,
     /// Bytes the handler queued that the stream has not taken yet (flow control).
     unsent: VecDeque<Bytes>,
@@ -62,9 +65,10 @@ pub(super) struct QuicConn {
 }
 
 impl QuicConn {
-    pub(super) fn new(quic: Connection) -> Self {
+    pub(super) fn new(quic: Connection, identity_as_username: bool) -> Self {
         Self {
             peer: quic.remote_address(),
+            identity_as_username,
             quic,
             deadline: None,
             paused: false,
@@ -132,8 +136,21 @@ impl QuicConn {
             self.close_now(io.now());
             return None;
         };
+        if self.identity_as_username {
+            io.set_identity(conn, self.certificate_name());
+        }
         self.conn = Some(conn);
         Some(conn)
+    }
+
+    /// The verified client certificate's Common Name, for `identity_as_username`.
+    fn certificate_name(&self) -> PeerIdentity {
+        let certs = (self.quic.crypto_session().peer_identity())
+            .and_then(|any| any.downcast::<Vec<CertificateDer<'static>>>().ok());
+        let name = certs.and_then(|certs| certs.first().and_then(crate::tls::common_name));
+        name.map_or(PeerIdentity::Unnamed, |name| {
+            PeerIdentity::Named(name.into())
+        })
     }
 
     fn lost(&mut self, io: &mut DriverIo<'_>, reason: &ConnectionError) {

@@ -94,7 +94,8 @@ impl QuicDriver {
         {
             Ok((handle, quic)) => {
                 QuicCounters::add(&counters.connections, 1);
-                self.conns.insert(handle, QuicConn::new(quic));
+                let identity = self.config.identity_as_username;
+                self.conns.insert(handle, QuicConn::new(quic, identity));
                 self.drive(io, handle);
             }
             Err(refused) => {

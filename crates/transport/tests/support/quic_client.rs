@@ -9,7 +9,7 @@
 )]
 
 use std::net::{SocketAddr, UdpSocket};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -20,7 +20,8 @@ use quinn_proto::{
     Event, StreamId, VarInt,
 };
 use rcgen::{CertificateParams, KeyPair};
-use rustls_pki_types::CertificateDer;
+use rustls_pki_types::pem::PemObject;
+use rustls_pki_types::{CertificateDer, PrivateKeyDer};
 
 /// The longest any wait here lasts: a bound against hangs, never a measured time.
 const HANG: Duration = Duration::from_secs(20);
@@ -65,15 +66,40 @@ impl Pki {
     fn client_config(&self) -> ClientConfig {
         let mut roots = rustls::RootCertStore::empty();
         roots.add(self.der.clone()).unwrap();
-        let provider = Arc::new(rustls::crypto::ring::default_provider());
-        let mut tls = rustls::ClientConfig::builder_with_provider(provider)
-            .with_protocol_versions(&[&rustls::version::TLS13])
-            .unwrap()
-            .with_root_certificates(roots)
-            .with_no_client_auth();
-        tls.alpn_protocols = vec![transport::quic::ALPN.to_vec()];
-        ClientConfig::new(Arc::new(QuicClientConfig::try_from(tls).unwrap()))
+        quic_client_config(roots, None)
     }
+}
+
+/// A QUIC client config (TLS 1.3, ALPN `mqtt`) trusting the CA certificates in the PEM file
+/// `ca`, with the client certificate and key of PEM files `client` when given.
+pub fn client_config_from_files(ca: &Path, client: Option<(&Path, &Path)>) -> ClientConfig {
+    let mut roots = rustls::RootCertStore::empty();
+    for cert in CertificateDer::pem_file_iter(ca).unwrap() {
+        roots.add(cert.unwrap()).unwrap();
+    }
+    let client = client.map(|(cert, key)| {
+        let certs = CertificateDer::pem_file_iter(cert)
+            .unwrap()
+            .map(Result::unwrap);
+        (certs.collect(), PrivateKeyDer::from_pem_file(key).unwrap())
+    });
+    quic_client_config(roots, client)
+}
+
+type ClientCert = (Vec<CertificateDer<'static>>, PrivateKeyDer<'static>);
+
+fn quic_client_config(roots: rustls::RootCertStore, client: Option<ClientCert>) -> ClientConfig {
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let builder = rustls::ClientConfig::builder_with_provider(provider)
+        .with_protocol_versions(&[&rustls::version::TLS13])
+        .unwrap()
+        .with_root_certificates(roots);
+    let mut tls = match client {
+        Some((certs, key)) => builder.with_client_auth_cert(certs, key).unwrap(),
+        None => builder.with_no_client_auth(),
+    };
+    tls.alpn_protocols = vec![transport::quic::ALPN.to_vec()];
+    ClientConfig::new(Arc::new(QuicClientConfig::try_from(tls).unwrap()))
 }
 
 /// One QUIC connection to the server and its MQTT stream.
@@ -89,11 +115,17 @@ pub struct QuicClient {
 }
 
 impl QuicClient {
-    /// Starts the handshake with `server` (completed by the first wait).
+    /// Starts the handshake with `server`, trusting `pki`'s certificate (completed by the
+    /// first wait).
     pub fn connect(server: SocketAddr, pki: &Pki) -> Self {
+        Self::connect_with(server, "localhost", pki.client_config())
+    }
+
+    /// Starts the handshake with `server` named `server_name` with `config`.
+    pub fn connect_with(server: SocketAddr, server_name: &str, config: ClientConfig) -> Self {
         let mut endpoint = Endpoint::new(Arc::new(EndpointConfig::default()), None, true, None);
         let (handle, conn) = endpoint
-            .connect(Instant::now(), pki.client_config(), server, "localhost")
+            .connect(Instant::now(), config, server, server_name)
             .unwrap();
         Self {
             socket: bound_socket(),
@@ -117,6 +149,11 @@ impl QuicClient {
             self.turn(now);
         }
         self.connected
+    }
+
+    /// Whether the connection was closed or lost.
+    pub fn is_lost(&self) -> bool {
+        self.lost
     }
 
     /// Completes the handshake and opens the MQTT stream.
