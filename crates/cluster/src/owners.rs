@@ -104,6 +104,12 @@ impl Owners {
         };
         let key = key_of(claim.client_id.as_str());
         let own = Bytes::from(self.link.origin.clone());
+        // A session recovered from this node's store: its record is settled first (a stale
+        // copy ended), so a session another node releases never meets it on the shards.
+        let within = deadline.saturating_duration_since(Instant::now());
+        if !self.restart.settled(claim.client_id.as_str(), within).await {
+            return Ownership::Unavailable;
+        }
         for _ in 0..CLAIM_ATTEMPTS {
             let read = tokio::time::timeout(RELEASE_TIMEOUT, buckets.sessions.entry(key.clone()));
             let entry = match read.await {
@@ -124,11 +130,16 @@ impl Owners {
             if same_node(&owner, &self.link.origin) {
                 // This run, or an earlier run of this node (its sessions came back from its
                 // own store): the local takeover rules apply; the record names this run now.
-                if entry.value != own {
-                    let _ = buckets
+                // With compare-and-set: another node claiming the id from the dead earlier
+                // run may have replaced the record since it was read; then read it again.
+                if entry.value != own
+                    && buckets
                         .sessions
                         .update(&key, own.clone(), entry.revision)
-                        .await;
+                        .await
+                        .is_err()
+                {
+                    continue;
                 }
                 if !claim.clean_start {
                     self.await_catch_up(claim.client_id.as_str(), deadline)

@@ -112,6 +112,7 @@ pub(super) async fn ownership(
 /// releases of them wait until this ends.
 async fn catch_up(owners: Arc<Owners>, recovered: Vec<StoredSession>, kept_stream: bool) {
     let ours = super::lifecycle::reconcile(&owners, recovered).await;
+    owners.restart.settle();
     if kept_stream && !ours.is_empty() {
         let routing = Routing {
             poster: &owners.poster,
