@@ -47,6 +47,8 @@ pub(super) struct Owners {
     pub(super) follow_ups: super::follow_up::FollowUps,
     /// The catch-up of the sessions recovered from this node's store (`restart.rs`).
     pub(super) restart: super::restart::Restart,
+    /// Sessions released to other nodes a moment ago (`released.rs`).
+    pub(super) released: super::released::Released,
     /// How long a claim may take: `connection.connect_timeout` less a margin for the
     /// CONNACK (a recovered session's read before it ends by then).
     pub(super) claim_budget: Duration,
@@ -130,9 +132,17 @@ impl Owners {
             if same_node(&owner, &self.link.origin) {
                 // This run, or an earlier run of this node (its sessions came back from its
                 // own store): the local takeover rules apply; the record names this run now.
+                // A session this node released a moment ago whose claim did not take the
+                // record (its reply lost, say): it resumes here from the snapshot kept.
+                let again = match claim.clean_start {
+                    true => None,
+                    false => self.released.again(claim.client_id.as_str()),
+                };
                 // With compare-and-set: another node claiming the id from the dead earlier
-                // run may have replaced the record since it was read; then read it again.
-                if entry.value != own
+                // run may have replaced the record since it was read; then read it again. With
+                // a kept snapshot the record is written even if it names this run, so that the
+                // claim it was released to, if it still holds it, loses the record.
+                if (entry.value != own || again.is_some())
                     && buckets
                         .sessions
                         .update(&key, own.clone(), entry.revision)
@@ -145,7 +155,11 @@ impl Owners {
                     self.await_catch_up(claim.client_id.as_str(), deadline)
                         .await;
                 }
-                return Ownership::Owned(None);
+                self.released.forget(claim.client_id.as_str());
+                if again.is_some() {
+                    warn!(client = %claim.client_id, "cluster: a session released a moment ago did not reach the node that asked for it; it resumes here");
+                }
+                return Ownership::Owned(again);
             }
             let asked = (owner.as_str(), deadline);
             let Some(session) = self.release_from(buckets, asked, claim).await else {
@@ -158,6 +172,7 @@ impl Owners {
                 .is_ok()
             {
                 ClusterCounters::add(&self.link.counters.sessions_taken_over, 1);
+                self.released.forget(claim.client_id.as_str());
                 // Whatever was mirrored of it is in the session now (or was released live).
                 if let Err(e) = buckets.mirror.forget(claim.client_id.as_str()).await {
                     debug!(error = %e, "cluster: mirrored session not removed");
@@ -304,6 +319,10 @@ impl Owners {
     /// forwards to the session's shard), to release `client_id`; the encoded reply.
     async fn release_here(&self, client_id: codec::MqttStr, clean_start: bool) -> Bytes {
         let shard = self.claiming.shard_for(client_id.as_str()).await;
+        let id = client_id.as_str().to_owned();
+        if clean_start {
+            self.released.forget(&id); // The client starts afresh.
+        }
         let (reply, released) = oneshot::channel();
         let request = ReleaseRequest {
             client_id,
@@ -317,16 +336,30 @@ impl Owners {
         if self.poster.post(shard, vec![message]).is_err() {
             return Bytes::from_static(&[0]);
         }
-        match tokio::time::timeout(RELEASE_TIMEOUT / 2, released).await {
+        let snapshot = match tokio::time::timeout(RELEASE_TIMEOUT / 2, released).await {
             Ok(Ok(Some(snapshot))) => {
                 ClusterCounters::add(&self.link.counters.sessions_released, 1);
-                let mut out = BytesMut::with_capacity(1 + snapshot.len());
-                out.put_u8(1);
-                out.put_slice(&snapshot);
-                out.freeze()
+                let snapshot = Bytes::from(snapshot);
+                self.released.keep(&id, snapshot.clone());
+                snapshot
             }
-            _ => Bytes::from_static(&[0]),
-        }
+            // No session here: released a moment ago, its reply maybe lost (`released.rs`).
+            Ok(Ok(None)) if !clean_start => match self.released.again(&id) {
+                Some(snapshot) => {
+                    warn!(
+                        client = id,
+                        "cluster: a session released a moment ago is asked for again; its snapshot is sent again"
+                    );
+                    snapshot
+                }
+                None => return Bytes::from_static(&[0]),
+            },
+            _ => return Bytes::from_static(&[0]),
+        };
+        let mut out = BytesMut::with_capacity(1 + snapshot.len());
+        out.put_u8(1);
+        out.put_slice(&snapshot);
+        out.freeze()
     }
 }
 
