@@ -5,6 +5,7 @@
 use super::counters::ClusterCounters;
 use super::link_state::{Link, same_node};
 use super::mirror::Mirror;
+use super::missed::session_subjects;
 use super::retained_value::key_of;
 use crate::Inbox;
 use async_nats::connection::State;
@@ -13,8 +14,9 @@ use broker_api::cluster::{ClaimRequest, Ownership, OwnershipAnswer, ReleaseReque
 use broker_api::{ClusterInbound, Reply};
 use bytes::{BufMut, Bytes, BytesMut};
 use ring_runtime::ShardId;
+use session_store::storage::decode_session_snapshot;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 use tokio::sync::{OnceCell, oneshot};
 use tracing::{debug, warn};
 
@@ -23,6 +25,11 @@ const CLAIM_ATTEMPTS: usize = 5;
 
 /// How long an owner has to release a session (its shards answer within a turn or two).
 const RELEASE_TIMEOUT: Duration = Duration::from_secs(3);
+
+/// A released session's follow-up reads from this long before the release request: a message
+/// the stream kept a moment before it may reach the owner only after the owner released the
+/// session (delivery lag; the clocks of the nodes and the NATS servers differ).
+const RELEASED_MARGIN: Duration = Duration::from_secs(1);
 
 /// Why a client id went unchecked when NATS did not read or create its owner record in time.
 const NO_ANSWER: &str = "a client id was not checked across nodes (NATS did not answer)";
@@ -261,9 +268,16 @@ impl Owners {
         let mut payload = BytesMut::with_capacity(1 + claim.client_id.len());
         payload.put_u8(u8::from(claim.clean_start));
         payload.put_slice(claim.client_id.as_bytes());
+        let asked_at = SystemTime::now();
         let asked = self.link.client.request(subject, payload.freeze());
         match tokio::time::timeout(RELEASE_TIMEOUT, asked).await {
-            Ok(Ok(reply)) => Some(decode_release(&reply.payload)),
+            Ok(Ok(reply)) => {
+                let released = decode_release(&reply.payload);
+                if let Some(snapshot) = &released {
+                    self.follow_released(claim, snapshot, asked_at);
+                }
+                Some(released)
+            }
             _ => match buckets.nodes.get(heartbeat_key(owner)).await {
                 Ok(Some(_)) => {
                     warn!(owner, client = %claim.client_id, "cluster: the session's node is alive but did not release it");
@@ -272,6 +286,26 @@ impl Owners {
                 _ => Some(self.recover_dead(buckets, (owner, deadline), claim).await),
             },
         }
+    }
+
+    /// A session a live node released to `claim`: once the claim is answered, its follow-up
+    /// (`follow_up.rs`) routes to it what the stream kept on its subjects from
+    /// [`RELEASED_MARGIN`] before the request (`asked_at`) until the session is in place here.
+    /// Why: the owner ended the session when the request reached it, and what was published
+    /// from then until this node's NATS subscriptions for it took effect reached neither node
+    /// for it (NATS core is at most once; the fault run of seed 23 lost messages acknowledged
+    /// in such a move, off a node restarted with its store). What the session had already
+    /// comes twice.
+    fn follow_released(&self, claim: &ClaimRequest, snapshot: &Bytes, asked_at: SystemTime) {
+        if claim.clean_start || self.link.replays.stream.get().is_none() {
+            return; // Nothing to follow up, or nothing kept.
+        }
+        let Ok(session) = decode_session_snapshot(snapshot) else {
+            return; // The shard logs it and starts the client afresh.
+        };
+        let subjects = session_subjects(&self.link.prefix, &session);
+        let from = asked_at.checked_sub(RELEASED_MARGIN).unwrap_or(asked_at);
+        self.follow_ups.prepare(session.client_id, subjects, from);
     }
 
     /// Posts a claim's outcome to the shard that waits for it.
