@@ -93,8 +93,8 @@ fn restart_under_a_subscriber(back: Back) {
     let ((subscriber, present), acks) = match back {
         Back::ToItsNode => (connect_persistent_to(addr, V5, ID), sending.join()),
         Back::ToAnotherNode => {
-            // Once the publisher is done (a move between live nodes misses what is published
-            // while it happens: docs/cluster.md, "Sessions across nodes") and node 0's new run
+            // Once the publisher is done (what is published during a move between live nodes
+            // is tested in `cluster_move.rs`) and node 0's new run
             // has had a moment to claim its sessions' owner records (a claim before would find
             // the old run dead and take the session from the mirror, "When a node dies"):
             // node 2 asks the new run to release the session, which waits for its read.

@@ -1,5 +1,6 @@
 //! The follow-up of a session recovered from a dead node (docs/cluster.md, "When a node
-//! dies"). The read before the CONNACK (`missed.rs`) ends where the stream was when it began,
+//! dies"), also run for a session a live node released here (`owners.rs`, from a moment
+//! before the release request: "Sessions across nodes"). The read before the CONNACK (`missed.rs`) ends where the stream was when it began,
 //! and the session reaches this node's shards a moment after the claim is answered: what this
 //! node received meanwhile for its other subscribers was routed to them only, and its duplicate
 //! check would drop it from a node replay. So, once the session is in every shard's table

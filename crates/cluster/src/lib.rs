@@ -41,6 +41,7 @@ mod outbound;
 mod owners;
 mod ownership;
 mod port;
+mod released;
 mod reliable;
 mod replays;
 mod restart;

@@ -32,17 +32,9 @@ pub(super) async fn reconcile(
     for session in recovered {
         let client_id = session.client_id.as_str().to_owned();
         let key = key_of(&client_id);
-        let entry = buckets.sessions.entry(key.clone()).await.ok().flatten();
-        match entry.filter(|e| e.operation == kv::Operation::Put) {
-            None => {
-                let _ = buckets.sessions.create(&key, own.clone()).await;
-                ours.push(session);
-            }
-            Some(e) if same_node(&String::from_utf8_lossy(&e.value), &owners.link.origin) => {
-                let _ = buckets.sessions.update(&key, own.clone(), e.revision).await;
-                ours.push(session);
-            }
-            Some(_) => {
+        match settle(&buckets.sessions, &key, &own).await {
+            Settled::Ours => ours.push(session),
+            Settled::Stale => {
                 stale += 1;
                 owners.end_stale(client_id);
             }
@@ -55,6 +47,81 @@ pub(super) async fn reconcile(
         );
     }
     ours
+}
+
+/// Whose a session recovered from this node's store is, once its owner record names this run
+/// or another node.
+#[derive(Debug, PartialEq, Eq)]
+enum Settled {
+    /// The record names this run (created, or taken from an earlier run of this node), or
+    /// could not be read or written (NATS did not answer: kept, as a CONNECT is admitted
+    /// unchecked then).
+    Ours,
+    /// Another node owns it.
+    Stale,
+}
+
+/// Reads and writes of the owner records (`<base>_sessions`) that [`settle`] makes; a trait
+/// so the tests can interleave another node's write.
+pub(super) trait OwnerRecords {
+    /// The record's value and revision (`None`: none, or removed); `Err`: not read.
+    async fn read(&self, key: &str) -> Result<Option<(Bytes, u64)>, ()>;
+    /// Creates the record if there is none; whether it was created.
+    async fn create(&self, key: &str, value: Bytes) -> bool;
+    /// Replaces the record if it is still at `revision`; whether it was replaced.
+    async fn update(&self, key: &str, value: Bytes, revision: u64) -> bool;
+}
+
+impl OwnerRecords for kv::Store {
+    async fn read(&self, key: &str) -> Result<Option<(Bytes, u64)>, ()> {
+        let entry = self.entry(key).await.map_err(drop)?;
+        let entry = entry.filter(|e| e.operation == kv::Operation::Put);
+        Ok(entry.map(|e| (e.value, e.revision)))
+    }
+
+    async fn create(&self, key: &str, value: Bytes) -> bool {
+        kv::Store::create(self, key, value).await.is_ok()
+    }
+
+    async fn update(&self, key: &str, value: Bytes, revision: u64) -> bool {
+        kv::Store::update(self, key, value, revision).await.is_ok()
+    }
+}
+
+/// Attempts of [`settle`] against other nodes' writes of the record.
+const SETTLE_ATTEMPTS: usize = 5;
+
+/// Makes `key`'s owner record name `own` (this run) if it names no node or an earlier run of
+/// this node, with compare-and-set on what was read; a write that fails is read again. Why:
+/// another node may be claiming the client id from the dead earlier run at this very moment
+/// (its CONNECT waits while it rebuilds the session from the mirror, `dead_owner.rs`), and its
+/// compare-and-set on the same revision may land between this read and this write. Taken as
+/// this run's regardless, the session would live on both nodes: the other node's copy with
+/// the client, this node's (its restart catch-up routed to it) owning nothing, and whichever
+/// the client resumed later could lack what the other one queued.
+async fn settle(records: &impl OwnerRecords, key: &str, own: &Bytes) -> Settled {
+    let origin = String::from_utf8_lossy(own);
+    for _ in 0..SETTLE_ATTEMPTS {
+        let Ok(record) = records.read(key).await else {
+            return Settled::Ours;
+        };
+        let written = match record {
+            None => records.create(key, own.clone()).await,
+            Some((value, _)) if value == *own => true,
+            Some((value, revision)) if same_node(&String::from_utf8_lossy(&value), &origin) => {
+                records.update(key, own.clone(), revision).await
+            }
+            Some(_) => return Settled::Stale,
+        };
+        if written {
+            return Settled::Ours;
+        }
+        debug!(
+            key,
+            "cluster: an owner record changed while a recovered session was checked; read again"
+        );
+    }
+    Settled::Ours
 }
 
 /// Carries out the shards' mirror operations once the buckets are open (until then they
@@ -92,5 +159,105 @@ async fn drop_owner_record(sessions: &kv::Store, client_id: &str, origin: &str) 
         if let Err(e) = purged {
             debug!(error = %e, "cluster: owner record not removed");
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Mutex;
+
+    use super::*;
+
+    /// One owner record in memory; `claim_before_write`: another node's compare-and-set that
+    /// lands between this node's read and its write (once).
+    struct Record {
+        value: Mutex<Option<(Bytes, u64)>>,
+        claim_before_write: Mutex<Option<Bytes>>,
+    }
+
+    impl Record {
+        fn new(value: Option<&'static str>, other: Option<&'static str>) -> Self {
+            Self {
+                value: Mutex::new(value.map(|v| (Bytes::from_static(v.as_bytes()), 1))),
+                claim_before_write: Mutex::new(other.map(|v| Bytes::from_static(v.as_bytes()))),
+            }
+        }
+
+        /// The other node's write, if it is due: it replaces the record (its own
+        /// compare-and-set on the revision it read, the one this node read too).
+        fn other_node_writes(&self) {
+            if let Some(other) = self.claim_before_write.lock().unwrap().take() {
+                let mut value = self.value.lock().unwrap();
+                let revision = value.as_ref().map_or(0, |(_, r)| *r) + 1;
+                *value = Some((other, revision));
+            }
+        }
+
+        fn names(&self) -> String {
+            let value = self.value.lock().unwrap();
+            value.as_ref().map_or(String::new(), |(v, _)| {
+                String::from_utf8_lossy(v).into_owned()
+            })
+        }
+    }
+
+    impl OwnerRecords for Record {
+        async fn read(&self, _: &str) -> Result<Option<(Bytes, u64)>, ()> {
+            Ok(self.value.lock().unwrap().clone())
+        }
+
+        async fn create(&self, _: &str, value: Bytes) -> bool {
+            self.other_node_writes();
+            let mut record = self.value.lock().unwrap();
+            if record.is_some() {
+                return false;
+            }
+            *record = Some((value, 1));
+            true
+        }
+
+        async fn update(&self, _: &str, value: Bytes, revision: u64) -> bool {
+            self.other_node_writes();
+            let mut record = self.value.lock().unwrap();
+            match record.as_ref() {
+                Some((_, now)) if *now == revision => {
+                    *record = Some((value, revision + 1));
+                    true
+                }
+                _ => false,
+            }
+        }
+    }
+
+    const OWN: Bytes = Bytes::from_static(b"n1/new");
+
+    #[tokio::test]
+    async fn a_record_of_no_node_or_of_an_earlier_run_becomes_this_runs() {
+        for before in [None, Some("n1/old"), Some("n1/new")] {
+            let record = Record::new(before, None);
+            assert_eq!(settle(&record, "k", &OWN).await, Settled::Ours);
+            assert_eq!(record.names(), "n1/new", "record before: {before:?}");
+        }
+    }
+
+    #[tokio::test]
+    async fn a_record_of_another_node_makes_the_session_stale() {
+        let record = Record::new(Some("n2/a"), None);
+        assert_eq!(settle(&record, "k", &OWN).await, Settled::Stale);
+        assert_eq!(record.names(), "n2/a");
+    }
+
+    /// The race the fault runs open (a node killed with a persistent session and started
+    /// again while another node recovers that session from the mirror): the other node's
+    /// claim from the dead earlier run writes the record between this node's read and write.
+    /// Taken as this run's anyway (the write's result ignored, as before), the session lived
+    /// on both nodes.
+    #[tokio::test]
+    async fn another_nodes_claim_between_the_read_and_the_write_makes_the_session_stale() {
+        let record = Record::new(Some("n1/old"), Some("n2/a"));
+        assert_eq!(settle(&record, "k", &OWN).await, Settled::Stale);
+        assert_eq!(record.names(), "n2/a", "the other node's claim stands");
+        let record = Record::new(None, Some("n2/a"));
+        assert_eq!(settle(&record, "k", &OWN).await, Settled::Stale);
     }
 }

@@ -5,6 +5,7 @@
 use super::counters::ClusterCounters;
 use super::link_state::{Link, same_node};
 use super::mirror::Mirror;
+use super::missed::session_subjects;
 use super::retained_value::key_of;
 use crate::Inbox;
 use async_nats::connection::State;
@@ -13,8 +14,9 @@ use broker_api::cluster::{ClaimRequest, Ownership, OwnershipAnswer, ReleaseReque
 use broker_api::{ClusterInbound, Reply};
 use bytes::{BufMut, Bytes, BytesMut};
 use ring_runtime::ShardId;
+use session_store::storage::decode_session_snapshot;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 use tokio::sync::{OnceCell, oneshot};
 use tracing::{debug, warn};
 
@@ -23,6 +25,11 @@ const CLAIM_ATTEMPTS: usize = 5;
 
 /// How long an owner has to release a session (its shards answer within a turn or two).
 const RELEASE_TIMEOUT: Duration = Duration::from_secs(3);
+
+/// A released session's follow-up reads from this long before the release request: a message
+/// the stream kept a moment before it may reach the owner only after the owner released the
+/// session (delivery lag; the clocks of the nodes and the NATS servers differ).
+const RELEASED_MARGIN: Duration = Duration::from_secs(1);
 
 /// Why a client id went unchecked when NATS did not read or create its owner record in time.
 const NO_ANSWER: &str = "a client id was not checked across nodes (NATS did not answer)";
@@ -47,6 +54,8 @@ pub(super) struct Owners {
     pub(super) follow_ups: super::follow_up::FollowUps,
     /// The catch-up of the sessions recovered from this node's store (`restart.rs`).
     pub(super) restart: super::restart::Restart,
+    /// Sessions released to other nodes a moment ago (`released.rs`).
+    pub(super) released: super::released::Released,
     /// How long a claim may take: `connection.connect_timeout` less a margin for the
     /// CONNACK (a recovered session's read before it ends by then).
     pub(super) claim_budget: Duration,
@@ -104,6 +113,12 @@ impl Owners {
         };
         let key = key_of(claim.client_id.as_str());
         let own = Bytes::from(self.link.origin.clone());
+        // A session recovered from this node's store: its record is settled first (a stale
+        // copy ended), so a session another node releases never meets it on the shards.
+        let within = deadline.saturating_duration_since(Instant::now());
+        if !self.restart.settled(claim.client_id.as_str(), within).await {
+            return Ownership::Unavailable;
+        }
         for _ in 0..CLAIM_ATTEMPTS {
             let read = tokio::time::timeout(RELEASE_TIMEOUT, buckets.sessions.entry(key.clone()));
             let entry = match read.await {
@@ -124,17 +139,34 @@ impl Owners {
             if same_node(&owner, &self.link.origin) {
                 // This run, or an earlier run of this node (its sessions came back from its
                 // own store): the local takeover rules apply; the record names this run now.
-                if entry.value != own {
-                    let _ = buckets
+                // A session this node released a moment ago whose claim did not take the
+                // record (its reply lost, say): it resumes here from the snapshot kept.
+                let again = match claim.clean_start {
+                    true => None,
+                    false => self.released.again(claim.client_id.as_str()),
+                };
+                // With compare-and-set: another node claiming the id from the dead earlier
+                // run may have replaced the record since it was read; then read it again. With
+                // a kept snapshot the record is written even if it names this run, so that the
+                // claim it was released to, if it still holds it, loses the record.
+                if (entry.value != own || again.is_some())
+                    && buckets
                         .sessions
                         .update(&key, own.clone(), entry.revision)
-                        .await;
+                        .await
+                        .is_err()
+                {
+                    continue;
                 }
                 if !claim.clean_start {
                     self.await_catch_up(claim.client_id.as_str(), deadline)
                         .await;
                 }
-                return Ownership::Owned(None);
+                self.released.forget(claim.client_id.as_str());
+                if again.is_some() {
+                    warn!(client = %claim.client_id, "cluster: a session released a moment ago did not reach the node that asked for it; it resumes here");
+                }
+                return Ownership::Owned(again);
             }
             let asked = (owner.as_str(), deadline);
             let Some(session) = self.release_from(buckets, asked, claim).await else {
@@ -147,6 +179,7 @@ impl Owners {
                 .is_ok()
             {
                 ClusterCounters::add(&self.link.counters.sessions_taken_over, 1);
+                self.released.forget(claim.client_id.as_str());
                 // Whatever was mirrored of it is in the session now (or was released live).
                 if let Err(e) = buckets.mirror.forget(claim.client_id.as_str()).await {
                     debug!(error = %e, "cluster: mirrored session not removed");
@@ -235,9 +268,16 @@ impl Owners {
         let mut payload = BytesMut::with_capacity(1 + claim.client_id.len());
         payload.put_u8(u8::from(claim.clean_start));
         payload.put_slice(claim.client_id.as_bytes());
+        let asked_at = SystemTime::now();
         let asked = self.link.client.request(subject, payload.freeze());
         match tokio::time::timeout(RELEASE_TIMEOUT, asked).await {
-            Ok(Ok(reply)) => Some(decode_release(&reply.payload)),
+            Ok(Ok(reply)) => {
+                let released = decode_release(&reply.payload);
+                if let Some(snapshot) = &released {
+                    self.follow_released(claim, snapshot, asked_at);
+                }
+                Some(released)
+            }
             _ => match buckets.nodes.get(heartbeat_key(owner)).await {
                 Ok(Some(_)) => {
                     warn!(owner, client = %claim.client_id, "cluster: the session's node is alive but did not release it");
@@ -246,6 +286,26 @@ impl Owners {
                 _ => Some(self.recover_dead(buckets, (owner, deadline), claim).await),
             },
         }
+    }
+
+    /// A session a live node released to `claim`: once the claim is answered, its follow-up
+    /// (`follow_up.rs`) routes to it what the stream kept on its subjects from
+    /// [`RELEASED_MARGIN`] before the request (`asked_at`) until the session is in place here.
+    /// Why: the owner ended the session when the request reached it, and what was published
+    /// from then until this node's NATS subscriptions for it took effect reached neither node
+    /// for it (NATS core is at most once; the fault run of seed 23 lost messages acknowledged
+    /// in such a move, off a node restarted with its store). What the session had already
+    /// comes twice.
+    fn follow_released(&self, claim: &ClaimRequest, snapshot: &Bytes, asked_at: SystemTime) {
+        if claim.clean_start || self.link.replays.stream.get().is_none() {
+            return; // Nothing to follow up, or nothing kept.
+        }
+        let Ok(session) = decode_session_snapshot(snapshot) else {
+            return; // The shard logs it and starts the client afresh.
+        };
+        let subjects = session_subjects(&self.link.prefix, &session);
+        let from = asked_at.checked_sub(RELEASED_MARGIN).unwrap_or(asked_at);
+        self.follow_ups.prepare(session.client_id, subjects, from);
     }
 
     /// Posts a claim's outcome to the shard that waits for it.
@@ -293,6 +353,10 @@ impl Owners {
     /// forwards to the session's shard), to release `client_id`; the encoded reply.
     async fn release_here(&self, client_id: codec::MqttStr, clean_start: bool) -> Bytes {
         let shard = self.claiming.shard_for(client_id.as_str()).await;
+        let id = client_id.as_str().to_owned();
+        if clean_start {
+            self.released.forget(&id); // The client starts afresh.
+        }
         let (reply, released) = oneshot::channel();
         let request = ReleaseRequest {
             client_id,
@@ -306,16 +370,30 @@ impl Owners {
         if self.poster.post(shard, vec![message]).is_err() {
             return Bytes::from_static(&[0]);
         }
-        match tokio::time::timeout(RELEASE_TIMEOUT / 2, released).await {
+        let snapshot = match tokio::time::timeout(RELEASE_TIMEOUT / 2, released).await {
             Ok(Ok(Some(snapshot))) => {
                 ClusterCounters::add(&self.link.counters.sessions_released, 1);
-                let mut out = BytesMut::with_capacity(1 + snapshot.len());
-                out.put_u8(1);
-                out.put_slice(&snapshot);
-                out.freeze()
+                let snapshot = Bytes::from(snapshot);
+                self.released.keep(&id, snapshot.clone());
+                snapshot
             }
-            _ => Bytes::from_static(&[0]),
-        }
+            // No session here: released a moment ago, its reply maybe lost (`released.rs`).
+            Ok(Ok(None)) if !clean_start => match self.released.again(&id) {
+                Some(snapshot) => {
+                    warn!(
+                        client = id,
+                        "cluster: a session released a moment ago is asked for again; its snapshot is sent again"
+                    );
+                    snapshot
+                }
+                None => return Bytes::from_static(&[0]),
+            },
+            _ => return Bytes::from_static(&[0]),
+        };
+        let mut out = BytesMut::with_capacity(1 + snapshot.len());
+        out.put_u8(1);
+        out.put_slice(&snapshot);
+        out.freeze()
     }
 }
 

@@ -62,6 +62,7 @@ pub(super) async fn ownership(
         last_beats: super::missed::LastBeats::default(),
         follow_ups: super::follow_up::FollowUps::default(),
         restart: super::restart::Restart::new(&setup.node.recovered),
+        released: super::released::Released::default(),
         max_queued: usize::try_from(setup.node.max_queued).unwrap_or(usize::MAX),
         claim_budget: setup.node.connect_timeout.saturating_sub(CONNACK_MARGIN),
     });
@@ -112,6 +113,7 @@ pub(super) async fn ownership(
 /// releases of them wait until this ends.
 async fn catch_up(owners: Arc<Owners>, recovered: Vec<StoredSession>, kept_stream: bool) {
     let ours = super::lifecycle::reconcile(&owners, recovered).await;
+    owners.restart.settle();
     if kept_stream && !ours.is_empty() {
         let routing = Routing {
             poster: &owners.poster,

@@ -48,6 +48,9 @@ const POLL: Duration = Duration::from_millis(50);
 pub(super) struct Restart {
     /// The client ids recovered from the store: their claims and releases wait for the end.
     recovered: HashSet<String>,
+    /// `true` once each recovered session was checked against its owner record (those
+    /// another node owns ended here: `lifecycle::reconcile`).
+    settled: watch::Sender<bool>,
     /// `true` once the catch-up has ended (routed, failed, or nothing to read).
     ended: watch::Sender<bool>,
     /// The previous run's stamp, once read (before this run puts its first).
@@ -60,6 +63,7 @@ impl Restart {
         let ids = recovered.iter().map(|s| s.client_id.as_str().to_owned());
         Self {
             recovered: ids.collect(),
+            settled: watch::Sender::new(recovered.is_empty()),
             ended: watch::Sender::new(recovered.is_empty()),
             previous: OnceLock::new(),
         }
@@ -73,16 +77,38 @@ impl Restart {
     /// Whether `client_id`'s session can be resumed or released: it was not recovered from
     /// the store, or the catch-up has ended; waits for the end up to `within`.
     pub(super) async fn caught_up(&self, client_id: &str, within: Duration) -> bool {
+        self.recovered_and(client_id, &self.ended, within).await
+    }
+
+    /// Whether `client_id`'s owner record is settled: its session was not recovered from the
+    /// store, or every recovered one was checked against its record (a stale one ended);
+    /// waits for that up to `within`.
+    pub(super) async fn settled(&self, client_id: &str, within: Duration) -> bool {
+        self.recovered_and(client_id, &self.settled, within).await
+    }
+
+    async fn recovered_and(
+        &self,
+        client_id: &str,
+        done: &watch::Sender<bool>,
+        within: Duration,
+    ) -> bool {
         if !self.recovered.contains(client_id) {
             return true;
         }
-        let mut ended = self.ended.subscribe();
-        let waiting = ended.wait_for(|ended| *ended);
+        let mut done = done.subscribe();
+        let waiting = done.wait_for(|done| *done);
         matches!(tokio::time::timeout(within, waiting).await, Ok(Ok(_)))
+    }
+
+    /// The recovered sessions were checked against their owner records.
+    pub(super) fn settle(&self) {
+        self.settled.send_replace(true);
     }
 
     /// The catch-up has ended: claims and releases waiting for it go on.
     pub(super) fn end(&self) {
+        self.settled.send_replace(true);
         self.ended.send_replace(true);
     }
 
@@ -323,6 +349,10 @@ mod tests {
     async fn a_session_not_recovered_is_never_held_and_a_recovered_one_until_the_end() {
         let restart = Restart::new(&[session("a", "t/#", false)]);
         assert!(restart.caught_up("z", Duration::ZERO).await);
+        assert!(!restart.caught_up("a", Duration::from_millis(10)).await);
+        assert!(!restart.settled("a", Duration::from_millis(10)).await);
+        restart.settle();
+        assert!(restart.settled("a", Duration::ZERO).await);
         assert!(!restart.caught_up("a", Duration::from_millis(10)).await);
         restart.end();
         assert!(restart.caught_up("a", Duration::ZERO).await);

@@ -1,0 +1,67 @@
+//! Sessions this node released to another node a moment ago (docs/cluster.md, "Sessions
+//! across nodes"). A release ends the session here before its reply leaves: when the reply
+//! does not reach the claiming node in time (a NATS server restarting, JetStream stalled), that
+//! node finds this one alive and refuses its CONNECT (0x88), and the session, its queue
+//! included, would be gone: the next claim would find none (Session Present 0). So the
+//! snapshot is kept for [`KEEP`] and served again while the owner record still names this run:
+//! to the next release request (whose claim read the record naming this run), or to a CONNECT
+//! here. Two claims holding it then race on the record with compare-and-set, and the loser
+//! drops its copy: one copy remains.
+
+use std::collections::HashMap;
+use std::sync::{Mutex, PoisonError};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+
+/// How long a released session's snapshot is kept: beyond a claim's time (the CONNECT's
+/// `connection.connect_timeout`, 10 s by default) and the client's next attempt.
+const KEEP: Duration = Duration::from_secs(15);
+
+/// The snapshots released a moment ago, by client id.
+#[derive(Debug, Default)]
+pub(super) struct Released(Mutex<HashMap<String, (Bytes, Instant)>>);
+
+impl Released {
+    /// `client_id`'s session was released with `snapshot`.
+    pub(super) fn keep(&self, client_id: &str, snapshot: Bytes) {
+        let mut kept = self.lock();
+        kept.retain(|_, (_, at)| at.elapsed() < KEEP);
+        kept.insert(client_id.to_owned(), (snapshot, Instant::now()));
+    }
+
+    /// The snapshot `client_id`'s session was released with, if that was less than [`KEEP`]
+    /// ago (still kept: the claim it goes to may lose the record too).
+    pub(super) fn again(&self, client_id: &str) -> Option<Bytes> {
+        let kept = self.lock();
+        let (snapshot, at) = kept.get(client_id)?;
+        (at.elapsed() < KEEP).then(|| snapshot.clone())
+    }
+
+    /// `client_id`'s released snapshot is of no use any more (the session is here again, or
+    /// the client started afresh).
+    pub(super) fn forget(&self, client_id: &str) {
+        self.lock().remove(client_id);
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, (Bytes, Instant)>> {
+        self.0.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_released_snapshot_is_served_again_until_forgotten() {
+        let released = Released::default();
+        assert_eq!(released.again("a"), None);
+        released.keep("a", Bytes::from_static(b"s"));
+        assert_eq!(released.again("a"), Some(Bytes::from_static(b"s")));
+        assert_eq!(released.again("a"), Some(Bytes::from_static(b"s")), "kept");
+        assert_eq!(released.again("b"), None);
+        released.forget("a");
+        assert_eq!(released.again("a"), None);
+    }
+}
