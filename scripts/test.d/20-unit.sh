@@ -1,7 +1,8 @@
 RINGMQ_TEST_STEPS+=(unit)
 
 # Unit, property and integration tests of every crate.
-# ring-runtime and broker tests run once per backend (RINGMQ_BACKEND=uring, then epoll).
+# ring-runtime and broker tests run once per backend (RINGMQ_BACKEND=uring, then epoll; the
+# broker's cluster tests on the default backend only: 50-interop.sh).
 #
 # Every libtest binary here (and the epoll broker step's) runs RINGMQ_TEST_THREADS tests at once.
 # The long suites, the broker's and session-store's, mostly wait on sockets, timers and fsync
