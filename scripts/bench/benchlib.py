@@ -1,7 +1,9 @@
 """Helpers shared by the Python bench scripts: the broker's RSS, MQTT's variable-length integer
 and a minimal packet reader/writer over a blocking socket."""
 
+import os
 import socket
+import subprocess
 import struct
 import sys
 import time
@@ -92,3 +94,16 @@ def disconnect(sock):
     except OSError:
         pass
     sock.close()
+
+
+def self_signed(directory):
+    """A throwaway self-signed P-256 certificate for `localhost` (CN and SAN) in `directory`,
+    made with the openssl command: (cert path, key path)."""
+    key, cert = os.path.join(directory, "key.pem"), os.path.join(directory, "cert.pem")
+    subprocess.run(
+        ["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256",
+         "-nodes", "-keyout", key, "-out", cert, "-days", "1", "-subj", "/CN=localhost",
+         "-addext", "subjectAltName=DNS:localhost"],
+        check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )
+    return cert, key

@@ -31,7 +31,7 @@ import time
 import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from benchlib import rss_kb, varint, wait_for_port  # noqa: E402
+from benchlib import rss_kb, self_signed, varint, wait_for_port  # noqa: E402
 
 MODE = os.environ.get("MODE", "ws")
 SOCKETS = int(os.environ.get("SOCKETS", 1000))
@@ -82,18 +82,8 @@ def stream_bytes():
     return pieces
 
 
-def certificate(directory):
-    key, cert = os.path.join(directory, "key.pem"), os.path.join(directory, "cert.pem")
-    subprocess.run(
-        ["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256",
-         "-nodes", "-keyout", key, "-out", cert, "-days", "1", "-subj", "/CN=localhost"],
-        check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )
-    return cert, key
-
-
 def start_broker(directory):
-    cert, key = certificate(directory)
+    cert, key = self_signed(directory)
     config = os.path.join(directory, "ringmq.toml")
     with open(config, "w") as f:
         f.write(

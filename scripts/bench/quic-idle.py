@@ -27,7 +27,7 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from benchlib import frame, recv_packet, rss_kb, string, wait_for_port  # noqa: E402
+from benchlib import frame, recv_packet, rss_kb, self_signed, string, wait_for_port  # noqa: E402
 
 AIOQUIC = os.environ.get(
     "RINGMQ_AIOQUIC_DIR", os.path.expanduser("~/.cache/ringmq-test/aioquic")
@@ -57,17 +57,6 @@ PORTS = {"tcp": free_port(), "tls": free_port(), "quic": free_port(socket.SOCK_D
 def connect_packet(client_id):
     header = string("MQTT") + bytes([5, 0x02]) + (0).to_bytes(2, "big") + b"\x00"
     return frame(0x10, header + string(client_id))
-
-
-def certificate(directory):
-    key, cert = os.path.join(directory, "key.pem"), os.path.join(directory, "cert.pem")
-    subprocess.run(
-        ["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256",
-         "-nodes", "-keyout", key, "-out", cert, "-days", "1", "-subj", "/CN=localhost",
-         "-addext", "subjectAltName=DNS:localhost"],
-        check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )
-    return cert, key
 
 
 def start_broker(directory, cert, key):
@@ -161,7 +150,7 @@ def measure(broker, mode, cert):
 
 def main():
     with tempfile.TemporaryDirectory() as directory:
-        cert, key = certificate(directory)
+        cert, key = self_signed(directory)
         broker = start_broker(directory, cert, key)
         try:
             for mode in MODES:
