@@ -173,6 +173,12 @@ pub struct RuntimeConfig {
     /// UDP addresses served by a [`crate::DatagramDriver`] (QUIC): one `SO_REUSEPORT` socket
     /// and one driver per shard each; port 0 resolves once. Default: none.
     pub datagram_listen: Vec<DatagramListen>,
+    /// Client endpoints, for outbound virtual connections
+    /// ([`crate::ShardCtx::connect_datagram`]): every shard binds its own socket on the
+    /// address (no `SO_REUSEPORT`; with port 0, each shard gets its own ephemeral port), so
+    /// the replies to a shard's connections come back to that shard. Their endpoint indexes
+    /// follow [`Self::datagram_listen`]'s ([`Self::datagram_client_endpoint`]). Default: none.
+    pub datagram_clients: Vec<DatagramListen>,
     /// Datagrams one endpoint of one shard keeps waiting for its socket; a driver's send
     /// beyond it is dropped and counted (`DatagramStats::send_queue_full`). Default 4096.
     pub datagram_send_queue: usize,
@@ -240,6 +246,7 @@ impl Default for RuntimeConfig {
             clock: Clock::System,
             inherited: crate::sys::handover::InheritedListeners::default(),
             datagram_listen: Vec::new(),
+            datagram_clients: Vec::new(),
             datagram_send_queue: 4096,
             datagram_forward_queue: 4096,
             datagram_max_size: 2048,
@@ -258,6 +265,17 @@ impl RuntimeConfig {
     /// The shard count this config resolves to on this machine.
     pub fn shard_count(&self) -> usize {
         self.shards.unwrap_or_else(available_cores).max(1)
+    }
+
+    /// The endpoint index (for [`crate::ShardCtx::connect_datagram`]) of
+    /// [`Self::datagram_clients`]`[client]`: the listen endpoints come first.
+    pub fn datagram_client_endpoint(&self, client: usize) -> usize {
+        self.datagram_listen.len() + client
+    }
+
+    /// Whether any datagram endpoint (listening or client) is configured.
+    pub(crate) fn has_datagram_endpoints(&self) -> bool {
+        !self.datagram_listen.is_empty() || !self.datagram_clients.is_empty()
     }
 
     /// Bytes of one datagram receive buffer: 64 KiB with GRO (a joined train), else

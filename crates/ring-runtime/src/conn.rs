@@ -125,6 +125,11 @@ impl Conn {
         Self::with_stream(None, Phase::Open)
     }
 
+    /// An outbound connection without a socket, whose datagram driver is connecting it.
+    pub(crate) fn virtual_connecting() -> Self {
+        Self::with_stream(None, Phase::Connecting)
+    }
+
     /// A connection without a socket, driven by the simulated shard.
     #[cfg(any(test, feature = "sim"))]
     pub(crate) fn simulated() -> Self {

@@ -80,6 +80,11 @@ pub struct ShardCtx<M> {
     pub(crate) named_peers: std::collections::HashMap<ConnId, SocketAddr>,
     /// Connections driven by a datagram endpoint's driver (no socket of their own).
     pub(crate) virtuals: VirtualConns,
+    /// The shard's datagram endpoints' addresses, by endpoint index (set by the shard).
+    pub(crate) datagram_locals: Vec<SocketAddr>,
+    /// The most outbound virtual connects one turn may ask for
+    /// (`RuntimeConfig::datagram_send_queue`: each sends at least one datagram).
+    pub(crate) datagram_connect_limit: usize,
     pub(crate) timers: TimerWheel<TimerTarget>,
     pub(crate) outboxes: Outboxes<M>,
     pub(crate) local_inbox: LocalInbox<M>,
@@ -106,6 +111,9 @@ pub(crate) struct TurnRequests {
     pub(crate) layer_input: Vec<(ConnId, Bytes)>,
     /// Datagram endpoints whose driver deadline passed this turn.
     pub(crate) expired_drivers: Vec<usize>,
+    /// Outbound virtual connections to hand to their driver in the apply step (at most
+    /// `ShardCtx::datagram_connect_limit`).
+    pub(crate) datagram_connects: Vec<ConnId>,
 }
 
 impl<M> ShardCtx<M> {
@@ -122,6 +130,8 @@ impl<M> ShardCtx<M> {
             layers: Layers::default(),
             named_peers: std::collections::HashMap::new(),
             virtuals: VirtualConns::default(),
+            datagram_locals: Vec::new(),
+            datagram_connect_limit: config.datagram_send_queue,
             timers: TimerWheel::new(now, config.timer_tick),
             outboxes: Outboxes::new(shard_count, config.max_pending_posts),
             local_inbox: LocalInbox::default(),
@@ -399,6 +409,41 @@ impl<M> ShardCtx<M> {
         let socket = socket::outbound_socket(addr, local_bind)
             .map_err(|source| RuntimeError::Connect { addr, source })?;
         let conn = self.conns.insert(Conn::outbound(socket.into(), addr));
+        self.conns.mark_dirty(conn);
+        Ok(conn)
+    }
+
+    /// Starts an outbound virtual connection to `peer` through datagram endpoint `endpoint`
+    /// (a client endpoint: [`crate::RuntimeConfig::datagram_client_endpoint`]). The id is this
+    /// shard's at once; in the turn's apply step the endpoint's driver is asked to connect
+    /// ([`crate::DatagramDriver::on_connect`]) and its outcome arrives in
+    /// [`crate::Handler::on_connected`], as for [`Self::connect`]; frames sent before it wait.
+    /// Fails with [`RuntimeError::Connect`]: no such endpoint (`NotFound`), the shard is
+    /// shutting down (`ConnectionAborted`), or this turn already asked for
+    /// [`crate::RuntimeConfig::datagram_send_queue`] connects (`WouldBlock`: ask next turn).
+    pub fn connect_datagram(
+        &mut self,
+        endpoint: usize,
+        peer: SocketAddr,
+    ) -> Result<ConnId, RuntimeError> {
+        let refuse = |kind: std::io::ErrorKind| RuntimeError::Connect {
+            addr: peer,
+            source: kind.into(),
+        };
+        let local = *self
+            .datagram_locals
+            .get(endpoint)
+            .ok_or_else(|| refuse(std::io::ErrorKind::NotFound))?;
+        if self.requests.shutting_down {
+            return Err(refuse(std::io::ErrorKind::ConnectionAborted));
+        }
+        if self.requests.datagram_connects.len() >= self.datagram_connect_limit {
+            return Err(refuse(std::io::ErrorKind::WouldBlock));
+        }
+        let conn = self.conns.insert(Conn::virtual_connecting());
+        let record = crate::datagram::VirtualConn::new(endpoint, peer, local);
+        self.virtuals.insert(conn, record);
+        self.requests.datagram_connects.push(conn);
         self.conns.mark_dirty(conn);
         Ok(conn)
     }

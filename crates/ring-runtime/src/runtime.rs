@@ -97,7 +97,12 @@ impl Runtime {
             config.listen_backlog,
             &config.inherited,
         )?;
-        let udp = udp::bind_shard_udp(&datagram_addrs(&config), shards, config.datagram_gro)?;
+        let udp = udp::bind_shard_udp(
+            &datagram_addrs(&config.datagram_listen),
+            &datagram_addrs(&config.datagram_clients),
+            shards,
+            config.datagram_gro,
+        )?;
         let handover = duplicates(&listeners).map_err(|source| {
             RuntimeError::syscall("dup (listeners kept for an upgrade)", source)
         })?;
@@ -112,7 +117,7 @@ impl Runtime {
             accepts_refused: AtomicU64::new(0),
             mailbox_full: AtomicU64::new(0),
             quiet: QuietBoard::new(shards),
-            forward: if config.datagram_listen.is_empty() {
+            forward: if !config.has_datagram_endpoints() {
                 ForwardInboxes::none()
             } else {
                 ForwardInboxes::new(shards, config.datagram_forward_queue)
@@ -129,7 +134,6 @@ impl Runtime {
             handover,
         };
         let endpoints = EndpointPlan {
-            addrs: udp.addrs,
             gso: udp.gso && config.datagram_gso,
         };
         let mut udp_sockets = udp.per_shard.into_iter();
@@ -189,21 +193,15 @@ struct ShardStart<M> {
     ready: mpsc::Sender<Result<(), RuntimeError>>,
 }
 
-/// What every shard's datagram endpoints share: the resolved addresses and whether the
-/// sockets take GSO trains.
+/// What every shard's datagram endpoints share: whether the sockets take GSO trains.
 #[derive(Clone)]
 struct EndpointPlan {
-    addrs: Vec<SocketAddr>,
     gso: bool,
 }
 
-/// The UDP addresses of `config.datagram_listen`, in order.
-fn datagram_addrs(config: &RuntimeConfig) -> Vec<SocketAddr> {
-    config
-        .datagram_listen
-        .iter()
-        .map(|listen| listen.addr)
-        .collect()
+/// The UDP addresses of `entries`, in order.
+fn datagram_addrs(entries: &[crate::DatagramListen]) -> Vec<SocketAddr> {
+    entries.iter().map(|listen| listen.addr).collect()
 }
 
 impl<M: Send + 'static> ShardStart<M> {
@@ -242,7 +240,13 @@ impl<M: Send + 'static> ShardStart<M> {
         if let Some(slice) = self.config.sched_slice {
             report_slice(self.shard, slice, sched::request_slice(slice));
         }
-        let endpoints = self.build_endpoints();
+        let endpoints = match self.build_endpoints() {
+            Ok(endpoints) => endpoints,
+            Err(error) => {
+                let _ = self.ready.send(Err(error));
+                return Ok(ShardStats::default());
+            }
+        };
         let waker = self.shared.mailboxes[self.shard.index()].waker();
         let backend = waker
             .eventfd()
@@ -262,16 +266,24 @@ impl<M: Send + 'static> ShardStart<M> {
         Shard::new(handler, ctx, backend, self.shared, &self.config, endpoints).run()
     }
 
-    /// This shard's datagram endpoints, each with its driver built here, on the shard's
-    /// thread.
-    fn build_endpoints(&self) -> Vec<Endpoint> {
+    /// This shard's datagram endpoints (the listening ones, then the clients), each with its
+    /// driver built here, on the shard's thread.
+    fn build_endpoints(&self) -> Result<Vec<Endpoint>, RuntimeError> {
         let config = &self.config;
         let plan = &self.endpoints;
-        config
+        let entries = config
             .datagram_listen
             .iter()
-            .zip(&plan.addrs)
-            .map(|(listen, &local)| Endpoint {
+            .chain(&config.datagram_clients);
+        let locals = self
+            .udp
+            .iter()
+            .map(|socket| socket.local_addr())
+            .collect::<io::Result<Vec<_>>>()
+            .map_err(|source| RuntimeError::syscall("getsockname (datagram socket)", source))?;
+        Ok(entries
+            .zip(locals)
+            .map(|(listen, local)| Endpoint {
                 driver: (listen.driver)(DriverSetup {
                     shard: self.shard,
                     shard_count: self.shards,
@@ -283,7 +295,7 @@ impl<M: Send + 'static> ShardStart<M> {
                 out: OutQueue::new(config.datagram_send_queue),
                 timer: None,
             })
-            .collect()
+            .collect())
     }
 }
 

@@ -13,7 +13,7 @@ use super::forward::{ForwardInboxes, ForwardedDatagram};
 use super::virtual_conn::{VirtualConn, VirtualConns};
 use super::{Datagram, DatagramStats};
 use crate::close_reason::CloseReason;
-use crate::conn::{Conn, ConnTable};
+use crate::conn::{Conn, ConnTable, Phase};
 use crate::ids::{ConnId, ShardId};
 
 /// What the driver asked of the handler, run by the shard after the driver call.
@@ -21,6 +21,11 @@ use crate::ids::{ConnId, ShardId};
 pub(crate) enum DriverEvent {
     /// A connection opened: `on_accept`.
     Opened { conn: ConnId, peer: SocketAddr },
+    /// An outbound connect ended: `on_connected` (on failure, after the release).
+    Connected {
+        conn: ConnId,
+        result: std::io::Result<()>,
+    },
     /// Stream bytes: `on_data` (held while the handler pauses reading).
     Data { conn: ConnId, data: Bytes },
     /// The peer ended its stream: `on_read_closed`.
@@ -137,6 +142,29 @@ impl<'a> DriverIo<'a> {
         Some(conn)
     }
 
+    /// The outcome of an outbound connect ([`super::DatagramDriver::on_connect`]): `Ok` once
+    /// the connection carries bytes (the handler's `on_connected(Ok)`; its queued frames come
+    /// to [`super::DatagramDriver::on_send`] next), or `Err`: the driver forgets `conn`, the
+    /// runtime releases it and the handler gets `on_connected(Err)` (no `on_closed`). Ignored
+    /// for a connection that is not connecting.
+    pub fn connected(&mut self, conn: ConnId, result: std::io::Result<()>) {
+        if self.connecting(conn) {
+            self.parts
+                .events
+                .push(DriverEvent::Connected { conn, result });
+        }
+    }
+
+    /// Whether `conn` is this endpoint's and its outbound connect has not ended.
+    fn connecting(&mut self, conn: ConnId) -> bool {
+        self.owns(conn)
+            && self
+                .parts
+                .conns
+                .get(conn)
+                .is_some_and(|record| record.phase == Phase::Connecting)
+    }
+
     /// Stream bytes for the handler (`on_data`), in order.
     pub fn deliver(&mut self, conn: ConnId, data: Bytes) {
         if !data.is_empty() && self.owns(conn) {
@@ -156,9 +184,16 @@ impl<'a> DriverIo<'a> {
     /// with `reason` (unless the handler's own close gave one). The driver forgets it. Like a
     /// TCP reset, this drops what the handler has not taken yet (bytes held while it paused
     /// reading, frames it queued): for an orderly end, call [`Self::finished`] and let the
-    /// handler close.
+    /// handler close. For a connection still connecting this is [`Self::connected`] with an
+    /// error.
     pub fn closed(&mut self, conn: ConnId, reason: CloseReason) {
-        if self.owns(conn) {
+        if self.connecting(conn) {
+            let kind = match reason {
+                CloseReason::Error { kind } => kind,
+                _ => std::io::ErrorKind::ConnectionAborted,
+            };
+            self.connected(conn, Err(kind.into()));
+        } else if self.owns(conn) {
             self.parts.events.push(DriverEvent::Closed { conn, reason });
         }
     }

@@ -15,6 +15,13 @@
 //! write a TCP connection's queued frames, it hands a virtual connection's frames to its
 //! driver ([`DatagramDriver::on_send`]).
 //!
+//! Outbound: [`crate::ShardCtx::connect_datagram`] gives a virtual connection its id at once
+//! and, in the turn's apply step, asks the endpoint's driver to connect
+//! ([`DatagramDriver::on_connect`]); the driver reports the outcome with
+//! [`DriverIo::connected`] and the handler gets `on_connected`, as for an outbound TCP
+//! connect. A client endpoint ([`crate::RuntimeConfig::datagram_clients`]) has a socket of its
+//! own on every shard (no `SO_REUSEPORT`), so the replies reach the shard that connected.
+//!
 //! Ownership: a virtual connection belongs to the shard (and the driver) that opened it, for
 //! life. The driver never sees another shard's state; the runtime never looks inside a
 //! datagram.
@@ -37,7 +44,7 @@ pub(crate) use forward::ForwardInboxes;
 pub use io::DriverIo;
 pub(crate) use io::{DriverEvent, DriverParts};
 pub use virtual_conn::PeerIdentity;
-pub(crate) use virtual_conn::VirtualConns;
+pub(crate) use virtual_conn::{VirtualConn, VirtualConns};
 
 /// A datagram as the driver receives it.
 #[derive(Clone, Debug)]
@@ -107,6 +114,20 @@ pub trait DatagramDriver: 'static {
         let _ = (io, conn, paused);
     }
 
+    /// The handler asked for an outbound connection to `peer`
+    /// ([`crate::ShardCtx::connect_datagram`]): start it, and report the outcome with
+    /// [`DriverIo::connected`] (in this call or a later one). Until then the connection
+    /// carries no bytes; a close before it ends comes as [`Self::on_close`]. The default
+    /// refuses (`Unsupported`): a server-only driver does not connect out.
+    fn on_connect(&mut self, io: &mut DriverIo<'_>, conn: ConnId, peer: SocketAddr) {
+        let _ = peer;
+        let refused = std::io::Error::new(
+            std::io::ErrorKind::Unsupported,
+            "this datagram endpoint does not connect out",
+        );
+        io.connected(conn, Err(refused));
+    }
+
     /// The handler (or shutdown, or a drain timeout) closes `conn`.
     fn on_close(&mut self, io: &mut DriverIo<'_>, conn: ConnId, how: DriverClose);
 }
@@ -128,10 +149,12 @@ pub struct DriverSetup {
 /// Builds one shard's driver for a [`DatagramListen`] address, on the shard's thread.
 pub type DriverFactory = Arc<dyn Fn(DriverSetup) -> Box<dyn DatagramDriver> + Send + Sync>;
 
-/// A UDP address to serve and the driver factory for it.
+/// A UDP address to serve (or, in [`crate::RuntimeConfig::datagram_clients`], to connect
+/// from) and the driver factory for it.
 #[derive(Clone)]
 pub struct DatagramListen {
-    /// The address; port 0 resolves once and every shard binds the same port.
+    /// The address. Listening: port 0 resolves once and every shard binds the same port. A
+    /// client: every shard binds it on its own (port 0: each shard its own port).
     pub addr: SocketAddr,
     /// Called once per shard.
     pub driver: DriverFactory,

@@ -13,6 +13,7 @@ use crate::sys::socket;
 impl<H: Handler, B: Backend> Shard<H, B> {
     pub(super) fn apply(&mut self) {
         self.apply_read_changes();
+        self.start_datagram_connects();
         let spare = std::mem::take(&mut self.turn.spare_dirty);
         let mut dirty = self.ctx.conns.take_dirty(spare);
         for conn in dirty.drain(..) {

@@ -6,7 +6,7 @@ use std::time::Instant;
 
 use super::Shard;
 use crate::backend::{Backend, Event, InboundDatagram};
-use crate::conn::CloseMode;
+use crate::conn::{CloseMode, Phase};
 use crate::datagram::{Datagram, DatagramDriver, DriverClose, DriverEvent, DriverIo, DriverParts};
 use crate::handler::Handler;
 use crate::ids::ConnId;
@@ -123,6 +123,9 @@ impl<H: Handler, B: Backend> Shard<H, B> {
                         self.ctx.conns.mark_dirty(conn);
                         self.handler.on_accept(&mut self.ctx, conn, peer);
                     }
+                    DriverEvent::Connected { conn, result } => {
+                        self.virtual_connected(conn, result);
+                    }
                     DriverEvent::Data { conn, data } => self.dispatch(Event::Data { conn, data }),
                     DriverEvent::Finished { conn } => self.dispatch(Event::Eof { conn }),
                     DriverEvent::Closed { conn, reason } => {
@@ -136,14 +139,64 @@ impl<H: Handler, B: Backend> Shard<H, B> {
         }
     }
 
+    /// A driver reported how an outbound connect ended: `on_connected(Ok)` now, or, once the
+    /// connection is released, `on_connected(Err)`.
+    fn virtual_connected(&mut self, conn: ConnId, result: std::io::Result<()>) {
+        let ctx = &mut self.ctx;
+        let Some(record) = ctx.conns.get_mut(conn) else {
+            return;
+        };
+        if record.phase != Phase::Connecting || record.close.is_some() {
+            // Closed while connecting: no on_connected, on_closed follows.
+            return;
+        }
+        match result {
+            Ok(()) => {
+                record.phase = Phase::Open;
+                ctx.conns.mark_dirty(conn);
+                self.handler.on_connected(ctx, conn, Ok(()));
+            }
+            Err(error) => {
+                record.phase = Phase::Closing;
+                ctx.conns.mark_dirty(conn);
+                self.turn.failed_connects.push((conn, error));
+            }
+        }
+    }
+
+    /// The apply step's start: the outbound virtual connections asked for this turn go to
+    /// their drivers (those closed meanwhile are left out: their close follows).
+    pub(super) fn start_datagram_connects(&mut self) {
+        if self.ctx.requests.datagram_connects.is_empty() {
+            return;
+        }
+        for conn in std::mem::take(&mut self.ctx.requests.datagram_connects) {
+            let connecting =
+                self.ctx.conns.get(conn).is_some_and(|record| {
+                    record.phase == Phase::Connecting && record.close.is_none()
+                });
+            let Some(target) = self.ctx.virtuals.get(conn).filter(|_| connecting) else {
+                continue;
+            };
+            let (endpoint, peer) = (target.endpoint, target.peer);
+            self.with_driver(endpoint, |driver, io| driver.on_connect(io, conn, peer));
+        }
+    }
+
     /// Connections the last driver call (its events from `first`) reported closed: the
     /// driver is done with them, so the apply step may release them once they are closing (at
     /// once, when the call came from the apply step's own graceful close).
     fn note_driver_closes(&mut self, first: usize) {
         for event in &self.datagrams.events[first..] {
-            if let DriverEvent::Closed { conn, .. } = *event
-                && let Some(record) = self.ctx.virtuals.get_mut(conn)
-            {
+            let conn = match event {
+                DriverEvent::Closed { conn, .. }
+                | DriverEvent::Connected {
+                    conn,
+                    result: Err(_),
+                } => *conn,
+                _ => continue,
+            };
+            if let Some(record) = self.ctx.virtuals.get_mut(conn) {
                 record.driver_closed = true;
             }
         }

@@ -76,12 +76,13 @@ struct MailboxPace {
 impl<H: Handler, B: Backend> Shard<H, B> {
     pub(crate) fn new(
         handler: H,
-        ctx: ShardCtx<H::Message>,
+        mut ctx: ShardCtx<H::Message>,
         backend: B,
         shared: Arc<Shared<H::Message>>,
         config: &crate::RuntimeConfig,
         endpoints: Vec<crate::datagram::Endpoint>,
     ) -> Self {
+        ctx.datagram_locals = endpoints.iter().map(|endpoint| endpoint.local).collect();
         let datagrams = datagram_state::Datagrams::new(
             endpoints,
             ctx.shard_count,

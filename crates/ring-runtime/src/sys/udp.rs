@@ -1,4 +1,5 @@
-//! UDP sockets for datagram endpoints: one `SO_REUSEPORT` socket per shard per address, and
+//! UDP sockets for datagram endpoints: one `SO_REUSEPORT` socket per shard per listen address,
+//! one socket of its own per shard per client address, and
 //! the message records both backends receive into and send from (the epoll backend with
 //! `recvmsg`/`sendmsg`, io_uring with `RECVMSG`/`SENDMSG` on the same records). A record's
 //! `msghdr` points into the record itself, so records are boxed and never move while the
@@ -18,19 +19,23 @@ use crate::error::RuntimeError;
 /// Room for one `UDP_GRO` or `UDP_SEGMENT` control message, with the alignment cmsg needs.
 type ControlSpace = [u64; 8];
 
-/// Each shard's sockets for every address and the resolved addresses.
+/// Each shard's sockets for every address and the resolved listen addresses.
 pub(crate) struct BoundUdp {
-    /// `per_shard[shard][endpoint]`.
+    /// `per_shard[shard][endpoint]`: the listen addresses' sockets, then the client ones.
     pub(crate) per_shard: Vec<Vec<UdpSocket>>,
+    /// The listen addresses, port 0 resolved (a client address resolves per shard).
     pub(crate) addrs: Vec<SocketAddr>,
     /// Whether the kernel takes `UDP_SEGMENT` (GSO) on these sockets.
     pub(crate) gso: bool,
 }
 
-/// One socket per shard for every address, all sharing one port per address (port 0 resolves
-/// on the first shard's bind). With `gro`, receive offload is asked for (best effort).
+/// One socket per shard for every listen address, all sharing one port per address (port 0
+/// resolves on the first shard's bind), then one socket per shard for every client address,
+/// each bound on its own (port 0: a port of its own per shard). With `gro`, receive offload is
+/// asked for (best effort).
 pub(crate) fn bind_shard_udp(
     addrs: &[SocketAddr],
+    clients: &[SocketAddr],
     shards: usize,
     gro: bool,
 ) -> Result<BoundUdp, RuntimeError> {
@@ -60,6 +65,17 @@ pub(crate) fn bind_shard_udp(
         }
         resolved.push(bound);
     }
+    for &addr in clients {
+        for sockets in per_shard.iter_mut() {
+            let socket =
+                bind_client_udp(addr).map_err(|source| RuntimeError::Bind { addr, source })?;
+            if gro {
+                let _ = set_udp_option(&socket, libc::UDP_GRO, 1);
+            }
+            gso &= takes_gso(&socket);
+            sockets.push(socket);
+        }
+    }
     Ok(BoundUdp {
         per_shard,
         addrs: resolved,
@@ -81,6 +97,18 @@ fn ensure_unused_udp(addr: SocketAddr) -> io::Result<()> {
 fn bind_reuseport_udp(addr: SocketAddr) -> io::Result<UdpSocket> {
     let socket = Socket::new(Domain::for_address(addr), Type::DGRAM, Some(Protocol::UDP))?;
     socket.set_reuse_port(true)?;
+    if addr.is_ipv6() {
+        socket.set_only_v6(true)?;
+    }
+    socket.set_nonblocking(true)?;
+    socket.bind(&SockAddr::from(addr))?;
+    Ok(socket.into())
+}
+
+/// A client endpoint's socket: this shard's alone (no `SO_REUSEPORT`), so every reply to its
+/// connections arrives here.
+fn bind_client_udp(addr: SocketAddr) -> io::Result<UdpSocket> {
+    let socket = Socket::new(Domain::for_address(addr), Type::DGRAM, Some(Protocol::UDP))?;
     if addr.is_ipv6() {
         socket.set_only_v6(true)?;
     }

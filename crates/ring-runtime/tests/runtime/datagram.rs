@@ -12,7 +12,7 @@ use crate::common::{config, pattern, start, wait_until};
 use crate::toy_datagram::{CHUNK, Log, ToyClient, ToyDriver, ToyEcho};
 
 /// A runtime of `shards` shards serving the toy protocol on an ephemeral loopback UDP port.
-fn toy_runtime(
+pub fn toy_runtime(
     shards: usize,
     adjust: impl FnOnce(&mut RuntimeConfig),
 ) -> Option<(RuntimeHandle<ConnId>, SocketAddr, Log)> {
@@ -36,7 +36,7 @@ fn toy_runtime(
 }
 
 /// Shuts down and adds up every shard's datagram counters.
-fn stop(handle: RuntimeHandle<ConnId>) -> DatagramStats {
+pub fn stop(handle: RuntimeHandle<ConnId>) -> DatagramStats {
     handle.shutdown();
     let stats = handle.join().unwrap();
     stats
