@@ -41,6 +41,9 @@ pub enum ClientError {
     /// The WebSocket upgrade request could not be built.
     #[error("WebSocket upgrade request: {0}")]
     WsRequest(tungstenite::Error),
+    /// MQTT over QUIC cannot be set up as asked (no CA file, a WebSocket path, no TLS 1.3).
+    #[error("QUIC: {0}")]
+    Quic(String),
 }
 
 /// Why a TLS listener refused a client's certificate chain, for the causes an operator can fix

@@ -91,7 +91,8 @@ fn ws_path(path: &str) -> Arc<str> {
     }
 }
 
-fn server_name(name: &str) -> Result<ServerName<'static>, ClientError> {
+/// `name` as a TLS server name (a DNS name or an IP address).
+pub(crate) fn server_name(name: &str) -> Result<ServerName<'static>, ClientError> {
     ServerName::try_from(name.to_owned()).map_err(|e| ClientError::ServerName {
         name: name.to_owned(),
         cause: e.to_string(),
@@ -101,6 +102,30 @@ fn server_name(name: &str) -> Result<ServerName<'static>, ClientError> {
 /// A client config trusting the certificates in `ca`. Session resumption is off: every
 /// connection makes a full handshake, as a fleet of distinct devices would.
 fn client_config(ca: &Path) -> Result<Arc<ClientConfig>, ClientError> {
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let mut config = ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(ClientError::Tls)?
+        .with_root_certificates(ca_roots(ca)?)
+        .with_no_client_auth();
+    config.resumption = Resumption::disabled();
+    Ok(Arc::new(config))
+}
+
+/// As [`client_config`], TLS 1.3 only (for QUIC, which its handshake carries).
+pub(crate) fn tls13_config(ca: &Path) -> Result<ClientConfig, ClientError> {
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let mut config = ClientConfig::builder_with_provider(provider)
+        .with_protocol_versions(&[&rustls::version::TLS13])
+        .map_err(ClientError::Tls)?
+        .with_root_certificates(ca_roots(ca)?)
+        .with_no_client_auth();
+    config.resumption = Resumption::disabled();
+    Ok(config)
+}
+
+/// The certificates of the PEM file `ca`, at least one.
+fn ca_roots(ca: &Path) -> Result<RootCertStore, ClientError> {
     let ca_error = |cause: String| ClientError::CaFile {
         path: ca.to_owned(),
         cause,
@@ -113,12 +138,5 @@ fn client_config(ca: &Path) -> Result<Arc<ClientConfig>, ClientError> {
     if roots.is_empty() {
         return Err(ca_error("no certificate in the file".to_owned()));
     }
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let mut config = ClientConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()
-        .map_err(ClientError::Tls)?
-        .with_root_certificates(roots)
-        .with_no_client_auth();
-    config.resumption = Resumption::disabled();
-    Ok(Arc::new(config))
+    Ok(roots)
 }

@@ -6,6 +6,8 @@
 //! (after the client's address changed, say) is forwarded to the owner.
 
 pub mod cid;
+mod client;
+mod client_conn;
 mod config;
 mod conn;
 mod counters;
@@ -13,6 +15,7 @@ mod driver;
 mod listeners;
 
 pub use crate::config::QuicSettings;
+pub use client::{QuicClientDriver, QuicConnector};
 pub use config::ALPN;
 pub use config::QuicListenerConfig;
 pub use counters::QuicCounters;
