@@ -243,6 +243,11 @@ pub struct TransportArgs {
     /// MQTT over WebSocket at this path (e.g. `/mqtt`); with --tls-ca, secure WebSocket.
     #[arg(long, value_name = "PATH")]
     pub ws: Option<String>,
+    /// MQTT over QUIC (UDP; TLS 1.3, ALPN `mqtt`, MQTT on one bidirectional stream): every
+    /// --host is a broker's QUIC listener (`[[listeners.quic]]`). Needs --tls-ca; each thread
+    /// sends from a UDP port of its own (so --bind does not apply).
+    #[arg(long, requires = "tls_ca", conflicts_with_all = ["ws", "bind"])]
+    pub quic: bool,
 }
 
 impl TransportArgs {

@@ -1,19 +1,22 @@
 //! Running a plan: start the load threads, print progress each second, stop at the end, and
 //! summarise.
 
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::sync::Arc;
 use std::sync::mpsc::{self, Receiver};
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use hdrhistogram::Histogram;
-use ring_runtime::{Runtime, RuntimeConfig, ShardId};
+use ring_runtime::{DatagramListen, Runtime, RuntimeConfig, ShardId};
 
+use crate::cli::Common;
 use crate::plan::RunPlan;
-use crate::shard::{BenchShard, Control, Report};
+use crate::shard::{BenchShard, Control, Report, Route};
 use crate::stats::{Stats, Totals, latency_histogram};
 use crate::summary::Summary;
 use transport::Connector;
+use transport::quic::QuicConnector;
 
 /// How long the run waits, after publishers finished, for the last messages to arrive.
 const DRAIN: Duration = Duration::from_secs(3);
@@ -25,7 +28,6 @@ const READY_STEP: Duration = Duration::from_millis(5);
 
 /// Runs `plan` to the end and returns its summary.
 pub fn run(plan: RunPlan) -> anyhow::Result<Summary> {
-    let transport = Connector::new(&plan.common.transport.client_settings())?;
     let plan = Arc::new(plan);
     let threads = match plan.common.threads {
         0 => ring_runtime::available_cores(),
@@ -33,13 +35,14 @@ pub fn run(plan: RunPlan) -> anyhow::Result<Summary> {
     };
     let stats = Arc::new(Stats::new(threads));
     let (reports_tx, reports) = mpsc::channel::<Report>();
-    let config = RuntimeConfig {
+    let mut config = RuntimeConfig {
         shards: Some(threads),
         pin_threads: plan.common.pin,
         sched_slice: (plan.common.sched_slice_us != 0)
             .then(|| Duration::from_micros(plan.common.sched_slice_us)),
         ..RuntimeConfig::default()
     };
+    let route = route(&plan.common, &mut config)?;
     let (plan_for, stats_for) = (Arc::clone(&plan), Arc::clone(&stats));
     let handle = Runtime::start(config, move |id: ShardId| {
         BenchShard::new(
@@ -48,7 +51,7 @@ pub fn run(plan: RunPlan) -> anyhow::Result<Summary> {
             Arc::clone(&plan_for),
             Arc::clone(&stats_for),
             reports_tx.clone(),
-            transport.clone(),
+            route.clone(),
         )
     })
     .context("starting the load generator runtime")?;
@@ -83,6 +86,32 @@ pub fn run(plan: RunPlan) -> anyhow::Result<Summary> {
     let mut summary = Summary::new(&plan, stats.totals(), &total, timing);
     summary.subscribers = crate::summary::SubscriberShare::of(&per_subscriber);
     Ok(summary)
+}
+
+/// How the clients reach the broker: for `--quic`, a QUIC client endpoint added to `config`
+/// (each thread binds its own UDP port on the wildcard address of the hosts' family).
+fn route(common: &Common, config: &mut RuntimeConfig) -> anyhow::Result<Route> {
+    let settings = common.transport.client_settings();
+    if !common.transport.quic {
+        return Ok(Route::Tcp(Connector::new(&settings)?));
+    }
+    let connector = QuicConnector::new(&settings)?;
+    let ipv6 = common.host.first().is_some_and(SocketAddr::is_ipv6);
+    if common.host.iter().any(|host| host.is_ipv6() != ipv6) {
+        anyhow::bail!("--quic: every --host must be IPv4, or every one IPv6");
+    }
+    let wildcard: IpAddr = if ipv6 {
+        Ipv6Addr::UNSPECIFIED.into()
+    } else {
+        Ipv4Addr::UNSPECIFIED.into()
+    };
+    config.datagram_clients = vec![DatagramListen {
+        addr: SocketAddr::new(wildcard, 0),
+        driver: connector.driver_factory(),
+    }];
+    Ok(Route::Quic {
+        endpoint: config.datagram_client_endpoint(0),
+    })
 }
 
 /// Merges every waiting report into `total` (and final per-subscriber counts into

@@ -2,6 +2,7 @@
 //! clients. Connect pacing, publishing and progress reports run on a periodic tick.
 
 use std::collections::HashMap;
+use std::fmt::Display;
 use std::io;
 use std::sync::Arc;
 use std::sync::mpsc::Sender;
@@ -17,7 +18,11 @@ use crate::payload::{self, Stamp};
 use crate::phase::{self, PhaseMode};
 use crate::plan::{ClientPlan, Role, RunPlan};
 use crate::stats::{Counters, Seen, Stats, latency_histogram};
-use transport::Connector;
+
+mod link;
+
+use link::Link;
+pub use link::Route;
 
 /// How often a thread paces connects and publishes.
 const TICK: Duration = Duration::from_millis(2);
@@ -75,14 +80,6 @@ struct RunClock {
     last_report: Option<Instant>,
 }
 
-/// How clients reach the broker.
-struct Link {
-    /// TLS / WebSocket; `None` for plain TCP (no layer is set).
-    transport: Option<Arc<Connector>>,
-    /// The first transport error of this thread was printed.
-    transport_error_shown: bool,
-}
-
 impl BenchShard {
     /// Thread `id` of `threads`, taking every `threads`-th client of the plan.
     pub fn new(
@@ -91,7 +88,7 @@ impl BenchShard {
         plan: Arc<RunPlan>,
         stats: Arc<Stats>,
         reports: Sender<Report>,
-        transport: Option<Arc<Connector>>,
+        route: Route,
     ) -> Self {
         let now = Instant::now();
         let clients: Vec<Client> = plan
@@ -117,10 +114,7 @@ impl BenchShard {
             histogram: latency_histogram(),
             scratch: BytesMut::new(),
             stopped: false,
-            link: Link {
-                transport,
-                transport_error_shown: false,
-            },
+            link: Link::new(route),
         }
     }
 
@@ -143,7 +137,7 @@ impl BenchShard {
             let i = self.pace.next_to_connect;
             self.pace.next_to_connect += 1;
             let (host, bind) = (self.clients[i].plan.host, self.clients[i].plan.bind);
-            match ctx.connect(host, bind) {
+            match self.link.connect(ctx, host, bind) {
                 Ok(conn) => {
                     self.clients[i].conn = Some(conn);
                     self.clients[i].phase = Phase::Connecting;
@@ -172,14 +166,8 @@ impl BenchShard {
     /// Sets the connection's TLS / WebSocket layer, if the run has one; `false` when it could
     /// not be built (the client failed).
     fn start_transport(&mut self, ctx: &mut ShardCtx<Control>, conn: ConnId, i: usize) -> bool {
-        let Some(transport) = &self.link.transport else {
-            return true;
-        };
-        match transport.layer(self.clients[i].plan.host) {
-            Ok(layer) => {
-                ctx.set_layer(conn, Box::new(layer));
-                true
-            }
+        match self.link.set_layer(ctx, conn, self.clients[i].plan.host) {
+            Ok(()) => true,
             Err(error) => {
                 self.transport_failed(ctx, i, &error);
                 false
@@ -189,19 +177,8 @@ impl BenchShard {
 
     /// A transport error: before the CONNACK it counts as a failed connect, after it as a
     /// disconnect (when the connection closes). The first one of a thread is printed.
-    fn transport_failed(
-        &mut self,
-        ctx: &mut ShardCtx<Control>,
-        i: usize,
-        error: &dyn std::fmt::Display,
-    ) {
-        if !self.link.transport_error_shown {
-            self.link.transport_error_shown = true;
-            eprintln!(
-                "{}: transport error: {error}",
-                self.clients[i].plan.client_id
-            );
-        }
+    fn transport_failed(&mut self, ctx: &mut ShardCtx<Control>, i: usize, error: &dyn Display) {
+        self.link.show_error(&self.clients[i].plan.client_id, error);
         if matches!(
             self.clients[i].phase,
             Phase::Connecting | Phase::AwaitConnAck
@@ -212,6 +189,16 @@ impl BenchShard {
         if let Some(conn) = self.clients[i].conn {
             ctx.close(conn);
         }
+    }
+
+    /// A connect failed (over QUIC, the first failure of a thread is printed: it is the
+    /// handshake's).
+    fn connect_failed(&mut self, i: usize, error: &io::Error) {
+        if self.link.connects_carry_handshakes() {
+            self.link.show_error(&self.clients[i].plan.client_id, error);
+        }
+        self.clients[i].phase = Phase::Closed;
+        Counters::bump(&self.counters().connect_failures, 1);
     }
 
     fn send_connect(&mut self, ctx: &mut ShardCtx<Control>, i: usize) {
@@ -507,10 +494,9 @@ impl Handler for BenchShard {
                     self.send_connect(ctx, i);
                 }
             }
-            Err(_) => {
+            Err(error) => {
                 self.by_conn.remove(&conn);
-                self.clients[i].phase = Phase::Closed;
-                Counters::bump(&self.counters().connect_failures, 1);
+                self.connect_failed(i, &error);
             }
         }
     }
