@@ -264,6 +264,27 @@ EOF
   echo "$conf"
 }
 
+# make_certificates: a throwaway CA and a server certificate for 127.0.0.1 and localhost
+# (openssl, P-256, in the run directory; never committed), for BENCH_TLS=1 and QUIC listeners;
+# sets BENCH_TLS_CA, BENCH_TLS_CERT and BENCH_TLS_KEY. Readable by all: mosquitto drops
+# root for its own user before it reads them.
+make_certificates() {
+  local dir=$RUN_DIR/tls
+  mkdir -p "$dir"
+  openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 2 \
+    -subj "/CN=ringmq bench CA" -keyout "$dir/ca.key" -out "$dir/ca.pem" 2>/dev/null
+  openssl req -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes \
+    -subj "/CN=localhost" -keyout "$dir/server.key" -out "$dir/server.csr" 2>/dev/null
+  printf '%s\n' "subjectAltName=IP:127.0.0.1,DNS:localhost" "basicConstraints=CA:FALSE" \
+    "keyUsage=digitalSignature" "extendedKeyUsage=serverAuth" >"$dir/server.ext"
+  openssl x509 -req -in "$dir/server.csr" -CA "$dir/ca.pem" -CAkey "$dir/ca.key" \
+    -CAcreateserial -days 2 -extfile "$dir/server.ext" -out "$dir/server.pem" 2>/dev/null
+  chmod 755 "$dir"
+  chmod 644 "$dir"/*
+  BENCH_TLS_CA=$dir/ca.pem
+  export BENCH_TLS_CERT=$dir/server.pem BENCH_TLS_KEY=$dir/server.key
+}
+
 # broker_start NAME: starts NAME on a free loopback port; sets BROKER_NAME/PID/PORT.
 broker_start() {
   local name=$1 port conf
