@@ -12,8 +12,10 @@ use crate::sys::socket;
 
 impl<H: Handler, B: Backend> Shard<H, B> {
     pub(super) fn apply(&mut self) {
-        self.apply_read_changes();
+        // Connects first: a pause asked for in the same turn then reaches a driver that knows
+        // the connection.
         self.start_datagram_connects();
+        self.apply_read_changes();
         let spare = std::mem::take(&mut self.turn.spare_dirty);
         let mut dirty = self.ctx.conns.take_dirty(spare);
         for conn in dirty.drain(..) {

@@ -11,7 +11,7 @@ use ring_runtime::{CloseReason, ConnId, DatagramListen, RuntimeConfig, RuntimeHa
 use crate::common::{HANG, config, pattern, start, wait_until};
 use crate::datagram::{stop, toy_runtime};
 use crate::toy_datagram::{Log, ToyDriver};
-use crate::toy_datagram_client::{Dial, Seen, ToyClientDriver, ToyDialer};
+use crate::toy_datagram_client::{Dial, HANDSHAKE_TIMEOUT, Seen, ToyClientDriver, ToyDialer};
 
 /// The dialing runtime's endpoints: 0 listens (the toy server's driver, which does not
 /// connect out), 1 is the client endpoint.
@@ -39,10 +39,28 @@ fn dialer(shards: usize) -> Option<(RuntimeHandle<Dial>, Receiver<Seen>, usize)>
     Some((handle, reports, client_endpoint))
 }
 
+/// The next report, ids given by `connect_datagram` left out.
 fn next(reports: &Receiver<Seen>) -> Seen {
-    reports
+    loop {
+        match reports
+            .recv_timeout(HANG)
+            .expect("a report within the hang bound")
+        {
+            Seen::Asked(_) => {}
+            seen => return seen,
+        }
+    }
+}
+
+/// The id the next `connect_datagram` gave.
+fn asked(reports: &Receiver<Seen>) -> ConnId {
+    match reports
         .recv_timeout(HANG)
         .expect("a report within the hang bound")
+    {
+        Seen::Asked(conn) => conn,
+        other => panic!("a connect's id expected, saw {other:?}"),
+    }
 }
 
 fn connect(handle: &RuntimeHandle<Dial>, shard: u16, endpoint: usize, peer: SocketAddr) {
@@ -185,4 +203,44 @@ fn a_handshake_without_answer_fails_the_connect() {
     let stats = handle.join().unwrap();
     assert_eq!(stats[0].closed, 1, "the failed connect was released");
     assert!(reports.try_iter().next().is_none(), "no on_closed");
+}
+
+#[test]
+fn a_connection_closed_while_connecting_reports_only_its_close() {
+    let silent = UdpSocket::bind("127.0.0.1:0").unwrap();
+    let peer = silent.local_addr().unwrap();
+    let Some((handle, reports, endpoint)) = dialer(1) else {
+        return;
+    };
+    // Closed in the turn that asked: the driver never hears of it.
+    let close_at_once = Dial::ConnectAndClose { endpoint, peer };
+    handle
+        .post(ShardId::new(0), vec![close_at_once])
+        .ok()
+        .unwrap();
+    let first = asked(&reports);
+    assert!(matches!(next(&reports), Seen::Closed(c, CloseReason::Local) if c == first));
+    // Closed while the driver's handshake runs: the driver forgets it, no connect is reported
+    // (not even once the handshake would have timed out).
+    connect(&handle, 0, endpoint, peer);
+    let second = asked(&reports);
+    let mut open = [0; 16];
+    silent.recv_from(&mut open).unwrap();
+    assert_eq!(open[0], b'N', "the second connect reached the driver");
+    handle
+        .post(ShardId::new(0), vec![Dial::Close(second)])
+        .ok()
+        .unwrap();
+    assert!(matches!(next(&reports), Seen::Closed(c, CloseReason::Local) if c == second));
+    std::thread::sleep(HANDSHAKE_TIMEOUT * 2);
+    silent.set_nonblocking(true).unwrap();
+    assert!(
+        silent.recv_from(&mut open).is_err(),
+        "one handshake: the first connect never reached the driver"
+    );
+    handle.shutdown();
+    let stats = handle.join().unwrap();
+    assert_eq!(stats[0].closed, 2);
+    let rest: Vec<Seen> = reports.try_iter().collect();
+    assert!(rest.is_empty(), "{rest:?}");
 }

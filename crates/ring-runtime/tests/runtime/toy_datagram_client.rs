@@ -173,6 +173,8 @@ impl DatagramDriver for ToyClientDriver {
 /// What the dialing handler saw, in order.
 #[derive(Debug)]
 pub enum Seen {
+    /// `connect_datagram` gave this id.
+    Asked(ConnId),
     /// `connect_datagram` itself failed.
     Refused(io::ErrorKind),
     /// `on_connected`, with the connection's local address when it succeeded.
@@ -191,6 +193,8 @@ pub enum Dial {
     },
     /// Close a connection gracefully.
     Close(ConnId),
+    /// Connect, and close in the same turn.
+    ConnectAndClose { endpoint: usize, peer: SocketAddr },
 }
 
 /// Connects when told to, queues the asked payload at once (it waits for the connect),
@@ -219,14 +223,23 @@ impl Handler for ToyDialer {
                     peer,
                     payload,
                 } => match ctx.connect_datagram(endpoint, peer) {
-                    Ok(_) if payload.is_empty() => {}
-                    Ok(conn) => ctx.send(conn, Bytes::from_static(payload)).unwrap(),
+                    Ok(conn) => {
+                        if !payload.is_empty() {
+                            ctx.send(conn, Bytes::from_static(payload)).unwrap();
+                        }
+                        self.report(Seen::Asked(conn));
+                    }
                     Err(ring_runtime::RuntimeError::Connect { source, .. }) => {
                         self.report(Seen::Refused(source.kind()));
                     }
                     Err(other) => panic!("unexpected error: {other}"),
                 },
                 Dial::Close(conn) => ctx.close(conn),
+                Dial::ConnectAndClose { endpoint, peer } => {
+                    let conn = ctx.connect_datagram(endpoint, peer).unwrap();
+                    ctx.close(conn);
+                    self.report(Seen::Asked(conn));
+                }
             }
         }
     }
