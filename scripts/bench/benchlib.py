@@ -107,3 +107,17 @@ def self_signed(directory):
         check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )
     return cert, key
+
+
+def free_port(kind=socket.SOCK_STREAM):
+    """A port on 127.0.0.1 free now (TCP by default, UDP with `socket.SOCK_DGRAM`)."""
+    with socket.socket(socket.AF_INET, kind) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def cpu_seconds(pid):
+    """User plus system CPU seconds process `pid` has used."""
+    with open(f"/proc/{pid}/stat") as stat:
+        fields = stat.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")

@@ -27,7 +27,9 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from benchlib import frame, recv_packet, rss_kb, self_signed, string, wait_for_port  # noqa: E402
+from benchlib import (  # noqa: E402
+    cpu_seconds, frame, free_port, recv_packet, rss_kb, self_signed, string, wait_for_port,
+)
 
 AIOQUIC = os.environ.get(
     "RINGMQ_AIOQUIC_DIR", os.path.expanduser("~/.cache/ringmq-test/aioquic")
@@ -43,12 +45,6 @@ CONNECTIONS = int(os.environ.get("CONNECTIONS", 2000))
 MODES = os.environ.get("MODES", "quic tls").split()
 SETTLE_S = float(os.environ.get("SETTLE_S", 3))
 DEADLINE_S = 300
-
-
-def free_port(kind=socket.SOCK_STREAM):
-    with socket.socket(socket.AF_INET, kind) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 PORTS = {"tcp": free_port(), "tls": free_port(), "quic": free_port(socket.SOCK_DGRAM)}
@@ -72,12 +68,6 @@ def start_broker(directory, cert, key):
     broker = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     wait_for_port(PORTS["tls"])
     return broker
-
-
-def cpu_seconds(pid):
-    with open(f"/proc/{pid}/stat") as stat:
-        fields = stat.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 class Stream(QuicConnectionProtocol):

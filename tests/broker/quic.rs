@@ -17,12 +17,12 @@ use crate::ops::{scrape, scrape_until};
 use ringmq::ops::Scrape;
 
 #[path = "../../crates/transport/tests/support/quic_client.rs"]
-mod quic_client;
+pub(crate) mod quic_client;
 
 use quic_client::{Pki, QuicClient};
 
 /// A broker with a QUIC listener (two shards) beside its TCP one.
-fn broker(pki: &Pki) -> TestBroker {
+pub(crate) fn broker(pki: &Pki) -> TestBroker {
     TestBroker::with_config(&format!(
         "[runtime]\nshards = 2\n[http]\nbind = \"127.0.0.1:0\"\n\
          [[listeners.quic]]\nbind = \"127.0.0.1:0\"\ncert = \"{}\"\nkey = \"{}\"\n",
@@ -32,19 +32,28 @@ fn broker(pki: &Pki) -> TestBroker {
 }
 
 /// An MQTT 5.0 client over QUIC: packets encoded onto the stream, decoded off it.
-struct MqttOverQuic {
-    quic: QuicClient,
+pub(crate) struct MqttOverQuic {
+    pub(crate) quic: QuicClient,
     buf: Vec<u8>,
 }
 
 impl MqttOverQuic {
-    fn connect(broker: &TestBroker, pki: &Pki, connect: Connect) -> (Self, codec::ConnAck) {
-        let mut quic = QuicClient::connect(broker.addr_of("quic"), pki);
-        quic.open_stream();
-        let mut client = Self {
+    /// MQTT over `quic`, whose stream is open (or opens in 0-RTT).
+    pub(crate) fn over(quic: QuicClient) -> Self {
+        Self {
             quic,
             buf: Vec::new(),
-        };
+        }
+    }
+
+    pub(crate) fn connect(
+        broker: &TestBroker,
+        pki: &Pki,
+        connect: Connect,
+    ) -> (Self, codec::ConnAck) {
+        let mut quic = QuicClient::connect(broker.addr_of("quic"), pki);
+        quic.open_stream();
+        let mut client = Self::over(quic);
         client.send(&Packet::Connect(Box::new(connect)));
         let Packet::ConnAck(ack) = client.next() else {
             panic!("CONNACK expected")
@@ -52,13 +61,13 @@ impl MqttOverQuic {
         (client, *ack)
     }
 
-    fn send(&mut self, packet: &Packet) {
+    pub(crate) fn send(&mut self, packet: &Packet) {
         let mut out = BytesMut::new();
         codec::encode(packet, V5, &mut out).expect("test packet encodes");
         self.quic.write_all(&out);
     }
 
-    fn next(&mut self) -> Packet {
+    pub(crate) fn next(&mut self) -> Packet {
         let limits = Limits::new(V5);
         let decodes = |buf: &[u8]| {
             let mut bytes = BytesMut::from(buf);

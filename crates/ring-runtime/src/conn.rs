@@ -252,6 +252,7 @@ impl ConnTable {
         ConnId::new(index, generation)
     }
 
+    #[inline]
     pub(crate) fn get(&self, id: ConnId) -> Option<&Conn> {
         self.slab.get(id.index(), id.generation())
     }
@@ -265,6 +266,7 @@ impl ConnTable {
     }
 
     /// Schedules `id` for the apply step (once per turn).
+    #[inline]
     pub(crate) fn mark_dirty(&mut self, id: ConnId) {
         if let Some(conn) = self.get_mut(id)
             && !conn.io.in_dirty

@@ -358,6 +358,7 @@ impl<M> ShardCtx<M> {
 
     /// Bytes queued for `conn` and not yet acknowledged by a completed write (0 when unknown):
     /// the handler's backpressure signal.
+    #[inline]
     pub fn queued_bytes(&self, conn: ConnId) -> usize {
         self.conns.get(conn).map_or(0, |record| {
             let plain = if record.layered {
@@ -365,7 +366,11 @@ impl<M> ShardCtx<M> {
             } else {
                 0
             };
-            let in_driver = self.virtuals.get(conn).map_or(0, |v| v.unsent);
+            let in_driver = if record.is_virtual() {
+                self.virtuals.get(conn).map_or(0, |v| v.unsent)
+            } else {
+                0
+            };
             record.send.queued_bytes() + plain + in_driver
         })
     }

@@ -129,16 +129,25 @@ pub struct QuicSettings {
     /// Bytes the peer may send on its stream before the broker reads them (the stream's
     /// receive window): what one connection can make the broker hold in QUIC.
     pub stream_window: u32,
+    /// Resumption tickets the listener remembers (each single-use, the oldest forgotten
+    /// first); 0: no resumption, so no 0-RTT.
+    pub resumption_tickets: usize,
+    /// A resumed client may send MQTT packets in 0-RTT; the replay-safe ones are handled
+    /// before the handshake completes (`quic/early.rs`).
+    pub zero_rtt: bool,
 }
 
 impl QuicSettings {
-    /// Defaults for `tls`: a 60 s idle timeout, 10,000 connections a shard, a 64 KiB window.
+    /// Defaults for `tls`: a 60 s idle timeout, 10,000 connections a shard, a 64 KiB window,
+    /// 4,096 resumption tickets, 0-RTT on.
     pub fn new(tls: TlsSettings) -> Self {
         Self {
             tls,
             idle_timeout: Duration::from_secs(60),
             max_connections_per_shard: 10_000,
             stream_window: 64 * 1024,
+            resumption_tickets: 4096,
+            zero_rtt: true,
         }
     }
 }

@@ -53,6 +53,10 @@ pub struct RawQuicListener {
     pub idle_timeout_ms: Option<u64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub max_connections_per_shard: Option<usize>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub resumption_tickets: Option<usize>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub zero_rtt: Option<bool>,
 }
 
 /// `[[listeners.tls]]` as written.
@@ -249,6 +253,35 @@ fn tls_settings(table: &'static str, raw: RawTlsKeys<'_>) -> Result<TlsSettings,
     Ok(settings)
 }
 
+/// Resumption tickets (at most 1,000,000; 0: no resumption) and 0-RTT (which needs them).
+fn resumption(
+    raw: &RawQuicListener,
+    settings: &mut transport::quic::QuicSettings,
+) -> Result<(), ConfigError> {
+    if let Some(tickets) = raw.resumption_tickets {
+        if tickets > 1_000_000 {
+            return Err(ConfigError::invalid(
+                "listeners.quic.resumption_tickets",
+                format!("{tickets}: expected 0 to 1000000"),
+            ));
+        }
+        settings.resumption_tickets = tickets;
+    }
+    if let Some(zero_rtt) = raw.zero_rtt {
+        if zero_rtt && settings.resumption_tickets == 0 {
+            return Err(ConfigError::invalid(
+                "listeners.quic.zero_rtt",
+                "0-RTT needs resumption: resumption_tickets is 0",
+            ));
+        }
+        settings.zero_rtt = zero_rtt;
+    }
+    if settings.resumption_tickets == 0 {
+        settings.zero_rtt = false;
+    }
+    Ok(())
+}
+
 /// A `[[listeners.quic]]` table: its TLS keys as a TLS listener's (but `ocsp_response_file`),
 /// the idle timeout (1 s to 10 min) and the connections one shard holds.
 fn quic_listener(raw: &RawQuicListener) -> Result<QuicListener, ConfigError> {
@@ -284,6 +317,7 @@ fn quic_listener(raw: &RawQuicListener) -> Result<QuicListener, ConfigError> {
         }
         settings.max_connections_per_shard = max;
     }
+    resumption(raw, &mut settings)?;
     let bind = bind_addr(("listeners.quic.bind", &raw.bind))?;
     Ok(QuicListener { bind, settings })
 }
@@ -459,8 +493,19 @@ mod tests {
             defaults.quic[0].settings.idle_timeout,
             std::time::Duration::from_secs(60)
         );
+        assert!(defaults.quic[0].settings.zero_rtt);
+        let no_resumption = quic("resumption_tickets = 0\n").unwrap();
+        assert!(!no_resumption.quic[0].settings.zero_rtt);
         for (extra, key) in [
             ("idle_timeout_ms = 10\n", "listeners.quic.idle_timeout_ms"),
+            (
+                "resumption_tickets = 2000000\n",
+                "listeners.quic.resumption_tickets",
+            ),
+            (
+                "resumption_tickets = 0\nzero_rtt = true\n",
+                "listeners.quic.zero_rtt",
+            ),
             (
                 "max_connections_per_shard = 0\n",
                 "listeners.quic.max_connections_per_shard",

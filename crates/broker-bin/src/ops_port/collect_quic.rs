@@ -26,6 +26,18 @@ pub(super) fn quic(doc: &mut Exposition, state: &OpsState, has_listener: bool) {
             &c.streams_opened,
         ),
         (
+            "ringmq_quic_zero_rtt_accepted_total",
+            Kind::Counter,
+            "QUIC connections whose MQTT stream opened in 0-RTT (a resumed client's early data).",
+            &c.zero_rtt_accepted,
+        ),
+        (
+            "ringmq_quic_early_data_waited_total",
+            Kind::Counter,
+            "0-RTT connections whose early data held a packet that is not replay-safe until the handshake completed.",
+            &c.early_data_waited,
+        ),
+        (
             "ringmq_quic_refused_total",
             Kind::Counter,
             "QUIC connection attempts refused at listeners.quic.max_connections_per_shard.",

@@ -76,13 +76,32 @@ impl QuicListenerConfig {
 /// quinn-proto's server config for `settings`: the certificate (TLS 1.3, ALPN `mqtt`) and the
 /// transport's bounds.
 fn server_config(settings: &QuicSettings) -> Result<ServerConfig, TransportError> {
-    let tls = crate::tls::quic_tls_config(&settings.tls, ALPN)?;
+    let mut tls = crate::tls::quic_tls_config(&settings.tls, ALPN)?;
+    resumption(&mut tls, settings);
     let crypto = QuicServerConfig::try_from(tls)
         .map_err(|e| TransportError::Tls(format!("QUIC needs TLS 1.3: {e}")))?;
     let mut server = ServerConfig::with_crypto(Arc::new(crypto));
     server.transport_config(Arc::new(transport(settings)?));
     server.max_incoming(settings.max_connections_per_shard.max(1));
     Ok(server)
+}
+
+/// Resumption through tickets the listener keeps (`resumption_tickets` at most): rustls takes
+/// a ticket out when a client presents it, so each resumes one handshake and a replayed
+/// ClientHello gets a full handshake, its 0-RTT data discarded. A reload (new certificates,
+/// a new CRL) starts an empty store: no session resumes past it. 0-RTT (QUIC allows only
+/// "unlimited" early data, bounded here by the stream window) where `zero_rtt` is on.
+fn resumption(tls: &mut rustls::ServerConfig, settings: &QuicSettings) {
+    if settings.resumption_tickets == 0 {
+        tls.session_storage = Arc::new(rustls::server::NoServerSessionStorage {});
+        tls.send_tls13_tickets = 0;
+        return;
+    }
+    tls.session_storage =
+        rustls::server::ServerSessionMemoryCache::new(settings.resumption_tickets);
+    if settings.zero_rtt {
+        tls.max_early_data_size = u32::MAX;
+    }
 }
 
 fn transport(settings: &QuicSettings) -> Result<TransportConfig, TransportError> {

@@ -10,6 +10,8 @@ use quinn_proto::{Connection, ConnectionError, Dir, Event, StreamEvent, StreamId
 use ring_runtime::{CloseReason, ConnId, DriverClose, DriverIo, PeerIdentity};
 use rustls_pki_types::CertificateDer;
 
+use super::early::EarlyGate;
+
 /// Largest piece of the stream handed to the handler at once.
 const READ_CHUNK: usize = 64 * 1024;
 /// Application error code of a close the broker starts (no error).
@@ -26,6 +28,10 @@ pub(super) struct Stepped {
     pub(super) drained: bool,
     /// The peer's address changed (told to the runtime: `ShardCtx::peer_addr` follows).
     pub(super) migrated: bool,
+    /// The MQTT stream opened in 0-RTT, before the handshake completed.
+    pub(super) opened_early: bool,
+    /// The handshake completed after some of the early data had to wait for it.
+    pub(super) early_waited: bool,
 }
 
 /// How the connection is ending, as far as the handler is concerned.
@@ -55,6 +61,9 @@ pub(super) struct QuicConn {
     /// The listener's `identity_as_username`: the client certificate's name is handed over.
     identity_as_username: bool,
     stream: Option<StreamId>,
+    /// While the handshake of a connection whose stream opened in 0-RTT runs: what of the
+    /// early data goes to the broker now (`early.rs`).
+    early: Option<EarlyGate>,
     /// Bytes the handler queued that the stream has not taken yet (flow control).
     unsent: VecDeque<Bytes>,
     unsent_bytes: usize,
@@ -75,6 +84,7 @@ impl QuicConn {
             conn: None,
             released: None,
             stream: None,
+            early: None,
             unsent: VecDeque::new(),
             unsent_bytes: 0,
             finish_requested: false,
@@ -99,7 +109,9 @@ impl QuicConn {
             match event {
                 Event::Stream(StreamEvent::Opened { dir: Dir::Bi }) if self.stream.is_none() => {
                     stepped.opened = self.open_stream(io);
+                    stepped.opened_early = self.early.is_some();
                 }
+                Event::Connected => stepped.early_waited = self.handshake_done(io),
                 Event::ConnectionLost { reason } => self.lost(io, &reason),
                 _ => {}
             }
@@ -132,6 +144,9 @@ impl QuicConn {
     fn open_stream(&mut self, io: &mut DriverIo<'_>) -> Option<ConnId> {
         let stream = self.quic.streams().accept(Dir::Bi)?;
         self.stream = Some(stream);
+        if self.quic.is_handshaking() {
+            self.early = Some(EarlyGate::default());
+        }
         let Some(conn) = io.open(self.quic.remote_address()) else {
             self.close_now(io.now());
             return None;
@@ -141,6 +156,27 @@ impl QuicConn {
         }
         self.conn = Some(conn);
         Some(conn)
+    }
+
+    /// The handshake completed: what the early data held goes to the broker, in order.
+    /// Returns whether anything had to wait.
+    fn handshake_done(&mut self, io: &mut DriverIo<'_>) -> bool {
+        let Some(gate) = self.early.take() else {
+            return false;
+        };
+        let waited = gate.is_shut();
+        let (held, finished) = gate.open();
+        let Some(conn) = self.conn else {
+            return waited;
+        };
+        if !held.is_empty() {
+            io.deliver(conn, held);
+        }
+        if finished {
+            self.peer_finished = true;
+            io.finished(conn);
+        }
+        waited
     }
 
     /// The verified client certificate's Common Name, for `identity_as_username`.
@@ -182,19 +218,34 @@ impl QuicConn {
         if self.paused || self.peer_finished || self.ending != Ending::No {
             return;
         }
+        if self.early.as_ref().is_some_and(EarlyGate::is_shut) {
+            return;
+        }
         let mut recv = self.quic.recv_stream(stream);
         let Ok(mut chunks) = recv.read(true) else {
             return;
         };
         loop {
-            match chunks.next(READ_CHUNK) {
-                Ok(Some(chunk)) => io.deliver(conn, chunk.bytes),
-                Ok(None) => {
+            match (chunks.next(READ_CHUNK), &mut self.early) {
+                (Ok(Some(chunk)), None) => io.deliver(conn, chunk.bytes),
+                (Ok(Some(chunk)), Some(gate)) => {
+                    if let Some(safe) = gate.admit(&chunk.bytes) {
+                        io.deliver(conn, safe);
+                    }
+                    if gate.is_shut() {
+                        break;
+                    }
+                }
+                (Ok(None), Some(gate)) => {
+                    gate.finish();
+                    break;
+                }
+                (Ok(None), None) => {
                     self.peer_finished = true;
                     io.finished(conn);
                     break;
                 }
-                Err(_) => break,
+                (Err(_), _) => break,
             }
         }
         // Whether a window update must go out is what poll_transmit asks anyway.

@@ -15,6 +15,11 @@ pub struct QuicCounters {
     pub refused: AtomicU64,
     /// Handshakes that failed (refused by quinn-proto: a bad Initial, a TLS failure).
     pub handshake_failures: AtomicU64,
+    /// Connections whose MQTT stream opened in 0-RTT (a resumed client's early data).
+    pub zero_rtt_accepted: AtomicU64,
+    /// Of those, connections where early data had to wait for the handshake (a packet that is
+    /// not replay-safe: `quic/early.rs`).
+    pub early_data_waited: AtomicU64,
     /// Peer address changes of open connections (migrations, NAT rebindings).
     pub migrations: AtomicU64,
     /// Packets declared lost, summed as each connection ends.

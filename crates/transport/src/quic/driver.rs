@@ -124,6 +124,12 @@ impl QuicDriver {
             QuicCounters::add(&counters.streams_opened, 1);
             self.handles.insert(conn_id, handle);
         }
+        if stepped.opened_early {
+            QuicCounters::add(&counters.zero_rtt_accepted, 1);
+        }
+        if stepped.early_waited {
+            QuicCounters::add(&counters.early_data_waited, 1);
+        }
         if stepped.migrated {
             QuicCounters::add(&counters.migrations, 1);
         }

@@ -3,7 +3,9 @@
 //! connection rides the client's first bidirectional stream (ALPN `mqtt`, as EMQX's MQTT over
 //! QUIC), so the broker above sees MQTT bytes as from TCP or TLS. The server's connection ids
 //! name the shard that owns the connection ([`cid`]): a datagram that lands on another shard
-//! (after the client's address changed, say) is forwarded to the owner.
+//! (after the client's address changed, say) is forwarded to the owner. A resumed client may
+//! send in 0-RTT; what of it the broker acts on before the handshake completes is [`early`]'s
+//! rule (replay-safe packets only).
 
 pub mod cid;
 mod client;
@@ -12,6 +14,7 @@ mod config;
 mod conn;
 mod counters;
 mod driver;
+mod early;
 mod listeners;
 
 pub use crate::config::QuicSettings;

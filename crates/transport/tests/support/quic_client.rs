@@ -64,9 +64,19 @@ impl Pki {
     }
 
     fn client_config(&self) -> ClientConfig {
+        quic_client_config(self.roots(), None, false)
+    }
+
+    /// A client config that keeps the server's resumption tickets and sends 0-RTT data with
+    /// one: the connections made with it (or its clones) after the first may resume.
+    pub fn resuming_config(&self) -> ClientConfig {
+        quic_client_config(self.roots(), None, true)
+    }
+
+    fn roots(&self) -> rustls::RootCertStore {
         let mut roots = rustls::RootCertStore::empty();
         roots.add(self.der.clone()).unwrap();
-        quic_client_config(roots, None)
+        roots
     }
 }
 
@@ -83,12 +93,16 @@ pub fn client_config_from_files(ca: &Path, client: Option<(&Path, &Path)>) -> Cl
             .map(Result::unwrap);
         (certs.collect(), PrivateKeyDer::from_pem_file(key).unwrap())
     });
-    quic_client_config(roots, client)
+    quic_client_config(roots, client, false)
 }
 
 type ClientCert = (Vec<CertificateDer<'static>>, PrivateKeyDer<'static>);
 
-fn quic_client_config(roots: rustls::RootCertStore, client: Option<ClientCert>) -> ClientConfig {
+fn quic_client_config(
+    roots: rustls::RootCertStore,
+    client: Option<ClientCert>,
+    early_data: bool,
+) -> ClientConfig {
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let builder = rustls::ClientConfig::builder_with_provider(provider)
         .with_protocol_versions(&[&rustls::version::TLS13])
@@ -99,6 +113,7 @@ fn quic_client_config(roots: rustls::RootCertStore, client: Option<ClientCert>) 
         None => builder.with_no_client_auth(),
     };
     tls.alpn_protocols = vec![transport::quic::ALPN.to_vec()];
+    tls.enable_early_data = early_data;
     ClientConfig::new(Arc::new(QuicClientConfig::try_from(tls).unwrap()))
 }
 
@@ -112,6 +127,10 @@ pub struct QuicClient {
     connected: bool,
     lost: bool,
     buf: Vec<u8>,
+    /// Copies of the datagrams sent while recording ([`Self::record_first_flight`]).
+    recorded: Option<Vec<Vec<u8>>>,
+    /// Datagrams are recorded, not sent.
+    holding_back: bool,
 }
 
 impl QuicClient {
@@ -136,7 +155,45 @@ impl QuicClient {
             connected: false,
             lost: false,
             buf: Vec::new(),
+            recorded: None,
+            holding_back: false,
         }
+    }
+
+    /// Opens the MQTT stream before the handshake and writes `data` on it as 0-RTT data;
+    /// `false` (nothing written) when the config holds no ticket from this server.
+    pub fn send_early(&mut self, data: &[u8]) -> bool {
+        if !self.conn.has_0rtt() {
+            return false;
+        }
+        let stream = self
+            .conn
+            .streams()
+            .open(Dir::Bi)
+            .expect("a stream in 0-RTT");
+        self.stream = Some(stream);
+        let written = self.conn.send_stream(stream).write(data).unwrap();
+        assert_eq!(
+            written,
+            data.len(),
+            "the early data fits the remembered window"
+        );
+        true
+    }
+
+    /// Whether the server took the 0-RTT data (known once the handshake completed).
+    pub fn accepted_0rtt(&self) -> bool {
+        self.conn.accepted_0rtt()
+    }
+
+    /// The datagrams the client sends first (its Initial and any 0-RTT packets), sent or, with
+    /// `send` false, only taken: what an attacker on the path could copy or hold back.
+    pub fn first_flight(&mut self, send: bool) -> Vec<Vec<u8>> {
+        self.recorded = Some(Vec::new());
+        self.holding_back = !send;
+        self.transmit(Instant::now());
+        self.holding_back = false;
+        self.recorded.take().unwrap()
     }
 
     /// Whether the handshake completes (`false`: the connection was refused or lost first,
@@ -275,9 +332,13 @@ impl QuicClient {
             let Some(transmit) = self.conn.poll_transmit(now, 1, &mut self.buf) else {
                 return;
             };
-            let _ = self
-                .socket
-                .send_to(&self.buf[..transmit.size], transmit.destination);
+            let datagram = &self.buf[..transmit.size];
+            if let Some(recorded) = &mut self.recorded {
+                recorded.push(datagram.to_vec());
+            }
+            if !self.holding_back {
+                let _ = self.socket.send_to(datagram, transmit.destination);
+            }
         }
     }
 
