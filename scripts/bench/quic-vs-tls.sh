@@ -9,8 +9,16 @@
 #   quic-vs-tls-fanout.jsonl  QVT_FANOUT_PUBS publishers -> one topic -> QVT_FANOUT_SUBS
 #                             subscribers, 16 B, QoS 0, QVT_FANOUT_RATE msg/s per publisher for
 #                             WINDOW s
+#   quic-vs-tls-handshake.jsonl  QVT_HS_CLIENTS clients connecting at once (handshake,
+#                             CONNECT, CONNACK): connects per second, broker CPU per connect
+#   quic-vs-tls-loss.jsonl    a paced p2p (QVT_LOSS_PAIRS pairs, QVT_LOSS_RATE msg/s each, QoS
+#                             1, 256 B, QVT_LOSS_SECONDS s) with each of QVT_LOSSES percent of
+#                             the packets to and from the broker's TLS and QUIC ports dropped on
+#                             loopback (iptables' statistic match, both ways; root and iptables
+#                             needed, the rules removed on exit): latency p50, p99, max
 # then prints, per load and transport, the messages delivered per broker CPU-second (broker
 # CPU from /proc over the run, as every scenario: lib.sh's measured_bench) and the p99 latency.
+# QVT_LOADS="p2p fanout handshake loss" picks the loads.
 #
 # A smoke run (seconds; its figures mean nothing):
 #   QVT_P2P_PAIRS=4 QVT_P2P_LIMIT=50 QVT_FANOUT_PUBS=2 QVT_FANOUT_SUBS=5 QVT_FANOUT_RATE=20 \
@@ -24,6 +32,12 @@ QVT_P2P_QOS=${QVT_P2P_QOS:-1}
 QVT_FANOUT_PUBS=${QVT_FANOUT_PUBS:-10}
 QVT_FANOUT_SUBS=${QVT_FANOUT_SUBS:-500}
 QVT_FANOUT_RATE=${QVT_FANOUT_RATE:-50}
+QVT_HS_CLIENTS=${QVT_HS_CLIENTS:-2000}
+QVT_LOSSES=${QVT_LOSSES:-0 1 5}
+QVT_LOSS_PAIRS=${QVT_LOSS_PAIRS:-10}
+QVT_LOSS_RATE=${QVT_LOSS_RATE:-50}
+QVT_LOSS_SECONDS=${QVT_LOSS_SECONDS:-20}
+QVT_LOADS=${QVT_LOADS:-p2p fanout handshake loss}
 WINDOW=${WINDOW:-6}
 # `ss` counts TCP connections only: a QUIC run would sample nothing but its cost.
 export SAMPLE_CONNS=${SAMPLE_CONNS:-0}
@@ -79,9 +93,61 @@ qvt_fanout() {
   done
 }
 
+qvt_handshake() {
+  local t
+  for t in $QVT_TRANSPORTS; do
+    transport "$t"
+    measured_bench quic-vs-tls-handshake "{\"transport\":\"$t\",\"clients\":$QVT_HS_CLIENTS}" \
+      conn -c "$QVT_HS_CLIENTS" --connect-rate 0 --keep-alive 300 --hold 1 -d 60 --quiet \
+      "${TARGS[@]}" || return 1
+    [[ $LAST_RESULT == null ]] && { SUMMARY+=("handshake $t: no result"); continue; }
+    SUMMARY+=("$(jq -r --arg t "$t" '
+      "handshake \($t): \(.bench.totals.connected) connected, \(.bench.connect_rate | floor) per s, " +
+      "\(if .bench.totals.connected > 0 then (1e6 * .broker_cpu_s / .bench.totals.connected | floor)
+          else "?" end) us broker CPU per connect"' <<<"$LAST_RESULT")")
+  done
+}
+
+# drop_rules ACTION PERCENT: adds (-I) or removes (-D) the rules that drop PERCENT % of the
+# packets to and from the broker's TLS (TCP) and QUIC (UDP) ports on loopback.
+drop_rules() {
+  local action=$1 p proto port dir
+  p=$(awk -v pc="$2" 'BEGIN { printf "%.4f", pc / 100 }')
+  for proto in tcp udp; do
+    port=$TLS_PORT
+    [[ $proto == udp ]] && port=$QUIC_PORT
+    for dir in --dport --sport; do
+      iptables "$action" INPUT -i lo -p "$proto" "$dir" "$port" \
+        -m statistic --mode random --probability "$p" -j DROP
+    done
+  done
+}
+
+qvt_loss() {
+  command -v iptables >/dev/null || { log "quic-vs-tls loss: iptables missing"; return 1; }
+  local loss t limit=$((QVT_LOSS_RATE * QVT_LOSS_SECONDS))
+  for loss in $QVT_LOSSES; do
+    [[ $loss != 0 ]] && { drop_rules -I "$loss" || return 1; trap 'drop_rules -D '"$loss"' 2>/dev/null; on_exit' EXIT; }
+    for t in $QVT_TRANSPORTS; do
+      transport "$t"
+      measured_bench quic-vs-tls-loss \
+        "{\"transport\":\"$t\",\"loss_percent\":$loss,\"pairs\":$QVT_LOSS_PAIRS,\"rate\":$QVT_LOSS_RATE}" \
+        p2p --pairs "$QVT_LOSS_PAIRS" -s 256 -q 1 -r "$QVT_LOSS_RATE" -L "$limit" \
+        -d $((QVT_LOSS_SECONDS + 30)) --warmup 1 --quiet "${TARGS[@]}" || break
+      [[ $LAST_RESULT == null ]] && { SUMMARY+=("loss $loss% $t: no result"); continue; }
+      SUMMARY+=("$(jq -r --arg t "$t" --arg loss "$loss" '
+        "loss \($loss)% \($t): delivered \(.delivered)/\(.expected), latency p50 \(.latency_us.p50) us, " +
+        "p99 \(.latency_us.p99) us, max \(.latency_us.max) us"' <<<"$LAST_RESULT")")
+    done
+    [[ $loss != 0 ]] && { drop_rules -D "$loss"; trap on_exit EXIT; }
+  done
+}
+
 qvt_all() {
-  qvt_p2p || log "quic-vs-tls p2p failed"
-  qvt_fanout || log "quic-vs-tls fanout failed"
+  local load
+  for load in $QVT_LOADS; do
+    "qvt_$load" || log "quic-vs-tls $load failed"
+  done
 }
 
 prepare_brokers

@@ -193,6 +193,10 @@ pub struct RuntimeConfig {
     /// datagrams into one receive of up to 64 KiB (each receive buffer then takes 64 KiB).
     /// Default `false`.
     pub datagram_gro: bool,
+    /// `SO_RCVBUF` and `SO_SNDBUF` of every datagram socket, in bytes (the kernel caps it at
+    /// `net.core.rmem_max` / `wmem_max`; 0 keeps its default of about 200 KiB, which a burst
+    /// of a few hundred handshakes overflows). Default 4 MiB.
+    pub datagram_socket_buffer: usize,
     /// Send offload (`UDP_SEGMENT`, Linux 4.18+): a driver's train of equal datagrams leaves
     /// as one send when the kernel takes it. Default `true`.
     pub datagram_gso: bool,
@@ -251,6 +255,7 @@ impl Default for RuntimeConfig {
             datagram_forward_queue: 4096,
             datagram_max_size: 2048,
             datagram_gro: false,
+            datagram_socket_buffer: 4 << 20,
             datagram_gso: true,
             datagram_recv_multishot: true,
             datagram_recv_buffers: 256,

@@ -101,7 +101,10 @@ impl Runtime {
             &datagram_addrs(&config.datagram_listen),
             &datagram_addrs(&config.datagram_clients),
             shards,
-            config.datagram_gro,
+            udp::UdpOptions {
+                gro: config.datagram_gro,
+                buffer: config.datagram_socket_buffer,
+            },
         )?;
         let handover = duplicates(&listeners).map_err(|source| {
             RuntimeError::syscall("dup (listeners kept for an upgrade)", source)

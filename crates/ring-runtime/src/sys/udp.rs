@@ -29,15 +29,24 @@ pub(crate) struct BoundUdp {
     pub(crate) gso: bool,
 }
 
+/// What every datagram socket is set up with.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct UdpOptions {
+    /// Receive offload (`UDP_GRO`), asked for best effort.
+    pub(crate) gro: bool,
+    /// `SO_RCVBUF` and `SO_SNDBUF` (bytes; the kernel doubles it for its bookkeeping and caps it
+    /// at `net.core.rmem_max` / `wmem_max`); 0 keeps the kernel's default.
+    pub(crate) buffer: usize,
+}
+
 /// One socket per shard for every listen address, all sharing one port per address (port 0
 /// resolves on the first shard's bind), then one socket per shard for every client address,
-/// each bound on its own (port 0: a port of its own per shard). With `gro`, receive offload is
-/// asked for (best effort).
+/// each bound on its own (port 0: a port of its own per shard), each set up with `options`.
 pub(crate) fn bind_shard_udp(
     addrs: &[SocketAddr],
     clients: &[SocketAddr],
     shards: usize,
-    gro: bool,
+    options: UdpOptions,
 ) -> Result<BoundUdp, RuntimeError> {
     let mut per_shard: Vec<Vec<UdpSocket>> = (0..shards).map(|_| Vec::new()).collect();
     let mut resolved = Vec::with_capacity(addrs.len());
@@ -52,11 +61,7 @@ pub(crate) fn bind_shard_udp(
                 addr: bound,
                 source,
             };
-            let socket = bind_reuseport_udp(bound).map_err(bind_error)?;
-            if gro {
-                // Best effort: without it every datagram arrives alone.
-                let _ = set_udp_option(&socket, libc::UDP_GRO, 1);
-            }
+            let socket = bind_reuseport_udp(bound, options).map_err(bind_error)?;
             gso &= takes_gso(&socket);
             if bound.port() == 0 {
                 bound = socket.local_addr().map_err(bind_error)?;
@@ -67,11 +72,8 @@ pub(crate) fn bind_shard_udp(
     }
     for &addr in clients {
         for sockets in per_shard.iter_mut() {
-            let socket =
-                bind_client_udp(addr).map_err(|source| RuntimeError::Bind { addr, source })?;
-            if gro {
-                let _ = set_udp_option(&socket, libc::UDP_GRO, 1);
-            }
+            let socket = bind_client_udp(addr, options)
+                .map_err(|source| RuntimeError::Bind { addr, source })?;
             gso &= takes_gso(&socket);
             sockets.push(socket);
         }
@@ -94,27 +96,41 @@ fn ensure_unused_udp(addr: SocketAddr) -> io::Result<()> {
     probe.bind(&SockAddr::from(addr))
 }
 
-fn bind_reuseport_udp(addr: SocketAddr) -> io::Result<UdpSocket> {
-    let socket = Socket::new(Domain::for_address(addr), Type::DGRAM, Some(Protocol::UDP))?;
+fn bind_reuseport_udp(addr: SocketAddr, options: UdpOptions) -> io::Result<UdpSocket> {
+    let socket = udp_socket(addr, options)?;
     socket.set_reuse_port(true)?;
-    if addr.is_ipv6() {
-        socket.set_only_v6(true)?;
-    }
-    socket.set_nonblocking(true)?;
     socket.bind(&SockAddr::from(addr))?;
     Ok(socket.into())
 }
 
 /// A client endpoint's socket: this shard's alone (no `SO_REUSEPORT`), so every reply to its
 /// connections arrives here.
-fn bind_client_udp(addr: SocketAddr) -> io::Result<UdpSocket> {
+fn bind_client_udp(addr: SocketAddr, options: UdpOptions) -> io::Result<UdpSocket> {
+    let socket = udp_socket(addr, options)?;
+    socket.bind(&SockAddr::from(addr))?;
+    Ok(socket.into())
+}
+
+/// A non-blocking UDP socket for `addr`'s family, not bound yet, set up with `options`. A
+/// burst of handshakes (thousands of clients connecting at once) overflows the kernel's
+/// default receive buffer of about 200 KiB, and every datagram dropped there costs its
+/// sender a retransmission timeout.
+fn udp_socket(addr: SocketAddr, options: UdpOptions) -> io::Result<Socket> {
     let socket = Socket::new(Domain::for_address(addr), Type::DGRAM, Some(Protocol::UDP))?;
     if addr.is_ipv6() {
         socket.set_only_v6(true)?;
     }
     socket.set_nonblocking(true)?;
-    socket.bind(&SockAddr::from(addr))?;
-    Ok(socket.into())
+    if options.buffer > 0 {
+        // Best effort: the kernel caps the size, and a smaller buffer still works.
+        let _ = socket.set_recv_buffer_size(options.buffer);
+        let _ = socket.set_send_buffer_size(options.buffer);
+    }
+    if options.gro {
+        // Best effort: without it every datagram arrives alone.
+        let _ = set_udp_option(&socket, libc::UDP_GRO, 1);
+    }
+    Ok(socket)
 }
 
 /// Whether the kernel knows `UDP_SEGMENT` (Linux 4.18+): its `getsockopt` succeeds.
@@ -134,7 +150,11 @@ fn takes_gso(socket: &UdpSocket) -> bool {
     ret == 0
 }
 
-fn set_udp_option(socket: &UdpSocket, option: libc::c_int, value: libc::c_int) -> io::Result<()> {
+fn set_udp_option(
+    socket: &impl AsRawFd,
+    option: libc::c_int,
+    value: libc::c_int,
+) -> io::Result<()> {
     // SAFETY: `value` is a valid c_int for the duration of this call.
     let ret = unsafe {
         libc::setsockopt(
