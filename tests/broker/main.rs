@@ -58,6 +58,7 @@ mod proxy;
 mod qos;
 mod queue_bytes;
 mod quic;
+mod quic_limits;
 mod quic_zero_rtt;
 mod quotas;
 mod real_clients;

@@ -207,6 +207,7 @@ impl<'a> Watch<'a> {
             && t.ready + t.connect_failures >= self.plan.clients.len() as u64
         {
             self.ready_after = Some(started.elapsed());
+            self.stats.set_all_ready();
         }
     }
 

@@ -313,6 +313,12 @@ impl BenchShard {
         if now < from || client.done || self.stopped {
             return;
         }
+        if !self.stats.all_ready() {
+            // A client of the run is still connecting (a subscriber whose handshake lost
+            // packets, say): publishing starts a warm-up after every client is ready, so
+            // nothing is published before the subscription it is meant for exists.
+            return self.start_publishing_later(ctx, i);
+        }
         // Flood: as much as the socket queue bound takes; rate: what is due, at most BURST.
         let mut budget = if plan.rate <= 0.0 {
             u64::MAX

@@ -1,6 +1,6 @@
 //! Counters shared by the load generator's threads, order tracking and latency histograms.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use crossbeam_utils::CachePadded;
 use hdrhistogram::Histogram;
@@ -53,6 +53,8 @@ impl Counters {
 #[derive(Debug)]
 pub struct Stats {
     threads: Box<[CachePadded<Counters>]>,
+    /// Every client of the run is ready (or failed to connect): set by the watching thread.
+    all_ready: AtomicBool,
 }
 
 impl Stats {
@@ -62,7 +64,18 @@ impl Stats {
             threads: (0..threads.max(1))
                 .map(|_| CachePadded::new(Counters::default()))
                 .collect(),
+            all_ready: AtomicBool::new(false),
         }
+    }
+
+    /// Every client of the run is ready (or failed to connect).
+    pub fn all_ready(&self) -> bool {
+        self.all_ready.load(Ordering::Relaxed)
+    }
+
+    /// Marks every client of the run ready.
+    pub fn set_all_ready(&self) {
+        self.all_ready.store(true, Ordering::Relaxed);
     }
 
     /// Thread `index`'s block.
