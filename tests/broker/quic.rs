@@ -98,6 +98,34 @@ impl MqttOverQuic {
             other => panic!("PUBACK expected, got {other:?}"),
         }
     }
+
+    /// Publishes at QoS 2 and completes the exchange (PUBREC, PUBREL, PUBCOMP).
+    fn publish_exactly_once(&mut self, topic: &str, payload: &[u8], id: u16) {
+        let qos = QoS::ExactlyOnce;
+        self.send(&Packet::Publish(publish_packet(
+            topic,
+            payload,
+            qos,
+            Some(id),
+        )));
+        assert!(matches!(self.next(), Packet::PubRec(rec) if rec.packet_id.get() == id));
+        self.send(&Packet::PubRel(codec::PubRel::new(
+            codec::PacketId::new(id).unwrap(),
+        )));
+        assert!(matches!(self.next(), Packet::PubComp(comp) if comp.packet_id.get() == id));
+    }
+
+    /// The next PUBLISH, a QoS 2 one, received with the whole exchange.
+    fn receive_exactly_once(&mut self) -> codec::Publish {
+        let Packet::Publish(publish) = self.next() else {
+            panic!("PUBLISH expected")
+        };
+        let id = publish.packet_id.unwrap();
+        self.send(&Packet::PubRec(codec::PubRec::new(id)));
+        assert!(matches!(self.next(), Packet::PubRel(rel) if rel.packet_id == id));
+        self.send(&Packet::PubComp(codec::PubComp::new(id)));
+        publish
+    }
 }
 
 #[test]
@@ -315,9 +343,10 @@ impl Lossy {
 }
 
 /// Through 5 % loss and 5 % reordering both ways, every QoS 1 message in each direction is
-/// acknowledged and delivered, in order, on one QUIC connection.
+/// acknowledged and delivered, in order, on one QUIC connection, and every QoS 2 message
+/// exactly once.
 #[test]
-fn every_qos1_message_gets_through_loss_and_reordering() {
+fn every_qos1_and_qos2_message_gets_through_loss_and_reordering() {
     let pki = Pki::new();
     let broker = broker(&pki);
     let relay = LossyRelay::start(broker.addr_of("quic"), 5, 5);
@@ -358,6 +387,7 @@ fn every_qos1_message_gets_through_loss_and_reordering() {
             publish.packet_id.unwrap(),
         )));
     }
+    exactly_once_both_ways(&mut quic, &mut tcp);
     // The broker ends the connection on the DISCONNECT (its close drains on its own timer,
     // whatever the relay drops), then counts its packets.
     quic.send(&Packet::Disconnect(codec::Disconnect {
@@ -380,6 +410,24 @@ fn every_qos1_message_gets_through_loss_and_reordering() {
     assert!(lost > 0.0 && sent > lost, "lost {lost} of {sent}");
     let dropped = relay.stop();
     assert!(dropped > 0, "the relay dropped datagrams");
+}
+
+/// QoS 2 over the lossy connection: 50 messages each way, each delivered once, in order.
+fn exactly_once_both_ways(quic: &mut MqttOverQuic, tcp: &mut RawClient) {
+    const MESSAGES: u16 = 50;
+    tcp.subscribe("lossy/up2", QoS::ExactlyOnce);
+    quic.send(&Packet::Subscribe(subscribe_packet(
+        2,
+        "lossy/down2",
+        qos_options(QoS::ExactlyOnce),
+    )));
+    assert!(matches!(quic.next(), Packet::SubAck(_)));
+    for n in 1..=MESSAGES {
+        quic.publish_exactly_once("lossy/up2", &n.to_be_bytes(), 1000 + n);
+        assert_eq!(tcp.expect_publish_acked().payload(), &n.to_be_bytes());
+        tcp.publish_simple("lossy/down2", &n.to_be_bytes(), QoS::ExactlyOnce);
+        assert_eq!(quic.receive_exactly_once().payload(), &n.to_be_bytes());
+    }
 }
 
 /// Where aioquic is installed (scripts/test.d/00-tools.sh, `ensure_aioquic`).
