@@ -6,6 +6,8 @@
 #   scripts/build-static.sh                      # ringmq + ringmq-bench, profile dist, both targets
 #   scripts/build-static.sh --runtime-tests T    # build ring-runtime's test binaries for target T;
 #                                                # prints the path of the `runtime` test binary
+#   scripts/build-static.sh --smoke-broker T     # build the broker for target T (dev profile,
+#                                                # static); prints the binary's path
 #
 # The broker links mimalloc, whose C part needs a C compiler for the target. Unless
 # CC_<triple> is set, this script uses `zig cc` from PyPI's `ziglang` package (installed into
@@ -48,16 +50,27 @@ use_zig_cc() {
   wrapper=$PWD/target/zig-cc-$triple
   cat >"$wrapper" <<WRAP
 #!/usr/bin/env bash
-# zig cc for $zig_target (cc-rs passes its own --target, which zig spells differently)
+# zig cc for $zig_target (cc-rs passes its own --target, which zig spells differently; zig
+# turns UBSan on for unoptimised C, whose runtime a Rust link does not have)
 args=()
 for a in "\$@"; do case "\$a" in --target=*) ;; *) args+=("\$a");; esac; done
-exec "$PWD/$venv/bin/python" -m ziglang cc -target $zig_target "\${args[@]}"
+exec "$PWD/$venv/bin/python" -m ziglang cc -target $zig_target -fno-sanitize=undefined "\${args[@]}"
 WRAP
   printf '#!/usr/bin/env bash\nexec "%s" -m ziglang ar "$@"\n' "$PWD/$venv/bin/python" >"$wrapper-ar"
   chmod +x "$wrapper" "$wrapper-ar"
   export "$cc_var=$wrapper"
   export "AR_${triple//-/_}=$wrapper-ar"
 }
+
+if [[ ${1:-} == --smoke-broker ]]; then
+  triple=${2:?usage: build-static.sh --smoke-broker <target triple>}
+  ensure_target "$triple"
+  use_rust_lld "$triple"
+  use_zig_cc "$triple"
+  cargo build --locked -p ringmq --target "$triple" --message-format=json-render-diagnostics \
+    | grep -o '"executable":"[^"]*/ringmq"' | sed 's/"executable":"\(.*\)"/\1/' | tail -1
+  exit 0
+fi
 
 for triple in "${@:-${TARGETS[@]}}"; do
   ensure_target "$triple"

@@ -23,3 +23,20 @@ test_cross_aarch64() {
   echo "$out"
   grep -q "backend: Epoll" <<<"$out" || { echo "epoll was not picked under qemu" >&2; return 1; }
 }
+
+# The ARM gateway's binary: the static aarch64 broker (dev profile; zig cc for mimalloc's and
+# ring's C) runs under qemu-user, where epoll carries it, and the broker's black-box smoke
+# tests (tests/broker/smoke.rs: QoS 0/1/2, retained, Will, a persistent session across a
+# restart) run against it from the host's test binary.
+RINGMQ_TEST_STEPS+=(aarch64_smoke)
+
+test_aarch64_smoke() {
+  ensure_qemu_aarch64
+  local bin
+  bin=$(scripts/build-static.sh --smoke-broker aarch64-unknown-linux-musl)
+  [[ -x $bin ]] || { echo "no aarch64 broker built" >&2; return 1; }
+  file "$bin" 2>/dev/null || true
+  # --workspace, not -p ringmq: the unit step's features, so its build is reused.
+  RINGMQ_TEST_BROKER_CMD="qemu-aarch64-static $bin" RUST_TEST_THREADS=1 \
+    cargo test --workspace --locked --test broker smoke::
+}

@@ -78,6 +78,7 @@ mod shard_exit;
 mod shared;
 mod slow;
 mod slow_subscribers;
+mod smoke;
 mod store_tool;
 mod subscribe;
 mod subscribe_order;

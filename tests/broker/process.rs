@@ -25,7 +25,7 @@ impl BrokerProcess {
     /// `DIR/<config file stem>.log` (one file per node of the fault suite, say).
     pub fn start_on(addr: SocketAddr, config: &str, config_path: &Path) -> Self {
         std::fs::write(config_path, config).expect("write the config");
-        let child = Command::new(env!("CARGO_BIN_EXE_ringmq"))
+        let child = broker_command()
             .arg("--config")
             .arg(config_path)
             .arg("--listen")
@@ -85,6 +85,17 @@ impl BrokerProcess {
         kb * 1024
     }
 
+    /// SIGTERM (the broker commits its sessions and closes its store), then reap.
+    pub fn stop(mut self) {
+        let status = Command::new("kill")
+            .args(["-TERM", &self.pid().to_string()])
+            .status()
+            .expect("run kill");
+        assert!(status.success(), "SIGTERM the broker");
+        let exit = self.child.wait().expect("reap the broker");
+        assert!(exit.success(), "the broker's exit after SIGTERM: {exit}");
+    }
+
     /// SIGKILL, then reap.
     pub fn kill_9(mut self) {
         self.child.kill().expect("SIGKILL the broker");
@@ -97,6 +108,21 @@ impl Drop for BrokerProcess {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+/// The broker's command: the `ringmq` binary built with the tests or, with
+/// `RINGMQ_TEST_BROKER_CMD` set, that command (words split on spaces): the test command's
+/// cross step runs the smoke tests (`smoke.rs`) with `qemu-aarch64-static <static aarch64
+/// ringmq>`.
+fn broker_command() -> Command {
+    let custom = std::env::var("RINGMQ_TEST_BROKER_CMD").unwrap_or_default();
+    let mut words = custom.split_whitespace();
+    let Some(program) = words.next() else {
+        return Command::new(env!("CARGO_BIN_EXE_ringmq"));
+    };
+    let mut command = Command::new(program);
+    command.args(words);
+    command
 }
 
 /// Whether a 3.1.1 CONNECT to `addr` gets a CONNACK (two bytes `0x20 0x02`, then flags and
