@@ -121,3 +121,22 @@ def cpu_seconds(pid):
     with open(f"/proc/{pid}/stat") as stat:
         fields = stat.read().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def start_tls_quic_broker(binary, directory, cert, key, ports, quic_extra=""):
+    """Starts `binary` (memory only, 2 shards) with a plain listener on ports["tcp"], a
+    [[listeners.tls]] on ports["tls"] and a [[listeners.quic]] on ports["quic"] (plus
+    `quic_extra` TOML), all on loopback with `cert` and `key`; returns the process once the TLS
+    port accepts."""
+    config = os.path.join(directory, "ringmq.toml")
+    with open(config, "w") as f:
+        f.write(
+            '[persistence]\nengine = "none"\n[runtime]\nshards = 2\n'
+            f'[[listeners.tls]]\nbind = "127.0.0.1:{ports["tls"]}"\ncert = "{cert}"\nkey = "{key}"\n'
+            f'[[listeners.quic]]\nbind = "127.0.0.1:{ports["quic"]}"\ncert = "{cert}"\nkey = "{key}"\n'
+            + quic_extra
+        )
+    args = [binary, "-l", f"127.0.0.1:{ports['tcp']}", "--log-level", "warn", "-c", config]
+    broker = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    wait_for_port(ports["tls"])
+    return broker

@@ -27,13 +27,14 @@ import os
 import socket
 import ssl
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from benchlib import frame, free_port, self_signed, string, wait_for_port  # noqa: E402
+from benchlib import (  # noqa: E402
+    frame, free_port, self_signed, start_tls_quic_broker, string,
+)
 
 AIOQUIC = os.environ.get(
     "RINGMQ_AIOQUIC_DIR", os.path.expanduser("~/.cache/ringmq-test/aioquic")
@@ -58,20 +59,6 @@ def first_packets(client_id):
     connect = frame(0x10, string("MQTT") + bytes([5, 0x02, 0, 60, 0]) + string(client_id))
     publish = frame(0x32, string("reconnect/probe") + b"\x00\x01\x00" + b"payload")
     return connect + publish
-
-
-def start_broker(directory, cert, key):
-    config = os.path.join(directory, "ringmq.toml")
-    with open(config, "w") as f:
-        f.write(
-            '[persistence]\nengine = "none"\n[runtime]\nshards = 2\n'
-            f'[[listeners.tls]]\nbind = "127.0.0.1:{PORTS["tls"]}"\ncert = "{cert}"\nkey = "{key}"\n'
-            f'[[listeners.quic]]\nbind = "127.0.0.1:{PORTS["quic"]}"\ncert = "{cert}"\nkey = "{key}"\n'
-        )
-    args = [BIN, "-l", f"127.0.0.1:{PORTS['tcp']}", "--log-level", "warn", "-c", config]
-    broker = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    wait_for_port(PORTS["tls"])
-    return broker
 
 
 class UdpRelay(asyncio.DatagramProtocol):
@@ -252,7 +239,7 @@ async def run(cert):
 def main():
     with tempfile.TemporaryDirectory() as directory:
         cert, key = self_signed(directory)
-        broker = start_broker(directory, cert, key)
+        broker = start_tls_quic_broker(BIN, directory, cert, key, PORTS)
         try:
             asyncio.run(asyncio.wait_for(run(cert), 600))
         finally:

@@ -21,14 +21,14 @@ import json
 import os
 import socket
 import ssl
-import subprocess
 import sys
 import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from benchlib import (  # noqa: E402
-    cpu_seconds, frame, free_port, recv_packet, rss_kb, self_signed, string, wait_for_port,
+    cpu_seconds, frame, free_port, recv_packet, rss_kb, self_signed, start_tls_quic_broker,
+    string,
 )
 
 AIOQUIC = os.environ.get(
@@ -53,21 +53,6 @@ PORTS = {"tcp": free_port(), "tls": free_port(), "quic": free_port(socket.SOCK_D
 def connect_packet(client_id):
     header = string("MQTT") + bytes([5, 0x02]) + (0).to_bytes(2, "big") + b"\x00"
     return frame(0x10, header + string(client_id))
-
-
-def start_broker(directory, cert, key):
-    config = os.path.join(directory, "ringmq.toml")
-    with open(config, "w") as f:
-        f.write(
-            '[persistence]\nengine = "none"\n[runtime]\nshards = 2\n'
-            f'[[listeners.tls]]\nbind = "127.0.0.1:{PORTS["tls"]}"\ncert = "{cert}"\nkey = "{key}"\n'
-            f'[[listeners.quic]]\nbind = "127.0.0.1:{PORTS["quic"]}"\ncert = "{cert}"\nkey = "{key}"\n'
-            "max_connections_per_shard = 100000\n"
-        )
-    args = [BIN, "-l", f"127.0.0.1:{PORTS['tcp']}", "--log-level", "warn", "-c", config]
-    broker = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    wait_for_port(PORTS["tls"])
-    return broker
 
 
 class Stream(QuicConnectionProtocol):
@@ -141,7 +126,9 @@ def measure(broker, mode, cert):
 def main():
     with tempfile.TemporaryDirectory() as directory:
         cert, key = self_signed(directory)
-        broker = start_broker(directory, cert, key)
+        broker = start_tls_quic_broker(
+            BIN, directory, cert, key, PORTS, "max_connections_per_shard = 100000\n"
+        )
         try:
             for mode in MODES:
                 measure(broker, mode, cert)

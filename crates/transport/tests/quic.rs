@@ -19,8 +19,7 @@ use bytes::Bytes;
 use ring_runtime::{
     ConnId, DatagramListen, Handler, Runtime, RuntimeConfig, RuntimeHandle, ShardCtx,
 };
-use transport::TlsSettings;
-use transport::quic::{QuicDriver, QuicListenerConfig, QuicSettings};
+use transport::quic::QuicDriver;
 
 use quic_client::{Pki, QuicClient};
 
@@ -51,18 +50,7 @@ impl Handler for Echo {
 }
 
 fn serve(pki: &Pki, shards: usize) -> (RuntimeHandle<()>, std::net::SocketAddr, Arc<Seen>) {
-    let tls = TlsSettings {
-        cert: pki.cert.clone(),
-        key: pki.key.clone(),
-        client_ca: None,
-        require_client_cert: false,
-        identity_as_username: false,
-        crl: None,
-        ocsp_response: None,
-    };
-    let counters = Arc::default();
-    let listener =
-        QuicListenerConfig::load(&QuicSettings::new(tls), counters).expect("QUIC config");
+    let listener = pki.listener_config();
     let config = RuntimeConfig {
         shards: Some(shards),
         datagram_listen: vec![DatagramListen {

@@ -25,8 +25,8 @@ use ring_runtime::{
     CloseReason, ConnId, DatagramListen, Handler, Runtime, RuntimeConfig, RuntimeHandle, ShardCtx,
     ShardId,
 };
-use transport::quic::{QuicConnector, QuicDriver, QuicListenerConfig, QuicSettings};
-use transport::{ClientError, ClientSettings, TlsSettings};
+use transport::quic::{QuicConnector, QuicDriver};
+use transport::{ClientError, ClientSettings};
 
 use quic_client::Pki;
 
@@ -61,16 +61,7 @@ struct Server {
 }
 
 fn serve(pki: &Pki) -> Server {
-    let tls = TlsSettings {
-        cert: pki.cert.clone(),
-        key: pki.key.clone(),
-        client_ca: None,
-        require_client_cert: false,
-        identity_as_username: false,
-        crl: None,
-        ocsp_response: None,
-    };
-    let listener = QuicListenerConfig::load(&QuicSettings::new(tls), Arc::default()).unwrap();
+    let listener = pki.listener_config();
     let config = RuntimeConfig {
         shards: Some(2),
         datagram_listen: vec![DatagramListen {

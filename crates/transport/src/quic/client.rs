@@ -8,11 +8,9 @@
 //! handshake, and once it completes opens the MQTT stream and reports the connect
 //! (`client_conn.rs`). Deadlines go through `DriverIo::set_deadline`, as the server's.
 
-use std::collections::{BTreeSet, HashMap};
 use std::io;
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::Instant;
 
 use bytes::{Bytes, BytesMut};
 use quinn_proto::crypto::rustls::QuicClientConfig;
@@ -26,11 +24,9 @@ use ring_runtime::{
 
 use super::client_conn::ClientConn;
 use super::config::ALPN;
+use super::links::{Links, send};
 use crate::config::ClientSettings;
 use crate::error::ClientError;
-
-/// The most datagrams one transmit may join into a GSO train.
-const MAX_TRAIN: usize = 10;
 
 /// What every QUIC connection of a run uses.
 pub struct QuicConnector {
@@ -106,13 +102,7 @@ pub struct QuicClientDriver {
     endpoint: Endpoint,
     connector: Arc<QuicConnector>,
     setup: DriverSetup,
-    conns: HashMap<ConnectionHandle, ClientConn>,
-    /// The QUIC connection of each virtual connection.
-    handles: HashMap<ConnId, ConnectionHandle>,
-    /// Each connection's next deadline, soonest first.
-    deadlines: BTreeSet<(Instant, ConnectionHandle)>,
-    /// Scratch space for outgoing packets.
-    buf: Vec<u8>,
+    links: Links<ClientConn>,
 }
 
 impl QuicClientDriver {
@@ -123,34 +113,30 @@ impl QuicClientDriver {
             endpoint,
             connector,
             setup,
-            conns: HashMap::new(),
-            handles: HashMap::new(),
-            deadlines: BTreeSet::new(),
-            buf: Vec::new(),
+            links: Links::default(),
         }
     }
 
     /// Connections held (for tests).
     pub fn connection_count(&self) -> usize {
-        self.conns.len()
+        self.links.conns.len()
     }
 
     fn receive(&mut self, io: &mut DriverIo<'_>, peer: SocketAddr, packet: Bytes) {
         let data = BytesMut::from(&packet[..]);
-        self.buf.clear();
-        let event = self
-            .endpoint
-            .handle(io.now(), peer, None, None, data, &mut self.buf);
+        let buf = &mut self.links.buf;
+        buf.clear();
+        let event = self.endpoint.handle(io.now(), peer, None, None, data, buf);
         match event {
             Some(DatagramEvent::ConnectionEvent(handle, event)) => {
-                if let Some(conn) = self.conns.get_mut(&handle) {
+                if let Some(conn) = self.links.conns.get_mut(&handle) {
                     conn.quic.handle_event(event);
                     self.drive(io, handle);
                 }
             }
             // A client endpoint has no server config: nothing to accept.
             Some(DatagramEvent::NewConnection(incoming)) => self.endpoint.ignore(incoming),
-            Some(DatagramEvent::Response(transmit)) => send(io, &transmit, &self.buf),
+            Some(DatagramEvent::Response(transmit)) => send(io, &transmit, &self.links.buf),
             None => {}
         }
     }
@@ -158,71 +144,20 @@ impl QuicClientDriver {
     /// Runs `handle`'s connection until it has nothing more to do now: endpoint events, the
     /// stream's bytes in and out, packets to send, its next deadline.
     fn drive(&mut self, io: &mut DriverIo<'_>, handle: ConnectionHandle) {
-        let Some(conn) = self.conns.get_mut(&handle) else {
+        self.links.endpoint_events(&mut self.endpoint, handle);
+        let Some(conn) = self.links.conns.get_mut(&handle) else {
             return;
         };
-        while let Some(event) = conn.quic.poll_endpoint_events() {
-            if let Some(reply) = self.endpoint.handle_event(handle, event) {
-                conn.quic.handle_event(reply);
-            }
-        }
         let stepped = conn.step(io);
         if let Some(conn_id) = stepped.released {
-            self.unmap(conn_id, handle);
+            self.links.unmap(conn_id, handle);
         }
         if stepped.drained {
-            return self.forget(handle);
-        }
-        self.transmit(io, handle);
-        self.reschedule(handle);
-    }
-
-    /// `conn_id` no longer names `handle`'s connection (the runtime may reuse the id).
-    fn unmap(&mut self, conn_id: ConnId, handle: ConnectionHandle) {
-        if self.handles.get(&conn_id) == Some(&handle) {
-            self.handles.remove(&conn_id);
-        }
-    }
-
-    fn transmit(&mut self, io: &mut DriverIo<'_>, handle: ConnectionHandle) {
-        let Some(conn) = self.conns.get_mut(&handle) else {
+            self.links.remove(handle);
             return;
-        };
-        let now = io.now();
-        let max = if self.setup.gso { MAX_TRAIN } else { 1 };
-        loop {
-            self.buf.clear();
-            let Some(transmit) = conn.quic.poll_transmit(now, max, &mut self.buf) else {
-                break;
-            };
-            send(io, &transmit, &self.buf);
         }
-    }
-
-    fn reschedule(&mut self, handle: ConnectionHandle) {
-        let Some(conn) = self.conns.get_mut(&handle) else {
-            return;
-        };
-        if let Some(old) = conn.deadline.take() {
-            self.deadlines.remove(&(old, handle));
-        }
-        conn.deadline = conn.quic.poll_timeout();
-        if let Some(at) = conn.deadline {
-            self.deadlines.insert((at, handle));
-        }
-    }
-
-    /// The connection is drained (its virtual connection already released): its state goes.
-    fn forget(&mut self, handle: ConnectionHandle) {
-        if let Some(conn) = self.conns.remove(&handle)
-            && let Some(at) = conn.deadline
-        {
-            self.deadlines.remove(&(at, handle));
-        }
-    }
-
-    fn update_deadline(&self, io: &mut DriverIo<'_>) {
-        io.set_deadline(self.deadlines.first().map(|(at, _)| *at));
+        self.links.transmit(io, handle, self.setup.gso);
+        self.links.reschedule(handle);
     }
 
     fn with_conn(
@@ -231,27 +166,9 @@ impl QuicClientDriver {
         conn_id: ConnId,
         act: impl FnOnce(&mut ClientConn, &mut DriverIo<'_>),
     ) {
-        let Some(&handle) = self.handles.get(&conn_id) else {
-            return;
-        };
-        if let Some(conn) = self.conns.get_mut(&handle) {
-            act(conn, io);
-        }
-        self.drive(io, handle);
-        self.update_deadline(io);
-    }
-}
-
-/// Queues `transmit`'s packets (in `buf`) on the shard's socket.
-fn send(io: &mut DriverIo<'_>, transmit: &quinn_proto::Transmit, buf: &[u8]) {
-    let data = Bytes::copy_from_slice(&buf[..transmit.size]);
-    match transmit.segment_size {
-        Some(segment) if segment < transmit.size => {
-            let segment = u16::try_from(segment).unwrap_or(u16::MAX);
-            io.send_segments(transmit.destination, data, segment);
-        }
-        _ => {
-            io.send(transmit.destination, data);
+        if let Some(handle) = self.links.with_conn(io, conn_id, act) {
+            self.drive(io, handle);
+            self.links.update_deadline(io);
         }
     }
 }
@@ -262,10 +179,10 @@ impl DatagramDriver for QuicClientDriver {
         let config = self.connector.config.clone();
         match self.endpoint.connect(io.now(), config, peer, &name) {
             Ok((handle, quic)) => {
-                self.conns.insert(handle, ClientConn::new(quic, conn));
-                self.handles.insert(conn, handle);
+                self.links.conns.insert(handle, ClientConn::new(quic, conn));
+                self.links.handles.insert(conn, handle);
                 self.drive(io, handle);
-                self.update_deadline(io);
+                self.links.update_deadline(io);
             }
             Err(error) => {
                 let refused = io::Error::new(io::ErrorKind::InvalidInput, error.to_string());
@@ -278,23 +195,14 @@ impl DatagramDriver for QuicClientDriver {
         for packet in datagram.segments() {
             self.receive(io, datagram.peer, packet);
         }
-        self.update_deadline(io);
+        self.links.update_deadline(io);
     }
 
     fn on_timeout(&mut self, io: &mut DriverIo<'_>) {
-        let now = io.now();
-        while let Some(&(at, handle)) = self.deadlines.first() {
-            if at > now {
-                break;
-            }
-            self.deadlines.remove(&(at, handle));
-            if let Some(conn) = self.conns.get_mut(&handle) {
-                conn.deadline = None;
-                conn.quic.handle_timeout(now);
-            }
+        while let Some(handle) = self.links.expire(io.now()) {
             self.drive(io, handle);
         }
-        self.update_deadline(io);
+        self.links.update_deadline(io);
     }
 
     fn on_send(&mut self, io: &mut DriverIo<'_>, conn: ConnId, frames: &[Bytes]) {
@@ -310,10 +218,10 @@ impl DatagramDriver for QuicClientDriver {
     }
 
     fn on_close(&mut self, io: &mut DriverIo<'_>, conn: ConnId, how: DriverClose) {
-        let handle = self.handles.get(&conn).copied();
+        let handle = self.links.handles.get(&conn).copied();
         self.with_conn(io, conn, |quic, io| quic.close(io, how));
         if let (DriverClose::Abort, Some(handle)) = (how, handle) {
-            self.unmap(conn, handle);
+            self.links.unmap(conn, handle);
         }
     }
 }

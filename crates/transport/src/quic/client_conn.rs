@@ -9,7 +9,6 @@
 //! once the server has acknowledged every byte of it (the last MQTT packet, DISCONNECT, is not
 //! lost to the CONNECTION_CLOSE); the runtime's drain timeout bounds the wait.
 
-use std::collections::VecDeque;
 use std::io::ErrorKind;
 use std::time::Instant;
 
@@ -17,8 +16,8 @@ use bytes::Bytes;
 use quinn_proto::{Connection, ConnectionError, Dir, Event, StreamEvent, StreamId, VarInt};
 use ring_runtime::{CloseReason, ConnId, DriverClose, DriverIo};
 
-/// Largest piece of the stream handed to the handler at once.
-const READ_CHUNK: usize = 64 * 1024;
+use super::stream::{Unsent, read_stream};
+
 /// Application error code of a close the client starts (no error).
 const CLOSED_BY_CLIENT: u32 = 0;
 
@@ -57,8 +56,7 @@ pub(super) struct ClientConn {
     /// The MQTT stream, opened when the handshake completes.
     stream: Option<StreamId>,
     /// Bytes the handler queued that the stream has not taken yet (flow control).
-    unsent: VecDeque<Bytes>,
-    unsent_bytes: usize,
+    unsent: Unsent,
     finish_requested: bool,
     finished_sent: bool,
     peer_finished: bool,
@@ -75,8 +73,7 @@ impl ClientConn {
             conn: Some(conn),
             released: None,
             stream: None,
-            unsent: VecDeque::new(),
-            unsent_bytes: 0,
+            unsent: Unsent::default(),
             finish_requested: false,
             finished_sent: false,
             peer_finished: false,
@@ -150,7 +147,6 @@ impl ClientConn {
         }
         self.ending = Ending::Lost;
         self.unsent.clear();
-        self.unsent_bytes = 0;
         let reason = close_reason(reason, self.stream.is_some());
         self.release(io, reason);
     }
@@ -163,23 +159,14 @@ impl ClientConn {
         if self.paused || self.peer_finished || self.ending == Ending::Lost {
             return;
         }
-        let mut recv = self.quic.recv_stream(stream);
-        let Ok(mut chunks) = recv.read(true) else {
-            return;
-        };
-        loop {
-            match chunks.next(READ_CHUNK) {
-                Ok(Some(chunk)) => io.deliver(conn, chunk.bytes),
-                Ok(None) => {
-                    self.peer_finished = true;
-                    io.finished(conn);
-                    break;
-                }
-                Err(_) => break,
-            }
+        let finished = read_stream(&mut self.quic, stream, |chunk| {
+            io.deliver(conn, chunk);
+            true
+        });
+        if finished {
+            self.peer_finished = true;
+            io.finished(conn);
         }
-        // Whether a window update must go out is what poll_transmit asks anyway.
-        let _ = chunks.finalize();
     }
 
     /// The handler's frames for the stream, in order.
@@ -187,12 +174,9 @@ impl ClientConn {
         if self.ending != Ending::No {
             return;
         }
-        for frame in frames {
-            self.unsent_bytes += frame.len();
-            self.unsent.push_back(frame.clone());
-        }
+        self.unsent.push(frames);
         self.write(io);
-        io.set_unsent(conn, self.unsent_bytes);
+        io.set_unsent(conn, self.unsent.bytes());
     }
 
     /// Writes what the stream takes now; finishes it once everything is written and the
@@ -201,25 +185,12 @@ impl ClientConn {
         let Some(stream) = self.stream else {
             return;
         };
-        while let Some(front) = self.unsent.front_mut() {
-            match self.quic.send_stream(stream).write(front) {
-                Ok(written) if written == front.len() => {
-                    self.unsent_bytes -= written;
-                    self.unsent.pop_front();
-                }
-                Ok(written) => {
-                    self.unsent_bytes -= written;
-                    let _ = front.split_to(written);
-                    break;
-                }
-                Err(_) => break,
-            }
-        }
+        let all_written = self.unsent.write_to(&mut self.quic, stream);
         if let Some(conn) = self.conn {
-            io.set_unsent(conn, self.unsent_bytes);
+            io.set_unsent(conn, self.unsent.bytes());
         }
         let ending = self.finish_requested || self.ending == Ending::Graceful;
-        if self.unsent.is_empty() && ending && !self.finished_sent {
+        if all_written && ending && !self.finished_sent {
             self.finished_sent = self.quic.send_stream(stream).finish().is_ok();
         }
     }
@@ -245,7 +216,6 @@ impl ClientConn {
                 self.ending = Ending::Aborted;
                 self.conn = None;
                 self.unsent.clear();
-                self.unsent_bytes = 0;
                 self.close_now(io.now());
             }
             DriverClose::Graceful => {}
@@ -275,4 +245,14 @@ fn close_reason(reason: &ConnectionError, connected: bool) -> CloseReason {
         _ => ErrorKind::ConnectionReset,
     };
     CloseReason::Error { kind }
+}
+
+impl super::links::QuicLink for ClientConn {
+    fn quic(&mut self) -> &mut Connection {
+        &mut self.quic
+    }
+
+    fn scheduled(&mut self) -> &mut Option<Instant> {
+        &mut self.deadline
+    }
 }

@@ -2,7 +2,6 @@
 //! stream the client opens is the MQTT connection (as in EMQX's MQTT over QUIC); its virtual
 //! connection opens then, and closes when the stream or the connection ends.
 
-use std::collections::VecDeque;
 use std::time::Instant;
 
 use bytes::Bytes;
@@ -11,9 +10,8 @@ use ring_runtime::{CloseReason, ConnId, DriverClose, DriverIo, PeerIdentity};
 use rustls_pki_types::CertificateDer;
 
 use super::early::EarlyGate;
+use super::stream::{Unsent, read_stream};
 
-/// Largest piece of the stream handed to the handler at once.
-const READ_CHUNK: usize = 64 * 1024;
 /// Application error code of a close the broker starts (no error).
 const CLOSED_BY_BROKER: u32 = 0;
 
@@ -65,8 +63,7 @@ pub(super) struct QuicConn {
     /// early data goes to the broker now (`early.rs`).
     early: Option<EarlyGate>,
     /// Bytes the handler queued that the stream has not taken yet (flow control).
-    unsent: VecDeque<Bytes>,
-    unsent_bytes: usize,
+    unsent: Unsent,
     finish_requested: bool,
     finished_sent: bool,
     peer_finished: bool,
@@ -85,8 +82,7 @@ impl QuicConn {
             released: None,
             stream: None,
             early: None,
-            unsent: VecDeque::new(),
-            unsent_bytes: 0,
+            unsent: Unsent::default(),
             finish_requested: false,
             finished_sent: false,
             peer_finished: false,
@@ -206,7 +202,6 @@ impl QuicConn {
         };
         self.ending = Ending::Lost;
         self.unsent.clear();
-        self.unsent_bytes = 0;
         self.release(io, reason);
     }
 
@@ -221,35 +216,27 @@ impl QuicConn {
         if self.early.as_ref().is_some_and(EarlyGate::is_shut) {
             return;
         }
-        let mut recv = self.quic.recv_stream(stream);
-        let Ok(mut chunks) = recv.read(true) else {
-            return;
-        };
-        loop {
-            match (chunks.next(READ_CHUNK), &mut self.early) {
-                (Ok(Some(chunk)), None) => io.deliver(conn, chunk.bytes),
-                (Ok(Some(chunk)), Some(gate)) => {
-                    if let Some(safe) = gate.admit(&chunk.bytes) {
-                        io.deliver(conn, safe);
-                    }
-                    if gate.is_shut() {
-                        break;
-                    }
+        let early = &mut self.early;
+        let finished = read_stream(&mut self.quic, stream, |chunk| match early {
+            None => {
+                io.deliver(conn, chunk);
+                true
+            }
+            Some(gate) => {
+                if let Some(safe) = gate.admit(&chunk) {
+                    io.deliver(conn, safe);
                 }
-                (Ok(None), Some(gate)) => {
-                    gate.finish();
-                    break;
-                }
-                (Ok(None), None) => {
-                    self.peer_finished = true;
-                    io.finished(conn);
-                    break;
-                }
-                (Err(_), _) => break,
+                !gate.is_shut()
+            }
+        });
+        match (finished, &mut self.early) {
+            (false, _) => {}
+            (true, Some(gate)) => gate.finish(),
+            (true, None) => {
+                self.peer_finished = true;
+                io.finished(conn);
             }
         }
-        // Whether a window update must go out is what poll_transmit asks anyway.
-        let _ = chunks.finalize();
     }
 
     /// The handler's frames for the stream, in order.
@@ -257,12 +244,9 @@ impl QuicConn {
         if self.ending != Ending::No {
             return;
         }
-        for frame in frames {
-            self.unsent_bytes += frame.len();
-            self.unsent.push_back(frame.clone());
-        }
+        self.unsent.push(frames);
         self.write(io);
-        io.set_unsent(conn, self.unsent_bytes);
+        io.set_unsent(conn, self.unsent.bytes());
     }
 
     /// Writes what the stream takes now; finishes or closes once everything is written.
@@ -270,24 +254,11 @@ impl QuicConn {
         let Some(stream) = self.stream else {
             return;
         };
-        while let Some(front) = self.unsent.front_mut() {
-            match self.quic.send_stream(stream).write(front) {
-                Ok(written) if written == front.len() => {
-                    self.unsent_bytes -= written;
-                    self.unsent.pop_front();
-                }
-                Ok(written) => {
-                    self.unsent_bytes -= written;
-                    let _ = front.split_to(written);
-                    break;
-                }
-                Err(_) => break,
-            }
-        }
+        let all_written = self.unsent.write_to(&mut self.quic, stream);
         if let Some(conn) = self.conn {
-            io.set_unsent(conn, self.unsent_bytes);
+            io.set_unsent(conn, self.unsent.bytes());
         }
-        if !self.unsent.is_empty() {
+        if !all_written {
             return;
         }
         if self.finish_requested && !self.finished_sent {
@@ -316,7 +287,6 @@ impl QuicConn {
                 self.ending = Ending::Aborted;
                 self.conn = None;
                 self.unsent.clear();
-                self.unsent_bytes = 0;
                 self.close_now(io.now());
             }
             DriverClose::Graceful => {}
@@ -326,5 +296,15 @@ impl QuicConn {
     fn close_now(&mut self, now: Instant) {
         let code = VarInt::from_u32(CLOSED_BY_BROKER);
         self.quic.close(now, code, Bytes::new());
+    }
+}
+
+impl super::links::QuicLink for QuicConn {
+    fn quic(&mut self) -> &mut Connection {
+        &mut self.quic
+    }
+
+    fn scheduled(&mut self) -> &mut Option<Instant> {
+        &mut self.deadline
     }
 }

@@ -4,33 +4,22 @@
 //! stream (its first bidirectional stream) opens, and passes the stream's bytes both ways, so
 //! the broker sees MQTT bytes as from any transport.
 
-use std::collections::{BTreeSet, HashMap};
-use std::time::Instant;
-
 use bytes::{Bytes, BytesMut};
-use quinn_proto::{ConnectionHandle, DatagramEvent, Endpoint, Transmit};
+use quinn_proto::{ConnectionHandle, DatagramEvent, Endpoint};
 use ring_runtime::{ConnId, Datagram, DatagramDriver, DriverClose, DriverIo, DriverSetup, ShardId};
 
 use super::cid::owner_shard;
 use super::config::QuicListenerConfig;
 use super::conn::QuicConn;
 use super::counters::QuicCounters;
-
-/// The most datagrams one transmit may join into a GSO train.
-const MAX_TRAIN: usize = 10;
+use super::links::{Links, send};
 
 /// One shard's QUIC endpoint and its connections.
 pub struct QuicDriver {
     endpoint: Endpoint,
     config: QuicListenerConfig,
     setup: DriverSetup,
-    conns: HashMap<ConnectionHandle, QuicConn>,
-    /// The QUIC connection of each virtual connection.
-    handles: HashMap<ConnId, ConnectionHandle>,
-    /// Each connection's next deadline, soonest first.
-    deadlines: BTreeSet<(Instant, ConnectionHandle)>,
-    /// Scratch space for outgoing packets.
-    buf: Vec<u8>,
+    links: Links<QuicConn>,
 }
 
 impl QuicDriver {
@@ -46,62 +35,58 @@ impl QuicDriver {
             endpoint,
             config,
             setup,
-            conns: HashMap::new(),
-            handles: HashMap::new(),
-            deadlines: BTreeSet::new(),
-            buf: Vec::new(),
+            links: Links::default(),
         }
     }
 
     /// Connections held (for tests and metrics).
     pub fn connection_count(&self) -> usize {
-        self.conns.len()
+        self.links.conns.len()
     }
 
     fn receive(&mut self, io: &mut DriverIo<'_>, datagram: &Datagram, packet: Bytes) {
         let local_ip = Some(datagram.local.ip());
         let data = BytesMut::from(&packet[..]);
-        self.buf.clear();
-        let event =
-            self.endpoint
-                .handle(io.now(), datagram.peer, local_ip, None, data, &mut self.buf);
+        let buf = &mut self.links.buf;
+        buf.clear();
+        let event = (self.endpoint).handle(io.now(), datagram.peer, local_ip, None, data, buf);
         match event {
             Some(DatagramEvent::ConnectionEvent(handle, event)) => {
-                if let Some(conn) = self.conns.get_mut(&handle) {
+                if let Some(conn) = self.links.conns.get_mut(&handle) {
                     conn.quic.handle_event(event);
                     self.drive(io, handle);
                 }
             }
             Some(DatagramEvent::NewConnection(incoming)) => self.accept(io, incoming),
-            Some(DatagramEvent::Response(transmit)) => self.send_buffered(io, &transmit),
+            Some(DatagramEvent::Response(transmit)) => send(io, &transmit, &self.links.buf),
             None => {}
         }
     }
 
     fn accept(&mut self, io: &mut DriverIo<'_>, incoming: quinn_proto::Incoming) {
-        self.buf.clear();
+        let buf = &mut self.links.buf;
+        buf.clear();
         let counters = &self.config.counters;
-        if self.conns.len() >= self.config.max_connections {
+        if self.links.conns.len() >= self.config.max_connections {
             QuicCounters::add(&counters.refused, 1);
-            let transmit = self.endpoint.refuse(incoming, &mut self.buf);
-            return self.send_buffered(io, &transmit);
+            let transmit = self.endpoint.refuse(incoming, buf);
+            return send(io, &transmit, buf);
         }
         // The server config now (a reload swaps it for the handshakes after it).
         let server = Some(self.config.current());
-        match self
-            .endpoint
-            .accept(incoming, io.now(), &mut self.buf, server)
-        {
+        match self.endpoint.accept(incoming, io.now(), buf, server) {
             Ok((handle, quic)) => {
                 QuicCounters::add(&counters.connections, 1);
                 let identity = self.config.identity_as_username;
-                self.conns.insert(handle, QuicConn::new(quic, identity));
+                self.links
+                    .conns
+                    .insert(handle, QuicConn::new(quic, identity));
                 self.drive(io, handle);
             }
             Err(refused) => {
                 QuicCounters::add(&counters.handshake_failures, 1);
                 if let Some(transmit) = refused.response {
-                    self.send_buffered(io, &transmit);
+                    send(io, &transmit, &self.links.buf);
                 }
             }
         }
@@ -110,19 +95,15 @@ impl QuicDriver {
     /// Runs `handle`'s connection until it has nothing more to do now: endpoint events, the
     /// stream's bytes in and out, packets to send, its next deadline.
     fn drive(&mut self, io: &mut DriverIo<'_>, handle: ConnectionHandle) {
-        let Some(conn) = self.conns.get_mut(&handle) else {
+        self.links.endpoint_events(&mut self.endpoint, handle);
+        let Some(conn) = self.links.conns.get_mut(&handle) else {
             return;
         };
-        while let Some(event) = conn.quic.poll_endpoint_events() {
-            if let Some(reply) = self.endpoint.handle_event(handle, event) {
-                conn.quic.handle_event(reply);
-            }
-        }
         let stepped = conn.step(io);
         let counters = &self.config.counters;
         if let Some(conn_id) = stepped.opened {
             QuicCounters::add(&counters.streams_opened, 1);
-            self.handles.insert(conn_id, handle);
+            self.links.handles.insert(conn_id, handle);
         }
         if stepped.opened_early {
             QuicCounters::add(&counters.zero_rtt_accepted, 1);
@@ -134,72 +115,26 @@ impl QuicDriver {
             QuicCounters::add(&counters.migrations, 1);
         }
         if let Some(conn_id) = stepped.released {
-            self.unmap(conn_id, handle);
+            self.links.unmap(conn_id, handle);
         }
         if stepped.drained {
             return self.forget(handle);
         }
-        self.transmit(io, handle);
-        self.reschedule(handle);
-    }
-
-    /// `conn_id` no longer names `handle`'s connection (the runtime may reuse the id).
-    fn unmap(&mut self, conn_id: ConnId, handle: ConnectionHandle) {
-        if self.handles.get(&conn_id) == Some(&handle) {
-            self.handles.remove(&conn_id);
-        }
-    }
-
-    fn transmit(&mut self, io: &mut DriverIo<'_>, handle: ConnectionHandle) {
-        let Some(conn) = self.conns.get_mut(&handle) else {
-            return;
-        };
-        let now = io.now();
-        let max = if self.setup.gso { MAX_TRAIN } else { 1 };
-        loop {
-            self.buf.clear();
-            let Some(transmit) = conn.quic.poll_transmit(now, max, &mut self.buf) else {
-                break;
-            };
-            send(io, &transmit, &self.buf);
-        }
-    }
-
-    fn send_buffered(&mut self, io: &mut DriverIo<'_>, transmit: &Transmit) {
-        send(io, transmit, &self.buf);
-    }
-
-    fn reschedule(&mut self, handle: ConnectionHandle) {
-        let Some(conn) = self.conns.get_mut(&handle) else {
-            return;
-        };
-        if let Some(old) = conn.deadline.take() {
-            self.deadlines.remove(&(old, handle));
-        }
-        conn.deadline = conn.quic.poll_timeout();
-        if let Some(at) = conn.deadline {
-            self.deadlines.insert((at, handle));
-        }
+        self.links.transmit(io, handle, self.setup.gso);
+        self.links.reschedule(handle);
     }
 
     /// The connection is drained (its virtual connection already reported closed): its state
-    /// goes.
+    /// goes, its packet counts into the counters.
     fn forget(&mut self, handle: ConnectionHandle) {
-        let Some(conn) = self.conns.remove(&handle) else {
+        let Some(conn) = self.links.remove(handle) else {
             return;
         };
-        if let Some(at) = conn.deadline {
-            self.deadlines.remove(&(at, handle));
-        }
         let counters = &self.config.counters;
         let path = conn.quic.stats().path;
         QuicCounters::sub(&counters.connections, 1);
         QuicCounters::add(&counters.lost_packets, path.lost_packets);
         QuicCounters::add(&counters.sent_packets, path.sent_packets);
-    }
-
-    fn update_deadline(&self, io: &mut DriverIo<'_>) {
-        io.set_deadline(self.deadlines.first().map(|(at, _)| *at));
     }
 
     fn with_conn(
@@ -208,27 +143,9 @@ impl QuicDriver {
         conn_id: ConnId,
         act: impl FnOnce(&mut QuicConn, &mut DriverIo<'_>),
     ) {
-        let Some(&handle) = self.handles.get(&conn_id) else {
-            return;
-        };
-        if let Some(conn) = self.conns.get_mut(&handle) {
-            act(conn, io);
-        }
-        self.drive(io, handle);
-        self.update_deadline(io);
-    }
-}
-
-/// Queues `transmit`'s packets (in `buf`) on the shard's socket.
-fn send(io: &mut DriverIo<'_>, transmit: &Transmit, buf: &[u8]) {
-    let data = Bytes::copy_from_slice(&buf[..transmit.size]);
-    match transmit.segment_size {
-        Some(segment) if segment < transmit.size => {
-            let segment = u16::try_from(segment).unwrap_or(u16::MAX);
-            io.send_segments(transmit.destination, data, segment);
-        }
-        _ => {
-            io.send(transmit.destination, data);
+        if let Some(handle) = self.links.with_conn(io, conn_id, act) {
+            self.drive(io, handle);
+            self.links.update_deadline(io);
         }
     }
 }
@@ -250,23 +167,14 @@ impl DatagramDriver for QuicDriver {
                 _ => self.receive(io, &datagram, packet),
             }
         }
-        self.update_deadline(io);
+        self.links.update_deadline(io);
     }
 
     fn on_timeout(&mut self, io: &mut DriverIo<'_>) {
-        let now = io.now();
-        while let Some(&(at, handle)) = self.deadlines.first() {
-            if at > now {
-                break;
-            }
-            self.deadlines.remove(&(at, handle));
-            if let Some(conn) = self.conns.get_mut(&handle) {
-                conn.deadline = None;
-                conn.quic.handle_timeout(now);
-            }
+        while let Some(handle) = self.links.expire(io.now()) {
             self.drive(io, handle);
         }
-        self.update_deadline(io);
+        self.links.update_deadline(io);
     }
 
     fn on_send(&mut self, io: &mut DriverIo<'_>, conn: ConnId, frames: &[Bytes]) {
@@ -282,10 +190,10 @@ impl DatagramDriver for QuicDriver {
     }
 
     fn on_close(&mut self, io: &mut DriverIo<'_>, conn: ConnId, how: DriverClose) {
-        let handle = self.handles.get(&conn).copied();
+        let handle = self.links.handles.get(&conn).copied();
         self.with_conn(io, conn, |quic, io| quic.close(io, how));
         if let (DriverClose::Abort, Some(handle)) = (how, handle) {
-            self.unmap(conn, handle);
+            self.links.unmap(conn, handle);
         }
     }
 }

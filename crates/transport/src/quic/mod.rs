@@ -15,7 +15,9 @@ mod conn;
 mod counters;
 mod driver;
 mod early;
+mod links;
 mod listeners;
+mod stream;
 
 pub use crate::config::QuicSettings;
 pub use client::{QuicClientDriver, QuicConnector};

@@ -63,6 +63,22 @@ impl Pki {
         }
     }
 
+    /// A QUIC listener's config serving this certificate (no client certificates, the
+    /// default bounds).
+    pub fn listener_config(&self) -> transport::quic::QuicListenerConfig {
+        let tls = transport::TlsSettings {
+            cert: self.cert.clone(),
+            key: self.key.clone(),
+            client_ca: None,
+            require_client_cert: false,
+            identity_as_username: false,
+            crl: None,
+            ocsp_response: None,
+        };
+        let settings = transport::quic::QuicSettings::new(tls);
+        transport::quic::QuicListenerConfig::load(&settings, Arc::default()).unwrap()
+    }
+
     fn client_config(&self) -> ClientConfig {
         quic_client_config(self.roots(), None, false)
     }
