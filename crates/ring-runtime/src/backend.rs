@@ -12,6 +12,7 @@ use crate::conn::{Conn, ConnTable};
 use crate::ctx::ShardStats;
 use crate::datagram::{DatagramStats, OutQueue};
 use crate::error::RuntimeError;
+use crate::fence::FenceSide;
 use crate::ids::ConnId;
 use crate::sys::eventfd::EventFd;
 use crate::sys::udp::Received;
@@ -88,6 +89,18 @@ pub(crate) trait Backend: Sized {
         timeout: Option<Duration>,
         events: &mut Vec<Event>,
     ) -> Result<(), RuntimeError>;
+
+    /// [`Backend::wait`] for a shard whose input other shards may fence (`fence.rs`): looks
+    /// at the kernel as a *drain* when another shard wants one, blocks only flagged asleep,
+    /// and returns the number of the drain the events came from (`None`
+    /// when this look was not one).
+    fn wait_fenced(
+        &mut self,
+        conns: &mut ConnTable,
+        timeout: Option<Duration>,
+        events: &mut Vec<Event>,
+        side: &FenceSide<'_>,
+    ) -> Result<Option<u64>, RuntimeError>;
 
     /// Starts receiving on an open connection.
     fn start_read(&mut self, id: ConnId, conn: &mut Conn) -> io::Result<()>;

@@ -216,6 +216,13 @@ pub struct RuntimeConfig {
     /// epoll: datagrams read from one socket per turn before the turn moves on (fairness;
     /// the rest next turn). Default 256.
     pub datagram_recv_budget: usize,
+    /// Input fences (`ShardCtx::input_fence`): every shard numbers the looks at the kernel
+    /// that take everything pending, so that a handler can wait until every other shard has
+    /// handled what reached it before a moment. Costs an atomic or two per turn, a fuller
+    /// `io_uring_enter` when another shard waits, and, on io_uring, two system calls more per
+    /// sleep (the shard sleeps on the ring's eventfd). Without it a fence passes at once.
+    /// Default `false`.
+    pub input_fences: bool,
 }
 
 impl Default for RuntimeConfig {
@@ -260,6 +267,7 @@ impl Default for RuntimeConfig {
             datagram_recv_multishot: true,
             datagram_recv_buffers: 256,
             datagram_recv_depth: 16,
+            input_fences: false,
             datagram_sends_in_flight: 64,
             datagram_recv_budget: 256,
         }
@@ -276,6 +284,11 @@ impl RuntimeConfig {
     /// [`Self::datagram_clients`]`[client]`: the listen endpoints come first.
     pub fn datagram_client_endpoint(&self, client: usize) -> usize {
         self.datagram_listen.len() + client
+    }
+
+    /// Whether shards keep the input-fence board (asked for, and more than one shard).
+    pub(crate) fn fences_input(&self) -> bool {
+        self.input_fences && self.shard_count() > 1
     }
 
     /// Whether any datagram endpoint (listening or client) is configured.

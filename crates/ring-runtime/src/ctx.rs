@@ -91,6 +91,8 @@ pub struct ShardCtx<M> {
     pub(crate) sending: SendSettings,
     pub(crate) requests: TurnRequests,
     pub(crate) stats: ShardStats,
+    /// This shard's input fences (`fence.rs`), when the runtime keeps the board.
+    pub(crate) fences: Option<crate::fence::FenceBook>,
 }
 
 /// How frames are queued and how long a closing connection may drain.
@@ -141,7 +143,28 @@ impl<M> ShardCtx<M> {
             },
             requests: TurnRequests::default(),
             stats: ShardStats::default(),
+            fences: None,
         }
+    }
+
+    /// A fence over the input every other shard had received when this turn's input was
+    /// harvested: it passes once each of them has handed its handler what reached it before
+    /// then ([`Self::input_fence_passed`]; the handler's
+    /// [`crate::Handler::on_input_fences_passed`] is called when fences pass). One per turn:
+    /// asked again in the same turn, it is the same fence. [`InputFence::PASSED`] when no
+    /// other shard had input left to handle, with one shard, or when
+    /// [`crate::RuntimeConfig::input_fences`] is off.
+    ///
+    /// [`InputFence::PASSED`]: crate::InputFence::PASSED
+    pub fn input_fence(&mut self) -> crate::InputFence {
+        self.fences
+            .as_mut()
+            .map_or(crate::InputFence::PASSED, crate::fence::FenceBook::fence)
+    }
+
+    /// Whether `fence` has passed (as of this turn's start).
+    pub fn input_fence_passed(&self, fence: crate::InputFence) -> bool {
+        self.fences.as_ref().is_none_or(|book| book.passed(fence))
     }
 
     /// This shard.

@@ -20,6 +20,7 @@ use crate::config::RuntimeConfig;
 use crate::conn::{Conn, ConnTable, Phase, WriteBatch};
 use crate::datagram::{DatagramStats, OutQueue};
 use crate::error::RuntimeError;
+use crate::fence::FenceSide;
 use crate::ids::ConnId;
 use crate::sys::epoll::{EDGE, ERROR, Epoll, HANG_UP, PEER_CLOSED, READABLE, Ready, WRITABLE};
 use crate::sys::eventfd::EventFd;
@@ -116,53 +117,32 @@ impl Backend for EpollBackend {
         timeout: Option<Duration>,
         events: &mut Vec<Event>,
     ) -> Result<(), RuntimeError> {
-        let pending = !self.reads.read_ready.is_empty() || self.udp.has_pending_reads();
-        let timeout = timeout_unless_pending(timeout, pending);
-        self.events.ready.clear();
-        let mut raw = std::mem::take(&mut self.events.raw_events);
-        let waited = self.epoll.wait(
-            timeout,
-            self.events.event_capacity,
-            &mut raw,
-            &mut self.events.ready,
-        );
-        self.events.raw_events = raw;
-        waited.map_err(|e| RuntimeError::syscall("epoll_wait", e))?;
-        for id in std::mem::take(&mut self.reads.read_ready) {
-            if let Some(conn) = conns.get_mut(id) {
-                conn.io.read_queued = false;
-                self.read_conn(id, conn, false, events);
-            }
+        let timeout = self.wait_timeout(timeout);
+        self.look(conns, timeout, events)
+    }
+
+    fn wait_fenced(
+        &mut self,
+        conns: &mut ConnTable,
+        timeout: Option<Duration>,
+        events: &mut Vec<Event>,
+        side: &FenceSide<'_>,
+    ) -> Result<Option<u64>, RuntimeError> {
+        // Every look is a drain when it reports fewer events than it could and leaves no
+        // connection's reading for the next turn; a blocking one only flagged asleep, so that
+        // a shard waiting for it wakes it.
+        let input = side.input();
+        let mut timeout = self.wait_timeout(timeout);
+        if input.drain_wanted() || (timeout != Some(Duration::ZERO) && !input.fall_asleep()) {
+            timeout = Some(Duration::ZERO);
         }
-        self.udp.read_listed();
-        for index in 0..self.events.ready.len() {
-            let Ready { token, flags } = self.events.ready[index];
-            match token {
-                WAKE_TOKEN => {
-                    // A failed read leaves the counter set: the fd stays readable, retried.
-                    let _ = self.wake.drain();
-                    events.push(Event::Wake);
-                }
-                token if self.udp.socket_of(token).is_some() => {
-                    // A write edge only ends the wait: the apply step sends what waits.
-                    if flags & READABLE != 0
-                        && let Some(socket) = self.udp.socket_of(token)
-                    {
-                        self.udp.read(socket);
-                    }
-                }
-                token if token > LISTENER_BASE - self.accept.listeners.len() as u64 => {
-                    self.accept((LISTENER_BASE - token) as usize, events);
-                }
-                token => {
-                    let id = ConnId::from_u64(token);
-                    if let Some(conn) = conns.get_mut(id) {
-                        self.conn_ready(id, conn, flags, events);
-                    }
-                }
-            }
-        }
-        Ok(())
+        let drain = input.begin_drain();
+        let looked = self.look(conns, timeout, events);
+        input.wake_up();
+        looked?;
+        let drained = self.events.ready.len() < self.events.event_capacity
+            && self.reads.read_ready.is_empty();
+        Ok(drained.then_some(drain))
     }
 
     fn take_datagrams(&mut self, into: &mut Vec<InboundDatagram>) {
@@ -267,6 +247,66 @@ impl Backend for EpollBackend {
 }
 
 impl EpollBackend {
+    /// Bounds the wait: not at all while reads are left over from the last turn.
+    fn wait_timeout(&self, timeout: Option<Duration>) -> Option<Duration> {
+        let pending = !self.reads.read_ready.is_empty() || self.udp.has_pending_reads();
+        timeout_unless_pending(timeout, pending)
+    }
+
+    /// One `epoll_wait`, then the reads and accepts it calls for.
+    fn look(
+        &mut self,
+        conns: &mut ConnTable,
+        timeout: Option<Duration>,
+        events: &mut Vec<Event>,
+    ) -> Result<(), RuntimeError> {
+        self.events.ready.clear();
+        let mut raw = std::mem::take(&mut self.events.raw_events);
+        let waited = self.epoll.wait(
+            timeout,
+            self.events.event_capacity,
+            &mut raw,
+            &mut self.events.ready,
+        );
+        self.events.raw_events = raw;
+        waited.map_err(|e| RuntimeError::syscall("epoll_wait", e))?;
+        for id in std::mem::take(&mut self.reads.read_ready) {
+            if let Some(conn) = conns.get_mut(id) {
+                conn.io.read_queued = false;
+                self.read_conn(id, conn, false, events);
+            }
+        }
+        self.udp.read_listed();
+        for index in 0..self.events.ready.len() {
+            let Ready { token, flags } = self.events.ready[index];
+            match token {
+                WAKE_TOKEN => {
+                    // A failed read leaves the counter set: the fd stays readable, retried.
+                    let _ = self.wake.drain();
+                    events.push(Event::Wake);
+                }
+                token if self.udp.socket_of(token).is_some() => {
+                    // A write edge only ends the wait: the apply step sends what waits.
+                    if flags & READABLE != 0
+                        && let Some(socket) = self.udp.socket_of(token)
+                    {
+                        self.udp.read(socket);
+                    }
+                }
+                token if token > LISTENER_BASE - self.accept.listeners.len() as u64 => {
+                    self.accept((LISTENER_BASE - token) as usize, events);
+                }
+                token => {
+                    let id = ConnId::from_u64(token);
+                    if let Some(conn) = conns.get_mut(id) {
+                        self.conn_ready(id, conn, flags, events);
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
     fn accept(&mut self, index: usize, events: &mut Vec<Event>) {
         let Some(listener) = self.accept.listeners.get(index) else {
             return;

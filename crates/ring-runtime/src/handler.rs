@@ -78,6 +78,13 @@ pub trait Handler: 'static {
         let _ = (ctx, messages);
     }
 
+    /// Input fences this shard asked for ([`ShardCtx::input_fence`]) have passed: check the
+    /// ones waited for with [`ShardCtx::input_fence_passed`]. Called at the start of a turn,
+    /// before its input is handed over.
+    fn on_input_fences_passed(&mut self, ctx: &mut ShardCtx<Self::Message>) {
+        let _ = ctx;
+    }
+
     /// End of the turn: flush per-turn work here; the runtime writes right after.
     fn on_turn_end(&mut self, ctx: &mut ShardCtx<Self::Message>) {
         let _ = ctx;

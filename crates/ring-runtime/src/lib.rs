@@ -17,6 +17,7 @@ mod epoll;
 mod error;
 mod exit;
 mod expired_timers;
+mod fence;
 mod handler;
 mod ids;
 mod layer;
@@ -47,6 +48,7 @@ pub use datagram::{
 };
 pub use error::{PostRejected, RuntimeError};
 pub use exit::{ExitCause, ShardExit, ShardExits};
+pub use fence::InputFence;
 pub use handler::{CloseReason, Handler};
 pub use ids::{ConnId, ShardId, TimerId};
 pub use layer::{LayerError, LayerOutput, LayerState, StreamLayer};

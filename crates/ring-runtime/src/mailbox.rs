@@ -91,7 +91,7 @@ impl Lane {
 /// One shard's inbox: a bounded queue of batches per lane and one wake-up.
 pub(crate) struct Mailbox<M> {
     lanes: [ArrayQueue<Vec<M>>; 2],
-    waker: Waker,
+    waker: std::sync::Arc<Waker>,
 }
 
 impl<M> Mailbox<M> {
@@ -99,7 +99,7 @@ impl<M> Mailbox<M> {
     pub(crate) fn new(batches: usize) -> io::Result<Self> {
         Ok(Self {
             lanes: [ArrayQueue::new(batches), ArrayQueue::new(batches)],
-            waker: Waker::new()?,
+            waker: std::sync::Arc::new(Waker::new()?),
         })
     }
 
@@ -134,6 +134,11 @@ impl<M> Mailbox<M> {
 
     pub(crate) fn waker(&self) -> &Waker {
         &self.waker
+    }
+
+    /// The waker, shared (the input-fence board wakes shards through it).
+    pub(crate) fn shared_waker(&self) -> std::sync::Arc<Waker> {
+        std::sync::Arc::clone(&self.waker)
     }
 }
 

@@ -113,7 +113,12 @@ impl Runtime {
             .map(|_| Mailbox::new(config.mailbox_batches))
             .collect::<Result<Vec<_>, _>>()
             .map_err(|source| RuntimeError::syscall("eventfd", source))?;
+        let fences = config.fences_input().then(|| {
+            let wakers = mailboxes.iter().map(Mailbox::shared_waker).collect();
+            Arc::new(crate::fence::FenceBoard::new(wakers))
+        });
         let shared = Arc::new(Shared {
+            fences,
             mailboxes,
             shutdown: AtomicBool::new(false),
             exits: Arc::new(ExitBoard::default()),
@@ -263,7 +268,14 @@ impl<M: Send + 'static> ShardStart<M> {
                 return Ok(ShardStats::default());
             }
         };
-        let ctx = ShardCtx::new(self.shard, self.shards, &self.config);
+        let mut ctx = ShardCtx::new(self.shard, self.shards, &self.config);
+        if let Some(board) = &self.shared.fences {
+            board.shard(self.shard.index()).watch_this_thread();
+            ctx.fences = Some(crate::fence::FenceBook::new(
+                Arc::clone(board),
+                self.shard.index(),
+            ));
+        }
         let handler = factory(self.shard);
         let _ = self.ready.send(Ok(()));
         Shard::new(handler, ctx, backend, self.shared, &self.config, endpoints).run()

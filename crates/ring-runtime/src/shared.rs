@@ -24,6 +24,8 @@ pub(crate) struct Shared<M> {
     pub(crate) quiet: QuietBoard,
     /// Datagrams handed to the shard that owns their connection (`datagram/forward.rs`).
     pub(crate) forward: ForwardInboxes,
+    /// Every shard's drains, when input fences are on (`fence.rs`).
+    pub(crate) fences: Option<Arc<crate::fence::FenceBoard>>,
 }
 
 impl<M> Shared<M> {

@@ -113,14 +113,14 @@ impl<H: Handler, B: Backend> Shard<H, B> {
     pub(crate) fn run(mut self) -> Result<ShardStats, RuntimeError> {
         loop {
             let timeout = self.wait_timeout();
-            self.backend
-                .wait(&mut self.ctx.conns, timeout, &mut self.turn.events)?;
+            let drain = self.look(timeout)?;
             self.backend.add_stats(&mut self.ctx.stats);
             let now = self.ctx.clock.now();
             self.count_turn(now);
             self.ctx.now = now;
             self.pacing.adapt(now, self.ctx.stats.busy_ns);
             self.pacing.release_due(&mut self.ctx.conns, self.ctx.now);
+            self.pass_fences();
             self.dispatch_events();
             self.receive_datagrams();
             self.fire_timers();
@@ -129,6 +129,7 @@ impl<H: Handler, B: Backend> Shard<H, B> {
             self.deliver_messages();
             self.handler.on_turn_end(&mut self.ctx);
             self.flush_posts();
+            self.publish_drain(drain);
             self.check_shutdown();
             self.apply();
             if std::mem::take(&mut self.ctx.requests.release_memory) {
@@ -142,6 +143,42 @@ impl<H: Handler, B: Backend> Shard<H, B> {
         // What completed while quiescing (io_uring's last datagram sends).
         self.backend.add_stats(&mut self.ctx.stats);
         Ok(self.ctx.stats)
+    }
+
+    /// One look at the backend: fenced (a drain when asked) when the runtime keeps the fence
+    /// board.
+    fn look(&mut self, timeout: Option<Duration>) -> Result<Option<u64>, RuntimeError> {
+        let conns = &mut self.ctx.conns;
+        let events = &mut self.turn.events;
+        let Some(board) = &self.shared.fences else {
+            self.backend.wait(conns, timeout, events)?;
+            return Ok(None);
+        };
+        let side = crate::fence::FenceSide {
+            board,
+            index: self.ctx.shard.index(),
+        };
+        self.backend.wait_fenced(conns, timeout, events, &side)
+    }
+
+    /// Tells the handler about fences that passed since the last turn; this turn's input
+    /// needs a fence of its own.
+    fn pass_fences(&mut self) {
+        let Some(book) = &mut self.ctx.fences else {
+            return;
+        };
+        book.new_turn();
+        book.refresh();
+        if book.take_news() {
+            self.handler.on_input_fences_passed(&mut self.ctx);
+        }
+    }
+
+    /// The handler has had the events of `drain` (and what they made it post is posted).
+    fn publish_drain(&self, drain: Option<u64>) {
+        if let (Some(board), Some(drain)) = (&self.shared.fences, drain) {
+            board.handled(self.ctx.shard.index(), drain);
+        }
     }
 
     fn shard_id(&self) -> ShardId {
@@ -162,11 +199,14 @@ impl<H: Handler, B: Backend> Shard<H, B> {
     /// retry interval while a batch waits for room, or until a paced write is due). Records
     /// when a wait that may block began, for the busy time.
     fn wait_timeout(&mut self) -> Option<Duration> {
+        let fences_passed = self.fences_passed_meanwhile();
         let ctx = &self.ctx;
         let blocked = ctx.outboxes.is_blocked();
         let posts_waiting = ctx.outboxes.has_pending() && !blocked;
         if ctx.conns.has_dirty()
             || !ctx.local_inbox.is_empty()
+            || self.drain_wanted()
+            || fences_passed
             || posts_waiting
             || self.held.is_due()
             || self.datagrams.has_work()
@@ -189,6 +229,24 @@ impl<H: Handler, B: Backend> Shard<H, B> {
             return Some(timer.map_or(look, |t| t.min(look)));
         }
         timer
+    }
+
+    /// Whether a fence this shard waits for passed during the turn (the shard that made it
+    /// pass may have published before this one asked it for a wake-up).
+    fn fences_passed_meanwhile(&mut self) -> bool {
+        let Some(book) = &mut self.ctx.fences else {
+            return false;
+        };
+        if book.is_waiting() {
+            book.refresh();
+        }
+        book.has_news()
+    }
+
+    /// Whether another shard waits for a drain of this one (it must not block before).
+    fn drain_wanted(&self) -> bool {
+        (self.shared.fences.as_ref())
+            .is_some_and(|board| board.shard(self.ctx.shard.index()).drain_wanted())
     }
 
     /// At shutdown, whether this shard may end: its connections closed and its I/O done,

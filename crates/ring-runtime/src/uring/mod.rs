@@ -10,6 +10,7 @@
 mod buf_policy;
 mod buf_ring;
 mod complete;
+mod fenced;
 mod ops;
 mod ring;
 mod teardown;
@@ -32,6 +33,7 @@ use crate::conn::{Conn, ConnTable};
 use crate::ctx::ShardStats;
 use crate::datagram::{DatagramStats, OutQueue};
 use crate::error::RuntimeError;
+use crate::fence::FenceSide;
 use crate::ids::ConnId;
 use crate::sys::eventfd::EventFd;
 
@@ -157,24 +159,23 @@ impl Backend for UringBackend {
         timeout: Option<Duration>,
         events: &mut Vec<Event>,
     ) -> Result<(), RuntimeError> {
-        self.rearm_starved(conns, events);
-        let pending = !self.backlog.is_empty() || !self.recv.starved.is_empty();
-        let timeout = timeout_unless_pending(timeout, pending);
-        let timeout = earliest(timeout, self.buf_ring.next_check_within());
-        let timeout = earliest(timeout, self.udp.next_check_within());
+        let timeout = self.wait_timeout(conns, timeout, events);
         self.submit_and_wait(timeout)?;
         self.reap();
-        for completion in std::mem::take(&mut self.backlog) {
-            self.complete(conns, completion, events)?;
-        }
-        // After the completions (each buffer they carried is back), so that a trim is seen
-        // by this turn's statistics and a dry ring's re-arms find the grown offer.
-        let now = std::time::Instant::now();
-        if self.buf_ring.adjust(now) && self.buffers_settled() {
-            self.buf_ring.trim();
-        }
-        self.adjust_udp_ring(now);
-        Ok(())
+        self.complete_backlog(conns, events)
+    }
+
+    fn wait_fenced(
+        &mut self,
+        conns: &mut ConnTable,
+        timeout: Option<Duration>,
+        events: &mut Vec<Event>,
+        side: &FenceSide<'_>,
+    ) -> Result<Option<u64>, RuntimeError> {
+        let timeout = self.wait_timeout(conns, timeout, events);
+        let drain = self.look_fenced(timeout, side)?;
+        self.complete_backlog(conns, events)?;
+        Ok(drain)
     }
 
     fn take_datagrams(&mut self, into: &mut Vec<InboundDatagram>) {
@@ -342,6 +343,40 @@ impl Backend for UringBackend {
 }
 
 impl UringBackend {
+    /// Re-arms what starved, and bounds the wait: not at all when work is already pending,
+    /// else by the buffer rings' next adjustment.
+    fn wait_timeout(
+        &mut self,
+        conns: &mut ConnTable,
+        timeout: Option<Duration>,
+        events: &mut Vec<Event>,
+    ) -> Option<Duration> {
+        self.rearm_starved(conns, events);
+        let pending = !self.backlog.is_empty() || !self.recv.starved.is_empty();
+        let timeout = timeout_unless_pending(timeout, pending);
+        let timeout = earliest(timeout, self.buf_ring.next_check_within());
+        earliest(timeout, self.udp.next_check_within())
+    }
+
+    /// Handles the reaped completions, then lets the buffer rings adjust.
+    fn complete_backlog(
+        &mut self,
+        conns: &mut ConnTable,
+        events: &mut Vec<Event>,
+    ) -> Result<(), RuntimeError> {
+        for completion in std::mem::take(&mut self.backlog) {
+            self.complete(conns, completion, events)?;
+        }
+        // After the completions (each buffer they carried is back), so that a trim is seen
+        // by this turn's statistics and a dry ring's re-arms find the grown offer.
+        let now = std::time::Instant::now();
+        if self.buf_ring.adjust(now) && self.buffers_settled() {
+            self.buf_ring.trim();
+        }
+        self.adjust_udp_ring(now);
+        Ok(())
+    }
+
     /// Re-arms receives that ran out of buffers (the previous wait's end let the ring adjust
     /// its offer), as many as the ring has buffers.
     fn rearm_starved(&mut self, conns: &mut ConnTable, events: &mut Vec<Event>) {

@@ -17,6 +17,7 @@ mod datagram;
 mod datagram_connect;
 mod echo;
 mod fairness;
+mod fence;
 mod large;
 mod layer;
 mod mailbox;
