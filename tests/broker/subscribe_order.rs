@@ -1,12 +1,15 @@
-//! Subscription order across connections: a SUBSCRIBE the broker has read before another
+//! Subscription order across connections: a SUBSCRIBE the broker has received before another
 //! client's PUBLISH takes effect for that PUBLISH, whichever shards the two connections are on.
 //! Third-party conformance suites send B's SUBSCRIBE and then A's PUBLISH without waiting for
 //! B's SUBACK, and expect B to get the message (as a one-threaded broker always delivers it).
 //!
-//! Each round: B (on one shard) sends a SUBSCRIBE to a fresh topic; as soon as B's shard has
-//! taken it (its replica counts the subscription; the publisher's shard may not have the
-//! change yet), A (on the other shard) publishes a probe to it. Once B has its SUBACK, A
-//! publishes a fence to the same topic: B must get the probe before the fence (one
+//! Each round: B (on one shard) sends a SUBSCRIBE to a fresh topic and A (on the other shard)
+//! publishes a probe to it: with `runtime.subscribe_order = "received"` at once, microseconds
+//! apart, so either shard may read its socket first (input fences order them; with
+//! `"handled"` about half the probes went out before B's shard had read the SUBSCRIBE); with
+//! `"handled"` (the default) as soon as B's shard has taken the SUBSCRIBE (its replica counts
+//! the subscription; the publisher's shard may not have the change yet). Once B has its
+//! SUBACK, A publishes a fence to the same topic: B must get the probe before the fence (one
 //! publisher's messages to one subscriber keep their order), so a miss is seen without waiting
 //! for a timeout. B then unsubscribes (a client's subscriptions are bounded). The same race
 //! within one shard (both packets read in one turn) is `sim_tests.rs`'s, deterministic.
@@ -55,14 +58,34 @@ impl Seen {
     }
 }
 
+/// When A publishes its probe.
+#[derive(Clone, Copy, PartialEq)]
+enum Order {
+    /// Right after B's SUBSCRIBE left (`subscribe_order = "received"`).
+    Received,
+    /// Once B's shard has taken the SUBSCRIBE (`subscribe_order = "handled"`).
+    Handled,
+}
+
+/// Waits until B's shard has taken the SUBSCRIBE: its own replica holds one subscription more.
+fn until_taken(broker: &TestBroker, shard: usize, held_before: u64, round: usize) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while broker.replica_subscriptions()[shard] == held_before {
+        assert!(
+            Instant::now() < deadline,
+            "round {round}: B's shard never took the SUBSCRIBE"
+        );
+        std::thread::yield_now();
+    }
+}
+
 fn subscribe_then_publish(
-    broker: &TestBroker,
-    shards: (usize, usize),
+    (broker, order, subscriber_shard): (&TestBroker, Order, usize),
     publisher: &mut RawClient,
     subscriber: &mut RawClient,
     round: usize,
 ) -> Round {
-    let held_before = broker.replica_subscriptions()[shards.1];
+    let held_before = broker.replica_subscriptions()[subscriber_shard];
     let topic = format!("order/{round}");
     let (probe_payload, fence_payload) = (format!("probe {round}"), format!("fence {round}"));
     let id = subscriber.next_packet_id();
@@ -71,15 +94,8 @@ fn subscribe_then_publish(
         &topic,
         qos_options(QoS::AtMostOnce),
     )));
-    // B's shard has read the SUBSCRIBE and stamped its change once its own replica holds it;
-    // the publisher's shard may not have it yet.
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while broker.replica_subscriptions()[shards.1] == held_before {
-        assert!(
-            Instant::now() < deadline,
-            "round {round}: B's shard never took the SUBSCRIBE"
-        );
-        std::thread::yield_now();
+    if order == Order::Handled {
+        until_taken(broker, subscriber_shard, held_before, round);
     }
     publisher.send(&Packet::Publish(publish_packet(
         &topic,
@@ -121,8 +137,11 @@ fn subscribe_then_publish(
 }
 
 /// A on `publisher_shard`, B on the other one; every round's probe must reach B.
-fn every_probe_delivered(protocol: ProtocolVersion, publisher_shard: usize) {
-    let broker = TestBroker::start();
+fn every_probe_delivered(protocol: ProtocolVersion, publisher_shard: usize, order: Order) {
+    let broker = match order {
+        Order::Received => TestBroker::with_config("[runtime]\nsubscribe_order = \"received\"\n"),
+        Order::Handled => TestBroker::start(),
+    };
     let subscriber_shard = 1 - publisher_shard;
     let mut publisher = broker
         .connect_to_shard(publisher_shard, protocol, "order-publisher")
@@ -133,8 +152,7 @@ fn every_probe_delivered(protocol: ProtocolVersion, publisher_shard: usize) {
     let missed: Vec<usize> = (0..ROUNDS)
         .filter(|&round| {
             subscribe_then_publish(
-                &broker,
-                (publisher_shard, subscriber_shard),
+                (&broker, order, subscriber_shard),
                 &mut publisher,
                 &mut subscriber,
                 round,
@@ -151,16 +169,31 @@ fn every_probe_delivered(protocol: ProtocolVersion, publisher_shard: usize) {
 }
 
 #[test]
+fn a_subscribe_sent_before_a_publish_on_another_shard_takes_effect_v5() {
+    every_probe_delivered(V5, 0, Order::Received);
+}
+
+#[test]
+fn a_subscribe_sent_before_a_publish_on_another_shard_takes_effect_the_other_way_v5() {
+    every_probe_delivered(V5, 1, Order::Received);
+}
+
+#[test]
+fn a_subscribe_sent_before_a_publish_on_another_shard_takes_effect_v311() {
+    every_probe_delivered(V311, 0, Order::Received);
+}
+
+#[test]
 fn a_subscribe_on_shard_1_takes_effect_for_a_publish_on_shard_0_v5() {
-    every_probe_delivered(V5, 0);
+    every_probe_delivered(V5, 0, Order::Handled);
 }
 
 #[test]
 fn a_subscribe_on_shard_0_takes_effect_for_a_publish_on_shard_1_v5() {
-    every_probe_delivered(V5, 1);
+    every_probe_delivered(V5, 1, Order::Handled);
 }
 
 #[test]
 fn a_subscribe_on_shard_1_takes_effect_for_a_publish_on_shard_0_v311() {
-    every_probe_delivered(V311, 0);
+    every_probe_delivered(V311, 0, Order::Handled);
 }

@@ -75,6 +75,10 @@ impl<H: Handler> Handler for FaultInjected<H> {
         self.inner.on_messages(ctx, messages);
     }
 
+    fn on_input_fences_passed(&mut self, ctx: &mut ShardCtx<H::Message>) {
+        self.inner.on_input_fences_passed(ctx);
+    }
+
     fn on_turn_end(&mut self, ctx: &mut ShardCtx<H::Message>) {
         self.inner.on_turn_end(ctx);
     }

@@ -32,6 +32,7 @@ pub(crate) fn runtime_config(config: &Config) -> RuntimeConfig {
         accept_backoff: config.runtime.accept_backoff,
         recv_buffers: config.runtime.recv_buffers,
         recv_buffer_size: config.runtime.recv_buffer_size,
+        input_fences: config.runtime.strict_subscribe_order,
         ..RuntimeConfig::default()
     };
     runtime.drain_timeout = config.connection.connect_timeout.min(runtime.drain_timeout);

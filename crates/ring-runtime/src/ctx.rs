@@ -116,6 +116,8 @@ pub(crate) struct TurnRequests {
     /// Outbound virtual connections to hand to their driver in the apply step (at most
     /// `ShardCtx::datagram_connect_limit`).
     pub(crate) datagram_connects: Vec<ConnId>,
+    /// Connections paused by [`ShardCtx::hold_reading`] whose receive is still armed.
+    pub(crate) armed_holds: std::collections::HashSet<ConnId>,
 }
 
 impl<M> ShardCtx<M> {
@@ -145,26 +147,6 @@ impl<M> ShardCtx<M> {
             stats: ShardStats::default(),
             fences: None,
         }
-    }
-
-    /// A fence over the input every other shard had received when this turn's input was
-    /// harvested: it passes once each of them has handed its handler what reached it before
-    /// then ([`Self::input_fence_passed`]; the handler's
-    /// [`crate::Handler::on_input_fences_passed`] is called when fences pass). One per turn:
-    /// asked again in the same turn, it is the same fence. [`InputFence::PASSED`] when no
-    /// other shard had input left to handle, with one shard, or when
-    /// [`crate::RuntimeConfig::input_fences`] is off.
-    ///
-    /// [`InputFence::PASSED`]: crate::InputFence::PASSED
-    pub fn input_fence(&mut self) -> crate::InputFence {
-        self.fences
-            .as_mut()
-            .map_or(crate::InputFence::PASSED, crate::fence::FenceBook::fence)
-    }
-
-    /// Whether `fence` has passed (as of this turn's start).
-    pub fn input_fence_passed(&self, fence: crate::InputFence) -> bool {
-        self.fences.as_ref().is_none_or(|book| book.passed(fence))
     }
 
     /// This shard.
@@ -272,13 +254,28 @@ impl<M> ShardCtx<M> {
         }
     }
 
-    /// Reads `conn` again after [`Self::pause_reading`]: what arrived meanwhile is handed to
-    /// `on_data` from the next turn on, in order.
+    /// [`Self::pause_reading`] for a pause expected to be brief: the receive stays armed until
+    /// data actually arrives (held, in order, as for any pause), and only then is it cancelled
+    /// (TCP pushes back). A peer that sends nothing meanwhile costs no system call.
+    pub fn hold_reading(&mut self, conn: ConnId) {
+        if let Some(record) = self.conns.get_mut(conn)
+            && record.is_usable()
+            && !record.io.read_paused
+        {
+            record.io.read_paused = true;
+            self.requests.armed_holds.insert(conn);
+            self.requests.read_changes.push(conn);
+        }
+    }
+
+    /// Reads `conn` again after [`Self::pause_reading`] or [`Self::hold_reading`]: what arrived
+    /// meanwhile is handed to `on_data` from the next turn on, in order.
     pub fn resume_reading(&mut self, conn: ConnId) {
         if let Some(record) = self.conns.get_mut(conn)
             && record.io.read_paused
         {
             record.io.read_paused = false;
+            self.requests.armed_holds.remove(&conn);
             self.requests.read_changes.push(conn);
         }
     }

@@ -12,6 +12,7 @@ mod close_reason;
 mod config;
 mod conn;
 mod ctx;
+mod ctx_fences;
 mod datagram;
 mod epoll;
 mod error;

@@ -26,6 +26,7 @@ raw_section!(
         accept_backoff_ms: u64,
         recv_buffers: u64,
         recv_buffer_size: u64,
+        subscribe_order: String,
     }
 );
 
@@ -146,6 +147,20 @@ impl RawRuntime {
                 MIN_RECV_BUFFER,
                 MAX_RECV_BUFFER,
             )?,
+            strict_subscribe_order: subscribe_order(&self.subscribe_order)?,
         })
+    }
+}
+
+/// `runtime.subscribe_order`: `"received"` (input fences) or `"handled"`.
+fn subscribe_order(v: &Option<String>) -> Result<bool, ConfigError> {
+    const KEY: &str = "runtime.subscribe_order";
+    match need(KEY, v)?.as_str() {
+        "received" => Ok(true),
+        "handled" => Ok(false),
+        other => Err(ConfigError::invalid(
+            KEY,
+            format!("unknown order {other:?} (expected \"received\" or \"handled\")"),
+        )),
     }
 }

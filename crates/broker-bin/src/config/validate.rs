@@ -130,6 +130,17 @@ mod tests {
         assert!(error.contains("pin_threads"), "{error}");
     }
 
+    #[test]
+    fn subscriptions_take_effect_once_handled_unless_the_file_asks_for_received() {
+        let mut raw = default_raw().unwrap();
+        assert!(!raw.validate().unwrap().runtime.strict_subscribe_order);
+        raw.overlay(parse_raw("t", "[runtime]\nsubscribe_order = \"received\"\n").unwrap());
+        assert!(raw.validate().unwrap().runtime.strict_subscribe_order);
+        let error = error_for("[runtime]\nsubscribe_order = \"sent\"\n");
+        assert!(error.contains("runtime.subscribe_order"), "{error}");
+        assert!(error.contains("\"received\""), "{error}");
+    }
+
     fn error_for(text: &str) -> String {
         let mut raw = default_raw().unwrap();
         match parse_raw("t", text) {

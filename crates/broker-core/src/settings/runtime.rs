@@ -55,4 +55,8 @@ pub struct RuntimeSettings {
     pub recv_buffers: u16,
     /// Bytes per receive buffer (also the epoll backend's read chunk).
     pub recv_buffer_size: u32,
+    /// Whether a SUBSCRIBE the broker received before a PUBLISH takes effect for it whichever
+    /// shards read them (`"received"`: the runtime's input fences), not only one a shard had
+    /// handled (`"handled"`).
+    pub strict_subscribe_order: bool,
 }

@@ -320,6 +320,10 @@ impl Handler for BrokerShard {
         self.take_queue_reads(ctx);
     }
 
+    fn on_input_fences_passed(&mut self, ctx: &mut Ctx) {
+        self.release_ordered_publishes(ctx);
+    }
+
     fn on_turn_end(&mut self, ctx: &mut Ctx) {
         self.refresh_traces(ctx);
         // What became durable goes out first: a connection it unparks reads on here, and what

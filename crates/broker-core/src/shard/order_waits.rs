@@ -1,8 +1,9 @@
-//! [`OrderWaits`]: the PUBLISH packets a shard holds until its replica has applied the
-//! subscription changes stamped before them; `publish_order.rs` holds and releases them.
+//! [`OrderWaits`]: the PUBLISH packets a shard holds until every other shard has handled what
+//! it had received before them and this shard's replica has applied the subscription changes
+//! stamped before them; `publish_order.rs` holds and releases them.
 
 use codec::Publish;
-use ring_runtime::ConnId;
+use ring_runtime::{ConnId, InputFence};
 use router::ChangeSeq;
 
 /// PUBLISH packets waiting for subscription changes to reach this shard's replica: at most
@@ -17,8 +18,11 @@ pub(super) struct OrderWaits {
 
 pub(super) struct HeldPublish {
     pub(super) conn: ConnId,
-    /// The replica must have applied every change below this before the PUBLISH is matched.
-    pub(super) horizon: ChangeSeq,
+    /// Every other shard must have handled what it had received when the PUBLISH arrived.
+    pub(super) fence: InputFence,
+    /// The replica must have applied every change below this before the PUBLISH is matched
+    /// (read once the fence has passed: it then covers the SUBSCRIBEs the fence waited for).
+    pub(super) horizon: Option<ChangeSeq>,
     pub(super) publish: Publish,
 }
 
@@ -62,13 +66,25 @@ impl OrderWaits {
         }
     }
 
-    /// Takes out every PUBLISH whose horizon a replica that has applied up to (not including)
-    /// `applied` has reached, in the order they were set aside.
-    pub(super) fn take_ready(&mut self, applied: ChangeSeq) -> Vec<HeldPublish> {
-        let (ready, waiting) = std::mem::take(&mut self.held)
-            .into_iter()
-            .partition(|held| held.horizon <= applied);
-        self.held = waiting;
+    /// Takes out every PUBLISH whose fence has passed and whose horizon a replica that has
+    /// applied up to (not including) `applied` has reached, in the order they were set aside;
+    /// a PUBLISH whose fence has just passed gets its horizon from `horizon` first.
+    pub(super) fn take_ready(
+        &mut self,
+        applied: ChangeSeq,
+        passed: impl Fn(InputFence) -> bool,
+        horizon: impl Fn() -> ChangeSeq,
+    ) -> Vec<HeldPublish> {
+        let mut ready = Vec::new();
+        for mut held in std::mem::take(&mut self.held) {
+            if held.horizon.is_none() && passed(held.fence) {
+                held.horizon = Some(horizon());
+            }
+            match held.horizon {
+                Some(due) if due <= applied => ready.push(held),
+                _ => self.held.push(held),
+            }
+        }
         ready
     }
 }

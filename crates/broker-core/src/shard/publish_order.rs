@@ -13,41 +13,55 @@
 //! ([`BrokerShard::release_ordered_publishes`], after each batch of mailbox messages): a change
 //! is in flight only until its shard's turn ends, so the wait is brief.
 //!
-//! What this cannot order is a SUBSCRIBE whose bytes another shard has not read yet when the
-//! PUBLISH is handled (both packets in the kernel, that shard not yet woken): which of two
-//! sockets a broker with several threads reads first is not defined, as with any such broker.
+//! A SUBSCRIBE whose bytes another shard has not read yet when the PUBLISH is handled (both
+//! packets in the kernel, that shard not yet woken or still busy with an earlier turn) has no
+//! stamp yet. With `runtime.subscribe_order = "received"` the runtime's input fences cover it
+//! ([`ring_runtime::ShardCtx::input_fence`]): the PUBLISH waits, its connection parked, until
+//! every other shard has handled what it had received when the PUBLISH's turn began (at once
+//! when they sleep in their waits with nothing pending), and only then reads the horizon.
+//! With `"handled"` the fence passes at once and such a SUBSCRIBE may miss the PUBLISH.
 //!
-//! [`ChangeOrder::subscription_horizon`]: crate::shared_parts::ChangeOrder::subscription_horizon
-
 use codec::Publish;
-use ring_runtime::ConnId;
+use ring_runtime::{ConnId, InputFence};
 
 use super::order_waits::HeldPublish;
 use super::{BrokerShard, Ctx, Fault};
 use crate::metrics::ShardCounters;
 
 impl BrokerShard {
-    /// A client's PUBLISH: handled now if this shard's replica holds every subscription change
-    /// stamped so far, else set aside (its connection parked) until it does.
+    /// A client's PUBLISH: handled now if every other shard has handled what it had received
+    /// before it and this shard's replica holds every subscription change stamped so far,
+    /// else set aside (its connection parked) until both hold.
     pub(super) fn publish_in_order(
         &mut self,
         ctx: &mut Ctx,
         conn: ConnId,
         publish: Publish,
     ) -> Result<(), Fault> {
-        let waits = &self.replication.order_waits;
-        let horizon =
-            (waits.covering(conn)).unwrap_or_else(|| self.shared.order.subscription_horizon());
-        if self.replication.replica.changes.next_expected() >= horizon {
+        let (fence, horizon) = match self.replication.order_waits.covering(conn) {
+            Some(horizon) => (InputFence::PASSED, Some(horizon)),
+            None => {
+                let fence = ctx.input_fence();
+                let passed = ctx.input_fence_passed(fence);
+                (
+                    fence,
+                    passed.then(|| self.shared.order.subscription_horizon()),
+                )
+            }
+        };
+        let applied = self.replication.replica.changes.next_expected();
+        if horizon.is_some_and(|horizon| applied >= horizon) {
             return self.handle_publish(ctx, conn, publish);
         }
         ShardCounters::add(&self.figures.counters().publishes_held_for_order, 1);
-        // What the client sends meanwhile waits in the kernel (TCP pushes back), so the carry
-        // holds only bytes that arrived before this PUBLISH was handled: the horizon covers
-        // them all when it is released.
-        ctx.pause_reading(conn);
+        // What the client sends meanwhile waits in the runtime, then in the kernel (TCP pushes
+        // back), so the carry holds only bytes that arrived with this PUBLISH: its fence and
+        // horizon cover them all when it is released. The hold is brief (a turn of another
+        // shard): the socket's receive stays armed unless data comes meanwhile.
+        ctx.hold_reading(conn);
         let held = HeldPublish {
             conn,
+            fence,
             horizon,
             publish,
         };
@@ -58,14 +72,21 @@ impl BrokerShard {
         Ok(())
     }
 
-    /// Handles the publishes set aside whose subscription changes have now been applied here,
-    /// then lets their connections read on.
+    /// Handles the publishes set aside whose fences have passed and whose subscription changes
+    /// have now been applied here, then lets their connections read on (after each batch of
+    /// mailbox messages, and when fences pass).
     pub(super) fn release_ordered_publishes(&mut self, ctx: &mut Ctx) {
         if self.replication.order_waits.is_empty() {
             return;
         }
         let applied = self.replication.replica.changes.next_expected();
-        for held in self.replication.order_waits.take_ready(applied) {
+        let order = &self.shared.order;
+        let ready = self.replication.order_waits.take_ready(
+            applied,
+            |fence| ctx.input_fence_passed(fence),
+            || order.subscription_horizon(),
+        );
+        for held in ready {
             let conn = held.conn;
             if let Err(fault) = self.handle_publish(ctx, conn, held.publish) {
                 self.wire().fail(ctx, conn, fault);
@@ -73,7 +94,8 @@ impl BrokerShard {
             }
             // The packets that arrived behind it are handled under the same horizon (they
             // came before it was handled), not held again for changes stamped since.
-            self.replication.order_waits.cover(conn, held.horizon);
+            let horizon = held.horizon.unwrap_or(applied);
+            self.replication.order_waits.cover(conn, horizon);
             self.unpark_if_free(ctx, conn);
             self.replication.order_waits.uncover();
             // Reading resumes unless the publish rate holds it (its timer resumes it then).

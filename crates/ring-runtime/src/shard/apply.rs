@@ -169,6 +169,7 @@ impl<H: Handler, B: Backend> Shard<H, B> {
         self.ctx.named_peers.remove(&id);
         self.ctx.virtuals.remove(id);
         self.held.forget(id);
+        self.ctx.requests.armed_holds.remove(&id);
         self.backend.release(id, &mut conn);
         if let Some(timer) = conn.take_drain_timer() {
             self.ctx.timers.cancel(timer);

@@ -35,8 +35,12 @@ impl<H: Handler, B: Backend> Shard<H, B> {
                 }
                 self.handler.on_accept(ctx, conn, peer);
             }
-            Event::Data { conn, data } => match ctx.conns.get(conn) {
+            Event::Data { conn, data } => match ctx.conns.get_mut(conn) {
                 Some(record) if record.is_usable() && record.io.read_paused => {
+                    if ctx.requests.armed_holds.remove(&conn) && record.io.reading {
+                        // Data came during a brief hold: now stop reading, as a pause does.
+                        self.backend.pause_read(conn, record);
+                    }
                     self.held.hold(Event::Data { conn, data });
                 }
                 Some(record) if record.is_usable() && record.layered => {

@@ -46,7 +46,7 @@ impl<H: Handler, B: Backend> Shard<H, B> {
                 continue;
             }
             if conn.io.read_paused {
-                if conn.io.reading {
+                if conn.io.reading && !self.ctx.requests.armed_holds.contains(&id) {
                     self.backend.pause_read(id, conn);
                 }
                 continue;

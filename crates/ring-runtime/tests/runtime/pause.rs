@@ -18,6 +18,7 @@ use crate::common;
 /// What the test asks the shard to do with a connection.
 enum Cmd {
     Pause(ConnId),
+    Hold(ConnId),
     Resume(ConnId),
     Close(ConnId),
     Abort(ConnId),
@@ -76,6 +77,7 @@ impl Handler for Pauser {
         for command in messages {
             match command {
                 Cmd::Pause(conn) => ctx.pause_reading(conn),
+                Cmd::Hold(conn) => ctx.hold_reading(conn),
                 Cmd::Resume(conn) => ctx.resume_reading(conn),
                 Cmd::Close(conn) => ctx.close(conn),
                 Cmd::Abort(conn) => ctx.abort(conn),
@@ -201,6 +203,31 @@ fn a_paused_connection_stalls_its_peer_and_gets_everything_in_order_after_the_re
         fixture.received(paused_id) == FLOOD
     });
     assert!(fixture.received_bytes(paused_id) == data, "in order");
+    assert_eq!(fixture.violations.load(Ordering::Relaxed), 0);
+}
+
+/// `hold_reading` keeps the receive armed only until data comes: then the connection is
+/// paused as by `pause_reading` (its peer stalls), and a resume hands everything over in order.
+#[test]
+fn a_held_connection_stops_reading_once_data_comes_and_gets_everything_after_the_resume() {
+    let Some(fixture) = Fixture::start(false) else {
+        return;
+    };
+    let (mut held, held_id) = fixture.connect();
+    fixture.command(Cmd::Hold(held_id));
+    let data = common::pattern(9, FLOOD);
+    let taken = write_until_stalled(&mut held, &data);
+    assert!(
+        taken < FLOOD,
+        "the kernel took all {FLOOD} bytes: the held socket is still being read"
+    );
+    assert_eq!(fixture.received(held_id), 0, "no on_data while held");
+    fixture.command(Cmd::Resume(held_id));
+    common::write_all(&mut held, &data[taken..]);
+    common::wait_until("the held connection's bytes", || {
+        fixture.received(held_id) == FLOOD
+    });
+    assert!(fixture.received_bytes(held_id) == data, "in order");
     assert_eq!(fixture.violations.load(Ordering::Relaxed), 0);
 }
 
