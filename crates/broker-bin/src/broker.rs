@@ -477,6 +477,7 @@ impl Broker {
                 recv_rearms_enobufs = stats.recv_rearms_enobufs,
                 recv_buffers_released = stats.recv_buffers_released,
                 mailbox_full = stats.mailbox_full,
+                input_fences_expired = stats.input_fences_expired,
                 "shard stopped"
             );
         }

@@ -64,6 +64,9 @@ pub struct ShardStats {
     /// began (the whole turn when the wait could not block). Measured with the clock
     /// readings the loop takes anyway (after a wait, and when sizing a wait that may block).
     pub busy_ns: u64,
+    /// Input fences that passed for having waited [`crate::INPUT_FENCE_PATIENCE`], not for
+    /// the drains they asked for.
+    pub input_fences_expired: u64,
     /// The datagram endpoints' counters.
     pub datagrams: crate::datagram::DatagramStats,
 }

@@ -1,7 +1,7 @@
 //! The handler's side of the input fences (`fence.rs`): asking for one, and whether it passed.
 
 use crate::ctx::ShardCtx;
-use crate::fence::{FenceBook, InputFence};
+use crate::fence::InputFence;
 
 impl<M> ShardCtx<M> {
     /// A fence over the input every other shard had received when this turn's input was
@@ -10,13 +10,13 @@ impl<M> ShardCtx<M> {
     /// [`crate::Handler::on_input_fences_passed`] is called when fences pass). One per turn:
     /// asked again in the same turn, it is the same fence. [`InputFence::PASSED`] when no
     /// other shard had input left to handle, with one shard, or when
-    /// [`crate::RuntimeConfig::input_fences`] is off.
+    /// [`crate::RuntimeConfig::input_fences`] is off. A fence that waits
+    /// [`crate::INPUT_FENCE_PATIENCE`] passes anyway (counted).
     ///
     /// [`InputFence::PASSED`]: InputFence::PASSED
     pub fn input_fence(&mut self) -> InputFence {
-        self.fences
-            .as_mut()
-            .map_or(InputFence::PASSED, FenceBook::fence)
+        let now = self.now;
+        (self.fences.as_mut()).map_or(InputFence::PASSED, |book| book.fence(now))
     }
 
     /// Whether `fence` has passed (as of this turn's start).

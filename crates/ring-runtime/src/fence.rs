@@ -26,6 +26,7 @@ use std::fs::File;
 use std::os::unix::fs::FileExt;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
+use std::time::{Duration, Instant};
 
 use crate::mailbox::Waker;
 
@@ -174,14 +175,27 @@ impl InputFence {
     pub const PASSED: Self = Self(0);
 }
 
+/// How long a fence waits at most: a shard that cannot make a drain (its socket reads never
+/// come short under a flood, or its thread is starved) lets the fence pass after this, counted
+/// in [`crate::ShardStats::input_fences_expired`], rather than hold the asker's input for good.
+pub const INPUT_FENCE_PATIENCE: Duration = Duration::from_millis(50);
+
+/// A fence not passed yet.
+struct Waiting {
+    fence: InputFence,
+    /// The drain each shard must have handled (0: none asked).
+    targets: Box<[u64]>,
+    asked_at: Instant,
+}
+
 /// One shard's fences: asked, waiting, passed.
 pub(crate) struct FenceBook {
     board: Arc<FenceBoard>,
     me: usize,
     /// The fence asked for in this turn (input harvested since covers the same).
     this_turn: Option<InputFence>,
-    /// Fences not passed yet, oldest first, with the drain each shard must have handled.
-    waiting: VecDeque<(InputFence, Box<[u64]>)>,
+    /// Fences not passed yet, oldest first.
+    waiting: VecDeque<Waiting>,
     last_id: u64,
     /// Every fence up to this one has passed.
     passed: InputFence,
@@ -207,17 +221,17 @@ impl FenceBook {
         self.this_turn = None;
     }
 
-    /// The fence for the input handed over so far (one per turn).
-    pub(crate) fn fence(&mut self) -> InputFence {
+    /// The fence for the input handed over so far (one per turn), asked at `now`.
+    pub(crate) fn fence(&mut self, now: Instant) -> InputFence {
         if let Some(fence) = self.this_turn {
             return fence;
         }
-        let fence = self.take_fence();
+        let fence = self.take_fence(now);
         self.this_turn = Some(fence);
         fence
     }
 
-    fn take_fence(&mut self) -> InputFence {
+    fn take_fence(&mut self, now: Instant) -> InputFence {
         let shards = self.board.shards.len();
         let mut targets = vec![0u64; shards].into_boxed_slice();
         let mut any = false;
@@ -240,7 +254,11 @@ impl FenceBook {
                 self.ask(index, target);
             }
         }
-        self.waiting.push_back((fence, targets));
+        self.waiting.push_back(Waiting {
+            fence,
+            targets,
+            asked_at: now,
+        });
         fence
     }
 
@@ -267,15 +285,26 @@ impl FenceBook {
         !self.waiting.is_empty()
     }
 
-    /// Looks at the board again (before the shard may block, and at the start of a turn).
-    pub(crate) fn refresh(&mut self) {
-        while let Some((fence, targets)) = self.waiting.front() {
-            if !self.reached(targets) {
-                break;
+    /// Looks at the board again (before the shard may block, and at the start of a turn);
+    /// returns how many fences passed for having waited [`INPUT_FENCE_PATIENCE`].
+    pub(crate) fn refresh(&mut self, now: Instant) -> u64 {
+        let mut expired = 0;
+        while let Some(waiting) = self.waiting.front() {
+            if !self.reached(&waiting.targets) {
+                if now.saturating_duration_since(waiting.asked_at) < INPUT_FENCE_PATIENCE {
+                    break;
+                }
+                expired += 1;
             }
-            self.passed = *fence;
+            self.passed = waiting.fence;
             self.waiting.pop_front();
         }
+        expired
+    }
+
+    /// When the oldest waiting fence runs out of patience.
+    pub(crate) fn deadline(&self) -> Option<Instant> {
+        (self.waiting.front()).map(|waiting| waiting.asked_at + INPUT_FENCE_PATIENCE)
     }
 
     /// Whether fences passed that the handler has not been told about.
@@ -308,5 +337,70 @@ impl FenceBook {
             reached &= input.handled.load(Ordering::SeqCst) >= target;
         }
         reached
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn board(shards: usize) -> Arc<FenceBoard> {
+        let wakers = (0..shards)
+            .map(|_| Arc::new(Waker::new().expect("eventfd")))
+            .collect();
+        Arc::new(FenceBoard::new(wakers))
+    }
+
+    #[test]
+    fn a_fence_passes_once_the_other_shard_handles_a_drain_begun_after_it() {
+        let board = board(2);
+        let mut book = FenceBook::new(Arc::clone(&board), 0);
+        let now = Instant::now();
+        let fence = book.fence(now);
+        assert!(
+            !book.passed(fence),
+            "an awake shard may hold unhandled input"
+        );
+        assert!(
+            board.shard(1).drain_wanted(),
+            "the other shard is asked for a drain"
+        );
+        // A drain begun before the fence does not count.
+        board.handled(1, 0);
+        assert_eq!(book.refresh(now), 0);
+        assert!(!book.passed(fence));
+        let drain = board.shard(1).begin_drain();
+        board.handled(1, drain);
+        assert_eq!(book.refresh(now), 0);
+        assert!(book.passed(fence));
+        assert!(book.take_news() && !book.take_news());
+        assert!(!board.shard(1).drain_wanted());
+    }
+
+    #[test]
+    fn one_fence_per_turn_and_none_needed_alone() {
+        let board = board(2);
+        let mut book = FenceBook::new(Arc::clone(&board), 0);
+        let now = Instant::now();
+        let first = book.fence(now);
+        assert_eq!(book.fence(now), first, "the same turn asks once");
+        book.new_turn();
+        assert!(book.fence(now) > first, "a new turn asks again");
+        let mut alone = FenceBook::new(super::tests::board(1), 0);
+        assert_eq!(alone.fence(now), InputFence::PASSED);
+    }
+
+    #[test]
+    fn a_fence_no_drain_answers_passes_after_its_patience_counted() {
+        let board = board(2);
+        let mut book = FenceBook::new(Arc::clone(&board), 0);
+        let now = Instant::now();
+        let fence = book.fence(now);
+        assert_eq!(book.deadline(), Some(now + INPUT_FENCE_PATIENCE));
+        assert_eq!(book.refresh(now + INPUT_FENCE_PATIENCE / 2), 0);
+        assert!(!book.passed(fence));
+        assert_eq!(book.refresh(now + INPUT_FENCE_PATIENCE), 1);
+        assert!(book.passed(fence));
+        assert_eq!(book.deadline(), None);
     }
 }

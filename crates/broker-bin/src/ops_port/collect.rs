@@ -191,8 +191,13 @@ fn messages(doc: &mut Exposition, totals: &Snapshot) {
         ),
         (
             "ringmq_publishes_held_for_order_total",
-            "PUBLISH packets held until subscription changes another shard had already stamped reached this shard's replica.",
+            "PUBLISH packets held until subscription changes another shard had already stamped reached this shard's replica (and, with runtime.subscribe_order = \"received\", until every other shard had handled what it had received before them).",
             totals.publishes_held_for_order,
+        ),
+        (
+            "ringmq_input_fences_expired_total",
+            "PUBLISH turns whose input fence passed after waiting 50 ms instead of for the drains it asked other shards for (runtime.subscribe_order = \"received\").",
+            totals.input_fences_expired,
         ),
         (
             "ringmq_partial_frame_closed_total",

@@ -59,6 +59,7 @@ pub(crate) const RESTART: &[KeyCheck] = &[
     same!("runtime.accept_backoff_ms", runtime.accept_backoff),
     same!("runtime.recv_buffers", runtime.recv_buffers),
     same!("runtime.recv_buffer_size", runtime.recv_buffer_size),
+    same!("runtime.subscribe_order", runtime.strict_subscribe_order),
     same!("log.format", log.format),
     same!("connection.max_connections", connection.max_connections),
     same!("connection.connect_timeout", connection.connect_timeout),

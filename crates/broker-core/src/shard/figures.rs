@@ -105,6 +105,10 @@ impl Figures {
         let detail = self.detail();
         ShardCounters::set(&detail.turns, stats.turns);
         ShardCounters::set(&detail.busy_ns, stats.busy_ns);
+        ShardCounters::set(
+            &self.counters().input_fences_expired,
+            stats.input_fences_expired,
+        );
     }
 
     /// Posts to a shard, in the lane the message needs:

@@ -168,7 +168,7 @@ impl<H: Handler, B: Backend> Shard<H, B> {
             return;
         };
         book.new_turn();
-        book.refresh();
+        self.ctx.stats.input_fences_expired += book.refresh(self.ctx.now);
         if book.take_news() {
             self.handler.on_input_fences_passed(&mut self.ctx);
         }
@@ -218,6 +218,11 @@ impl<H: Handler, B: Backend> Shard<H, B> {
         self.wait_began = Some(now);
         let ctx = &self.ctx;
         let deadline = earliest(ctx.timers.next_deadline(), self.pacing.next_due());
+        let fence_deadline = ctx
+            .fences
+            .as_ref()
+            .and_then(crate::fence::FenceBook::deadline);
+        let deadline = earliest(deadline, fence_deadline);
         let timer = deadline.map(|deadline| deadline.saturating_duration_since(now));
         if blocked {
             return Some(timer.map_or(self.mailbox.mailbox_retry, |t| {
@@ -238,7 +243,8 @@ impl<H: Handler, B: Backend> Shard<H, B> {
             return false;
         };
         if book.is_waiting() {
-            book.refresh();
+            let now = self.ctx.clock.now();
+            self.ctx.stats.input_fences_expired += book.refresh(now);
         }
         book.has_news()
     }
