@@ -128,9 +128,11 @@ impl Backend for EpollBackend {
         events: &mut Vec<Event>,
         side: &FenceSide<'_>,
     ) -> Result<Option<u64>, RuntimeError> {
-        // Every look is a drain when it reports fewer events than it could and leaves no
-        // connection's reading for the next turn; a blocking one only flagged asleep, so that
-        // a shard waiting for it wakes it.
+        // Every look is a drain once a wait reports fewer events than it could (a full report
+        // is followed at once by another, up to MAX_LOOKS); a blocking one only flagged asleep,
+        // so that a shard waiting for it wakes it. Bytes a connection could not read within
+        // its read budget wait for the next turn's read, beyond the drain.
+        const MAX_LOOKS: usize = 64;
         let input = side.input();
         let mut timeout = self.wait_timeout(timeout);
         if input.drain_wanted() || (timeout != Some(Duration::ZERO) && !input.fall_asleep()) {
@@ -140,9 +142,13 @@ impl Backend for EpollBackend {
         let looked = self.look(conns, timeout, events);
         input.wake_up();
         looked?;
-        let drained = self.events.ready.len() < self.events.event_capacity
-            && self.reads.read_ready.is_empty();
-        Ok(drained.then_some(drain))
+        for _ in 0..MAX_LOOKS {
+            if self.events.ready.len() < self.events.event_capacity {
+                return Ok(Some(drain));
+            }
+            self.look(conns, Some(Duration::ZERO), events)?;
+        }
+        Ok(None)
     }
 
     fn take_datagrams(&mut self, into: &mut Vec<InboundDatagram>) {

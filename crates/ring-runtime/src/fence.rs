@@ -4,7 +4,8 @@
 //!
 //! Each shard numbers its *drains*: looks at the kernel that take everything pending
 //! (`io_uring_enter` running all queued task work, `epoll_wait` returning fewer events than
-//! it could), and publishes the number of the last drain whose events its handler has had
+//! it could; bytes beyond a connection's per-turn read budget wait for its next read), and
+//! publishes the number of the last drain whose events its handler has had
 //! (`handled`, at the end of that turn). Input that reached a shard before a moment is
 //! handled once the first drain begun after that moment is: a fence on shard `j` taken now
 //! passes when `handled(j) > drains(j)` as read now.
@@ -178,7 +179,7 @@ impl InputFence {
 /// How long a fence waits at most: a shard that cannot make a drain (its socket reads never
 /// come short under a flood, or its thread is starved) lets the fence pass after this, counted
 /// in [`crate::ShardStats::input_fences_expired`], rather than hold the asker's input for good.
-pub const INPUT_FENCE_PATIENCE: Duration = Duration::from_millis(50);
+pub const INPUT_FENCE_PATIENCE: Duration = Duration::from_millis(250);
 
 /// A fence not passed yet.
 struct Waiting {

@@ -196,7 +196,7 @@ fn messages(doc: &mut Exposition, totals: &Snapshot) {
         ),
         (
             "ringmq_input_fences_expired_total",
-            "PUBLISH turns whose input fence passed after waiting 50 ms instead of for the drains it asked other shards for (runtime.subscribe_order = \"received\").",
+            "PUBLISH turns whose input fence passed after waiting 250 ms instead of for the drains it asked other shards for (runtime.subscribe_order = \"received\").",
             totals.input_fences_expired,
         ),
         (

@@ -48,7 +48,7 @@ counters! {
     replica_subscriptions: "Subscriptions in a shard's replica of the table (gauge; equal on every shard once replication settles).",
     changes_beyond_window: "Replicated changes that arrived more than runtime.max_pending_changes ahead of a missing one (kept).",
     publishes_held_for_order: "PUBLISH packets held until subscription changes another shard had already stamped reached this shard's replica (and, with runtime.subscribe_order = \"received\", until every other shard had handled what it had received before them).",
-    input_fences_expired: "PUBLISH turns whose input fence passed after waiting 50 ms instead of for the drains it asked other shards for (runtime.subscribe_order = \"received\"; a shard starved of CPU or whose reads never come short).",
+    input_fences_expired: "PUBLISH turns whose input fence passed after waiting 250 ms instead of for the drains it asked other shards for (runtime.subscribe_order = \"received\"; a shard starved of CPU or whose reads never come short).",
     publishes_not_authorized: "PUBLISH packets refused as not authorized (client writes to $SYS included).",
     deliveries_not_authorized: "Copies not delivered because the rules in force no longer let their subscriber read the topic (a partly readable subscription, a reloaded ACL, a shared-subscription member the ACL denies).",
     subscriptions_revoked: "Subscriptions removed because a backend, asked again after a reload, no longer lets their client read them.",

@@ -14,7 +14,7 @@ const ENTER_GETEVENTS: u32 = 1;
 /// `IO_LOCAL_TW_DEFAULT_MAX`; earlier kernels take all of them).
 const RUN_LIMIT: usize = 20;
 /// Enters of a drain before it gives up for the turn.
-const MAX_ENTERS: usize = 64;
+const MAX_ENTERS: usize = 4096;
 
 impl UringBackend {
     /// One look at the kernel; returns the drain it was, if any. The completions are in the
