@@ -82,24 +82,16 @@ pub(crate) trait Backend: Sized {
     fn close_datagrams(&mut self);
 
     /// Submits pending work, waits up to `timeout` (`None`: until something happens) and
-    /// appends the results to `events`.
+    /// appends the results to `events`. With `fence` (the shard's place on the input-fence
+    /// board, `fence.rs`) the look is a *drain* when another shard wants one and blocks only
+    /// flagged asleep; returns the number of the drain the events came from (`None` when this
+    /// look was not one, and always without `fence`).
     fn wait(
         &mut self,
         conns: &mut ConnTable,
         timeout: Option<Duration>,
         events: &mut Vec<Event>,
-    ) -> Result<(), RuntimeError>;
-
-    /// [`Backend::wait`] for a shard whose input other shards may fence (`fence.rs`): looks
-    /// at the kernel as a *drain* when another shard wants one, blocks only flagged asleep,
-    /// and returns the number of the drain the events came from (`None`
-    /// when this look was not one).
-    fn wait_fenced(
-        &mut self,
-        conns: &mut ConnTable,
-        timeout: Option<Duration>,
-        events: &mut Vec<Event>,
-        side: &FenceSide<'_>,
+        fence: Option<&FenceSide<'_>>,
     ) -> Result<Option<u64>, RuntimeError>;
 
     /// Starts receiving on an open connection.

@@ -218,9 +218,9 @@ pub struct RuntimeConfig {
     pub datagram_recv_budget: usize,
     /// Input fences (`ShardCtx::input_fence`): every shard numbers the looks at the kernel
     /// that take everything pending, so that a handler can wait until every other shard has
-    /// handled what reached it before a moment. Costs an atomic or two per turn, a fuller
-    /// `io_uring_enter` when another shard waits, and, on io_uring, two system calls more per
-    /// sleep (the shard sleeps on the ring's eventfd). Without it a fence passes at once.
+    /// handled what reached it before a moment. Costs a few atomics per turn and per blocking
+    /// wait, drains (io_uring: enters until one comes short) when another shard waits, and a
+    /// `pread` of a sleeping shard's `/proc` stat per fence. Without it a fence passes at once.
     /// Default `false`.
     pub input_fences: bool,
 }
@@ -267,9 +267,9 @@ impl Default for RuntimeConfig {
             datagram_recv_multishot: true,
             datagram_recv_buffers: 256,
             datagram_recv_depth: 16,
-            input_fences: false,
             datagram_sends_in_flight: 64,
             datagram_recv_budget: 256,
+            input_fences: false,
         }
     }
 }

@@ -116,25 +116,18 @@ impl Backend for EpollBackend {
         conns: &mut ConnTable,
         timeout: Option<Duration>,
         events: &mut Vec<Event>,
-    ) -> Result<(), RuntimeError> {
-        let timeout = self.wait_timeout(timeout);
-        self.look(conns, timeout, events)
-    }
-
-    fn wait_fenced(
-        &mut self,
-        conns: &mut ConnTable,
-        timeout: Option<Duration>,
-        events: &mut Vec<Event>,
-        side: &FenceSide<'_>,
+        fence: Option<&FenceSide<'_>>,
     ) -> Result<Option<u64>, RuntimeError> {
         // Every look is a drain once a wait reports fewer events than it could (a full report
         // is followed at once by another, up to MAX_LOOKS); a blocking one only flagged asleep,
         // so that a shard waiting for it wakes it. Bytes a connection could not read within
         // its read budget wait for the next turn's read, beyond the drain.
         const MAX_LOOKS: usize = 64;
-        let input = side.input();
         let mut timeout = self.wait_timeout(timeout);
+        let Some(input) = fence.map(FenceSide::input) else {
+            self.look(conns, timeout, events)?;
+            return Ok(None);
+        };
         if input.drain_wanted() || (timeout != Some(Duration::ZERO) && !input.fall_asleep()) {
             timeout = Some(Duration::ZERO);
         }

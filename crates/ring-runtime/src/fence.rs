@@ -234,20 +234,16 @@ impl FenceBook {
 
     fn take_fence(&mut self, now: Instant) -> InputFence {
         let shards = self.board.shards.len();
-        let mut targets = vec![0u64; shards].into_boxed_slice();
-        let mut any = false;
-        for (index, target) in targets.iter_mut().enumerate() {
-            if index == self.me {
-                continue;
-            }
+        // Allocated only for a fence that waits (at light load every other shard is asleep).
+        let mut targets: Option<Box<[u64]>> = None;
+        for index in (0..shards).filter(|&index| index != self.me) {
             if let Some(drain) = self.board.shard(index).fence_target() {
-                *target = drain;
-                any = true;
+                targets.get_or_insert_with(|| vec![0; shards].into_boxed_slice())[index] = drain;
             }
         }
-        if !any {
+        let Some(targets) = targets else {
             return InputFence::PASSED;
-        }
+        };
         self.last_id += 1;
         let fence = InputFence(self.last_id);
         for (index, &target) in targets.iter().enumerate() {

@@ -67,21 +67,22 @@ impl OrderWaits {
     }
 
     /// Takes out every PUBLISH whose fence has passed and whose horizon a replica that has
-    /// applied up to (not including) `applied` has reached, in the order they were set aside;
-    /// a PUBLISH whose fence has just passed gets its horizon from `horizon` first.
+    /// applied up to (not including) `applied` has reached, with that horizon, in the order
+    /// they were set aside; a PUBLISH whose fence has just passed gets its horizon from
+    /// `horizon` first.
     pub(super) fn take_ready(
         &mut self,
         applied: ChangeSeq,
         passed: impl Fn(InputFence) -> bool,
         horizon: impl Fn() -> ChangeSeq,
-    ) -> Vec<HeldPublish> {
+    ) -> Vec<(HeldPublish, ChangeSeq)> {
         let mut ready = Vec::new();
         for mut held in std::mem::take(&mut self.held) {
             if held.horizon.is_none() && passed(held.fence) {
                 held.horizon = Some(horizon());
             }
             match held.horizon {
-                Some(due) if due <= applied => ready.push(held),
+                Some(due) if due <= applied => ready.push((held, due)),
                 _ => self.held.push(held),
             }
         }

@@ -86,7 +86,7 @@ impl BrokerShard {
             |fence| ctx.input_fence_passed(fence),
             || order.subscription_horizon(),
         );
-        for held in ready {
+        for (held, horizon) in ready {
             let conn = held.conn;
             if let Err(fault) = self.handle_publish(ctx, conn, held.publish) {
                 self.wire().fail(ctx, conn, fault);
@@ -94,7 +94,6 @@ impl BrokerShard {
             }
             // The packets that arrived behind it are handled under the same horizon (they
             // came before it was handled), not held again for changes stamped since.
-            let horizon = held.horizon.unwrap_or(applied);
             self.replication.order_waits.cover(conn, horizon);
             self.unpark_if_free(ctx, conn);
             self.replication.order_waits.uncover();

@@ -169,7 +169,9 @@ impl<H: Handler, B: Backend> Shard<H, B> {
         self.ctx.named_peers.remove(&id);
         self.ctx.virtuals.remove(id);
         self.held.forget(id);
-        self.ctx.requests.armed_holds.remove(&id);
+        if !self.ctx.requests.armed_holds.is_empty() {
+            self.ctx.requests.armed_holds.remove(&id);
+        }
         self.backend.release(id, &mut conn);
         if let Some(timer) = conn.take_drain_timer() {
             self.ctx.timers.cancel(timer);

@@ -148,17 +148,12 @@ impl<H: Handler, B: Backend> Shard<H, B> {
     /// One look at the backend: fenced (a drain when asked) when the runtime keeps the fence
     /// board.
     fn look(&mut self, timeout: Option<Duration>) -> Result<Option<u64>, RuntimeError> {
-        let conns = &mut self.ctx.conns;
-        let events = &mut self.turn.events;
-        let Some(board) = &self.shared.fences else {
-            self.backend.wait(conns, timeout, events)?;
-            return Ok(None);
-        };
-        let side = crate::fence::FenceSide {
+        let side = (self.shared.fences.as_deref()).map(|board| crate::fence::FenceSide {
             board,
             index: self.ctx.shard.index(),
-        };
-        self.backend.wait_fenced(conns, timeout, events, &side)
+        });
+        let (conns, events) = (&mut self.ctx.conns, &mut self.turn.events);
+        self.backend.wait(conns, timeout, events, side.as_ref())
     }
 
     /// Tells the handler about fences that passed since the last turn; this turn's input

@@ -1,6 +1,6 @@
-//! The io_uring backend's looks at the kernel when other shards fence this shard's input
-//! (`fence.rs`): a *drain* when another shard wants one, and a blocking wait only flagged
-//! asleep.
+//! The io_uring backend's looks at the kernel: one enter that may block, or, when other shards
+//! fence this shard's input (`fence.rs`), a *drain* when another shard wants one, and a
+//! blocking wait only flagged asleep.
 
 use std::time::Duration;
 
@@ -19,11 +19,16 @@ const MAX_ENTERS: usize = 4096;
 impl UringBackend {
     /// One look at the kernel; returns the drain it was, if any. The completions are in the
     /// backlog afterwards.
-    pub(super) fn look_fenced(
+    pub(super) fn look(
         &mut self,
         timeout: Option<Duration>,
-        side: &FenceSide<'_>,
+        fence: Option<&FenceSide<'_>>,
     ) -> Result<Option<u64>, RuntimeError> {
+        let Some(side) = fence else {
+            self.submit_and_wait(timeout)?;
+            self.reap();
+            return Ok(None);
+        };
         let input = side.input();
         let blocks = timeout != Some(Duration::ZERO);
         if input.drain_wanted() || (blocks && !input.fall_asleep()) {

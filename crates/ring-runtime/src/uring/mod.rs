@@ -158,22 +158,10 @@ impl Backend for UringBackend {
         conns: &mut ConnTable,
         timeout: Option<Duration>,
         events: &mut Vec<Event>,
-    ) -> Result<(), RuntimeError> {
-        let timeout = self.wait_timeout(conns, timeout, events);
-        self.submit_and_wait(timeout)?;
-        self.reap();
-        self.complete_backlog(conns, events)
-    }
-
-    fn wait_fenced(
-        &mut self,
-        conns: &mut ConnTable,
-        timeout: Option<Duration>,
-        events: &mut Vec<Event>,
-        side: &FenceSide<'_>,
+        fence: Option<&FenceSide<'_>>,
     ) -> Result<Option<u64>, RuntimeError> {
         let timeout = self.wait_timeout(conns, timeout, events);
-        let drain = self.look_fenced(timeout, side)?;
+        let drain = self.look(timeout, fence)?;
         self.complete_backlog(conns, events)?;
         Ok(drain)
     }
@@ -335,7 +323,7 @@ impl Backend for UringBackend {
         self.cancel_everything();
         let mut events = Vec::new();
         while self.ops.len() > 0 {
-            self.wait(conns, Some(Duration::from_millis(100)), &mut events)?;
+            self.wait(conns, Some(Duration::from_millis(100)), &mut events, None)?;
             events.clear();
         }
         Ok(())
