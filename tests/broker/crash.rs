@@ -6,7 +6,6 @@
 //! engine (2 here; `scripts/crash-test.sh` runs many more).
 
 use std::collections::{HashMap, HashSet};
-use std::net::SocketAddr;
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -101,9 +100,9 @@ fn subscribe_until_closed(mut client: RawClient, seen: Arc<Mutex<Seen>>) {
 }
 
 /// Publishes numbered messages (odd numbers QoS 2, even QoS 1) until the broker goes away;
-/// returns those whose flow completed.
-fn publish_until_closed(addr: SocketAddr, name: &str, base: u64) -> Vec<(QoS, u64)> {
-    let mut client = RawClient::connected(addr, persistent_connect(V5, name, 0));
+/// returns those whose flow completed. The client is connected before the kill is timed, so a
+/// slow start cannot leave a publisher waiting for its CONNACK when the broker dies.
+fn publish_until_closed(mut client: RawClient, base: u64) -> Vec<(QoS, u64)> {
     let mut acked = Vec::new();
     for n in base.. {
         let qos = if n % 2 == 1 {
@@ -163,12 +162,11 @@ fn crash_round(engine: &str, round: usize) {
         let seen = Arc::clone(&seen);
         std::thread::spawn(move || subscribe_until_closed(sub, seen))
     };
-    let addr = broker.addr;
     let publishers: Vec<_> = (0..2u64)
         .map(|p| {
-            std::thread::spawn(move || {
-                publish_until_closed(addr, &format!("crash-pub-{p}"), p * 1_000_000)
-            })
+            let name = format!("crash-pub-{p}");
+            let client = RawClient::connected(broker.addr, persistent_connect(V5, &name, 0));
+            std::thread::spawn(move || publish_until_closed(client, p * 1_000_000))
         })
         .collect();
     std::thread::sleep(Duration::from_millis(random_between(150, 700, round)));
