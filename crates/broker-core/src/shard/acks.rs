@@ -1,5 +1,5 @@
 //! Acknowledgements: PUBACK, PUBREC, PUBREL and PUBCOMP. A completed outbound flow frees a slot
-//! in the inflight window, which the session's queue refills at once.
+//! in the inflight window, which the session's queue refills once half the window is free.
 
 use codec::{MqttStr, Packet, PacketId, PacketType, PubComp, PubRec, PubRel, ReasonCode, ShortAck};
 use ring_runtime::ConnId;
@@ -45,9 +45,9 @@ impl BrokerShard {
 
     /// A PUBACK or PUBCOMP: `complete` ends the flow in the session's window (giving the
     /// turn its message was received in, for the slow-subscriber book; 0 for PUBCOMP, whose
-    /// PUBREC was measured), the store forgets it, and the queue refills the window. A session with nothing queued or owed
-    /// (the usual case: its copies went out at once) is not drained, and its client id is not
-    /// even cloned unless it is stored.
+    /// PUBREC was measured), the store forgets it, and the queue refills the window once half of
+    /// it is free. A session with nothing queued or owed (the usual case: its copies went out at
+    /// once) is not drained, and its client id is not even cloned unless it is stored.
     fn complete_outbound(
         &mut self,
         ctx: &mut Ctx,

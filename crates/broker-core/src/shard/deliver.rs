@@ -328,12 +328,14 @@ impl BrokerShard {
     }
 }
 
-/// Whether draining `session` can send or read anything now: it is connected with re-sends
-/// owed, or with queued copies and room in its window, or part of its queue is on disk. A copy
-/// queued behind a full window waits for the acknowledgement that makes room.
+/// Whether draining `session` should send or read anything now: it is connected with re-sends
+/// owed, or with queued copies and half its window free
+/// ([`session_store::InflightWindow::refill_due`]), or part of its queue is on disk. A copy
+/// queued behind a full window waits for the acknowledgements that free half of it, then goes
+/// out with the others in one write.
 pub(super) fn needs_drain(session: &Session) -> bool {
     let inflight = &session.inflight;
-    let sends = inflight.owes_resends() || (!session.queue.is_empty() && inflight.has_room());
+    let sends = inflight.owes_resends() || (!session.queue.is_empty() && inflight.refill_due());
     (session.conn.is_some() && sends) || session.spilled().is_some()
 }
 
