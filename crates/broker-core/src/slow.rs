@@ -17,9 +17,9 @@ const HELD_PER_PLACE: usize = 8;
 
 /// The least time between two evictions. While more subscribers are slow than the book holds,
 /// each note for one outside it would otherwise scan the book for the stalest entry and swap
-/// it out: with 500 subscribers behind, that scan on every acknowledgement took 14 % of the
-/// broker's CPU. Newcomers now take a place at most once a millisecond; the others' notes wait
-/// for their next slow delivery.
+/// it out: with 500 subscribers behind, that scan on every acknowledgement took 10-14 % of the
+/// broker's perf samples (docs/bench/history/issue-53-s43-run.md). Newcomers now take a place
+/// at most once a millisecond; the others' notes wait for their next slow delivery.
 const EVICTION_SPACING: Duration = Duration::from_millis(1);
 
 /// One slow subscriber as a shard saw it.
@@ -164,7 +164,8 @@ impl SlowBook {
             if !self.make_room(now) {
                 return None;
             }
-            (self.entries).insert(Box::from(client_id), (SlowEntry::default(), now));
+            self.entries
+                .insert(Box::from(client_id), (SlowEntry::default(), now));
         }
         let slot = self.entries.get_mut(client_id)?;
         slot.1 = now;
