@@ -19,8 +19,11 @@
 //! (flag, state, flag unchanged), the check costs one `pread` (about 2.5 µs); it spares a
 //! round trip that would wake the sleeping shard.
 //!
-//! A shard asked for a drain does not block until it has made one (`wanted`), and wakes the
-//! shards waiting on it (`waiters`) when it publishes `handled`.
+//! A fence is first asked for *softly* (`asked`): the shard asked makes its busy looks
+//! drains, but may sleep (proving it has nothing unhandled), and nobody waits for it; a handler
+//! that cannot act before the fence passes *insists* ([`FenceBook::insist`]): then the shard
+//! asked does not block until it has made a drain (`wanted`), and wakes the shards waiting on
+//! it (`waiters`) when it publishes `handled`.
 
 use std::collections::VecDeque;
 use std::fs::File;
@@ -29,6 +32,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
+use crate::ids::ShardId;
 use crate::mailbox::Waker;
 
 /// Every shard's drain counters, and how to wake each shard.
@@ -47,6 +51,8 @@ pub(crate) struct ShardInput {
     handled: AtomicU64,
     /// The highest drain number another shard waits for.
     wanted: AtomicU64,
+    /// The highest drain another shard asked for without waiting on it.
+    asked: AtomicU64,
     /// Generation of the shard's sleeps, shifted left by one; the low bit is set while it is
     /// about to block or blocked in its wait.
     sleep: AtomicU64,
@@ -108,6 +114,13 @@ impl ShardInput {
         self.wanted.load(Ordering::SeqCst) > self.handled.load(Ordering::SeqCst)
     }
 
+    /// Whether a look that does not block should be a drain: one is wanted, or asked for
+    /// softly.
+    pub(crate) fn drain_asked(&self) -> bool {
+        let handled = self.handled.load(Ordering::Relaxed);
+        self.asked.load(Ordering::Relaxed) > handled || self.drain_wanted()
+    }
+
     /// Flags the shard asleep, right before a blocking wait; `false`, with the flag cleared
     /// again, if a drain is wanted meanwhile (then the shard must not block).
     pub(crate) fn fall_asleep(&self) -> bool {
@@ -167,6 +180,40 @@ impl ShardInput {
     }
 }
 
+/// When a shard took a turn's input from the kernel, for ordering it against another shard's
+/// fence ([`FenceMarks::may_precede`]): the number of the last drain that shard completed
+/// before the look that took the input (0: none yet). Input that reached the shard before a
+/// drain began is taken by that drain at the latest, so input stamped with a drain at or
+/// after a fence's mark for the shard reached it after the fence was taken.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord)]
+pub struct InputStamp(u64);
+
+/// What a fence marked on every other shard when it was taken: the first drain that had not
+/// begun (0 where the shard slept with nothing pending, or for the asking shard itself).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FenceMarks(Box<[u64]>);
+
+impl InputStamp {
+    /// The stamp of input taken after drain `drain` completed (for tests and simulations).
+    pub fn after_drain(drain: u64) -> Self {
+        Self(drain)
+    }
+}
+
+impl FenceMarks {
+    /// Marks of a fence, by shard (for tests and simulations; the runtime takes them).
+    pub fn from_marks(marks: Vec<u64>) -> Self {
+        Self(marks.into_boxed_slice())
+    }
+
+    /// Whether input that shard `shard` took with `stamp` may have reached it before the fence
+    /// was taken (false only when it surely came after).
+    pub fn may_precede(&self, shard: ShardId, stamp: InputStamp) -> bool {
+        let mark = self.0.get(shard.index()).copied().unwrap_or(0);
+        mark != 0 && stamp.0 < mark
+    }
+}
+
 /// A fence a handler asked for ([`crate::ShardCtx::input_fence`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub struct InputFence(u64);
@@ -184,6 +231,9 @@ pub const INPUT_FENCE_PATIENCE: Duration = Duration::from_millis(250);
 /// A fence not passed yet.
 struct Waiting {
     fence: InputFence,
+    /// Whether the handler waits for it (the shards asked may not sleep before a drain, and
+    /// wake this one).
+    insisted: bool,
     /// The drain each shard must have handled (0: none asked).
     targets: Box<[u64]>,
     asked_at: Instant,
@@ -202,6 +252,9 @@ pub(crate) struct FenceBook {
     passed: InputFence,
     /// The last passed fence the handler was told about.
     reported: InputFence,
+    /// The last drain this shard completed, and the stamp of this turn's input.
+    last_drain: u64,
+    turn_stamp: InputStamp,
 }
 
 impl FenceBook {
@@ -214,12 +267,31 @@ impl FenceBook {
             last_id: 0,
             passed: InputFence::PASSED,
             reported: InputFence::PASSED,
+            last_drain: 0,
+            turn_stamp: InputStamp(0),
         }
     }
 
-    /// A new turn's input was harvested: the next fence asked for must look again.
-    pub(crate) fn new_turn(&mut self) {
+    /// A new turn's input was harvested, by drain `drain` if its look was one: the next fence
+    /// asked for must look again, and the input is stamped with the drain completed before.
+    pub(crate) fn new_turn(&mut self, drain: Option<u64>) {
         self.this_turn = None;
+        self.turn_stamp = InputStamp(self.last_drain);
+        if let Some(drain) = drain {
+            self.last_drain = drain;
+        }
+    }
+
+    /// The stamp of this turn's input.
+    pub(crate) fn turn_stamp(&self) -> InputStamp {
+        self.turn_stamp
+    }
+
+    /// The marks `fence` took, while it waits (`None` once it has passed, or for
+    /// [`InputFence::PASSED`]).
+    pub(crate) fn marks(&self, fence: InputFence) -> Option<FenceMarks> {
+        let waiting = self.waiting.iter().rev().find(|w| w.fence == fence)?;
+        Some(FenceMarks(waiting.targets.clone()))
     }
 
     /// The fence for the input handed over so far (one per turn), asked at `now`.
@@ -248,15 +320,35 @@ impl FenceBook {
         let fence = InputFence(self.last_id);
         for (index, &target) in targets.iter().enumerate() {
             if target != 0 {
-                self.ask(index, target);
+                let input = self.board.shard(index);
+                input.asked.fetch_max(target, Ordering::Relaxed);
             }
         }
         self.waiting.push_back(Waiting {
             fence,
+            insisted: false,
             targets,
             asked_at: now,
         });
         fence
+    }
+
+    /// The handler waits for `fence` to pass: the shards it marked drain before they next
+    /// block, and wake this one when they have.
+    pub(crate) fn insist(&mut self, fence: InputFence) {
+        let Some(waiting) = self.waiting.iter_mut().find(|w| w.fence == fence) else {
+            return;
+        };
+        if waiting.insisted {
+            return;
+        }
+        waiting.insisted = true;
+        let targets = waiting.targets.clone();
+        for (index, &target) in targets.iter().enumerate() {
+            if target != 0 {
+                self.ask(index, target);
+            }
+        }
     }
 
     /// Asks shard `index` for drain `target`: it will not block before it has handled one,
@@ -287,7 +379,7 @@ impl FenceBook {
     pub(crate) fn refresh(&mut self, now: Instant) -> u64 {
         let mut expired = 0;
         while let Some(waiting) = self.waiting.front() {
-            if !self.reached(&waiting.targets) {
+            if !self.reached(&waiting.targets, waiting.insisted) {
                 if now.saturating_duration_since(waiting.asked_at) < INPUT_FENCE_PATIENCE {
                     break;
                 }
@@ -299,9 +391,10 @@ impl FenceBook {
         expired
     }
 
-    /// When the oldest waiting fence runs out of patience.
+    /// When the oldest fence the handler waits for runs out of patience.
     pub(crate) fn deadline(&self) -> Option<Instant> {
-        (self.waiting.front()).map(|waiting| waiting.asked_at + INPUT_FENCE_PATIENCE)
+        let insisted = self.waiting.iter().find(|waiting| waiting.insisted);
+        insisted.map(|waiting| waiting.asked_at + INPUT_FENCE_PATIENCE)
     }
 
     /// Whether fences passed that the handler has not been told about.
@@ -316,9 +409,10 @@ impl FenceBook {
         news
     }
 
-    /// Whether every shard has handled its target drain; re-asks (as a waiter) those that
-    /// have not, so their next publication wakes this shard.
-    fn reached(&self, targets: &[u64]) -> bool {
+    /// Whether every shard has handled its target drain, or sleeps with nothing unhandled;
+    /// for a fence the handler waits on (`insisted`), re-asks (as a waiter) those that have
+    /// not, so their next publication wakes this shard.
+    fn reached(&self, targets: &[u64], insisted: bool) -> bool {
         let mut reached = true;
         for (index, &target) in targets.iter().enumerate() {
             if target == 0 {
@@ -328,10 +422,15 @@ impl FenceBook {
             if input.handled.load(Ordering::SeqCst) >= target {
                 continue;
             }
-            self.ask(index, target);
-            // Asked before looking again: either this sees the publication, or the shard
-            // publishing sees the waiter bit.
-            reached &= input.handled.load(Ordering::SeqCst) >= target;
+            if insisted {
+                self.ask(index, target);
+                // Asked before looking again: either this sees the publication, or the
+                // shard publishing sees the waiter bit.
+                if input.handled.load(Ordering::SeqCst) >= target {
+                    continue;
+                }
+            }
+            reached &= input.fence_target().is_none();
         }
         reached
     }
@@ -359,8 +458,13 @@ mod tests {
             "an awake shard may hold unhandled input"
         );
         assert!(
+            board.shard(1).drain_asked() && !board.shard(1).drain_wanted(),
+            "the other shard is asked softly for a drain"
+        );
+        book.insist(fence);
+        assert!(
             board.shard(1).drain_wanted(),
-            "the other shard is asked for a drain"
+            "insisting, it wants one before the other shard blocks"
         );
         // A drain begun before the fence does not count.
         board.handled(1, 0);
@@ -381,7 +485,7 @@ mod tests {
         let now = Instant::now();
         let first = book.fence(now);
         assert_eq!(book.fence(now), first, "the same turn asks once");
-        book.new_turn();
+        book.new_turn(None);
         assert!(book.fence(now) > first, "a new turn asks again");
         let mut alone = FenceBook::new(super::tests::board(1), 0);
         assert_eq!(alone.fence(now), InputFence::PASSED);
@@ -393,11 +497,43 @@ mod tests {
         let mut book = FenceBook::new(Arc::clone(&board), 0);
         let now = Instant::now();
         let fence = book.fence(now);
+        assert_eq!(book.deadline(), None, "nobody waits for a soft fence");
+        book.insist(fence);
         assert_eq!(book.deadline(), Some(now + INPUT_FENCE_PATIENCE));
         assert_eq!(book.refresh(now + INPUT_FENCE_PATIENCE / 2), 0);
         assert!(!book.passed(fence));
         assert_eq!(book.refresh(now + INPUT_FENCE_PATIENCE), 1);
         assert!(book.passed(fence));
         assert_eq!(book.deadline(), None);
+    }
+
+    #[test]
+    fn input_stamped_with_a_drain_begun_after_a_fence_came_after_it() {
+        let board = board(2);
+        let mut asker = FenceBook::new(Arc::clone(&board), 0);
+        let mut other = FenceBook::new(Arc::clone(&board), 1);
+        let now = Instant::now();
+        let shard = ShardId::new(1);
+        // The other shard completed drain 1, then took input in a look that was no drain.
+        let first = board.shard(1).begin_drain();
+        other.new_turn(Some(first));
+        other.new_turn(None);
+        let before = other.turn_stamp();
+        let fence = asker.fence(now);
+        let marks = asker
+            .marks(fence)
+            .expect("the fence waits for the other shard");
+        assert!(marks.may_precede(shard, before));
+        // A drain begun after the fence: the input it took may still precede the fence
+        // (stamped with the drain before it); input taken in a later look came after.
+        let second = board.shard(1).begin_drain();
+        other.new_turn(Some(second));
+        assert!(marks.may_precede(shard, other.turn_stamp()));
+        other.new_turn(None);
+        assert!(!marks.may_precede(shard, other.turn_stamp()));
+        assert!(
+            !marks.may_precede(ShardId::new(0), InputStamp(0)),
+            "no mark on the asker"
+        );
     }
 }

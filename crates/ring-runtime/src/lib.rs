@@ -49,7 +49,7 @@ pub use datagram::{
 };
 pub use error::{PostRejected, RuntimeError};
 pub use exit::{ExitCause, ShardExit, ShardExits};
-pub use fence::{INPUT_FENCE_PATIENCE, InputFence};
+pub use fence::{FenceMarks, INPUT_FENCE_PATIENCE, InputFence, InputStamp};
 pub use handler::{CloseReason, Handler};
 pub use ids::{ConnId, ShardId, TimerId};
 pub use layer::{LayerError, LayerOutput, LayerState, StreamLayer};

@@ -59,6 +59,7 @@ impl BrokerShard {
         // horizon cover them all when it is released. The hold is brief (a turn of another
         // shard): the socket's receive stays armed unless data comes meanwhile.
         ctx.hold_reading(conn);
+        ctx.insist_on_input_fence(fence);
         let held = HeldPublish {
             conn,
             fence,

@@ -120,7 +120,7 @@ impl<H: Handler, B: Backend> Shard<H, B> {
             self.ctx.now = now;
             self.pacing.adapt(now, self.ctx.stats.busy_ns);
             self.pacing.release_due(&mut self.ctx.conns, self.ctx.now);
-            self.pass_fences();
+            self.pass_fences(drain);
             self.dispatch_events();
             self.receive_datagrams();
             self.fire_timers();
@@ -157,12 +157,12 @@ impl<H: Handler, B: Backend> Shard<H, B> {
     }
 
     /// Tells the handler about fences that passed since the last turn; this turn's input
-    /// needs a fence of its own.
-    fn pass_fences(&mut self) {
+    /// (taken by `drain` if its look was one) needs a fence and a stamp of its own.
+    fn pass_fences(&mut self, drain: Option<u64>) {
         let Some(book) = &mut self.ctx.fences else {
             return;
         };
-        book.new_turn();
+        book.new_turn(drain);
         self.ctx.stats.input_fences_expired += book.refresh(self.ctx.now);
         if book.take_news() {
             self.handler.on_input_fences_passed(&mut self.ctx);

@@ -31,7 +31,11 @@ impl UringBackend {
         };
         let input = side.input();
         let blocks = timeout != Some(Duration::ZERO);
-        if input.drain_wanted() || (blocks && !input.fall_asleep()) {
+        let drains = match blocks {
+            true => !input.fall_asleep(),
+            false => input.drain_asked(),
+        };
+        if drains {
             return self.drain(side);
         }
         let waited = self.submit_and_wait(timeout);

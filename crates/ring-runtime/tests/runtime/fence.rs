@@ -55,6 +55,7 @@ impl Handler for Marks {
             if ctx.input_fence_passed(fence) {
                 self.answer(ctx, conn, round);
             } else {
+                ctx.insist_on_input_fence(fence);
                 self.held.push((conn, round, fence));
             }
         }
