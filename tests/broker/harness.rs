@@ -284,6 +284,14 @@ impl TestBroker {
         self.per_shard(|c| &c.replica_subscriptions)
     }
 
+    /// PUBLISH packets held for subscription order, and copies sent to subscriptions applied
+    /// after their message was routed, summed over the shards.
+    pub fn order_counts(&self) -> (u64, u64) {
+        let held = self.per_shard(|c| &c.publishes_held_for_order);
+        let owed = self.per_shard(|c| &c.copies_owed_for_order);
+        (held.iter().sum(), owed.iter().sum())
+    }
+
     /// Starts a graceful shutdown (clients get DISCONNECT 0x8B); drop joins the shards.
     pub fn stop(&self) {
         self.broker().shutdown();

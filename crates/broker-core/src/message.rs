@@ -16,6 +16,8 @@ use crate::directory::ClaimId;
 
 pub use batch::{BatchedCopy, CopyBatch, Recipient};
 pub use outgoing::{BareCopy, Outgoing};
+#[cfg(test)]
+pub(crate) use published::test_message;
 pub use published::{CopyView, Expiry, Message};
 
 /// A change every shard applies in the same total order.
@@ -35,6 +37,21 @@ pub enum Change {
         topic: TopicName,
         message: Option<Arc<Message>>,
     },
+}
+
+/// A change as a shard sent it, with where it came from (subscription order across shards,
+/// `shard/order_kept.rs`).
+#[derive(Debug, Clone)]
+pub struct SentChange {
+    pub change: Change,
+    pub source: ChangeSource,
+}
+
+/// The shard that stamped a change and the input stamp of the turn it was made in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ChangeSource {
+    pub shard: ShardId,
+    pub input: ring_runtime::InputStamp,
 }
 
 /// A shard asks the shard holding a session to hand it over.
@@ -67,7 +84,7 @@ pub struct SessionTransfer {
 #[derive(Debug)]
 pub enum ShardMsg {
     /// A change in the total order.
-    Change(Sequenced<Change>),
+    Change(Sequenced<SentChange>),
     /// Messages for sessions this shard owns (or owned: it forwards them), routed by `origin`
     /// (`forwarded`: passed on by the shard a session left).
     Deliver {

@@ -76,6 +76,21 @@ pub struct ChangeOrder {
     /// PUBLISH only once it has applied that far (`shard/publish_order.rs`). Apart from the
     /// sequencer, which every change moves, so a publish reads a line only subscriptions write.
     subscriptions_stamped: CachePadded<AtomicU64>,
+    /// Likewise for removals alone (UNSUBSCRIBE, a session's end): with
+    /// `runtime.subscribe_order = "received"` a PUBLISH is routed at once unless one of them is
+    /// in flight (`shard/order_kept.rs`).
+    removals_stamped: CachePadded<AtomicU64>,
+}
+
+/// What kind of change [`ChangeOrder::stamp`] orders.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StampedChange {
+    /// A subscription added (or replaced).
+    Subscribe,
+    /// A subscription removed.
+    Unsubscribe,
+    /// Anything else (owners, retained messages).
+    Other,
 }
 
 impl ChangeOrder {
@@ -85,18 +100,29 @@ impl ChangeOrder {
             sequencer: Sequencer::new(),
             applied: (0..shards).map(|_| CachePadded::default()).collect(),
             subscriptions_stamped: CachePadded::default(),
+            removals_stamped: CachePadded::default(),
         }
     }
 
     /// The next place in the order, for a change about to be sent to every shard; a
-    /// `subscription` change also moves [`Self::subscription_horizon`] past it.
-    pub fn stamp(&self, subscription: bool) -> ChangeSeq {
+    /// subscription change also moves [`Self::subscription_horizon`] past it, a removal
+    /// [`Self::removal_horizon`] as well.
+    pub fn stamp(&self, kind: StampedChange) -> ChangeSeq {
         let seq = self.sequencer.next();
-        if subscription {
+        if kind != StampedChange::Other {
             self.subscriptions_stamped
                 .fetch_max(seq.0 + 1, Ordering::Release);
         }
+        if kind == StampedChange::Unsubscribe {
+            self.removals_stamped
+                .fetch_max(seq.0 + 1, Ordering::Release);
+        }
         seq
+    }
+
+    /// Past every subscription removal stamped so far.
+    pub fn removal_horizon(&self) -> ChangeSeq {
+        ChangeSeq(self.removals_stamped.load(Ordering::Acquire))
     }
 
     /// How far a shard must have applied the order before it matches a PUBLISH it handles

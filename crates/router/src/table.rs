@@ -179,6 +179,24 @@ impl SubscriptionTable {
             .flat_map(|group| group.members.iter())
     }
 
+    /// Whether a message on `topic` from `publisher` reaches `subscriber` through one of its
+    /// non-shared subscriptions (no-local ones skip the publisher's own messages).
+    pub fn reaches(
+        &mut self,
+        topic: &TopicName,
+        subscriber: SubscriberId,
+        publisher: Option<SubscriberId>,
+    ) -> bool {
+        let mut stack = crate::index::WalkStack::new();
+        let mut reached = false;
+        self.direct.for_each_match(topic, &mut stack, |set| {
+            reached |= set.as_slice().iter().any(|s| {
+                s.subscriber == subscriber && !(s.options.no_local && publisher == Some(subscriber))
+            });
+        });
+        reached
+    }
+
     /// Matches `topic`: see [`Self::match_topic_filtered`], with every member available.
     pub fn match_topic(&mut self, topic: &TopicName, publisher: &Publisher<'_>, out: &mut Matches) {
         self.match_topic_filtered(topic, publisher, |_| true, out);

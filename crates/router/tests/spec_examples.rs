@@ -159,3 +159,32 @@ fn a_subscriber_with_shared_and_plain_subscriptions_can_get_two_copies() {
         [(SubscriberId(7), false), (SubscriberId(7), true)]
     );
 }
+
+#[test]
+fn reaches_tells_whether_a_subscriber_already_gets_a_message() {
+    let mut table = SubscriptionTable::default();
+    let (subscriber, other) = (SubscriberId(1), SubscriberId(2));
+    let no_local = SubscriptionOptions {
+        no_local: true,
+        ..SubscriptionOptions::default()
+    };
+    table.subscribe(subscriber, &sub_filter("sport/+"), no_local, None);
+    table.subscribe(
+        other,
+        &sub_filter("$share/g/sport/#"),
+        SubscriptionOptions::default(),
+        None,
+    );
+    let name = topic("sport/tennis");
+    assert!(table.reaches(&name, subscriber, None));
+    assert!(table.reaches(&name, subscriber, Some(other)));
+    assert!(
+        !table.reaches(&name, subscriber, Some(subscriber)),
+        "no-local: its own message does not reach it"
+    );
+    assert!(!table.reaches(&topic("sport/tennis/x"), subscriber, None));
+    assert!(
+        !table.reaches(&name, other, None),
+        "a shared membership is not counted"
+    );
+}

@@ -27,6 +27,7 @@ raw_section!(
         recv_buffers: u64,
         recv_buffer_size: u64,
         subscribe_order: String,
+        subscribe_order_keep_bytes: u64,
     }
 );
 
@@ -148,6 +149,12 @@ impl RawRuntime {
                 MAX_RECV_BUFFER,
             )?,
             strict_subscribe_order: subscribe_order(&self.subscribe_order)?,
+            subscribe_order_keep_bytes: narrow(
+                "runtime.subscribe_order_keep_bytes",
+                &self.subscribe_order_keep_bytes,
+                1 << 20,
+                1 << 34,
+            )?,
         })
     }
 }

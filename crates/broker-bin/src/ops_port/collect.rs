@@ -191,8 +191,13 @@ fn messages(doc: &mut Exposition, totals: &Snapshot) {
         ),
         (
             "ringmq_publishes_held_for_order_total",
-            "PUBLISH packets held until subscription changes another shard had already stamped reached this shard's replica (and, with runtime.subscribe_order = \"received\", until every other shard had handled what it had received before them).",
+            "PUBLISH packets held until subscription changes another shard had already stamped reached this shard's replica (and, with runtime.subscribe_order = \"received\", retained ones and any beyond the messages a shard keeps, until every other shard had handled what it had received before them).",
             totals.publishes_held_for_order,
+        ),
+        (
+            "ringmq_copies_owed_for_order_total",
+            "Copies sent to a subscription applied after a message was routed, because its SUBSCRIBE may have reached the broker before that PUBLISH (runtime.subscribe_order = \"received\").",
+            totals.copies_owed_for_order,
         ),
         (
             "ringmq_input_fences_expired_total",

@@ -60,6 +60,10 @@ pub(crate) const RESTART: &[KeyCheck] = &[
     same!("runtime.recv_buffers", runtime.recv_buffers),
     same!("runtime.recv_buffer_size", runtime.recv_buffer_size),
     same!("runtime.subscribe_order", runtime.strict_subscribe_order),
+    same!(
+        "runtime.subscribe_order_keep_bytes",
+        runtime.subscribe_order_keep_bytes
+    ),
     same!("log.format", log.format),
     same!("connection.max_connections", connection.max_connections),
     same!("connection.connect_timeout", connection.connect_timeout),

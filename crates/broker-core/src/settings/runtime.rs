@@ -59,4 +59,7 @@ pub struct RuntimeSettings {
     /// shards read them (`"received"`: the runtime's input fences), not only one a shard had
     /// handled (`"handled"`).
     pub strict_subscribe_order: bool,
+    /// With `strict_subscribe_order`, the most bytes of messages a shard keeps for
+    /// subscriptions that may precede them (`shard/order_kept.rs`).
+    pub subscribe_order_keep_bytes: usize,
 }

@@ -11,11 +11,12 @@ use tracing::warn;
 
 use super::Ctx;
 use super::mobility::Mobility;
+use super::order_kept::NewSubscription;
 use super::parts::{Figures, Replication};
 use super::replica::Applied;
-use crate::message::{Change, ShardMsg};
+use crate::message::{Change, ChangeSource, SentChange, ShardMsg};
 use crate::metrics::ShardCounters;
-use crate::shared_parts::{ChangeOrder, Links};
+use crate::shared_parts::{ChangeOrder, Links, StampedChange};
 
 impl Figures {
     /// Stamps `change` in `order` and sends it to every shard; returns its place in the order.
@@ -27,8 +28,19 @@ impl Figures {
         order: &ChangeOrder,
         change: Change,
     ) -> ChangeSeq {
-        let seq = order.stamp(matches!(change, Change::Subscription(_)));
+        let seq = order.stamp(match &change {
+            Change::Subscription(SubscriptionChange::Subscribe { .. }) => StampedChange::Subscribe,
+            Change::Subscription(SubscriptionChange::Unsubscribe { .. }) => {
+                StampedChange::Unsubscribe
+            }
+            _ => StampedChange::Other,
+        });
         let shards = ctx.shard_count();
+        let source = ChangeSource {
+            shard: ctx.shard_id(),
+            input: ctx.input_stamp(),
+        };
+        let change = SentChange { change, source };
         for index in 0..shards {
             let change = change.clone();
             self.post(
@@ -57,7 +69,7 @@ impl Replication {
     /// `runtime.max_pending_changes` is counted and reported on a log scale.
     pub(super) fn receive_change(
         &mut self,
-        change: Sequenced<Change>,
+        change: Sequenced<SentChange>,
         mut effects: ApplyEffects<'_>,
     ) {
         let seq = change.seq.0;
@@ -81,13 +93,19 @@ impl Replication {
     }
 
     /// Applies one change to the replica, then does what it asks of the rest of the shard.
-    fn apply(&mut self, change: Sequenced<Change>, effects: &mut ApplyEffects<'_>) {
+    /// A new subscription first takes the copies it owes kept messages it may precede
+    /// (`order_kept.rs`), routed after this batch of mailbox messages.
+    fn apply(&mut self, sent: Sequenced<SentChange>, effects: &mut ApplyEffects<'_>) {
+        let Sequenced { seq, change: sent } = sent;
         let filter = effects
             .links
             .reports_interest(effects.shard)
-            .then(|| interest_filter(&change.change))
+            .then(|| interest_filter(&sent.change))
             .flatten();
-        let effect = self.replica.apply(change.change);
+        if let Change::Subscription(subscribe) = &sent.change {
+            self.take_owed_copies(subscribe, (seq, sent.source));
+        }
+        let effect = self.replica.apply(sent.change);
         match effect {
             Applied::Subscription { owner, delta } => {
                 if let Some(filter) = filter {
@@ -102,6 +120,35 @@ impl Replication {
             Applied::Moved { subscriber, from } => effects.mobility.fence_later(from, subscriber),
             Applied::Other => {}
         }
+    }
+
+    /// What a subscription change about to be applied owes the kept messages
+    /// (`order_kept.rs`): set aside in `rematched` for the shard to route.
+    fn take_owed_copies(
+        &mut self,
+        change: &SubscriptionChange,
+        stamped: (ChangeSeq, ChangeSource),
+    ) {
+        if self.kept.is_empty() {
+            return;
+        }
+        let SubscriptionChange::Subscribe {
+            subscriber,
+            filter,
+            options,
+            id,
+        } = change
+        else {
+            return;
+        };
+        let new = NewSubscription {
+            subscriber: *subscriber,
+            filter,
+            options: *options,
+            id: *id,
+        };
+        let owed = self.kept.owed_to(&new, stamped, &mut self.replica.table);
+        self.rematched.extend(owed);
     }
 
     /// Wakes the shards whose sessions subscribed in the changes just applied: their

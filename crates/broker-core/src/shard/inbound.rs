@@ -161,6 +161,7 @@ impl BrokerShard {
         let limits = Limits::new(connection.protocol)
             .with_max_packet_size(self.shared.config.limits.max_packet_size);
         let decoded_from = buf.len();
+        self.replication.kept.reading(buf.capacity());
         if let Err(fault) = self.decode_all(ctx, conn, &mut buf, limits) {
             self.wire().fail(ctx, conn, fault);
             return;

@@ -31,7 +31,7 @@ use super::Ctx;
 use super::parts::Figures;
 use super::routes::Routes;
 use super::timer_book::TimerBook;
-use crate::message::{Change, ShardMsg};
+use crate::message::{SentChange, ShardMsg};
 use crate::shared::Shared;
 use router::ReorderBuffer;
 
@@ -100,7 +100,7 @@ impl TimerBook {
     pub(super) fn quiet_check(
         &mut self,
         routes: &mut Routes,
-        changes: &mut ReorderBuffer<Change>,
+        changes: &mut ReorderBuffer<SentChange>,
         ctx: &mut Ctx,
     ) {
         if self.quiet.check(ctx.now(), ctx.stats().busy_ns) {

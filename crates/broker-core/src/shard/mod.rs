@@ -51,6 +51,7 @@ mod logins;
 mod memory;
 mod mirror;
 mod mobility;
+mod order_kept;
 mod order_waits;
 mod overload;
 mod ownership;
@@ -140,6 +141,7 @@ impl BrokerShard {
         let store = shared.persistence.store.clone();
         let durable = durability::Durability::new(store, shared.config.persistence.acks_wait());
         let connect_timeout = shared.config.connection.connect_timeout;
+        let keep_bytes = shared.config.runtime.subscribe_order_keep_bytes;
         let shared_started = shared.time.started;
         let shared_metrics = std::sync::Arc::clone(&shared.metrics);
         let slow = crate::slow::SlowBook::new(shared.config.slow_subscribers.clone());
@@ -155,6 +157,8 @@ impl BrokerShard {
                 replica,
                 gate: ack_gate::AckGate::default(),
                 order_waits: order_waits::OrderWaits::default(),
+                kept: order_kept::KeptPublishes::new(keep_bytes),
+                rematched: Vec::new(),
             },
             delivery: parts::Delivery {
                 routes: routes::Routes::new(shard_count),
@@ -314,6 +318,7 @@ impl Handler for BrokerShard {
         self.replication
             .nudge_acknowledging_shards(ctx, &self.figures);
         self.release_acks(ctx);
+        self.settle_kept_publishes(ctx);
         self.release_ordered_publishes(ctx);
         self.release_cluster_acks(ctx);
         self.release_durable(ctx);
@@ -321,6 +326,7 @@ impl Handler for BrokerShard {
     }
 
     fn on_input_fences_passed(&mut self, ctx: &mut Ctx) {
+        self.settle_kept_publishes(ctx);
         self.release_ordered_publishes(ctx);
     }
 

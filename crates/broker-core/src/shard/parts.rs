@@ -17,6 +17,7 @@ use super::grant_rechecks::GrantRechecks;
 use super::held_acks::ClusterAcks;
 use super::logins::Logins;
 use super::mobility::Mobility;
+use super::order_kept::{KeptPublishes, Rematch};
 use super::order_waits::OrderWaits;
 use super::owning::Owning;
 use super::rate_buckets::Throttle;
@@ -32,6 +33,10 @@ pub(super) struct Replication {
     pub(super) gate: AckGate,
     /// PUBLISHes waiting for subscription changes to arrive (`publish_order.rs`).
     pub(super) order_waits: OrderWaits,
+    /// Messages routed before subscriptions that may precede them arrived (`order_kept.rs`),
+    /// and the copies such subscriptions owe, to route after the mailbox batch.
+    pub(super) kept: KeptPublishes,
+    pub(super) rematched: Vec<Rematch>,
 }
 
 /// Per-turn routing buffers and caches (`routes.rs`), and sessions moving between shards:

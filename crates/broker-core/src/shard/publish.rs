@@ -17,6 +17,7 @@ use tracing::debug;
 
 use super::cluster::RouteScope;
 use super::durability::Durability;
+use super::order_kept::KeptMessage;
 use super::parts::{AuthWaits, Delivery, Figures};
 use super::will_check::WillJudge;
 use super::{BrokerShard, Ctx, Fault, client_id_of};
@@ -274,6 +275,11 @@ impl BrokerShard {
             false => RouteScope::All,
         };
         let copies = self.route(ctx, topic, message, &publisher, scope);
+        self.replication.kept.keep_if_recording(|| KeptMessage {
+            topic: topic.clone(),
+            message: Arc::clone(message),
+            publisher: origin.publisher,
+        });
         // With other nodes, subscribers elsewhere are unknown here: 0x10 only on a single node.
         if copies == 0 && !clustered {
             ReasonCode::NoMatchingSubscribers
@@ -323,25 +329,33 @@ impl BrokerShard {
                 delivery.subscription_ids,
                 delivery.shared.cloned(),
             );
-            if owner == self.id {
-                let recipient = Recipient {
-                    subscriber: delivery.subscriber,
-                    outgoing: copy.attach(Arc::clone(message)),
-                };
-                self.deliver_from(ctx, owner, false, recipient);
-            } else {
-                if qos != QoS::AtMostOnce {
-                    self.durable.routed_remote_copies();
-                }
-                self.delivery.routes.route_buf[owner.index()].push(
-                    delivery.subscriber,
-                    message,
-                    copy,
-                );
-            }
+            self.send_copy(ctx, (owner, delivery.subscriber), message, copy);
         }
         self.delivery.routes.matches = matches;
         count
+    }
+
+    /// Sends `subscriber`'s copy of `message` to its session on shard `owner`: delivered here,
+    /// or added to this turn's batch for that shard.
+    pub(super) fn send_copy(
+        &mut self,
+        ctx: &mut Ctx,
+        (owner, subscriber): (ShardId, SubscriberId),
+        message: &Arc<Message>,
+        copy: BareCopy,
+    ) {
+        if owner == self.id {
+            let recipient = Recipient {
+                subscriber,
+                outgoing: copy.attach(Arc::clone(message)),
+            };
+            self.deliver_from(ctx, owner, false, recipient);
+            return;
+        }
+        if copy.qos != QoS::AtMostOnce {
+            self.durable.routed_remote_copies();
+        }
+        self.delivery.routes.route_buf[owner.index()].push(subscriber, message, copy);
     }
 }
 

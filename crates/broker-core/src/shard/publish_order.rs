@@ -16,16 +16,22 @@
 //! A SUBSCRIBE whose bytes another shard has not read yet when the PUBLISH is handled (both
 //! packets in the kernel, that shard not yet woken or still busy with an earlier turn) has no
 //! stamp yet. With `runtime.subscribe_order = "received"` the runtime's input fences cover it
-//! ([`ring_runtime::ShardCtx::input_fence`]): the PUBLISH waits, its connection parked, until
-//! every other shard has handled what it had received when the PUBLISH's turn began (at once
-//! when they sleep in their waits with nothing pending), and only then reads the horizon.
+//! ([`ring_runtime::ShardCtx::input_fence`]): the PUBLISH is routed at once and its messages
+//! kept until every other shard has handled what it had received when the PUBLISH's turn began
+//! and the changes stamped by then are applied here; a subscription applied meanwhile that may
+//! precede them gets its copies then (`order_kept.rs`). Where a copy could not be taken back
+//! (a removal in flight) or could be doubled (a retained PUBLISH), or the book is full, the
+//! PUBLISH waits for its fence instead, its connection parked, and only then reads the horizon.
 //! With `"handled"` the fence passes at once and such a SUBSCRIBE may miss the PUBLISH.
 //!
 use codec::Publish;
 use ring_runtime::{ConnId, InputFence};
+use router::ChangeSeq;
 
+use super::order_kept::RoutedAgainst;
 use super::order_waits::HeldPublish;
 use super::{BrokerShard, Ctx, Fault};
+use crate::message::BareCopy;
 use crate::metrics::ShardCounters;
 
 impl BrokerShard {
@@ -53,6 +59,12 @@ impl BrokerShard {
         if horizon.is_some_and(|horizon| applied >= horizon) {
             return self.handle_publish(ctx, conn, publish);
         }
+        if let Some(against) = self.routable_now(ctx, fence, horizon, &publish) {
+            self.replication.kept.record(against);
+            let handled = self.handle_publish(ctx, conn, publish);
+            self.replication.kept.stop_recording();
+            return handled;
+        }
         ShardCounters::add(&self.figures.counters().publishes_held_for_order, 1);
         // What the client sends meanwhile waits in the runtime, then in the kernel (TCP pushes
         // back), so the carry holds only bytes that arrived with this PUBLISH: its fence and
@@ -71,6 +83,61 @@ impl BrokerShard {
             connection.park();
         }
         Ok(())
+    }
+
+    /// With `"received"`, whether a PUBLISH whose fence or horizon has not passed yet may be
+    /// routed now and its messages kept (`order_kept.rs`), and what they are kept with: not
+    /// while a removal stamped before it has not reached this replica (a copy sent cannot be
+    /// taken back), not a retained one (its copy through a subscription that precedes it
+    /// could double the copy that subscription's retained delivery sends), nor one beyond the
+    /// book's bound.
+    fn routable_now(
+        &self,
+        ctx: &Ctx,
+        fence: InputFence,
+        horizon: Option<ChangeSeq>,
+        publish: &Publish,
+    ) -> Option<RoutedAgainst> {
+        let kept = &self.replication.kept;
+        let applied = self.replication.replica.changes.next_expected();
+        if !self.shared.config.runtime.strict_subscribe_order
+            || publish.retain
+            || !kept.has_room()
+            || applied < self.shared.order.removal_horizon()
+        {
+            return None;
+        }
+        let marks = match ctx.input_fence_passed(fence) {
+            true => None,
+            false => Some(ctx.input_fence_marks(fence)?),
+        };
+        let horizon = horizon.unwrap_or_else(|| self.shared.order.subscription_horizon());
+        Some(RoutedAgainst {
+            fence,
+            marks,
+            horizon,
+        })
+    }
+
+    /// Sends the copies that subscriptions applied in this mailbox batch owe kept messages
+    /// (`order_kept.rs`), and lets go of the kept messages nothing can precede any more.
+    pub(super) fn settle_kept_publishes(&mut self, ctx: &mut Ctx) {
+        for owed in std::mem::take(&mut self.replication.rematched) {
+            let copy = BareCopy::new(owed.qos, owed.retain, owed.id.as_slice(), owed.shared);
+            let owner = self.replication.replica.owner(owed.subscriber);
+            ShardCounters::add(&self.figures.counters().copies_owed_for_order, 1);
+            self.send_copy(ctx, (owner, owed.subscriber), &owed.message, copy);
+        }
+        if self.replication.kept.is_empty() {
+            return;
+        }
+        let applied = self.replication.replica.changes.next_expected();
+        let order = &self.shared.order;
+        self.replication.kept.retire(
+            applied,
+            |fence| ctx.input_fence_passed(fence),
+            || order.subscription_horizon(),
+        );
     }
 
     /// Handles the publishes set aside whose fences have passed and whose subscription changes

@@ -12,7 +12,7 @@ use router::{
 
 use super::FastMap;
 use crate::directory::birth_shard;
-use crate::message::{Change, Message};
+use crate::message::{Change, Message, SentChange};
 
 /// What applying a change asks of the rest of the shard.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -42,7 +42,7 @@ pub(super) struct ReplicaState {
     /// moves cost memory, however many shards replicate this.
     pub(super) moved_owners: FastMap<SubscriberId, ShardId>,
     /// Changes that arrived ahead of their turn.
-    pub(super) changes: ReorderBuffer<Change>,
+    pub(super) changes: ReorderBuffer<SentChange>,
 }
 
 impl ReplicaState {
