@@ -103,7 +103,7 @@ impl Replication {
             .then(|| interest_filter(&sent.change))
             .flatten();
         if let Change::Subscription(subscribe) = &sent.change {
-            self.take_owed_copies(subscribe, (seq, sent.source));
+            self.take_owed_copies(subscribe, (seq, sent.source), effects.links);
         }
         let effect = self.replica.apply(sent.change);
         match effect {
@@ -123,11 +123,13 @@ impl Replication {
     }
 
     /// What a subscription change about to be applied owes the kept messages
-    /// (`order_kept.rs`): set aside in `rematched` for the shard to route.
+    /// (`order_kept.rs`): set aside in `rematched` for the shard to route. A shared group owes
+    /// nothing for a topic whose groups the cluster serves (NATS chose their member).
     fn take_owed_copies(
         &mut self,
         change: &SubscriptionChange,
         stamped: (ChangeSeq, ChangeSource),
+        links: &Links,
     ) {
         if self.kept.is_empty() {
             return;
@@ -147,7 +149,9 @@ impl Replication {
             options: *options,
             id: *id,
         };
-        let owed = self.kept.owed_to(&new, stamped, &mut self.replica.table);
+        let groups_here = |topic: &router::TopicName| !links.shares_served_by_cluster(topic);
+        let table = &mut self.replica.table;
+        let owed = self.kept.owed_to(&new, stamped, table, groups_here);
         self.rematched.extend(owed);
     }
 

@@ -188,12 +188,14 @@ impl KeptPublishes {
     /// The copies a new subscription stamped `seq` from `source` owes kept messages it may
     /// precede, decided against `table` before the subscription is added to it: none where the
     /// subscriber already had it, or another subscription that reached the message, or (for a
-    /// shared one) where the group already had a member, which got the message.
+    /// shared one) where the group already had a member, which got the message, or where
+    /// `groups_here` says another place chose the group's member for the message's topic.
     pub(super) fn owed_to(
         &self,
         new: &NewSubscription<'_>,
         (seq, source): (ChangeSeq, ChangeSource),
         table: &mut SubscriptionTable,
+        groups_here: impl Fn(&TopicName) -> bool,
     ) -> Vec<Rematch> {
         let mut owed = Vec::new();
         if self.groups.is_empty() || table.subscription(new.subscriber, new.filter).is_some() {
@@ -217,7 +219,11 @@ impl KeptPublishes {
             if !filter.matches(&kept.topic) || (own && new.options.no_local) {
                 continue;
             }
-            if shared.is_none() && table.reaches(&kept.topic, new.subscriber, kept.publisher) {
+            let reached = match shared {
+                None => table.reaches(&kept.topic, new.subscriber, kept.publisher),
+                Some(_) => !groups_here(&kept.topic),
+            };
+            if reached {
                 continue;
             }
             owed.push(Rematch {

@@ -68,7 +68,7 @@ fn owed(
         options: options(QoS::AtMostOnce),
         id: None,
     };
-    book.owed_to(&new, at, table).len()
+    book.owed_to(&new, at, table, |_| true).len()
 }
 
 #[test]
@@ -90,7 +90,7 @@ fn a_subscription_that_may_precede_a_kept_message_is_owed_its_copy() {
             options: options(QoS::AtMostOnce),
             id: None,
         };
-        book.owed_to(&new, stamped(12, 4), &mut table)
+        book.owed_to(&new, stamped(12, 4), &mut table, |_| true)
     };
     assert_eq!(copies[0].qos, QoS::AtMostOnce, "the lower of the two QoS");
     assert_eq!(copies[0].subscriber, SUBSCRIBER);
@@ -120,10 +120,22 @@ fn no_local_and_shared_groups_are_respected() {
         options: no_local,
         id: None,
     };
-    assert!(own.owed_to(&new, stamped(12, 4), &mut table).is_empty());
+    assert!(
+        own.owed_to(&new, stamped(12, 4), &mut table, |_| true)
+            .is_empty()
+    );
     // A new group gets the copy; a group that already had a member got the message.
     let book = book_with("a/b", None);
     assert_eq!(owed(&book, "$share/g/a/b", stamped(12, 4), &mut table), 1);
+    let filter = self::filter("$share/g/a/b");
+    let new = NewSubscription {
+        subscriber: SUBSCRIBER,
+        filter: &filter,
+        options: options(QoS::AtMostOnce),
+        id: None,
+    };
+    let elsewhere = book.owed_to(&new, stamped(12, 4), &mut table, |_| false);
+    assert!(elsewhere.is_empty(), "the cluster chose the group's member");
     table.subscribe(
         SubscriberId(8),
         &self::filter("$share/g/a/b"),

@@ -123,13 +123,15 @@ impl<H: Handler, B: Backend> Shard<H, B> {
             self.pass_fences(drain);
             self.dispatch_events();
             self.receive_datagrams();
+            // The drain's input is handled (what it stamped is covered by the order's
+            // horizons): other shards' fences may pass now, not a whole turn later.
+            self.publish_drain(drain);
             self.fire_timers();
             self.fire_driver_deadlines();
             self.resume_accepting_if_due()?;
             self.deliver_messages();
             self.handler.on_turn_end(&mut self.ctx);
             self.flush_posts();
-            self.publish_drain(drain);
             self.check_shutdown();
             self.apply();
             if std::mem::take(&mut self.ctx.requests.release_memory) {
@@ -169,7 +171,8 @@ impl<H: Handler, B: Backend> Shard<H, B> {
         }
     }
 
-    /// The handler has had the events of `drain` (and what they made it post is posted).
+    /// The handler has had the events of `drain` (what they made it post may still wait for
+    /// the turn's flush: a shard that waits on this one reads the horizons, which cover it).
     fn publish_drain(&self, drain: Option<u64>) {
         if let (Some(board), Some(drain)) = (&self.shared.fences, drain) {
             board.handled(self.ctx.shard.index(), drain);
