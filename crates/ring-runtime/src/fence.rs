@@ -6,7 +6,7 @@
 //! (`io_uring_enter` running all queued task work, `epoll_wait` returning fewer events than
 //! it could; bytes beyond a connection's per-turn read budget wait for its next read), and
 //! publishes the number of the last drain whose events its handler has had
-//! (`handled`, at the end of that turn). Input that reached a shard before a moment is
+//! (`handled`, right after the handler has had them). Input that reached a shard before a moment is
 //! handled once the first drain begun after that moment is: a fence on shard `j` taken now
 //! passes when `handled(j) > drains(j)` as read now.
 //!

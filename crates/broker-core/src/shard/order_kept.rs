@@ -23,6 +23,11 @@ use crate::message::{ChangeSource, Message};
 /// What keeping a message costs besides its topic and payload (its entry).
 const ENTRY_BYTES: usize = std::mem::size_of::<KeptMessage>();
 
+/// Most messages in one group: a turn's messages beyond go to another group, so no group's
+/// list grows into an allocation the allocator maps afresh (and faults in) for each turn
+/// (one list of a flood's turn grew to megabytes: 20 times the page faults).
+const GROUP_MESSAGES: usize = 1024;
+
 /// What a turn's PUBLISH packets were routed against: their fence, what it marked on the other
 /// shards (`None` once passed: no other shard held anything unhandled) and the horizon.
 #[derive(Clone, Debug)]
@@ -137,7 +142,9 @@ impl KeptPublishes {
             return;
         };
         let same = self.groups.back().is_some_and(|group| {
-            group.against.fence == against.fence && group.against.horizon == against.horizon
+            group.against.fence == against.fence
+                && group.against.horizon == against.horizon
+                && group.messages.len() < GROUP_MESSAGES
         });
         if !same {
             self.groups.push_back(KeptGroup {
