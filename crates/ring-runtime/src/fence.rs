@@ -190,8 +190,9 @@ pub struct InputStamp(u64);
 
 /// What a fence marked on every other shard when it was taken: the first drain that had not
 /// begun (0 where the shard slept with nothing pending, or for the asking shard itself).
+/// Shared with the fence's own record: handing them out costs no allocation.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct FenceMarks(Box<[u64]>);
+pub struct FenceMarks(Arc<[u64]>);
 
 impl InputStamp {
     /// The stamp of input taken after drain `drain` completed (for tests and simulations).
@@ -203,7 +204,7 @@ impl InputStamp {
 impl FenceMarks {
     /// Marks of a fence, by shard (for tests and simulations; the runtime takes them).
     pub fn from_marks(marks: Vec<u64>) -> Self {
-        Self(marks.into_boxed_slice())
+        Self(marks.into())
     }
 
     /// Whether input that shard `shard` took with `stamp` may have reached it before the fence
@@ -235,7 +236,7 @@ struct Waiting {
     /// wake this one).
     insisted: bool,
     /// The drain each shard must have handled (0: none asked).
-    targets: Box<[u64]>,
+    targets: Arc<[u64]>,
     asked_at: Instant,
 }
 
@@ -291,7 +292,7 @@ impl FenceBook {
     /// [`InputFence::PASSED`]).
     pub(crate) fn marks(&self, fence: InputFence) -> Option<FenceMarks> {
         let waiting = self.waiting.iter().rev().find(|w| w.fence == fence)?;
-        Some(FenceMarks(waiting.targets.clone()))
+        Some(FenceMarks(Arc::clone(&waiting.targets)))
     }
 
     /// The fence for the input handed over so far (one per turn), asked at `now`.
@@ -307,10 +308,10 @@ impl FenceBook {
     fn take_fence(&mut self, now: Instant) -> InputFence {
         let shards = self.board.shards.len();
         // Allocated only for a fence that waits (at light load every other shard is asleep).
-        let mut targets: Option<Box<[u64]>> = None;
+        let mut targets: Option<Vec<u64>> = None;
         for index in (0..shards).filter(|&index| index != self.me) {
             if let Some(drain) = self.board.shard(index).fence_target() {
-                targets.get_or_insert_with(|| vec![0; shards].into_boxed_slice())[index] = drain;
+                targets.get_or_insert_with(|| vec![0; shards])[index] = drain;
             }
         }
         let Some(targets) = targets else {
@@ -327,7 +328,7 @@ impl FenceBook {
         self.waiting.push_back(Waiting {
             fence,
             insisted: false,
-            targets,
+            targets: targets.into(),
             asked_at: now,
         });
         fence
@@ -343,7 +344,7 @@ impl FenceBook {
             return;
         }
         waiting.insisted = true;
-        let targets = waiting.targets.clone();
+        let targets = Arc::clone(&waiting.targets);
         for (index, &target) in targets.iter().enumerate() {
             if target != 0 {
                 self.ask(index, target);

@@ -6,6 +6,16 @@ fn pid(v: u16) -> PacketId {
     PacketId::new(v).unwrap()
 }
 
+/// A xorshift64 generator from `seed`: the tests' reproducible shuffles.
+fn xorshift(mut state: u64) -> impl FnMut() -> u64 {
+    move || {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        state
+    }
+}
+
 /// Admits and acknowledgements in a shuffled order over several wraps of the id space, one
 /// entry held across whole wraps, and restored entries: every id handed out is one not in
 /// flight (checked against the set of ids in flight), in order or not, and is the one
@@ -14,13 +24,8 @@ fn pid(v: u16) -> PacketId {
 fn an_admitted_id_is_never_one_in_flight_across_wraps() {
     let mut window = InflightWindow::new(100);
     let mut in_flight = std::collections::BTreeSet::new();
-    let mut state = 0x9e37_79b9_7f4a_7c15_u64;
-    let mut random = move |bound: usize| {
-        state ^= state << 13;
-        state ^= state >> 7;
-        state ^= state << 17;
-        (state % bound as u64) as usize
-    };
+    let mut next = xorshift(0x9e37_79b9_7f4a_7c15);
+    let mut random = move |bound: usize| (next() % bound as u64) as usize;
     let held = window.admit(QoS::AtLeastOnce, 0).unwrap();
     in_flight.insert(held.get());
     for step in 1..400_000u32 {
@@ -61,13 +66,8 @@ fn ids_stay_free_when_the_oldest_entries_are_acknowledged_across_wraps() {
     let mut window = InflightWindow::new(128);
     let mut in_flight = std::collections::VecDeque::new();
     let mut held: Option<(PacketId, u32)> = None;
-    let mut state = 0x2545_f491_4f6c_dd1d_u64;
-    let mut random = move |bound: u64| {
-        state ^= state << 13;
-        state ^= state >> 7;
-        state ^= state << 17;
-        state % bound
-    };
+    let mut next = xorshift(0x2545_f491_4f6c_dd1d);
+    let mut random = move |bound: u64| next() % bound;
     for step in 0..1_200_000u32 {
         if held.is_some_and(|(_, until)| step >= until) {
             held = None;

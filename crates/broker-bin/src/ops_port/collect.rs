@@ -191,7 +191,7 @@ fn messages(doc: &mut Exposition, totals: &Snapshot) {
         ),
         (
             "ringmq_publishes_held_for_order_total",
-            "PUBLISH packets held until subscription changes another shard had already stamped reached this shard's replica (and, with runtime.subscribe_order = \"received\", retained ones and any beyond the messages a shard keeps, until every other shard had handled what it had received before them).",
+            "PUBLISH packets held until subscription changes another shard had already stamped reached this shard's replica (and, with runtime.subscribe_order = \"received\", retained ones, any while a removal stamped before them is in flight, and any beyond the messages a shard keeps, until every other shard had handled what it had received before them).",
             totals.publishes_held_for_order,
         ),
         (

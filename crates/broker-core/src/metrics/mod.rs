@@ -47,7 +47,7 @@ counters! {
     deliveries_dropped_mailbox_full: "Copies dropped because another shard's mailbox was over its bound (also in messages_dropped).",
     replica_subscriptions: "Subscriptions in a shard's replica of the table (gauge; equal on every shard once replication settles).",
     changes_beyond_window: "Replicated changes that arrived more than runtime.max_pending_changes ahead of a missing one (kept).",
-    publishes_held_for_order: "PUBLISH packets held until subscription changes another shard had already stamped reached this shard's replica (and, with runtime.subscribe_order = \"received\", until every other shard had handled what it had received before them: only retained ones, and any while the shard keeps 16,384 messages routed at once).",
+    publishes_held_for_order: "PUBLISH packets held until subscription changes another shard had already stamped reached this shard's replica (and, with runtime.subscribe_order = \"received\", until every other shard had handled what it had received before them: retained ones, any while a removal stamped before them is in flight, and any while the shard keeps runtime.subscribe_order_keep_bytes of messages routed at once).",
     copies_owed_for_order: "Copies sent to a subscription applied after a message was routed, because its SUBSCRIBE may have reached the broker before that PUBLISH (runtime.subscribe_order = \"received\").",
     input_fences_expired: "PUBLISH turns whose input fence passed after waiting 250 ms instead of for the drains it asked other shards for (runtime.subscribe_order = \"received\"; a shard starved of CPU or whose reads never come short).",
     publishes_not_authorized: "PUBLISH packets refused as not authorized (client writes to $SYS included).",
