@@ -8,7 +8,7 @@ impl<M> ShardCtx<M> {
     /// harvested: it passes once each of them has handed its handler what reached it before
     /// then, or sleeps with nothing unhandled ([`Self::input_fence_passed`]; the handler's
     /// [`crate::Handler::on_input_fences_passed`] is called when fences pass). Asked softly:
-    /// the other shards drain in their busy looks but may sleep, and nobody hurries; a
+    /// the other shards make their next look a drain but may sleep, and nobody hurries; a
     /// handler that waits for it calls [`Self::insist_on_input_fence`]. One per turn:
     /// asked again in the same turn, it is the same fence. [`InputFence::PASSED`] when no
     /// other shard had input left to handle, with one shard, or when

@@ -1,6 +1,6 @@
 //! The io_uring backend's looks at the kernel: one enter that may block, or, when other shards
-//! fence this shard's input (`fence.rs`), a *drain* when another shard wants one, and a
-//! blocking wait only flagged asleep.
+//! fence this shard's input (`fence.rs`), a *drain* when another shard wants or asks for one,
+//! and a blocking wait only flagged asleep.
 
 use std::time::Duration;
 
@@ -31,8 +31,12 @@ impl UringBackend {
         };
         let input = side.input();
         let blocks = timeout != Some(Duration::ZERO);
+        // A look that may block answers a soft ask too: under a flood nothing of the shard's
+        // own may be waiting (no dirty connection) while the kernel holds its input, and such
+        // a look returns at once with a run of task work, no drain; the fences asking would
+        // then wait out their patience.
         let drains = match blocks {
-            true => !input.fall_asleep(),
+            true => input.drain_asked() || !input.fall_asleep(),
             false => input.drain_asked(),
         };
         if drains {
