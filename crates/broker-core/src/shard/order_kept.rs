@@ -20,8 +20,11 @@ use router::{
 
 use crate::message::{ChangeSource, Message};
 
-/// What keeping a message costs besides its topic and payload (its entry).
-const ENTRY_BYTES: usize = std::mem::size_of::<KeptMessage>();
+/// What keeping a message costs besides its topic, payload and properties: its entry, and the
+/// shared record it may keep alive (the `Arc<Message>` allocation with its two counters).
+const ENTRY_BYTES: usize = std::mem::size_of::<KeptMessage>()
+    + std::mem::size_of::<Message>()
+    + 2 * std::mem::size_of::<usize>();
 
 /// Most messages in one group: a turn's messages beyond go to another group, so no group's
 /// list grows past 1,024 entries (about 56 KiB) however long a turn (bounded allocations; no
@@ -156,8 +159,11 @@ impl KeptPublishes {
             self.read.counted = false;
         }
         let kept = kept();
-        let mut bytes =
-            ENTRY_BYTES + kept.topic.as_str().len() + kept.message.publish.payload().len();
+        let publish = &kept.message.publish;
+        let mut bytes = ENTRY_BYTES
+            + kept.topic.as_str().len()
+            + publish.payload().len()
+            + publish.shared_properties().len();
         if kept.message.qos == QoS::AtMostOnce && !self.read.counted {
             bytes += self.read.capacity;
             self.read.counted = true;

@@ -192,3 +192,23 @@ fn the_book_is_bounded_in_bytes_counting_a_borrowed_receive_buffer_once() {
     book.retire(ChangeSeq(1), |_| true, || ChangeSeq(1));
     assert!(book.is_empty() && book.has_room());
 }
+
+#[test]
+fn a_kept_message_counts_the_shared_record_it_keeps_alive() {
+    // 100 QoS 1 messages of one byte: their topics and payloads are 200 bytes, but each keeps
+    // its `Arc<Message>` (over 100 bytes) alive as long as it is kept.
+    let mut book = KeptPublishes::new(10_000);
+    book.record(RoutedAgainst {
+        fence: InputFence::PASSED,
+        marks: None,
+        horizon: ChangeSeq(1),
+    });
+    for _ in 0..100 {
+        book.keep_if_recording(|| KeptMessage {
+            topic: TopicName::new("a", &TopicLimits::default()).expect("valid topic"),
+            message: test_message("a"),
+            publisher: None,
+        });
+    }
+    assert!(!book.has_room(), "100 kept messages are over 10,000 bytes");
+}
