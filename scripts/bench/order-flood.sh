@@ -26,12 +26,12 @@ one_run() { # build -> one line
   # The scenarios' RingMQ config (with RINGMQ_CONFIG_EXTRA), and /metrics for the counts.
   conf=$(write_config ringmq "$port")
   printf '[http]\nbind = "127.0.0.1:%s"\n' "$http" >>"$conf"
-  (ulimit -n 20000 && exec "$dir/ringmq" --config "$conf") >"$run/broker.log" 2>&1 &
+  (ulimit -n "$FD_LIMIT" && exec "$dir/ringmq" --config "$conf") >"$run/broker.log" 2>&1 &
   local broker=$!
   sleep 1
   local before peak=0 rss
   before=$(cpu_ticks "$broker")
-  (ulimit -n 20000 && exec "$dir/ringmq-bench" p2p -H "127.0.0.1:$port" --pairs "$pairs" -s 256 \
+  (ulimit -n "$FD_LIMIT" && exec "$dir/ringmq-bench" p2p -H "127.0.0.1:$port" --pairs "$pairs" -s 256 \
     -q "$qos" -L 1000000 -d "$seconds" --warmup 1 --quiet) >"$run/bench.json" 2>"$run/bench.err" &
   local bench=$!
   while kill -0 "$bench" 2>/dev/null; do

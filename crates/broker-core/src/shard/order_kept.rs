@@ -22,7 +22,7 @@ use crate::message::{ChangeSource, Message};
 
 /// What keeping a message costs besides its topic, payload and properties: its entry, and the
 /// shared record it may keep alive (the `Arc<Message>` allocation with its two counters).
-const ENTRY_BYTES: usize = std::mem::size_of::<KeptMessage>()
+const KEPT_MESSAGE_BYTES: usize = std::mem::size_of::<KeptMessage>()
     + std::mem::size_of::<Message>()
     + 2 * std::mem::size_of::<usize>();
 
@@ -160,7 +160,7 @@ impl KeptPublishes {
         }
         let kept = kept();
         let publish = &kept.message.publish;
-        let mut bytes = ENTRY_BYTES
+        let mut bytes = KEPT_MESSAGE_BYTES
             + kept.topic.as_str().len()
             + publish.payload().len()
             + publish.shared_properties().len();

@@ -35,10 +35,7 @@ impl UringBackend {
         // own may be waiting (no dirty connection) while the kernel holds its input, and such
         // a look returns at once with a run of task work, no drain; the fences asking would
         // then wait out their patience.
-        let drains = match blocks {
-            true => input.drain_asked() || !input.fall_asleep(),
-            false => input.drain_asked(),
-        };
+        let drains = input.drain_asked() || (blocks && !input.fall_asleep());
         if drains {
             return self.drain(side);
         }
