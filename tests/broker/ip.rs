@@ -288,3 +288,26 @@ fn an_exempt_address_is_never_banned() {
     });
     assert_eq!((heard, then), (2, None));
 }
+
+/// The count of an IPv6 address (kept beside the connection's record, not in it) is given back
+/// when a connection closes.
+#[test]
+fn an_ipv6_address_holds_at_most_max_connections_too() {
+    let broker =
+        TestBroker::with_config("[listeners]\ntcp = [\"[::1]:0\"]\n[ip]\nmax_connections = 2\n");
+    let addr = broker.addr();
+    let dial = || {
+        let stream = TcpStream::connect(addr).unwrap();
+        stream
+            .set_read_timeout(Some(Duration::from_secs(10)))
+            .unwrap();
+        stream
+    };
+    let first = RawClient::connected_clean(addr, V5, "one");
+    let _second = RawClient::connected_clean(addr, V5, "two");
+    assert_eq!(connect_over(dial(), None), None);
+    first.disconnect();
+    wait_until("a slot freed by the closed connection", || {
+        connect_over(dial(), None).map(|reason| assert_eq!(reason, ReasonCode::Success))
+    });
+}

@@ -3,8 +3,9 @@
 //!
 //! An idle connection costs its record (64 bytes with the table's generation, inline in
 //! [`Connections`]) and nothing else: the partial-frame buffer and the topic-alias tables are
-//! allocated only while in use, the peer address is logged once at accept instead of kept, and
-//! the client id lives in the session (the record names the session by its subscriber key).
+//! allocated only while in use, the peer address is logged once at accept instead of kept (but
+//! the `[ip]` guard's mark: an IPv4 address in the record), and the client id lives in the
+//! session (the record names the session by its subscriber key).
 
 use std::num::NonZeroU64;
 use std::time::{Duration, Instant};
@@ -15,6 +16,7 @@ use ring_runtime::{ConnId, ConnMap};
 use router::SubscriberId;
 
 use crate::alias::{AliasError, InboundAliases, OutboundAliases};
+use crate::guard::DoorMark;
 use crate::message::PRE_CONNECT_PROTOCOL;
 use session_store::ByteBudget;
 
@@ -77,6 +79,9 @@ pub struct Connection {
     /// Whether it completed CONNECT (and so counts in `$SYS/broker/clients/connected` until it
     /// closes).
     pub counted: bool,
+    /// What the `[ip]` guard gave it at accept: its client's address (IPv4 here), whether it
+    /// counts against that address's connections.
+    door: DoorMark,
 }
 
 /// A partial frame that did not fit in the broker's partial-frame budget.
@@ -125,7 +130,18 @@ impl Connection {
             connected_at_s: 0,
             publish_will: true,
             counted: false,
+            door: DoorMark::Unmarked,
         }
+    }
+
+    /// What the `[ip]` guard gave it at accept.
+    pub fn door_mark(&self) -> DoorMark {
+        self.door
+    }
+
+    /// Keeps what the `[ip]` guard gave it at accept.
+    pub fn set_door_mark(&mut self, mark: DoorMark) {
+        self.door = mark;
     }
 
     /// Whether packets other than CONNECT may be processed.
@@ -442,7 +458,8 @@ mod tests {
     #[test]
     #[cfg(target_pointer_width = "64")]
     fn an_idle_connection_record_stays_small() {
-        // 48 bytes, plus the generation the table keeps beside it: one 56-byte slot.
-        assert!(std::mem::size_of::<Option<(u32, Connection)>>() <= 56);
+        // 54 bytes (the guard's mark 6 of them), plus the generation the table keeps beside
+        // it: one 64-byte slot.
+        assert!(std::mem::size_of::<Option<(u32, Connection)>>() <= 64);
     }
 }

@@ -4,15 +4,17 @@
 //! `ip.exempt` and the broker's own links ([`OwnLinks`]: the bridges' local connections) are
 //! neither limited nor banned. Shared by all shards; the per-address table is bounded.
 
+mod mark;
 mod rules;
 mod table;
 
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 
 use broker_api::OwnLinks;
+pub use mark::DoorMark;
 pub use rules::{Admission, BanRule, IpSettings, Refusal};
 use table::IpTable;
 pub use transport::{Cidr, CidrError};
@@ -94,13 +96,21 @@ impl IpGuard {
         }
     }
 
-    /// Whether `user` is barred from `peer`'s address after its failed logins (a CONNECT
-    /// refused without its password being checked).
-    pub fn user_banned(&self, peer: SocketAddr, user: Option<&str>, now: Instant) -> bool {
+    /// Whether `user` is barred from the client's address `ip` (canonical) after its failed
+    /// logins (a CONNECT refused without its password being checked). `peer`, the client's
+    /// whole address, is asked for only when a ban is found (the broker's own links are exempt
+    /// by address and port).
+    pub fn user_banned(
+        &self,
+        ip: IpAddr,
+        peer: impl FnOnce() -> SocketAddr,
+        user: Option<&str>,
+        now: Instant,
+    ) -> bool {
         let settings = self.settings();
         settings.ban_user_after_auth_failures != 0
-            && !self.exempts(&settings, peer)
-            && self.table.user_banned(peer.ip().to_canonical(), user, now)
+            && self.table.user_banned(ip, user, now)
+            && !self.exempts(&settings, peer())
     }
 
     /// A login of `user` from `peer` failed at `now`; the ban it led to, if any.

@@ -59,13 +59,14 @@ impl BrokerShard {
 
     /// The runtime finished closing `conn`.
     pub(super) fn connection_closed(&mut self, ctx: &mut Ctx, conn: ConnId, reason: CloseReason) {
-        self.door.address_released(&self.shared.door.guard, conn);
         self.door.proxy_waits.remove(&conn);
         self.delivery.retained.forget(conn);
         self.replication.order_waits.forget(conn);
         let Some(mut connection) = self.conns.remove(&conn) else {
             return;
         };
+        let mark = connection.door_mark();
+        (self.door).address_released(&self.shared.door.guard, conn, mark);
         connection.discard_carry(&self.shared.limits.partial_frames);
         self.shared.door.connections.fetch_sub(1, Ordering::Relaxed);
         self.door.connection_ended(&self.figures, conn);

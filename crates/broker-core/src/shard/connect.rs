@@ -54,10 +54,7 @@ impl BrokerShard {
                 return Ok(());
             }
         };
-        if self
-            .door
-            .user_banned(&self.shared.door.guard, ctx, conn, user)
-        {
+        if self.user_banned_here(ctx, conn, user) {
             // Barred after its failed logins from this address: refused unheard (and not
             // counted again), so further guesses learn nothing.
             debug!(

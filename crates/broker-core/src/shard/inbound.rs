@@ -17,6 +17,7 @@ use super::transport::{add_transport, listener_address};
 use super::{BrokerShard, Ctx, Fault, client_id_of};
 use crate::carry;
 use crate::conn::{Connection, Phase};
+use crate::guard::DoorMark;
 use crate::metrics::Listener;
 use crate::metrics::ShardCounters;
 
@@ -43,13 +44,18 @@ impl BrokerShard {
             return;
         };
         let proxied = local.filter(|local| transports.expects_proxy(*local));
-        let admitted = match proxied {
-            Some(_) => self.proxy_source_trusted(ctx, conn, peer),
+        // Behind a PROXY protocol header the guard judges the client the header names.
+        let mark = match proxied {
+            Some(_) => (self.proxy_source_trusted(ctx, conn, peer)).then_some(DoorMark::Unmarked),
             None => self
                 .door
                 .admit_address(&self.shared.door.guard, ctx, conn, peer),
         };
-        if !admitted || !self.within_max_connections(ctx, conn, peer) {
+        let Some(mark) = mark else {
+            return;
+        };
+        if !self.within_max_connections(ctx, conn, peer) {
+            (self.door).address_released(&self.shared.door.guard, conn, mark);
             return;
         }
         debug!(%peer, "accepted");
@@ -60,13 +66,13 @@ impl BrokerShard {
         };
         let Some(listener) = listener else {
             self.shared.door.connections.fetch_sub(1, Ordering::Relaxed);
+            (self.door).address_released(&self.shared.door.guard, conn, mark);
             ctx.abort(conn);
             return;
         };
-        self.conns.insert(
-            conn,
-            Connection::new(self.shared.time.since_start(ctx.now())),
-        );
+        let mut connection = Connection::new(self.shared.time.since_start(ctx.now()));
+        connection.set_door_mark(mark);
+        self.conns.insert(conn, connection);
         self.timers.arm_deadline_sweep(
             ctx,
             &self.conns,

@@ -95,8 +95,7 @@ impl BrokerShard {
             reason,
             ReasonCode::BadUserNameOrPassword | ReasonCode::NotAuthorized
         ) {
-            self.door
-                .login_failed(&self.shared.door.guard, ctx, conn, user);
+            self.login_failed_here(ctx, conn, user);
         }
         self.wire().refuse_connect(ctx, conn, reason);
     }

@@ -72,8 +72,9 @@ impl Delivery {
 pub(super) struct Door {
     /// The listener kind of connections that did not come in over plain TCP.
     pub(super) listeners: FastMap<ConnId, crate::metrics::Listener>,
-    /// Connections the `[ip]` guard admitted: their address and what to give back at close.
-    pub(super) admitted: FastMap<ConnId, (std::net::SocketAddr, crate::guard::Admission)>,
+    /// The addresses of IPv6 clients the `[ip]` guard admitted (an IPv4 one is in its
+    /// connection's record: `guard::DoorMark`).
+    pub(super) v6_clients: FastMap<ConnId, std::net::Ipv6Addr>,
     /// Publish rate buckets of connections (`throttle.rs`).
     pub(super) throttle: Throttle,
     /// Connections waiting for their PROXY protocol header (`proxy.rs`): the header so far

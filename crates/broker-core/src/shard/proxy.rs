@@ -91,11 +91,11 @@ impl BrokerShard {
         }
         let client = ctx.peer_addr(conn).ok()?;
         debug!(%client, version = ?header.version, "PROXY protocol header read");
-        if !self
-            .door
-            .admit_address(&self.shared.door.guard, ctx, conn, client)
-        {
-            return None;
+        let guard = &self.shared.door.guard;
+        let mark = self.door.admit_address(guard, ctx, conn, client)?;
+        match self.conns.get_mut(&conn) {
+            Some(connection) => connection.set_door_mark(mark),
+            None => self.door.address_released(guard, conn, mark),
         }
         let transports = &self.shared.door.transports;
         let Some(listener) = add_transport(transports, ctx, conn, Some(local), client) else {
