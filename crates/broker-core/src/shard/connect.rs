@@ -320,13 +320,18 @@ impl BrokerShard {
             shard: self.id,
         };
         lines.log_connected(ctx, conn, &session.client_id, &connect, keep_alive);
-        let client_id = session.client_id.clone();
+        // Cloned only when needed: the first clone of the session's own copy of the id gives it
+        // a reference-count block (24 bytes an idle connection would keep).
+        let auto_subscribes = !self.shared.config.routing.auto_subscribe.is_empty();
+        let client_id = (session_present || auto_subscribes).then(|| session.client_id.clone());
         self.sessions.insert(session);
-        if session_present {
-            // What a resumed session owes goes out (a fresh session owes nothing).
-            self.resume_session(ctx, &client_id);
+        if let Some(client_id) = client_id {
+            if session_present {
+                // What a resumed session owes goes out (a fresh session owes nothing).
+                self.resume_session(ctx, &client_id);
+            }
+            self.auto_subscribe(ctx, conn, &client_id, connect.username.as_ref());
         }
-        self.auto_subscribe(ctx, conn, &client_id, connect.username.as_ref());
         self.resume_reading(ctx, conn);
     }
 }
