@@ -58,12 +58,11 @@ pub fn deal_recovered(
         let subscriber = shared.directory.new_subscriber(shard);
         shared.directory.sessions.insert(
             Box::from(stored.client_id.as_str()),
-            SessionLocation {
-                shard,
-                subscriber,
-                claim: shared.directory.new_claim(),
-                owner: SessionOwner::from_stored(&stored.owner),
-            },
+            SessionLocation::new(
+                (shard, subscriber),
+                shared.directory.new_claim(),
+                &SessionOwner::from_stored(&stored.owner),
+            ),
         );
         seed.owners.push((subscriber, shard));
         for stored in &stored.subscriptions {

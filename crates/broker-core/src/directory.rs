@@ -12,7 +12,7 @@ use ring_runtime::ShardId;
 use router::SubscriberId;
 use session_store::storage::StoredOwner;
 
-/// Where a session lives now.
+/// Where a session lives now (32 bytes: the directory keeps one per session).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SessionLocation {
     /// The shard holding (or about to hold) the session.
@@ -23,8 +23,59 @@ pub struct SessionLocation {
     /// supersedes, as one shard may hold several claims for one client during a burst of
     /// reconnects.
     pub claim: ClaimId,
-    /// The identity the session belongs to (`auth.client_id_owner_check`).
-    pub owner: SessionOwner,
+    /// The identity the session belongs to (`auth.client_id_owner_check`) in two fields, so
+    /// that the flag takes the record's padding: the user's name, and whether it is bound at
+    /// all (unbound: no name either).
+    user: Option<Arc<str>>,
+    bound: bool,
+}
+
+impl SessionLocation {
+    /// The location of a session held by `shard` under `claim`, belonging to `owner`.
+    pub fn new(
+        (shard, subscriber): (ShardId, SubscriberId),
+        claim: ClaimId,
+        owner: &SessionOwner,
+    ) -> Self {
+        let mut location = Self {
+            shard,
+            subscriber,
+            claim,
+            user: None,
+            bound: false,
+        };
+        location.set_owner(owner);
+        location
+    }
+
+    /// The identity the session belongs to.
+    pub fn owner(&self) -> SessionOwner {
+        match (&self.user, self.bound) {
+            (Some(name), _) => SessionOwner::User(Arc::clone(name)),
+            (None, true) => SessionOwner::Anonymous,
+            (None, false) => SessionOwner::Unbound,
+        }
+    }
+
+    /// The session now belongs to `owner`.
+    pub fn set_owner(&mut self, owner: &SessionOwner) {
+        (self.user, self.bound) = match owner {
+            SessionOwner::Unbound => (None, false),
+            SessionOwner::Anonymous => (None, true),
+            SessionOwner::User(name) => (Some(Arc::clone(name)), true),
+        };
+    }
+
+    /// Whether a client of identity `other` may take the session over (see
+    /// [`SessionOwner::admits`]).
+    pub fn admits(&self, other: &SessionOwner) -> bool {
+        match (&self.user, other) {
+            (None, _) if !self.bound => true,
+            (None, SessionOwner::Anonymous) => true,
+            (Some(name), SessionOwner::User(other)) => name == other,
+            _ => false,
+        }
+    }
 }
 
 /// The identity a session belongs to: the CONNECT username after authentication (with a
@@ -93,6 +144,29 @@ pub fn birth_shard(subscriber: SubscriberId) -> ShardId {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_location_keeps_every_owner_in_32_bytes() {
+        assert!(std::mem::size_of::<SessionLocation>() <= 32);
+        let owners = [
+            SessionOwner::Unbound,
+            SessionOwner::Anonymous,
+            SessionOwner::of(Some("alice")),
+            SessionOwner::of(Some("bob")),
+        ];
+        for owner in &owners {
+            let at = (ShardId::new(1), SubscriberId(7));
+            let location = SessionLocation::new(at, ClaimId(3), owner);
+            assert_eq!(&location.owner(), owner);
+            for other in &owners {
+                assert_eq!(
+                    location.admits(other),
+                    owner.admits(other),
+                    "{owner:?} {other:?}"
+                );
+            }
+        }
+    }
 
     #[test]
     fn every_owner_comes_back_from_its_stored_form() {

@@ -62,7 +62,7 @@ impl SessionDirectory {
     /// The identity the session of `client_id` belongs to, as its entry names it (`Unbound`
     /// if it has none: no session of that id is held).
     pub fn owner_of(&self, client_id: &str) -> SessionOwner {
-        (self.sessions.get(client_id)).map_or(SessionOwner::Unbound, |entry| entry.owner.clone())
+        (self.sessions.get(client_id)).map_or(SessionOwner::Unbound, |entry| entry.owner())
     }
 }
 

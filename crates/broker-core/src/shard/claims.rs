@@ -133,15 +133,11 @@ pub(super) fn claim(
             Entry::Vacant(_) if full => return Err(ReasonCode::QuotaExceeded),
             Entry::Vacant(vacant) => {
                 let subscriber = shared.directory.new_subscriber(shard);
-                vacant.insert(SessionLocation {
-                    shard,
-                    subscriber,
-                    claim: shared.directory.new_claim(),
-                    owner: owner.clone(),
-                });
+                let claim = shared.directory.new_claim();
+                vacant.insert(SessionLocation::new((shard, subscriber), claim, owner));
                 Claim::Fresh(subscriber)
             }
-            Entry::Occupied(occupied) if check_owner && !occupied.get().owner.admits(owner) => {
+            Entry::Occupied(occupied) if check_owner && !occupied.get().admits(owner) => {
                 debug!(
                     client = client_id.as_str(),
                     "CONNECT refused: the client id's session belongs to another identity"
@@ -150,12 +146,12 @@ pub(super) fn claim(
             }
             Entry::Occupied(mut occupied) if occupied.get().shard == shard => {
                 let location = occupied.get_mut();
-                location.owner = owner.clone();
+                location.set_owner(owner);
                 Claim::Local(location.claim)
             }
             Entry::Occupied(mut occupied) => {
                 let location = occupied.get_mut();
-                location.owner = owner.clone();
+                location.set_owner(owner);
                 let (holder, supersedes) = (location.shard, location.claim);
                 let mine = shared.directory.new_claim();
                 location.shard = shard;

@@ -446,11 +446,9 @@ pub(super) fn fresh_session(
         .sessions
         .entry(Box::from(client_id.as_str()))
         .and_modify(|entry| entry.subscriber = subscriber)
-        .or_insert_with(|| SessionLocation {
-            shard,
-            subscriber,
-            claim: shared.directory.new_claim(),
-            owner,
+        .or_insert_with(|| {
+            let claim = shared.directory.new_claim();
+            SessionLocation::new((shard, subscriber), claim, &owner)
         });
     figures.broadcast(ctx, &shared.order, Change::Owner { subscriber, shard });
     Session::new(
