@@ -11,7 +11,7 @@ NODES RingMQ nodes, each on its own NATS server, then runs `ringmq-bench`:
            over all nodes (2 of 3 deliveries cross nodes with 3 nodes), against one node.
 
 For each run: messages delivered per CPU-second of all broker processes together (every RingMQ
-node and every nats-server; user + system time from /proc), and the latency percentiles
+node and every nats-server; user + system time from /proc; the RingMQ and NATS parts apart), and the latency percentiles
 ringmq-bench measured (publish to receipt, same clock). Results: one JSON line per run in
 bench-results/cluster/<RUN_ID>.jsonl and a table on stdout. Every load is bounded (DURATION
 seconds); every process is stopped at the end.
@@ -114,15 +114,21 @@ def run_bench(args, work, label):
 
 
 def measured(procs, args, work, label):
-    before = [cpu_s(p.pid) for p in procs]
+    """procs: (kind, process) pairs, kind "ringmq" or "nats"."""
+    before = [cpu_s(p.pid) for _, p in procs]
     summary = run_bench(args, work, label)
-    spent = sum(cpu_s(p.pid) - b for p, b in zip(procs, before))
+    spent_by = {"ringmq": 0.0, "nats": 0.0}
+    for (kind, p), b in zip(procs, before):
+        spent_by[kind] += cpu_s(p.pid) - b
+    spent = spent_by["ringmq"] + spent_by["nats"]
     received = summary["totals"]["received"]
     return {
         "label": label,
         "received": received,
         "lost": summary["lost"],
         "cpu_s": round(spent, 3),
+        "ringmq_cpu_s": round(spent_by["ringmq"], 3),
+        "nats_cpu_s": round(spent_by["nats"], 3),
         "msgs_per_cpu_s": round(received / spent) if spent > 0 else None,
         "p50_us": summary["latency_us"]["p50"],
         "p99_us": summary["latency_us"]["p99"],
@@ -159,15 +165,15 @@ def main():
             try:
                 if setup == "single":
                     proc, port = start_ringmq(work, "single", None)
-                    procs.append(proc)
+                    procs.append(("ringmq", proc))
                     hosts = [f"127.0.0.1:{port}"] * 2
                 else:
                     nats, nats_ports = start_nats(work, NODES)
-                    procs.extend(nats)
+                    procs.extend(("nats", proc) for proc in nats)
                     hosts = []
                     for i in range(NODES):
                         proc, port = start_ringmq(work, f"n{i}", (f"n{i}", nats_ports[i]))
-                        procs.append(proc)
+                        procs.append(("ringmq", proc))
                         hosts.append(f"127.0.0.1:{port}")
                     time.sleep(2)  # buckets open
                 for label, args in scenarios(hosts):
@@ -178,18 +184,19 @@ def main():
                         f.write(json.dumps(row) + "\n")
                     print(json.dumps(row), flush=True)
             finally:
-                for p in procs:
+                for _, p in procs:
                     p.terminate()
-                for p in procs:
+                for _, p in procs:
                     try:
                         p.wait(timeout=10)
                     except subprocess.TimeoutExpired:
                         p.kill()
                 shutil.rmtree(work, ignore_errors=True)
     print(f"\nresults: {out_path}")
-    print(f"{'scenario':<10} {'setup':<8} {'received':>9} {'lost':>6} {'msg/CPU-s':>10} {'p50 us':>8} {'p99 us':>8}")
+    print(f"{'scenario':<10} {'setup':<8} {'received':>9} {'lost':>6} {'msg/CPU-s':>10} {'NATS share':>10} {'p50 us':>8} {'p99 us':>8}")
     for r in rows:
-        print(f"{r['label']:<10} {r['setup']:<8} {r['received']:>9} {r['lost']:>6} {r['msgs_per_cpu_s'] or 0:>10} {r['p50_us']:>8} {r['p99_us']:>8}")
+        share = f"{100 * r['nats_cpu_s'] / r['cpu_s']:.0f} %" if r["cpu_s"] else "-"
+        print(f"{r['label']:<10} {r['setup']:<8} {r['received']:>9} {r['lost']:>6} {r['msgs_per_cpu_s'] or 0:>10} {share:>10} {r['p50_us']:>8} {r['p99_us']:>8}")
 
 
 if __name__ == "__main__":
