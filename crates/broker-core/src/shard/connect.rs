@@ -13,7 +13,6 @@ use super::durability::Durability;
 use super::gauges::Gauges;
 use super::lifecycle::LifecycleLines;
 use super::logins::Judgement;
-use super::parts::Figures;
 use super::parts::Wire;
 use super::transport::apply_certificate_identity;
 use super::will_check::WillJudge;
@@ -22,7 +21,6 @@ use super::{BrokerShard, Ctx, Fault};
 use crate::conn::{Connections, Phase};
 use crate::detach;
 use crate::directory::{ClaimId, SessionLocation, SessionOwner};
-use crate::message::Change;
 use crate::session::Session;
 use crate::settings::CoreConfig;
 use crate::shared::Shared;
@@ -165,14 +163,8 @@ impl BrokerShard {
         match claim(&self.shared, self.id, &connect.client_id, &owner) {
             Err(reason) => self.wire().refuse_connect(ctx, conn, reason),
             Ok(Claim::Fresh(subscriber)) => {
-                self.figures.broadcast(
-                    ctx,
-                    &self.shared.order,
-                    Change::Owner {
-                        subscriber,
-                        shard: self.id,
-                    },
-                );
+                // No `Change::Owner` to the replicas: a new key names its birth shard, which
+                // is where every replica places it until it moves (`replica.rs`).
                 let expiry = self.shared.config.sessions.expiry_for(&connect);
                 let imported = imported
                     .filter(|_| !connect.clean_start)
@@ -219,16 +211,14 @@ impl BrokerShard {
                 let present = !connect.clean_start;
                 if connect.clean_start {
                     self.end_session_state(ctx, *session);
-                    let fresh =
-                        fresh_session(&self.shared, &self.figures, self.id, ctx, &client_id, owner);
+                    let fresh = fresh_session(&self.shared, self.id, &client_id, owner);
                     self.complete_connect(ctx, conn, connect, fresh, false, false);
                 } else {
                     self.complete_connect(ctx, conn, connect, session, present, false);
                 }
             }
             None => {
-                let fresh =
-                    fresh_session(&self.shared, &self.figures, self.id, ctx, &client_id, owner);
+                let fresh = fresh_session(&self.shared, self.id, &client_id, owner);
                 self.complete_connect(ctx, conn, connect, fresh, false, false);
             }
         }
@@ -433,9 +423,7 @@ fn assign_client_id(shared: &Shared, shard: ShardId) -> MqttStr {
 /// identity `owner` if the entry is new).
 pub(super) fn fresh_session(
     shared: &Shared,
-    figures: &Figures,
     shard: ShardId,
-    ctx: &mut Ctx,
     client_id: &MqttStr,
     owner: SessionOwner,
 ) -> Box<Session> {
@@ -450,7 +438,7 @@ pub(super) fn fresh_session(
             let claim = shared.directory.new_claim();
             SessionLocation::new((shard, subscriber), claim, &owner)
         });
-    figures.broadcast(ctx, &shared.order, Change::Owner { subscriber, shard });
+    // No `Change::Owner` to the replicas: see the fresh claim in `claim_session`.
     Session::new(
         client_id.clone(),
         subscriber,

@@ -162,8 +162,7 @@ impl BrokerShard {
                 let client_id = session.client_id.clone();
                 self.end_session_state(ctx, *session);
                 let owner = super::connect::owner_of(&connect);
-                let fresh =
-                    fresh_session(&self.shared, &self.figures, self.id, ctx, &client_id, owner);
+                let fresh = fresh_session(&self.shared, self.id, &client_id, owner);
                 self.complete_connect(ctx, conn, *connect, fresh, false, false);
             }
             Claimant::Connection(conn, connect) => {
@@ -188,8 +187,7 @@ impl BrokerShard {
             Claimant::Successor(request) => send_transfer(&self.figures, ctx, request, None),
             Claimant::Connection(conn, connect) => {
                 let owner = super::connect::owner_of(&connect);
-                let fresh =
-                    fresh_session(&self.shared, &self.figures, self.id, ctx, client_id, owner);
+                let fresh = fresh_session(&self.shared, self.id, client_id, owner);
                 self.complete_connect(ctx, conn, *connect, fresh, false, false);
             }
             Claimant::Nobody => {
