@@ -176,3 +176,70 @@ pub(crate) fn settle_while(mut received: impl FnMut() -> Option<u64>) {
         },
     );
 }
+
+/// The subscriber's node is killed this late in the run of
+/// [`a_node_started_after_the_death_reads_from_the_dead_runs_last_stamp`]
+/// (5 s in), long after its subscriber's mirror record was written.
+const KILL_LATE: u16 = 1000;
+
+/// A node that started after another died never saw the dead node's heartbeat: the session it
+/// recovers reads what it missed from 2 s before the dead run's last "alive at" stamp, not from
+/// 2 s before the session's mirror record (its SUBSCRIBE, 5 s before the death): the messages
+/// of the run's first second are not delivered again. Nothing acknowledged is lost.
+#[test]
+fn a_node_started_after_the_death_reads_from_the_dead_runs_last_stamp() {
+    let nats = NatsCluster::start();
+    let work = tempfile::tempdir().unwrap();
+    let (doomed, metrics_port) = cluster_process(&nats, work.path());
+    let publishing = start_node_with(&nats, 1, "node_timeout_ms = 2000");
+    let stop = Arc::new(AtomicBool::new(false));
+    let mirrored = || wait_for_metric(metrics_port, "ringmq_cluster_mirror_writes_total", 2);
+    let clients = (doomed.addr, publishing.addr(), "late-claim");
+    let (before, sending) = subscribed_and_sending(clients, mirrored, &stop);
+    std::thread::sleep(PACE * u32::from(KILL_LATE));
+    doomed.kill_9();
+    // The dead node's heartbeat record expires after node_timeout_ms (2 s); the new node
+    // starts well after, so it never lists it.
+    std::thread::sleep(Duration::from_secs(5));
+    let survivor = start_node_with(
+        &nats,
+        2,
+        "node_timeout_ms = 2000\n[queues]\nmax_queued_messages = 5000",
+    );
+    let (client, present) = reconnect_once_released_with(&survivor, V5, "late-claim");
+    assert!(present, "the session came back from the mirror");
+    let after = receive_in_background(client, Arc::clone(&stop));
+    let success = acknowledged(&sending.join().unwrap());
+    settle(&survivor);
+    stop.store(true, Ordering::Relaxed);
+    let (before, after) = (before.join().unwrap(), after.join().unwrap());
+    let figures = survivor.cluster_figures().unwrap();
+    let replayed = (figures.sessions_replayed, figures.sessions_replay_failures);
+    assert_none_lost("late-claim", &success, (&before, &after), replayed);
+    assert_eq!(figures.sessions_recovered, 1);
+    let first_second: Vec<u16> = (1..=200).filter(|id| after.ids.contains(id)).collect();
+    assert!(
+        first_second.is_empty(),
+        "read back from before the dead run's last stamp: {first_second:?}"
+    );
+}
+
+/// A persistent 5.0 subscriber `id` at `subscriber_at` (QoS 1 on `recover/#`), receiving in the
+/// background until `stop`, and once `ready()` returns and a probe from a publisher at
+/// `publisher_at` reaches it, [`publish_paced`] on a thread (its acknowledgements).
+pub(crate) fn subscribed_and_sending(
+    (subscriber_at, publisher_at, id): (std::net::SocketAddr, std::net::SocketAddr, &str),
+    ready: impl FnOnce(),
+    stop: &Arc<AtomicBool>,
+) -> (JoinHandle<Received>, JoinHandle<BTreeMap<u16, ReasonCode>>) {
+    let (mut subscriber, _) = connect_persistent_to(subscriber_at, V5, id);
+    subscriber.subscribe("recover/#", QoS::AtLeastOnce);
+    ready();
+    let mut publisher = RawClient::connected_clean(publisher_at, V5, &format!("{id}-pub"));
+    until_routed(&mut publisher, "recover/p", &mut [&mut subscriber]);
+    let receiving = receive_in_background(subscriber, Arc::clone(stop));
+    (
+        receiving,
+        std::thread::spawn(move || publish_paced(publisher)),
+    )
+}

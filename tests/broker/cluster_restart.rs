@@ -14,13 +14,11 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use codec::QoS;
-
-use crate::client::{RawClient, V5};
-use crate::cluster::{metric, start_node_with, until_routed};
+use crate::client::V5;
+use crate::cluster::{metric, start_node_with};
 use crate::cluster_acks::receive_in_background;
 use crate::cluster_recovery::{
-    KILL_AFTER, PACE, acknowledged, assert_none_lost, publish_paced, settle_while,
+    KILL_AFTER, PACE, acknowledged, assert_none_lost, settle_while, subscribed_and_sending,
 };
 use crate::cluster_sessions::{
     connect_persistent_to, reconnect_once_released_with, wait_for_metric,
@@ -76,14 +74,9 @@ fn restart_under_a_subscriber(back: Back) {
         2,
         "node_timeout_ms = 2000\n[queues]\nmax_queued_messages = 5000",
     );
-    let (mut subscriber, _) = connect_persistent_to(first_run.addr, V5, ID);
-    subscriber.subscribe("recover/#", QoS::AtLeastOnce);
-    let mut publisher = RawClient::connected_clean(publishing.addr(), V5, "restart-pub");
-    until_routed(&mut publisher, "recover/p", &mut [&mut subscriber]);
     let stop = Arc::new(AtomicBool::new(false));
-    let before = receive_in_background(subscriber, Arc::clone(&stop));
-
-    let sending = std::thread::spawn(move || publish_paced(publisher));
+    let clients = (first_run.addr, publishing.addr(), ID);
+    let (before, sending) = subscribed_and_sending(clients, || {}, &stop);
     std::thread::sleep(PACE * u32::from(KILL_AFTER));
     let addr = first_run.addr;
     first_run.kill_9();

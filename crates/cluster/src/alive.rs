@@ -82,6 +82,11 @@ impl AliveStamp {
         })
     }
 
+    /// The bucket the stamps are in (the claims read a dead run's stamp there).
+    pub(super) fn bucket(&self) -> &kv::Store {
+        &self.bucket
+    }
+
     /// Puts the stamp: this run is alive and connected now (a failure is only logged: the
     /// next heartbeat puts it again).
     pub(super) async fn put(&self) {
@@ -89,4 +94,21 @@ impl AliveStamp {
             debug!(error = %e, "cluster: alive stamp not written");
         }
     }
+}
+
+/// The last stamp of the node run `run` (`<node_id>/<nonce>`) in `bucket`: `None` when its node
+/// never stamped, a later run of it has stamped since, or JetStream does not answer within
+/// `wait`.
+pub(super) async fn last_stamp_of(
+    bucket: &kv::Store,
+    run: &str,
+    wait: Duration,
+) -> Option<SystemTime> {
+    let node_id = run.split('/').next().unwrap_or(run);
+    let entry = tokio::time::timeout(wait, bucket.entry(node_id.to_owned()))
+        .await
+        .ok()?
+        .ok()??;
+    (entry.operation == kv::Operation::Put && entry.value == run.as_bytes())
+        .then(|| SystemTime::from(entry.created))
 }

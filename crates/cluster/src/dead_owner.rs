@@ -9,11 +9,15 @@ use bytes::Bytes;
 use session_store::storage::{StoredSession, encode_session_snapshot};
 use tracing::{info, warn};
 
+use super::alive::last_stamp_of;
 use super::counters::ClusterCounters;
 use super::mirror::append_to_queue;
 use super::missed::{READ_TIMEOUT, read_missed, read_start, session_subjects};
 use super::owners::{Buckets, Owners, heartbeat_key};
 use broker_api::cluster::ClaimRequest;
+
+/// The longest the read of a dead run's "alive at" stamp may take (within the claim's time).
+const STAMP_WAIT: Duration = Duration::from_secs(1);
 
 impl Owners {
     /// The session of `claim`'s client on the dead node run `owner`, rebuilt from the mirror
@@ -44,7 +48,12 @@ impl Owners {
         if claim.clean_start {
             return None;
         }
-        let from = read_start(self.last_beats.of(&heartbeat_key(owner)), &mirrored);
+        let last_seen = match self.last_beats.of(&heartbeat_key(owner)) {
+            Some(beat) => Some(beat),
+            // Never seen here (this node started after the death): the run's last stamp.
+            None => last_stamp_of(&buckets.alive, owner, STAMP_WAIT).await,
+        };
+        let from = read_start(last_seen, &mirrored);
         let mut session = mirrored.session;
         let timeout = deadline
             .saturating_duration_since(Instant::now())

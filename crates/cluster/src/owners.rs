@@ -39,6 +39,8 @@ pub(super) struct Buckets {
     pub(super) sessions: kv::Store,
     pub(super) nodes: kv::Store,
     pub(super) mirror: Mirror,
+    /// The nodes' "alive at" stamps (`alive.rs`).
+    pub(super) alive: kv::Store,
 }
 
 /// What the claim tasks share.

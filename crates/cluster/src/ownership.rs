@@ -163,6 +163,7 @@ async fn keep_buckets(owners: Arc<Owners>, heartbeat: Heartbeat) {
         sessions,
         nodes: nodes.clone(),
         mirror,
+        alive: alive.bucket().clone(),
     });
     info!("cluster: session ownership buckets open");
     ClusterCounters::set(&link.counters.ownership_ready, 1);
