@@ -11,8 +11,8 @@ NODES RingMQ nodes, each on its own NATS server, then runs `ringmq-bench`:
            over all nodes (2 of 3 deliveries cross nodes with 3 nodes), against one node.
 
 For each run: messages delivered per CPU-second of all broker processes together (every RingMQ
-node and every nats-server; user + system time from /proc; the RingMQ and NATS parts apart), and the latency percentiles
-ringmq-bench measured (publish to receipt, same clock). Results: one JSON line per run in
+node and every nats-server; user + system time from /proc; the RingMQ and NATS parts apart),
+and the latency percentiles ringmq-bench measured (publish to receipt, same clock). Results: one JSON line per run in
 bench-results/cluster/<RUN_ID>.jsonl and a table on stdout. Every load is bounded (DURATION
 seconds); every process is stopped at the end.
 

@@ -38,8 +38,9 @@ const BEATS_KEPT: Duration = Duration::from_secs(3600);
 /// Where the read of a dead node's session starts. A session that was connected there:
 /// [`MARGIN`] before the node's last heartbeat seen here, or else its run's last "alive at"
 /// stamp (`last_beat`: it stopped delivering after it), or before the session's mirror record
-/// was written when neither is known (it was alive then too; more duplicates). A session that was offline there: when the last of
-/// it was mirrored (its queued copies cover what came before; no margin, so no duplicates).
+/// was written when neither is known (it was alive then too; more duplicates). A session that
+/// was offline there: when the last of it was mirrored (its queued copies cover what came
+/// before; no margin, so no duplicates).
 pub(super) fn read_start(last_beat: Option<SystemTime>, mirrored: &Mirrored) -> SystemTime {
     if let Some(at) = mirrored.offline_since {
         return at;

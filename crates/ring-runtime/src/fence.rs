@@ -20,8 +20,8 @@
 //! round trip that would wake the sleeping shard.
 //!
 //! A fence is first asked for *softly* (`asked`): the shard asked makes its next look a drain
-//! (with io_uring also a look that could block: one that finds input returns at once, no
-//! drain), may then sleep (proving it has nothing unhandled), and nobody waits for it; a handler
+//! (with io_uring also a look that could block, which under a flood would otherwise return at
+//! once with input and be no drain), may then sleep (proving it has nothing unhandled), and nobody waits for it; a handler
 //! that cannot act before the fence passes *insists* ([`FenceBook::insist`]): then the shard
 //! asked does not block until it has made a drain (`wanted`), and wakes the shards waiting on
 //! it (`waiters`) when it publishes `handled`.

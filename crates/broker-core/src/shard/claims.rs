@@ -137,7 +137,7 @@ pub(super) fn claim(
                 vacant.insert(SessionLocation::new((shard, subscriber), claim, owner));
                 Claim::Fresh(subscriber)
             }
-            Entry::Occupied(occupied) if check_owner && !occupied.get().admits(owner) => {
+            Entry::Occupied(occupied) if check_owner && !occupied.get().owner().admits(owner) => {
                 debug!(
                     client = client_id.as_str(),
                     "CONNECT refused: the client id's session belongs to another identity"
