@@ -24,8 +24,11 @@ fn publish(protocol: ProtocolVersion) -> Packet {
         PublishProperties {
             payload_format: Some(PayloadFormat::Utf8),
             message_expiry_interval: Some(3600),
-            content_type: Some(text("application/json")),
-            user_properties: vec![(text("trace-id"), text("4bf92f3577b34da6"))],
+            application: codec::AppProperties::builder()
+                .content_type(Some(text("application/json")))
+                .user_property(text("trace-id"), text("4bf92f3577b34da6"))
+                .build()
+                .expect("valid"),
             ..PublishProperties::default()
         }
         .into()

@@ -190,11 +190,10 @@ fn will_properties_are_forwarded() {
     will.properties.user_properties = vec![(s("k"), s("v"))];
     RawClient::connected(broker.addr(), connect).drop_abruptly();
     let got = watch.expect_publish_acked();
-    assert_eq!(got.properties.content_type, Some(s("text/plain")));
-    assert_eq!(got.properties.response_topic, Some(s("reply/here")));
-    assert_eq!(
-        got.properties.correlation_data.as_deref(),
-        Some(&b"corr"[..])
-    );
-    assert_eq!(got.properties.user_properties, vec![(s("k"), s("v"))]);
+    let app = &got.properties.application;
+    assert_eq!(app.content_type(), Some(s("text/plain")));
+    assert_eq!(app.response_topic(), Some(s("reply/here")));
+    assert_eq!(app.correlation_data().as_deref(), Some(&b"corr"[..]));
+    let users: Vec<_> = app.user_properties().collect();
+    assert_eq!(users, vec![(s("k"), s("v"))]);
 }

@@ -3,10 +3,11 @@
 //! Decoded packets are slices of the `Bytes` the runtime received, which may hold many packets
 //! (up to a receive buffer). That is ideal for a message on its way through, but a value kept for
 //! long (a client id, a will, a subscription, a retained or queued message) would pin the whole
-//! buffer. These functions copy such values into allocations of their own.
+//! buffer. These functions copy such values into allocations of their own (a CONNECT's values
+//! are copied out once, as it is handled: `codec::ConnectFrame::to_detached`).
 
 use bytes::Bytes;
-use codec::{MqttStr, UserProperty, Will};
+use codec::MqttStr;
 
 /// A copy of `bytes` in its own allocation.
 pub fn bytes(bytes: &Bytes) -> Bytes {
@@ -16,32 +17,6 @@ pub fn bytes(bytes: &Bytes) -> Bytes {
 /// A copy of `text` in its own allocation.
 pub fn string(text: &MqttStr) -> MqttStr {
     text.detached()
-}
-
-fn optional(text: &mut Option<MqttStr>) {
-    if let Some(t) = text.as_mut() {
-        *t = string(t);
-    }
-}
-
-fn user_properties(properties: &mut [UserProperty]) {
-    for (key, value) in properties {
-        *key = string(key);
-        *value = string(value);
-    }
-}
-
-/// Detaches every field of a will (it lives as long as its session's connection, or longer).
-pub fn will(will: &mut Will) {
-    will.topic = string(&will.topic);
-    will.payload = bytes(&will.payload);
-    let p = &mut will.properties;
-    optional(&mut p.content_type);
-    optional(&mut p.response_topic);
-    if let Some(data) = p.correlation_data.as_mut() {
-        *data = bytes(data);
-    }
-    user_properties(&mut p.user_properties);
 }
 
 #[cfg(test)]

@@ -155,8 +155,11 @@ mod tests {
     #[test]
     fn qos_retain_expiry_and_properties_round_trip() {
         let properties = PublishProperties {
-            content_type: Some(MqttStr::try_from("text/plain").unwrap()),
-            correlation_data: Some(Bytes::from_static(b"\x00\x01")),
+            application: codec::AppProperties::builder()
+                .content_type(Some(MqttStr::try_from("text/plain").unwrap()))
+                .correlation_data(Some(Bytes::from_static(b"\x00\x01")))
+                .build()
+                .unwrap(),
             ..PublishProperties::default()
         };
         let topic = MqttStr::try_from("a/b").unwrap();

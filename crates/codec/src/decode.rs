@@ -230,7 +230,7 @@ fn decode_other(
     let (h, r, p) = (header, reader, protocol);
     Ok(match header.packet {
         PacketType::Publish => Packet::Publish(body::<Publish>(h, r, p)?),
-        PacketType::Connect => Packet::Connect(crate::packet::connect::decode_boxed(r)?),
+        PacketType::Connect => Packet::ConnectFrame(crate::packet::connect_frame::decode_frame(r)?),
         PacketType::ConnAck => Packet::ConnAck(Box::new(body::<ConnAck>(h, r, p)?)),
         PacketType::PubAck => Packet::PubAck(body::<PubAck>(h, r, p)?),
         PacketType::PubRec => Packet::PubRec(body::<PubRec>(h, r, p)?),

@@ -15,6 +15,7 @@ trait Visitor {
 fn dispatch<V: Visitor>(packet: &Packet, visitor: V) -> V::Output {
     match packet {
         Packet::Connect(p) => visitor.visit(p.as_ref()),
+        Packet::ConnectFrame(p) => visitor.visit(p.as_ref()),
         Packet::ConnAck(p) => visitor.visit(p.as_ref()),
         Packet::Publish(p) => visitor.visit(p),
         Packet::PubAck(p) => visitor.visit(p),

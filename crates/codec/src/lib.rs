@@ -28,13 +28,14 @@ pub use decode::{
 pub use encode::{encode, encoded_len};
 pub use error::{DecodeError, EncodeError};
 pub use packet::{
-    Auth, ConnAck, Connect, Disconnect, Packet, PacketType, PingReq, PingResp, PubAck, PubComp,
-    PubRec, PubRel, Publish, SubAck, Subscribe, TopicPayload, UnsubAck, Unsubscribe, Will,
+    Auth, ConnAck, Connect, ConnectFrame, Disconnect, Packet, PacketType, PingReq, PingResp,
+    PubAck, PubComp, PubRec, PubRel, Publish, SubAck, Subscribe, TopicPayload, UnsubAck,
+    Unsubscribe, Will,
 };
 pub use properties::{
-    AckProperties, AuthProperties, ConnAckProperties, ConnectProperties, DisconnectProperties,
-    PayloadFormat, PropertyId, PublishProperties, PublishPropertiesBox, SubscribeProperties,
-    UnsubscribeProperties, UserProperty, WillProperties,
+    AckProperties, AppProperties, AppPropertiesBuilder, AuthProperties, ConnAckProperties,
+    ConnectProperties, DisconnectProperties, PayloadFormat, PropertyId, PublishProperties,
+    PublishPropertiesBox, SubscribeProperties, UnsubscribeProperties, UserProperty, WillProperties,
 };
 pub use reason::ReasonCode;
 pub use shared_publish::{FrameOptions, PublishFrame, SharedPublish, TopicAliasUse};

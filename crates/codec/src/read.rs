@@ -174,6 +174,15 @@ impl Reader {
         Ok(MqttStr::from_validated(self.handle(range)))
     }
 
+    /// A UTF-8 Encoded String validated and skipped; its size with its length prefix returned
+    /// (no handle).
+    #[inline]
+    pub(crate) fn string_in_place(&mut self, field: &'static str) -> Result<usize, DecodeError> {
+        let len = usize::from(self.u16(field)?);
+        string::validate(self.slice_in_place(len, field)?, field)?;
+        Ok(2 + len)
+    }
+
     /// A topic name: a string without wildcards, possibly empty.
     #[inline]
     pub(crate) fn topic_name(&mut self, field: &'static str) -> Result<MqttStr, DecodeError> {
@@ -224,6 +233,18 @@ impl Reader {
             return Err(DecodeError::UnexpectedEnd { field });
         }
         Ok(value)
+    }
+
+    /// Index of the next unread byte, for [`Self::handle_of`].
+    #[inline]
+    pub(crate) fn position(&self) -> usize {
+        self.pos
+    }
+
+    /// A handle on `range` of the buffer, read before; `None` if the buffer was handed over
+    /// since (only a read of the buffer's tail as a handle does that).
+    pub(crate) fn handle_of(&self, range: Range<usize>) -> Option<Bytes> {
+        (range.end <= self.buf.len()).then(|| self.buf.slice(range))
     }
 
     /// The whole buffer and the index of the first unread byte, consuming the reader (no

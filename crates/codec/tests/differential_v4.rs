@@ -69,6 +69,7 @@ fn assert_same(ours: &Packet, theirs: &v4::Packet) {
     use v4::Packet as T;
     match (ours, theirs) {
         (Packet::Connect(a), T::Connect(b)) => same_connect(a, b),
+        (Packet::ConnectFrame(a), T::Connect(b)) => same_connect(&a.to_connect(), b),
         (Packet::ConnAck(a), T::ConnAck(b)) => {
             assert_eq!(a.session_present, b.session_present);
             let code = [0x00, 0x84, 0x85, 0x88, 0x86, 0x87][b.code as usize];

@@ -92,16 +92,21 @@ fn same_publish(a: &codec::Publish, b: &v5::Publish) {
     );
     assert_eq!(p.message_expiry_interval, get!(t, message_expiry_interval));
     assert_eq!(p.topic_alias.map(|a| a.get()), get!(t, topic_alias));
-    assert_eq!(text(&p.response_topic), get!(t, response_topic).as_deref());
-    assert_eq!(p.correlation_data, get!(t, correlation_data));
-    assert_eq!(users(&p.user_properties), get!(t, user_properties));
+    let app = &p.application;
+    assert_eq!(
+        text(&app.response_topic()),
+        get!(t, response_topic).as_deref()
+    );
+    assert_eq!(app.correlation_data(), get!(t, correlation_data));
+    let pairs: Vec<UserProperty> = app.user_properties().collect();
+    assert_eq!(users(&pairs), get!(t, user_properties));
     let ids: Vec<usize> = p
         .subscription_identifiers
         .iter()
         .map(|i| i.get() as usize)
         .collect();
     assert_eq!(ids, get!(t, subscription_identifiers));
-    assert_eq!(text(&p.content_type), get!(t, content_type).as_deref());
+    assert_eq!(text(&app.content_type()), get!(t, content_type).as_deref());
 }
 
 fn same_connect(a: &codec::Connect, b: &v5::Connect) {
@@ -282,6 +287,7 @@ fn assert_same(ours: &Packet, theirs: &v5::Packet) {
     }
     match (ours, theirs) {
         (Packet::Connect(a), T::Connect(b)) => same_connect(a, b),
+        (Packet::ConnectFrame(a), T::Connect(b)) => same_connect(&a.to_connect(), b),
         (Packet::ConnAck(a), T::ConnAck(b)) => same_connack(a, b),
         (Packet::Publish(a), T::Publish(b)) => same_publish(a, b),
         (Packet::Subscribe(a), T::Subscribe(b)) => same_subscribe(a, b),

@@ -172,11 +172,14 @@ fn publish_with_every_property() {
             payload_format: Some(PayloadFormat::Utf8),
             message_expiry_interval: Some(60),
             topic_alias: Some(nz(5)),
-            response_topic: Some(s("r")),
-            correlation_data: Some(Bytes::from_static(&[1, 2])),
-            user_properties: vec![(s("k"), s("v"))],
             subscription_identifiers: vec![sub_id(1), sub_id(300)],
-            content_type: Some(s("c")),
+            application: codec::AppProperties::builder()
+                .response_topic(Some(s("r")))
+                .correlation_data(Some(Bytes::from_static(&[1, 2])))
+                .user_property(s("k"), s("v"))
+                .content_type(Some(s("c")))
+                .build()
+                .expect("valid"),
         }
         .into(),
     };

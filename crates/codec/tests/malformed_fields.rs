@@ -31,7 +31,7 @@ fn repeatable_properties_are_not_duplicates() {
     let Ok(Packet::Publish(publish)) = decode_one(&hex(&users), V5) else {
         panic!("user properties and subscription identifiers may repeat in PUBLISH");
     };
-    assert_eq!(publish.properties.user_properties.len(), 2);
+    assert_eq!(publish.properties.application.user_properties().count(), 2);
     assert_eq!(publish.properties.subscription_identifiers.len(), 2);
 }
 
@@ -196,10 +196,10 @@ fn payload_format_utf8_with_a_binary_payload() {
 #[test]
 fn will_payload_format_check() {
     let wire = connect_v5(0x06, "", "00 01 63 02 01 01 00 01 77 00 01 FF");
-    let Ok(Packet::Connect(connect)) = decode_one(&hex(&wire), V5) else {
+    let Ok(Packet::ConnectFrame(connect)) = decode_one(&hex(&wire), V5) else {
         panic!("valid CONNECT");
     };
-    let will = connect.will.expect("will flag set");
+    let will = connect.to_connect().will.expect("will flag set");
     let error = will.check_payload_format().expect_err("0xFF is not UTF-8");
     assert_eq!(error.reason_code().as_u8(), 0x99);
 }

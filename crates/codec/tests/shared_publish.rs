@@ -20,8 +20,11 @@ const V5: ProtocolVersion = ProtocolVersion::V5;
 fn shared_properties() -> PublishProperties {
     PublishProperties {
         payload_format: Some(PayloadFormat::Utf8),
-        content_type: Some(s("text/plain")),
-        user_properties: vec![(s("origin"), s("sensor"))],
+        application: codec::AppProperties::builder()
+            .content_type(Some(s("text/plain")))
+            .user_property(s("origin"), s("sensor"))
+            .build()
+            .expect("valid"),
         // Per-subscriber properties: the template ignores them.
         message_expiry_interval: Some(999),
         subscription_identifiers: vec![SubscriptionId::new(9).expect("valid")],

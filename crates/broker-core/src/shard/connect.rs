@@ -19,7 +19,6 @@ use super::will_check::WillJudge;
 use super::will_checks::WillCheck;
 use super::{BrokerShard, Ctx, Fault};
 use crate::conn::{Connections, Phase};
-use crate::detach;
 use crate::directory::{ClaimId, SessionLocation, SessionOwner};
 use crate::session::Session;
 use crate::settings::CoreConfig;
@@ -110,12 +109,8 @@ impl BrokerShard {
             .client_id
             .is_empty()
             .then(|| assign_client_id(&self.shared, self.id));
-        connect.client_id = match &assigned {
-            Some(id) => id.clone(),
-            None => detach::string(&connect.client_id),
-        };
-        if let Some(will) = connect.will.as_mut() {
-            detach::will(will);
+        if let Some(id) = &assigned {
+            connect.client_id = id.clone();
         }
         // The will passes the checks a PUBLISH of this client would (`will_check.rs`).
         let judge = WillJudge::of(&self.shared, &self.figures, self.id);

@@ -271,6 +271,10 @@ impl BrokerShard {
             packet
         };
         match packet {
+            // The values it keeps are copied out of the receive buffer here, once.
+            Packet::ConnectFrame(frame) => {
+                return self.handle_connect(ctx, conn, frame.to_detached());
+            }
             Packet::Connect(connect) => return self.handle_connect(ctx, conn, *connect),
             Packet::Auth(auth) if !connected => return self.exchange_round(ctx, conn, auth),
             Packet::Disconnect(_) if self.conns.is_authenticating(conn) => {

@@ -7,13 +7,13 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use codec::{
-    MqttStr, Packet, PubAck, PubRec, Publish, PublishProperties, QoS, ReasonCode, SharedPublish,
-    Will,
+    AppProperties, MqttStr, Packet, PubAck, PubRec, Publish, PublishProperties, QoS, ReasonCode,
+    SharedPublish, Will,
 };
 use ring_runtime::ConnId;
 use router::{Publisher, SubscriberId, TopicName};
 use session_store::InboundQos2;
-use tracing::debug;
+use tracing::{debug, warn};
 
 use super::cluster::RouteScope;
 use super::durability::Durability;
@@ -181,13 +181,24 @@ impl BrokerShard {
             return;
         };
         let p = will.properties;
+        let application = AppProperties::builder()
+            .response_topic(p.response_topic)
+            .correlation_data(p.correlation_data)
+            .user_properties(p.user_properties)
+            .content_type(p.content_type)
+            .build();
+        let Ok(application) = application else {
+            // Not from the wire, where its length prefix bounds it: a will built in code.
+            warn!(
+                client = client_id.as_str(),
+                "will not published: its correlation data is longer than 65,535 bytes"
+            );
+            return;
+        };
         let properties = PublishProperties {
             payload_format: p.payload_format,
             message_expiry_interval: p.message_expiry_interval,
-            response_topic: p.response_topic,
-            correlation_data: p.correlation_data,
-            user_properties: p.user_properties,
-            content_type: p.content_type,
+            application,
             ..PublishProperties::default()
         };
         debug!(

@@ -18,15 +18,23 @@ impl BrokerShard {
     /// topic traces.
     #[inline]
     pub(super) fn trace_inbound(&mut self, ctx: &Ctx, conn: ConnId, packet: &Packet) {
-        if let Packet::Connect(connect) = packet
+        let names = match packet {
+            Packet::ConnectFrame(frame) => Some((frame.client_id(), frame.username())),
+            Packet::Connect(c) => Some((
+                c.client_id.as_str(),
+                c.username.as_ref().map(|u| u.as_str()),
+            )),
+            _ => None,
+        };
+        if let Some((client_id, username)) = names
             && self.shared.links.traces.identity_traces()
         {
             let identity = Identity {
-                client_id: Some(connect.client_id.as_str()),
-                username: connect.username.as_ref().map(|u| u.as_str()),
+                client_id: Some(client_id),
+                username,
                 address: ctx.peer_addr(conn).ok().map(|a| a.ip()),
             };
-            self.follow(conn, connect.client_id.as_str(), identity, ctx);
+            self.follow(conn, client_id, identity, ctx);
         }
         if !self.figures.traces.active {
             return;

@@ -125,19 +125,20 @@ pub fn packet_line(
                 payload_bytes,
             );
         }
-        Packet::Connect(c) => {
-            let _ = write!(
-                line,
-                " client_id={} clean_start={} keep_alive={} username={} will={}",
-                c.client_id.as_str(),
-                u8::from(c.clean_start),
-                c.keep_alive,
-                c.username.as_ref().map_or("-", |u| u.as_str()),
-                c.will
-                    .as_ref()
-                    .map_or("-".to_owned(), |w| w.topic.as_str().to_owned()),
-            );
-        }
+        Packet::Connect(c) => connect_line(
+            &mut line,
+            c.client_id.as_str(),
+            (c.clean_start, c.keep_alive),
+            c.username.as_ref().map(|u| u.as_str()),
+            c.will.as_ref().map(|w| w.topic.as_str()),
+        ),
+        Packet::ConnectFrame(c) => connect_line(
+            &mut line,
+            c.client_id(),
+            (c.clean_start, c.keep_alive),
+            c.username(),
+            c.will_topic(),
+        ),
         Packet::ConnAck(a) => {
             let _ = write!(
                 line,
@@ -173,6 +174,23 @@ pub fn packet_line(
         _ => {}
     }
     line
+}
+
+/// A CONNECT's fields.
+fn connect_line(
+    line: &mut String,
+    client_id: &str,
+    (clean_start, keep_alive): (bool, u16),
+    username: Option<&str>,
+    will_topic: Option<&str>,
+) {
+    let _ = write!(
+        line,
+        " client_id={client_id} clean_start={} keep_alive={keep_alive} username={} will={}",
+        u8::from(clean_start),
+        username.unwrap_or("-"),
+        will_topic.unwrap_or("-"),
+    );
 }
 
 fn ack(line: &mut String, id: u16, reason: codec::ReasonCode) {

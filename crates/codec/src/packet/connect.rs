@@ -1,24 +1,21 @@
 //! CONNECT (MQTT 3.1.1 section 3.1, 5.0 section 3.1). It carries its own protocol version, so
 //! it decodes the same whatever version the decoder was configured for.
 
-use bytes::{BufMut, Bytes, BytesMut};
+use bytes::Bytes;
 
-use super::{PacketType, Wire};
-use crate::properties::{
-    ConnectProperties, WillProperties, decode_properties_into, measure_if_v5, write_block,
-};
+use crate::properties::{ConnectProperties, WillProperties, measure_if_v5};
 use crate::read::Reader;
 use crate::string::MqttStr;
-use crate::write::{self, binary_len, put_binary, put_str, str_len};
+use crate::write::{binary_len, str_len};
 use crate::{DecodeError, EncodeError, ProtocolVersion, QoS};
 
 const RESERVED: u8 = 0b0000_0001;
-const CLEAN_START: u8 = 0b0000_0010;
-const WILL: u8 = 0b0000_0100;
-const WILL_QOS_SHIFT: u8 = 3;
-const WILL_RETAIN: u8 = 0b0010_0000;
-const PASSWORD: u8 = 0b0100_0000;
-const USERNAME: u8 = 0b1000_0000;
+pub(super) const CLEAN_START: u8 = 0b0000_0010;
+pub(super) const WILL: u8 = 0b0000_0100;
+pub(super) const WILL_QOS_SHIFT: u8 = 3;
+pub(super) const WILL_RETAIN: u8 = 0b0010_0000;
+pub(super) const PASSWORD: u8 = 0b0100_0000;
+pub(super) const USERNAME: u8 = 0b1000_0000;
 
 /// CONNECT: the first packet of every connection.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -68,7 +65,7 @@ impl Will {
     }
 }
 
-fn read_protocol(body: &mut Reader) -> Result<ProtocolVersion, DecodeError> {
+pub(super) fn read_protocol(body: &mut Reader) -> Result<ProtocolVersion, DecodeError> {
     let is_mqtt = match body.binary_in_place("protocol name")? {
         b"MQTT" => true,
         b"MQIsdp" => false,
@@ -84,7 +81,7 @@ fn read_protocol(body: &mut Reader) -> Result<ProtocolVersion, DecodeError> {
     }
 }
 
-fn check_flags(flags: u8, protocol: ProtocolVersion) -> Result<(), DecodeError> {
+pub(super) fn check_flags(flags: u8, protocol: ProtocolVersion) -> Result<(), DecodeError> {
     if flags & RESERVED != 0 {
         return Err(DecodeError::ConnectReservedFlag);
     }
@@ -101,43 +98,9 @@ fn check_flags(flags: u8, protocol: ProtocolVersion) -> Result<(), DecodeError> 
     Ok(())
 }
 
-impl Will {
-    /// A will with the QoS and Retain of the connect `flags` and nothing read yet.
-    fn from_flags(flags: u8) -> Result<Self, DecodeError> {
-        let qos = QoS::from_u8((flags >> WILL_QOS_SHIFT) & 0b11)
-            .ok_or(DecodeError::InvalidQoS { field: "will QoS" })?;
-        Ok(Self {
-            topic: MqttStr::default(),
-            payload: Bytes::new(),
-            qos,
-            retain: flags & WILL_RETAIN != 0,
-            properties: WillProperties::default(),
-        })
-    }
-}
-
-/// Reads the will's properties, topic and payload into `will`, where it lies.
-fn read_will(
-    body: &mut Reader,
-    protocol: ProtocolVersion,
-    will: &mut Will,
-) -> Result<(), DecodeError> {
-    if protocol.is_v5() {
-        decode_properties_into(body, &mut will.properties, "will")?;
-    }
-    will.topic = body.topic_name("will topic")?;
-    if will.topic.is_empty() {
-        return Err(DecodeError::EmptyTopicName {
-            field: "will topic",
-        });
-    }
-    will.payload = body.binary("will payload")?;
-    Ok(())
-}
-
 /// Whether `protocol` refuses an empty client identifier: 3.1 always, 3.1.1 without a clean
 /// session, 5.0 never (the server assigns one).
-fn rejects_empty_client_id(protocol: ProtocolVersion, clean_start: bool) -> bool {
+pub(super) fn rejects_empty_client_id(protocol: ProtocolVersion, clean_start: bool) -> bool {
     match protocol {
         ProtocolVersion::V3_1 => true,
         ProtocolVersion::V3_1_1 => !clean_start,
@@ -145,75 +108,8 @@ fn rejects_empty_client_id(protocol: ProtocolVersion, clean_start: bool) -> bool
     }
 }
 
-fn protocol_name(protocol: ProtocolVersion) -> &'static [u8] {
-    match protocol {
-        ProtocolVersion::V3_1 => b"MQIsdp",
-        ProtocolVersion::V3_1_1 | ProtocolVersion::V5 => b"MQTT",
-    }
-}
-
-/// Decodes a CONNECT body into a box allocated once the fixed part is read, and fills it in
-/// place: the 400-byte packet (and its property sets) are not built apart and then moved.
-pub(crate) fn decode_boxed(mut body: Reader) -> Result<Box<Connect>, DecodeError> {
-    let protocol = read_protocol(&mut body)?;
-    let flags = body.u8("connect flags")?;
-    check_flags(flags, protocol)?;
-    let keep_alive = body.u16("keep alive")?;
-    // Allocated first and written in place (`Box::new` builds the value on the stack and then
-    // copies its 400 bytes into the allocation).
-    let mut connect = Box::write(
-        Box::<Connect>::new_uninit(),
-        Connect {
-            protocol,
-            clean_start: flags & CLEAN_START != 0,
-            keep_alive,
-            client_id: MqttStr::default(),
-            will: None,
-            username: None,
-            password: None,
-            properties: ConnectProperties::default(),
-        },
-    );
-    read_fields(&mut body, flags, &mut connect)?;
-    body.finish(PacketType::Connect)?;
-    Ok(connect)
-}
-
-/// Reads what follows Keep Alive (properties and payload) into `connect`.
-fn read_fields(body: &mut Reader, flags: u8, connect: &mut Connect) -> Result<(), DecodeError> {
-    let protocol = connect.protocol;
-    if protocol.is_v5() {
-        decode_properties_into(body, &mut connect.properties, "CONNECT")?;
-    }
-    connect.client_id = body.string("client identifier")?;
-    let clean_start = connect.clean_start;
-    if connect.client_id.is_empty() && rejects_empty_client_id(protocol, clean_start) {
-        return Err(DecodeError::ClientIdRejected {
-            protocol,
-            clean_start,
-        });
-    }
-    if flags & WILL != 0 {
-        let will = connect.will.insert(Will::from_flags(flags)?);
-        read_will(body, protocol, will)?;
-    }
-    if flags & USERNAME != 0 {
-        connect.username = Some(body.string("user name")?);
-    }
-    if flags & PASSWORD != 0 {
-        connect.password = Some(body.binary("password")?);
-    }
-    Ok(())
-}
-
-/// Lengths of the two property blocks, computed by `measure`.
-pub(crate) struct ConnectPlan {
-    properties: usize,
-    will_properties: usize,
-}
-
 impl Connect {
-    fn connect_flags(&self) -> u8 {
+    pub(super) fn connect_flags(&self) -> u8 {
         let mut flags = 0;
         if self.clean_start {
             flags |= CLEAN_START;
@@ -233,7 +129,10 @@ impl Connect {
         flags
     }
 
-    fn measure_will(will: &Will, protocol: ProtocolVersion) -> Result<(usize, usize), EncodeError> {
+    pub(super) fn measure_will(
+        will: &Will,
+        protocol: ProtocolVersion,
+    ) -> Result<(usize, usize), EncodeError> {
         if will.topic.is_empty() || will.topic.has_wildcard() {
             return Err(EncodeError::InvalidTopicName {
                 field: "will topic",
@@ -242,65 +141,5 @@ impl Connect {
         let len = str_len(&will.topic) + binary_len("will payload", &will.payload)?;
         let (block, props) = measure_if_v5(&will.properties, protocol)?;
         Ok((len + block, props))
-    }
-}
-
-impl Wire for Connect {
-    const TYPE: PacketType = PacketType::Connect;
-    type Plan = ConnectPlan;
-
-    fn decode(_: u8, body: Reader, _: ProtocolVersion) -> Result<Self, DecodeError> {
-        decode_boxed(body).map(|connect| *connect)
-    }
-
-    fn measure(&self, _: ProtocolVersion) -> Result<(usize, ConnectPlan), EncodeError> {
-        let v5 = self.protocol.is_v5();
-        if !v5 && self.password.is_some() && self.username.is_none() {
-            return Err(EncodeError::PasswordWithoutUsername {
-                protocol: self.protocol,
-            });
-        }
-        let name = protocol_name(self.protocol);
-        let (block, properties) = measure_if_v5(&self.properties, self.protocol)?;
-        let mut len = 2 + name.len() + 1 + 1 + 2 + str_len(&self.client_id) + block;
-        let mut plan = ConnectPlan {
-            properties,
-            will_properties: 0,
-        };
-        if let Some(will) = &self.will {
-            let (will_len, will_props) = Self::measure_will(will, self.protocol)?;
-            len += will_len;
-            plan.will_properties = will_props;
-        }
-        len += self.username.as_ref().map_or(0, str_len);
-        if let Some(password) = &self.password {
-            len += binary_len("password", password)?;
-        }
-        Ok((len, plan))
-    }
-
-    fn write(&self, _: ProtocolVersion, plan: &ConnectPlan, buf: &mut BytesMut) {
-        let v5 = self.protocol.is_v5();
-        put_binary(buf, protocol_name(self.protocol));
-        buf.put_u8(self.protocol.level());
-        buf.put_u8(self.connect_flags());
-        buf.put_u16(self.keep_alive);
-        if v5 {
-            write_block(buf, &self.properties, plan.properties);
-        }
-        put_str(buf, &self.client_id);
-        if let Some(will) = &self.will {
-            if v5 {
-                write_block(buf, &will.properties, plan.will_properties);
-            }
-            put_str(buf, &will.topic);
-            put_binary(buf, &will.payload);
-        }
-        if let Some(username) = &self.username {
-            put_str(buf, username);
-        }
-        if let Some(password) = &self.password {
-            write::put_binary(buf, password);
-        }
     }
 }

@@ -4,6 +4,8 @@
 mod ack;
 mod connack;
 pub(crate) mod connect;
+pub(crate) mod connect_frame;
+mod connect_wire;
 mod disconnect;
 mod packet_type;
 pub(crate) mod publish;
@@ -16,6 +18,7 @@ use bytes::BytesMut;
 pub use ack::{PubAck, PubComp, PubRec, PubRel};
 pub use connack::ConnAck;
 pub use connect::{Connect, Will};
+pub use connect_frame::ConnectFrame;
 pub use disconnect::{Auth, Disconnect};
 pub use packet_type::PacketType;
 pub use publish::Publish;
@@ -36,10 +39,12 @@ pub struct PingResp;
 
 /// Any MQTT control packet. MQTT 3.1/3.1.1 and 5.0 share this model; the differences live in
 /// the wire encoding (a 3.1.1 PUBACK decodes with reason Success and no properties).
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub enum Packet {
-    /// CONNECT (boxed: large and once per connection, it would bloat every packet).
+    /// CONNECT to send (boxed: large and once per connection, it would bloat every packet).
     Connect(Box<Connect>),
+    /// CONNECT as received: what decoding gives (boxed, like [`Packet::Connect`]).
+    ConnectFrame(Box<ConnectFrame>),
     /// CONNACK (boxed, like CONNECT).
     ConnAck(Box<ConnAck>),
     /// PUBLISH.
@@ -74,7 +79,7 @@ impl Packet {
     /// The control packet type.
     pub const fn packet_type(&self) -> PacketType {
         match self {
-            Self::Connect(_) => PacketType::Connect,
+            Self::Connect(_) | Self::ConnectFrame(_) => PacketType::Connect,
             Self::ConnAck(_) => PacketType::ConnAck,
             Self::Publish(_) => PacketType::Publish,
             Self::PubAck(_) => PacketType::PubAck,
@@ -92,6 +97,43 @@ impl Packet {
         }
     }
 }
+
+/// Packets are equal when their values are: a CONNECT as received equals the CONNECT built
+/// with the same values.
+impl PartialEq for Packet {
+    fn eq(&self, other: &Self) -> bool {
+        macro_rules! same_variant {
+            ($($variant:ident),*) => {
+                match (self, other) {
+                    (Self::Connect(a), Self::ConnectFrame(b))
+                    | (Self::ConnectFrame(b), Self::Connect(a)) => **a == b.to_connect(),
+                    (Self::ConnectFrame(a), Self::ConnectFrame(b)) => a == b,
+                    $((Self::$variant(a), Self::$variant(b)) => a == b,)*
+                    _ => false,
+                }
+            };
+        }
+        same_variant!(
+            Connect,
+            ConnAck,
+            Publish,
+            PubAck,
+            PubRec,
+            PubRel,
+            PubComp,
+            Subscribe,
+            SubAck,
+            Unsubscribe,
+            UnsubAck,
+            PingReq,
+            PingResp,
+            Disconnect,
+            Auth
+        )
+    }
+}
+
+impl Eq for Packet {}
 
 macro_rules! into_packet {
     ($($variant:ident => |$value:ident| $wrap:expr;)*) => {

@@ -119,6 +119,46 @@ pub struct WillProperties {
     pub user_properties: Vec<UserProperty>,
 }
 
+impl WillProperties {
+    /// A copy whose strings and data are in allocations of their own.
+    pub fn detached(&self) -> Self {
+        Self {
+            content_type: detached_text(&self.content_type),
+            response_topic: detached_text(&self.response_topic),
+            correlation_data: detached_bytes(&self.correlation_data),
+            user_properties: detached_pairs(&self.user_properties),
+            ..*self
+        }
+    }
+}
+
+impl ConnectProperties {
+    /// A copy whose strings and data are in allocations of their own.
+    pub fn detached(&self) -> Self {
+        Self {
+            user_properties: detached_pairs(&self.user_properties),
+            authentication_method: detached_text(&self.authentication_method),
+            authentication_data: detached_bytes(&self.authentication_data),
+            ..*self
+        }
+    }
+}
+
+fn detached_text(text: &Option<MqttStr>) -> Option<MqttStr> {
+    text.as_ref().map(MqttStr::detached)
+}
+
+fn detached_bytes(data: &Option<Bytes>) -> Option<Bytes> {
+    data.as_deref().map(Bytes::copy_from_slice)
+}
+
+fn detached_pairs(pairs: &[UserProperty]) -> Vec<UserProperty> {
+    pairs
+        .iter()
+        .map(|(name, value)| (name.detached(), value.detached()))
+        .collect()
+}
+
 impl PropertySet for WillProperties {
     fn read(&mut self, id: PropertyId, r: &mut Reader) -> Result<bool, DecodeError> {
         match id {

@@ -6,7 +6,8 @@ use std::num::NonZeroU16;
 use bytes::Bytes;
 
 use super::{
-    PayloadFormat, PropertyId, PropertyId as I, PropertySet, PropertySink, UserProperty, value,
+    AppProperties, PayloadFormat, PropertyId, PropertyId as I, PropertySet, PropertySink,
+    UserProperty, is_application, value,
 };
 use crate::read::Reader;
 use crate::string::MqttStr;
@@ -21,16 +22,11 @@ pub struct PublishProperties {
     pub message_expiry_interval: Option<u32>,
     /// Topic Alias.
     pub topic_alias: Option<NonZeroU16>,
-    /// Response Topic (a topic name: no wildcards).
-    pub response_topic: Option<MqttStr>,
-    /// Correlation Data.
-    pub correlation_data: Option<Bytes>,
-    /// User Properties, in order.
-    pub user_properties: Vec<UserProperty>,
     /// Subscription Identifiers (server to client only), in order.
     pub subscription_identifiers: Vec<SubscriptionId>,
-    /// Content Type.
-    pub content_type: Option<MqttStr>,
+    /// Response Topic, Correlation Data, User Properties and Content Type: what subscribers
+    /// get as the publisher sent it.
+    pub application: AppProperties,
 }
 
 impl PublishProperties {
@@ -39,11 +35,8 @@ impl PublishProperties {
         payload_format: None,
         message_expiry_interval: None,
         topic_alias: None,
-        response_topic: None,
-        correlation_data: None,
-        user_properties: Vec::new(),
         subscription_identifiers: Vec::new(),
-        content_type: None,
+        application: AppProperties::EMPTY,
     };
 
     /// Whether no property is set.
@@ -135,18 +128,22 @@ impl PropertySet for PublishProperties {
             I::PayloadFormatIndicator => self.payload_format = Some(value::payload_format(r)?),
             I::MessageExpiryInterval => self.message_expiry_interval = Some(value::four(r)?),
             I::TopicAlias => self.topic_alias = Some(value::topic_alias(r)?),
-            I::ResponseTopic => self.response_topic = Some(value::response_topic(r)?),
-            I::CorrelationData => {
-                self.correlation_data = Some(value::binary(r, "correlation data")?)
-            }
-            I::UserProperty => value::push_user_property(&mut self.user_properties, r)?,
             I::SubscriptionIdentifier => self
                 .subscription_identifiers
                 .push(value::subscription_id(r)?),
-            I::ContentType => self.content_type = Some(value::string(r, "content type")?),
+            _ if is_application(id) => {
+                let len = value::application_in_place(id, r)?;
+                self.application.count_decoded(1 + len);
+            }
             _ => return Ok(false),
         }
         Ok(true)
+    }
+
+    fn keep_block(&mut self, block: impl FnOnce() -> Option<Bytes>) {
+        if !self.application.is_empty() {
+            self.application.set_decoded_block(block());
+        }
     }
 
     fn write_to<S: PropertySink>(&self, s: &mut S) {
@@ -162,11 +159,7 @@ impl PublishProperties {
             I::PayloadFormatIndicator,
             self.payload_format.map(|f| f as u8),
         );
-        s.opt_string(I::ResponseTopic, self.response_topic.as_ref());
-        let data = self.correlation_data.as_ref();
-        s.opt_binary(I::CorrelationData, "correlation data", data);
-        s.user_properties(&self.user_properties);
-        s.opt_string(I::ContentType, self.content_type.as_ref());
+        s.application(&self.application);
     }
 
     /// The properties a broker sets per subscriber: expiry, alias, subscription identifiers.

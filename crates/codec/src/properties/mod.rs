@@ -2,6 +2,7 @@
 //! wire, the generic decode loop (duplicates and not-allowed properties), and the length/write
 //! sinks every per-packet property struct encodes through.
 
+mod app;
 mod connection;
 pub(crate) mod message;
 mod property_id;
@@ -9,6 +10,8 @@ mod wire;
 
 use bytes::{BufMut, Bytes, BytesMut};
 
+pub(crate) use app::is_application;
+pub use app::{AppProperties, AppPropertiesBuilder};
 pub use connection::{
     AuthProperties, ConnAckProperties, ConnectProperties, DisconnectProperties, WillProperties,
 };
@@ -52,6 +55,10 @@ pub(crate) trait PropertySet: Default {
 
     fn write_to<S: PropertySink>(&self, sink: &mut S);
 
+    /// Called once the whole block was read, with a way to get a handle on it (for a set that
+    /// keeps part of it as it is: PUBLISH's application properties).
+    fn keep_block(&mut self, _block: impl FnOnce() -> Option<Bytes>) {}
+
     /// Checks across properties after the whole block was read.
     fn check(&self, _context: &'static str) -> Result<(), crate::DecodeError> {
         Ok(())
@@ -77,6 +84,9 @@ pub(crate) trait PropertySink {
 
     /// The second string of a pair (no identifier before it).
     fn string_continued(&mut self, value: &MqttStr);
+
+    /// A PUBLISH's application properties, as they are on the wire.
+    fn application(&mut self, set: &AppProperties);
 
     fn opt_byte(&mut self, id: PropertyId, value: Option<u8>) {
         if let Some(v) = value {
@@ -146,6 +156,9 @@ impl PropertySink for LenSink {
     fn string_continued(&mut self, value: &MqttStr) {
         self.len += write::str_len(value);
     }
+    fn application(&mut self, set: &AppProperties) {
+        self.len += set.encoded_len();
+    }
     fn binary(&mut self, _: PropertyId, field: &'static str, value: &Bytes) {
         match write::binary_len(field, value) {
             Ok(len) => self.len += 1 + len,
@@ -182,6 +195,9 @@ impl PropertySink for BufSink<'_> {
     }
     fn string_continued(&mut self, value: &MqttStr) {
         write::put_str(self.0, value);
+    }
+    fn application(&mut self, set: &AppProperties) {
+        set.put(self.0);
     }
     fn binary(&mut self, id: PropertyId, _: &'static str, value: &Bytes) {
         self.0.put_u8(id as u8);

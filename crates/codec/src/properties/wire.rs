@@ -18,7 +18,7 @@ pub(crate) fn decode_properties<T: PropertySet>(
     let mut set = T::default();
     let len = reader.varint("property length")? as usize;
     if len > 0 {
-        reader.limited(len, FIELD, |block| read_block(block, &mut set, context))?;
+        read_set(reader, len, &mut set, context)?;
     }
     Ok(set)
 }
@@ -32,7 +32,7 @@ pub(crate) fn decode_properties_into<T: PropertySet>(
 ) -> Result<(), DecodeError> {
     let len = reader.varint("property length")? as usize;
     if len > 0 {
-        reader.limited(len, FIELD, |block| read_block(block, set, context))?;
+        read_set(reader, len, set, context)?;
     }
     Ok(())
 }
@@ -48,8 +48,21 @@ pub(crate) fn decode_boxed_properties<T: PropertySet>(
         return Ok(None);
     }
     let mut set = Box::<T>::default();
-    reader.limited(len, FIELD, |block| read_block(block, &mut *set, context))?;
+    read_set(reader, len, &mut *set, context)?;
     Ok(Some(set))
+}
+
+/// Reads the `len`-byte block at the reader into `set`, then lets `set` keep the block.
+fn read_set<T: PropertySet>(
+    reader: &mut Reader,
+    len: usize,
+    set: &mut T,
+    context: &'static str,
+) -> Result<(), DecodeError> {
+    let start = reader.position();
+    reader.limited(len, FIELD, |block| read_block(block, set, context))?;
+    set.keep_block(|| reader.handle_of(start..start + len));
+    Ok(())
 }
 
 fn read_block<T: PropertySet>(
@@ -216,6 +229,32 @@ pub(crate) mod value {
     pub(crate) fn user_property(reader: &mut Reader) -> Result<UserProperty, DecodeError> {
         let name = reader.string("user property name")?;
         Ok((name, reader.string("user property value")?))
+    }
+
+    /// Validates an application property of a PUBLISH where it lies ([`super::super::app`]);
+    /// returns the size of its value.
+    pub(crate) fn application_in_place(
+        id: PropertyId,
+        reader: &mut Reader,
+    ) -> Result<usize, DecodeError> {
+        match id {
+            PropertyId::ResponseTopic => {
+                let field = "response topic";
+                let len = usize::from(reader.topic_name_in_place(field)?);
+                if len == 0 {
+                    return Err(DecodeError::EmptyTopicName { field });
+                }
+                Ok(2 + len)
+            }
+            PropertyId::CorrelationData => {
+                Ok(2 + reader.binary_in_place("correlation data")?.len())
+            }
+            PropertyId::ContentType => reader.string_in_place("content type"),
+            _ => {
+                let name = reader.string_in_place("user property name")?;
+                Ok(name + reader.string_in_place("user property value")?)
+            }
+        }
     }
 
     /// Reads a User Property onto `list`. The first one allocates room for a few directly:

@@ -3,9 +3,9 @@
 use std::num::NonZeroU32;
 
 use codec::{
-    AckProperties, AuthProperties, ConnAckProperties, ConnectProperties, DisconnectProperties,
-    PayloadFormat, PublishProperties, QoS, SubscribeProperties, SubscriptionId,
-    UnsubscribeProperties, UserProperty, WillProperties,
+    AckProperties, AppProperties, AuthProperties, ConnAckProperties, ConnectProperties,
+    DisconnectProperties, PayloadFormat, PublishProperties, QoS, SubscribeProperties,
+    SubscriptionId, UnsubscribeProperties, UserProperty, WillProperties,
 };
 use proptest::collection::vec;
 use proptest::option::of;
@@ -124,11 +124,14 @@ pub fn publish_properties() -> impl Strategy<Value = PublishProperties> {
         payload_format: content.0,
         message_expiry_interval: routing.0,
         topic_alias: routing.1,
-        response_topic: content.1,
-        correlation_data: content.2,
-        user_properties,
         subscription_identifiers: routing.2,
-        content_type: content.3,
+        application: AppProperties::builder()
+            .response_topic(content.1)
+            .correlation_data(content.2)
+            .user_properties(user_properties)
+            .content_type(content.3)
+            .build()
+            .expect("binary() fits its length prefix"),
     })
 }
 
