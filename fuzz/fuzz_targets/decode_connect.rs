@@ -1,5 +1,6 @@
 //! CONNECT of any protocol version: the input is a CONNECT body, framed here, so every
-//! execution reaches the CONNECT parser. A decoded CONNECT must re-encode to an equal packet.
+//! execution reaches the CONNECT parser. A decoded CONNECT must read back the same whether its
+//! values are shared or copied, and re-encode from them to an equal packet.
 #![no_main]
 
 use bytes::BytesMut;
@@ -25,12 +26,16 @@ fuzz_target!(|body: &[u8]| {
     let Ok(Some(packet)) = decode(&mut frame, &limits) else {
         return;
     };
-    let Packet::Connect(connect) = &packet else {
+    let Packet::ConnectFrame(frame) = &packet else {
         panic!("a type-1 frame decoded to {packet:?}");
     };
+    // The values read back, shared or copied, make the same CONNECT, and it encodes from them.
+    let connect = frame.to_connect();
+    assert_eq!(frame.to_detached(), connect);
+    let built = Packet::from(connect.clone());
     let mut wire = BytesMut::new();
-    encode(&packet, connect.protocol, &mut wire).expect("a decoded CONNECT is encodable");
+    encode(&built, connect.protocol, &mut wire).expect("a decoded CONNECT is encodable");
     let again = decode(&mut wire, &limits).expect("re-encoded CONNECT decodes");
-    assert_eq!(again.as_ref(), Some(&packet));
+    assert_eq!(again.as_ref(), Some(&built));
     assert!(wire.is_empty());
 });

@@ -164,6 +164,7 @@ impl Client {
             ),
             Packet::PubAck(_) | Packet::PubRec(_) | Packet::PubComp(_) | Packet::PingResp(_) => {}
             Packet::Connect(_)
+            | Packet::ConnectFrame(_)
             | Packet::Subscribe(_)
             | Packet::Unsubscribe(_)
             | Packet::PingReq(_) => panic!("client {index}: a client-only packet: {packet:?}"),
