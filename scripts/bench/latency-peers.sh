@@ -9,6 +9,7 @@
 #             QoS 0, LAT_BG_RATE msg/s in total (ringmq-bench p2p, spread phase), as latency.sh
 #   LAT_IDLE=10000  LAT_IDLE_BINDS="127.0.2.1 127.0.2.2"  LAT_PAIRS=100  LAT_BG_RATE=1000
 #   LAT_SAMPLES=2000  LAT_INTERVAL_MS=10  LAT_LOADS="unloaded loaded"
+#   LAT_PROBE_ARGS: more arguments for the probe (latency-sched.sh passes --slow-log)
 # Bounded: the probe runs at most LAT_SAMPLES x LAT_INTERVAL_MS + 30 s, the background load
 # 15 s longer, the idle clients 300 s.
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
@@ -28,9 +29,10 @@ probe() {
   out=$(mktemp "$RUN_DIR/paho.XXXXXX")
   sampler_start
   cpu0=$(cpu_s "$BROKER_PID")
+  # shellcheck disable=SC2086 # LAT_PROBE_ARGS is a list of arguments
   "${LOADGEN_TASKSET[@]}" timeout "$bound" python3 "$BENCH_DIR/paho_probe.py" --port "$BROKER_PORT" \
     --samples "$LAT_SAMPLES" --interval-ms "$LAT_INTERVAL_MS" --client-id "paho-$load-$REP" \
-    >"$out" 2>>"$RUN_DIR/bench.log" || true
+    ${LAT_PROBE_ARGS:-} >"$out" 2>>"$RUN_DIR/bench.log" || true
   cpu1=$cpu0
   if broker_alive; then cpu1=$(cpu_s "$BROKER_PID"); fi
   sampled=$(sampler_stop)

@@ -11,7 +11,11 @@ SAMPLES x INTERVAL_MS + TIMEOUT_S + 10 s.
 
 usage: paho_probe.py [--host 127.0.0.1] --port PORT [--samples 2000] [--interval-ms 10]
                      [--size 16] [--client-id paho-probe] [--timeout-s 5]
+                     [--slow-log FILE --slow-us 1000]
 prints one JSON line: samples, received, lost, min/p50/p90/p99/p99.9/max/mean in microseconds.
+--slow-log writes one line per sample slower than --slow-us: the CLOCK_MONOTONIC nanosecond it
+was sent at and its latency in microseconds, to line samples up with a scheduler trace taken
+with `perf record -k CLOCK_MONOTONIC` (scripts/bench/latency-sched.sh).
 Needs paho-mqtt >= 2 (`pip install --break-system-packages paho-mqtt`).
 """
 import argparse
@@ -41,11 +45,14 @@ def main():
     ap.add_argument("--size", type=int, default=16, help="payload bytes (at least 12)")
     ap.add_argument("--client-id", default="paho-probe")
     ap.add_argument("--timeout-s", type=float, default=5.0)
+    ap.add_argument("--slow-log", help="file for the samples slower than --slow-us")
+    ap.add_argument("--slow-us", type=float, default=1000.0)
     args = ap.parse_args()
 
     topic = f"probe/{args.client_id}"
     sent_at = {}
     latencies_ns = []
+    slow = []  # (sent at, CLOCK_MONOTONIC ns; latency, ns)
     state = {"subscribed": False, "connected": False}
 
     def on_connect(client, _userdata, _flags, reason_code, _properties):
@@ -63,6 +70,8 @@ def main():
         start = sent_at.pop(seq, None)
         if start is not None:
             latencies_ns.append(now - start)
+            if now - start > args.slow_us * 1000:
+                slow.append((start, now - start))
 
     client = mqtt.Client(mqtt.CallbackAPIVersion.VERSION2, client_id=args.client_id,
                          protocol=mqtt.MQTTv311, clean_session=True)
@@ -92,6 +101,11 @@ def main():
     while sent_at and time.monotonic() < deadline:
         client.loop(timeout=0.05)
     client.disconnect()
+
+    if args.slow_log:
+        with open(args.slow_log, "w") as out:
+            for start, latency in slow:
+                out.write(f"{start} {latency / 1000:.1f}\n")
 
     lat = sorted(v / 1000 for v in latencies_ns)
     print(json.dumps({
