@@ -5,10 +5,9 @@
 # each slow sample, how long the broker's threads and the probe waited for a CPU, the broker's
 # longest uninterrupted run, and who held the CPUs. Needs perf and root.
 #   BROKERS=ringmq LAT_LOADS=loaded scripts/bench/latency-sched.sh
-#   BROKERS=mosquitto BROKER_COMM=mosquitto LAT_LOADS=unloaded scripts/bench/latency-sched.sh
-# BROKER_COMM: the broker's thread-name prefix (ringmq-shard; mosquitto; flashmq: FlashMQ's
-# threads). SLOW_US (1000). Other latency-peers.sh variables pass through. Bounded: perf stops
-# with the probe (LAT_SAMPLES x LAT_INTERVAL_MS + 30 s at most).
+#   BROKERS=mosquitto LAT_LOADS=unloaded scripts/bench/latency-sched.sh
+# SLOW_US (1000). Other latency-peers.sh variables pass through. Bounded: perf stops with the
+# probe (LAT_SAMPLES x LAT_INTERVAL_MS + 30 s at most).
 set -euo pipefail
 here=$(dirname "${BASH_SOURCE[0]}")
 export RUN_ID=${RUN_ID:-sched-$(date +%Y%m%d-%H%M%S)}
@@ -36,9 +35,15 @@ for _ in $(seq 1 3000); do # bounded: the idle clients connect first (< 10 min)
   sleep 0.2
 done
 [[ -n $probe_pid ]] || { echo "latency-sched.sh: the probe never started" >&2; wait "$runner"; exit 1; }
+# The broker: the process started with its configuration from this run's directory (lib.sh).
+broker_pid=$(pgrep -f "$dir/[a-z-]*\.(conf|toml)" | head -1 || true)
+[[ -n $broker_pid ]] || { echo "latency-sched.sh: no broker process found" >&2; exit 1; }
+broker_tids=$(ls "/proc/$broker_pid/task" | tr '\n' ' ')
 perf record -q -e sched:sched_switch -e sched:sched_wakeup -a -k CLOCK_MONOTONIC \
   -o "$dir/sched.data" -- timeout "$bound" tail --pid="$probe_pid" -f /dev/null 2>/dev/null || true
 wait "$runner"
-perf script -i "$dir/sched.data" -F comm,tid,cpu,time,event,trace 2>/dev/null >"$dir/sched.txt"
+perf script -i "$dir/sched.data" -F comm,pid,tid,cpu,time,event,trace 2>/dev/null >"$dir/sched.txt"
+# shellcheck disable=SC2086 # one thread id per word
 python3 "$here/latency_sched.py" --slow-log "$slow_log" --probe-pid "$probe_pid" \
-  --broker-comm "${BROKER_COMM:-ringmq-shard}" --trace "$dir/sched.txt" | tee "$dir/sched-report.txt"
+  --broker-pid "$broker_pid" --broker-tids $broker_tids --trace "$dir/sched.txt" |
+  tee "$dir/sched-report.txt"

@@ -5,7 +5,7 @@ Reads a scheduler trace (`perf script` text of `perf record -e sched:sched_switc
 sched:sched_wakeup -a -k CLOCK_MONOTONIC`, on stdin or --trace) and the probe's slow-sample log
 (paho_probe.py --slow-log: "sent_at_ns latency_us" per line, the same clock), and for each slow
 sample reports:
-  - how long the broker's threads (--broker-comm prefix) and the probe (--probe-pid) were
+  - how long the broker's threads (those of --broker-pid) and the probe (--probe-pid) were
     runnable but not running (woken, waiting for a CPU) inside the sample's window,
   - the broker's longest uninterrupted run inside it (a long turn of its own),
   - the threads that held the CPUs longest meanwhile.
@@ -13,8 +13,9 @@ Then a summary: how many slow samples had a broker or probe thread waiting for a
 than --wait-us (contention for the CPUs) and how many had a broker run longer than --run-us (its
 own long turn). Prints text; reads nothing else.
 
-usage: latency_sched.py --slow-log FILE --probe-pid PID [--broker-comm ringmq-shard]
-                        [--trace perf.txt] [--wait-us 500] [--run-us 500] [--show 15]
+usage: latency_sched.py --slow-log FILE --probe-pid PID --broker-pid PID [--trace perf.txt]
+                        [--wait-us 500] [--run-us 500] [--show 15]
+The trace is `perf script -F comm,pid,tid,cpu,time,event,trace`.
 """
 import argparse
 import collections
@@ -25,17 +26,20 @@ SWITCH = re.compile(
     r"prev_comm=(?P<prev_comm>.+?) prev_pid=(?P<prev_pid>\d+) .*?prev_state=(?P<state>\S+) "
     r"==> next_comm=(?P<next_comm>.+?) next_pid=(?P<next_pid>\d+)")
 WAKEUP = re.compile(r"comm=(?P<comm>.+?) pid=(?P<pid>\d+) ")
-LINE = re.compile(r"^\s*(?P<comm>.+?)\s+(?P<tid>\d+)\s+\[(?P<cpu>\d+)\]\s+(?P<time>\d+\.\d+):\s+"
+LINE = re.compile(r"^\s*(?P<comm>.+?)\s+(?P<pid>\d+)/(?P<tid>\d+)\s+\[(?P<cpu>\d+)\]\s+"
+                  r"(?P<time>\d+\.\d+):\s+"
                   r"(?P<event>sched:sched_\w+):\s+(?P<rest>.*)$")
 
 
-def parse(lines):
-    """Events in time order: (ns, kind, cpu, fields)."""
+def parse(lines, pids):
+    """Events in time order: (ns, kind, cpu, fields); `pids` gathers each thread's process from
+    the events it ran in."""
     events = []
     for line in lines:
         m = LINE.match(line)
         if not m:
             continue
+        pids[int(m["tid"])] = int(m["pid"])
         ns = int(round(float(m["time"]) * 1e9))
         cpu = int(m["cpu"])
         if m["event"] == "sched:sched_switch":
@@ -82,15 +86,20 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--slow-log", required=True)
     ap.add_argument("--probe-pid", type=int, required=True)
-    ap.add_argument("--broker-comm", default="ringmq-shard")
+    ap.add_argument("--broker-pid", type=int, required=True)
+    ap.add_argument("--broker-tids", type=int, nargs="*", help="the broker's thread ids")
     ap.add_argument("--trace")
     ap.add_argument("--wait-us", type=float, default=500)
     ap.add_argument("--run-us", type=float, default=500)
     ap.add_argument("--show", type=int, default=15)
     args = ap.parse_args()
     lines = open(args.trace) if args.trace else sys.stdin
-    running, waits, names = intervals(parse(lines))
-    broker = {t for t, n in names.items() if n.startswith(args.broker_comm)}
+    pids = {}
+    running, waits, names = intervals(parse(lines, pids))
+    broker = {t for t, p in pids.items() if p == args.broker_pid}
+    # A thread first seen switched in or woken has no event of its own yet: its process is
+    # the broker's if its id is one of the broker's threads' (listed by the caller).
+    broker |= set(args.broker_tids or [])
     samples = []
     for line in open(args.slow_log):
         sent, latency_us = line.split()

@@ -25,6 +25,7 @@ pub(crate) fn runtime_config(config: &Config) -> RuntimeConfig {
         },
         sched_slice: config.runtime.sched_slice,
         pin_threads: config.runtime.pin_threads,
+        unpin_when_shared: config.runtime.unpin_when_shared,
         listen_backlog: config
             .runtime
             .listen_backlog

@@ -88,6 +88,10 @@ pub struct RuntimeConfig {
     pub shards: Option<usize>,
     /// Pin shard `i` to core `i % cores`. Default `true`.
     pub pin_threads: bool,
+    /// A pinned shard that waits for its core longer than 2 ms within a second (another
+    /// thread holds it) lets itself run on every core the process may use, for good
+    /// (`shard/pin_watch.rs`). Default `true`.
+    pub unpin_when_shared: bool,
     /// The scheduler slice each shard thread asks for (Linux 6.12+, `sched_setattr`): a shard
     /// woken by a packet while another thread runs on its core then preempts it instead of
     /// waiting out that thread's slice. `None` keeps the kernel's default. The kernel clamps
@@ -230,6 +234,7 @@ impl Default for RuntimeConfig {
         Self {
             shards: None,
             pin_threads: true,
+            unpin_when_shared: true,
             sched_slice: None,
             listen: Vec::new(),
             listen_backlog: 1024,

@@ -154,6 +154,11 @@ impl Runtime {
                 shard,
                 shards,
                 core: (config.pin_threads && !cores.is_empty()).then(|| cores[index % cores.len()]),
+                unpin_to: if config.pin_threads && config.unpin_when_shared && cores.len() > 1 {
+                    cores.clone()
+                } else {
+                    Vec::new()
+                },
                 config: config.clone(),
                 listeners,
                 udp: udp_sockets.next().unwrap_or_default(),
@@ -192,6 +197,9 @@ struct ShardStart<M> {
     shard: ShardId,
     shards: usize,
     core: Option<usize>,
+    /// Every core the process may use, for a pinned shard that unpins itself
+    /// (`RuntimeConfig::unpin_when_shared`); empty: it never does.
+    unpin_to: Vec<usize>,
     config: RuntimeConfig,
     listeners: Vec<std::net::TcpListener>,
     /// One socket per datagram endpoint.
@@ -241,10 +249,12 @@ impl<M: Send + 'static> ShardStart<M> {
         B: Backend,
         F: Fn(ShardId) -> H,
     {
-        if let Some(core) = self.core {
-            // Pinning is best effort: a restricted cpuset must not stop the broker.
-            let _ = thread::pin_current_thread(core);
-        }
+        // Pinning is best effort: a restricted cpuset must not stop the broker.
+        let pinned = self
+            .core
+            .is_some_and(|core| thread::pin_current_thread(core).is_ok());
+        let unpinning = (pinned && !self.unpin_to.is_empty())
+            .then(|| crate::shard::pin_watch::Unpinning::new(self.unpin_to.clone()));
         if let Some(slice) = self.config.sched_slice {
             report_slice(self.shard, slice, sched::request_slice(slice));
         }
@@ -278,7 +288,9 @@ impl<M: Send + 'static> ShardStart<M> {
         }
         let handler = factory(self.shard);
         let _ = self.ready.send(Ok(()));
-        Shard::new(handler, ctx, backend, self.shared, &self.config, endpoints).run()
+        Shard::new(handler, ctx, backend, self.shared, &self.config, endpoints)
+            .unpin_when_shared(unpinning)
+            .run()
     }
 
     /// This shard's datagram endpoints (the listening ones, then the clients), each with its

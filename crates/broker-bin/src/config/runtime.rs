@@ -20,6 +20,7 @@ raw_section!(
         write_pacing: String,
         sched_slice_us: u64,
         pin_threads: bool,
+        unpin_when_shared: bool,
         coalesce_below: u64,
         spare_send_queues: u64,
         listen_backlog: u64,
@@ -119,6 +120,7 @@ impl RawRuntime {
             write_pacing,
             sched_slice: sched_slice(&self.sched_slice_us)?,
             pin_threads: need("runtime.pin_threads", &self.pin_threads)?,
+            unpin_when_shared: need("runtime.unpin_when_shared", &self.unpin_when_shared)?,
             coalesce_below: narrow("runtime.coalesce_below", &self.coalesce_below, 0, 64 * 1024)?,
             spare_send_queues: narrow(
                 "runtime.spare_send_queues",

@@ -53,6 +53,7 @@ pub(crate) const RESTART: &[KeyCheck] = &[
     same!("runtime.write_pacing", runtime.write_pacing),
     same!("runtime.sched_slice_us", runtime.sched_slice),
     same!("runtime.pin_threads", runtime.pin_threads),
+    same!("runtime.unpin_when_shared", runtime.unpin_when_shared),
     same!("runtime.coalesce_below", runtime.coalesce_below),
     same!("runtime.spare_send_queues", runtime.spare_send_queues),
     same!("runtime.listen_backlog", runtime.listen_backlog),

@@ -43,6 +43,8 @@ pub struct RuntimeSettings {
     pub sched_slice: Option<Duration>,
     /// Whether each shard thread is pinned to one core.
     pub pin_threads: bool,
+    /// Whether a pinned shard that keeps waiting for its core unpins itself.
+    pub unpin_when_shared: bool,
     /// Frames shorter than this are copied into one send buffer per connection.
     pub coalesce_below: usize,
     /// Emptied send queues each shard keeps for reuse.

@@ -11,6 +11,7 @@ mod layered;
 mod load;
 mod pacing;
 mod paused;
+pub(crate) mod pin_watch;
 mod spare;
 
 use std::io;
@@ -54,6 +55,8 @@ pub(crate) struct Shard<H: Handler, B: Backend> {
     quiet_since: Option<Instant>,
     /// Datagram endpoints and what their drivers asked for.
     datagrams: datagram_state::Datagrams,
+    /// A pinned shard's watch over its waits for its core (`pin_watch.rs`).
+    unpinning: Option<pin_watch::Unpinning>,
 }
 
 /// One turn's buffers: the backend's events, the timers that fired, the connections to look at
@@ -106,7 +109,14 @@ impl<H: Handler, B: Backend> Shard<H, B> {
             wait_began: None,
             quiet_since: None,
             datagrams,
+            unpinning: None,
         }
+    }
+
+    /// Watches this (pinned) shard's waits for its core and unpins it past the limit.
+    pub(crate) fn unpin_when_shared(mut self, unpinning: Option<pin_watch::Unpinning>) -> Self {
+        self.unpinning = unpinning;
+        self
     }
 
     /// Runs turns until shutdown has closed every connection, then quiesces the backend.
@@ -118,6 +128,7 @@ impl<H: Handler, B: Backend> Shard<H, B> {
             let now = self.ctx.clock.now();
             self.count_turn(now);
             self.ctx.now = now;
+            self.watch_pin(now);
             self.pacing.adapt(now, self.ctx.stats.busy_ns);
             self.pacing.release_due(&mut self.ctx.conns, self.ctx.now);
             self.pass_fences(drain);
@@ -176,6 +187,13 @@ impl<H: Handler, B: Backend> Shard<H, B> {
     fn publish_drain(&self, drain: Option<u64>) {
         if let (Some(board), Some(drain)) = (&self.shared.fences, drain) {
             board.handled(self.ctx.shard.index(), drain);
+        }
+    }
+
+    fn watch_pin(&mut self, now: Instant) {
+        let shard = self.ctx.shard.index();
+        if self.unpinning.as_mut().is_some_and(|u| u.look(now, shard)) {
+            self.unpinning = None;
         }
     }
 

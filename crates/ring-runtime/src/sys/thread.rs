@@ -6,7 +6,12 @@ use super::cvt;
 
 /// Pins the calling thread to `core` (`sched_setaffinity`).
 pub(crate) fn pin_current_thread(core: usize) -> io::Result<()> {
-    if core >= libc::CPU_SETSIZE as usize {
+    set_current_affinity(&[core])
+}
+
+/// Lets the calling thread run on any of `cores` (`sched_setaffinity`).
+pub(crate) fn set_current_affinity(cores: &[usize]) -> io::Result<()> {
+    if cores.iter().any(|&core| core >= libc::CPU_SETSIZE as usize) {
         return Err(io::Error::new(
             io::ErrorKind::InvalidInput,
             "core index too large",
@@ -14,11 +19,22 @@ pub(crate) fn pin_current_thread(core: usize) -> io::Result<()> {
     }
     // SAFETY: cpu_set_t is a plain bitmask; all-zero is a valid (empty) set.
     let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
-    // SAFETY: `core` < CPU_SETSIZE was checked above, so CPU_SET stays inside `set`.
-    unsafe { libc::CPU_SET(core, &mut set) };
+    for &core in cores {
+        // SAFETY: every `core` < CPU_SETSIZE was checked above, so CPU_SET stays inside `set`.
+        unsafe { libc::CPU_SET(core, &mut set) };
+    }
     // SAFETY: `set` is a valid cpu_set_t of the size passed; pid 0 is the calling thread.
     cvt(unsafe { libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) })?;
     Ok(())
+}
+
+/// How long the calling thread has waited, runnable, for a CPU since it started: the second
+/// field of `/proc/thread-self/schedstat`, in nanoseconds. `None` where the kernel does not
+/// keep it (no schedstats) or the file cannot be read (qemu-user, a hardened /proc).
+pub(crate) fn run_delay() -> Option<std::time::Duration> {
+    let text = std::fs::read_to_string("/proc/thread-self/schedstat").ok()?;
+    let nanos = text.split_whitespace().nth(1)?.parse().ok()?;
+    Some(std::time::Duration::from_nanos(nanos))
 }
 
 /// Cores in the calling thread's affinity mask, in ascending order.

@@ -28,3 +28,4 @@ mod shutdown;
 mod timers;
 mod toy_datagram;
 mod toy_datagram_client;
+mod unpin;
