@@ -94,7 +94,7 @@ impl Unpinning {
                 match crate::sys::thread::set_current_affinity(&self.cores) {
                     Ok(()) => tracing::info!(
                         shard,
-                        waited_ms = waited.as_secs_f64() * 1e3,
+                        ?waited,
                         "shard unpinned: it waited for its core while another thread held it \
                          (runtime.unpin_when_shared); the scheduler places it from now on"
                     ),
