@@ -18,6 +18,8 @@ seconds); every process is stopped at the end.
 
     SKIP_BUILD=1 RUN_ID=c16 scripts/bench/cluster.py
     NODES=3 PAIRS=200 RATE=50 QOS="0 1" SUBS=300 PUBS=10 FAN_RATE=20 DURATION=10 REPS=2
+    PERSISTENT=1 (p2p clients with persistent sessions: mirrored, their QoS 2 journaled)
+    FANOUT=0 (p2p only)
 """
 
 import json
@@ -43,6 +45,8 @@ PUBS = int(os.environ.get("PUBS", 10))
 FAN_RATE = float(os.environ.get("FAN_RATE", 20))
 DURATION = int(os.environ.get("DURATION", 10))
 REPS = int(os.environ.get("REPS", 1))
+PERSISTENT = os.environ.get("PERSISTENT", "0") == "1"
+FANOUT = os.environ.get("FANOUT", "1") == "1"
 RUN_ID = os.environ.get("RUN_ID", time.strftime("%Y%m%d-%H%M%S"))
 NATS = shutil.which("nats-server") or "/usr/sbin/nats-server"
 TICKS = os.sysconf("SC_CLK_TCK")
@@ -142,11 +146,14 @@ def scenarios(hosts):
     for qos in QOS:
         # p2p adds each pair's subscriber, then its publisher: with two hosts, subscribers on
         # the second and publishers on the first.
+        persistent = ["--persistent"] if PERSISTENT else []
         runs.append((f"p2p-q{qos}", ["p2p", "-H", sub_host, "-H", pub_host, "--pairs", str(PAIRS),
-                                     "-s", str(SIZE), "-q", qos, "-r", str(RATE), "--threads", "1"]))
+                                     "-s", str(SIZE), "-q", qos, "-r", str(RATE), "--threads", "1"]
+                     + persistent))
     spread = sum((["-H", h] for h in hosts), [])
-    runs.append(("fanout", ["fanout"] + spread + ["--pubs", str(PUBS), "--subs", str(SUBS),
-                                                  "-s", "16", "-r", str(FAN_RATE), "--threads", "1"]))
+    if FANOUT:
+        runs.append(("fanout", ["fanout"] + spread + ["--pubs", str(PUBS), "--subs", str(SUBS),
+                                                      "-s", "16", "-r", str(FAN_RATE), "--threads", "1"]))
     return runs
 
 

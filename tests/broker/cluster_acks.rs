@@ -84,7 +84,8 @@ pub(crate) fn until_kept(publisher: &mut RawClient, node: &TestBroker) -> Cluste
     })
 }
 
-/// Reads what the publisher has received until `until`: each PUBACK's reason by packet id.
+/// Reads what the publisher has received until `until`: each PUBACK's (or PUBREC's) reason by
+/// packet id; an accepted QoS 2 message's PUBREC is answered with its PUBREL.
 pub(crate) fn read_acks(
     publisher: &mut RawClient,
     acks: &mut BTreeMap<u16, ReasonCode>,
@@ -93,11 +94,18 @@ pub(crate) fn read_acks(
     loop {
         let left = until.saturating_duration_since(Instant::now());
         match publisher.next_event(left) {
-            Event::Packet(packet) => {
-                if let Packet::PubAck(ack) = *packet {
+            Event::Packet(packet) => match *packet {
+                Packet::PubAck(ack) => {
                     acks.insert(ack.packet_id.get(), ack.reason_code);
                 }
-            }
+                Packet::PubRec(rec) => {
+                    if !rec.reason_code.is_error() {
+                        publisher.send(&Packet::PubRel(codec::PubRel::new(rec.packet_id)));
+                    }
+                    acks.insert(rec.packet_id.get(), rec.reason_code);
+                }
+                _ => {}
+            },
             Event::Closed => panic!("the 5.0 publisher was disconnected"),
             Event::Timeout => return,
         }

@@ -24,7 +24,7 @@ use crate::cluster_acks::{
 use crate::cluster_sessions::{
     cluster_process, connect_persistent_to, reconnect_once_released_with, wait_for_metric,
 };
-use crate::harness::wait_until_within;
+use crate::harness::{TestBroker, wait_until_within};
 use crate::nats_cluster::NatsCluster;
 
 /// QoS 1 messages published, one every [`PACE`] (200 a second, 8 s in all).
@@ -46,16 +46,7 @@ const TOPIC: &str = "recover/t";
 fn every_acknowledged_message_reaches_a_subscriber_whose_node_died() {
     let nats = NatsCluster::start();
     let work = tempfile::tempdir().unwrap();
-    let (doomed, metrics_port) = cluster_process(&nats, work.path());
-    let publishing = start_node_with(&nats, 1, "node_timeout_ms = 2000");
-    // Room in the recovered queues for the gap (about 5 s at 200 a second) and the duplicates
-    // before it, beside what comes live meanwhile: beyond `queues.max_queued_messages` the
-    // oldest copies are dropped, as in any queue.
-    let survivor = start_node_with(
-        &nats,
-        2,
-        "node_timeout_ms = 2000\n[queues]\nmax_queued_messages = 5000",
-    );
+    let (doomed, metrics_port, publishing, survivor) = three_nodes(&nats, work.path());
     let ids = [(V5, "recover-5"), (V311, "recover-3")];
     let mut subscribers: Vec<RawClient> = ids
         .iter()
@@ -100,6 +91,25 @@ fn every_acknowledged_message_reaches_a_subscriber_whose_node_died() {
     assert_eq!(figures.sessions_replay_failures, 0);
 }
 
+/// Node 0 as a real process (to be killed; its operations port), node 1 (the publishers') and
+/// node 2 (where the subscribers resume), `node_timeout_ms = 2000` each.
+pub(crate) fn three_nodes(
+    nats: &NatsCluster,
+    dir: &std::path::Path,
+) -> (crate::process::BrokerProcess, u16, TestBroker, TestBroker) {
+    let (doomed, metrics_port) = cluster_process(nats, dir);
+    let publishing = start_node_with(nats, 1, "node_timeout_ms = 2000");
+    // Room in the recovered queues for the gap (about 5 s at 200 a second) and the duplicates
+    // before it, beside what comes live meanwhile: beyond `queues.max_queued_messages` the
+    // oldest copies are dropped, as in any queue.
+    let survivor = start_node_with(
+        nats,
+        2,
+        "node_timeout_ms = 2000\n[queues]\nmax_queued_messages = 5000",
+    );
+    (doomed, metrics_port, publishing, survivor)
+}
+
 /// The messages whose PUBACK was Success (more than nine in ten of [`COUNT`]).
 pub(crate) fn acknowledged(acks: &BTreeMap<u16, ReasonCode>) -> BTreeSet<u16> {
     let success: BTreeSet<u16> = acks
@@ -137,13 +147,18 @@ pub(crate) fn assert_none_lost(
 /// Sends [`COUNT`] QoS 1 messages on [`TOPIC`] (payload: the number, big-endian, also the
 /// packet id), one every [`PACE`], a bounded number without their PUBACK; each PUBACK's
 /// reason by packet id.
-pub(crate) fn publish_paced(mut publisher: RawClient) -> BTreeMap<u16, ReasonCode> {
+pub(crate) fn publish_paced(publisher: RawClient) -> BTreeMap<u16, ReasonCode> {
+    publish_paced_at(publisher, QoS::AtLeastOnce)
+}
+
+/// [`publish_paced`] at `qos` (1 or 2: then each PUBREC's reason, its PUBREL sent).
+pub(crate) fn publish_paced_at(mut publisher: RawClient, qos: QoS) -> BTreeMap<u16, ReasonCode> {
     let mut acks = BTreeMap::new();
     let start = Instant::now();
     for n in 1..=COUNT {
         read_acks(&mut publisher, &mut acks, start + PACE * u32::from(n));
         wait_for_window(&mut publisher, &mut acks, n - 1);
-        let publish = publish_packet(TOPIC, &n.to_be_bytes(), QoS::AtLeastOnce, Some(n));
+        let publish = publish_packet(TOPIC, &n.to_be_bytes(), qos, Some(n));
         publisher.send(&Packet::Publish(publish));
     }
     read_all_acks(&mut publisher, &mut acks, COUNT, SETTLE_GUARD);
@@ -152,7 +167,7 @@ pub(crate) fn publish_paced(mut publisher: RawClient) -> BTreeMap<u16, ReasonCod
 
 /// Waits until the messages the survivor received from the cluster and from replays stop
 /// moving for 2 s (a hang guard), so that the subscribers have received what they will.
-fn settle(survivor: &crate::harness::TestBroker) {
+pub(crate) fn settle(survivor: &crate::harness::TestBroker) {
     settle_while(|| {
         let figures = survivor.cluster_figures()?;
         Some(figures.messages_in + figures.replayed)

@@ -15,6 +15,7 @@ mod client;
 mod cluster;
 mod cluster_acks;
 mod cluster_down;
+mod cluster_exactly_once;
 mod cluster_move;
 mod cluster_recovery;
 mod cluster_replay;

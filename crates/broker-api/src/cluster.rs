@@ -57,6 +57,8 @@ pub struct ClusterPublish {
     pub expiry: Option<u32>,
     /// Which local subscribers it is for.
     pub scope: Scope,
+    /// Its [`Message::key`] (0: none).
+    pub key: u64,
 }
 
 /// A CONNECT's question to the cluster: may this node own `client_id`'s session?
@@ -130,6 +132,33 @@ pub enum MirrorOp {
     Ended { client_id: MqttStr },
 }
 
+/// One step of a QoS 2 delivery to a session mirrored in the cluster, written to the delivery
+/// journal before the packet that makes it leaves (docs/cluster.md, "Exactly once across a
+/// node's death"): the node that takes the session over after this node's death resends what
+/// was in flight under the same packet ids and does not deliver again what was delivered.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct JournalEntry {
+    /// The session's client identifier.
+    pub client_id: MqttStr,
+    /// The packet identifier of the delivery.
+    pub packet_id: u16,
+    /// What happened to it.
+    pub step: JournalStep,
+}
+
+/// What a [`JournalEntry`] records.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum JournalStep {
+    /// The PUBLISH of the message with this [`Message::key`] goes out under the packet id.
+    Sent { key: u64 },
+    /// The client's PUBREC came: the PUBREL goes out (the message is delivered; only the
+    /// packet id's release is left).
+    Released,
+    /// The client's PUBCOMP came: the packet id is free (written without holding anything:
+    /// lost with the node, its PUBREL is only sent once more).
+    Completed,
+}
+
 /// What the cluster link posts to a shard's mailbox.
 #[derive(Debug)]
 pub enum ClusterInbound {
@@ -183,6 +212,16 @@ pub trait ClusterPort: Send + Sync {
 
     /// A session mirror write; a full queue drops it, counted.
     fn mirror(&self, op: MirrorOp);
+
+    /// Writes one turn's QoS 2 delivery steps of `shard` to the delivery journal under
+    /// `number` (one above the shard's last; settled in order: [`Self::journal_settled`]);
+    /// `false` when nothing is journaled (no replay window, the journal not open yet, or its
+    /// queue full: counted), and their packets need not wait.
+    fn journal(&self, shard: ShardId, number: u64, entries: Vec<JournalEntry>) -> bool;
+
+    /// The highest journal number of `shard` written (or given up after
+    /// `cluster.ack_timeout_ms`, counted): the packets held behind it may leave.
+    fn journal_settled(&self, shard: ShardId) -> u64;
 
     /// A message from the cluster was dropped on arrival (`why`, logged at most once a while).
     fn drop_inbound(&self, why: &'static str);

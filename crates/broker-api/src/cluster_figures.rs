@@ -72,6 +72,10 @@ pub struct ClusterFigures {
     pub mirror_writes: u64,
     /// Offline sessions' state not mirrored.
     pub mirror_failures: u64,
+    /// QoS 2 delivery steps journaled.
+    pub journal_writes: u64,
+    /// QoS 2 delivery steps whose packets left unjournaled.
+    pub journal_failures: u64,
     /// Nodes with a live heartbeat (this one included), and their summed figures.
     pub total_nodes: u64,
     pub total_clients: u64,

@@ -20,6 +20,11 @@ pub struct Message {
     /// since the broker started, for the delivery latency; 0 for a message read back from the
     /// store (not measured).
     pub received_ns: u64,
+    /// Its identity across the cluster (docs/cluster.md, "Exactly once across a node's
+    /// death"): drawn by the shard that received it from a client, carried by NATS with it,
+    /// written with each QoS 2 delivery to the delivery journal; 0 on a single node, and for a
+    /// message read back from a store.
+    pub key: u64,
 }
 
 /// How long a message still lives, for forwarding.

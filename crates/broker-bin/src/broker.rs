@@ -496,6 +496,7 @@ fn start_cluster(
         return Ok(None);
     };
     link.settled.set_control(runtime.control());
+    link.journal_settled.set_control(runtime.control());
     cluster::ClusterThread::start(
         settings.clone(),
         queues,

@@ -57,6 +57,30 @@ pub(super) async fn open_kv(
     Ok(js.get_key_value(bucket).await?)
 }
 
+/// Opens (creating if missing) the stream `config` describes, trying again every `retry` until
+/// JetStream answers; the first failure is logged as a warning naming `unavailable` (what is
+/// not done meanwhile), the others at debug level.
+pub(super) async fn open_stream_retrying(
+    js: &jetstream::Context,
+    config: jetstream::stream::Config,
+    (unavailable, retry): (&str, Duration),
+) -> jetstream::stream::Stream {
+    let mut warned = false;
+    loop {
+        match js.get_or_create_stream(config.clone()).await {
+            Ok(stream) => return stream,
+            Err(e) if !warned => {
+                warned = true;
+                tracing::warn!(stream = %config.name, error = %e, "cluster: {unavailable}");
+            }
+            Err(e) => {
+                tracing::debug!(stream = %config.name, error = %e, "cluster: stream still not available")
+            }
+        }
+        tokio::time::sleep(retry).await;
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -85,6 +85,11 @@ pub struct ClusterCounters {
     pub mirror_writes: AtomicU64,
     /// Offline sessions' state not mirrored to JetStream (queue full, NATS down, refused).
     pub mirror_failures: AtomicU64,
+    /// QoS 2 delivery steps written to the delivery journal.
+    pub journal_writes: AtomicU64,
+    /// QoS 2 delivery steps not journaled (queue full, or JetStream did not keep them within
+    /// `cluster.ack_timeout_ms`): their packets left unjournaled.
+    pub journal_failures: AtomicU64,
     /// The cluster's totals, summed from the nodes' heartbeats.
     pub totals: TotalCounters,
 }
@@ -146,6 +151,8 @@ impl ClusterCounters {
             ownership_unchecked: get(&self.ownership_unchecked),
             mirror_writes: get(&self.mirror_writes),
             mirror_failures: get(&self.mirror_failures),
+            journal_writes: get(&self.journal_writes),
+            journal_failures: get(&self.journal_failures),
             total_nodes: get(&self.totals.nodes),
             total_clients: get(&self.totals.clients),
             total_sessions: get(&self.totals.sessions),

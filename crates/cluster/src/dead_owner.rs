@@ -3,14 +3,16 @@
 //! missed from the replay stream appended (`missed.rs`); once the claim is answered, a
 //! follow-up covers what was published while it moved here (`follow_up.rs`).
 
+use std::collections::HashSet;
 use std::time::{Duration, Instant, SystemTime};
 
 use bytes::Bytes;
-use session_store::storage::{StoredSession, encode_session_snapshot};
+use session_store::storage::{StoredMessage, StoredSession, encode_session_snapshot};
 use tracing::{info, warn};
 
 use super::alive::last_stamp_of;
 use super::counters::ClusterCounters;
+use super::journal_read::{self, Deliveries, read_journal};
 use super::mirror::append_to_queue;
 use super::missed::{READ_TIMEOUT, read_missed, read_start, session_subjects};
 use super::owners::{Buckets, Owners, heartbeat_key};
@@ -54,11 +56,11 @@ impl Owners {
             None => last_stamp_of(&buckets.alive, owner, STAMP_WAIT).await,
         };
         let from = read_start(last_seen, &mirrored);
+        // An offline session's read starts at its last mirrored copy: nothing is read twice.
+        let connected = mirrored.offline_since.is_none();
         let mut session = mirrored.session;
-        let timeout = deadline
-            .saturating_duration_since(Instant::now())
-            .min(READ_TIMEOUT);
-        self.add_missed(&mut session, owner, (from, timeout)).await;
+        self.add_missed(&mut session, (owner, connected), (from, deadline))
+            .await;
         Some(Bytes::from(encode_session_snapshot(&session)))
     }
 
@@ -69,38 +71,95 @@ impl Owners {
     async fn add_missed(
         &self,
         session: &mut StoredSession,
-        owner: &str,
-        (from, timeout): (SystemTime, Duration),
+        (owner, connected): (&str, bool),
+        (from, deadline): (SystemTime, Instant),
     ) {
         let Some(stream) = self.link.replays.stream.get() else {
             return; // `replay_window_ms = 0`: nothing is kept.
         };
-        let client = session.client_id.as_str();
+        let timeout = deadline
+            .saturating_duration_since(Instant::now())
+            .min(READ_TIMEOUT);
         let counters = &self.link.counters;
         let reading = read_missed(&self.link, stream, session, owner, (from, timeout));
-        let read_to = match reading.await {
+        let (read_to, already) = match reading.await {
             Ok(missed) => {
-                let count = missed.copies.len();
+                let keys = missed.copies.iter().map(|(key, _)| *key);
+                let already: HashSet<u64> = keys.filter(|key| *key != 0).collect();
+                let copies = match connected {
+                    true => {
+                        self.place_journaled(session, owner, missed.copies, deadline)
+                            .await
+                    }
+                    false => missed.copies.into_iter().map(|(_, copy)| copy).collect(),
+                };
+                let client = session.client_id.as_str();
+                let count = copies.len();
                 info!(
                     client,
                     count, "cluster: messages the session missed queued from the replay stream"
                 );
                 ClusterCounters::add(&counters.sessions_replayed, count as u64);
-                append_to_queue(session, missed.copies);
+                append_to_queue(session, copies);
                 let excess = session.queued.len().saturating_sub(self.max_queued);
                 session.queued.drain(..excess);
                 count_dropped(counters, session.client_id.as_str(), excess);
-                missed.read_to
+                (missed.read_to, already)
             }
             Err(e) => {
+                let client = session.client_id.as_str();
                 warn!(client, error = %e, "cluster: the messages a recovered session missed were not read; it resumes without them");
                 ClusterCounters::add(&counters.sessions_replay_failures, 1);
-                from
+                (from, HashSet::new())
             }
         };
         let subjects = session_subjects(&self.link.prefix, session);
         let client_id = session.client_id.clone();
-        self.follow_ups.prepare(client_id, subjects, read_to);
+        self.follow_ups
+            .prepare(client_id, subjects, (read_to, already));
+    }
+}
+
+impl Owners {
+    /// Of `copies` read back for a session connected to the dead run `owner`, those its
+    /// journal says the client has or may have (`journal_read.rs`) go in flight or are left
+    /// out; the rest, to be queued, are returned. Without the journal (not open, or its read
+    /// failed: logged) every copy is queued, as before it existed.
+    async fn place_journaled(
+        &self,
+        session: &mut StoredSession,
+        owner: &str,
+        copies: Vec<(u64, StoredMessage)>,
+        deadline: Instant,
+    ) -> Vec<StoredMessage> {
+        let all = |copies: Vec<(u64, StoredMessage)>| copies.into_iter().map(|(_, c)| c).collect();
+        let Some(journal) = self.link.replays.journal.get() else {
+            return all(copies);
+        };
+        let timeout = deadline
+            .saturating_duration_since(Instant::now())
+            .min(READ_TIMEOUT);
+        let client_id = session.client_id.clone();
+        let client = client_id.as_str();
+        match read_journal(&self.link, journal, owner, timeout).await {
+            Ok(entries) => {
+                let deliveries = Deliveries::of(&entries, client);
+                if deliveries.is_empty() {
+                    return all(copies);
+                }
+                let queued = journal_read::apply(session, copies, &deliveries);
+                info!(
+                    client,
+                    in_flight = session.inflight.len(),
+                    "cluster: the dead node's QoS 2 deliveries to the session resume from its journal"
+                );
+                queued
+            }
+            Err(e) => {
+                warn!(client, error = %e, "cluster: the dead node's delivery journal was not read; QoS 2 messages it delivered to the session may come again");
+                all(copies)
+            }
+        }
     }
 }
 

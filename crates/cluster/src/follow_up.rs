@@ -9,7 +9,7 @@
 //! replay from there covers what this node did not receive before the session's NATS
 //! subscriptions were in place. What the session received live in that margin comes twice.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, SystemTime};
 
@@ -18,6 +18,7 @@ use tracing::warn;
 
 use super::counters::ClusterCounters;
 use super::inbound::post_publishes;
+use super::journal_read::{Deliveries, read_journal};
 use super::link_state::Link;
 use super::missed::{READ_TIMEOUT, read_kept};
 use super::{ClusterPublish, Scope};
@@ -45,6 +46,9 @@ struct FollowUp {
     subjects: Vec<String>,
     /// Where the read before the CONNACK ended (its start, if it failed).
     from: SystemTime,
+    /// The keys of the messages that read gave the session: the follow-up, which starts at
+    /// the time of its last message, does not give them again.
+    already: HashSet<u64>,
 }
 
 /// The follow-ups of claims not answered yet, by client id.
@@ -53,8 +57,13 @@ pub(super) struct FollowUps(Mutex<HashMap<String, FollowUp>>);
 
 impl FollowUps {
     /// A claim of `client_id` recovered its session: once the claim is answered, a follow-up
-    /// reads `subjects` from `from`.
-    pub(super) fn prepare(&self, client_id: MqttStr, subjects: Vec<String>, from: SystemTime) {
+    /// reads `subjects` from `from`, leaving out the messages `already` read for it.
+    pub(super) fn prepare(
+        &self,
+        client_id: MqttStr,
+        subjects: Vec<String>,
+        (from, already): (SystemTime, HashSet<u64>),
+    ) {
         if subjects.is_empty() {
             return; // Nothing it subscribes to is kept.
         }
@@ -63,6 +72,7 @@ impl FollowUps {
             client_id,
             subjects,
             from,
+            already,
         };
         self.lock().insert(key, follow_up);
     }
@@ -116,6 +126,7 @@ async fn run(link: Arc<Link>, poster: Inbox, follow_up: FollowUp, until: SystemT
         client_id,
         subjects,
         from,
+        already,
     } = follow_up;
     let read = match read_with_retries(&link, stream, &subjects, from).await {
         Ok(read) => read,
@@ -125,10 +136,14 @@ async fn run(link: Arc<Link>, poster: Inbox, follow_up: FollowUp, until: SystemT
             return link.replays.request_from(from);
         }
     };
+    let delivered = delivered_here(&link, &client_id).await;
     let publishes: Vec<ClusterPublish> = read
         .kept
         .into_iter()
         .filter(|kept| kept.kept_at <= until)
+        .filter(|kept| {
+            !already.contains(&kept.publish.key) && !delivered.has_sent(kept.publish.key)
+        })
         .map(|kept| ClusterPublish {
             scope: Scope::Session(client_id.clone()),
             ..kept.publish
@@ -137,4 +152,20 @@ async fn run(link: Arc<Link>, poster: Inbox, follow_up: FollowUp, until: SystemT
     ClusterCounters::add(&link.counters.sessions_replayed, publishes.len() as u64);
     post_publishes(&link.counters, &poster, publishes);
     link.replays.request_from(until);
+}
+
+/// What this node run has sent `client_id` at QoS 2 so far, by its own delivery journal: the
+/// follow-up does not deliver those again (the shard leaves out what it still holds a copy
+/// of). Nothing when the journal is not open or cannot be read (logged: some may come twice).
+async fn delivered_here(link: &Link, client_id: &MqttStr) -> Deliveries {
+    let Some(journal) = link.replays.journal.get() else {
+        return Deliveries::default();
+    };
+    match read_journal(link, journal, &link.origin, READ_TIMEOUT).await {
+        Ok(entries) => Deliveries::of(&entries, client_id.as_str()),
+        Err(e) => {
+            warn!(client = %client_id, error = %e, "cluster: this node's delivery journal was not read for a follow-up; QoS 2 messages the session had live may come again");
+            Deliveries::default()
+        }
+    }
 }

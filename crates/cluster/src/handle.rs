@@ -7,10 +7,11 @@ use tokio::sync::mpsc;
 
 use super::counters::ClusterCounters;
 use super::interest_queue::InterestQueue;
+use super::journal_writer::{JournalState, JournalTurn};
 use super::settled::Settled;
 use crate::settings::ClusterSettings;
 use broker_api::Message;
-use broker_api::cluster::{ClaimRequest, MirrorOp};
+use broker_api::cluster::{ClaimRequest, JournalEntry, MirrorOp};
 
 /// A message on its way to NATS.
 #[derive(Debug)]
@@ -34,6 +35,11 @@ pub struct ClusterLink {
     interest: Arc<InterestQueue>,
     claims: mpsc::Sender<ClaimRequest>,
     mirror: mpsc::Sender<MirrorOp>,
+    journal: mpsc::Sender<JournalTurn>,
+    /// Whether the delivery journal is open.
+    pub journal_state: Arc<JournalState>,
+    /// How far each shard's journal turns have settled.
+    pub journal_settled: Arc<Settled>,
     /// The link's counters.
     pub counters: Arc<ClusterCounters>,
     /// How far each shard's messages have settled.
@@ -52,6 +58,9 @@ pub struct ClusterQueues {
     pub(super) claims: mpsc::Receiver<ClaimRequest>,
     pub(super) mirror: mpsc::Receiver<MirrorOp>,
     pub(super) settled: Arc<Settled>,
+    pub(super) journal: mpsc::Receiver<JournalTurn>,
+    pub(super) journal_settled: Arc<Settled>,
+    pub(super) journal_state: Arc<JournalState>,
 }
 
 impl ClusterLink {
@@ -63,11 +72,17 @@ impl ClusterLink {
         let interest_rx = Arc::clone(&interest);
         let (claims, claims_rx) = mpsc::channel(settings.max_outbound_messages);
         let (mirror, mirror_rx) = mpsc::channel(settings.max_outbound_messages);
+        let (journal, journal_rx) = mpsc::channel(settings.max_outbound_messages);
+        let journal_settled = Arc::new(Settled::new(shards));
+        let journal_state = Arc::new(JournalState::default());
         let link = Self {
             outbound,
             interest,
             claims,
             mirror,
+            journal,
+            journal_state: Arc::clone(&journal_state),
+            journal_settled: Arc::clone(&journal_settled),
             counters: Arc::new(ClusterCounters::default()),
             settled: Arc::clone(&settled),
             ack_timeout: settings.ack_timeout,
@@ -79,6 +94,9 @@ impl ClusterLink {
             claims: claims_rx,
             mirror: mirror_rx,
             settled,
+            journal: journal_rx,
+            journal_settled,
+            journal_state,
         };
         (link, queues)
     }
@@ -134,6 +152,37 @@ impl ClusterLink {
                 "cluster.max_outbound_messages mirror writes are waiting",
             );
         }
+    }
+
+    /// Hands one shard turn's QoS 2 delivery steps to the journal (see
+    /// `broker_api::ClusterPort::journal`); `false` when the journal is not open or its queue
+    /// is full (counted): nothing waits for them.
+    pub fn journal(
+        &self,
+        shard: ring_runtime::ShardId,
+        number: u64,
+        entries: Vec<JournalEntry>,
+    ) -> bool {
+        if !self.journal_state.is_open() {
+            return false;
+        }
+        let steps = entries.len() as u64;
+        let turn = JournalTurn {
+            shard,
+            number,
+            entries,
+            deadline: std::time::Instant::now() + self.ack_timeout,
+        };
+        if self.journal.try_send(turn).is_err() {
+            ClusterCounters::add(&self.counters.journal_failures, steps.saturating_sub(1));
+            ClusterCounters::drop_one(
+                &self.counters.journal_failures,
+                "cluster.max_outbound_messages shard turns wait for the delivery journal; QoS 2 steps leave unjournaled",
+            );
+            return false;
+        }
+        self.journal_settled.handed(shard, number);
+        true
     }
 
     /// Reports one more (`delta` 1) or one fewer (-1) local subscription to `filter`.

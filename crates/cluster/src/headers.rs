@@ -8,6 +8,7 @@
 //! | `Mqtt-Properties` | base64 of the MQTT 5.0 properties every subscriber gets (payload format, response topic, correlation data, user properties, content type), encoded as in a PUBLISH (absent: none) |
 //! | `Ringmq-Origin`   | `<node_id>/<start nonce>`: the sending node in this run         |
 //! | `Ringmq-Seq`      | the sending node's message number (duplicate suppression)       |
+//! | `Ringmq-Key`      | the message's key, drawn by the shard that received it (the delivery journal's name for it; absent: none) |
 //! | `Ringmq-Shares-Served` | `1`: published while its node's NATS link was down, its shares served there |
 
 use std::time::Instant;
@@ -27,6 +28,7 @@ const EXPIRY: &str = "Mqtt-Expiry";
 const PROPERTIES: &str = "Mqtt-Properties";
 const ORIGIN: &str = "Ringmq-Origin";
 const SEQ: &str = "Ringmq-Seq";
+const KEY: &str = "Ringmq-Key";
 const SHARES_SERVED: &str = "Ringmq-Shares-Served";
 
 /// Why a NATS message is not a RingMQ message.
@@ -72,6 +74,9 @@ pub fn encode(
     }
     headers.insert(ORIGIN, origin);
     headers.insert(SEQ, seq.to_string());
+    if message.key != 0 {
+        headers.insert(KEY, message.key.to_string());
+    }
     Ok(headers)
 }
 
@@ -126,6 +131,10 @@ pub fn decode(
                 .map_err(|_| HeaderError::Bad(PROPERTIES))?,
         ),
     };
+    let key = match headers.get(KEY) {
+        None => 0,
+        Some(value) => value.as_str().parse().map_err(|_| HeaderError::Bad(KEY))?,
+    };
     Ok(ClusterPublish {
         topic,
         payload,
@@ -134,6 +143,7 @@ pub fn decode(
         retain,
         expiry,
         scope,
+        key,
     })
 }
 
@@ -172,6 +182,7 @@ mod tests {
             retain: true,
             expires_at: Some(now + std::time::Duration::from_secs(30)),
             received_ns: 0,
+            key: 41,
         });
         let headers = encode(&message, "n1/abc", 7, now).unwrap();
         assert_eq!(
@@ -186,6 +197,7 @@ mod tests {
         assert!(back.retain);
         assert_eq!(back.expiry, Some(30));
         assert_eq!(&back.properties, message.publish.shared_properties());
+        assert_eq!(back.key, 41);
     }
 
     #[test]

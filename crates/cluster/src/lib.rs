@@ -31,6 +31,9 @@ mod headers;
 mod inbound;
 mod interest;
 mod interest_queue;
+mod journal;
+mod journal_read;
+mod journal_writer;
 mod lifecycle;
 mod link;
 mod link_state;
@@ -63,6 +66,7 @@ pub use counters::{ClusterCounters, ClusterFigures};
 pub(crate) use handle::Outbound;
 pub use handle::{ClusterLink, ClusterQueues};
 pub(crate) use interest_queue::Interest;
+pub use journal_writer::JournalState;
 pub use link::ClusterThread;
 pub use settled::Settled;
 

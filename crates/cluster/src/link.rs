@@ -131,6 +131,8 @@ async fn run(
         retained_bucket: std::sync::OnceLock::new(),
     });
     let (inbound_tx, inbound_rx) = mpsc::channel(INBOUND_CAPACITY);
+    let journal = (queues.journal, queues.journal_settled, queues.journal_state);
+    let journaled = settings.qos2_journal;
     let replaying = {
         let (link, inbound) = (Arc::clone(&link), inbound_tx.clone());
         let window = settings.replay_window.map(|max_age| Window {
@@ -144,6 +146,11 @@ async fn run(
                 Some(window) => {
                     tokio::join!(
                         reliable::replays(Arc::clone(&link), window, inbound),
+                        super::journal_writer::write_journal(
+                            Arc::clone(&link),
+                            (window, journaled),
+                            journal
+                        ),
                         super::losses::losses(link)
                     );
                 }

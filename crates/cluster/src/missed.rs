@@ -74,8 +74,8 @@ impl LastBeats {
 /// What the replay stream held for a session.
 #[derive(Debug)]
 pub(super) struct Missed {
-    /// The copies for the session, oldest first.
-    pub(super) copies: Vec<StoredMessage>,
+    /// The copies for the session, oldest first, each with its message's key (0: none).
+    pub(super) copies: Vec<(u64, StoredMessage)>,
     /// Where the read ended: the time of the stream's last message when it began.
     pub(super) read_to: SystemTime,
 }
@@ -108,7 +108,10 @@ pub(super) async fn read_missed(
     let copies = read
         .kept
         .iter()
-        .filter_map(|kept| copy_for(&subscriptions, kept, dead_node, now))
+        .filter_map(|kept| {
+            let copy = copy_for(&subscriptions, kept, dead_node, now)?;
+            Some((kept.publish.key, copy))
+        })
         .collect();
     Ok(Missed {
         copies,

@@ -36,6 +36,7 @@ fn kept(topic: &str, qos: QoS, origin: &str, expiry: Option<u32>) -> Kept {
             retain: true,
             expiry,
             scope: Scope::Plain,
+            key: 0,
         },
         origin: origin.to_owned(),
         kept_at: SystemTime::UNIX_EPOCH + Duration::from_secs(1000),

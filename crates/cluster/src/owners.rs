@@ -307,7 +307,9 @@ impl Owners {
         };
         let subjects = session_subjects(&self.link.prefix, &session);
         let from = asked_at.checked_sub(RELEASED_MARGIN).unwrap_or(asked_at);
-        self.follow_ups.prepare(session.client_id, subjects, from);
+        let already = std::collections::HashSet::new();
+        self.follow_ups
+            .prepare(session.client_id, subjects, (from, already));
     }
 
     /// Posts a claim's outcome to the shard that waits for it.

@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use broker_api::cluster::{ClaimRequest, MirrorOp};
+use broker_api::cluster::{ClaimRequest, JournalEntry, MirrorOp};
 use broker_api::{ClusterFigures, ClusterPort, Message};
 use ring_runtime::ShardId;
 
@@ -37,6 +37,14 @@ impl ClusterPort for ClusterLink {
 
     fn mirror(&self, op: MirrorOp) {
         ClusterLink::mirror(self, op);
+    }
+
+    fn journal(&self, shard: ShardId, number: u64, entries: Vec<JournalEntry>) -> bool {
+        ClusterLink::journal(self, shard, number, entries)
+    }
+
+    fn journal_settled(&self, shard: ShardId) -> u64 {
+        self.journal_settled.of(shard)
     }
 
     fn drop_inbound(&self, why: &'static str) {

@@ -133,18 +133,8 @@ async fn open(js: &jetstream::Context, prefix: &str, window: Window) -> stream::
         duplicate_window: window.duplicates,
         ..stream::Config::default()
     };
-    let mut warned = false;
-    loop {
-        match js.get_or_create_stream(config.clone()).await {
-            Ok(stream) => return stream,
-            Err(e) if !warned => {
-                warned = true;
-                warn!(error = %e, "cluster: the replay stream is not available (is JetStream enabled on the NATS servers?); QoS 1/2 messages are not kept for replays until it is");
-            }
-            Err(e) => debug!(error = %e, "cluster: replay stream still not available"),
-        }
-        tokio::time::sleep(RETRY).await;
-    }
+    let unavailable = "the replay stream is not available (is JetStream enabled on the NATS servers?); QoS 1/2 messages are not kept for replays until it is";
+    super::buckets::open_stream_retrying(js, config, (unavailable, RETRY)).await
 }
 
 /// Reads the stream from `from` up to its last message when the replay began (as its leader

@@ -24,6 +24,8 @@ pub(crate) struct Replays {
     pub(super) js: OnceLock<jetstream::Context>,
     /// The stream itself, once open (a dead node's sessions read what they missed from it).
     pub(super) stream: OnceLock<stream::Stream>,
+    /// The delivery journal's stream, once open (`journal_writer.rs`).
+    pub(super) journal: OnceLock<stream::Stream>,
     /// The `rel` subjects of each plain filter of this node (kept by the interest loop).
     subjects: Mutex<HashMap<String, Vec<String>>>,
     /// When the main NATS connection was lost, until it is back.

@@ -300,6 +300,7 @@ mod tests {
                 retain: false,
                 expiry,
                 scope: Scope::Plain,
+                key: 0,
             },
             origin: origin.to_owned(),
             kept_at: SystemTime::UNIX_EPOCH + Duration::from_secs(1000),

@@ -111,6 +111,7 @@ mod tests {
             retain: true,
             expiry: None,
             scope: super::super::Scope::Retained,
+            key: 0,
         }
     }
 

@@ -115,6 +115,7 @@ impl RetainedRecord {
             retain: true,
             expiry: remaining.map(|secs| u32::try_from(secs).unwrap_or(u32::MAX)),
             scope: Scope::Retained,
+            key: 0,
         }
     }
 }

@@ -164,6 +164,7 @@ mod tests {
             retain: true,
             expires_at: None,
             received_ns: 0,
+            key: 0,
         });
         let (kept, _) = oneshot::channel();
         RetainedWrite {

@@ -31,6 +31,11 @@ pub struct ClusterSettings {
     /// or waits for JetStream like any other, refused past `ack_timeout` (`false`, the
     /// default: nothing is acknowledged before JetStream keeps it).
     pub ack_while_disconnected: bool,
+    /// `cluster.qos2_journal`: QoS 2 deliveries to mirrored sessions are written to the
+    /// delivery journal before they leave (`true`, the default: exactly once across a node's
+    /// death, docs/cluster.md), or not (`false`: cheaper, and such a message may reach its
+    /// client twice after its node's death). Needs the replay window.
+    pub qos2_journal: bool,
     /// TLS and credentials for the NATS connections.
     pub security: NatsSecurity,
 }

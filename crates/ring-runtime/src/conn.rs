@@ -100,7 +100,8 @@ pub(crate) struct PendingOps {
     pub(crate) out_op: u64,
 }
 
-/// A connection's place in write pacing ([`crate::RuntimeConfig::write_interval`]).
+/// A connection's place in write pacing ([`crate::RuntimeConfig::write_interval`]) and the
+/// handler's hold on its writes.
 #[derive(Debug, Default)]
 pub(crate) struct PacingState {
     /// Waiting in the shard's paced list.
@@ -113,6 +114,10 @@ pub(crate) struct PacingState {
     pub(crate) dense: bool,
     /// When its last write started, in the pacing clock's microseconds (0: never).
     pub(crate) last_write_us: u32,
+    /// The handler holds its frames ([`crate::ShardCtx::hold_writing`]): no write starts
+    /// while it is open and not closing (here rather than in `IoState`, whose padding is
+    /// full: the record stays within 72 bytes).
+    pub(crate) write_held: bool,
 }
 
 impl Conn {

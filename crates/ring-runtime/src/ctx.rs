@@ -241,55 +241,6 @@ impl<M> ShardCtx<M> {
         }
     }
 
-    /// Stops reading `conn`'s socket until [`Self::resume_reading`]: no more `on_data` (nor
-    /// `on_read_closed`) for it, and the runtime stops receiving from the socket, so the
-    /// kernel's receive buffer fills and TCP flow control slows the peer down. Bytes the
-    /// runtime had already received wait and are handed over, in order, after the resume.
-    /// Sending, timers and closes work as usual; other connections are not affected. No
-    /// effect on a closing connection.
-    pub fn pause_reading(&mut self, conn: ConnId) {
-        if let Some(record) = self.conns.get_mut(conn)
-            && record.is_usable()
-            && !record.io.read_paused
-        {
-            record.io.read_paused = true;
-            self.requests.read_changes.push(conn);
-        }
-    }
-
-    /// [`Self::pause_reading`] for a pause expected to be brief: the receive stays armed until
-    /// data actually arrives (held, in order, as for any pause), and only then is it cancelled
-    /// (TCP pushes back). A peer that sends nothing meanwhile costs no system call.
-    pub fn hold_reading(&mut self, conn: ConnId) {
-        if let Some(record) = self.conns.get_mut(conn)
-            && record.is_usable()
-            && !record.io.read_paused
-        {
-            record.io.read_paused = true;
-            self.requests.armed_holds.insert(conn);
-            self.requests.read_changes.push(conn);
-        }
-    }
-
-    /// Reads `conn` again after [`Self::pause_reading`] or [`Self::hold_reading`]: what arrived
-    /// meanwhile is handed to `on_data` from the next turn on, in order.
-    pub fn resume_reading(&mut self, conn: ConnId) {
-        if let Some(record) = self.conns.get_mut(conn)
-            && record.io.read_paused
-        {
-            record.io.read_paused = false;
-            self.requests.armed_holds.remove(&conn);
-            self.requests.read_changes.push(conn);
-        }
-    }
-
-    /// Whether reading `conn` is paused ([`Self::pause_reading`]).
-    pub fn is_reading_paused(&self, conn: ConnId) -> bool {
-        self.conns
-            .get(conn)
-            .is_some_and(|record| record.io.read_paused)
-    }
-
     /// Frames shorter than this are copied into a connection's contiguous send buffer
     /// ([`crate::RuntimeConfig::coalesce_below`]).
     pub fn coalesce_below(&self) -> usize {

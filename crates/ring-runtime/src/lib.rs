@@ -13,6 +13,7 @@ mod config;
 mod conn;
 mod ctx;
 mod ctx_fences;
+mod ctx_flow;
 mod datagram;
 mod epoll;
 mod error;

@@ -308,7 +308,8 @@ impl<H: Handler> SimShard<H> {
             conn.send.clear();
         }
         let peer = self.peers.entry(id).or_default();
-        if conn.send.has_unsent() && !conn.io.write_shut {
+        let held = conn.pacing.write_held && conn.close.is_none();
+        if conn.send.has_unsent() && !conn.io.write_shut && !held {
             conn.send.take_batch(usize::MAX, &mut self.batch);
             for buf in &self.batch.bufs {
                 peer.output.extend_from_slice(buf);

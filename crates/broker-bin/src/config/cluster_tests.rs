@@ -41,6 +41,13 @@ fn defaults_fill_the_optional_keys() {
             .unwrap()
             .ack_while_disconnected
     );
+    assert!(
+        cluster.qos2_journal,
+        "QoS 2 deliveries journaled by default"
+    );
+    let unjournaled =
+        "[cluster]\nnode_id = \"n1\"\nnats = [\"nats://a:1\"]\nqos2_journal = false\n";
+    assert!(!load(unjournaled).unwrap().cluster.unwrap().qos2_journal);
     let off = "[cluster]\nnode_id = \"n1\"\nnats = [\"nats://a:1\"]\nreplay_window_ms = 0\n";
     assert_eq!(load(off).unwrap().cluster.unwrap().replay_window, None);
 }

@@ -10,7 +10,7 @@ pub(super) fn cluster(doc: &mut Exposition, state: &OpsState) {
         return;
     };
     let f = link.figures();
-    let families: [(&str, Kind, &str, u64); 33] = [
+    let families: [(&str, Kind, &str, u64); 35] = [
         (
             "ringmq_cluster_connected",
             Kind::Gauge,
@@ -208,6 +208,18 @@ pub(super) fn cluster(doc: &mut Exposition, state: &OpsState) {
             Kind::Counter,
             "Offline sessions' state not mirrored to JetStream (queue full, NATS down, refused).",
             f.mirror_failures,
+        ),
+        (
+            "ringmq_cluster_journal_writes_total",
+            Kind::Counter,
+            "QoS 2 delivery steps to mirrored sessions written to the delivery journal.",
+            f.journal_writes,
+        ),
+        (
+            "ringmq_cluster_journal_failures_total",
+            Kind::Counter,
+            "QoS 2 delivery steps whose packets left unjournaled (queue full, or JetStream did not keep them within cluster.ack_timeout_ms).",
+            f.journal_failures,
         ),
     ];
     for (name, kind, help, value) in families {

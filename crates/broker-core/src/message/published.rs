@@ -21,6 +21,7 @@ pub(crate) fn test_message(topic: &'static str) -> Arc<Message> {
         retain: false,
         expires_at: None,
         received_ns: 0,
+        key: 0,
     })
 }
 

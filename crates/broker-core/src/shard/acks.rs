@@ -48,6 +48,7 @@ impl BrokerShard {
     /// PUBREC was measured), the store forgets it, and the queue refills the window once half of
     /// it is free. A session with nothing queued or owed (the usual case: its copies went out at
     /// once) is not drained, and its client id is not even cloned unless it is stored.
+    /// Whether the flow ended.
     fn complete_outbound(
         &mut self,
         ctx: &mut Ctx,
@@ -55,29 +56,34 @@ impl BrokerShard {
         id: PacketId,
         packet: &'static str,
         complete: impl FnOnce(&mut InflightWindow<Outgoing>) -> Result<u64, AckError>,
-    ) {
+    ) -> bool {
         let Some(subscriber) = self.conns.get(&conn).and_then(|c| c.session()) else {
-            return;
+            return false;
         };
         let Some(at) = self.sessions.locate(subscriber) else {
-            return;
+            return false;
         };
         let Some(session) = self.sessions.at_mut(at) else {
-            return;
+            return false;
         };
-        match complete(&mut session.inflight) {
+        let completed = match complete(&mut session.inflight) {
             Ok(received_ns) => {
                 let client_id = session.client_id.as_str();
                 self.figures.note_acknowledged(ctx, client_id, received_ns);
                 record_acked(&mut self.durable, session.expiry, &session.client_id, id);
+                true
             }
-            Err(error) => debug!(%error, client = session.client_id.as_str(), packet, "ignored"),
-        }
+            Err(error) => {
+                debug!(%error, client = session.client_id.as_str(), packet, "ignored");
+                false
+            }
+        };
         if super::deliver::needs_drain(session) {
             self.drain_at(ctx, at);
         }
         // A freed slot also lets a retained delivery waiting for the window on.
         self.advance_retained(ctx, conn);
+        completed
     }
 
     /// PUBREC: answer PUBREL (0x92 when the id is unknown); an error reason ends the flow.
@@ -101,6 +107,7 @@ impl BrokerShard {
                 let received_ns = copy.message.received_ns;
                 self.figures
                     .note_acknowledged(ctx, client_id.as_str(), received_ns);
+                self.journal_released(ctx, conn, rec.packet_id);
                 if self.durable.stores(expiry) {
                     self.durable.record(SessionWrite::InflightReleased {
                         client_id: client_id.clone(),
@@ -148,9 +155,12 @@ impl BrokerShard {
 
     /// PUBCOMP: a QoS 2 delivery is complete.
     pub(super) fn handle_pubcomp(&mut self, ctx: &mut Ctx, conn: ConnId, id: PacketId) {
-        self.complete_outbound(ctx, conn, id, "PUBCOMP", |window| {
+        let completed = self.complete_outbound(ctx, conn, id, "PUBCOMP", |window| {
             window.on_pubcomp(id).map(|()| 0)
         });
+        if completed {
+            self.journal_completed(ctx, conn, id);
+        }
     }
 }
 

@@ -8,12 +8,13 @@
 
 use std::sync::Arc;
 
-use codec::SharedPublish;
+use codec::{MqttStr, SharedPublish};
 use router::{Publisher, SharedFilter, SubscriberId, TopicName};
+use session_store::InflightState;
 
 use super::parts::ClusterSide;
 use super::{BrokerShard, Ctx};
-use crate::message::Message;
+use crate::message::{Message, ShardMsg};
 use crate::shared_parts::Links;
 use broker_api::cluster::{ClusterPublish, Scope};
 use ring_runtime::ShardId;
@@ -51,6 +52,11 @@ impl BrokerShard {
     /// sent back to the cluster; or (scope `Retained`) a topic's retained message from the
     /// cluster's bucket, stored here and routed to no one.
     pub(super) fn publish_from_cluster(&mut self, ctx: &mut Ctx, publish: ClusterPublish) {
+        if let Scope::Session(client_id) = &publish.scope
+            && !self.session_lacks(ctx, client_id, &publish)
+        {
+            return;
+        }
         let (Ok(topic), Ok(shared)) = (
             TopicName::from_mqtt_str(publish.topic.clone(), &self.shared.limits.topics),
             SharedPublish::from_parts(publish.topic, publish.payload, publish.properties),
@@ -61,9 +67,8 @@ impl BrokerShard {
             }
             return;
         };
-        let message =
-            self.figures
-                .message(ctx, shared, (publish.qos, publish.retain), publish.expiry);
+        let flags = (publish.qos, publish.retain);
+        let message = (self.figures).message(ctx, shared, flags, publish.expiry, publish.key);
         let publisher = Publisher {
             subscriber: None,
             client_id: b"",
@@ -81,6 +86,55 @@ impl BrokerShard {
             Scope::Retained => return self.keep_retained_from_bucket(ctx, &topic, &message),
         };
         self.route(ctx, &topic, &message, &publisher, scope);
+    }
+}
+
+impl BrokerShard {
+    /// Whether the session of `client_id` should get `publish`, a message read back for it
+    /// alone (`Scope::Session`): not when it ended or moved meanwhile, nor when it holds a copy
+    /// already (queued or in flight: it reached this node live while the session was being
+    /// recovered here; docs/cluster.md, "Exactly once across a node's death"). A session on
+    /// another shard is asked there: the message is passed on.
+    fn session_lacks(
+        &mut self,
+        ctx: &mut Ctx,
+        client_id: &MqttStr,
+        publish: &ClusterPublish,
+    ) -> bool {
+        let located = (self.shared.directory.sessions.get(client_id.as_str()))
+            .map(|location| (location.shard, location.subscriber));
+        let Some((shard, subscriber)) = located else {
+            return false; // The session ended or moved meanwhile.
+        };
+        if shard != self.id {
+            let message = ShardMsg::Cluster(Box::new(publish.clone()));
+            if ctx.post(shard, message).is_err()
+                && let Some(link) = &self.shared.links.cluster
+            {
+                link.drop_inbound("a shard's mailbox refused a message read back for a session");
+            }
+            return false;
+        }
+        publish.key == 0 || !self.holds_copy_of(subscriber, publish.key)
+    }
+
+    /// Whether the session of `subscriber` (on this shard) has the message `key` queued or in
+    /// flight.
+    fn holds_copy_of(&self, subscriber: SubscriberId, key: u64) -> bool {
+        let Some(session) = self
+            .sessions
+            .locate(subscriber)
+            .and_then(|at| self.sessions.at(at))
+        else {
+            return false;
+        };
+        let in_flight = session.inflight.iter().any(|(_, state)| match state {
+            InflightState::AwaitingPubAck(copy) | InflightState::AwaitingPubRec(copy) => {
+                copy.message.key == key
+            }
+            InflightState::AwaitingPubComp => false,
+        });
+        in_flight || session.queue.iter().any(|copy| copy.message.key == key)
     }
 }
 

@@ -102,7 +102,8 @@ impl BrokerShard {
             self.shared.topic_rules.delayed.release();
             return ReasonCode::ImplementationSpecificError;
         };
-        let message = self.figures.message(ctx, shared, flags, expiry);
+        // Its key is drawn when it is published (`delayed_due`).
+        let message = self.figures.message(ctx, shared, flags, expiry, 0);
         let now = ctx.now();
         let (id, due) = (self.shared.topic_rules.delayed.next_id(), now + delay);
         self.durable.record(SessionWrite::DelayedSet {
@@ -176,6 +177,7 @@ impl BrokerShard {
             retain: kept.retain,
             expires_at: kept.expires_at,
             received_ns: self.figures.turn_nanos(ctx),
+            key: self.cluster_side.message_keys.next(&self.shared.links),
         });
         ShardCounters::add(&self.figures.counters().delayed_published, 1);
         let (topic_text, payload) = (message.publish.topic(), message.publish.payload());

@@ -149,6 +149,7 @@ mod tests {
             retain: false,
             expires_at: None,
             received_ns: 0,
+            key: 0,
         })
     }
 

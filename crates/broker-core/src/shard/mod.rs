@@ -45,6 +45,8 @@ mod grant_recheck;
 mod grant_rechecks;
 mod held_acks;
 mod inbound;
+mod journal;
+mod journal_book;
 mod lifecycle;
 mod login;
 mod logins;
@@ -321,6 +323,7 @@ impl Handler for BrokerShard {
         self.settle_kept_publishes(ctx);
         self.release_ordered_publishes(ctx);
         self.release_cluster_acks(ctx);
+        self.release_journal_holds(ctx);
         self.release_durable(ctx);
         self.take_queue_reads(ctx);
     }
@@ -339,6 +342,7 @@ impl Handler for BrokerShard {
         self.take_auth_verdicts(ctx);
         self.recheck_grants(ctx);
         self.release_cluster_acks(ctx);
+        self.release_journal_holds(ctx);
         self.release_durable(ctx);
         self.release_acks(ctx);
         self.drain_backlog(ctx);
@@ -354,6 +358,7 @@ impl Handler for BrokerShard {
         self.delivery.routes.frame_cache.clear();
         self.timers
             .return_freed_memory(&self.shared, &self.figures, ctx);
+        self.hand_journal(ctx);
         self.durable.submit(self.id);
     }
 

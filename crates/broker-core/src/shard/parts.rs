@@ -103,6 +103,10 @@ pub(super) struct AuthWaits {
 pub(super) struct ClusterSide {
     pub(super) owning: Owning,
     pub(super) cluster_acks: ClusterAcks,
+    /// QoS 2 delivery steps waiting for the delivery journal (`journal.rs`).
+    pub(super) journal: super::journal_book::Journal,
+    /// Keys of the messages this shard's clients publish (`journal.rs`).
+    pub(super) message_keys: super::journal_book::MessageKeys,
 }
 
 /// What the shard measures of itself.

@@ -243,9 +243,9 @@ impl BrokerShard {
         let Ok(shared) = SharedPublish::new(topic_text, payload, &input.properties) else {
             return ReasonCode::ImplementationSpecificError;
         };
-        let message = self
-            .figures
-            .message(ctx, shared, (input.qos, input.retain), input.expiry);
+        let key = self.cluster_side.message_keys.next(&self.shared.links);
+        let flags = (input.qos, input.retain);
+        let message = self.figures.message(ctx, shared, flags, input.expiry, key);
         let origin = Origin {
             publisher: input.publisher,
             client_id: input.client_id,
@@ -427,13 +427,14 @@ impl AuthWaits {
 
 impl Figures {
     /// A message received this turn: `flags` are its QoS and RETAIN, `expiry` its Message
-    /// Expiry Interval (from now).
+    /// Expiry Interval (from now), `key` its key in the cluster (0: none).
     pub(super) fn message(
         &mut self,
         ctx: &Ctx,
         publish: SharedPublish,
         flags: (QoS, bool),
         expiry: Option<u32>,
+        key: u64,
     ) -> Arc<Message> {
         let expires_at = expiry.map(|secs| ctx.now() + Duration::from_secs(u64::from(secs)));
         Arc::new(Message {
@@ -442,6 +443,7 @@ impl Figures {
             retain: flags.1,
             expires_at,
             received_ns: self.turn_nanos(ctx),
+            key,
         })
     }
 }

@@ -95,6 +95,11 @@ impl BrokerShard {
             None => self.encode_publish(ctx, conn, copy.message, options, max_packet, cache_key)?,
         };
         let latency = self.figures.count_sent(ctx, copy, dup, len);
+        if copy.qos == codec::QoS::ExactlyOnce
+            && let Some(id) = packet_id
+        {
+            self.journal_sent(ctx, conn, id, copy.message.key);
+        }
         self.trace_copy(ctx, conn, copy, packet_id.map(|id| id.get()), dup);
         if copy.qos == codec::QoS::AtMostOnce {
             self.note_qos0_latency(ctx, conn, latency);

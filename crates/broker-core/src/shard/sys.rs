@@ -180,6 +180,8 @@ impl BrokerShard {
             ("recovered/dropped", f.recovered_dropped),
             ("mirror/writes", f.mirror_writes),
             ("mirror/failures", f.mirror_failures),
+            ("journal/writes", f.journal_writes),
+            ("journal/failures", f.journal_failures),
             ("total/nodes", f.total_nodes),
             ("total/clients", f.total_clients),
             ("total/sessions", f.total_sessions),

@@ -120,6 +120,7 @@ pub fn message_from_stored(stored: &StoredMessage, now: Instant) -> Option<Arc<M
         retain: stored.retain,
         expires_at: stored.expires_at.map(|at| system_to_instant(at, now)),
         received_ns: 0,
+        key: 0,
     }))
 }
 

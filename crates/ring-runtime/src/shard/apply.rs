@@ -83,7 +83,8 @@ impl<H: Handler, B: Backend> Shard<H, B> {
         let Some(conn) = self.ctx.conns.get_mut(id) else {
             return;
         };
-        if conn.io.write_shut || conn.io.writing {
+        if conn.io.write_shut || conn.io.writing || (conn.pacing.write_held && conn.close.is_none())
+        {
             return;
         }
         let plain = self.ctx.layers.waiting(id, conn);

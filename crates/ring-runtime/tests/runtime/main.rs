@@ -29,3 +29,4 @@ mod timers;
 mod toy_datagram;
 mod toy_datagram_client;
 mod unpin;
+mod write_hold;

@@ -1,0 +1,142 @@
+//! Reading a dead node run's delivery journal (`journal.rs`; docs/cluster.md, "Exactly once
+//! across a node's death") and applying it to a session rebuilt from the mirror: of the
+//! messages read back for it from the replay stream, those whose QoS 2 PUBLISH the dead node
+//! had sent go back in flight under the same packet ids (resent with DUP: a client that has one
+//! does not deliver it again), those whose PUBREC it had are not delivered again, and every
+//! packet id still in use there (not completed) gets its PUBREL (the client's hold on the id
+//! ends, and a new message is never sent under an id the client still treats as in flight).
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use async_nats::jetstream::{consumer, stream};
+use broker_api::cluster::{JournalEntry, JournalStep};
+use codec::PacketId;
+use session_store::InflightState;
+use session_store::storage::{StoredMessage, StoredSession};
+use tracing::warn;
+
+use super::journal_writer::journal_subject;
+use super::link_state::Link;
+use super::missed::MissedError;
+use super::stream_read::read_pending;
+
+/// Every step node run `run` journaled (within the stream's window), in order, within
+/// `timeout`.
+pub(super) async fn read_journal(
+    link: &Link,
+    stream: &stream::Stream,
+    run: &str,
+    timeout: Duration,
+) -> Result<Vec<JournalEntry>, MissedError> {
+    let config = consumer::push::OrderedConfig {
+        deliver_subject: format!("_INBOX.ringmq.journal.{}", link.client.new_inbox()),
+        filter_subject: journal_subject(&link.prefix, run),
+        deliver_policy: consumer::DeliverPolicy::All,
+        ..Default::default()
+    };
+    let mut read = Vec::new();
+    let reading = read_pending(stream, config, &mut read);
+    tokio::time::timeout(timeout, reading)
+        .await
+        .map_err(|_| MissedError::TimedOut(timeout))??;
+    let mut entries = Vec::new();
+    for message in read {
+        match super::journal::decode(message.message.payload) {
+            Ok(steps) => entries.extend(steps),
+            Err(e) => {
+                warn!(run, error = %e, "cluster: a delivery journal record could not be read; skipped")
+            }
+        }
+    }
+    Ok(entries)
+}
+
+/// What a run's journal says of one session's QoS 2 deliveries.
+#[derive(Debug, Default)]
+pub(super) struct Deliveries {
+    /// Each packet id's last step, with the place of that step in the journal.
+    last: HashMap<u16, (usize, JournalStep)>,
+    /// Each key sent, with the packet id it was last sent under.
+    sent: HashMap<u64, u16>,
+}
+
+impl Deliveries {
+    /// The steps of `entries` for `client_id`.
+    pub(super) fn of(entries: &[JournalEntry], client_id: &str) -> Self {
+        let mut deliveries = Self::default();
+        let own = entries.iter().filter(|e| e.client_id.as_str() == client_id);
+        for (place, entry) in own.enumerate() {
+            deliveries.last.insert(entry.packet_id, (place, entry.step));
+            if let JournalStep::Sent { key } = entry.step
+                && key != 0
+            {
+                deliveries.sent.insert(key, entry.packet_id);
+            }
+        }
+        deliveries
+    }
+
+    /// Whether the run delivered nothing to the session at QoS 2.
+    pub(super) fn is_empty(&self) -> bool {
+        self.last.is_empty()
+    }
+
+    /// Whether the run sent the message `key` to the session (0: no key, never).
+    pub(super) fn has_sent(&self, key: u64) -> bool {
+        key != 0 && self.sent.contains_key(&key)
+    }
+}
+
+/// Puts `copies` (read back for `session`, with their keys) where `deliveries` says: in
+/// flight under the packet id a PUBLISH of theirs is still out with, left out when the client
+/// had them, queued otherwise (also one whose packet id the session's own inflight entries
+/// hold); every other packet id still in use gets its PUBREL.
+pub(super) fn apply(
+    session: &mut StoredSession,
+    copies: Vec<(u64, StoredMessage)>,
+    deliveries: &Deliveries,
+) -> Vec<StoredMessage> {
+    let mut in_flight: Vec<(usize, u16, Option<StoredMessage>)> = Vec::new();
+    let mut queued = Vec::new();
+    for (key, copy) in copies {
+        let journaled = key != 0 && copy.qos == codec::QoS::ExactlyOnce;
+        let Some(&packet_id) = journaled.then(|| deliveries.sent.get(&key)).flatten() else {
+            queued.push(copy);
+            continue;
+        };
+        match deliveries.last.get(&packet_id) {
+            Some(&(place, JournalStep::Sent { key: last })) if last == key => {
+                in_flight.push((place, packet_id, Some(copy)));
+            }
+            // Its PUBREC came (the id may even carry a later message since): delivered.
+            _ => {}
+        }
+    }
+    let with_message: Vec<u16> = in_flight.iter().map(|(_, id, _)| *id).collect();
+    let taken: Vec<u16> = session.inflight.iter().map(|(id, _)| id.get()).collect();
+    for (&packet_id, &(place, step)) in &deliveries.last {
+        let done = step == JournalStep::Completed;
+        if !done && !with_message.contains(&packet_id) {
+            in_flight.push((place, packet_id, None));
+        }
+    }
+    in_flight.sort_by_key(|(place, _, _)| *place);
+    for (_, packet_id, copy) in in_flight {
+        let Some(id) = PacketId::new(packet_id).filter(|_| !taken.contains(&packet_id)) else {
+            // The session's own entry keeps the id; the copy waits in the queue instead.
+            queued.extend(copy);
+            continue;
+        };
+        let state = match copy {
+            Some(copy) => InflightState::AwaitingPubRec(copy),
+            None => InflightState::AwaitingPubComp,
+        };
+        session.inflight.push((id, state));
+    }
+    queued
+}
+
+#[cfg(test)]
+#[path = "journal_read_tests.rs"]
+mod tests;

@@ -1,0 +1,144 @@
+use bytes::Bytes;
+use codec::{MqttStr, ProtocolVersion, QoS};
+use session_store::SessionExpiry;
+
+use super::*;
+
+fn sent(client: &str, packet_id: u16, key: u64) -> JournalEntry {
+    let step = JournalStep::Sent { key };
+    entry(client, packet_id, step)
+}
+
+fn released(client: &str, packet_id: u16) -> JournalEntry {
+    entry(client, packet_id, JournalStep::Released)
+}
+
+fn entry(client: &str, packet_id: u16, step: JournalStep) -> JournalEntry {
+    JournalEntry {
+        client_id: MqttStr::try_from(client).unwrap(),
+        packet_id,
+        step,
+    }
+}
+
+fn copy(payload: &'static str, qos: QoS) -> StoredMessage {
+    StoredMessage {
+        topic: Bytes::from_static(b"t"),
+        payload: Bytes::from_static(payload.as_bytes()),
+        qos,
+        retain: false,
+        properties: Bytes::new(),
+        expires_at: None,
+        sub_ids: Vec::new(),
+        accepted_at: None,
+    }
+}
+
+fn session() -> StoredSession {
+    let client_id = MqttStr::try_from("c").unwrap();
+    StoredSession::new(client_id, ProtocolVersion::V5, SessionExpiry::Never, None)
+}
+
+/// The session's inflight entries as (packet id, payload or "PUBREL").
+fn in_flight(session: &StoredSession) -> Vec<(u16, String)> {
+    let shown = |state: &InflightState<StoredMessage>| match state {
+        InflightState::AwaitingPubRec(m) | InflightState::AwaitingPubAck(m) => {
+            String::from_utf8(m.payload.to_vec()).unwrap()
+        }
+        InflightState::AwaitingPubComp => "PUBREL".into(),
+    };
+    (session.inflight.iter())
+        .map(|(id, state)| (id.get(), shown(state)))
+        .collect()
+}
+
+fn payloads(copies: &[StoredMessage]) -> Vec<&str> {
+    copies
+        .iter()
+        .map(|c| std::str::from_utf8(&c.payload).unwrap())
+        .collect()
+}
+
+#[test]
+fn what_the_client_has_is_not_queued_again() {
+    let journal = [
+        sent("c", 1, 10), // PUBREC came: delivered.
+        sent("other", 1, 11),
+        sent("c", 2, 12), // Still awaiting PUBREC: resent under 2.
+        released("c", 1),
+        sent("c", 3, 99), // Its message is not among those read: its id is released.
+        sent("c", 4, 14),
+        released("c", 4),
+        entry("c", 4, JournalStep::Completed), // Done: nothing to resend.
+    ];
+    let deliveries = Deliveries::of(&journal, "c");
+    let copies = vec![
+        (10, copy("ten", QoS::ExactlyOnce)),
+        (11, copy("eleven", QoS::ExactlyOnce)),
+        (12, copy("twelve", QoS::ExactlyOnce)),
+        (0, copy("no key", QoS::ExactlyOnce)),
+        (13, copy("thirteen", QoS::ExactlyOnce)),
+        (14, copy("fourteen", QoS::ExactlyOnce)),
+    ];
+    let mut session = session();
+    let queued = apply(&mut session, copies, &deliveries);
+    assert_eq!(payloads(&queued), ["eleven", "no key", "thirteen"]);
+    let expected = [(2, "twelve"), (1, "PUBREL"), (3, "PUBREL")];
+    let expected: Vec<(u16, String)> = expected.iter().map(|(i, p)| (*i, (*p).into())).collect();
+    assert_eq!(
+        in_flight(&session),
+        expected,
+        "in the order of their last steps"
+    );
+}
+
+#[test]
+fn a_packet_id_used_again_carries_only_its_latest_message() {
+    let journal = [sent("c", 5, 1), released("c", 5), sent("c", 5, 2)];
+    let deliveries = Deliveries::of(&journal, "c");
+    let copies = vec![
+        (1, copy("first", QoS::ExactlyOnce)),
+        (2, copy("second", QoS::ExactlyOnce)),
+    ];
+    let mut session = session();
+    let queued = apply(&mut session, copies, &deliveries);
+    assert!(
+        queued.is_empty(),
+        "the first was completed before its id was used again"
+    );
+    assert_eq!(in_flight(&session), [(5, "second".to_owned())]);
+}
+
+#[test]
+fn a_copy_below_qos_2_and_a_session_without_steps_are_queued() {
+    let journal = [sent("c", 1, 7)];
+    let deliveries = Deliveries::of(&journal, "c");
+    let mut session = session();
+    let queued = apply(
+        &mut session,
+        vec![(7, copy("q1", QoS::AtLeastOnce))],
+        &deliveries,
+    );
+    assert_eq!(payloads(&queued), ["q1"]);
+    assert_eq!(in_flight(&session), [(1, "PUBREL".to_owned())]);
+    assert!(Deliveries::of(&journal, "someone else").is_empty());
+}
+
+#[test]
+fn an_id_the_session_holds_already_is_left_to_it() {
+    let journal = [sent("c", 4, 8)];
+    let deliveries = Deliveries::of(&journal, "c");
+    let mut session = session();
+    let own = copy("own", QoS::ExactlyOnce);
+    session.inflight.push((
+        PacketId::new(4).unwrap(),
+        InflightState::AwaitingPubRec(own),
+    ));
+    let queued = apply(
+        &mut session,
+        vec![(8, copy("eight", QoS::ExactlyOnce))],
+        &deliveries,
+    );
+    assert_eq!(payloads(&queued), ["eight"], "queued, never dropped");
+    assert_eq!(in_flight(&session), [(4, "own".to_owned())]);
+}

@@ -1,0 +1,149 @@
+//! Writes the shards' QoS 2 delivery steps to the journal stream (`journal.rs`; docs/cluster.md,
+//! "Exactly once across a node's death"): the stream `<base>_journal` on `<prefix>.journal.>`,
+//! kept as long as the replay stream keeps messages (`cluster.replay_window_ms`), one subject
+//! per node run. The turns waiting when a write begins go in one JetStream publish; once
+//! JetStream keeps it, their numbers settle and the shards let the held packets go. A write
+//! JetStream does not keep within `cluster.ack_timeout_ms` is given up: its numbers settle all
+//! the same (a client whose deliveries stop while JetStream is away is worse than a QoS 2
+//! message that may come twice after a node's death), counted and logged.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use async_nats::jetstream::{self, stream};
+use broker_api::cluster::JournalEntry;
+use ring_runtime::ShardId;
+use tokio::sync::mpsc;
+use tracing::{debug, info, warn};
+
+use super::buckets::bucket_base;
+use super::link_state::Link;
+use super::replays::Window;
+use super::retained_value::key_of;
+use super::{ClusterCounters, Settled};
+
+/// At most this many shard turns go in one JetStream publish.
+const TURNS_PER_WRITE: usize = 256;
+/// Between attempts of a write JetStream did not keep.
+const RETRY: Duration = Duration::from_millis(100);
+/// Between attempts to open the stream.
+const OPEN_RETRY: Duration = Duration::from_secs(2);
+
+/// One shard turn's steps.
+#[derive(Debug)]
+pub(crate) struct JournalTurn {
+    pub(crate) shard: ShardId,
+    pub(crate) number: u64,
+    pub(crate) entries: Vec<JournalEntry>,
+    /// Given up at this moment (`cluster.ack_timeout_ms` after it was handed over).
+    pub(crate) deadline: Instant,
+}
+
+/// What the shards' side of the link knows of the journal.
+#[derive(Debug, Default)]
+pub struct JournalState {
+    /// Whether the stream is open: until then nothing is journaled, nothing waits.
+    pub(crate) open: AtomicBool,
+}
+
+impl JournalState {
+    pub(crate) fn is_open(&self) -> bool {
+        self.open.load(Ordering::Acquire)
+    }
+}
+
+/// The subject of node run `run`'s journal.
+pub(super) fn journal_subject(prefix: &str, run: &str) -> String {
+    format!("{prefix}.journal.{}", key_of(run))
+}
+
+/// Opens the stream (retrying until JetStream answers), then writes every turn handed over.
+/// With `cluster.qos2_journal = false` (`journaled`) the stream is still opened, for the
+/// journals other nodes write, but this node writes none (the shards hand nothing over).
+pub(super) async fn write_journal(
+    link: Arc<Link>,
+    (window, journaled): (Window, bool),
+    (mut turns, settled, state): (mpsc::Receiver<JournalTurn>, Arc<Settled>, Arc<JournalState>),
+) {
+    let js = jetstream::new(link.client.clone());
+    let stream = open(&js, &link.prefix, &window).await;
+    let _ = link.replays.journal.set(stream);
+    if !journaled {
+        info!("cluster: QoS 2 deliveries not journaled (cluster.qos2_journal = false)");
+        return;
+    }
+    state.open.store(true, Ordering::Release);
+    info!("cluster: QoS 2 deliveries journaled");
+    let subject = async_nats::Subject::from(journal_subject(&link.prefix, &link.origin));
+    let mut group = Vec::new();
+    while let Some(first) = turns.recv().await {
+        group.push(first);
+        while group.len() < TURNS_PER_WRITE {
+            match turns.try_recv() {
+                Ok(turn) => group.push(turn),
+                Err(_) => break,
+            }
+        }
+        let payload = super::journal::encode(group.iter().flat_map(|turn| &turn.entries));
+        let deadline = group.iter().map(|turn| turn.deadline).min();
+        let kept = write(&link, &js, &subject, payload, deadline).await;
+        let steps: usize = group.iter().map(|turn| turn.entries.len()).sum();
+        if kept {
+            ClusterCounters::add(&link.counters.journal_writes, steps as u64);
+        } else {
+            ClusterCounters::add(&link.counters.journal_failures, steps as u64);
+            warn!(
+                steps,
+                "cluster: JetStream did not keep QoS 2 delivery steps within cluster.ack_timeout_ms; their packets leave unjournaled (after this node's death those messages may reach their clients twice)"
+            );
+        }
+        for turn in group.drain(..) {
+            settled.settle(turn.shard, turn.number);
+        }
+    }
+}
+
+/// Publishes `payload` until JetStream keeps it (`true`) or `deadline` passes.
+async fn write(
+    link: &Link,
+    js: &jetstream::Context,
+    subject: &async_nats::Subject,
+    payload: bytes::Bytes,
+    deadline: Option<Instant>,
+) -> bool {
+    let deadline = deadline.unwrap_or_else(|| Instant::now() + link.ack_timeout);
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() || !link.wait_connected_until(deadline).await {
+            return false;
+        }
+        let attempt = async {
+            let ack = js.publish(subject.clone(), payload.clone()).await?;
+            ack.await.map_err(async_nats::Error::from)
+        };
+        match tokio::time::timeout(left, attempt).await {
+            Ok(Ok(_)) => return true,
+            Ok(Err(e)) => debug!(error = %e, "cluster: a journal write failed; trying again"),
+            Err(_) => return false,
+        }
+        tokio::time::sleep(RETRY.min(deadline.saturating_duration_since(Instant::now()))).await;
+    }
+}
+
+/// The stream `<base>_journal` on `<prefix>.journal.>`, created if missing.
+async fn open(js: &jetstream::Context, prefix: &str, window: &Window) -> stream::Stream {
+    let config = stream::Config {
+        name: format!("{}_journal", bucket_base(prefix)),
+        description: Some("RingMQ: QoS 2 deliveries to mirrored sessions".into()),
+        subjects: vec![format!("{prefix}.journal.>")],
+        max_age: window.max_age,
+        storage: stream::StorageType::File,
+        num_replicas: window.replicas,
+        discard: stream::DiscardPolicy::Old,
+        ..stream::Config::default()
+    };
+    let unavailable =
+        "the delivery journal is not available; QoS 2 deliveries are not journaled until it is";
+    super::buckets::open_stream_retrying(js, config, (unavailable, OPEN_RETRY)).await
+}
