@@ -8,23 +8,27 @@
     reason = "test code: a failed unwrap is a failed test, with its location"
 )]
 
-use std::collections::{BTreeSet, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use codec::{Packet, PubComp, PubRec, QoS};
+use codec::{Packet, PubComp, PubRec, QoS, ReasonCode};
 
 use crate::client::{Event, RawClient, V5};
-use crate::cluster::{is_probe, until_routed};
+use crate::cluster::{is_probe, metric, start_node_with, until_routed};
 use crate::cluster_recovery::{
     KILL_AFTER, PACE, acknowledged, publish_paced_at, settle, three_nodes,
 };
+use crate::cluster_restart::{DOWN, stored_first_run};
 use crate::cluster_sessions::{
     connect_persistent_to, reconnect_once_released_with, wait_for_metric,
 };
 use crate::nats_cluster::NatsCluster;
+use crate::nats_cluster::http_get;
+use crate::process::BrokerProcess;
 
 /// A QoS 2 receiver's session state and what it delivered.
 #[derive(Debug, Default)]
@@ -76,6 +80,23 @@ impl Receiver {
         }
     }
 
+    /// Prints the tally beside a node's figures (messages read back, failed reads) and fails
+    /// unless every message of `success` was delivered exactly once.
+    fn check(&self, success: &BTreeSet<u16>, (read_back, failures): (u64, u64)) {
+        let lost: Vec<u16> = success.difference(&self.delivered).copied().collect();
+        eprintln!(
+            "{} acknowledged, {} delivered, {} twice, {} sent again under their ids, {} \
+             released; read back {read_back}, read failures {failures}",
+            success.len(),
+            self.delivered.len(),
+            self.twice.len(),
+            self.resent,
+            self.released,
+        );
+        assert!(lost.is_empty(), "acknowledged, never delivered: {lost:?}");
+        assert!(self.twice.is_empty(), "delivered twice: {:?}", self.twice);
+    }
+
     fn answer_later(&mut self, answer: Packet) {
         self.pending
             .push_back((Instant::now() + ANSWER_DELAY, answer));
@@ -88,6 +109,43 @@ impl Receiver {
         {
             let (_, answer) = self.pending.pop_front().unwrap();
             client.send(&answer);
+        }
+    }
+}
+
+/// A QoS 2 subscriber receiving on a thread of its own and a publisher sending QoS 2 on
+/// another, the subscriber's node to be killed [`KILL_AFTER`] messages in.
+struct Run {
+    receiver: Arc<Mutex<Receiver>>,
+    stop: Arc<AtomicBool>,
+    before: JoinHandle<()>,
+    sending: JoinHandle<BTreeMap<u16, ReasonCode>>,
+}
+
+impl Run {
+    /// Subscribes `id` (persistent, 5.0, QoS 2 on `recover/#`) at `subscriber_at`, waits for
+    /// `ready`, starts publishing at `publisher_at` once messages are routed, and returns when
+    /// the kill is due.
+    fn start(
+        (subscriber_at, publisher_at): (SocketAddr, SocketAddr),
+        id: &str,
+        ready: impl FnOnce(),
+    ) -> Self {
+        let (mut subscriber, _) = connect_persistent_to(subscriber_at, V5, id);
+        subscriber.subscribe("recover/#", QoS::ExactlyOnce);
+        ready();
+        let mut publisher = RawClient::connected_clean(publisher_at, V5, &format!("{id}-pub"));
+        until_routed(&mut publisher, "recover/p", &mut [&mut subscriber]);
+        let receiver = Arc::new(Mutex::new(Receiver::default()));
+        let stop = Arc::new(AtomicBool::new(false));
+        let before = receive(subscriber, Arc::clone(&receiver), Arc::clone(&stop));
+        let sending = std::thread::spawn(move || publish_paced_at(publisher, QoS::ExactlyOnce));
+        std::thread::sleep(PACE * u32::from(KILL_AFTER));
+        Self {
+            receiver,
+            stop,
+            before,
+            sending,
         }
     }
 }
@@ -126,50 +184,59 @@ fn a_qos_2_subscriber_whose_node_died_gets_every_message_once() {
     let nats = NatsCluster::start();
     let work = tempfile::tempdir().unwrap();
     let (doomed, metrics_port, publishing, survivor) = three_nodes(&nats, work.path());
-    let (mut subscriber, _) = connect_persistent_to(doomed.addr, V5, "once");
-    subscriber.subscribe("recover/#", QoS::ExactlyOnce);
-    // The CONNECT and the SUBSCRIBE mirrored.
-    wait_for_metric(metrics_port, "ringmq_cluster_mirror_writes_total", 2);
-    let mut publisher = RawClient::connected_clean(publishing.addr(), V5, "once-pub");
-    until_routed(&mut publisher, "recover/p", &mut [&mut subscriber]);
-    let receiver = Arc::new(Mutex::new(Receiver::default()));
-    let stop = Arc::new(AtomicBool::new(false));
-    let before = receive(subscriber, Arc::clone(&receiver), Arc::clone(&stop));
-
-    let sending = std::thread::spawn(move || publish_paced_at(publisher, QoS::ExactlyOnce));
-    std::thread::sleep(PACE * u32::from(KILL_AFTER));
+    let mirrored = || wait_for_metric(metrics_port, "ringmq_cluster_mirror_writes_total", 2);
+    let run = Run::start((doomed.addr, publishing.addr()), "once", mirrored);
     doomed.kill_9();
-    before.join().unwrap();
+    run.before.join().unwrap();
     let (client, present) = reconnect_once_released_with(&survivor, V5, "once");
     assert!(present, "the session came back from the mirror");
-    let after = receive(client, Arc::clone(&receiver), Arc::clone(&stop));
-    let success = acknowledged(&sending.join().unwrap());
+    let after = receive(client, Arc::clone(&run.receiver), Arc::clone(&run.stop));
+    let success = acknowledged(&run.sending.join().unwrap());
     settle(&survivor);
-    stop.store(true, Ordering::Relaxed);
+    run.stop.store(true, Ordering::Relaxed);
     after.join().unwrap();
-    let receiver = receiver.lock().unwrap();
-    let lost: Vec<u16> = success.difference(&receiver.delivered).copied().collect();
+    let receiver = run.receiver.lock().unwrap();
     let figures = survivor.cluster_figures().unwrap();
-    eprintln!(
-        "{} acknowledged, {} delivered, {} twice, {} sent again under their ids, {} released; \
-         read back {}, read failures {}",
-        success.len(),
-        receiver.delivered.len(),
-        receiver.twice.len(),
-        receiver.resent,
-        receiver.released,
-        figures.sessions_replayed,
-        figures.sessions_replay_failures,
-    );
-    assert!(lost.is_empty(), "acknowledged, never delivered: {lost:?}");
-    assert!(
-        receiver.twice.is_empty(),
-        "delivered twice: {:?}",
-        receiver.twice
-    );
+    let read_back = (figures.sessions_replayed, figures.sessions_replay_failures);
+    receiver.check(&success, read_back);
     assert!(
         receiver.resent > 0,
         "the deliveries awaiting PUBREC at the kill came again under their packet ids"
     );
     assert_eq!(figures.sessions_recovered, 1);
+}
+
+/// A persistent 5.0 QoS 2 subscriber on node 0, a real process with a redb store, answering
+/// 30 ms late; a publisher on node 1 sends QoS 2 at 200 a second; node 0 is killed with
+/// SIGKILL in the middle and started again 2 s later with the same store. The subscriber, its
+/// QoS 2 state kept, resumes there and receives every message whose PUBREC was Success
+/// exactly once: what the store had in flight comes again under its packet ids, and the
+/// restart's read leaves out what the previous run's journal says the session had.
+#[test]
+fn a_qos_2_subscriber_whose_node_restarted_gets_every_message_once() {
+    let nats = NatsCluster::start();
+    let work = tempfile::tempdir().unwrap();
+    let (first_run, http, (config, config_path)) = stored_first_run(&nats, work.path());
+    let publishing = start_node_with(&nats, 1, "node_timeout_ms = 2000");
+    let run = Run::start((first_run.addr, publishing.addr()), "once-again", || {});
+    let addr = first_run.addr;
+    first_run.kill_9();
+    run.before.join().unwrap();
+    std::thread::sleep(DOWN);
+    let mut second_run = BrokerProcess::start_on(addr, &config, &config_path);
+    second_run.wait_serving();
+    let (client, present) = connect_persistent_to(addr, V5, "once-again");
+    assert!(present, "the session came back from the store");
+    let after = receive(client, Arc::clone(&run.receiver), Arc::clone(&run.stop));
+    let success = acknowledged(&run.sending.join().unwrap());
+    crate::cluster_restart::settle(http, &publishing);
+    run.stop.store(true, Ordering::Relaxed);
+    after.join().unwrap();
+    let metrics = http_get(http, "/metrics").unwrap();
+    let figure = |name| metric(&metrics, name).unwrap_or(0);
+    let failures = figure("ringmq_cluster_restart_replay_failures_total");
+    let replayed = figure("ringmq_cluster_restart_replayed_messages_total");
+    (run.receiver.lock().unwrap()).check(&success, (replayed, failures));
+    assert_eq!(failures, 0);
+    drop(second_run);
 }

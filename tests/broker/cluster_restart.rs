@@ -29,7 +29,7 @@ use crate::ports::free_port;
 use crate::process::BrokerProcess;
 
 /// How long the node stays down.
-const DOWN: Duration = Duration::from_secs(2);
+pub(crate) const DOWN: Duration = Duration::from_secs(2);
 const ID: &str = "restart-5";
 /// Ample for a node whose buckets are open to name its run in its sessions' owner records.
 const RECORDS_CLAIMED: Duration = Duration::from_millis(1500);
@@ -63,11 +63,7 @@ enum Back {
 fn restart_under_a_subscriber(back: Back) {
     let nats = NatsCluster::start();
     let work = tempfile::tempdir().unwrap();
-    let http = free_port();
-    let config = stored_node_config(&nats, work.path(), http);
-    let config_path = work.path().join("n0.toml");
-    let first_run = BrokerProcess::start(&config, &config_path);
-    wait_for_metric(http, "ringmq_cluster_ownership_ready", 1);
+    let (first_run, http, (config, config_path)) = stored_first_run(&nats, work.path());
     let publishing = start_node_with(&nats, 1, "node_timeout_ms = 2000");
     let other = start_node_with(
         &nats,
@@ -116,6 +112,20 @@ fn restart_under_a_subscriber(back: Back) {
     drop(second_run);
 }
 
+/// Node 0 of `nats` (`stored_node_config`) started, its buckets open: the process, its
+/// operations port, its config and the config's path (to start it again).
+pub(crate) fn stored_first_run(
+    nats: &NatsCluster,
+    dir: &Path,
+) -> (BrokerProcess, u16, (String, std::path::PathBuf)) {
+    let http = free_port();
+    let config = stored_node_config(nats, dir, http);
+    let config_path = dir.join("n0.toml");
+    let first_run = BrokerProcess::start(&config, &config_path);
+    wait_for_metric(http, "ringmq_cluster_ownership_ready", 1);
+    (first_run, http, (config, config_path))
+}
+
 /// Node 0 of `nats` with a redb store under `dir` and its operations listener on `http`.
 fn stored_node_config(nats: &NatsCluster, dir: &Path, http: u16) -> String {
     format!(
@@ -129,7 +139,7 @@ fn stored_node_config(nats: &NatsCluster, dir: &Path, http: u16) -> String {
 
 /// Waits until the messages node 0 (operations listener on `http`) and `other` received from
 /// the cluster and from replays stop moving.
-fn settle(http: u16, other: &TestBroker) {
+pub(crate) fn settle(http: u16, other: &TestBroker) {
     settle_while(|| {
         let metrics = http_get(http, "/metrics")?;
         let figures = other.cluster_figures()?;

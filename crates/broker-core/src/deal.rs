@@ -8,6 +8,7 @@ use broker_api::cluster::AcceptedRetained;
 use codec::MqttStr;
 use ring_runtime::ShardId;
 use router::{SubscriptionChange, TopicName};
+use session_store::InflightState;
 use session_store::storage::{StoredMessage, StoredSession};
 
 use crate::directory::{SessionLocation, SessionOwner};
@@ -93,7 +94,9 @@ pub fn deal_recovered(
     recovery.hold_outlines(outlines);
 }
 
-/// `stored` without its messages: what the cluster link needs of it.
+/// `stored` without its messages: what the cluster link needs of it (its inflight packet ids,
+/// each as a PUBREL owed, tell the catch-up after a restart which of the previous run's QoS 2
+/// deliveries the store resends: docs/cluster.md, "Exactly once across a node's death").
 fn outline(stored: &StoredSession) -> StoredSession {
     StoredSession {
         client_id: stored.client_id.clone(),
@@ -104,7 +107,9 @@ fn outline(stored: &StoredSession) -> StoredSession {
         disconnected_at: stored.disconnected_at,
         subscriptions: stored.subscriptions.clone(),
         queued: Vec::new(),
-        inflight: Vec::new(),
+        inflight: (stored.inflight.iter())
+            .map(|(id, _)| (*id, InflightState::AwaitingPubComp))
+            .collect(),
         awaiting_release: Vec::new(),
     }
 }

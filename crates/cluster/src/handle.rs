@@ -7,7 +7,7 @@ use tokio::sync::mpsc;
 
 use super::counters::ClusterCounters;
 use super::interest_queue::InterestQueue;
-use super::journal_writer::{JournalState, JournalTurn};
+use super::journal_writer::JournalTurn;
 use super::settled::Settled;
 use crate::settings::ClusterSettings;
 use broker_api::Message;
@@ -36,8 +36,8 @@ pub struct ClusterLink {
     claims: mpsc::Sender<ClaimRequest>,
     mirror: mpsc::Sender<MirrorOp>,
     journal: mpsc::Sender<JournalTurn>,
-    /// Whether the delivery journal is open.
-    pub journal_state: Arc<JournalState>,
+    /// Whether QoS 2 deliveries are journaled (`cluster.qos2_journal`, with a replay window).
+    journaled: bool,
     /// How far each shard's journal turns have settled.
     pub journal_settled: Arc<Settled>,
     /// The link's counters.
@@ -60,7 +60,6 @@ pub struct ClusterQueues {
     pub(super) settled: Arc<Settled>,
     pub(super) journal: mpsc::Receiver<JournalTurn>,
     pub(super) journal_settled: Arc<Settled>,
-    pub(super) journal_state: Arc<JournalState>,
 }
 
 impl ClusterLink {
@@ -74,14 +73,13 @@ impl ClusterLink {
         let (mirror, mirror_rx) = mpsc::channel(settings.max_outbound_messages);
         let (journal, journal_rx) = mpsc::channel(settings.max_outbound_messages);
         let journal_settled = Arc::new(Settled::new(shards));
-        let journal_state = Arc::new(JournalState::default());
         let link = Self {
             outbound,
             interest,
             claims,
             mirror,
             journal,
-            journal_state: Arc::clone(&journal_state),
+            journaled: settings.qos2_journal && settings.replay_window.is_some(),
             journal_settled: Arc::clone(&journal_settled),
             counters: Arc::new(ClusterCounters::default()),
             settled: Arc::clone(&settled),
@@ -96,7 +94,6 @@ impl ClusterLink {
             settled,
             journal: journal_rx,
             journal_settled,
-            journal_state,
         };
         (link, queues)
     }
@@ -155,15 +152,16 @@ impl ClusterLink {
     }
 
     /// Hands one shard turn's QoS 2 delivery steps to the journal (see
-    /// `broker_api::ClusterPort::journal`); `false` when the journal is not open or its queue
-    /// is full (counted): nothing waits for them.
+    /// `broker_api::ClusterPort::journal`); `false` when QoS 2 deliveries are not journaled, or
+    /// the queue is full (counted): nothing waits for them. Before the journal is open they
+    /// wait for it (within `cluster.ack_timeout_ms`).
     pub fn journal(
         &self,
         shard: ring_runtime::ShardId,
         number: u64,
         entries: Vec<JournalEntry>,
     ) -> bool {
-        if !self.journal_state.is_open() {
+        if !self.journaled {
             return false;
         }
         let steps = entries.len() as u64;

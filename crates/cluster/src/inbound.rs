@@ -44,8 +44,28 @@ pub(super) async fn inbound(
                 next = messages.try_recv().ok();
             }
         }
-        post_batches(&link.counters, &poster, &mut batches);
+        let live = &link.replays.live_keys;
+        let keys: Option<Vec<Vec<u64>>> = live
+            .noting()
+            .then(|| batches.iter().map(|batch| keys_of(batch)).collect());
+        let posted = post_batches(&link.counters, &poster, &mut batches);
+        if let Some(keys) = keys {
+            live.note(
+                posted
+                    .into_iter()
+                    .flat_map(|shard| keys[shard].iter().copied()),
+            );
+        }
     }
+}
+
+/// The keys of the messages in `batch` (`live_keys.rs`).
+fn keys_of(batch: &[ClusterInbound]) -> Vec<u64> {
+    let key = |inbound: &ClusterInbound| match inbound {
+        ClusterInbound::Publish(publish) => Some(publish.key),
+        _ => None,
+    };
+    batch.iter().filter_map(key).collect()
 }
 
 /// The message a NATS message carries, unless it is a duplicate or malformed (counted).
@@ -166,8 +186,14 @@ pub(super) fn post_publishes(
     post_batches(counters, poster, &mut batches);
 }
 
-/// Posts each shard's batch; a full mailbox drops its batch, counted.
-fn post_batches(counters: &ClusterCounters, poster: &Inbox, batches: &mut [Vec<ClusterInbound>]) {
+/// Posts each shard's batch; a full mailbox drops its batch, counted. The shards whose batch
+/// was posted.
+fn post_batches(
+    counters: &ClusterCounters,
+    poster: &Inbox,
+    batches: &mut [Vec<ClusterInbound>],
+) -> Vec<usize> {
+    let mut posted = Vec::new();
     for (index, batch) in batches.iter_mut().enumerate() {
         if batch.is_empty() {
             continue;
@@ -175,7 +201,10 @@ fn post_batches(counters: &ClusterCounters, poster: &Inbox, batches: &mut [Vec<C
         let messages = std::mem::take(batch);
         let count = messages.len() as u64;
         match poster.post(ShardId::new(index as u16), messages) {
-            Ok(()) => ClusterCounters::add(&counters.messages_in, count),
+            Ok(()) => {
+                ClusterCounters::add(&counters.messages_in, count);
+                posted.push(index);
+            }
             Err(_) => {
                 warn!(
                     shard = index,
@@ -185,6 +214,7 @@ fn post_batches(counters: &ClusterCounters, poster: &Inbox, batches: &mut [Vec<C
             }
         }
     }
+    posted
 }
 
 #[cfg(test)]

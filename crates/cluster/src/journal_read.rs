@@ -82,6 +82,24 @@ impl Deliveries {
         self.last.is_empty()
     }
 
+    /// Whether a session this node recovered from its store (with packet ids `stored` in
+    /// flight) has the message `key` already, by the previous run's journal: its PUBREC came
+    /// (the last step of its packet id is not its *sent*), or its PUBLISH went out under an id
+    /// the store has in flight and resends. A message whose PUBLISH may have left under an id
+    /// the store lacks (the store's write had not landed) is not: it comes again rather than
+    /// never.
+    pub(super) fn had_before_restart(&self, key: u64, stored: &[u16]) -> bool {
+        let Some(&packet_id) = (key != 0).then(|| self.sent.get(&key)).flatten() else {
+            return false;
+        };
+        match self.last.get(&packet_id) {
+            Some(&(_, JournalStep::Sent { key: last })) if last == key => {
+                stored.contains(&packet_id)
+            }
+            _ => true,
+        }
+    }
+
     /// Whether the run sent the message `key` to the session (0: no key, never).
     pub(super) fn has_sent(&self, key: u64) -> bool {
         key != 0 && self.sent.contains_key(&key)

@@ -142,3 +142,20 @@ fn an_id_the_session_holds_already_is_left_to_it() {
     assert_eq!(payloads(&queued), ["eight"], "queued, never dropped");
     assert_eq!(in_flight(&session), [(4, "own".to_owned())]);
 }
+
+#[test]
+fn a_restarted_node_leaves_out_what_was_delivered_or_is_resent_from_its_store() {
+    let journal = [
+        sent("c", 1, 10),
+        released("c", 1), // Delivered.
+        sent("c", 2, 20), // In flight, and in the store: resent from there.
+        sent("c", 3, 30), // In flight, not in the store (its write was lost): comes again.
+    ];
+    let deliveries = Deliveries::of(&journal, "c");
+    let stored = [2];
+    assert!(deliveries.had_before_restart(10, &stored));
+    assert!(deliveries.had_before_restart(20, &stored));
+    assert!(!deliveries.had_before_restart(30, &stored));
+    assert!(!deliveries.had_before_restart(40, &stored), "never sent");
+    assert!(!deliveries.had_before_restart(0, &stored), "no key");
+}

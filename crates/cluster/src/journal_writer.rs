@@ -7,8 +7,8 @@
 //! the same (a client whose deliveries stop while JetStream is away is worse than a QoS 2
 //! message that may come twice after a node's death), counted and logged.
 
+use std::collections::VecDeque;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use async_nats::jetstream::{self, stream};
@@ -40,45 +40,55 @@ pub(crate) struct JournalTurn {
     pub(crate) deadline: Instant,
 }
 
-/// What the shards' side of the link knows of the journal.
-#[derive(Debug, Default)]
-pub struct JournalState {
-    /// Whether the stream is open: until then nothing is journaled, nothing waits.
-    pub(crate) open: AtomicBool,
-}
-
-impl JournalState {
-    pub(crate) fn is_open(&self) -> bool {
-        self.open.load(Ordering::Acquire)
-    }
-}
-
 /// The subject of node run `run`'s journal.
 pub(super) fn journal_subject(prefix: &str, run: &str) -> String {
     format!("{prefix}.journal.{}", key_of(run))
 }
 
-/// Opens the stream (retrying until JetStream answers), then writes every turn handed over.
-/// With `cluster.qos2_journal = false` (`journaled`) the stream is still opened, for the
-/// journals other nodes write, but this node writes none (the shards hand nothing over).
+/// Opens the stream (retrying until JetStream answers; turns handed over meanwhile wait, and
+/// those past their deadline are given up), then writes every turn handed over. With
+/// `cluster.qos2_journal = false` (`journaled`) the stream is still opened, for the journals
+/// other nodes wrote, but this node writes none (the shards hand nothing over).
 pub(super) async fn write_journal(
     link: Arc<Link>,
     (window, journaled): (Window, bool),
-    (mut turns, settled, state): (mpsc::Receiver<JournalTurn>, Arc<Settled>, Arc<JournalState>),
+    (mut turns, settled): (mpsc::Receiver<JournalTurn>, Arc<Settled>),
 ) {
     let js = jetstream::new(link.client.clone());
-    let stream = open(&js, &link.prefix, &window).await;
+    let mut waiting = VecDeque::new();
+    let opening = open(&js, &link.prefix, &window);
+    tokio::pin!(opening);
+    let stream = loop {
+        tokio::select! {
+            stream = &mut opening => break stream,
+            turn = turns.recv() => match turn {
+                Some(turn) => waiting.push_back(turn),
+                None => return,
+            },
+            () = tokio::time::sleep(OPEN_RETRY) => {}
+        }
+        while waiting
+            .front()
+            .is_some_and(|t: &JournalTurn| t.deadline <= Instant::now())
+        {
+            let expired: Vec<JournalTurn> = waiting.pop_front().into_iter().collect();
+            settle(&link, &settled, expired, false);
+        }
+    };
     let _ = link.replays.journal.set(stream);
     if !journaled {
-        info!("cluster: QoS 2 deliveries not journaled (cluster.qos2_journal = false)");
-        return;
+        return info!("cluster: QoS 2 deliveries not journaled (cluster.qos2_journal = false)");
     }
-    state.open.store(true, Ordering::Release);
     info!("cluster: QoS 2 deliveries journaled");
     let subject = async_nats::Subject::from(journal_subject(&link.prefix, &link.origin));
-    let mut group = Vec::new();
-    while let Some(first) = turns.recv().await {
-        group.push(first);
+    let mut group: Vec<JournalTurn> = waiting.into();
+    loop {
+        if group.is_empty() {
+            match turns.recv().await {
+                Some(first) => group.push(first),
+                None => return,
+            }
+        }
         while group.len() < TURNS_PER_WRITE {
             match turns.try_recv() {
                 Ok(turn) => group.push(turn),
@@ -88,19 +98,25 @@ pub(super) async fn write_journal(
         let payload = super::journal::encode(group.iter().flat_map(|turn| &turn.entries));
         let deadline = group.iter().map(|turn| turn.deadline).min();
         let kept = write(&link, &js, &subject, payload, deadline).await;
-        let steps: usize = group.iter().map(|turn| turn.entries.len()).sum();
-        if kept {
-            ClusterCounters::add(&link.counters.journal_writes, steps as u64);
-        } else {
-            ClusterCounters::add(&link.counters.journal_failures, steps as u64);
-            warn!(
-                steps,
-                "cluster: JetStream did not keep QoS 2 delivery steps within cluster.ack_timeout_ms; their packets leave unjournaled (after this node's death those messages may reach their clients twice)"
-            );
-        }
-        for turn in group.drain(..) {
-            settled.settle(turn.shard, turn.number);
-        }
+        settle(&link, &settled, std::mem::take(&mut group), kept);
+    }
+}
+
+/// Settles `turns` (their packets may leave), counting their steps as written (`kept`) or
+/// given up.
+fn settle(link: &Link, settled: &Settled, turns: Vec<JournalTurn>, kept: bool) {
+    let steps: usize = turns.iter().map(|turn| turn.entries.len()).sum();
+    if kept {
+        ClusterCounters::add(&link.counters.journal_writes, steps as u64);
+    } else if steps > 0 {
+        ClusterCounters::add(&link.counters.journal_failures, steps as u64);
+        warn!(
+            steps,
+            "cluster: JetStream did not keep QoS 2 delivery steps within cluster.ack_timeout_ms; their packets leave unjournaled (after this node's death those messages may reach their clients twice)"
+        );
+    }
+    for turn in turns {
+        settled.settle(turn.shard, turn.number);
     }
 }
 

@@ -37,6 +37,7 @@ mod journal_writer;
 mod lifecycle;
 mod link;
 mod link_state;
+mod live_keys;
 mod losses;
 mod mirror;
 mod missed;
@@ -66,7 +67,6 @@ pub use counters::{ClusterCounters, ClusterFigures};
 pub(crate) use handle::Outbound;
 pub use handle::{ClusterLink, ClusterQueues};
 pub(crate) use interest_queue::Interest;
-pub use journal_writer::JournalState;
 pub use link::ClusterThread;
 pub use settled::Settled;
 

@@ -131,7 +131,7 @@ async fn run(
         retained_bucket: std::sync::OnceLock::new(),
     });
     let (inbound_tx, inbound_rx) = mpsc::channel(INBOUND_CAPACITY);
-    let journal = (queues.journal, queues.journal_settled, queues.journal_state);
+    let journal = (queues.journal, queues.journal_settled);
     let journaled = settings.qos2_journal;
     let replaying = {
         let (link, inbound) = (Arc::clone(&link), inbound_tx.clone());

@@ -121,6 +121,7 @@ async fn catch_up(owners: Arc<Owners>, recovered: Vec<StoredSession>, kept_strea
         };
         route_missed(&owners.restart, &owners.link, routing, &ours).await;
     }
+    owners.link.replays.live_keys.stop();
     owners.restart.end();
 }
 

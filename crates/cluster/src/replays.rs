@@ -26,6 +26,8 @@ pub(crate) struct Replays {
     pub(super) stream: OnceLock<stream::Stream>,
     /// The delivery journal's stream, once open (`journal_writer.rs`).
     pub(super) journal: OnceLock<stream::Stream>,
+    /// Keys of the messages delivered live while a restart's catch-up runs (`live_keys.rs`).
+    pub(super) live_keys: super::live_keys::LiveKeys,
     /// The `rel` subjects of each plain filter of this node (kept by the interest loop).
     subjects: Mutex<HashMap<String, Vec<String>>>,
     /// When the main NATS connection was lost, until it is back.

@@ -14,6 +14,7 @@ use std::sync::OnceLock;
 use std::time::{Duration, SystemTime};
 
 use async_nats::jetstream::stream;
+use broker_api::cluster::JournalEntry;
 use codec::MqttStr;
 use session_store::storage::StoredSession;
 use tokio::sync::watch;
@@ -22,6 +23,7 @@ use tracing::{info, warn};
 use super::alive::{PreviousRun, StampError};
 use super::counters::ClusterCounters;
 use super::inbound::post_publishes;
+use super::journal_read::{Deliveries, read_journal};
 use super::link_state::Link;
 use super::link_state::same_node;
 use super::missed::{
@@ -165,8 +167,15 @@ pub(super) async fn route_missed(
     let subjects = sessions_subjects(&link.prefix, sessions);
     match read_kept(link, stream, &subjects, (from, READ_TIMEOUT)).await {
         Ok(read) => {
-            let (publishes, dropped) =
-                copies_for(sessions, read.kept, routing.max_queued, &link.origin);
+            // What the previous run delivered, and what this one has since the sessions'
+            // subscriptions went live (the read reaches past that moment).
+            let journals = Journals {
+                previous: journal_of(link, &previous.origin).await,
+                this_run: journal_of(link, &link.origin).await,
+                live: link.replays.live_keys.noted(),
+            };
+            let bounds = (routing.max_queued, &link.origin[..]);
+            let (publishes, dropped) = copies_for(sessions, read.kept, bounds, &journals);
             if dropped > 0 {
                 warn!(
                     dropped,
@@ -183,6 +192,78 @@ pub(super) async fn route_missed(
             warn!(error = %e, "cluster: what the sessions recovered from the store missed was not read; a node replay stands in");
             ClusterCounters::add(&counters.restart_replay_failures, 1);
             link.replays.request_from(from);
+        }
+    }
+}
+
+/// The delivery journals the catch-up reads (docs/cluster.md, "Exactly once across a node's
+/// death"); `None` where one is not open or could not be read (logged).
+#[derive(Debug, Default)]
+struct Journals {
+    previous: Option<Vec<JournalEntry>>,
+    this_run: Option<Vec<JournalEntry>>,
+    /// The keys of the messages that reached this node live meanwhile (`live_keys.rs`).
+    live: HashSet<u64>,
+}
+
+impl Journals {
+    /// What they say of `session`.
+    fn of(&self, session: &StoredSession) -> SessionJournals<'_> {
+        let client = session.client_id.as_str();
+        let deliveries = |entries: &Option<Vec<JournalEntry>>| {
+            entries.as_deref().map(|e| Deliveries::of(e, client))
+        };
+        SessionJournals {
+            previous: deliveries(&self.previous),
+            this_run: deliveries(&self.this_run),
+            stored: session.inflight.iter().map(|(id, _)| id.get()).collect(),
+            live: &self.live,
+        }
+    }
+}
+
+/// What the journals say of one recovered session, the packet ids its store resends, and
+/// what reached this node live.
+struct SessionJournals<'a> {
+    previous: Option<Deliveries>,
+    this_run: Option<Deliveries>,
+    stored: Vec<u16>,
+    live: &'a HashSet<u64>,
+}
+
+impl SessionJournals<'_> {
+    /// Whether the session has the message `key` already: the previous run delivered it (or
+    /// the store resends it), this run sent it, or it reached this node live (and was routed
+    /// to the session then).
+    fn had(&self, key: u64) -> bool {
+        let before = self.previous.as_ref();
+        (key != 0 && self.live.contains(&key))
+            || before.is_some_and(|d| d.had_before_restart(key, &self.stored))
+            || self.this_run.as_ref().is_some_and(|d| d.has_sent(key))
+    }
+}
+
+/// Node run `run`'s delivery journal: `None` when it is not open within [`SETUP_WAIT`] or
+/// cannot be read (logged: QoS 2 messages a recovered session had may then come again).
+async fn journal_of(link: &Link, run: &str) -> Option<Vec<JournalEntry>> {
+    let deadline = tokio::time::Instant::now() + SETUP_WAIT;
+    let journal = loop {
+        if let Some(journal) = link.replays.journal.get() {
+            break journal;
+        }
+        if tokio::time::Instant::now() >= deadline {
+            warn!(
+                "cluster: the delivery journal is not open; QoS 2 messages the recovered sessions had may come again"
+            );
+            return None;
+        }
+        tokio::time::sleep(POLL).await;
+    };
+    match read_journal(link, journal, run, READ_TIMEOUT).await {
+        Ok(entries) => Some(entries),
+        Err(e) => {
+            warn!(run, error = %e, "cluster: a delivery journal was not read; QoS 2 messages the recovered sessions had may come again");
+            None
         }
     }
 }
@@ -221,13 +302,13 @@ async fn subscriptions_live(link: &Link, sessions: &[StoredSession]) {
 
 /// One publish per message and recovered session it matches, for that session alone, in the
 /// stream's order: not this run's own messages (its local subscribers had them), nor expired
-/// ones; at most `max_queued` per session (its newest); and how many older ones that bound
-/// dropped.
+/// ones, nor those the `journals` say the session has; at most `max_queued` per session (its
+/// newest); and how many older ones that bound dropped.
 fn copies_for(
     sessions: &[StoredSession],
     kept: Vec<Kept>,
-    max_queued: usize,
-    own_run: &str,
+    (max_queued, own_run): (usize, &str),
+    journals: &Journals,
 ) -> (Vec<ClusterPublish>, usize) {
     let now = SystemTime::now();
     let kept: Vec<Kept> = (kept.into_iter())
@@ -238,6 +319,8 @@ fn copies_for(
         let plain = plain_subscriptions(session);
         let client_id = &session.client_id;
         let mut copies = copies_of_session(&plain, &kept, client_id, own_run);
+        let journaled = journals.of(session);
+        copies.retain(|copy| !journaled.had(copy.key));
         let excess = copies.len().saturating_sub(max_queued);
         copies.drain(..excess);
         dropped += excess;
@@ -329,7 +412,8 @@ mod tests {
     #[test]
     fn each_session_gets_what_it_matches_but_this_runs_own_and_expired_messages() {
         let sessions = [session("a", "t/#", true), session("b", "t/x", false)];
-        let (publishes, dropped) = copies_for(&sessions, read(), 10, "n1/new");
+        let (publishes, dropped) =
+            copies_for(&sessions, read(), (10, "n1/new"), &Journals::default());
         assert_eq!(dropped, 0);
         assert_eq!(
             routed(&publishes),
@@ -341,7 +425,8 @@ mod tests {
     #[test]
     fn a_session_gets_at_most_max_queued_its_newest() {
         let sessions = [session("b", "t/x", false)];
-        let (publishes, dropped) = copies_for(&sessions, read(), 1, "n1/new");
+        let (publishes, dropped) =
+            copies_for(&sessions, read(), (1, "n1/new"), &Journals::default());
         assert_eq!(routed(&publishes), ["b: other node"]);
         assert_eq!(dropped, 1, "the older copy, counted");
     }
