@@ -59,10 +59,12 @@ pub(super) async fn inbound(
     }
 }
 
-/// The keys of the messages in `batch` (`live_keys.rs`).
+/// The keys of the messages in `batch` for plain subscriptions (`live_keys.rs`: the catch-up
+/// reads for plain subscriptions only; a message that came for a shared subscription alone
+/// reached no plain one).
 fn keys_of(batch: &[ClusterInbound]) -> Vec<u64> {
     let key = |inbound: &ClusterInbound| match inbound {
-        ClusterInbound::Publish(publish) => Some(publish.key),
+        ClusterInbound::Publish(publish) if publish.scope == Scope::Plain => Some(publish.key),
         _ => None,
     };
     batch.iter().filter_map(key).collect()
@@ -238,6 +240,29 @@ mod tests {
         assert!(!seen.first(origin("n1/1", 2)));
         assert!(seen.first(origin("n2/1", 2)));
         assert!(seen.first(origin("n1/2", 1)), "a new run starts over");
+    }
+
+    #[test]
+    fn only_plain_messages_count_as_delivered_live() {
+        let publish = |scope, key| {
+            ClusterInbound::Publish(Box::new(ClusterPublish {
+                topic: MqttStr::try_from("t").unwrap(),
+                payload: bytes::Bytes::new(),
+                properties: bytes::Bytes::new(),
+                qos: codec::QoS::ExactlyOnce,
+                retain: false,
+                expiry: None,
+                scope,
+                key,
+            }))
+        };
+        let batch = [
+            publish(Scope::Plain, 1),
+            publish(Scope::Group("$share/g/t".into()), 2),
+            publish(Scope::Session(MqttStr::try_from("c").unwrap()), 3),
+            publish(Scope::Plain, 4),
+        ];
+        assert_eq!(keys_of(&batch), [1, 4]);
     }
 
     #[test]
