@@ -38,11 +38,20 @@ pub(super) enum JournalError {
     ClientId,
 }
 
-/// The records of `entries`, one after another.
-pub(super) fn encode<'a>(entries: impl IntoIterator<Item = &'a JournalEntry>) -> Bytes {
+/// The records of `entries`, one after another, cut at record boundaries into messages of at
+/// most `max_bytes` (one record more than that goes alone): a turn of a large fan-out stays
+/// under the NATS servers' `max_payload`.
+pub(super) fn encode<'a>(
+    entries: impl IntoIterator<Item = &'a JournalEntry>,
+    max_bytes: usize,
+) -> Vec<Bytes> {
+    let mut messages = Vec::new();
     let mut out = BytesMut::new();
     for entry in entries {
         let id = entry.client_id.as_bytes();
+        if !out.is_empty() && out.len() + 13 + id.len() > max_bytes {
+            messages.push(out.split().freeze());
+        }
         out.reserve(13 + id.len());
         match entry.step {
             JournalStep::Sent { key } => {
@@ -63,7 +72,10 @@ pub(super) fn encode<'a>(entries: impl IntoIterator<Item = &'a JournalEntry>) ->
         out.put_u16(u16::try_from(id.len()).unwrap_or(u16::MAX));
         out.put_slice(id);
     }
-    out.freeze()
+    if !out.is_empty() {
+        messages.push(out.freeze());
+    }
+    messages
 }
 
 /// The records of one journal message, in order.
@@ -130,13 +142,34 @@ mod tests {
             entry("bé", 65_535, JournalStep::Completed),
             entry("", 7, JournalStep::Sent { key: 0 }),
         ];
-        assert_eq!(decode(encode(&entries)).unwrap(), entries);
+        let messages = encode(&entries, usize::MAX);
+        assert_eq!(messages.len(), 1);
+        assert_eq!(decode(messages[0].clone()).unwrap(), entries);
+        assert!(encode(&[], usize::MAX).is_empty());
         assert!(decode(Bytes::new()).unwrap().is_empty());
     }
 
     #[test]
+    fn a_long_run_of_records_is_cut_at_record_boundaries() {
+        let entries: Vec<JournalEntry> = (1..=100)
+            .map(|id| entry("client", id, JournalStep::Sent { key: u64::from(id) }))
+            .collect();
+        let messages = encode(&entries, 100);
+        assert!(messages.iter().all(|m| m.len() <= 100));
+        let back: Vec<JournalEntry> = messages
+            .into_iter()
+            .flat_map(|m| decode(m).unwrap())
+            .collect();
+        assert_eq!(back, entries);
+    }
+
+    #[test]
     fn a_damaged_message_is_refused_not_misread() {
-        let whole = encode(&[entry("client", 3, JournalStep::Sent { key: 9 })]);
+        let whole = encode(
+            &[entry("client", 3, JournalStep::Sent { key: 9 })],
+            usize::MAX,
+        )
+        .remove(0);
         for cut in 1..whole.len() {
             assert_eq!(
                 decode(whole.slice(..cut)),

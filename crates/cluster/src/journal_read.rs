@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use async_nats::jetstream::{consumer, stream};
 use broker_api::cluster::{JournalEntry, JournalStep};
-use codec::PacketId;
+use codec::{MqttStr, PacketId};
 use session_store::InflightState;
 use session_store::storage::{StoredMessage, StoredSession};
 use tracing::warn;
@@ -59,6 +59,8 @@ pub(super) struct Deliveries {
     last: HashMap<u16, (usize, JournalStep)>,
     /// Each key sent, with the packet id it was last sent under.
     sent: HashMap<u64, u16>,
+    /// Steps added (the next one's place).
+    steps: usize,
 }
 
 impl Deliveries {
@@ -66,15 +68,28 @@ impl Deliveries {
     pub(super) fn of(entries: &[JournalEntry], client_id: &str) -> Self {
         let mut deliveries = Self::default();
         let own = entries.iter().filter(|e| e.client_id.as_str() == client_id);
-        for (place, entry) in own.enumerate() {
-            deliveries.last.insert(entry.packet_id, (place, entry.step));
-            if let JournalStep::Sent { key } = entry.step
-                && key != 0
-            {
-                deliveries.sent.insert(key, entry.packet_id);
-            }
-        }
+        own.for_each(|entry| deliveries.add(entry));
         deliveries
+    }
+
+    /// The steps of `entries` for each client id they name (one pass).
+    pub(super) fn by_client(entries: &[JournalEntry]) -> HashMap<MqttStr, Self> {
+        let mut all: HashMap<MqttStr, Self> = HashMap::new();
+        for entry in entries {
+            all.entry(entry.client_id.clone()).or_default().add(entry);
+        }
+        all
+    }
+
+    /// One more step, after those added before.
+    fn add(&mut self, entry: &JournalEntry) {
+        self.last.insert(entry.packet_id, (self.steps, entry.step));
+        self.steps += 1;
+        if let JournalStep::Sent { key } = entry.step
+            && key != 0
+        {
+            self.sent.insert(key, entry.packet_id);
+        }
     }
 
     /// Whether the run delivered nothing to the session at QoS 2.

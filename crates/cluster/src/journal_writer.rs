@@ -23,8 +23,11 @@ use super::replays::Window;
 use super::retained_value::key_of;
 use super::{ClusterCounters, Settled};
 
-/// At most this many shard turns go in one JetStream publish.
+/// At most this many shard turns go in one write.
 const TURNS_PER_WRITE: usize = 256;
+/// The most bytes of records in one JetStream publish (a write of more is several, in order;
+/// NATS servers refuse payloads over their `max_payload`, 1 MiB by default).
+const MAX_PUBLISH_BYTES: usize = 256 << 10;
 /// Between attempts of a write JetStream did not keep.
 const RETRY: Duration = Duration::from_millis(100);
 /// Between attempts to open the stream.
@@ -67,12 +70,10 @@ pub(super) async fn write_journal(
             },
             () = tokio::time::sleep(OPEN_RETRY) => {}
         }
-        while waiting
-            .front()
-            .is_some_and(|t: &JournalTurn| t.deadline <= Instant::now())
-        {
-            let expired: Vec<JournalTurn> = waiting.pop_front().into_iter().collect();
-            settle(&link, &settled, expired, false);
+        let now = Instant::now();
+        let expired = waiting.iter().take_while(|t| t.deadline <= now).count();
+        if expired > 0 {
+            settle(&link, &settled, waiting.drain(..expired).collect(), false);
         }
     };
     let _ = link.replays.journal.set(stream);
@@ -81,24 +82,29 @@ pub(super) async fn write_journal(
     }
     info!("cluster: QoS 2 deliveries journaled");
     let subject = async_nats::Subject::from(journal_subject(&link.prefix, &link.origin));
-    let mut group: Vec<JournalTurn> = waiting.into();
     loop {
-        if group.is_empty() {
+        if waiting.is_empty() {
             match turns.recv().await {
-                Some(first) => group.push(first),
+                Some(first) => waiting.push_back(first),
                 None => return,
             }
         }
-        while group.len() < TURNS_PER_WRITE {
+        while waiting.len() < TURNS_PER_WRITE {
             match turns.try_recv() {
-                Ok(turn) => group.push(turn),
+                Ok(turn) => waiting.push_back(turn),
                 Err(_) => break,
             }
         }
-        let payload = super::journal::encode(group.iter().flat_map(|turn| &turn.entries));
+        let group: Vec<JournalTurn> = waiting
+            .drain(..waiting.len().min(TURNS_PER_WRITE))
+            .collect();
+        let entries = group.iter().flat_map(|turn| &turn.entries);
         let deadline = group.iter().map(|turn| turn.deadline).min();
-        let kept = write(&link, &js, &subject, payload, deadline).await;
-        settle(&link, &settled, std::mem::take(&mut group), kept);
+        let mut kept = true;
+        for payload in super::journal::encode(entries, MAX_PUBLISH_BYTES) {
+            kept = kept && write(&link, &js, &subject, payload, deadline).await;
+        }
+        settle(&link, &settled, group, kept);
     }
 }
 

@@ -9,12 +9,11 @@
 //! node's session does). A CONNECT or a release request of such a session waits for that,
 //! bounded: the session is resumed, or handed to another node, with those messages queued.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::sync::OnceLock;
 use std::time::{Duration, SystemTime};
 
 use async_nats::jetstream::stream;
-use broker_api::cluster::JournalEntry;
 use codec::MqttStr;
 use session_store::storage::StoredSession;
 use tokio::sync::watch;
@@ -200,8 +199,8 @@ pub(super) async fn route_missed(
 /// death"); `None` where one is not open or could not be read (logged).
 #[derive(Debug, Default)]
 struct Journals {
-    previous: Option<Vec<JournalEntry>>,
-    this_run: Option<Vec<JournalEntry>>,
+    previous: Option<HashMap<MqttStr, Deliveries>>,
+    this_run: Option<HashMap<MqttStr, Deliveries>>,
     /// The keys of the messages that reached this node live meanwhile (`live_keys.rs`).
     live: HashSet<u64>,
 }
@@ -209,13 +208,10 @@ struct Journals {
 impl Journals {
     /// What they say of `session`.
     fn of(&self, session: &StoredSession) -> SessionJournals<'_> {
-        let client = session.client_id.as_str();
-        let deliveries = |entries: &Option<Vec<JournalEntry>>| {
-            entries.as_deref().map(|e| Deliveries::of(e, client))
-        };
+        let client = &session.client_id;
         SessionJournals {
-            previous: deliveries(&self.previous),
-            this_run: deliveries(&self.this_run),
+            previous: self.previous.as_ref().and_then(|all| all.get(client)),
+            this_run: self.this_run.as_ref().and_then(|all| all.get(client)),
             stored: session.inflight.iter().map(|(id, _)| id.get()).collect(),
             live: &self.live,
         }
@@ -225,8 +221,8 @@ impl Journals {
 /// What the journals say of one recovered session, the packet ids its store resends, and
 /// what reached this node live.
 struct SessionJournals<'a> {
-    previous: Option<Deliveries>,
-    this_run: Option<Deliveries>,
+    previous: Option<&'a Deliveries>,
+    this_run: Option<&'a Deliveries>,
     stored: Vec<u16>,
     live: &'a HashSet<u64>,
 }
@@ -236,16 +232,16 @@ impl SessionJournals<'_> {
     /// the store resends it), this run sent it, or it reached this node live (and was routed
     /// to the session then).
     fn had(&self, key: u64) -> bool {
-        let before = self.previous.as_ref();
         (key != 0 && self.live.contains(&key))
-            || before.is_some_and(|d| d.had_before_restart(key, &self.stored))
-            || self.this_run.as_ref().is_some_and(|d| d.has_sent(key))
+            || (self.previous).is_some_and(|d| d.had_before_restart(key, &self.stored))
+            || self.this_run.is_some_and(|d| d.has_sent(key))
     }
 }
 
-/// Node run `run`'s delivery journal: `None` when it is not open within [`SETUP_WAIT`] or
-/// cannot be read (logged: QoS 2 messages a recovered session had may then come again).
-async fn journal_of(link: &Link, run: &str) -> Option<Vec<JournalEntry>> {
+/// Node run `run`'s delivery journal, by client id: `None` when it is not open within
+/// [`SETUP_WAIT`] or cannot be read (logged: QoS 2 messages a recovered session had may then
+/// come again).
+async fn journal_of(link: &Link, run: &str) -> Option<HashMap<MqttStr, Deliveries>> {
     let deadline = tokio::time::Instant::now() + SETUP_WAIT;
     let journal = loop {
         if let Some(journal) = link.replays.journal.get() {
@@ -260,7 +256,7 @@ async fn journal_of(link: &Link, run: &str) -> Option<Vec<JournalEntry>> {
         tokio::time::sleep(POLL).await;
     };
     match read_journal(link, journal, run, READ_TIMEOUT).await {
-        Ok(entries) => Some(entries),
+        Ok(entries) => Some(Deliveries::by_client(&entries)),
         Err(e) => {
             warn!(run, error = %e, "cluster: a delivery journal was not read; QoS 2 messages the recovered sessions had may come again");
             None

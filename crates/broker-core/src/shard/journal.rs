@@ -16,7 +16,7 @@ use codec::{MqttStr, PacketId};
 use ring_runtime::ConnId;
 
 use super::parts::ClusterSide;
-use super::{BrokerShard, Ctx, client_id_of};
+use super::{BrokerShard, Ctx};
 use broker_api::cluster::{JournalEntry, JournalStep};
 
 /// Completed steps wait for the next steps that hold packets, to go in the same write, at
@@ -64,9 +64,10 @@ impl BrokerShard {
     /// The client id of `conn`'s session when its QoS 2 steps are journaled: its session is
     /// mirrored (no node takes the others over after this one's death).
     fn journaled_client(&self, conn: ConnId) -> Option<MqttStr> {
-        let client_id = client_id_of(&self.conns, &self.sessions, conn)?;
-        let mirrored = self.cluster_side.owning.mirrored.contains_key(&client_id);
-        mirrored.then_some(client_id)
+        let subscriber = self.conns.get(&conn)?.session()?;
+        let client_id = self.sessions.client_id(subscriber)?;
+        let mirrored = self.cluster_side.owning.mirrored.contains_key(client_id);
+        mirrored.then(|| client_id.clone())
     }
 
     fn journal_step(
