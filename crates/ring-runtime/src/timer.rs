@@ -62,6 +62,8 @@ pub(crate) struct TimerWheel<T> {
     elapsed: u64,
     origin: Instant,
     tick: Duration,
+    /// Scratch for [`TimerWheel::advance`]: the due entries' deadline ticks and indices.
+    due: Vec<(u64, u32)>,
 }
 
 impl<T> TimerWheel<T> {
@@ -74,6 +76,7 @@ impl<T> TimerWheel<T> {
             elapsed: 0,
             origin,
             tick,
+            due: Vec::new(),
         }
     }
 
@@ -128,7 +131,9 @@ impl<T> TimerWheel<T> {
         self.next_expiry().map(|(_, tick)| self.tick_instant(tick))
     }
 
-    /// Fires every timer whose deadline is at or before `now`, appending them to `fired`.
+    /// Fires every timer whose deadline is at or before `now`, appending them to `fired` in
+    /// deadline order (a shard that stalled past several deadlines fires them as they were
+    /// due, not in slot order; equal ticks in no set order).
     pub(crate) fn advance(&mut self, now: Instant, fired: &mut Vec<(TimerId, T)>) {
         let now_tick = self.now_tick(now);
         while let Some((list, tick)) = self.next_expiry() {
@@ -145,9 +150,9 @@ impl<T> TimerWheel<T> {
             }
         }
         self.elapsed = self.elapsed.max(now_tick);
-        let mut cursor = self.heads[DUE];
-        while cursor != NIL {
-            let next = self.link(cursor).next;
+        self.collect_due();
+        for index in 0..self.due.len() {
+            let cursor = self.due[index].1;
             self.unlink(cursor);
             let generation = self
                 .entries
@@ -158,8 +163,20 @@ impl<T> TimerWheel<T> {
                 .remove(cursor, generation)
                 .expect("invariant: generation read just above");
             fired.push((TimerId::new(cursor, generation), entry.payload));
+        }
+    }
+
+    /// Fills `due` with the due list's entries, earliest deadline first.
+    fn collect_due(&mut self) {
+        self.due.clear();
+        let mut cursor = self.heads[DUE];
+        while cursor != NIL {
+            let entry = self.link(cursor);
+            let (when, next) = (entry.when(), entry.next);
+            self.due.push((when, cursor));
             cursor = next;
         }
+        self.due.sort_unstable();
     }
 
     fn link(&mut self, index: u32) -> &mut Entry<T> {

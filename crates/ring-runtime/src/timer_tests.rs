@@ -42,6 +42,25 @@ fn fires_at_or_after_deadline_in_order_of_ticks() {
     assert_eq!(wheel.next_deadline(), None);
 }
 
+/// A shard that wakes long after several deadlines (a stall) fires them in deadline order,
+/// whatever their levels, slots and the order they were armed or moved in.
+#[test]
+fn a_late_advance_fires_in_deadline_order() {
+    let origin = Instant::now();
+    let mut wheel = TimerWheel::new(origin, TICK);
+    wheel.insert(origin + ms(20), 20);
+    let moved = wheel.insert(origin + ms(10), 40);
+    assert!(wheel.reset(moved, origin + ms(40)));
+    wheel.insert(origin + ms(3000), 3000);
+    wheel.insert(origin + ms(0), 0);
+    wheel.insert(origin + ms(70), 70);
+    wheel.insert(origin + ms(5), 5);
+    let mut fired = Vec::new();
+    wheel.advance(origin + ms(5000), &mut fired);
+    let order: Vec<i32> = fired.iter().map(|f| f.1).collect();
+    assert_eq!(order, vec![0, 5, 20, 40, 70, 3000]);
+}
+
 #[test]
 fn cancel_and_reset_are_honoured() {
     let origin = Instant::now();
@@ -144,6 +163,12 @@ fn check_advance(
     }
     fired.clear();
     wheel.advance(origin + ms(now), fired);
+    let deadline_of = |id: &TimerId| model.iter().find(|m| m.0 == *id).map(|m| m.1);
+    let deadlines: Vec<Option<u64>> = fired.iter().map(|f| deadline_of(&f.0)).collect();
+    assert!(
+        deadlines.is_sorted(),
+        "fired in deadline order: {deadlines:?}"
+    );
     let mut expected: Vec<TimerId> = model.iter().filter(|m| m.1 <= now).map(|m| m.0).collect();
     model.retain(|m| m.1 > now);
     let mut got: Vec<TimerId> = fired.iter().map(|f| f.0).collect();
