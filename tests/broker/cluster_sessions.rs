@@ -21,7 +21,7 @@ use crate::ports::free_port;
 use crate::process::BrokerProcess;
 
 /// The next PUBLISH that is not a probe, left unacknowledged.
-fn next_real(client: &mut RawClient) -> Publish {
+pub(crate) fn next_real(client: &mut RawClient) -> Publish {
     loop {
         let publish = client.expect_publish();
         if !is_probe(&publish) {
@@ -126,14 +126,22 @@ pub(crate) fn reconnect_once_released_with(
     protocol: ProtocolVersion,
     id: &str,
 ) -> (RawClient, bool) {
+    reconnect_once_released_at(node.addr(), protocol, id)
+}
+
+/// [`reconnect_once_released_with`] to an address.
+pub(crate) fn reconnect_once_released_at(
+    addr: std::net::SocketAddr,
+    protocol: ProtocolVersion,
+    id: &str,
+) -> (RawClient, bool) {
     let deadline = Instant::now() + POLL_DEADLINE;
     loop {
         assert!(
             Instant::now() < deadline,
             "the client id was never released"
         );
-        let (client, connack) =
-            RawClient::connect(node.addr(), persistent_connect(protocol, id, 300));
+        let (client, connack) = RawClient::connect(addr, persistent_connect(protocol, id, 300));
         if connack.reason_code == ReasonCode::Success {
             return (client, connack.session_present);
         }

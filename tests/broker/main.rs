@@ -16,6 +16,7 @@ mod cluster;
 mod cluster_acks;
 mod cluster_down;
 mod cluster_exactly_once;
+mod cluster_mirror_race;
 mod cluster_move;
 mod cluster_recovery;
 mod cluster_replay;

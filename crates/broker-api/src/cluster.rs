@@ -104,9 +104,6 @@ pub struct ReleaseRequest {
     pub reply: Reply<Option<Vec<u8>>>,
     /// Times forwarded between shards looking for the session.
     pub hops: u8,
-    /// A copy this node recovered from its store while another node owns the client id now:
-    /// ended here without touching what is mirrored (the owner's now).
-    pub stale: bool,
 }
 
 /// What a shard asks the cluster thread to mirror of a session that outlives its connection

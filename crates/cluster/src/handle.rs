@@ -8,6 +8,7 @@ use tokio::sync::mpsc;
 use super::counters::ClusterCounters;
 use super::interest_queue::InterestQueue;
 use super::journal_writer::JournalTurn;
+use super::mirror_queue::{MirrorFence, MirrorWork};
 use super::settled::Settled;
 use crate::settings::ClusterSettings;
 use broker_api::Message;
@@ -34,7 +35,7 @@ pub struct ClusterLink {
     outbound: mpsc::Sender<Outbound>,
     interest: Arc<InterestQueue>,
     claims: mpsc::Sender<ClaimRequest>,
-    mirror: mpsc::Sender<MirrorOp>,
+    mirror: mpsc::Sender<MirrorWork>,
     journal: mpsc::Sender<JournalTurn>,
     /// Whether QoS 2 deliveries are journaled (`cluster.qos2_journal`, with a replay window).
     journaled: bool,
@@ -56,7 +57,9 @@ pub struct ClusterQueues {
     pub(super) outbound: mpsc::Receiver<Outbound>,
     pub(super) interest: Arc<InterestQueue>,
     pub(super) claims: mpsc::Receiver<ClaimRequest>,
-    pub(super) mirror: mpsc::Receiver<MirrorOp>,
+    pub(super) mirror: mpsc::Receiver<MirrorWork>,
+    /// What a release waits on for the mirror writes queued before it.
+    pub(super) mirror_fence: MirrorFence,
     pub(super) settled: Arc<Settled>,
     pub(super) journal: mpsc::Receiver<JournalTurn>,
     pub(super) journal_settled: Arc<Settled>,
@@ -91,6 +94,7 @@ impl ClusterLink {
             interest: interest_rx,
             claims: claims_rx,
             mirror: mirror_rx,
+            mirror_fence: MirrorFence::new(link.mirror.clone()),
             settled,
             journal: journal_rx,
             journal_settled,
@@ -143,7 +147,7 @@ impl ClusterLink {
 
     /// Hands a mirror operation to the cluster thread; a full queue drops it, counted.
     pub fn mirror(&self, op: MirrorOp) {
-        if self.mirror.try_send(op).is_err() {
+        if self.mirror.try_send(MirrorWork::Op(op)).is_err() {
             ClusterCounters::drop_one(
                 &self.counters.mirror_failures,
                 "cluster.max_outbound_messages mirror writes are waiting",

@@ -40,6 +40,7 @@ mod link_state;
 mod live_keys;
 mod losses;
 mod mirror;
+mod mirror_queue;
 mod missed;
 mod outbound;
 mod owners;

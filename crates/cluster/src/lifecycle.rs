@@ -12,6 +12,7 @@ use tracing::{debug, warn};
 
 use super::MirrorOp;
 use super::link_state::same_node;
+use super::mirror_queue::MirrorWork;
 use super::owners::Owners;
 use super::retained_value::key_of;
 
@@ -128,7 +129,7 @@ async fn settle(records: &impl OwnerRecords, key: &str, own: &Bytes) -> Settled 
 /// wait in their bounded queue).
 pub(super) async fn mirror_offline_sessions(
     owners: Arc<Owners>,
-    mut ops: mpsc::Receiver<MirrorOp>,
+    mut ops: mpsc::Receiver<MirrorWork>,
 ) {
     let Some(buckets) = owners.wait_for_buckets().await else {
         return;
@@ -137,10 +138,15 @@ pub(super) async fn mirror_offline_sessions(
     let counters = &owners.link.counters;
     while let Some(op) = ops.recv().await {
         match op {
-            MirrorOp::Ended { client_id } => {
+            MirrorWork::Fence(done) => {
+                let _ = done.send(()); // A release that stopped waiting.
+            }
+            MirrorWork::Op(MirrorOp::Ended { client_id }) => {
                 drop_owner_record(&buckets.sessions, client_id.as_str(), &owners.link.origin).await;
             }
-            op => super::mirror::count(buckets.mirror.apply(&js, op).await, counters),
+            MirrorWork::Op(op) => {
+                super::mirror::count(buckets.mirror.apply(&js, op).await, counters)
+            }
         }
     }
 }

@@ -183,6 +183,7 @@ async fn run(
                 replicas: settings.replicas,
                 node,
                 mirror_ops: queues.mirror,
+                mirror_fence: queues.mirror_fence,
                 kept_stream: settings.replay_window.is_some(),
             }
         ),

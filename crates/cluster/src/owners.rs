@@ -25,6 +25,9 @@ const CLAIM_ATTEMPTS: usize = 5;
 
 /// How long an owner has to release a session (its shards answer within a turn or two).
 const RELEASE_TIMEOUT: Duration = Duration::from_secs(3);
+/// How long a release waits for the mirror writes queued before it (within the claiming
+/// node's [`RELEASE_TIMEOUT`], after the shard's reply's half of it).
+const MIRROR_FENCE_WAIT: Duration = Duration::from_secs(1);
 
 /// A released session's follow-up reads from this long before the release request: a message
 /// the stream kept a moment before it may reach the owner only after the owner released the
@@ -58,6 +61,8 @@ pub(super) struct Owners {
     pub(super) restart: super::restart::Restart,
     /// Sessions released to other nodes a moment ago (`released.rs`).
     pub(super) released: super::released::Released,
+    /// What a release waits on for the mirror writes queued before it (`mirror_queue.rs`).
+    pub(super) mirror_fence: super::mirror_queue::MirrorFence,
     /// How long a claim may take: `connection.connect_timeout` less a margin for the
     /// CONNACK (a recovered session's read before it ends by then).
     pub(super) claim_budget: Duration,
@@ -236,7 +241,6 @@ impl Owners {
             clean_start: true,
             reply: Reply::new(move |answer| reply.send(answer)),
             hops: 0,
-            stale: true,
         };
         let message = ClusterInbound::Release(Box::new(request));
         let _ = self.poster.post(ShardId::new(0), vec![message]);
@@ -367,7 +371,6 @@ impl Owners {
             clean_start,
             reply: Reply::new(move |answer| reply.send(answer)),
             hops: 0,
-            stale: false,
         };
         let message = ClusterInbound::Release(Box::new(request));
         let shard = shard.unwrap_or(ShardId::new(0));
@@ -394,10 +397,25 @@ impl Owners {
             },
             _ => return Bytes::from_static(&[0]),
         };
+        self.after_earlier_mirror_writes(&id).await;
         let mut out = BytesMut::with_capacity(1 + snapshot.len());
         out.put_u8(1);
         out.put_slice(&snapshot);
         out.freeze()
+    }
+}
+
+impl Owners {
+    /// Waits (at most [`MIRROR_FENCE_WAIT`]) until the mirror writes this node queued before
+    /// the release are done: none of them may land after the claiming node mirrored the
+    /// session (an old snapshot over the new owner's record).
+    async fn after_earlier_mirror_writes(&self, client_id: &str) {
+        if !self.mirror_fence.passed(MIRROR_FENCE_WAIT).await {
+            warn!(
+                client = client_id,
+                "cluster: a session leaves before the mirror writes queued for it here are done; one may land over the new owner's record"
+            );
+        }
     }
 }
 

@@ -22,10 +22,11 @@ use super::buckets::{bucket_base, kv_stream, open_kv};
 use super::counters::ClusterCounters;
 use super::link_state::Link;
 use super::mirror::Mirror;
+use super::mirror_queue::{MirrorFence, MirrorWork};
 use super::owners::{Buckets, Owners, heartbeat_key, release_subject};
 use super::restart::{Routing, route_missed};
 use super::totals::{FiguresSource, NodeContext, sum_totals};
-use broker_api::cluster::{ClaimRequest, MirrorOp, Ownership};
+use broker_api::cluster::{ClaimRequest, Ownership};
 use session_store::storage::StoredSession;
 
 /// Claims worked on at once (each waits on NATS round trips).
@@ -41,7 +42,9 @@ pub(super) struct Setup {
     pub(super) replicas: usize,
     pub(super) node: NodeContext,
     /// The shards' mirror operations (`cluster/mirror.rs`).
-    pub(super) mirror_ops: mpsc::Receiver<MirrorOp>,
+    pub(super) mirror_ops: mpsc::Receiver<MirrorWork>,
+    /// What a release waits on for the mirror writes queued before it.
+    pub(super) mirror_fence: MirrorFence,
     /// Whether QoS 1/2 messages are kept in the replay stream (`replay_window_ms` above 0).
     pub(super) kept_stream: bool,
 }
@@ -63,6 +66,7 @@ pub(super) async fn ownership(
         follow_ups: super::follow_up::FollowUps::default(),
         restart: super::restart::Restart::new(&setup.node.recovered),
         released: super::released::Released::default(),
+        mirror_fence: setup.mirror_fence,
         max_queued: usize::try_from(setup.node.max_queued).unwrap_or(usize::MAX),
         claim_budget: setup.node.connect_timeout.saturating_sub(CONNACK_MARGIN),
     });

@@ -46,10 +46,11 @@ impl BrokerShard {
             let _ = request.reply.send(None);
             return;
         };
-        if request.stale {
-            // What is mirrored of this client is the owner's now.
-            self.cluster_side.owning.mirrored.remove(&request.client_id);
-        }
+        // What is mirrored of this client is the claiming node's to replace: it removes it
+        // once its compare-and-set took the owner record. A removal queued here could land
+        // after the new owner mirrored the session and delete that (its client then lost
+        // everything at the new owner's death: the 300-fault run of seed 4848).
+        self.cluster_side.owning.mirrored.remove(&request.client_id);
         self.detach_connection(ctx, &mut session, true);
         self.timers.disarm_session_timers(ctx, &mut session);
         session.will = None;
