@@ -12,6 +12,7 @@ use tracing::{info, warn};
 
 use super::alive::last_stamp_of;
 use super::counters::ClusterCounters;
+use super::follow_up::FollowFrom;
 use super::journal_read::{self, Deliveries, read_journal};
 use super::mirror::append_to_queue;
 use super::missed::{READ_TIMEOUT, read_missed, read_start, session_subjects};
@@ -115,8 +116,15 @@ impl Owners {
         };
         let subjects = session_subjects(&self.link.prefix, session);
         let client_id = session.client_id.clone();
-        self.follow_ups
-            .prepare(client_id, subjects, (read_to, already));
+        self.follow_ups.prepare(
+            client_id,
+            subjects,
+            FollowFrom {
+                from: read_to,
+                already,
+                released_by: None,
+            },
+        );
     }
 }
 
@@ -141,7 +149,7 @@ impl Owners {
             .min(READ_TIMEOUT);
         let client_id = session.client_id.clone();
         let client = client_id.as_str();
-        match read_journal(&self.link, journal, owner, timeout).await {
+        match read_journal(&self.link, journal, owner, (None, timeout)).await {
             Ok(entries) => {
                 let deliveries = Deliveries::of(&entries, client);
                 if deliveries.is_empty() {

@@ -7,7 +7,9 @@
 //! ([`FOLLOW_UP_DELAY`] after the answer), what the stream kept on its subjects from the end of
 //! that read until [`INSTALL_MARGIN`] after the answer is routed to that session alone; a node
 //! replay from there covers what this node did not receive before the session's NATS
-//! subscriptions were in place. What the session received live in that margin comes twice.
+//! subscriptions were in place. What the session received live in that margin comes twice at
+//! QoS 1; at QoS 2 not what the delivery journals of this run and of the run that released the
+//! session say they sent it (each read from shortly before the follow-up's start).
 
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -37,6 +39,10 @@ const INSTALL_MARGIN: Duration = Duration::from_millis(500);
 /// sessions, and it never replays this node's own messages).
 const READ_TRIES: u32 = 15;
 const READ_RETRY: Duration = Duration::from_secs(1);
+/// The delivery journals are read from this long before the follow-up's start: a message kept
+/// from then on was sent no earlier (less the difference between the clocks of the nodes and
+/// the NATS servers, which this covers).
+const JOURNAL_SLACK: Duration = Duration::from_secs(2);
 
 /// What a follow-up reads.
 #[derive(Debug)]
@@ -49,6 +55,17 @@ struct FollowUp {
     /// The keys of the messages that read gave the session: the follow-up, which starts at
     /// the time of its last message, does not give them again.
     already: HashSet<u64>,
+    /// The live node run that released the session here: what its delivery journal says it
+    /// sent the session is not given again.
+    released_by: Option<String>,
+}
+
+/// Where a follow-up starts and what it leaves out (see [`FollowUp`]).
+#[derive(Debug)]
+pub(super) struct FollowFrom {
+    pub(super) from: SystemTime,
+    pub(super) already: HashSet<u64>,
+    pub(super) released_by: Option<String>,
 }
 
 /// The follow-ups of claims not answered yet, by client id.
@@ -57,13 +74,14 @@ pub(super) struct FollowUps(Mutex<HashMap<String, FollowUp>>);
 
 impl FollowUps {
     /// A claim of `client_id` recovered its session: once the claim is answered, a follow-up
-    /// reads `subjects` from `from`, leaving out the messages `already` read for it.
-    pub(super) fn prepare(
-        &self,
-        client_id: MqttStr,
-        subjects: Vec<String>,
-        (from, already): (SystemTime, HashSet<u64>),
-    ) {
+    /// reads `subjects` from `start.from`, leaving out the messages `start.already` read for
+    /// it and those the releasing run sent it.
+    pub(super) fn prepare(&self, client_id: MqttStr, subjects: Vec<String>, start: FollowFrom) {
+        let FollowFrom {
+            from,
+            already,
+            released_by,
+        } = start;
         if subjects.is_empty() {
             return; // Nothing it subscribes to is kept.
         }
@@ -73,6 +91,7 @@ impl FollowUps {
             subjects,
             from,
             already,
+            released_by,
         };
         self.lock().insert(key, follow_up);
     }
@@ -127,6 +146,7 @@ async fn run(link: Arc<Link>, poster: Inbox, follow_up: FollowUp, until: SystemT
         subjects,
         from,
         already,
+        released_by,
     } = follow_up;
     let read = match read_with_retries(&link, stream, &subjects, from).await {
         Ok(read) => read,
@@ -136,13 +156,20 @@ async fn run(link: Arc<Link>, poster: Inbox, follow_up: FollowUp, until: SystemT
             return link.replays.request_from(from);
         }
     };
-    let delivered = delivered_here(&link, &client_id).await;
+    let since = from.checked_sub(JOURNAL_SLACK).unwrap_or(from);
+    let mut runs = vec![link.origin.as_str()];
+    runs.extend(released_by.as_deref());
+    let mut delivered = Vec::with_capacity(runs.len());
+    for run in runs {
+        delivered.push(sent_to(&link, &client_id, run, since).await);
+    }
     let publishes: Vec<ClusterPublish> = read
         .kept
         .into_iter()
         .filter(|kept| kept.kept_at <= until)
         .filter(|kept| {
-            !already.contains(&kept.publish.key) && !delivered.has_sent(kept.publish.key)
+            let key = kept.publish.key;
+            !already.contains(&key) && !delivered.iter().any(|sent| sent.has_sent(key))
         })
         .map(|kept| ClusterPublish {
             scope: Scope::Session(client_id.clone()),
@@ -154,17 +181,18 @@ async fn run(link: Arc<Link>, poster: Inbox, follow_up: FollowUp, until: SystemT
     link.replays.request_from(until);
 }
 
-/// What this node run has sent `client_id` at QoS 2 so far, by its own delivery journal: the
-/// follow-up does not deliver those again (the shard leaves out what it still holds a copy
-/// of). Nothing when the journal is not open or cannot be read (logged: some may come twice).
-async fn delivered_here(link: &Link, client_id: &MqttStr) -> Deliveries {
+/// What node run `run` (this one, or the one that released the session) has sent
+/// `client_id` at QoS 2 since `since`, by its delivery journal: the follow-up does not deliver
+/// those again (the shard leaves out what it still holds a copy of). Nothing when the journal
+/// is not open or cannot be read (logged: some may come twice).
+async fn sent_to(link: &Link, client_id: &MqttStr, run: &str, since: SystemTime) -> Deliveries {
     let Some(journal) = link.replays.journal.get() else {
         return Deliveries::default();
     };
-    match read_journal(link, journal, &link.origin, READ_TIMEOUT).await {
+    match read_journal(link, journal, run, (Some(since), READ_TIMEOUT)).await {
         Ok(entries) => Deliveries::of(&entries, client_id.as_str()),
         Err(e) => {
-            warn!(client = %client_id, error = %e, "cluster: this node's delivery journal was not read for a follow-up; QoS 2 messages the session had live may come again");
+            warn!(client = %client_id, run, error = %e, "cluster: a delivery journal was not read for a follow-up; QoS 2 messages the session had live may come again");
             Deliveries::default()
         }
     }

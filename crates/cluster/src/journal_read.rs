@@ -7,7 +7,7 @@
 //! ends, and a new message is never sent under an id the client still treats as in flight).
 
 use std::collections::HashMap;
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use async_nats::jetstream::{consumer, stream};
 use broker_api::cluster::{JournalEntry, JournalStep};
@@ -21,18 +21,24 @@ use super::link_state::Link;
 use super::missed::MissedError;
 use super::stream_read::read_pending;
 
-/// Every step node run `run` journaled (within the stream's window), in order, within
-/// `timeout`.
+/// Every step node run `run` journaled (within the stream's window; from `since` on, by the
+/// NATS servers' clock, when given), in order, within `timeout`.
 pub(super) async fn read_journal(
     link: &Link,
     stream: &stream::Stream,
     run: &str,
-    timeout: Duration,
+    (since, timeout): (Option<SystemTime>, Duration),
 ) -> Result<Vec<JournalEntry>, MissedError> {
+    let deliver_policy = match since {
+        Some(from) => consumer::DeliverPolicy::ByStartTime {
+            start_time: time::OffsetDateTime::from(from),
+        },
+        None => consumer::DeliverPolicy::All,
+    };
     let config = consumer::push::OrderedConfig {
         deliver_subject: format!("_INBOX.ringmq.journal.{}", link.client.new_inbox()),
         filter_subject: journal_subject(&link.prefix, run),
-        deliver_policy: consumer::DeliverPolicy::All,
+        deliver_policy,
         ..Default::default()
     };
     let mut read = Vec::new();

@@ -3,6 +3,7 @@
 //! waiting for it, release a session another node takes over. `ownership.rs` runs the tasks.
 
 use super::counters::ClusterCounters;
+use super::follow_up::FollowFrom;
 use super::link_state::{Link, same_node};
 use super::mirror::Mirror;
 use super::missed::session_subjects;
@@ -280,7 +281,7 @@ impl Owners {
             Ok(Ok(reply)) => {
                 let released = decode_release(&reply.payload);
                 if let Some(snapshot) = &released {
-                    self.follow_released(claim, snapshot, asked_at);
+                    self.follow_released(claim, snapshot, (owner, asked_at));
                 }
                 Some(released)
             }
@@ -302,7 +303,12 @@ impl Owners {
     /// for it (NATS core is at most once; the fault run of seed 23 lost messages acknowledged
     /// in such a move, off a node restarted with its store). What the session had already
     /// comes twice.
-    fn follow_released(&self, claim: &ClaimRequest, snapshot: &Bytes, asked_at: SystemTime) {
+    fn follow_released(
+        &self,
+        claim: &ClaimRequest,
+        snapshot: &Bytes,
+        (owner, asked_at): (&str, SystemTime),
+    ) {
         if claim.clean_start || self.link.replays.stream.get().is_none() {
             return; // Nothing to follow up, or nothing kept.
         }
@@ -311,9 +317,12 @@ impl Owners {
         };
         let subjects = session_subjects(&self.link.prefix, &session);
         let from = asked_at.checked_sub(RELEASED_MARGIN).unwrap_or(asked_at);
-        let already = std::collections::HashSet::new();
-        self.follow_ups
-            .prepare(session.client_id, subjects, (from, already));
+        let start = FollowFrom {
+            from,
+            already: std::collections::HashSet::new(),
+            released_by: Some(owner.to_owned()),
+        };
+        self.follow_ups.prepare(session.client_id, subjects, start);
     }
 
     /// Posts a claim's outcome to the shard that waits for it.

@@ -255,7 +255,7 @@ async fn journal_of(link: &Link, run: &str) -> Option<HashMap<MqttStr, Deliverie
         }
         tokio::time::sleep(POLL).await;
     };
-    match read_journal(link, journal, run, READ_TIMEOUT).await {
+    match read_journal(link, journal, run, (None, READ_TIMEOUT)).await {
         Ok(entries) => Some(Deliveries::by_client(&entries)),
         Err(e) => {
             warn!(run, error = %e, "cluster: a delivery journal was not read; QoS 2 messages the recovered sessions had may come again");
