@@ -151,7 +151,7 @@ impl Owners {
                 // record (its reply lost, say): it resumes here from the snapshot kept.
                 let again = match claim.clean_start {
                     true => None,
-                    false => self.released.again(claim.client_id.as_str()),
+                    false => self.released.again_since(claim.client_id.as_str()),
                 };
                 // With compare-and-set: another node claiming the id from the dead earlier
                 // run may have replaced the record since it was read; then read it again. With
@@ -171,10 +171,14 @@ impl Owners {
                         .await;
                 }
                 self.released.forget(claim.client_id.as_str());
-                if again.is_some() {
-                    warn!(client = %claim.client_id, "cluster: a session released a moment ago did not reach the node that asked for it; it resumes here");
-                }
-                return Ownership::Owned(again);
+                let Some((snapshot, released_at)) = again else {
+                    return Ownership::Owned(None);
+                };
+                warn!(client = %claim.client_id, "cluster: a session released a moment ago did not reach the node that asked for it; it resumes here");
+                // What came for it here from its release until it is back reached no session:
+                // its follow-up reads it back (the fault run of seed 4848 lost 0.5 s of it).
+                self.follow_released(claim, &snapshot, (None, released_at));
+                return Ownership::Owned(Some(snapshot));
             }
             let asked = (owner.as_str(), deadline);
             let Some(session) = self.release_from(buckets, asked, claim).await else {
@@ -281,7 +285,7 @@ impl Owners {
             Ok(Ok(reply)) => {
                 let released = decode_release(&reply.payload);
                 if let Some(snapshot) = &released {
-                    self.follow_released(claim, snapshot, (owner, asked_at));
+                    self.follow_released(claim, snapshot, (Some(owner), asked_at));
                 }
                 Some(released)
             }
@@ -295,19 +299,20 @@ impl Owners {
         }
     }
 
-    /// A session a live node released to `claim`: once the claim is answered, its follow-up
-    /// (`follow_up.rs`) routes to it what the stream kept on its subjects from
-    /// [`RELEASED_MARGIN`] before the request (`asked_at`) until the session is in place here.
-    /// Why: the owner ended the session when the request reached it, and what was published
-    /// from then until this node's NATS subscriptions for it took effect reached neither node
-    /// for it (NATS core is at most once; the fault run of seed 23 lost messages acknowledged
-    /// in such a move, off a node restarted with its store). What the session had already
-    /// comes twice.
+    /// A session a live node (`released_by`; `None`: this run, whose claim did not take it)
+    /// released to `claim`: once the claim is answered, its follow-up (`follow_up.rs`) routes
+    /// to it what the stream kept on its subjects from [`RELEASED_MARGIN`] before the request
+    /// (`asked_at`, or the release) until the session is in place here. Why: the owner ended
+    /// the session when the request reached it, and what was published from then until this
+    /// node's NATS subscriptions for it took effect reached neither node for it (NATS core is
+    /// at most once; the fault run of seed 23 lost messages acknowledged in such a move, off
+    /// a node restarted with its store). What the session had already comes again at QoS 1;
+    /// at QoS 2 the delivery journals leave it out.
     fn follow_released(
         &self,
         claim: &ClaimRequest,
         snapshot: &Bytes,
-        (owner, asked_at): (&str, SystemTime),
+        (released_by, asked_at): (Option<&str>, SystemTime),
     ) {
         if claim.clean_start || self.link.replays.stream.get().is_none() {
             return; // Nothing to follow up, or nothing kept.
@@ -320,7 +325,7 @@ impl Owners {
         let start = FollowFrom {
             from,
             already: std::collections::HashSet::new(),
-            released_by: Some(owner.to_owned()),
+            released_by: released_by.map(str::to_owned),
         };
         self.follow_ups.prepare(session.client_id, subjects, start);
     }

@@ -10,7 +10,7 @@
 
 use std::collections::HashMap;
 use std::sync::{Mutex, PoisonError};
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 use bytes::Bytes;
 
@@ -18,24 +18,43 @@ use bytes::Bytes;
 /// `connection.connect_timeout`, 10 s by default) and the client's next attempt.
 const KEEP: Duration = Duration::from_secs(15);
 
+/// One released snapshot, when it was kept (and by the wall clock, where a follow-up of its
+/// return here reads from).
+#[derive(Debug)]
+struct Kept {
+    snapshot: Bytes,
+    at: Instant,
+    released_at: SystemTime,
+}
+
 /// The snapshots released a moment ago, by client id.
 #[derive(Debug, Default)]
-pub(super) struct Released(Mutex<HashMap<String, (Bytes, Instant)>>);
+pub(super) struct Released(Mutex<HashMap<String, Kept>>);
 
 impl Released {
     /// `client_id`'s session was released with `snapshot`.
     pub(super) fn keep(&self, client_id: &str, snapshot: Bytes) {
         let mut kept = self.lock();
-        kept.retain(|_, (_, at)| at.elapsed() < KEEP);
-        kept.insert(client_id.to_owned(), (snapshot, Instant::now()));
+        kept.retain(|_, kept| kept.at.elapsed() < KEEP);
+        let released = Kept {
+            snapshot,
+            at: Instant::now(),
+            released_at: SystemTime::now(),
+        };
+        kept.insert(client_id.to_owned(), released);
     }
 
     /// The snapshot `client_id`'s session was released with, if that was less than [`KEEP`]
     /// ago (still kept: the claim it goes to may lose the record too).
     pub(super) fn again(&self, client_id: &str) -> Option<Bytes> {
+        self.again_since(client_id).map(|(snapshot, _)| snapshot)
+    }
+
+    /// [`Self::again`] with the time of the release.
+    pub(super) fn again_since(&self, client_id: &str) -> Option<(Bytes, SystemTime)> {
         let kept = self.lock();
-        let (snapshot, at) = kept.get(client_id)?;
-        (at.elapsed() < KEEP).then(|| snapshot.clone())
+        let kept = kept.get(client_id)?;
+        (kept.at.elapsed() < KEEP).then(|| (kept.snapshot.clone(), kept.released_at))
     }
 
     /// `client_id`'s released snapshot is of no use any more (the session is here again, or
@@ -44,7 +63,7 @@ impl Released {
         self.lock().remove(client_id);
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, (Bytes, Instant)>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Kept>> {
         self.0.lock().unwrap_or_else(PoisonError::into_inner)
     }
 }
