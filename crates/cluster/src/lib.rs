@@ -43,6 +43,7 @@ mod mirror;
 mod mirror_queue;
 mod missed;
 mod outbound;
+mod owner_record;
 mod owners;
 mod ownership;
 mod port;

@@ -7,6 +7,7 @@ use super::follow_up::FollowFrom;
 use super::link_state::{Link, same_node};
 use super::mirror::Mirror;
 use super::missed::session_subjects;
+use super::owner_record::{Taken, take_record};
 use super::retained_value::key_of;
 use crate::Inbox;
 use async_nats::connection::State;
@@ -184,12 +185,13 @@ impl Owners {
             let Some(session) = self.release_from(buckets, asked, claim).await else {
                 return Ownership::Unavailable;
             };
-            if buckets
-                .sessions
-                .update(&key, own.clone(), entry.revision)
-                .await
-                .is_ok()
-            {
+            let taken = take_record(
+                &buckets.sessions,
+                &key,
+                &own,
+                (entry.revision, RELEASE_TIMEOUT),
+            );
+            if taken.await == Taken::Here {
                 ClusterCounters::add(&self.link.counters.sessions_taken_over, 1);
                 self.released.forget(claim.client_id.as_str());
                 // Whatever was mirrored of it is in the session now (or was released live).
@@ -199,7 +201,7 @@ impl Owners {
                 return Ownership::Owned(session);
             }
             if session.is_some() {
-                warn!(client = %claim.client_id, "cluster: a session released to this node was claimed by another meanwhile; its state is dropped");
+                warn!(client = %claim.client_id, "cluster: a session released to this node was claimed by another meanwhile (or its owner record could not be written); its state is dropped");
             }
         }
         Ownership::Unavailable
