@@ -303,8 +303,32 @@ fn a_publisher_is_refused_when_jetstream_does_not_keep_its_message_in_time() {
     );
     // Publishing works again once JetStream answers (a hang guard, not a timing assertion).
     until_kept(&mut v5, &node);
-    let mut again = RawClient::connected_clean(node.addr(), V311, "refused-3b");
-    until_kept(&mut again, &node);
+    until_kept_on_new_connections(V311, &node);
+}
+
+/// [`until_kept`] with a new connection of `protocol` for each probe: a 3.1.1 probe JetStream
+/// does not keep in time closes its connection (right after a NATS server resumes, the stream
+/// may not answer at once).
+fn until_kept_on_new_connections(protocol: codec::ProtocolVersion, node: &TestBroker) {
+    let before = node.cluster_figures().unwrap().reliable_stored;
+    wait_until_within(SETTLE_GUARD, "JetStream keeps QoS 1 messages", || {
+        let mut publisher = RawClient::connected_clean(node.addr(), protocol, "kept-again");
+        let id = publisher.next_packet_id();
+        let probe = publish_packet("acks/probe", PROBE, QoS::AtLeastOnce, Some(id));
+        publisher.send(&Packet::Publish(probe));
+        let acked = loop {
+            match publisher.next_event(SETTLE_GUARD) {
+                Event::Packet(packet) => {
+                    if let Packet::PubAck(ack) = *packet {
+                        break ack.reason_code == ReasonCode::Success;
+                    }
+                }
+                Event::Closed | Event::Timeout => break false,
+            }
+        };
+        let now = node.cluster_figures()?;
+        (acked && now.reliable_stored > before).then_some(())
+    });
 }
 
 /// Sends a 3.1.1 client's QoS 1 `publish`, which the broker must refuse by closing the
