@@ -13,6 +13,7 @@ use tracing::{debug, warn};
 use super::MirrorOp;
 use super::link_state::same_node;
 use super::mirror_queue::MirrorWork;
+use super::owner_record::OwnerRecords;
 use super::owners::Owners;
 use super::retained_value::key_of;
 
@@ -60,33 +61,6 @@ enum Settled {
     Ours,
     /// Another node owns it.
     Stale,
-}
-
-/// Reads and writes of the owner records (`<base>_sessions`) that [`settle`] makes; a trait
-/// so the tests can interleave another node's write.
-pub(super) trait OwnerRecords {
-    /// The record's value and revision (`None`: none, or removed); `Err`: not read.
-    async fn read(&self, key: &str) -> Result<Option<(Bytes, u64)>, ()>;
-    /// Creates the record if there is none; whether it was created.
-    async fn create(&self, key: &str, value: Bytes) -> bool;
-    /// Replaces the record if it is still at `revision`; whether it was replaced.
-    async fn update(&self, key: &str, value: Bytes, revision: u64) -> bool;
-}
-
-impl OwnerRecords for kv::Store {
-    async fn read(&self, key: &str) -> Result<Option<(Bytes, u64)>, ()> {
-        let entry = self.entry(key).await.map_err(drop)?;
-        let entry = entry.filter(|e| e.operation == kv::Operation::Put);
-        Ok(entry.map(|e| (e.value, e.revision)))
-    }
-
-    async fn create(&self, key: &str, value: Bytes) -> bool {
-        kv::Store::create(self, key, value).await.is_ok()
-    }
-
-    async fn update(&self, key: &str, value: Bytes, revision: u64) -> bool {
-        kv::Store::update(self, key, value, revision).await.is_ok()
-    }
 }
 
 /// Attempts of [`settle`] against other nodes' writes of the record.

@@ -419,9 +419,7 @@ impl Owners {
         out.put_slice(&snapshot);
         out.freeze()
     }
-}
 
-impl Owners {
     /// Waits (at most [`MIRROR_FENCE_WAIT`]) until the mirror writes this node queued before
     /// the release are done: none of them may land after the claiming node mirrored the
     /// session (an old snapshot over the new owner's record).
