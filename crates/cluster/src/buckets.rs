@@ -20,7 +20,7 @@ pub(super) fn bucket_base(prefix: &str) -> String {
 
 /// The stream behind a key-value bucket as NATS's key-value layout defines it (`KV_<bucket>`
 /// on `$KV.<bucket>.>`, one record per key, file storage, `replicas` copies; `max_age`:
-/// records expire after it).
+/// records expire after it), read through its leader only ([`LEADER_READS`]).
 pub(super) fn kv_stream(
     bucket: &str,
     replicas: usize,
@@ -35,12 +35,25 @@ pub(super) fn kv_stream(
         storage: jetstream::stream::StorageType::File,
         allow_rollup: true,
         deny_delete: true,
-        allow_direct: true,
+        allow_direct: !LEADER_READS,
         num_replicas: replicas,
         discard: jetstream::stream::DiscardPolicy::New,
         ..jetstream::stream::Config::default()
     }
 }
+
+/// Whether the buckets' records are read from the stream's leader (`$JS.API.STREAM.MSG.GET`)
+/// rather than from any replica (direct get, NATS's default for key-value buckets). Why: a
+/// replica that is behind answers a direct get with an old record. NATS documents that direct
+/// gets do not read a client's own writes (ADR-56), and its 2.9 servers (Debian's) answer them
+/// from a replica still catching up after a restart (nats-server issue 4162). A claim then read
+/// an owner record older than the one its compare-and-set is checked against, failed, read it
+/// back as old again, and dropped the session it had rebuilt: the 300-fault run of seed 5050
+/// dropped two subscribers' recovered sessions about 25 times in two seconds after a NATS
+/// server's restart, each rebuilt anew by the client's next try. Leader reads cost one JetStream
+/// API request per read, which every server sees: claims, heartbeat sums and recoveries read a
+/// few records a second, the retained messages come through a watch.
+pub(super) const LEADER_READS: bool = true;
 
 /// Opens `bucket`, creating its stream from `config` if missing. Not `create_key_value`: that
 /// first reads the account's JetStream info in a form NATS 2.9 servers (Debian's) do not send.
@@ -51,7 +64,19 @@ pub(super) async fn open_kv(
     config: jetstream::stream::Config,
 ) -> Result<kv::Store, async_nats::Error> {
     if let Ok(store) = js.get_key_value(bucket).await {
-        return Ok(store);
+        let existing = &store.stream.cached_info().config;
+        if existing.allow_direct == config.allow_direct {
+            return Ok(store);
+        }
+        // A bucket an earlier version made: its reads go to the leader from now on.
+        let mut updated = existing.clone();
+        updated.allow_direct = config.allow_direct;
+        js.update_stream(updated).await?;
+        tracing::info!(
+            bucket,
+            "cluster: bucket now read through its stream's leader"
+        );
+        return Ok(js.get_key_value(bucket).await?);
     }
     js.get_or_create_stream(config).await?;
     Ok(js.get_key_value(bucket).await?)

@@ -22,6 +22,8 @@ pub struct Verdict {
     pub lost: Vec<(usize, u64, Instant)>,
     /// QoS 2 messages delivered more than once to one subscriber.
     pub qos2_twice: usize,
+    /// (subscriber, message, when it arrived the second time), of the QoS 2 ones.
+    pub qos2_twice_at: Vec<(usize, u64, Instant)>,
     /// QoS 1 messages delivered more than once (allowed: at least once).
     pub qos1_again: usize,
     /// Reconnections that found no session.
@@ -80,7 +82,12 @@ pub fn deliveries(published: &[Published], received: &[Received]) -> Verdict {
         for (&id, &count) in &subscriber.counts {
             if count > 1 {
                 match published_qos(id) {
-                    2 => verdict.qos2_twice += 1,
+                    2 => {
+                        verdict.qos2_twice += 1;
+                        if let Some(&again) = subscriber.again_at.get(&id) {
+                            verdict.qos2_twice_at.push((index, id, again));
+                        }
+                    }
                     _ => verdict.qos1_again += 1,
                 }
             }

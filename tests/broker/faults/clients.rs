@@ -61,6 +61,8 @@ pub struct Published {
 pub struct Received {
     /// Deliveries per message (a QoS 2 message counted once per new packet id).
     pub counts: BTreeMap<u64, u32>,
+    /// When a message delivered more than once arrived the second time.
+    pub again_at: BTreeMap<u64, std::time::Instant>,
     /// Publishers whose probe arrived.
     pub probes: BTreeSet<u8>,
     /// Subscribed on its first connection.
@@ -355,7 +357,12 @@ fn note(received: &mut Received, topic: &str, payload: &[u8]) {
         return;
     }
     if let Some(id) = payload.first_chunk::<8>() {
-        *received.counts.entry(u64::from_be_bytes(*id)).or_default() += 1;
+        let id = u64::from_be_bytes(*id);
+        let count = received.counts.entry(id).or_default();
+        *count += 1;
+        if *count == 2 {
+            received.again_at.insert(id, std::time::Instant::now());
+        }
     }
 }
 

@@ -277,27 +277,34 @@ fn wait_until_within_or_none(guard: Duration, mut probe: impl FnMut() -> Option<
     None
 }
 
-/// The lost messages as runs of consecutive numbers per subscriber and publisher:
-/// `sub 0 <- pub 1: 4204-4251`.
-fn lost_ranges(lost: &[(usize, u64, Instant)], began: Instant) -> String {
-    let mut runs: Vec<(usize, u64, u64, u64, Instant)> = Vec::new();
+/// Messages (lost, or delivered twice) as runs of consecutive numbers per subscriber and
+/// publisher, with the moment of the run's first (`what`: acknowledged, or delivered again):
+/// `sub 0 <- pub 1: 4204-4251 (acked at 12.3 s)`.
+fn message_ranges(lost: &[(usize, u64, Instant)], began: Instant, what: &str) -> String {
+    // (subscriber, publisher, first, last, messages, moment of the first)
+    let mut runs: Vec<(usize, u64, u64, u64, u32, Instant)> = Vec::new();
     for &(subscriber, id, at) in lost {
         let (publisher, seq) = (id >> 40, id & 0xffff_ffff);
         match runs.last_mut() {
             Some(last) if last.0 == subscriber && last.1 == publisher && last.3 + 10 >= seq => {
                 last.3 = seq;
+                last.4 += 1;
             }
-            _ => runs.push((subscriber, publisher, seq, seq, at)),
+            _ => runs.push((subscriber, publisher, seq, seq, 1, at)),
         }
     }
-    let shown: Vec<String> = runs
+    const SHOWN: usize = 24;
+    let mut shown: Vec<String> = runs
         .iter()
-        .take(16)
-        .map(|(s, p, first, last, at)| {
+        .take(SHOWN)
+        .map(|(s, p, first, last, n, at)| {
             let at = at.saturating_duration_since(began).as_secs_f64();
-            format!("sub {s} <- pub {p}: {first}-{last} (acked at {at:.1} s)")
+            format!("sub {s} <- pub {p}: {first}-{last} ×{n} ({what} at {at:.1} s)")
         })
         .collect();
+    if runs.len() > SHOWN {
+        shown.push(format!("{} more runs", runs.len() - SHOWN));
+    }
     shown.join("; ")
 }
 
@@ -310,7 +317,7 @@ fn report(seed: u64, run: &Run) -> String {
     let v = &run.verdict;
     format!(
         "fault suite, seed {seed}: faults {} ({}); acknowledged {}, refused {}, unanswered {}; \
-         lost {} ({}); QoS 2 twice {}; QoS 1 again {}; sessions lost {}; retained \
+         lost {} ({}); QoS 2 twice {} ({}); QoS 1 again {}; sessions lost {}; retained \
          divergent {:?}, behind {:?}; healed in {}",
         run.faults.values().sum::<u32>(),
         faults.join(", "),
@@ -318,8 +325,9 @@ fn report(seed: u64, run: &Run) -> String {
         v.refused,
         v.unknown,
         v.lost.len(),
-        lost_ranges(&v.lost, run.began),
+        message_ranges(&v.lost, run.began, "acked"),
         v.qos2_twice,
+        message_ranges(&v.qos2_twice_at, run.began, "again"),
         v.qos1_again,
         v.sessions_lost,
         v.divergent,
