@@ -59,6 +59,14 @@ impl Owners {
         let from = read_start(last_seen, &mirrored);
         // An offline session's read starts at its last mirrored copy: nothing is read twice.
         let connected = mirrored.offline_since.is_none();
+        info!(
+            client,
+            connected,
+            heartbeat_known = last_seen.is_some(),
+            from_seconds_ago = seconds_before_now(from),
+            mirrored_seconds_ago = seconds_before_now(mirrored.written_at),
+            "cluster: a recovered session reads what it missed"
+        );
         let mut session = mirrored.session;
         self.add_missed(&mut session, (owner, connected), (from, deadline))
             .await;
@@ -153,6 +161,11 @@ impl Owners {
             Ok(entries) => {
                 let deliveries = Deliveries::of(&entries, client);
                 if deliveries.is_empty() {
+                    info!(
+                        client,
+                        entries = entries.len(),
+                        "cluster: the dead node's journal names no QoS 2 delivery to the session"
+                    );
                     return all(copies);
                 }
                 let queued = journal_read::apply(session, copies, &deliveries);
@@ -168,6 +181,14 @@ impl Owners {
                 all(copies)
             }
         }
+    }
+}
+
+/// How long before now `at` was, in seconds (negative: after now; for the log).
+fn seconds_before_now(at: SystemTime) -> f64 {
+    match SystemTime::now().duration_since(at) {
+        Ok(age) => age.as_secs_f64(),
+        Err(ahead) => -ahead.duration().as_secs_f64(),
     }
 }
 
