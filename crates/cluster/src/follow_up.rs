@@ -68,9 +68,14 @@ pub(super) struct FollowFrom {
     pub(super) released_by: Option<String>,
 }
 
-/// The follow-ups of claims not answered yet, by client id.
+/// The follow-ups of claims not answered yet, by client id, and where those answered and not
+/// done yet start (by client id, with a number telling a newer one of the same client apart).
 #[derive(Debug, Default)]
-pub(super) struct FollowUps(Mutex<HashMap<String, FollowUp>>);
+pub(super) struct FollowUps {
+    waiting: Mutex<HashMap<String, FollowUp>>,
+    running: Arc<Mutex<HashMap<String, (u64, SystemTime)>>>,
+    next: std::sync::atomic::AtomicU64,
+}
 
 impl FollowUps {
     /// A claim of `client_id` recovered its session: once the claim is answered, a follow-up
@@ -93,24 +98,43 @@ impl FollowUps {
             already,
             released_by,
         };
-        self.lock().insert(key, follow_up);
+        lock(&self.waiting).insert(key, follow_up);
     }
 
     /// The claim of `client_id` was answered (`won`: the session is this node's now): its
     /// follow-up, if it has one, runs.
     pub(super) fn answered(&self, client_id: &str, won: bool, link: &Arc<Link>, poster: &Inbox) {
-        let Some(follow_up) = self.lock().remove(client_id) else {
+        let Some(follow_up) = lock(&self.waiting).remove(client_id) else {
             return;
         };
         if won {
             let until = SystemTime::now() + INSTALL_MARGIN;
-            tokio::spawn(run(Arc::clone(link), Arc::clone(poster), follow_up, until));
+            let number = self.next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            let running = Arc::clone(&self.running);
+            lock(&running).insert(client_id.to_owned(), (number, follow_up.from));
+            let (link, poster) = (Arc::clone(link), Arc::clone(poster));
+            tokio::spawn(async move {
+                let client_id = follow_up.client_id.as_str().to_owned();
+                run(link, poster, follow_up, until).await;
+                let mut running = lock(&running);
+                if running.get(&client_id).is_some_and(|(n, _)| *n == number) {
+                    running.remove(&client_id);
+                }
+            });
         }
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, FollowUp>> {
-        self.0.lock().unwrap_or_else(PoisonError::into_inner)
+    /// Where the follow-up of `client_id`'s session starts while it is not done (waiting for
+    /// its claim's answer, or reading): a node releasing the session meanwhile hands this
+    /// start on with it, since this follow-up's messages no longer reach the session here.
+    pub(super) fn unfinished_from(&self, client_id: &str) -> Option<SystemTime> {
+        let waiting = lock(&self.waiting).get(client_id).map(|f| f.from);
+        waiting.or_else(|| lock(&self.running).get(client_id).map(|(_, from)| *from))
     }
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 /// [`read_kept`] tried up to [`READ_TRIES`] times, [`READ_RETRY`] apart.
@@ -195,5 +219,41 @@ async fn sent_to(link: &Link, client_id: &MqttStr, run: &str, since: SystemTime)
             warn!(client = %client_id, run, error = %e, "cluster: a delivery journal was not read for a follow-up; QoS 2 messages the session had live may come again");
             Deliveries::default()
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn follow_up_from(at: SystemTime) -> FollowFrom {
+        FollowFrom {
+            from: at,
+            already: HashSet::new(),
+            released_by: None,
+        }
+    }
+
+    #[test]
+    fn a_follow_up_is_unfinished_while_it_waits_for_its_answer_or_reads() {
+        let follow_ups = FollowUps::default();
+        let at = SystemTime::UNIX_EPOCH + Duration::from_secs(1_796_595_000);
+        let client = MqttStr::try_from("dev-1").unwrap();
+        assert_eq!(follow_ups.unfinished_from("dev-1"), None);
+        follow_ups.prepare(client.clone(), vec!["p.rel.a".into()], follow_up_from(at));
+        assert_eq!(
+            follow_ups.unfinished_from("dev-1"),
+            Some(at),
+            "waiting for its answer"
+        );
+        lock(&follow_ups.waiting).remove("dev-1");
+        lock(&follow_ups.running).insert("dev-1".into(), (7, at));
+        assert_eq!(follow_ups.unfinished_from("dev-1"), Some(at), "reading");
+        follow_ups.prepare(client, Vec::new(), follow_up_from(at));
+        assert_eq!(
+            lock(&follow_ups.waiting).get("dev-1").map(|f| f.from),
+            None,
+            "nothing kept to follow up"
+        );
     }
 }

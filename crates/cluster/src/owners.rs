@@ -36,6 +36,11 @@ const MIRROR_FENCE_WAIT: Duration = Duration::from_secs(1);
 /// session (delivery lag; the clocks of the nodes and the NATS servers differ).
 const RELEASED_MARGIN: Duration = Duration::from_secs(1);
 
+/// The header of a release reply that names where the releasing node's follow-up of the
+/// session, not done yet, starts (Unix milliseconds): the claiming node's follow-up reads from
+/// there at the latest (`follow_released`).
+const FOLLOW_FROM_HEADER: &str = "Ringmq-Follow-From";
+
 /// Why a client id went unchecked when NATS did not read or create its owner record in time.
 const NO_ANSWER: &str = "a client id was not checked across nodes (NATS did not answer)";
 
@@ -178,7 +183,7 @@ impl Owners {
                 warn!(client = %claim.client_id, "cluster: a session released a moment ago did not reach the node that asked for it; it resumes here");
                 // What came for it here from its release until it is back reached no session:
                 // its follow-up reads it back (the fault run of seed 4848 lost 0.5 s of it).
-                self.follow_released(claim, &snapshot, (None, released_at));
+                self.follow_released(claim, &snapshot, (None, (released_at, None)));
                 return Ownership::Owned(Some(snapshot));
             }
             let asked = (owner.as_str(), deadline);
@@ -287,7 +292,8 @@ impl Owners {
             Ok(Ok(reply)) => {
                 let released = decode_release(&reply.payload);
                 if let Some(snapshot) = &released {
-                    self.follow_released(claim, snapshot, (Some(owner), asked_at));
+                    let from = (asked_at, follow_from_of(&reply));
+                    self.follow_released(claim, snapshot, (Some(owner), from));
                 }
                 Some(released)
             }
@@ -304,7 +310,12 @@ impl Owners {
     /// A session a live node (`released_by`; `None`: this run, whose claim did not take it)
     /// released to `claim`: once the claim is answered, its follow-up (`follow_up.rs`) routes
     /// to it what the stream kept on its subjects from [`RELEASED_MARGIN`] before the request
-    /// (`asked_at`, or the release) until the session is in place here. Why: the owner ended
+    /// (`asked_at`, or the release), or from where the releasing node's own follow-up of the
+    /// session, not done yet, starts (`carried`, when earlier), until the session is in place
+    /// here. Why `carried`: a node that recovered a dead node's session and released it before
+    /// its follow-up was done routes that follow-up to no one (the 300-fault run of seed 5050
+    /// lost 6 s of one subscriber's messages so: its recovery read timed out and the client,
+    /// retrying elsewhere, took the session away at once). Why: the owner ended
     /// the session when the request reached it, and what was published from then until this
     /// node's NATS subscriptions for it took effect reached neither node for it (NATS core is
     /// at most once; the fault run of seed 23 lost messages acknowledged in such a move, off
@@ -314,7 +325,7 @@ impl Owners {
         &self,
         claim: &ClaimRequest,
         snapshot: &Bytes,
-        (released_by, asked_at): (Option<&str>, SystemTime),
+        (released_by, (asked_at, carried)): (Option<&str>, (SystemTime, Option<SystemTime>)),
     ) {
         if claim.clean_start || self.link.replays.stream.get().is_none() {
             return; // Nothing to follow up, or nothing kept.
@@ -324,6 +335,7 @@ impl Owners {
         };
         let subjects = session_subjects(&self.link.prefix, &session);
         let from = asked_at.checked_sub(RELEASED_MARGIN).unwrap_or(asked_at);
+        let from = carried.map_or(from, |carried| carried.min(from));
         let start = FollowFrom {
             from,
             already: std::collections::HashSet::new(),
@@ -354,7 +366,7 @@ impl Owners {
         let Some(reply_to) = request.reply.clone() else {
             return;
         };
-        let reply = match parse_release(&request.payload) {
+        let (reply, follow_from) = match parse_release(&request.payload) {
             Some((clean_start, client_id)) => {
                 let within = RELEASE_TIMEOUT / 2;
                 let held =
@@ -366,16 +378,31 @@ impl Owners {
                 }
                 self.release_here(client_id, clean_start).await
             }
-            None => Bytes::from_static(&[0]),
+            None => (Bytes::from_static(&[0]), None),
         };
-        if let Err(e) = self.link.client.publish(reply_to, reply).await {
+        let sent = match follow_from {
+            Some(at) => {
+                let mut headers = async_nats::HeaderMap::new();
+                headers.insert(FOLLOW_FROM_HEADER, unix_millis(at).to_string().as_str());
+                let client = &self.link.client;
+                client.publish_with_headers(reply_to, headers, reply).await
+            }
+            None => self.link.client.publish(reply_to, reply).await,
+        };
+        if let Err(e) = sent {
             debug!(error = %e, "cluster: release reply not sent");
         }
     }
 
     /// Asks the shard where a CONNECT claimed `client_id` a moment ago, or else shard 0 (each
-    /// forwards to the session's shard), to release `client_id`; the encoded reply.
-    async fn release_here(&self, client_id: codec::MqttStr, clean_start: bool) -> Bytes {
+    /// forwards to the session's shard), to release `client_id`; the encoded reply, and where
+    /// this node's follow-up of the session starts if it is not done.
+    async fn release_here(
+        &self,
+        client_id: codec::MqttStr,
+        clean_start: bool,
+    ) -> (Bytes, Option<SystemTime>) {
+        const NONE: (Bytes, Option<SystemTime>) = (Bytes::from_static(&[0]), None);
         let shard = self.claiming.shard_for(client_id.as_str()).await;
         let id = client_id.as_str().to_owned();
         if clean_start {
@@ -391,7 +418,7 @@ impl Owners {
         let message = ClusterInbound::Release(Box::new(request));
         let shard = shard.unwrap_or(ShardId::new(0));
         if self.poster.post(shard, vec![message]).is_err() {
-            return Bytes::from_static(&[0]);
+            return NONE;
         }
         let snapshot = match tokio::time::timeout(RELEASE_TIMEOUT / 2, released).await {
             Ok(Ok(Some(snapshot))) => {
@@ -409,15 +436,15 @@ impl Owners {
                     );
                     snapshot
                 }
-                None => return Bytes::from_static(&[0]),
+                None => return NONE,
             },
-            _ => return Bytes::from_static(&[0]),
+            _ => return NONE,
         };
         self.after_earlier_mirror_writes(&id).await;
         let mut out = BytesMut::with_capacity(1 + snapshot.len());
         out.put_u8(1);
         out.put_slice(&snapshot);
-        out.freeze()
+        (out.freeze(), self.follow_ups.unfinished_from(&id))
     }
 
     /// Waits (at most [`MIRROR_FENCE_WAIT`]) until the mirror writes this node queued before
@@ -440,6 +467,22 @@ fn parse_release(payload: &[u8]) -> Option<(bool, codec::MqttStr)> {
     Some((flag == 1, codec::MqttStr::try_from(text).ok()?))
 }
 
+/// Where a release reply says the releasing node's unfinished follow-up starts (its
+/// [`FOLLOW_FROM_HEADER`]; `None`: none, or a node of an earlier version).
+fn follow_from_of(reply: &async_nats::Message) -> Option<SystemTime> {
+    let value = reply.headers.as_ref()?.get(FOLLOW_FROM_HEADER)?;
+    let millis: u64 = value.as_str().parse().ok()?;
+    SystemTime::UNIX_EPOCH.checked_add(Duration::from_millis(millis))
+}
+
+/// `at` in Unix milliseconds (0 before 1970).
+fn unix_millis(at: SystemTime) -> u64 {
+    let since = at
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .unwrap_or_default();
+    u64::try_from(since.as_millis()).unwrap_or(u64::MAX)
+}
+
 /// A release reply: `[0]` no session, `[1][snapshot]` the session's state.
 fn decode_release(payload: &Bytes) -> Option<Bytes> {
     match payload.first() {
@@ -460,6 +503,28 @@ mod tests {
         );
         assert_eq!(heartbeat_key("n-1/ff"), "n-1.ff");
         assert!(same_node("n1/00ab", "n1/ffff") && !same_node("n1/00ab", "n10/00ab"));
+    }
+
+    #[test]
+    fn a_release_reply_names_where_an_unfinished_follow_up_starts() {
+        let at = SystemTime::UNIX_EPOCH + Duration::from_millis(1_796_595_012_229);
+        let mut headers = async_nats::HeaderMap::new();
+        headers.insert(FOLLOW_FROM_HEADER, unix_millis(at).to_string().as_str());
+        let reply = |headers| async_nats::Message {
+            subject: "_INBOX.x".into(),
+            reply: None,
+            payload: Bytes::from_static(b"\x01"),
+            headers,
+            status: None,
+            description: None,
+            length: 0,
+        };
+        assert_eq!(follow_from_of(&reply(Some(headers))), Some(at));
+        assert_eq!(
+            follow_from_of(&reply(None)),
+            None,
+            "an earlier version's reply"
+        );
     }
 
     #[test]
