@@ -25,6 +25,7 @@ mod cluster_restart;
 mod cluster_retained;
 mod cluster_retained_faults;
 mod cluster_sessions;
+mod cluster_stale_mirror;
 mod cluster_stall;
 mod cluster_tls;
 mod connect;

@@ -41,6 +41,9 @@ const RELEASED_MARGIN: Duration = Duration::from_secs(1);
 /// there at the latest (`follow_released`).
 const FOLLOW_FROM_HEADER: &str = "Ringmq-Follow-From";
 
+/// A shard's answer to the end of a stale copy (`end_stale`; nothing, with a clean start).
+pub(super) type StaleEnd = Option<Vec<u8>>;
+
 /// Why a client id went unchecked when NATS did not read or create its owner record in time.
 const NO_ANSWER: &str = "a client id was not checked across nodes (NATS did not answer)";
 
@@ -242,12 +245,13 @@ impl Owners {
         }
     }
 
-    /// Ends a stale recovered copy of `client_id`'s session on its shard.
-    pub(super) fn end_stale(&self, client_id: String) {
+    /// Ends a stale recovered copy of `client_id`'s session on its shard; answered once ended
+    /// (`None`: not posted).
+    pub(super) fn end_stale(&self, client_id: String) -> Option<oneshot::Receiver<StaleEnd>> {
         let Ok(client_id) = codec::MqttStr::try_from(client_id) else {
-            return;
+            return None;
         };
-        let (reply, _) = oneshot::channel();
+        let (reply, ended) = oneshot::channel();
         let request = ReleaseRequest {
             client_id,
             clean_start: true,
@@ -255,7 +259,8 @@ impl Owners {
             hops: 0,
         };
         let message = ClusterInbound::Release(Box::new(request));
-        let _ = self.poster.post(ShardId::new(0), vec![message]);
+        self.poster.post(ShardId::new(0), vec![message]).ok()?;
+        Some(ended)
     }
 
     /// The buckets, waiting up to [`RELEASE_TIMEOUT`] for them to open (a node just started).

@@ -10,7 +10,7 @@
 //! bounded: the session is resumed, or handed to another node, with those messages queued.
 
 use std::collections::{HashMap, HashSet};
-use std::sync::OnceLock;
+use std::sync::{Mutex, OnceLock, PoisonError};
 use std::time::{Duration, SystemTime};
 
 use async_nats::jetstream::stream;
@@ -56,6 +56,9 @@ pub(super) struct Restart {
     ended: watch::Sender<bool>,
     /// The previous run's stamp, once read (before this run puts its first).
     previous: OnceLock<Result<Option<PreviousRun>, StampError>>,
+    /// The recovered sessions another node owns, until their copies here are ended: the
+    /// mirror writes their shards queued for them are not made (`lifecycle.rs`).
+    stale: Mutex<HashSet<String>>,
 }
 
 impl Restart {
@@ -67,6 +70,7 @@ impl Restart {
             settled: watch::Sender::new(recovered.is_empty()),
             ended: watch::Sender::new(recovered.is_empty()),
             previous: OnceLock::new(),
+            stale: Mutex::default(),
         }
     }
 
@@ -100,6 +104,30 @@ impl Restart {
         let mut done = done.subscribe();
         let waiting = done.wait_for(|done| *done);
         matches!(tokio::time::timeout(within, waiting).await, Ok(Ok(_)))
+    }
+
+    /// Waits until every recovered session was checked against its owner record.
+    pub(super) async fn all_settled(&self) {
+        let _ = self.settled.subscribe().wait_for(|done| *done).await;
+    }
+
+    /// `client_id`'s recovered session is another node's: its copy here is being ended.
+    pub(super) fn mark_stale(&self, client_id: &str) {
+        self.stale_ids().insert(client_id.to_owned());
+    }
+
+    /// `client_id`'s stale copy is ended, and the mirror writes queued for it are passed.
+    pub(super) fn unmark_stale(&self, client_id: &str) {
+        self.stale_ids().remove(client_id);
+    }
+
+    /// Whether `client_id`'s copy here is stale and not ended yet.
+    pub(super) fn is_stale(&self, client_id: &str) -> bool {
+        self.stale_ids().contains(client_id)
+    }
+
+    fn stale_ids(&self) -> std::sync::MutexGuard<'_, HashSet<String>> {
+        self.stale.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     /// The recovered sessions were checked against their owner records.
