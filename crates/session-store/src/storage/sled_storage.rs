@@ -18,6 +18,13 @@ use super::{
 
 const ENGINE: &str = "sled";
 
+/// How long an open waits for sled's lock on its directory: a handle dropped a moment ago
+/// (a salvage opens the store it has just written) releases it only once sled's background
+/// flusher thread has ended (CI saw the open fail with the lock still held). Another process
+/// holding the directory is still refused, after this wait.
+const LOCK_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
+const LOCK_RETRY: std::time::Duration = std::time::Duration::from_millis(10);
+
 /// Sessions in a sled database directory.
 #[derive(Debug)]
 pub struct SledStorage {
@@ -45,11 +52,19 @@ impl SledStorage {
                 .cache_capacity(cache_bytes)
                 .open()
         };
-        // sled panics on some damage instead of returning an error: caught here, at open,
-        // and named like any other damage.
-        let db = std::panic::catch_unwind(open)
-            .map_err(|panic| damaged_database(ENGINE, dir, &panic_text(panic.as_ref())))?
-            .map_err(|e| engine_error(dir, &e))?;
+        let deadline = std::time::Instant::now() + LOCK_WAIT;
+        let db = loop {
+            // sled panics on some damage instead of returning an error: caught here, at open,
+            // and named like any other damage.
+            let opened = std::panic::catch_unwind(open)
+                .map_err(|panic| damaged_database(ENGINE, dir, &panic_text(panic.as_ref())))?;
+            match opened {
+                Err(e) if is_lock_held(&e) && std::time::Instant::now() < deadline => {
+                    std::thread::sleep(LOCK_RETRY);
+                }
+                opened => break opened.map_err(|e| engine_error(dir, &e))?,
+            }
+        };
         Ok(Self {
             db,
             path: dir.to_owned(),
@@ -223,5 +238,32 @@ impl SessionStorage for SledStorage {
         limit: usize,
     ) -> Result<Vec<(MessageSeq, StoredMessage)>, StorageError> {
         keyed::queued_after(&self.reads(), client_id, after, limit)
+    }
+}
+
+/// Whether sled refused to open because its directory's lock is held (sled 0.34 reports it as
+/// an I/O error of kind `Other` naming the lock).
+fn is_lock_held(error: &::sled::Error) -> bool {
+    matches!(error, ::sled::Error::Io(e) if e.to_string().starts_with("could not acquire lock"))
+}
+
+#[cfg(test)]
+mod lock_tests {
+    use super::*;
+
+    /// An open while another handle still holds the directory waits for it (here: a handle
+    /// dropped 200 ms later) instead of failing at once.
+    #[test]
+    fn an_open_waits_for_a_handle_that_is_going_away() {
+        let dir = crate::storage::engine_tests::temp_dir();
+        let path = dir.path().join("db");
+        let first = SledStorage::open(&path, SyncMode::EveryCommit).unwrap();
+        let dropping = std::thread::spawn(move || {
+            std::thread::sleep(std::time::Duration::from_millis(200));
+            drop(first);
+        });
+        let second = SledStorage::open(&path, SyncMode::EveryCommit);
+        dropping.join().unwrap();
+        assert!(second.is_ok(), "{:?}", second.err());
     }
 }
