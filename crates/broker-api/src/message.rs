@@ -22,8 +22,9 @@ pub struct Message {
     pub received_ns: u64,
     /// Its identity across the cluster (docs/cluster.md, "Exactly once across a node's
     /// death"): drawn by the shard that received it from a client, carried by NATS with it,
-    /// written with each QoS 2 delivery to the delivery journal; 0 on a single node, and for a
-    /// message read back from a store.
+    /// written with each QoS 2 delivery to the delivery journal, and stored with a session's
+    /// queued and inflight copies; 0 on a single node, for a retained or delayed message read
+    /// back from a store, and for a copy stored by an earlier version.
     pub key: u64,
 }
 

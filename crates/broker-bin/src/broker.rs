@@ -163,7 +163,10 @@ impl Broker {
             shared.links.events = Some(Arc::new(hooks) as Arc<dyn broker_api::EventHook>);
         }
         let mut store = None;
-        if let Some(opened) = opened {
+        if let Some(mut opened) = opened {
+            if config.cluster.is_some() {
+                hold_stored_keys(&shared, &mut opened);
+            }
             shared.persistence.next_seq =
                 std::sync::atomic::AtomicU64::new(opened.max_queued_seq + 1);
             broker_core::deal::deal_recovered(
@@ -485,6 +488,19 @@ impl Broker {
     }
 }
 
+/// Keeps the keys of the copies the recovered sessions' store holds for the cluster link (its
+/// catch-up after a restart leaves those messages out); a store that cannot be read for them
+/// is warned about (QoS 2 messages queued there may then come twice).
+fn hold_stored_keys(shared: &Shared, opened: &mut broker_core::store::Opened) {
+    match broker_core::store::stored_keys(&mut *opened.storage, &opened.sessions) {
+        Ok(keys) => shared.persistence.recovery.hold_stored_keys(keys),
+        Err(e) => tracing::warn!(
+            error = %e,
+            "the keys of the copies the store holds were not read; after this restart QoS 2 messages queued there may reach their subscribers twice"
+        ),
+    }
+}
+
 /// Starts the cluster thread when `[cluster]` is configured.
 fn start_cluster(
     shared: &Arc<Shared>,
@@ -508,6 +524,7 @@ fn start_cluster(
             max_queued: u64::from(shared.config.queues.max_queued_messages),
             connect_timeout: shared.config.connection.connect_timeout,
             recovered: shared.persistence.recovery.take_outlines(),
+            stored_keys: shared.persistence.recovery.take_stored_keys(),
             accepted_retained: shared.persistence.recovery.take_accepted_retained(),
         },
     )

@@ -327,6 +327,7 @@ mod tests {
                 expires_at: None,
                 sub_ids: Vec::new(),
                 accepted_at: None,
+                key: 0,
             },
         }
     }

@@ -31,6 +31,7 @@ fn copy(payload: &'static str, qos: QoS) -> StoredMessage {
         expires_at: None,
         sub_ids: Vec::new(),
         accepted_at: None,
+        key: 0,
     }
 }
 

@@ -328,6 +328,7 @@ fn copy_for(
         sub_ids: matching.iter().filter_map(|s| s.id).collect(),
         // A queued copy, not a retained message: no acceptance time to keep.
         accepted_at: None,
+        key: publish.key,
     })
 }
 

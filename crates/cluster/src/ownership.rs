@@ -6,6 +6,7 @@
 //! `cluster.node_timeout_ms`): an owner that does not answer and has no heartbeat is dead, and
 //! its client ids are taken without a session.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -27,6 +28,7 @@ use super::owners::{Buckets, Owners, heartbeat_key, release_subject};
 use super::restart::{Routing, route_missed};
 use super::totals::{FiguresSource, NodeContext, sum_totals};
 use broker_api::cluster::{ClaimRequest, Ownership};
+use codec::MqttStr;
 use session_store::storage::StoredSession;
 
 /// Claims worked on at once (each waits on NATS round trips).
@@ -80,7 +82,7 @@ pub(super) async fn ownership(
     tokio::spawn(keep_buckets(Arc::clone(&owners), heartbeat));
     tokio::spawn(catch_up(
         Arc::clone(&owners),
-        setup.node.recovered,
+        (setup.node.recovered, setup.node.stored_keys),
         setup.kept_stream,
     ));
     tokio::spawn(super::lifecycle::mirror_offline_sessions(
@@ -113,15 +115,20 @@ pub(super) async fn ownership(
 
 /// Checks the sessions recovered from the store against the owner records (those another
 /// node took over meanwhile end here), then routes to the others what they missed while the
-/// node was down (`kept_stream`: `replay_window_ms` above 0; `restart.rs`). Claims and
-/// releases of them wait until this ends.
-async fn catch_up(owners: Arc<Owners>, recovered: Vec<StoredSession>, kept_stream: bool) {
+/// node was down (`kept_stream`: `replay_window_ms` above 0; `restart.rs`), leaving out what
+/// their stores hold (`stored_keys`). Claims and releases of them wait until this ends.
+async fn catch_up(
+    owners: Arc<Owners>,
+    (recovered, stored_keys): (Vec<StoredSession>, HashMap<MqttStr, Vec<u64>>),
+    kept_stream: bool,
+) {
     let ours = super::lifecycle::reconcile(&owners, recovered).await;
     owners.restart.settle();
     if kept_stream && !ours.is_empty() {
         let routing = Routing {
             poster: &owners.poster,
             max_queued: owners.max_queued,
+            stored_keys,
         };
         route_missed(&owners.restart, &owners.link, routing, &ours).await;
     }

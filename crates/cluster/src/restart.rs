@@ -156,6 +156,8 @@ impl Restart {
 pub(super) struct Routing<'a> {
     pub(super) poster: &'a Inbox,
     pub(super) max_queued: usize,
+    /// The keys of the copies each session's store holds (`NodeContext::stored_keys`).
+    pub(super) stored_keys: HashMap<MqttStr, Vec<u64>>,
 }
 
 /// Routes to `sessions` (recovered from the store, still this node's) what they missed while
@@ -200,6 +202,9 @@ pub(super) async fn route_missed(
                 previous: journal_of(link, &previous.origin).await,
                 this_run: journal_of(link, &link.origin).await,
                 live: link.replays.live_keys.noted(),
+                stored: (routing.stored_keys.into_iter())
+                    .map(|(client, keys)| (client, keys.into_iter().collect()))
+                    .collect(),
             };
             let bounds = (routing.max_queued, &link.origin[..]);
             let (publishes, dropped) = copies_for(sessions, read.kept, bounds, &journals);
@@ -231,6 +236,9 @@ struct Journals {
     this_run: Option<HashMap<MqttStr, Deliveries>>,
     /// The keys of the messages that reached this node live meanwhile (`live_keys.rs`).
     live: HashSet<u64>,
+    /// The keys of the copies each session's store holds (queued, on disk included, and in
+    /// flight).
+    stored: HashMap<MqttStr, HashSet<u64>>,
 }
 
 impl Journals {
@@ -241,26 +249,29 @@ impl Journals {
             previous: self.previous.as_ref().and_then(|all| all.get(client)),
             this_run: self.this_run.as_ref().and_then(|all| all.get(client)),
             stored: session.inflight.iter().map(|(id, _)| id.get()).collect(),
+            stored_keys: self.stored.get(client),
             live: &self.live,
         }
     }
 }
 
-/// What the journals say of one recovered session, the packet ids its store resends, and
-/// what reached this node live.
+/// What the journals say of one recovered session, the packet ids its store resends, the keys
+/// of the copies its store holds, and what reached this node live.
 struct SessionJournals<'a> {
     previous: Option<&'a Deliveries>,
     this_run: Option<&'a Deliveries>,
     stored: Vec<u16>,
+    stored_keys: Option<&'a HashSet<u64>>,
     live: &'a HashSet<u64>,
 }
 
 impl SessionJournals<'_> {
-    /// Whether the session has the message `key` already: the previous run delivered it (or
-    /// the store resends it), this run sent it, or it reached this node live (and was routed
-    /// to the session then).
+    /// Whether the session has the message `key` already: its store holds a copy (queued or
+    /// in flight), the previous run delivered it (or the store resends it), this run sent it,
+    /// or it reached this node live (and was routed to the session then).
     fn had(&self, key: u64) -> bool {
-        (key != 0 && self.live.contains(&key))
+        (key != 0
+            && (self.live.contains(&key) || self.stored_keys.is_some_and(|s| s.contains(&key))))
             || (self.previous).is_some_and(|d| d.had_before_restart(key, &self.stored))
             || self.this_run.is_some_and(|d| d.has_sent(key))
     }
@@ -453,6 +464,32 @@ mod tests {
             copies_for(&sessions, read(), (1, "n1/new"), &Journals::default());
         assert_eq!(routed(&publishes), ["b: other node"]);
         assert_eq!(dropped, 1, "the older copy, counted");
+    }
+
+    #[test]
+    fn a_session_gets_none_of_the_messages_its_store_holds() {
+        let keyed = |payload, key| Kept {
+            publish: ClusterPublish {
+                key,
+                ..kept(payload, "n2/1", None).publish
+            },
+            ..kept(payload, "n2/1", None)
+        };
+        let journals = Journals {
+            stored: HashMap::from([(MqttStr::try_from("b").unwrap(), HashSet::from([11, 12]))]),
+            ..Journals::default()
+        };
+        let sessions = [session("a", "t/x", false), session("b", "t/x", false)];
+        let read = vec![
+            keyed("queued", 11),
+            keyed("in flight", 12),
+            keyed("missed", 13),
+        ];
+        let (publishes, _) = copies_for(&sessions, read, (10, "n1/new"), &journals);
+        assert_eq!(
+            routed(&publishes),
+            ["a: queued", "a: in flight", "a: missed", "b: missed"]
+        );
     }
 
     #[tokio::test]

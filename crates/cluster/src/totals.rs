@@ -45,6 +45,9 @@ pub struct NodeContext {
     /// (`lifecycle::reconcile`), then given what they missed while the node was down
     /// (`restart.rs`).
     pub recovered: Vec<session_store::storage::StoredSession>,
+    /// The keys of the copies each of them has in the store (queued, on disk included, and in
+    /// flight): the catch-up leaves those messages out (`restart.rs`).
+    pub stored_keys: std::collections::HashMap<codec::MqttStr, Vec<u64>>,
     /// The retained messages recovered from this node's store that it accepted from clients:
     /// written back to the bucket where it lacks them or holds older records
     /// (`retained_write_back.rs`).

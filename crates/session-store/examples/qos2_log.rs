@@ -52,6 +52,7 @@ fn message(topic: &Bytes, n: u64) -> Box<StoredMessage> {
         expires_at: None,
         sub_ids: Vec::new(),
         accepted_at: None,
+        key: 0,
     })
 }
 

@@ -153,6 +153,7 @@ fn released_placeholder() -> session_store::storage::StoredMessage {
         expires_at: None,
         sub_ids: Vec::new(),
         accepted_at: None,
+        key: 0,
     }
 }
 

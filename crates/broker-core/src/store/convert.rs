@@ -30,10 +30,12 @@ pub fn system_to_instant(at: SystemTime, now: Instant) -> Instant {
     }
 }
 
-/// What the engines store of one copy.
+/// What the engines store of one copy, its key included (a node of a cluster back with its
+/// store skips by it what the session holds already: docs/cluster.md, "When a node restarts").
 pub fn stored_message(outgoing: &Outgoing, now: Instant) -> StoredMessage {
     let mut stored = stored_parts(&outgoing.message, outgoing.qos, outgoing.retain, now);
     stored.sub_ids = outgoing.sub_ids().to_vec();
+    stored.key = outgoing.message.key;
     stored
 }
 
@@ -106,6 +108,7 @@ fn stored_parts(message: &Message, qos: codec::QoS, retain: bool, now: Instant) 
         expires_at: message.expires_at.map(|at| instant_to_system(at, now)),
         sub_ids: Vec::new(),
         accepted_at: None,
+        key: 0,
     }
 }
 
@@ -120,7 +123,7 @@ pub fn message_from_stored(stored: &StoredMessage, now: Instant) -> Option<Arc<M
         retain: stored.retain,
         expires_at: stored.expires_at.map(|at| system_to_instant(at, now)),
         received_ns: 0,
-        key: 0,
+        key: stored.key,
     }))
 }
 

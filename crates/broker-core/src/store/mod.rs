@@ -11,6 +11,7 @@
 
 mod convert;
 mod recovery;
+mod stored_keys;
 mod writer;
 
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -30,6 +31,7 @@ pub use convert::{
 pub use recovery::{
     Opened, RecoveredSession, Recovery, ReplicaSeed, StoreOpenError, open_and_recover,
 };
+pub use stored_keys::stored_keys;
 pub use writer::StoreThread;
 
 /// Batches waiting for the store thread, at most (a shard whose batch finds the channel full

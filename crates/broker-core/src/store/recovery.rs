@@ -2,6 +2,7 @@
 //! the broker was down, and deal the rest to the shards (each session to one shard, every
 //! subscription and retained message to every shard's replica).
 
+use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
@@ -50,6 +51,9 @@ pub struct Recovery {
     /// Every recovered session without its messages (subscriptions, expiry, owner), for the
     /// cluster link: what each missed while the node was down is read back for it.
     outlines: Mutex<Vec<StoredSession>>,
+    /// The keys of the copies each recovered session's store holds, for the cluster link
+    /// (`stored_keys.rs`).
+    stored_keys: Mutex<HashMap<MqttStr, Vec<u64>>>,
 }
 
 impl Recovery {
@@ -102,6 +106,21 @@ impl Recovery {
         if let Ok(mut held) = self.outlines.lock() {
             *held = outlines;
         }
+    }
+
+    /// Keeps the keys of the copies each recovered session's store holds, for the cluster link.
+    pub fn hold_stored_keys(&self, keys: HashMap<MqttStr, Vec<u64>>) {
+        if let Ok(mut held) = self.stored_keys.lock() {
+            *held = keys;
+        }
+    }
+
+    /// The keys of the copies each recovered session's store holds (empty after the first
+    /// call, without a store, and on a single node).
+    pub fn take_stored_keys(&self) -> HashMap<MqttStr, Vec<u64>> {
+        (self.stored_keys.lock())
+            .map(|mut held| std::mem::take(&mut *held))
+            .unwrap_or_default()
     }
 
     /// The recovered sessions' outlines (empty after the first call, and without a store).

@@ -32,6 +32,7 @@ pub(super) fn message(topic: &str, qos: QoS) -> StoredMessage {
         expires_at: None,
         sub_ids: vec![SubscriptionId::new(7).unwrap()],
         accepted_at: None,
+        key: 0,
     }
 }
 

@@ -26,6 +26,10 @@ const OWNER_UNBOUND: u8 = 0;
 const OWNER_ANONYMOUS: u8 = 1;
 const OWNER_USER: u8 = 2;
 
+/// The byte that leads a message's trailing key (after its optional acceptance time, whose
+/// own first byte is 0 or 1).
+const KEY_TAG: u8 = 2;
+
 /// A value that does not decode.
 #[derive(Debug)]
 pub(in crate::storage) struct Malformed;
@@ -183,9 +187,9 @@ impl<'a> Reader<'a> {
         };
         t.ok_or(Malformed)
     }
-    /// Whether every byte has been read (an optional trailing field is absent).
-    fn at_end(&self) -> bool {
-        self.0.is_empty()
+    /// The next byte, not read (`None` at the end: an optional trailing field is absent).
+    fn peek(&self) -> Option<u8> {
+        self.0.first().copied()
     }
     pub(in crate::storage) fn finish<T>(self, value: T) -> Decoded<T> {
         if self.0.is_empty() {
@@ -251,7 +255,7 @@ pub(in crate::storage) fn decode_record(
     session.disconnected_at = r.opt(Reader::time)?;
     session.subscriptions = r.vec(read_subscription)?;
     session.awaiting_release = r.vec(Reader::packet_id)?;
-    if !r.at_end() {
+    if r.peek().is_some() {
         session.owner = read_owner(&mut r)?;
     }
     r.finish(session)
@@ -364,9 +368,14 @@ fn write_message(w: &mut Writer, m: &StoredMessage) {
     for id in &m.sub_ids {
         w.u32(id.get());
     }
-    // A trailing field, written only when set: every other value encodes as before.
+    // Trailing fields, each written only when set, so every other value encodes as before:
+    // the acceptance time (led by its own sign byte, 0 or 1), then the key (led by KEY_TAG).
     if let Some(at) = m.accepted_at {
         w.time(at);
+    }
+    if m.key != 0 {
+        w.u8(KEY_TAG);
+        w.u64(m.key);
     }
 }
 
@@ -379,17 +388,24 @@ fn read_message(r: &mut Reader<'_>) -> Decoded<StoredMessage> {
         properties: r.bytes()?,
         expires_at: r.opt(Reader::time)?,
         sub_ids: r.vec(Reader::sub_id)?,
-        accepted_at: match r.at_end() {
-            true => None,
-            false => Some(r.time()?),
+        accepted_at: match r.peek() {
+            Some(0 | 1) => Some(r.time()?),
+            _ => None,
+        },
+        key: match r.peek() {
+            Some(KEY_TAG) => {
+                r.u8()?;
+                r.u64()?
+            }
+            _ => 0,
         },
     })
 }
 
-/// A queued message.
 /// An upper bound of a message's encoded size (after the version byte).
 fn message_len(m: &StoredMessage) -> usize {
-    // Three length-prefixed byte strings, QoS, RETAIN, an optional time, the sub-id count and ids.
+    // Three length-prefixed byte strings, QoS, RETAIN, an optional time, the sub-id count and
+    // ids, the optional acceptance time and the optional key.
     3 * 4
         + m.topic.len()
         + m.payload.len()
@@ -399,6 +415,7 @@ fn message_len(m: &StoredMessage) -> usize {
         + 4
         + 4 * m.sub_ids.len()
         + 16
+        + 9
 }
 
 pub(in crate::storage) fn encode_message(m: &StoredMessage) -> Vec<u8> {
@@ -552,5 +569,28 @@ mod tests {
         assert!(encoded.starts_with(&old_layout));
         assert_eq!(decode_message(&encoded).unwrap(), accepted);
         assert!(decode_message(&encoded[..encoded.len() - 1]).is_err());
+    }
+
+    #[test]
+    fn a_messages_key_is_a_trailing_field_after_the_acceptance_time_written_only_when_set() {
+        let without = crate::storage::contract_writes::message("t", QoS::ExactlyOnce);
+        let old_layout = encode_message(&without);
+        let keyed = StoredMessage {
+            key: 0x0123_4567_89ab_cdef,
+            ..without.clone()
+        };
+        let encoded = encode_message(&keyed);
+        assert_eq!(encoded.len(), old_layout.len() + 9);
+        assert!(encoded.starts_with(&old_layout));
+        assert_eq!(decode_message(&encoded).unwrap(), keyed);
+        let both = StoredMessage {
+            accepted_at: Some(SystemTime::UNIX_EPOCH + Duration::from_millis(1_700_000_000_123)),
+            ..keyed
+        };
+        let encoded = encode_message(&both);
+        assert_eq!(decode_message(&encoded).unwrap(), both);
+        assert!(decode_message(&encoded[..encoded.len() - 1]).is_err());
+        let unknown_trailer = [old_layout, vec![KEY_TAG + 1]].concat();
+        assert!(decode_message(&unknown_trailer).is_err());
     }
 }

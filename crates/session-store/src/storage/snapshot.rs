@@ -89,6 +89,7 @@ mod tests {
             expires_at: Some(SystemTime::UNIX_EPOCH + Duration::from_secs(1_000)),
             sub_ids: Vec::new(),
             accepted_at: None,
+            key: 7,
         }
     }
 

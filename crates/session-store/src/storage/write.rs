@@ -38,6 +38,11 @@ pub struct StoredMessage {
     /// else, for a retained message taken from the cluster's bucket, and for one stored by an
     /// earlier version.
     pub accepted_at: Option<SystemTime>,
+    /// Its identity across a cluster (the broker's message key, docs/cluster.md, "Exactly once
+    /// across a node's death"): a node that reads the replay stream for a session it got back
+    /// from its store skips what the session holds already by it. 0 for none (a single node,
+    /// and a copy stored by an earlier version).
+    pub key: u64,
 }
 
 /// One durable event of a session, keyed by client identifier. A batch is committed as a whole.
