@@ -168,9 +168,12 @@ impl Owners {
                     );
                     return all(copies);
                 }
+                let read = copies.len();
                 let queued = journal_read::apply(session, copies, &deliveries);
                 info!(
                     client,
+                    read,
+                    queued = queued.len(),
                     in_flight = session.inflight.len(),
                     "cluster: the dead node's QoS 2 deliveries to the session resume from its journal"
                 );
