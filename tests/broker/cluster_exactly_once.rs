@@ -24,7 +24,8 @@ use crate::cluster_recovery::{
 };
 use crate::cluster_restart::{DOWN, stored_first_run};
 use crate::cluster_sessions::{
-    connect_persistent_to, reconnect_once_released_with, wait_for_metric,
+    connect_persistent_to, reconnect_once_released_at, reconnect_once_released_with,
+    wait_for_metric,
 };
 use crate::nats_cluster::NatsCluster;
 use crate::nats_cluster::http_get;
@@ -225,7 +226,7 @@ fn a_qos_2_subscriber_whose_node_restarted_gets_every_message_once() {
     std::thread::sleep(DOWN);
     let mut second_run = BrokerProcess::start_on(addr, &config, &config_path);
     second_run.wait_serving();
-    let (client, present) = connect_persistent_to(addr, V5, "once-again");
+    let (client, present) = reconnect_once_released_at(addr, V5, "once-again");
     assert!(present, "the session came back from the store");
     let after = receive(client, Arc::clone(&run.receiver), Arc::clone(&run.stop));
     let success = acknowledged(&run.sending.join().unwrap());
@@ -266,7 +267,7 @@ fn a_qos_2_session_offline_on_a_node_that_restarted_gets_each_stored_copy_once()
     std::thread::sleep(DOWN);
     let mut second_run = BrokerProcess::start_on(addr, &config, &config_path);
     second_run.wait_serving();
-    let (client, present) = connect_persistent_to(addr, V5, ID);
+    let (client, present) = reconnect_once_released_at(addr, V5, ID);
     assert!(present, "the session came back from the store");
     let receiver = Arc::new(Mutex::new(Receiver::default()));
     let stop = Arc::new(AtomicBool::new(false));

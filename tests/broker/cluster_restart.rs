@@ -21,7 +21,7 @@ use crate::cluster_recovery::{
     KILL_AFTER, PACE, acknowledged, assert_none_lost, settle_while, subscribed_and_sending,
 };
 use crate::cluster_sessions::{
-    connect_persistent_to, reconnect_once_released_with, wait_for_metric,
+    reconnect_once_released_at, reconnect_once_released_with, wait_for_metric,
 };
 use crate::harness::TestBroker;
 use crate::nats_cluster::{NatsCluster, http_get};
@@ -37,7 +37,8 @@ const RECORDS_CLAIMED: Duration = Duration::from_millis(1500);
 /// A persistent 5.0 subscriber (QoS 1) on node 0, a real process with a redb store; a
 /// publisher on node 1 sends QoS 1 at 200 a second; node 0 is killed with SIGKILL in the
 /// middle and started again 2 s later on the same port with the same store. The subscriber
-/// reconnects to node 0, resumes its session (Session Present 1) and receives every message
+/// reconnects to node 0 (refused with 0x88 until the new run's NATS connection is up),
+/// resumes its session (Session Present 1) and receives every message
 /// whose PUBACK was Success, those published while the node was down included, duplicates
 /// allowed.
 #[test]
@@ -80,7 +81,7 @@ fn restart_under_a_subscriber(back: Back) {
     let mut second_run = BrokerProcess::start_on(addr, &config, &config_path);
     second_run.wait_serving();
     let ((subscriber, present), acks) = match back {
-        Back::ToItsNode => (connect_persistent_to(addr, V5, ID), sending.join()),
+        Back::ToItsNode => (reconnect_once_released_at(addr, V5, ID), sending.join()),
         Back::ToAnotherNode => {
             // Once the publisher is done (what is published during a move between live nodes
             // is tested in `cluster_move.rs`) and node 0's new run

@@ -28,6 +28,7 @@ mod cluster_sessions;
 mod cluster_stale_mirror;
 mod cluster_stall;
 mod cluster_tls;
+mod cluster_unchecked;
 mod connect;
 mod crash;
 mod dashboard;

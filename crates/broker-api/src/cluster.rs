@@ -68,6 +68,10 @@ pub struct ClaimRequest {
     pub client_id: MqttStr,
     /// The CONNECT's Clean Start: the old session's state is not wanted.
     pub clean_start: bool,
+    /// Whether the CONNECT resumes a session or leaves one behind (no Clean Start, or a
+    /// Session Expiry Interval above 0): such a CONNECT is refused when the check across nodes
+    /// cannot be made (`cluster.admit_unchecked_sessions`), a clean one is admitted.
+    pub keeps_session: bool,
     /// Where the CONNECT waits.
     pub shard: ring_runtime::ShardId,
     pub conn: ring_runtime::ConnId,

@@ -68,6 +68,8 @@ pub struct ClusterFigures {
     pub recovered_dropped: u64,
     /// CONNECTs admitted without the check across nodes.
     pub ownership_unchecked: u64,
+    /// Persistent sessions' CONNECTs refused because the check across nodes could not be made.
+    pub ownership_refused: u64,
     /// Offline sessions' state mirrored.
     pub mirror_writes: u64,
     /// Offline sessions' state not mirrored.

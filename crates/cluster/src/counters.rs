@@ -81,6 +81,9 @@ pub struct ClusterCounters {
     /// CONNECTs admitted without checking the client id across nodes (no ownership bucket,
     /// or NATS did not answer).
     pub ownership_unchecked: AtomicU64,
+    /// CONNECTs of sessions kept across connections refused (0x88) because their client id
+    /// could not be checked across nodes (`cluster.admit_unchecked_sessions = false`).
+    pub ownership_refused: AtomicU64,
     /// Offline sessions' state mirrored to JetStream: records, queued copies and removals.
     pub mirror_writes: AtomicU64,
     /// Offline sessions' state not mirrored to JetStream (queue full, NATS down, refused).
@@ -149,6 +152,7 @@ impl ClusterCounters {
             restart_replay_failures: get(&self.restart_replay_failures),
             recovered_dropped: get(&self.recovered_dropped),
             ownership_unchecked: get(&self.ownership_unchecked),
+            ownership_refused: get(&self.ownership_refused),
             mirror_writes: get(&self.mirror_writes),
             mirror_failures: get(&self.mirror_failures),
             journal_writes: get(&self.journal_writes),

@@ -185,6 +185,7 @@ async fn run(
                 mirror_ops: queues.mirror,
                 mirror_fence: queues.mirror_fence,
                 kept_stream: settings.replay_window.is_some(),
+                admit_unchecked_sessions: settings.admit_unchecked_sessions,
             }
         ),
         super::inbound::inbound(link, inbound_rx, poster),

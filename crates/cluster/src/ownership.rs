@@ -49,6 +49,8 @@ pub(super) struct Setup {
     pub(super) mirror_fence: MirrorFence,
     /// Whether QoS 1/2 messages are kept in the replay stream (`replay_window_ms` above 0).
     pub(super) kept_stream: bool,
+    /// `cluster.admit_unchecked_sessions`.
+    pub(super) admit_unchecked_sessions: bool,
 }
 
 /// Runs ownership: opens the buckets and keeps the heartbeat, answers other nodes' release
@@ -71,6 +73,7 @@ pub(super) async fn ownership(
         mirror_fence: setup.mirror_fence,
         max_queued: usize::try_from(setup.node.max_queued).unwrap_or(usize::MAX),
         claim_budget: setup.node.connect_timeout.saturating_sub(CONNACK_MARGIN),
+        admit_unchecked_sessions: setup.admit_unchecked_sessions,
     });
     let heartbeat = Heartbeat {
         every: setup.node_timeout / 3,
@@ -206,7 +209,7 @@ async fn open(
             Ok(store) => return store,
             Err(e) if !warned => {
                 warned = true;
-                warn!(bucket, error = %e, "cluster: bucket not available (is JetStream enabled on the NATS servers?); client ids are not checked across nodes until it is");
+                warn!(bucket, error = %e, "cluster: bucket not available (is JetStream enabled on the NATS servers?); client ids are not checked across nodes until it is (a persistent session's CONNECT is refused with 0x88 meanwhile, unless cluster.admit_unchecked_sessions)");
             }
             Err(e) => debug!(bucket, error = %e, "cluster: bucket still not available"),
         }

@@ -31,6 +31,12 @@ pub struct ClusterSettings {
     /// or waits for JetStream like any other, refused past `ack_timeout` (`false`, the
     /// default: nothing is acknowledged before JetStream keeps it).
     pub ack_while_disconnected: bool,
+    /// `cluster.admit_unchecked_sessions`: a CONNECT that resumes a session or leaves one
+    /// behind is admitted when its client id cannot be checked across nodes (NATS down, or its
+    /// owner record not read or written in time; `true`), or refused with 0x88 so the client
+    /// retries (`false`, the default: a session held on two nodes at once loses or repeats
+    /// messages). A clean session's CONNECT is admitted either way.
+    pub admit_unchecked_sessions: bool,
     /// `cluster.qos2_journal`: QoS 2 deliveries to mirrored sessions are written to the
     /// delivery journal before they leave (`true`, the default: exactly once across a node's
     /// death, docs/cluster.md), or not (`false`: cheaper, and such a message may reach its

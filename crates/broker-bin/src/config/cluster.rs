@@ -20,6 +20,7 @@ raw_section!(
         replay_max_bytes: u64,
         ack_timeout_ms: u64,
         ack_while_disconnected: bool,
+        admit_unchecked_sessions: bool,
         qos2_journal: bool,
         tls_ca_file: String,
         tls_cert_file: String,
@@ -63,6 +64,7 @@ pub(super) fn validate(raw: &RawCluster) -> Result<ClusterSettings, ConfigError>
         replay_max_bytes: replay_max_bytes(raw.replay_max_bytes)?,
         ack_timeout: ack_timeout(raw.ack_timeout_ms)?,
         ack_while_disconnected: raw.ack_while_disconnected.unwrap_or(false),
+        admit_unchecked_sessions: raw.admit_unchecked_sessions.unwrap_or(false),
         qos2_journal: raw.qos2_journal.unwrap_or(true),
         security: security(raw)?,
     })

@@ -42,6 +42,19 @@ fn defaults_fill_the_optional_keys() {
             .ack_while_disconnected
     );
     assert!(
+        !cluster.admit_unchecked_sessions,
+        "a persistent session's CONNECT is refused when unchecked by default"
+    );
+    let admitting =
+        "[cluster]\nnode_id = \"n1\"\nnats = [\"nats://a:1\"]\nadmit_unchecked_sessions = true\n";
+    assert!(
+        load(admitting)
+            .unwrap()
+            .cluster
+            .unwrap()
+            .admit_unchecked_sessions
+    );
+    assert!(
         cluster.qos2_journal,
         "QoS 2 deliveries journaled by default"
     );

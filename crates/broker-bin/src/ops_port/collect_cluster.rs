@@ -10,7 +10,7 @@ pub(super) fn cluster(doc: &mut Exposition, state: &OpsState) {
         return;
     };
     let f = link.figures();
-    let families: [(&str, Kind, &str, u64); 35] = [
+    let families: [(&str, Kind, &str, u64); 36] = [
         (
             "ringmq_cluster_connected",
             Kind::Gauge,
@@ -160,6 +160,12 @@ pub(super) fn cluster(doc: &mut Exposition, state: &OpsState) {
             Kind::Counter,
             "CONNECTs admitted without checking the client id across nodes (NATS down, or no bucket).",
             f.ownership_unchecked,
+        ),
+        (
+            "ringmq_cluster_ownership_refused_total",
+            Kind::Counter,
+            "CONNECTs of persistent sessions refused (0x88) because their client id could not be checked across nodes.",
+            f.ownership_refused,
         ),
         (
             "ringmq_cluster_sessions_recovered_total",

@@ -17,6 +17,7 @@ use super::recover::rebuild_session;
 use super::{BrokerShard, Ctx};
 use crate::conn::Phase;
 use crate::session::Session;
+use crate::settings::requested_expiry_interval;
 use crate::shared_parts::Persistence;
 use broker_api::cluster::{ClaimRequest, Ownership, OwnershipAnswer};
 
@@ -32,6 +33,7 @@ impl BrokerShard {
         let request = ClaimRequest {
             client_id: connect.client_id.clone(),
             clean_start: connect.clean_start,
+            keeps_session: !connect.clean_start || requested_expiry_interval(&connect) > 0,
             shard: self.id,
             conn,
             token,

@@ -172,6 +172,7 @@ impl BrokerShard {
             ("sessions/released", f.sessions_released),
             ("sessions/lost", f.sessions_lost),
             ("sessions/unchecked", f.ownership_unchecked),
+            ("sessions/refused_unchecked", f.ownership_refused),
             ("sessions/recovered", f.sessions_recovered),
             ("sessions/replayed", f.sessions_replayed),
             ("sessions/replay_failures", f.sessions_replay_failures),

@@ -1,0 +1,126 @@
+//! A client id that its node cannot check across nodes (its NATS server stopped, or frozen so
+//! that the owner record is not read in time): a CONNECT that resumes a session or leaves one
+//! behind is refused with 0x88 (3.1.1: return code 3) and the client retries, so that no
+//! session is ever held on two nodes at once; a clean session's CONNECT is admitted
+//! (docs/cluster.md, "Sessions across nodes"). `cluster.admit_unchecked_sessions = true`
+//! admits both, as RingMQ did before.
+
+#![allow(
+    clippy::unwrap_used,
+    reason = "test code: a failed unwrap is a failed test, with its location"
+)]
+
+use codec::{QoS, ReasonCode};
+
+use crate::client::{RawClient, V5, V311, connect_packet, persistent_connect};
+use crate::cluster::{start_node, start_node_with, until_routed};
+use crate::cluster_sessions::{connect_persistent_to, next_real, reconnect_once_released_at};
+use crate::harness::{TestBroker, wait_until};
+use crate::nats_cluster::NatsCluster;
+
+/// The reason code of a CONNECT of `id` to `node` (persistent: Session Expiry 300 s in 5.0,
+/// no Clean Session in 3.1.1).
+fn persistent_connack(
+    node: &TestBroker,
+    protocol: crate::client::ProtocolVersion,
+    id: &str,
+) -> ReasonCode {
+    let (_client, connack) = RawClient::connect(node.addr(), persistent_connect(protocol, id, 300));
+    connack.reason_code
+}
+
+/// Waits until `node`'s main NATS connection is `up` (1) or lost (0).
+fn until_connected(node: &TestBroker, up: u64) {
+    wait_until("the node's NATS connection", || {
+        (node.cluster_figures()?.connected == up).then_some(())
+    });
+}
+
+/// A session held offline on node 0; node 1's NATS server stopped: node 1 refuses the
+/// session's CONNECT (it would have started a second, empty copy, and the one on node 0 would
+/// have gone on queueing), admits a clean session, and once NATS is back the session moves
+/// to node 1 whole, with the message queued for it meanwhile.
+#[test]
+fn a_persistent_session_is_refused_while_its_node_cannot_reach_nats_then_moves_whole() {
+    let mut nats = NatsCluster::start();
+    let home = start_node(&nats, 0);
+    let other = start_node(&nats, 1);
+    let (mut held, _) = connect_persistent_to(home.addr(), V5, "split-sub");
+    held.subscribe("split/#", QoS::AtLeastOnce);
+    held.disconnect();
+
+    nats.stop(1);
+    until_connected(&other, 0);
+    assert_eq!(
+        persistent_connack(&other, V5, "split-sub"),
+        ReasonCode::ServerUnavailable
+    );
+    assert_eq!(
+        persistent_connack(&other, V311, "split-311"),
+        ReasonCode::ServerUnavailable,
+        "3.1.1: return code 3"
+    );
+    let (mut clean, connack) =
+        RawClient::connect(other.addr(), connect_packet(V5, "split-clean", true));
+    assert_eq!(
+        connack.reason_code,
+        ReasonCode::Success,
+        "a clean session is served"
+    );
+    clean.ping();
+    let figures = other.cluster_figures().unwrap();
+    assert!(
+        figures.ownership_refused >= 2 && figures.ownership_unchecked >= 1,
+        "{figures:?}"
+    );
+    let mut publisher = RawClient::connected_clean(home.addr(), V5, "split-pub");
+    assert_eq!(
+        publisher.publish_simple("split/queued", b"q", QoS::AtLeastOnce),
+        ReasonCode::Success
+    );
+
+    nats.restart(1);
+    until_connected(&other, 1);
+    let (mut moved, present) = reconnect_once_released_at(other.addr(), V5, "split-sub");
+    assert!(present, "the session came from node 0");
+    let publish = next_real(&mut moved);
+    assert_eq!(publish.topic(), "split/queued");
+    moved.acknowledge(&publish);
+    until_routed(&mut publisher, "split/p", &mut [&mut moved]);
+}
+
+/// Node 1's NATS server frozen (its connection stays open, nothing is answered): the owner
+/// record is not read within 3 s and the persistent CONNECT is refused; a node with
+/// `admit_unchecked_sessions = true` admits it without its session.
+#[test]
+fn a_persistent_session_is_refused_while_nats_does_not_answer_unless_admitting_unchecked() {
+    let nats = NatsCluster::start();
+    let home = start_node(&nats, 0);
+    let refusing = start_node(&nats, 1);
+    let admitting = start_node_with(&nats, 2, "admit_unchecked_sessions = true");
+    for id in ["frozen-a", "frozen-b"] {
+        let (mut held, _) = connect_persistent_to(home.addr(), V5, id);
+        held.subscribe("frozen/#", QoS::AtLeastOnce);
+        held.disconnect();
+    }
+
+    nats.pause(1);
+    let refused = persistent_connack(&refusing, V5, "frozen-a");
+    nats.resume(1);
+    assert_eq!(refused, ReasonCode::ServerUnavailable);
+    assert!(refusing.cluster_figures().unwrap().ownership_refused >= 1);
+    let (_moved, present) = reconnect_once_released_at(refusing.addr(), V5, "frozen-a");
+    assert!(present, "once NATS answers the session moves");
+
+    nats.pause(2);
+    let (_client, connack) =
+        RawClient::connect(admitting.addr(), persistent_connect(V5, "frozen-b", 300));
+    nats.resume(2);
+    assert_eq!(connack.reason_code, ReasonCode::Success);
+    assert!(!connack.session_present, "admitted without its session");
+    let figures = admitting.cluster_figures().unwrap();
+    assert!(
+        figures.ownership_unchecked >= 1 && figures.ownership_refused == 0,
+        "{figures:?}"
+    );
+}
