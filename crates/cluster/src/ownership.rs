@@ -6,7 +6,6 @@
 //! `cluster.node_timeout_ms`): an owner that does not answer and has no heartbeat is dead, and
 //! its client ids are taken without a session.
 
-use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -28,8 +27,7 @@ use super::owners::{Buckets, Owners, heartbeat_key, release_subject};
 use super::restart::{Routing, route_missed};
 use super::totals::{FiguresSource, NodeContext, sum_totals};
 use broker_api::cluster::{ClaimRequest, Ownership};
-use codec::MqttStr;
-use session_store::storage::StoredSession;
+use session_store::storage::{StoredKeys, StoredSession};
 
 /// Claims worked on at once (each waits on NATS round trips).
 const CONCURRENT_CLAIMS: usize = 256;
@@ -122,7 +120,7 @@ pub(super) async fn ownership(
 /// their stores hold (`stored_keys`). Claims and releases of them wait until this ends.
 async fn catch_up(
     owners: Arc<Owners>,
-    (recovered, stored_keys): (Vec<StoredSession>, HashMap<MqttStr, Vec<u64>>),
+    (recovered, stored_keys): (Vec<StoredSession>, StoredKeys),
     kept_stream: bool,
 ) {
     let ours = super::lifecycle::reconcile(&owners, recovered).await;

@@ -15,7 +15,7 @@ use std::time::{Duration, SystemTime};
 
 use async_nats::jetstream::stream;
 use codec::MqttStr;
-use session_store::storage::StoredSession;
+use session_store::storage::{StoredKeys, StoredSession};
 use tokio::sync::watch;
 use tracing::{info, warn};
 
@@ -157,7 +157,7 @@ pub(super) struct Routing<'a> {
     pub(super) poster: &'a Inbox,
     pub(super) max_queued: usize,
     /// The keys of the copies each session's store holds (`NodeContext::stored_keys`).
-    pub(super) stored_keys: HashMap<MqttStr, Vec<u64>>,
+    pub(super) stored_keys: StoredKeys,
 }
 
 /// Routes to `sessions` (recovered from the store, still this node's) what they missed while
@@ -202,9 +202,7 @@ pub(super) async fn route_missed(
                 previous: journal_of(link, &previous.origin).await,
                 this_run: journal_of(link, &link.origin).await,
                 live: link.replays.live_keys.noted(),
-                stored: (routing.stored_keys.into_iter())
-                    .map(|(client, keys)| (client, keys.into_iter().collect()))
-                    .collect(),
+                stored: routing.stored_keys,
             };
             let bounds = (routing.max_queued, &link.origin[..]);
             let (publishes, dropped) = copies_for(sessions, read.kept, bounds, &journals);
@@ -238,7 +236,7 @@ struct Journals {
     live: HashSet<u64>,
     /// The keys of the copies each session's store holds (queued, on disk included, and in
     /// flight).
-    stored: HashMap<MqttStr, HashSet<u64>>,
+    stored: StoredKeys,
 }
 
 impl Journals {

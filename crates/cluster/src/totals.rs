@@ -47,7 +47,7 @@ pub struct NodeContext {
     pub recovered: Vec<session_store::storage::StoredSession>,
     /// The keys of the copies each of them has in the store (queued, on disk included, and in
     /// flight): the catch-up leaves those messages out (`restart.rs`).
-    pub stored_keys: std::collections::HashMap<codec::MqttStr, Vec<u64>>,
+    pub stored_keys: session_store::storage::StoredKeys,
     /// The retained messages recovered from this node's store that it accepted from clients:
     /// written back to the bucket where it lacks them or holds older records
     /// (`retained_write_back.rs`).

@@ -2,7 +2,6 @@
 //! the broker was down, and deal the rest to the shards (each session to one shard, every
 //! subscription and retained message to every shard's replica).
 
-use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
@@ -13,7 +12,7 @@ use router::{SubscriberId, SubscriptionChange, TopicName};
 use session_store::SessionExpiry;
 use session_store::storage::{
     LogSize, LoggedStorage, RedbStorage, SessionStorage, SessionWrite, SledStorage, StorageError,
-    StoredDelayed, StoredMessage, StoredSession, SyncMode,
+    StoredDelayed, StoredKeys, StoredMessage, StoredSession, SyncMode,
 };
 
 use crate::message::Message;
@@ -53,7 +52,7 @@ pub struct Recovery {
     outlines: Mutex<Vec<StoredSession>>,
     /// The keys of the copies each recovered session's store holds, for the cluster link
     /// (`stored_keys.rs`).
-    stored_keys: Mutex<HashMap<MqttStr, Vec<u64>>>,
+    stored_keys: Mutex<StoredKeys>,
 }
 
 impl Recovery {
@@ -109,7 +108,7 @@ impl Recovery {
     }
 
     /// Keeps the keys of the copies each recovered session's store holds, for the cluster link.
-    pub fn hold_stored_keys(&self, keys: HashMap<MqttStr, Vec<u64>>) {
+    pub fn hold_stored_keys(&self, keys: StoredKeys) {
         if let Ok(mut held) = self.stored_keys.lock() {
             *held = keys;
         }
@@ -117,7 +116,7 @@ impl Recovery {
 
     /// The keys of the copies each recovered session's store holds (empty after the first
     /// call, without a store, and on a single node).
-    pub fn take_stored_keys(&self) -> HashMap<MqttStr, Vec<u64>> {
+    pub fn take_stored_keys(&self) -> StoredKeys {
         (self.stored_keys.lock())
             .map(|mut held| std::mem::take(&mut *held))
             .unwrap_or_default()

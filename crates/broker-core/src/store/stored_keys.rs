@@ -2,13 +2,16 @@
 //! included, and in flight), for a node of a cluster: its catch-up after a restart leaves out
 //! of what it reads back from the replay stream the messages a session holds already
 //! (docs/cluster.md, "When a node restarts"). Read once at start-up, before the store thread
-//! takes the engine; only the keys are kept (8 bytes a copy), the messages are not.
+//! takes the engine; only the keys are kept (a hash set of 8-byte keys per session), the
+//! messages are not.
 
-use std::collections::HashMap;
+use std::collections::HashSet;
 
 use codec::MqttStr;
 use session_store::InflightState;
-use session_store::storage::{SessionStorage, StorageError, StoredMessage, StoredSession};
+use session_store::storage::{
+    SessionStorage, StorageError, StoredKeys, StoredMessage, StoredSession,
+};
 
 /// Copies read from disk at a time.
 const PAGE: usize = 1024;
@@ -19,15 +22,15 @@ const PAGE: usize = 1024;
 pub fn stored_keys(
     storage: &mut dyn SessionStorage,
     sessions: &[(StoredSession, usize)],
-) -> Result<HashMap<MqttStr, Vec<u64>>, StorageError> {
-    let mut all = HashMap::new();
+) -> Result<StoredKeys, StorageError> {
+    let mut all = StoredKeys::new();
     for (session, total) in sessions {
         let mut keys = loaded_keys(session);
         if *total > session.queued.len() {
             let after = session.queued.last().map(|(seq, _)| *seq);
             read_tail_keys(storage, &session.client_id, after, &mut keys)?;
         }
-        keys.retain(|&key| key != 0);
+        keys.remove(&0);
         if !keys.is_empty() {
             all.insert(session.client_id.clone(), keys);
         }
@@ -37,7 +40,7 @@ pub fn stored_keys(
 
 /// The keys of the copies loaded with `session`: its queue's in-memory part and its inflight
 /// copies.
-fn loaded_keys(session: &StoredSession) -> Vec<u64> {
+fn loaded_keys(session: &StoredSession) -> HashSet<u64> {
     let queued = session.queued.iter().map(|(_, copy)| copy.key);
     let in_flight =
         (session.inflight.iter()).filter_map(|(_, state)| copy_of(state).map(|c| c.key));
@@ -56,7 +59,7 @@ fn read_tail_keys(
     storage: &mut dyn SessionStorage,
     client_id: &MqttStr,
     mut after: Option<u64>,
-    keys: &mut Vec<u64>,
+    keys: &mut HashSet<u64>,
 ) -> Result<(), StorageError> {
     loop {
         let page = storage.queued_after(client_id, after, PAGE)?;
@@ -117,11 +120,8 @@ mod tests {
         let id = PacketId::new(9).unwrap();
         session.inflight = vec![(id, InflightState::AwaitingPubRec(copy(42)))];
         let keys = stored_keys(&mut storage, &[(session, paged.queued_totals[0])]).unwrap();
-        let mut got = keys[&client_id].clone();
-        got.sort_unstable();
-        let mut expected: Vec<u64> = (1..=count).filter(|&s| s != 7).map(|s| 100 + s).collect();
-        expected.push(42);
-        expected.sort_unstable();
-        assert_eq!(got, expected);
+        let mut expected: HashSet<u64> = (1..=count).filter(|&s| s != 7).map(|s| 100 + s).collect();
+        expected.insert(42);
+        assert_eq!(keys[&client_id], expected);
     }
 }

@@ -127,8 +127,8 @@ pub use snapshot::{
     encode_session_snapshot,
 };
 pub use write::{
-    MessageSeq, PagedRecovered, Recovered, SessionWrite, StoredDelayed, StoredMessage, StoredOwner,
-    StoredSession, StoredSubscription,
+    MessageSeq, PagedRecovered, Recovered, SessionWrite, StoredDelayed, StoredKeys, StoredMessage,
+    StoredOwner, StoredSession, StoredSubscription,
 };
 
 use codec::MqttStr;

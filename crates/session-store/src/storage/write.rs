@@ -14,6 +14,10 @@ use crate::{InflightState, PendingWill, SessionExpiry};
 /// queue is empty any will do, though a counter that never goes back is simplest).
 pub type MessageSeq = u64;
 
+/// The [`StoredMessage::key`]s of the copies each session's store holds (those without one
+/// left out): what a node of a cluster back with its store leaves out of its catch-up read.
+pub type StoredKeys = std::collections::HashMap<MqttStr, std::collections::HashSet<u64>>;
+
 /// One message copy as stored for one session (the broker's `Outgoing` without its `Arc`s).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StoredMessage {
