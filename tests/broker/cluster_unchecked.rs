@@ -12,10 +12,20 @@
 
 use codec::{QoS, ReasonCode};
 
-use crate::client::{RawClient, V5, V311, connect_packet, persistent_connect};
+use std::time::Duration;
+
+use codec::Packet;
+
+use crate::client::{
+    Event, RawClient, V5, V311, connect_packet, persistent_connect, publish_packet,
+};
 use crate::cluster::{start_node, start_node_with, until_routed};
 use crate::cluster_sessions::{connect_persistent_to, next_real, reconnect_once_released_at};
-use crate::harness::{TestBroker, wait_until};
+use crate::harness::{TestBroker, wait_until, wait_until_within};
+
+/// A hang guard for JetStream keeping a message while a NATS server is stopped, not a timing
+/// assertion.
+const KEPT_GUARD: Duration = Duration::from_secs(60);
 use crate::nats_cluster::NatsCluster;
 
 /// The reason code of a CONNECT of `id` to `node` (persistent: Session Expiry 300 s in 5.0,
@@ -27,6 +37,28 @@ fn persistent_connack(
 ) -> ReasonCode {
     let (_client, connack) = RawClient::connect(node.addr(), persistent_connect(protocol, id, 300));
     connack.reason_code
+}
+
+/// Publishes QoS 1 on `topic` until the PUBACK is Success: with a NATS server stopped,
+/// JetStream may elect new leaders first (the acknowledgement waits, and is refused past
+/// `cluster.ack_timeout_ms`).
+fn acknowledged_once_kept(publisher: &mut RawClient, topic: &str) {
+    wait_until_within(KEPT_GUARD, "a PUBACK with Success", || {
+        let id = publisher.next_packet_id();
+        let publish = publish_packet(topic, b"q", QoS::AtLeastOnce, Some(id));
+        publisher.send(&Packet::Publish(publish));
+        loop {
+            match publisher.next_event(KEPT_GUARD) {
+                Event::Packet(packet) => match *packet {
+                    Packet::PubAck(ack) if ack.packet_id.get() == id => {
+                        break (ack.reason_code == ReasonCode::Success).then_some(());
+                    }
+                    _ => {}
+                },
+                other => panic!("waiting for the PUBACK: {other:?}"),
+            }
+        }
+    });
 }
 
 /// Waits until `node`'s main NATS connection is `up` (1) or lost (0).
@@ -74,10 +106,7 @@ fn a_persistent_session_is_refused_while_its_node_cannot_reach_nats_then_moves_w
         "{figures:?}"
     );
     let mut publisher = RawClient::connected_clean(home.addr(), V5, "split-pub");
-    assert_eq!(
-        publisher.publish_simple("split/queued", b"q", QoS::AtLeastOnce),
-        ReasonCode::Success
-    );
+    acknowledged_once_kept(&mut publisher, "split/queued");
 
     nats.restart(1);
     until_connected(&other, 1);

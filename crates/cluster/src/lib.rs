@@ -29,6 +29,7 @@ mod follow_up;
 mod handle;
 mod headers;
 mod inbound;
+mod inbound_drain;
 mod interest;
 mod interest_queue;
 mod journal;

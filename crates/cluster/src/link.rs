@@ -158,6 +158,7 @@ async fn run(
             }
         }
     };
+    let drain_queue = inbound_tx.clone();
     let (retained_tx, retained_rx) = mpsc::channel(settings.max_outbound_messages);
     let accepted_retained = std::mem::take(&mut node.accepted_retained);
     tokio::join!(
@@ -186,6 +187,7 @@ async fn run(
                 mirror_fence: queues.mirror_fence,
                 kept_stream: settings.replay_window.is_some(),
                 admit_unchecked_sessions: settings.admit_unchecked_sessions,
+                inbound: drain_queue,
             }
         ),
         super::inbound::inbound(link, inbound_rx, poster),

@@ -82,6 +82,8 @@ pub(super) struct Owners {
     /// `cluster.admit_unchecked_sessions`: a CONNECT that keeps a session is admitted when its
     /// client id cannot be checked (`true`), or refused (`false`, the default).
     pub(super) admit_unchecked_sessions: bool,
+    /// The queue from the NATS subscriptions' readers to the inbound task.
+    pub(super) inbound: super::inbound_drain::InboundQueue,
 }
 
 /// The subject on which the node run `origin` (`<node_id>/<nonce>`) answers release requests.
@@ -399,6 +401,7 @@ impl Owners {
                     // CONNECT (0x88); the client comes back once the session has its messages.
                     return debug!(client = %client_id, "cluster: release put off until the session recovered from the store has what it missed");
                 }
+                super::inbound_drain::drained(&self.inbound, client_id.as_str()).await;
                 self.release_here(client_id, clean_start).await
             }
             None => (Bytes::from_static(&[0]), None),

@@ -49,6 +49,9 @@ pub(super) struct Setup {
     pub(super) kept_stream: bool,
     /// `cluster.admit_unchecked_sessions`.
     pub(super) admit_unchecked_sessions: bool,
+    /// The queue from the NATS subscriptions' readers to the inbound task (a release waits
+    /// for it to drain).
+    pub(super) inbound: super::inbound_drain::InboundQueue,
 }
 
 /// Runs ownership: opens the buckets and keeps the heartbeat, answers other nodes' release
@@ -72,6 +75,7 @@ pub(super) async fn ownership(
         max_queued: usize::try_from(setup.node.max_queued).unwrap_or(usize::MAX),
         claim_budget: setup.node.connect_timeout.saturating_sub(CONNACK_MARGIN),
         admit_unchecked_sessions: setup.admit_unchecked_sessions,
+        inbound: setup.inbound,
     });
     let heartbeat = Heartbeat {
         every: setup.node_timeout / 3,
