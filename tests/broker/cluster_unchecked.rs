@@ -10,33 +10,60 @@
     reason = "test code: a failed unwrap is a failed test, with its location"
 )]
 
-use codec::{QoS, ReasonCode};
-
 use std::time::Duration;
 
-use codec::Packet;
+use codec::{ConnAck, Connect, Packet, QoS, ReasonCode};
 
 use crate::client::{
-    Event, RawClient, V5, V311, connect_packet, persistent_connect, publish_packet,
+    Event, ProtocolVersion, RawClient, V5, V311, connect_packet, persistent_connect, publish_packet,
 };
 use crate::cluster::{start_node, start_node_with, until_routed};
-use crate::cluster_sessions::{connect_persistent_to, next_real, reconnect_once_released_at};
+use crate::cluster_sessions::{connect_persistent_to, next_real};
 use crate::harness::{TestBroker, wait_until, wait_until_within};
+use crate::nats_cluster::NatsCluster;
 
 /// A hang guard for JetStream keeping a message while a NATS server is stopped, not a timing
 /// assertion.
 const KEPT_GUARD: Duration = Duration::from_secs(60);
-use crate::nats_cluster::NatsCluster;
+
+/// How long a CONNACK may take: a claim waits up to `connection.connect_timeout` (10 s) less
+/// 1 s, longer than the client's usual read timeout (a hang guard, not a timing assertion).
+const CONNACK_GUARD: Duration = Duration::from_secs(15);
+
+/// Sends `connect` to `node`; the client and its CONNACK, waited for up to [`CONNACK_GUARD`].
+fn connect_within_guard(node: &TestBroker, connect: Connect) -> (RawClient, ConnAck) {
+    let mut client = RawClient::open(node.addr(), connect.protocol);
+    client.send(&Packet::from(connect));
+    match client.next_event(CONNACK_GUARD) {
+        Event::Packet(packet) => match *packet {
+            Packet::ConnAck(connack) => (client, *connack),
+            other => panic!("expected CONNACK, got {other:?}"),
+        },
+        other => panic!("no CONNACK: {other:?}"),
+    }
+}
 
 /// The reason code of a CONNECT of `id` to `node` (persistent: Session Expiry 300 s in 5.0,
 /// no Clean Session in 3.1.1).
-fn persistent_connack(
-    node: &TestBroker,
-    protocol: crate::client::ProtocolVersion,
-    id: &str,
-) -> ReasonCode {
-    let (_client, connack) = RawClient::connect(node.addr(), persistent_connect(protocol, id, 300));
-    connack.reason_code
+fn persistent_connack(node: &TestBroker, protocol: ProtocolVersion, id: &str) -> ReasonCode {
+    connect_within_guard(node, persistent_connect(protocol, id, 300))
+        .1
+        .reason_code
+}
+
+/// Connects `id` (persistent, 5.0) to `node` until it is admitted, refused with 0x88 before
+/// (while its node cannot check it, or the session's node has not released it); the client
+/// and Session Present.
+fn admitted(node: &TestBroker, id: &str) -> (RawClient, bool) {
+    wait_until_within(KEPT_GUARD, "the session admitted", || {
+        let (client, connack) = connect_within_guard(node, persistent_connect(V5, id, 300));
+        if connack.reason_code == ReasonCode::Success {
+            return Some((client, connack.session_present));
+        }
+        assert_eq!(connack.reason_code, ReasonCode::ServerUnavailable);
+        std::thread::sleep(Duration::from_millis(200));
+        None
+    })
 }
 
 /// Publishes QoS 1 on `topic` until the PUBACK is Success: with a NATS server stopped,
@@ -93,7 +120,7 @@ fn a_persistent_session_is_refused_while_its_node_cannot_reach_nats_then_moves_w
         "3.1.1: return code 3"
     );
     let (mut clean, connack) =
-        RawClient::connect(other.addr(), connect_packet(V5, "split-clean", true));
+        connect_within_guard(&other, connect_packet(V5, "split-clean", true));
     assert_eq!(
         connack.reason_code,
         ReasonCode::Success,
@@ -110,7 +137,7 @@ fn a_persistent_session_is_refused_while_its_node_cannot_reach_nats_then_moves_w
 
     nats.restart(1);
     until_connected(&other, 1);
-    let (mut moved, present) = reconnect_once_released_at(other.addr(), V5, "split-sub");
+    let (mut moved, present) = admitted(&other, "split-sub");
     assert!(present, "the session came from node 0");
     let publish = next_real(&mut moved);
     assert_eq!(publish.topic(), "split/queued");
@@ -138,12 +165,12 @@ fn a_persistent_session_is_refused_while_nats_does_not_answer_unless_admitting_u
     nats.resume(1);
     assert_eq!(refused, ReasonCode::ServerUnavailable);
     assert!(refusing.cluster_figures().unwrap().ownership_refused >= 1);
-    let (_moved, present) = reconnect_once_released_at(refusing.addr(), V5, "frozen-a");
+    let (_moved, present) = admitted(&refusing, "frozen-a");
     assert!(present, "once NATS answers the session moves");
 
     nats.pause(2);
     let (_client, connack) =
-        RawClient::connect(admitting.addr(), persistent_connect(V5, "frozen-b", 300));
+        connect_within_guard(&admitting, persistent_connect(V5, "frozen-b", 300));
     nats.resume(2);
     assert_eq!(connack.reason_code, ReasonCode::Success);
     assert!(!connack.session_present, "admitted without its session");
