@@ -12,7 +12,8 @@ use bytes::BytesMut;
 use codec::{Packet, QoS, Unsubscribe};
 
 use crate::client::{
-    Event, RawClient, V5, V311, pid, publish_packet, qos_options, s, subscribe_packet,
+    Event, RawClient, V5, V311, connect_packet, pid, publish_packet, qos_options, s,
+    subscribe_packet,
 };
 use crate::harness::{TestBroker, wait_until};
 
@@ -99,7 +100,21 @@ fn expect_acks(client: &mut RawClient, mut ids: Vec<u16>) {
 /// Subscribes to [`FILTERS`] filters and unsubscribes the even ones, every packet pipelined;
 /// returns the connected client, which keeps the odd ones.
 fn stormer(addr: std::net::SocketAddr, n: usize) -> RawClient {
-    let mut client = RawClient::connected_clean(addr, V5, &format!("storm-{n}"));
+    // Its CONNACK too waits behind the flood (a CI run once saw none within the client's
+    // usual 5 s).
+    let mut client = RawClient::open(addr, V5);
+    client.send(&Packet::from(connect_packet(
+        V5,
+        &format!("storm-{n}"),
+        true,
+    )));
+    match client.next_event(ACK_GUARD) {
+        Event::Packet(packet) => match *packet {
+            Packet::ConnAck(connack) => assert!(!connack.reason_code.is_error(), "{connack:?}"),
+            other => panic!("expected CONNACK, got {other:?}"),
+        },
+        other => panic!("no CONNACK: {other:?}"),
+    }
     let subscribes = (1..=FILTERS).map(|i| {
         let filter = format!("storm/{n}/{i}");
         Packet::Subscribe(subscribe_packet(i, &filter, qos_options(QoS::AtMostOnce)))
