@@ -27,6 +27,7 @@ use crate::cluster_sessions::{
     connect_persistent_to, reconnect_once_released_at, reconnect_once_released_with,
     wait_for_metric,
 };
+use crate::harness::{TestBroker, wait_until_within};
 use crate::nats_cluster::NatsCluster;
 use crate::nats_cluster::http_get;
 use crate::process::BrokerProcess;
@@ -182,22 +183,8 @@ fn receive(
 /// it had delivered does not come again (node 0's delivery journal), and nothing is lost.
 #[test]
 fn a_qos_2_subscriber_whose_node_died_gets_every_message_once() {
-    let nats = NatsCluster::start();
-    let work = tempfile::tempdir().unwrap();
-    let (doomed, metrics_port, publishing, survivor) = three_nodes(&nats, work.path());
-    let mirrored = || wait_for_metric(metrics_port, "ringmq_cluster_mirror_writes_total", 2);
-    let run = Run::start((doomed.addr, publishing.addr()), "once", mirrored);
-    doomed.kill_9();
-    run.before.join().unwrap();
-    let (client, present) = reconnect_once_released_with(&survivor, V5, "once");
-    assert!(present, "the session came back from the mirror");
-    let after = receive(client, Arc::clone(&run.receiver), Arc::clone(&run.stop));
-    let success = acknowledged(&run.sending.join().unwrap());
-    settle(&survivor);
-    run.stop.store(true, Ordering::Relaxed);
-    after.join().unwrap();
-    let receiver = run.receiver.lock().unwrap();
-    let figures = survivor.cluster_figures().unwrap();
+    let mut nats = NatsCluster::start();
+    let (receiver, success, figures) = resumed_after_a_kill(&mut nats, "once", |_, _| {});
     let read_back = (figures.sessions_replayed, figures.sessions_replay_failures);
     receiver.check(&success, read_back);
     assert!(
@@ -206,6 +193,62 @@ fn a_qos_2_subscriber_whose_node_died_gets_every_message_once() {
     );
     assert_eq!(figures.sessions_recovered, 1);
 }
+
+/// The set-up of the test above; once the session resumed on node 2 and its follow-up ran,
+/// node 2's NATS server is stopped and started again. Node 2's replay after that loss (from
+/// 5 s before it) reaches back over the messages read back for the session alone, which the
+/// node's duplicate check never saw (they came for no plain subscription of its own): each
+/// still reaches the subscriber once (`cluster/read_back.rs`; before it, such a replay gave
+/// the recovered session QoS 2 messages twice).
+#[test]
+fn a_node_replay_after_a_recovery_gives_the_recovered_session_nothing_twice() {
+    let mut nats = NatsCluster::start();
+    let cut_survivor = |nats: &mut NatsCluster, survivor: &TestBroker| {
+        // The follow-up reads 1 s after the claim's answer.
+        std::thread::sleep(Duration::from_millis(1500));
+        let replays_before = survivor.cluster_figures().unwrap().replays;
+        nats.stop(2);
+        std::thread::sleep(Duration::from_millis(500));
+        nats.restart(2);
+        wait_until_within(REPLAY_GUARD, "node 2 replayed after its NATS loss", || {
+            (survivor.cluster_figures()?.replays > replays_before).then_some(())
+        });
+    };
+    let (receiver, success, figures) =
+        resumed_after_a_kill(&mut nats, "once-replayed", cut_survivor);
+    let read_back = (figures.sessions_replayed, figures.sessions_replay_failures);
+    receiver.check(&success, read_back);
+}
+
+/// Node 0 (a real process) is killed while its QoS 2 subscriber `id` receives what a
+/// publisher on node 1 sends; the subscriber resumes on node 2, then `meanwhile` runs (given
+/// node 2) while the publisher goes on. Once node 2 has settled: the subscriber's tally, the
+/// messages whose PUBREC was Success, and node 2's figures.
+fn resumed_after_a_kill(
+    nats: &mut NatsCluster,
+    id: &str,
+    meanwhile: impl FnOnce(&mut NatsCluster, &TestBroker),
+) -> (Receiver, BTreeSet<u16>, ::cluster::ClusterFigures) {
+    let work = tempfile::tempdir().unwrap();
+    let (doomed, metrics_port, publishing, survivor) = three_nodes(nats, work.path());
+    let mirrored = || wait_for_metric(metrics_port, "ringmq_cluster_mirror_writes_total", 2);
+    let run = Run::start((doomed.addr, publishing.addr()), id, mirrored);
+    doomed.kill_9();
+    run.before.join().unwrap();
+    let (client, present) = reconnect_once_released_with(&survivor, V5, id);
+    assert!(present, "the session came back from the mirror");
+    let after = receive(client, Arc::clone(&run.receiver), Arc::clone(&run.stop));
+    meanwhile(nats, &survivor);
+    let success = acknowledged(&run.sending.join().unwrap());
+    settle(&survivor);
+    run.stop.store(true, Ordering::Relaxed);
+    after.join().unwrap();
+    let receiver = std::mem::take(&mut *run.receiver.lock().unwrap());
+    (receiver, success, survivor.cluster_figures().unwrap())
+}
+
+/// A hang guard for a node's replay after its NATS server came back, not a timing assertion.
+const REPLAY_GUARD: Duration = Duration::from_secs(60);
 
 /// A persistent 5.0 QoS 2 subscriber on node 0, a real process with a redb store, answering
 /// 30 ms late; a publisher on node 1 sends QoS 2 at 200 a second; node 0 is killed with

@@ -18,6 +18,9 @@ use crate::reply::Reply;
 pub enum Scope {
     /// Ordinary (non-shared) subscriptions: it came through a plain NATS subscription.
     Plain,
+    /// The ordinary subscriptions of every session but these, which had the message read back
+    /// for them alone (a QoS 2 message coming again, as in a node replay).
+    PlainExcept(Vec<MqttStr>),
     /// The shared subscription with this whole `$share/group/filter` text: it came through that
     /// share's NATS queue group, which picked this node.
     Group(Arc<str>),
@@ -77,6 +80,17 @@ pub struct ClaimRequest {
     pub conn: ring_runtime::ConnId,
     /// The shard's number for this question (a stale answer is ignored).
     pub token: u64,
+    /// Set by the shard when the CONNECT's connection closes before the answer (the client
+    /// gave up waiting): the claim then takes nothing more (no release asked of another node,
+    /// no dead node's session recovered); what it took already stays here, detached.
+    pub abandoned: std::sync::Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl ClaimRequest {
+    /// Whether the CONNECT's connection closed while the claim was under way.
+    pub fn is_abandoned(&self) -> bool {
+        self.abandoned.load(std::sync::atomic::Ordering::Acquire)
+    }
 }
 
 /// The cluster's answer to a [`ClaimRequest`].

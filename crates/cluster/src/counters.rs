@@ -106,10 +106,16 @@ impl ClusterCounters {
     /// Counts one dropped message in `counter`, and logs a warning at the 1st, 2nd, 4th, 8th...
     /// (never silent, never a flood).
     pub fn drop_one(counter: &AtomicU64, why: &'static str) {
-        let count = counter.fetch_add(1, Ordering::Relaxed) + 1;
-        if count.is_power_of_two() {
+        if let Some(count) = Self::count_one_to_warn(counter) {
             tracing::warn!(count, "cluster: message dropped: {why}");
         }
+    }
+
+    /// Counts one event in `counter`; the new count when it is the 1st, 2nd, 4th, 8th... (for
+    /// a warning that is never silent and never a flood).
+    pub fn count_one_to_warn(counter: &AtomicU64) -> Option<u64> {
+        let count = counter.fetch_add(1, Ordering::Relaxed) + 1;
+        count.is_power_of_two().then_some(count)
     }
 
     /// Sets a gauge.

@@ -91,10 +91,14 @@ impl Owners {
             .min(READ_TIMEOUT);
         let counters = &self.link.counters;
         let reading = read_missed(&self.link, stream, session, owner, (from, timeout));
-        let (read_to, already) = match reading.await {
+        let (read_to, already, read_qos2) = match reading.await {
             Ok(missed) => {
                 let keys = missed.copies.iter().map(|(key, _)| *key);
                 let already: HashSet<u64> = keys.filter(|key| *key != 0).collect();
+                let read_qos2: Vec<u64> = (missed.copies.iter())
+                    .filter(|(key, copy)| *key != 0 && copy.qos == codec::QoS::ExactlyOnce)
+                    .map(|(key, _)| *key)
+                    .collect();
                 let copies = match connected {
                     true => {
                         self.place_journaled(session, owner, missed.copies, deadline)
@@ -113,13 +117,13 @@ impl Owners {
                 let excess = session.queued.len().saturating_sub(self.max_queued);
                 session.queued.drain(..excess);
                 count_dropped(counters, session.client_id.as_str(), excess);
-                (missed.read_to, already)
+                (missed.read_to, already, read_qos2)
             }
             Err(e) => {
                 let client = session.client_id.as_str();
                 warn!(client, error = %e, "cluster: the messages a recovered session missed were not read; it resumes without them");
                 ClusterCounters::add(&counters.sessions_replay_failures, 1);
-                (from, HashSet::new())
+                (from, HashSet::new(), Vec::new())
             }
         };
         let subjects = session_subjects(&self.link.prefix, session);
@@ -130,6 +134,7 @@ impl Owners {
             FollowFrom {
                 from: read_to,
                 already,
+                read_qos2,
                 released_by: None,
             },
         );

@@ -19,7 +19,7 @@ use codec::MqttStr;
 use tracing::warn;
 
 use super::counters::ClusterCounters;
-use super::inbound::post_publishes;
+use super::inbound::post_read_back;
 use super::journal_read::{Deliveries, read_journal};
 use super::link_state::Link;
 use super::missed::{READ_TIMEOUT, read_kept};
@@ -55,6 +55,9 @@ struct FollowUp {
     /// The keys of the messages that read gave the session: the follow-up, which starts at
     /// the time of its last message, does not give them again.
     already: HashSet<u64>,
+    /// The QoS 2 messages among those: noted once the claim is won (`read_back.rs`), so that
+    /// they reaching the node again for its plain subscriptions skip the session.
+    read_qos2: Vec<u64>,
     /// The live node run that released the session here: what its delivery journal says it
     /// sent the session is not given again.
     released_by: Option<String>,
@@ -65,6 +68,7 @@ struct FollowUp {
 pub(super) struct FollowFrom {
     pub(super) from: SystemTime,
     pub(super) already: HashSet<u64>,
+    pub(super) read_qos2: Vec<u64>,
     pub(super) released_by: Option<String>,
 }
 
@@ -85,6 +89,7 @@ impl FollowUps {
         let FollowFrom {
             from,
             already,
+            read_qos2,
             released_by,
         } = start;
         if subjects.is_empty() {
@@ -96,6 +101,7 @@ impl FollowUps {
             subjects,
             from,
             already,
+            read_qos2,
             released_by,
         };
         lock(&self.waiting).insert(key, follow_up);
@@ -108,6 +114,10 @@ impl FollowUps {
             return;
         };
         if won {
+            let pairs: Vec<(u64, MqttStr)> = (follow_up.read_qos2.iter())
+                .map(|key| (*key, follow_up.client_id.clone()))
+                .collect();
+            link.replays.read_back.note(&pairs);
             let until = SystemTime::now() + INSTALL_MARGIN;
             let number = self.next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             let running = Arc::clone(&self.running);
@@ -171,6 +181,7 @@ async fn run(link: Arc<Link>, poster: Inbox, follow_up: FollowUp, until: SystemT
         from,
         already,
         released_by,
+        ..
     } = follow_up;
     let read = match read_with_retries(&link, stream, &subjects, from).await {
         Ok(read) => read,
@@ -201,7 +212,7 @@ async fn run(link: Arc<Link>, poster: Inbox, follow_up: FollowUp, until: SystemT
         })
         .collect();
     ClusterCounters::add(&link.counters.sessions_replayed, publishes.len() as u64);
-    post_publishes(&link.counters, &poster, publishes);
+    post_read_back(&link, &poster, publishes);
     link.replays.request_from(until);
 }
 
@@ -230,6 +241,7 @@ mod tests {
         FollowFrom {
             from: at,
             already: HashSet::new(),
+            read_qos2: Vec::new(),
             released_by: None,
         }
     }

@@ -14,6 +14,7 @@ use tracing::{debug, warn};
 
 use super::headers::{self, Origin};
 use super::link_state::Link;
+use super::read_back::{ReadBackPair, read_back_pair};
 use super::subject::subject_to_topic;
 use super::{ClusterCounters, ClusterPublish, Scope};
 use broker_api::ClusterInbound;
@@ -64,7 +65,10 @@ pub(super) async fn inbound(
 /// reached no plain one).
 fn keys_of(batch: &[ClusterInbound]) -> Vec<u64> {
     let key = |inbound: &ClusterInbound| match inbound {
-        ClusterInbound::Publish(publish) if publish.scope == Scope::Plain => Some(publish.key),
+        ClusterInbound::Publish(publish) => match publish.scope {
+            Scope::Plain | Scope::PlainExcept(_) => Some(publish.key),
+            _ => None,
+        },
         _ => None,
     };
     batch.iter().filter_map(key).collect()
@@ -79,7 +83,7 @@ fn accept(
 ) -> Option<ClusterPublish> {
     let decoded = decode(link, scope, message, seen);
     match decoded {
-        Ok(Some(publish)) => Some(publish),
+        Ok(Some(publish)) => Some(except_read_back(link, publish)),
         Ok(None) => None,
         Err(e) => {
             debug!(error = %e, "cluster: malformed message");
@@ -90,6 +94,18 @@ fn accept(
             None
         }
     }
+}
+
+/// `publish`, for its plain subscriptions, skips the sessions that had it read back for them
+/// alone (`read_back.rs`: a QoS 2 message coming again, as in a node replay).
+fn except_read_back(link: &Link, mut publish: ClusterPublish) -> ClusterPublish {
+    if publish.scope == Scope::Plain && publish.qos == codec::QoS::ExactlyOnce {
+        let had = link.replays.read_back.sessions_that_had(publish.key);
+        if !had.is_empty() {
+            publish.scope = Scope::PlainExcept(had);
+        }
+    }
+    publish
 }
 
 /// Why a NATS message was not taken.
@@ -186,6 +202,31 @@ pub(super) fn post_publishes(
         batches[shard].push(ClusterInbound::Publish(Box::new(publish)));
     }
     post_batches(counters, poster, &mut batches);
+}
+
+/// Posts `publishes`, read back from the replay stream for one session alone each
+/// (`Scope::Session`), noting the QoS 2 ones first (`read_back.rs`), so that the same message
+/// coming again for the node's plain subscriptions skips their sessions; a batch not posted
+/// is forgotten again.
+pub(super) fn post_read_back(link: &Link, poster: &Inbox, publishes: Vec<ClusterPublish>) {
+    let shards = poster.shard_count().max(1);
+    let mut batches: Vec<Vec<ClusterInbound>> = (0..shards).map(|_| Vec::new()).collect();
+    let mut pairs: Vec<Vec<ReadBackPair>> = (0..shards).map(|_| Vec::new()).collect();
+    for publish in publishes {
+        let shard = shard_of(publish.topic.as_str(), shards);
+        pairs[shard].extend(read_back_pair(&publish));
+        batches[shard].push(ClusterInbound::Publish(Box::new(publish)));
+    }
+    let read_back = &link.replays.read_back;
+    pairs
+        .iter()
+        .for_each(|shard_pairs| read_back.note(shard_pairs));
+    let posted = post_batches(&link.counters, poster, &mut batches);
+    for (shard, shard_pairs) in pairs.iter().enumerate() {
+        if !posted.contains(&shard) {
+            read_back.forget(shard_pairs);
+        }
+    }
 }
 
 /// Posts each shard's batch; a full mailbox drops its batch, counted. The shards whose batch

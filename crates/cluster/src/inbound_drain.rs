@@ -6,7 +6,8 @@
 //! reached it: they were routed to no one, and the node taking the session over reads back
 //! only from 1 s before its request. After a node's links to NATS stalled for 3 s (the
 //! 300-fault run of seed 5050, 516.1 s), the three seconds of messages and the release request
-//! came in at once, and both subscribers lost about 2 s of every publisher's messages so.
+//! came in at once, and both subscribers lost about 2 s of every publisher's messages, by
+//! what the nodes' logs show (the release amid the stalled messages; inferred, not observed).
 //!
 //! The wait: until the queue has been seen empty twice in a row, [`CHECK_EVERY`] apart (what
 //! was posted meanwhile has that long to be routed to the session's shard), at most

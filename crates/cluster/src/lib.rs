@@ -48,6 +48,7 @@ mod owner_record;
 mod owners;
 mod ownership;
 mod port;
+mod read_back;
 mod released;
 mod reliable;
 mod replays;

@@ -36,7 +36,8 @@ const MAX_CONSUMERS: usize = 8;
 const BEATS_KEPT: Duration = Duration::from_secs(3600);
 
 /// Where the read of a dead node's session starts. A session that was connected there:
-/// [`MARGIN`] before the node's last heartbeat seen here, or else its run's last "alive at"
+/// [`MARGIN`] before the node's last heartbeat seen here (or before where its messages not
+/// replayed yet started, if it died with a replay due), or else its run's last "alive at"
 /// stamp (`last_beat`: it stopped delivering after it), or before the session's mirror record
 /// was written when neither is known (it was alive then too; more duplicates). A session that
 /// was offline there: when the last of it was mirrored (its queued copies cover what came
@@ -49,7 +50,8 @@ pub(super) fn read_start(last_beat: Option<SystemTime>, mirrored: &Mirrored) -> 
     at.checked_sub(MARGIN).unwrap_or(at)
 }
 
-/// The last heartbeat seen of each node run (the NATS server's time of its record), kept by
+/// The last heartbeat seen of each node run (the NATS server's time of its record), or where
+/// the messages it had not replayed yet start, if earlier (`totals::heartbeat_value`), kept by
 /// the heartbeat loop each time it sums the totals.
 #[derive(Debug, Default)]
 pub(super) struct LastBeats(Mutex<HashMap<String, SystemTime>>);

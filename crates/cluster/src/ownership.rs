@@ -25,7 +25,7 @@ use super::mirror::Mirror;
 use super::mirror_queue::{MirrorFence, MirrorWork};
 use super::owners::{Buckets, Owners, heartbeat_key, release_subject};
 use super::restart::{Routing, route_missed};
-use super::totals::{FiguresSource, NodeContext, sum_totals};
+use super::totals::{FiguresSource, NodeContext, heartbeat_value, sum_totals};
 use broker_api::cluster::{ClaimRequest, Ownership};
 use session_store::storage::{StoredKeys, StoredSession};
 
@@ -187,7 +187,8 @@ async fn keep_buckets(owners: Arc<Owners>, heartbeat: Heartbeat) {
     let mut beat = tokio::time::interval(heartbeat.every);
     loop {
         beat.tick().await;
-        let value = Bytes::from((heartbeat.figures)().encode());
+        let unreplayed_from = link.replays.unreplayed_from();
+        let value = Bytes::from(heartbeat_value(&(heartbeat.figures)(), unreplayed_from));
         if let Err(e) = nodes.put(&key, value).await {
             debug!(error = %e, "cluster: heartbeat not written");
         }

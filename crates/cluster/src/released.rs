@@ -44,13 +44,8 @@ impl Released {
         kept.insert(client_id.to_owned(), released);
     }
 
-    /// The snapshot `client_id`'s session was released with, if that was less than [`KEEP`]
-    /// ago (still kept: the claim it goes to may lose the record too).
-    pub(super) fn again(&self, client_id: &str) -> Option<Bytes> {
-        self.again_since(client_id).map(|(snapshot, _)| snapshot)
-    }
-
-    /// [`Self::again`] with the time of the release.
+    /// The snapshot `client_id`'s session was released with, and when, if that was less than
+    /// [`KEEP`] ago (still kept: the claim it goes to may lose the record too).
     pub(super) fn again_since(&self, client_id: &str) -> Option<(Bytes, SystemTime)> {
         let kept = self.lock();
         let kept = kept.get(client_id)?;
@@ -75,12 +70,13 @@ mod tests {
     #[test]
     fn a_released_snapshot_is_served_again_until_forgotten() {
         let released = Released::default();
-        assert_eq!(released.again("a"), None);
+        let again = |id| released.again_since(id).map(|(snapshot, _)| snapshot);
+        assert_eq!(again("a"), None);
         released.keep("a", Bytes::from_static(b"s"));
-        assert_eq!(released.again("a"), Some(Bytes::from_static(b"s")));
-        assert_eq!(released.again("a"), Some(Bytes::from_static(b"s")), "kept");
-        assert_eq!(released.again("b"), None);
+        assert_eq!(again("a"), Some(Bytes::from_static(b"s")));
+        assert_eq!(again("a"), Some(Bytes::from_static(b"s")), "kept");
+        assert_eq!(again("b"), None);
         released.forget("a");
-        assert_eq!(released.again("a"), None);
+        assert_eq!(again("a"), None);
     }
 }

@@ -28,12 +28,17 @@ pub(crate) struct Replays {
     pub(super) journal: OnceLock<stream::Stream>,
     /// Keys of the messages delivered live while a restart's catch-up runs (`live_keys.rs`).
     pub(super) live_keys: super::live_keys::LiveKeys,
+    /// The QoS 2 messages read back for one session alone (`read_back.rs`).
+    pub(super) read_back: super::read_back::ReadBack,
     /// The `rel` subjects of each plain filter of this node (kept by the interest loop).
     subjects: Mutex<HashMap<String, Vec<String>>>,
     /// When the main NATS connection was lost, until it is back.
     disconnected_at: Mutex<Option<SystemTime>>,
     /// The replay still to run (requests merged).
     pending: Mutex<Option<ReplayRequest>>,
+    /// Where the messages this node may have missed and not replayed yet start: the earliest
+    /// start of the replays requested and not done (`unreplayed_from`).
+    unreplayed: Mutex<Option<SystemTime>>,
     wake: Notify,
     /// The earliest loss of the main connection not yet announced to the other nodes.
     unannounced: Mutex<Option<SystemTime>>,
@@ -100,11 +105,33 @@ impl Replays {
     /// `request` to run (merged with a pending one).
     pub(super) fn request_again(&self, request: ReplayRequest) {
         let mut pending = lock(&self.pending);
+        // Under the pending lock, as in `replayed`: a replay ending meanwhile cannot undo it.
+        self.note_unreplayed(request.from);
         *pending = Some(match pending.take() {
             Some(earlier) => earlier.merged(request),
             None => request,
         });
         self.wake.notify_one();
+    }
+
+    /// Messages from `from` on may be missed here until a replay covers them.
+    pub(super) fn note_unreplayed(&self, from: SystemTime) {
+        let mut unreplayed = lock(&self.unreplayed);
+        *unreplayed = Some(unreplayed.map_or(from, |earlier| earlier.min(from)));
+    }
+
+    /// A replay is done: what it covered is not missed any more; what is still due starts
+    /// where the pending request does (none: nothing is missed).
+    pub(super) fn replayed(&self) {
+        let pending = lock(&self.pending);
+        *lock(&self.unreplayed) = pending.as_ref().map(|request| request.from);
+    }
+
+    /// Where the messages this node may have missed and not replayed yet start (`None`: it
+    /// has everything, as far as it knows). The heartbeat carries it (`totals.rs`): a node
+    /// that takes this one's sessions over after its death reads from there.
+    pub(super) fn unreplayed_from(&self) -> Option<SystemTime> {
+        *lock(&self.unreplayed)
     }
 
     pub(super) async fn next_request(&self) -> ReplayRequest {
@@ -227,6 +254,23 @@ mod tests {
 
     fn only(origins: &[&str]) -> Origins {
         Origins::Only(origins.iter().map(|o| (*o).to_owned()).collect())
+    }
+
+    #[tokio::test]
+    async fn what_is_unreplayed_starts_at_the_earliest_request_not_done() {
+        let replays = Replays::default();
+        assert_eq!(replays.unreplayed_from(), None);
+        replays.request_from(at(100));
+        let running = replays.next_request().await;
+        assert_eq!(replays.unreplayed_from(), Some(at(100)), "while it runs");
+        replays.request_from(at(120));
+        assert_eq!(replays.unreplayed_from(), Some(at(100)));
+        replays.replayed();
+        assert_eq!(replays.unreplayed_from(), Some(at(120)), "still due");
+        assert_eq!(running.from, at(100));
+        let _ = replays.next_request().await;
+        replays.replayed();
+        assert_eq!(replays.unreplayed_from(), None);
     }
 
     #[tokio::test]

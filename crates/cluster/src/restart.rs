@@ -21,7 +21,7 @@ use tracing::{info, warn};
 
 use super::alive::{PreviousRun, StampError};
 use super::counters::ClusterCounters;
-use super::inbound::post_publishes;
+use super::inbound::post_read_back;
 use super::journal_read::{Deliveries, read_journal};
 use super::link_state::Link;
 use super::link_state::same_node;
@@ -215,7 +215,7 @@ pub(super) async fn route_missed(
             }
             info!(count = publishes.len(), sessions = sessions.len(), previous = %previous.origin, "cluster: what the sessions recovered from the store missed while this node was down is routed to them");
             ClusterCounters::add(&counters.restart_replayed, publishes.len() as u64);
-            post_publishes(counters, routing.poster, publishes);
+            post_read_back(link, routing.poster, publishes);
             tokio::time::sleep(ROUTED_MARGIN).await;
         }
         Err(e) => {

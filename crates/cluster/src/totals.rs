@@ -114,13 +114,42 @@ impl NodeFigures {
     }
 }
 
+/// A heartbeat value: the node's figures, then ` g<Unix milliseconds>` while the node has
+/// messages from that moment on not replayed yet (`Replays::unreplayed_from`: its NATS
+/// connection was lost, or another node's, and the replay is not done). A node that takes the
+/// dead run's sessions over reads what they missed from there rather than from its last
+/// heartbeat (`missed::read_start`). A node of an earlier version reads such a value as
+/// malformed and leaves that heartbeat out of its totals (written only while a replay is due).
+pub(super) fn heartbeat_value(
+    figures: &NodeFigures,
+    unreplayed_from: Option<SystemTime>,
+) -> String {
+    let figures = figures.encode();
+    let millis = unreplayed_from.and_then(|at| at.duration_since(SystemTime::UNIX_EPOCH).ok());
+    match millis {
+        Some(millis) => format!("{figures} g{}", millis.as_millis()),
+        None => figures,
+    }
+}
+
+/// A heartbeat value's figures, and where its run's messages not replayed yet start.
+fn parse_heartbeat(text: &str) -> Option<(NodeFigures, Option<SystemTime>)> {
+    let Some((figures, gap)) = text.rsplit_once(" g") else {
+        return Some((NodeFigures::decode(text)?, None));
+    };
+    let millis: u64 = gap.parse().ok()?;
+    let at = SystemTime::UNIX_EPOCH + std::time::Duration::from_millis(millis);
+    Some((NodeFigures::decode(figures)?, Some(at)))
+}
+
 /// The most nodes the admin API lists (the heartbeat bucket holds one record per live node
 /// run: a cluster larger than this is still summed whole).
 pub const MAX_LISTED_NODES: usize = 1024;
 
 /// Sums the live heartbeat records of `nodes` into the counters' totals and lists them
-/// (`own_key`: this node run's record); each live record's key and when it was written (the
-/// NATS server's time).
+/// (`own_key`: this node run's record); each live record's key and up to when its run is known
+/// to have received every message: when the record was written (the NATS server's time), or
+/// where its messages not replayed yet start, if earlier.
 pub(super) async fn sum_totals(
     nodes: &kv::Store,
     counters: &ClusterCounters,
@@ -140,13 +169,13 @@ pub(super) async fn sum_totals(
             continue;
         };
         let text = std::str::from_utf8(&entry.value).ok();
-        if let Some(figures) = text.and_then(NodeFigures::decode) {
+        if let Some((figures, unreplayed_from)) = text.and_then(parse_heartbeat) {
             total.add(&figures);
             let written = SystemTime::from(entry.created);
             if listed.len() < MAX_LISTED_NODES {
                 listed.push(figures.row(&key, key == own_key, written));
             }
-            beats.push((key, written));
+            beats.push((key, unreplayed_from.map_or(written, |at| at.min(written))));
         }
     }
     listed.sort_by(|a, b| (&a.node_id, &a.run).cmp(&(&b.node_id, &b.run)));
@@ -177,6 +206,24 @@ mod tests {
         assert_eq!(NodeFigures::decode(&figures.encode()), Some(figures));
         for junk in ["", "alive", "1 2 3 4", "1 2 3 4 5 6", "1 2 x 4 5"] {
             assert_eq!(NodeFigures::decode(junk), None, "{junk}");
+        }
+    }
+
+    #[test]
+    fn a_heartbeat_carries_where_its_messages_not_replayed_start() {
+        let figures = NodeFigures {
+            clients: 1,
+            sent: 9,
+            ..NodeFigures::default()
+        };
+        assert_eq!(heartbeat_value(&figures, None), "1 0 0 0 9");
+        let at = SystemTime::UNIX_EPOCH + std::time::Duration::from_millis(1_796_626_330_176);
+        let value = heartbeat_value(&figures, Some(at));
+        assert_eq!(value, "1 0 0 0 9 g1796626330176");
+        assert_eq!(parse_heartbeat(&value), Some((figures, Some(at))));
+        assert_eq!(parse_heartbeat("1 0 0 0 9"), Some((figures, None)));
+        for junk in ["1 0 0 0 9 gx", "1 0 0 0 g5", "g5", "1 0 0 0 9 7"] {
+            assert_eq!(parse_heartbeat(junk), None, "{junk}");
         }
     }
 

@@ -62,6 +62,7 @@ impl BrokerShard {
         self.door.proxy_waits.remove(&conn);
         self.delivery.retained.forget(conn);
         self.replication.order_waits.forget(conn);
+        self.cluster_side.owning.connection_closed(conn);
         let Some(mut connection) = self.conns.remove(&conn) else {
             return;
         };

@@ -26,6 +26,9 @@ pub(super) enum RouteScope<'a> {
     All,
     /// The non-shared ones: a message from the cluster through a plain NATS subscription.
     Plain,
+    /// The non-shared ones but those of these sessions, which had the message read back for
+    /// them alone (`Scope::PlainExcept`).
+    PlainExcept(&'a [SubscriberId]),
     /// The one shared subscription with this whole `$share/...` text: a message from the
     /// cluster through that share's NATS queue group.
     Group(&'a str),
@@ -40,6 +43,7 @@ impl RouteScope<'_> {
         match (self, shared) {
             (Self::All, _) => true,
             (Self::Plain, shared) => shared.is_none(),
+            (Self::PlainExcept(had), shared) => shared.is_none() && !had.contains(&subscriber),
             (Self::Group(group), Some(shared)) => shared.as_str() == group,
             (Self::Group(_), None) => false,
             (Self::Session(only), shared) => shared.is_none() && subscriber == only,
@@ -73,8 +77,13 @@ impl BrokerShard {
             subscriber: None,
             client_id: b"",
         };
+        let had: Vec<SubscriberId>;
         let scope = match &publish.scope {
             Scope::Plain => RouteScope::Plain,
+            Scope::PlainExcept(sessions) => {
+                had = self.subscribers_of(sessions);
+                RouteScope::PlainExcept(&had)
+            }
             Scope::Group(group) => RouteScope::Group(group),
             Scope::Session(client_id) => {
                 let sessions = &self.shared.directory.sessions;
@@ -90,6 +99,13 @@ impl BrokerShard {
 }
 
 impl BrokerShard {
+    /// The subscribers of those of `sessions` that are on this node.
+    fn subscribers_of(&self, sessions: &[MqttStr]) -> Vec<SubscriberId> {
+        let directory = &self.shared.directory.sessions;
+        let located = sessions.iter().filter_map(|id| directory.get(id.as_str()));
+        located.map(|location| location.subscriber).collect()
+    }
+
     /// Whether the session of `client_id` should get `publish`, a message read back for it
     /// alone (`Scope::Session`): not when it ended or moved meanwhile, nor when it holds a copy
     /// already (queued or in flight: it reached this node live while the session was being
@@ -187,6 +203,10 @@ mod tests {
         let group = RouteScope::Group("$share/g/a/#");
         assert!(group.admits(one, Some(&g)));
         assert!(!group.admits(one, Some(&h)) && !group.admits(one, None));
+        let except = [other];
+        let plain_except = RouteScope::PlainExcept(&except);
+        assert!(plain_except.admits(one, None) && !plain_except.admits(other, None));
+        assert!(!plain_except.admits(one, Some(&g)));
         let session = RouteScope::Session(one);
         assert!(session.admits(one, None));
         assert!(!session.admits(other, None) && !session.admits(one, Some(&g)));

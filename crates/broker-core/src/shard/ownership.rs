@@ -5,6 +5,9 @@
 //! session another node takes over is released here: its connection closes with 0x8E and its
 //! state leaves as a snapshot.
 
+use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
+
 use codec::{Connect, ReasonCode};
 use ring_runtime::ConnId;
 use session_store::storage::{SessionWrite, decode_session_snapshot};
@@ -30,6 +33,7 @@ impl BrokerShard {
         };
         self.cluster_side.owning.next_token += 1;
         let token = self.cluster_side.owning.next_token;
+        let abandoned = Arc::new(AtomicBool::new(false));
         let request = ClaimRequest {
             client_id: connect.client_id.clone(),
             clean_start: connect.clean_start,
@@ -37,6 +41,7 @@ impl BrokerShard {
             shard: self.id,
             conn,
             token,
+            abandoned: Arc::clone(&abandoned),
         };
         if !link.claim(request) {
             debug!("CONNECT refused: cluster.max_outbound_messages ownership questions wait");
@@ -47,7 +52,11 @@ impl BrokerShard {
         if let Some(connection) = self.conns.get_mut(&conn) {
             connection.phase = Phase::AwaitingSession;
         }
-        let pending = PendingOwnership { token, connect };
+        let pending = PendingOwnership {
+            token,
+            connect,
+            abandoned,
+        };
         self.cluster_side.owning.pending.insert(conn, pending);
     }
 

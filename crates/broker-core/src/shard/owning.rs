@@ -1,5 +1,8 @@
 //! [`Owning`]: CONNECTs waiting for the cluster to say whether this node may own their client id; `ownership.rs` asks and answers.
 
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
 use broker_api::cluster::ReleaseRequest;
 
 use super::FastMap;
@@ -23,6 +26,18 @@ pub(super) struct Owning {
 pub(super) struct PendingOwnership {
     pub(super) token: u64,
     pub(super) connect: Connect,
+    /// Shared with the claim (`ClaimRequest::abandoned`): set when the connection closes.
+    pub(super) abandoned: Arc<AtomicBool>,
+}
+
+impl Owning {
+    /// `conn` closed: a claim its CONNECT waits for takes nothing more (its answer, when it
+    /// comes, still keeps what it took: `ownership_answered`).
+    pub(super) fn connection_closed(&self, conn: ConnId) {
+        if let Some(pending) = self.pending.get(&conn) {
+            pending.abandoned.store(true, Ordering::Release);
+        }
+    }
 }
 
 /// A session released to another node, waiting for its on-disk queue.
