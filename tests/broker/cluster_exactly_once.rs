@@ -184,9 +184,7 @@ fn receive(
 #[test]
 fn a_qos_2_subscriber_whose_node_died_gets_every_message_once() {
     let mut nats = NatsCluster::start();
-    let (receiver, success, figures) = resumed_after_a_kill(&mut nats, "once", |_, _| {});
-    let read_back = (figures.sessions_replayed, figures.sessions_replay_failures);
-    receiver.check(&success, read_back);
+    let (receiver, figures) = checked(resumed_after_a_kill(&mut nats, "once", |_, _| {}));
     assert!(
         receiver.resent > 0,
         "the deliveries awaiting PUBREC at the kill came again under their packet ids"
@@ -203,21 +201,11 @@ fn a_qos_2_subscriber_whose_node_died_gets_every_message_once() {
 #[test]
 fn a_node_replay_after_a_recovery_gives_the_recovered_session_nothing_twice() {
     let mut nats = NatsCluster::start();
-    let cut_survivor = |nats: &mut NatsCluster, survivor: &TestBroker| {
-        // The follow-up reads 1 s after the claim's answer.
-        std::thread::sleep(Duration::from_millis(1500));
-        let replays_before = survivor.cluster_figures().unwrap().replays;
-        nats.stop(2);
-        std::thread::sleep(Duration::from_millis(500));
-        nats.restart(2);
-        wait_until_within(REPLAY_GUARD, "node 2 replayed after its NATS loss", || {
-            (survivor.cluster_figures()?.replays > replays_before).then_some(())
-        });
-    };
-    let (receiver, success, figures) =
-        resumed_after_a_kill(&mut nats, "once-replayed", cut_survivor);
-    let read_back = (figures.sessions_replayed, figures.sessions_replay_failures);
-    receiver.check(&success, read_back);
+    checked(resumed_after_a_kill(
+        &mut nats,
+        "once-replayed",
+        cut_from_nats,
+    ));
 }
 
 /// Node 0 (a real process) is killed while its QoS 2 subscriber `id` receives what a
@@ -239,12 +227,7 @@ fn resumed_after_a_kill(
     assert!(present, "the session came back from the mirror");
     let after = receive(client, Arc::clone(&run.receiver), Arc::clone(&run.stop));
     meanwhile(nats, &survivor);
-    let success = acknowledged(&run.sending.join().unwrap());
-    settle(&survivor);
-    run.stop.store(true, Ordering::Relaxed);
-    after.join().unwrap();
-    let receiver = std::mem::take(&mut *run.receiver.lock().unwrap());
-    (receiver, success, survivor.cluster_figures().unwrap())
+    finish((run.sending, &run.stop, &run.receiver), after, &survivor)
 }
 
 /// A hang guard for a node's replay after its NATS server came back, not a timing assertion.
@@ -338,22 +321,86 @@ fn a_qos_2_session_offline_on_a_node_that_restarted_gets_each_stored_copy_once()
 /// before the release) leaves out what node 0 sent the session.
 #[test]
 fn a_qos_2_subscriber_moving_between_live_nodes_gets_every_message_once() {
-    let nats = NatsCluster::start();
+    let mut nats = NatsCluster::start();
+    checked(moved_between_live_nodes(&mut nats, "once-moved", |_, _| {}));
+}
+
+/// The move of the test above; once the follow-up on node 2 ran, node 2's NATS server is
+/// stopped and started again. Node 2's replay after that loss reaches back over what node 0
+/// sent the session before the move (node 2 never saw those messages for its own plain
+/// subscriptions): each still reaches the subscriber once (the follow-up notes what the
+/// journals say the session was sent: `cluster/read_back.rs`).
+#[test]
+fn a_node_replay_after_a_move_gives_the_moved_session_nothing_twice() {
+    let mut nats = NatsCluster::start();
+    checked(moved_between_live_nodes(
+        &mut nats,
+        "once-moved-replayed",
+        cut_from_nats,
+    ));
+}
+
+/// Stops node 2's NATS server once `node`'s follow-up has run (1 s after the claim's answer),
+/// starts it again, and waits for the node's replay after that loss.
+fn cut_from_nats(nats: &mut NatsCluster, node: &TestBroker) {
+    std::thread::sleep(Duration::from_millis(1500));
+    let replays_before = node.cluster_figures().unwrap().replays;
+    nats.stop(2);
+    std::thread::sleep(Duration::from_millis(500));
+    nats.restart(2);
+    wait_until_within(REPLAY_GUARD, "node 2 replayed after its NATS loss", || {
+        (node.cluster_figures()?.replays > replays_before).then_some(())
+    });
+}
+
+/// A persistent 5.0 QoS 2 subscriber `id` on node 0 while a publisher on node 1 sends; in the
+/// middle it moves to node 2 (node 0 releases the session), then `meanwhile` runs (given node
+/// 2) while the publisher goes on. Once node 2 has settled: the subscriber's tally, the
+/// messages whose PUBREC was Success, and node 2's figures.
+fn moved_between_live_nodes(
+    nats: &mut NatsCluster,
+    id: &str,
+    meanwhile: impl FnOnce(&mut NatsCluster, &TestBroker),
+) -> (Receiver, BTreeSet<u16>, ::cluster::ClusterFigures) {
     let (old, publishing, new) = (
-        start_node(&nats, 0),
-        start_node(&nats, 1),
-        start_node(&nats, 2),
+        start_node(nats, 0),
+        start_node(nats, 1),
+        start_node(nats, 2),
     );
-    let run = Run::start((old.addr(), publishing.addr()), "once-moved", || {});
-    let (client, present) = reconnect_once_released_with(&new, V5, "once-moved");
+    let run = Run::start((old.addr(), publishing.addr()), id, || {});
+    let (client, present) = reconnect_once_released_with(&new, V5, id);
     assert!(present, "the session moved along");
     run.before.join().unwrap();
     let after = receive(client, Arc::clone(&run.receiver), Arc::clone(&run.stop));
-    let success = acknowledged(&run.sending.join().unwrap());
-    settle(&new);
-    run.stop.store(true, Ordering::Relaxed);
-    after.join().unwrap();
-    let figures = new.cluster_figures().unwrap();
-    let read_back = (figures.sessions_replayed, figures.sessions_replay_failures);
-    (run.receiver.lock().unwrap()).check(&success, read_back);
+    meanwhile(nats, &new);
+    finish((run.sending, &run.stop, &run.receiver), after, &new)
 }
+
+/// Fails unless the subscriber got every message whose PUBREC was Success exactly once (see
+/// [`Receiver::check`]); its tally and the node's figures, for further checks.
+fn checked(
+    (receiver, success, figures): (Receiver, BTreeSet<u16>, ::cluster::ClusterFigures),
+) -> (Receiver, ::cluster::ClusterFigures) {
+    let read_back = (figures.sessions_replayed, figures.sessions_replay_failures);
+    receiver.check(&success, read_back);
+    (receiver, figures)
+}
+
+/// Waits for the publisher (`sending`), lets `node` settle and stops `after` (the subscriber's
+/// reader there): the subscriber's tally, the messages whose PUBREC was Success, and `node`'s
+/// figures.
+fn finish(
+    (sending, stop, receiver): (PublisherThread, &AtomicBool, &Mutex<Receiver>),
+    after: JoinHandle<()>,
+    node: &TestBroker,
+) -> (Receiver, BTreeSet<u16>, ::cluster::ClusterFigures) {
+    let success = acknowledged(&sending.join().unwrap());
+    settle(node);
+    stop.store(true, Ordering::Relaxed);
+    after.join().unwrap();
+    let receiver = std::mem::take(&mut *receiver.lock().unwrap());
+    (receiver, success, node.cluster_figures().unwrap())
+}
+
+/// A publisher's thread: each message's acknowledgement.
+type PublisherThread = JoinHandle<BTreeMap<u16, ReasonCode>>;

@@ -41,8 +41,10 @@ const READ_TRIES: u32 = 15;
 const READ_RETRY: Duration = Duration::from_secs(1);
 /// The delivery journals are read from this long before the follow-up's start: a message kept
 /// from then on was sent no earlier (less the difference between the clocks of the nodes and
-/// the NATS servers, which this covers).
-const JOURNAL_SLACK: Duration = Duration::from_secs(2);
+/// the NATS servers: 2 s), and a node replay here reaches 5 s before a loss
+/// (`replays::REPLAY_MARGIN`): what the session was sent since is noted as its own
+/// (`read_back.rs`).
+const JOURNAL_SLACK: Duration = Duration::from_secs(7);
 
 /// What a follow-up reads.
 #[derive(Debug)]
@@ -198,6 +200,14 @@ async fn run(link: Arc<Link>, poster: Inbox, follow_up: FollowUp, until: SystemT
     for run in runs {
         delivered.push(sent_to(&link, &client_id, run, since).await);
     }
+    // What the session was sent at QoS 2, here or by the run that released it, did not pass
+    // this node's duplicate check (it came from the session's queue, or on another node): a
+    // node replay reaching back over it skips the session.
+    let sent: Vec<(u64, MqttStr)> = (delivered.iter())
+        .flat_map(Deliveries::sent_keys)
+        .map(|key| (key, client_id.clone()))
+        .collect();
+    link.replays.read_back.note(&sent);
     let publishes: Vec<ClusterPublish> = read
         .kept
         .into_iter()

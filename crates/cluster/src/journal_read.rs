@@ -98,6 +98,11 @@ impl Deliveries {
         }
     }
 
+    /// The keys of the messages the run sent the session.
+    pub(super) fn sent_keys(&self) -> impl Iterator<Item = u64> + '_ {
+        self.sent.keys().copied()
+    }
+
     /// Whether the run delivered nothing to the session at QoS 2.
     pub(super) fn is_empty(&self) -> bool {
         self.last.is_empty()

@@ -1,7 +1,9 @@
 //! [`ReadBack`]: the QoS 2 messages read back from the replay stream for one session alone
-//! (`Scope::Session`: a recovered session's follow-up, a restart's catch-up), remembered so
-//! that the same message coming to this node again for its plain subscriptions skips the
-//! sessions that had it (docs/cluster.md, "Exactly once across a node's death").
+//! (`Scope::Session`: a recovered session's first read and follow-up, a restart's catch-up),
+//! and those a session's follow-up finds in the delivery journals of this run and of the run
+//! that released it (sent from 7 s before the follow-up's start), remembered so that the same
+//! message coming to this node again for its plain subscriptions skips the sessions that had
+//! it (docs/cluster.md, "Exactly once across a node's death").
 //!
 //! Why: the inbound duplicate check (`inbound.rs`, `Seen`) knows the messages that came for
 //! the node's plain subscriptions only; a copy read back for one session is not noted there
