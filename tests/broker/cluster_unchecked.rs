@@ -32,14 +32,25 @@ const CONNACK_GUARD: Duration = Duration::from_secs(15);
 
 /// Sends `connect` to `node`; the client and its CONNACK, waited for up to [`CONNACK_GUARD`].
 fn connect_within_guard(node: &TestBroker, connect: Connect) -> (RawClient, ConnAck) {
+    match try_connect_within_guard(node, connect) {
+        Ok(connected) => connected,
+        Err(event) => panic!("no CONNACK: {event:?}"),
+    }
+}
+
+/// [`connect_within_guard`], the event instead of a CONNACK given back.
+fn try_connect_within_guard(
+    node: &TestBroker,
+    connect: Connect,
+) -> Result<(RawClient, ConnAck), Event> {
     let mut client = RawClient::open(node.addr(), connect.protocol);
     client.send(&Packet::from(connect));
     match client.next_event(CONNACK_GUARD) {
         Event::Packet(packet) => match *packet {
-            Packet::ConnAck(connack) => (client, *connack),
+            Packet::ConnAck(connack) => Ok((client, *connack)),
             other => panic!("expected CONNACK, got {other:?}"),
         },
-        other => panic!("no CONNACK: {other:?}"),
+        other => Err(other),
     }
 }
 
@@ -52,11 +63,19 @@ fn persistent_connack(node: &TestBroker, protocol: ProtocolVersion, id: &str) ->
 }
 
 /// Connects `id` (persistent, 5.0) to `node` until it is admitted, refused with 0x88 before
-/// (while its node cannot check it, or the session's node has not released it); the client
-/// and Session Present.
+/// (while its node cannot check it, or the session's node has not released it) or closed
+/// without a CONNACK (seen in CI and here right after a NATS server came back or resumed;
+/// likely the CONNECT's timeout while the claim still took the owner record from a slow
+/// JetStream, after which the session waits there, detached; not proven); the client and
+/// Session Present.
 fn admitted(node: &TestBroker, id: &str) -> (RawClient, bool) {
     wait_until_within(KEPT_GUARD, "the session admitted", || {
-        let (client, connack) = connect_within_guard(node, persistent_connect(V5, id, 300));
+        let (client, connack) =
+            match try_connect_within_guard(node, persistent_connect(V5, id, 300)) {
+                Ok(connected) => connected,
+                Err(Event::Closed) => return None,
+                Err(other) => panic!("no CONNACK: {other:?}"),
+            };
         if connack.reason_code == ReasonCode::Success {
             return Some((client, connack.session_present));
         }

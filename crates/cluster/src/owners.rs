@@ -126,6 +126,15 @@ fn abandoned(claim: &ClaimRequest) -> Ownership {
     Ownership::Unavailable
 }
 
+/// A claim that ran out of its time (`connection.connect_timeout` less 1 s) before it took
+/// anything: refused (0x88, the client retries) rather than left to the CONNECT's timeout,
+/// which closes the connection without a CONNACK (a CI run saw that once, right after a
+/// frozen NATS server resumed: its reads and requests slow, the heartbeat read unbounded).
+fn out_of_time(claim: &ClaimRequest) -> Ownership {
+    info!(client = %claim.client_id, "cluster: CONNECT refused (0x88): its claim ran out of time");
+    Ownership::Unavailable
+}
+
 /// The heartbeat key of the node run `origin`.
 pub(super) fn heartbeat_key(origin: &str) -> String {
     origin.replace('/', ".")
@@ -158,7 +167,12 @@ impl Owners {
             if claim.is_abandoned() {
                 return abandoned(claim);
             }
-            let read = tokio::time::timeout(RELEASE_TIMEOUT, buckets.sessions.entry(key.clone()));
+            if Instant::now() >= deadline {
+                return out_of_time(claim);
+            }
+            let read_within =
+                RELEASE_TIMEOUT.min(deadline.saturating_duration_since(Instant::now()));
+            let read = tokio::time::timeout(read_within, buckets.sessions.entry(key.clone()));
             let entry = match read.await {
                 Ok(Ok(entry)) => entry.filter(|e| e.operation == kv::Operation::Put),
                 failed => {
@@ -212,6 +226,9 @@ impl Owners {
             }
             if claim.is_abandoned() {
                 return abandoned(claim);
+            }
+            if Instant::now() >= deadline {
+                return out_of_time(claim);
             }
             let asked = (owner.as_str(), deadline);
             let Some(session) = self.release_from(buckets, asked, claim).await else {
@@ -332,7 +349,8 @@ impl Owners {
         payload.put_slice(claim.client_id.as_bytes());
         let asked_at = SystemTime::now();
         let asked = self.link.client.request(subject, payload.freeze());
-        match tokio::time::timeout(RELEASE_TIMEOUT, asked).await {
+        let within = RELEASE_TIMEOUT.min(deadline.saturating_duration_since(Instant::now()));
+        match tokio::time::timeout(within, asked).await {
             Ok(Ok(reply)) => {
                 let released = decode_release(&reply.payload);
                 if let Some(snapshot) = &released {
@@ -345,7 +363,7 @@ impl Owners {
                 abandoned(claim);
                 None
             }
-            _ => match buckets.nodes.get(heartbeat_key(owner)).await {
+            _ => match self.heartbeat_of(buckets, owner, deadline).await {
                 Ok(Some(_)) => {
                     warn!(owner, client = %claim.client_id, "cluster: the session's node is alive but did not release it");
                     None
@@ -391,6 +409,27 @@ impl Owners {
             released_by: released_by.map(str::to_owned),
         };
         self.follow_ups.prepare(session.client_id, subjects, start);
+    }
+
+    /// `owner`'s heartbeat record, read by `deadline` at the latest (at least 1 s given: a
+    /// read that does not come counts as a heartbeat, the owner as alive).
+    async fn heartbeat_of(
+        &self,
+        buckets: &Buckets,
+        owner: &str,
+        deadline: Instant,
+    ) -> Result<Option<Bytes>, ()> {
+        let within = deadline
+            .saturating_duration_since(Instant::now())
+            .max(Duration::from_secs(1));
+        match tokio::time::timeout(within, buckets.nodes.get(heartbeat_key(owner))).await {
+            Ok(Ok(record)) => Ok(record),
+            Ok(Err(e)) => {
+                debug!(error = %e, "cluster: heartbeat not read");
+                Err(())
+            }
+            Err(_) => Ok(Some(Bytes::new())),
+        }
     }
 
     /// Posts a claim's outcome to the shard that waits for it.
