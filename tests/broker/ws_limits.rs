@@ -213,8 +213,15 @@ fn many_websocket_fragment_attackers_before_login_stay_within_the_broker_budget(
          [limits]\nmax_packet_size = 4194304\nmax_connect_size = 4194304\n\
          max_partial_frame_bytes = {BUDGET}\nfree_memory_hold_ms = 0\n"
     );
-    let broker = BrokerProcess::start(&config, &dir.path().join("ringmq.toml"));
+    let mut broker = BrokerProcess::start(&config, &dir.path().join("ringmq.toml"));
     let ws: SocketAddr = ([127, 0, 0, 1], ws_port).into();
+    // Serving on its main port, and accepting on the WebSocket one: a CI run once had this
+    // test's first WebSocket connection refused (cause not found; a broker that exited, say
+    // for a port taken meanwhile, now fails the test saying so).
+    broker.wait_serving();
+    wait_until("the WebSocket listener accepts", || {
+        TcpStream::connect(ws).ok().map(drop)
+    });
     let mut sockets: Vec<_> = (0..CLIENTS).map(|_| ws_client(ws)).collect();
     let before = broker.memory("VmRSS");
     let head = client_frame(false, BINARY, &connect_head(EACH));
