@@ -49,6 +49,8 @@ mod owners;
 mod ownership;
 mod port;
 mod read_back;
+mod release_serving;
+mod release_wire;
 mod released;
 mod reliable;
 mod replays;

@@ -8,6 +8,7 @@ use super::link_state::{Link, same_node};
 use super::mirror::Mirror;
 use super::missed::session_subjects;
 use super::owner_record::{Taken, take_record};
+use super::release_wire::{decode_release, follow_from_of};
 use super::retained_value::key_of;
 use crate::Inbox;
 use async_nats::connection::State;
@@ -26,20 +27,11 @@ use tracing::{debug, info, warn};
 const CLAIM_ATTEMPTS: usize = 5;
 
 /// How long an owner has to release a session (its shards answer within a turn or two).
-const RELEASE_TIMEOUT: Duration = Duration::from_secs(3);
-/// How long a release waits for the mirror writes queued before it (within the claiming
-/// node's [`RELEASE_TIMEOUT`], after the shard's reply's half of it).
-const MIRROR_FENCE_WAIT: Duration = Duration::from_secs(1);
-
+pub(super) const RELEASE_TIMEOUT: Duration = Duration::from_secs(3);
 /// A released session's follow-up reads from this long before the release request: a message
 /// the stream kept a moment before it may reach the owner only after the owner released the
 /// session (delivery lag; the clocks of the nodes and the NATS servers differ).
-const RELEASED_MARGIN: Duration = Duration::from_secs(1);
-
-/// The header of a release reply that names where the releasing node's follow-up of the
-/// session, not done yet, starts (Unix milliseconds): the claiming node's follow-up reads from
-/// there at the latest (`follow_released`).
-const FOLLOW_FROM_HEADER: &str = "Ringmq-Follow-From";
+pub(super) const RELEASED_MARGIN: Duration = Duration::from_secs(1);
 
 /// A shard's answer to the end of a stale copy (`end_stale`; nothing, with a clean start).
 pub(super) type StaleEnd = Option<Vec<u8>>;
@@ -411,8 +403,9 @@ impl Owners {
         self.follow_ups.prepare(session.client_id, subjects, start);
     }
 
-    /// `owner`'s heartbeat record, read by `deadline` at the latest (at least 1 s given: a
-    /// read that does not come counts as a heartbeat, the owner as alive).
+    /// `owner`'s heartbeat record, read by `deadline` at the latest (at least 1 s given). A
+    /// read that does not come in that time counts as a heartbeat (the owner alive); a read
+    /// that fails is an error (the caller then takes the owner for dead, as before the bound).
     async fn heartbeat_of(
         &self,
         buckets: &Buckets,
@@ -447,164 +440,6 @@ impl Owners {
             );
         }
     }
-
-    /// Releases the session another node asks for: the shards close its connection and hand
-    /// back its state, which goes back as the reply.
-    pub(super) async fn release(&self, request: async_nats::Message) {
-        let Some(reply_to) = request.reply.clone() else {
-            return;
-        };
-        let (reply, follow_from) = match parse_release(&request.payload) {
-            Some((clean_start, client_id)) => {
-                let within = RELEASE_TIMEOUT / 2;
-                let held =
-                    !clean_start && !self.restart.caught_up(client_id.as_str(), within).await;
-                if held {
-                    // No answer: the claiming node finds this node alive and refuses its
-                    // CONNECT (0x88); the client comes back once the session has its messages.
-                    return debug!(client = %client_id, "cluster: release put off until the session recovered from the store has what it missed");
-                }
-                super::inbound_drain::drained(&self.inbound, client_id.as_str()).await;
-                self.release_here(client_id, clean_start).await
-            }
-            None => (Bytes::from_static(&[0]), None),
-        };
-        let sent = match follow_from {
-            Some(at) => {
-                let mut headers = async_nats::HeaderMap::new();
-                headers.insert(FOLLOW_FROM_HEADER, unix_millis(at).to_string().as_str());
-                let client = &self.link.client;
-                client.publish_with_headers(reply_to, headers, reply).await
-            }
-            None => self.link.client.publish(reply_to, reply).await,
-        };
-        if let Err(e) = sent {
-            debug!(error = %e, "cluster: release reply not sent");
-        }
-    }
-
-    /// Asks the shard where a CONNECT claimed `client_id` a moment ago, or else shard 0 (each
-    /// forwards to the session's shard), to release `client_id`; the encoded reply, and where
-    /// this node's follow-up of the session starts if it is not done.
-    async fn release_here(
-        &self,
-        client_id: codec::MqttStr,
-        clean_start: bool,
-    ) -> (Bytes, Option<SystemTime>) {
-        const NONE: (Bytes, Option<SystemTime>) = (Bytes::from_static(&[0]), None);
-        let shard = self.claiming.shard_for(client_id.as_str()).await;
-        let id = client_id.as_str().to_owned();
-        if clean_start {
-            self.released.forget(&id); // The client starts afresh.
-        }
-        let (reply, released) = oneshot::channel();
-        let request = ReleaseRequest {
-            client_id,
-            clean_start,
-            reply: Reply::new(move |answer| reply.send(answer)),
-            hops: 0,
-        };
-        let message = ClusterInbound::Release(Box::new(request));
-        let shard = shard.unwrap_or(ShardId::new(0));
-        if self.poster.post(shard, vec![message]).is_err() {
-            return NONE;
-        }
-        let (snapshot, released_at) = match tokio::time::timeout(RELEASE_TIMEOUT / 2, released)
-            .await
-        {
-            Ok(Ok(Some(snapshot))) => {
-                ClusterCounters::add(&self.link.counters.sessions_released, 1);
-                let snapshot = Bytes::from(snapshot);
-                self.released.keep(&id, snapshot.clone());
-                (snapshot, None)
-            }
-            // No session here: released a moment ago, its reply maybe lost (`released.rs`).
-            Ok(Ok(None)) if !clean_start => match self.released.again_since(&id) {
-                Some((snapshot, released_at)) => {
-                    warn!(
-                        client = id,
-                        "cluster: a session released a moment ago is asked for again; its snapshot is sent again"
-                    );
-                    (snapshot, Some(released_at))
-                }
-                None => return NONE,
-            },
-            _ => return NONE,
-        };
-        self.after_earlier_mirror_writes(&id).await;
-        let mut out = BytesMut::with_capacity(1 + snapshot.len());
-        out.put_u8(1);
-        out.put_slice(&snapshot);
-        let unfinished = self.follow_ups.unfinished_from(&id);
-        (
-            out.freeze(),
-            earliest(unfinished, released_at.map(before_release)),
-        )
-    }
-
-    /// Waits (at most [`MIRROR_FENCE_WAIT`]) until the mirror writes this node queued before
-    /// the release are done: none of them may land after the claiming node mirrored the
-    /// session (an old snapshot over the new owner's record).
-    async fn after_earlier_mirror_writes(&self, client_id: &str) {
-        if !self.mirror_fence.passed(MIRROR_FENCE_WAIT).await {
-            warn!(
-                client = client_id,
-                "cluster: a session leaves before the mirror writes queued for it here are done; one may land over the new owner's record"
-            );
-        }
-    }
-}
-
-/// Where the follow-up of a snapshot sent again starts: [`RELEASED_MARGIN`] before it was first
-/// released here, since when what reached this node for the session was routed to no one (the
-/// claiming node's own start, from its request, would be later). Why: in the 300-fault run of
-/// seed 5050 on 20f9b8d (949.9 s) a restarted node released a session while its links were
-/// stalled, the claim it went to timed out, and the next claim got the snapshot again 3 s
-/// later: the subscriber lost about 0.6 s of every publisher's messages, those that reached the
-/// node after the first release and before 1 s ahead of the second request.
-fn before_release(released_at: SystemTime) -> SystemTime {
-    released_at
-        .checked_sub(RELEASED_MARGIN)
-        .unwrap_or(released_at)
-}
-
-/// The earlier of two optional times.
-fn earliest(a: Option<SystemTime>, b: Option<SystemTime>) -> Option<SystemTime> {
-    match (a, b) {
-        (Some(a), Some(b)) => Some(a.min(b)),
-        (a, b) => a.or(b),
-    }
-}
-
-/// A release request's payload: `[clean start: 0 | 1][client id]`.
-fn parse_release(payload: &[u8]) -> Option<(bool, codec::MqttStr)> {
-    let (&flag, id) = payload.split_first()?;
-    let text = std::str::from_utf8(id).ok()?;
-    Some((flag == 1, codec::MqttStr::try_from(text).ok()?))
-}
-
-/// Where a release reply says the releasing node's unfinished follow-up starts (its
-/// [`FOLLOW_FROM_HEADER`]; `None`: none, or a node of an earlier version).
-fn follow_from_of(reply: &async_nats::Message) -> Option<SystemTime> {
-    let value = reply.headers.as_ref()?.get(FOLLOW_FROM_HEADER)?;
-    let millis: u64 = value.as_str().parse().ok()?;
-    SystemTime::UNIX_EPOCH.checked_add(Duration::from_millis(millis))
-}
-
-/// `at` in Unix milliseconds (0 before 1970).
-fn unix_millis(at: SystemTime) -> u64 {
-    let since = at
-        .duration_since(SystemTime::UNIX_EPOCH)
-        .unwrap_or_default();
-    u64::try_from(since.as_millis()).unwrap_or(u64::MAX)
-}
-
-/// A release reply: `[0]` no session, `[1][snapshot]` the session's state.
-fn decode_release(payload: &Bytes) -> Option<Bytes> {
-    match payload.first() {
-        Some(1) => Some(payload.slice(1..)),
-        _ => None,
-    }
 }
 
 #[cfg(test)]
@@ -619,41 +454,5 @@ mod tests {
         );
         assert_eq!(heartbeat_key("n-1/ff"), "n-1.ff");
         assert!(same_node("n1/00ab", "n1/ffff") && !same_node("n1/00ab", "n10/00ab"));
-    }
-
-    #[test]
-    fn a_release_reply_names_where_an_unfinished_follow_up_starts() {
-        let at = SystemTime::UNIX_EPOCH + Duration::from_millis(1_796_595_012_229);
-        let mut headers = async_nats::HeaderMap::new();
-        headers.insert(FOLLOW_FROM_HEADER, unix_millis(at).to_string().as_str());
-        let reply = |headers| async_nats::Message {
-            subject: "_INBOX.x".into(),
-            reply: None,
-            payload: Bytes::from_static(b"\x01"),
-            headers,
-            status: None,
-            description: None,
-            length: 0,
-        };
-        assert_eq!(follow_from_of(&reply(Some(headers))), Some(at));
-        assert_eq!(
-            follow_from_of(&reply(None)),
-            None,
-            "an earlier version's reply"
-        );
-    }
-
-    #[test]
-    fn release_payloads_round_trip() {
-        assert_eq!(
-            parse_release(b"\x01dev-7"),
-            Some((true, codec::MqttStr::try_from("dev-7").unwrap()))
-        );
-        assert_eq!(parse_release(b""), None);
-        assert_eq!(decode_release(&Bytes::from_static(b"\x00")), None);
-        assert_eq!(
-            decode_release(&Bytes::from_static(b"\x01abc")),
-            Some(Bytes::from_static(b"abc"))
-        );
     }
 }
