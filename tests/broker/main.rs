@@ -20,6 +20,7 @@ mod cluster_exactly_once;
 mod cluster_mirror_race;
 mod cluster_move;
 mod cluster_recovery;
+mod cluster_release_crash;
 mod cluster_replay;
 mod cluster_restart;
 mod cluster_retained;

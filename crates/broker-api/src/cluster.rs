@@ -183,6 +183,9 @@ pub enum ClusterInbound {
     Ownership(Box<OwnershipAnswer>),
     /// Another node takes a client over: release its session.
     Release(Box<ReleaseRequest>),
+    /// The owner record of a client whose session this node released names another node (or
+    /// none) now: the stored copy kept here since the release goes.
+    ReleaseTaken(MqttStr),
 }
 
 /// The shards' mailboxes as the cluster link sees them.

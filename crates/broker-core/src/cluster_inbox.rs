@@ -26,6 +26,7 @@ impl From<ClusterInbound> for ShardMsg {
             ClusterInbound::Publish(publish) => Self::Cluster(publish),
             ClusterInbound::Ownership(answer) => Self::ClusterOwnership(answer),
             ClusterInbound::Release(request) => Self::ClusterRelease(request),
+            ClusterInbound::ReleaseTaken(client_id) => Self::ClusterReleaseTaken(client_id),
         }
     }
 }

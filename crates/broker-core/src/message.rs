@@ -120,6 +120,8 @@ pub enum ShardMsg {
     ClusterOwnership(Box<broker_api::cluster::OwnershipAnswer>),
     /// Another node takes a client over: release its session (forwarded to its shard).
     ClusterRelease(Box<broker_api::cluster::ReleaseRequest>),
+    /// A session released to another node is that node's now: its stored copy here goes.
+    ClusterReleaseTaken(codec::MqttStr),
 }
 
 /// The protocol version of a connection before its CONNECT is known.

@@ -30,6 +30,10 @@ pub struct SessionDirectory {
     pub next_subscriber: AtomicU64,
     /// Hands out claim ids.
     next_claim: AtomicU32,
+    /// Client ids whose session this node released to another node while its stored copy
+    /// stays, until the owner record names that node (`shard/release.rs`): at most one entry
+    /// per stored session.
+    released_copies: DashMap<Box<str>, ()>,
 }
 
 impl SessionDirectory {
@@ -38,6 +42,7 @@ impl SessionDirectory {
             sessions,
             next_subscriber: AtomicU64::new(1),
             next_claim: AtomicU32::new(0),
+            released_copies: DashMap::new(),
         }
     }
 
@@ -57,6 +62,17 @@ impl SessionDirectory {
     /// A new claim id.
     pub fn new_claim(&self) -> ClaimId {
         ClaimId(self.next_claim.fetch_add(1, Ordering::Relaxed))
+    }
+
+    /// `client_id`'s session was released to another node; its stored copy stays here.
+    pub fn mark_released_copy(&self, client_id: &str) {
+        self.released_copies.insert(Box::from(client_id), ());
+    }
+
+    /// Whether a stored copy of a session released to another node is left of `client_id`
+    /// (forgotten now: the caller removes it from the store).
+    pub fn take_released_copy(&self, client_id: &str) -> bool {
+        self.released_copies.remove(client_id).is_some()
     }
 
     /// The identity the session of `client_id` belongs to, as its entry names it (`Unbound`

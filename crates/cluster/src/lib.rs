@@ -52,6 +52,7 @@ mod read_back;
 mod release_serving;
 mod release_wire;
 mod released;
+mod released_copy;
 mod reliable;
 mod replays;
 mod restart;

@@ -3,6 +3,7 @@
 //! with the one kept a moment ago, `released.rs`), and where the claiming node's follow-up
 //! starts travels in the reply's header. `owners.rs` is the claiming side.
 
+use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use broker_api::cluster::ReleaseRequest;
@@ -23,7 +24,7 @@ const MIRROR_FENCE_WAIT: Duration = Duration::from_secs(1);
 impl Owners {
     /// Releases the session another node asks for: the shards close its connection and hand
     /// back its state, which goes back as the reply.
-    pub(super) async fn release(&self, request: async_nats::Message) {
+    pub(super) async fn release(self: &Arc<Self>, request: async_nats::Message) {
         let Some(reply_to) = request.reply.clone() else {
             return;
         };
@@ -60,7 +61,7 @@ impl Owners {
     /// forwards to the session's shard), to release `client_id`; the encoded reply, and where
     /// this node's follow-up of the session starts if it is not done.
     async fn release_here(
-        &self,
+        self: &Arc<Self>,
         client_id: codec::MqttStr,
         clean_start: bool,
     ) -> (Bytes, Option<SystemTime>) {
@@ -89,6 +90,11 @@ impl Owners {
                 ClusterCounters::add(&self.link.counters.sessions_released, 1);
                 let snapshot = Bytes::from(snapshot);
                 self.released.keep(&id, snapshot.clone());
+                let client_id = codec::MqttStr::try_from(id.as_str());
+                let owners = Arc::clone(self);
+                if let Ok(client_id) = client_id {
+                    tokio::spawn(super::released_copy::forget_once_taken(owners, client_id));
+                }
                 (snapshot, None)
             }
             // No session here: released a moment ago, its reply maybe lost (`released.rs`).

@@ -16,7 +16,7 @@ use bytes::Bytes;
 
 /// How long a released session's snapshot is kept: beyond a claim's time (the CONNECT's
 /// `connection.connect_timeout`, 10 s by default) and the client's next attempt.
-const KEEP: Duration = Duration::from_secs(15);
+pub(super) const KEEP: Duration = Duration::from_secs(15);
 
 /// One released snapshot, when it was kept (and by the wall clock, where a follow-up of its
 /// return here reads from).

@@ -17,7 +17,7 @@
 
 pub(crate) mod checker;
 pub(crate) mod clients;
-mod relay;
+pub(crate) mod relay;
 mod rig;
 
 use std::collections::BTreeMap;

@@ -232,17 +232,23 @@ impl BrokerShard {
         );
     }
 
-    /// Removes a session's subscriptions from every replica and counts its undelivered messages
-    /// as dropped. The directory is not touched (the caller knows whether it still names it).
-    pub(super) fn end_session_state(&mut self, ctx: &mut Ctx, mut session: Session) {
-        self.timers.disarm_session_timers(ctx, &mut session);
-        self.cluster_side
-            .mirror_forget(&self.shared.links, &session.client_id);
+    /// Removes a session from the store, its subscriptions from every replica, and counts its
+    /// undelivered messages as dropped. The directory is not touched (the caller knows whether
+    /// it still names it).
+    pub(super) fn end_session_state(&mut self, ctx: &mut Ctx, session: Session) {
         if self.durable.stores(session.expiry) {
             let client_id = session.client_id.clone();
             self.durable
                 .record(SessionWrite::SessionRemoved { client_id });
         }
+        self.drop_session_state(ctx, session);
+    }
+
+    /// [`Self::end_session_state`] leaving what the store holds of the session as it is.
+    pub(super) fn drop_session_state(&mut self, ctx: &mut Ctx, mut session: Session) {
+        self.timers.disarm_session_timers(ctx, &mut session);
+        self.cluster_side
+            .mirror_forget(&self.shared.links, &session.client_id);
         let subscriber = session.subscriber;
         for (text, subscription) in session.subscriptions.drain() {
             (self.shared.topic_rules.exclusive).release(text.as_str(), &session.client_id);

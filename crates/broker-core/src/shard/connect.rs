@@ -262,6 +262,7 @@ impl BrokerShard {
             .topic_waits
             .wills
             .will_attached(&self.sessions, conn, &session.client_id);
+        self.forget_released_copy(&session.client_id);
         self.durable
             .record_connected(&session, was_stored, &owner_of(&connect));
         self.cluster_side

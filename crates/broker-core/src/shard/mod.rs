@@ -311,6 +311,7 @@ impl Handler for BrokerShard {
                 ShardMsg::Cluster(publish) => self.publish_from_cluster(ctx, *publish),
                 ShardMsg::ClusterOwnership(answer) => self.ownership_answered(ctx, *answer),
                 ShardMsg::ClusterRelease(request) => self.release_to_cluster(ctx, *request),
+                ShardMsg::ClusterReleaseTaken(client_id) => self.released_copy_taken(&client_id),
             }
         }
         self.replication

@@ -123,6 +123,7 @@ impl BrokerShard {
             .directory
             .owner_of(stored.client_id.as_str())
             .to_stored();
+        self.forget_released_copy(&stored.client_id);
         if self.durable.stores(expiry) {
             self.durable
                 .record_imported(&self.shared.persistence, &stored);

@@ -2,10 +2,13 @@
 //! its connection closes with 0x8E, and its state leaves as one snapshot, queue included. A
 //! stored queue that outgrew `persistence.memory_queue_messages` keeps its newest copies on
 //! disk only (`spill.rs`): that part is read back through the store thread first, and the
-//! reply waits for it.
+//! reply waits for it. The stored session stays in the store until the cluster thread finds
+//! the owner record naming the claiming node (`ShardMsg::ClusterReleaseTaken`), or a session
+//! of that client id starts here again: the node may die before its reply arrives.
 
 use super::owning::PendingRelease;
-use session_store::storage::{StoredMessage, encode_session_snapshot};
+use codec::MqttStr;
+use session_store::storage::{SessionWrite, StoredMessage, encode_session_snapshot};
 use tracing::warn;
 
 use super::{BrokerShard, Ctx};
@@ -105,9 +108,40 @@ impl BrokerShard {
         session.queue = session_store::MessageQueue::new();
         session.inflight = session_store::InflightWindow::new(capacity);
         session.set_spilled(None);
-        self.end_session_state(ctx, *session);
+        if snapshot.is_some() && self.durable.stores(session.expiry) {
+            // The stored copy stays until the claiming node holds the owner record: this node
+            // may die before the reply reaches it, and its next start then resumes the
+            // session (300-fault run of seed 5050 on 8d6653b, 869 s: the session was lost).
+            self.shared
+                .directory
+                .mark_released_copy(request.client_id.as_str());
+            self.drop_session_state(ctx, *session);
+        } else {
+            self.end_session_state(ctx, *session);
+        }
         if request.reply.send(snapshot).is_err() {
             warn!(client = %request.client_id, "cluster: the node taking a session over stopped waiting for it; its state is lost");
+        }
+    }
+
+    /// The node `client_id`'s session was released to holds its owner record now: the stored
+    /// copy kept here goes, unless a session of that id is here again (whose start removed it,
+    /// [`Self::forget_released_copy`]).
+    pub(super) fn released_copy_taken(&mut self, client_id: &MqttStr) {
+        let directory = &self.shared.directory;
+        if !directory.sessions.contains_key(client_id.as_str()) {
+            self.forget_released_copy(client_id);
+        }
+    }
+
+    /// A session of `client_id` starts here (new, resumed from another node, or imported): a
+    /// stored copy left by its release to another node goes first, so that none of its
+    /// subscriptions or queued messages outlives it in the store.
+    pub(super) fn forget_released_copy(&mut self, client_id: &MqttStr) {
+        if self.shared.directory.take_released_copy(client_id.as_str()) {
+            let client_id = client_id.clone();
+            self.durable
+                .record(SessionWrite::SessionRemoved { client_id });
         }
     }
 }
