@@ -83,6 +83,7 @@ pub(super) async fn ownership(
         replicas: setup.replicas,
         max_queued: setup.node.max_queued,
         figures: setup.node.figures,
+        kept_stream: setup.kept_stream,
     };
     tokio::spawn(keep_buckets(Arc::clone(&owners), heartbeat));
     tokio::spawn(catch_up(
@@ -148,6 +149,8 @@ struct Heartbeat {
     replicas: usize,
     max_queued: u64,
     figures: FiguresSource,
+    /// `replay_window_ms` above 0: the replay stream keeps messages, and replays read it.
+    kept_stream: bool,
 }
 
 /// Opens (creating if missing) both buckets, then puts this node's heartbeat (its figures)
@@ -187,12 +190,17 @@ async fn keep_buckets(owners: Arc<Owners>, heartbeat: Heartbeat) {
     let mut beat = tokio::time::interval(heartbeat.every);
     loop {
         beat.tick().await;
-        let unreplayed_from = link.replays.unreplayed_from();
+        // Without the replay stream no replay runs, so no request is ever done: nothing can
+        // be read back from a start carried in the heartbeat either.
+        let unreplayed_from = match heartbeat.kept_stream {
+            true => link.replays.unreplayed_from(),
+            false => None,
+        };
         let value = Bytes::from(heartbeat_value(&(heartbeat.figures)(), unreplayed_from));
         if let Err(e) = nodes.put(&key, value).await {
             debug!(error = %e, "cluster: heartbeat not written");
         }
-        alive.put().await;
+        alive.put(unreplayed_from).await;
         let beats = sum_totals(&nodes, &link.counters, &key).await;
         owners.last_beats.seen(beats);
     }

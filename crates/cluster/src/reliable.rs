@@ -102,7 +102,7 @@ fn follow_up(link: &Arc<Link>, began: SystemTime, origins: Origins) {
     let replays = Arc::clone(&link.replays);
     let from = began.checked_sub(FOLLOW_UP_MARGIN).unwrap_or(began);
     // Due from now on, though requested a moment later.
-    replays.note_unreplayed(from);
+    replays.note_due(from);
     tokio::spawn(async move {
         tokio::time::sleep(FOLLOW_UP_DELAY).await;
         replays.request_again(ReplayRequest {

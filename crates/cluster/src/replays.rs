@@ -114,8 +114,15 @@ impl Replays {
         self.wake.notify_one();
     }
 
+    /// A replay from `from` is due, to be requested a moment later: noted under the pending
+    /// lock, as in [`Self::request_again`], so that a replay ending meanwhile cannot undo it.
+    pub(super) fn note_due(&self, from: SystemTime) {
+        let _pending = lock(&self.pending);
+        self.note_unreplayed(from);
+    }
+
     /// Messages from `from` on may be missed here until a replay covers them.
-    pub(super) fn note_unreplayed(&self, from: SystemTime) {
+    fn note_unreplayed(&self, from: SystemTime) {
         let mut unreplayed = lock(&self.unreplayed);
         *unreplayed = Some(unreplayed.map_or(from, |earlier| earlier.min(from)));
     }

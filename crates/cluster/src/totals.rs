@@ -124,22 +124,34 @@ pub(super) fn heartbeat_value(
     figures: &NodeFigures,
     unreplayed_from: Option<SystemTime>,
 ) -> String {
-    let figures = figures.encode();
-    let millis = unreplayed_from.and_then(|at| at.duration_since(SystemTime::UNIX_EPOCH).ok());
-    match millis {
-        Some(millis) => format!("{figures} g{}", millis.as_millis()),
-        None => figures,
-    }
+    with_gap(figures.encode(), unreplayed_from)
 }
 
 /// A heartbeat value's figures, and where its run's messages not replayed yet start.
 fn parse_heartbeat(text: &str) -> Option<(NodeFigures, Option<SystemTime>)> {
-    let Some((figures, gap)) = text.rsplit_once(" g") else {
-        return Some((NodeFigures::decode(text)?, None));
+    let (figures, gap) = split_gap(text)?;
+    Some((NodeFigures::decode(figures)?, gap))
+}
+
+/// `text`, then ` g<Unix milliseconds>` of `unreplayed_from` if there is one: how a heartbeat
+/// and an "alive at" stamp (`alive.rs`) carry where their run's messages not replayed yet start.
+pub(super) fn with_gap(text: String, unreplayed_from: Option<SystemTime>) -> String {
+    let millis = unreplayed_from.and_then(|at| at.duration_since(SystemTime::UNIX_EPOCH).ok());
+    match millis {
+        Some(millis) => format!("{text} g{}", millis.as_millis()),
+        None => text,
+    }
+}
+
+/// The text before a ` g<Unix milliseconds>` suffix ([`with_gap`]), and the moment it names
+/// (`None` without one; the whole `None` when it is malformed).
+pub(super) fn split_gap(text: &str) -> Option<(&str, Option<SystemTime>)> {
+    let Some((before, gap)) = text.rsplit_once(" g") else {
+        return Some((text, None));
     };
     let millis: u64 = gap.parse().ok()?;
     let at = SystemTime::UNIX_EPOCH + std::time::Duration::from_millis(millis);
-    Some((NodeFigures::decode(figures)?, Some(at)))
+    Some((before, Some(at)))
 }
 
 /// The most nodes the admin API lists (the heartbeat bucket holds one record per live node
