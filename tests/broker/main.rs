@@ -17,6 +17,7 @@ mod cluster_acks;
 mod cluster_buckets;
 mod cluster_down;
 mod cluster_exactly_once;
+mod cluster_journal_wait;
 mod cluster_mirror_race;
 mod cluster_move;
 mod cluster_recovery;

@@ -39,6 +39,8 @@ pub struct ClusterLink {
     journal: mpsc::Sender<JournalTurn>,
     /// Whether QoS 2 deliveries are journaled (`cluster.qos2_journal`, with a replay window).
     journaled: bool,
+    /// `cluster.qos2_journal_wait_ms` (`None`: until kept).
+    journal_wait: Option<std::time::Duration>,
     /// How far each shard's journal turns have settled.
     pub journal_settled: Arc<Settled>,
     /// The link's counters.
@@ -83,6 +85,7 @@ impl ClusterLink {
             mirror,
             journal,
             journaled: settings.qos2_journal && settings.replay_window.is_some(),
+            journal_wait: settings.qos2_journal_wait,
             journal_settled: Arc::clone(&journal_settled),
             counters: Arc::new(ClusterCounters::default()),
             settled: Arc::clone(&settled),
@@ -158,7 +161,7 @@ impl ClusterLink {
     /// Hands one shard turn's QoS 2 delivery steps to the journal (see
     /// `broker_api::ClusterPort::journal`); `false` when QoS 2 deliveries are not journaled, or
     /// the queue is full (counted): nothing waits for them. Before the journal is open they
-    /// wait for it (within `cluster.ack_timeout_ms`).
+    /// wait for it (within `cluster.qos2_journal_wait_ms`, if set).
     pub fn journal(
         &self,
         shard: ring_runtime::ShardId,
@@ -173,7 +176,9 @@ impl ClusterLink {
             shard,
             number,
             entries,
-            deadline: std::time::Instant::now() + self.ack_timeout,
+            deadline: self
+                .journal_wait
+                .map(|wait| std::time::Instant::now() + wait),
         };
         if self.journal.try_send(turn).is_err() {
             ClusterCounters::add(&self.counters.journal_failures, steps.saturating_sub(1));

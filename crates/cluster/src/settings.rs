@@ -42,6 +42,11 @@ pub struct ClusterSettings {
     /// death, docs/cluster.md), or not (`false`: cheaper, and such a message may reach its
     /// client twice after its node's death). Needs the replay window.
     pub qos2_journal: bool,
+    /// `cluster.qos2_journal_wait_ms`: the longest a journaled QoS 2 delivery waits for
+    /// JetStream to keep its step before its packet leaves unjournaled; `None` (0, the
+    /// default): until kept, so that no such message reaches its client twice after its node's
+    /// death (the queue of turns waiting, `max_outbound_messages`, still bounds the wait).
+    pub qos2_journal_wait: Option<std::time::Duration>,
     /// TLS and credentials for the NATS connections.
     pub security: NatsSecurity,
 }

@@ -22,6 +22,7 @@ raw_section!(
         ack_while_disconnected: bool,
         admit_unchecked_sessions: bool,
         qos2_journal: bool,
+        qos2_journal_wait_ms: u64,
         tls_ca_file: String,
         tls_cert_file: String,
         tls_key_file: String,
@@ -66,6 +67,7 @@ pub(super) fn validate(raw: &RawCluster) -> Result<ClusterSettings, ConfigError>
         ack_while_disconnected: raw.ack_while_disconnected.unwrap_or(false),
         admit_unchecked_sessions: raw.admit_unchecked_sessions.unwrap_or(false),
         qos2_journal: raw.qos2_journal.unwrap_or(true),
+        qos2_journal_wait: journal_wait(raw.qos2_journal_wait_ms)?,
         security: security(raw)?,
     })
 }
@@ -167,6 +169,18 @@ fn ack_timeout(value: Option<u64>) -> Result<std::time::Duration, ConfigError> {
         ));
     }
     Ok(std::time::Duration::from_millis(value))
+}
+
+/// `cluster.qos2_journal_wait_ms`: 0 (until written, the default) or 1,000 to 120,000.
+fn journal_wait(value: Option<u64>) -> Result<Option<std::time::Duration>, ConfigError> {
+    match value.unwrap_or(0) {
+        0 => Ok(None),
+        ms @ 1_000..=120_000 => Ok(Some(std::time::Duration::from_millis(ms))),
+        ms => Err(ConfigError::invalid(
+            "cluster.qos2_journal_wait_ms",
+            format!("{ms} is out of range: 0 (until written) or 1000..=120000"),
+        )),
+    }
 }
 
 /// `cluster.replay_window_ms`: 0 (off) or 1,000 to 86,400,000 (60,000 when not set).

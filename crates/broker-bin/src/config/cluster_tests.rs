@@ -61,6 +61,11 @@ fn defaults_fill_the_optional_keys() {
     let unjournaled =
         "[cluster]\nnode_id = \"n1\"\nnats = [\"nats://a:1\"]\nqos2_journal = false\n";
     assert!(!load(unjournaled).unwrap().cluster.unwrap().qos2_journal);
+    assert_eq!(cluster.qos2_journal_wait, None, "until kept by default");
+    let bounded =
+        "[cluster]\nnode_id = \"n1\"\nnats = [\"nats://a:1\"]\nqos2_journal_wait_ms = 5000\n";
+    let wait = load(bounded).unwrap().cluster.unwrap().qos2_journal_wait;
+    assert_eq!(wait, Some(std::time::Duration::from_secs(5)));
     let off = "[cluster]\nnode_id = \"n1\"\nnats = [\"nats://a:1\"]\nreplay_window_ms = 0\n";
     assert_eq!(load(off).unwrap().cluster.unwrap().replay_window, None);
 }

@@ -224,7 +224,7 @@ pub(super) fn cluster(doc: &mut Exposition, state: &OpsState) {
         (
             "ringmq_cluster_journal_failures_total",
             Kind::Counter,
-            "QoS 2 delivery steps whose packets left unjournaled (queue full, or JetStream did not keep them within cluster.ack_timeout_ms).",
+            "QoS 2 delivery steps whose packets left unjournaled (queue full, or JetStream did not keep them within cluster.qos2_journal_wait_ms).",
             f.journal_failures,
         ),
     ];

@@ -177,8 +177,8 @@ pub(crate) const RESTART: &[KeyCheck] = &[
         "cluster.node_id, cluster.nats, cluster.max_outbound_messages, cluster.subject_prefix, \
          cluster.replicas, cluster.node_timeout_ms, cluster.replay_window_ms, \
          cluster.replay_max_bytes, cluster.ack_timeout_ms, cluster.ack_while_disconnected, \
-         cluster.admit_unchecked_sessions, cluster.qos2_journal, cluster.tls_ca_file, cluster.tls_cert_file, \
-         cluster.tls_key_file, cluster.creds_file",
+         cluster.admit_unchecked_sessions, cluster.qos2_journal, cluster.qos2_journal_wait_ms, \
+         cluster.tls_ca_file, cluster.tls_cert_file, cluster.tls_key_file, cluster.creds_file",
         cluster
     ),
 ];
