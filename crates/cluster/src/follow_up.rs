@@ -121,6 +121,7 @@ impl FollowUps {
                 .collect();
             link.replays.read_back.note(&pairs);
             let until = SystemTime::now() + INSTALL_MARGIN;
+            link.replays.arrivals.arrived(&follow_up.client_id, until);
             let number = self.next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             let running = Arc::clone(&self.running);
             lock(&running).insert(client_id.to_owned(), (number, follow_up.from));
@@ -190,6 +191,7 @@ async fn run(link: Arc<Link>, poster: Inbox, follow_up: FollowUp, until: SystemT
         Err(e) => {
             warn!(client = %client_id, error = %e, "cluster: the follow-up read of a recovered session failed; a node replay covers what other nodes published");
             ClusterCounters::add(&link.counters.sessions_replay_failures, 1);
+            link.replays.arrivals.uncovered(&client_id);
             return link.replays.request_from(from);
         }
     };

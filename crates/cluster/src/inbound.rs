@@ -97,12 +97,20 @@ fn accept(
 }
 
 /// `publish`, for its plain subscriptions, skips the sessions that had it read back for them
-/// alone (`read_back.rs`: a QoS 2 message coming again, as in a node replay).
+/// alone (`read_back.rs`: a QoS 2 message coming again, as in a node replay), besides those
+/// its scope skips already (a replayed message: `arrivals.rs`).
 fn except_read_back(link: &Link, mut publish: ClusterPublish) -> ClusterPublish {
-    if publish.scope == Scope::Plain && publish.qos == codec::QoS::ExactlyOnce {
+    let plain = matches!(publish.scope, Scope::Plain | Scope::PlainExcept(_));
+    if plain && publish.qos == codec::QoS::ExactlyOnce {
         let had = link.replays.read_back.sessions_that_had(publish.key);
         if !had.is_empty() {
-            publish.scope = Scope::PlainExcept(had);
+            publish.scope = match std::mem::replace(&mut publish.scope, Scope::Plain) {
+                Scope::PlainExcept(mut skipped) => {
+                    skipped.extend(had);
+                    Scope::PlainExcept(skipped)
+                }
+                _ => Scope::PlainExcept(had),
+            };
         }
     }
     publish
@@ -128,7 +136,8 @@ fn decode(
     seen: &mut Seen,
 ) -> Result<Option<ClusterPublish>, InboundError> {
     let headers = message.headers.as_ref().ok_or(InboundError::NoHeaders)?;
-    if scope == Scope::Plain && !seen.first(headers::origin(headers)?) {
+    let plain = matches!(scope, Scope::Plain | Scope::PlainExcept(_));
+    if plain && !seen.first(headers::origin(headers)?) {
         return Ok(None);
     }
     // Its node served this share itself while NATS was down.

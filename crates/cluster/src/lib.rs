@@ -21,6 +21,7 @@
 
 mod acks;
 mod alive;
+mod arrivals;
 mod buckets;
 mod claiming;
 mod counters;

@@ -114,7 +114,12 @@ impl Owners {
         let mut out = BytesMut::with_capacity(1 + snapshot.len());
         out.put_u8(1);
         out.put_slice(&snapshot);
-        let unfinished = self.follow_ups.unfinished_from(&id);
+        // What this node may have missed and not replayed yet is in neither the snapshot nor
+        // a follow-up starting at the claim: the claiming node's follow-up reads from there.
+        let unfinished = earliest(
+            self.follow_ups.unfinished_from(&id),
+            self.link.replays.unreplayed_from(),
+        );
         (
             out.freeze(),
             earliest(unfinished, released_at.map(before_release)),

@@ -166,7 +166,8 @@ async fn replay(
     let mut handed = 0;
     while let Some(message) = read.next().await? {
         if take_replayed(link, origins, &message.message) {
-            if inbound.send((Scope::Plain, message.message)).await.is_err() {
+            let scope = replay_scope(link, &message);
+            if inbound.send((scope, message.message)).await.is_err() {
                 break;
             }
             handed += 1;
@@ -174,6 +175,22 @@ async fn replay(
         }
     }
     Ok(handed)
+}
+
+/// A replayed message's scope: this node's plain subscriptions, less the sessions that came
+/// from another node run after it was kept (`arrivals.rs`).
+fn replay_scope(link: &Link, message: &async_nats::jetstream::Message) -> Scope {
+    let Ok(info) = message.info() else {
+        return Scope::Plain;
+    };
+    let covering = link
+        .replays
+        .arrivals
+        .covering(SystemTime::from(info.published));
+    match covering.is_empty() {
+        true => Scope::Plain,
+        false => Scope::PlainExcept(covering),
+    }
 }
 
 /// Whether a replayed message is for this node: another node's, of `origins`, matching a

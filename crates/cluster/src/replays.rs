@@ -30,6 +30,9 @@ pub(crate) struct Replays {
     pub(super) live_keys: super::live_keys::LiveKeys,
     /// The QoS 2 messages read back for one session alone (`read_back.rs`).
     pub(super) read_back: super::read_back::ReadBack,
+    /// The sessions that came from other node runs, and up to when their reads cover them
+    /// (`arrivals.rs`).
+    pub(super) arrivals: super::arrivals::Arrivals,
     /// The `rel` subjects of each plain filter of this node (kept by the interest loop).
     subjects: Mutex<HashMap<String, Vec<String>>>,
     /// When the main NATS connection was lost, until it is back.

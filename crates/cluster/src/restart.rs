@@ -198,6 +198,7 @@ pub(super) async fn route_missed(
     };
     subscriptions_live(link, sessions).await;
     let subjects = sessions_subjects(&link.prefix, sessions);
+    let read_began = SystemTime::now();
     match read_with_retries(link, stream, &subjects, from).await {
         Ok(read) => {
             // What the previous run delivered, and what this one has since the sessions'
@@ -220,6 +221,14 @@ pub(super) async fn route_missed(
             info!(count = publishes.len(), sessions = sessions.len(), previous = %previous.origin, "cluster: what the sessions recovered from the store missed while this node was down is routed to them");
             ClusterCounters::add(&counters.restart_replayed, publishes.len() as u64);
             post_read_back(link, routing.poster, publishes);
+            // A node replay reaching back before the read skips them (`arrivals.rs`): the read
+            // gave them what the previous run had not, and the previous run's deliveries are
+            // known to its journal and their stores, not to this run's duplicate check.
+            for session in sessions {
+                link.replays
+                    .arrivals
+                    .arrived(&session.client_id, read_began);
+            }
             tokio::time::sleep(ROUTED_MARGIN).await;
         }
         Err(e) => {
