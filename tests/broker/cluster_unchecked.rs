@@ -64,10 +64,10 @@ fn persistent_connack(node: &TestBroker, protocol: ProtocolVersion, id: &str) ->
 
 /// Connects `id` (persistent, 5.0) to `node` until it is admitted, refused with 0x88 before
 /// (while its node cannot check it, or the session's node has not released it) or closed
-/// without a CONNACK (seen in CI and here right after a NATS server came back or resumed;
-/// likely the CONNECT's timeout while the claim still took the owner record from a slow
-/// JetStream, after which the session waits there, detached; not proven); the client and
-/// Session Present.
+/// without a CONNACK (the CONNECT's timeout, should a claim outlast it while JetStream elects
+/// new leaders after a NATS server came back or resumed; the session then waits there,
+/// detached, and the next claim of the id on that node starts only once it is answered); the
+/// client and Session Present.
 fn admitted(node: &TestBroker, id: &str) -> (RawClient, bool) {
     wait_until_within(KEPT_GUARD, "the session admitted", || {
         let (client, connack) =

@@ -37,15 +37,31 @@ pub(super) struct Claiming {
 }
 
 impl Claiming {
-    /// A claim of `client_id` starts.
-    pub(super) fn begin(&self, client_id: &str) {
-        let mut ids = self.lock();
-        ids.retain(|_, stage| match stage {
-            Stage::Claiming => true,
-            Stage::Answered { at, .. } => at.elapsed() < KEEP,
-        });
-        if ids.len() < MAX_REMEMBERED {
-            ids.insert(client_id.to_owned(), Stage::Claiming);
+    /// A claim of `client_id` starts once an earlier claim of it here is answered, waiting
+    /// until `deadline` at the latest; whether it started (if not, the caller answers it
+    /// without calling [`Self::answered`]). Why: a CONNECT whose claim outlasted
+    /// `connection.connect_timeout` is closed, and the client's next CONNECT, claimed beside
+    /// it, found the session not installed yet and began an empty one (a CI run: the earlier
+    /// claim had the session released to it and installed it only later).
+    pub(super) async fn begin(&self, client_id: &str, deadline: Instant) -> bool {
+        loop {
+            {
+                let mut ids = self.lock();
+                if !matches!(ids.get(client_id), Some(Stage::Claiming)) {
+                    ids.retain(|_, stage| match stage {
+                        Stage::Claiming => true,
+                        Stage::Answered { at, .. } => at.elapsed() < KEEP,
+                    });
+                    if ids.len() < MAX_REMEMBERED {
+                        ids.insert(client_id.to_owned(), Stage::Claiming);
+                    }
+                    return true;
+                }
+            }
+            if Instant::now() >= deadline {
+                return false;
+            }
+            tokio::time::sleep(LOOK_EVERY).await;
         }
     }
 
@@ -97,10 +113,11 @@ mod tests {
     async fn a_release_goes_to_the_shard_of_a_claim_just_won() {
         let claiming = Claiming::default();
         assert_eq!(claiming.shard_for("a").await, None);
-        claiming.begin("a");
+        let later = Instant::now() + Duration::from_secs(30);
+        assert!(claiming.begin("a", later).await);
         claiming.answered("a", ShardId::new(3), true);
         assert_eq!(claiming.shard_for("a").await, Some(ShardId::new(3)));
-        claiming.begin("b");
+        assert!(claiming.begin("b", later).await);
         claiming.answered("b", ShardId::new(1), false);
         assert_eq!(
             claiming.shard_for("b").await,
@@ -112,12 +129,31 @@ mod tests {
     #[tokio::test]
     async fn a_release_waits_for_a_claim_under_way() {
         let claiming = std::sync::Arc::new(Claiming::default());
-        claiming.begin("c");
+        assert!(claiming.begin("c", Instant::now()).await);
         let answering = std::sync::Arc::clone(&claiming);
         tokio::spawn(async move {
             tokio::time::sleep(Duration::from_millis(20)).await;
             answering.answered("c", ShardId::new(2), true);
         });
         assert_eq!(claiming.shard_for("c").await, Some(ShardId::new(2)));
+    }
+
+    #[tokio::test]
+    async fn a_claim_starts_once_the_earlier_claim_of_its_id_is_answered() {
+        let claiming = std::sync::Arc::new(Claiming::default());
+        assert!(claiming.begin("d", Instant::now()).await);
+        let soon = Instant::now() + Duration::from_millis(30);
+        assert!(
+            !claiming.begin("d", soon).await,
+            "not while the first is under way"
+        );
+        assert!(claiming.begin("e", Instant::now()).await, "other ids go on");
+        let answering = std::sync::Arc::clone(&claiming);
+        tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+            answering.answered("d", ShardId::new(0), true);
+        });
+        let later = Instant::now() + Duration::from_secs(30);
+        assert!(claiming.begin("d", later).await, "once it is answered");
     }
 }

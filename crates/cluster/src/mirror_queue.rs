@@ -9,6 +9,7 @@ use std::time::Duration;
 use tokio::sync::{mpsc, oneshot};
 
 use broker_api::cluster::MirrorOp;
+use codec::MqttStr;
 
 /// One entry of the mirror queue.
 #[derive(Debug)]
@@ -19,7 +20,7 @@ pub(super) enum MirrorWork {
     Fence(oneshot::Sender<()>),
 }
 
-/// The sending end a release waits through.
+/// The sending end a release waits through, and a claim queues its removal through.
 #[derive(Clone, Debug)]
 pub(super) struct MirrorFence(mpsc::Sender<MirrorWork>);
 
@@ -35,6 +36,13 @@ impl MirrorFence {
         let waited =
             async { self.0.send(MirrorWork::Fence(done)).await.is_ok() && passed.await.is_ok() };
         tokio::time::timeout(within, waited).await.unwrap_or(false)
+    }
+
+    /// Queues the removal of what is mirrored of `client_id`'s session, waiting at most
+    /// `within` for room; whether it was queued.
+    pub(super) async fn forget(&self, client_id: MqttStr, within: Duration) -> bool {
+        let forget = MirrorWork::Op(MirrorOp::Forget { client_id });
+        self.0.send_timeout(forget, within).await.is_ok()
     }
 }
 
@@ -69,5 +77,21 @@ mod tests {
         assert!(fence.passed(Duration::from_secs(30)).await);
         drop((fence, queue));
         assert_eq!(carried.await.unwrap(), 1);
+    }
+
+    #[tokio::test]
+    async fn a_forget_queues_behind_earlier_work_and_gives_up_on_a_full_queue() {
+        let (queue, mut work) = mpsc::channel(1);
+        let fence = MirrorFence::new(queue);
+        let a = codec::MqttStr::try_from("a").unwrap();
+        let short = Duration::from_millis(20);
+        assert!(fence.forget(a.clone(), short).await);
+        assert!(!fence.forget(a, short).await, "no room: not waited for");
+        match work.recv().await {
+            Some(MirrorWork::Op(MirrorOp::Forget { client_id })) => {
+                assert_eq!(client_id.as_str(), "a");
+            }
+            other => panic!("expected a forget, got {other:?}"),
+        }
     }
 }

@@ -7,7 +7,7 @@
 //! its client ids are taken without a session.
 
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use async_nats::jetstream::{self, kv};
 use bytes::Bytes;
@@ -103,8 +103,18 @@ pub(super) async fn ownership(
         };
         let owners = Arc::clone(&owners);
         tokio::spawn(async move {
-            owners.claiming.begin(claim.client_id.as_str());
-            let outcome = owners.claim(&claim).await;
+            let deadline = Instant::now() + owners.claim_budget;
+            if !owners
+                .claiming
+                .begin(claim.client_id.as_str(), deadline)
+                .await
+            {
+                info!(client = %claim.client_id, "cluster: CONNECT refused (0x88): an earlier claim of its client id here did not end in time");
+                owners.answer(claim, Ownership::Unavailable);
+                drop(permit);
+                return;
+            }
+            let outcome = owners.claim(&claim, deadline).await;
             let (client_id, shard) = (claim.client_id.clone(), claim.shard);
             let won = matches!(outcome, Ownership::Owned(_));
             // The answer first: a release request sent after `answered` queues behind it.
