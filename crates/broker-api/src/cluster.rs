@@ -130,14 +130,21 @@ pub struct ReleaseRequest {
 pub enum MirrorOp {
     /// Its client is connected: its snapshot without messages (subscriptions, expiry,
     /// protocol), written at the CONNECT and at every change of its subscriptions;
-    /// `purge_queue`: it was offline, and the copies mirrored meanwhile go.
+    /// `purge_queue`: it was offline (or came from another node), and the copies mirrored
+    /// meanwhile go, once the snapshot is written.
     Connected {
         client_id: MqttStr,
         snapshot: Bytes,
         purge_queue: bool,
     },
-    /// Its client disconnected: its whole snapshot.
-    Offline { client_id: MqttStr, snapshot: Bytes },
+    /// Its client disconnected: its whole snapshot; `purge_queue`: it came from another node
+    /// (its snapshot holds what that node queued for it), and the copies that node mirrored
+    /// go, once the snapshot is written.
+    Offline {
+        client_id: MqttStr,
+        snapshot: Bytes,
+        purge_queue: bool,
+    },
     /// A QoS 1/2 copy queued for it while offline (`encode_queued_message`).
     Queued { client_id: MqttStr, message: Bytes },
     /// It ended: nothing of it is mirrored any more.

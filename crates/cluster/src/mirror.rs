@@ -88,12 +88,11 @@ impl Mirror {
             MirrorOp::Offline {
                 client_id,
                 snapshot,
-            } => self
-                .offline
-                .put(key_of(client_id.as_str()), snapshot)
-                .await
-                .map(drop)
-                .map_err(|e| e.to_string()),
+                purge_queue,
+            } => {
+                self.replace(client_id.as_str(), snapshot, purge_queue)
+                    .await
+            }
             MirrorOp::Queued { client_id, message } => {
                 let subject = self.subject(client_id.as_str());
                 let ack = js
@@ -107,23 +106,31 @@ impl Mirror {
                 snapshot,
                 purge_queue,
             } => {
-                if purge_queue {
-                    let subject = self.subject(client_id.as_str());
-                    self.queues
-                        .purge()
-                        .filter(subject)
-                        .await
-                        .map_err(|e| e.to_string())?;
-                }
-                self.offline
-                    .put(key_of(client_id.as_str()), snapshot)
+                self.replace(client_id.as_str(), snapshot, purge_queue)
                     .await
-                    .map(drop)
-                    .map_err(|e| e.to_string())
             }
             MirrorOp::Forget { client_id } => self.forget(client_id.as_str()).await,
             MirrorOp::Ended { .. } => Ok(()),
         }
+    }
+
+    /// Writes `client_id`'s snapshot, then (`purge_queue`) removes the copies mirrored before
+    /// it. In that order: a node that dies between the two leaves the snapshot and copies it
+    /// holds already (read twice, not lost); the other way round it left, for a moment, a
+    /// snapshot without the copies it had moved into its queue.
+    async fn replace(
+        &self,
+        client_id: &str,
+        snapshot: Bytes,
+        purge_queue: bool,
+    ) -> Result<(), String> {
+        let put = self.offline.put(key_of(client_id), snapshot).await;
+        put.map_err(|e| e.to_string())?;
+        if purge_queue {
+            let purge = self.queues.purge().filter(self.subject(client_id));
+            purge.await.map_err(|e| e.to_string())?;
+        }
+        Ok(())
     }
 
     /// Removes what is mirrored of `client_id`'s session.

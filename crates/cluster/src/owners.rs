@@ -235,8 +235,11 @@ impl Owners {
             if taken.await == Taken::Here {
                 ClusterCounters::add(&self.link.counters.sessions_taken_over, 1);
                 self.released.forget(claim.client_id.as_str());
-                // Whatever was mirrored of it is in the session now (or was released live).
-                self.forget_mirrored(claim, deadline).await;
+                // What was mirrored of a session it brings stays until its shard's first
+                // write of it replaces that (`mirror_imported`); with none, it goes now.
+                if session.is_none() {
+                    self.forget_mirrored(claim, deadline).await;
+                }
                 return Ownership::Owned(session);
             }
             if session.is_some() {
@@ -246,9 +249,10 @@ impl Owners {
         Ownership::Unavailable
     }
 
-    /// Queues the removal of what is mirrored of `claim`'s session behind the mirror writes
-    /// queued before it (the session's own writes from here come after the claim's answer),
-    /// waiting for room in the queue until `deadline` at the latest. Not awaited to the end:
+    /// Queues the removal of what is mirrored of `claim`'s client id (a claim that brings no
+    /// session) behind the mirror writes queued before it (the new session's own writes come
+    /// after the claim's answer), waiting for room until `deadline` at the latest. Not
+    /// awaited to the end:
     /// while JetStream elects new leaders a purge takes up to its 10 s timeout, and a CONNECT
     /// waiting for it outlasted `connection.connect_timeout` (a CI run: closed without a
     /// CONNACK, the client's next CONNECT found its session not installed yet).

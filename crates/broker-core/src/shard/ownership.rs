@@ -124,6 +124,8 @@ impl BrokerShard {
             .owner_of(stored.client_id.as_str())
             .to_stored();
         self.forget_released_copy(&stored.client_id);
+        self.cluster_side
+            .mirror_imported(&self.shared.links, &stored.client_id);
         if self.durable.stores(expiry) {
             self.durable
                 .record_imported(&self.shared.persistence, &stored);

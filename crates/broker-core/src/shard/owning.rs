@@ -16,8 +16,10 @@ pub(super) struct Owning {
     pub(super) pending: FastMap<ConnId, PendingOwnership>,
     pub(super) next_token: u64,
     /// Sessions of this shard whose state is mirrored in JetStream (`mirror.rs`; at most one
-    /// entry per session held).
-    pub(super) mirrored: FastMap<MqttStr, ()>,
+    /// entry per session held), each with whether what is mirrored of it is still another
+    /// node's (it came from there): the copies that node mirrored go with this shard's first
+    /// write of it.
+    pub(super) mirrored: FastMap<MqttStr, bool>,
     /// Sessions released to another node that wait for their on-disk queue, by read number
     /// (`release.rs`).
     pub(super) releasing: FastMap<u64, PendingRelease>,
