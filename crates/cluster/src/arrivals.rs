@@ -15,9 +15,11 @@
 //! node before its death.
 //!
 //! A session whose follow-up read failed is not covered (the node replay that stands in must
-//! reach it). Bounded: the last [`MAX_NOTED`] arrivals, none older than [`MAX_AGE`].
+//! reach it). Bounded: the last [`MAX_NOTED`] arrivals, none older than [`MAX_AGE`]. A
+//! replayed message looks up only the arrivals covered past its time (an ordered index), not
+//! every arrival remembered.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{BTreeSet, HashMap, VecDeque};
 use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, SystemTime};
 
@@ -36,6 +38,8 @@ pub(crate) struct Arrivals(Mutex<Noted>);
 #[derive(Debug, Default)]
 struct Noted {
     covered: HashMap<MqttStr, SystemTime>,
+    /// `covered` ordered by time.
+    by_time: BTreeSet<(SystemTime, MqttStr)>,
     /// Arrivals in the order noted, oldest first (an entry whose session arrived again since
     /// names a later time than its record: skipped when it is pruned).
     order: VecDeque<(MqttStr, SystemTime)>,
@@ -46,22 +50,24 @@ impl Arrivals {
     /// back for it alone, or was its earlier node's.
     pub(crate) fn arrived(&self, client_id: &MqttStr, covered_until: SystemTime) {
         let mut noted = self.lock();
+        noted.remove(client_id);
         noted.covered.insert(client_id.clone(), covered_until);
+        noted.by_time.insert((covered_until, client_id.clone()));
         noted.order.push_back((client_id.clone(), covered_until));
         noted.prune(SystemTime::now());
     }
 
     /// `client_id`'s session is not covered after all (its follow-up read failed).
     pub(crate) fn uncovered(&self, client_id: &MqttStr) {
-        self.lock().covered.remove(client_id);
+        self.lock().remove(client_id);
     }
 
     /// The sessions that a message kept at `kept_at` and replayed now must skip.
     pub(crate) fn covering(&self, kept_at: SystemTime) -> Vec<MqttStr> {
         let noted = self.lock();
-        (noted.covered.iter())
-            .filter(|(_, until)| **until > kept_at)
-            .map(|(client_id, _)| client_id.clone())
+        (noted.by_time.range((kept_at, MqttStr::default())..))
+            .filter(|(until, _)| *until > kept_at)
+            .map(|(_, client_id)| client_id.clone())
             .collect()
     }
 
@@ -71,6 +77,13 @@ impl Arrivals {
 }
 
 impl Noted {
+    /// Forgets `client_id`'s coverage.
+    fn remove(&mut self, client_id: &MqttStr) {
+        if let Some(until) = self.covered.remove(client_id) {
+            self.by_time.remove(&(until, client_id.clone()));
+        }
+    }
+
     /// Forgets the arrivals beyond [`MAX_NOTED`] and those older than [`MAX_AGE`].
     fn prune(&mut self, now: SystemTime) {
         let too_old = now.checked_sub(MAX_AGE).unwrap_or(SystemTime::UNIX_EPOCH);
@@ -79,7 +92,8 @@ impl Noted {
                 break;
             }
             if self.covered.get(client_id) == Some(until) {
-                self.covered.remove(client_id);
+                let client_id = client_id.clone();
+                self.remove(&client_id);
             }
             self.order.pop_front();
         }
@@ -124,5 +138,21 @@ mod tests {
             arrivals.covering(long_ago - Duration::from_secs(1)),
             vec![id("new")]
         );
+    }
+
+    #[test]
+    fn a_session_arriving_again_is_covered_to_its_latest_arrival_alone() {
+        let arrivals = Arrivals::default();
+        let now = SystemTime::now();
+        let second = Duration::from_secs(1);
+        arrivals.arrived(&id("a"), now + second);
+        arrivals.arrived(&id("a"), now - second);
+        assert!(
+            arrivals.covering(now).is_empty(),
+            "the earlier coverage is gone"
+        );
+        assert_eq!(arrivals.covering(now - second * 2), vec![id("a")], "once");
+        arrivals.uncovered(&id("a"));
+        assert!(arrivals.covering(now - second * 2).is_empty());
     }
 }

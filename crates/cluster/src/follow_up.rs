@@ -22,7 +22,8 @@ use super::counters::ClusterCounters;
 use super::inbound::post_read_back;
 use super::journal_read::{Deliveries, read_journal};
 use super::link_state::Link;
-use super::missed::{READ_TIMEOUT, read_kept};
+use super::missed::{READ_TIMEOUT, read_kept_retried};
+use super::retried::{Retries, retried};
 use super::{ClusterPublish, Scope};
 use crate::Inbox;
 
@@ -39,6 +40,12 @@ const INSTALL_MARGIN: Duration = Duration::from_millis(500);
 /// sessions, and it never replays this node's own messages).
 const READ_TRIES: u32 = 15;
 const READ_RETRY: Duration = Duration::from_secs(1);
+/// How the follow-up read is tried again.
+const READ_RETRIES: Retries = Retries {
+    tries: READ_TRIES,
+    apart: READ_RETRY,
+    what: "a recovered session's follow-up read",
+};
 /// Tries of each delivery journal's read (`sent_to`), [`READ_RETRY`] apart.
 const JOURNAL_TRIES: u32 = 5;
 /// The delivery journals are read from this long before the follow-up's start: a message kept
@@ -152,26 +159,6 @@ fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
-/// [`read_kept`] tried up to [`READ_TRIES`] times, [`READ_RETRY`] apart.
-async fn read_with_retries(
-    link: &Link,
-    stream: &async_nats::jetstream::stream::Stream,
-    subjects: &[String],
-    from: SystemTime,
-) -> Result<super::missed::Read, super::missed::MissedError> {
-    let mut tries = 1;
-    loop {
-        match read_kept(link, stream, subjects, (from, READ_TIMEOUT)).await {
-            Err(e) if tries < READ_TRIES => {
-                tracing::debug!(error = %e, tries, "cluster: a recovered session's follow-up read failed; trying again");
-                tries += 1;
-                tokio::time::sleep(READ_RETRY).await;
-            }
-            result => return result,
-        }
-    }
-}
-
 /// Routes to the session alone what was kept on its subjects from `follow_up.from` until
 /// `until`, then asks for a node replay from `until` (from `follow_up.from` when the read
 /// fails: it then covers what other nodes published, counted as a failure).
@@ -188,7 +175,9 @@ async fn run(link: Arc<Link>, poster: Inbox, follow_up: FollowUp, until: SystemT
         released_by,
         ..
     } = follow_up;
-    let read = match read_with_retries(&link, stream, &subjects, from).await {
+    let read = match read_kept_retried(&link, stream, &subjects, (from, READ_TIMEOUT, READ_RETRIES))
+        .await
+    {
         Ok(read) => read,
         Err(e) => {
             warn!(client = %client_id, error = %e, "cluster: the follow-up read of a recovered session failed; a node replay covers what other nodes published");
@@ -241,19 +230,17 @@ async fn sent_to(link: &Link, client_id: &MqttStr, run: &str, since: SystemTime)
     let Some(journal) = link.replays.journal.get() else {
         return Deliveries::default();
     };
-    let mut tries = 1;
-    loop {
-        match read_journal(link, journal, run, (Some(since), READ_TIMEOUT)).await {
-            Ok(entries) => return Deliveries::of(&entries, client_id.as_str()),
-            Err(e) if tries < JOURNAL_TRIES => {
-                tracing::debug!(client = %client_id, run, error = %e, tries, "cluster: a follow-up's journal read failed; trying again");
-                tries += 1;
-                tokio::time::sleep(READ_RETRY).await;
-            }
-            Err(e) => {
-                warn!(client = %client_id, run, error = %e, "cluster: a delivery journal was not read for a follow-up; QoS 2 messages the session had live may come again");
-                return Deliveries::default();
-            }
+    let retries = Retries {
+        tries: JOURNAL_TRIES,
+        apart: READ_RETRY,
+        what: "a follow-up's journal read",
+    };
+    let read = || read_journal(link, journal, run, (Some(since), READ_TIMEOUT));
+    match retried(retries, read).await {
+        Ok(entries) => Deliveries::of(&entries, client_id.as_str()),
+        Err(e) => {
+            warn!(client = %client_id, run, error = %e, "cluster: a delivery journal was not read for a follow-up; QoS 2 messages the session had live may come again");
+            Deliveries::default()
         }
     }
 }

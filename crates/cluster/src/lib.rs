@@ -62,6 +62,7 @@ mod retained_pending;
 pub mod retained_value;
 mod retained_write_back;
 mod retained_writer;
+mod retried;
 pub mod settings;
 mod settled;
 mod stream_read;

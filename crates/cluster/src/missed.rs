@@ -18,6 +18,7 @@ use session_store::storage::{StoredMessage, StoredSession};
 use super::headers;
 use super::link_state::Link;
 use super::mirror::Mirrored;
+use super::retried::{Retries, retried};
 use super::stream_read::{ReadError, read_pending};
 use super::subject::{Root, filter_subjects, message_root, subject_to_topic};
 use super::{ClusterPublish, Scope};
@@ -153,6 +154,19 @@ pub(super) async fn read_kept(
     tokio::time::timeout(timeout, reading)
         .await
         .map_err(|_| MissedError::TimedOut(timeout))?
+}
+
+/// [`read_kept`], each try within `timeout`, tried again as `retries` says.
+pub(super) async fn read_kept_retried(
+    link: &Link,
+    stream: &stream::Stream,
+    subjects: &[String],
+    (from, timeout, retries): (SystemTime, Duration, Retries),
+) -> Result<Read, MissedError> {
+    retried(retries, || {
+        read_kept(link, stream, subjects, (from, timeout))
+    })
+    .await
 }
 
 async fn read_kept_unbounded(

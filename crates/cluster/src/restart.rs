@@ -17,7 +17,7 @@ use async_nats::jetstream::stream;
 use codec::MqttStr;
 use session_store::storage::{StoredKeys, StoredSession};
 use tokio::sync::watch;
-use tracing::{debug, info, warn};
+use tracing::{info, warn};
 
 use super::alive::{PreviousRun, StampError};
 use super::counters::ClusterCounters;
@@ -26,19 +26,28 @@ use super::journal_read::{Deliveries, read_journal};
 use super::link_state::Link;
 use super::link_state::same_node;
 use super::missed::{
-    Kept, MARGIN, MissedError, Plain, Read, expires_at, matching, plain_subscriptions, read_kept,
+    Kept, MARGIN, Plain, expires_at, matching, plain_subscriptions, read_kept_retried,
     sessions_subjects,
 };
+use super::retried::Retries;
 use super::{ClusterPublish, Scope};
 use crate::Inbox;
 
 /// The longest the read of what the recovered sessions missed may take.
 const READ_TIMEOUT: Duration = Duration::from_secs(5);
-/// Tries of the read, one a second, before a node replay stands in (`read_with_retries`):
-/// with each taking up to [`READ_TIMEOUT`], release requests of the recovered sessions are
-/// put off (0x88 to their claims) for at most about 23 s.
-const READ_TRIES: u32 = 4;
-const READ_RETRY: Duration = Duration::from_secs(1);
+/// How the read is tried again before a node replay stands in: 4 tries, one a second. Why: a
+/// node replay standing in for the read gives again what the previous run delivered (its
+/// duplicate check knows nothing of it, and it consults neither the store nor the delivery
+/// journals): in the 300-fault run of seed 5050 on 40c9782 (347.4 s) a node was frozen
+/// (SIGSTOP) 2 s after its restart, its read timed out, and the replay gave one subscriber
+/// 4,464 QoS 2 messages a second time. With each try taking up to [`READ_TIMEOUT`], release
+/// requests of the recovered sessions are put off (0x88 to their claims) for at most about
+/// 23 s; those that resume before get the messages once routed.
+const READ_RETRIES: Retries = Retries {
+    tries: 4,
+    apart: Duration::from_secs(1),
+    what: "the catch-up's read",
+};
 /// The longest the node waits for the replay stream to open and for the recovered sessions'
 /// subscriptions to be taken in NATS (it reads anyway after that).
 const SETUP_WAIT: Duration = Duration::from_secs(5);
@@ -199,7 +208,7 @@ pub(super) async fn route_missed(
     subscriptions_live(link, sessions).await;
     let subjects = sessions_subjects(&link.prefix, sessions);
     let read_began = SystemTime::now();
-    match read_with_retries(link, stream, &subjects, from).await {
+    match read_kept_retried(link, stream, &subjects, (from, READ_TIMEOUT, READ_RETRIES)).await {
         Ok(read) => {
             // What the previous run delivered, and what this one has since the sessions'
             // subscriptions went live (the read reaches past that moment).
@@ -235,32 +244,6 @@ pub(super) async fn route_missed(
             warn!(error = %e, "cluster: what the sessions recovered from the store missed was not read; a node replay stands in");
             ClusterCounters::add(&counters.restart_replay_failures, 1);
             link.replays.request_from(from);
-        }
-    }
-}
-
-/// Reads what the stream kept on `subjects` from `from`, trying again each second up to
-/// [`READ_TRIES`] times. Why: a node replay standing in for the read gives again what the
-/// previous run delivered (its duplicate check knows nothing of it, and it consults neither the
-/// store nor the delivery journals): in the 300-fault run of seed 5050 on 40c9782 (347.4 s) a
-/// node was frozen (SIGSTOP) 2 s after its restart, its read timed out, and the replay gave
-/// one subscriber 4,464 QoS 2 messages a second time. Claims of the sessions wait meanwhile, as
-/// long as their time allows; those that resume before get the messages once routed.
-async fn read_with_retries(
-    link: &Link,
-    stream: &stream::Stream,
-    subjects: &[String],
-    from: SystemTime,
-) -> Result<Read, MissedError> {
-    let mut tries = 1;
-    loop {
-        match read_kept(link, stream, subjects, (from, READ_TIMEOUT)).await {
-            Err(e) if tries < READ_TRIES => {
-                debug!(error = %e, tries, "cluster: the catch-up's read failed; trying again");
-                tries += 1;
-                tokio::time::sleep(READ_RETRY).await;
-            }
-            read => return read,
         }
     }
 }
