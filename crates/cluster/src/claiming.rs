@@ -7,6 +7,7 @@
 //! completes, then is taken over (0x8E), and the last CONNECT wins, as on one node.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
@@ -24,8 +25,9 @@ const LOOK_EVERY: Duration = Duration::from_millis(5);
 /// Where one client id's claim stands.
 #[derive(Debug, Clone, Copy)]
 enum Stage {
-    /// Under way: its answer is not posted yet.
-    Claiming,
+    /// Under way: its answer is not posted yet; `waiter`: the ticket of the one claim of the
+    /// id that may wait for it (0: none).
+    Claiming { waiter: u64 },
     /// Won: its answer went to `shard` at `at`.
     Answered { shard: ShardId, at: Instant },
 }
@@ -34,6 +36,8 @@ enum Stage {
 #[derive(Debug, Default)]
 pub(super) struct Claiming {
     ids: Mutex<HashMap<String, Stage>>,
+    /// The last ticket handed to a waiting claim.
+    tickets: AtomicU64,
 }
 
 impl Claiming {
@@ -42,26 +46,41 @@ impl Claiming {
     /// without calling [`Self::answered`]). Why: a CONNECT whose claim outlasted
     /// `connection.connect_timeout` is closed, and the client's next CONNECT, claimed beside
     /// it, found the session not installed yet and began an empty one (a CI run: the earlier
-    /// claim had the session released to it and installed it only later).
+    /// claim had the session released to it and installed it only later). One claim of an id
+    /// waits at a time, the latest (the last CONNECT wins): an earlier one still waiting gives
+    /// up, so that a client reconnecting in a loop holds no more than two of the node's
+    /// `CONCURRENT_CLAIMS`.
     pub(super) async fn begin(&self, client_id: &str, deadline: Instant) -> bool {
+        let ticket = self.tickets.fetch_add(1, Ordering::Relaxed) + 1;
         loop {
-            {
-                let mut ids = self.lock();
-                if !matches!(ids.get(client_id), Some(Stage::Claiming)) {
-                    ids.retain(|_, stage| match stage {
-                        Stage::Claiming => true,
-                        Stage::Answered { at, .. } => at.elapsed() < KEEP,
-                    });
-                    if ids.len() < MAX_REMEMBERED {
-                        ids.insert(client_id.to_owned(), Stage::Claiming);
-                    }
-                    return true;
+            match self.try_begin(client_id, ticket) {
+                Some(started) => return started,
+                None if Instant::now() >= deadline => return false,
+                None => tokio::time::sleep(LOOK_EVERY).await,
+            }
+        }
+    }
+
+    /// One look of [`Self::begin`]: started (`true`), given up to a later waiter (`false`), or
+    /// still waiting (`None`, the waiter now being `ticket` if none later is).
+    fn try_begin(&self, client_id: &str, ticket: u64) -> Option<bool> {
+        let mut ids = self.lock();
+        match ids.get_mut(client_id) {
+            Some(Stage::Claiming { waiter }) if *waiter > ticket => Some(false),
+            Some(Stage::Claiming { waiter }) => {
+                *waiter = ticket;
+                None
+            }
+            _ => {
+                ids.retain(|_, stage| match stage {
+                    Stage::Claiming { .. } => true,
+                    Stage::Answered { at, .. } => at.elapsed() < KEEP,
+                });
+                if ids.len() < MAX_REMEMBERED {
+                    ids.insert(client_id.to_owned(), Stage::Claiming { waiter: 0 });
                 }
+                Some(true)
             }
-            if Instant::now() >= deadline {
-                return false;
-            }
-            tokio::time::sleep(LOOK_EVERY).await;
         }
     }
 
@@ -94,8 +113,8 @@ impl Claiming {
                 Some(Stage::Answered { shard, at }) => {
                     return (at.elapsed() < KEEP).then_some(shard);
                 }
-                Some(Stage::Claiming) if Instant::now() >= deadline => return None,
-                Some(Stage::Claiming) => tokio::time::sleep(LOOK_EVERY).await,
+                Some(Stage::Claiming { .. }) if Instant::now() >= deadline => return None,
+                Some(Stage::Claiming { .. }) => tokio::time::sleep(LOOK_EVERY).await,
             }
         }
     }
@@ -108,6 +127,7 @@ impl Claiming {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::sync::Arc;
 
     #[tokio::test]
     async fn a_release_goes_to_the_shard_of_a_claim_just_won() {
@@ -128,9 +148,9 @@ mod tests {
 
     #[tokio::test]
     async fn a_release_waits_for_a_claim_under_way() {
-        let claiming = std::sync::Arc::new(Claiming::default());
+        let claiming = Arc::new(Claiming::default());
         assert!(claiming.begin("c", Instant::now()).await);
-        let answering = std::sync::Arc::clone(&claiming);
+        let answering = Arc::clone(&claiming);
         tokio::spawn(async move {
             tokio::time::sleep(Duration::from_millis(20)).await;
             answering.answered("c", ShardId::new(2), true);
@@ -140,7 +160,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_claim_starts_once_the_earlier_claim_of_its_id_is_answered() {
-        let claiming = std::sync::Arc::new(Claiming::default());
+        let claiming = Arc::new(Claiming::default());
         assert!(claiming.begin("d", Instant::now()).await);
         let soon = Instant::now() + Duration::from_millis(30);
         assert!(
@@ -148,12 +168,22 @@ mod tests {
             "not while the first is under way"
         );
         assert!(claiming.begin("e", Instant::now()).await, "other ids go on");
-        let answering = std::sync::Arc::clone(&claiming);
+        let first = Arc::clone(&claiming);
+        let earlier = tokio::spawn(async move {
+            let later = Instant::now() + Duration::from_secs(30);
+            first.begin("d", later).await
+        });
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        let answering = Arc::clone(&claiming);
         tokio::spawn(async move {
             tokio::time::sleep(Duration::from_millis(20)).await;
             answering.answered("d", ShardId::new(0), true);
         });
         let later = Instant::now() + Duration::from_secs(30);
         assert!(claiming.begin("d", later).await, "once it is answered");
+        assert!(
+            !earlier.await.unwrap(),
+            "an earlier waiter gives up to the later one"
+        );
     }
 }

@@ -109,7 +109,7 @@ pub(super) async fn ownership(
                 .begin(claim.client_id.as_str(), deadline)
                 .await
             {
-                info!(client = %claim.client_id, "cluster: CONNECT refused (0x88): an earlier claim of its client id here did not end in time");
+                info!(client = %claim.client_id, "cluster: CONNECT refused (0x88): an earlier claim of its client id here did not end in time, or a later CONNECT of it came");
                 owners.answer(claim, Ownership::Unavailable);
                 drop(permit);
                 return;
