@@ -201,9 +201,14 @@ async fn keep_buckets(owners: Arc<Owners>, heartbeat: Heartbeat) {
     loop {
         beat.tick().await;
         // Without the replay stream no replay runs, so no request is ever done: nothing can
-        // be read back from a start carried in the heartbeat either.
+        // be read back from a start carried in the heartbeat either. With it, the start of
+        // what this node may not have routed yet: its replays due, and the follow-ups of the
+        // sessions that came here, not done yet (`follow_up.rs`).
         let unreplayed_from = match heartbeat.kept_stream {
-            true => link.replays.unreplayed_from(),
+            true => super::release_serving::earliest(
+                link.replays.unreplayed_from(),
+                owners.follow_ups.earliest_unfinished(),
+            ),
             false => None,
         };
         let value = Bytes::from(heartbeat_value(&(heartbeat.figures)(), unreplayed_from));

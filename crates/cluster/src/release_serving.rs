@@ -153,7 +153,7 @@ fn before_release(released_at: SystemTime) -> SystemTime {
 }
 
 /// The earlier of two optional times.
-fn earliest(a: Option<SystemTime>, b: Option<SystemTime>) -> Option<SystemTime> {
+pub(super) fn earliest(a: Option<SystemTime>, b: Option<SystemTime>) -> Option<SystemTime> {
     match (a, b) {
         (Some(a), Some(b)) => Some(a.min(b)),
         (a, b) => a.or(b),
