@@ -68,8 +68,7 @@ impl Owners {
             "cluster: a recovered session reads what it missed"
         );
         let mut session = mirrored.session;
-        self.add_missed(&mut session, (owner, connected), (from, deadline))
-            .await;
+        self.add_missed(&mut session, owner, (from, deadline)).await;
         Some(Bytes::from(encode_session_snapshot(&session)))
     }
 
@@ -80,9 +79,13 @@ impl Owners {
     async fn add_missed(
         &self,
         session: &mut StoredSession,
-        (owner, connected): (&str, bool),
+        owner: &str,
         (from, deadline): (SystemTime, Instant),
     ) {
+        let deliveries = self.dead_run_deliveries(session, owner, deadline).await;
+        if let Some(deliveries) = &deliveries {
+            drop_acknowledged(session, deliveries);
+        }
         let Some(stream) = self.link.replays.stream.get() else {
             return; // `replay_window_ms = 0`: nothing is kept.
         };
@@ -99,12 +102,9 @@ impl Owners {
                     .filter(|(key, copy)| *key != 0 && copy.qos == codec::QoS::ExactlyOnce)
                     .map(|(key, _)| *key)
                     .collect();
-                let copies = match connected {
-                    true => {
-                        self.place_journaled(session, owner, missed.copies, deadline)
-                            .await
-                    }
-                    false => missed.copies.into_iter().map(|(_, copy)| copy).collect(),
+                let copies = match &deliveries {
+                    Some(deliveries) => place_journaled(session, missed.copies, deliveries),
+                    None => missed.copies.into_iter().map(|(_, copy)| copy).collect(),
                 };
                 let client = session.client_id.as_str();
                 let count = copies.len();
@@ -142,26 +142,20 @@ impl Owners {
 }
 
 impl Owners {
-    /// Of `copies` read back for a session connected to the dead run `owner`, those its
-    /// journal says the client has or may have (`journal_read.rs`) go in flight or are left
-    /// out; the rest, to be queued, are returned. Without the journal (not open, or its read
-    /// failed: logged) every copy is queued, as before it existed.
-    async fn place_journaled(
+    /// What the dead run `owner`'s delivery journal says of its QoS 2 deliveries to
+    /// `session`; `None` when the journal is not open, names none, or was not read (logged:
+    /// QoS 2 messages it delivered may then come again).
+    async fn dead_run_deliveries(
         &self,
-        session: &mut StoredSession,
+        session: &StoredSession,
         owner: &str,
-        copies: Vec<(u64, StoredMessage)>,
         deadline: Instant,
-    ) -> Vec<StoredMessage> {
-        let all = |copies: Vec<(u64, StoredMessage)>| copies.into_iter().map(|(_, c)| c).collect();
-        let Some(journal) = self.link.replays.journal.get() else {
-            return all(copies);
-        };
+    ) -> Option<Deliveries> {
+        let journal = self.link.replays.journal.get()?;
         let timeout = deadline
             .saturating_duration_since(Instant::now())
             .min(READ_TIMEOUT);
-        let client_id = session.client_id.clone();
-        let client = client_id.as_str();
+        let client = session.client_id.as_str();
         match read_journal(&self.link, journal, owner, (None, timeout)).await {
             Ok(entries) => {
                 let deliveries = Deliveries::of(&entries, client);
@@ -171,25 +165,49 @@ impl Owners {
                         entries = entries.len(),
                         "cluster: the dead node's journal names no QoS 2 delivery to the session"
                     );
-                    return all(copies);
+                    return None;
                 }
-                let read = copies.len();
-                let queued = journal_read::apply(session, copies, &deliveries);
-                info!(
-                    client,
-                    read,
-                    queued = queued.len(),
-                    in_flight = session.inflight.len(),
-                    "cluster: the dead node's QoS 2 deliveries to the session resume from its journal"
-                );
-                queued
+                Some(deliveries)
             }
             Err(e) => {
                 warn!(client, error = %e, "cluster: the dead node's delivery journal was not read; QoS 2 messages it delivered to the session may come again");
-                all(copies)
+                None
             }
         }
     }
+}
+
+/// Drops from `session`'s mirrored queue what the dead run's journal says the client has
+/// (`journal_read::drop_acknowledged`), logged.
+fn drop_acknowledged(session: &mut StoredSession, deliveries: &Deliveries) {
+    let dropped = journal_read::drop_acknowledged(session, deliveries);
+    if dropped > 0 {
+        info!(
+            client = session.client_id.as_str(),
+            dropped,
+            "cluster: mirrored QoS 2 messages the dead node's journal says the client has are not queued again"
+        );
+    }
+}
+
+/// Of `copies` read back for `session` from the replay stream, those the dead run's journal
+/// (`deliveries`) says the client has or may have go in flight or are left out
+/// (`journal_read.rs`); the rest, to be queued, are returned.
+fn place_journaled(
+    session: &mut StoredSession,
+    copies: Vec<(u64, StoredMessage)>,
+    deliveries: &Deliveries,
+) -> Vec<StoredMessage> {
+    let read = copies.len();
+    let queued = journal_read::apply(session, copies, deliveries);
+    info!(
+        client = session.client_id.as_str(),
+        read,
+        queued = queued.len(),
+        in_flight = session.inflight.len(),
+        "cluster: the dead node's QoS 2 deliveries to the session resume from its journal"
+    );
+    queued
 }
 
 /// How long before now `at` was, in seconds (negative: after now; for the log).

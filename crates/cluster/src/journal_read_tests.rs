@@ -160,3 +160,28 @@ fn a_restarted_node_leaves_out_what_was_delivered_or_is_resent_from_its_store() 
     assert!(!deliveries.had_before_restart(40, &stored), "never sent");
     assert!(!deliveries.had_before_restart(0, &stored), "no key");
 }
+
+#[test]
+fn a_mirrored_queue_loses_the_qos_2_messages_the_client_acknowledged_there() {
+    let keyed = |payload, qos, key| StoredMessage {
+        key,
+        ..copy(payload, qos)
+    };
+    let mut session = session();
+    session.queued = vec![
+        (1, keyed("acked", QoS::ExactlyOnce, 10)),
+        (2, keyed("out", QoS::ExactlyOnce, 11)),
+        (3, keyed("never sent", QoS::ExactlyOnce, 12)),
+        (4, keyed("qos 1", QoS::AtLeastOnce, 13)),
+        (5, keyed("no key", QoS::ExactlyOnce, 0)),
+    ];
+    let entries = [sent("c", 1, 10), released("c", 1), sent("c", 2, 11)];
+    let deliveries = Deliveries::of(&entries, "c");
+    assert_eq!(drop_acknowledged(&mut session, &deliveries), 1);
+    let left: Vec<StoredMessage> = session.queued.iter().map(|(_, m)| m.clone()).collect();
+    assert_eq!(
+        payloads(&left),
+        ["out", "never sent", "qos 1", "no key"],
+        "only what its PUBREC says the client has goes; a PUBLISH still out may not have arrived"
+    );
+}
