@@ -206,9 +206,20 @@ impl NatsCluster {
         let _ = self.children[index].wait();
     }
 
-    /// Freezes server `index` (SIGSTOP): its connections stay open, nothing is answered.
+    /// Freezes server `index` (SIGSTOP): its connections stay open, nothing is answered. Waits
+    /// until every thread of it is stopped: `kill` returns once the signal is queued, and the
+    /// group stop reaches the server's other threads only when the thread that takes the
+    /// signal runs. On a loaded machine the server answered a request sent right after `kill`
+    /// (a CI run: an owner record read through a server just frozen, so the claim asked the
+    /// owner to release and was refused, not admitted unchecked).
     pub fn pause(&self, index: usize) {
         self.signal(index, "-STOP");
+        let pid = self.children[index].id();
+        crate::harness::wait_until_within(
+            Duration::from_secs(10),
+            "every thread of the NATS server stopped",
+            || every_thread_stopped(pid).then_some(()),
+        );
     }
 
     /// Lets server `index` run again after [`Self::pause`] (SIGCONT).
@@ -374,4 +385,17 @@ impl Drop for NatsCluster {
     fn drop(&mut self) {
         self.stop_all();
     }
+}
+
+/// Whether every thread of process `pid` is stopped (state `T` in `/proc/<pid>/task/*/stat`).
+fn every_thread_stopped(pid: u32) -> bool {
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return false;
+    };
+    tasks.flatten().all(|task| {
+        let stat = std::fs::read_to_string(task.path().join("stat")).unwrap_or_default();
+        // The state follows the command name, which is in parentheses and may hold spaces.
+        let state = stat.rsplit_once(')').map(|(_, rest)| rest.trim_start());
+        matches!(state.and_then(|rest| rest.chars().next()), Some('T' | 't'))
+    })
 }
