@@ -78,6 +78,9 @@ pub struct SessionTransfer {
     pub to_claim: ClaimId,
     /// The session, unless it was discarded (Clean Start) or had ended.
     pub session: Option<Box<Session>>,
+    /// Whether the cluster's mirror holds the session (`Some`), with the shard's flag for it
+    /// (`Owning::mirrored`): the shard it moves to carries the mirror on.
+    pub mirrored: Option<bool>,
 }
 
 /// Everything a shard receives in its mailbox.

@@ -46,7 +46,17 @@ impl BrokerShard {
             }
             None => None,
         };
-        send_transfer(&self.figures, ctx, request, session);
+        // What the mirror holds of it moves on with it: the shard it goes to replaces that at
+        // its CONNECT (the copies mirrored while it was offline go then). Left here, they
+        // stayed, and a later recovery of the session after the node's death queued them again
+        // (a test of a backlog acknowledged before the death got it all again).
+        let owning = &mut self.cluster_side.owning;
+        owning.backlogs.remove(&request.client_id);
+        let mirrored = match session {
+            Some(_) => owning.mirrored.remove(&request.client_id),
+            None => None,
+        };
+        send_transfer(&self.figures, ctx, request, (session, mirrored));
     }
 
     /// Closes the session's connection and keeps the request until the session's fences are
@@ -116,10 +126,14 @@ impl BrokerShard {
                 "session transfer for no claim"
             );
             if let Some(session) = transfer.session {
+                self.note_mirrored(&session.client_id, transfer.mirrored);
                 self.receive_session(ctx, session, Claimant::Nobody);
             }
             return;
         };
+        if let Some(session) = &transfer.session {
+            self.note_mirrored(&session.client_id, transfer.mirrored);
+        }
         match transfer.session {
             Some(session) => self.receive_session(ctx, session, claimant),
             None => self.claim_found_nothing(ctx, &client_id, transfer.to_claim, claimant),
@@ -175,6 +189,14 @@ impl BrokerShard {
         }
     }
 
+    /// A session that came from another shard is mirrored as it was there (`mirrored`).
+    fn note_mirrored(&mut self, client_id: &MqttStr, mirrored: Option<bool>) {
+        if let Some(imported) = mirrored {
+            let owning = &mut self.cluster_side.owning;
+            owning.mirrored.insert(client_id.clone(), imported);
+        }
+    }
+
     /// The claimed session had ended (or was discarded): a waiting connection starts afresh.
     fn claim_found_nothing(
         &mut self,
@@ -184,7 +206,9 @@ impl BrokerShard {
         claimant: Claimant,
     ) {
         match claimant {
-            Claimant::Successor(request) => send_transfer(&self.figures, ctx, request, None),
+            Claimant::Successor(request) => {
+                send_transfer(&self.figures, ctx, request, (None, None));
+            }
             Claimant::Connection(conn, connect) => {
                 let owner = super::connect::owner_of(&connect);
                 let fresh = fresh_session(&self.shared, self.id, client_id, owner);
@@ -256,12 +280,13 @@ fn send_transfer(
     figures: &Figures,
     ctx: &mut Ctx,
     request: TakeoverRequest,
-    session: Option<Box<Session>>,
+    (session, mirrored): (Option<Box<Session>>, Option<bool>),
 ) {
     let transfer = SessionTransfer {
         client_id: request.client_id,
         to_claim: request.to_claim,
         session,
+        mirrored,
     };
     figures.post(ctx, request.to_shard, ShardMsg::Transfer(transfer));
 }
