@@ -14,6 +14,7 @@ mod cdp;
 mod client;
 mod cluster;
 mod cluster_acks;
+mod cluster_backlog;
 mod cluster_buckets;
 mod cluster_down;
 mod cluster_exactly_once;

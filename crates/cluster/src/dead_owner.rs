@@ -16,6 +16,7 @@ use super::follow_up::FollowFrom;
 use super::journal_read::{self, Deliveries, read_journal};
 use super::mirror::append_to_queue;
 use super::missed::{READ_TIMEOUT, read_missed, read_start, session_subjects};
+use super::overlap::leave_out_overlap;
 use super::owners::{Buckets, Owners, heartbeat_key};
 use broker_api::cluster::ClaimRequest;
 
@@ -95,13 +96,22 @@ impl Owners {
         let counters = &self.link.counters;
         let reading = read_missed(&self.link, stream, session, owner, (from, timeout));
         let (read_to, already, read_qos2) = match reading.await {
-            Ok(missed) => {
+            Ok(mut missed) => {
                 let keys = missed.copies.iter().map(|(key, _)| *key);
                 let already: HashSet<u64> = keys.filter(|key| *key != 0).collect();
                 let read_qos2: Vec<u64> = (missed.copies.iter())
                     .filter(|(key, copy)| *key != 0 && copy.qos == codec::QoS::ExactlyOnce)
                     .map(|(key, _)| *key)
                     .collect();
+                let twice = leave_out_overlap(session, &mut missed.copies);
+                if twice > 0 {
+                    let client = session.client_id.as_str();
+                    info!(
+                        client,
+                        twice,
+                        "cluster: messages both mirrored with the session and read back are kept once"
+                    );
+                }
                 let copies = match &deliveries {
                     Some(deliveries) => place_journaled(session, missed.copies, deliveries),
                     None => missed.copies.into_iter().map(|(_, copy)| copy).collect(),

@@ -187,18 +187,25 @@ pub(super) fn apply(
     queued
 }
 
-/// Drops from `session`'s queue (as mirrored) the QoS 2 messages whose PUBREC reached the run
-/// of `deliveries`: the client has them; how many. Why: a mirrored queue can be behind what its
-/// node delivered (a session that node recovered from another node's mirror and delivered to
-/// its client, whose removal of the other node's copies did not land), and what the queue
-/// held came again: likely so in the 300-fault run of seed 5050 on 6e66b59 (1,395.0 s), 3,010
-/// QoS 2 messages to one subscriber recovered as offline (docs/cluster.md).
+/// Drops from `session`'s queue and in-flight entries (as mirrored) the QoS 2 messages whose
+/// PUBREC reached the run of `deliveries`: the client has them; how many (a packet id so
+/// freed and not completed gets its PUBREL from [`apply`]). Why: a mirrored queue can be behind
+/// what its node delivered (a session that node recovered from another node's mirror and
+/// delivered to its client, whose removal of the other node's copies did not land), and what
+/// the queue held came again: likely so in the 300-fault run of seed 5050 on 6e66b59
+/// (1,395.0 s), 3,010 QoS 2 messages to one subscriber recovered as offline (docs/cluster.md);
+/// and a connected session's snapshot keeps the backlog it came back to, in flight and queued,
+/// until all of it is acknowledged (`shard/mirror.rs`).
 pub(super) fn drop_acknowledged(session: &mut StoredSession, deliveries: &Deliveries) -> usize {
-    let before = session.queued.len();
-    session.queued.retain(|(_, message)| {
-        message.qos != codec::QoS::ExactlyOnce || !deliveries.acknowledged(message.key)
-    });
-    before - session.queued.len()
+    let has = |message: &StoredMessage| {
+        message.qos == codec::QoS::ExactlyOnce && deliveries.acknowledged(message.key)
+    };
+    let before = session.queued.len() + session.inflight.len();
+    session.queued.retain(|(_, message)| !has(message));
+    session
+        .inflight
+        .retain(|(_, state)| !matches!(state, InflightState::AwaitingPubRec(m) if has(m)));
+    before - session.queued.len() - session.inflight.len()
 }
 
 #[cfg(test)]

@@ -175,9 +175,33 @@ fn a_mirrored_queue_loses_the_qos_2_messages_the_client_acknowledged_there() {
         (4, keyed("qos 1", QoS::AtLeastOnce, 13)),
         (5, keyed("no key", QoS::ExactlyOnce, 0)),
     ];
-    let entries = [sent("c", 1, 10), released("c", 1), sent("c", 2, 11)];
+    let id = |n| PacketId::new(n).unwrap();
+    session.inflight = vec![
+        (
+            id(3),
+            InflightState::AwaitingPubRec(keyed("acked in flight", QoS::ExactlyOnce, 14)),
+        ),
+        (
+            id(4),
+            InflightState::AwaitingPubRec(keyed("still out", QoS::ExactlyOnce, 15)),
+        ),
+        (id(5), InflightState::AwaitingPubComp),
+    ];
+    let entries = [
+        sent("c", 1, 10),
+        released("c", 1),
+        sent("c", 2, 11),
+        sent("c", 3, 14),
+        released("c", 3),
+        sent("c", 4, 15),
+    ];
     let deliveries = Deliveries::of(&entries, "c");
-    assert_eq!(drop_acknowledged(&mut session, &deliveries), 1);
+    assert_eq!(drop_acknowledged(&mut session, &deliveries), 2);
+    assert_eq!(
+        in_flight(&session),
+        [(4, "still out".into()), (5, "PUBREL".into())],
+        "an in-flight entry whose PUBREC came goes too"
+    );
     let left: Vec<StoredMessage> = session.queued.iter().map(|(_, m)| m.clone()).collect();
     assert_eq!(
         payloads(&left),

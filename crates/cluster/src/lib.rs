@@ -45,6 +45,7 @@ mod mirror;
 mod mirror_queue;
 mod missed;
 mod outbound;
+mod overlap;
 mod owner_record;
 mod owners;
 mod ownership;

@@ -30,6 +30,14 @@ impl<M> InflightState<M> {
         }
     }
 
+    /// Its message, while it holds one (not once PUBREC released it).
+    pub fn message(&self) -> Option<&M> {
+        match self {
+            Self::AwaitingPubAck(message) | Self::AwaitingPubRec(message) => Some(message),
+            Self::AwaitingPubComp => None,
+        }
+    }
+
     /// The same state with its message mapped by `f`.
     pub fn map<N>(self, f: impl FnOnce(M) -> N) -> InflightState<N> {
         match self {

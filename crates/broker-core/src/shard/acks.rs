@@ -39,14 +39,15 @@ impl BrokerShard {
     /// PUBACK: a QoS 1 delivery is complete.
     pub(super) fn handle_puback(&mut self, ctx: &mut Ctx, conn: ConnId, id: PacketId) {
         self.complete_outbound(ctx, conn, id, "PUBACK", |window| {
-            window.on_puback(id).map(|copy| copy.message.received_ns)
+            let copy = window.on_puback(id)?;
+            Ok((copy.message.received_ns, copy.message.key))
         });
     }
 
     /// A PUBACK or PUBCOMP: `complete` ends the flow in the session's window (giving the
-    /// turn its message was received in, for the slow-subscriber book; 0 for PUBCOMP, whose
-    /// PUBREC was measured), the store forgets it, and the queue refills the window once half of
-    /// it is free. A session with nothing queued or owed (the usual case: its copies went out at
+    /// turn its message was received in, for the slow-subscriber book, and its key; 0 and 0 for
+    /// PUBCOMP, whose PUBREC was measured), the store and the mirror forget it, and the queue
+    /// refills the window once half of it is free. A session with nothing queued or owed (the usual case: its copies went out at
     /// once) is not drained, and its client id is not even cloned unless it is stored.
     /// Whether the flow ended.
     fn complete_outbound(
@@ -55,7 +56,7 @@ impl BrokerShard {
         conn: ConnId,
         id: PacketId,
         packet: &'static str,
-        complete: impl FnOnce(&mut InflightWindow<Outgoing>) -> Result<u64, AckError>,
+        complete: impl FnOnce(&mut InflightWindow<Outgoing>) -> Result<(u64, u64), AckError>,
     ) -> bool {
         let Some(subscriber) = self.conns.get(&conn).and_then(|c| c.session()) else {
             return false;
@@ -67,10 +68,11 @@ impl BrokerShard {
             return false;
         };
         let completed = match complete(&mut session.inflight) {
-            Ok(received_ns) => {
+            Ok((received_ns, key)) => {
                 let client_id = session.client_id.as_str();
                 self.figures.note_acknowledged(ctx, client_id, received_ns);
                 record_acked(&mut self.durable, session.expiry, &session.client_id, id);
+                (self.cluster_side).mirror_acknowledged(&self.shared.links, ctx, session, key);
                 true
             }
             Err(error) => {
@@ -107,6 +109,8 @@ impl BrokerShard {
                 let received_ns = copy.message.received_ns;
                 self.figures
                     .note_acknowledged(ctx, client_id.as_str(), received_ns);
+                let key = copy.message.key;
+                (self.cluster_side).mirror_acknowledged(&self.shared.links, ctx, session, key);
                 self.journal_released(ctx, conn, rec.packet_id);
                 if self.durable.stores(expiry) {
                     self.durable.record(SessionWrite::InflightReleased {
@@ -156,7 +160,7 @@ impl BrokerShard {
     /// PUBCOMP: a QoS 2 delivery is complete.
     pub(super) fn handle_pubcomp(&mut self, ctx: &mut Ctx, conn: ConnId, id: PacketId) {
         let completed = self.complete_outbound(ctx, conn, id, "PUBCOMP", |window| {
-            window.on_pubcomp(id).map(|()| 0)
+            window.on_pubcomp(id).map(|()| (0, 0))
         });
         if completed {
             self.journal_completed(ctx, conn, id);

@@ -5,7 +5,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use broker_api::cluster::ReleaseRequest;
 
-use super::FastMap;
+use super::{FastMap, FastSet};
 use crate::session::Session;
 use codec::{Connect, MqttStr};
 use ring_runtime::ConnId;
@@ -20,6 +20,10 @@ pub(super) struct Owning {
     /// node's (it came from there): the copies that node mirrored go with this shard's first
     /// write of it.
     pub(super) mirrored: FastMap<MqttStr, bool>,
+    /// Mirrored sessions whose client came back to a backlog (QoS 1/2 messages queued or in
+    /// flight at its CONNECT), each with the keys of those messages not acknowledged yet: while
+    /// it has one, its mirror holds its messages too (`mirror.rs`).
+    pub(super) backlogs: FastMap<MqttStr, FastSet<u64>>,
     /// Sessions released to another node that wait for their on-disk queue, by read number
     /// (`release.rs`).
     pub(super) releasing: FastMap<u64, PendingRelease>,

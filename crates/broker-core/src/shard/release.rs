@@ -54,6 +54,7 @@ impl BrokerShard {
         // after the new owner mirrored the session and delete that (its client then lost
         // everything at the new owner's death: the 300-fault run of seed 4848).
         self.cluster_side.owning.mirrored.remove(&request.client_id);
+        self.cluster_side.owning.backlogs.remove(&request.client_id);
         self.detach_connection(ctx, &mut session, true);
         self.timers.disarm_session_timers(ctx, &mut session);
         session.will = None;
