@@ -145,7 +145,6 @@ impl Owners {
                 from: read_to,
                 already,
                 read_qos2,
-                released_by: None,
             },
         );
     }

@@ -8,8 +8,8 @@
 //! that read until [`INSTALL_MARGIN`] after the answer is routed to that session alone; a node
 //! replay from there covers what this node did not receive before the session's NATS
 //! subscriptions were in place. What the session received live in that margin comes twice at
-//! QoS 1; at QoS 2 not what the delivery journals of this run and of the run that released the
-//! session say they sent it (each read from shortly before the follow-up's start).
+//! QoS 1; at QoS 2 not what the delivery journals of every node run say they sent it (read
+//! from shortly before the follow-up's start).
 
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -20,7 +20,7 @@ use tracing::warn;
 
 use super::counters::ClusterCounters;
 use super::inbound::post_read_back;
-use super::journal_read::{Deliveries, read_journal};
+use super::journal_read::{Deliveries, read_every_journal};
 use super::link_state::Link;
 use super::missed::{READ_TIMEOUT, read_kept_retried};
 use super::retried::{Retries, retried};
@@ -69,9 +69,6 @@ struct FollowUp {
     /// The QoS 2 messages among those: noted once the claim is won (`read_back.rs`), so that
     /// they reaching the node again for its plain subscriptions skip the session.
     read_qos2: Vec<u64>,
-    /// The live node run that released the session here: what its delivery journal says it
-    /// sent the session is not given again.
-    released_by: Option<String>,
 }
 
 /// Where a follow-up starts and what it leaves out (see [`FollowUp`]).
@@ -80,7 +77,6 @@ pub(super) struct FollowFrom {
     pub(super) from: SystemTime,
     pub(super) already: HashSet<u64>,
     pub(super) read_qos2: Vec<u64>,
-    pub(super) released_by: Option<String>,
 }
 
 /// The follow-ups of claims not answered yet, by client id, and where those answered and not
@@ -95,13 +91,12 @@ pub(super) struct FollowUps {
 impl FollowUps {
     /// A claim of `client_id` recovered its session: once the claim is answered, a follow-up
     /// reads `subjects` from `start.from`, leaving out the messages `start.already` read for
-    /// it and those the releasing run sent it.
+    /// it and those any node run's delivery journal says it was sent at QoS 2.
     pub(super) fn prepare(&self, client_id: MqttStr, subjects: Vec<String>, start: FollowFrom) {
         let FollowFrom {
             from,
             already,
             read_qos2,
-            released_by,
         } = start;
         if subjects.is_empty() {
             return; // Nothing it subscribes to is kept.
@@ -113,7 +108,6 @@ impl FollowUps {
             from,
             already,
             read_qos2,
-            released_by,
         };
         lock(&self.waiting).insert(key, follow_up);
     }
@@ -185,7 +179,6 @@ async fn run(link: Arc<Link>, poster: Inbox, follow_up: FollowUp, until: SystemT
         subjects,
         from,
         already,
-        released_by,
         ..
     } = follow_up;
     let read = match read_kept_retried(&link, stream, &subjects, (from, READ_TIMEOUT, READ_RETRIES))
@@ -200,17 +193,11 @@ async fn run(link: Arc<Link>, poster: Inbox, follow_up: FollowUp, until: SystemT
         }
     };
     let since = from.checked_sub(JOURNAL_SLACK).unwrap_or(from);
-    let mut runs = vec![link.origin.as_str()];
-    runs.extend(released_by.as_deref());
-    let mut delivered = Vec::with_capacity(runs.len());
-    for run in runs {
-        delivered.push(sent_to(&link, &client_id, run, since).await);
-    }
-    // What the session was sent at QoS 2, here or by the run that released it, did not pass
-    // this node's duplicate check (it came from the session's queue, or on another node): a
-    // node replay reaching back over it skips the session.
-    let sent: Vec<(u64, MqttStr)> = (delivered.iter())
-        .flat_map(Deliveries::sent_keys)
+    let delivered = sent_to(&link, &client_id, since).await;
+    // What the session was sent at QoS 2, here or on another node, did not pass this node's
+    // duplicate check (it came from the session's queue, or on another node): a node replay
+    // reaching back over it skips the session.
+    let sent: Vec<(u64, MqttStr)> = (delivered.sent_keys())
         .map(|key| (key, client_id.clone()))
         .collect();
     link.replays.read_back.note(&sent);
@@ -220,7 +207,7 @@ async fn run(link: Arc<Link>, poster: Inbox, follow_up: FollowUp, until: SystemT
         .filter(|kept| kept.kept_at <= until)
         .filter(|kept| {
             let key = kept.publish.key;
-            !already.contains(&key) && !delivered.iter().any(|sent| sent.has_sent(key))
+            !already.contains(&key) && !delivered.has_sent(key)
         })
         .map(|kept| ClusterPublish {
             scope: Scope::Session(client_id.clone()),
@@ -232,14 +219,19 @@ async fn run(link: Arc<Link>, poster: Inbox, follow_up: FollowUp, until: SystemT
     link.replays.request_from(until);
 }
 
-/// What node run `run` (this one, or the one that released the session) has sent
-/// `client_id` at QoS 2 since `since`, by its delivery journal: the follow-up does not deliver
-/// those again (the shard leaves out what it still holds a copy of). The read is tried up to
-/// [`JOURNAL_TRIES`] times, [`READ_RETRY`] apart. Why: in the 300-fault run of seed 5050 on
-/// 40c9782 (1,421.5 s) a follow-up's read of this run's journal timed out once, while a NATS
-/// server was down, and the session got 162 QoS 2 messages it had live a second time. Nothing
-/// when the journal is not open or cannot be read (logged: some may come twice).
-async fn sent_to(link: &Link, client_id: &MqttStr, run: &str, since: SystemTime) -> Deliveries {
+/// What every node run has sent `client_id` at QoS 2 since `since`, by their delivery
+/// journals: the follow-up does not deliver those again (the shard leaves out what it still
+/// holds a copy of). Every run, not only this one and the one that released the session: a
+/// follow-up can start before the releasing run did (its node restarted, and its read of what
+/// its sessions missed while down had failed, so its replay from before the restart was due),
+/// and the 300-fault run of seed 5050 on 045854f (1,452 s) gave both subscribers about 1,350
+/// QoS 2 messages a second time so, which the releasing node's earlier run had delivered. The
+/// read is tried up to [`JOURNAL_TRIES`] times, [`READ_RETRY`] apart. Why: in the 300-fault
+/// run of seed 5050 on 40c9782 (1,421.5 s) a follow-up's read of this run's journal timed out
+/// once, while a NATS server was down, and the session got 162 QoS 2 messages it had live a
+/// second time. Nothing when the journal is not open or cannot be read (logged: some may come
+/// twice).
+async fn sent_to(link: &Link, client_id: &MqttStr, since: SystemTime) -> Deliveries {
     let Some(journal) = link.replays.journal.get() else {
         return Deliveries::default();
     };
@@ -248,11 +240,11 @@ async fn sent_to(link: &Link, client_id: &MqttStr, run: &str, since: SystemTime)
         apart: READ_RETRY,
         what: "a follow-up's journal read",
     };
-    let read = || read_journal(link, journal, run, (Some(since), READ_TIMEOUT));
+    let read = || read_every_journal(link, journal, (since, READ_TIMEOUT));
     match retried(retries, read).await {
         Ok(entries) => Deliveries::of(&entries, client_id.as_str()),
         Err(e) => {
-            warn!(client = %client_id, run, error = %e, "cluster: a delivery journal was not read for a follow-up; QoS 2 messages the session had live may come again");
+            warn!(client = %client_id, error = %e, "cluster: the delivery journals were not read for a follow-up; QoS 2 messages the session had live may come again");
             Deliveries::default()
         }
     }
@@ -284,7 +276,6 @@ mod tests {
             from: at,
             already: HashSet::new(),
             read_qos2: Vec::new(),
-            released_by: None,
         }
     }
 

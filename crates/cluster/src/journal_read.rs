@@ -16,7 +16,7 @@ use session_store::InflightState;
 use session_store::storage::{StoredMessage, StoredSession};
 use tracing::warn;
 
-use super::journal_writer::journal_subject;
+use super::journal_writer::{every_journal_subject, journal_subject};
 use super::link_state::Link;
 use super::missed::MissedError;
 use super::stream_read::read_pending;
@@ -29,6 +29,26 @@ pub(super) async fn read_journal(
     run: &str,
     (since, timeout): (Option<SystemTime>, Duration),
 ) -> Result<Vec<JournalEntry>, MissedError> {
+    let subject = journal_subject(&link.prefix, run);
+    read_journal_subject(link, stream, subject, (since, timeout)).await
+}
+
+/// [`read_journal`] of every node run (each run's steps in order, the runs interleaved).
+pub(super) async fn read_every_journal(
+    link: &Link,
+    stream: &stream::Stream,
+    (since, timeout): (SystemTime, Duration),
+) -> Result<Vec<JournalEntry>, MissedError> {
+    let subject = every_journal_subject(&link.prefix);
+    read_journal_subject(link, stream, subject, (Some(since), timeout)).await
+}
+
+async fn read_journal_subject(
+    link: &Link,
+    stream: &stream::Stream,
+    filter_subject: String,
+    (since, timeout): (Option<SystemTime>, Duration),
+) -> Result<Vec<JournalEntry>, MissedError> {
     let deliver_policy = match since {
         Some(from) => consumer::DeliverPolicy::ByStartTime {
             start_time: time::OffsetDateTime::from(from),
@@ -37,7 +57,7 @@ pub(super) async fn read_journal(
     };
     let config = consumer::push::OrderedConfig {
         deliver_subject: format!("_INBOX.ringmq.journal.{}", link.client.new_inbox()),
-        filter_subject: journal_subject(&link.prefix, run),
+        filter_subject: filter_subject.clone(),
         deliver_policy,
         ..Default::default()
     };
@@ -51,7 +71,7 @@ pub(super) async fn read_journal(
         match super::journal::decode(message.message.payload) {
             Ok(steps) => entries.extend(steps),
             Err(e) => {
-                warn!(run, error = %e, "cluster: a delivery journal record could not be read; skipped")
+                warn!(subject = filter_subject.as_str(), error = %e, "cluster: a delivery journal record could not be read; skipped")
             }
         }
     }

@@ -55,6 +55,11 @@ pub(super) fn journal_subject(prefix: &str, run: &str) -> String {
     format!("{prefix}.journal.{}", key_of(run))
 }
 
+/// The subjects of every node run's journal.
+pub(super) fn every_journal_subject(prefix: &str) -> String {
+    format!("{prefix}.journal.*")
+}
+
 /// Opens the stream (retrying until JetStream answers; turns handed over meanwhile wait, and
 /// those past their deadline are given up), then writes every turn handed over. With
 /// `cluster.qos2_journal = false` (`journaled`) the stream is still opened, for the journals

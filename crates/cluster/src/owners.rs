@@ -213,7 +213,7 @@ impl Owners {
                 warn!(client = %claim.client_id, "cluster: a session released a moment ago did not reach the node that asked for it; it resumes here");
                 // What came for it here from its release until it is back reached no session:
                 // its follow-up reads it back (the fault run of seed 4848 lost 0.5 s of it).
-                self.follow_released(claim, &snapshot, (None, (released_at, None)));
+                self.follow_released(claim, &snapshot, (released_at, None));
                 return Ownership::Owned(Some(snapshot));
             }
             if claim.is_abandoned() {
@@ -366,7 +366,7 @@ impl Owners {
                 let released = decode_release(&reply.payload);
                 if let Some(snapshot) = &released {
                     let from = (asked_at, follow_from_of(&reply));
-                    self.follow_released(claim, snapshot, (Some(owner), from));
+                    self.follow_released(claim, snapshot, from);
                 }
                 Some(released)
             }
@@ -384,8 +384,7 @@ impl Owners {
         }
     }
 
-    /// A session a live node (`released_by`; `None`: this run, whose claim did not take it)
-    /// released to `claim`: once the claim is answered, its follow-up (`follow_up.rs`) routes
+    /// A session a live node (or this run, whose claim did not take it) released to `claim`: once the claim is answered, its follow-up (`follow_up.rs`) routes
     /// to it what the stream kept on its subjects from [`RELEASED_MARGIN`] before the request
     /// (`asked_at`, or the release), or from where the releasing node's own follow-up of the
     /// session, not done yet, starts (`carried`, when earlier), until the session is in place
@@ -402,7 +401,7 @@ impl Owners {
         &self,
         claim: &ClaimRequest,
         snapshot: &Bytes,
-        (released_by, (asked_at, carried)): (Option<&str>, (SystemTime, Option<SystemTime>)),
+        (asked_at, carried): (SystemTime, Option<SystemTime>),
     ) {
         if claim.clean_start || self.link.replays.stream.get().is_none() {
             return; // Nothing to follow up, or nothing kept.
@@ -417,7 +416,6 @@ impl Owners {
             from,
             already: std::collections::HashSet::new(),
             read_qos2: Vec::new(),
-            released_by: released_by.map(str::to_owned),
         };
         self.follow_ups.prepare(session.client_id, subjects, start);
     }
