@@ -13,7 +13,10 @@ use tracing::{info, warn};
 use super::alive::last_stamp_of;
 use super::counters::ClusterCounters;
 use super::follow_up::FollowFrom;
-use super::journal_read::{self, Deliveries, read_journal};
+use super::follow_up::JOURNAL_SLACK;
+use super::journal_read::{
+    self, Deliveries, leave_out_sent_elsewhere, read_every_journal, read_journal,
+};
 use super::mirror::append_to_queue;
 use super::missed::{READ_TIMEOUT, read_missed, read_start, session_subjects};
 use super::overlap::leave_out_overlap;
@@ -103,6 +106,18 @@ impl Owners {
                     .filter(|(key, copy)| *key != 0 && copy.qos == codec::QoS::ExactlyOnce)
                     .map(|(key, _)| *key)
                     .collect();
+                let since = from.checked_sub(JOURNAL_SLACK).unwrap_or(from);
+                let every_run = self.sent_by_every_run(session, since, deadline).await;
+                let elsewhere =
+                    leave_out_sent_elsewhere(&mut missed.copies, &every_run, deliveries.as_ref());
+                if elsewhere > 0 {
+                    let client = session.client_id.as_str();
+                    info!(
+                        client,
+                        elsewhere,
+                        "cluster: QoS 2 messages other node runs sent the session are not queued again"
+                    );
+                }
                 let twice = leave_out_overlap(session, &mut missed.copies);
                 if twice > 0 {
                     let client = session.client_id.as_str();
@@ -181,6 +196,32 @@ impl Owners {
             Err(e) => {
                 warn!(client, error = %e, "cluster: the dead node's delivery journal was not read; QoS 2 messages it delivered to the session may come again");
                 None
+            }
+        }
+    }
+}
+
+impl Owners {
+    /// What every node run's delivery journal says it sent `session` at QoS 2 since `since`
+    /// (empty when the journal is not open or was not read by `deadline`: logged).
+    async fn sent_by_every_run(
+        &self,
+        session: &StoredSession,
+        since: SystemTime,
+        deadline: Instant,
+    ) -> Deliveries {
+        let Some(journal) = self.link.replays.journal.get() else {
+            return Deliveries::default();
+        };
+        let timeout = deadline
+            .saturating_duration_since(Instant::now())
+            .min(READ_TIMEOUT);
+        let client = session.client_id.as_str();
+        match read_every_journal(&self.link, journal, (since, timeout)).await {
+            Ok(entries) => Deliveries::of(&entries, client),
+            Err(e) => {
+                warn!(client, error = %e, "cluster: the delivery journals were not read for a recovered session; QoS 2 messages another node delivered may come again");
+                Deliveries::default()
             }
         }
     }

@@ -53,7 +53,7 @@ const JOURNAL_TRIES: u32 = 5;
 /// the NATS servers: 2 s), and a node replay here reaches 5 s before a loss
 /// (`replays::REPLAY_MARGIN`): what the session was sent since is noted as its own
 /// (`read_back.rs`).
-const JOURNAL_SLACK: Duration = Duration::from_secs(7);
+pub(super) const JOURNAL_SLACK: Duration = Duration::from_secs(7);
 
 /// What a follow-up reads.
 #[derive(Debug)]

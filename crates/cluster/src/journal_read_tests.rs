@@ -209,3 +209,35 @@ fn a_mirrored_queue_loses_the_qos_2_messages_the_client_acknowledged_there() {
         "only what its PUBREC says the client has goes; a PUBLISH still out may not have arrived"
     );
 }
+
+#[test]
+fn a_qos_2_copy_another_run_sent_is_left_out_unless_the_dead_run_sent_it_too() {
+    let keyed = |payload, qos, key| StoredMessage {
+        key,
+        ..copy(payload, qos)
+    };
+    let mut copies = vec![
+        (10, keyed("sent elsewhere", QoS::ExactlyOnce, 10)),
+        (11, keyed("sent by both", QoS::ExactlyOnce, 11)),
+        (12, keyed("never sent", QoS::ExactlyOnce, 12)),
+        (13, keyed("qos 1 sent elsewhere", QoS::AtLeastOnce, 13)),
+    ];
+    let every = [
+        sent("c", 1, 10),
+        sent("c", 2, 11),
+        sent("c", 3, 13),
+        sent("d", 4, 12),
+    ];
+    let every_run = Deliveries::of(&every, "c");
+    let dead_run = Deliveries::of(&[sent("c", 7, 11)], "c");
+    assert_eq!(
+        leave_out_sent_elsewhere(&mut copies, &every_run, Some(&dead_run)),
+        1
+    );
+    let left: Vec<StoredMessage> = copies.into_iter().map(|(_, m)| m).collect();
+    assert_eq!(
+        payloads(&left),
+        ["sent by both", "never sent", "qos 1 sent elsewhere"],
+        "the dead run's own sends are placed by its journal; another client's do not count"
+    );
+}
