@@ -99,7 +99,7 @@ impl Owners {
         let counters = &self.link.counters;
         let reading = read_missed(&self.link, stream, session, owner, (from, timeout));
         let (read_to, already, read_qos2) = match reading.await {
-            Ok(mut missed) => {
+            Ok(missed) => {
                 let keys = missed.copies.iter().map(|(key, _)| *key);
                 let already: HashSet<u64> = keys.filter(|key| *key != 0).collect();
                 let read_qos2: Vec<u64> = (missed.copies.iter())
@@ -107,30 +107,8 @@ impl Owners {
                     .map(|(key, _)| *key)
                     .collect();
                 let since = from.checked_sub(JOURNAL_SLACK).unwrap_or(from);
-                let every_run = self.sent_by_every_run(session, since, deadline).await;
-                let elsewhere =
-                    leave_out_sent_elsewhere(&mut missed.copies, &every_run, deliveries.as_ref());
-                if elsewhere > 0 {
-                    let client = session.client_id.as_str();
-                    info!(
-                        client,
-                        elsewhere,
-                        "cluster: QoS 2 messages other node runs sent the session are not queued again"
-                    );
-                }
-                let twice = leave_out_overlap(session, &mut missed.copies);
-                if twice > 0 {
-                    let client = session.client_id.as_str();
-                    info!(
-                        client,
-                        twice,
-                        "cluster: messages both mirrored with the session and read back are kept once"
-                    );
-                }
-                let copies = match &deliveries {
-                    Some(deliveries) => place_journaled(session, missed.copies, deliveries),
-                    None => missed.copies.into_iter().map(|(_, copy)| copy).collect(),
-                };
+                let placing = (deliveries.as_ref(), (since, deadline));
+                let copies = self.trim_read(session, missed.copies, placing).await;
                 let client = session.client_id.as_str();
                 let count = copies.len();
                 info!(
@@ -202,6 +180,29 @@ impl Owners {
 }
 
 impl Owners {
+    /// Of `copies` read back for `session`, leaves out what other node runs sent it (their
+    /// journals read from `since`, by `deadline`) and what its snapshot holds already (both
+    /// logged), then places what the dead run's journal (`deliveries`) says; the copies to
+    /// queue.
+    async fn trim_read(
+        &self,
+        session: &mut StoredSession,
+        mut copies: Vec<(u64, StoredMessage)>,
+        (deliveries, (since, deadline)): (Option<&Deliveries>, (SystemTime, Instant)),
+    ) -> Vec<StoredMessage> {
+        let every_run = self.sent_by_every_run(session, since, deadline).await;
+        let elsewhere = leave_out_sent_elsewhere(&mut copies, &every_run, deliveries);
+        let why = "QoS 2 messages other node runs sent the session are not queued again";
+        note_left_out(session, elsewhere, why);
+        let twice = leave_out_overlap(session, &mut copies);
+        let why = "messages both mirrored with the session and read back are kept once";
+        note_left_out(session, twice, why);
+        match deliveries {
+            Some(deliveries) => place_journaled(session, copies, deliveries),
+            None => copies.into_iter().map(|(_, copy)| copy).collect(),
+        }
+    }
+
     /// What every node run's delivery journal says it sent `session` at QoS 2 since `since`
     /// (empty when the journal is not open or was not read by `deadline`: logged).
     async fn sent_by_every_run(
@@ -224,6 +225,13 @@ impl Owners {
                 Deliveries::default()
             }
         }
+    }
+}
+
+/// Logs `count` copies left out of a recovered session's read for `why`, if any.
+fn note_left_out(session: &StoredSession, count: usize, why: &str) {
+    if count > 0 {
+        info!(client = session.client_id.as_str(), count, "cluster: {why}");
     }
 }
 
