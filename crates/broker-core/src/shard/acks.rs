@@ -47,8 +47,9 @@ impl BrokerShard {
     /// A PUBACK or PUBCOMP: `complete` ends the flow in the session's window (giving the
     /// turn its message was received in, for the slow-subscriber book, and its key; 0 and 0 for
     /// PUBCOMP, whose PUBREC was measured), the store and the mirror forget it, and the queue
-    /// refills the window once half of it is free. A session with nothing queued or owed (the usual case: its copies went out at
-    /// once) is not drained, and its client id is not even cloned unless it is stored.
+    /// refills the window once half of it is free. A session with nothing queued or owed (the
+    /// usual case: its copies went out at once) is not drained, and its client id is not even
+    /// cloned unless it is stored.
     /// Whether the flow ended.
     fn complete_outbound(
         &mut self,

@@ -45,17 +45,16 @@ fn connected_snapshot(session: &Session, ctx: &Ctx, with_messages: bool) -> Opti
     Some(bytes::Bytes::from(encode_session_snapshot(&stored)))
 }
 
+/// The copies `session` holds, queued or in flight (with their message).
+fn held_copies(session: &Session) -> impl Iterator<Item = &Outgoing> {
+    let in_flight = (session.inflight.iter()).filter_map(|(_, state)| state.message());
+    session.queue.iter().chain(in_flight)
+}
+
 /// The keys of the QoS 1/2 messages `session` holds, queued or in flight (a message without
 /// one, 0, is left out).
 fn backlog_keys(session: &Session) -> FastSet<u64> {
-    let queued = session.queue.iter();
-    let in_flight = session
-        .inflight
-        .iter()
-        .filter_map(|(_, state)| state.message());
-    let reliable = queued
-        .chain(in_flight)
-        .filter(|copy| copy.qos != codec::QoS::AtMostOnce);
+    let reliable = held_copies(session).filter(|copy| copy.qos != codec::QoS::AtMostOnce);
     reliable
         .map(|copy| copy.message.key)
         .filter(|&key| key != 0)
@@ -64,14 +63,7 @@ fn backlog_keys(session: &Session) -> FastSet<u64> {
 
 /// Whether `session` still holds, queued or in flight, a message whose key is in `backlog`.
 fn holds_any(session: &Session, backlog: &FastSet<u64>) -> bool {
-    let queued = session.queue.iter();
-    let in_flight = session
-        .inflight
-        .iter()
-        .filter_map(|(_, state)| state.message());
-    queued
-        .chain(in_flight)
-        .any(|copy| backlog.contains(&copy.message.key))
+    held_copies(session).any(|copy| backlog.contains(&copy.message.key))
 }
 
 impl ClusterSide {

@@ -115,6 +115,9 @@ impl BrokerShard {
 
     /// A claimed session arrived from another shard (or the news that there is none).
     pub(super) fn take_over(&mut self, ctx: &mut Ctx, transfer: SessionTransfer) {
+        if let Some(session) = &transfer.session {
+            self.note_mirrored(&session.client_id, transfer.mirrored);
+        }
         let Some((client_id, claimant)) = self
             .delivery
             .mobility
@@ -126,14 +129,10 @@ impl BrokerShard {
                 "session transfer for no claim"
             );
             if let Some(session) = transfer.session {
-                self.note_mirrored(&session.client_id, transfer.mirrored);
                 self.receive_session(ctx, session, Claimant::Nobody);
             }
             return;
         };
-        if let Some(session) = &transfer.session {
-            self.note_mirrored(&session.client_id, transfer.mirrored);
-        }
         match transfer.session {
             Some(session) => self.receive_session(ctx, session, claimant),
             None => self.claim_found_nothing(ctx, &client_id, transfer.to_claim, claimant),
