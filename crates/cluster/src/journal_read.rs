@@ -43,12 +43,37 @@ pub(super) async fn read_every_journal(
     read_journal_subject(link, stream, subject, (Some(since), timeout)).await
 }
 
+/// [`read_every_journal`], each record with the subject of its run's journal
+/// (`journal_writer::journal_subject`), in the stream's order.
+pub(super) async fn read_every_journal_record(
+    link: &Link,
+    stream: &stream::Stream,
+    (since, timeout): (SystemTime, Duration),
+) -> Result<Vec<(String, Vec<JournalEntry>)>, MissedError> {
+    let subject = every_journal_subject(&link.prefix);
+    read_records(link, stream, subject, (Some(since), timeout)).await
+}
+
 async fn read_journal_subject(
     link: &Link,
     stream: &stream::Stream,
     filter_subject: String,
-    (since, timeout): (Option<SystemTime>, Duration),
+    bounds: (Option<SystemTime>, Duration),
 ) -> Result<Vec<JournalEntry>, MissedError> {
+    let records = read_records(link, stream, filter_subject, bounds).await?;
+    Ok(records
+        .into_iter()
+        .flat_map(|(_, entries)| entries)
+        .collect())
+}
+
+/// Each journal record on `filter_subject` in the stream's order, with its subject.
+async fn read_records(
+    link: &Link,
+    stream: &stream::Stream,
+    filter_subject: String,
+    (since, timeout): (Option<SystemTime>, Duration),
+) -> Result<Vec<(String, Vec<JournalEntry>)>, MissedError> {
     let deliver_policy = match since {
         Some(from) => consumer::DeliverPolicy::ByStartTime {
             start_time: time::OffsetDateTime::from(from),
@@ -66,16 +91,17 @@ async fn read_journal_subject(
     tokio::time::timeout(timeout, reading)
         .await
         .map_err(|_| MissedError::TimedOut(timeout))??;
-    let mut entries = Vec::new();
+    let mut records = Vec::new();
     for message in read {
+        let subject = message.message.subject.to_string();
         match super::journal::decode(message.message.payload) {
-            Ok(steps) => entries.extend(steps),
+            Ok(steps) => records.push((subject, steps)),
             Err(e) => {
-                warn!(subject = filter_subject.as_str(), error = %e, "cluster: a delivery journal record could not be read; skipped")
+                warn!(subject, error = %e, "cluster: a delivery journal record could not be read; skipped")
             }
         }
     }
-    Ok(entries)
+    Ok(records)
 }
 
 /// What a run's journal says of one session's QoS 2 deliveries.

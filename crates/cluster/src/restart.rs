@@ -21,15 +21,17 @@ use tracing::{info, warn};
 
 use super::alive::{PreviousRun, StampError};
 use super::counters::ClusterCounters;
+use super::follow_up::JOURNAL_SLACK;
 use super::inbound::post_read_back;
-use super::journal_read::{Deliveries, read_journal};
+use super::journal_read::{Deliveries, read_every_journal_record};
+use super::journal_writer::journal_subject;
 use super::link_state::Link;
 use super::link_state::same_node;
 use super::missed::{
     Kept, MARGIN, Plain, expires_at, matching, plain_subscriptions, read_kept_retried,
     sessions_subjects,
 };
-use super::retried::Retries;
+use super::retried::{Retries, retried};
 use super::{ClusterPublish, Scope};
 use crate::Inbox;
 
@@ -51,6 +53,19 @@ const READ_RETRIES: Retries = Retries {
 /// The longest the node waits for the replay stream to open and for the recovered sessions'
 /// subscriptions to be taken in NATS (it reads anyway after that).
 const SETUP_WAIT: Duration = Duration::from_secs(5);
+/// The longest the node waits, once the stream was read, for the delivery journal's stream to
+/// open (the routing goes on without the journals after that). Why not [`SETUP_WAIT`]: in the
+/// 300-fault run of seed 5050 on be70a34 (1,030.1 s) a node restarted while JetStream was
+/// unavailable; its read of the replay stream succeeded on a later try, the journal's stream
+/// was not open 5 s after, and one subscriber got 260 QoS 2 messages the previous run had
+/// delivered a second time.
+const JOURNAL_OPEN_WAIT: Duration = Duration::from_secs(15);
+/// How the read of the delivery journals is tried again.
+const JOURNAL_RETRIES: Retries = Retries {
+    tries: 4,
+    apart: Duration::from_secs(1),
+    what: "the catch-up's read of the delivery journals",
+};
 /// After the subscriptions are taken (and flushed): NATS spreads them over its routes within
 /// it, so what is published after it reaches this node live.
 const ROUTES_MARGIN: Duration = Duration::from_millis(500);
@@ -210,11 +225,13 @@ pub(super) async fn route_missed(
     let read_began = SystemTime::now();
     match read_kept_retried(link, stream, &subjects, (from, READ_TIMEOUT, READ_RETRIES)).await {
         Ok(read) => {
-            // What the previous run delivered, and what this one has since the sessions'
+            // What the earlier runs delivered, and what this one has since the sessions'
             // subscriptions went live (the read reaches past that moment).
+            let since = from.checked_sub(JOURNAL_SLACK).unwrap_or(from);
+            let (earlier, this_run) = journals_since(link, since).await.unzip();
             let journals = Journals {
-                previous: journal_of(link, &previous.origin).await,
-                this_run: journal_of(link, &link.origin).await,
+                earlier,
+                this_run,
                 live: link.replays.live_keys.noted(),
                 stored: routing.stored_keys,
             };
@@ -249,10 +266,12 @@ pub(super) async fn route_missed(
 }
 
 /// The delivery journals the catch-up reads (docs/cluster.md, "Exactly once across a node's
-/// death"); `None` where one is not open or could not be read (logged).
+/// death"); `None` where they are not open or could not be read (logged).
 #[derive(Debug, Default)]
 struct Journals {
-    previous: Option<HashMap<MqttStr, Deliveries>>,
+    /// Every other node run's (this node's earlier runs and other nodes'), in the stream's
+    /// order.
+    earlier: Option<HashMap<MqttStr, Deliveries>>,
     this_run: Option<HashMap<MqttStr, Deliveries>>,
     /// The keys of the messages that reached this node live meanwhile (`live_keys.rs`).
     live: HashSet<u64>,
@@ -266,7 +285,7 @@ impl Journals {
     fn of(&self, session: &StoredSession) -> SessionJournals<'_> {
         let client = &session.client_id;
         SessionJournals {
-            previous: self.previous.as_ref().and_then(|all| all.get(client)),
+            earlier: self.earlier.as_ref().and_then(|all| all.get(client)),
             this_run: self.this_run.as_ref().and_then(|all| all.get(client)),
             stored: session.inflight.iter().map(|(id, _)| id.get()).collect(),
             stored_keys: self.stored.get(client),
@@ -278,7 +297,7 @@ impl Journals {
 /// What the journals say of one recovered session, the packet ids its store resends, the keys
 /// of the copies its store holds, and what reached this node live.
 struct SessionJournals<'a> {
-    previous: Option<&'a Deliveries>,
+    earlier: Option<&'a Deliveries>,
     this_run: Option<&'a Deliveries>,
     stored: Vec<u16>,
     stored_keys: Option<&'a HashSet<u64>>,
@@ -287,21 +306,28 @@ struct SessionJournals<'a> {
 
 impl SessionJournals<'_> {
     /// Whether the session has the message `key` already: its store holds a copy (queued or
-    /// in flight), the previous run delivered it (or the store resends it), this run sent it,
+    /// in flight), an earlier run delivered it (or the store resends it), this run sent it,
     /// or it reached this node live (and was routed to the session then).
     fn had(&self, key: u64) -> bool {
         (key != 0
             && (self.live.contains(&key) || self.stored_keys.is_some_and(|s| s.contains(&key))))
-            || (self.previous).is_some_and(|d| d.had_before_restart(key, &self.stored))
+            || (self.earlier).is_some_and(|d| d.had_before_restart(key, &self.stored))
             || self.this_run.is_some_and(|d| d.has_sent(key))
     }
 }
 
-/// Node run `run`'s delivery journal, by client id: `None` when it is not open within
-/// [`SETUP_WAIT`] or cannot be read (logged: QoS 2 messages a recovered session had may then
-/// come again).
-async fn journal_of(link: &Link, run: &str) -> Option<HashMap<MqttStr, Deliveries>> {
-    let deadline = tokio::time::Instant::now() + SETUP_WAIT;
+/// What every node run's delivery journal says since `since`, by client id: every other
+/// run's (merged in the stream's order) and this run's. Every run, not only the previous one:
+/// when this node restarted twice within seconds, the read reaches back into the run before
+/// the previous one (the 300-fault run of seed 5050 on 045854f, 1,091.2 s: 21 QoS 2 messages
+/// twice). `None` when the journal is not open within [`JOURNAL_OPEN_WAIT`] or is not read
+/// after [`JOURNAL_RETRIES`] (logged: QoS 2 messages the recovered sessions had may then come
+/// again).
+async fn journals_since(
+    link: &Link,
+    since: SystemTime,
+) -> Option<(HashMap<MqttStr, Deliveries>, HashMap<MqttStr, Deliveries>)> {
+    let deadline = tokio::time::Instant::now() + JOURNAL_OPEN_WAIT;
     let journal = loop {
         if let Some(journal) = link.replays.journal.get() {
             break journal;
@@ -314,10 +340,26 @@ async fn journal_of(link: &Link, run: &str) -> Option<HashMap<MqttStr, Deliverie
         }
         tokio::time::sleep(POLL).await;
     };
-    match read_journal(link, journal, run, (None, READ_TIMEOUT)).await {
-        Ok(entries) => Some(Deliveries::by_client(&entries)),
+    let read = || read_every_journal_record(link, journal, (since, READ_TIMEOUT));
+    match retried(JOURNAL_RETRIES, read).await {
+        Ok(records) => {
+            let own = journal_subject(&link.prefix, &link.origin);
+            let (this_run, earlier): (Vec<_>, Vec<_>) = records
+                .into_iter()
+                .partition(|(subject, _)| *subject == own);
+            // In the stream's order, the runs interleaved: a packet id's last step is its
+            // latest.
+            let entries = |records: Vec<(String, Vec<_>)>| -> Vec<_> {
+                records
+                    .into_iter()
+                    .flat_map(|(_, entries)| entries)
+                    .collect()
+            };
+            let earlier = Deliveries::by_client(&entries(earlier));
+            Some((earlier, Deliveries::by_client(&entries(this_run))))
+        }
         Err(e) => {
-            warn!(run, error = %e, "cluster: a delivery journal was not read; QoS 2 messages the recovered sessions had may come again");
+            warn!(error = %e, "cluster: the delivery journals were not read; QoS 2 messages the recovered sessions had may come again");
             None
         }
     }
