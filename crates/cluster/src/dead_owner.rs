@@ -14,15 +14,20 @@ use super::alive::last_stamp_of;
 use super::counters::ClusterCounters;
 use super::follow_up::FollowFrom;
 use super::follow_up::JOURNAL_SLACK;
-use super::journal_read::{
-    self, Deliveries, leave_out_sent_elsewhere, read_every_journal, read_journal,
-};
+use super::journal_read::{self, Deliveries, leave_out_sent_elsewhere, read_journal};
 use super::mirror::append_to_queue;
 use super::missed::{READ_TIMEOUT, read_missed, read_start, session_subjects};
 use super::overlap::leave_out_overlap;
 use super::owners::{Buckets, Owners, heartbeat_key};
+use super::retried::Retries;
 use broker_api::cluster::ClaimRequest;
 
+/// The recovery reads the other runs' journals once, within what is left of its deadline.
+const ONE_TRY: Retries = Retries {
+    tries: 1,
+    apart: Duration::ZERO,
+    what: "a recovery's read of the delivery journals",
+};
 /// The longest the read of a dead run's "alive at" stamp may take (within the claim's time).
 const STAMP_WAIT: Duration = Duration::from_secs(1);
 
@@ -211,15 +216,13 @@ impl Owners {
         since: SystemTime,
         deadline: Instant,
     ) -> Deliveries {
-        let Some(journal) = self.link.replays.journal.get() else {
-            return Deliveries::default();
-        };
         let timeout = deadline
             .saturating_duration_since(Instant::now())
             .min(READ_TIMEOUT);
         let client = session.client_id.as_str();
-        match read_every_journal(&self.link, journal, (since, timeout)).await {
-            Ok(entries) => Deliveries::of(&entries, client),
+        let bounds = (ONE_TRY, timeout);
+        match journal_read::sent_by_every_run(&self.link, client, since, bounds).await {
+            Ok(deliveries) => deliveries,
             Err(e) => {
                 warn!(client, error = %e, "cluster: the delivery journals were not read for a recovered session; QoS 2 messages another node delivered may come again");
                 Deliveries::default()

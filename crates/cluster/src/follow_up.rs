@@ -20,10 +20,10 @@ use tracing::warn;
 
 use super::counters::ClusterCounters;
 use super::inbound::post_read_back;
-use super::journal_read::{Deliveries, read_every_journal};
+use super::journal_read::{Deliveries, sent_by_every_run};
 use super::link_state::Link;
 use super::missed::{READ_TIMEOUT, read_kept_retried};
-use super::retried::{Retries, retried};
+use super::retried::Retries;
 use super::{ClusterPublish, Scope};
 use crate::Inbox;
 
@@ -232,17 +232,14 @@ async fn run(link: Arc<Link>, poster: Inbox, follow_up: FollowUp, until: SystemT
 /// second time. Nothing when the journal is not open or cannot be read (logged: some may come
 /// twice).
 async fn sent_to(link: &Link, client_id: &MqttStr, since: SystemTime) -> Deliveries {
-    let Some(journal) = link.replays.journal.get() else {
-        return Deliveries::default();
-    };
     let retries = Retries {
         tries: JOURNAL_TRIES,
         apart: READ_RETRY,
         what: "a follow-up's journal read",
     };
-    let read = || read_every_journal(link, journal, (since, READ_TIMEOUT));
-    match retried(retries, read).await {
-        Ok(entries) => Deliveries::of(&entries, client_id.as_str()),
+    let bounds = (retries, READ_TIMEOUT);
+    match sent_by_every_run(link, client_id.as_str(), since, bounds).await {
+        Ok(deliveries) => deliveries,
         Err(e) => {
             warn!(client = %client_id, error = %e, "cluster: the delivery journals were not read for a follow-up; QoS 2 messages the session had live may come again");
             Deliveries::default()

@@ -19,6 +19,7 @@ use tracing::warn;
 use super::journal_writer::{every_journal_subject, journal_subject};
 use super::link_state::Link;
 use super::missed::MissedError;
+use super::retried::{Retries, retried};
 use super::stream_read::read_pending;
 
 /// Every step node run `run` journaled (within the stream's window; from `since` on, by the
@@ -41,6 +42,22 @@ pub(super) async fn read_every_journal(
 ) -> Result<Vec<JournalEntry>, MissedError> {
     let subject = every_journal_subject(&link.prefix);
     read_journal_subject(link, stream, subject, (Some(since), timeout)).await
+}
+
+/// What every node run's delivery journal says it sent `client_id` at QoS 2 since `since`
+/// (nothing when the journal is not open), read with `retries`, each try within `timeout`.
+pub(super) async fn sent_by_every_run(
+    link: &Link,
+    client_id: &str,
+    since: SystemTime,
+    (retries, timeout): (Retries, Duration),
+) -> Result<Deliveries, MissedError> {
+    let Some(journal) = link.replays.journal.get() else {
+        return Ok(Deliveries::default());
+    };
+    let read = || read_every_journal(link, journal, (since, timeout));
+    let entries = retried(retries, read).await?;
+    Ok(Deliveries::of(&entries, client_id))
 }
 
 /// [`read_every_journal`], each record with the subject of its run's journal
