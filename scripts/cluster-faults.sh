@@ -9,7 +9,8 @@
 # divergence, time to heal. The test command runs the same suite with 8 faults (seed 48).
 # NODES=5 runs five nodes (a larger cluster) on the same three NATS servers.
 # RINGMQ_BROKER_LOGS=DIR writes each node's log to DIR/f<N>.log (appended; the run prints the
-# Unix time of its 0.0 s, to find a loss's moment in them).
+# Unix time of its 0.0 s, to find a loss's moment in them); RINGMQ_BROKER_LOG_FILTER sets the
+# nodes' log filter (RUST_LOG syntax: info,cluster=debug,broker_core::shard::mirror=debug).
 #   scripts/cluster-faults.sh [FAULTS]
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -22,16 +22,22 @@ impl BrokerProcess {
 
     /// [`Self::start`] on `addr` (a port an earlier broker of the test used, say). Its log
     /// goes to the test's stderr, or, with `RINGMQ_BROKER_LOGS=DIR`, is appended to
-    /// `DIR/<config file stem>.log` (one file per node of the fault suite, say).
+    /// `DIR/<config file stem>.log` (one file per node of the fault suite, say). Its log
+    /// filter is the config's (the test's own `RUST_LOG` is not passed on), or
+    /// `RINGMQ_BROKER_LOG_FILTER` when set (`info,cluster=debug`, say, to trace a fault run).
     pub fn start_on(addr: SocketAddr, config: &str, config_path: &Path) -> Self {
         std::fs::write(config_path, config).expect("write the config");
-        let child = broker_command()
+        let mut command = broker_command();
+        command.env_remove("RUST_LOG");
+        if let Some(filter) = std::env::var_os("RINGMQ_BROKER_LOG_FILTER") {
+            command.env("RUST_LOG", filter);
+        }
+        let child = command
             .arg("--config")
             .arg(config_path)
             .arg("--listen")
             .arg(addr.to_string())
             .env("NO_COLOR", "1")
-            .env_remove("RUST_LOG")
             .stdout(Stdio::null())
             .stderr(log_destination(config_path))
             .spawn()

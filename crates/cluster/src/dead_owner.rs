@@ -8,7 +8,7 @@ use std::time::{Duration, Instant, SystemTime};
 
 use bytes::Bytes;
 use session_store::storage::{StoredMessage, StoredSession, encode_session_snapshot};
-use tracing::{info, warn};
+use tracing::{debug, info, warn};
 
 use super::alive::last_stamp_of;
 use super::counters::ClusterCounters;
@@ -77,6 +77,12 @@ impl Owners {
             "cluster: a recovered session reads what it missed"
         );
         let mut session = mirrored.session;
+        debug!(
+            client,
+            queued = session.queued.len(),
+            in_flight = session.inflight.len(),
+            "cluster: the mirrored session as read, before what it missed"
+        );
         self.add_missed(&mut session, owner, (from, deadline)).await;
         Some(Bytes::from(encode_session_snapshot(&session)))
     }
