@@ -204,10 +204,10 @@ impl Owners {
         let every_run = self.sent_by_every_run(session, since, deadline).await;
         let elsewhere = leave_out_sent_elsewhere(&mut copies, &every_run, deliveries);
         let why = "QoS 2 messages other node runs sent the session are not queued again";
-        note_left_out(session, elsewhere, why);
+        note_copies(session, elsewhere, why);
         let twice = leave_out_overlap(session, &mut copies);
         let why = "messages both mirrored with the session and read back are kept once";
-        note_left_out(session, twice, why);
+        note_copies(session, twice, why);
         match deliveries {
             Some(deliveries) => place_journaled(session, copies, deliveries),
             None => copies.into_iter().map(|(_, copy)| copy).collect(),
@@ -237,24 +237,25 @@ impl Owners {
     }
 }
 
-/// Logs `count` copies left out of a recovered session's read for `why`, if any.
-fn note_left_out(session: &StoredSession, count: usize, why: &str) {
+/// Logs `count` copies of a recovered session's read or mirror left out or placed for `why`,
+/// if any.
+fn note_copies(session: &StoredSession, count: usize, why: &str) {
     if count > 0 {
         info!(client = session.client_id.as_str(), count, "cluster: {why}");
     }
 }
 
 /// Drops from `session`'s mirrored queue what the dead run's journal says the client has
-/// (`journal_read::drop_acknowledged`), logged.
+/// (`journal_read::drop_acknowledged`) and puts back in flight what it says is still out
+/// (`journal_read::resume_still_out`), logged.
 fn drop_acknowledged(session: &mut StoredSession, deliveries: &Deliveries) {
     let dropped = journal_read::drop_acknowledged(session, deliveries);
-    if dropped > 0 {
-        info!(
-            client = session.client_id.as_str(),
-            dropped,
-            "cluster: mirrored QoS 2 messages the dead node's journal says the client has are not queued again"
-        );
-    }
+    let why =
+        "mirrored QoS 2 messages the dead node's journal says the client has are not queued again";
+    note_copies(session, dropped, why);
+    let resumed = journal_read::resume_still_out(session, deliveries);
+    let why = "mirrored QoS 2 messages the dead node's journal says are still out go back in flight under their packet ids";
+    note_copies(session, resumed, why);
 }
 
 /// Of `copies` read back for `session` from the replay stream, those the dead run's journal

@@ -195,6 +195,18 @@ impl Deliveries {
         }
     }
 
+    /// The packet id the PUBLISH of the message `key` is still out under by the journal (its
+    /// last step *sent*, no PUBREC seen), with the place of that step.
+    fn still_out(&self, key: u64) -> Option<(usize, u16)> {
+        let &packet_id = (key != 0).then(|| self.sent.get(&key)).flatten()?;
+        match self.last.get(&packet_id) {
+            Some(&(place, JournalStep::Sent { key: last })) if last == key => {
+                Some((place, packet_id))
+            }
+            _ => None,
+        }
+    }
+
     /// Whether the run sent the message `key` to the session (0: no key, never).
     pub(super) fn has_sent(&self, key: u64) -> bool {
         key != 0 && self.sent.contains_key(&key)
@@ -259,6 +271,42 @@ pub(super) fn apply(
 /// (1,395.0 s), 3,010 QoS 2 messages to one subscriber recovered as offline (docs/cluster.md);
 /// and a connected session's snapshot keeps the backlog it came back to, in flight and queued,
 /// until all of it is acknowledged (`shard/mirror.rs`).
+/// Puts back in flight each QoS 2 message of `session`'s mirrored queue whose PUBLISH the
+/// dead run's journal (`deliveries`) says is still out (sent, no PUBREC seen), under that
+/// packet id and in the journal's order: resent with DUP, a client that has it does not
+/// deliver it again (MQTT-4.3.3), where queued it would go out under a new id, a second
+/// delivery. A connected session's mirror holds the messages it had queued at its CONNECT
+/// until they are acknowledged (its backlog), and those the node sent meanwhile are named in
+/// the journal only. An id the session's own inflight entries hold leaves the message queued.
+/// How many were put back.
+pub(super) fn resume_still_out(session: &mut StoredSession, deliveries: &Deliveries) -> usize {
+    let mut taken: Vec<u16> = session.inflight.iter().map(|(id, _)| id.get()).collect();
+    let mut out = Vec::new();
+    let mut queued = Vec::with_capacity(session.queued.len());
+    for (seq, message) in std::mem::take(&mut session.queued) {
+        let is_qos2 = message.qos == codec::QoS::ExactlyOnce;
+        let still_out = is_qos2.then(|| deliveries.still_out(message.key)).flatten();
+        match still_out.filter(|(_, id)| !taken.contains(id)) {
+            Some((place, id)) => {
+                taken.push(id);
+                out.push((place, id, message));
+            }
+            None => queued.push((seq, message)),
+        }
+    }
+    session.queued = queued;
+    out.sort_by_key(|(place, _, _)| *place);
+    let count = out.len();
+    for (_, id, message) in out {
+        if let Some(id) = PacketId::new(id) {
+            session
+                .inflight
+                .push((id, InflightState::AwaitingPubRec(message)));
+        }
+    }
+    count
+}
+
 pub(super) fn drop_acknowledged(session: &mut StoredSession, deliveries: &Deliveries) -> usize {
     let has = |message: &StoredMessage| {
         message.qos == codec::QoS::ExactlyOnce && deliveries.acknowledged(message.key)

@@ -241,3 +241,46 @@ fn a_qos_2_copy_another_run_sent_is_left_out_unless_the_dead_run_sent_it_too() {
         "the dead run's own sends are placed by its journal; another client's do not count"
     );
 }
+
+#[test]
+fn a_mirrored_qos_2_message_still_out_goes_back_in_flight_under_its_packet_id() {
+    let keyed = |payload, qos, key| StoredMessage {
+        key,
+        ..copy(payload, qos)
+    };
+    let mut session = session();
+    session.queued = vec![
+        (1, keyed("out second", QoS::ExactlyOnce, 11)),
+        (2, keyed("out first", QoS::ExactlyOnce, 12)),
+        (3, keyed("never sent", QoS::ExactlyOnce, 13)),
+        (4, keyed("qos 1 sent", QoS::AtLeastOnce, 14)),
+        (5, keyed("id held", QoS::ExactlyOnce, 15)),
+        (6, keyed("acked", QoS::ExactlyOnce, 16)),
+    ];
+    session.inflight = vec![(PacketId::new(9).unwrap(), InflightState::AwaitingPubComp)];
+    let entries = [
+        sent("c", 2, 12),
+        sent("c", 1, 11),
+        sent("c", 3, 14),
+        sent("c", 9, 15),
+        sent("c", 4, 16),
+        released("c", 4),
+    ];
+    let deliveries = Deliveries::of(&entries, "c");
+    assert_eq!(resume_still_out(&mut session, &deliveries), 2);
+    assert_eq!(
+        in_flight(&session),
+        [
+            (9, "PUBREL".into()),
+            (2, "out first".into()),
+            (1, "out second".into())
+        ],
+        "in the journal's order, under the ids they went out with"
+    );
+    let left: Vec<StoredMessage> = session.queued.iter().map(|(_, m)| m.clone()).collect();
+    assert_eq!(
+        payloads(&left),
+        ["never sent", "qos 1 sent", "id held", "acked"],
+        "not what was never sent, nor QoS 1, nor under an id the session holds, nor what its PUBREC says the client has (dropped apart)"
+    );
+}
