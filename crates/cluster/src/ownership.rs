@@ -24,6 +24,7 @@ use super::link_state::Link;
 use super::mirror::Mirror;
 use super::mirror_queue::{MirrorFence, MirrorWork};
 use super::owners::{Buckets, Owners, heartbeat_key, release_subject};
+use super::release_serving::earliest;
 use super::restart::{Routing, route_missed};
 use super::totals::{FiguresSource, NodeContext, heartbeat_value, sum_totals};
 use broker_api::cluster::{ClaimRequest, Ownership};
@@ -202,12 +203,16 @@ async fn keep_buckets(owners: Arc<Owners>, heartbeat: Heartbeat) {
         beat.tick().await;
         // Without the replay stream no replay runs, so no request is ever done: nothing can
         // be read back from a start carried in the heartbeat either. With it, the start of
-        // what this node may not have routed yet: its replays due, and the follow-ups of the
-        // sessions that came here, not done yet (`follow_up.rs`).
+        // what this node may not have routed yet: its replays due, the follow-ups of the
+        // sessions that came here, not done yet (`follow_up.rs`), and the catch-up of the
+        // sessions recovered from its store, not ended yet (`restart.rs`).
         let unreplayed_from = match heartbeat.kept_stream {
-            true => super::release_serving::earliest(
-                link.replays.unreplayed_from(),
-                owners.follow_ups.earliest_unfinished(),
+            true => earliest(
+                earliest(
+                    link.replays.unreplayed_from(),
+                    owners.follow_ups.earliest_unfinished(),
+                ),
+                owners.restart.unfinished_from(),
             ),
             false => None,
         };
