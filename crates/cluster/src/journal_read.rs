@@ -184,14 +184,9 @@ impl Deliveries {
     /// the store lacks (the store's write had not landed) is not: it comes again rather than
     /// never.
     pub(super) fn had_before_restart(&self, key: u64, stored: &[u16]) -> bool {
-        let Some(&packet_id) = (key != 0).then(|| self.sent.get(&key)).flatten() else {
-            return false;
-        };
-        match self.last.get(&packet_id) {
-            Some(&(_, JournalStep::Sent { key: last })) if last == key => {
-                stored.contains(&packet_id)
-            }
-            _ => true,
+        match self.still_out(key) {
+            Some((_, packet_id)) => stored.contains(&packet_id),
+            None => self.has_sent(key),
         }
     }
 
@@ -225,17 +220,14 @@ pub(super) fn apply(
     let mut in_flight: Vec<(usize, u16, Option<StoredMessage>)> = Vec::new();
     let mut queued = Vec::new();
     for (key, copy) in copies {
-        let journaled = key != 0 && copy.qos == codec::QoS::ExactlyOnce;
-        let Some(&packet_id) = journaled.then(|| deliveries.sent.get(&key)).flatten() else {
+        if copy.qos != codec::QoS::ExactlyOnce || !deliveries.has_sent(key) {
             queued.push(copy);
             continue;
-        };
-        match deliveries.last.get(&packet_id) {
-            Some(&(place, JournalStep::Sent { key: last })) if last == key => {
-                in_flight.push((place, packet_id, Some(copy)));
-            }
-            // Its PUBREC came (the id may even carry a later message since): delivered.
-            _ => {}
+        }
+        // Sent and not still out: its PUBREC came (the id may even carry a later message
+        // since), delivered.
+        if let Some((place, packet_id)) = deliveries.still_out(key) {
+            in_flight.push((place, packet_id, Some(copy)));
         }
     }
     let with_message: Vec<u16> = in_flight.iter().map(|(_, id, _)| *id).collect();
@@ -262,15 +254,6 @@ pub(super) fn apply(
     queued
 }
 
-/// Drops from `session`'s queue and in-flight entries (as mirrored) the QoS 2 messages whose
-/// PUBREC reached the run of `deliveries`: the client has them; how many (a packet id so
-/// freed and not completed gets its PUBREL from [`apply`]). Why: a mirrored queue can be behind
-/// what its node delivered (a session that node recovered from another node's mirror and
-/// delivered to its client, whose removal of the other node's copies did not land), and what
-/// the queue held came again: likely so in the 300-fault run of seed 5050 on 6e66b59
-/// (1,395.0 s), 3,010 QoS 2 messages to one subscriber recovered as offline (docs/cluster.md);
-/// and a connected session's snapshot keeps the backlog it came back to, in flight and queued,
-/// until all of it is acknowledged (`shard/mirror.rs`).
 /// Puts back in flight each QoS 2 message of `session`'s mirrored queue whose PUBLISH the
 /// dead run's journal (`deliveries`) says is still out (sent, no PUBREC seen), under that
 /// packet id and in the journal's order: resent with DUP, a client that has it does not
@@ -307,6 +290,15 @@ pub(super) fn resume_still_out(session: &mut StoredSession, deliveries: &Deliver
     count
 }
 
+/// Drops from `session`'s queue and in-flight entries (as mirrored) the QoS 2 messages whose
+/// PUBREC reached the run of `deliveries`: the client has them; how many (a packet id so
+/// freed and not completed gets its PUBREL from [`apply`]). Why: a mirrored queue can be behind
+/// what its node delivered (a session that node recovered from another node's mirror and
+/// delivered to its client, whose removal of the other node's copies did not land), and what
+/// the queue held came again: likely so in the 300-fault run of seed 5050 on 6e66b59
+/// (1,395.0 s), 3,010 QoS 2 messages to one subscriber recovered as offline (docs/cluster.md);
+/// and a connected session's snapshot keeps the backlog it came back to, in flight and queued,
+/// until all of it is acknowledged (`shard/mirror.rs`).
 pub(super) fn drop_acknowledged(session: &mut StoredSession, deliveries: &Deliveries) -> usize {
     let has = |message: &StoredMessage| {
         message.qos == codec::QoS::ExactlyOnce && deliveries.acknowledged(message.key)

@@ -35,6 +35,14 @@ fn copy(payload: &'static str, qos: QoS) -> StoredMessage {
     }
 }
 
+/// [`copy`] with the stored key `key`.
+fn keyed(payload: &'static str, qos: QoS, key: u64) -> StoredMessage {
+    StoredMessage {
+        key,
+        ..copy(payload, qos)
+    }
+}
+
 fn session() -> StoredSession {
     let client_id = MqttStr::try_from("c").unwrap();
     StoredSession::new(client_id, ProtocolVersion::V5, SessionExpiry::Never, None)
@@ -163,10 +171,6 @@ fn a_restarted_node_leaves_out_what_was_delivered_or_is_resent_from_its_store() 
 
 #[test]
 fn a_mirrored_queue_loses_the_qos_2_messages_the_client_acknowledged_there() {
-    let keyed = |payload, qos, key| StoredMessage {
-        key,
-        ..copy(payload, qos)
-    };
     let mut session = session();
     session.queued = vec![
         (1, keyed("acked", QoS::ExactlyOnce, 10)),
@@ -212,10 +216,6 @@ fn a_mirrored_queue_loses_the_qos_2_messages_the_client_acknowledged_there() {
 
 #[test]
 fn a_qos_2_copy_another_run_sent_is_left_out_unless_the_dead_run_sent_it_too() {
-    let keyed = |payload, qos, key| StoredMessage {
-        key,
-        ..copy(payload, qos)
-    };
     let mut copies = vec![
         (10, keyed("sent elsewhere", QoS::ExactlyOnce, 10)),
         (11, keyed("sent by both", QoS::ExactlyOnce, 11)),
@@ -244,10 +244,6 @@ fn a_qos_2_copy_another_run_sent_is_left_out_unless_the_dead_run_sent_it_too() {
 
 #[test]
 fn a_mirrored_qos_2_message_still_out_goes_back_in_flight_under_its_packet_id() {
-    let keyed = |payload, qos, key| StoredMessage {
-        key,
-        ..copy(payload, qos)
-    };
     let mut session = session();
     session.queued = vec![
         (1, keyed("out second", QoS::ExactlyOnce, 11)),
