@@ -44,7 +44,7 @@ fn kept(topic: &str, qos: QoS, origin: &str, expiry: Option<u32>) -> Kept {
 }
 
 #[test]
-fn the_read_starts_before_the_last_heartbeat_or_at_the_last_mirrored_copy() {
+fn the_read_starts_before_the_last_heartbeat_or_at_the_last_mirrored_copy_whichever_is_earlier() {
     let at = |secs| SystemTime::UNIX_EPOCH + Duration::from_secs(secs);
     let mirrored = |offline_since| Mirrored {
         session: session(Vec::new()),
@@ -54,6 +54,12 @@ fn the_read_starts_before_the_last_heartbeat_or_at_the_last_mirrored_copy() {
     assert_eq!(read_start(Some(at(100)), &mirrored(None)), at(100) - MARGIN);
     assert_eq!(read_start(None, &mirrored(None)), at(50) - MARGIN);
     assert_eq!(read_start(Some(at(100)), &mirrored(Some(at(70)))), at(70));
+    assert_eq!(read_start(None, &mirrored(Some(at(70)))), at(70));
+    // A heartbeat carrying an unfinished catch-up's start: the offline session reads from it.
+    assert_eq!(
+        read_start(Some(at(60)), &mirrored(Some(at(70)))),
+        at(60) - MARGIN
+    );
 }
 
 #[test]
