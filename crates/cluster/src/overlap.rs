@@ -57,15 +57,18 @@ mod tests {
         }
     }
 
+    fn session() -> StoredSession {
+        let client_id = MqttStr::try_from("c").unwrap();
+        StoredSession::new(client_id, ProtocolVersion::V5, SessionExpiry::Never, None)
+    }
+
     fn payload(message: &StoredMessage) -> &[u8] {
         &message.payload
     }
 
     #[test]
     fn a_message_in_both_is_kept_once_in_flight_or_as_read() {
-        let client_id = MqttStr::try_from("c").unwrap();
-        let mut session =
-            StoredSession::new(client_id, ProtocolVersion::V5, SessionExpiry::Never, None);
+        let mut session = session();
         let id = PacketId::new(7).unwrap();
         session.inflight = vec![(id, InflightState::AwaitingPubAck(message("sent", 1)))];
         session.queued = vec![
@@ -89,5 +92,28 @@ mod tests {
             1,
             "the snapshot's in-flight entry stays"
         );
+    }
+
+    #[test]
+    fn a_copy_mirrored_twice_is_appended_once() {
+        let mut session = session();
+        let id = PacketId::new(7).unwrap();
+        session.inflight = vec![(id, InflightState::AwaitingPubRec(message("sent", 1)))];
+        session.queued = vec![(4, message("queued", 2)), (5, message("no key", 0))];
+        let copies = [
+            message("sent", 1),
+            message("queued", 2),
+            message("new", 3),
+            message("new", 3),
+            message("no key", 0),
+        ];
+        let left_out = crate::mirror::append_to_queue(&mut session, copies);
+        assert_eq!(left_out, 3);
+        let queued: Vec<(u64, &[u8])> = (session.queued.iter())
+            .map(|(seq, m)| (*seq, payload(m)))
+            .collect();
+        let expected: [(u64, &[u8]); 4] =
+            [(4, b"queued"), (5, b"no key"), (6, b"new"), (7, b"no key")];
+        assert_eq!(queued, expected);
     }
 }
