@@ -12,18 +12,22 @@ use super::clients::{Published, Received, published_qos};
 use crate::client::{Event, RawClient, V5};
 
 /// What one run found.
+/// (subscriber, message, a moment, an earlier moment if any).
+pub type Noted = (usize, u64, Instant, Option<Instant>);
+
 #[derive(Debug, Default)]
 pub struct Verdict {
     /// Messages acknowledged with Success (retained ones apart).
     pub acked: usize,
     pub refused: u64,
     pub unknown: u64,
-    /// (subscriber, message, when it was acknowledged) never delivered to that subscriber.
-    pub lost: Vec<(usize, u64, Instant)>,
+    /// (subscriber, message, when it was acknowledged, -) never delivered to that subscriber.
+    pub lost: Vec<Noted>,
     /// QoS 2 messages delivered more than once to one subscriber.
     pub qos2_twice: usize,
-    /// (subscriber, message, when it arrived the second time), of the QoS 2 ones.
-    pub qos2_twice_at: Vec<(usize, u64, Instant)>,
+    /// (subscriber, message, when it arrived the second time, when it arrived first), of the
+    /// QoS 2 ones.
+    pub qos2_twice_at: Vec<Noted>,
     /// QoS 1 messages delivered more than once (allowed: at least once).
     pub qos1_again: usize,
     /// Reconnections that found no session.
@@ -76,7 +80,7 @@ pub fn deliveries(published: &[Published], received: &[Received]) -> Verdict {
     for (index, subscriber) in received.iter().enumerate() {
         for (&id, &at) in &acked_at {
             if !subscriber.counts.contains_key(&id) {
-                verdict.lost.push((index, id, at));
+                verdict.lost.push((index, id, at, None));
             }
         }
         for (&id, &count) in &subscriber.counts {
@@ -85,7 +89,8 @@ pub fn deliveries(published: &[Published], received: &[Received]) -> Verdict {
                     2 => {
                         verdict.qos2_twice += 1;
                         if let Some(&again) = subscriber.again_at.get(&id) {
-                            verdict.qos2_twice_at.push((index, id, again));
+                            let first = subscriber.first_at.get(&id).copied();
+                            verdict.qos2_twice_at.push((index, id, again, first));
                         }
                     }
                     _ => verdict.qos1_again += 1,

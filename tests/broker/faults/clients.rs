@@ -63,6 +63,8 @@ pub struct Received {
     pub counts: BTreeMap<u64, u32>,
     /// When a message delivered more than once arrived the second time.
     pub again_at: BTreeMap<u64, std::time::Instant>,
+    /// When each message arrived first (where a duplicate's first copy came from).
+    pub first_at: BTreeMap<u64, std::time::Instant>,
     /// Publishers whose probe arrived.
     pub probes: BTreeSet<u8>,
     /// Subscribed on its first connection.
@@ -360,8 +362,11 @@ fn note(received: &mut Received, topic: &str, payload: &[u8]) {
         let id = u64::from_be_bytes(*id);
         let count = received.counts.entry(id).or_default();
         *count += 1;
-        if *count == 2 {
-            received.again_at.insert(id, std::time::Instant::now());
+        let now = std::time::Instant::now();
+        match *count {
+            1 => drop(received.first_at.insert(id, now)),
+            2 => drop(received.again_at.insert(id, now)),
+            _ => {}
         }
     }
 }

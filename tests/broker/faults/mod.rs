@@ -280,26 +280,31 @@ fn wait_until_within_or_none(guard: Duration, mut probe: impl FnMut() -> Option<
 /// Messages (lost, or delivered twice) as runs of consecutive numbers per subscriber and
 /// publisher, with the moment of the run's first (`what`: acknowledged, or delivered again):
 /// `sub 0 <- pub 1: 4204-4251 (acked at 12.3 s)`.
-fn message_ranges(lost: &[(usize, u64, Instant)], began: Instant, what: &str) -> String {
-    // (subscriber, publisher, first, last, messages, moment of the first)
-    let mut runs: Vec<(usize, u64, u64, u64, u32, Instant)> = Vec::new();
-    for &(subscriber, id, at) in lost {
+/// (subscriber, publisher, first, last, messages, moments of the first).
+type MessageRun = (usize, u64, u64, u64, u32, (Instant, Option<Instant>));
+
+fn message_ranges(lost: &[checker::Noted], began: Instant, what: &str) -> String {
+    let mut runs: Vec<MessageRun> = Vec::new();
+    for &(subscriber, id, at, earlier) in lost {
         let (publisher, seq) = (id >> 40, id & 0xffff_ffff);
         match runs.last_mut() {
             Some(last) if last.0 == subscriber && last.1 == publisher && last.3 + 10 >= seq => {
                 last.3 = seq;
                 last.4 += 1;
             }
-            _ => runs.push((subscriber, publisher, seq, seq, 1, at)),
+            _ => runs.push((subscriber, publisher, seq, seq, 1, (at, earlier))),
         }
     }
     const SHOWN: usize = 24;
     let mut shown: Vec<String> = runs
         .iter()
         .take(SHOWN)
-        .map(|(s, p, first, last, n, at)| {
-            let at = at.saturating_duration_since(began).as_secs_f64();
-            format!("sub {s} <- pub {p}: {first}-{last} ×{n} ({what} at {at:.1} s)")
+        .map(|(s, p, first, last, n, (at, earlier))| {
+            let secs = |at: &Instant| at.saturating_duration_since(began).as_secs_f64();
+            let earlier =
+                earlier.map_or(String::new(), |e| format!(", first at {:.1} s", secs(&e)));
+            let at = secs(at);
+            format!("sub {s} <- pub {p}: {first}-{last} ×{n} ({what} at {at:.1} s{earlier})")
         })
         .collect();
     if runs.len() > SHOWN {
