@@ -20,6 +20,7 @@ seconds); every process is stopped at the end.
     NODES=3 PAIRS=200 RATE=50 QOS="0 1" SUBS=300 PUBS=10 FAN_RATE=20 DURATION=10 REPS=2
     PERSISTENT=1 (p2p clients with persistent sessions: mirrored, their QoS 2 journaled)
     FANOUT=0 (p2p only)
+    CLUSTER_EXTRA="ack_timeout_ms = 5000" (more [cluster] lines for every node; `;` splits lines)
 """
 
 import json
@@ -47,6 +48,8 @@ DURATION = int(os.environ.get("DURATION", 10))
 REPS = int(os.environ.get("REPS", 1))
 PERSISTENT = os.environ.get("PERSISTENT", "0") == "1"
 FANOUT = os.environ.get("FANOUT", "1") == "1"
+# Extra `[cluster]` lines for every node, e.g. CLUSTER_EXTRA="qos2_journal = false".
+CLUSTER_EXTRA = os.environ.get("CLUSTER_EXTRA", "")
 RUN_ID = os.environ.get("RUN_ID", time.strftime("%Y%m%d-%H%M%S"))
 NATS = shutil.which("nats-server") or "/usr/sbin/nats-server"
 TICKS = os.sysconf("SC_CLK_TCK")
@@ -103,6 +106,8 @@ def start_ringmq(work, name, cluster):
         if cluster:
             node_id, nats_port = cluster
             f.write(f'[cluster]\nnode_id = "{node_id}"\nnats = ["nats://127.0.0.1:{nats_port}"]\nreplicas = {min(NODES, 3)}\n')
+            if CLUSTER_EXTRA:
+                f.write(CLUSTER_EXTRA.replace(";", "\n") + "\n")
     log = open(os.path.join(work, f"{name}.log"), "w")
     proc = subprocess.Popen([RINGMQ, "--config", conf], stdout=log, stderr=subprocess.STDOUT, cwd=work)
     wait_port(port)
